@@ -1,0 +1,1 @@
+"""memlife tests (a package so that tests.fakes imports)."""

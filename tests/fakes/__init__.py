@@ -1,0 +1,1 @@
+"""Fakes of external services for tests (see messages_api for the Messages API)."""
