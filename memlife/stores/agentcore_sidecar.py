@@ -1,0 +1,257 @@
+"""DynamoDB sidecar of the AgentCore store: what AgentCore metadata cannot hold.
+
+One table, string hash key ``pk`` and string range key ``sk``. Three kinds of item:
+
+======================  ========  ===========================================================
+pk                      sk        holds
+======================  ========  ===========================================================
+``rec#{key}``           ``rec``   ``record_id`` (ours) -> ``memory_record_id`` (absent while
+                                  a create is in flight: ``state = pending``), ``actor_id``,
+                                  ``namespace``, ``version`` (N), ``blobs`` (the fields that
+                                  did not fit AgentCore metadata, by content hash),
+                                  ``updated_at``
+``actors``              actor id  the actor registry (actors written through this store)
+``ns#{actor id}``       namespace the namespaces written for that actor
+======================  ========  ===========================================================
+
+Record items are keyed by *our* record id (``MemoryRecord.id``) in its metadata-safe form
+(the id itself, or ``sha256:<hex>`` of it when it does not fit AgentCore metadata; the same
+value AgentCore holds as metadata ``memlife_id``), so both directions resolve in one read:
+our id -> key -> item -> ``memoryRecordId``, and a listed record's ``memlife_id`` -> item.
+Writes to record items are conditional on ``version`` (optimistic concurrency): a writer
+that read version ``n`` writes ``n + 1`` only if the item is still at ``n`` (still absent
+for ``n = 0``); losing that race is a per-item ``CONFLICT``, never a silent overwrite.
+Transactions are used for throughput, 25 items each (moto's limit; DynamoDB's is 100), and
+a cancelled transaction is split per item by its ``CancellationReasons``.
+
+Memory *content* never goes here: the sidecar holds ids, lifecycle fields and provenance.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+TRANSACT_MAX = 25
+BATCH_GET_MAX = 100
+BATCH_WRITE_MAX = 25
+REC_SK = "rec"
+
+
+@dataclass
+class SidecarItem:
+    key: str  # the record's metadata-safe key (``memlife_id`` in AgentCore metadata)
+    record_id: str
+    actor_id: str
+    namespace: str
+    version: int = 0  # 0: not stored yet
+    memory_record_id: str | None = None  # None: create in flight (pending)
+    # overflow blobs by content hash, newest last (a few kept: see AgentCoreStore)
+    blobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def pending(self) -> bool:
+        return self.memory_record_id is None
+
+
+class SidecarConflict(RuntimeError):
+    """The item changed (or appeared) since it was read."""
+
+
+def _rec_key(key: str) -> dict[str, Any]:
+    return {"pk": {"S": f"rec#{key}"}, "sk": {"S": REC_SK}}
+
+
+def _to_ddb(item: SidecarItem) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        **_rec_key(item.key),
+        "record_id": {"S": item.record_id},
+        "actor_id": {"S": item.actor_id},
+        "namespace": {"S": item.namespace},
+        "version": {"N": str(item.version)},
+        "state": {"S": "pending" if item.pending else "live"},
+        "blobs": {"S": json.dumps(list(item.blobs.items()), separators=(",", ":"))},
+        "updated_at": {"S": datetime.now(UTC).isoformat()},
+    }
+    if item.memory_record_id is not None:
+        out["memory_record_id"] = {"S": item.memory_record_id}
+    return out
+
+
+def _from_ddb(raw: dict[str, Any]) -> SidecarItem:
+    return SidecarItem(
+        key=raw["pk"]["S"][len("rec#") :],
+        record_id=raw["record_id"]["S"],
+        actor_id=raw["actor_id"]["S"],
+        namespace=raw["namespace"]["S"],
+        version=int(raw["version"]["N"]),
+        memory_record_id=raw["memory_record_id"]["S"] if "memory_record_id" in raw else None,
+        blobs=dict(json.loads(raw["blobs"]["S"])) if "blobs" in raw else {},
+    )
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+class Sidecar:
+    """The sidecar table behind a boto3 DynamoDB *client* (thread-safe, like the client)."""
+
+    def __init__(self, client: Any, table: str):
+        self.client = client
+        self.table = table
+
+    # -- table ---------------------------------------------------------------------------
+    def create_table(self) -> None:
+        """Create the table (on-demand billing) if absent; for setup scripts and tests."""
+        try:
+            self.client.create_table(
+                TableName=self.table,
+                AttributeDefinitions=[
+                    {"AttributeName": "pk", "AttributeType": "S"},
+                    {"AttributeName": "sk", "AttributeType": "S"},
+                ],
+                KeySchema=[
+                    {"AttributeName": "pk", "KeyType": "HASH"},
+                    {"AttributeName": "sk", "KeyType": "RANGE"},
+                ],
+                BillingMode="PAY_PER_REQUEST",
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ResourceInUseException":
+                raise
+        self.client.get_waiter("table_exists").wait(
+            TableName=self.table, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
+        )
+
+    # -- record items --------------------------------------------------------------------
+    def get_many(self, keys: Iterable[str]) -> dict[str, SidecarItem]:
+        """Items by key (absent keys are absent from the answer)."""
+        ids = list(dict.fromkeys(keys))
+        out: dict[str, SidecarItem] = {}
+        for chunk in _chunks(ids, BATCH_GET_MAX):
+            request: dict[str, Any] = {
+                self.table: {"Keys": [_rec_key(i) for i in chunk], "ConsistentRead": True}
+            }
+            while request:
+                resp = self.client.batch_get_item(RequestItems=request)
+                for raw in resp.get("Responses", {}).get(self.table, []):
+                    item = _from_ddb(raw)
+                    out[item.key] = item
+                request = resp.get("UnprocessedKeys") or {}
+        return out
+
+    def get(self, key: str) -> SidecarItem | None:
+        return self.get_many([key]).get(key)
+
+    def put_many(self, items: Sequence[tuple[SidecarItem, int]]) -> dict[str, str]:
+        """Write each ``(item, expected_version)``; ``item.version`` must be the new one.
+
+        Returns ``{key: reason}`` for items not written (``CONFLICT`` or an error
+        code); every other item was written.
+        """
+        failed: dict[str, str] = {}
+        for chunk in _chunks(list(items), TRANSACT_MAX):
+            todo = list(chunk)
+            while todo:
+                todo = self._transact(todo, failed)
+        return failed
+
+    def _transact(
+        self, todo: list[tuple[SidecarItem, int]], failed: dict[str, str]
+    ) -> list[tuple[SidecarItem, int]]:
+        ops = []
+        for item, expected in todo:
+            put: dict[str, Any] = {"TableName": self.table, "Item": _to_ddb(item)}
+            if expected == 0:
+                put["ConditionExpression"] = "attribute_not_exists(pk)"
+            else:
+                put["ConditionExpression"] = "version = :v"
+                put["ExpressionAttributeValues"] = {":v": {"N": str(expected)}}
+            ops.append({"Put": put})
+        try:
+            self.client.transact_write_items(TransactItems=ops)
+            return []
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                raise
+            reasons = exc.response.get("CancellationReasons") or []
+        retry: list[tuple[SidecarItem, int]] = []
+        for (item, expected), reason in zip(todo, reasons, strict=False):
+            code = reason.get("Code") or "None"
+            if code == "None":
+                retry.append((item, expected))  # cancelled only because another item failed
+            elif code == "ConditionalCheckFailed":
+                failed[item.key] = "CONFLICT"
+            else:
+                failed[item.key] = code
+        if not reasons:  # no per-item reasons: fall back to one conditional put each
+            for item, expected in todo:
+                self._put_one(item, expected, failed)
+            return []
+        return retry
+
+    def _put_one(self, item: SidecarItem, expected: int, failed: dict[str, str]) -> None:
+        kwargs: dict[str, Any] = {"TableName": self.table, "Item": _to_ddb(item)}
+        if expected == 0:
+            kwargs["ConditionExpression"] = "attribute_not_exists(pk)"
+        else:
+            kwargs["ConditionExpression"] = "version = :v"
+            kwargs["ExpressionAttributeValues"] = {":v": {"N": str(expected)}}
+        try:
+            self.client.put_item(**kwargs)
+        except ClientError as exc:
+            code = exc.response["Error"]["Code"]
+            failed[item.key] = "CONFLICT" if code == "ConditionalCheckFailedException" else code
+
+    def delete_many(self, keys: Iterable[str]) -> None:
+        """Unconditional: called once AgentCore confirmed the record gone."""
+        ids = list(dict.fromkeys(keys))
+        for chunk in _chunks(ids, BATCH_WRITE_MAX):
+            request: dict[str, Any] = {
+                self.table: [{"DeleteRequest": {"Key": _rec_key(i)}} for i in chunk]
+            }
+            while request:
+                resp = self.client.batch_write_item(RequestItems=request)
+                request = resp.get("UnprocessedItems") or {}
+
+    # -- shard registry ------------------------------------------------------------------
+    def register_shards(self, shards: Iterable[tuple[str, str]]) -> None:
+        """Record (actor, namespace) pairs; idempotent plain puts."""
+        puts: dict[tuple[str, str], dict[str, Any]] = {}
+        for actor, ns in shards:
+            puts[("actors", actor)] = {"pk": {"S": "actors"}, "sk": {"S": actor}}
+            puts[(f"ns#{actor}", ns)] = {"pk": {"S": f"ns#{actor}"}, "sk": {"S": ns}}
+        reqs = [{"PutRequest": {"Item": it}} for it in puts.values()]
+        for chunk in _chunks(reqs, BATCH_WRITE_MAX):
+            request: dict[str, Any] = {self.table: list(chunk)}
+            while request:
+                resp = self.client.batch_write_item(RequestItems=request)
+                request = resp.get("UnprocessedItems") or {}
+
+    def _query_sks(self, pk: str) -> list[str]:
+        out: list[str] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": pk}},
+            "ProjectionExpression": "sk",
+        }
+        while True:
+            resp = self.client.query(**kwargs)
+            out += [it["sk"]["S"] for it in resp.get("Items", [])]
+            if "LastEvaluatedKey" not in resp:
+                return out
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+    def actors(self) -> list[str]:
+        return self._query_sks("actors")
+
+    def namespaces(self, actor_id: str) -> list[str]:
+        return self._query_sks(f"ns#{actor_id}")
