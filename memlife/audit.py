@@ -1,0 +1,172 @@
+"""Receipt sinks: where evidence goes. ``file://`` (default ``.memlife/receipts``) or ``s3://``.
+
+Every write is create-only: ``put_new`` returns False when the key already exists and
+never overwrites it (S3 ``If-None-Match: *``; a hard link for files, which fails when the
+name is taken). A rerun that finds its evidence already written simply moves on.
+Layout (DESIGN.md "Receipts"):
+    runs/{yyyy}/{mm}/{dd}/{run_id}/manifest.json | receipt.json | operations.parquet
+    operations/{operation_id}.json
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import parse_qs, urlparse
+
+DEFAULT_RECEIPTS_URL = "file://.memlife/receipts"
+
+
+class ReceiptSink(Protocol):
+    url: str
+
+    def put_new(self, key: str, body: bytes, content_type: str = "application/json") -> bool:
+        """Create ``key``; False (and nothing written) when it already exists."""
+        ...
+
+    def get(self, key: str) -> bytes | None: ...
+
+    def list(self, prefix: str) -> Iterator[str]: ...
+
+    def location(self, key: str) -> str: ...
+
+
+class ReceiptWriteError(RuntimeError):
+    """The sink refused or failed a write (network, permissions): evidence is not yet durable."""
+
+
+def run_prefix(run_id: str, started: datetime) -> str:
+    return f"runs/{started:%Y/%m/%d}/{run_id}"
+
+
+def dumps(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, indent=1, default=str).encode()
+
+
+class FileSink:
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.url = f"file://{self.root}"
+
+    def _path(self, key: str) -> Path:
+        p = (self.root / key).resolve()
+        if not str(p).startswith(str(self.root.resolve())):
+            raise ValueError(f"receipt key {key!r} escapes the receipts folder")
+        return p
+
+    def put_new(self, key: str, body: bytes, content_type: str = "application/json") -> bool:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            return False
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(body)
+                fh.flush()
+                os.fsync(fh.fileno())
+            try:
+                os.link(tmp, path)  # atomic create-only: fails if the name exists
+            except FileExistsError:
+                return False
+            return True
+        except OSError as exc:
+            raise ReceiptWriteError(f"{self.url}/{key}: {exc}") from exc
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+
+    def get(self, key: str) -> bytes | None:
+        path = self._path(key)
+        return path.read_bytes() if path.exists() else None
+
+    def list(self, prefix: str) -> Iterator[str]:
+        base = self.root / prefix
+        start = base if base.is_dir() else base.parent
+        if not start.exists():
+            return
+        for p in sorted(start.rglob("*")):
+            if p.is_file() and not p.name.startswith(".tmp-"):
+                key = p.relative_to(self.root).as_posix()
+                if key.startswith(prefix):
+                    yield key
+
+    def location(self, key: str) -> str:
+        return str(self.root / key)
+
+
+class S3Sink:
+    """Receipts in S3 through boto3 (standard credential chain; optional endpoint URL)."""
+
+    def __init__(self, bucket: str, prefix: str = "", *, endpoint_url: str | None = None,
+                 region: str | None = None, client: Any = None):  # fmt: skip
+        import boto3
+        from botocore.config import Config
+
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.url = f"s3://{bucket}/{self.prefix}".rstrip("/")
+        self.client = client or boto3.client(
+            "s3", endpoint_url=endpoint_url, region_name=region,
+            config=Config(retries={"mode": "standard", "max_attempts": 5}),
+        )  # fmt: skip
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def put_new(self, key: str, body: bytes, content_type: str = "application/json") -> bool:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self.client.put_object(
+                Bucket=self.bucket, Key=self._key(key), Body=body, ContentType=content_type,
+                IfNoneMatch="*",
+            )  # fmt: skip
+            return True
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code in ("PreconditionFailed", "ConditionalRequestConflict") or status == 412:
+                return False
+            raise ReceiptWriteError(f"{self.url}/{key}: {code or exc}") from exc
+        except BotoCoreError as exc:
+            raise ReceiptWriteError(f"{self.url}/{key}: {exc}") from exc
+
+    def get(self, key: str) -> bytes | None:
+        from botocore.exceptions import ClientError
+
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                return None
+            raise
+
+    def list(self, prefix: str) -> Iterator[str]:
+        pages = self.client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=self._key(prefix)
+        )
+        cut = len(self.prefix) + 1 if self.prefix else 0
+        for page in pages:
+            for obj in page.get("Contents", []):
+                yield obj["Key"][cut:]
+
+    def location(self, key: str) -> str:
+        return f"s3://{self.bucket}/{self._key(key)}"
+
+
+def open_sink(url: str | None = None) -> ReceiptSink:
+    """``file://path`` (relative or absolute) or ``s3://bucket/prefix?endpoint_url=..&region=..``."""
+    url = url or os.environ.get("MEMLIFE_RECEIPTS") or DEFAULT_RECEIPTS_URL
+    parsed = urlparse(url)
+    if parsed.scheme == "file":
+        return FileSink(url[len("file://") :])
+    if parsed.scheme == "s3":
+        q = {k: v[0] for k, v in parse_qs(parsed.query).items()}
+        endpoint = q.get("endpoint_url") or os.environ.get("MEMLIFE_S3_ENDPOINT_URL")
+        return S3Sink(parsed.netloc, parsed.path, endpoint_url=endpoint, region=q.get("region"))
+    raise ValueError(f"receipts URL {url!r}: use file://path or s3://bucket/prefix")

@@ -1,0 +1,168 @@
+"""The lifecycle record: the import/export contract of DESIGN.md, one JSON object per line.
+
+Every timestamp is timezone-aware UTC; a naive timestamp is an error, not a guess.
+Validation errors are re-raised as :class:`RecordError`, which names the record id
+(when the input carried one) and the field, so a bad line in a million is findable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
+
+
+class MemoryType(StrEnum):
+    episodic = "episodic"  # events; fade fast
+    semantic = "semantic"  # facts, preferences
+    procedural = "procedural"  # how-to, approved workflows; strictest gates
+
+
+class Source(StrEnum):
+    system_of_record = "system_of_record"
+    user_stated = "user_stated"
+    user_confirmed = "user_confirmed"
+    agent_inferred = "agent_inferred"  # weakest
+
+
+class RetentionClass(StrEnum):
+    standard = "standard"
+    sensitive = "sensitive"
+    legal_hold = "legal_hold"
+
+
+class Status(StrEnum):
+    active = "active"
+    superseded = "superseded"  # has provenance.replaced_by
+    pending_delete = "pending_delete"
+    retained = "retained"  # held
+    quarantined = "quarantined"  # recoverable, invisible to recall
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    return value.astimezone(UTC) if value is not None else None
+
+
+def content_sha256(content: str) -> str:
+    return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+class Provenance(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    source_event: str | None = None
+    policy_version: str | None = None  # policy version that last changed the record
+    replaced_by: str | None = None
+    supersedes: list[str] = Field(default_factory=list)
+    content_sha256: str | None = None
+
+
+class MemoryRecord(BaseModel):
+    """One memory. Required: id, actor_id, namespace, memory_type, content, created_at."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+
+    id: str = Field(min_length=1, max_length=256)
+    actor_id: str = Field(min_length=1, max_length=256)
+    namespace: str = Field(min_length=1, max_length=1024)
+    memory_type: MemoryType
+    content: str = Field(min_length=1)
+    created_at: AwareDatetime
+    subject: str | None = None  # what the fact is about; groups never cross subjects
+    owner: str | None = None  # team answerable; missing -> review, never deletion
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+    source: Source = Source.user_stated
+    last_accessed_at: AwareDatetime | None = None
+    access_count: int = Field(default=0, ge=0)
+    last_verified_at: AwareDatetime | None = None
+    expires_at: AwareDatetime | None = None
+    retention_class: RetentionClass = RetentionClass.standard
+    status: Status = Status.active
+    status_changed_at: AwareDatetime | None = None  # when status last changed (grace periods)
+    provenance: Provenance = Field(default_factory=Provenance)
+
+    @field_validator("content")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("content is blank")
+        return v
+
+    @field_validator(
+        "created_at", "last_accessed_at", "last_verified_at", "expires_at", "status_changed_at"
+    )
+    @classmethod
+    def _to_utc(cls, v: datetime | None) -> datetime | None:
+        return _utc(v)
+
+    @property
+    def sha256(self) -> str:
+        return self.provenance.content_sha256 or content_sha256(self.content)
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+
+class RecordError(ValueError):
+    """A record failed validation; names the record id (if known), the field and why."""
+
+    def __init__(self, record_id: str | None, field: str, reason: str, line: int | None = None):
+        self.record_id = record_id
+        self.field = field
+        self.reason = reason
+        self.line = line
+        where = f"line {line}: " if line is not None else ""
+        super().__init__(f"{where}record {record_id or '<no id>'}: field '{field}': {reason}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"line": self.line, "id": self.record_id, "field": self.field, "reason": self.reason}
+
+
+def _first_error(exc: ValidationError) -> tuple[str, str]:
+    err = exc.errors(include_url=False)[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "<record>"
+    return loc, err["msg"]
+
+
+def parse_record(data: Any, line: int | None = None) -> MemoryRecord:
+    """Validate a decoded object into a record, raising RecordError on the first bad field."""
+    if not isinstance(data, dict):
+        raise RecordError(None, "<record>", f"expected a JSON object, got {type(data).__name__}", line)
+    rid = data.get("id") if isinstance(data.get("id"), str) else None
+    try:
+        return MemoryRecord.model_validate(data)
+    except ValidationError as exc:
+        field, reason = _first_error(exc)
+        raise RecordError(rid, field, reason, line) from None
+
+
+def parse_record_line(text: str, line: int | None = None) -> MemoryRecord:
+    """Parse one JSONL line; malformed JSON is a RecordError on field '<json>'."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RecordError(None, "<json>", f"malformed JSON: {exc.msg} at column {exc.colno}", line) from None
+    return parse_record(data, line)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def parse_time(value: str) -> datetime:
+    """Parse an ISO-8601 instant; a naive value is rejected (we never guess a zone)."""
+    dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if dt.tzinfo is None:
+        raise ValueError(f"timestamp {value!r} has no timezone")
+    return dt.astimezone(UTC)

@@ -1,0 +1,265 @@
+"""The decision for each record: exactly one action plus reason codes. Pure: no I/O.
+
+Precedence, highest first (a newcomer should find every rule here):
+  1. legal hold           -> hold (an expired held record records DELETE_DEFERRED)
+  2. hard expiry / TTL     -> delete_expired (no score computed, no model call)
+  3. pending_delete past grace -> delete_pending
+  4. superseded / quarantined -> retain (already handled; never regrouped)
+  5. subject groups (2+ active records on one actor+namespace+subject):
+       exact or normalised duplicate        -> consolidate_candidate
+       older statement, newer one at least as authoritative (semantic)
+                                            -> supersede_candidate (CONTRADICTION or NEWER_STATEMENT)
+       newer statement from a weaker source -> review (CONFLICTING_SOURCE)
+       differing procedures                 -> review (strictest gate: a human decides)
+       the newest statement of a group      -> consolidate_candidate
+  6. missing owner, stale verification, low score -> review
+  7. otherwise -> retain
+A low score alone never deletes; procedural records are never deleted by score.
+Groups never cross an actor or a namespace: planning works one shard at a time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from memlife.model import MemoryRecord, MemoryType, RetentionClass, Source, Status
+from memlife.policy import Policy
+from memlife.score import Scorer
+
+
+class Action(StrEnum):
+    retain = "retain"
+    hold = "hold"
+    delete_expired = "delete_expired"
+    delete_pending = "delete_pending"
+    review = "review"
+    consolidate_candidate = "consolidate_candidate"
+    supersede_candidate = "supersede_candidate"
+
+
+class Reason(StrEnum):
+    LEGAL_HOLD = "LEGAL_HOLD"
+    DELETE_DEFERRED = "DELETE_DEFERRED"  # would be deleted but a hold defers it
+    RETAINED_STATUS = "RETAINED_STATUS"
+    HARD_EXPIRED = "HARD_EXPIRED"
+    TTL_EXPIRED = "TTL_EXPIRED"  # the type's default TTL, for records without expires_at
+    GRACE_ELAPSED = "GRACE_ELAPSED"
+    PENDING_GRACE = "PENDING_GRACE"
+    ALREADY_SUPERSEDED = "ALREADY_SUPERSEDED"
+    QUARANTINED = "QUARANTINED"
+    MISSING_OWNER = "MISSING_OWNER"
+    STALE_VERIFICATION = "STALE_VERIFICATION"
+    LOW_SCORE = "LOW_SCORE"
+    SAME_SUBJECT = "SAME_SUBJECT"
+    EXACT_DUPLICATE = "EXACT_DUPLICATE"
+    NEAR_DUPLICATE = "NEAR_DUPLICATE"
+    CONTRADICTION = "CONTRADICTION"
+    NEWER_STATEMENT = "NEWER_STATEMENT"
+    CONFLICTING_SOURCE = "CONFLICTING_SOURCE"
+    SCORE_OK = "SCORE_OK"
+
+
+DELETE_ACTIONS = frozenset({Action.delete_expired, Action.delete_pending})
+
+
+@dataclass(slots=True)
+class Decision:
+    id: str
+    actor_id: str
+    namespace: str
+    action: Action
+    reasons: list[Reason]
+    score: float | None = None
+    group: str | None = None  # hash of actor+namespace+subject; no content
+    survivor: str | None = None  # for supersede candidates: the newer statement's id
+
+    def report_row(self) -> dict:
+        return {
+            "id": self.id,
+            "actor_id": self.actor_id,
+            "namespace": self.namespace,
+            "action": self.action.value,
+            "reasons": [r.value for r in self.reasons],
+            "score": None if self.score is None else round(self.score, 6),
+        }
+
+
+def group_key(actor_id: str, namespace: str, subject: str) -> str:
+    raw = f"{actor_id}\x1f{namespace}\x1f{subject.strip().lower()}".encode()
+    return hashlib.sha256(raw).hexdigest()[:24]
+
+
+_NORMALISE = re.compile(r"[^a-z0-9]+")
+_NEGATION = re.compile(
+    r"\b(not|never|no|no longer|none|nothing|stopped|quit|without|anymore)\b|n't\b", re.IGNORECASE
+)
+
+
+def normalise(text: str) -> str:
+    return _NORMALISE.sub(" ", text.lower()).strip()
+
+
+def polarity_differs(a: str, b: str) -> bool:
+    """A cheap rule hint: one statement negates and the other does not."""
+    return bool(_NEGATION.search(a)) != bool(_NEGATION.search(b))
+
+
+@dataclass
+class _GroupOutcome:
+    action: Action
+    reasons: list[Reason]
+    contradicted: bool = False
+    survivor: str | None = None
+
+
+@dataclass
+class Planner:
+    policy: Policy
+    now: datetime
+    scorer: Scorer = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.scorer = Scorer(self.policy)
+        self._grace = timedelta(days=self.policy.pending_delete_grace_days)
+        self._ttl = {
+            mt: (timedelta(days=tp.default_ttl_days) if tp.default_ttl_days else None)
+            for mt, tp in self.policy.memory_types.items()
+        }
+        self._low = {mt: tp.low_score for mt, tp in self.policy.memory_types.items()}
+
+    # -- one record, no context ------------------------------------------------------------
+    def expired(self, r: MemoryRecord) -> Reason | None:
+        if r.expires_at is not None:
+            return Reason.HARD_EXPIRED if r.expires_at <= self.now else None
+        ttl = self._ttl[r.memory_type]
+        if ttl is not None and r.created_at + ttl <= self.now:
+            return Reason.TTL_EXPIRED
+        return None
+
+    def _early(self, r: MemoryRecord) -> Decision | None:
+        """Decisions that need no score and no group (steps 1-4)."""
+        d = lambda action, *reasons: Decision(r.id, r.actor_id, r.namespace, action, list(reasons))
+        expiry = self.expired(r)
+        if r.retention_class is RetentionClass.legal_hold:
+            if expiry:
+                return d(Action.hold, Reason.LEGAL_HOLD, expiry, Reason.DELETE_DEFERRED)
+            return d(Action.hold, Reason.LEGAL_HOLD)
+        if r.status is Status.retained:
+            return d(Action.hold, Reason.RETAINED_STATUS)
+        if expiry:
+            return d(Action.delete_expired, expiry)
+        if r.status is Status.pending_delete:
+            changed = r.status_changed_at or r.created_at
+            if changed + self._grace <= self.now:
+                return d(Action.delete_pending, Reason.GRACE_ELAPSED)
+            return d(Action.retain, Reason.PENDING_GRACE)
+        if r.status is Status.superseded:
+            return d(Action.retain, Reason.ALREADY_SUPERSEDED)
+        if r.status is Status.quarantined:
+            return d(Action.retain, Reason.QUARANTINED)
+        return None
+
+    # -- one subject group ---------------------------------------------------------------
+    def _group(self, members: list[MemoryRecord]) -> dict[str, _GroupOutcome]:
+        w = self.policy.source_weights
+        rank = lambda r: (r.created_at, w[r.source], r.id)
+        # Clusters of the same statement (identical once normalised), oldest cluster first.
+        clusters: dict[str, list[MemoryRecord]] = defaultdict(list)
+        for r in sorted(members, key=rank):
+            clusters[normalise(r.content)].append(r)
+        ordered = sorted(clusters.values(), key=lambda c: rank(c[-1]))
+        head_cluster, head = ordered[-1], ordered[-1][-1]
+        out: dict[str, _GroupOutcome] = {}
+
+        def mark(c: list[MemoryRecord], action: Action, why: list[Reason], **kw: object) -> None:
+            dup = []
+            if len(c) > 1:
+                exact = len({r.sha256 for r in c}) == 1
+                dup = [Reason.EXACT_DUPLICATE if exact else Reason.NEAR_DUPLICATE]
+            for r in c:
+                out[r.id] = _GroupOutcome(action, [Reason.SAME_SUBJECT, *why, *dup], **kw)  # type: ignore[arg-type]
+
+        if len(ordered) == 1:  # one statement, said more than once
+            mark(head_cluster, Action.consolidate_candidate, [])
+            return out
+        if head.memory_type is MemoryType.episodic:
+            # distinct events are not contradictions; only repeated ones consolidate
+            for c in ordered:
+                if len(c) > 1:
+                    mark(c, Action.consolidate_candidate, [])
+            return out
+        if head.memory_type is MemoryType.procedural:
+            # differing procedures: strictest gate, a reviewer decides
+            for c in ordered:
+                mark(c, Action.review, [Reason.CONTRADICTION], contradicted=c is not head_cluster)
+            return out
+        strong_head = head.source is not Source.agent_inferred
+        superseded_any = False
+        for c in ordered[:-1]:
+            if strong_head and w[head.source] >= max(w[r.source] for r in c):
+                why = (
+                    Reason.CONTRADICTION
+                    if polarity_differs(c[-1].content, head.content)
+                    else Reason.NEWER_STATEMENT
+                )
+                mark(c, Action.supersede_candidate, [why], contradicted=True, survivor=head.id)
+                superseded_any = True
+            else:
+                mark(c, Action.review, [Reason.CONFLICTING_SOURCE])
+        if superseded_any:
+            mark(head_cluster, Action.consolidate_candidate, [])
+        else:
+            mark(head_cluster, Action.review, [Reason.CONFLICTING_SOURCE])
+        return out
+
+    # -- one shard (actor + namespace) -------------------------------------------------------
+    def plan_shard(self, pages: Iterable[list[MemoryRecord]]) -> list[Decision]:
+        """Every record of one actor/namespace, streamed page by page, gets one decision."""
+        decisions: list[Decision] = []
+        live: list[MemoryRecord] = []
+        by_subject: dict[str, list[MemoryRecord]] = defaultdict(list)
+        for page in pages:
+            for r in page:
+                early = self._early(r)
+                if early is not None:
+                    decisions.append(early)
+                    continue
+                live.append(r)
+                if r.subject:
+                    by_subject[group_key(r.actor_id, r.namespace, r.subject)].append(r)
+        outcomes: dict[str, _GroupOutcome] = {}
+        groups: dict[str, str] = {}
+        for key, members in by_subject.items():
+            if len(members) < 2:
+                continue
+            for rid, outcome in self._group(members).items():
+                outcomes[rid] = outcome
+                groups[rid] = key
+        scorer, now = self.scorer, self.now
+        for r in live:
+            g = outcomes.get(r.id)
+            score = scorer.score(r, now, contradicted=bool(g and g.contradicted))
+            review: list[Reason] = []
+            if not (r.owner and r.owner.strip()):
+                review.append(Reason.MISSING_OWNER)
+            if scorer.verification_stale(r, now):
+                review.append(Reason.STALE_VERIFICATION)
+            if score < self._low[r.memory_type]:
+                review.append(Reason.LOW_SCORE)
+            if g is not None:
+                d = Decision(
+                    r.id, r.actor_id, r.namespace, g.action, g.reasons + review, score,
+                    groups[r.id], g.survivor,
+                )  # fmt: skip
+            elif review:
+                d = Decision(r.id, r.actor_id, r.namespace, Action.review, review, score)
+            else:
+                d = Decision(r.id, r.actor_id, r.namespace, Action.retain, [Reason.SCORE_OK], score)
+            decisions.append(d)
+        return decisions

@@ -1,0 +1,122 @@
+"""The lifecycle policy: a versioned YAML file (policies/*.yaml) loaded into pydantic models.
+
+Every decision the planner makes is a function of (record, policy, cutoff); the policy
+version is written into manifests, receipts and changed records, so any change can be
+traced to the rules that caused it. Unknown keys are errors: a typo must not silently
+fall back to a default.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from memlife.model import MemoryType, RetentionClass, Source
+
+DEFAULT_POLICY = "policies/default.yaml"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ScoreWeights(_Strict):
+    creation_recency: float = Field(ge=0)
+    access_recency: float = Field(ge=0)
+    frequency: float = Field(ge=0)
+    verification: float = Field(ge=0)
+    source: float = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> ScoreWeights:
+        if sum(self.model_dump().values()) <= 0:
+            raise ValueError("at least one weight must be positive")
+        return self
+
+
+class HalfLives(_Strict):
+    creation: float = Field(gt=0)
+    access: float = Field(gt=0)
+
+
+class TypePolicy(_Strict):
+    default_ttl_days: float | None = Field(default=None, gt=0)
+    verification_stale_days: float | None = Field(default=None, gt=0)
+    half_life_days: HalfLives
+    frequency_scale: float = Field(default=10, gt=0)
+    weights: ScoreWeights
+    low_score: float = Field(ge=0, le=1)
+
+
+class Grouping(_Strict):
+    near_duplicate_cosine: float = Field(default=0.88, gt=0, le=1)
+    max_group_size: int = Field(default=12, ge=2, le=100)
+    grounding_cosine: float = Field(default=0.55, gt=0, le=1)
+
+
+class GatePolicy(_Strict):
+    must_retain_recall_min: float = Field(default=1.0, ge=0, le=1)
+    forbidden_retrieval_max: float = Field(default=0.0, ge=0, le=1)
+    contradiction_rate_max: float = Field(default=0.0, ge=0, le=1)
+    replicas: int = Field(default=1, ge=1)
+
+
+class Policy(_Strict):
+    version: str = Field(min_length=1)
+    description: str = ""
+    enforce_deletion_in: list[str] = Field(default_factory=list)
+    source_weights: dict[Source, float]
+    sensitivity_penalty: dict[RetentionClass, float] = Field(default_factory=dict)
+    contradiction_penalty: float = Field(default=0.3, ge=0, le=1)
+    pending_delete_grace_days: float = Field(default=7, ge=0)
+    grouping: Grouping = Field(default_factory=Grouping)
+    memory_types: dict[MemoryType, TypePolicy]
+    gate: GatePolicy = Field(default_factory=GatePolicy)
+
+    @model_validator(mode="after")
+    def _complete(self) -> Policy:
+        missing = [t.value for t in MemoryType if t not in self.memory_types]
+        if missing:
+            raise ValueError(f"memory_types is missing {', '.join(missing)}")
+        missing = [s.value for s in Source if s not in self.source_weights]
+        if missing:
+            raise ValueError(f"source_weights is missing {', '.join(missing)}")
+        return self
+
+    def deletion_enforced(self, namespace: str) -> bool:
+        return any(fnmatch.fnmatchcase(namespace, pat) for pat in self.enforce_deletion_in)
+
+
+class PolicyError(ValueError):
+    """A policy file is unreadable or invalid; the message names the file and the key."""
+
+
+def resolve_policy_path(path: str | Path | None) -> Path:
+    """A given path; the repository's or the installed copy of the default otherwise."""
+    p = Path(path or DEFAULT_POLICY)
+    if p.exists():
+        return p
+    if path in (None, DEFAULT_POLICY) or p.name in {"default.yaml", "rollout-example.yaml"}:
+        for base in (Path(__file__).parent.parent / "policies", Path(__file__).parent / "_policies"):
+            if (base / p.name).exists():
+                return base / p.name
+    raise PolicyError(f"policy file {p} not found")
+
+
+def load_policy(path: str | Path | None = None) -> Policy:
+    p = resolve_policy_path(path)
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise PolicyError(f"{p}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise PolicyError(f"{p}: expected a mapping at the top level")
+    try:
+        return Policy.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        key = ".".join(str(x) for x in err["loc"]) or "<top>"
+        raise PolicyError(f"{p}: key '{key}': {err['msg']}") from None

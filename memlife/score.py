@@ -1,0 +1,122 @@
+"""The composite score: how much a memory is still earning its place (0..1).
+
+For a record r of memory type t at cutoff `now` (ages in days, never negative):
+
+    creation_recency = 2 ** (-age(created_at) / half_life_t.creation)
+    access_recency   = 2 ** (-age(last_accessed_at) / half_life_t.access)   (0 if never read)
+    frequency        = 1 - exp(-access_count / frequency_scale_t)              (saturates)
+    verification     = 1 - min(1, age(last_verified_at) / verification_stale_days_t)
+                       (0 if never verified; 1 when the type has no staleness limit)
+    source           = source_weights[r.source]
+
+    score = sum(w_t[f] * f) / sum(w_t)                       # weighted mean of the above
+            - contradiction_penalty * contradicted           # a newer statement disagrees
+            - sensitivity_penalty[r.retention_class]         # sensitive data earns its keep
+    clamped to [0, 1].
+
+The score ranks and selects candidates; it never deletes on its own (see plan.py).
+Pure and cheap: no I/O, constants folded per memory type once per policy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+
+from memlife.model import MemoryRecord, MemoryType
+from memlife.policy import Policy
+
+_DAY = 86400.0
+
+
+@dataclass(frozen=True, slots=True)
+class _TypeConstants:
+    creation_rate: float  # ln2 / half-life, per day
+    access_rate: float
+    freq_scale: float
+    stale_days: float | None
+    w_creation: float
+    w_access: float
+    w_freq: float
+    w_verify: float
+    w_source: float
+    w_total: float
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreParts:
+    creation_recency: float
+    access_recency: float
+    frequency: float
+    verification: float
+    source: float
+    score: float
+
+
+class Scorer:
+    """Scores records under one policy; build once per run, call per record."""
+
+    def __init__(self, policy: Policy):
+        self.policy = policy
+        self._types: dict[MemoryType, _TypeConstants] = {}
+        for mt, tp in policy.memory_types.items():
+            w = tp.weights
+            self._types[mt] = _TypeConstants(
+                creation_rate=math.log(2) / tp.half_life_days.creation,
+                access_rate=math.log(2) / tp.half_life_days.access,
+                freq_scale=tp.frequency_scale,
+                stale_days=tp.verification_stale_days,
+                w_creation=w.creation_recency,
+                w_access=w.access_recency,
+                w_freq=w.frequency,
+                w_verify=w.verification,
+                w_source=w.source,
+                w_total=w.creation_recency + w.access_recency + w.frequency + w.verification
+                + w.source,
+            )
+        self._source = {s: float(v) for s, v in policy.source_weights.items()}
+        self._sensitivity = {r: float(v) for r, v in policy.sensitivity_penalty.items()}
+
+    def parts(self, r: MemoryRecord, now: datetime, contradicted: bool = False) -> ScoreParts:
+        c = self._types[r.memory_type]
+        age = max(0.0, (now - r.created_at).total_seconds() / _DAY)
+        creation = math.exp(-c.creation_rate * age)
+        if r.last_accessed_at is not None:
+            since = max(0.0, (now - r.last_accessed_at).total_seconds() / _DAY)
+            access = math.exp(-c.access_rate * since)
+        else:
+            access = 0.0
+        freq = 1.0 - math.exp(-r.access_count / c.freq_scale)
+        if c.stale_days is None:
+            verify = 1.0
+        elif r.last_verified_at is None:
+            verify = 0.0
+        else:
+            since_v = max(0.0, (now - r.last_verified_at).total_seconds() / _DAY)
+            verify = 1.0 - min(1.0, since_v / c.stale_days)
+        source = self._source[r.source]
+        raw = (
+            c.w_creation * creation
+            + c.w_access * access
+            + c.w_freq * freq
+            + c.w_verify * verify
+            + c.w_source * source
+        ) / c.w_total
+        raw -= self._sensitivity.get(r.retention_class, 0.0)
+        if contradicted:
+            raw -= self.policy.contradiction_penalty
+        score = min(1.0, max(0.0, raw))
+        return ScoreParts(creation, access, freq, verify, source, score)
+
+    def score(self, r: MemoryRecord, now: datetime, contradicted: bool = False) -> float:
+        return self.parts(r, now, contradicted).score
+
+    def verification_stale(self, r: MemoryRecord, now: datetime) -> bool:
+        """True when the type has a staleness limit and the record is past it (or never verified)."""
+        stale_days = self._types[r.memory_type].stale_days
+        if stale_days is None:
+            return False
+        if r.last_verified_at is None:
+            return True
+        return (now - r.last_verified_at).total_seconds() / _DAY > stale_days

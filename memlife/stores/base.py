@@ -1,0 +1,128 @@
+"""The MemoryStore protocol: what the pipeline and the online library need from a store.
+
+One file per backend (sqlite.py, agentcore.py), each one idea. Batch writes report
+per-item outcomes (``BatchResult``): partial failure is data, not an exception, because
+that is how AgentCore behaves and the pipeline must journal each item's fate.
+Paging is per actor + namespace, keyset-ordered by record id, with an opaque token, so a
+record inserted or deleted between pages is never skipped or served twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from memlife.model import MemoryRecord, Status
+
+DEFAULT_PAGE_SIZE = 500
+MAX_BATCH = 100  # AgentCore's batch limit; SQLite accepts more but callers chunk alike
+
+
+class StoreError(RuntimeError):
+    """A store-level failure that stops the current shard (e.g. quota exceeded)."""
+
+    def __init__(self, message: str, code: str = "STORE_ERROR"):
+        super().__init__(message)
+        self.code = code
+
+
+class BadPageToken(ValueError):
+    """The paging token was not produced by this store for this actor/namespace."""
+
+
+@dataclass(frozen=True)
+class ItemFailure:
+    id: str
+    code: str  # e.g. THROTTLED, VALIDATION, NOT_FOUND, CONFLICT
+    message: str = ""
+    retryable: bool = True
+
+
+@dataclass
+class BatchResult:
+    succeeded: list[str] = field(default_factory=list)
+    failed: list[ItemFailure] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # already absent (deletes): done, not failed
+
+    def extend(self, other: BatchResult) -> None:
+        self.succeeded += other.succeeded
+        self.failed += other.failed
+        self.missing += other.missing
+
+
+@dataclass(frozen=True)
+class Page:
+    records: list[MemoryRecord]
+    next_token: str | None  # None: the shard is exhausted
+
+
+@runtime_checkable
+class MemoryStore(Protocol):
+    url: str
+
+    def list_actors(self) -> Iterator[str]: ...
+
+    def list_namespaces(self, actor_id: str) -> list[str]: ...
+
+    def page(
+        self,
+        actor_id: str,
+        namespace: str,
+        *,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        token: str | None = None,
+        statuses: Sequence[Status] | None = None,
+    ) -> Page: ...
+
+    def get(self, record_id: str) -> MemoryRecord | None: ...
+
+    def put_many(self, records: Sequence[MemoryRecord]) -> BatchResult:
+        """Upsert by id."""
+        ...
+
+    def set_status(
+        self,
+        ids: Sequence[str],
+        status: Status,
+        *,
+        replaced_by: str | None = None,
+        policy_version: str | None = None,
+        at: datetime | None = None,
+    ) -> BatchResult: ...
+
+    def delete_many(self, ids: Sequence[str]) -> BatchResult:
+        """Delete by id; an id already absent is reported in ``missing``."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def iter_shard(
+    store: MemoryStore,
+    actor_id: str,
+    namespace: str,
+    *,
+    page_size: int = DEFAULT_PAGE_SIZE,
+    statuses: Sequence[Status] | None = None,
+) -> Iterator[Page]:
+    """Every page of one actor/namespace, in order."""
+    token: str | None = None
+    while True:
+        page = store.page(actor_id, namespace, page_size=page_size, token=token, statuses=statuses)
+        yield page
+        if page.next_token is None:
+            return
+        token = page.next_token
+
+
+def chunked(items: Iterable, size: int = MAX_BATCH) -> Iterator[list]:
+    batch: list = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

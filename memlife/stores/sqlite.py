@@ -1,0 +1,312 @@
+"""The embedded default store: one SQLite file (WAL, secure_delete) holding records.
+
+The journal, the embedding cache and other side tables share the file (see
+``SqliteStore.connection``) so one backup or one erasure covers everything.
+Rows are trusted on the way out (validated on the way in), so records are built with
+``model_construct``: paging 1M records must not pay for validation twice.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from pathlib import Path
+
+from memlife.model import (
+    MemoryRecord,
+    MemoryType,
+    Provenance,
+    RetentionClass,
+    Source,
+    Status,
+    content_sha256,
+    utcnow,
+)
+from memlife.stores.base import DEFAULT_PAGE_SIZE, BadPageToken, BatchResult, Page
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS records (
+    id TEXT PRIMARY KEY,
+    actor_id TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    memory_type TEXT NOT NULL,
+    subject TEXT,
+    content TEXT NOT NULL,
+    owner TEXT,
+    confidence REAL NOT NULL,
+    source TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    last_accessed_at TEXT,
+    access_count INTEGER NOT NULL DEFAULT 0,
+    last_verified_at TEXT,
+    expires_at TEXT,
+    retention_class TEXT NOT NULL,
+    status TEXT NOT NULL,
+    status_changed_at TEXT,
+    provenance TEXT NOT NULL,
+    content_sha256 TEXT NOT NULL
+);
+-- the paging order: keyset on (actor, namespace, id)
+CREATE INDEX IF NOT EXISTS records_shard ON records (actor_id, namespace, id);
+CREATE INDEX IF NOT EXISTS records_status ON records (actor_id, status);
+"""
+
+COLUMNS = (
+    "id", "actor_id", "namespace", "memory_type", "subject", "content", "owner", "confidence",
+    "source", "created_at", "last_accessed_at", "access_count", "last_verified_at",
+    "expires_at", "retention_class", "status", "status_changed_at", "provenance",
+    "content_sha256",
+)  # fmt: skip
+_SELECT = f"SELECT {', '.join(COLUMNS)} FROM records"
+_UPSERT = (
+    f"INSERT INTO records ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) "
+    "ON CONFLICT(id) DO UPDATE SET "
+    + ", ".join(f"{c}=excluded.{c}" for c in COLUMNS if c != "id")
+)
+
+_MT = {m.value: m for m in MemoryType}
+_SRC = {s.value: s for s in Source}
+_RC = {r.value: r for r in RetentionClass}
+_ST = {s.value: s for s in Status}
+
+
+def _ts(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _dt(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value is not None else None
+
+
+def record_to_row(r: MemoryRecord) -> tuple:
+    sha = r.provenance.content_sha256 or content_sha256(r.content)
+    return (
+        r.id, r.actor_id, r.namespace, r.memory_type.value, r.subject, r.content, r.owner,
+        r.confidence, r.source.value, _ts(r.created_at), _ts(r.last_accessed_at),
+        r.access_count, _ts(r.last_verified_at), _ts(r.expires_at), r.retention_class.value,
+        r.status.value, _ts(r.status_changed_at), r.provenance.model_dump_json(), sha,
+    )  # fmt: skip
+
+
+_RECORD_FIELDS = set(MemoryRecord.model_fields)
+_PROV_FIELDS = set(Provenance.model_fields)
+
+
+def _trusted(cls: type, fields: dict, names: set[str]) -> object:
+    """Build a pydantic model from already-validated data, ~10x cheaper than model_construct."""
+    obj = cls.__new__(cls)
+    object.__setattr__(obj, "__dict__", fields)
+    object.__setattr__(obj, "__pydantic_fields_set__", names)
+    object.__setattr__(obj, "__pydantic_extra__", None)
+    object.__setattr__(obj, "__pydantic_private__", None)
+    return obj
+
+
+def row_to_record(row: tuple) -> MemoryRecord:
+    prov = _trusted(Provenance, json.loads(row[17]), _PROV_FIELDS)
+    return _trusted(MemoryRecord, dict(
+        id=row[0], actor_id=row[1], namespace=row[2], memory_type=_MT[row[3]], subject=row[4],
+        content=row[5], owner=row[6], confidence=row[7], source=_SRC[row[8]],
+        created_at=_dt(row[9]), last_accessed_at=_dt(row[10]), access_count=row[11],
+        last_verified_at=_dt(row[12]), expires_at=_dt(row[13]), retention_class=_RC[row[14]],
+        status=_ST[row[15]], status_changed_at=_dt(row[16]), provenance=prov,
+    ), _RECORD_FIELDS)  # type: ignore[return-value]  # fmt: skip
+
+
+def _encode_token(actor_id: str, namespace: str, last_id: str) -> str:
+    raw = json.dumps([actor_id, namespace, last_id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _decode_token(token: str, actor_id: str, namespace: str) -> str:
+    try:
+        actor, ns, last_id = json.loads(base64.urlsafe_b64decode(token.encode()))
+    except Exception:
+        raise BadPageToken("page token is not a token of this store") from None
+    if (actor, ns) != (actor_id, namespace):
+        raise BadPageToken("page token belongs to another actor/namespace")
+    return last_id
+
+
+class SqliteStore:
+    """MemoryStore over a SQLite file. Thread-safe: one connection behind a lock."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.url = f"sqlite:///{self.path}"
+        self.lock = threading.RLock()
+        self.connection = sqlite3.connect(
+            self.path, check_same_thread=False, isolation_level=None, timeout=30
+        )
+        c = self.connection
+        c.execute("PRAGMA journal_mode=WAL")
+        c.execute("PRAGMA synchronous=NORMAL")
+        c.execute("PRAGMA secure_delete=ON")  # erased content is zeroed, not left in free pages
+        c.execute("PRAGMA busy_timeout=30000")
+        c.executescript(SCHEMA)
+
+    # -- reads ---------------------------------------------------------------------------
+    def list_actors(self) -> Iterator[str]:
+        with self.lock:
+            rows = self.connection.execute(
+                "SELECT DISTINCT actor_id FROM records ORDER BY actor_id"
+            ).fetchall()
+        return iter([r[0] for r in rows])
+
+    def list_namespaces(self, actor_id: str) -> list[str]:
+        with self.lock:
+            rows = self.connection.execute(
+                "SELECT DISTINCT namespace FROM records WHERE actor_id=? ORDER BY namespace",
+                (actor_id,),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def page(
+        self,
+        actor_id: str,
+        namespace: str,
+        *,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        token: str | None = None,
+        statuses: Sequence[Status] | None = None,
+    ) -> Page:
+        if page_size < 1:
+            raise ValueError("page_size must be >= 1")
+        after = _decode_token(token, actor_id, namespace) if token else ""
+        sql = f"{_SELECT} WHERE actor_id=? AND namespace=? AND id>?"
+        args: list = [actor_id, namespace, after]
+        if statuses:
+            sql += f" AND status IN ({', '.join('?' * len(statuses))})"
+            args += [Status(s).value for s in statuses]
+        sql += " ORDER BY id LIMIT ?"
+        args.append(page_size + 1)  # one extra row tells whether another page exists
+        with self.lock:
+            rows = self.connection.execute(sql, args).fetchall()
+        more = len(rows) > page_size
+        rows = rows[:page_size]
+        records = [row_to_record(r) for r in rows]
+        nxt = _encode_token(actor_id, namespace, rows[-1][0]) if more else None
+        return Page(records, nxt)
+
+    def get(self, record_id: str) -> MemoryRecord | None:
+        with self.lock:
+            row = self.connection.execute(f"{_SELECT} WHERE id=?", (record_id,)).fetchone()
+        return row_to_record(row) if row else None
+
+    def get_many(self, ids: Sequence[str]) -> dict[str, MemoryRecord]:
+        out: dict[str, MemoryRecord] = {}
+        with self.lock:
+            for i in range(0, len(ids), 500):
+                chunk = list(ids[i : i + 500])
+                q = f"{_SELECT} WHERE id IN ({', '.join('?' * len(chunk))})"
+                for row in self.connection.execute(q, chunk):
+                    out[row[0]] = row_to_record(row)
+        return out
+
+    def count(self, statuses: Sequence[Status] | None = None) -> int:
+        sql, args = "SELECT count(*) FROM records", []
+        if statuses:
+            sql += f" WHERE status IN ({', '.join('?' * len(statuses))})"
+            args = [Status(s).value for s in statuses]
+        with self.lock:
+            return self.connection.execute(sql, args).fetchone()[0]
+
+    def iter_all(self, batch: int = 1000) -> Iterator[MemoryRecord]:
+        """Every record in (actor, namespace, id) order, streamed (export)."""
+        for actor in self.list_actors():
+            for ns in self.list_namespaces(actor):
+                token = None
+                while True:
+                    page = self.page(actor, ns, page_size=batch, token=token)
+                    yield from page.records
+                    if page.next_token is None:
+                        break
+                    token = page.next_token
+
+    # -- writes --------------------------------------------------------------------------
+    def put_many(self, records: Sequence[MemoryRecord]) -> BatchResult:
+        rows = [record_to_row(r) for r in records]
+        with self.lock, self.transaction():
+            self.connection.executemany(_UPSERT, rows)
+        return BatchResult(succeeded=[r.id for r in records])
+
+    def set_status(
+        self,
+        ids: Sequence[str],
+        status: Status,
+        *,
+        replaced_by: str | None = None,
+        policy_version: str | None = None,
+        at: datetime | None = None,
+    ) -> BatchResult:
+        result = BatchResult()
+        with self.lock, self.transaction():
+            for rid in ids:
+                row = self.connection.execute(
+                    "SELECT provenance FROM records WHERE id=?", (rid,)
+                ).fetchone()
+                if row is None:
+                    result.missing.append(rid)
+                    continue
+                prov = json.loads(row[0])
+                if replaced_by is not None or status is not Status.superseded:
+                    prov["replaced_by"] = replaced_by
+                if policy_version is not None:
+                    prov["policy_version"] = policy_version
+                self.connection.execute(
+                    "UPDATE records SET status=?, status_changed_at=?, provenance=? WHERE id=?",
+                    (Status(status).value, _ts(at or utcnow()), json.dumps(prov), rid),
+                )
+                result.succeeded.append(rid)
+        return result
+
+    def delete_many(self, ids: Sequence[str]) -> BatchResult:
+        result = BatchResult()
+        with self.lock, self.transaction():
+            for rid in ids:
+                cur = self.connection.execute("DELETE FROM records WHERE id=?", (rid,))
+                (result.succeeded if cur.rowcount else result.missing).append(rid)
+        return result
+
+    # -- plumbing ------------------------------------------------------------------------
+    def transaction(self) -> _Transaction:
+        return _Transaction(self.connection)
+
+    def checkpoint(self) -> None:
+        """Fold the WAL into the main file and truncate it (used after erasure)."""
+        with self.lock:
+            self.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def close(self) -> None:
+        with self.lock:
+            self.connection.close()
+
+    def __enter__(self) -> SqliteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE ... COMMIT/ROLLBACK; nests as a no-op inside an open transaction."""
+
+    def __init__(self, conn: sqlite3.Connection):
+        self.conn = conn
+        self.owner = False
+
+    def __enter__(self) -> sqlite3.Connection:
+        if not self.conn.in_transaction:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.owner = True
+        return self.conn
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if not self.owner:
+            return
+        self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
