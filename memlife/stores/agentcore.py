@@ -67,7 +67,16 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
-from memlife.model import MemoryRecord, MemoryType, Source, Status, content_sha256, parse_time
+from memlife.model import (
+    MemoryRecord,
+    MemoryType,
+    Provenance,
+    Source,
+    Status,
+    content_sha256,
+    parse_time,
+    utcnow,
+)
 from memlife.stores.agentcore_sidecar import Sidecar, SidecarItem
 from memlife.stores.base import (
     DEFAULT_PAGE_SIZE,
@@ -125,6 +134,7 @@ FIELD_MAP: tuple[FieldMap, ...] = (
     FieldMap("expires_at", "expires_at", "ts", "STRING"),
     FieldMap("retention_class", "retention_class", "enum", "STRING"),
     FieldMap("status", "status", "enum", "STRING"),
+    FieldMap("status_changed_at", "status_changed_at", "ts"),
     FieldMap("provenance.source_event", "source_event", "str"),
     FieldMap("provenance.policy_version", "policy_version", "str"),
     FieldMap("provenance.replaced_by", "replaced_by", "str"),
@@ -136,7 +146,14 @@ INDEXED_KEYS: list[dict[str, str]] = [
     {"key": f.key, "type": f.indexed} for f in FIELD_MAP if f.indexed and f.key
 ]
 _META_KEYS = [f.key for f in FIELD_MAP if f.key] + [OVERFLOW_KEY]
+# The budget is full (20 of 20): a new record field must be sidecar-only (key None).
 assert len(_META_KEYS) <= MAX_METADATA_KEYS and len(INDEXED_KEYS) <= MAX_INDEXED_KEYS
+# Elsewhere in AgentCore: namespace -> namespaces[0], content -> content.text.
+_PLACED = {"namespace", "content"} | {f.field.split(".")[0] for f in FIELD_MAP}
+_UNMAPPED = set(MemoryRecord.model_fields) - _PLACED
+_UNMAPPED_PROV = {f"provenance.{n}" for n in Provenance.model_fields} - {f.field for f in FIELD_MAP}
+if _UNMAPPED or _UNMAPPED_PROV:  # a field added to the model must not be silently dropped
+    raise ImportError(f"AgentCore FIELD_MAP misses {sorted(_UNMAPPED | _UNMAPPED_PROV)}")
 
 # AgentCore strategy type -> our memory type, for records AgentCore extracted by itself.
 _NATIVE_TYPE = {"EPISODIC": MemoryType.episodic, "SUMMARIZATION": MemoryType.episodic}
@@ -702,8 +719,12 @@ class AgentCoreStore:
         *,
         replaced_by: str | None = None,
         policy_version: str | None = None,
+        at: datetime | None = None,
     ) -> BatchResult:
+        """Read-modify-write (GetMemoryRecord, then BatchUpdate): AgentCore has no partial
+        update, and the whole metadata map is rewritten."""
         result = BatchResult()
+        when = at or utcnow()
         try:
             for chunk in chunked(list(dict.fromkeys(ids)), MAX_BATCH):
                 found = self._fetch(chunk)
@@ -719,7 +740,13 @@ class AgentCoreStore:
                     if policy_version is not None:
                         prov.policy_version = policy_version
                     changed.append(
-                        rec.model_copy(update={"status": Status(status), "provenance": prov})
+                        rec.model_copy(
+                            update={
+                                "status": Status(status),
+                                "status_changed_at": when,
+                                "provenance": prov,
+                            }
+                        )
                     )
                 items = {rid: found[rid][2] for rid in found}
                 result.extend(self._write_chunk(changed, items))
