@@ -1,0 +1,1 @@
+"""The online library: runs in the agent's process (compaction, remember/recall)."""
