@@ -60,7 +60,7 @@ def run(path: Path, mode: str, lexical_weight: float) -> dict:
         embed_s += time.perf_counter() - t0
         n_embedded += len(texts) + len(queries)
         lexical = LexicalIndex(texts)
-        for q, qv in zip(queries, qvecs):
+        for q, qv in zip(queries, qvecs, strict=True):
             if mode == "bm25":  # lexical only: rank by BM25 via a zero query vector
                 qv = np.zeros_like(qv)
             res = rank(

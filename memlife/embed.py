@@ -105,8 +105,10 @@ class MiniLMEmbedder:
         opts = ort.SessionOptions()
         # Explicit thread counts: onnxruntime's default takes every core, which starves
         # the agent process around it and oversubscribes under parallel workers.
-        opts.intra_op_num_threads = intra_op_threads or default_threads()
-        opts.inter_op_num_threads = inter_op_threads or 1
+        self.intra_op_threads = intra_op_threads or default_threads()
+        self.inter_op_threads = inter_op_threads or 1  # one graph, run sequentially
+        opts.intra_op_num_threads = self.intra_op_threads
+        opts.inter_op_num_threads = self.inter_op_threads
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self._sess = ort.InferenceSession(
             str(mpath), sess_options=opts, providers=["CPUExecutionProvider"]

@@ -1,0 +1,115 @@
+"""Recall latency for one actor: p50/p95 of query embedding + hybrid ranking.
+
+Memories are synthetic sentences. The model embeds a pool of them for real; larger
+sets reuse the pool's vectors with a little noise (ranking cost depends on the matrix
+size, not its content), so the 100k run does not spend minutes embedding. Each timed
+query is embedded for real and ranked by ``memlife.retrieval.rank`` against a prebuilt
+``LexicalIndex``, exactly as online recall does; the index build time is reported apart.
+
+    uv run python bench/recall_latency.py [--sizes 1000 10000 100000] [--queries 200] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+
+import numpy as np
+
+from memlife.embed import default_embedder
+from memlife.retrieval import LexicalIndex, rank
+
+NAMES = "Ana Ben Chen Dara Eli Femi Gus Hana Ivo Jia Kai Lena Mo Nia Omar Pia".split()
+VERBS = "likes avoids bought visited cooked painted booked cancelled prefers forgot".split()
+THINGS = (
+    "green tea|black coffee|a red bicycle|the museum in Lisbon|vegan lasagne|a watercolour"
+    "|a flight to Oslo|the dentist appointment|jazz concerts|a standing desk|hiking boots"
+    "|the quarterly report|sourdough bread|a yoga class|the blue notebook|a rescue dog"
+).split("|")
+WHEN = "on Monday|last week|every morning|in May 2023|after work|twice a year".split("|")
+
+
+def sentences(n: int, rng: random.Random) -> list[str]:
+    return [
+        f"{rng.choice(NAMES)} {rng.choice(VERBS)} {rng.choice(THINGS)} {rng.choice(WHEN)}"
+        f" (note {i})."
+        for i in range(n)
+    ]
+
+
+def questions(n: int, rng: random.Random) -> list[str]:
+    return [f"What does {rng.choice(NAMES)} think about {rng.choice(THINGS)}?" for _ in range(n)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 100_000])
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--pool", type=int, default=1000, help="sentences embedded for real")
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+
+    rng = random.Random(7)
+    nprng = np.random.default_rng(7)
+    emb = default_embedder()
+    pool_texts = sentences(args.pool, rng)
+    t0 = time.perf_counter()
+    pool = emb.embed(pool_texts)
+    eps = args.pool / (time.perf_counter() - t0)
+    qs = questions(args.queries, rng)
+    emb.embed(qs[:5])  # warm-up: first run allocates the session's buffers
+
+    results = []
+    for size in args.sizes:
+        texts = sentences(size, rng)
+        vecs = pool[np.arange(size) % len(pool)] + nprng.normal(0, 0.02, (size, pool.shape[1]))
+        vecs = np.ascontiguousarray(vecs / np.linalg.norm(vecs, axis=1, keepdims=True), np.float32)
+        t0 = time.perf_counter()
+        lexical = LexicalIndex(texts)
+        build_ms = (time.perf_counter() - t0) * 1000
+        times, rank_times = [], []
+        for q in qs:
+            t0 = time.perf_counter()
+            qv = emb.embed([q])[0]
+            t1 = time.perf_counter()
+            rank(qv, vecs, k=args.k, threshold=0.2, query_text=q, lexical=lexical)
+            t2 = time.perf_counter()
+            times.append((t2 - t0) * 1000)
+            rank_times.append((t2 - t1) * 1000)
+        results.append(
+            {
+                "memories": size,
+                "p50_ms": round(float(np.percentile(times, 50)), 2),
+                "p95_ms": round(float(np.percentile(times, 95)), 2),
+                "rank_only_p50_ms": round(float(np.percentile(rank_times, 50)), 2),
+                "rank_only_p95_ms": round(float(np.percentile(rank_times, 95)), 2),
+                "lexical_index_build_ms": round(build_ms, 1),
+            }
+        )
+    out = {
+        "model_id": emb.model_id,
+        "threads": emb.intra_op_threads,
+        "queries": args.queries,
+        "embeddings_per_s": round(eps, 1),
+        "results": results,
+    }
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    print(f"model={out['model_id']} threads={out['threads']} emb/s={out['embeddings_per_s']}")
+    heads = ("p50 ms", "p95 ms", "rank p50", "rank p95", "index ms")
+    print(f"{'memories':>9s} " + " ".join(f"{h:>9s}" for h in heads))
+    for r in results:
+        print(
+            f"{r['memories']:9d} {r['p50_ms']:9.2f} {r['p95_ms']:9.2f} {r['rank_only_p50_ms']:9.2f}"
+            f" {r['rank_only_p95_ms']:9.2f} {r['lexical_index_build_ms']:9.1f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
