@@ -11,7 +11,7 @@ import hashlib
 import json
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import (
     AwareDatetime,
@@ -112,6 +112,48 @@ class MemoryRecord(BaseModel):
 
     def to_json(self) -> str:
         return self.model_dump_json()
+
+
+class PlanView(NamedTuple):
+    """What planning needs of a record, and nothing more: no content, times as epoch seconds.
+
+    Built straight from store rows (cheap at 1M records) or from a MemoryRecord with
+    :func:`plan_view`; ``norm_sha256`` and ``negated`` are derived from the content once.
+    """
+
+    id: str
+    actor_id: str
+    namespace: str
+    memory_type: MemoryType
+    subject: str | None
+    owner: str | None
+    source: Source
+    created: float
+    last_accessed: float | None
+    access_count: int
+    last_verified: float | None
+    expires: float | None
+    retention_class: RetentionClass
+    status: Status
+    status_changed: float | None
+    content_sha256: str
+    norm_sha256: str
+    negated: bool
+
+
+def _epoch(value: datetime | None) -> float | None:
+    return value.timestamp() if value is not None else None
+
+
+def plan_view(r: MemoryRecord) -> PlanView:
+    from memlife.text import negates, norm_sha256
+
+    return PlanView(
+        r.id, r.actor_id, r.namespace, r.memory_type, r.subject, r.owner, r.source,
+        r.created_at.timestamp(), _epoch(r.last_accessed_at), r.access_count,
+        _epoch(r.last_verified_at), _epoch(r.expires_at), r.retention_class, r.status,
+        _epoch(r.status_changed_at), r.sha256, norm_sha256(r.content), negates(r.content),
+    )  # fmt: skip
 
 
 class RecordError(ValueError):

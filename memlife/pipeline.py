@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from memlife import __version__
+from memlife import __version__, progress
 from memlife.audit import ReceiptSink, dumps, open_sink, run_prefix
-from memlife.model import parse_time, utcnow
+from memlife.model import PlanView, parse_time, plan_view, utcnow
 from memlife.plan import Action, Decision, Planner
 from memlife.policy import Policy, load_policy, resolve_policy_path
 from memlife.report import ReportWriter
@@ -171,14 +171,27 @@ def batches(shards: Sequence[Shard], size: int) -> list[list[Shard]]:
     return [list(shards[i : i + size]) for i in range(0, len(shards), size)]
 
 
-def plan_shard(ctx: RunContext, store: MemoryStore, shard: Shard) -> list[Decision]:
+def plan_shard(
+    ctx: RunContext, store: MemoryStore, shard: Shard, planner: Planner | None = None
+) -> list[Decision]:
     """Steps 2-5 for one shard: page it, then expire/score/group/plan (pure)."""
-    planner = Planner(ctx.policy, ctx.cutoff)
-    pages = (
-        p.records
-        for p in iter_shard(store, shard.actor_id, shard.namespace, page_size=ctx.config.page_size)
-    )
-    return planner.plan_shard(pages)
+    planner = planner or Planner(ctx.policy, ctx.cutoff)
+    return planner.plan_shard(iter_views(store, shard, ctx.config.page_size))
+
+
+def iter_views(store: MemoryStore, shard: Shard, page_size: int) -> Iterator[list[PlanView]]:
+    """Pages of planning views: the store's fast path where it has one, else via records."""
+    fast = getattr(store, "page_views", None)
+    if fast is None:
+        for p in iter_shard(store, shard.actor_id, shard.namespace, page_size=page_size):
+            yield [plan_view(r) for r in p.records]
+        return
+    token: str | None = None
+    while True:
+        views, token = fast(shard.actor_id, shard.namespace, page_size=page_size, token=token)
+        yield views
+        if token is None:
+            return
 
 
 def plan_batch(
@@ -186,12 +199,14 @@ def plan_batch(
 ) -> BatchOutcome:
     """Plan a batch of shards and append their decisions to the report."""
     out = BatchOutcome()
+    planner = Planner(ctx.policy, ctx.cutoff)
     for shard in shards:
-        decisions = plan_shard(ctx, store, shard)
+        decisions = plan_shard(ctx, store, shard, planner)
         report.write(decisions)
         out.counts.update(d.action.value for d in decisions)
         out.records += len(decisions)
         out.shards += 1
+        progress.advance(len(decisions))
     return out
 
 

@@ -21,14 +21,13 @@ Groups never cross an actor or a namespace: planning works one shard at a time.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from enum import StrEnum
 
-from memlife.model import MemoryRecord, MemoryType, RetentionClass, Source, Status
+from memlife.model import MemoryType, PlanView, RetentionClass, Source, Status
 from memlife.policy import Policy
 from memlife.score import Scorer
 
@@ -68,6 +67,9 @@ class Reason(StrEnum):
 DELETE_ACTIONS = frozenset({Action.delete_expired, Action.delete_pending})
 
 
+_DAY = 86400.0
+
+
 @dataclass(slots=True)
 class Decision:
     id: str
@@ -95,21 +97,6 @@ def group_key(actor_id: str, namespace: str, subject: str) -> str:
     return hashlib.sha256(raw).hexdigest()[:24]
 
 
-_NORMALISE = re.compile(r"[^a-z0-9]+")
-_NEGATION = re.compile(
-    r"\b(not|never|no|no longer|none|nothing|stopped|quit|without|anymore)\b|n't\b", re.IGNORECASE
-)
-
-
-def normalise(text: str) -> str:
-    return _NORMALISE.sub(" ", text.lower()).strip()
-
-
-def polarity_differs(a: str, b: str) -> bool:
-    """A cheap rule hint: one statement negates and the other does not."""
-    return bool(_NEGATION.search(a)) != bool(_NEGATION.search(b))
-
-
 @dataclass
 class _GroupOutcome:
     action: Action
@@ -126,23 +113,24 @@ class Planner:
 
     def __post_init__(self) -> None:
         self.scorer = Scorer(self.policy)
-        self._grace = timedelta(days=self.policy.pending_delete_grace_days)
+        self._now = self.now.timestamp()
+        self._grace = self.policy.pending_delete_grace_days * _DAY
         self._ttl = {
-            mt: (timedelta(days=tp.default_ttl_days) if tp.default_ttl_days else None)
+            mt: (tp.default_ttl_days * _DAY if tp.default_ttl_days else None)
             for mt, tp in self.policy.memory_types.items()
         }
         self._low = {mt: tp.low_score for mt, tp in self.policy.memory_types.items()}
 
     # -- one record, no context ------------------------------------------------------------
-    def expired(self, r: MemoryRecord) -> Reason | None:
-        if r.expires_at is not None:
-            return Reason.HARD_EXPIRED if r.expires_at <= self.now else None
+    def expired(self, r: PlanView) -> Reason | None:
+        if r.expires is not None:
+            return Reason.HARD_EXPIRED if r.expires <= self._now else None
         ttl = self._ttl[r.memory_type]
-        if ttl is not None and r.created_at + ttl <= self.now:
+        if ttl is not None and r.created + ttl <= self._now:
             return Reason.TTL_EXPIRED
         return None
 
-    def _early(self, r: MemoryRecord) -> Decision | None:
+    def _early(self, r: PlanView) -> Decision | None:
         """Decisions that need no score and no group (steps 1-4)."""
         d = lambda action, *reasons: Decision(r.id, r.actor_id, r.namespace, action, list(reasons))
         expiry = self.expired(r)
@@ -155,8 +143,8 @@ class Planner:
         if expiry:
             return d(Action.delete_expired, expiry)
         if r.status is Status.pending_delete:
-            changed = r.status_changed_at or r.created_at
-            if changed + self._grace <= self.now:
+            changed = r.status_changed or r.created
+            if changed + self._grace <= self._now:
                 return d(Action.delete_pending, Reason.GRACE_ELAPSED)
             return d(Action.retain, Reason.PENDING_GRACE)
         if r.status is Status.superseded:
@@ -166,21 +154,21 @@ class Planner:
         return None
 
     # -- one subject group ---------------------------------------------------------------
-    def _group(self, members: list[MemoryRecord]) -> dict[str, _GroupOutcome]:
+    def _group(self, members: list[PlanView]) -> dict[str, _GroupOutcome]:
         w = self.policy.source_weights
-        rank = lambda r: (r.created_at, w[r.source], r.id)
+        rank = lambda r: (r.created, w[r.source], r.id)
         # Clusters of the same statement (identical once normalised), oldest cluster first.
-        clusters: dict[str, list[MemoryRecord]] = defaultdict(list)
+        clusters: dict[str, list[PlanView]] = defaultdict(list)
         for r in sorted(members, key=rank):
-            clusters[normalise(r.content)].append(r)
+            clusters[r.norm_sha256].append(r)
         ordered = sorted(clusters.values(), key=lambda c: rank(c[-1]))
         head_cluster, head = ordered[-1], ordered[-1][-1]
         out: dict[str, _GroupOutcome] = {}
 
-        def mark(c: list[MemoryRecord], action: Action, why: list[Reason], **kw: object) -> None:
+        def mark(c: list[PlanView], action: Action, why: list[Reason], **kw: object) -> None:
             dup = []
             if len(c) > 1:
-                exact = len({r.sha256 for r in c}) == 1
+                exact = len({r.content_sha256 for r in c}) == 1
                 dup = [Reason.EXACT_DUPLICATE if exact else Reason.NEAR_DUPLICATE]
             for r in c:
                 out[r.id] = _GroupOutcome(action, [Reason.SAME_SUBJECT, *why, *dup], **kw)  # type: ignore[arg-type]
@@ -205,7 +193,7 @@ class Planner:
             if strong_head and w[head.source] >= max(w[r.source] for r in c):
                 why = (
                     Reason.CONTRADICTION
-                    if polarity_differs(c[-1].content, head.content)
+                    if c[-1].negated != head.negated
                     else Reason.NEWER_STATEMENT
                 )
                 mark(c, Action.supersede_candidate, [why], contradicted=True, survivor=head.id)
@@ -219,11 +207,11 @@ class Planner:
         return out
 
     # -- one shard (actor + namespace) -------------------------------------------------------
-    def plan_shard(self, pages: Iterable[list[MemoryRecord]]) -> list[Decision]:
+    def plan_shard(self, pages: Iterable[list[PlanView]]) -> list[Decision]:
         """Every record of one actor/namespace, streamed page by page, gets one decision."""
         decisions: list[Decision] = []
-        live: list[MemoryRecord] = []
-        by_subject: dict[str, list[MemoryRecord]] = defaultdict(list)
+        live: list[PlanView] = []
+        by_subject: dict[str, list[PlanView]] = defaultdict(list)
         for page in pages:
             for r in page:
                 early = self._early(r)
@@ -232,16 +220,17 @@ class Planner:
                     continue
                 live.append(r)
                 if r.subject:
-                    by_subject[group_key(r.actor_id, r.namespace, r.subject)].append(r)
+                    by_subject[r.subject.strip().lower()].append(r)
         outcomes: dict[str, _GroupOutcome] = {}
         groups: dict[str, str] = {}
-        for key, members in by_subject.items():
+        for subject, members in by_subject.items():
             if len(members) < 2:
                 continue
+            key = group_key(members[0].actor_id, members[0].namespace, subject)
             for rid, outcome in self._group(members).items():
                 outcomes[rid] = outcome
                 groups[rid] = key
-        scorer, now = self.scorer, self.now
+        scorer, now = self.scorer, self._now
         for r in live:
             g = outcomes.get(r.id)
             score = scorer.score(r, now, contradicted=bool(g and g.contradicted))

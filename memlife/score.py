@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime
 
-from memlife.model import MemoryRecord, MemoryType
+from memlife.model import MemoryType, PlanView
 from memlife.policy import Policy
 
 _DAY = 86400.0
@@ -78,23 +77,22 @@ class Scorer:
         self._source = {s: float(v) for s, v in policy.source_weights.items()}
         self._sensitivity = {r: float(v) for r, v in policy.sensitivity_penalty.items()}
 
-    def parts(self, r: MemoryRecord, now: datetime, contradicted: bool = False) -> ScoreParts:
+    def parts(self, r: PlanView, now: float, contradicted: bool = False) -> ScoreParts:
+        """Score one record at cutoff ``now`` (epoch seconds)."""
         c = self._types[r.memory_type]
-        age = max(0.0, (now - r.created_at).total_seconds() / _DAY)
+        age = max(0.0, (now - r.created) / _DAY)
         creation = math.exp(-c.creation_rate * age)
-        if r.last_accessed_at is not None:
-            since = max(0.0, (now - r.last_accessed_at).total_seconds() / _DAY)
-            access = math.exp(-c.access_rate * since)
+        if r.last_accessed is not None:
+            access = math.exp(-c.access_rate * max(0.0, (now - r.last_accessed) / _DAY))
         else:
             access = 0.0
         freq = 1.0 - math.exp(-r.access_count / c.freq_scale)
         if c.stale_days is None:
             verify = 1.0
-        elif r.last_verified_at is None:
+        elif r.last_verified is None:
             verify = 0.0
         else:
-            since_v = max(0.0, (now - r.last_verified_at).total_seconds() / _DAY)
-            verify = 1.0 - min(1.0, since_v / c.stale_days)
+            verify = 1.0 - min(1.0, max(0.0, (now - r.last_verified) / _DAY) / c.stale_days)
         source = self._source[r.source]
         raw = (
             c.w_creation * creation
@@ -109,14 +107,14 @@ class Scorer:
         score = min(1.0, max(0.0, raw))
         return ScoreParts(creation, access, freq, verify, source, score)
 
-    def score(self, r: MemoryRecord, now: datetime, contradicted: bool = False) -> float:
+    def score(self, r: PlanView, now: float, contradicted: bool = False) -> float:
         return self.parts(r, now, contradicted).score
 
-    def verification_stale(self, r: MemoryRecord, now: datetime) -> bool:
+    def verification_stale(self, r: PlanView, now: float) -> bool:
         """True when the type has a staleness limit and the record is past it (or never verified)."""
         stale_days = self._types[r.memory_type].stale_days
         if stale_days is None:
             return False
-        if r.last_verified_at is None:
+        if r.last_verified is None:
             return True
-        return (now - r.last_verified_at).total_seconds() / _DAY > stale_days
+        return (now - r.last_verified) / _DAY > stale_days

@@ -353,8 +353,11 @@ class AgentCoreStore:
         retry_base_s: float = 0.2,
         strategy_id: str | None = None,
         session: boto3.session.Session | None = None,
+        clients: tuple[Any, Any, Any] | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ):
+        """``clients``: ready (data plane, control plane, DynamoDB) boto3 clients to share
+        (client creation costs ~0.1 s each); otherwise they are built here."""
         self.memory_id = memory_id
         self.region = region
         self.strategy_id = strategy_id
@@ -371,6 +374,12 @@ class AgentCoreStore:
             if v:
                 query[k] = v
         self.url = f"agentcore://{memory_id}?{urlencode(query)}"
+        self._memory: dict[str, Any] | None = None
+        self._registered: set[tuple[str, str]] = set()
+        if clients is not None:
+            self.client, self.control, ddb = clients
+            self.sidecar = Sidecar(ddb, sidecar_table)
+            return
         session = session or boto3.session.Session(region_name=region)
         config = Config(
             retries={"mode": "standard", "max_attempts": max_attempts},
@@ -391,8 +400,6 @@ class AgentCoreStore:
             "dynamodb", region_name=region, endpoint_url=sidecar_endpoint_url, config=config
         )
         self.sidecar = Sidecar(ddb, sidecar_table)
-        self._memory: dict[str, Any] | None = None
-        self._registered: set[tuple[str, str]] = set()
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> AgentCoreStore:

@@ -19,6 +19,7 @@ from pathlib import Path
 from memlife.model import (
     MemoryRecord,
     MemoryType,
+    PlanView,
     Provenance,
     RetentionClass,
     Source,
@@ -27,6 +28,7 @@ from memlife.model import (
     utcnow,
 )
 from memlife.stores.base import DEFAULT_PAGE_SIZE, BadPageToken, BatchResult, Page
+from memlife.text import negates, norm_sha256
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
@@ -48,7 +50,9 @@ CREATE TABLE IF NOT EXISTS records (
     status TEXT NOT NULL,
     status_changed_at TEXT,
     provenance TEXT NOT NULL,
-    content_sha256 TEXT NOT NULL
+    content_sha256 TEXT NOT NULL,
+    norm_sha256 TEXT NOT NULL,   -- derived once at write: planning never reads content
+    negated INTEGER NOT NULL
 );
 -- the paging order: keyset on (actor, namespace, id)
 CREATE INDEX IF NOT EXISTS records_shard ON records (actor_id, namespace, id);
@@ -59,9 +63,15 @@ COLUMNS = (
     "id", "actor_id", "namespace", "memory_type", "subject", "content", "owner", "confidence",
     "source", "created_at", "last_accessed_at", "access_count", "last_verified_at",
     "expires_at", "retention_class", "status", "status_changed_at", "provenance",
-    "content_sha256",
+    "content_sha256", "norm_sha256", "negated",
 )  # fmt: skip
-_SELECT = f"SELECT {', '.join(COLUMNS)} FROM records"
+_SELECT = f"SELECT {', '.join(COLUMNS[:-2])} FROM records"
+_VIEW_COLUMNS = (
+    "id", "actor_id", "namespace", "memory_type", "subject", "owner", "source", "created_at",
+    "last_accessed_at", "access_count", "last_verified_at", "expires_at", "retention_class",
+    "status", "status_changed_at", "content_sha256", "norm_sha256", "negated",
+)  # fmt: skip
+_SELECT_VIEW = f"SELECT {', '.join(_VIEW_COLUMNS)} FROM records"
 _UPSERT = (
     f"INSERT INTO records ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) "
     "ON CONFLICT(id) DO UPDATE SET "
@@ -89,6 +99,7 @@ def record_to_row(r: MemoryRecord) -> tuple:
         r.confidence, r.source.value, _ts(r.created_at), _ts(r.last_accessed_at),
         r.access_count, _ts(r.last_verified_at), _ts(r.expires_at), r.retention_class.value,
         r.status.value, _ts(r.status_changed_at), r.provenance.model_dump_json(), sha,
+        norm_sha256(r.content), int(negates(r.content)),
     )  # fmt: skip
 
 
@@ -115,6 +126,19 @@ def row_to_record(row: tuple) -> MemoryRecord:
         last_verified_at=_dt(row[12]), expires_at=_dt(row[13]), retention_class=_RC[row[14]],
         status=_ST[row[15]], status_changed_at=_dt(row[16]), provenance=prov,
     ), _RECORD_FIELDS)  # type: ignore[return-value]  # fmt: skip
+
+
+def _epoch(value: str | None) -> float | None:
+    return datetime.fromisoformat(value).timestamp() if value is not None else None
+
+
+def row_to_view(row: tuple) -> PlanView:
+    return PlanView(
+        row[0], row[1], row[2], _MT[row[3]], row[4], row[5], _SRC[row[6]],
+        datetime.fromisoformat(row[7]).timestamp(), _epoch(row[8]), row[9], _epoch(row[10]),
+        _epoch(row[11]), _RC[row[12]], _ST[row[13]], _epoch(row[14]), row[15], row[16],
+        bool(row[17]),
+    )  # fmt: skip
 
 
 def _encode_token(actor_id: str, namespace: str, last_id: str) -> str:
@@ -192,6 +216,22 @@ class SqliteStore:
         records = [row_to_record(r) for r in rows]
         nxt = _encode_token(actor_id, namespace, rows[-1][0]) if more else None
         return Page(records, nxt)
+
+    def page_views(
+        self, actor_id: str, namespace: str, *, page_size: int = DEFAULT_PAGE_SIZE,
+        token: str | None = None,
+    ) -> tuple[list[PlanView], str | None]:
+        """Like :meth:`page`, but content-free planning views built without pydantic (fast path)."""
+        after = _decode_token(token, actor_id, namespace) if token else ""
+        with self.lock:
+            rows = self.connection.execute(
+                f"{_SELECT_VIEW} WHERE actor_id=? AND namespace=? AND id>? ORDER BY id LIMIT ?",
+                (actor_id, namespace, after, page_size + 1),
+            ).fetchall()
+        more = len(rows) > page_size
+        rows = rows[:page_size]
+        nxt = _encode_token(actor_id, namespace, rows[-1][0]) if more else None
+        return [row_to_view(r) for r in rows], nxt
 
     def get(self, record_id: str) -> MemoryRecord | None:
         with self.lock:

@@ -1,0 +1,85 @@
+"""`memlife run`: the nightly lifecycle job, through its Prefect flow (or in-process)."""
+
+from __future__ import annotations
+
+import logging
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from memlife.cli.common import JsonOpt, ReceiptsOpt, StoreOpt, console, err_console, fail, interactive, print_json, progress_bar
+from memlife.pipeline import RunConfig, parse_now, run_local
+
+
+class Engine(StrEnum):
+    prefect = "prefect"  # the flow, on Prefect's temporary server unless PREFECT_API_URL is set
+    local = "local"  # the same stages in-process, without Prefect
+
+
+def run_flow(**params: object) -> dict:
+    from memlife.prefect_env import configure
+
+    configure()
+    from flows.nightly import nightly
+
+    try:
+        return nightly(**params)
+    finally:
+        # the temporary server's shutdown chatter is not the user's business
+        logging.getLogger("prefect.server").setLevel(logging.CRITICAL)
+
+
+def counts_table(result: dict) -> Table:
+    mode = "dry run" if result.get("dry_run", True) else "apply"
+    table = Table(title=f"memlife {mode} {result['run_id']}  (policy {result['policy_version']})")
+    table.add_column("action")
+    table.add_column("records", justify="right")
+    for action, n in result["counts"].items():
+        table.add_row(action, f"{n:,}")
+    table.add_row("[bold]total", f"[bold]{result['records']:,}")
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("run")
+    def run(
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="Plan and report; change nothing.")] = False,
+        now: Annotated[str | None, typer.Option("--now", help="Processing cutoff, ISO-8601 with zone")] = None,
+        namespace: Annotated[list[str] | None, typer.Option("--namespace", help="Namespace glob (repeatable)")] = None,
+        actor: Annotated[list[str] | None, typer.Option("--actor", help="Actor id (repeatable)")] = None,
+        policy: Annotated[str, typer.Option("--policy")] = "policies/default.yaml",
+        store: StoreOpt = None,
+        receipts: ReceiptsOpt = None,
+        page_size: Annotated[int, typer.Option("--page-size", min=1, max=10_000)] = 500,
+        engine: Annotated[Engine, typer.Option("--engine")] = Engine.prefect,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """Run the nightly lifecycle job (use --dry-run to only propose)."""
+        if not dry_run:
+            raise fail("apply runs are not available yet: pass --dry-run")
+        try:
+            cutoff = parse_now(now)
+        except ValueError as exc:
+            raise fail(f"--now: {exc}") from None
+        params = dict(
+            dry_run=dry_run, namespaces=namespace or [], actors=actor or [],
+            now=cutoff.isoformat() if cutoff else None, policy=policy, store=store,
+            receipts=receipts, page_size=page_size,
+        )  # fmt: skip
+        with progress_bar("planning records", None, interactive(json_out)):
+            if engine is Engine.prefect:
+                result = run_flow(**params)
+            else:
+                config = RunConfig(
+                    dry_run=dry_run, namespaces=tuple(namespace or ()), actors=tuple(actor or ()),
+                    now=cutoff, policy=policy, store=store, receipts=receipts, page_size=page_size,
+                )  # fmt: skip
+                result = run_local(config).as_json()
+        if json_out:
+            print_json(result)
+            return
+        console.print(counts_table(result))
+        err_console.print(f"report: {result['report']}")
+        err_console.print(f"manifest: {result['manifest']}")

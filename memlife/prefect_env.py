@@ -1,0 +1,28 @@
+"""Quiet, offline Prefect settings, applied before Prefect is imported (flows/ and the CLI).
+
+memlife itself never imports Prefect; this only sets environment defaults, so a user's
+own PREFECT_API_URL / profile still wins.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+QUIET = {
+    "DO_NOT_TRACK": "1",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_LOGGING_LEVEL": "WARNING",
+    "PREFECT_SERVER_LOGGING_LEVEL": "CRITICAL",
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+    "PREFECT_LOGGING_TO_API_ENABLED": "false",
+    "PREFECT_RESULTS_PERSIST_BY_DEFAULT": "false",
+}
+
+
+def configure(home: str | os.PathLike | None = None) -> None:
+    for key, value in QUIET.items():
+        os.environ.setdefault(key, value)
+    if "PREFECT_HOME" not in os.environ:
+        base = Path(home or os.environ.get("MEMLIFE_HOME", ".memlife")) / "prefect"
+        os.environ["PREFECT_HOME"] = str(base.resolve())

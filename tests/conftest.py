@@ -1,0 +1,43 @@
+"""Shared fixtures. Prefect is configured quiet and offline before anything imports it."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+_PREFECT_HOME = tempfile.mkdtemp(prefix="memlife-prefect-")
+os.environ.update(
+    DO_NOT_TRACK="1",
+    PREFECT_SERVER_ANALYTICS_ENABLED="false",
+    PREFECT_LOGGING_LEVEL="WARNING",
+    PREFECT_SERVER_LOGGING_LEVEL="CRITICAL",
+    PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="90",
+    PREFECT_HOME=_PREFECT_HOME,
+    PREFECT_LOCAL_STORAGE_PATH=str(Path(_PREFECT_HOME) / "storage"),
+)
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture()
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An isolated MEMLIFE_HOME with default store and receipts URLs inside it."""
+    monkeypatch.setenv("MEMLIFE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("MEMLIFE_STORE", f"sqlite:///{tmp_path / 'home' / 'memlife.db'}")
+    monkeypatch.setenv("MEMLIFE_RECEIPTS", f"file://{tmp_path / 'home' / 'receipts'}")
+    monkeypatch.chdir(REPO)
+    return tmp_path / "home"
+
+
+@pytest.fixture(scope="session")
+def prefect_harness():
+    """One Prefect test harness (temporary database) for every flow test of the session."""
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+    from prefect.testing.utilities import prefect_test_harness
+
+    with temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        with prefect_test_harness(server_startup_timeout=120):
+            yield
