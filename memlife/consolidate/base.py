@@ -1,0 +1,77 @@
+"""The consolidator protocol, its input (a Group) and its validated output.
+
+A consolidator never changes the store: it returns a ``ConsolidationResult`` or raises
+``ConsolidationError`` with a reason code; the executor (apply.py) decides what happens.
+Every failure leaves the originals untouched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memlife.model import MemoryRecord
+
+
+@dataclass(frozen=True)
+class Group:
+    """Records of ONE actor + namespace + subject (never more), oldest first."""
+
+    key: str  # plan.group_key(actor, namespace, subject)
+    actor_id: str
+    namespace: str
+    subject: str
+    records: list[MemoryRecord]
+    survivor_id: str | None = None  # the planner's newest, most authoritative statement
+    superseded_ids: list[str] = field(default_factory=list)  # planner: contradicted/older
+
+    def __post_init__(self) -> None:
+        for r in self.records:
+            if (r.actor_id, r.namespace) != (self.actor_id, self.namespace):
+                raise ValueError(f"record {r.id} is outside group {self.key}: tenants never mix")
+
+    @property
+    def ids(self) -> list[str]:
+        return [r.id for r in self.records]
+
+    def consolidation_key(self) -> str:
+        """Deterministic over the members and their content: a rerun finds its replacement."""
+        parts = sorted(f"{r.id}:{r.sha256}" for r in self.records)
+        raw = "\x1f".join([self.actor_id, self.namespace, self.subject, *parts])
+        return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class ConsolidationResult(BaseModel):
+    """What a consolidator returns; validated before anything is written."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    summary: str = Field(min_length=1, description="The one current statement for the subject")
+    claims: list[str] = Field(min_length=1, description="Atomic claims the summary makes")
+    dropped_claims: list[str] = Field(default_factory=list, description="Outdated/contradicted claims left out")
+    confidence: float = Field(ge=0, le=1)
+    source_ids: list[str] = Field(min_length=1, description="Ids of the records that support the summary")
+    # Filled by the consolidator, not the model:
+    model: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class ConsolidationError(RuntimeError):
+    """The group could not be consolidated; ``code`` goes into receipts (no content)."""
+
+    def __init__(self, code: str, message: str = "", retryable: bool = False):
+        super().__init__(f"{code}: {message}" if message else code)
+        self.code = code
+        self.retryable = retryable
+
+
+class Consolidator(Protocol):
+    name: str
+
+    def consolidate(self, group: Group) -> ConsolidationResult:
+        """Return a validated, grounded result or raise ConsolidationError."""
+        ...
