@@ -1,0 +1,147 @@
+"""Policy files: loading, versioning, and errors that name the offending key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from memlife.model import MemoryType, Source
+from memlife.policy import Policy, PolicyError, load_policy
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT = REPO / "policies" / "default.yaml"
+ROLLOUT = REPO / "policies" / "rollout-example.yaml"
+
+
+def _default() -> dict:
+    return yaml.safe_load(DEFAULT.read_text())
+
+
+def _write(tmp_path: Path, data: dict | str) -> Path:
+    p = tmp_path / "policy.yaml"
+    p.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
+    return p
+
+
+def test_default_policy_loads_complete() -> None:
+    p = load_policy(DEFAULT)
+    assert isinstance(p, Policy)
+    assert p.version == _default()["version"]
+    assert set(p.memory_types) == set(MemoryType)
+    assert set(p.source_weights) == set(Source)
+    # the policy's own promise: agent inference is the weakest source
+    assert min(p.source_weights, key=p.source_weights.get) is Source.agent_inferred
+
+
+def test_default_policy_found_without_a_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)  # not the repository: falls back to the shipped copy
+    assert load_policy().version == _default()["version"]
+
+
+def test_rollout_example_enforces_deletion_only_for_episodes() -> None:
+    p = load_policy(ROLLOUT)
+    assert p.version != load_policy(DEFAULT).version
+    assert p.deletion_enforced("/users/u-000001/episodes")
+    for ns in ("/users/u-000001/preferences", "/users/u-000001/facts",
+               "/users/u-000001/procedures", "/users/u-000001/support", "/teams/x/episodes"):  # fmt: skip
+        assert not p.deletion_enforced(ns), ns
+
+
+def test_default_enforces_the_demo_namespaces() -> None:
+    p = load_policy(DEFAULT)
+    for leaf in ("preferences", "facts", "episodes", "procedures", "support"):
+        assert p.deletion_enforced(f"/users/u-1/{leaf}")
+    assert not p.deletion_enforced("/orgs/o-1/preferences")
+    assert not p.deletion_enforced("/users/u-1/preferences/extra")  # globs anchor at both ends
+
+
+def test_bad_yaml(tmp_path: Path) -> None:
+    p = _write(tmp_path, "version: '1'\nmemory_types: [unclosed\n")
+    with pytest.raises(PolicyError, match="not valid YAML") as info:
+        load_policy(p)
+    assert str(p) in str(info.value)
+
+
+def test_not_a_mapping(tmp_path: Path) -> None:
+    with pytest.raises(PolicyError, match="mapping"):
+        load_policy(_write(tmp_path, "- a\n- b\n"))
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(PolicyError, match="not found"):
+        load_policy(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize(
+    ("mutate", "key"),
+    [
+        (lambda d: d.update(verion="x"), "verion"),
+        (lambda d: d["memory_types"]["semantic"].update(low_scroe=0.1), "memory_types.semantic.low_scroe"),
+        (lambda d: d["grouping"].update(max_group=3), "grouping.max_group"),
+        (lambda d: d["memory_types"]["semantic"]["weights"].update(recency=0.1),
+         "memory_types.semantic.weights.recency"),
+        (lambda d: d["memory_types"]["episodic"]["weights"].update(source=-0.5),
+         "memory_types.episodic.weights.source"),
+        (lambda d: d["memory_types"]["episodic"]["weights"].update(source="heavy"),
+         "memory_types.episodic.weights.source"),
+        (lambda d: d["memory_types"]["procedural"].update(low_score=1.5), "memory_types.procedural.low_score"),
+        (lambda d: d["memory_types"]["semantic"]["half_life_days"].update(creation=0),
+         "memory_types.semantic.half_life_days.creation"),
+        (lambda d: d.pop("version"), "version"),
+        (lambda d: d.update(contradiction_penalty=2), "contradiction_penalty"),
+    ],
+    ids=["unknown top key", "unknown type key", "unknown grouping key", "unknown weight",
+         "negative weight", "weight not a number", "threshold out of range", "zero half-life",
+         "missing version", "penalty out of range"],  # fmt: skip
+)
+def test_invalid_policy_names_the_key(tmp_path: Path, mutate, key: str) -> None:
+    data = _default()
+    mutate(data)
+    p = _write(tmp_path, data)
+    with pytest.raises(PolicyError) as info:
+        load_policy(p)
+    assert f"key '{key}'" in str(info.value)
+    assert str(p) in str(info.value)
+
+
+def test_missing_memory_type_is_named(tmp_path: Path) -> None:
+    data = _default()
+    del data["memory_types"]["procedural"]
+    with pytest.raises(PolicyError) as info:
+        load_policy(_write(tmp_path, data))
+    assert "memory_types" in str(info.value)
+    assert "procedural" in str(info.value)
+
+
+def test_missing_source_weight_is_named(tmp_path: Path) -> None:
+    data = _default()
+    del data["source_weights"]["agent_inferred"]
+    with pytest.raises(PolicyError) as info:
+        load_policy(_write(tmp_path, data))
+    assert "source_weights" in str(info.value)
+    assert "agent_inferred" in str(info.value)
+
+
+def test_unknown_memory_type_is_named(tmp_path: Path) -> None:
+    data = _default()
+    data["memory_types"]["semantik"] = data["memory_types"]["semantic"]
+    with pytest.raises(PolicyError) as info:
+        load_policy(_write(tmp_path, data))
+    assert "memory_types.semantik" in str(info.value)
+
+
+def test_all_zero_weights_rejected(tmp_path: Path) -> None:
+    data = _default()
+    data["memory_types"]["semantic"]["weights"] = {k: 0 for k in data["memory_types"]["semantic"]["weights"]}
+    with pytest.raises(PolicyError) as info:
+        load_policy(_write(tmp_path, data))
+    assert "memory_types.semantic.weights" in str(info.value)
+    assert "positive" in str(info.value)
+
+
+def test_policy_is_frozen() -> None:
+    p = load_policy(DEFAULT)
+    with pytest.raises(Exception):  # noqa: B017 - pydantic raises ValidationError on frozen models
+        p.version = "other"  # type: ignore[misc]
