@@ -78,6 +78,7 @@ class MiniLMEmbedder:
         inter_op_threads: int | None = None,
         batch_size: int = DEFAULT_BATCH,
         max_tokens: int = MAX_TOKENS,
+        spin: bool = False,
     ) -> None:
         # Imported here so that importing memlife.embed (e.g. for the Protocol) stays cheap.
         import onnxruntime as ort
@@ -109,6 +110,11 @@ class MiniLMEmbedder:
         self.inter_op_threads = inter_op_threads or 1  # one graph, run sequentially
         opts.intra_op_num_threads = self.intra_op_threads
         opts.inter_op_num_threads = self.inter_op_threads
+        # Busy-waiting workers burn the cores the agent runs on and, when the machine is
+        # shared, make a single query several times slower; a recall is one short batch.
+        spin_flag = "1" if spin else "0"
+        opts.add_session_config_entry("session.intra_op.allow_spinning", spin_flag)
+        opts.add_session_config_entry("session.inter_op.allow_spinning", spin_flag)
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self._sess = ort.InferenceSession(
             str(mpath), sess_options=opts, providers=["CPUExecutionProvider"]
