@@ -130,7 +130,7 @@ def _dump(obj: object) -> str:
     return json.dumps(obj, ensure_ascii=False)  # key order preserved: byte equality
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     history=histories(),
     budget=st.integers(0, 400),
