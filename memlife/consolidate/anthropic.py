@@ -1,0 +1,180 @@
+"""Consolidation through the Anthropic Messages API (the ``anthropic`` SDK).
+
+One call per group: a single tool whose ``input_schema`` is the response model's JSON
+schema, forced with ``tool_choice``; the tool input is validated with pydantic and then
+grounded against the group's records before anything is returned. Failures are
+``ConsolidationError`` codes and never a partial result:
+
+- SCHEMA_INVALID      no tool call, truncated or malformed input
+- MODEL_UNAVAILABLE   429 / 529 / 5xx / timeout / connection, after the SDK's own retries
+                      (retryable: the executor queues the group for a later run)
+- MODEL_REJECTED      any other API error (bad key, bad request): retrying will not help
+- grounding codes     see memlife.consolidate.grounding
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import anthropic
+from pydantic import ValidationError
+
+from memlife.consolidate.base import ConsolidationError, ConsolidationResult, Group
+from memlife.consolidate.grounding import check_grounding
+from memlife.consolidate.prompts import (
+    TOOL_NAME,
+    ConsolidationOutput,
+    build_messages,
+    tool_choice,
+    tool_definition,
+)
+from memlife.embed import Embedder
+from memlife.policy import Grouping, Policy
+
+DEFAULT_MODEL = "claude-sonnet-4-5"
+SCHEMA_INVALID = "SCHEMA_INVALID"
+MODEL_UNAVAILABLE = "MODEL_UNAVAILABLE"
+MODEL_REJECTED = "MODEL_REJECTED"
+_RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+
+@dataclass
+class Usage:
+    """Totals over every call of one consolidator, failed ones included (they cost too)."""
+
+    calls: int = 0
+    failures: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class AnthropicConsolidator:
+    name = "anthropic"
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        max_tokens: int = 1024,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        max_concurrency: int = 4,
+        embedder: Embedder | None = None,
+        policy: Policy | None = None,
+    ) -> None:
+        if max_concurrency < 1:
+            raise ValueError("max_concurrency must be >= 1")
+        self.model = model
+        self.max_tokens = max_tokens
+        # base_url/api_key None: the SDK reads ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY itself.
+        self.client = anthropic.Anthropic(
+            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries
+        )
+        self._embedder = embedder
+        self.grouping = policy.grouping if policy is not None else Grouping()
+        # One limit per instance, shared by every thread that uses it: the pipeline's
+        # workers must not open more concurrent calls than the account's rate allows.
+        self._slots = threading.BoundedSemaphore(max_concurrency)
+        self.max_concurrency = max_concurrency
+        self.usage = Usage()
+        self._usage_lock = threading.Lock()
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> AnthropicConsolidator:
+        """ANTHROPIC_API_KEY (required), MEMLIFE_MODEL, MEMLIFE_MODEL_TIMEOUT,
+        MEMLIFE_MODEL_CONCURRENCY; ANTHROPIC_BASE_URL is honoured by the SDK."""
+        env = os.environ
+        if "api_key" not in overrides and not env.get("ANTHROPIC_API_KEY"):
+            raise ConsolidationError("MODEL_NOT_CONFIGURED", "ANTHROPIC_API_KEY is not set")
+        settings: dict[str, Any] = {
+            "model": env.get("MEMLIFE_MODEL") or DEFAULT_MODEL,
+            "timeout": float(env.get("MEMLIFE_MODEL_TIMEOUT", "60")),
+            "max_concurrency": int(env.get("MEMLIFE_MODEL_CONCURRENCY", "4")),
+        }
+        settings.update(overrides)
+        return cls(**settings)
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            from memlife.embed import default_embedder
+
+            self._embedder = default_embedder()
+        return self._embedder
+
+    def _count(self, input_tokens: int, output_tokens: int, failed: bool) -> None:
+        with self._usage_lock:
+            self.usage.calls += 1
+            self.usage.failures += int(failed)
+            self.usage.input_tokens += input_tokens
+            self.usage.output_tokens += output_tokens
+
+    def _call(self, group: Group) -> anthropic.types.Message:
+        system, messages = build_messages(group)
+        try:
+            with self._slots:
+                return self.client.messages.create(
+                    model=self.model,
+                    max_tokens=self.max_tokens,
+                    system=system,
+                    messages=messages,  # type: ignore[arg-type]
+                    tools=[tool_definition()],  # type: ignore[list-item]
+                    tool_choice=tool_choice(),  # type: ignore[arg-type]
+                    temperature=0.0,
+                )
+        except anthropic.APIConnectionError as exc:  # includes APITimeoutError
+            self._count(0, 0, failed=True)
+            raise ConsolidationError(MODEL_UNAVAILABLE, type(exc).__name__, retryable=True) from exc
+        except anthropic.APIStatusError as exc:
+            self._count(0, 0, failed=True)
+            if exc.status_code in _RETRYABLE_STATUS or exc.status_code >= 500:
+                raise ConsolidationError(
+                    MODEL_UNAVAILABLE, f"HTTP {exc.status_code}", retryable=True
+                ) from exc
+            raise ConsolidationError(MODEL_REJECTED, f"HTTP {exc.status_code}") from exc
+        except anthropic.APIResponseValidationError as exc:
+            self._count(0, 0, failed=True)
+            raise ConsolidationError(SCHEMA_INVALID, "response body is not a message") from exc
+
+    def consolidate(self, group: Group) -> ConsolidationResult:
+        if not group.records:
+            raise ConsolidationError("EMPTY_GROUP", group.key)
+        msg = self._call(group)
+        tin, tout = msg.usage.input_tokens, msg.usage.output_tokens
+        try:
+            output = _parse(msg)
+        except ConsolidationError:
+            self._count(tin, tout, failed=True)
+            raise
+        result = ConsolidationResult(
+            **output.model_dump(exclude={"source_ids"}),
+            source_ids=list(dict.fromkeys(output.source_ids)),
+            model=msg.model or self.model,
+            input_tokens=tin,
+            output_tokens=tout,
+        )
+        try:
+            check_grounding(result, group, self.embedder, self.grouping.grounding_cosine)
+        except ConsolidationError:
+            self._count(tin, tout, failed=True)
+            raise
+        self._count(tin, tout, failed=False)
+        return result
+
+
+def _parse(msg: anthropic.types.Message) -> ConsolidationOutput:
+    if msg.stop_reason == "max_tokens":
+        raise ConsolidationError(SCHEMA_INVALID, "answer truncated at max_tokens")
+    calls = [b for b in msg.content if b.type == "tool_use" and b.name == TOOL_NAME]
+    if len(calls) != 1:
+        raise ConsolidationError(SCHEMA_INVALID, f"{len(calls)} {TOOL_NAME} calls, want 1")
+    try:
+        return ConsolidationOutput.model_validate(calls[0].input)
+    except ValidationError as exc:
+        # Field locations only: the message must not carry memory content.
+        where = sorted({".".join(str(p) for p in e["loc"]) or "<input>" for e in exc.errors()})
+        raise ConsolidationError(SCHEMA_INVALID, f"invalid fields: {', '.join(where)}") from None

@@ -1,0 +1,41 @@
+"""The default consolidator when no model is configured: it never writes new text.
+
+The summary is the group's most authoritative, most recent statement copied VERBATIM
+(the planner's survivor when set, else the best by (source weight, created_at)); every
+other distinct statement is listed, verbatim, as dropped. Nothing can be invented, so
+no grounding check is needed and no tokens are spent.
+"""
+
+from __future__ import annotations
+
+from memlife.consolidate.base import ConsolidationError, ConsolidationResult, Group
+from memlife.group import DEFAULT_SOURCE_WEIGHTS, pick_survivor
+from memlife.policy import Policy
+from memlife.text import normalise
+
+
+class ExtractiveConsolidator:
+    name = "extractive"
+
+    def __init__(self, policy: Policy | None = None) -> None:
+        self.weights = policy.source_weights if policy is not None else DEFAULT_SOURCE_WEIGHTS
+
+    def consolidate(self, group: Group) -> ConsolidationResult:
+        if not group.records:
+            raise ConsolidationError("EMPTY_GROUP", group.key)
+        keep = pick_survivor(group, self.weights)
+        seen = {normalise(keep.content)}
+        dropped: list[str] = []
+        for r in sorted(group.records, key=lambda r: (r.created_at, r.id), reverse=True):
+            norm = normalise(r.content)
+            if norm not in seen:  # restatements of one statement are dropped once
+                seen.add(norm)
+                dropped.append(r.content)
+        return ConsolidationResult(
+            summary=keep.content,
+            claims=[keep.content],
+            dropped_claims=dropped,
+            confidence=max(r.confidence for r in group.records),
+            source_ids=group.ids,
+            model=None,
+        )

@@ -1,0 +1,176 @@
+"""Embeddings cached per content, so a record is embedded once in its life.
+
+Keyed by (content_sha256, model_id): the same text embeds to the same vector under one
+model, and a model change simply misses. Vectors are float32 bytes with their dim.
+The table lives in the store's SQLite file when given its connection and lock
+(``SqliteStore.connection`` / ``.lock``: one backup, one erasure covers both), else in
+``$MEMLIFE_HOME/embeddings.db``. Erasure calls :meth:`EmbeddingCache.delete_for`: a
+vector is derived from content and must go with it.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memlife.embed import Embedder
+from memlife.model import MemoryRecord, content_sha256
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS embeddings (
+    content_sha256 TEXT NOT NULL,
+    model_id TEXT NOT NULL,
+    dim INTEGER NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (content_sha256, model_id)
+) WITHOUT ROWID;
+"""
+_CHUNK = 500  # SQLite's bound-parameter limit is 999 on old builds
+
+
+@dataclass
+class CacheStats:
+    hits: int = 0  # items answered from the table
+    misses: int = 0  # distinct contents embedded
+    batches: int = 0  # embedder calls
+
+
+class EmbeddingCache:
+    def __init__(
+        self,
+        embedder: Embedder | None = None,
+        *,
+        connection: sqlite3.Connection | None = None,
+        lock: AbstractContextManager[Any] | None = None,
+        path: str | Path | None = None,
+        batch_size: int = 256,
+    ) -> None:
+        self._embedder = embedder
+        self.batch_size = batch_size
+        self.stats = CacheStats()
+        self._stats_lock = threading.Lock()
+        self._own = connection is None
+        if connection is None:
+            if path is None:
+                path = Path(os.environ.get("MEMLIFE_HOME", ".memlife")) / "embeddings.db"
+            if str(path) != ":memory:":
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            connection = sqlite3.connect(
+                str(path), check_same_thread=False, isolation_level=None, timeout=30
+            )
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA secure_delete=ON")  # erased vectors are zeroed
+            lock = threading.RLock()
+        self.connection = connection
+        self.lock: AbstractContextManager[Any] = lock if lock is not None else nullcontext()
+        with self.lock:
+            self.connection.executescript(SCHEMA)
+
+    @classmethod
+    def for_store(
+        cls, store: object, embedder: Embedder | None = None, **kw: Any
+    ) -> EmbeddingCache:
+        """Share a SqliteStore's file; any other store gets the cache's own file."""
+        conn = getattr(store, "connection", None)
+        if isinstance(conn, sqlite3.Connection):
+            return cls(embedder, connection=conn, lock=getattr(store, "lock", None), **kw)
+        return cls(embedder, **kw)
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            from memlife.embed import default_embedder
+
+            self._embedder = default_embedder()
+        return self._embedder
+
+    # -- reads and writes ------------------------------------------------------------------
+    def _lookup(self, shas: Sequence[str], model_id: str, dim: int) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        with self.lock:
+            for i in range(0, len(shas), _CHUNK):
+                chunk = shas[i : i + _CHUNK]
+                q = (
+                    "SELECT content_sha256, dim, vector FROM embeddings WHERE model_id=? "
+                    f"AND content_sha256 IN ({','.join('?' * len(chunk))})"
+                )
+                for sha, d, blob in self.connection.execute(q, (model_id, *chunk)):
+                    if d == dim and len(blob) == 4 * dim:  # else stale: re-embed
+                        found[sha] = np.frombuffer(blob, dtype=np.float32)
+        return found
+
+    def _store(self, rows: list[tuple[str, str, int, bytes]]) -> None:
+        with self.lock:
+            conn = self.connection
+            owner = not conn.in_transaction  # nest inside a caller's transaction
+            if owner:
+                conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany("INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?)", rows)
+            except BaseException:
+                if owner:
+                    conn.execute("ROLLBACK")
+                raise
+            if owner:
+                conn.execute("COMMIT")
+
+    def get_or_embed_texts(self, texts: Sequence[str]) -> np.ndarray:
+        """float32 (len(texts), dim), L2-normalised rows; embeds only what is not cached."""
+        emb = self.embedder
+        model_id, dim = emb.model_id, emb.dim
+        shas = [content_sha256(t) for t in texts]
+        unique = list(dict.fromkeys(shas))
+        cached = self._lookup(unique, model_id, dim)
+        todo = [s for s in unique if s not in cached]
+        text_of = dict(zip(shas, texts, strict=True))
+        fresh: dict[str, np.ndarray] = {}
+        batches = 0
+        for i in range(0, len(todo), self.batch_size):
+            chunk = todo[i : i + self.batch_size]
+            vecs = np.asarray(emb.embed([text_of[s] for s in chunk]), dtype=np.float32)
+            batches += 1
+            self._store([(s, model_id, dim, v.tobytes()) for s, v in zip(chunk, vecs, strict=True)])
+            fresh.update(zip(chunk, vecs, strict=True))
+        with self._stats_lock:
+            self.stats.hits += sum(1 for s in shas if s in cached)
+            self.stats.misses += len(todo)
+            self.stats.batches += batches
+        out = np.empty((len(texts), dim), dtype=np.float32)
+        for i, s in enumerate(shas):
+            out[i] = cached[s] if s in cached else fresh[s]
+        return out
+
+    def get_or_embed(self, records: Sequence[MemoryRecord]) -> np.ndarray:
+        """Rows aligned with ``records`` (keyed by their content's sha256)."""
+        return self.get_or_embed_texts([r.content for r in records])
+
+    def delete_for(self, shas: Iterable[str]) -> int:
+        """Forget the vectors of these contents under every model; returns rows deleted."""
+        keys = list(dict.fromkeys(shas))
+        deleted = 0
+        with self.lock:
+            for i in range(0, len(keys), _CHUNK):
+                chunk = keys[i : i + _CHUNK]
+                cur = self.connection.execute(
+                    f"DELETE FROM embeddings WHERE content_sha256 IN ({','.join('?' * len(chunk))})",
+                    chunk,
+                )
+                deleted += cur.rowcount
+        return deleted
+
+    def __len__(self) -> int:
+        with self.lock:
+            return int(self.connection.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0])
+
+    def close(self) -> None:
+        if self._own:
+            with self.lock:
+                self.connection.close()
