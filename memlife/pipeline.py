@@ -1,9 +1,10 @@
 """The nightly run as plain functions: the Prefect flow (flows/nightly.py) only wires them.
 
-Order (DESIGN.md): start (manifest first) -> list shards -> per shard: page, expire,
-score, group, plan -> report -> finish. A shard is one actor + namespace; shards are
-processed in batches so orchestration overhead stays small at 1M records, and a shard
-is never split, so no decision ever mixes actors or namespaces.
+Order (DESIGN.md): start (manifest first) -> drain the retry queue -> per shard batch:
+page, expire, score, group, plan, report, consolidate + supersede -> regression gate ->
+delete (or quarantine when the gate fails) -> receipts and counts. A shard is one
+actor + namespace; shards are processed in batches so orchestration overhead stays small
+at 1M records, and a shard is never split, so no operation mixes actors or namespaces.
 """
 
 from __future__ import annotations
@@ -14,18 +15,23 @@ import json
 import os
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from memlife import __version__, progress
-from memlife.audit import ReceiptSink, dumps, open_sink, run_prefix
+from memlife.apply import DeleteItem, Executor, Tally
+from memlife.audit import ReceiptSink, ReceiptWriteError, dumps, open_sink, run_prefix
+from memlife.consolidate.base import Consolidator
+from memlife.journal import Journal, open_journal
 from memlife.model import PlanView, parse_time, plan_view, utcnow
-from memlife.plan import Action, Decision, Planner
+from memlife.plan import DELETE_ACTIONS, Action, Decision, Planner, Reason
 from memlife.policy import Policy, load_policy, resolve_policy_path
+from memlife.receipts import operations_parquet
 from memlife.report import ReportWriter
 from memlife.stores import MemoryStore, iter_shard, open_store, resolve_store_url
+from memlife.stores.base import StoreError
 
 
 def memlife_home() -> Path:
@@ -36,6 +42,9 @@ def memlife_home() -> Path:
 class Shard:
     actor_id: str
     namespace: str
+
+    def __str__(self) -> str:
+        return f"{self.actor_id}:{self.namespace}"
 
 
 @dataclass(frozen=True)
@@ -49,6 +58,9 @@ class RunConfig:
     receipts: str | None = None
     page_size: int = 500
     shards_per_batch: int = 100
+    consolidate: bool = True  # False: plan and apply without calling any consolidator
+    retry_only: bool = False
+    eval_cases: str | None = None  # regression-gate cases (YAML/JSONL); None: gate skipped
 
 
 @dataclass
@@ -62,6 +74,11 @@ class RunContext:
     report_dir: Path
     manifest_location: str
     store_url: str
+    sink: ReceiptSink
+
+    @property
+    def mode(self) -> str:
+        return "retry" if self.config.retry_only else ("dry_run" if self.config.dry_run else "apply")
 
     @property
     def prefix(self) -> str:
@@ -73,7 +90,9 @@ class BatchOutcome:
     counts: Counter = field(default_factory=Counter)
     records: int = 0
     shards: int = 0
-    failed_shards: list[str] = field(default_factory=list)
+    failed_shards: list[dict] = field(default_factory=list)
+    deletions: list[DeleteItem] = field(default_factory=list)
+    tally: Tally = field(default_factory=Tally)
 
 
 @dataclass
@@ -81,41 +100,44 @@ class RunSummary:
     run_id: str
     policy_version: str
     cutoff: str
-    dry_run: bool
-    counts: dict[str, int]
+    mode: str
+    status: str
+    counts: dict[str, int]  # planned actions
+    lifecycle: dict[str, int]  # processed, retained, consolidated, superseded, deleted, ...
     records: int
     shards: int
     report: str
     report_parquet: str
     manifest: str
+    receipt: str | None
     seconds: float
-    failed_shards: list[str] = field(default_factory=list)
+    failed_shards: list[dict] = field(default_factory=list)
+    model: dict = field(default_factory=dict)
+    gate: dict | None = None
+
+    @property
+    def dry_run(self) -> bool:
+        return self.mode == "dry_run"
 
     def as_json(self) -> dict:
         return {
-            "run_id": self.run_id,
-            "policy_version": self.policy_version,
-            "cutoff": self.cutoff,
-            "dry_run": self.dry_run,
-            "counts": self.counts,
-            "records": self.records,
-            "shards": self.shards,
-            "report": self.report,
-            "report_parquet": self.report_parquet,
-            "manifest": self.manifest,
-            "seconds": round(self.seconds, 3),
-            "failed_shards": self.failed_shards,
-        }
+            "run_id": self.run_id, "policy_version": self.policy_version, "cutoff": self.cutoff,
+            "mode": self.mode, "dry_run": self.dry_run, "status": self.status,
+            "counts": self.counts, "lifecycle": self.lifecycle, "records": self.records,
+            "shards": self.shards, "report": self.report, "report_parquet": self.report_parquet,
+            "manifest": self.manifest, "receipt": self.receipt, "seconds": round(self.seconds, 3),
+            "failed_shards": self.failed_shards, "model": self.model, "gate": self.gate,
+        }  # fmt: skip
 
 
 def _scope(config: RunConfig) -> dict:
     return {"namespaces": sorted(config.namespaces), "actors": sorted(config.actors)}
 
 
-def run_key(policy_version: str, cutoff: datetime, scope: dict, dry_run: bool) -> str:
+def run_key(policy_version: str, cutoff: datetime, scope: dict, mode: str) -> str:
     """Deterministic: the same policy, cutoff, scope and mode give the same run (reruns resume)."""
     raw = json.dumps(
-        {"policy": policy_version, "cutoff": cutoff.isoformat(), "scope": scope, "dry": dry_run},
+        {"policy": policy_version, "cutoff": cutoff.isoformat(), "scope": scope, "mode": mode},
         sort_keys=True,
     )
     return hashlib.sha256(raw.encode()).hexdigest()
@@ -126,29 +148,25 @@ def start_run(config: RunConfig, sink: ReceiptSink | None = None) -> RunContext:
     policy = load_policy(config.policy)
     cutoff = config.now or utcnow()
     scope = _scope(config)
-    key = run_key(policy.version, cutoff, scope, config.dry_run)
-    run_id = f"{cutoff:%Y%m%dT%H%M%SZ}-{'dry' if config.dry_run else 'apply'}-{key[:10]}"
+    mode = "retry" if config.retry_only else ("dry_run" if config.dry_run else "apply")
+    key = run_key(policy.version, cutoff, scope, mode)
+    run_id = f"{cutoff:%Y%m%dT%H%M%SZ}-{mode.replace('_run', '')}-{key[:10]}"
     sink = sink or open_sink(config.receipts)
     store_url = resolve_store_url(config.store)
     started = utcnow()
+    policy_bytes = resolve_policy_path(config.policy).read_bytes()
     manifest = {
-        "run_id": run_id,
-        "run_key": key,
-        "mode": "dry_run" if config.dry_run else "apply",
-        "policy_version": policy.version,
-        "policy_sha256": hashlib.sha256(resolve_policy_path(config.policy).read_bytes()).hexdigest(),
-        "cutoff": cutoff.isoformat(),
-        "scope": scope,
-        "store": store_url.split("?")[0],
-        "started_at": started.isoformat(),
+        "run_id": run_id, "run_key": key, "mode": mode, "policy_version": policy.version,
+        "policy_sha256": hashlib.sha256(policy_bytes).hexdigest(), "cutoff": cutoff.isoformat(),
+        "scope": scope, "store": store_url.split("?")[0], "started_at": started.isoformat(),
         "memlife_version": __version__,
-    }
+    }  # fmt: skip
     mkey = f"{run_prefix(run_id, cutoff)}/manifest.json"
     sink.put_new(mkey, dumps(manifest))  # False on a rerun: the first manifest stands
     return RunContext(
         config=config, policy=policy, run_id=run_id, run_key=key, cutoff=cutoff,
         started_at=started, report_dir=memlife_home() / "reports" / run_id,
-        manifest_location=sink.location(mkey), store_url=store_url,
+        manifest_location=sink.location(mkey), store_url=store_url, sink=sink,
     )  # fmt: skip
 
 
@@ -171,14 +189,6 @@ def batches(shards: Sequence[Shard], size: int) -> list[list[Shard]]:
     return [list(shards[i : i + size]) for i in range(0, len(shards), size)]
 
 
-def plan_shard(
-    ctx: RunContext, store: MemoryStore, shard: Shard, planner: Planner | None = None
-) -> list[Decision]:
-    """Steps 2-5 for one shard: page it, then expire/score/group/plan (pure)."""
-    planner = planner or Planner(ctx.policy, ctx.cutoff)
-    return planner.plan_shard(iter_views(store, shard, ctx.config.page_size))
-
-
 def iter_views(store: MemoryStore, shard: Shard, page_size: int) -> Iterator[list[PlanView]]:
     """Pages of planning views: the store's fast path where it has one, else via records."""
     fast = getattr(store, "page_views", None)
@@ -194,15 +204,81 @@ def iter_views(store: MemoryStore, shard: Shard, page_size: int) -> Iterator[lis
             return
 
 
-def plan_batch(
-    ctx: RunContext, store: MemoryStore, shards: Sequence[Shard], report: ReportWriter
+def plan_shard(
+    ctx: RunContext, store: MemoryStore, shard: Shard, planner: Planner | None = None
+) -> list[Decision]:
+    """Steps 2-5 for one shard: page it, then expire/score/group/plan (pure)."""
+    planner = planner or Planner(ctx.policy, ctx.cutoff)
+    return planner.plan_shard(iter_views(store, shard, ctx.config.page_size))
+
+
+def make_consolidator(ctx: RunContext) -> Consolidator | None:
+    """Anthropic when ANTHROPIC_API_KEY is set, else the extractive one; None if disabled."""
+    if not ctx.config.consolidate:
+        return None
+    try:
+        if os.environ.get("ANTHROPIC_API_KEY"):
+            from memlife.consolidate.anthropic import AnthropicConsolidator
+
+            return AnthropicConsolidator.from_env(policy=ctx.policy)
+        from memlife.consolidate.extractive import ExtractiveConsolidator
+
+        return ExtractiveConsolidator(policy=ctx.policy)
+    except ImportError:  # pragma: no cover - during development only
+        return None
+
+
+def make_executor(
+    ctx: RunContext, store: MemoryStore, journal: Journal | None = None,
+    consolidator: Consolidator | None = None,
+) -> Executor:  # fmt: skip
+    return Executor(
+        run_id=ctx.run_id, run_key=ctx.run_key, policy=ctx.policy, cutoff=ctx.cutoff,
+        store=store, journal=journal or open_journal(store), sink=ctx.sink,
+        consolidator=consolidator, dry_run=ctx.config.dry_run,
+    )  # fmt: skip
+
+
+def _deletions(ctx: RunContext, decisions: Sequence[Decision], tally: Tally) -> list[DeleteItem]:
+    """Delete decisions in enforced namespaces; the rest are proposals, recorded as not deleted."""
+    items = []
+    for d in decisions:
+        if d.action in DELETE_ACTIONS:
+            if ctx.policy.deletion_enforced(d.namespace):
+                items.append(DeleteItem(d.id, d.actor_id, d.namespace,
+                                        tuple(r.value for r in d.reasons), d.content_sha256))  # fmt: skip
+            else:
+                tally.ids_not_deleted.append({"id": d.id, "reason": "NOT_ENFORCED"})
+                tally.counts["proposed_deletions"] += 1
+        elif d.action is Action.hold and Reason.DELETE_DEFERRED in d.reasons:
+            tally.ids_not_deleted.append({"id": d.id, "reason": "LEGAL_HOLD"})
+    return items
+
+
+def process_batch(
+    ctx: RunContext,
+    store: MemoryStore,
+    shards: Sequence[Shard],
+    report: ReportWriter,
+    executor: Executor | None = None,
 ) -> BatchOutcome:
-    """Plan a batch of shards and append their decisions to the report."""
+    """Plan a batch of shards, report their decisions, consolidate (apply: also supersede).
+
+    A failing shard is recorded and skipped; the other shards go on.
+    """
     out = BatchOutcome()
     planner = Planner(ctx.policy, ctx.cutoff)
     for shard in shards:
-        decisions = plan_shard(ctx, store, shard, planner)
-        report.write(decisions)
+        try:
+            decisions = plan_shard(ctx, store, shard, planner)
+            report.write(decisions)
+            if executor is not None:
+                executor.consolidate_shard(decisions, out.tally)
+                out.deletions += _deletions(ctx, decisions, out.tally)
+        except (StoreError, OSError, ValueError) as exc:
+            code = getattr(exc, "code", type(exc).__name__)
+            out.failed_shards.append({"shard": str(shard), "code": code})
+            continue
         out.counts.update(d.action.value for d in decisions)
         out.records += len(decisions)
         out.shards += 1
@@ -210,38 +286,187 @@ def plan_batch(
     return out
 
 
+# Back-compat name used by the first flow version and tests.
+def plan_batch(ctx: RunContext, store: MemoryStore, shards: Sequence[Shard], report: ReportWriter) -> BatchOutcome:
+    return process_batch(ctx, store, shards, report)
+
+
 def open_report(ctx: RunContext) -> ReportWriter:
     return ReportWriter(ctx.report_dir)
 
 
+GateFn = Callable[[RunContext, MemoryStore, Sequence[DeleteItem]], dict]
+
+
+def run_gate(ctx: RunContext, store: MemoryStore, outcomes: Sequence[BatchOutcome]) -> dict | None:
+    """Step 8: the before/after regression gate on the run's proposed deletions."""
+    if not ctx.config.eval_cases:
+        return None
+    from memlife.gate import evaluate_deletions
+
+    items = [i for o in outcomes for i in o.deletions]
+    return evaluate_deletions(ctx, store, items)
+
+
+def markdown_summary(summary: RunSummary) -> str:
+    lines = [f"# memlife {summary.mode} `{summary.run_id}`", "",
+             f"status **{summary.status}**, policy `{summary.policy_version}`, cutoff {summary.cutoff}",
+             "", "| count | records |", "|---|---:|"]  # fmt: skip
+    lines += [f"| {k} | {v:,} |" for k, v in summary.lifecycle.items()]
+    if summary.failed_shards:
+        lines += ["", "Failed shards: " + ", ".join(s["shard"] for s in summary.failed_shards)]
+    if summary.receipt:
+        lines += ["", f"Receipt: `{summary.receipt}`"]
+    return "\n".join(lines)
+
+
+def commit_deletions(
+    ctx: RunContext, executor: Executor, outcomes: Sequence[BatchOutcome], gate: dict | None
+) -> Tally:
+    """Step 9: delete what the gate allowed; quarantine instead when it blocked."""
+    tally = Tally()
+    items = [i for o in outcomes for i in o.deletions]
+    if not items or ctx.config.dry_run:
+        return tally
+    if gate is not None and gate.get("blocked"):
+        executor.quarantine(items, tally, "GATE_BLOCKED")
+    else:
+        executor.delete(items, tally)
+    return tally
+
+
+LIFECYCLE = ("processed", "retained", "consolidated", "superseded", "deleted", "quarantined",
+             "reviewed", "held", "failed")  # fmt: skip
+
+
 def finish_run(
-    ctx: RunContext, outcomes: Sequence[BatchOutcome], report: ReportWriter, t0: float
+    ctx: RunContext,
+    outcomes: Sequence[BatchOutcome],
+    report: ReportWriter,
+    t0: float,
+    *,
+    tallies: Sequence[Tally] = (),
+    journal: Journal | None = None,
+    gate: dict | None = None,
+    shards_total: int | None = None,
 ) -> RunSummary:
+    """Step 10: counts, operations.parquet and the run receipt (create-only)."""
     report.close()
     counts: Counter = Counter()
+    tally = Tally()
     for o in outcomes:
         counts.update(o.counts)
-    ordered = {a.value: counts.get(a.value, 0) for a in Action}
-    return RunSummary(
+        tally.merge(o.tally)
+    for t in tallies:
+        tally.merge(t)
+    failed_shards = [s for o in outcomes for s in o.failed_shards]
+    failed_shards += [{"shard": f"{s['actor_id']}:{s['namespace']}", "code": s["code"]}
+                      for s in tally.stopped_shards]  # fmt: skip
+    records = sum(o.records for o in outcomes)
+    lifecycle = {
+        "processed": records, "retained": counts.get("retain", 0),
+        "consolidated": tally.counts.get("consolidated", 0),
+        "superseded": tally.counts.get("superseded", 0),
+        "deleted": tally.counts.get("deleted", 0) + tally.counts.get("already_absent", 0),
+        "quarantined": tally.counts.get("quarantined", 0), "reviewed": counts.get("review", 0),
+        "held": counts.get("hold", 0), "failed": tally.counts.get("failed", 0),
+    }  # fmt: skip
+    receipt_failures = tally.counts.get("receipt_failed", 0)
+    status = "success"
+    if failed_shards or lifecycle["failed"] or receipt_failures:
+        status = "partial_failure"
+    retries = [f["next_retry_at"] for f in tally.failures if f.get("next_retry_at")]
+    summary = RunSummary(
         run_id=ctx.run_id, policy_version=ctx.policy.version, cutoff=ctx.cutoff.isoformat(),
-        dry_run=ctx.config.dry_run, counts=ordered, records=sum(o.records for o in outcomes),
-        shards=sum(o.shards for o in outcomes), report=str(report.jsonl_path),
-        report_parquet=str(report.parquet_path), manifest=ctx.manifest_location,
-        seconds=time.perf_counter() - t0,
-        failed_shards=[s for o in outcomes for s in o.failed_shards],
+        mode=ctx.mode, status=status,
+        counts={a.value: counts.get(a.value, 0) for a in Action}, lifecycle=lifecycle,
+        records=records, shards=sum(o.shards for o in outcomes), report=str(report.jsonl_path),
+        report_parquet=str(report.parquet_path), manifest=ctx.manifest_location, receipt=None,
+        seconds=time.perf_counter() - t0, failed_shards=failed_shards,
+        model={"calls": tally.model_calls, "input_tokens": tally.input_tokens,
+               "output_tokens": tally.output_tokens, "rejections": dict(tally.rejections)},
+        gate=gate,
     )  # fmt: skip
+    receipt = {
+        "run_id": ctx.run_id, "mode": ctx.mode, "status": status,
+        "policy_version": ctx.policy.version, "cutoff": ctx.cutoff.isoformat(),
+        "scope": _scope(ctx.config), "started_at": ctx.started_at.isoformat(),
+        "finished_at": utcnow().isoformat(),
+        "pagination_complete": not failed_shards,
+        "shards": {"total": shards_total if shards_total is not None else summary.shards,
+                   "completed": summary.shards, "failed": failed_shards},
+        "records_found": records, "counts": lifecycle, "planned": summary.counts,
+        "other_counts": {k: v for k, v in tally.counts.items() if k not in lifecycle},
+        "ids_not_deleted": tally.ids_not_deleted, "failures": tally.failures,
+        "next_retry_at": min(retries) if retries else None, "model": summary.model,
+        "gate": gate, "receipt_failures": receipt_failures,
+    }  # fmt: skip
+    try:
+        if journal is not None and not ctx.config.dry_run:
+            ops = journal.by_run(ctx.run_id)
+            if ops:
+                ctx.sink.put_new(f"{ctx.prefix}/operations.parquet", operations_parquet(ops),
+                                 "application/vnd.apache.parquet")  # fmt: skip
+        rkey = f"{ctx.prefix}/receipt.json"
+        ctx.sink.put_new(rkey, dumps(receipt))
+        summary.receipt = ctx.sink.location(rkey)
+    except ReceiptWriteError:
+        summary.status = "partial_failure" if status == "success" else status
+    return summary
 
 
-def run_local(config: RunConfig, progress: Iterator | None = None) -> RunSummary:
+def write_failure_receipt(ctx: RunContext, error: BaseException) -> str | None:
+    """The run could not finish: say so, with the error type only (never a message with data)."""
+    receipt = {
+        "run_id": ctx.run_id, "mode": ctx.mode, "status": "failure",
+        "policy_version": ctx.policy.version, "cutoff": ctx.cutoff.isoformat(),
+        "scope": _scope(ctx.config), "started_at": ctx.started_at.isoformat(),
+        "finished_at": utcnow().isoformat(), "pagination_complete": False,
+        "error": type(error).__name__,
+    }  # fmt: skip
+    key = f"{ctx.prefix}/receipt.json"
+    try:
+        ctx.sink.put_new(key, dumps(receipt))
+        return ctx.sink.location(key)
+    except ReceiptWriteError:
+        return None
+
+
+def run_local(
+    config: RunConfig, gate: GateFn | None = None, consolidator: Consolidator | None = None
+) -> RunSummary:
     """The whole run in-process without Prefect (tests, benchmarks, --engine local)."""
     t0 = time.perf_counter()
     ctx = start_run(config)
     store = open_store(config.store)
     try:
-        shards = list_shards(ctx, store)
+        executor = None
+        journal = None
+        tallies: list[Tally] = []
+        if not config.dry_run or config.consolidate:
+            journal = open_journal(store) if not config.dry_run else None
+            executor = make_executor(ctx, store, journal, consolidator or make_consolidator(ctx))
+        if executor is not None and not config.dry_run:
+            pre = Tally()
+            executor.resume_due(pre)
+            tallies.append(pre)
         report = open_report(ctx)
-        outcomes = [plan_batch(ctx, store, b, report) for b in batches(shards, config.shards_per_batch)]
-        return finish_run(ctx, outcomes, report, t0)
+        if config.retry_only:
+            return finish_run(ctx, [], report, t0, tallies=tallies, journal=journal)
+        shards = list_shards(ctx, store)
+        outcomes = [process_batch(ctx, store, b, report, executor)
+                    for b in batches(shards, config.shards_per_batch)]  # fmt: skip
+        if gate is not None:
+            verdict = gate(ctx, store, [i for o in outcomes for i in o.deletions])
+        else:
+            verdict = run_gate(ctx, store, outcomes)
+        if executor is not None:
+            tallies.append(commit_deletions(ctx, executor, outcomes, verdict))
+        return finish_run(ctx, outcomes, report, t0, tallies=tallies, journal=journal,
+                          gate=verdict, shards_total=len(shards))  # fmt: skip
+    except Exception as exc:
+        write_failure_receipt(ctx, exc)
+        raise
     finally:
         store.close()
 

@@ -80,6 +80,7 @@ class Decision:
     score: float | None = None
     group: str | None = None  # hash of actor+namespace+subject; no content
     survivor: str | None = None  # for supersede candidates: the newer statement's id
+    content_sha256: str | None = None  # for receipts (a hash, never content)
 
     def report_row(self) -> dict:
         return {
@@ -132,7 +133,9 @@ class Planner:
 
     def _early(self, r: PlanView) -> Decision | None:
         """Decisions that need no score and no group (steps 1-4)."""
-        d = lambda action, *reasons: Decision(r.id, r.actor_id, r.namespace, action, list(reasons))
+        d = lambda action, *reasons: Decision(
+            r.id, r.actor_id, r.namespace, action, list(reasons), content_sha256=r.content_sha256
+        )
         expiry = self.expired(r)
         if r.retention_class is RetentionClass.legal_hold:
             if expiry:
@@ -244,11 +247,13 @@ class Planner:
             if g is not None:
                 d = Decision(
                     r.id, r.actor_id, r.namespace, g.action, g.reasons + review, score,
-                    groups[r.id], g.survivor,
+                    groups[r.id], g.survivor, r.content_sha256,
                 )  # fmt: skip
             elif review:
-                d = Decision(r.id, r.actor_id, r.namespace, Action.review, review, score)
+                d = Decision(r.id, r.actor_id, r.namespace, Action.review, review, score,
+                             content_sha256=r.content_sha256)  # fmt: skip
             else:
-                d = Decision(r.id, r.actor_id, r.namespace, Action.retain, [Reason.SCORE_OK], score)
+                d = Decision(r.id, r.actor_id, r.namespace, Action.retain, [Reason.SCORE_OK],
+                             score, content_sha256=r.content_sha256)  # fmt: skip
             decisions.append(d)
         return decisions

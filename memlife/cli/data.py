@@ -9,7 +9,15 @@ from typing import Annotated
 
 import typer
 
-from memlife.cli.common import JsonOpt, StoreOpt, err_console, fail, interactive, print_json, progress_bar
+from memlife.cli.common import (
+    JsonOpt,
+    StoreOpt,
+    err_console,
+    fail,
+    interactive,
+    print_json,
+    progress_bar,
+)
 from memlife.model import RecordError, parse_record_line, parse_time
 from memlife.stores import open_store
 from memlife.stores.base import chunked

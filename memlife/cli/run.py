@@ -9,7 +9,17 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from memlife.cli.common import JsonOpt, ReceiptsOpt, StoreOpt, console, err_console, fail, interactive, print_json, progress_bar
+from memlife.cli.common import (
+    JsonOpt,
+    ReceiptsOpt,
+    StoreOpt,
+    console,
+    err_console,
+    fail,
+    interactive,
+    print_json,
+    progress_bar,
+)
 from memlife.pipeline import RunConfig, parse_now, run_local
 
 
@@ -32,13 +42,18 @@ def run_flow(**params: object) -> dict:
 
 
 def counts_table(result: dict) -> Table:
-    mode = "dry run" if result.get("dry_run", True) else "apply"
+    mode = result.get("mode", "dry_run").replace("_", " ")
     table = Table(title=f"memlife {mode} {result['run_id']}  (policy {result['policy_version']})")
-    table.add_column("action")
+    table.add_column("planned action")
     table.add_column("records", justify="right")
-    for action, n in result["counts"].items():
-        table.add_row(action, f"{n:,}")
-    table.add_row("[bold]total", f"[bold]{result['records']:,}")
+    table.add_column("outcome")
+    table.add_column("records", justify="right")
+    planned = list(result["counts"].items()) + [("[bold]total", result["records"])]
+    outcomes = list(result.get("lifecycle", {}).items())
+    for i in range(max(len(planned), len(outcomes))):
+        a, n = planned[i] if i < len(planned) else ("", None)
+        o, m = outcomes[i] if i < len(outcomes) else ("", None)
+        table.add_row(a, "" if n is None else f"{n:,}", o, "" if m is None else f"{m:,}")
     return table
 
 
@@ -53,12 +68,15 @@ def register(app: typer.Typer) -> None:
         store: StoreOpt = None,
         receipts: ReceiptsOpt = None,
         page_size: Annotated[int, typer.Option("--page-size", min=1, max=10_000)] = 500,
+        retry_only: Annotated[bool, typer.Option("--retry-only", help="Only drain the retry queue.")] = False,
+        consolidate: Annotated[bool, typer.Option("--consolidate/--no-consolidate", help="Call the consolidator (model) for groups.")] = True,
+        eval_cases: Annotated[str | None, typer.Option("--eval-cases", help="Regression-gate cases file; gate skipped without it.")] = None,
         engine: Annotated[Engine, typer.Option("--engine")] = Engine.prefect,
         json_out: JsonOpt = False,
     ) -> None:
         """Run the nightly lifecycle job (use --dry-run to only propose)."""
-        if not dry_run:
-            raise fail("apply runs are not available yet: pass --dry-run")
+        if retry_only and dry_run:
+            raise fail("--retry-only applies; it cannot be combined with --dry-run")
         try:
             cutoff = parse_now(now)
         except ValueError as exc:
@@ -66,7 +84,8 @@ def register(app: typer.Typer) -> None:
         params = dict(
             dry_run=dry_run, namespaces=namespace or [], actors=actor or [],
             now=cutoff.isoformat() if cutoff else None, policy=policy, store=store,
-            receipts=receipts, page_size=page_size,
+            receipts=receipts, page_size=page_size, consolidate=consolidate,
+            retry_only=retry_only, eval_cases=eval_cases,
         )  # fmt: skip
         with progress_bar("planning records", None, interactive(json_out)):
             if engine is Engine.prefect:
@@ -75,11 +94,17 @@ def register(app: typer.Typer) -> None:
                 config = RunConfig(
                     dry_run=dry_run, namespaces=tuple(namespace or ()), actors=tuple(actor or ()),
                     now=cutoff, policy=policy, store=store, receipts=receipts, page_size=page_size,
+                    consolidate=consolidate, retry_only=retry_only, eval_cases=eval_cases,
                 )  # fmt: skip
                 result = run_local(config).as_json()
         if json_out:
             print_json(result)
             return
         console.print(counts_table(result))
+        err_console.print(f"status: {result['status']}")
         err_console.print(f"report: {result['report']}")
         err_console.print(f"manifest: {result['manifest']}")
+        if result.get("receipt"):
+            err_console.print(f"receipt: {result['receipt']}")
+        if result["status"] != "success":
+            raise typer.Exit(3)

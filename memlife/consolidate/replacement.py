@@ -1,0 +1,55 @@
+"""The replacement record a consolidation writes: deterministic id, content = the summary."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from memlife.consolidate.base import ConsolidationResult, Group
+from memlife.model import (
+    MemoryRecord,
+    Provenance,
+    RetentionClass,
+    Status,
+    content_sha256,
+)
+
+
+def replacement_id(group: Group) -> str:
+    """Derived from the consolidation key, so a rerun finds (and never duplicates) it."""
+    return "r-" + group.consolidation_key()[:28]
+
+
+def build_replacement(
+    group: Group, result: ConsolidationResult, cutoff: datetime, policy_version: str
+) -> MemoryRecord:
+    by_id = {r.id: r for r in group.records}
+    survivor = by_id.get(group.survivor_id or "") or max(
+        group.records, key=lambda r: (r.created_at, r.id)
+    )
+    verified = [r.last_verified_at for r in group.records if r.last_verified_at]
+    accessed = [r.last_accessed_at for r in group.records if r.last_accessed_at]
+    sensitive = any(r.retention_class is RetentionClass.sensitive for r in group.records)
+    owner = survivor.owner or next((r.owner for r in group.records if r.owner), None)
+    return MemoryRecord(
+        id=replacement_id(group),
+        actor_id=group.actor_id,
+        namespace=group.namespace,
+        memory_type=survivor.memory_type,
+        subject=survivor.subject,
+        content=result.summary,
+        owner=owner,
+        confidence=result.confidence,
+        source=survivor.source,
+        created_at=cutoff,
+        last_accessed_at=max(accessed) if accessed else None,
+        access_count=sum(r.access_count for r in group.records),
+        last_verified_at=max(verified) if verified else None,
+        expires_at=survivor.expires_at,
+        retention_class=RetentionClass.sensitive if sensitive else RetentionClass.standard,
+        status=Status.active,
+        provenance=Provenance(
+            policy_version=policy_version,
+            supersedes=sorted(group.ids),
+            content_sha256=content_sha256(result.summary),
+        ),
+    )

@@ -1,0 +1,62 @@
+"""Fault injection at the executor's step boundaries (tests prove crash safety with it).
+
+Points: after_journal_write, after_replacement_write, after_supersede, after_delete,
+before_receipt, after_receipt. Armed by `inject()` in-process, or for a subprocess by
+MEMLIFE_FAULT=<point>[:<skip>] and MEMLIFE_FAULT_MODE=raise|kill (kill = SIGKILL, no cleanup).
+<skip> lets the point pass that many times first (stop in the middle of a batch).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+POINTS = (
+    "after_journal_write",
+    "after_replacement_write",
+    "after_supersede",
+    "after_delete",
+    "before_receipt",
+    "after_receipt",
+)
+
+
+class InjectedFault(RuntimeError):
+    pass
+
+
+_armed: dict[str, list] = {}  # point -> [remaining skips, mode]
+
+
+def _from_env() -> None:
+    spec = os.environ.get("MEMLIFE_FAULT")
+    if spec and not _armed:
+        point, _, skip = spec.partition(":")
+        _armed[point] = [int(skip or 0), os.environ.get("MEMLIFE_FAULT_MODE", "raise")]
+
+
+def checkpoint(point: str) -> None:
+    _from_env()
+    armed = _armed.get(point)
+    if armed is None:
+        return
+    if armed[0] > 0:
+        armed[0] -= 1
+        return
+    del _armed[point]
+    if armed[1] == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    raise InjectedFault(point)
+
+
+@contextmanager
+def inject(point: str, skip: int = 0, mode: str = "raise") -> Iterator[None]:
+    if point not in POINTS:
+        raise ValueError(f"unknown fault point {point!r}")
+    _armed[point] = [skip, mode]
+    try:
+        yield
+    finally:
+        _armed.pop(point, None)

@@ -1,0 +1,32 @@
+"""The operation journal (state machine in base.py; one backend per file)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from memlife.journal.base import (
+    ALLOWED,
+    Journal,
+    JournalStateError,
+    Operation,
+    OpKind,
+    OpState,
+    Outcome,
+    operation_id,
+)
+from memlife.journal.sqlite import SqliteJournal
+
+__all__ = [
+    "ALLOWED", "Journal", "JournalStateError", "OpKind", "OpState", "Operation", "Outcome",
+    "SqliteJournal", "open_journal", "operation_id",
+]  # fmt: skip
+
+
+def open_journal(store: object) -> Journal:
+    """Beside the store: the same SQLite file for the embedded store, else its own file."""
+    conn = getattr(store, "connection", None)
+    if conn is not None:
+        return SqliteJournal(conn, getattr(store, "lock", None))
+    home = Path(os.environ.get("MEMLIFE_HOME", ".memlife"))
+    return SqliteJournal.at(home / "journal.db")

@@ -1,0 +1,121 @@
+"""The operation journal: every change is an operation with an explicit state machine.
+
+    PLANNED --apply--> APPLIED --receipt--> RECEIPTED
+       |                  |
+       +----fail----> FAILED (attempts, next_retry_at) --retry--> APPLIED ...
+
+Operation ids are deterministic (run key + action + record ids), so re-running the same
+run after a crash finds its own operations and resumes each from its state: nothing is
+applied twice, nothing receipted twice. Shaped after AWS Powertools idempotency: a small
+persistence protocol (this file), one backend per file (sqlite.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Protocol
+
+
+class OpState(StrEnum):
+    PLANNED = "PLANNED"
+    APPLIED = "APPLIED"
+    RECEIPTED = "RECEIPTED"
+    FAILED = "FAILED"
+
+
+class OpKind(StrEnum):
+    delete = "delete"  # hard-expired or pending past grace
+    write_replacement = "write_replacement"
+    supersede = "supersede"
+    quarantine = "quarantine"
+    restore = "restore"
+    purge = "purge"
+    erase = "erase"
+
+
+class Outcome(StrEnum):
+    deleted = "deleted"
+    already_absent = "already_absent"  # gone before we got there: done, not failed
+    written = "written"
+    superseded = "superseded"
+    quarantined = "quarantined"
+    restored = "restored"
+    failed = "failed"
+    skipped = "skipped"
+
+
+ALLOWED: dict[OpState, frozenset[OpState]] = {
+    OpState.PLANNED: frozenset({OpState.APPLIED, OpState.FAILED}),
+    OpState.FAILED: frozenset({OpState.APPLIED, OpState.FAILED}),
+    OpState.APPLIED: frozenset({OpState.RECEIPTED}),
+    OpState.RECEIPTED: frozenset(),
+}
+
+
+class JournalStateError(RuntimeError):
+    """An illegal transition (e.g. RECEIPTED -> APPLIED): a bug, never swallowed."""
+
+
+def operation_id(run_key: str, kind: OpKind, record_ids: Iterable[str]) -> str:
+    raw = "\x1f".join([run_key, kind.value, *sorted(record_ids)])
+    return "op-" + hashlib.sha256(raw.encode()).hexdigest()[:32]
+
+
+@dataclass
+class Operation:
+    operation_id: str
+    run_id: str
+    kind: OpKind
+    actor_id: str
+    namespace: str
+    record_id: str
+    reasons: list[str]
+    policy_version: str
+    content_sha256: str | None = None
+    replacement_id: str | None = None
+    state: OpState = OpState.PLANNED
+    outcome: Outcome | None = None
+    attempts: int = 0
+    next_retry_at: datetime | None = None
+    last_error: str | None = None  # an error code, never content
+    payload: str | None = None  # e.g. the replacement record (content!) until receipted
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    extra: dict = field(default_factory=dict)
+
+
+class Journal(Protocol):
+    def plan(self, ops: Sequence[Operation]) -> list[Operation]:
+        """Insert new operations; return each as stored (an existing one keeps its state)."""
+        ...
+
+    def get(self, operation_id: str) -> Operation | None: ...
+
+    def transition(
+        self,
+        operation_id: str,
+        to: OpState,
+        *,
+        outcome: Outcome | None = None,
+        error: str | None = None,
+        next_retry_at: datetime | None = None,
+        at: datetime | None = None,
+    ) -> Operation:
+        """Move one operation along ALLOWED; raises JournalStateError otherwise."""
+        ...
+
+    def by_run(self, run_id: str) -> list[Operation]: ...
+
+    def due(self, now: datetime, limit: int = 10_000) -> list[Operation]:
+        """Operations left unfinished by earlier runs: FAILED past next_retry_at, or APPLIED."""
+        ...
+
+    def for_record(self, record_id: str) -> list[Operation]: ...
+
+    def forget_payloads(self, record_ids: Sequence[str]) -> int:
+        """Drop stored payloads mentioning these records (erasure)."""
+        ...
