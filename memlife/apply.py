@@ -106,7 +106,7 @@ class Executor:
         self.dry_run = dry_run
 
     # -- the lifecycle of operations ----------------------------------------------------------
-    def _op(self, kind: OpKind, d_actor: str, d_ns: str, record_id: str, reasons: Sequence[str],
+    def new_op(self, kind: OpKind, d_actor: str, d_ns: str, record_id: str, reasons: Sequence[str],
             sha: str | None, replacement: str | None = None, payload: str | None = None,
             key_ids: Sequence[str] | None = None) -> Operation:  # fmt: skip
         return Operation(
@@ -116,7 +116,7 @@ class Executor:
             replacement_id=replacement, payload=payload,
         )  # fmt: skip
 
-    def _lifecycle(
+    def run_lifecycle(
         self, ops: list[Operation], apply: Callable[[list[Operation]], dict[str, Result]], tally: Tally
     ) -> list[Operation]:
         """PLANNED/FAILED -> apply -> APPLIED -> receipt -> RECEIPTED; resumes from any state."""
@@ -171,7 +171,7 @@ class Executor:
         return self.journal.transition(op.operation_id, OpState.RECEIPTED)
 
     # -- appliers (idempotent) ------------------------------------------------------------------
-    def _apply_delete(self, ops: list[Operation]) -> dict[str, Result]:
+    def apply_delete(self, ops: list[Operation]) -> dict[str, Result]:
         by_record = {o.record_id: o for o in ops}
         # Defence in depth: re-read holds right before deleting (a hold may be new).
         held = {rid for rid in by_record if _is_held(self.store.get(rid))}
@@ -204,7 +204,7 @@ class Executor:
             out[o.operation_id] = res.failed[0] if res.failed else Outcome.written
         return out
 
-    def _apply_status(self, status: Status, outcome: Outcome, point: str):
+    def apply_status(self, status: Status, outcome: Outcome, point: str):
         def apply(ops: list[Operation]) -> dict[str, Result]:
             out: dict[str, Result] = {}
             for o in ops:
@@ -275,14 +275,14 @@ class Executor:
             return
         replacement = build_replacement(group, result, self.cutoff, self.policy.version)
         reasons = {d.id: d.reasons for d in members}
-        write = self._op(
+        write = self.new_op(
             OpKind.write_replacement, group.actor_id, group.namespace, replacement.id,
             ["CONSOLIDATION", *(c for c in sorted({r.value for d in members for r in d.reasons}))],
             content_sha256(replacement.content), payload=replacement.to_json(),
             key_ids=[replacement_id(group)],
         )  # fmt: skip
         supersedes = [
-            self._op(OpKind.supersede, r.actor_id, r.namespace, r.id,
+            self.new_op(OpKind.supersede, r.actor_id, r.namespace, r.id,
                      [x.value for x in reasons.get(r.id, [])] or ["SAME_SUBJECT"], r.sha256,
                      replacement=replacement.id)  # fmt: skip
             for r in records
@@ -294,34 +294,34 @@ class Executor:
     def _resume_group(self, planned: list[Operation], tally: Tally) -> None:
         write = [o for o in planned if o.kind is OpKind.write_replacement]
         rest = [o for o in planned if o.kind is OpKind.supersede]
-        done = self._lifecycle(write, self._apply_write, tally)
+        done = self.run_lifecycle(write, self._apply_write, tally)
         if any(o.state is not OpState.RECEIPTED and o.state is not OpState.APPLIED for o in done):
             return  # replacement not durable: never supersede without it
-        self._lifecycle(
-            rest, self._apply_status(Status.superseded, Outcome.superseded, "after_supersede"), tally
+        self.run_lifecycle(
+            rest, self.apply_status(Status.superseded, Outcome.superseded, "after_supersede"), tally
         )
 
     # -- phase B: deletions after the gate, and quarantine when it fails -----------------------
     def delete(self, items: Sequence[DeleteItem], tally: Tally) -> None:
         for shard_items in _by_shard(items):
             for batch in chunked(shard_items, 100):
-                ops = [self._op(OpKind.delete, i.actor_id, i.namespace, i.id, i.reasons,
+                ops = [self.new_op(OpKind.delete, i.actor_id, i.namespace, i.id, i.reasons,
                                 i.content_sha256) for i in batch]  # fmt: skip
                 planned = self.journal.plan(ops)
                 checkpoint("after_journal_write")
-                done = self._lifecycle(planned, self._apply_delete, tally)
+                done = self.run_lifecycle(planned, self.apply_delete, tally)
                 for o in done:
                     if o.outcome is Outcome.failed:
                         tally.ids_not_deleted.append({"id": o.record_id, "reason": o.last_error})
 
     def quarantine(self, items: Sequence[DeleteItem], tally: Tally, reason: str) -> None:
         for shard_items in _by_shard(items):
-            ops = [self._op(OpKind.quarantine, i.actor_id, i.namespace, i.id, [*i.reasons, reason],
+            ops = [self.new_op(OpKind.quarantine, i.actor_id, i.namespace, i.id, [*i.reasons, reason],
                             i.content_sha256) for i in shard_items]  # fmt: skip
             planned = self.journal.plan(ops)
             checkpoint("after_journal_write")
-            self._lifecycle(
-                planned, self._apply_status(Status.quarantined, Outcome.quarantined, "after_supersede"),
+            self.run_lifecycle(
+                planned, self.apply_status(Status.quarantined, Outcome.quarantined, "after_supersede"),
                 tally,
             )  # fmt: skip
             tally.ids_not_deleted += [{"id": i.id, "reason": reason} for i in shard_items]
@@ -337,15 +337,15 @@ class Executor:
             if o.kind in (OpKind.write_replacement, OpKind.supersede):
                 groups.setdefault(o.replacement_id or o.record_id, []).append(o)
             elif o.kind is OpKind.delete:
-                self._lifecycle([o], self._apply_delete, tally)
+                self.run_lifecycle([o], self.apply_delete, tally)
             elif o.kind is OpKind.quarantine:
-                self._lifecycle(
-                    [o], self._apply_status(Status.quarantined, Outcome.quarantined, "after_supersede"),
+                self.run_lifecycle(
+                    [o], self.apply_status(Status.quarantined, Outcome.quarantined, "after_supersede"),
                     tally,
                 )  # fmt: skip
             elif o.kind is OpKind.restore:
-                self._lifecycle(
-                    [o], self._apply_status(Status.active, Outcome.restored, "after_supersede"), tally
+                self.run_lifecycle(
+                    [o], self.apply_status(Status.active, Outcome.restored, "after_supersede"), tally
                 )
         for ops in groups.values():
             self._resume_group(ops, tally)
