@@ -780,6 +780,12 @@ class AgentCoreStore:
         for it in current.values():
             if it.pending:
                 it.memory_record_id = self._recover(it)
+        for key, r in by_key.items():
+            if key not in current and MEMORY_RECORD_ID_RE.fullmatch(r.id):
+                raw = self._get_raw(r.id, None)  # a native record: adopt it, never duplicate
+                if raw is not None and "memlife_id" not in (raw.get("metadata") or {}):
+                    ns = (raw.get("namespaces") or [r.namespace])[0]
+                    current[key] = SidecarItem(key, r.id, r.actor_id, ns, 0, r.id)
         # 1. sidecar: new version, overflow blob, still the old memoryRecordId
         writes: list[tuple[SidecarItem, int]] = []
         encoded: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}

@@ -21,8 +21,6 @@ our id -> key -> item -> ``memoryRecordId``, and a listed record's ``memlife_id`
 Writes to record items are conditional on ``version`` (optimistic concurrency): a writer
 that read version ``n`` writes ``n + 1`` only if the item is still at ``n`` (still absent
 for ``n = 0``); losing that race is a per-item ``CONFLICT``, never a silent overwrite.
-Transactions are used for throughput, 25 items each (moto's limit; DynamoDB's is 100), and
-a cancelled transaction is split per item by its ``CancellationReasons``.
 
 Memory *content* never goes here: the sidecar holds ids, lifecycle fields and provenance.
 """
@@ -31,13 +29,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-TRANSACT_MAX = 25
+PUT_WORKERS = 8
 BATCH_GET_MAX = 100
 BATCH_WRITE_MAX = 25
 REC_SK = "rec"
@@ -153,49 +152,19 @@ class Sidecar:
     def put_many(self, items: Sequence[tuple[SidecarItem, int]]) -> dict[str, str]:
         """Write each ``(item, expected_version)``; ``item.version`` must be the new one.
 
-        Returns ``{key: reason}`` for items not written (``CONFLICT`` or an error
-        code); every other item was written.
+        Returns ``{key: reason}`` for items not written (``CONFLICT`` or an error code);
+        every other item was written. One conditional PutItem per item, a few in parallel:
+        per-item conditions are what we need (a transaction would fail all for one
+        conflict, costs double, and moto copies the whole table per transaction).
         """
         failed: dict[str, str] = {}
-        for chunk in _chunks(list(items), TRANSACT_MAX):
-            todo = list(chunk)
-            while todo:
-                todo = self._transact(todo, failed)
-        return failed
-
-    def _transact(
-        self, todo: list[tuple[SidecarItem, int]], failed: dict[str, str]
-    ) -> list[tuple[SidecarItem, int]]:
-        ops = []
-        for item, expected in todo:
-            put: dict[str, Any] = {"TableName": self.table, "Item": _to_ddb(item)}
-            if expected == 0:
-                put["ConditionExpression"] = "attribute_not_exists(pk)"
-            else:
-                put["ConditionExpression"] = "version = :v"
-                put["ExpressionAttributeValues"] = {":v": {"N": str(expected)}}
-            ops.append({"Put": put})
-        try:
-            self.client.transact_write_items(TransactItems=ops)
-            return []
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] != "TransactionCanceledException":
-                raise
-            reasons = exc.response.get("CancellationReasons") or []
-        retry: list[tuple[SidecarItem, int]] = []
-        for (item, expected), reason in zip(todo, reasons, strict=False):
-            code = reason.get("Code") or "None"
-            if code == "None":
-                retry.append((item, expected))  # cancelled only because another item failed
-            elif code == "ConditionalCheckFailed":
-                failed[item.key] = "CONFLICT"
-            else:
-                failed[item.key] = code
-        if not reasons:  # no per-item reasons: fall back to one conditional put each
-            for item, expected in todo:
+        if len(items) <= 1:
+            for item, expected in items:
                 self._put_one(item, expected, failed)
-            return []
-        return retry
+            return failed
+        with ThreadPoolExecutor(max_workers=min(PUT_WORKERS, len(items))) as pool:
+            list(pool.map(lambda pair: self._put_one(pair[0], pair[1], failed), items))
+        return failed
 
     def _put_one(self, item: SidecarItem, expected: int, failed: dict[str, str]) -> None:
         kwargs: dict[str, Any] = {"TableName": self.table, "Item": _to_ddb(item)}

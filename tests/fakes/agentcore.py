@@ -141,12 +141,34 @@ class FakeAgentCore:
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
+    def reset(
+        self,
+        *,
+        strategies: list[dict[str, Any]] | None = None,
+        indexed_keys: Iterable[dict[str, str]] | None = None,
+    ) -> None:
+        """Back to an empty memory (records, actors, scripts, log), keeping the server."""
+        with self.lock:
+            self.strategies = strategies or []
+            if indexed_keys is not None:
+                self.indexed_keys = list(indexed_keys)
+            self.records.clear()
+            self.actors.clear()
+            self.requests.clear()
+            self._throttle.clear()
+            self._quota.clear()
+            self._invalid.clear()
+            self._item_fails.clear()
+            self._rejected.clear()
+            self._idempotency.clear()
+
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> FakeAgentCore:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms stalls
 
             def do_GET(self) -> None:
                 fake._serve(self, "GET")
@@ -605,34 +627,70 @@ def _mval(rec: dict[str, Any] | None, key: str) -> str | None:
     return v.get("stringValue")
 
 
-@contextmanager
-def agentcore_store(
-    *,
-    sidecar_table: str = "memlife-sidecar",
-    strategies: list[dict[str, Any]] | None = None,
-    max_attempts: int = 3,
-    **store_kwargs: Any,
-) -> Iterator[tuple[Any, FakeAgentCore]]:
-    """An ``AgentCoreStore`` against a started fake plus a moto DynamoDB sidecar.
+class AgentCoreHarness:
+    """moto (``mock_aws``) + a started fake + shared boto3 clients; ``store()`` hands out a
+    fresh ``AgentCoreStore`` over an emptied fake and a re-created sidecar table.
 
-    Yields ``(store, fake)``. moto's ``mock_aws`` is active for the block (it lets the
-    requests to 127.0.0.1 through to the fake). Item retries back off in milliseconds.
+    Use one harness per module/session (client creation under moto is the slow part) and
+    call ``store()`` per test; ``close()`` at the end.
     """
-    from moto import mock_aws
 
-    from memlife.stores.agentcore import INDEXED_KEYS, AgentCoreStore
+    def __init__(self, sidecar_table: str = "memlife-sidecar", max_attempts: int = 3):
+        import boto3
+        from botocore.config import Config
+        from moto import mock_aws
 
-    with mock_aws(), FakeAgentCore(strategies=strategies, indexed_keys=INDEXED_KEYS) as fake:
+        from memlife.stores.agentcore import INDEXED_KEYS
+
+        self.sidecar_table = sidecar_table
+        self._mock = mock_aws()
+        self._mock.start()
+        self.fake = FakeAgentCore(indexed_keys=INDEXED_KEYS).start()
+        session = boto3.session.Session(region_name="us-east-1")
+        config = Config(retries={"mode": "standard", "max_attempts": max_attempts})
+        url = self.fake.endpoint_url
+        self.clients = (
+            session.client("bedrock-agentcore", endpoint_url=url, config=config),
+            session.client("bedrock-agentcore-control", endpoint_url=url, config=config),
+            session.client("dynamodb", config=config),
+        )
+
+    def store(self, *, strategies: list[dict[str, Any]] | None = None, **kwargs: Any) -> Any:
+        from memlife.stores.agentcore import INDEXED_KEYS, AgentCoreStore
+
+        self.fake.reset(strategies=strategies, indexed_keys=INDEXED_KEYS)
+        ddb = self.clients[2]
+        if self.sidecar_table in ddb.list_tables()["TableNames"]:
+            ddb.delete_table(TableName=self.sidecar_table)
         store = AgentCoreStore(
-            fake.memory_id,
+            self.fake.memory_id,
             region="us-east-1",
-            endpoint_url=fake.endpoint_url,
-            sidecar_table=sidecar_table,
-            max_attempts=max_attempts,
-            **{"retry_base_s": 0.001, **store_kwargs},
+            endpoint_url=self.fake.endpoint_url,
+            sidecar_table=self.sidecar_table,
+            clients=self.clients,
+            **{"retry_base_s": 0.001, **kwargs},
         )
         store.sidecar.create_table()
-        try:
-            yield store, fake
-        finally:
-            store.close()
+        return store
+
+    def close(self) -> None:
+        self.fake.stop()
+        for c in self.clients:
+            c.close()
+        self._mock.stop()
+
+
+@contextmanager
+def agentcore_store(
+    *, strategies: list[dict[str, Any]] | None = None, **store_kwargs: Any
+) -> Iterator[tuple[Any, FakeAgentCore]]:
+    """One ``AgentCoreStore`` against a fresh fake + moto DynamoDB sidecar: ``(store, fake)``.
+
+    moto's ``mock_aws`` is active inside the block (it lets requests to 127.0.0.1 through
+    to the fake). Item retries back off in milliseconds.
+    """
+    harness = AgentCoreHarness()
+    try:
+        yield harness.store(strategies=strategies, **store_kwargs), harness.fake
+    finally:
+        harness.close()
