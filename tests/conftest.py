@@ -19,6 +19,8 @@ os.environ.update(
     PREFECT_LOCAL_STORAGE_PATH=str(Path(_PREFECT_HOME) / "storage"),
 )
 
+pytest_plugins = ["tests.fakes.messages_api"]
+
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from memlife.cli import data, run
+from memlife.cli import data, receipts, run
 
 app = typer.Typer(
     name="memlife",
@@ -14,7 +14,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for module in (run, data):
+for module in (run, data, receipts):
     module.register(app)
 
 

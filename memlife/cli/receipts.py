@@ -1,0 +1,81 @@
+"""`memlife receipts list | show | verify`: audit review of run evidence."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from memlife.audit import open_sink
+from memlife.cli.common import JsonOpt, ReceiptsOpt, StoreOpt, console, fail, print_json
+from memlife.journal import open_journal
+from memlife.model import parse_time
+from memlife.review import find_run, list_runs, verify_run
+from memlife.stores import open_store
+
+
+def register(app: typer.Typer) -> None:
+    receipts_app = typer.Typer(help="Review run receipts (file:// or s3://).", no_args_is_help=True)
+    app.add_typer(receipts_app, name="receipts")
+
+    @receipts_app.command("list")
+    def list_(
+        since: Annotated[str | None, typer.Option("--since", help="ISO date/time (UTC)")] = None,
+        receipts: ReceiptsOpt = None,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """Runs with their status, newest last."""
+        when = None
+        if since:
+            when = parse_time(since if "T" in since else f"{since}T00:00:00+00:00")
+        runs = list_runs(open_sink(receipts), when)
+        if json_out:
+            print_json([r.as_json() for r in runs])
+            return
+        table = Table(title="memlife runs")
+        for col in ("run id", "mode", "status", "policy", "started"):
+            table.add_column(col, no_wrap=col == "run id")
+        for r in runs:
+            j = r.as_json()
+            table.add_row(r.run_id, j["mode"], j["status"], j["policy_version"], r.started_at[:19])
+        console.print(table)
+
+    @receipts_app.command("show")
+    def show(run_id: str, receipts: ReceiptsOpt = None, json_out: JsonOpt = False) -> None:
+        """Counts and status of one run."""
+        run = find_run(open_sink(receipts), run_id)
+        if run is None:
+            raise fail(f"run {run_id} not found", 1)
+        if json_out:
+            print_json({"manifest": run.manifest, "receipt": run.receipt})
+            return
+        r = run.receipt or {}
+        table = Table(title=f"{run_id}: {r.get('status', 'incomplete')} ({run.manifest.get('mode')})")
+        table.add_column("count")
+        table.add_column("records", justify="right")
+        for k, v in r.get("counts", {}).items():
+            table.add_row(k, f"{v:,}")
+        console.print(table)
+        console.print(f"policy {run.manifest.get('policy_version')}  cutoff {run.manifest.get('cutoff')}  "
+                      f"pagination complete: {r.get('pagination_complete')}  "
+                      f"ids not deleted: {len(r.get('ids_not_deleted', []))}  "
+                      f"next retry: {r.get('next_retry_at')}")  # fmt: skip
+
+    @receipts_app.command("verify")
+    def verify(run_id: str, receipts: ReceiptsOpt = None, store: StoreOpt = None,
+               json_out: JsonOpt = False) -> None:  # fmt: skip
+        """Deleted ids absent, every operation receipted, no receipt without its change."""
+        db = open_store(store)
+        try:
+            result = verify_run(open_sink(receipts), db, open_journal(db), run_id)
+        finally:
+            db.close()
+        if json_out:
+            print_json(result.as_json())
+        else:
+            for p in result.problems:
+                console.print(f"[red]{p['code']}[/red] " + " ".join(f"{k}={v}" for k, v in p.items() if k != "code"))
+            console.print(f"{run_id}: {result.operations} operations, {result.checked_records} records checked, "
+                          + ("[green]verified[/green]" if result.ok else f"[red]{len(result.problems)} problems[/red]"))  # fmt: skip
+        raise typer.Exit(0 if result.ok else 1)

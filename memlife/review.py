@@ -1,0 +1,143 @@
+"""Receipt review for compliance: list runs, show one, verify evidence against the store.
+
+`verify` cross-checks three independent sources: the receipts (S3 or files), the
+operation journal and the store itself, and reports every mismatch by id and code.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import pyarrow.parquet as pq
+
+from memlife.audit import ReceiptSink
+from memlife.journal import Journal, OpKind, OpState
+from memlife.receipts import operation_key
+from memlife.stores.base import MemoryStore
+
+
+@dataclass
+class RunInfo:
+    run_id: str
+    prefix: str
+    manifest: dict
+    receipt: dict | None
+
+    @property
+    def started_at(self) -> str:
+        return self.manifest.get("started_at", "")
+
+    def as_json(self) -> dict:
+        r = self.receipt or {}
+        return {
+            "run_id": self.run_id, "mode": self.manifest.get("mode"),
+            "status": r.get("status", "incomplete"), "policy_version": self.manifest.get("policy_version"),
+            "cutoff": self.manifest.get("cutoff"), "started_at": self.started_at,
+            "counts": r.get("counts", {}), "location": self.prefix,
+        }  # fmt: skip
+
+
+def list_runs(sink: ReceiptSink, since: datetime | None = None) -> list[RunInfo]:
+    runs = []
+    for key in sink.list("runs/"):
+        if not key.endswith("/manifest.json"):
+            continue
+        prefix = key.rsplit("/", 1)[0]
+        manifest = json.loads(sink.get(key) or b"{}")
+        if since and manifest.get("started_at", "") < since.isoformat():
+            continue
+        body = sink.get(f"{prefix}/receipt.json")
+        runs.append(RunInfo(prefix.rsplit("/", 1)[1], prefix, manifest,
+                            json.loads(body) if body else None))  # fmt: skip
+    runs.sort(key=lambda r: r.started_at)
+    return runs
+
+
+def find_run(sink: ReceiptSink, run_id: str) -> RunInfo | None:
+    # run ids start with the cutoff (YYYYmmddTHHMMSSZ): look in that day's folder first
+    if len(run_id) >= 8 and run_id[:8].isdigit():
+        prefix = f"runs/{run_id[:4]}/{run_id[4:6]}/{run_id[6:8]}/{run_id}"
+        body = sink.get(f"{prefix}/manifest.json")
+        if body is not None:
+            receipt = sink.get(f"{prefix}/receipt.json")
+            return RunInfo(run_id, prefix, json.loads(body), json.loads(receipt) if receipt else None)
+    return next((r for r in list_runs(sink) if r.run_id == run_id), None)
+
+
+@dataclass
+class Verification:
+    run_id: str
+    operations: int = 0
+    checked_records: int = 0
+    problems: list[dict] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def problem(self, code: str, **ids: str | None) -> None:
+        self.problems.append({"code": code, **ids})
+
+    def as_json(self) -> dict:
+        return {"run_id": self.run_id, "ok": self.ok, "operations": self.operations,
+                "checked_records": self.checked_records, "problems": self.problems}  # fmt: skip
+
+
+_REMOVING = {OpKind.delete.value, OpKind.purge.value, OpKind.erase.value}
+
+
+def verify_run(sink: ReceiptSink, store: MemoryStore, journal: Journal | None, run_id: str) -> Verification:
+    v = Verification(run_id)
+    run = find_run(sink, run_id)
+    if run is None:
+        v.problem("RUN_NOT_FOUND")
+        return v
+    if run.receipt is None:
+        v.problem("RUN_RECEIPT_MISSING")
+    body = sink.get(f"{run.prefix}/operations.parquet")
+    ops = pq.read_table(io.BytesIO(body)).to_pylist() if body else []
+    if run.manifest.get("mode") in ("apply", "retry") and body is None and run.receipt:
+        changed = sum(run.receipt.get("counts", {}).get(k, 0)
+                      for k in ("consolidated", "superseded", "deleted", "quarantined"))  # fmt: skip
+        if changed:
+            v.problem("OPERATIONS_PARQUET_MISSING")
+    v.operations = len(ops)
+    for op in ops:
+        oid, rid = op["operation_id"], op["record_id"]
+        receipt_body = sink.get(operation_key(oid))
+        journaled = journal.get(oid) if journal is not None else None
+        if op["state"] == OpState.RECEIPTED.value and receipt_body is None:
+            v.problem("OPERATION_RECEIPT_MISSING", operation_id=oid, record_id=rid)
+            continue
+        if receipt_body is None:
+            continue  # failed/queued: listed in the run receipt, retried later
+        receipt = json.loads(receipt_body)
+        if receipt.get("record_id") != rid or receipt.get("action") != op["action"]:
+            v.problem("RECEIPT_MISMATCH", operation_id=oid, record_id=rid)
+        if journal is not None and (journaled is None or journaled.state is not OpState.RECEIPTED):
+            v.problem("RECEIPT_WITHOUT_JOURNALED_CHANGE", operation_id=oid, record_id=rid)
+        v.checked_records += 1
+        current = store.get(rid)
+        later_removal = _removed_later(journal, rid, oid)
+        if op["action"] in _REMOVING:
+            if current is not None:
+                v.problem("DELETED_RECORD_PRESENT", operation_id=oid, record_id=rid)
+        elif current is None and not later_removal:
+            # a superseded original, a replacement or a quarantined record vanished unreceipted
+            v.problem("RECORD_MISSING_WITHOUT_RECEIPT", operation_id=oid, record_id=rid)
+        elif current is not None and op["action"] == OpKind.supersede.value:
+            if current.status.value == "superseded" and current.provenance.replaced_by != op["replacement_id"]:
+                v.problem("SUPERSEDE_MISMATCH", operation_id=oid, record_id=rid)
+    return v
+
+
+def _removed_later(journal: Journal | None, record_id: str, operation_id: str) -> bool:
+    if journal is None:
+        return False
+    return any(
+        o.operation_id != operation_id and o.kind.value in _REMOVING and o.state is OpState.RECEIPTED
+        for o in journal.for_record(record_id)
+    )
