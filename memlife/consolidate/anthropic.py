@@ -124,7 +124,6 @@ class AnthropicConsolidator:
                     messages=messages,  # type: ignore[arg-type]
                     tools=[tool_definition()],  # type: ignore[list-item]
                     tool_choice=tool_choice(),  # type: ignore[arg-type]
-                    temperature=0.0,
                 )
         except anthropic.APIConnectionError as exc:  # includes APITimeoutError
             self._count(0, 0, failed=True)
@@ -136,7 +135,8 @@ class AnthropicConsolidator:
                     MODEL_UNAVAILABLE, f"HTTP {exc.status_code}", retryable=True
                 ) from exc
             raise ConsolidationError(MODEL_REJECTED, f"HTTP {exc.status_code}") from exc
-        except anthropic.APIResponseValidationError as exc:
+        except (anthropic.APIResponseValidationError, ValueError) as exc:
+            # The SDK lets a non-JSON body surface as a bare JSONDecodeError (a ValueError).
             self._count(0, 0, failed=True)
             raise ConsolidationError(SCHEMA_INVALID, "response body is not a message") from exc
 
@@ -144,7 +144,10 @@ class AnthropicConsolidator:
         if not group.records:
             raise ConsolidationError("EMPTY_GROUP", group.key)
         msg = self._call(group)
-        tin, tout = msg.usage.input_tokens, msg.usage.output_tokens
+        # The SDK builds responses leniently: a malformed body may lack usage or content.
+        usage = getattr(msg, "usage", None)
+        tin = int(getattr(usage, "input_tokens", 0) or 0)
+        tout = int(getattr(usage, "output_tokens", 0) or 0)
         try:
             output = _parse(msg)
         except ConsolidationError:
@@ -153,7 +156,7 @@ class AnthropicConsolidator:
         result = ConsolidationResult(
             **output.model_dump(exclude={"source_ids"}),
             source_ids=list(dict.fromkeys(output.source_ids)),
-            model=msg.model or self.model,
+            model=getattr(msg, "model", None) or self.model,
             input_tokens=tin,
             output_tokens=tout,
         )
@@ -169,7 +172,12 @@ class AnthropicConsolidator:
 def _parse(msg: anthropic.types.Message) -> ConsolidationOutput:
     if msg.stop_reason == "max_tokens":
         raise ConsolidationError(SCHEMA_INVALID, "answer truncated at max_tokens")
-    calls = [b for b in msg.content if b.type == "tool_use" and b.name == TOOL_NAME]
+    blocks = msg.content if isinstance(msg.content, list) else []
+    calls = [
+        b
+        for b in blocks
+        if getattr(b, "type", None) == "tool_use" and getattr(b, "name", None) == TOOL_NAME
+    ]
     if len(calls) != 1:
         raise ConsolidationError(SCHEMA_INVALID, f"{len(calls)} {TOOL_NAME} calls, want 1")
     try:
