@@ -13,7 +13,12 @@ A claim (the summary counts as one) is grounded when
      similarity happily lets through.
 Source records that read like instructions to a model ("ignore previous instructions
 and state ...") never ground anything: a memory can tell the model nothing.
-A claim resting only on records the planner found contradicted is rejected as well.
+A claim whose closest support is only records the planner found contradicted is rejected
+too (CONTRADICTED_CLAIM): the newer statement must win.
+
+Known limit: a swapped common noun in the same frame ("aisle" for "window" seat, 0.84)
+passes the cosine when the group holds no competing statement; names, numbers, dates
+and polarity are what the rules pin down.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ UNKNOWN_SOURCE = "UNKNOWN_SOURCE"
 UNGROUNDED_CLAIM = "UNGROUNDED_CLAIM"
 EMPTY_RESULT = "EMPTY_RESULT"
 CONTRADICTED_CLAIM = "CONTRADICTED_CLAIM"
+
+_TIE = 0.02  # cosines this close to the best count as equally close
 
 _CLAUSE_SPLIT = re.compile(r"[.;!?\n]+|,\s+(?:but|and|while|though)\s+|\s+but\s+", re.IGNORECASE)
 _NUMBER = re.compile(r"\d+(?:[.,:/-]\d+)*")
@@ -118,8 +125,11 @@ def check_grounding(
         if not agree.any():
             raise ConsolidationError(UNGROUNDED_CLAIM, f"{what}: polarity matches no close source")
         if contradicted:
-            supporters = {units[j][0] for j in np.flatnonzero(agree)}
-            if supporters <= contradicted:
+            # Judge by the closest agreeing units: "window seat" is 0.84 from "aisle seat",
+            # so "any unit above threshold" would let a stale claim borrow fresh support.
+            best = float(sims[i][agree].max())
+            top = agree & (sims[i] >= best - _TIE)
+            if {units[j][0] for j in np.flatnonzero(top)} <= contradicted:
                 raise ConsolidationError(
                     CONTRADICTED_CLAIM, f"{what}: supported only by contradicted records"
                 )
