@@ -1,0 +1,450 @@
+"""The access ledger: who read which memory when, as day-partitioned Parquet files.
+
+Layout (hive partitioning, readable by pyarrow.dataset, DuckDB, Athena, Spark)::
+
+    <root>/date=YYYY-MM-DD/part-<uuid>.parquet      rows of SCHEMA, day of accessed_at (UTC)
+    <root>/_ingested/cloudtrail/<sha256>            markers: CloudTrail log files already read
+
+``root`` defaults to ``$MEMLIFE_HOME/ledger``. Rows are ``{actor_id, namespace, record_id,
+accessed_at, rank, query_sha256}``: the query is kept only as its sha256 (it says which
+hits came from one query without keeping what the user asked). Appends are buffered and
+written on :meth:`AccessLedger.flush` (also when the buffer reaches ``flush_rows``, and on
+close); a process killed before a flush loses its buffered rows: the ledger feeds scoring,
+it is not an audit trail. Files are written under a dot-name and renamed, so readers never
+see half a file.
+
+Nightly scoring reads :meth:`AccessLedger.access_stats` and folds it into the planning
+views with :func:`merge_into_view`. The store's own ``access_count`` never includes
+ledger hits (recall does not write counts back to the store), so the merge adds counts;
+if counts are ever persisted back into the store, pass ``since=`` the last merge.
+
+Erasure calls :meth:`AccessLedger.erase`: the files holding those record ids are rewritten
+without their rows.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import re
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from memlife.model import PlanView, utcnow
+
+SCHEMA = pa.schema(
+    [
+        pa.field("actor_id", pa.string(), nullable=False),
+        pa.field("namespace", pa.string(), nullable=False),
+        pa.field("record_id", pa.string(), nullable=False),
+        pa.field("accessed_at", pa.timestamp("us", tz="UTC"), nullable=False),
+        pa.field("rank", pa.int32()),  # 1 = best hit; null for a direct read (GetMemoryRecord)
+        pa.field("query_sha256", pa.string()),  # null when there was no query
+    ]
+)
+_PARTITION = ds.partitioning(pa.schema([("date", pa.string())]), flavor="hive")
+_DATASET_SCHEMA = SCHEMA.append(pa.field("date", pa.string()))
+
+AccessStats = dict[str, tuple[datetime, int]]  # record_id -> (last accessed, count)
+
+
+def default_root() -> Path:
+    return Path(os.environ.get("MEMLIFE_HOME", ".memlife")) / "ledger"
+
+
+def query_sha256(query: str) -> str:
+    return hashlib.sha256(query.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Access:
+    actor_id: str
+    namespace: str
+    record_id: str
+    accessed_at: datetime
+    rank: int | None = None
+    query_sha256: str | None = None
+
+
+@dataclass
+class IngestReport:
+    """What :meth:`AccessLedger.ingest_cloudtrail` did."""
+
+    files: int = 0  # log files read
+    already_ingested: int = 0  # log files skipped: read by an earlier ingest
+    events: int = 0  # AgentCore memory read events seen
+    rows: int = 0  # ledger rows written
+    skipped: Counter[str] = field(default_factory=Counter)  # events without a row, by reason
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "files": self.files,
+            "already_ingested": self.already_ingested,
+            "events": self.events,
+            "rows": self.rows,
+            "skipped": dict(self.skipped),
+        }
+
+
+class AccessLedger:
+    """Buffered writer and reader of the access ledger (thread-safe)."""
+
+    def __init__(self, root: str | Path | None = None, *, flush_rows: int = 1000) -> None:
+        self.root = Path(root) if root is not None else default_root()
+        self.flush_rows = flush_rows
+        self._buffer: list[Access] = []
+        self._lock = threading.RLock()
+
+    # -- writing ---------------------------------------------------------------------------
+    def append(
+        self,
+        actor_id: str,
+        namespace: str,
+        record_id: str,
+        *,
+        rank: int | None = None,
+        query_sha256: str | None = None,
+        at: datetime | None = None,
+    ) -> None:
+        """Buffer one access; ``query_sha256`` is a hash (see :func:`query_sha256`), never text."""
+        if query_sha256 is not None and not re.fullmatch(r"[0-9a-f]{64}", query_sha256):
+            raise ValueError("query_sha256 must be a sha256 hex digest, not query text")
+        when = (at or utcnow()).astimezone(UTC)
+        self.extend([Access(actor_id, namespace, record_id, when, rank, query_sha256)])
+
+    def extend(self, rows: Iterable[Access]) -> None:
+        with self._lock:
+            self._buffer.extend(rows)
+            if len(self._buffer) >= self.flush_rows:
+                self.flush()
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._buffer)
+
+    def flush(self) -> int:
+        """Write buffered rows, one new file per day touched; returns rows written."""
+        with self._lock:
+            rows, self._buffer = self._buffer, []
+        return self._write(rows)
+
+    def _write(self, rows: list[Access]) -> int:
+        by_day: dict[date, list[Access]] = {}
+        for r in rows:
+            by_day.setdefault(r.accessed_at.astimezone(UTC).date(), []).append(r)
+        for day, part in sorted(by_day.items()):
+            table = pa.Table.from_pydict(
+                {
+                    "actor_id": [r.actor_id for r in part],
+                    "namespace": [r.namespace for r in part],
+                    "record_id": [r.record_id for r in part],
+                    "accessed_at": [r.accessed_at for r in part],
+                    "rank": [r.rank for r in part],
+                    "query_sha256": [r.query_sha256 for r in part],
+                },
+                schema=SCHEMA,
+            )
+            self._write_file(self.root / f"date={day.isoformat()}", table)
+        return len(rows)
+
+    @staticmethod
+    def _write_file(folder: Path, table: pa.Table) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        name = f"part-{uuid.uuid4().hex}.parquet"
+        tmp = folder / f".{name}.tmp"  # dot-names are invisible to dataset discovery
+        pq.write_table(table, tmp)
+        final = folder / name
+        os.replace(tmp, final)
+        return final
+
+    def close(self) -> None:
+        self.flush()
+
+    def __enter__(self) -> AccessLedger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- reading ---------------------------------------------------------------------------
+    def files(self) -> list[Path]:
+        if not self.root.is_dir():
+            return []
+        return sorted(self.root.glob("date=*/part-*.parquet"))
+
+    def dataset(self) -> ds.Dataset:
+        return ds.dataset(
+            [str(p) for p in self.files()],
+            schema=_DATASET_SCHEMA,
+            format="parquet",
+            partitioning=_PARTITION,
+            partition_base_dir=str(self.root),
+        )
+
+    def read(self, actor_id: str | None = None, since: datetime | None = None) -> pa.Table:
+        """Ledger rows (buffered ones flushed first), optionally for one actor / since a time."""
+        self.flush()
+        if not self.files():
+            return SCHEMA.empty_table()
+        flt = None
+        if actor_id is not None:
+            flt = pc.field("actor_id") == actor_id
+        if since is not None:
+            since = since.astimezone(UTC)
+            cond = (pc.field("date") >= since.date().isoformat()) & (
+                pc.field("accessed_at") >= pa.scalar(since, type=SCHEMA.field("accessed_at").type)
+            )
+            flt = cond if flt is None else flt & cond
+        return self.dataset().to_table(columns=SCHEMA.names, filter=flt)
+
+    def access_stats(
+        self, actor_id: str | None = None, since: datetime | None = None
+    ) -> AccessStats:
+        """``{record_id: (last accessed_at, number of accesses)}`` over the ledger."""
+        table = self.read(actor_id, since)
+        if table.num_rows == 0:
+            return {}
+        agg = table.group_by("record_id").aggregate(
+            [("accessed_at", "max"), ("accessed_at", "count")]
+        )
+        ids = agg.column("record_id").to_pylist()
+        last = agg.column("accessed_at_max").to_pylist()
+        count = agg.column("accessed_at_count").to_pylist()
+        return {i: (t.astimezone(UTC), int(c)) for i, t, c in zip(ids, last, count, strict=True)}
+
+    # -- erasure ---------------------------------------------------------------------------
+    def erase(self, record_ids: Iterable[str]) -> int:
+        """Remove every row of these records (buffer and files); returns rows removed.
+
+        Only files that hold one of the ids are rewritten (new file written, then the old
+        one removed); a file left empty is removed.
+        """
+        ids = set(record_ids)
+        if not ids:
+            return 0
+        removed = 0
+        with self._lock:
+            kept = [r for r in self._buffer if r.record_id not in ids]
+            removed += len(self._buffer) - len(kept)
+            self._buffer = kept
+            id_array = pa.array(sorted(ids), type=pa.string())
+            for path in self.files():
+                table = pq.read_table(path, schema=SCHEMA)
+                hit = pc.is_in(table.column("record_id"), value_set=id_array)
+                n_hit = pc.sum(hit).as_py() or 0
+                if not n_hit:
+                    continue
+                rest = table.filter(pc.invert(hit))
+                if rest.num_rows:
+                    self._write_file(path.parent, rest)
+                path.unlink()
+                removed += n_hit
+        return removed
+
+    # -- CloudTrail ------------------------------------------------------------------------
+    def ingest_cloudtrail(
+        self,
+        source: str | Path,
+        *,
+        actor_resolver: Callable[[Mapping[str, Any]], str | None] | None = None,
+        s3_client: Any = None,
+        force: bool = False,
+    ) -> IngestReport:
+        """Read AgentCore memory reads from CloudTrail data-event log files into the ledger.
+
+        ``source`` is a local folder (searched recursively) or ``s3://bucket/prefix``
+        (boto3; ``s3_client`` overrides the default client). Files are the gzipped JSON
+        objects CloudTrail delivers (``{"Records": [...]}``); ``.json`` files are read too.
+        A log file already ingested is skipped (a marker per file name under
+        ``_ingested/cloudtrail``; CloudTrail file names are unique) unless ``force``.
+
+        Assumptions (see :func:`cloudtrail_accesses`): only ``GetMemoryRecord`` and
+        ``RetrieveMemoryRecords`` from ``bedrock-agentcore.amazonaws.com`` count; the actor
+        is ``requestParameters.actorId`` when present, else taken from the namespace
+        (``/actors/<id>`` or ``/users/<id>`` segments, AgentCore's usual templates), else
+        ``actor_resolver(event)``; ``userIdentity`` is the calling role, not the end user,
+        and is never used as the actor. RetrieveMemoryRecords rows come from
+        ``responseElements.memoryRecordSummaries`` (rank = position, 1-based); when
+        CloudTrail did not log the response the event is skipped (``no_record_ids``).
+        """
+        report = IngestReport()
+        for name, load in _cloudtrail_files(str(source), s3_client):
+            marker = (
+                self.root / "_ingested" / "cloudtrail" / hashlib.sha256(name.encode()).hexdigest()
+            )
+            if marker.exists() and not force:
+                report.already_ingested += 1
+                continue
+            data = load()
+            records = _parse_log(data)
+            rows: list[Access] = []
+            for event in records:
+                if not _is_memory_read(event):
+                    continue
+                report.events += 1
+                got, why = cloudtrail_accesses(event, actor_resolver)
+                if why:
+                    report.skipped[why] += 1
+                rows += got
+            with self._lock:
+                self._write(rows)
+            report.rows += len(rows)
+            report.files += 1
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text(name + "\n", encoding="utf-8")
+        return report
+
+
+# ---- CloudTrail parsing ---------------------------------------------------------------------
+
+AGENTCORE_SOURCE = "bedrock-agentcore.amazonaws.com"
+READ_EVENTS = frozenset({"GetMemoryRecord", "RetrieveMemoryRecords"})
+_ACTOR_IN_NAMESPACE = re.compile(r"/(?:actors|users)/([^/]+)")
+
+
+def _is_memory_read(event: Mapping[str, Any]) -> bool:
+    return event.get("eventSource") == AGENTCORE_SOURCE and event.get("eventName") in READ_EVENTS
+
+
+def actor_from_namespace(namespace: str | None) -> str | None:
+    """``/users/u1/facts`` -> ``u1``; ``/strategies/s/actors/u1`` -> ``u1``; else None."""
+    if not namespace:
+        return None
+    m = _ACTOR_IN_NAMESPACE.search(namespace)
+    return m.group(1) if m and "{" not in m.group(1) else None
+
+
+def _event_time(event: Mapping[str, Any]) -> datetime | None:
+    raw = event.get("eventTime")
+    if not isinstance(raw, str):
+        return None
+    try:
+        dt = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return dt.astimezone(UTC) if dt.tzinfo else None
+
+
+def _as_dict(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def cloudtrail_accesses(
+    event: Mapping[str, Any],
+    actor_resolver: Callable[[Mapping[str, Any]], str | None] | None = None,
+) -> tuple[list[Access], str | None]:
+    """Ledger rows for one AgentCore read event, and why there are none (or None)."""
+    when = _event_time(event)
+    if when is None:
+        return [], "bad_event_time"
+    req = _as_dict(event.get("requestParameters"))
+    resp = _as_dict(event.get("responseElements"))
+    name = event.get("eventName")
+
+    hits: list[tuple[str, str | None, int | None]] = []  # (record id, namespace, rank)
+    qsha: str | None = None
+    if name == "GetMemoryRecord":
+        rid = req.get("memoryRecordId")
+        rec = _as_dict(resp.get("memoryRecord"))
+        rid = rid or rec.get("memoryRecordId")
+        nss = rec.get("namespaces") or []
+        if isinstance(rid, str) and rid:
+            hits.append((rid, req.get("namespace") or (nss[0] if nss else None), None))
+    else:  # RetrieveMemoryRecords
+        criteria = _as_dict(req.get("searchCriteria"))
+        query = criteria.get("searchQuery")
+        qsha = query_sha256(query) if isinstance(query, str) and query else None
+        summaries = resp.get("memoryRecordSummaries") or []
+        for i, s in enumerate(summaries if isinstance(summaries, list) else [], start=1):
+            s = _as_dict(s)
+            rid = s.get("memoryRecordId")
+            nss = s.get("namespaces") or []
+            if isinstance(rid, str) and rid:
+                hits.append((rid, req.get("namespace") or (nss[0] if nss else None), i))
+    if not hits:
+        return [], "no_record_ids"
+
+    rows: list[Access] = []
+    for rid, ns, rank in hits:
+        actor = req.get("actorId") or actor_from_namespace(ns)
+        if not actor and actor_resolver is not None:
+            actor = actor_resolver(event)
+        if not actor:
+            return [], "no_actor"
+        rows.append(Access(str(actor), str(ns or ""), rid, when, rank, qsha))
+    return rows, None
+
+
+def _parse_log(data: bytes) -> list[Mapping[str, Any]]:
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    doc = json.loads(data)
+    records = doc.get("Records") if isinstance(doc, dict) else None
+    return [r for r in records or [] if isinstance(r, Mapping)]
+
+
+def _is_log_name(name: str) -> bool:
+    return name.endswith((".json.gz", ".json")) and not Path(name).name.startswith(".")
+
+
+def _cloudtrail_files(source: str, s3_client: Any) -> Iterator[tuple[str, Callable[[], bytes]]]:
+    """(unique name, loader) per log file, in name order."""
+    if source.startswith("s3://"):
+        bucket, _, prefix = source[len("s3://") :].partition("/")
+        if s3_client is None:
+            import boto3
+
+            s3_client = boto3.client("s3")
+        keys: list[str] = []
+        for page in s3_client.get_paginator("list_objects_v2").paginate(
+            Bucket=bucket, Prefix=prefix
+        ):
+            keys += [o["Key"] for o in page.get("Contents", []) if _is_log_name(o["Key"])]
+        for key in sorted(keys):
+            yield (
+                Path(key).name,
+                lambda key=key: s3_client.get_object(Bucket=bucket, Key=key)["Body"].read(),
+            )
+        return
+    root = Path(source)
+    if not root.is_dir():
+        raise FileNotFoundError(f"CloudTrail source {source!r} is not a folder or s3:// URL")
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and _is_log_name(p.name)):
+        yield path.name, path.read_bytes
+
+
+# ---- nightly scoring ------------------------------------------------------------------------
+
+
+def merge_into_view(view: PlanView, stats: Mapping[str, tuple[datetime, int]]) -> PlanView:
+    """Fold ledger stats into a planning view: latest access wins, counts add.
+
+    A view whose record has no ledger rows is returned unchanged (same object).
+    """
+    got = stats.get(view.id)
+    if got is None:
+        return view
+    last, count = got
+    ts = last.timestamp()
+    last_accessed = ts if view.last_accessed is None else max(view.last_accessed, ts)
+    return view._replace(last_accessed=last_accessed, access_count=view.access_count + count)
+
+
+def merge_into_views(
+    views: Iterable[PlanView], stats: Mapping[str, tuple[datetime, int]]
+) -> list[PlanView]:
+    return [merge_into_view(v, stats) for v in views]
