@@ -407,9 +407,8 @@ def finish_run(
             if ops:
                 ctx.sink.put_new(f"{ctx.prefix}/operations.parquet", operations_parquet(ops),
                                  "application/vnd.apache.parquet")  # fmt: skip
-        rkey = f"{ctx.prefix}/receipt.json"
-        ctx.sink.put_new(rkey, dumps(receipt))
-        summary.receipt = ctx.sink.location(rkey)
+        rkey = write_run_receipt(ctx, receipt)
+        summary.receipt = ctx.sink.location(rkey) if rkey else None
     except ReceiptWriteError:
         summary.status = "partial_failure" if status == "success" else status
     return summary
@@ -424,12 +423,27 @@ def write_failure_receipt(ctx: RunContext, error: BaseException) -> str | None:
         "finished_at": utcnow().isoformat(), "pagination_complete": False,
         "error": type(error).__name__,
     }  # fmt: skip
-    key = f"{ctx.prefix}/receipt.json"
     try:
-        ctx.sink.put_new(key, dumps(receipt))
-        return ctx.sink.location(key)
+        key = write_run_receipt(ctx, receipt)
+        return ctx.sink.location(key) if key else None
     except ReceiptWriteError:
         return None
+
+
+def write_run_receipt(ctx: RunContext, receipt: dict) -> str | None:
+    """Create-only: receipt.json, or receipt.N.json when a rerun completes an earlier failure.
+
+    Evidence is never overwritten. A rerun that finds a receipt of a completed attempt
+    (success / partial_failure) moves on without writing another.
+    """
+    for n in range(1, 1000):
+        key = f"{ctx.prefix}/receipt.json" if n == 1 else f"{ctx.prefix}/receipt.{n}.json"
+        if ctx.sink.put_new(key, dumps(receipt)):
+            return key
+        existing = json.loads(ctx.sink.get(key) or b"{}")
+        if existing.get("status") in ("success", "partial_failure") and receipt["status"] != "failure":
+            return key  # an earlier attempt of this same run already completed
+    return None
 
 
 def run_local(

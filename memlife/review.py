@@ -40,6 +40,17 @@ class RunInfo:
         }  # fmt: skip
 
 
+def latest_receipt(sink: ReceiptSink, prefix: str) -> dict | None:
+    """receipt.json, or the newest receipt.N.json written when a rerun completed a failed run."""
+    found = None
+    for n in range(1, 1000):
+        body = sink.get(f"{prefix}/receipt.json" if n == 1 else f"{prefix}/receipt.{n}.json")
+        if body is None:
+            return found
+        found = json.loads(body)
+    return found
+
+
 def list_runs(sink: ReceiptSink, since: datetime | None = None) -> list[RunInfo]:
     runs = []
     for key in sink.list("runs/"):
@@ -49,9 +60,7 @@ def list_runs(sink: ReceiptSink, since: datetime | None = None) -> list[RunInfo]
         manifest = json.loads(sink.get(key) or b"{}")
         if since and manifest.get("started_at", "") < since.isoformat():
             continue
-        body = sink.get(f"{prefix}/receipt.json")
-        runs.append(RunInfo(prefix.rsplit("/", 1)[1], prefix, manifest,
-                            json.loads(body) if body else None))  # fmt: skip
+        runs.append(RunInfo(prefix.rsplit("/", 1)[1], prefix, manifest, latest_receipt(sink, prefix)))
     runs.sort(key=lambda r: r.started_at)
     return runs
 
@@ -62,8 +71,7 @@ def find_run(sink: ReceiptSink, run_id: str) -> RunInfo | None:
         prefix = f"runs/{run_id[:4]}/{run_id[4:6]}/{run_id[6:8]}/{run_id}"
         body = sink.get(f"{prefix}/manifest.json")
         if body is not None:
-            receipt = sink.get(f"{prefix}/receipt.json")
-            return RunInfo(run_id, prefix, json.loads(body), json.loads(receipt) if receipt else None)
+            return RunInfo(run_id, prefix, json.loads(body), latest_receipt(sink, prefix))
     return next((r for r in list_runs(sink) if r.run_id == run_id), None)
 
 

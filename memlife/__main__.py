@@ -1,0 +1,3 @@
+from memlife.cli import main
+
+main()
