@@ -1,0 +1,139 @@
+"""`memlife remember`, `memlife recall`, `memlife chat`: the online library from a shell."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from memlife.cli.common import JsonOpt, StoreOpt, console, err_console, fail, print_json
+
+ActorOpt = Annotated[str, typer.Option("--actor", help="The actor (user) the memories belong to.")]
+NamespaceOpt = Annotated[
+    str | None,
+    typer.Option("--namespace", help="Namespace (default /users/<actor>/facts; env MEMLIFE_NAMESPACE)."),
+]
+LedgerOpt = Annotated[
+    Path | None,
+    typer.Option("--ledger", help="Access ledger folder (default $MEMLIFE_HOME/ledger)."),
+]
+
+
+@contextmanager
+def _memory(store_url: str | None, ledger_root: Path | None) -> Iterator[object]:
+    from memlife.ledger import AccessLedger
+    from memlife.online.memory import LongTermMemory
+    from memlife.stores import open_store
+
+    store = open_store(store_url)
+    mem = LongTermMemory(store, ledger=AccessLedger(ledger_root))
+    try:
+        yield mem
+    finally:
+        mem.close()
+        store.close()
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("remember")
+    def remember(
+        fact: Annotated[str, typer.Argument(help="The fact to remember, one sentence.")],
+        actor: ActorOpt,
+        namespace: NamespaceOpt = None,
+        subject: Annotated[str | None, typer.Option("--subject", help="What the fact is about.")] = None,
+        source: Annotated[str, typer.Option("--source", help="user_stated, user_confirmed, agent_inferred, system_of_record")] = "user_stated",
+        memory_type: Annotated[str, typer.Option("--type", help="semantic, episodic or procedural")] = "semantic",
+        owner: Annotated[str | None, typer.Option("--owner")] = None,
+        store: StoreOpt = None,
+        ledger: LedgerOpt = None,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """Save a fact for an actor; an exact or near duplicate refreshes the existing one."""
+        from memlife.online.memory import default_namespace
+
+        if not fact.strip():
+            raise fail("the fact is blank")
+        try:
+            with _memory(store, ledger) as mem:
+                res = mem.remember(  # type: ignore[attr-defined]
+                    actor, namespace or default_namespace(actor), subject, fact,
+                    source=source, memory_type=memory_type, owner=owner,
+                )  # fmt: skip
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+        if json_out:
+            print_json(
+                {"id": res.record_id, "created": res.created,
+                 "refreshed_duplicate_of": res.refreshed_duplicate_of, "similarity": res.similarity}
+            )  # fmt: skip
+        elif res.created:
+            err_console.print(f"remembered {res.record_id}")
+        else:
+            err_console.print(f"already known: refreshed {res.record_id}")
+
+    @app.command("recall")
+    def recall(
+        query: Annotated[str, typer.Argument(help="What to look for.")],
+        actor: ActorOpt,
+        namespace: Annotated[str | None, typer.Option("--namespace", help="Only this namespace (default: all of the actor's).")] = None,
+        k: Annotated[int, typer.Option("--k", min=1, max=1000)] = 5,
+        threshold: Annotated[float | None, typer.Option("--threshold", help="Minimum cosine (default 0.25).")] = None,
+        store: StoreOpt = None,
+        ledger: LedgerOpt = None,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """The actor's most relevant active memories, best first (each hit is ledgered)."""
+        with _memory(store, ledger) as mem:
+            hits = mem.recall(actor, query, k=k, namespace=namespace, threshold=threshold)  # type: ignore[attr-defined]
+        rows = [
+            {"id": h.record.id, "score": round(h.score, 6), "similarity": round(h.similarity, 6),
+             "rank": h.rank, "content": h.record.content, "namespace": h.record.namespace,
+             "subject": h.record.subject}
+            for h in hits
+        ]  # fmt: skip
+        if json_out:
+            print_json(rows)
+            return
+        if not rows:
+            err_console.print("no memories above the threshold")
+        for r in rows:
+            console.print(f"{r['rank']}. [bold]{r['score']:.3f}[/bold] {r['content']}  [dim]{r['id']}[/dim]")
+
+    @app.command("chat")
+    def chat(
+        actor: ActorOpt,
+        namespace: NamespaceOpt = None,
+        model: Annotated[str | None, typer.Option("--model", help="Anthropic model (env MEMLIFE_CHAT_MODEL).")] = None,
+        max_steps: Annotated[int, typer.Option("--max-steps", min=1, max=50)] = 4,
+        budget_tokens: Annotated[int, typer.Option("--budget-tokens", help="Compact the history above this.")] = 8000,
+        store: StoreOpt = None,
+        ledger: LedgerOpt = None,
+    ) -> None:
+        """Chat with the example agent: one user message per stdin line (ANTHROPIC_BASE_URL honoured)."""
+        import anthropic
+
+        from memlife.online.agent import DEFAULT_MODEL, MemoryAgent
+
+        with _memory(store, ledger) as mem:
+            agent = MemoryAgent(
+                mem, actor, namespace=namespace, model=model or DEFAULT_MODEL,  # type: ignore[arg-type]
+                max_steps=max_steps, budget_tokens=budget_tokens,
+            )  # fmt: skip
+            for line in sys.stdin:
+                text = line.strip()
+                if not text:
+                    continue
+                try:
+                    reply = agent.send(text)
+                except anthropic.APIError as exc:
+                    raise fail(f"model call failed: {exc}", code=1) from None
+                for call in reply.tool_calls:
+                    err_console.print(f"[dim]tool {call['name']}: {call['result']}[/dim]")
+                if reply.stopped == "step_limit":
+                    err_console.print(f"[yellow]stopped at the step limit ({max_steps})[/yellow]")
+                sys.stdout.write(reply.text + "\n")
+                sys.stdout.flush()

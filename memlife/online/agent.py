@@ -1,0 +1,192 @@
+"""An example agent using both halves of the online library with Anthropic tool use.
+
+Per user turn: recall the actor's memories for the user's text and put them in the
+system prompt; then up to ``max_steps`` model calls, each preceded by compaction of the
+conversation (:func:`memlife.online.compaction.compact`); a ``remember`` tool lets the
+model save a durable fact (through :meth:`LongTermMemory.remember`, so duplicates
+refresh). When the step limit is reached with tool calls still coming, the tools of the
+last step are answered and the turn ends with ``stopped="step_limit"``; the next user text
+joins that tool-result message, so the history stays valid for the API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anthropic
+
+from memlife.online.compaction import (
+    CompactionResult,
+    Message,
+    Summarizer,
+    TokenCounter,
+    compact,
+)
+from memlife.online.memory import Hit, LongTermMemory, default_namespace
+
+DEFAULT_MODEL = os.environ.get("MEMLIFE_CHAT_MODEL", "claude-sonnet-4-5")
+
+REMEMBER_TOOL: dict[str, Any] = {
+    "name": "remember",
+    "description": (
+        "Save one durable fact about the user (a preference, a standing instruction, a "
+        "biographical fact) to long-term memory so it is known in later conversations. "
+        "State it in the first person as the user would ('I only drink green tea.'). "
+        "Do not save small talk, one-off requests or things already in memory."
+    ),
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "fact": {"type": "string", "description": "The fact, one self-contained sentence."},
+            "subject": {
+                "type": "string",
+                "description": "What the fact is about, a short noun phrase (e.g. 'drinks').",
+            },
+        },
+        "required": ["fact"],
+    },
+}
+
+SYSTEM_PROMPT = (
+    "You are a helpful assistant with long-term memory of this user. Use the remembered "
+    "facts below when they are relevant; when the user tells you something durable about "
+    "themselves, call the remember tool."
+)
+
+
+@dataclass
+class AgentReply:
+    text: str  # the assistant's text of this turn (last step)
+    steps: int  # model calls made this turn
+    stopped: str  # "end_turn" (or the API's stop reason) or "step_limit"
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # name, input, result
+    recalled: list[Hit] = field(default_factory=list)
+    compactions: list[CompactionResult] = field(default_factory=list)  # the ones that compacted
+
+
+def _block_dicts(content: Sequence[Any]) -> list[dict[str, Any]]:
+    out = []
+    for b in content:
+        d = b.model_dump(exclude_none=True) if hasattr(b, "model_dump") else dict(b)
+        if d.get("type") == "text":
+            d = {"type": "text", "text": d.get("text", "")}  # drop citations=None etc.
+        out.append(d)
+    return out
+
+
+class MemoryAgent:
+    """A chat loop for one actor over :class:`LongTermMemory`."""
+
+    def __init__(
+        self,
+        memory: LongTermMemory,
+        actor: str,
+        *,
+        namespace: str | None = None,
+        client: anthropic.Anthropic | None = None,
+        model: str = DEFAULT_MODEL,
+        max_steps: int = 4,
+        max_tokens: int = 1024,
+        recall_k: int = 5,
+        budget_tokens: int = 8000,
+        keep_last_turns: int = 2,
+        summarizer: Summarizer | None = None,
+        counter: TokenCounter | None = None,
+    ) -> None:
+        if max_steps < 1:
+            raise ValueError("max_steps must be at least 1")
+        self.memory = memory
+        self.actor = actor
+        self.namespace = namespace or default_namespace(actor)
+        self.client = client or anthropic.Anthropic()
+        self.model = model
+        self.max_steps = max_steps
+        self.max_tokens = max_tokens
+        self.recall_k = recall_k
+        self.budget_tokens = budget_tokens
+        self.keep_last_turns = keep_last_turns
+        self.counter = counter
+        if summarizer is None:
+            from memlife.online.compaction import AnthropicSummarizer
+
+            summarizer = AnthropicSummarizer(self.client)
+        self.summarizer = summarizer
+        self.messages: list[Message] = []
+
+    def system_prompt(self, hits: Sequence[Hit]) -> str:
+        if not hits:
+            return f"{SYSTEM_PROMPT}\n\nRemembered facts: none relevant."
+        lines = "\n".join(f"- {h.record.content}" for h in hits)
+        return f"{SYSTEM_PROMPT}\n\nRemembered facts about the user:\n{lines}"
+
+    def _add_user_text(self, text: str) -> None:
+        last = self.messages[-1] if self.messages else None
+        if last is not None and last["role"] == "user":
+            # The previous turn stopped at the step limit right after tool results:
+            # the new text joins that message (a user message may mix both).
+            content = last["content"]
+            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+            last["content"] = [*blocks, {"type": "text", "text": text}]
+        else:
+            self.messages.append({"role": "user", "content": text})
+
+    def _run_tool(self, name: str, args: Mapping[str, Any]) -> tuple[str, bool]:
+        if name != "remember":
+            return f"unknown tool {name!r}", True
+        fact = args.get("fact")
+        if not isinstance(fact, str) or not fact.strip():
+            return "'fact' must be a non-empty string", True
+        subject = args.get("subject") if isinstance(args.get("subject"), str) else None
+        res = self.memory.remember(self.actor, self.namespace, subject, fact)
+        if res.created:
+            return json.dumps({"saved": res.record_id}), False
+        return json.dumps({"already_known": res.record_id, "refreshed": True}), False
+
+    def send(self, text: str) -> AgentReply:
+        """One user turn: recall, then call the model (and tools) up to ``max_steps`` times."""
+        hits = self.memory.recall(self.actor, text, k=self.recall_k)
+        system = self.system_prompt(hits)
+        self._add_user_text(text)
+        reply = AgentReply(text="", steps=0, stopped="", recalled=list(hits))
+        while True:
+            result = compact(
+                self.messages,
+                budget_tokens=self.budget_tokens,
+                keep_last_turns=self.keep_last_turns,
+                summarizer=self.summarizer,
+                counter=self.counter,
+            )
+            if result.compacted:
+                self.messages = result.messages
+                reply.compactions.append(result)
+            msg = self.client.messages.create(
+                model=self.model,
+                max_tokens=self.max_tokens,
+                system=system,
+                tools=[REMEMBER_TOOL],  # type: ignore[list-item]
+                messages=self.messages,  # type: ignore[arg-type]
+            )
+            reply.steps += 1
+            blocks = _block_dicts(msg.content)
+            self.messages.append({"role": "assistant", "content": blocks})
+            reply.text = "".join(b["text"] for b in blocks if b.get("type") == "text")
+            uses = [b for b in blocks if b.get("type") == "tool_use"]
+            if msg.stop_reason != "tool_use" or not uses:
+                reply.stopped = str(msg.stop_reason or "end_turn")
+                return reply
+            results = []
+            for use in uses:
+                out, is_error = self._run_tool(use["name"], use.get("input") or {})
+                reply.tool_calls.append({"name": use["name"], "input": use.get("input"), "result": out})
+                block: dict[str, Any] = {"type": "tool_result", "tool_use_id": use["id"], "content": out}
+                if is_error:
+                    block["is_error"] = True
+                results.append(block)
+            self.messages.append({"role": "user", "content": results})
+            if reply.steps >= self.max_steps:
+                reply.stopped = "step_limit"
+                return reply
