@@ -88,9 +88,13 @@ def full_record() -> MemoryRecord:
     )
 
 
+HARNESS_FAKE: list[FakeAgentCore] = []  # the module harness's fake, for contract tests
+
+
 @pytest.fixture(scope="module")
 def harness() -> Iterator[AgentCoreHarness]:
     h = AgentCoreHarness()
+    HARNESS_FAKE[:] = [h.fake]
     yield h
     h.close()
 
@@ -268,31 +272,23 @@ def test_delete_many_reports_missing(store: MemoryStore) -> None:
 
 
 def test_batches_over_100_are_chunked(store: MemoryStore) -> None:
-    records = [rec(i) for i in range(250)]
-    assert len(store.put_many(records).succeeded) == 250
-    assert len(all_ids(store, "u-1", "/users/u-1/prefs", page_size=500)) == 250
+    records = [rec(i) for i in range(210)]
+    assert len(store.put_many(records).succeeded) == 210
+    assert len(all_ids(store, "u-1", "/users/u-1/prefs", page_size=500)) == 210
     res = store.set_status([r.id for r in records], Status.quarantined)
-    assert len(res.succeeded) == 250
+    assert len(res.succeeded) == 210
     res = store.delete_many([r.id for r in records])
-    assert len(res.succeeded) == 250 and not res.failed
+    assert len(res.succeeded) == 210 and not res.failed
     assert all_ids(store, "u-1", "/users/u-1/prefs") == []
-    if isinstance(store, AgentCoreStore):
-        pass  # request sizes are checked in test_agentcore_requests_respect_limits
+    if isinstance(store, AgentCoreStore):  # what AgentCore was actually sent
+        fake = HARNESS_FAKE[0]
+        for op in ("create", "update", "delete"):
+            assert [len(p["records"]) for p in fake.ops(op)] == [100, 100, 10], op
+        assert all(p["maxResults"] <= 100 for p in fake.ops("ListMemoryRecords"))
+        assert all(p.get("clientToken") for p in fake.ops("create"))
 
 
 # -- AgentCore only ---------------------------------------------------------------------
-def test_agentcore_requests_respect_limits(ac: tuple[AgentCoreStore, FakeAgentCore]) -> None:
-    store, fake = ac
-    store.put_many([rec(i) for i in range(250)])
-    assert [len(p["records"]) for p in fake.ops("create")] == [100, 100, 50]
-    assert len(all_ids(store, "u-1", "/users/u-1/prefs", page_size=500)) == 250
-    assert all(p["maxResults"] <= 100 for p in fake.ops("ListMemoryRecords"))
-    store.delete_many([f"m-{i:04d}" for i in range(250)])
-    assert [len(p["records"]) for p in fake.ops("delete")] == [100, 100, 50]
-    creates = fake.ops("create")
-    assert all(p.get("clientToken") for p in creates)
-
-
 def test_three_of_hundred_deletes_fail(ac: tuple[AgentCoreStore, FakeAgentCore]) -> None:
     store, fake = ac
     ids = [f"m-{i:04d}" for i in range(100)]
@@ -348,11 +344,17 @@ def test_quota_exceeded_stops_the_shard(ac: tuple[AgentCoreStore, FakeAgentCore]
 
 def test_quota_partial_result_names_done_items(ac: tuple[AgentCoreStore, FakeAgentCore]) -> None:
     store, fake = ac
-    store.put_many([rec(i) for i in range(150)])
-    fake.quota_next(1, op="delete")  # hits the first chunk
+    store.put_many([rec(i) for i in range(102)])
+    fake.fail_next_deletes(["m-0000"], 500)
+    fake.quota_next(1, op="delete")
+    with pytest.raises(QuotaExceeded) as exc:  # first chunk hits the quota
+        store.delete_many([f"m-{i:04d}" for i in range(102)])
+    assert exc.value.partial.succeeded == [] and len(fake.records) == 102
+    fake.quota_next(1, op="delete", skip=1)  # now the second chunk does
     with pytest.raises(QuotaExceeded) as exc:
-        store.delete_many([f"m-{i:04d}" for i in range(150)])
-    assert exc.value.partial.succeeded == []
+        store.delete_many([f"m-{i:04d}" for i in range(102)])
+    assert len(exc.value.partial.succeeded) == 99
+    assert [f.id for f in exc.value.partial.failed] == ["m-0000"]
 
 
 def test_validation_names_the_record(ac: tuple[AgentCoreStore, FakeAgentCore]) -> None:
@@ -544,8 +546,9 @@ def test_native_expiry_shows_in_get(ac: tuple[AgentCoreStore, FakeAgentCore]) ->
     assert got is not None and got.expires_at == datetime(2027, 5, 1, tzinfo=UTC)
 
 
-def test_open_store_by_url() -> None:
-    with agentcore_store() as (store, fake):  # the standalone helper, as other suites use it
+def test_open_store_by_url(harness: AgentCoreHarness) -> None:
+    store, fake = harness.store(), harness.fake
+    if True:
         url = (
             f"agentcore://{fake.memory_id}?region=us-east-1&endpoint_url={fake.endpoint_url}"
             f"&sidecar_table={store.sidecar.table}&max_attempts=2"
@@ -565,3 +568,11 @@ def test_sidecar_holds_no_content(ac: tuple[AgentCoreStore, FakeAgentCore]) -> N
     store.put_many([rec(1, content="SECRET-CONTENT", owner="a#b")])
     items = store.sidecar.client.scan(TableName=store.sidecar.table)["Items"]
     assert items and "SECRET-CONTENT" not in json.dumps(items)
+
+
+def test_standalone_helper() -> None:
+    """``agentcore_store()`` is the fixture other suites (e.g. the nightly e2e) reuse."""
+    with agentcore_store() as (store, fake):
+        store.put_many([rec(i, ns=f"/ns/{i % 3}") for i in range(6)])
+        assert sum(len(store.list_namespaces(a)) for a in store.list_actors()) == 3
+        assert len(fake.records) == 6

@@ -57,6 +57,7 @@ import random
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -105,7 +106,8 @@ MEMORY_RECORD_ID_RE = re.compile(r"mem-[a-zA-Z0-9\-_]{36,46}", re.ASCII)
 DIGEST_PREFIX = "sha256:"
 OVERFLOW_KEY = "memlife_overflow"
 KEEP_BLOBS = 4  # overflow versions kept in the sidecar (see module docstring)
-MAX_LIST_CALLS_PER_PAGE = 50  # bounds a page() that filters out most of what it lists
+MAX_LIST_CALLS_PER_PAGE = 50
+GET_WORKERS = 8  # parallel GetMemoryRecord calls in set_status / get_many  # bounds a page() that filters out most of what it lists
 
 
 @dataclass(frozen=True)
@@ -638,8 +640,9 @@ class AgentCoreStore:
         keys = {rid: safe_value(rid) for rid in dict.fromkeys(ids)}
         items = self.sidecar.get_many(keys.values())
         out: dict[str, tuple[MemoryRecord, str, SidecarItem | None, datetime | None]] = {}
-        for rid, key in keys.items():
-            item = items.get(key)
+
+        def one(rid: str) -> None:
+            item = items.get(keys[rid])
             if item is not None and item.pending:
                 item.memory_record_id = self._recover(item)
             if item is not None and item.memory_record_id:
@@ -651,6 +654,13 @@ class AgentCoreStore:
                 raw = self._get_raw(rid, None)  # a native record: our id is its id
                 if raw is not None and "memlife_id" not in (raw.get("metadata") or {}):
                     out[rid] = (self._decode_native(raw, None), rid, None, None)
+
+        if len(keys) <= 1:
+            for rid in keys:
+                one(rid)
+        else:  # one GetMemoryRecord per record (no batch get exists): a few in flight
+            with ThreadPoolExecutor(max_workers=min(GET_WORKERS, len(keys))) as pool:
+                list(pool.map(one, keys))
         return out
 
     def _get_raw(self, memory_record_id: str, namespace: str | None) -> dict[str, Any] | None:

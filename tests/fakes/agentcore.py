@@ -100,6 +100,7 @@ def _validation(message: str, reason: str = "FieldValidationFailed") -> ApiError
 class _Script:
     op: str | None
     remaining: int
+    skip: int = 0  # matching requests let through first
 
 
 @dataclass
@@ -207,9 +208,9 @@ class FakeAgentCore:
         with self.lock:
             self._throttle.append(_Script(_canon(op), n))
 
-    def quota_next(self, n: int = 1, op: str | None = None) -> None:
+    def quota_next(self, n: int = 1, op: str | None = None, *, skip: int = 0) -> None:
         with self.lock:
-            self._quota.append(_Script(_canon(op), n))
+            self._quota.append(_Script(_canon(op), n, skip))
 
     def validation_error_next(self, n: int = 1, op: str | None = None) -> None:
         with self.lock:
@@ -329,6 +330,9 @@ class FakeAgentCore:
         ):
             for s in scripts:
                 if s.remaining > 0 and s.op in (None, op):
+                    if s.skip > 0:
+                        s.skip -= 1
+                        continue
                     s.remaining -= 1
                     extra = {"reason": "FieldValidationFailed"} if status == 400 else {}
                     raise ApiError(status, code, f"scripted {code}", **extra)
