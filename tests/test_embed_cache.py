@@ -1,0 +1,111 @@
+"""EmbeddingCache: a content is embedded once in its life, per model; erasure removes vectors."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memlife.embed import default_embedder
+from memlife.embed_cache import EmbeddingCache
+from memlife.model import MemoryRecord, content_sha256
+from memlife.stores.sqlite import SqliteStore
+
+
+class CountingEmbedder:
+    """Deterministic unit vectors from a hash; counts every text it is asked to embed."""
+
+    def __init__(self, model_id: str = "fake-v1", dim: int = 8) -> None:
+        self.model_id, self.dim = model_id, dim
+        self.texts: list[str] = []
+        self.calls = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls += 1
+        self.texts.extend(texts)
+        rows = []
+        for t in texts:
+            raw = np.frombuffer(hashlib.sha256(f"{self.model_id}:{t}".encode()).digest(), np.uint8)
+            v = raw[: self.dim].astype(np.float32) + 1.0
+            rows.append(v / np.linalg.norm(v))
+        return np.asarray(rows, dtype=np.float32).reshape(len(texts), self.dim)
+
+
+def recs(*contents: str) -> list[MemoryRecord]:
+    t = datetime(2026, 1, 1, tzinfo=UTC)
+    return [
+        MemoryRecord(
+            id=f"r{i}",
+            actor_id="u",
+            namespace="/n",
+            memory_type="semantic",
+            content=c,
+            created_at=t,
+        )  # fmt: skip
+        for i, c in enumerate(contents)
+    ]
+
+
+RECORDS = recs("Drinks tea.", "Lives in Oslo.", "Drinks tea.", "Has a dog.", "Likes jazz.")
+
+
+def test_second_call_embeds_nothing(tmp_path: Path) -> None:
+    emb = CountingEmbedder()
+    cache = EmbeddingCache(emb, path=tmp_path / "e.db", batch_size=2)
+    first = cache.get_or_embed(RECORDS)
+    assert sorted(emb.texts) == sorted(set(r.content for r in RECORDS))  # duplicate embedded once
+    assert (cache.stats.misses, cache.stats.hits, cache.stats.batches) == (4, 0, 2)
+    np.testing.assert_array_equal(first[0], first[2])
+    embedded = len(emb.texts)
+    second = cache.get_or_embed(RECORDS)
+    assert len(emb.texts) == embedded  # zero new embeddings
+    assert (cache.stats.misses, cache.stats.hits) == (4, 5)
+    np.testing.assert_array_equal(first, second)
+    assert first.dtype == np.float32 and first.shape == (5, 8)
+
+
+def test_persists_across_instances_and_keys_by_model(tmp_path: Path) -> None:
+    EmbeddingCache(CountingEmbedder(), path=tmp_path / "e.db").get_or_embed(RECORDS)
+    again = CountingEmbedder()
+    EmbeddingCache(again, path=tmp_path / "e.db").get_or_embed(RECORDS)
+    assert again.texts == []
+    other_model = CountingEmbedder(model_id="fake-v2", dim=4)
+    vecs = EmbeddingCache(other_model, path=tmp_path / "e.db").get_or_embed(RECORDS)
+    assert len(other_model.texts) == 4 and vecs.shape == (5, 4)  # a new model misses
+
+
+def test_lives_in_the_store_file_and_erasure_deletes(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "memlife.db")
+    emb = CountingEmbedder()
+    cache = EmbeddingCache.for_store(store, emb)
+    cache.get_or_embed(RECORDS)
+    (n,) = store.connection.execute("SELECT COUNT(*) FROM embeddings").fetchone()
+    assert n == 4 == len(cache)
+    assert cache.delete_for([content_sha256("Drinks tea."), "no-such-sha"]) == 1
+    emb.texts.clear()
+    cache.get_or_embed(RECORDS)
+    assert emb.texts == ["Drinks tea."]  # only the erased content is embedded again
+    store.close()
+
+
+def test_default_location_is_under_memlife_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMLIFE_HOME", str(tmp_path / "home"))
+    cache = EmbeddingCache(CountingEmbedder())
+    cache.get_or_embed(RECORDS[:1])
+    cache.close()
+    assert (tmp_path / "home" / "embeddings.db").is_file()
+
+
+def test_real_model_vectors_round_trip_exactly(tmp_path: Path) -> None:
+    emb = default_embedder()
+    cache = EmbeddingCache(emb, path=tmp_path / "e.db")
+    texts = [r.content for r in RECORDS]
+    cache.get_or_embed(RECORDS)
+    cached = EmbeddingCache(emb, path=tmp_path / "e.db").get_or_embed(RECORDS)
+    np.testing.assert_allclose(cached, emb.embed(texts), atol=1e-6)
