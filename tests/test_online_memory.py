@@ -1,0 +1,196 @@
+"""LongTermMemory: duplicate refresh, active-only and actor-scoped recall, index upkeep."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memlife.ledger import AccessLedger, query_sha256
+from memlife.model import MemoryRecord, MemoryType, Status
+from memlife.online.memory import AppendableLexicalIndex, LongTermMemory, new_memory_id
+from memlife.retrieval import LexicalIndex
+from memlife.stores.sqlite import SqliteStore
+
+NS = "/users/u1/facts"
+TEA = "I only drink green tea, never coffee."
+
+
+@pytest.fixture()
+def store(tmp_path: Path) -> Iterator[SqliteStore]:
+    with SqliteStore(tmp_path / "m.db") as s:
+        yield s
+
+
+@pytest.fixture()
+def ledger(tmp_path: Path) -> AccessLedger:
+    return AccessLedger(tmp_path / "ledger")
+
+
+@pytest.fixture()
+def mem(store: SqliteStore, ledger: AccessLedger) -> LongTermMemory:
+    return LongTermMemory(store, ledger=ledger)
+
+
+def active(store: SqliteStore, actor: str = "u1", ns: str = NS) -> list[MemoryRecord]:
+    return store.page(actor, ns, statuses=[Status.active]).records
+
+
+def test_ids_are_unique_and_prefixed() -> None:
+    ids = [new_memory_id() for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    assert all(i.startswith("m-") and len(i) == 34 for i in ids)
+    assert ids[0][2:14] <= ids[-1][2:14]  # time-ordered prefix
+
+
+def test_exact_and_paraphrase_duplicates_refresh_one_record(
+    mem: LongTermMemory, store: SqliteStore
+) -> None:
+    first = mem.remember("u1", NS, "drinks", TEA)
+    assert first.created and first.refreshed_duplicate_of is None
+    again = mem.remember("u1", NS, "drinks", "  i only drink GREEN tea,   never coffee ")
+    para = mem.remember("u1", NS, None, "I drink only green tea, never any coffee.")
+    assert (again.created, again.refreshed_duplicate_of, again.similarity) == (
+        False, first.record_id, 1.0,
+    )  # fmt: skip
+    assert not para.created and para.refreshed_duplicate_of == first.record_id
+    assert para.similarity is not None and para.similarity >= 0.9
+    recs = active(store)
+    assert [r.id for r in recs] == [first.record_id]
+    assert recs[0].content == TEA  # the original wording is kept
+    assert recs[0].access_count == 2 and recs[0].last_verified_at is not None
+    # the paraphrase's vector was not kept in the cache (its text is stored nowhere)
+    assert mem.cache.connection.execute("SELECT count(*) FROM embeddings").fetchone()[0] == 1
+
+
+def test_opposite_polarity_is_not_a_duplicate(mem: LongTermMemory, store: SqliteStore) -> None:
+    a = mem.remember("u1", NS, None, "I drink coffee")
+    b = mem.remember("u1", NS, None, "I never drink coffee")
+    assert a.created and b.created and a.record_id != b.record_id
+    assert len(active(store)) == 2
+
+
+def test_duplicate_check_is_per_actor_and_namespace(mem: LongTermMemory) -> None:
+    a = mem.remember("u1", NS, None, TEA)
+    assert mem.remember("u2", "/users/u2/facts", None, TEA).created
+    assert mem.remember("u1", "/users/u1/other", None, TEA).created
+    assert not mem.remember("u1", NS, None, TEA).created
+    assert a.created
+
+
+def test_recall_finds_the_fact_first_and_ledgers_each_hit(
+    mem: LongTermMemory, ledger: AccessLedger
+) -> None:
+    tea = mem.remember("u1", NS, None, TEA).record_id
+    mem.remember("u1", NS, None, "I live in Lisbon.")
+    mem.remember("u1", NS, None, "My dog is called Rex.")
+    hits = mem.recall("u1", "What do I usually drink?")
+    assert hits and hits[0].record.id == tea and hits[0].rank == 1
+    assert all(h.similarity >= mem.threshold for h in hits)
+    assert "I live in Lisbon." not in [h.record.content for h in hits]  # below threshold
+    assert mem.ledger.pending == len(hits)
+    mem.close()
+    table = ledger.read()
+    assert table.column("record_id").to_pylist() == [h.record.id for h in hits]
+    assert table.column("rank").to_pylist() == [h.rank for h in hits]
+    assert set(table.column("query_sha256").to_pylist()) == {query_sha256("What do I usually drink?")}
+    for path in ledger.files():
+        assert b"usually drink" not in path.read_bytes()
+
+
+@pytest.mark.parametrize("status", [Status.superseded, Status.quarantined, Status.pending_delete])
+def test_inactive_records_are_never_recalled(
+    mem: LongTermMemory, store: SqliteStore, status: Status
+) -> None:
+    via_memory = mem.remember("u1", NS, None, TEA).record_id
+    via_store = mem.remember("u1", NS, None, "I prefer herbal tea in the evening.").record_id
+    assert len(mem.recall("u1", "Which tea do I drink?", k=5)) == 2
+    assert mem.set_status([via_memory], status) == [via_memory]
+    store.set_status([via_store], status)  # the nightly job, same connection, behind our back
+    assert mem.recall("u1", "Which tea do I drink?", k=5, threshold=-1.0) == []
+
+
+def test_recall_is_scoped_to_actor_and_namespace(mem: LongTermMemory) -> None:
+    mine = mem.remember("u1", NS, None, TEA).record_id
+    other_ns = mem.remember("u1", "/users/u1/work", None, "I drink espresso at the office.").record_id
+    mem.remember("u2", "/users/u2/facts", None, "I only drink green tea, never coffee!")
+    mem.remember("u2", "/users/u2/facts", None, "I drink coffee all day.")
+    all_ns = mem.recall("u1", "What do I drink?", k=10, threshold=-1.0)
+    assert {h.record.id for h in all_ns} == {mine, other_ns}
+    assert all(h.record.actor_id == "u1" for h in all_ns)
+    one_ns = mem.recall("u1", "What do I drink?", k=10, namespace=NS, threshold=-1.0)
+    assert [h.record.id for h in one_ns] == [mine]
+    assert mem.recall("nobody", "What do I drink?") == []
+
+
+def test_index_kept_in_step_without_reload(mem: LongTermMemory) -> None:
+    mem.remember("u1", NS, None, TEA)
+    assert mem.load_count == 1
+    mem.recall("u1", "What do I drink?")
+    new = mem.remember("u1", NS, None, "My sister Ana lives in Oslo.").record_id
+    hits = mem.recall("u1", "Where does my sister live?")
+    assert hits[0].record.id == new
+    gone = hits[0].record.id
+    mem.set_status([gone], Status.quarantined)
+    assert gone not in [h.record.id for h in mem.recall("u1", "Where does my sister live?")]
+    assert mem.load_count == 1  # one load, then appends and drops only
+
+
+def test_foreign_writes_are_picked_up(tmp_path: Path, mem: LongTermMemory) -> None:
+    mem.remember("u1", NS, None, TEA)
+    mem.recall("u1", "tea")
+    mem.recall("u1", "tea")
+    assert mem.load_count == 1  # nothing changed: no reload
+    now = datetime.now(UTC)
+    with SqliteStore(tmp_path / "m.db") as other:  # another process, e.g. the nightly job
+        other.put_many([MemoryRecord(
+            id="x-1", actor_id="u1", namespace=NS, memory_type=MemoryType.semantic,
+            content="My favourite city is Kyoto.", created_at=now,
+        )])  # fmt: skip
+    hits = mem.recall("u1", "Which city do I like most?")
+    assert hits and hits[0].record.id == "x-1" and mem.load_count == 2
+    mem.invalidate("u1")
+    mem.recall("u1", "Which city do I like most?")
+    assert mem.load_count == 3
+
+
+def test_unrelated_writes_do_not_reload(tmp_path: Path, mem: LongTermMemory) -> None:
+    mem.remember("u1", NS, None, TEA)
+    with SqliteStore(tmp_path / "m.db") as other:
+        other.put_many([MemoryRecord(
+            id="x-2", actor_id="u9", namespace="/users/u9/facts",
+            memory_type=MemoryType.semantic, content="Unrelated.", created_at=datetime.now(UTC),
+        )])  # fmt: skip
+    mem.recall("u1", "tea", namespace=NS)
+    assert mem.load_count == 1  # the file changed, this shard's fingerprint did not
+
+
+def test_blank_fact_is_rejected(mem: LongTermMemory) -> None:
+    with pytest.raises(ValueError):
+        mem.remember("u1", NS, None, "   ")
+
+
+def test_appendable_lexical_index_matches_lexical_index() -> None:
+    rng = random.Random(3)
+    words = "tea coffee green drink dog Rex Lisbon sister Oslo lives morning never".split()
+    idx = AppendableLexicalIndex()
+    texts: list[str] = []
+    for step in range(300):
+        if texts and rng.random() < 0.3:
+            row = rng.randrange(len(texts))
+            idx.remove(row)
+            texts[row] = texts[-1]  # the same swap-remove as the index
+            texts.pop()
+        else:
+            t = " ".join(rng.choice(words) for _ in range(rng.randint(0, 8)))
+            texts.append(t)
+            assert idx.append(t) == len(texts) - 1
+        if step % 25 == 0 and texts:
+            ref = LexicalIndex(texts)
+            for q in ("green tea", "dog Rex Lisbon", "never coffee morning", "unknown"):
+                np.testing.assert_allclose(idx.scores(q), ref.scores(q), rtol=1e-5, atol=1e-6)
+    assert len(idx) == len(texts)
