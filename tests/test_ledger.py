@@ -1,0 +1,225 @@
+"""Access ledger: partitioned Parquet rows, stats, erasure, CloudTrail ingest, view merge."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pyarrow.parquet as pq
+import pytest
+from moto import mock_aws
+
+from memlife.ledger import (
+    SCHEMA,
+    AccessLedger,
+    actor_from_namespace,
+    merge_into_view,
+    query_sha256,
+)
+from memlife.model import MemoryRecord, MemoryType, plan_view
+
+T0 = datetime(2025, 5, 1, 23, 59, 0, tzinfo=UTC)
+QS = query_sha256("what do I drink?")
+
+
+@pytest.fixture()
+def ledger(tmp_path: Path) -> AccessLedger:
+    return AccessLedger(tmp_path / "ledger", flush_rows=100)
+
+
+def test_rows_are_buffered_then_written_per_day(ledger: AccessLedger) -> None:
+    ledger.append("u1", "ns", "r1", rank=1, query_sha256=QS, at=T0)
+    ledger.append("u1", "ns", "r2", rank=2, query_sha256=QS, at=T0 + timedelta(minutes=2))
+    assert ledger.pending == 2 and ledger.files() == []
+    assert ledger.flush() == 2
+    days = sorted(p.parent.name for p in ledger.files())
+    assert days == ["date=2025-05-01", "date=2025-05-02"]
+    table = pq.read_table(ledger.files()[0])
+    assert table.schema.equals(SCHEMA)
+    assert table.to_pylist() == [{
+        "actor_id": "u1", "namespace": "ns", "record_id": "r1", "accessed_at": T0, "rank": 1,
+        "query_sha256": QS,
+    }]  # fmt: skip
+
+
+def test_full_buffer_flushes_itself(tmp_path: Path) -> None:
+    led = AccessLedger(tmp_path / "l", flush_rows=3)
+    for i in range(7):
+        led.append("u1", "ns", f"r{i}", at=T0)
+    assert led.pending == 1 and len(led.files()) == 2
+
+
+def test_query_text_is_refused(ledger: AccessLedger) -> None:
+    with pytest.raises(ValueError):
+        ledger.append("u1", "ns", "r1", query_sha256="what do I drink?")
+
+
+def test_access_stats_by_actor_and_since(ledger: AccessLedger) -> None:
+    for i in range(3):
+        ledger.append("u1", "ns", "r1", rank=1, at=T0 + timedelta(days=i))
+    ledger.append("u1", "ns", "r2", rank=2, at=T0)
+    ledger.append("u2", "ns2", "r9", rank=1, at=T0 + timedelta(days=5))
+    assert ledger.access_stats() == {
+        "r1": (T0 + timedelta(days=2), 3), "r2": (T0, 1), "r9": (T0 + timedelta(days=5), 1),
+    }  # fmt: skip
+    assert set(ledger.access_stats(actor_id="u1")) == {"r1", "r2"}
+    assert ledger.access_stats(since=T0 + timedelta(days=1)) == {
+        "r1": (T0 + timedelta(days=2), 2), "r9": (T0 + timedelta(days=5), 1),
+    }  # fmt: skip
+    assert AccessLedger(ledger.root / "empty").access_stats() == {}
+
+
+def test_erase_rewrites_only_affected_files(ledger: AccessLedger) -> None:
+    ledger.append("u1", "ns", "r1", at=T0)
+    ledger.append("u1", "ns", "r2", at=T0)
+    ledger.append("u1", "ns", "r1", at=T0 + timedelta(days=3))
+    ledger.flush()
+    ledger.append("u1", "ns", "r3", at=T0 + timedelta(days=9))
+    ledger.flush()
+    ledger.append("u1", "ns", "r1", at=T0)  # still buffered
+    untouched = [p for p in ledger.files() if "2025-05-10" in str(p)]
+    assert ledger.erase(["r1", "nope"]) == 3
+    assert untouched[0].exists()
+    assert ledger.access_stats() == {"r2": (T0, 1), "r3": (T0 + timedelta(days=9), 1)}
+    assert not any("2025-05-04" in str(p) for p in ledger.files())  # emptied file removed
+    assert ledger.erase([]) == 0
+
+
+def test_merge_into_view() -> None:
+    rec = MemoryRecord(
+        id="r1", actor_id="u1", namespace="ns", memory_type=MemoryType.semantic,
+        content="x", created_at=T0 - timedelta(days=30), access_count=4,
+        last_accessed_at=T0 - timedelta(days=10),
+    )  # fmt: skip
+    view = plan_view(rec)
+    merged = merge_into_view(view, {"r1": (T0, 3)})
+    assert (merged.last_accessed, merged.access_count) == (T0.timestamp(), 7)
+    assert merged._replace(last_accessed=view.last_accessed, access_count=4) == view
+    older = merge_into_view(view, {"r1": (T0 - timedelta(days=20), 1)})
+    assert older.last_accessed == view.last_accessed and older.access_count == 5
+    assert merge_into_view(view, {"other": (T0, 1)}) is view
+    never = plan_view(rec.model_copy(update={"last_accessed_at": None}))
+    assert merge_into_view(never, {"r1": (T0, 1)}).last_accessed == T0.timestamp()
+
+
+# ---- CloudTrail ----------------------------------------------------------------------------
+
+
+def _event(name: str, when: str, req: dict[str, Any], resp: dict[str, Any] | None = None,
+           source: str = "bedrock-agentcore.amazonaws.com") -> dict[str, Any]:  # fmt: skip
+    return {
+        "eventVersion": "1.11",
+        "userIdentity": {"type": "AssumedRole", "arn": "arn:aws:sts::123:assumed-role/agent/x"},
+        "eventTime": when,
+        "eventSource": source,
+        "eventName": name,
+        "awsRegion": "us-east-1",
+        "requestParameters": req,
+        "responseElements": resp,
+        "eventID": f"ev-{name}-{when}",
+        "readOnly": True,
+        "eventType": "AwsApiCall",
+        "managementEvent": False,
+        "eventCategory": "Data",
+    }
+
+
+def _log_files() -> dict[str, bytes]:
+    retrieve = _event(
+        "RetrieveMemoryRecords", "2025-05-01T10:00:00Z",
+        {"memoryId": "mem-1", "namespace": "/users/alice/facts",
+         "searchCriteria": {"searchQuery": "what does alice drink", "topK": 3}},
+        {"memoryRecordSummaries": [{"memoryRecordId": "mr-1"}, {"memoryRecordId": "mr-2"}]},
+    )  # fmt: skip
+    get = _event(
+        "GetMemoryRecord", "2025-05-02T08:30:00Z",
+        {"memoryId": "mem-1", "memoryRecordId": "mr-1"},
+        {"memoryRecord": {"memoryRecordId": "mr-1", "namespaces": ["/strategies/s1/actors/alice"]}},
+    )  # fmt: skip
+    no_response = _event(
+        "RetrieveMemoryRecords", "2025-05-02T09:00:00Z",
+        {"memoryId": "mem-1", "namespace": "/users/bob/facts", "searchCriteria": {"searchQuery": "q"}},
+    )  # fmt: skip
+    explicit_actor = _event(
+        "GetMemoryRecord", "2025-05-02T09:30:00Z",
+        {"memoryId": "mem-1", "memoryRecordId": "mr-7", "actorId": "carol", "namespace": "shared"},
+    )  # fmt: skip
+    no_actor = _event("GetMemoryRecord", "2025-05-02T09:40:00Z", {"memoryRecordId": "mr-8"})
+    other = _event("GetObject", "2025-05-02T09:00:00Z", {"bucketName": "b"}, source="s3.amazonaws.com")
+    write = _event("BatchCreateMemoryRecords", "2025-05-02T09:00:00Z", {"memoryId": "mem-1"})
+    name = "123_CloudTrail_us-east-1_20250501T1000Z_{}.json.gz"
+    return {
+        name.format("aaa"): gzip.compress(json.dumps({"Records": [retrieve, other]}).encode()),
+        name.format("bbb"): gzip.compress(
+            json.dumps({"Records": [get, no_response, explicit_actor, no_actor, write]}).encode()
+        ),
+    }
+
+
+def _check_ingested(ledger: AccessLedger) -> None:
+    rows = sorted(ledger.read().to_pylist(), key=lambda r: (r["accessed_at"], r["record_id"]))
+    assert [(r["actor_id"], r["namespace"], r["record_id"], r["rank"]) for r in rows] == [
+        ("alice", "/users/alice/facts", "mr-1", 1),
+        ("alice", "/users/alice/facts", "mr-2", 2),
+        ("alice", "/strategies/s1/actors/alice", "mr-1", None),
+        ("carol", "shared", "mr-7", None),
+    ]
+    assert rows[0]["query_sha256"] == query_sha256("what does alice drink")
+    assert rows[0]["accessed_at"] == datetime(2025, 5, 1, 10, tzinfo=UTC)
+    assert ledger.access_stats(actor_id="alice")["mr-1"] == (datetime(2025, 5, 2, 8, 30, tzinfo=UTC), 2)
+    for p in ledger.files():
+        assert b"alice drink" not in p.read_bytes()
+
+
+@pytest.fixture()
+def s3() -> Iterator[Any]:
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket="trail")
+        yield client
+
+
+def test_ingest_cloudtrail_from_s3(ledger: AccessLedger, s3: Any) -> None:
+    prefix = "AWSLogs/123/CloudTrail/us-east-1/2025/05/01/"
+    for name, body in _log_files().items():
+        s3.put_object(Bucket="trail", Key=prefix + name, Body=body)
+    s3.put_object(Bucket="trail", Key=prefix + "digest.txt", Body=b"not a log")
+    report = ledger.ingest_cloudtrail("s3://trail/AWSLogs/123/", s3_client=s3)
+    assert report.as_dict() == {
+        "files": 2, "already_ingested": 0, "events": 5, "rows": 4,
+        "skipped": {"no_record_ids": 1, "no_actor": 1},
+    }  # fmt: skip
+    _check_ingested(ledger)
+    again = ledger.ingest_cloudtrail("s3://trail/AWSLogs/123/", s3_client=s3)
+    assert (again.files, again.already_ingested, again.rows) == (0, 2, 0)
+    assert ledger.read().num_rows == 4  # not counted twice
+
+
+def test_ingest_cloudtrail_default_boto3_client(ledger: AccessLedger, s3: Any) -> None:
+    name, body = next(iter(_log_files().items()))
+    s3.put_object(Bucket="trail", Key=f"logs/{name}", Body=body)
+    assert ledger.ingest_cloudtrail("s3://trail/logs/").rows == 2
+
+
+def test_ingest_cloudtrail_from_folder(ledger: AccessLedger, tmp_path: Path) -> None:
+    folder = tmp_path / "trail" / "2025" / "05"
+    folder.mkdir(parents=True)
+    for name, body in _log_files().items():
+        (folder / name).write_bytes(body)
+    report = ledger.ingest_cloudtrail(tmp_path / "trail")
+    assert (report.files, report.rows) == (2, 4)
+    _check_ingested(ledger)
+    with pytest.raises(FileNotFoundError):
+        ledger.ingest_cloudtrail(tmp_path / "missing")
+
+
+def test_actor_from_namespace() -> None:
+    assert actor_from_namespace("/users/u1/facts") == "u1"
+    assert actor_from_namespace("/strategies/s/actors/a-9/sessions/x") == "a-9"
+    assert actor_from_namespace("/users/{actorId}/facts") is None
+    assert actor_from_namespace("shared") is None and actor_from_namespace(None) is None
