@@ -25,33 +25,19 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from memlife.consolidate.base import ConsolidationError, Group
+from memlife.consolidate.base import DEFAULT_SOURCE_WEIGHTS, Group, pick_survivor
 from memlife.model import MemoryRecord, Source, Status, content_sha256
 from memlife.policy import Grouping, Policy
 from memlife.text import negates, normalise
 
-DEFAULT_SOURCE_WEIGHTS: Mapping[Source, float] = {
-    Source.system_of_record: 1.0,
-    Source.user_confirmed: 0.9,
-    Source.user_stated: 0.8,
-    Source.agent_inferred: 0.4,
-}
+__all__ = [
+    "DEFAULT_SOURCE_WEIGHTS", "GroupAnalysis", "analyse_group", "build_groups", "cluster_group",
+    "pick_survivor", "split_group",
+]  # fmt: skip
 
 
 def _age(r: MemoryRecord) -> tuple:
     return (r.created_at, r.id)
-
-
-def pick_survivor(
-    group: Group, weights: Mapping[Source, float] = DEFAULT_SOURCE_WEIGHTS
-) -> MemoryRecord:
-    """The planner's survivor if set, else the best record by (source weight, created_at)."""
-    if group.survivor_id is not None:
-        for r in group.records:
-            if r.id == group.survivor_id:
-                return r
-        raise ConsolidationError("UNKNOWN_SOURCE", f"survivor not in group {group.key}")
-    return max(group.records, key=lambda r: (weights[r.source], r.created_at, r.id))
 
 
 class _Union:

@@ -8,12 +8,13 @@ Every failure leaves the originals untouched.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memlife.model import MemoryRecord
+from memlife.model import MemoryRecord, Source
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,27 @@ class Group:
         parts = sorted(f"{r.id}:{r.sha256}" for r in self.records)
         raw = "\x1f".join([self.actor_id, self.namespace, self.subject, *parts])
         return hashlib.sha256(raw.encode()).hexdigest()
+
+
+# Used when no policy is given; the same values as policies/default.yaml.
+DEFAULT_SOURCE_WEIGHTS: Mapping[Source, float] = {
+    Source.system_of_record: 1.0,
+    Source.user_confirmed: 0.9,
+    Source.user_stated: 0.8,
+    Source.agent_inferred: 0.4,
+}
+
+
+def pick_survivor(
+    group: Group, weights: Mapping[Source, float] = DEFAULT_SOURCE_WEIGHTS
+) -> MemoryRecord:
+    """The planner's survivor if set, else the best record by (source weight, created_at)."""
+    if group.survivor_id is not None:
+        for r in group.records:
+            if r.id == group.survivor_id:
+                return r
+        raise ConsolidationError("UNKNOWN_SOURCE", f"survivor not in group {group.key}")
+    return max(group.records, key=lambda r: (weights[r.source], r.created_at, r.id))
 
 
 class ConsolidationResult(BaseModel):

@@ -8,8 +8,13 @@ no grounding check is needed and no tokens are spent.
 
 from __future__ import annotations
 
-from memlife.consolidate.base import ConsolidationError, ConsolidationResult, Group
-from memlife.group import DEFAULT_SOURCE_WEIGHTS, pick_survivor
+from memlife.consolidate.base import (
+    DEFAULT_SOURCE_WEIGHTS,
+    ConsolidationError,
+    ConsolidationResult,
+    Group,
+    pick_survivor,
+)
 from memlife.policy import Policy
 from memlife.text import normalise
 
