@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Literal
 
 from memlife.prefect_env import configure
 
@@ -11,8 +12,10 @@ configure()
 from prefect import flow, task  # noqa: E402
 from prefect.artifacts import create_markdown_artifact, create_table_artifact  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
+from prefect.events import emit_event  # noqa: E402
 
-from memlife import pipeline  # noqa: E402
+from flows import limits, shard  # noqa: E402
+from memlife import fanout, pipeline  # noqa: E402
 from memlife.apply import Tally  # noqa: E402
 from memlife.journal import open_journal  # noqa: E402
 from memlife.stores import open_store  # noqa: E402
@@ -21,7 +24,7 @@ _task = dict(cache_policy=NO_CACHE, persist_result=False)
 
 start_run = task(name="start-run", **_task)(pipeline.start_run)
 list_shards = task(name="list-shards", **_task)(pipeline.list_shards)
-process_batch = task(name="process-shards", **_task)(pipeline.process_batch)
+process_batch = shard.process_batch  # the "process-shards" task (name kept for callers)
 run_gate = task(name="regression-gate", **_task)(pipeline.run_gate)
 commit_deletions = task(name="commit-deletions", **_task)(pipeline.commit_deletions)
 finish_run = task(name="finish-run", **_task)(pipeline.finish_run)
@@ -34,7 +37,18 @@ def resume_due(executor) -> Tally:
     return tally
 
 
-@flow(name="memlife-nightly", persist_result=False, validate_parameters=True)
+def _emit(event: tuple[str, dict, dict] | None) -> None:
+    if event is not None:
+        name, resource, payload = event
+        emit_event(event=name, resource=resource, payload=payload)
+
+
+@flow(
+    name="memlife-nightly",
+    persist_result=False,
+    validate_parameters=True,
+    timeout_seconds=limits.FLOW_TIMEOUT_SECONDS,
+)
 def nightly(
     dry_run: bool = True,
     namespaces: list[str] | None = None,
@@ -48,6 +62,11 @@ def nightly(
     consolidate: bool = True,
     retry_only: bool = False,
     eval_cases: str | None = None,
+    fan_out: Literal["tasks", "deployments"] = "tasks",
+    task_runner: Literal["threads", "dask"] = "threads",
+    max_workers: int = 4,
+    dask_address: str | None = None,
+    shard_deployment: str = shard.SHARD_DEPLOYMENT,
 ) -> dict:
     t0 = time.perf_counter()
     config = pipeline.RunConfig(
@@ -60,20 +79,24 @@ def nightly(
     db = open_store(config.store)
     try:
         journal = None if dry_run else open_journal(db)
-        executor = pipeline.make_executor(ctx, db, journal, pipeline.make_consolidator(ctx))
+        consolidator = limits.limited(pipeline.make_consolidator(ctx))
+        executor = pipeline.make_executor(ctx, db, journal, consolidator)
         tallies = [] if dry_run else [resume_due(executor)]
         report = pipeline.open_report(ctx)
         shards = [] if retry_only else list_shards(ctx, db)
-        outcomes = [
-            process_batch(ctx, db, batch, report, executor)
-            for batch in pipeline.batches(shards, config.shards_per_batch)
-        ]
+        groups = pipeline.batches(shards, config.shards_per_batch)
+        if fan_out == "deployments":
+            outcomes = shard.fan_out_deployments(ctx, config, groups, shard_deployment)
+        else:
+            outcomes = shard.fan_out_tasks(ctx, db, groups, report, executor, runner=task_runner,
+                                           max_workers=max_workers, dask_address=dask_address)  # fmt: skip
         verdict = run_gate(ctx, db, outcomes)
         tallies.append(commit_deletions(ctx, executor, outcomes, verdict))
         summary = finish_run(ctx, outcomes, report, t0, tallies=tallies, journal=journal,
                              gate=verdict, shards_total=len(shards))  # fmt: skip
-    except Exception as exc:
-        pipeline.write_failure_receipt(ctx, exc)
+    except BaseException as exc:  # incl. the flow timeout
+        receipt = pipeline.write_failure_receipt(ctx, exc)
+        _emit(fanout.failure_event(ctx, exc, receipt))
         raise
     finally:
         db.close()
@@ -84,4 +107,5 @@ def nightly(
         description=f"memlife {summary.mode} {summary.run_id}: {summary.status}",
     )
     create_markdown_artifact(key="memlife-summary", markdown=pipeline.markdown_summary(summary))
+    _emit(fanout.run_event(summary))
     return result

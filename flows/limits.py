@@ -1,0 +1,99 @@
+"""Orchestration limits and runners: settings, retries, the model-call concurrency limit.
+
+Wiring only. Settings come from the environment so a work pool / job variables can set
+them without a code change:
+
+MEMLIFE_FLOW_TIMEOUT_SECONDS   flow timeout (default 6 h)
+MEMLIFE_TASK_RETRIES           retries of a shard batch on throttling (default 3)
+MEMLIFE_RETRY_BACKOFF_SECONDS  exponential backoff factor: 10 -> 10, 20, 40 s (default 10)
+MEMLIFE_RETRY_JITTER           retry jitter factor (default 0.5)
+MEMLIFE_MODEL_CALLS_LIMIT      name of the Prefect global concurrency limit for model calls
+                               (default ``memlife-model-calls``; create it with
+                               ``prefect gcl create memlife-model-calls --limit 4``)
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from prefect.concurrency.sync import concurrency
+from prefect.task_runners import ThreadPoolTaskRunner
+from prefect.tasks import exponential_backoff
+
+from memlife import fanout
+from memlife.consolidate.base import Consolidator
+
+
+def _env_number(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    return float(raw) if raw not in (None, "") else default
+
+
+FLOW_TIMEOUT_SECONDS = _env_number("MEMLIFE_FLOW_TIMEOUT_SECONDS", 6 * 3600)
+TASK_RETRIES = int(_env_number("MEMLIFE_TASK_RETRIES", 3))
+RETRY_BACKOFF_SECONDS = _env_number("MEMLIFE_RETRY_BACKOFF_SECONDS", 10)
+RETRY_JITTER = _env_number("MEMLIFE_RETRY_JITTER", 0.5)
+MODEL_CALLS_LIMIT = os.environ.get("MEMLIFE_MODEL_CALLS_LIMIT", "memlife-model-calls")
+
+
+def retry_on_throttling(task: Any, task_run: Any, state: Any) -> bool:
+    """Prefect ``retry_condition_fn``: retry a batch only when it was throttled."""
+    try:
+        exc = state.result(raise_on_failure=False)
+    except Exception as err:  # the result itself could not be read
+        exc = err
+    return isinstance(exc, BaseException) and fanout.is_throttling(exc)
+
+
+# task options for work that may be throttled (model calls, store pages)
+RETRYING: dict[str, Any] = dict(
+    retries=TASK_RETRIES,
+    retry_delay_seconds=exponential_backoff(backoff_factor=RETRY_BACKOFF_SECONDS),
+    retry_jitter_factor=RETRY_JITTER,
+    retry_condition_fn=retry_on_throttling,
+)
+
+
+class LimitedConsolidator:
+    """A consolidator whose every model call holds one slot of the global concurrency limit.
+
+    All flow runs, workers and child runs share the limit on the Prefect server, so the
+    account-wide model rate stays bounded however wide the fan-out is. A limit that does
+    not exist on the server is not enforced (Prefect warns), so a laptop run still works.
+    """
+
+    def __init__(self, inner: Consolidator, limit: str = MODEL_CALLS_LIMIT):
+        self.inner = inner
+        self.limit = limit
+
+    def consolidate(self, group: Any) -> Any:
+        with concurrency(self.limit, occupy=1, strict=False):
+            return self.inner.consolidate(group)
+
+    def __getattr__(self, name: str) -> Any:  # model name, stats, ... of the wrapped one
+        return getattr(self.inner, name)
+
+
+def limited(consolidator: Consolidator | None) -> Consolidator | None:
+    """Wrap a model-calling consolidator; the extractive one (no model) is left alone."""
+    if not fanout.calls_model(consolidator):
+        return consolidator
+    return LimitedConsolidator(consolidator)  # type: ignore[arg-type]
+
+
+def task_runner(kind: str = "threads", max_workers: int = 4, dask_address: str | None = None):
+    """The runner for shard batches: a thread pool, or an existing Dask cluster."""
+    if kind == "threads":
+        return ThreadPoolTaskRunner(max_workers=max(1, max_workers))
+    if kind == "dask":
+        try:
+            from prefect_dask import DaskTaskRunner
+        except ImportError as exc:
+            raise RuntimeError(
+                "task_runner='dask' needs prefect-dask: pip install 'memlife[dask]'"
+            ) from exc
+        if not dask_address:
+            raise ValueError("task_runner='dask' needs dask_address (tcp://scheduler:8786)")
+        return DaskTaskRunner(address=dask_address)
+    raise ValueError(f"task_runner {kind!r}: use 'threads' or 'dask'")

@@ -1,0 +1,133 @@
+"""Shard fan-out: the ``memlife-shard`` flow (child runs) and the three ways to fan out.
+
+Wiring only; the work is memlife.pipeline.process_batch / memlife.fanout.process_isolated.
+
+- ``fan_out_tasks``: shard batches as tasks on a task runner: a thread pool sharing the
+  run's store, report and executor (default), or an existing Dask cluster (isolated
+  batches; needs ``pip install 'memlife[dask]'``).
+- ``fan_out_deployments``: each batch a child flow run of the ``memlife-shard/shard``
+  deployment on a work pool (``run_deployment``), so batches spread over many workers.
+  The child returns its BatchOutcome as a persisted Prefect result: with workers on more
+  than one machine, give the pool a shared result storage (PREFECT_DEFAULT_RESULT_STORAGE_BLOCK,
+  e.g. an S3 bucket block) and a shared MEMLIFE_HOME for the report parts.
+
+In every mode a batch that raises (after its throttling retries) becomes failed-shard
+entries: the other batches go on and the run receipt says ``partial_failure``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from memlife.prefect_env import configure
+
+configure()
+
+from prefect import flow, task  # noqa: E402
+from prefect.cache_policies import NO_CACHE  # noqa: E402
+from prefect.client.orchestration import get_client  # noqa: E402
+from prefect.context import FlowRunContext  # noqa: E402
+from prefect.deployments import run_deployment  # noqa: E402
+
+from flows import limits  # noqa: E402
+from memlife import fanout, pipeline  # noqa: E402
+from memlife.pipeline import BatchOutcome, RunConfig, RunContext, Shard  # noqa: E402
+
+_task = dict(cache_policy=NO_CACHE, persist_result=False)
+
+process_batch = task(name="process-shards", **_task, **limits.RETRYING)(pipeline.process_batch)
+isolated_batch = task(name="process-shards-isolated", **_task, **limits.RETRYING)(
+    fanout.process_isolated
+)
+
+SHARD_DEPLOYMENT = "memlife-shard/shard"
+
+
+@flow(
+    name="memlife-shard",
+    persist_result=True,  # the parent reads the BatchOutcome back as this run's result
+    validate_parameters=True,
+    timeout_seconds=limits.FLOW_TIMEOUT_SECONDS,
+)
+def shard(config: dict[str, Any], shards: list[dict[str, str]], part: str = "0") -> BatchOutcome:
+    """Process the given shards of a parent run (same run id: ``config.now`` is its cutoff)."""
+    run = isolated_batch.with_options(persist_result=False)
+    return run(
+        fanout.config_from_params(config), fanout.shards_from_params(shards), part, limits.limited
+    )
+
+
+def _settle(futures: list, groups: Sequence[Sequence[Shard]]) -> list[BatchOutcome]:
+    """Wait for every batch; a failed one becomes failed-shard entries instead of an error."""
+    outcomes = []
+    for fut, group in zip(futures, groups, strict=True):
+        result = fut.result(raise_on_failure=False)
+        if isinstance(result, BatchOutcome):
+            outcomes.append(result)
+        elif isinstance(result, BaseException):
+            outcomes.append(fanout.failed_outcome(group, result))
+        else:
+            outcomes.append(fanout.failed_outcome(group, f"TASK_{fut.state.type.value}"))
+    return outcomes
+
+
+def fan_out_tasks(
+    ctx: RunContext, db: Any, groups: Sequence[Sequence[Shard]], report: Any, executor: Any,
+    *, runner: str = "threads", max_workers: int = 4, dask_address: str | None = None,
+) -> list[BatchOutcome]:  # fmt: skip
+    if not groups:
+        return []
+    with limits.task_runner(runner, max_workers, dask_address) as tr:
+        if runner == "threads":
+            futures = [
+                tr.submit(process_batch, {"ctx": ctx, "store": db, "shards": list(g),
+                                          "report": report, "executor": executor})
+                for g in groups
+            ]  # fmt: skip
+        else:  # Dask workers cannot share live objects: each batch opens its own
+            cfg = fanout.config_from_params(fanout.config_params(ctx.config, ctx))
+            futures = [
+                tr.submit(isolated_batch, {"config": cfg, "shards": list(g), "part": str(i),
+                                           "wrap": limits.limited})
+                for i, g in enumerate(groups)
+            ]  # fmt: skip
+        return _settle(futures, groups)
+
+
+def fan_out_deployments(
+    ctx: RunContext, config: RunConfig, groups: Sequence[Sequence[Shard]],
+    deployment: str = SHARD_DEPLOYMENT, poll_seconds: float = 2.0,
+) -> list[BatchOutcome]:  # fmt: skip
+    """One child flow run per batch on the shard deployment's work pool; wait for all."""
+    params = fanout.config_params(config, ctx)
+    parent = FlowRunContext.get()
+    parent_id = str(parent.flow_run.id) if parent and parent.flow_run else ctx.run_id
+    runs = [
+        run_deployment(
+            deployment, timeout=0, as_subflow=True,
+            parameters={"config": params, "shards": fanout.shard_params(g), "part": str(i)},
+            flow_run_name=f"{ctx.run_id}-part-{i}", idempotency_key=f"{parent_id}:{i}",
+        )
+        for i, g in enumerate(groups)
+    ]  # fmt: skip
+    outcomes: list[BatchOutcome | None] = [None] * len(runs)
+    with get_client(sync_client=True) as client:
+        while any(o is None for o in outcomes):
+            for i, fr in enumerate(runs):
+                if outcomes[i] is not None:
+                    continue
+                state = client.read_flow_run(fr.id).state
+                if state is None or not state.is_final():
+                    continue
+                if state.is_completed():
+                    try:
+                        outcomes[i] = state.result()
+                    except Exception as exc:  # result storage not shared with the parent
+                        outcomes[i] = fanout.failed_outcome(groups[i], exc)
+                else:
+                    outcomes[i] = fanout.failed_outcome(groups[i], f"CHILD_{state.type.value}")
+            if any(o is None for o in outcomes):
+                time.sleep(poll_seconds)
+    return [o for o in outcomes if o is not None]

@@ -1,0 +1,131 @@
+"""Fan-out: one failing shard does not stop the others; the receipt and an event say so.
+
+Three shards (three actors, one namespace each), one batch per shard, on the thread-pool
+task runner. The store raises for one actor while its pages are read: in the first test
+an unexpected error that escapes ``process_batch`` (the task fails; the flow turns it into
+a failed-shard entry), in the second a StoreError that ``process_batch`` itself records.
+The event is captured by Prefect's asserting events client, which replaces the websocket
+client inside the EventsWorker: what it holds is exactly what ``emit_event`` sent.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from prefect.events.clients import AssertingEventsClient
+from prefect.events.worker import EventsWorker
+
+from memlife.demo import generate
+from memlife.stores import open_store
+from memlife.stores.base import StoreError
+
+ACTORS = ["u-000000", "u-000001", "u-000002"]
+BAD = "u-000001"
+NAMESPACES = ["/users/*/preferences"]
+
+
+class FaultyStore:
+    """Delegates to a real store; reading the bad actor's records raises ``error``."""
+
+    def __init__(self, inner, error: BaseException):
+        self._inner, self._error = inner, error
+
+    def _check(self, actor_id: str) -> None:
+        if actor_id == BAD:
+            raise self._error
+
+    def page(self, actor_id, namespace, **kw):
+        self._check(actor_id)
+        return self._inner.page(actor_id, namespace, **kw)
+
+    def page_views(self, actor_id, namespace, **kw):
+        self._check(actor_id)
+        return self._inner.page_views(actor_id, namespace, **kw)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+@pytest.fixture()
+def seeded(home: Path) -> str:
+    url = f"sqlite:///{home / 'fanout.db'}"
+    home.mkdir(parents=True, exist_ok=True)
+    db = open_store(url)
+    try:
+        db.put_many(list(generate(300, seed=7)))
+    finally:
+        db.close()
+    return url
+
+
+@pytest.fixture()
+def events(monkeypatch: pytest.MonkeyPatch):
+    worker = EventsWorker.instance(AssertingEventsClient)
+    monkeypatch.setattr(EventsWorker, "instance", lambda *_a, **_k: worker)
+    yield worker
+    worker.drain()
+
+
+def _run(seeded: str, home: Path, monkeypatch: pytest.MonkeyPatch, error: BaseException) -> dict:
+    import flows.nightly as nightly_mod
+
+    monkeypatch.setattr(nightly_mod, "open_store", lambda url: FaultyStore(open_store(url), error))
+    return nightly_mod.nightly(
+        dry_run=True, actors=ACTORS, namespaces=NAMESPACES, now="2026-03-01T00:00:00Z",
+        store=seeded, receipts=f"file://{home / 'receipts'}", shards_per_batch=1, max_workers=3,
+    )  # fmt: skip
+
+
+def _partial_events(worker: EventsWorker) -> list:
+    worker.drain()
+    client = worker._client
+    assert isinstance(client, AssertingEventsClient)
+    return [e for e in client.events if e.event == "memlife.run.partial_failure"]
+
+
+@pytest.mark.parametrize(
+    "error, code",
+    [(RuntimeError("boom: u-000001 secret text"), "RuntimeError"),
+     (StoreError("quota", "SERVICE_QUOTA"), "SERVICE_QUOTA")],
+    ids=["task-level", "shard-level"],
+)  # fmt: skip
+def test_one_shard_fails_others_complete(
+    prefect_harness, seeded, home, monkeypatch, events, error, code
+):
+    result = _run(seeded, home, monkeypatch, error)
+
+    bad = f"{BAD}:/users/{BAD}/preferences"
+    assert result["status"] == "partial_failure"
+    assert result["shards"] == 2  # the two good shards completed
+    assert [s["shard"] for s in result["failed_shards"]] == [bad]
+    assert result["failed_shards"][0]["code"] == code
+    assert result["records"] > 0
+
+    receipt = json.loads(Path(result["receipt"]).read_text())
+    assert receipt["status"] == "partial_failure"
+    assert receipt["shards"]["total"] == 3 and receipt["shards"]["completed"] == 2
+    assert [s["shard"] for s in receipt["shards"]["failed"]] == [bad]
+    assert receipt["pagination_complete"] is False
+
+    # the two good shards are in the report, the bad one is not
+    rows = [json.loads(line) for line in Path(result["report"]).read_text().splitlines()]
+    assert {r["actor_id"] for r in rows} == set(ACTORS) - {BAD}
+
+    (event,) = _partial_events(events)
+    assert event.resource.id == f"memlife.run.{result['run_id']}"
+    assert event.payload["failed_shards"] == [bad]
+    assert event.payload["counts"]["processed"] == result["records"]
+    assert "secret" not in event.model_dump_json()  # error type only, never its message
+
+
+def test_success_emits_no_event(prefect_harness, seeded, home, monkeypatch, events):
+    import flows.nightly as nightly_mod
+
+    result = nightly_mod.nightly(
+        dry_run=True, actors=ACTORS, namespaces=NAMESPACES, now="2026-03-01T00:00:00Z",
+        store=seeded, receipts=f"file://{home / 'receipts'}", shards_per_batch=2,
+    )  # fmt: skip
+    assert result["status"] == "success" and result["shards"] == 3
+    assert _partial_events(events) == []
