@@ -161,7 +161,9 @@ class S3Sink:
 
 def open_sink(url: str | None = None) -> ReceiptSink:
     """``file://path`` (relative or absolute) or ``s3://bucket/prefix?endpoint_url=..&region=..``."""
-    url = url or os.environ.get("MEMLIFE_RECEIPTS") or DEFAULT_RECEIPTS_URL
+    home = os.environ.get("MEMLIFE_HOME")
+    default = f"file://{home}/receipts" if home else DEFAULT_RECEIPTS_URL
+    url = url or os.environ.get("MEMLIFE_RECEIPTS") or default
     parsed = urlparse(url)
     if parsed.scheme == "file":
         return FileSink(url[len("file://") :])

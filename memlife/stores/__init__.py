@@ -13,8 +13,11 @@ __all__ = ["BatchResult", "MemoryStore", "Page", "iter_shard", "open_store", "re
 
 
 def resolve_store_url(url: str | None = None) -> str:
-    """Explicit URL, else $MEMLIFE_STORE, else the embedded default."""
-    return url or os.environ.get("MEMLIFE_STORE") or DEFAULT_STORE_URL
+    """Explicit URL, else $MEMLIFE_STORE, else the embedded default under $MEMLIFE_HOME."""
+    if url or os.environ.get("MEMLIFE_STORE"):
+        return url or os.environ["MEMLIFE_STORE"]
+    home = os.environ.get("MEMLIFE_HOME")
+    return f"sqlite:///{home}/memlife.db" if home else DEFAULT_STORE_URL
 
 
 def open_store(url: str | None = None) -> MemoryStore:
