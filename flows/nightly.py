@@ -62,6 +62,7 @@ def nightly(
     consolidate: bool = True,
     retry_only: bool = False,
     eval_cases: str | None = None,
+    metrics_namespace: str | None = None,
     fan_out: Literal["tasks", "deployments"] = "tasks",
     task_runner: Literal["threads", "dask"] = "threads",
     max_workers: int = 4,
@@ -73,7 +74,7 @@ def nightly(
         dry_run=dry_run, namespaces=tuple(namespaces or ()), actors=tuple(actors or ()),
         now=pipeline.parse_now(now), policy=policy, store=store, receipts=receipts,
         page_size=page_size, shards_per_batch=shards_per_batch, consolidate=consolidate,
-        retry_only=retry_only, eval_cases=eval_cases,
+        retry_only=retry_only, eval_cases=eval_cases, metrics_namespace=metrics_namespace,
     )  # fmt: skip
     ctx = start_run(config)
     db = open_store(config.store)

@@ -25,6 +25,7 @@ from memlife.apply import DeleteItem, Executor, Tally
 from memlife.audit import ReceiptSink, ReceiptWriteError, dumps, open_sink, run_prefix
 from memlife.consolidate.base import Consolidator
 from memlife.journal import Journal, open_journal
+from memlife.metrics import publish_counts
 from memlife.model import PlanView, parse_time, plan_view, utcnow
 from memlife.plan import DELETE_ACTIONS, Action, Decision, Planner, Reason
 from memlife.policy import Policy, load_policy, resolve_policy_path
@@ -61,6 +62,7 @@ class RunConfig:
     consolidate: bool = True  # False: plan and apply without calling any consolidator
     retry_only: bool = False
     eval_cases: str | None = None  # regression-gate cases (YAML/JSONL); None: gate skipped
+    metrics_namespace: str | None = None  # CloudWatch namespace for counts (or env)
 
 
 @dataclass
@@ -411,6 +413,8 @@ def finish_run(
         summary.receipt = ctx.sink.location(rkey) if rkey else None
     except ReceiptWriteError:
         summary.status = "partial_failure" if status == "success" else status
+    publish_counts(lifecycle, namespace=ctx.config.metrics_namespace, mode=ctx.mode,
+                   policy_version=ctx.policy.version, timestamp=ctx.cutoff)  # fmt: skip
     return summary
 
 

@@ -71,6 +71,7 @@ def register(app: typer.Typer) -> None:
         retry_only: Annotated[bool, typer.Option("--retry-only", help="Only drain the retry queue.")] = False,
         consolidate: Annotated[bool, typer.Option("--consolidate/--no-consolidate", help="Call the consolidator (model) for groups.")] = True,
         eval_cases: Annotated[str | None, typer.Option("--eval-cases", help="Regression-gate cases file; gate skipped without it.")] = None,
+        metrics_namespace: Annotated[str | None, typer.Option("--metrics-namespace", help="Publish counts to CloudWatch under this namespace.")] = None,
         engine: Annotated[Engine, typer.Option("--engine")] = Engine.prefect,
         json_out: JsonOpt = False,
     ) -> None:
@@ -85,7 +86,7 @@ def register(app: typer.Typer) -> None:
             dry_run=dry_run, namespaces=namespace or [], actors=actor or [],
             now=cutoff.isoformat() if cutoff else None, policy=policy, store=store,
             receipts=receipts, page_size=page_size, consolidate=consolidate,
-            retry_only=retry_only, eval_cases=eval_cases,
+            retry_only=retry_only, eval_cases=eval_cases, metrics_namespace=metrics_namespace,
         )  # fmt: skip
         with progress_bar("planning records", None, interactive(json_out)):
             if engine is Engine.prefect:
@@ -95,6 +96,7 @@ def register(app: typer.Typer) -> None:
                     dry_run=dry_run, namespaces=tuple(namespace or ()), actors=tuple(actor or ()),
                     now=cutoff, policy=policy, store=store, receipts=receipts, page_size=page_size,
                     consolidate=consolidate, retry_only=retry_only, eval_cases=eval_cases,
+                    metrics_namespace=metrics_namespace,
                 )  # fmt: skip
                 result = run_local(config).as_json()
         if json_out:

@@ -1,0 +1,46 @@
+"""Run counts as CloudWatch metrics (optional): one datum per count, dimensioned by run mode.
+
+Enabled by a namespace (``--metrics-namespace`` or MEMLIFE_CLOUDWATCH_NAMESPACE). A
+metrics failure never fails a run: the counts are already in the run receipt.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+def publish_counts(
+    counts: Mapping[str, int],
+    *,
+    namespace: str | None = None,
+    mode: str,
+    policy_version: str,
+    timestamp: datetime,
+    client: Any = None,
+) -> bool:
+    namespace = namespace or os.environ.get("MEMLIFE_CLOUDWATCH_NAMESPACE")
+    if not namespace:
+        return False
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    cw = client or boto3.client("cloudwatch")
+    dims = [{"Name": "Mode", "Value": mode}, {"Name": "PolicyVersion", "Value": policy_version}]
+    data = [
+        {"MetricName": name, "Dimensions": dims, "Timestamp": timestamp, "Value": float(value),
+         "Unit": "Count"}  # fmt: skip
+        for name, value in counts.items()
+    ]
+    try:
+        for i in range(0, len(data), 1000):  # PutMetricData takes at most 1,000 data
+            cw.put_metric_data(Namespace=namespace, MetricData=data[i : i + 1000])
+        return True
+    except (BotoCoreError, ClientError) as exc:
+        log.warning("CloudWatch metrics not published: %s", type(exc).__name__)
+        return False
