@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from memlife.cli import data, online, receipts, run
+from memlife.cli import data, erase, evaluation, online, quarantine, receipts, run
 
 app = typer.Typer(
     name="memlife",
@@ -14,7 +14,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for module in (run, data, receipts, online):
+for module in (run, data, receipts, online, evaluation, quarantine, erase):
     module.register(app)
 
 

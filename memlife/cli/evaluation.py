@@ -1,0 +1,127 @@
+"""`memlife eval`: run an evaluation set on demand; `memlife eval init`: a starter set."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from memlife.cli.common import JsonOpt, StoreOpt, console, err_console, fail, print_json
+from memlife.evalset import EvalSetError, dump_cases, load_cases, starter_cases
+from memlife.model import parse_time
+from memlife.policy import PolicyError, load_policy
+from memlife.stores import open_store
+
+PolicyOpt = Annotated[str, typer.Option("--policy", help="Policy file (gate thresholds).")]
+
+
+def gate_table(report: dict, title: str) -> Table:
+    table = Table(title=title)
+    for col, justify in (
+        ("gate", "left"),
+        ("value", "right"),
+        ("threshold", "right"),
+        ("result", "left"),
+    ):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for name, g in report["gates"].items():
+        before = f" (before {g['before']:.3f})" if "before" in g else ""
+        table.add_row(name, f"{g['value']:.3f}{before}", f"{g['threshold']:.3f}",
+                      "[green]pass" if g["passed"] else "[red]FAIL")  # fmt: skip
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    group = typer.Typer(help="Evaluation sets for the regression gate (docs/evaluation.md).")
+
+    @group.callback(invoke_without_command=True)
+    def evaluate_cmd(
+        ctx: typer.Context,
+        cases: Annotated[
+            Path | None, typer.Option("--cases", help="Cases file (YAML or JSONL)")
+        ] = None,
+        policy: PolicyOpt = "policies/default.yaml",
+        store: StoreOpt = None,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """Run a set against the store as it is and print the gate table (exit 1: a gate failed)."""
+        if ctx.invoked_subcommand is not None:
+            return
+        if cases is None:
+            raise fail("give --cases FILE (or use `memlife eval init` to write a starter set)")
+        from memlife.gate import evaluate
+
+        try:
+            loaded = load_cases(cases)
+            pol = load_policy(policy)
+        except (EvalSetError, PolicyError) as exc:
+            raise fail(str(exc)) from None
+        db = open_store(store)
+        try:
+            report = evaluate(db, loaded, policy=pol)
+        finally:
+            db.close()
+        if json_out:
+            print_json(report)
+        else:
+            console.print(gate_table(report, f"evaluation: {report['cases']} cases, "
+                                             f"{report['replicas']} replica(s)"))  # fmt: skip
+            cases_t = Table(title="cases")
+            for col in ("case", "kind", "impact", "recall@k", "forbidden hits", "result"):
+                cases_t.add_column(col)
+            for r in report["results"]:
+                cases_t.add_row(r["id"], r["kind"], r["impact"],
+                                f"{r['must_hits']}/{r['must_total']}" if r["must_total"] else "-",
+                                ", ".join(r["forbidden_hits"]) or "-",
+                                "[green]pass" if r["passed"] else "[red]FAIL")  # fmt: skip
+            console.print(cases_t)
+            if report["high_impact_failed"]:
+                err_console.print(
+                    f"high-impact cases failed: {', '.join(report['high_impact_failed'])}"
+                )
+        raise typer.Exit(1 if report["blocked"] else 0)
+
+    @group.command("init")
+    def init(
+        output: Annotated[
+            Path, typer.Option("--output", "-o", help="Where to write (.yaml or .jsonl)")
+        ] = Path("eval/cases.yaml"),
+        actors: Annotated[
+            int, typer.Option("--actors", min=1, help="How many actors to sample")
+        ] = 5,
+        actor: Annotated[
+            list[str] | None, typer.Option("--actor", help="Actor id (repeatable)")
+        ] = None,
+        per_kind: Annotated[
+            int, typer.Option("--per-kind", min=1, help="Cases per kind per actor")
+        ] = 2,
+        now: Annotated[
+            str | None, typer.Option("--now", help="Cutoff the planner uses, ISO-8601")
+        ] = None,
+        policy: PolicyOpt = "policies/default.yaml",
+        force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file")] = False,
+        store: StoreOpt = None,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """Write a starter set derived from the store (current preferences, superseded and
+        expired statements, procedures)."""
+        if output.exists() and not force:
+            raise fail(f"{output} exists (use --force to overwrite)")
+        db = open_store(store)
+        try:
+            cases = starter_cases(db, policy=load_policy(policy), now=parse_time(now) if now else None,
+                                  actors=actors, actor_ids=actor or (), per_kind=per_kind)  # fmt: skip
+        finally:
+            db.close()
+        dump_cases(cases, output)
+        kinds: dict[str, int] = {}
+        for c in cases:
+            kinds[c.kind.value] = kinds.get(c.kind.value, 0) + 1
+        if json_out:
+            print_json({"output": str(output), "cases": len(cases), "kinds": kinds})
+        else:
+            err_console.print(f"wrote {len(cases)} cases to {output}: {kinds}")
+
+    app.add_typer(group, name="eval")

@@ -1,0 +1,99 @@
+"""`memlife quarantine list | restore ID... | purge --older-than DAYS`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from memlife.cli.common import JsonOpt, ReceiptsOpt, StoreOpt, console, err_console, print_json
+from memlife.stores import open_store
+
+PolicyOpt = Annotated[str, typer.Option("--policy")]
+
+
+def _report(result: dict, json_out: bool, verb: str) -> None:
+    if json_out:
+        print_json(result)
+    else:
+        for o in result["operations"]:
+            err_console.print(f"{verb} {o['record_id']}: {o['outcome'] or o['state']}"
+                              + (f" ({o['error']})" if o["error"] else ""))  # fmt: skip
+        for rid in result.get("not_found", []):
+            err_console.print(f"[yellow]not found[/yellow] {rid}")
+        err_console.print(
+            f"run {result['run_id']}: {result['status']}; receipt: {result['receipt']}"
+        )
+    if result["status"] != "success" or result.get("not_found"):
+        raise typer.Exit(3)
+
+
+def register(app: typer.Typer) -> None:
+    group = typer.Typer(help="Records the regression gate quarantined: list, restore, purge.",
+                        no_args_is_help=True)  # fmt: skip
+
+    @group.command("list")
+    def list_(
+        actor: Annotated[str | None, typer.Option("--actor")] = None,
+        store: StoreOpt = None,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """Quarantined records (ids, scope, when, why; no content)."""
+        from memlife.quarantine import list_quarantined
+
+        db = open_store(store)
+        try:
+            rows = list_quarantined(db, actor)
+        finally:
+            db.close()
+        if json_out:
+            print_json(rows)
+            return
+        table = Table(title=f"{len(rows)} quarantined records")
+        for col in ("id", "actor", "namespace", "type", "since", "reasons"):
+            table.add_column(col)
+        for r in rows:
+            table.add_row(r["id"], r["actor_id"], r["namespace"], r["memory_type"],
+                          r["quarantined_at"] or "", ", ".join(r["reasons"]))  # fmt: skip
+        console.print(table)
+
+    @group.command("restore")
+    def restore(
+        ids: Annotated[list[str], typer.Argument(help="Record ids to restore")],
+        policy: PolicyOpt = "policies/default.yaml",
+        store: StoreOpt = None,
+        receipts: ReceiptsOpt = None,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """Bring records back exactly as they were before quarantine (journaled, receipted)."""
+        from memlife.quarantine import restore as do_restore
+
+        db = open_store(store)
+        try:
+            result = do_restore(db, ids, policy=policy, receipts=receipts)
+        finally:
+            db.close()
+        _report(result, json_out, "restore")
+
+    @group.command("purge")
+    def purge(
+        older_than: Annotated[
+            float, typer.Option("--older-than", min=0, help="Days in quarantine")
+        ],
+        policy: PolicyOpt = "policies/default.yaml",
+        store: StoreOpt = None,
+        receipts: ReceiptsOpt = None,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """Delete records quarantined at least DAYS ago (legal holds excepted)."""
+        from memlife.quarantine import purge as do_purge
+
+        db = open_store(store)
+        try:
+            result = do_purge(db, older_than, policy=policy, receipts=receipts)
+        finally:
+            db.close()
+        _report(result, json_out, "purge")
+
+    app.add_typer(group, name="quarantine")

@@ -1,0 +1,377 @@
+"""The regression gate: an evaluation set run through recall before and after a run's changes.
+
+Recall here is the online recall's ranking (``memlife.retrieval.rank``: dense MiniLM +
+BM25) over the ACTIVE records of the case's actor (and namespace), with vectors from the
+embedding cache. "After" is a SHADOW VIEW: the same active set minus the proposed
+deletions; nothing is deleted to evaluate. Deletion candidates that are already
+quarantined count as present in "before" (quarantine is a pause, not a verdict), so a
+must-retain record that was quarantined once stays protected on the next night.
+
+Three separate gates, thresholds from ``policy.gate``:
+  must_retain_recall   share of cases with must_retrieve targets whose recall@k >= min_result
+  forbidden_retrieval  share of forbidden targets (ids or claims) that surface in a top-k
+  contradiction_rate   share of cases whose top-k hands the agent competing versions of a
+                       fact: a must-retrieve hit together with a forbidden hit, or two
+                       different statements on one subject (non-episodic, same namespace)
+The verdict blocks the deletion commit (the pipeline quarantines instead) when a
+HIGH-impact case fails on the after view, or when a gate fails after and the proposed
+deletions made it worse than before. Replicas re-run the set (``policy.gate.replicas``):
+a case passes only if it passes in every replica. The verdict holds case ids, gate
+names and figures: never a query, a fact or any record content.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from memlife.evalset import EvalCase, Impact, Target, load_cases
+from memlife.model import MemoryRecord, MemoryType, Status
+from memlife.policy import GatePolicy, Policy
+from memlife.retrieval import LexicalIndex, rank
+from memlife.stores.base import MemoryStore, iter_shard
+from memlife.text import normalise
+
+if TYPE_CHECKING:
+    from memlife.apply import DeleteItem
+    from memlife.embed_cache import EmbeddingCache
+    from memlife.pipeline import RunContext
+
+GATES = ("must_retain_recall", "forbidden_retrieval", "contradiction_rate")
+
+# (query, retrieved contents) -> the model's final answer
+Answerer = Callable[[str, Sequence[str]], str]
+
+
+# -- recall over a (shadow) view --------------------------------------------------------------
+@dataclass
+class _Corpus:
+    records: list[MemoryRecord]
+    vectors: np.ndarray
+    lexical: LexicalIndex
+
+
+class ShadowRecall:
+    """Recall as the online library ranks it, over the active set with ids masked out.
+
+    Mirrors ``LongTermMemory.recall`` (memlife/online/memory.py): per namespace,
+    ``retrieval.rank`` (cosine + max-normalised BM25, threshold on the cosine, default
+    ``DEFAULT_THRESHOLD``) over the ACTIVE records, then a merge by fused score. It does
+    not write to the access ledger (an evaluation is not an access). Records and vectors
+    are loaded once per (actor, namespace); a view (the excluded ids) masks rows and
+    rebuilds the BM25 index (idf depends on the corpus, as it would after a delete).
+    """
+
+    def __init__(self, store: MemoryStore, cache: EmbeddingCache | None = None):
+        from memlife.embed_cache import EmbeddingCache
+
+        self.store = store
+        self.cache = cache or EmbeddingCache.for_store(store)
+        self._base: dict[
+            tuple[str, str, frozenset[str]], tuple[list[MemoryRecord], np.ndarray]
+        ] = {}
+        self._views: dict[tuple[str, str, frozenset[str], frozenset[str]], _Corpus] = {}
+        self._qvec: dict[str, np.ndarray] = {}
+        self._prov: dict[str, MemoryRecord | None] = {}
+        self._names: dict[str, list[str]] = {}
+
+    def namespaces(self, actor: str) -> list[str]:
+        if actor not in self._names:
+            self._names[actor] = sorted(self.store.list_namespaces(actor))
+        return self._names[actor]
+
+    def _load(
+        self, actor: str, namespace: str, extra: frozenset[str]
+    ) -> tuple[list[MemoryRecord], np.ndarray]:
+        key = (actor, namespace, extra)
+        if key not in self._base:
+            records: list[MemoryRecord] = []
+            for page in iter_shard(self.store, actor, namespace, statuses=[Status.active]):
+                records += [r for r in page.records if r.status is Status.active]
+            have = {r.id for r in records}
+            for rid in sorted(extra - have):  # quarantined candidates: present in "before"
+                r = self.store.get(rid)
+                if (r is not None and r.actor_id == actor and r.namespace == namespace
+                        and r.status is Status.quarantined):  # fmt: skip
+                    records.append(r)
+            records.sort(key=lambda r: r.id)
+            vecs = self.cache.get_or_embed(records) if records else np.zeros((0, 1), np.float32)
+            self._base[key] = (records, vecs)
+        return self._base[key]
+
+    def corpus(self, actor: str, namespace: str, *, exclude: frozenset[str] = frozenset(),
+               include: frozenset[str] = frozenset()) -> _Corpus:  # fmt: skip
+        key = (actor, namespace, exclude, include)
+        view = self._views.get(key)
+        if view is None:
+            records, vecs = self._load(actor, namespace, include)
+            keep = [i for i, r in enumerate(records) if r.id not in exclude]
+            recs = [records[i] for i in keep]
+            view = _Corpus(
+                recs, vecs[keep] if keep else vecs[:0], LexicalIndex([r.content for r in recs])
+            )
+            self._views[key] = view
+        return view
+
+    def query_vector(self, query: str) -> np.ndarray:
+        if query not in self._qvec:  # queries are embedded, never cached in the store
+            self._qvec[query] = self.cache.embedder.embed([query])[0]
+        return self._qvec[query]
+
+    def recall(self, query: str, actor: str, namespace: str | None = None, *, k: int = 5,
+               threshold: float | None = None, exclude: Iterable[str] = (),
+               include: Iterable[str] = ()) -> list[MemoryRecord]:  # fmt: skip
+        """Top-k active records for ``query`` in the view (best first)."""
+        from memlife.online.memory import DEFAULT_THRESHOLD
+
+        thr = DEFAULT_THRESHOLD if threshold is None else threshold
+        ex, inc = frozenset(exclude), frozenset(include)
+        cands: list[tuple[float, str, MemoryRecord]] = []
+        for ns in [namespace] if namespace is not None else self.namespaces(actor):
+            view = self.corpus(actor, ns, exclude=ex, include=inc)
+            if not view.records:
+                continue
+            hits = rank(self.query_vector(query), view.vectors, k=k, threshold=thr,
+                        query_text=query, lexical=view.lexical)  # fmt: skip
+            cands += [(float(s), view.records[int(i)].id, view.records[int(i)])
+                      for i, s in zip(hits.indices, hits.scores, strict=True)]  # fmt: skip
+        cands.sort(key=lambda c: (-c[0], c[1]))
+        return [c[2] for c in cands[:k]]
+
+    def lineage(self, record: MemoryRecord) -> set[str]:
+        """The record's id and every id it supersedes, transitively (replacement chains)."""
+        out = {record.id}
+        todo = list(record.provenance.supersedes)
+        while todo:
+            rid = todo.pop()
+            if rid in out:
+                continue
+            out.add(rid)
+            if rid not in self._prov:
+                self._prov[rid] = self.store.get(rid)
+            src = self._prov[rid]
+            if src is not None:
+                todo += src.provenance.supersedes
+        return out
+
+
+# -- one case ---------------------------------------------------------------------------------
+def _text_hit(t: Target, records: Sequence[MemoryRecord]) -> bool:
+    needle = normalise(t.text or "")
+    return any(needle in normalise(r.content) for r in records)
+
+
+def _competing(records: Sequence[MemoryRecord]) -> bool:
+    seen: dict[tuple[str, str], str] = {}
+    for r in records:
+        if not r.subject or r.memory_type is MemoryType.episodic:
+            continue
+        key = (r.namespace, r.subject.strip().lower())
+        norm = normalise(r.content)
+        if seen.setdefault(key, norm) != norm:
+            return True
+    return False
+
+
+def run_case(
+    case: EvalCase, recall: ShadowRecall, *, exclude: Iterable[str] = (), include: Iterable[str] = (),
+    answerer: Answerer | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """One case on one view: retrieved ids, recall@k, forbidden hits, pass/fail. Ids only."""
+    got = recall.recall(case.query, case.actor_id, case.namespace, k=case.k, threshold=case.threshold,
+                        exclude=exclude, include=include)  # fmt: skip
+    covered: set[str] = set()
+    for r in got:
+        covered |= recall.lineage(r)
+    must_hits = [
+        t
+        for t in case.must_retrieve
+        if (t.id in covered if t.id is not None else _text_hit(t, got))
+    ]
+    retrieved_ids = {r.id for r in got}
+    forbidden_hits = [
+        t
+        for t in case.forbidden
+        if (t.id in retrieved_ids if t.id is not None else _text_hit(t, got))
+    ]
+    total = len(case.must_retrieve)
+    recall_at_k = len(must_hits) / total if total else 1.0
+    missing = [t.label for t in case.must_retrieve if t not in must_hits]
+    out: dict[str, Any] = {
+        "id": case.id, "kind": case.kind.value, "impact": case.impact.value, "k": case.k,
+        "retrieved": [r.id for r in got], "must_total": total, "must_hits": len(must_hits),
+        "recall_at_k": round(recall_at_k, 6), "missing": missing,
+        "forbidden_total": len(case.forbidden), "forbidden_hits": [t.label for t in forbidden_hits],
+        "contradiction": bool((must_hits and forbidden_hits) or _competing(got)),
+    }  # fmt: skip
+    passed = recall_at_k >= case.min_result and not forbidden_hits
+    if answerer is not None and (case.answer_must_include or case.answer_must_not_include):
+        try:
+            answer = normalise(answerer(case.query, [r.content for r in got]))
+        except Exception as exc:  # a model outage is reported, not a verdict on the data
+            out["answer"] = {"checked": False, "error": type(exc).__name__}
+        else:
+            ok = all(normalise(s) in answer for s in case.answer_must_include) and not any(
+                normalise(s) in answer for s in case.answer_must_not_include
+            )
+            out["answer"] = {"checked": True, "passed": ok}
+            passed = passed and ok
+    out["passed"] = passed
+    return out
+
+
+# -- a whole set on one view ------------------------------------------------------------------
+def _gate(value: float, threshold: float, passed: bool) -> dict[str, Any]:
+    return {"value": round(value, 6), "threshold": threshold, "passed": passed}
+
+
+def run_set(
+    cases: Sequence[EvalCase], recall: ShadowRecall, gate: GatePolicy, *, exclude: Iterable[str] = (),
+    include: Iterable[str] = (), answerer: Answerer | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Every case, ``gate.replicas`` times; a case passes only if it passes every time."""
+    exclude, include = frozenset(exclude), frozenset(include)
+    per_case: dict[str, dict[str, Any]] = {}
+    flaky: list[str] = []
+    for _ in range(gate.replicas):
+        for c in cases:
+            res = run_case(c, recall, exclude=exclude, include=include, answerer=answerer)
+            prev = per_case.get(c.id)
+            if prev is None:
+                per_case[c.id] = res
+                continue
+            if prev["retrieved"] != res["retrieved"] or prev["passed"] != res["passed"]:
+                if c.id not in flaky:
+                    flaky.append(c.id)
+            if not res["passed"] or res["recall_at_k"] < prev["recall_at_k"]:
+                res["contradiction"] = res["contradiction"] or prev["contradiction"]
+                per_case[c.id] = res  # keep the worst replica
+            elif res["contradiction"]:
+                prev["contradiction"] = True
+    results = [per_case[c.id] for c in cases]
+    with_must = [r for r in results if r["must_total"]]
+    must_ok = [r for r in with_must if r["recall_at_k"] >= _min_result(cases, r["id"])]
+    must_value = len(must_ok) / len(with_must) if with_must else 1.0
+    f_total = sum(r["forbidden_total"] for r in results)
+    f_hits = sum(len(r["forbidden_hits"]) for r in results)
+    f_value = f_hits / f_total if f_total else 0.0
+    c_value = sum(1 for r in results if r["contradiction"]) / len(results) if results else 0.0
+    failed = [r["id"] for r in results if not r["passed"]]
+    return {
+        "gates": {
+            "must_retain_recall": _gate(must_value, gate.must_retain_recall_min,
+                                        must_value >= gate.must_retain_recall_min),
+            "forbidden_retrieval": _gate(f_value, gate.forbidden_retrieval_max,
+                                         f_value <= gate.forbidden_retrieval_max),
+            "contradiction_rate": _gate(c_value, gate.contradiction_rate_max,
+                                        c_value <= gate.contradiction_rate_max),
+        },  # fmt: skip
+        "cases": len(results), "replicas": gate.replicas, "failed_cases": failed,
+        "high_impact_failed": [r["id"] for r in results if not r["passed"] and r["impact"] == Impact.high.value],
+        "flaky_cases": flaky, "results": results,
+    }  # fmt: skip
+
+
+def _min_result(cases: Sequence[EvalCase], case_id: str) -> float:
+    return next(c.min_result for c in cases if c.id == case_id)
+
+
+def _worse(name: str, before: float, after: float) -> bool:
+    return after < before if name == "must_retain_recall" else after > before
+
+
+def verdict(before: dict[str, Any], after: dict[str, Any], proposed: int) -> dict[str, Any]:
+    """Compare two run_set reports: blocked, the gates (after, with before's figure), cases."""
+    reasons: list[str] = []
+    if after["high_impact_failed"]:
+        reasons.append("HIGH_IMPACT_CASE_FAILED")
+    gates: dict[str, Any] = {}
+    for name in GATES:
+        a, b = after["gates"][name], before["gates"][name]
+        gates[name] = {**a, "before": b["value"]}
+        if not a["passed"] and _worse(name, b["value"], a["value"]):
+            reasons.append(f"GATE_REGRESSED:{name}")
+    before_failed = set(before["failed_cases"])
+    slim = lambda rep: {"gates": {n: rep["gates"][n]["value"] for n in GATES},  # noqa: E731
+                        "failed_cases": rep["failed_cases"],
+                        "high_impact_failed": rep["high_impact_failed"]}  # fmt: skip
+    return {
+        "blocked": bool(reasons), "reasons": reasons, "proposed_deletions": proposed,
+        "cases": after["cases"], "replicas": after["replicas"], "gates": gates,
+        "failed_cases": after["failed_cases"], "high_impact_failed": after["high_impact_failed"],
+        "regressed_cases": [c for c in after["failed_cases"] if c not in before_failed],
+        "flaky_cases": sorted(set(before["flaky_cases"]) | set(after["flaky_cases"])),
+        "before": slim(before), "after": slim(after),
+    }  # fmt: skip
+
+
+# -- entry points -------------------------------------------------------------------------------
+def model_answerer_from_env() -> Answerer | None:
+    """An Anthropic answerer when ANTHROPIC_API_KEY is set (MEMLIFE_MODEL picks the model)."""
+    if not os.environ.get("ANTHROPIC_API_KEY"):
+        return None
+    import anthropic
+
+    from memlife.consolidate.anthropic import DEFAULT_MODEL
+
+    client = anthropic.Anthropic(
+        timeout=float(os.environ.get("MEMLIFE_MODEL_TIMEOUT", "60")), max_retries=2
+    )
+    model = os.environ.get("MEMLIFE_MODEL") or DEFAULT_MODEL
+
+    def answer(query: str, contexts: Sequence[str]) -> str:
+        memories = "\n".join(f"- {c}" for c in contexts) or "(none)"
+        msg = client.messages.create(
+            model=model, max_tokens=300, temperature=0,
+            system="Answer the user's question using only the memories given. Be brief.",
+            messages=[{"role": "user", "content": f"Memories:\n{memories}\n\nQuestion: {query}"}],
+        )  # fmt: skip
+        return "".join(getattr(b, "text", "") for b in msg.content)
+
+    return answer
+
+
+def evaluate(
+    store: MemoryStore, cases: Sequence[EvalCase] | str, *, policy: Policy | None = None,
+    cache: EmbeddingCache | None = None, answerer: Answerer | None = None,
+    exclude: Iterable[str] = (),
+) -> dict[str, Any]:  # fmt: skip
+    """On demand: run a set against the store as it is (optionally minus ``exclude`` ids)."""
+    from memlife.policy import load_policy
+
+    policy = policy or load_policy()
+    if isinstance(cases, str):
+        cases = load_cases(cases)
+    report = run_set(
+        cases, ShadowRecall(store, cache), policy.gate, exclude=exclude, answerer=answerer
+    )
+    report["blocked"] = bool(report["high_impact_failed"]) or not all(
+        g["passed"] for g in report["gates"].values()
+    )
+    return report
+
+
+def evaluate_deletions(
+    ctx: RunContext, store: MemoryStore, items: Sequence[DeleteItem]
+) -> dict[str, Any]:
+    """The pipeline's step 8: before (active set) vs after (shadow view minus ``items``)."""
+    if not ctx.config.eval_cases:
+        raise ValueError("evaluate_deletions needs RunConfig.eval_cases")
+    cases = load_cases(ctx.config.eval_cases)
+    recall = ShadowRecall(store)
+    answerer = model_answerer_from_env()
+    ids = frozenset(i.id for i in items)
+    before = run_set(cases, recall, ctx.policy.gate, include=ids, answerer=answerer)
+    after = before if not ids else run_set(cases, recall, ctx.policy.gate, exclude=ids, include=ids,
+                                           answerer=answerer)  # fmt: skip
+    out = verdict(before, after, len(ids))
+    out["answers"] = "model" if answerer is not None else "skipped"
+    if out["blocked"] and not ctx.config.dry_run:
+        from memlife.quarantine import snapshot
+
+        snapshot(store, sorted(ids))  # so that a restore can bring the records back exactly
+    return out

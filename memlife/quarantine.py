@@ -1,0 +1,293 @@
+"""Quarantine: list, restore (exactly) and purge records the regression gate held back.
+
+When the gate blocks a deletion, the pipeline quarantines the candidates instead
+(status ``quarantined``: recoverable, invisible to recall). Just before that, the gate
+calls :func:`snapshot`, which keeps each record's lifecycle fields (status,
+status_changed_at, provenance: ids, hashes and versions, never content) in the side
+table ``quarantine_snapshots``. Quarantine never touches content or the embedding
+cache, so :func:`restore` puts the snapshot back and the record is exactly what it was.
+
+Every change is an operation of a standalone run (``manual-<timestamp>-<hash>``) through
+the executor's lifecycle: journaled (OpKind.restore / OpKind.purge), applied
+idempotently, receipted content-free, plus a run manifest and receipt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from memlife.apply import Executor, Result, Tally
+from memlife.audit import ReceiptSink, ReceiptWriteError, dumps, open_sink, run_prefix
+from memlife.journal import Journal, Operation, OpKind, OpState, Outcome, open_journal
+from memlife.model import MemoryRecord, Provenance, Status, utcnow
+from memlife.policy import Policy, load_policy
+from memlife.receipts import operations_parquet
+from memlife.stores.base import ItemFailure, MemoryStore, iter_shard
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS quarantine_snapshots (
+    record_id TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    status_changed_at TEXT,
+    provenance TEXT NOT NULL,
+    taken_at TEXT NOT NULL
+);
+"""
+
+
+# -- the side table --------------------------------------------------------------------------
+def _side(store: object) -> tuple[sqlite3.Connection, AbstractContextManager[Any]]:
+    """The store's own SQLite connection when it has one, else $MEMLIFE_HOME/quarantine.db."""
+    conn = getattr(store, "connection", None)
+    if isinstance(conn, sqlite3.Connection):
+        lock = getattr(store, "lock", None)
+        ctx: AbstractContextManager[Any] = lock if lock is not None else nullcontext()
+    else:
+        path = Path(os.environ.get("MEMLIFE_HOME", ".memlife")) / "quarantine.db"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+        ctx = threading.RLock()
+    with ctx:
+        conn.executescript(SCHEMA)
+    return conn, ctx
+
+
+def snapshot(store: MemoryStore, ids: Sequence[str]) -> int:
+    """Keep the lifecycle fields of records about to be quarantined (not already so)."""
+    conn, lock = _side(store)
+    now = utcnow().isoformat()
+    n = 0
+    with lock:
+        for rid in ids:
+            r = store.get(rid)
+            if r is None or r.status is Status.quarantined:
+                continue  # a quarantined record keeps the snapshot of before its quarantine
+            conn.execute(
+                "INSERT OR REPLACE INTO quarantine_snapshots VALUES (?, ?, ?, ?, ?)",
+                (rid, r.status.value, r.status_changed_at.isoformat() if r.status_changed_at else None,
+                 r.provenance.model_dump_json(), now),
+            )  # fmt: skip
+            n += 1
+    return n
+
+
+def _snapshots(store: MemoryStore, ids: Sequence[str]) -> dict[str, tuple[str, str | None, str]]:
+    conn, lock = _side(store)
+    out: dict[str, tuple[str, str | None, str]] = {}
+    with lock:
+        for rid in ids:
+            row = conn.execute(
+                "SELECT status, status_changed_at, provenance FROM quarantine_snapshots WHERE record_id=?",
+                (rid,),
+            ).fetchone()
+            if row:
+                out[rid] = (row[0], row[1], row[2])
+    return out
+
+
+def forget_snapshots(store: MemoryStore, ids: Sequence[str]) -> None:
+    conn, lock = _side(store)
+    with lock:
+        conn.executemany("DELETE FROM quarantine_snapshots WHERE record_id=?", [(i,) for i in ids])
+
+
+# -- standalone (manual) runs ------------------------------------------------------------------
+@dataclass
+class ManualRun:
+    """A run id, an executor and the evidence of one manual action (restore, purge, erase)."""
+
+    action: str
+    run_id: str
+    run_key: str
+    cutoff: datetime
+    policy: Policy
+    sink: ReceiptSink
+    journal: Journal
+    executor: Executor
+    tally: Tally = field(default_factory=Tally)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def prefix(self) -> str:
+        return run_prefix(self.run_id, self.cutoff)
+
+    def finish(self) -> dict[str, Any]:
+        """operations.parquet + run receipt (create-only); returns the summary (ids, counts)."""
+        ops = self.journal.by_run(self.run_id)
+        failed = self.tally.counts.get("failed", 0) + self.tally.counts.get("receipt_failed", 0)
+        status = "success" if not failed else "partial_failure"
+        receipt = {
+            "run_id": self.run_id, "mode": f"manual:{self.action}", "status": status,
+            "policy_version": self.policy.version, "cutoff": self.cutoff.isoformat(),
+            "finished_at": utcnow().isoformat(), "counts": dict(self.tally.counts),
+            "operations": [{"operation_id": o.operation_id, "record_id": o.record_id,
+                            "action": o.kind.value, "state": o.state.value,
+                            "outcome": o.outcome.value if o.outcome else None,
+                            "error": o.last_error} for o in ops],
+            "failures": self.tally.failures, **self.extra,
+        }  # fmt: skip
+        location = None
+        try:
+            if ops:
+                self.sink.put_new(f"{self.prefix}/operations.parquet", operations_parquet(ops),
+                                  "application/vnd.apache.parquet")  # fmt: skip
+            key = f"{self.prefix}/receipt.json"
+            self.sink.put_new(key, dumps(receipt))
+            location = self.sink.location(key)
+        except ReceiptWriteError:
+            status = "partial_failure"
+        return {"run_id": self.run_id, "status": status, "counts": dict(self.tally.counts),
+                "operations": receipt["operations"], "failures": self.tally.failures,
+                "receipt": location, **self.extra}  # fmt: skip
+
+
+def manual_run(
+    store: MemoryStore, action: str, ids: Sequence[str], *, policy: Policy | str | None = None,
+    receipts: str | ReceiptSink | None = None, now: datetime | None = None,
+) -> ManualRun:  # fmt: skip
+    """Start a standalone run ``manual-<timestamp>-<hash>`` and write its manifest."""
+    pol = policy if isinstance(policy, Policy) else load_policy(policy)
+    sink = (
+        receipts if receipts is not None and not isinstance(receipts, str) else open_sink(receipts)
+    )
+    cutoff = now or utcnow()
+    raw = json.dumps(
+        {"action": action, "ids": sorted(ids), "at": cutoff.isoformat()}, sort_keys=True
+    )
+    key = hashlib.sha256(raw.encode()).hexdigest()
+    run_id = f"manual-{cutoff:%Y%m%dT%H%M%S%fZ}-{key[:10]}"
+    journal = open_journal(store)
+    executor = Executor(run_id=run_id, run_key=key, policy=pol, cutoff=cutoff, store=store,
+                        journal=journal, sink=sink)  # fmt: skip
+    run = ManualRun(action, run_id, key, cutoff, pol, sink, journal, executor)
+    manifest = {"run_id": run_id, "run_key": key, "mode": f"manual:{action}",
+                "policy_version": pol.version, "cutoff": cutoff.isoformat(),
+                "record_ids": sorted(ids), "started_at": utcnow().isoformat()}  # fmt: skip
+    try:
+        sink.put_new(f"{run.prefix}/manifest.json", dumps(manifest))
+    except ReceiptWriteError:
+        run.tally.counts["receipt_failed"] += 1
+    return run
+
+
+# -- list / restore / purge ------------------------------------------------------------------
+def list_quarantined(store: MemoryStore, actor_id: str | None = None) -> list[dict[str, Any]]:
+    """Quarantined records (ids, scope, type, since when, why): no content."""
+    journal = open_journal(store)
+    out = []
+    actors = [actor_id] if actor_id else list(store.list_actors())
+    for actor in actors:
+        for ns in store.list_namespaces(actor):
+            for page in iter_shard(store, actor, ns, statuses=[Status.quarantined]):
+                for r in page.records:
+                    if r.status is not Status.quarantined:
+                        continue
+                    ops = [o for o in journal.for_record(r.id) if o.kind is OpKind.quarantine]
+                    ops.sort(key=lambda o: o.updated_at or o.created_at or r.created_at)
+                    out.append({
+                        "id": r.id, "actor_id": r.actor_id, "namespace": r.namespace,
+                        "memory_type": r.memory_type.value,
+                        "quarantined_at": r.status_changed_at.isoformat() if r.status_changed_at else None,
+                        "reasons": ops[-1].reasons if ops else [],
+                        "run_id": ops[-1].run_id if ops else None,
+                        "content_sha256": r.sha256,
+                    })  # fmt: skip
+    return out
+
+
+def _op(run: ManualRun, kind: OpKind, r: MemoryRecord, reasons: Sequence[str]) -> Operation:
+    return run.executor.new_op(kind, r.actor_id, r.namespace, r.id, list(reasons), r.sha256)
+
+
+def _plan(run: ManualRun, kind: OpKind, ids: Sequence[str], reason: str) -> list[Operation]:
+    ops, missing = [], []
+    for rid in dict.fromkeys(ids):
+        r = run.executor.store.get(rid)
+        if r is None:
+            missing.append(rid)
+            continue
+        ops.append(_op(run, kind, r, [reason]))
+    if missing:
+        run.extra.setdefault("not_found", []).extend(missing)
+    return run.journal.plan(ops) if ops else []
+
+
+def restore(
+    store: MemoryStore, ids: Sequence[str], *, policy: Policy | str | None = None,
+    receipts: str | ReceiptSink | None = None, now: datetime | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Bring quarantined records back exactly as they were before quarantine."""
+    run = manual_run(store, "restore", ids, policy=policy, receipts=receipts, now=now)
+    planned = _plan(run, OpKind.restore, ids, "MANUAL_RESTORE")
+    snaps = _snapshots(store, [o.record_id for o in planned])
+
+    def apply(ops: list[Operation]) -> dict[str, Result]:
+        out: dict[str, Result] = {}
+        for o in ops:
+            r = store.get(o.record_id)
+            if r is None:
+                out[o.operation_id] = ItemFailure(o.record_id, "RECORD_MISSING", retryable=False)
+            elif r.status is not Status.quarantined:
+                out[o.operation_id] = ItemFailure(o.record_id, "NOT_QUARANTINED", retryable=False)
+            elif o.record_id in snaps:
+                status, changed, prov = snaps[o.record_id]
+                back = r.model_copy(update={
+                    "status": Status(status),
+                    "status_changed_at": datetime.fromisoformat(changed) if changed else None,
+                    "provenance": Provenance.model_validate_json(prov),
+                })  # fmt: skip
+                res = store.put_many([back])
+                out[o.operation_id] = res.failed[0] if res.failed else Outcome.restored
+            else:  # quarantined without a snapshot (another tool): status back to active
+                res = store.set_status([o.record_id], Status.active, at=run.cutoff)
+                out[o.operation_id] = res.failed[0] if res.failed else Outcome.restored
+        return out
+
+    done = run.executor.run_lifecycle(planned, apply, run.tally)
+    forget_snapshots(
+        store, [o.record_id for o in done if o.state in (OpState.APPLIED, OpState.RECEIPTED)]
+    )
+    return run.finish()
+
+
+def purge(
+    store: MemoryStore, older_than_days: float, *, policy: Policy | str | None = None,
+    receipts: str | ReceiptSink | None = None, now: datetime | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Delete records quarantined at least ``older_than_days`` ago (legal holds excepted)."""
+    cutoff = now or utcnow()
+    limit = cutoff - timedelta(days=older_than_days)
+    due = [q["id"] for q in list_quarantined(store)
+           if q["quarantined_at"] and datetime.fromisoformat(q["quarantined_at"]) <= limit]  # fmt: skip
+    run = manual_run(store, "purge", due, policy=policy, receipts=receipts, now=cutoff)
+    run.extra["older_than_days"] = older_than_days
+    planned = _plan(run, OpKind.purge, due, "QUARANTINE_EXPIRED")
+
+    def apply(ops: list[Operation]) -> dict[str, Result]:
+        out: dict[str, Result] = {}
+        todo = []
+        for o in ops:
+            r = store.get(o.record_id)
+            if r is not None and r.status is not Status.quarantined:
+                out[o.operation_id] = ItemFailure(o.record_id, "NOT_QUARANTINED", retryable=False)
+            else:
+                todo.append(o)
+        if todo:
+            out.update(run.executor.apply_delete(todo))
+        return out
+
+    done = run.executor.run_lifecycle(planned, apply, run.tally)
+    forget_snapshots(
+        store, [o.record_id for o in done if o.outcome in (Outcome.deleted, Outcome.already_absent)]
+    )
+    return run.finish()

@@ -1,0 +1,336 @@
+"""The regression gate: before/after on a shadow view, blocking to quarantine, evaluation sets."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from memlife.cli import app
+from memlife.demo import generate
+from memlife.embed_cache import EmbeddingCache
+from memlife.evalset import CaseKind, EvalSetError, Impact, load_cases, parse_cases
+from memlife.gate import evaluate
+from memlife.journal import OpKind, OpState, open_journal
+from memlife.model import MemoryRecord, MemoryType, Provenance, RetentionClass, Source, Status
+from memlife.pipeline import RunConfig, run_local
+from memlife.policy import load_policy
+from memlife.quarantine import list_quarantined, restore
+from memlife.stores.sqlite import SqliteStore
+
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
+ACTOR = "u-1"
+
+
+def rec(rid: str, ns: str, content: str, *, subject: str | None = None, age: float = 100,
+        mtype: MemoryType = MemoryType.semantic, expires: datetime | None = None,
+        source: Source = Source.user_stated, actor: str = ACTOR,
+        retention: RetentionClass = RetentionClass.standard, **kw: Any) -> MemoryRecord:  # fmt: skip
+    created = NOW - timedelta(days=age)
+    return MemoryRecord(
+        id=rid, actor_id=actor, namespace=f"/users/{actor}/{ns}", memory_type=mtype,
+        content=content, subject=subject, owner="team-a", source=source, created_at=created,
+        last_verified_at=created, expires_at=expires, retention_class=retention,
+        provenance=Provenance(source_event=f"evt-{rid}"), **kw,
+    )  # fmt: skip
+
+
+def store_at(home: Path) -> SqliteStore:
+    return SqliteStore(home / "memlife.db")
+
+
+def write_cases(path: Path, cases: list[dict]) -> str:
+    path.write_text(yaml.safe_dump({"cases": cases}, sort_keys=False))
+    return str(path)
+
+
+def ttl_policy(tmp_path: Path, semantic_ttl: int) -> str:
+    """The default policy with a short default TTL for semantic memories (the bad change)."""
+    data = yaml.safe_load(Path("policies/default.yaml").read_text())
+    data["version"] = "2026.11-test-short-ttl"
+    data["memory_types"]["semantic"]["default_ttl_days"] = semantic_ttl
+    p = tmp_path / "short-ttl.yaml"
+    p.write_text(yaml.safe_dump(data))
+    return str(p)
+
+
+FACTS = [
+    rec("m-allergy", "facts", "Is allergic to peanuts; never serve satay.", subject="allergy"),
+    rec("m-dog", "facts", "Has a dog named Rex.", subject="pet"),
+    rec("m-router", "procedures",
+        "To reset the router: unplug it, wait 30 seconds, plug it back in.",
+        subject="router_reset", mtype=MemoryType.procedural, source=Source.system_of_record, age=20),
+    rec("m-trip", "episodes", "Planned a trip to Osaka in May.", mtype=MemoryType.episodic,
+        age=40, expires=NOW - timedelta(days=2)),
+]  # fmt: skip
+
+
+def vector_row(store: SqliteStore, record: MemoryRecord) -> bytes:
+    row = store.connection.execute(
+        "SELECT vector FROM embeddings WHERE content_sha256=?", (record.sha256,)
+    ).fetchone()
+    assert row is not None
+    return bytes(row[0])
+
+
+def test_policy_change_that_would_delete_a_must_retain_fact_is_blocked_and_quarantined(
+    home: Path, tmp_path: Path
+) -> None:
+    store = store_at(home)
+    store.put_many(FACTS)
+    EmbeddingCache.for_store(store).get_or_embed(FACTS)  # what online recall left in the cache
+    before = {r.id: store.get(r.id) for r in FACTS}
+    vectors = {r.id: vector_row(store, r) for r in FACTS}
+    store.close()
+    cases = write_cases(tmp_path / "cases.yaml", [
+        {"id": "allergy-kept", "kind": "recent_preference", "query": "Is the user allergic to any food?",
+         "actor_id": ACTOR, "must_retrieve": ["m-allergy"], "impact": "high", "k": 3},
+        {"id": "router-intact", "kind": "procedure", "query": "How do I reset the router?",
+         "actor_id": ACTOR, "must_retrieve": ["m-router"], "impact": "high", "k": 3},
+    ])  # fmt: skip
+
+    summary = run_local(RunConfig(dry_run=False, now=NOW, policy=ttl_policy(tmp_path, 30),
+                                  eval_cases=cases, consolidate=False))  # fmt: skip
+
+    gate = summary.gate
+    assert gate is not None and gate["blocked"] is True
+    assert "HIGH_IMPACT_CASE_FAILED" in gate["reasons"]
+    assert gate["high_impact_failed"] == ["allergy-kept"]  # the procedure is untouched
+    g = gate["gates"]["must_retain_recall"]
+    assert (g["before"], g["value"], g["threshold"], g["passed"]) == (1.0, 0.5, 1.0, False)
+    assert gate["proposed_deletions"] == 3  # allergy + dog (TTL) + the expired trip
+    # nothing deleted: every candidate quarantined instead
+    assert summary.lifecycle["deleted"] == 0 and summary.lifecycle["quarantined"] == 3
+    store = store_at(home)
+    assert store.count() == 4
+    assert {r.id: r.status for r in store.get_many([r.id for r in FACTS]).values()} == {
+        "m-allergy": Status.quarantined, "m-dog": Status.quarantined,
+        "m-trip": Status.quarantined, "m-router": Status.active,
+    }  # fmt: skip
+    listed = {q["id"]: q for q in list_quarantined(store)}
+    assert set(listed) == {"m-allergy", "m-dog", "m-trip"}
+    assert "GATE_BLOCKED" in listed["m-allergy"]["reasons"]
+    # quarantined records are invisible to recall
+    report = evaluate(store, load_cases(cases), policy=load_policy())
+    assert report["failed_cases"] == ["allergy-kept"]
+    # the run receipt carries the verdict: ids, gate names and figures, no content
+    receipt_bytes = Path(summary.receipt or "").read_bytes()
+    receipt = json.loads(receipt_bytes)
+    assert receipt["gate"]["high_impact_failed"] == ["allergy-kept"]
+    for r in FACTS:
+        assert r.content.encode() not in receipt_bytes
+    assert b"allergic" not in receipt_bytes and b"Is the user" not in receipt_bytes
+
+    # restore brings them back exactly: content, every field, the embedding cache row
+    result = restore(store, ["m-allergy", "m-dog", "m-trip"], now=NOW + timedelta(days=1))
+    assert result["status"] == "success" and result["run_id"].startswith("manual-")
+    assert result["counts"]["restored"] == 3
+    for rid, original in before.items():
+        assert store.get(rid) == original, rid
+        assert vector_row(store, original) == vectors[rid]
+    ops = [o for o in open_journal(store).by_run(result["run_id"])]
+    assert {o.kind for o in ops} == {OpKind.restore} and all(
+        o.state is OpState.RECEIPTED for o in ops
+    )
+    receipts = Path(str(home / "receipts"))
+    for o in ops:
+        doc = json.loads((receipts / "operations" / f"{o.operation_id}.json").read_text())
+        assert doc["action"] == "restore" and doc["outcome"] == "restored"
+        assert doc["content_sha256"] == before[o.record_id].sha256  # type: ignore[union-attr]
+    assert evaluate(store, load_cases(cases))["failed_cases"] == []
+    # restoring again is refused per record, and said so
+    again = restore(store, ["m-allergy"], now=NOW + timedelta(days=2))
+    assert again["status"] == "partial_failure"
+    assert again["operations"][0]["error"] == "NOT_QUARANTINED"
+    store.close()
+
+
+def test_gate_lets_harmless_deletions_through_and_expired_facts_stop_showing(
+    home: Path, tmp_path: Path
+) -> None:
+    store = store_at(home)
+    store.put_many(FACTS)
+    store.close()
+    cases = write_cases(tmp_path / "cases.yaml", [
+        {"id": "allergy-kept", "query": "Is the user allergic to any food?", "actor_id": ACTOR,
+         "must_retrieve": ["m-allergy"], "impact": "high", "k": 3},
+        {"id": "trip-expired", "kind": "expired_fact", "query": "Did the user plan a trip to Osaka?",
+         "actor_id": ACTOR, "forbidden": ["m-trip"], "k": 3},
+    ])  # fmt: skip
+    summary = run_local(RunConfig(dry_run=False, now=NOW, eval_cases=cases, consolidate=False))
+    gate = summary.gate
+    assert gate is not None and gate["blocked"] is False and gate["proposed_deletions"] == 1
+    assert gate["before"]["failed_cases"] == ["trip-expired"]  # shown while still active
+    assert gate["after"]["failed_cases"] == []  # the shadow view without it
+    assert gate["gates"]["forbidden_retrieval"] == {
+        "value": 0.0,
+        "threshold": 0.0,
+        "passed": True,
+        "before": 1.0,
+    }
+    assert summary.lifecycle["deleted"] == 1 and summary.lifecycle["quarantined"] == 0
+    store = store_at(home)
+    assert store.get("m-trip") is None and store.get("m-allergy") is not None
+    store.close()
+
+
+def test_gate_never_deletes_to_evaluate(home: Path, tmp_path: Path) -> None:
+    """A dry run with a blocking gate: the verdict is computed, no record changes."""
+    store = store_at(home)
+    store.put_many(FACTS)
+    before = {r.id: store.get(r.id) for r in FACTS}
+    store.close()
+    cases = write_cases(tmp_path / "cases.yaml", [
+        {"id": "allergy-kept", "query": "Is the user allergic to any food?", "actor_id": ACTOR,
+         "must_retrieve": ["m-allergy"], "impact": "high", "k": 3},
+    ])  # fmt: skip
+    summary = run_local(RunConfig(dry_run=True, now=NOW, policy=ttl_policy(tmp_path, 30),
+                                  eval_cases=cases))  # fmt: skip
+    assert summary.gate is not None and summary.gate["blocked"] is True
+    store = store_at(home)
+    assert {r.id: store.get(r.id) for r in FACTS} == before
+    store.close()
+
+
+def test_superseded_fact_still_active_fails_the_forbidden_gate(home: Path, tmp_path: Path) -> None:
+    old = rec(
+        "m-tea", "preferences", "Drinks only green tea, never coffee.", subject="beverage", age=300
+    )
+    new = rec("m-coffee", "preferences", "Switched to black coffee every morning; no longer drinks tea.",
+              subject="beverage", age=20)  # fmt: skip
+    store = store_at(home)
+    store.put_many([old, new, *FACTS])
+    cases = parse_cases([
+        {"id": "drink-now", "kind": "recent_preference", "query": "What does the user drink in the morning?",
+         "actor_id": ACTOR, "must_retrieve": ["m-coffee"], "forbidden": ["m-tea"], "k": 3},
+        {"id": "tea-claim", "kind": "superseded_fact", "query": "Does the user drink tea?",
+         "actor_id": ACTOR, "namespace": f"/users/{ACTOR}/preferences",
+         "forbidden": [{"claim": "drinks only green tea"}], "k": 3},
+    ])  # fmt: skip
+    report = evaluate(store, cases)
+    gates = report["gates"]
+    assert (
+        gates["forbidden_retrieval"]["passed"] is False
+        and gates["forbidden_retrieval"]["value"] == 1.0
+    )
+    assert gates["contradiction_rate"]["passed"] is False  # old and new handed over together
+    assert gates["must_retain_recall"]["passed"] is True
+    assert report["failed_cases"] == ["drink-now", "tea-claim"]
+    by_id = {r["id"]: r for r in report["results"]}
+    assert by_id["drink-now"]["forbidden_hits"] == ["m-tea"]
+    assert by_id["tea-claim"]["forbidden_hits"] == ["text"]  # claims are never echoed
+    store.close()
+
+    # Supersede applied (apply run, extractive consolidation): the stale claim is gone and
+    # the current one is kept through its replacement (provenance.supersedes).
+    summary = run_local(RunConfig(dry_run=False, now=NOW))
+    assert summary.lifecycle["superseded"] == 2 and summary.lifecycle["consolidated"] == 1
+    store = store_at(home)
+    report = evaluate(store, cases)
+    assert report["failed_cases"] == [] and all(g["passed"] for g in report["gates"].values())
+    retrieved = {r["id"]: r["retrieved"] for r in report["results"]}["drink-now"]
+    assert "m-coffee" not in retrieved  # superseded itself: satisfied by its replacement
+    repl = store.get(retrieved[0])
+    assert repl is not None and "m-coffee" in repl.provenance.supersedes
+    store.close()
+
+
+def test_replicas_and_answer_checks(home: Path) -> None:
+    store = store_at(home)
+    store.put_many(FACTS)
+    cases = parse_cases([
+        {"id": "pet", "query": "What is the dog called?", "actor_id": ACTOR, "must_retrieve": [{"fact": "dog named rex"}],
+         "answer_must_include": ["Rex"], "answer_must_not_include": ["Luna"], "k": 2},
+    ])  # fmt: skip
+    policy = load_policy().model_copy(
+        update={"gate": load_policy().gate.model_copy(update={"replicas": 3})}
+    )
+    answers = iter(["The dog is Rex.", "Rex.", "It is Luna."])  # the model varies by replica
+    report = evaluate(store, cases, policy=policy, answerer=lambda q, ctx: next(answers))
+    assert report["replicas"] == 3
+    assert report["flaky_cases"] == ["pet"] and report["failed_cases"] == ["pet"]  # worst replica
+    assert report["results"][0]["answer"] == {"checked": True, "passed": False}
+    assert evaluate(store, cases)["failed_cases"] == []  # no model: answer checks skipped
+    store.close()
+
+
+def test_case_formats_yaml_and_jsonl_agree_and_errors_name_the_case(tmp_path: Path) -> None:
+    cases = [
+        {"id": "a", "kind": "procedure", "query": "reset router", "actor_id": "u-1",
+         "must_retrieve": ["m-1", {"fact": "unplug it"}], "impact": "high", "min_result": 0.5, "k": 4},
+        {"id": "b", "kind": "erased", "query": "peanuts", "actor_id": "u-1",
+         "namespace": "/users/u-1/facts", "forbidden": [{"id": "m-2"}, {"claim": "peanuts"}]},
+    ]  # fmt: skip
+    y = tmp_path / "cases.yaml"
+    y.write_text(yaml.safe_dump(cases))
+    j = tmp_path / "cases.jsonl"
+    j.write_text("".join(json.dumps(c) + "\n" for c in cases))
+    assert load_cases(y) == load_cases(j)
+    a, b = load_cases(y)
+    assert (
+        a.impact is Impact.high
+        and a.kind is CaseKind.procedure
+        and a.must_retrieve[1].text == "unplug it"
+    )
+    assert b.forbidden[0].id == "m-2" and b.impact is Impact.normal and b.k == 5
+    with pytest.raises(EvalSetError, match="case b: .*must_retrieve or forbidden"):
+        parse_cases([{"id": "b", "query": "q", "actor_id": "u"}])
+    with pytest.raises(EvalSetError, match="appears twice"):
+        parse_cases([cases[0], cases[0]])
+    with pytest.raises(EvalSetError, match="case a: impact"):
+        parse_cases([{**cases[0], "impact": "urgent"}])
+
+
+def test_eval_init_and_eval_cli_on_demo_data(home: Path, tmp_path: Path) -> None:
+    store = store_at(home)
+    store.put_many(list(generate(2000, anchor=NOW)))
+    store.close()
+    runner = CliRunner()
+    out = tmp_path / "starter.yaml"
+    res = runner.invoke(
+        app, ["eval", "init", "-o", str(out), "--actors", "3", "--now", NOW.isoformat(), "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    kinds = json.loads(res.stdout)["kinds"]
+    assert set(kinds) == {"recent_preference", "superseded_fact", "expired_fact", "procedure"}
+    cases = load_cases(out)
+    assert all(c.impact is Impact.high for c in cases if c.kind is CaseKind.procedure)
+    assert all(
+        c.forbidden and not c.must_retrieve for c in cases if c.kind is CaseKind.superseded_fact
+    )
+    # on the raw store, stale and expired statements still surface: the gate table says so
+    res = runner.invoke(app, ["eval", "--cases", str(out), "--json"])
+    assert res.exit_code == 1
+    report = json.loads(res.stdout)
+    assert report["gates"]["forbidden_retrieval"]["passed"] is False
+    assert report["gates"]["must_retain_recall"]["passed"] is True
+    res = runner.invoke(app, ["eval", "--cases", str(out)])
+    assert "forbidden_retrieval" in res.stdout and "FAIL" in res.stdout
+    # the nightly apply run with the set: supersedes first, then the gate passes on
+    # the shadow view and the expired records are deleted
+    summary = run_local(
+        RunConfig(
+            dry_run=False, now=NOW, eval_cases=str(out), actors=("u-000000", "u-000001", "u-000002")
+        )
+    )
+    assert summary.gate is not None and summary.gate["blocked"] is False
+    assert summary.gate["gates"]["forbidden_retrieval"]["passed"] is True
+    assert summary.lifecycle["deleted"] > 0 and summary.lifecycle["quarantined"] == 0
+    after = json.loads(runner.invoke(app, ["eval", "--cases", str(out), "--json"]).stdout)
+    assert after["failed_cases"] == [] and after["gates"]["forbidden_retrieval"]["passed"] is True
+    # competing statements left for a reviewer (a weaker newer source) still count
+    assert (
+        after["gates"]["contradiction_rate"]["value"]
+        < report["gates"]["contradiction_rate"]["value"]
+    )
+    assert runner.invoke(app, ["eval"]).exit_code == 2
+    conn = sqlite3.connect(home / "memlife.db")
+    assert (
+        conn.execute("SELECT count(*) FROM records WHERE status='quarantined'").fetchone()[0] == 0
+    )
