@@ -181,8 +181,14 @@ class MemoryAgent:
             results = []
             for use in uses:
                 out, is_error = self._run_tool(use["name"], use.get("input") or {})
-                reply.tool_calls.append({"name": use["name"], "input": use.get("input"), "result": out})
-                block: dict[str, Any] = {"type": "tool_result", "tool_use_id": use["id"], "content": out}
+                reply.tool_calls.append(
+                    {"name": use["name"], "input": use.get("input"), "result": out}
+                )
+                block: dict[str, Any] = {
+                    "type": "tool_result",
+                    "tool_use_id": use["id"],
+                    "content": out,
+                }
                 if is_error:
                     block["is_error"] = True
                 results.append(block)

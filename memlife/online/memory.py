@@ -11,8 +11,8 @@ the offline gate and benchmarks.
 Staleness (the nightly job or another process changed the store): for a SQLite store one
 ``PRAGMA data_version`` plus the connection's ``total_changes`` per call tells whether
 anyone else wrote to the file since we last looked; only then is the shard's fingerprint
-(count, rowid sum, latest status change and content length of its active rows, one
-indexed query) compared and the shard reloaded if it moved. Other stores have no cheap
+(count, rowid sum and content length of its active rows, one indexed
+query) compared and the shard reloaded if it moved. Other stores have no cheap
 change signal: their shards are reloaded after ``refresh_seconds``. Independently, each
 recall re-reads its hits from the store and drops any that is no longer active, so a
 stale shard can rank a record but can never return it.
@@ -311,19 +311,34 @@ class LongTermMemory:
         conn, lock = sq
         with lock:
             return conn.execute(
-                "SELECT count(*), total(rowid), max(status_changed_at), total(length(content)) "
+                "SELECT count(*), total(rowid), total(length(content)) "
                 "FROM records WHERE actor_id=? AND status=? AND namespace=?",
                 (actor, Status.active.value, namespace),
             ).fetchone()
 
-    def _own_write(self, before: Any, shard: _Shard) -> None:
-        """After our write: absorb it, unless someone else also wrote since we last looked."""
-        if before == self._seen_marker:
-            self._seen_marker = self._marker()
-            shard.fingerprint = self._fingerprint(shard.actor_id, shard.namespace)
-            shard.checked_epoch = self._epoch
+    def _own_write(self, before: Any, shard: _Shard, added: MemoryRecord | None = None,
+                   same: bool = False) -> None:  # fmt: skip
+        """After our write: absorb it, unless someone else also wrote since we last looked.
+
+        The shard's fingerprint is updated in place for the common writes (``same``: a
+        refresh that changed no content or status; ``added``: one new active record) and
+        recomputed otherwise.
+        """
+        if before != self._seen_marker or self._sqlite() is None:
+            self._epoch += 1  # a foreign write slipped in: every shard re-checks
+            return
+        self._seen_marker = self._marker()
+        fp = shard.fingerprint
+        if same and fp is not None:
+            pass
+        elif added is not None and fp is not None:
+            conn, lock = self._sqlite()  # type: ignore[misc]
+            with lock:
+                row = conn.execute("SELECT rowid FROM records WHERE id=?", (added.id,)).fetchone()
+            shard.fingerprint = (fp[0] + 1, fp[1] + row[0], fp[2] + len(added.content))
         else:
-            self._epoch += 1
+            shard.fingerprint = self._fingerprint(shard.actor_id, shard.namespace)
+        shard.checked_epoch = self._epoch
 
     # -- shards ----------------------------------------------------------------------------
     def _load(self, actor: str, namespace: str) -> _Shard:
@@ -425,7 +440,7 @@ class LongTermMemory:
                 if refreshed:
                     if vector is not None:  # a vector of text we did not store: do not keep
                         self.cache.delete_for([content_sha256(fact)])
-                    self._own_write(before, shard)
+                    self._own_write(before, shard, same=True)
                     return RememberResult(existing_id, False, existing_id, sim)
                 shard.remove(existing_id)  # no longer active in the store: look again
 
@@ -455,7 +470,7 @@ class LongTermMemory:
             names = self._namespaces.get(actor)
             if names is not None:
                 names[1].add(namespace)
-            self._own_write(before, shard)
+            self._own_write(before, shard, added=record)
             return RememberResult(record.id, True, None, None)
 
     @staticmethod
