@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from memlife.cli.common import JsonOpt, ReceiptsOpt, StoreOpt, console, err_console, print_json
+from memlife.model import parse_time
 from memlife.stores import open_store
 
 PolicyOpt = Annotated[str, typer.Option("--policy")]
@@ -81,6 +82,7 @@ def register(app: typer.Typer) -> None:
         older_than: Annotated[
             float, typer.Option("--older-than", min=0, help="Days in quarantine")
         ],
+        now: Annotated[str | None, typer.Option("--now", help="Reference time, ISO-8601")] = None,
         policy: PolicyOpt = "policies/default.yaml",
         store: StoreOpt = None,
         receipts: ReceiptsOpt = None,
@@ -91,7 +93,8 @@ def register(app: typer.Typer) -> None:
 
         db = open_store(store)
         try:
-            result = do_purge(db, older_than, policy=policy, receipts=receipts)
+            result = do_purge(db, older_than, policy=policy, receipts=receipts,
+                              now=parse_time(now) if now else None)  # fmt: skip
         finally:
             db.close()
         _report(result, json_out, "purge")

@@ -1,0 +1,213 @@
+"""Targeted erasure: records and everything derived from them, gone from every byte on disk."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memlife.cli import app
+from memlife.embed_cache import EmbeddingCache
+from memlife.erase import EraseError, erase, pending_erasures, select_targets
+from memlife.evalset import parse_cases
+from memlife.gate import ShadowRecall, evaluate
+from memlife.journal import Operation, OpKind, OpState, open_journal
+from memlife.ledger import AccessLedger
+from memlife.model import MemoryRecord, MemoryType, Provenance, RetentionClass, Status
+from memlife.online.memory import LongTermMemory
+from memlife.stores.sqlite import SqliteStore
+
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
+MARKER = "zqx-erase-canary-5f1e9b27"  # unique: must be found nowhere after the erasure
+HELD_MARKER = "zqx-held-canary-0a8d44c1"
+
+
+def rec(rid: str, content: str, *, actor: str = "u-1", ns: str = "facts", subject: str | None = None,
+        status: Status = Status.active, replaced_by: str | None = None,
+        supersedes: tuple[str, ...] = (), retention: RetentionClass = RetentionClass.standard,
+        age: float = 50) -> MemoryRecord:  # fmt: skip
+    return MemoryRecord(
+        id=rid, actor_id=actor, namespace=f"/users/{actor}/{ns}", memory_type=MemoryType.semantic,
+        content=content, subject=subject, owner="team-a", created_at=NOW - timedelta(days=age),
+        status=status, retention_class=retention,
+        provenance=Provenance(replaced_by=replaced_by, supersedes=list(supersedes)),
+    )  # fmt: skip
+
+
+def disk_count(db: Path, needle: str) -> dict[str, int]:
+    """Occurrences of ``needle`` in the database file, its WAL and its shared-memory index."""
+    out = {}
+    for suffix in ("", "-wal", "-shm"):
+        p = Path(f"{db}{suffix}")
+        out[p.name] = p.read_bytes().count(needle.encode()) if p.exists() else 0
+    return out
+
+
+def everywhere(root: Path, needle: str) -> list[str]:
+    return [str(p) for p in root.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
+
+
+RECORDS = [
+    rec("m-nut1", f"Is allergic to peanuts ({MARKER}).", subject="allergy", status=Status.superseded,
+        replaced_by="r-nut", age=300),
+    rec("m-nut2", f"Allergic to peanuts and cashews, carries an EpiPen ({MARKER}).",
+        subject="Allergy", status=Status.superseded, replaced_by="r-nut", age=100),
+    rec("r-nut", f"Allergic to peanuts and cashews; carries an EpiPen ({MARKER}).", subject="allergy",
+        supersedes=("m-nut1", "m-nut2"), age=10),
+    # built only from erased records, filed under another subject: derived, so erased too
+    rec("r-health", f"Health summary: nut allergy, EpiPen ({MARKER}).", subject="health",
+        supersedes=("m-nut1", "m-nut2"), age=5),
+    # built from an erased record AND a kept one: stays
+    rec("m-dog", "Has a dog named Rex.", subject="pet", age=30),
+    # the same allergy for another actor: never touched
+    rec("m-other", "Is allergic to peanuts.", actor="u-2", subject="allergy"),
+]  # fmt: skip
+
+
+def test_erasure_leaves_no_byte_of_the_erased_content(home: Path) -> None:
+    db = home / "memlife.db"
+    store = SqliteStore(db)
+    store.put_many(RECORDS)
+    cache = EmbeddingCache.for_store(store)
+    cache.get_or_embed(RECORDS)
+    erased_shas = {r.sha256 for r in RECORDS if MARKER in r.content}
+    # online recall logs accesses to the ledger; a crashed run left a payload with content
+    memory = LongTermMemory(store, cache=cache)
+    hits = memory.recall("u-1", "Does the user have a nut allergy?", k=3)
+    assert "r-nut" in {h.record.id for h in hits}
+    memory.close()
+    journal = open_journal(store)
+    journal.plan([Operation(
+        operation_id="op-crashed", run_id="run-x", kind=OpKind.write_replacement, actor_id="u-1",
+        namespace="/users/u-1/facts", record_id="r-nut", reasons=["CONSOLIDATION"],
+        policy_version="v", payload=RECORDS[2].to_json(),
+    )])  # fmt: skip
+    assert sum(disk_count(db, MARKER).values()) > 0  # the canary is on disk before
+
+    result = erase(store, "u-1", subject="allergy", now=NOW)
+
+    assert result["status"] == "success" and result["run_id"].startswith("manual-")
+    assert result["erased"] == ["m-nut1", "m-nut2", "r-health", "r-nut"]
+    assert result["derived"] == ["r-health"] and result["deferred"] == []
+    assert result["counts"]["ledger_rows_erased"] >= 1
+    assert result["compaction"] == {"vacuumed": True, "wal_busy": 0}
+    # no byte of the content left: not in the file, not in the WAL, not in the -shm
+    assert disk_count(db, MARKER) == {"memlife.db": 0, "memlife.db-wal": 0, "memlife.db-shm": 0}
+    assert everywhere(home, MARKER) == []  # ledger, receipts, reports: ids and hashes only
+    # derived data gone: vectors, ledger rows, the journal payload
+    rows = store.connection.execute("SELECT content_sha256 FROM embeddings").fetchall()
+    assert erased_shas.isdisjoint({r[0] for r in rows}) and len(rows) == 2
+    ledger_ids = set(AccessLedger().read().column("record_id").to_pylist())
+    assert ledger_ids.isdisjoint({"m-nut1", "m-nut2", "r-nut", "r-health"})
+    assert journal.get("op-crashed").payload is None  # type: ignore[union-attr]
+    # what stays: other subjects, other actors
+    assert store.get("m-dog") is not None and store.get("m-other") is not None
+    # recall cannot return them (online recall, and the gate's recall with an erased case)
+    memory = LongTermMemory(store)
+    assert {h.record.actor_id for h in memory.recall("u-1", "nut allergy EpiPen", k=5)} <= {"u-1"}
+    assert not {h.record.id for h in memory.recall("u-1", "nut allergy EpiPen", k=5)} & set(
+        result["erased"]
+    )
+    assert ShadowRecall(store).recall(
+        "Allergic to peanuts and cashews", "u-1", threshold=-1.0, k=10
+    ) == [store.get("m-dog")]
+    case = parse_cases([{"id": "erased-allergy", "kind": "erased", "query": "peanut allergy",
+                         "actor_id": "u-1", "forbidden": ["r-nut", {"claim": MARKER}]}])  # fmt: skip
+    assert evaluate(store, case)["failed_cases"] == []
+    # receipts: one per erased record, action erase, a hash and no content
+    for o in journal.by_run(result["run_id"]):
+        assert o.kind is OpKind.erase and o.state is OpState.RECEIPTED
+        doc = json.loads((home / "receipts" / "operations" / f"{o.operation_id}.json").read_text())
+        assert (
+            doc["action"] == "erase"
+            and doc["outcome"] == "deleted"
+            and doc["content_sha256"] in erased_shas
+        )
+    store.close()
+    assert disk_count(db, MARKER) == {"memlife.db": 0, "memlife.db-wal": 0, "memlife.db-shm": 0}
+
+
+def test_erase_by_id_takes_the_sources_of_an_erased_replacement(home: Path) -> None:
+    store = SqliteStore(home / "memlife.db")
+    store.put_many(RECORDS)
+    targets, why = select_targets(store, "u-1", ids=["r-nut"])
+    assert {r.id: why[r.id] for r in targets} == {
+        "r-nut": "ERASURE_REQUEST", "m-nut1": "SOURCE_OF_ERASED", "m-nut2": "SOURCE_OF_ERASED",
+        "r-health": "DERIVED_REPLACEMENT",
+    }  # fmt: skip
+    with pytest.raises(EraseError, match="do not belong to actor u-1"):
+        select_targets(store, "u-1", ids=["m-other"])
+    with pytest.raises(EraseError):
+        select_targets(store, "u-1")
+    store.close()
+
+
+def test_legal_hold_defers_the_erasure_until_released(home: Path) -> None:
+    db = home / "memlife.db"
+    store = SqliteStore(db)
+    held = rec("m-pass", f"Passport number ends in 4411 ({HELD_MARKER}).", subject="passport",
+               retention=RetentionClass.legal_hold)  # fmt: skip
+    free = rec("m-pass2", f"Passport renewed in March ({MARKER}).", subject="passport")
+    store.put_many([held, free, RECORDS[4]])
+    EmbeddingCache.for_store(store).get_or_embed([held, free])
+    store.close()
+    runner = CliRunner()
+
+    res = runner.invoke(app, ["erase", "--actor", "u-1", "--subject", "passport", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["erased"] == ["m-pass2"] and out["deferred"] == ["m-pass"]
+    store = SqliteStore(db)
+    assert store.get("m-pass") == held  # the hold wins: untouched
+    [op] = [o for o in open_journal(store).for_record("m-pass") if o.kind is OpKind.erase]
+    assert op.state is OpState.FAILED and op.last_error == "LEGAL_HOLD"
+    doc = json.loads((home / "receipts" / "operations" / f"{op.operation_id}.json").read_text())
+    assert doc["outcome"] == "deferred" and "ERASURE_DEFERRED" in doc["reason_codes"]
+    assert [p["record_id"] for p in pending_erasures(store)] == ["m-pass"]
+    # a later erase call leaves a still-held record alone
+    again = erase(store, None, now=NOW)
+    assert again["erased"] == [] and store.get("m-pass") is not None
+    store.close()
+    assert (
+        sum(disk_count(db, MARKER).values()) == 0 and sum(disk_count(db, HELD_MARKER).values()) > 0
+    )
+
+    res = runner.invoke(app, ["hold", "release", "--id", "m-pass", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["released"] == ["m-pass"]
+    assert [e["erased"] for e in out["erasures"]] == [["m-pass"]]
+    store = SqliteStore(db)
+    assert store.get("m-pass") is None and pending_erasures(store) == []
+    assert store.get("m-dog") is not None
+    erase_ops = [o for o in open_journal(store).for_record("m-pass") if o.kind is OpKind.erase]
+    assert sorted(o.state for o in erase_ops) == [
+        OpState.FAILED,
+        OpState.RECEIPTED,
+    ]  # deferral kept
+    store.close()
+    assert disk_count(db, HELD_MARKER) == {
+        "memlife.db": 0,
+        "memlife.db-wal": 0,
+        "memlife.db-shm": 0,
+    }
+    assert everywhere(home, HELD_MARKER) == []
+
+
+def test_released_by_other_means_is_applied_by_the_next_erase_call(home: Path) -> None:
+    store = SqliteStore(home / "memlife.db")
+    held = rec(
+        "m-h", f"Held fact ({HELD_MARKER}).", subject="case-17", retention=RetentionClass.legal_hold
+    )
+    store.put_many([held])
+    assert erase(store, "u-1", ids=["m-h"], now=NOW)["deferred"] == ["m-h"]
+    store.put_many(
+        [held.model_copy(update={"retention_class": RetentionClass.standard})]
+    )  # re-import
+    out = erase(store, "u-1", now=NOW + timedelta(hours=1))
+    assert out["released"] == ["m-h"] and out["erased"] == ["m-h"]
+    assert store.get("m-h") is None and pending_erasures(store) == []
+    store.close()

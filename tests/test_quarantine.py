@@ -1,0 +1,121 @@
+"""Quarantine: what the gate held back can be listed, restored exactly, or purged; all receipted."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from memlife.cli import app
+from memlife.embed_cache import EmbeddingCache
+from memlife.journal import OpKind, OpState, open_journal
+from memlife.model import RetentionClass, Status
+from memlife.pipeline import RunConfig, run_local
+from memlife.quarantine import list_quarantined, purge
+from memlife.stores.sqlite import SqliteStore
+from tests.test_gate import ACTOR, FACTS, NOW, ttl_policy, vector_row, write_cases
+
+IDS = ["m-allergy", "m-dog", "m-trip"]
+
+
+def blocked_run(home: Path, tmp_path: Path, now=NOW) -> dict:  # noqa: ANN001
+    cases = write_cases(tmp_path / "cases.yaml", [
+        {"id": "allergy-kept", "query": "Is the user allergic to any food?", "actor_id": ACTOR,
+         "must_retrieve": ["m-allergy"], "impact": "high", "k": 3},
+    ])  # fmt: skip
+    summary = run_local(RunConfig(dry_run=False, now=now, policy=ttl_policy(tmp_path, 30),
+                                  eval_cases=cases, consolidate=False))  # fmt: skip
+    assert summary.gate is not None and summary.gate["blocked"]
+    return summary.as_json()
+
+
+def seed(home: Path) -> dict:
+    store = SqliteStore(home / "memlife.db")
+    store.put_many(FACTS)
+    EmbeddingCache.for_store(store).get_or_embed(FACTS)
+    before = {r.id: (store.get(r.id), vector_row(store, r)) for r in FACTS}
+    store.close()
+    return before
+
+
+def test_cli_list_restore_exactly_and_the_next_night_quarantines_again(
+    home: Path, tmp_path: Path
+) -> None:
+    before = seed(home)
+    blocked_run(home, tmp_path)
+    runner = CliRunner()
+    res = runner.invoke(app, ["quarantine", "list", "--json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)
+    assert sorted(r["id"] for r in rows) == IDS
+    assert all(
+        "GATE_BLOCKED" in r["reasons"] and r["quarantined_at"] == NOW.isoformat() for r in rows
+    )
+    assert "Is allergic" not in res.stdout  # ids, scope, reasons: no content
+
+    res = runner.invoke(app, ["quarantine", "restore", "m-dog", "m-trip", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["counts"] == {"restored": 2}
+    store = SqliteStore(home / "memlife.db")
+    for rid in ("m-dog", "m-trip"):
+        record, vector = before[rid]
+        assert store.get(rid) == record  # content, every field, status active again
+        assert vector_row(store, record) == vector  # the embedding cache row never moved
+    assert store.get("m-allergy").status is Status.quarantined  # type: ignore[union-attr]
+    ops = open_journal(store).by_run(out["run_id"])
+    assert [(o.kind, o.state) for o in ops] == [(OpKind.restore, OpState.RECEIPTED)] * 2
+    manifest = list((home / "receipts" / "runs").rglob(f"{out['run_id']}/manifest.json"))
+    receipt = json.loads(Path(out["receipt"]).read_text())
+    assert manifest and receipt["mode"] == "manual:restore" and receipt["status"] == "success"
+    store.close()
+
+    # The policy still says delete: the next night the gate blocks again. The record already
+    # quarantined counts as present "before" (quarantine is a pause, not a verdict), so the
+    # verdict still reads as the regression it is, and nothing is deleted.
+    summary = blocked_run(home, tmp_path, now=NOW + timedelta(days=1))
+    assert summary["gate"]["before"]["failed_cases"] == []
+    assert summary["gate"]["after"]["failed_cases"] == ["allergy-kept"]
+    assert summary["lifecycle"]["deleted"] == 0
+    store = SqliteStore(home / "memlife.db")
+    assert {r["id"] for r in list_quarantined(store)} == set(IDS)
+    store.close()
+
+    res = runner.invoke(app, ["quarantine", "restore", "m-nope"])
+    assert res.exit_code == 3
+
+
+def test_purge_deletes_old_quarantine_only_and_respects_holds(home: Path, tmp_path: Path) -> None:
+    seed(home)
+    blocked_run(home, tmp_path)
+    store = SqliteStore(home / "memlife.db")
+    # a hold placed while quarantined: purge must not delete it
+    dog = store.get("m-dog")
+    assert dog is not None
+    store.put_many([dog.model_copy(update={"retention_class": RetentionClass.legal_hold})])
+    young = purge(store, 30, now=NOW + timedelta(days=10))
+    assert young["operations"] == [] and store.count([Status.quarantined]) == 3
+    store.close()
+
+    runner = CliRunner()
+    res = runner.invoke(app, ["quarantine", "purge", "--older-than", "30", "--now",
+                              (NOW + timedelta(days=31)).isoformat(), "--json"])  # fmt: skip
+    assert res.exit_code == 3, res.output  # one refused: partial failure
+    out = json.loads(res.stdout)
+    by_id = {o["record_id"]: o for o in out["operations"]}
+    assert by_id["m-allergy"]["outcome"] == "deleted" and by_id["m-trip"]["outcome"] == "deleted"
+    assert by_id["m-dog"]["error"] == "LEGAL_HOLD"
+    store = SqliteStore(home / "memlife.db")
+    assert store.get("m-allergy") is None and store.get("m-dog") is not None
+    for o in open_journal(store).by_run(out["run_id"]):
+        assert o.kind is OpKind.purge
+        if o.state is OpState.RECEIPTED:
+            doc = json.loads(
+                (home / "receipts" / "operations" / f"{o.operation_id}.json").read_text()
+            )
+            assert (
+                doc["action"] == "purge" and doc["outcome"] == "deleted" and doc["content_sha256"]
+            )
+    store.close()
