@@ -77,6 +77,8 @@ class RunContext:
     manifest_location: str
     store_url: str
     sink: ReceiptSink
+    # record id -> (last accessed, count) from the access ledger (recall telemetry, CloudTrail)
+    access_stats: dict = field(default_factory=dict)
 
     @property
     def mode(self) -> str:
@@ -169,7 +171,19 @@ def start_run(config: RunConfig, sink: ReceiptSink | None = None) -> RunContext:
         config=config, policy=policy, run_id=run_id, run_key=key, cutoff=cutoff,
         started_at=started, report_dir=memlife_home() / "reports" / run_id,
         manifest_location=sink.location(mkey), store_url=store_url, sink=sink,
+        access_stats=load_access_stats(cutoff),
     )  # fmt: skip
+
+
+def load_access_stats(cutoff: datetime) -> dict:
+    """Access recency and frequency from the ledger, up to the cutoff (replays stay stable)."""
+    root = memlife_home() / "ledger"
+    if not root.exists():
+        return {}
+    from memlife.ledger import AccessLedger
+
+    stats = AccessLedger(root).access_stats()
+    return {rid: (t, n) for rid, (t, n) in stats.items() if t <= cutoff}
 
 
 def list_shards(ctx: RunContext, store: MemoryStore) -> list[Shard]:
@@ -191,17 +205,25 @@ def batches(shards: Sequence[Shard], size: int) -> list[list[Shard]]:
     return [list(shards[i : i + size]) for i in range(0, len(shards), size)]
 
 
-def iter_views(store: MemoryStore, shard: Shard, page_size: int) -> Iterator[list[PlanView]]:
-    """Pages of planning views: the store's fast path where it has one, else via records."""
+def iter_views(
+    store: MemoryStore, shard: Shard, page_size: int, access_stats: dict | None = None
+) -> Iterator[list[PlanView]]:
+    """Pages of planning views (the store's fast path where it has one), with ledger stats merged."""
+    merge = None
+    if access_stats:
+        from memlife.ledger import merge_into_views
+
+        merge = lambda views: merge_into_views(views, access_stats)  # noqa: E731
     fast = getattr(store, "page_views", None)
     if fast is None:
         for p in iter_shard(store, shard.actor_id, shard.namespace, page_size=page_size):
-            yield [plan_view(r) for r in p.records]
+            views = [plan_view(r) for r in p.records]
+            yield merge(views) if merge else views
         return
     token: str | None = None
     while True:
         views, token = fast(shard.actor_id, shard.namespace, page_size=page_size, token=token)
-        yield views
+        yield merge(views) if merge else views
         if token is None:
             return
 
@@ -211,7 +233,7 @@ def plan_shard(
 ) -> list[Decision]:
     """Steps 2-5 for one shard: page it, then expire/score/group/plan (pure)."""
     planner = planner or Planner(ctx.policy, ctx.cutoff)
-    return planner.plan_shard(iter_views(store, shard, ctx.config.page_size))
+    return planner.plan_shard(iter_views(store, shard, ctx.config.page_size, ctx.access_stats))
 
 
 def make_consolidator(ctx: RunContext) -> Consolidator | None:

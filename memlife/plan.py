@@ -87,8 +87,8 @@ class Decision:
             "id": self.id,
             "actor_id": self.actor_id,
             "namespace": self.namespace,
-            "action": self.action.value,
-            "reasons": [r.value for r in self.reasons],
+            "action": str(self.action),
+            "reasons": [str(r) for r in self.reasons],
             "score": None if self.score is None else round(self.score, 6),
         }
 
@@ -121,6 +121,11 @@ class Planner:
             for mt, tp in self.policy.memory_types.items()
         }
         self._low = {mt: tp.low_score for mt, tp in self.policy.memory_types.items()}
+        # verified before this instant = stale (None: the type has no staleness limit)
+        self._stale_before = {
+            mt: (self._now - tp.verification_stale_days * _DAY if tp.verification_stale_days else None)
+            for mt, tp in self.policy.memory_types.items()
+        }
 
     # -- one record, no context ------------------------------------------------------------
     def expired(self, r: PlanView) -> Reason | None:
@@ -133,26 +138,34 @@ class Planner:
 
     def _early(self, r: PlanView) -> Decision | None:
         """Decisions that need no score and no group (steps 1-4)."""
+        if r.status == "active" and r.retention_class != "legal_hold":
+            # the common case (active, not held, not expired) decided without building anything
+            if r.expires is None:
+                ttl = self._ttl[r.memory_type]
+                if ttl is None or r.created + ttl > self._now:
+                    return None
+            elif r.expires > self._now:
+                return None
         d = lambda action, *reasons: Decision(
             r.id, r.actor_id, r.namespace, action, list(reasons), content_sha256=r.content_sha256
         )
         expiry = self.expired(r)
-        if r.retention_class is RetentionClass.legal_hold:
+        if r.retention_class == RetentionClass.legal_hold:
             if expiry:
                 return d(Action.hold, Reason.LEGAL_HOLD, expiry, Reason.DELETE_DEFERRED)
             return d(Action.hold, Reason.LEGAL_HOLD)
-        if r.status is Status.retained:
+        if r.status == Status.retained:
             return d(Action.hold, Reason.RETAINED_STATUS)
         if expiry:
             return d(Action.delete_expired, expiry)
-        if r.status is Status.pending_delete:
+        if r.status == Status.pending_delete:
             changed = r.status_changed or r.created
             if changed + self._grace <= self._now:
                 return d(Action.delete_pending, Reason.GRACE_ELAPSED)
             return d(Action.retain, Reason.PENDING_GRACE)
-        if r.status is Status.superseded:
+        if r.status == Status.superseded:
             return d(Action.retain, Reason.ALREADY_SUPERSEDED)
-        if r.status is Status.quarantined:
+        if r.status == Status.quarantined:
             return d(Action.retain, Reason.QUARANTINED)
         return None
 
@@ -179,18 +192,18 @@ class Planner:
         if len(ordered) == 1:  # one statement, said more than once
             mark(head_cluster, Action.consolidate_candidate, [])
             return out
-        if head.memory_type is MemoryType.episodic:
+        if head.memory_type == MemoryType.episodic:
             # distinct events are not contradictions; only repeated ones consolidate
             for c in ordered:
                 if len(c) > 1:
                     mark(c, Action.consolidate_candidate, [])
             return out
-        if head.memory_type is MemoryType.procedural:
+        if head.memory_type == MemoryType.procedural:
             # differing procedures: strictest gate, a reviewer decides
             for c in ordered:
                 mark(c, Action.review, [Reason.CONTRADICTION], contradicted=c is not head_cluster)
             return out
-        strong_head = head.source is not Source.agent_inferred
+        strong_head = head.source != Source.agent_inferred
         superseded_any = False
         for c in ordered[:-1]:
             if strong_head and w[head.source] >= max(w[r.source] for r in c):
@@ -233,14 +246,16 @@ class Planner:
             for rid, outcome in self._group(members).items():
                 outcomes[rid] = outcome
                 groups[rid] = key
-        scorer, now = self.scorer, self._now
+        scorer, now, stale_before = self.scorer, self._now, self._stale_before
+        score_of = scorer.score
         for r in live:
             g = outcomes.get(r.id)
-            score = scorer.score(r, now, contradicted=bool(g and g.contradicted))
+            score = score_of(r, now, g is not None and g.contradicted)
             review: list[Reason] = []
             if not (r.owner and r.owner.strip()):
                 review.append(Reason.MISSING_OWNER)
-            if scorer.verification_stale(r, now):
+            limit = stale_before[r.memory_type]
+            if limit is not None and (r.last_verified is None or r.last_verified < limit):
                 review.append(Reason.STALE_VERIFICATION)
             if score < self._low[r.memory_type]:
                 review.append(Reason.LOW_SCORE)

@@ -7,9 +7,9 @@ holds the report in memory. Thread-safe: Prefect may run shard batches concurren
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterable
+from json.encoder import encode_basestring_ascii as _q  # C-accelerated JSON string quoting
 from pathlib import Path
 
 import pyarrow as pa
@@ -39,24 +39,44 @@ class ReportWriter:
         self._jsonl = self.jsonl_path.open("w", encoding="utf-8")
         self._parquet = pq.ParquetWriter(self.parquet_path, SCHEMA, compression="zstd")
         self._lock = threading.Lock()
-        self._pending: list[dict] = []  # Parquet rows buffered into large row groups
+        self._pending: list[Decision] = []  # Parquet rows buffered into large row groups
         self.rows = 0
 
     def write(self, decisions: Iterable[Decision]) -> None:
-        rows = [d.report_row() for d in decisions]
-        if not rows:
+        decisions = list(decisions)
+        if not decisions:
             return
-        text = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows)
+        lines = []
+        enc: dict[str, str] = {}  # actor ids and namespaces repeat within a shard
+        for d in decisions:
+            actor = enc.get(d.actor_id) or enc.setdefault(d.actor_id, _q(d.actor_id))
+            ns = enc.get(d.namespace) or enc.setdefault(d.namespace, _q(d.namespace))
+            score = "null" if d.score is None else repr(round(d.score, 6))
+            reasons = ",".join(f'"{r}"' for r in d.reasons)  # reason codes are plain ASCII
+            lines.append(f'{{"id":{_q(d.id)},"actor_id":{actor},"namespace":{ns},'
+                         f'"action":"{d.action}","reasons":[{reasons}],"score":{score}}}\n')  # fmt: skip
         with self._lock:
-            self._jsonl.write(text)
-            self._pending += rows
-            self.rows += len(rows)
+            self._jsonl.write("".join(lines))
+            self._pending += decisions
+            self.rows += len(decisions)
             if len(self._pending) >= ROW_GROUP:
                 self._flush()
 
     def _flush(self) -> None:
         if self._pending:
-            self._parquet.write_table(pa.Table.from_pylist(self._pending, schema=SCHEMA))
+            p = self._pending
+            table = pa.table(
+                {
+                    "id": [d.id for d in p],
+                    "actor_id": [d.actor_id for d in p],
+                    "namespace": [d.namespace for d in p],
+                    "action": [str(d.action) for d in p],
+                    "reasons": [[str(r) for r in d.reasons] for d in p],
+                    "score": [None if d.score is None else round(d.score, 6) for d in p],
+                },
+                schema=SCHEMA,
+            )
+            self._parquet.write_table(table)
             self._pending = []
 
     def close(self) -> None:

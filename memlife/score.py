@@ -108,7 +108,23 @@ class Scorer:
         return ScoreParts(creation, access, freq, verify, source, score)
 
     def score(self, r: PlanView, now: float, contradicted: bool = False) -> float:
-        return self.parts(r, now, contradicted).score
+        """Same formula as :meth:`parts`, without building the breakdown (hot path)."""
+        c = self._types[r.memory_type]
+        exp = math.exp
+        total = c.w_creation * exp(-c.creation_rate * max(0.0, (now - r.created) / _DAY))
+        if r.last_accessed is not None:
+            total += c.w_access * exp(-c.access_rate * max(0.0, (now - r.last_accessed) / _DAY))
+        total += c.w_freq * (1.0 - exp(-r.access_count / c.freq_scale))
+        if c.stale_days is None:
+            total += c.w_verify
+        elif r.last_verified is not None:
+            since = max(0.0, (now - r.last_verified) / _DAY)
+            total += c.w_verify * (1.0 - min(1.0, since / c.stale_days))
+        raw = (total + c.w_source * self._source[r.source]) / c.w_total
+        raw -= self._sensitivity.get(r.retention_class, 0.0)
+        if contradicted:
+            raw -= self.policy.contradiction_penalty
+        return 1.0 if raw > 1.0 else (0.0 if raw < 0.0 else raw)
 
     def verification_stale(self, r: PlanView, now: float) -> bool:
         """True when the type has a staleness limit and the record is past it (or never verified)."""

@@ -52,7 +52,13 @@ CREATE TABLE IF NOT EXISTS records (
     provenance TEXT NOT NULL,
     content_sha256 TEXT NOT NULL,
     norm_sha256 TEXT NOT NULL,   -- derived once at write: planning never reads content
-    negated INTEGER NOT NULL
+    negated INTEGER NOT NULL,
+    -- epoch-second copies of the timestamps: the planner reads these, never parses text
+    created_ts REAL NOT NULL,
+    last_accessed_ts REAL,
+    last_verified_ts REAL,
+    expires_ts REAL,
+    status_changed_ts REAL
 );
 -- the paging order: keyset on (actor, namespace, id)
 CREATE INDEX IF NOT EXISTS records_shard ON records (actor_id, namespace, id);
@@ -63,13 +69,17 @@ COLUMNS = (
     "id", "actor_id", "namespace", "memory_type", "subject", "content", "owner", "confidence",
     "source", "created_at", "last_accessed_at", "access_count", "last_verified_at",
     "expires_at", "retention_class", "status", "status_changed_at", "provenance",
-    "content_sha256", "norm_sha256", "negated",
+    "content_sha256", "norm_sha256", "negated", "created_ts", "last_accessed_ts",
+    "last_verified_ts", "expires_ts", "status_changed_ts",
 )  # fmt: skip
-_SELECT = f"SELECT {', '.join(COLUMNS[:-2])} FROM records"
+_DERIVED = 7  # trailing columns derived from the record (not read back into it)
+_SELECT = f"SELECT {', '.join(COLUMNS[:-_DERIVED])} FROM records"
+# In PlanView order: rows become views with no per-field work (enums are StrEnums, so the
+# planner compares them by value and plain strings from SQLite serve as they are).
 _VIEW_COLUMNS = (
-    "id", "actor_id", "namespace", "memory_type", "subject", "owner", "source", "created_at",
-    "last_accessed_at", "access_count", "last_verified_at", "expires_at", "retention_class",
-    "status", "status_changed_at", "content_sha256", "norm_sha256", "negated",
+    "id", "actor_id", "namespace", "memory_type", "subject", "owner", "source", "created_ts",
+    "last_accessed_ts", "access_count", "last_verified_ts", "expires_ts", "retention_class",
+    "status", "status_changed_ts", "content_sha256", "norm_sha256", "negated",
 )  # fmt: skip
 _SELECT_VIEW = f"SELECT {', '.join(_VIEW_COLUMNS)} FROM records"
 _UPSERT = (
@@ -99,8 +109,14 @@ def record_to_row(r: MemoryRecord) -> tuple:
         r.confidence, r.source.value, _ts(r.created_at), _ts(r.last_accessed_at),
         r.access_count, _ts(r.last_verified_at), _ts(r.expires_at), r.retention_class.value,
         r.status.value, _ts(r.status_changed_at), r.provenance.model_dump_json(), sha,
-        norm_sha256(r.content), int(negates(r.content)),
+        norm_sha256(r.content), int(negates(r.content)), r.created_at.timestamp(),
+        _epoch_of(r.last_accessed_at), _epoch_of(r.last_verified_at), _epoch_of(r.expires_at),
+        _epoch_of(r.status_changed_at),
     )  # fmt: skip
+
+
+def _epoch_of(value: datetime | None) -> float | None:
+    return value.timestamp() if value is not None else None
 
 
 _RECORD_FIELDS = set(MemoryRecord.model_fields)
@@ -128,17 +144,7 @@ def row_to_record(row: tuple) -> MemoryRecord:
     ), _RECORD_FIELDS)  # type: ignore[return-value]  # fmt: skip
 
 
-def _epoch(value: str | None) -> float | None:
-    return datetime.fromisoformat(value).timestamp() if value is not None else None
-
-
-def row_to_view(row: tuple) -> PlanView:
-    return PlanView(
-        row[0], row[1], row[2], _MT[row[3]], row[4], row[5], _SRC[row[6]],
-        datetime.fromisoformat(row[7]).timestamp(), _epoch(row[8]), row[9], _epoch(row[10]),
-        _epoch(row[11]), _RC[row[12]], _ST[row[13]], _epoch(row[14]), row[15], row[16],
-        bool(row[17]),
-    )  # fmt: skip
+row_to_view = PlanView._make  # the SELECT is in PlanView's field order
 
 
 def _encode_token(actor_id: str, namespace: str, last_id: str) -> str:
@@ -231,7 +237,7 @@ class SqliteStore:
         more = len(rows) > page_size
         rows = rows[:page_size]
         nxt = _encode_token(actor_id, namespace, rows[-1][0]) if more else None
-        return [row_to_view(r) for r in rows], nxt
+        return list(map(row_to_view, rows)), nxt
 
     def get(self, record_id: str) -> MemoryRecord | None:
         with self.lock:
@@ -298,9 +304,11 @@ class SqliteStore:
                     prov["replaced_by"] = replaced_by
                 if policy_version is not None:
                     prov["policy_version"] = policy_version
+                when = at or utcnow()
                 self.connection.execute(
-                    "UPDATE records SET status=?, status_changed_at=?, provenance=? WHERE id=?",
-                    (Status(status).value, _ts(at or utcnow()), json.dumps(prov), rid),
+                    "UPDATE records SET status=?, status_changed_at=?, status_changed_ts=?, "
+                    "provenance=? WHERE id=?",
+                    (Status(status).value, _ts(when), when.timestamp(), json.dumps(prov), rid),
                 )
                 result.succeeded.append(rid)
         return result
