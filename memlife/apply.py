@@ -104,6 +104,8 @@ class Executor:
         self.store, self.journal, self.sink = store, journal, sink
         self.consolidator = consolidator
         self.dry_run = dry_run
+        # Shards a StoreError (e.g. QUOTA_EXCEEDED) stopped: no further groups or deletes.
+        self.stopped: set[tuple[str, str]] = set()
 
     # -- the lifecycle of operations ----------------------------------------------------------
     def new_op(self, kind: OpKind, d_actor: str, d_ns: str, record_id: str, reasons: Sequence[str],
@@ -126,9 +128,12 @@ class Executor:
                 results = apply(todo)
             except StoreError as exc:  # e.g. quota: the whole batch fails, the shard stops
                 results = {o.operation_id: ItemFailure(o.record_id, exc.code) for o in todo}
-                tally.stopped_shards.append(
-                    {"actor_id": todo[0].actor_id, "namespace": todo[0].namespace, "code": exc.code}
-                )
+                shard = (todo[0].actor_id, todo[0].namespace)
+                if shard not in self.stopped:  # named once in the run receipt
+                    self.stopped.add(shard)
+                    tally.stopped_shards.append(
+                        {"actor_id": shard[0], "namespace": shard[1], "code": exc.code}
+                    )
             for o in todo:
                 r = results[o.operation_id]
                 if isinstance(r, ItemFailure):
@@ -174,7 +179,9 @@ class Executor:
     def apply_delete(self, ops: list[Operation]) -> dict[str, Result]:
         by_record = {o.record_id: o for o in ops}
         # Defence in depth: re-read holds right before deleting (a hold may be new).
-        held = {rid for rid in by_record if _is_held(self.store.get(rid))}
+        # One batched read (get_many where the store has it): a remote store pays per call.
+        current = _get_many(self.store, list(by_record))
+        held = {rid for rid in by_record if _is_held(current.get(rid))}
         ids = [rid for rid in by_record if rid not in held]
         out: dict[str, Result] = {
             by_record[rid].operation_id: ItemFailure(rid, "LEGAL_HOLD", retryable=False) for rid in held
@@ -206,9 +213,16 @@ class Executor:
 
     def apply_status(self, status: Status, outcome: Outcome, point: str):
         def apply(ops: list[Operation]) -> dict[str, Result]:
+            # Batched: one read of the records (and replacements), one set_status per
+            # replacement. A remote store (AgentCore) pays per call, not per record.
             out: dict[str, Result] = {}
+            wanted = [o.record_id for o in ops]
+            if status is Status.superseded:
+                wanted += [o.replacement_id for o in ops if o.replacement_id]
+            found = _get_many(self.store, list(dict.fromkeys(wanted)))
+            ready: dict[str | None, list[Operation]] = {}
             for o in ops:
-                current = self.store.get(o.record_id)
+                current = found.get(o.record_id)
                 if current is None:
                     out[o.operation_id] = ItemFailure(o.record_id, "RECORD_MISSING", retryable=False)
                     continue
@@ -216,16 +230,20 @@ class Executor:
                     out[o.operation_id] = ItemFailure(o.record_id, "LEGAL_HOLD", retryable=False)
                     continue
                 if status is Status.superseded:
-                    repl = self.store.get(o.replacement_id or "")
+                    repl = found.get(o.replacement_id or "")
                     if repl is None or repl.status is not Status.active:
                         out[o.operation_id] = ItemFailure(o.record_id, "REPLACEMENT_MISSING")
                         continue
+                ready.setdefault(o.replacement_id, []).append(o)
+            for replacement, group in ready.items():
                 res = self.store.set_status(
-                    [o.record_id], status, replaced_by=o.replacement_id,
+                    [o.record_id for o in group], status, replaced_by=replacement,
                     policy_version=self.policy.version, at=self.cutoff,
                 )  # fmt: skip
                 checkpoint(point)
-                out[o.operation_id] = res.failed[0] if res.failed else outcome
+                failed = {f.id: f for f in res.failed}
+                for o in group:
+                    out[o.operation_id] = failed.get(o.record_id, outcome)
             return out
 
         return apply
@@ -239,6 +257,8 @@ class Executor:
         for key, members in sorted(groups.items()):
             if len(members) < 2:
                 continue
+            if (members[0].actor_id, members[0].namespace) in self.stopped:
+                return  # the shard stopped (StoreError): the rest waits for the next run
             self._consolidate_group(key, members, tally)
 
     def _consolidate_group(self, key: str, members: list[Decision], tally: Tally) -> None:
@@ -304,7 +324,12 @@ class Executor:
     # -- phase B: deletions after the gate, and quarantine when it fails -----------------------
     def delete(self, items: Sequence[DeleteItem], tally: Tally) -> None:
         for shard_items in _by_shard(items):
-            for batch in chunked(shard_items, 100):
+            for n, batch in enumerate(chunked(shard_items, 100)):
+                if (batch[0].actor_id, batch[0].namespace) in self.stopped:
+                    # a StoreError stopped this shard: the rest is planned again next run
+                    tally.ids_not_deleted += [{"id": i.id, "reason": "SHARD_STOPPED"}
+                                              for i in shard_items[n * 100 :]]  # fmt: skip
+                    break
                 ops = [self.new_op(OpKind.delete, i.actor_id, i.namespace, i.id, i.reasons,
                                 i.content_sha256) for i in batch]  # fmt: skip
                 planned = self.journal.plan(ops)
