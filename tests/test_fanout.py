@@ -149,3 +149,37 @@ def test_alert_automation_matches_the_events():
     patterns = trigger.match.model_dump()["prefect.resource.id"]
     patterns = patterns if isinstance(patterns, list) else [patterns]
     assert any(fnmatch.fnmatch("memlife.run.20260301T000000Z-dry-abc", p) for p in patterns)
+
+
+def test_shard_flow_resumes_the_parents_run(prefect_harness, seeded, home):
+    """A child run (the memlife-shard flow) derives the parent's run id from the pinned
+    cutoff and writes its decisions to a report part of that run."""
+    from flows.shard import shard
+    from memlife import fanout
+    from memlife.pipeline import RunConfig, Shard, start_run
+
+    config = RunConfig(dry_run=True, actors=tuple(ACTORS), namespaces=tuple(NAMESPACES),
+                       now=fanout.parse_now("2026-03-01T00:00:00Z"), store=seeded,
+                       receipts=f"file://{home / 'receipts'}")  # fmt: skip
+    parent = start_run(config)
+    params = fanout.config_params(config, parent)
+    assert fanout.config_from_params(params) == config
+    good = [Shard(a, f"/users/{a}/preferences") for a in ACTORS if a != BAD]
+
+    outcome = shard(config=params, shards=fanout.shard_params(good), part="7")
+
+    assert outcome.shards == 2 and not outcome.failed_shards and outcome.records > 0
+    part = home / "reports" / parent.run_id / "parts" / "7" / "proposed-actions.jsonl"
+    assert len(part.read_text().splitlines()) == outcome.records
+
+
+def test_dask_runner_is_optional():
+    from flows import limits
+
+    try:
+        import prefect_dask  # noqa: F401
+    except ImportError:
+        with pytest.raises(RuntimeError, match=r"memlife\[dask\]"):
+            limits.task_runner("dask", dask_address="tcp://127.0.0.1:8786")
+    with pytest.raises(ValueError):
+        limits.task_runner("processes")
