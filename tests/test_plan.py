@@ -38,6 +38,8 @@ def rec(rid: str, content: str = "Lives in Lisbon.", **kw) -> MemoryRecord:
         last_verified_at=days(5),
     )  # fmt: skip
     base.update(kw)
+    if base.get("status") in ("superseded", Status.superseded) and "provenance" not in kw:
+        base["provenance"] = {"replaced_by": "r-newer"}  # the contract: superseded names its replacement
     return MemoryRecord(**base)
 
 
@@ -298,8 +300,7 @@ def test_differing_procedures_go_to_review() -> None:
     assert all(d.action is not Action.supersede_candidate for d in ds.values())
 
 
-@pytest.mark.xfail(strict=True, reason="BUG plan.py _group: a mixed-type subject group follows the "
-                   "newest record's type, so an older procedure is superseded by a semantic statement")
+
 def test_procedure_never_superseded_by_a_newer_semantic_record() -> None:
     ds = plan(
         rec("proc", "Deploy only after staging passes.", subject="deploy", created_at=days(30),
@@ -382,28 +383,37 @@ CONTENTS = ["Is vegetarian.", "is vegetarian", "Is not vegetarian.", "Eats fish.
             "Prefers an aisle seat.", "Never sits by the window."]  # fmt: skip
 
 
+_S_NS = st.sampled_from([NS, "/users/u-1/preferences"])
+_S_TYPE = st.sampled_from(list(MemoryType))
+_S_SUBJECT = st.sampled_from(SUBJECTS)
+_S_CONTENT = st.sampled_from(CONTENTS)
+_S_OWNER = st.sampled_from([None, "team-a"])
+_S_SOURCE = st.sampled_from(list(Source))
+_S_RETENTION = st.sampled_from(list(RetentionClass))
+_S_STATUS = st.sampled_from(list(Status))
+_S_AGE = st.integers(min_value=0, max_value=900 * 24)  # hours
+_S_OPT_AGE = st.none() | _S_AGE
+_S_COUNT = st.integers(0, 50)
+_S_EXPIRES = st.none() | st.integers(min_value=-60 * 24, max_value=60 * 24)
+_S_CHANGED = st.none() | st.integers(min_value=0, max_value=30 * 24)
+
+
+def _hours(h: int | None) -> datetime | None:
+    return None if h is None else NOW - timedelta(hours=h)
+
+
 @st.composite
 def records(draw) -> list[MemoryRecord]:
     n = draw(st.integers(min_value=1, max_value=14))
     out = []
     for i in range(n):
-        def opt_days(lo: float, hi: float):
-            return draw(st.none() | st.floats(min_value=lo, max_value=hi).map(days))
-
         out.append(rec(
-            f"m-{i:03d}", draw(st.sampled_from(CONTENTS)),
-            namespace=draw(st.sampled_from([NS, "/users/u-1/preferences"])),
-            memory_type=draw(st.sampled_from(list(MemoryType))),
-            subject=draw(st.sampled_from(SUBJECTS)),
-            owner=draw(st.sampled_from([None, "team-a"])),
-            source=draw(st.sampled_from(list(Source))),
-            created_at=days(draw(st.floats(min_value=0, max_value=900))),
-            last_accessed_at=opt_days(0, 900), access_count=draw(st.integers(0, 50)),
-            last_verified_at=opt_days(0, 900),
-            expires_at=draw(st.none() | st.floats(min_value=-60, max_value=60).map(days)),
-            retention_class=draw(st.sampled_from(list(RetentionClass))),
-            status=draw(st.sampled_from(list(Status))),
-            status_changed_at=opt_days(0, 30),
+            f"m-{i:03d}", draw(_S_CONTENT), namespace=draw(_S_NS), memory_type=draw(_S_TYPE),
+            subject=draw(_S_SUBJECT), owner=draw(_S_OWNER), source=draw(_S_SOURCE),
+            created_at=_hours(draw(_S_AGE)), last_accessed_at=_hours(draw(_S_OPT_AGE)),
+            access_count=draw(_S_COUNT), last_verified_at=_hours(draw(_S_OPT_AGE)),
+            expires_at=_hours(draw(_S_EXPIRES)), retention_class=draw(_S_RETENTION),
+            status=draw(_S_STATUS), status_changed_at=_hours(draw(_S_CHANGED)),
         ))  # fmt: skip
     return out
 
@@ -426,7 +436,7 @@ def _plan_by_shard(rs: list[MemoryRecord]) -> dict[str, Decision]:
     return out
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(records())
 def test_legal_hold_never_deleted_superseded_or_consolidated(rs: list[MemoryRecord]) -> None:
     ds = _plan_by_shard(rs)
@@ -441,7 +451,7 @@ def test_legal_hold_never_deleted_superseded_or_consolidated(rs: list[MemoryReco
             assert ds[d.survivor].action is not Action.hold
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(records())
 def test_plan_invariants(rs: list[MemoryRecord]) -> None:
     ds = _plan_by_shard(rs)
@@ -489,7 +499,7 @@ def test_demo_scale_counts_are_plausible() -> None:
     assert sum(counts.values()) == 30
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(records(), st.randoms(use_true_random=False))
 def test_plan_independent_of_input_order(rs: list[MemoryRecord], rnd) -> None:
     shuffled = list(rs)
