@@ -218,7 +218,7 @@ def build_groups(
             continue
         if wanted is not None and r.id not in wanted:
             continue
-        buckets[group_key(r.actor_id, r.namespace, r.subject)].append(r)
+        buckets[group_key(r.actor_id, r.namespace, r.subject, r.memory_type)].append(r)
     groups: list[Group] = []
     for key in sorted(buckets):
         members = sorted(buckets[key], key=_age)

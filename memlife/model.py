@@ -178,15 +178,23 @@ def _first_error(exc: ValidationError) -> tuple[str, str]:
 
 
 def parse_record(data: Any, line: int | None = None) -> MemoryRecord:
-    """Validate a decoded object into a record, raising RecordError on the first bad field."""
+    """Validate a decoded JSON object into a record, raising RecordError on the first bad field.
+
+    Validation is strict JSON: no silent coercion (``"5"`` is not a count, ``true`` is not a
+    confidence, an epoch number is not a timestamp).
+    """
     if not isinstance(data, dict):
         raise RecordError(None, "<record>", f"expected a JSON object, got {type(data).__name__}", line)
     rid = data.get("id") if isinstance(data.get("id"), str) else None
     try:
-        return MemoryRecord.model_validate(data)
+        record = MemoryRecord.model_validate_json(json.dumps(data, default=str), strict=True)
     except ValidationError as exc:
         field, reason = _first_error(exc)
         raise RecordError(rid, field, reason, line) from None
+    if record.status is Status.superseded and not record.provenance.replaced_by:
+        # invariant 3 at the door: a superseded record must point to its replacement
+        raise RecordError(rid, "provenance.replaced_by", "required when status is superseded", line)
+    return record
 
 
 def parse_record_line(text: str, line: int | None = None) -> MemoryRecord:

@@ -258,7 +258,9 @@ def make_executor(
 ) -> Executor:  # fmt: skip
     return Executor(
         run_id=ctx.run_id, run_key=ctx.run_key, policy=ctx.policy, cutoff=ctx.cutoff,
-        store=store, journal=journal or open_journal(store), sink=ctx.sink,
+        store=store, sink=ctx.sink,
+        # a dry run never journals: it must not even create the journal table
+        journal=journal if journal is not None or ctx.config.dry_run else open_journal(store),
         consolidator=consolidator, dry_run=ctx.config.dry_run,
     )  # fmt: skip
 

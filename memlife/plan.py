@@ -93,8 +93,9 @@ class Decision:
         }
 
 
-def group_key(actor_id: str, namespace: str, subject: str) -> str:
-    raw = f"{actor_id}\x1f{namespace}\x1f{subject.strip().lower()}".encode()
+def group_key(actor_id: str, namespace: str, subject: str, memory_type: str = "semantic") -> str:
+    """One group per actor + namespace + subject + memory type (a fact never merges a procedure)."""
+    raw = f"{actor_id}\x1f{namespace}\x1f{subject.strip().lower()}\x1f{memory_type}".encode()
     return hashlib.sha256(raw).hexdigest()[:24]
 
 
@@ -236,13 +237,15 @@ class Planner:
                     continue
                 live.append(r)
                 if r.subject:
-                    by_subject[r.subject.strip().lower()].append(r)
+                    # one group per subject AND memory type: a fact never supersedes a procedure
+                    by_subject[f"{r.subject.strip().lower()}\x1f{r.memory_type}"].append(r)
         outcomes: dict[str, _GroupOutcome] = {}
         groups: dict[str, str] = {}
-        for subject, members in by_subject.items():
+        for bucket, members in by_subject.items():
             if len(members) < 2:
                 continue
-            key = group_key(members[0].actor_id, members[0].namespace, subject)
+            head = members[0]
+            key = group_key(head.actor_id, head.namespace, bucket.split("\x1f")[0], head.memory_type)
             for rid, outcome in self._group(members).items():
                 outcomes[rid] = outcome
                 groups[rid] = key

@@ -88,8 +88,7 @@ def test_dry_run_leaves_every_record_byte_identical(db: Path) -> None:
     assert rows_of(db) == before_rows
 
 
-@pytest.mark.xfail(strict=True, reason="BUG pipeline.py make_executor: a dry run opens the journal "
-                   "(open_journal) and creates the 'operations' table in the store file")
+
 def test_dry_run_leaves_store_file_unchanged(db: Path) -> None:
     schema = "SELECT type, name, sql FROM sqlite_master ORDER BY name"
     before_schema = rows_of(db, schema)

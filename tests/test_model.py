@@ -189,7 +189,7 @@ def test_record_error_is_a_value_error() -> None:
 # pydantic's lax mode coerces these silently; each is a wrong type in the JSON contract.
 
 
-@pytest.mark.xfail(strict=True, reason="BUG model.py: lax mode accepts wrong JSON types")
+
 @pytest.mark.parametrize(
     ("field", "value"),
     [
@@ -206,7 +206,7 @@ def test_wrong_json_types_are_not_coerced(field: str, value: object) -> None:
     assert info.value.field == field
 
 
-@pytest.mark.xfail(strict=True, reason="BUG model.py: superseded record without replaced_by accepted")
+
 def test_superseded_requires_replaced_by() -> None:
     with pytest.raises(RecordError) as info:
         parse_record(with_(status="superseded"))
