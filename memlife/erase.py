@@ -15,7 +15,7 @@ Run reports and receipts hold ids and hashes only; they stay (they are the evide
 
 Legal hold defers an erasure: the record stays, the request is journaled as an erase
 operation in FAILED state with code LEGAL_HOLD, a receipt with outcome ``deferred`` is
-written, and a row in ``pending_erasures`` remembers it. The deferred erasure is applied
+written (``deferrals/{operation_id}.json``), and a row in ``pending_erasures`` remembers it. The deferred erasure is applied
 by ``memlife hold release --id ID`` (which lifts the hold and erases at once), and also by
 any later ``erase`` call (``memlife erase --pending``) once the hold is gone by other means.
 """
@@ -34,7 +34,7 @@ from memlife.journal import Operation, OpKind, OpState, Outcome
 from memlife.model import MemoryRecord, RetentionClass, Status, content_sha256, utcnow
 from memlife.policy import Policy
 from memlife.quarantine import ManualRun, _side, forget_snapshots, manual_run
-from memlife.receipts import operation_key, operation_receipt
+from memlife.receipts import operation_receipt
 from memlife.stores.base import ItemFailure, MemoryStore, iter_shard
 
 PENDING_SCHEMA = """
@@ -155,11 +155,19 @@ def compact(store: MemoryStore, cache: EmbeddingCache | None = None) -> dict[str
     return out
 
 
+def deferral_key(operation_id: str) -> str:
+    return f"deferrals/{operation_id}.json"
+
+
 def _write_deferral_receipt(sink: ReceiptSink, op: Operation) -> bool:
-    """Create-only; False when it exists already (a rerun). Raises ReceiptWriteError."""
+    """Create-only; False when it exists already (a rerun). Raises ReceiptWriteError.
+
+    Kept beside ``operations/``, not in it: the operation itself is not done (FAILED,
+    LEGAL_HOLD), and its own receipt is written if and when it is applied.
+    """
     doc = operation_receipt(op)
     doc["outcome"] = "deferred"
-    return sink.put_new(operation_key(op.operation_id), dumps(doc))
+    return sink.put_new(deferral_key(op.operation_id), dumps(doc))
 
 
 def _defer(

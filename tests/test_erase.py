@@ -37,6 +37,13 @@ def rec(rid: str, content: str, *, actor: str = "u-1", ns: str = "facts", subjec
     )  # fmt: skip
 
 
+def verify(store: SqliteStore, run_id: str) -> list[dict]:
+    from memlife.audit import open_sink
+    from memlife.review import verify_run
+
+    return verify_run(open_sink(), store, open_journal(store), run_id).problems
+
+
 def disk_count(db: Path, needle: str) -> dict[str, int]:
     """Occurrences of ``needle`` in the database file, its WAL and its shared-memory index."""
     out = {}
@@ -164,8 +171,10 @@ def test_legal_hold_defers_the_erasure_until_released(home: Path) -> None:
     assert store.get("m-pass") == held  # the hold wins: untouched
     [op] = [o for o in open_journal(store).for_record("m-pass") if o.kind is OpKind.erase]
     assert op.state is OpState.FAILED and op.last_error == "LEGAL_HOLD"
-    doc = json.loads((home / "receipts" / "operations" / f"{op.operation_id}.json").read_text())
+    doc = json.loads((home / "receipts" / "deferrals" / f"{op.operation_id}.json").read_text())
     assert doc["outcome"] == "deferred" and "ERASURE_DEFERRED" in doc["reason_codes"]
+    assert doc["action"] == "erase" and doc["content_sha256"] == held.sha256
+    assert verify(store, out["run_id"]) == []
     assert [p["record_id"] for p in pending_erasures(store)] == ["m-pass"]
     # a later erase call leaves a still-held record alone
     again = erase(store, None, now=NOW)

@@ -8,12 +8,14 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from memlife.audit import open_sink
 from memlife.cli import app
 from memlife.embed_cache import EmbeddingCache
 from memlife.journal import OpKind, OpState, open_journal
 from memlife.model import RetentionClass, Status
 from memlife.pipeline import RunConfig, run_local
 from memlife.quarantine import list_quarantined, purge
+from memlife.review import verify_run
 from memlife.stores.sqlite import SqliteStore
 from tests.test_gate import ACTOR, FACTS, NOW, ttl_policy, vector_row, write_cases
 
@@ -70,6 +72,7 @@ def test_cli_list_restore_exactly_and_the_next_night_quarantines_again(
     manifest = list((home / "receipts" / "runs").rglob(f"{out['run_id']}/manifest.json"))
     receipt = json.loads(Path(out["receipt"]).read_text())
     assert manifest and receipt["mode"] == "manual:restore" and receipt["status"] == "success"
+    assert verify_run(open_sink(), store, open_journal(store), out["run_id"]).problems == []
     store.close()
 
     # The policy still says delete: the next night the gate blocks again. The record already
