@@ -152,6 +152,8 @@ def test_dry_run_deployment_on_a_real_server(tmp_path: Path):
         params = {
             "store": store, "receipts": f"file://{receipts}", "now": CUTOFF,
             "actors": ["u-000000", "u-000001", "u-000002", "u-000003"],
+            # the batches as child runs of memlife-shard/shard on the same pool and worker
+            "fan_out": "deployments", "shards_per_batch": 100,
         }  # fmt: skip
         out = _cli(["deployment", "run", "memlife-nightly/dry-run", "--params", json.dumps(params)], env)
         match = re.search(r"UUID:\s*([0-9a-f-]{36})", out)
@@ -160,7 +162,12 @@ def test_dry_run_deployment_on_a_real_server(tmp_path: Path):
         phases["triggered"] = time.monotonic() - t0
 
         from prefect.client.orchestration import get_client
-        from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+        from prefect.client.schemas.filters import (
+            ArtifactFilter,
+            ArtifactFilterFlowRunId,
+            FlowRunFilter,
+            FlowRunFilterParentFlowRunId,
+        )
         from prefect.settings import PREFECT_API_URL, temporary_settings
 
         with temporary_settings({PREFECT_API_URL: api}):
@@ -177,12 +184,21 @@ def test_dry_run_deployment_on_a_real_server(tmp_path: Path):
                     f"{run.state}\n" + (tmp_path / "worker.log").read_text()[-5000:]
                 )
                 assert run.parameters["dry_run"] is True
+                children = client.read_flow_runs(
+                    flow_run_filter=FlowRunFilter(
+                        parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[run.id])
+                    )
+                )
                 artifacts = client.read_artifacts(
                     artifact_filter=ArtifactFilter(
                         flow_run_id=ArtifactFilterFlowRunId(any_=[run.id])
                     )
                 )
         phases["run completed"] = time.monotonic() - t0
+
+        # the shard batch ran as a child flow run of the shard deployment, and completed
+        assert [c.state.is_completed() for c in children] == [True], children
+        assert children[0].deployment_id is not None
 
         by_key = {a.key: a for a in artifacts}
         assert {"memlife-counts", "memlife-summary"} <= set(by_key)
