@@ -358,11 +358,12 @@ class Executor:
         order = {OpKind.write_replacement: 0, OpKind.supersede: 1}
         due.sort(key=lambda o: (order.get(o.kind, 2), o.created_at or self.cutoff, o.operation_id))
         groups: dict[str | None, list[Operation]] = {}
+        deletes: dict[tuple[str, str], list[Operation]] = {}
         for o in due:
             if o.kind in (OpKind.write_replacement, OpKind.supersede):
                 groups.setdefault(o.replacement_id or o.record_id, []).append(o)
             elif o.kind is OpKind.delete:
-                self.run_lifecycle([o], self.apply_delete, tally)
+                deletes.setdefault((o.actor_id, o.namespace), []).append(o)
             elif o.kind is OpKind.quarantine:
                 self.run_lifecycle(
                     [o], self.apply_status(Status.quarantined, Outcome.quarantined, "after_supersede"),
@@ -372,6 +373,11 @@ class Executor:
                 self.run_lifecycle(
                     [o], self.apply_status(Status.active, Outcome.restored, "after_supersede"), tally
                 )
+        for shard, ops in sorted(deletes.items()):  # batches of <= 100 per shard, like delete()
+            for batch in chunked(ops, 100):
+                if shard in self.stopped:
+                    break  # still queued: the next run retries it
+                self.run_lifecycle(batch, self.apply_delete, tally)
         for ops in groups.values():
             self._resume_group(ops, tally)
         return len(due)

@@ -568,6 +568,19 @@ class AgentCoreStore:
     def get_many(self, ids: Sequence[str]) -> dict[str, MemoryRecord]:
         return {rid: rec for rid, (rec, _, _, _) in self._fetch(ids).items()}
 
+    def iter_all(self, batch: int = MAX_PAGE) -> Iterator[MemoryRecord]:
+        """Every record, actor by actor and namespace by namespace (export), streamed:
+        ListMemoryRecords pages of ``batch``; the sidecar is read only for overflow."""
+        for actor in self.list_actors():
+            for ns in self.list_namespaces(actor):
+                token: str | None = None
+                while True:
+                    page = self.page(actor, ns, page_size=batch, token=token)
+                    yield from page.records
+                    if page.next_token is None:
+                        break
+                    token = page.next_token
+
     # -- decoding --------------------------------------------------------------------------
     def _decode_many(
         self, raws: Sequence[dict[str, Any]], actor_hint: str | None

@@ -41,8 +41,10 @@ Scripting (each consumes itself): ``throttle_next(n, op)`` -> whole-request 429
 ``ThrottledException``; ``quota_next(n, op)`` -> 402 ``ServiceQuotaExceededException``;
 ``fail_next_items(op, ids, code, times)`` / ``fail_next_deletes`` / ``fail_next_creates`` /
 ``fail_next_updates`` -> per-item failures for records named by ``memoryRecordId`` or by
-their ``memlife_id`` metadata; ``validation_error_next(n, op)``. ``requests`` logs
-``(operation, params)``.
+their ``memlife_id`` metadata; ``validation_error_next(n, op)``; ``missing_deletes =
+"request"`` -> a BatchDelete naming an unknown record fails as a whole with
+ResourceNotFoundException. ``requests`` logs ``(operation, params)``. ``bulk_load`` seeds
+a memory directly (what ``put_many`` would leave behind) for large tests.
 """
 
 from __future__ import annotations
@@ -139,6 +141,10 @@ class FakeAgentCore:
         self._item_fails: list[_ItemFail] = []
         self._rejected: set[str] = set()
         self._idempotency: dict[str, tuple[str, dict[str, Any]]] = {}
+        # How a BatchDelete naming an unknown record answers: "item" (a per-item 404, the
+        # default) or "request" (the whole request fails with ResourceNotFoundException,
+        # the stricter reading; the adapter bisects down to the record).
+        self.missing_deletes = "item"
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -162,6 +168,7 @@ class FakeAgentCore:
             self._item_fails.clear()
             self._rejected.clear()
             self._idempotency.clear()
+            self.missing_deletes = "item"
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> FakeAgentCore:
@@ -568,6 +575,10 @@ class FakeAgentCore:
 
     def _op_BatchDelete(self, body: dict, query: dict, groups: tuple) -> tuple[int, dict]:
         records = self._check_batch(body.get("records"))
+        if self.missing_deletes == "request":
+            unknown = [r["memoryRecordId"] for r in records if r["memoryRecordId"] not in self.records]
+            if unknown:
+                raise ApiError(404, "ResourceNotFoundException", f"memory record {unknown[0]} not found")
         ok, failed = [], []
         for r in records:
             rid = r["memoryRecordId"]
@@ -629,6 +640,53 @@ def _mval(rec: dict[str, Any] | None, key: str) -> str | None:
         return None
     v = (rec.get("metadata") or {}).get(key) or {}
     return v.get("stringValue")
+
+
+def bulk_load(store: Any, fake: FakeAgentCore, records: Iterable[Any]) -> int:
+    """Seed a fresh memory with what ``store.put_many(records)`` would leave behind, fast.
+
+    Test seeding only: the fake's records and the sidecar items (version 2, live, overflow
+    blob keyed by its hash, shards registered) are written directly, unconditionally, in
+    DynamoDB batches of 25. Per record, ``put_many`` costs three conditional/sequential
+    calls (sidecar, BatchCreate, sidecar), about 30 ms under moto; this costs ~0.5 ms.
+    The encoding is the store's own (``encode_metadata``), so what the store reads back
+    is what it would have written; tests that care compare against a reference store.
+    Records the store would refuse (``_invalid``) raise: seeds must be valid.
+    """
+    from memlife.stores.agentcore import _blob_hash, encode_metadata, safe_value
+    from memlife.stores.agentcore_sidecar import BATCH_WRITE_MAX, SidecarItem, _to_ddb
+
+    items: list[dict[str, Any]] = []
+    shards: set[tuple[str, str]] = set()
+    now = time.time()
+    with fake.lock:
+        for r in records:
+            problem = store._invalid(r)
+            if problem:
+                raise ValueError(f"bulk_load: {r.id}: {problem}")
+            meta, blob = encode_metadata(r)
+            rid = f"mem-{uuid.uuid4()}"
+            fake.records[rid] = {
+                "memoryRecordId": rid,
+                "content": {"text": r.content},
+                "memoryStrategyId": store.strategy_id or "direct",
+                "namespaces": [r.namespace],
+                "createdAt": now,
+                "timestamp": r.created_at.timestamp(),
+                "metadata": meta,
+            }
+            key = safe_value(r.id)
+            blobs = {_blob_hash(blob): blob} if blob else {}
+            item = SidecarItem(key, r.id, r.actor_id, r.namespace, 2, rid, blobs)
+            items.append({"PutRequest": {"Item": _to_ddb(item)}})
+            shards.add((r.actor_id, r.namespace))
+    ddb, table = store.sidecar.client, store.sidecar.table
+    for i in range(0, len(items), BATCH_WRITE_MAX):
+        request: dict[str, Any] = {table: items[i : i + BATCH_WRITE_MAX]}
+        while request:
+            request = ddb.batch_write_item(RequestItems=request).get("UnprocessedItems") or {}
+    store.sidecar.register_shards(sorted(shards))
+    return len(items)
 
 
 class AgentCoreHarness:
