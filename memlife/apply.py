@@ -14,15 +14,17 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from memlife.audit import ReceiptSink, ReceiptWriteError
 from memlife.consolidate.base import ConsolidationError, Consolidator, Group
 from memlife.consolidate.replacement import build_replacement, replacement_id
+from memlife.embed_cache import EmbeddingCache
 from memlife.faults import checkpoint
+from memlife.group import analyse_group
 from memlife.journal import Journal, Operation, OpKind, OpState, Outcome, operation_id
-from memlife.model import MemoryRecord, RetentionClass, Status, content_sha256
+from memlife.model import MemoryRecord, MemoryType, RetentionClass, Status, content_sha256
 from memlife.plan import Action, Decision
 from memlife.policy import Policy
 from memlife.receipts import write_operation_receipt
@@ -99,11 +101,13 @@ class Executor:
         sink: ReceiptSink,
         consolidator: Consolidator | None = None,
         dry_run: bool = False,
+        embeddings: EmbeddingCache | None = None,
     ):
         self.run_id, self.run_key, self.policy, self.cutoff = run_id, run_key, policy, cutoff
         self.store, self.journal, self.sink = store, journal, sink
         self.consolidator = consolidator
         self.dry_run = dry_run
+        self.embeddings = embeddings  # near-duplicate analysis; None: text rules only
         # Shards a StoreError (e.g. QUOTA_EXCEEDED) stopped: no further groups or deletes.
         self.stopped: set[tuple[str, str]] = set()
 
@@ -270,11 +274,29 @@ class Executor:
         cap = self.policy.grouping.max_group_size
         records = records[-cap:]  # the newest; older ones join the replacement next night
         survivor = next((d.survivor for d in members if d.survivor), None)
+        if survivor is not None and survivor not in {r.id for r in records}:
+            survivor = None
         group = Group(
             key=key, actor_id=records[0].actor_id, namespace=records[0].namespace,
             subject=records[0].subject or "", records=records, survivor_id=survivor,
             superseded_ids=[d.id for d in members if d.action is Action.supersede_candidate],
         )  # fmt: skip
+        # Which members are the same statement (merge) and which are contradicted (supersede)?
+        # Embeddings find paraphrases; polarity and time rules keep a negation apart (group.py).
+        vectors = self.embeddings.get_or_embed(records) if self.embeddings is not None else None
+        analysis = analyse_group(group, vectors, grouping=self.policy.grouping,
+                                 weights=self.policy.source_weights)  # fmt: skip
+        roles = {analysis.survivor_id: "SURVIVOR"}
+        roles |= {i: "NEAR_DUPLICATE" for i in analysis.duplicates}
+        roles |= {i: "EXACT_DUPLICATE" for i in analysis.exact_duplicates}
+        if records[0].memory_type is not MemoryType.episodic:  # distinct events never contradict
+            roles |= {i: "CONTRADICTION" for i in analysis.contradicted}
+        records = [r for r in records if r.id in roles]
+        if len(records) < 2:
+            tally.counts["conflicting_left_for_review"] += len(analysis.conflicting)
+            return
+        group = replace(group, records=records, survivor_id=analysis.survivor_id,
+                        superseded_ids=[i for i in analysis.contradicted if i in roles])  # fmt: skip
         if self.consolidator is None:
             tally.counts["consolidation_skipped"] += 1
             return
@@ -290,11 +312,12 @@ class Executor:
             tally.model_calls += 1
             tally.input_tokens += result.input_tokens
             tally.output_tokens += result.output_tokens
+        tally.counts["merged_duplicates"] += sum(1 for r in roles.values() if r.endswith("DUPLICATE"))
+        tally.counts["contradictions_resolved"] += sum(1 for r in roles.values() if r == "CONTRADICTION")
         if self.dry_run:
             tally.counts["consolidation_proposed"] += 1
             return
         replacement = build_replacement(group, result, self.cutoff, self.policy.version)
-        reasons = {d.id: d.reasons for d in members}
         write = self.new_op(
             OpKind.write_replacement, group.actor_id, group.namespace, replacement.id,
             ["CONSOLIDATION", *(c for c in sorted({r.value for d in members for r in d.reasons}))],
@@ -302,9 +325,8 @@ class Executor:
             key_ids=[replacement_id(group)],
         )  # fmt: skip
         supersedes = [
-            self.new_op(OpKind.supersede, r.actor_id, r.namespace, r.id,
-                     [x.value for x in reasons.get(r.id, [])] or ["SAME_SUBJECT"], r.sha256,
-                     replacement=replacement.id)  # fmt: skip
+            self.new_op(OpKind.supersede, r.actor_id, r.namespace, r.id, ["SAME_SUBJECT", roles[r.id]],
+                        r.sha256, replacement=replacement.id)  # fmt: skip
             for r in records
         ]
         planned = self.journal.plan([write, *supersedes])  # one transaction: resumable as a unit

@@ -24,6 +24,7 @@ from memlife import __version__, progress
 from memlife.apply import DeleteItem, Executor, Tally
 from memlife.audit import ReceiptSink, ReceiptWriteError, dumps, open_sink, run_prefix
 from memlife.consolidate.base import Consolidator
+from memlife.embed_cache import EmbeddingCache
 from memlife.journal import Journal, open_journal
 from memlife.metrics import publish_counts
 from memlife.model import PlanView, parse_time, plan_view, utcnow
@@ -262,7 +263,16 @@ def make_executor(
         # a dry run never journals: it must not even create the journal table
         journal=journal if journal is not None or ctx.config.dry_run else open_journal(store),
         consolidator=consolidator, dry_run=ctx.config.dry_run,
+        embeddings=make_embeddings(ctx, store) if consolidator is not None else None,
     )  # fmt: skip
+
+
+def make_embeddings(ctx: RunContext, store: MemoryStore) -> EmbeddingCache:
+    """The per-record embedding cache: in the store's file for apply runs; a dry run keeps
+    its own file so that it leaves the store file byte-identical."""
+    if ctx.config.dry_run:
+        return EmbeddingCache(path=memlife_home() / "embeddings.db")
+    return EmbeddingCache.for_store(store)
 
 
 def _deletions(ctx: RunContext, decisions: Sequence[Decision], tally: Tally) -> list[DeleteItem]:
