@@ -283,7 +283,11 @@ class Executor:
         )  # fmt: skip
         # Which members are the same statement (merge) and which are contradicted (supersede)?
         # Embeddings find paraphrases; polarity and time rules keep a negation apart (group.py).
-        vectors = self.embeddings.get_or_embed(records) if self.embeddings is not None else None
+        vectors = None
+        if self.embeddings is not None:
+            misses = self.embeddings.stats.misses
+            vectors = self.embeddings.get_or_embed(records)
+            tally.counts["embedded"] += self.embeddings.stats.misses - misses
         analysis = analyse_group(group, vectors, grouping=self.policy.grouping,
                                  weights=self.policy.source_weights)  # fmt: skip
         roles = {analysis.survivor_id: "SURVIVOR"}
