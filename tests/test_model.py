@@ -185,9 +185,7 @@ def test_record_error_is_a_value_error() -> None:
     assert isinstance(MemoryRecord.model_fields, dict)
 
 
-# -- strictness the contract implies but the model does not (yet) enforce ----------------
-# pydantic's lax mode coerces these silently; each is a wrong type in the JSON contract.
-
+# -- strictness of the JSON contract: no silent coercion of wrong types ----------------
 
 
 @pytest.mark.parametrize(
@@ -204,7 +202,6 @@ def test_wrong_json_types_are_not_coerced(field: str, value: object) -> None:
     with pytest.raises(RecordError) as info:
         parse_record(with_(**{field: value}))
     assert info.value.field == field
-
 
 
 def test_superseded_requires_replaced_by() -> None:

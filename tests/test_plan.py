@@ -300,7 +300,6 @@ def test_differing_procedures_go_to_review() -> None:
     assert all(d.action is not Action.supersede_candidate for d in ds.values())
 
 
-
 def test_procedure_never_superseded_by_a_newer_semantic_record() -> None:
     ds = plan(
         rec("proc", "Deploy only after staging passes.", subject="deploy", created_at=days(30),
@@ -436,7 +435,7 @@ def _plan_by_shard(rs: list[MemoryRecord]) -> dict[str, Decision]:
     return out
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(records())
 def test_legal_hold_never_deleted_superseded_or_consolidated(rs: list[MemoryRecord]) -> None:
     ds = _plan_by_shard(rs)
@@ -451,7 +450,7 @@ def test_legal_hold_never_deleted_superseded_or_consolidated(rs: list[MemoryReco
             assert ds[d.survivor].action is not Action.hold
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(records())
 def test_plan_invariants(rs: list[MemoryRecord]) -> None:
     ds = _plan_by_shard(rs)
@@ -499,7 +498,7 @@ def test_demo_scale_counts_are_plausible() -> None:
     assert sum(counts.values()) == 30
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(records(), st.randoms(use_true_random=False))
 def test_plan_independent_of_input_order(rs: list[MemoryRecord], rnd) -> None:
     shuffled = list(rs)
