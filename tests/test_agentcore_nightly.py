@@ -25,7 +25,7 @@ import pytest
 from memlife.demo import generate
 from memlife.journal import OpState
 from memlife.journal.sqlite import SqliteJournal
-from memlife.model import MemoryRecord, MemoryType, RetentionClass, Source
+from memlife.model import MemoryRecord, MemoryType, RetentionClass, Source, Status
 from memlife.pipeline import RunConfig, RunSummary, run_local
 from memlife.stores.agentcore import AgentCoreStore, safe_value
 from memlife.stores.sqlite import SqliteStore
@@ -359,3 +359,34 @@ def test_legal_hold_on_agentcore_is_never_deleted(ac: dict) -> None:
     assert {i["id"]: i["reason"] for i in receipt(summary)["ids_not_deleted"]} == {
         r.id: "LEGAL_HOLD" for r in held
     }
+
+
+def test_reads_through_a_stale_location_fall_back_to_the_sidecar(
+    harness: AgentCoreHarness, ac: dict
+) -> None:
+    """The store remembers where records live (listings, reads, writes) and reads them with
+    one GetMemoryRecord; another writer deleting, moving or re-creating a record behind its
+    back must never make it answer with a stale or missing record."""
+    ours, fake = ac["store"], ac["fake"]
+    other = AgentCoreStore.from_url(ac["url"], clients=harness.clients)
+    recs = [expired(i, "u-000004", expires_at=None) for i in range(3)]
+    bulk_load(ours, fake, recs)
+    assert [r.id for r in ours.page("u-000004", recs[0].namespace).records]  # locations learnt
+    calls = len(fake.requests)
+    assert ours.get(recs[0].id) == recs[0]
+    assert len(fake.requests) == calls + 1, "a known location costs one GetMemoryRecord"
+    # updated elsewhere: the answer is AgentCore's current record
+    other.put_many([recs[0].model_copy(update={"content": "Asked about order 0, twice."})])
+    assert ours.get(recs[0].id).content == "Asked about order 0, twice."  # type: ignore[union-attr]
+    # deleted and re-created elsewhere (a new memoryRecordId)
+    other.delete_many([recs[1].id])
+    assert ours.get(recs[1].id) is None
+    other.put_many([recs[1]])
+    assert ours.get(recs[1].id) == recs[1]
+    # moved to another namespace elsewhere
+    moved = recs[2].model_copy(update={"namespace": "/users/u-000004/archive"})
+    other.put_many([moved])
+    assert ours.get_many([recs[2].id]) == {recs[2].id: moved}
+    # and a status change through our store still sees the current version (no CONFLICT)
+    res = ours.set_status([r.id for r in recs], Status.quarantined)
+    assert sorted(res.succeeded) == sorted(r.id for r in recs) and not res.failed

@@ -55,7 +55,9 @@ import hashlib
 import json
 import random
 import re
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -107,7 +109,9 @@ DIGEST_PREFIX = "sha256:"
 OVERFLOW_KEY = "memlife_overflow"
 KEEP_BLOBS = 4  # overflow versions kept in the sidecar (see module docstring)
 MAX_LIST_CALLS_PER_PAGE = 50
-GET_WORKERS = 8  # parallel GetMemoryRecord calls in set_status / get_many  # bounds a page() that filters out most of what it lists
+GET_WORKERS = 8  # parallel GetMemoryRecord calls in set_status / get_many
+LOCATION_CACHE = 200_000  # our key -> (memoryRecordId, namespace) entries kept for reads
+BLOB_CACHE = 20_000  # overflow blobs kept by hash (immutable: the hash names the content)
 
 
 @dataclass(frozen=True)
@@ -378,6 +382,11 @@ class AgentCoreStore:
         self.url = f"agentcore://{memory_id}?{urlencode(query)}"
         self._memory: dict[str, Any] | None = None
         self._registered: set[tuple[str, str]] = set()
+        # Read path caches (see _fetch): where a record lives, and overflow blobs by hash.
+        self._where: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        self._blobs: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._cache_lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
         if clients is not None:
             self.client, self.control, ddb = clients
             self.sidecar = Sidecar(ddb, sidecar_table)
@@ -585,12 +594,18 @@ class AgentCoreStore:
     def _decode_many(
         self, raws: Sequence[dict[str, Any]], actor_hint: str | None
     ) -> list[MemoryRecord]:
-        keys = [
-            _meta_value(r["metadata"], "memlife_id")
-            for r in raws
-            if OVERFLOW_KEY in (r.get("metadata") or {})
-        ]
+        keys = []
+        for r in raws:
+            meta = r.get("metadata") or {}
+            if "memlife_id" in meta:  # a record of ours, live where AgentCore listed it
+                ns = (r.get("namespaces") or [""])[0]
+                self._remember(_meta_value(meta, "memlife_id"), r["memoryRecordId"], ns)
+                want = _meta_value(meta, OVERFLOW_KEY)
+                if want and self._blob(want) is None:
+                    keys.append(_meta_value(meta, "memlife_id"))
         items = self.sidecar.get_many(keys) if keys else {}
+        for it in items.values():
+            self._remember_blobs(it.blobs)
         out = []
         for r in raws:
             meta = r.get("metadata") or {}
@@ -610,7 +625,9 @@ class AgentCoreStore:
         blob = None
         want = _meta_value(meta, OVERFLOW_KEY)
         if want:
-            blob = (item.blobs if item else {}).get(want)
+            blob = self._blob(want)
+            if blob is None:
+                blob = (item.blobs if item else {}).get(want)
             if blob is None:
                 raise StoreError(
                     f"AgentCore record {mrid}: its overflow {want[:12]} is not in the sidecar",
@@ -647,22 +664,47 @@ class AgentCoreStore:
 
     # -- id resolution ---------------------------------------------------------------------
     def _fetch(
-        self, ids: Sequence[str]
+        self, ids: Sequence[str], *, for_write: bool = False
     ) -> dict[str, tuple[MemoryRecord, str, SidecarItem | None, datetime | None]]:
-        """Our id -> (record, memoryRecordId, sidecar item, native expiresAt), if it exists."""
+        """Our id -> (record, memoryRecordId, sidecar item, native expiresAt), if it exists.
+
+        Reads (``for_write=False``) go straight to GetMemoryRecord when the record's
+        location is known (from a listing or an earlier read/write of this store): the
+        answer is AgentCore's current record either way, a location is immutable while the
+        record lives, and a stale one (deleted, moved, re-created) fails the check and falls
+        back to the sidecar. The sidecar item is then ``None``. Writes (``set_status``) read
+        the sidecar every time: they need its current version.
+        """
         keys = {rid: safe_value(rid) for rid in dict.fromkeys(ids)}
-        items = self.sidecar.get_many(keys.values())
+        where = {} if for_write else self._locations(keys)
+        items = self.sidecar.get_many([k for rid, k in keys.items() if rid not in where])
         out: dict[str, tuple[MemoryRecord, str, SidecarItem | None, datetime | None]] = {}
 
         def one(rid: str) -> None:
-            item = items.get(keys[rid])
+            key = keys[rid]
+            hit = where.get(rid)
+            if hit is not None:
+                raw = self._get_raw(hit[0], hit[1], quiet=True)
+                meta = (raw or {}).get("metadata") or {}
+                want = _meta_value(meta, OVERFLOW_KEY)
+                if raw is not None and _meta_value(meta, "memlife_id") == key and (
+                    not want or self._blob(want) is not None
+                ):
+                    out[rid] = (self._decode(raw, None, None), hit[0], None, raw.get("expiresAt"))
+                    return
+                self._forget([key])
+                item = self.sidecar.get(key)
+            else:
+                item = items.get(key)
             if item is not None and item.pending:
                 item.memory_record_id = self._recover(item)
             if item is not None and item.memory_record_id:
+                self._remember_blobs(item.blobs)
                 raw = self._get_raw(item.memory_record_id, item.namespace)
                 if raw is not None:
                     rec = self._decode(raw, item, item.actor_id)
                     out[rid] = (rec, item.memory_record_id, item, raw.get("expiresAt"))
+                    self._remember(key, item.memory_record_id, item.namespace)
             elif item is None and MEMORY_RECORD_ID_RE.fullmatch(rid):
                 raw = self._get_raw(rid, None)  # a native record: our id is its id
                 if raw is not None and "memlife_id" not in (raw.get("metadata") or {}):
@@ -672,18 +714,61 @@ class AgentCoreStore:
             for rid in keys:
                 one(rid)
         else:  # one GetMemoryRecord per record (no batch get exists): a few in flight
-            with ThreadPoolExecutor(max_workers=min(GET_WORKERS, len(keys))) as pool:
-                list(pool.map(one, keys))
+            list(self._executor().map(one, keys))
         return out
 
-    def _get_raw(self, memory_record_id: str, namespace: str | None) -> dict[str, Any] | None:
+    # -- read caches (locations, overflow blobs) and the worker pool ------------------------
+    def _locations(self, keys: dict[str, str]) -> dict[str, tuple[str, str]]:
+        with self._cache_lock:
+            return {rid: self._where[k] for rid, k in keys.items() if k in self._where}
+
+    def _remember(self, key: str, memory_record_id: str, namespace: str) -> None:
+        with self._cache_lock:
+            self._where[key] = (memory_record_id, namespace)
+            self._where.move_to_end(key)
+            while len(self._where) > LOCATION_CACHE:
+                self._where.popitem(last=False)
+
+    def _forget(self, keys: Sequence[str]) -> None:
+        with self._cache_lock:
+            for k in keys:
+                self._where.pop(k, None)
+
+    def _blob(self, digest: str) -> dict[str, Any] | None:
+        with self._cache_lock:
+            return self._blobs.get(digest)
+
+    def _remember_blobs(self, blobs: dict[str, dict[str, Any]]) -> None:
+        if not blobs:
+            return
+        with self._cache_lock:
+            for h, blob in blobs.items():
+                self._blobs[h] = blob
+                self._blobs.move_to_end(h)
+            while len(self._blobs) > BLOB_CACHE:
+                self._blobs.popitem(last=False)
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._cache_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(GET_WORKERS, thread_name_prefix="agentcore-get")
+            return self._pool
+
+    def _get_raw(
+        self, memory_record_id: str, namespace: str | None, *, quiet: bool = False
+    ) -> dict[str, Any] | None:
+        """GetMemoryRecord; None when absent. ``quiet``: also None when the service refuses
+        the lookup itself (a stale cached location: wrong namespace, malformed id)."""
         kwargs: dict[str, Any] = {"memoryId": self.memory_id, "memoryRecordId": memory_record_id}
         if namespace:
             kwargs["namespace"] = namespace
         try:
             return self.client.get_memory_record(**kwargs)["memoryRecord"]
         except ClientError as exc:
-            if _err(exc)[0] == "ResourceNotFoundException":
+            code = _err(exc)[0]
+            if code == "ResourceNotFoundException" or (
+                quiet and code in ("AccessDeniedException", "ValidationException")
+            ):
                 return None
             raise _store_error(exc, "GetMemoryRecord") from None
 
@@ -757,7 +842,7 @@ class AgentCoreStore:
         when = at or utcnow()
         try:
             for chunk in chunked(list(dict.fromkeys(ids)), MAX_BATCH):
-                found = self._fetch(chunk)
+                found = self._fetch(chunk, for_write=True)
                 result.missing += [rid for rid in chunk if rid not in found]
                 changed = []
                 for rid in chunk:
@@ -855,7 +940,10 @@ class AgentCoreStore:
                 o = outcomes[k]
                 if o.ok:
                     result.succeeded.append(by_key[k].id)
+                    self._remember(k, str(staged[k].memory_record_id), by_key[k].namespace)
+                    self._remember_blobs(staged[k].blobs)
                 elif o.http == 404:  # deleted behind our back: an upsert re-creates it
+                    self._forget([k])
                     staged[k].memory_record_id = None
                     creates.append(k)
                 else:
@@ -906,6 +994,8 @@ class AgentCoreStore:
                     )
                 else:
                     result.succeeded.append(it.record_id)
+                    self._remember(it.key, str(it.memory_record_id), it.namespace)
+                    self._remember_blobs(it.blobs)
         self._register({(by_key[k].actor_id, by_key[k].namespace) for k in staged
                         if by_key[k].id in set(result.succeeded)})  # fmt: skip
         return result
@@ -959,6 +1049,7 @@ class AgentCoreStore:
             else:
                 code, retry = _item_code(o.http)
                 result.failed.append(ItemFailure(rid, code, o.message, retry))
+        self._forget(list(keys.values()))
         self.sidecar.delete_many(gone)
         return result
 
@@ -1057,6 +1148,9 @@ class AgentCoreStore:
         ), ident
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
         self.client.close()
         self.control.close()
         self.sidecar.client.close()
