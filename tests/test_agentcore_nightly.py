@@ -60,7 +60,11 @@ def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 def store_url(h: AgentCoreHarness) -> str:
-    query = {"region": "us-east-1", "endpoint_url": h.fake.endpoint_url, "sidecar_table": h.sidecar_table}
+    query = {
+        "region": "us-east-1",
+        "endpoint_url": h.fake.endpoint_url,
+        "sidecar_table": h.sidecar_table,
+    }
     return f"agentcore://{h.fake.memory_id}?{urlencode(query)}"
 
 
@@ -83,7 +87,9 @@ def ac(harness: AgentCoreHarness, home: Path, monkeypatch: pytest.MonkeyPatch) -
 
 
 def apply(env: dict[str, Any], now=CUTOFF, **kw: Any) -> RunSummary:
-    return run_local(RunConfig(dry_run=False, now=now, store=env["url"], receipts=env["sink"], **kw))
+    return run_local(
+        RunConfig(dry_run=False, now=now, store=env["url"], receipts=env["sink"], **kw)
+    )
 
 
 def snapshot(store: Any) -> dict[str, dict]:
@@ -231,7 +237,9 @@ def test_three_of_a_hundred_deletes_fail_then_the_retry_queue_completes_them(ac:
     rec = receipt(first)
     assert rec["status"] == "partial_failure"
     assert sorted(f["record_id"] for f in rec["failures"]) == sorted(bad)
-    assert all(f["code"] == "SERVICE" and f["retryable"] and f["next_retry_at"] for f in rec["failures"])
+    assert all(
+        f["code"] == "SERVICE" and f["retryable"] and f["next_retry_at"] for f in rec["failures"]
+    )
     assert {i["id"] for i in rec["ids_not_deleted"]} == set(bad)
     assert rec["next_retry_at"] == min(f["next_retry_at"] for f in rec["failures"])
     assert all(present(fake, i) for i in bad) and not any(present(fake, i) for i in got)
@@ -241,7 +249,11 @@ def test_three_of_a_hundred_deletes_fail_then_the_retry_queue_completes_them(ac:
 
     # not due yet: a retry-only run a minute later leaves them queued
     soon = apply(ac, now=CUTOFF + timedelta(minutes=1), retry_only=True)
-    assert soon.status == "success" and soon.lifecycle["deleted"] == 0 and soon.lifecycle["failed"] == 0
+    assert (
+        soon.status == "success"
+        and soon.lifecycle["deleted"] == 0
+        and soon.lifecycle["failed"] == 0
+    )
     assert all(present(fake, i) for i in bad) and len(fake.ops("delete")) == 1
 
     # the next night drains the queue first; nothing is planned twice, each failure counted once

@@ -78,7 +78,9 @@ def test_import_dry_run_export_round_trip(env: dict) -> None:
 
 def test_every_store_command_takes_an_agentcore_url(env: dict) -> None:
     url, fake = env["url"], env["fake"]
-    code, out = cli("demo", "-n", "100", "--seed", "3", "--anchor", ANCHOR.isoformat(), "--store", url, "--json")
+    code, out = cli(
+        "demo", "-n", "100", "--seed", "3", "--anchor", ANCHOR.isoformat(), "--store", url, "--json"
+    )
     assert code == 0, out
     assert json.loads(out)["records"] == 100 and len(fake.records) == 100
     assert json.loads(out)["store"].startswith(f"agentcore://{fake.memory_id}?")
@@ -92,7 +94,9 @@ def test_every_store_command_takes_an_agentcore_url(env: dict) -> None:
     assert run["lifecycle"]["superseded"] > 0 and run["lifecycle"]["consolidated"] > 0
     assert len(fake.records) == 100 + run["lifecycle"]["consolidated"] - run["lifecycle"]["deleted"]
     assert (env["home"] / "journal.db").exists()
-    code, out = cli("receipts", "verify", run["run_id"], "--store", url, "--receipts", env["receipts"], "--json")
+    code, out = cli(
+        "receipts", "verify", run["run_id"], "--store", url, "--receipts", env["receipts"], "--json"
+    )
     assert code == 0, out
     assert json.loads(out)["ok"] is True
     code, out = cli("run", "--retry-only", "--engine", "local", "--now", CUTOFF.isoformat(),

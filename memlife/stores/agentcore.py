@@ -687,8 +687,10 @@ class AgentCoreStore:
                 raw = self._get_raw(hit[0], hit[1], quiet=True)
                 meta = (raw or {}).get("metadata") or {}
                 want = _meta_value(meta, OVERFLOW_KEY)
-                if raw is not None and _meta_value(meta, "memlife_id") == key and (
-                    not want or self._blob(want) is not None
+                if (
+                    raw is not None
+                    and _meta_value(meta, "memlife_id") == key
+                    and (not want or self._blob(want) is not None)
                 ):
                     out[rid] = (self._decode(raw, None, None), hit[0], None, raw.get("expiresAt"))
                     return

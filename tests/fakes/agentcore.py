@@ -576,9 +576,13 @@ class FakeAgentCore:
     def _op_BatchDelete(self, body: dict, query: dict, groups: tuple) -> tuple[int, dict]:
         records = self._check_batch(body.get("records"))
         if self.missing_deletes == "request":
-            unknown = [r["memoryRecordId"] for r in records if r["memoryRecordId"] not in self.records]
+            unknown = [
+                r["memoryRecordId"] for r in records if r["memoryRecordId"] not in self.records
+            ]
             if unknown:
-                raise ApiError(404, "ResourceNotFoundException", f"memory record {unknown[0]} not found")
+                raise ApiError(
+                    404, "ResourceNotFoundException", f"memory record {unknown[0]} not found"
+                )
         ok, failed = [], []
         for r in records:
             rid = r["memoryRecordId"]
