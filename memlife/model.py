@@ -92,11 +92,11 @@ class MemoryRecord(BaseModel):
     status_changed_at: AwareDatetime | None = None  # when status last changed (grace periods)
     provenance: Provenance = Field(default_factory=Provenance)
 
-    @field_validator("content")
+    @field_validator("content", "id", "actor_id", "namespace")
     @classmethod
     def _not_blank(cls, v: str) -> str:
         if not v.strip():
-            raise ValueError("content is blank")
+            raise ValueError("must not be blank")
         return v
 
     @field_validator(

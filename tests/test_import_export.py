@@ -160,10 +160,8 @@ def test_import_missing_file(home: Path, tmp_path: Path, runner: CliRunner) -> N
     assert res.exit_code != 0
 
 
-@pytest.mark.xfail(strict=True, reason="BUG cli/data.py import_records: a line that is not UTF-8 "
-                   "aborts the whole import with UnicodeDecodeError instead of being reported")
 def test_import_reports_a_non_utf8_line(home: Path, tmp_path: Path, runner: CliRunner) -> None:
-    bad = json.dumps(good("m-1", content="caf\u00e9")).encode("utf-8").replace(b"\xc3\xa9", b"\xe9")
+    bad = json.dumps(good("m-1", content="caf\u00e9"), ensure_ascii=False).encode("utf-8").replace(b"\xc3\xa9", b"\xe9")
     src = tmp_path / "latin1.jsonl"
     src.write_bytes(bad + b"\n" + json.dumps(good("m-2")).encode() + b"\n")
     res = runner.invoke(app, ["import", str(src), "--store", f"sqlite:///{tmp_path / 'e.db'}", "--json"])

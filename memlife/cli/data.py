@@ -32,12 +32,15 @@ def import_records(path: Path, store_url: str | None) -> tuple[int, list[RecordE
     store = open_store(store_url)
     try:
         batch = []
-        with path.open(encoding="utf-8") as fh:
-            for n, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
+        with path.open("rb") as fh:  # decode per line: one bad byte must not sink the file
+            for n, raw in enumerate(fh, start=1):
                 try:
+                    line = raw.decode("utf-8")
+                    if not line.strip():
+                        continue
                     batch.append(parse_record_line(line, n))
+                except UnicodeDecodeError as exc:
+                    errors.append(RecordError(None, "<encoding>", f"not UTF-8 at byte {exc.start}", n))
                 except RecordError as exc:
                     errors.append(exc)
                 if len(batch) >= BATCH:

@@ -228,6 +228,8 @@ class SqliteStore:
         token: str | None = None,
     ) -> tuple[list[PlanView], str | None]:
         """Like :meth:`page`, but content-free planning views built without pydantic (fast path)."""
+        if page_size < 1:
+            raise ValueError("page_size must be >= 1")
         after = _decode_token(token, actor_id, namespace) if token else ""
         with self.lock:
             rows = self.connection.execute(
