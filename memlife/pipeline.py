@@ -310,6 +310,7 @@ def process_batch(
             report.write(decisions)
             if executor is not None:
                 executor.consolidate_shard(decisions, out.tally)
+            if executor is not None or ctx.config.eval_cases:  # the gate needs the candidates
                 out.deletions += _deletions(ctx, decisions, out.tally)
         except (StoreError, OSError, ValueError) as exc:
             code = getattr(exc, "code", type(exc).__name__)

@@ -229,12 +229,22 @@ class Planner:
         decisions: list[Decision] = []
         live: list[PlanView] = []
         by_subject: dict[str, list[PlanView]] = defaultdict(list)
+        now, ttl = self._now, self._ttl
         for page in pages:
             for r in page:
-                early = self._early(r)
-                if early is not None:
-                    decisions.append(early)
-                    continue
+                # Inline fast path (most records): active, not held, not expired -> live.
+                fast = r.status == "active" and r.retention_class != "legal_hold"
+                if fast:
+                    if r.expires is None:
+                        t = ttl[r.memory_type]
+                        fast = t is None or r.created + t > now
+                    else:
+                        fast = r.expires > now
+                if not fast:
+                    early = self._early(r)
+                    if early is not None:
+                        decisions.append(early)
+                        continue
                 live.append(r)
                 if r.subject:
                     # one group per subject AND memory type: a fact never supersedes a procedure

@@ -47,14 +47,21 @@ class ReportWriter:
         if not decisions:
             return
         lines = []
-        enc: dict[str, str] = {}  # actor ids and namespaces repeat within a shard
+        # Within a shard the actor and namespace repeat, and reason lists come from a
+        # small set: encode each once. Reason codes and actions are plain ASCII.
+        head = f',"actor_id":{_q(decisions[0].actor_id)},"namespace":{_q(decisions[0].namespace)}'
+        same_shard = all(d.namespace == decisions[0].namespace and d.actor_id == decisions[0].actor_id
+                         for d in decisions)  # fmt: skip
+        tails: dict[tuple, str] = {}
         for d in decisions:
-            actor = enc.get(d.actor_id) or enc.setdefault(d.actor_id, _q(d.actor_id))
-            ns = enc.get(d.namespace) or enc.setdefault(d.namespace, _q(d.namespace))
+            key = (d.action, *d.reasons)
+            tail = tails.get(key)
+            if tail is None:
+                tail = tails[key] = (f',"action":"{d.action}","reasons":['
+                                     + ",".join(f'"{r}"' for r in d.reasons) + '],"score":')  # fmt: skip
+            mid = head if same_shard else f',"actor_id":{_q(d.actor_id)},"namespace":{_q(d.namespace)}'
             score = "null" if d.score is None else repr(round(d.score, 6))
-            reasons = ",".join(f'"{r}"' for r in d.reasons)  # reason codes are plain ASCII
-            lines.append(f'{{"id":{_q(d.id)},"actor_id":{actor},"namespace":{ns},'
-                         f'"action":"{d.action}","reasons":[{reasons}],"score":{score}}}\n')  # fmt: skip
+            lines.append(f'{{"id":{_q(d.id)}{mid}{tail}{score}}}\n')
         with self._lock:
             self._jsonl.write("".join(lines))
             self._pending += decisions
