@@ -88,6 +88,8 @@ def measure(db: Path, home: Path, engine: str, consolidate: bool) -> dict:
     kw = dict(dry_run=True, now=ANCHOR, store=store_url, receipts=receipts)
     if "consolidate" in fields:
         kw["consolidate"] = consolidate
+    if os.environ.get("BENCH_WORKERS") and "workers" in fields:
+        kw["workers"] = int(os.environ["BENCH_WORKERS"])
     if engine == "prefect":
         from flows.nightly import nightly  # noqa: F401  (import cost outside the timing)
     rss_after_import = _current_rss_mb()

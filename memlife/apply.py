@@ -263,6 +263,9 @@ class Executor:
                 continue
             if (members[0].actor_id, members[0].namespace) in self.stopped:
                 return  # the shard stopped (StoreError): the rest waits for the next run
+            if self.consolidator is None:  # consolidation off: nothing to read or analyse
+                tally.counts["consolidation_skipped"] += 1
+                continue
             self._consolidate_group(key, members, tally)
 
     def _consolidate_group(self, key: str, members: list[Decision], tally: Tally) -> None:

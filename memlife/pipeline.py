@@ -16,7 +16,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -64,6 +64,7 @@ class RunConfig:
     retry_only: bool = False
     eval_cases: str | None = None  # regression-gate cases (YAML/JSONL); None: gate skipped
     metrics_namespace: str | None = None  # CloudWatch namespace for counts (or env)
+    workers: int = 0  # dry-run planning processes (run_local); 0 = one per CPU, at most 4
 
 
 @dataclass
@@ -388,6 +389,7 @@ def finish_run(
     shards_total: int | None = None,
 ) -> RunSummary:
     """Step 10: counts, operations.parquet and the run receipt (create-only)."""
+    report.merge_parts(report.folder / "parts")  # batches planned in other processes or flows
     report.close()
     counts: Counter = Counter()
     tally = Tally()
@@ -507,8 +509,12 @@ def run_local(
         if config.retry_only:
             return finish_run(ctx, [], report, t0, tallies=tallies, journal=journal)
         shards = list_shards(ctx, store)
-        outcomes = [process_batch(ctx, store, b, report, executor)
-                    for b in batches(shards, config.shards_per_batch)]  # fmt: skip
+        workers = planning_workers(config, len(shards))
+        if workers > 1:
+            outcomes = plan_in_processes(ctx, shards, workers)
+        else:
+            outcomes = [process_batch(ctx, store, b, report, executor)
+                        for b in batches(shards, config.shards_per_batch)]  # fmt: skip
         if gate is not None:
             verdict = gate(ctx, store, [i for o in outcomes for i in o.deletions])
         else:
@@ -522,6 +528,36 @@ def run_local(
         raise
     finally:
         store.close()
+
+
+def planning_workers(config: RunConfig, shards: int) -> int:
+    """Processes for planning: dry runs only (apply runs write through one journal)."""
+    if not config.dry_run or config.retry_only:
+        return 1
+    wanted = config.workers or min(4, os.cpu_count() or 1)
+    return max(1, min(wanted, shards // 50))  # small runs are not worth a process
+
+
+def plan_in_processes(ctx: RunContext, shards: Sequence[Shard], workers: int) -> list[BatchOutcome]:
+    """Dry-run planning fanned out over processes, each with its own store connection and
+    report part (merged by finish_run). Same run id and cutoff in every process."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    from memlife.fanout import process_isolated
+
+    params = replace(ctx.config, now=ctx.cutoff, workers=1)
+    parts = batches(shards, max(1, -(-len(shards) // (workers * 4))))
+    # fork is cheap and safe here: no model or thread pool is loaded before planning starts
+    method = "fork" if not ctx.config.consolidate else "spawn"
+    outcomes: list[BatchOutcome] = []
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
+        futures = [pool.submit(process_isolated, params, part, f"{i:05d}") for i, part in enumerate(parts)]
+        for future in as_completed(futures):
+            outcome = future.result()
+            progress.advance(outcome.records)
+            outcomes.append(outcome)
+    return outcomes
 
 
 def parse_now(value: str | None) -> datetime | None:

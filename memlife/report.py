@@ -7,6 +7,7 @@ holds the report in memory. Thread-safe: Prefect may run shard batches concurren
 
 from __future__ import annotations
 
+import shutil
 import threading
 from collections.abc import Iterable
 from json.encoder import encode_basestring_ascii as _q  # C-accelerated JSON string quoting
@@ -85,6 +86,26 @@ class ReportWriter:
             )
             self._parquet.write_table(table)
             self._pending = []
+
+    def merge_parts(self, parts: Path) -> int:
+        """Fold report parts written by other processes into this report, then drop them."""
+        if not parts.is_dir():
+            return 0
+        merged = 0
+        with self._lock:
+            self._flush()
+            for part in sorted(p for p in parts.iterdir() if p.is_dir()):
+                jsonl, parquet = part / self.jsonl_path.name, part / self.parquet_path.name
+                if jsonl.exists():
+                    with jsonl.open(encoding="utf-8") as fh:
+                        shutil.copyfileobj(fh, self._jsonl)
+                if parquet.exists():
+                    table = pq.read_table(parquet, schema=SCHEMA)
+                    self._parquet.write_table(table)
+                    merged += table.num_rows
+            self.rows += merged
+            shutil.rmtree(parts)
+        return merged
 
     def close(self) -> None:
         with self._lock:
