@@ -119,7 +119,7 @@ maybe_age = st.none() | st.floats(min_value=0, max_value=5000, allow_nan=False)
 counts = st.integers(min_value=0, max_value=10_000)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     mt=st.sampled_from(list(MemoryType)), created=ages, accessed=maybe_age, count=counts,
     verified=maybe_age, source=st.sampled_from(list(Source)),
@@ -134,7 +134,7 @@ def test_score_bounded(mt, created, accessed, count, verified, source, retention
         assert 0.0 <= part <= 1.0
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     mt=st.sampled_from(list(MemoryType)),
     a=st.floats(min_value=0, max_value=3000, allow_nan=False),
@@ -156,7 +156,7 @@ def test_monotone_in_recency(mt, a, b, count) -> None:
     assert s_old >= never
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(mt=st.sampled_from(list(MemoryType)), a=counts, b=counts)
 def test_monotone_in_access_count(mt, a, b) -> None:
     lo, hi = sorted((a, b))
