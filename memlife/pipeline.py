@@ -311,13 +311,13 @@ def process_batch(
             report.write(decisions)
             if executor is not None:
                 executor.consolidate_shard(decisions, out.tally)
-            if executor is not None or ctx.config.eval_cases:  # the gate needs the candidates
+            if not ctx.config.dry_run or ctx.config.eval_cases:  # deletes, or the gate's candidates
                 out.deletions += _deletions(ctx, decisions, out.tally)
         except (StoreError, OSError, ValueError) as exc:
             code = getattr(exc, "code", type(exc).__name__)
             out.failed_shards.append({"shard": str(shard), "code": code})
             continue
-        out.counts.update(d.action.value for d in decisions)
+        out.counts.update(str(d.action) for d in decisions)
         out.records += len(decisions)
         out.shards += 1
         progress.advance(len(decisions))

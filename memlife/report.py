@@ -1,12 +1,15 @@
 """The proposed-actions report of a run: JSONL and Parquet, one row per record, no content.
 
-Rows are ``{"id", "actor_id", "namespace", "action", "reasons", "score"}``. Both files
-are written incrementally (a Parquet row group per batch) so a 1M-record run never
-holds the report in memory. Thread-safe: Prefect may run shard batches concurrently.
+Rows are ``{"id", "actor_id", "namespace", "action", "reasons", "score"}``. During the
+run only the JSONL is appended (one cheap line per record); at close, Arrow's streaming
+JSON reader turns it into Parquet in C++, batch by batch, so a 1M-record run never holds
+the report in memory and pays no Python cost per Parquet row. Parts written by other
+processes (parallel dry runs, child flows) are appended before that. Thread-safe.
 """
 
 from __future__ import annotations
 
+import io
 import shutil
 import threading
 from collections.abc import Iterable
@@ -14,6 +17,7 @@ from json.encoder import encode_basestring_ascii as _q  # C-accelerated JSON str
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.json as pj
 import pyarrow.parquet as pq
 
 from memlife.plan import Decision
@@ -27,8 +31,27 @@ SCHEMA = pa.schema([
     ("score", pa.float64()),
 ])  # fmt: skip
 
+CHUNK = 4 << 20  # JSONL bytes parsed at a time when converting to Parquet
 
-ROW_GROUP = 50_000
+
+def encode(decisions: list[Decision]) -> str:
+    """JSONL lines for decisions; actor/namespace and reason lists encoded once each."""
+    lines = []
+    tails: dict[tuple, str] = {}
+    heads: dict[tuple[str, str], str] = {}
+    for d in decisions:
+        scope = (d.actor_id, d.namespace)
+        head = heads.get(scope)
+        if head is None:
+            head = heads[scope] = f',"actor_id":{_q(d.actor_id)},"namespace":{_q(d.namespace)}'
+        key = (d.action, *d.reasons)
+        tail = tails.get(key)
+        if tail is None:  # reason codes and actions are plain ASCII
+            tail = tails[key] = (f',"action":"{d.action}","reasons":['
+                                 + ",".join(f'"{r}"' for r in d.reasons) + '],"score":')  # fmt: skip
+        score = "null" if d.score is None else repr(round(d.score, 6))
+        lines.append(f'{{"id":{_q(d.id)}{head}{tail}{score}}}\n')
+    return "".join(lines)
 
 
 class ReportWriter:
@@ -38,77 +61,69 @@ class ReportWriter:
         self.jsonl_path = self.folder / f"{stem}.jsonl"
         self.parquet_path = self.folder / f"{stem}.parquet"
         self._jsonl = self.jsonl_path.open("w", encoding="utf-8")
-        self._parquet = pq.ParquetWriter(self.parquet_path, SCHEMA, compression="zstd")
         self._lock = threading.Lock()
-        self._pending: list[Decision] = []  # Parquet rows buffered into large row groups
         self.rows = 0
+        self.closed = False
 
     def write(self, decisions: Iterable[Decision]) -> None:
         decisions = list(decisions)
         if not decisions:
             return
-        lines = []
-        # Within a shard the actor and namespace repeat, and reason lists come from a
-        # small set: encode each once. Reason codes and actions are plain ASCII.
-        head = f',"actor_id":{_q(decisions[0].actor_id)},"namespace":{_q(decisions[0].namespace)}'
-        same_shard = all(d.namespace == decisions[0].namespace and d.actor_id == decisions[0].actor_id
-                         for d in decisions)  # fmt: skip
-        tails: dict[tuple, str] = {}
-        for d in decisions:
-            key = (d.action, *d.reasons)
-            tail = tails.get(key)
-            if tail is None:
-                tail = tails[key] = (f',"action":"{d.action}","reasons":['
-                                     + ",".join(f'"{r}"' for r in d.reasons) + '],"score":')  # fmt: skip
-            mid = head if same_shard else f',"actor_id":{_q(d.actor_id)},"namespace":{_q(d.namespace)}'
-            score = "null" if d.score is None else repr(round(d.score, 6))
-            lines.append(f'{{"id":{_q(d.id)}{mid}{tail}{score}}}\n')
+        text = encode(decisions)
         with self._lock:
-            self._jsonl.write("".join(lines))
-            self._pending += decisions
+            self._jsonl.write(text)
             self.rows += len(decisions)
-            if len(self._pending) >= ROW_GROUP:
-                self._flush()
-
-    def _flush(self) -> None:
-        if self._pending:
-            p = self._pending
-            table = pa.table(
-                {
-                    "id": [d.id for d in p],
-                    "actor_id": [d.actor_id for d in p],
-                    "namespace": [d.namespace for d in p],
-                    "action": [str(d.action) for d in p],
-                    "reasons": [[str(r) for r in d.reasons] for d in p],
-                    "score": [None if d.score is None else round(d.score, 6) for d in p],
-                },
-                schema=SCHEMA,
-            )
-            self._parquet.write_table(table)
-            self._pending = []
 
     def merge_parts(self, parts: Path) -> int:
-        """Fold report parts written by other processes into this report, then drop them."""
+        """Append report parts written by other processes to this report, then drop them."""
         if not parts.is_dir():
             return 0
         merged = 0
         with self._lock:
-            self._flush()
+            self._jsonl.flush()
+            out = self._jsonl.buffer
             for part in sorted(p for p in parts.iterdir() if p.is_dir()):
-                jsonl, parquet = part / self.jsonl_path.name, part / self.parquet_path.name
+                jsonl = part / self.jsonl_path.name
                 if jsonl.exists():
-                    with jsonl.open(encoding="utf-8") as fh:
-                        shutil.copyfileobj(fh, self._jsonl)
-                if parquet.exists():
-                    table = pq.read_table(parquet, schema=SCHEMA)
-                    self._parquet.write_table(table)
-                    merged += table.num_rows
+                    with jsonl.open("rb") as fh:
+                        while chunk := fh.read(1 << 20):
+                            out.write(chunk)
+                            merged += chunk.count(b"\n")
+            out.flush()
             self.rows += merged
             shutil.rmtree(parts)
         return merged
 
     def close(self) -> None:
         with self._lock:
-            self._flush()
+            if self.closed:
+                return
+            self.closed = True
             self._jsonl.close()
-            self._parquet.close()
+            jsonl_to_parquet(self.jsonl_path, self.parquet_path)
+
+
+def jsonl_to_parquet(src: Path, dst: Path, chunk_bytes: int = CHUNK) -> int:
+    """Convert a report's JSONL into Parquet chunk by chunk (C++ parsing, bounded memory).
+
+    Chunks end at a line break; each becomes one row group. Arrow's own streaming reader
+    reads too far ahead at 1M rows (hundreds of MB), hence the explicit chunking.
+    """
+    rows = 0
+    parse = pj.ParseOptions(explicit_schema=SCHEMA, unexpected_field_behavior="error")
+    read = pj.ReadOptions(use_threads=True, block_size=1 << 20)
+    with pq.ParquetWriter(dst, SCHEMA, compression="zstd") as writer, src.open("rb") as fh:
+        rest = b""
+        while chunk := fh.read(chunk_bytes):
+            data = rest + chunk
+            cut = data.rfind(b"\n") + 1
+            rest = data[cut:]
+            if cut:
+                table = pj.read_json(io.BytesIO(data[:cut]), read_options=read, parse_options=parse)
+                writer.write_table(table)
+                rows += table.num_rows
+        if rest.strip():
+            table = pj.read_json(io.BytesIO(rest), read_options=read, parse_options=parse)
+            writer.write_table(table)
+            rows += table.num_rows
+    return rows
