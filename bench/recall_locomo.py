@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from memlife.embed import default_embedder
-from memlife.retrieval import LEXICAL_WEIGHT, LexicalIndex, rank
+from memlife.retrieval import CENTROID_WEIGHT, LEXICAL_WEIGHT, LexicalIndex, rank
 
 KS = (1, 5, 10)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -46,7 +46,9 @@ def load(path: Path) -> list[tuple[list[tuple[str, set[str]]], list[dict]]]:
     return convs
 
 
-def run(path: Path, mode: str, lexical_weight: float) -> dict:
+def run(
+    path: Path, mode: str, lexical_weight: float, centroid_weight: float = CENTROID_WEIGHT
+) -> dict:
     emb = default_embedder()
     convs = load(path)
     hits = {k: Counter() for k in KS}
@@ -60,6 +62,7 @@ def run(path: Path, mode: str, lexical_weight: float) -> dict:
         embed_s += time.perf_counter() - t0
         n_embedded += len(texts) + len(queries)
         lexical = LexicalIndex(texts)
+        centroid = vecs.mean(axis=0)  # as an online shard keeps it (running sum / n)
         for q, qv in zip(queries, qvecs, strict=True):
             if mode == "bm25":  # lexical only: rank by BM25 via a zero query vector
                 qv = np.zeros_like(qv)
@@ -70,6 +73,8 @@ def run(path: Path, mode: str, lexical_weight: float) -> dict:
                 query_text=None if mode == "dense" else q["question"],
                 lexical=lexical,
                 lexical_weight=lexical_weight,
+                centroid=centroid,
+                centroid_weight=0.0 if mode == "bm25" else centroid_weight,
             )
             evidence = set(q["evidence"])
             found = [bool(facts[i][1] & evidence) for i in res.indices]
@@ -82,6 +87,7 @@ def run(path: Path, mode: str, lexical_weight: float) -> dict:
         "mode": mode,
         "model_id": emb.model_id,
         "lexical_weight": lexical_weight if mode != "dense" else 0.0,
+        "centroid_weight": centroid_weight if mode != "bm25" else 0.0,
         "queries": n,
         "overall": {f"recall@{k}": round(sum(hits[k].values()) / n, 4) for k in KS},
         "per_category": {
@@ -100,10 +106,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("path", type=Path, help="locomo10.json")
     ap.add_argument("--mode", choices=["hybrid", "dense", "bm25"], default="hybrid")
     ap.add_argument("--lexical-weight", type=float, default=LEXICAL_WEIGHT)
+    ap.add_argument(
+        "--centroid-weight", type=float, default=CENTROID_WEIGHT,
+        help="query moved away from the facts' mean by this much (0: plain cosine)",
+    )  # fmt: skip
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     args = ap.parse_args(argv)
     weight = 1.0 if args.mode == "bm25" else args.lexical_weight
-    out = run(args.path, args.mode, weight)
+    out = run(args.path, args.mode, weight, args.centroid_weight)
     if args.json:
         print(json.dumps(out, indent=2))
         return 0

@@ -6,6 +6,19 @@ recall@5 0.734 and BM25 0.708; adding a max-normalised BM25 term to the cosine
 nouns and exact phrases that a 384-d sentence vector blurs; the dense term carries
 paraphrase. Max-normalising keeps BM25 on the cosine's 0..1 scale whatever the corpus.
 
+Centroid correction (hubness): sentence vectors of one actor's memories share a common
+direction (MiniLM is anisotropic; the mean cosine of a LoCoMo fact to its conversation's
+centroid is 0.36), so records that sit near the centroid look similar to every query.
+The dense term is therefore ``cos(q, v) - a * (v - mu) . mu`` with ``mu`` the mean of the
+candidate vectors: ranking by ``v . (q - a*mu)``, i.e. the query is moved away from what
+all records have in common (the dense counterpart of idf). The ``- mu . mu`` keeps the
+correction mean-zero over the candidates, so scores of separately ranked sets (one per
+namespace) stay on the cosine's scale and merge fairly; for one or two candidates it is
+exactly zero. On LoCoMo (a = 0.75, lexical weight 0.2) recall@1/5/10 go from
+0.521/0.783/0.847 to 0.559/0.807/0.869 (dense only: 0.734 -> 0.768 recall@5); recall@5
+stays within 0.798..0.807 for a in 0.5..1.0 and lexical weight 0.15..0.25, and no
+conversation loses. Estimating mu from 30 random records instead of all gives the same.
+
 The threshold applies to the cosine similarity, not the fused score: it is the
 calibrated "is this about the query at all" signal, and a lexical bonus must not
 let an unrelated record that shares one word through.
@@ -28,7 +41,8 @@ import Stemmer
 
 from memlife.embed import Embedder, default_embedder
 
-LEXICAL_WEIGHT = 0.15  # weight of max-normalised BM25 next to the cosine (see module doc)
+LEXICAL_WEIGHT = 0.2  # weight of max-normalised BM25 next to the cosine (see module doc)
+CENTROID_WEIGHT = 0.75  # a: how far the query is moved away from the candidates' mean
 BM25_K1 = 1.5
 BM25_B = 0.75
 
@@ -140,6 +154,8 @@ def rank(
     texts: Sequence[str] | None = None,
     lexical: LexicalIndex | None = None,
     lexical_weight: float = LEXICAL_WEIGHT,
+    centroid: np.ndarray | None = None,
+    centroid_weight: float = CENTROID_WEIGHT,
 ) -> Hits:
     """Rank candidates for one query.
 
@@ -147,7 +163,10 @@ def rank(
     Hybrid ranking is used when ``query_text`` is given together with ``lexical`` (a
     prebuilt index over the same n candidates, in the same order) or ``texts`` (an
     index is built on the fly: fine for small sets). Otherwise ranking is dense only.
-    Candidates whose cosine is below ``threshold`` are never returned.
+    The dense term is centroid-corrected (module doc); ``centroid`` is the mean of
+    ``vectors`` (computed when None; callers that keep a running sum pass it in), and
+    ``centroid_weight=0`` gives the plain cosine. Candidates whose cosine is below
+    ``threshold`` are never returned.
     """
     if k <= 0:
         raise ValueError("k must be positive")
@@ -155,8 +174,16 @@ def rank(
     q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
     if mat.shape[0] and mat.shape[1] != q.shape[0]:
         raise ValueError(f"query dim {q.shape[0]} != candidate dim {mat.shape[1]}")
-    sims = mat @ q
-    fused = sims
+    if centroid_weight and mat.shape[0]:
+        mu = mat.mean(axis=0) if centroid is None else np.asarray(centroid, np.float32)
+        if mu.shape != q.shape:
+            raise ValueError(f"centroid shape {mu.shape} != query shape {q.shape}")
+        both = mat @ np.stack([q, mu], axis=1)  # one pass over the matrix
+        sims = np.ascontiguousarray(both[:, 0])
+        fused = sims - np.float32(centroid_weight) * (both[:, 1] - np.float32(mu @ mu))
+    else:
+        sims = mat @ q
+        fused = sims
     if query_text is not None and lexical_weight and (lexical is not None or texts is not None):
         if lexical is None:
             lexical = LexicalIndex(texts or [])
@@ -165,7 +192,7 @@ def rank(
         bm = lexical.scores(query_text)
         top_bm = float(bm.max()) if len(bm) else 0.0
         if top_bm > 0:
-            fused = sims + np.float32(lexical_weight / top_bm) * bm
+            fused = fused + np.float32(lexical_weight / top_bm) * bm
     if threshold is not None:
         # Push below-threshold candidates out of reach instead of compacting the arrays,
         # so the returned indices stay positions in the caller's matrix.
@@ -184,6 +211,7 @@ def search(
     texts: Sequence[str] | None = None,
     lexical: LexicalIndex | None = None,
     lexical_weight: float = LEXICAL_WEIGHT,
+    centroid_weight: float = CENTROID_WEIGHT,
     embedder: Embedder | None = None,
 ) -> Hits:
     """Embed ``query`` (default: the bundled MiniLM) and :func:`rank` the candidates."""
@@ -197,4 +225,5 @@ def search(
         texts=texts,
         lexical=lexical,
         lexical_weight=lexical_weight,
+        centroid_weight=centroid_weight,
     )

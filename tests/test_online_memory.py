@@ -194,3 +194,20 @@ def test_appendable_lexical_index_matches_lexical_index() -> None:
             for q in ("green tea", "dog Rex Lisbon", "never coffee morning", "unknown"):
                 np.testing.assert_allclose(idx.scores(q), ref.scores(q), rtol=1e-5, atol=1e-6)
     assert len(idx) == len(texts)
+
+
+def test_shard_running_centroid_tracks_appends_and_removals() -> None:
+    from memlife.online.memory import _Shard
+
+    rng = np.random.default_rng(3)
+    shard = _Shard("a", "ns", 8)
+    vecs = rng.normal(size=(40, 8)).astype(np.float32)
+    for i, v in enumerate(vecs):
+        shard.append(f"r{i}", f"fact {i}", v)
+    for i in (0, 7, 39, 12, 12):  # the repeat is a no-op
+        shard.remove(f"r{i}")
+    shard.append("r5", "fact 5 again", vecs[5] * 2)  # re-append replaces the row
+    np.testing.assert_allclose(shard.centroid, shard.vectors.mean(axis=0), atol=1e-5)
+    for rid in list(shard.ids):
+        shard.remove(rid)
+    assert shard.n == 0 and not shard.centroid.any()

@@ -88,6 +88,38 @@ def test_top_k_matches_full_sort_at_scale() -> None:
     m = rng.normal(size=(5000, 384)).astype(np.float32)
     m /= np.linalg.norm(m, axis=1, keepdims=True)
     q = m[17]
-    hits = rank(q, m, k=10)
-    assert list(hits.indices) == list(np.argsort(-(m @ q), kind="stable")[:10])
-    assert hits.indices[0] == 17
+    plain = rank(q, m, k=10, centroid_weight=0.0)
+    assert list(plain.indices) == list(np.argsort(-(m @ q), kind="stable")[:10])
+    assert plain.indices[0] == 17
+    hits = rank(q, m, k=10)  # centroid-corrected: v . (q - a * mu)
+    mu = m.mean(axis=0)
+    assert list(hits.indices) == list(np.argsort(-(m @ (q - 0.75 * mu)), kind="stable")[:10])
+    np.testing.assert_allclose(hits.similarities, m[hits.indices] @ q, rtol=1e-5)
+
+
+def test_centroid_correction_demotes_hubs_and_is_mean_zero() -> None:
+    # Records 0..2 share a common direction (e0); record 3 is the odd one out. The query
+    # is slightly closer (cosine) to record 0, but much of that is the direction every
+    # record has: the correction prefers record 3.
+    v = np.array([[0.8, 0.6, 0, 0], [0.8, 0, 0.6, 0], [0.8, 0, -0.6, 0], [0, 0, 0, 1]],
+                 dtype=np.float32)  # fmt: skip
+    q = 0.6 * v[0] + 0.57 * v[3]
+    q /= np.linalg.norm(q)
+    sims = v @ q
+    assert sims[3] < sims[0] < sims[3] + 0.05  # plain cosine: the hub wins, narrowly
+    assert rank(q, v, k=1, centroid_weight=0.0).indices[0] == 0
+    hits = rank(q, v, k=4)
+    assert hits.indices[0] == 3
+    np.testing.assert_allclose(np.sort(hits.similarities), np.sort(sims), rtol=1e-6)
+    # Mean-zero: the corrected scores average to the cosines' average (fair merging).
+    assert np.isclose(hits.scores.mean(), sims.mean(), atol=1e-6)
+    # One or two candidates: the correction is exactly zero.
+    one = rank(q, v[:1], k=1)
+    assert np.isclose(one.scores[0], sims[0])
+    two = rank(q, v[1:3], k=2)
+    np.testing.assert_allclose(np.sort(two.scores), np.sort(sims[1:3]), atol=1e-6)
+    # A passed-in centroid is used as is; a wrong shape is refused.
+    same = rank(q, v, k=4, centroid=v.mean(axis=0))
+    assert list(same.indices) == list(hits.indices)
+    with pytest.raises(ValueError, match="centroid"):
+        rank(q, v, k=1, centroid=np.zeros(3, np.float32))

@@ -195,6 +195,7 @@ class _Shard:
 
     def __post_init__(self) -> None:
         self._buf = np.zeros((16, self.dim), dtype=np.float32)
+        self._sum = np.zeros(self.dim, dtype=np.float64)  # running sum of the rows (centroid)
 
     @property
     def n(self) -> int:
@@ -203,6 +204,11 @@ class _Shard:
     @property
     def vectors(self) -> np.ndarray:
         return self._buf[: self.n]  # C-contiguous float32: rank() uses it without a copy
+
+    @property
+    def centroid(self) -> np.ndarray:
+        """Mean of the rows, kept as a running sum: rank() need not recompute it per query."""
+        return (self._sum / max(self.n, 1)).astype(np.float32)
 
     def exact(self, content: str) -> int | None:
         ids = self.by_norm.get(norm_sha256(content))
@@ -217,6 +223,7 @@ class _Shard:
             grown[:row] = self._buf[:row]
             self._buf = grown
         self._buf[row] = vector
+        self._sum += self._buf[row]
         nsha = norm_sha256(content)
         self.ids.append(rid)
         self.negated.append(negates(content))
@@ -230,6 +237,9 @@ class _Shard:
         if row is None:
             return False
         last = self.n - 1
+        self._sum -= self._buf[row]
+        if last == 0:
+            self._sum[:] = 0.0  # empty shard: no float drift carried over
         if row != last:
             self._buf[row] = self._buf[last]
             self.ids[row] = self.ids[last]
@@ -575,6 +585,7 @@ class LongTermMemory:
                 hits = rank(
                     qv, shard.vectors, k=k + 2, threshold=thr, query_text=query,
                     lexical=shard.lexical,  # type: ignore[arg-type]
+                    centroid=shard.centroid,
                 )  # fmt: skip
                 cands += [
                     (float(s), float(c), shard.ids[int(i)], ns)
