@@ -70,13 +70,14 @@ def main(argv: list[str] | None = None) -> int:
         vecs = np.ascontiguousarray(vecs / np.linalg.norm(vecs, axis=1, keepdims=True), np.float32)
         t0 = time.perf_counter()
         lexical = LexicalIndex(texts)
+        centroid = vecs.mean(axis=0)  # kept as a running mean by the online index, as here
         build_ms = (time.perf_counter() - t0) * 1000
         times, rank_times = [], []
         for q in qs:
             t0 = time.perf_counter()
             qv = emb.embed([q])[0]
             t1 = time.perf_counter()
-            rank(qv, vecs, k=args.k, threshold=0.2, query_text=q, lexical=lexical)
+            rank(qv, vecs, k=args.k, threshold=0.2, query_text=q, lexical=lexical, centroid=centroid)
             t2 = time.perf_counter()
             times.append((t2 - t0) * 1000)
             rank_times.append((t2 - t1) * 1000)
