@@ -120,6 +120,7 @@ class RunSummary:
     failed_shards: list[dict] = field(default_factory=list)
     model: dict = field(default_factory=dict)
     gate: dict | None = None
+    other: dict = field(default_factory=dict)  # e.g. consolidation_proposed, merged_duplicates
 
     @property
     def dry_run(self) -> bool:
@@ -133,6 +134,7 @@ class RunSummary:
             "shards": self.shards, "report": self.report, "report_parquet": self.report_parquet,
             "manifest": self.manifest, "receipt": self.receipt, "seconds": round(self.seconds, 3),
             "failed_shards": self.failed_shards, "model": self.model, "gate": self.gate,
+            "other_counts": self.other,
         }  # fmt: skip
 
 
@@ -424,7 +426,7 @@ def finish_run(
         seconds=time.perf_counter() - t0, failed_shards=failed_shards,
         model={"calls": tally.model_calls, "input_tokens": tally.input_tokens,
                "output_tokens": tally.output_tokens, "rejections": dict(tally.rejections)},
-        gate=gate,
+        gate=gate, other={k: v for k, v in tally.counts.items() if k not in lifecycle},
     )  # fmt: skip
     receipt = {
         "run_id": ctx.run_id, "mode": ctx.mode, "status": status,

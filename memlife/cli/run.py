@@ -42,17 +42,29 @@ def run_flow(**params: object) -> dict:
 
 
 def counts_table(result: dict) -> Table:
-    mode = result.get("mode", "dry_run").replace("_", " ")
-    table = Table(title=f"memlife {mode} {result['run_id']}  (policy {result['policy_version']})")
+    mode = result.get("mode", "dry_run")
+    table = Table(title=f"memlife {mode.replace('_', ' ')} {result['run_id']}  (policy {result['policy_version']})")
     table.add_column("planned action")
     table.add_column("records", justify="right")
-    table.add_column("outcome")
-    table.add_column("records", justify="right")
     planned = list(result["counts"].items()) + [("[bold]total", result["records"])]
-    outcomes = list(result.get("lifecycle", {}).items())
-    for i in range(max(len(planned), len(outcomes))):
+    if mode == "dry_run":  # nothing changed: show what an apply run would do
+        other, counts = result.get("other_counts", {}), result["counts"]
+        right = [
+            ("consolidate (groups)", other.get("consolidation_proposed", 0)),
+            ("merge duplicates", other.get("merged_duplicates", 0)),
+            ("supersede contradicted", other.get("contradictions_resolved", 0)),
+            ("delete", counts.get("delete_expired", 0) + counts.get("delete_pending", 0)),
+            ("left for review", counts.get("review", 0)),
+            ("held", counts.get("hold", 0)),
+        ]
+        table.add_column("an apply run would")
+    else:
+        right = list(result.get("lifecycle", {}).items())
+        table.add_column("outcome")
+    table.add_column("records", justify="right")
+    for i in range(max(len(planned), len(right))):
         a, n = planned[i] if i < len(planned) else ("", None)
-        o, m = outcomes[i] if i < len(outcomes) else ("", None)
+        o, m = right[i] if i < len(right) else ("", None)
         table.add_row(a, "" if n is None else f"{n:,}", o, "" if m is None else f"{m:,}")
     return table
 
