@@ -27,15 +27,19 @@ Memory *content* never goes here: the sidecar holds ids, lifecycle fields and pr
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
+from memlife.stores.base import StoreError
+
+T = TypeVar("T")
 PUT_WORKERS = 8
 BATCH_GET_MAX = 100
 BATCH_WRITE_MAX = 25
@@ -99,6 +103,23 @@ def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
         yield items[i : i + size]
 
 
+def _store_errors(method: Callable[..., T]) -> Callable[..., T]:
+    """A sidecar failure (missing table, throttling past retries, denied) stops the shard
+    like any store failure: StoreError with a code, never a raw boto error mid-run."""
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        try:
+            return method(*args, **kwargs)
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "ClientError")
+            raise StoreError(f"sidecar table: {code}", code=f"SIDECAR_{code}") from exc
+        except BotoCoreError as exc:
+            raise StoreError(f"sidecar table: {type(exc).__name__}", code="SIDECAR_UNAVAILABLE") from exc
+
+    return wrapper
+
+
 class Sidecar:
     """The sidecar table behind a boto3 DynamoDB *client* (thread-safe, like the client)."""
 
@@ -130,6 +151,7 @@ class Sidecar:
         )
 
     # -- record items --------------------------------------------------------------------
+    @_store_errors
     def get_many(self, keys: Iterable[str]) -> dict[str, SidecarItem]:
         """Items by key (absent keys are absent from the answer)."""
         ids = list(dict.fromkeys(keys))
@@ -146,9 +168,11 @@ class Sidecar:
                 request = resp.get("UnprocessedKeys") or {}
         return out
 
+    @_store_errors
     def get(self, key: str) -> SidecarItem | None:
         return self.get_many([key]).get(key)
 
+    @_store_errors
     def put_many(self, items: Sequence[tuple[SidecarItem, int]]) -> dict[str, str]:
         """Write each ``(item, expected_version)``; ``item.version`` must be the new one.
 
@@ -179,6 +203,7 @@ class Sidecar:
             code = exc.response["Error"]["Code"]
             failed[item.key] = "CONFLICT" if code == "ConditionalCheckFailedException" else code
 
+    @_store_errors
     def delete_many(self, keys: Iterable[str]) -> None:
         """Unconditional: called once AgentCore confirmed the record gone."""
         ids = list(dict.fromkeys(keys))
@@ -191,6 +216,7 @@ class Sidecar:
                 request = resp.get("UnprocessedItems") or {}
 
     # -- shard registry ------------------------------------------------------------------
+    @_store_errors
     def register_shards(self, shards: Iterable[tuple[str, str]]) -> None:
         """Record (actor, namespace) pairs; idempotent plain puts."""
         puts: dict[tuple[str, str], dict[str, Any]] = {}
@@ -219,8 +245,10 @@ class Sidecar:
                 return out
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
 
+    @_store_errors
     def actors(self) -> list[str]:
         return self._query_sks("actors")
 
+    @_store_errors
     def namespaces(self, actor_id: str) -> list[str]:
         return self._query_sks(f"ns#{actor_id}")
