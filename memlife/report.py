@@ -64,13 +64,19 @@ class ReportWriter:
         self._lock = threading.Lock()
         self.rows = 0
         self.closed = False
+        self._shards: set[tuple[str, str]] = set()
 
     def write(self, decisions: Iterable[Decision]) -> None:
+        """One shard's decisions. Writing a shard twice (a retried batch) keeps the first."""
         decisions = list(decisions)
         if not decisions:
             return
+        shard = (decisions[0].actor_id, decisions[0].namespace)
         text = encode(decisions)
         with self._lock:
+            if shard in self._shards:
+                return
+            self._shards.add(shard)
             self._jsonl.write(text)
             self.rows += len(decisions)
 

@@ -295,3 +295,20 @@ def test_pipeline_and_cli_run_without_prefect_loaded() -> None:
     res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                          timeout=180)  # fmt: skip
     assert res.returncode == 0, res.stderr[-2000:]
+
+
+def test_report_keeps_one_copy_of_a_shard_written_twice(tmp_path: Path) -> None:
+    """A retried batch (throttling) must not duplicate its shards' report rows."""
+    from memlife.plan import Action, Decision, Reason
+    from memlife.report import ReportWriter
+
+    report = ReportWriter(tmp_path / "r")
+    shard = [Decision(f"m-{i}", "a", "/n", Action.retain, [Reason.SCORE_OK], 0.5) for i in range(3)]
+    report.write(shard)
+    report.write(shard)
+    report.write([Decision("m-9", "a", "/other", Action.review, [Reason.MISSING_OWNER], 0.1)])
+    report.close()
+    assert len(report.jsonl_path.read_text().splitlines()) == 4
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(report.parquet_path).num_rows == 4
