@@ -220,8 +220,11 @@ def iter_views(
         merge = lambda views: merge_into_views(views, access_stats)  # noqa: E731
     fast = getattr(store, "page_views", None)
     if fast is None:
+        native = getattr(store, "native_ids", None)  # AgentCore: CloudTrail names native ids
         for p in iter_shard(store, shard.actor_id, shard.namespace, page_size=page_size):
             views = [plan_view(r) for r in p.records]
+            if access_stats and native is not None:
+                views = _merge_native(views, native([v.id for v in views]), access_stats)
             yield merge(views) if merge else views
         return
     token: str | None = None
@@ -230,6 +233,16 @@ def iter_views(
         yield merge(views) if merge else views
         if token is None:
             return
+
+
+def _merge_native(views: list[PlanView], native: dict[str, str], stats: dict) -> list[PlanView]:
+    """Credit ledger rows keyed by a store-native id (CloudTrail) to our record ids."""
+    aliased = {v.id: stats[native[v.id]] for v in views if v.id in native and native[v.id] in stats}
+    if not aliased:
+        return views
+    from memlife.ledger import merge_into_views
+
+    return merge_into_views(views, aliased)
 
 
 def plan_shard(

@@ -719,6 +719,15 @@ class AgentCoreStore:
             list(self._executor().map(one, keys))
         return out
 
+    def native_ids(self, ids: Sequence[str]) -> dict[str, str]:
+        """memlife id -> AgentCore memoryRecordId for records this store has read or written.
+
+        CloudTrail data events name records by memoryRecordId; the pipeline uses this to
+        credit those accesses to our ids (see pipeline.iter_views).
+        """
+        with self._cache_lock:
+            return {i: self._where[i][0] for i in ids if i in self._where}
+
     # -- read caches (locations, overflow blobs) and the worker pool ------------------------
     def _locations(self, keys: dict[str, str]) -> dict[str, tuple[str, str]]:
         with self._cache_lock:
