@@ -274,8 +274,6 @@ class Executor:
         if len(records) < 2:
             return
         records.sort(key=lambda r: (r.created_at, r.id))
-        cap = self.policy.grouping.max_group_size
-        records = records[-cap:]  # the newest; older ones join the replacement next night
         survivor = next((d.survivor for d in members if d.survivor), None)
         if survivor is not None and survivor not in {r.id for r in records}:
             survivor = None
@@ -307,8 +305,22 @@ class Executor:
         if self.consolidator is None:
             tally.counts["consolidation_skipped"] += 1
             return
+        # The model sees at most max_group_size records (the survivor and the newest others),
+        # so a call stays small; older duplicates and contradicted statements beyond the cap
+        # are superseded by the same replacement: the rules above already classed them.
+        cap = self.policy.grouping.max_group_size
+        if len(records) > cap:
+            others = [r for r in records if r.id != analysis.survivor_id][-(cap - 1):]
+            sent = sorted([*others, *(r for r in records if r.id == analysis.survivor_id)],
+                          key=lambda r: (r.created_at, r.id))  # fmt: skip
+            ids = {r.id for r in sent}
+            model_group = replace(group, records=sent,
+                                  superseded_ids=[i for i in group.superseded_ids if i in ids])  # fmt: skip
+            tally.counts["over_cap_superseded_by_rule"] += len(records) - len(sent)
+        else:
+            model_group = group
         try:
-            result = self.consolidator.consolidate(group)
+            result = self.consolidator.consolidate(model_group)
         except ConsolidationError as exc:
             tally.rejections[exc.code] += 1
             tally.counts["consolidation_rejected"] += 1

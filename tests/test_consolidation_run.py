@@ -133,3 +133,32 @@ def test_model_outage_leaves_originals_and_the_next_run_retries(env: dict) -> No
     env["server"].set_handler(lambda body: careful_model(body))
     second = run_local(RunConfig(dry_run=False, now=CUTOFF + timedelta(days=1)))
     assert second.lifecycle["consolidated"] > 0
+
+
+def test_a_group_over_the_cap_is_done_in_one_night(env: dict, tmp_path: Path) -> None:
+    """15 statements on one subject: the model sees at most 12, all 15 are superseded by one
+    replacement, and the next night has nothing left to do."""
+    from memlife.model import MemoryRecord
+
+    store = SqliteStore(env["db"])
+    ns = "/users/zz/preferences"
+    olds = [MemoryRecord(id=f"z-{i:02d}", actor_id="zz", namespace=ns, memory_type="semantic",
+                         subject="beverage", owner="t", content="Drinks only green tea, never coffee.",
+                         created_at=CUTOFF - timedelta(days=400 - i)) for i in range(14)]  # fmt: skip
+    new = MemoryRecord(id="z-new", actor_id="zz", namespace=ns, memory_type="semantic",
+                       subject="beverage", owner="t", source="user_confirmed",
+                       content="Switched to black coffee every morning; no longer drinks tea.",
+                       created_at=CUTOFF - timedelta(days=3))  # fmt: skip
+    store.put_many([*olds, new])
+    store.close()
+    calls: list = []
+    env["server"].set_handler(lambda body: careful_model(body, calls=calls))
+    run_local(RunConfig(dry_run=False, now=CUTOFF, actors=("zz",)))
+    assert len(calls) == 1 and len(calls[0]) <= 12 and "z-new" in calls[0]
+    after = snapshot(env["db"])
+    zz = {i: r for i, r in after.items() if r["actor_id"] == "zz"}
+    active = [r for r in zz.values() if r["status"] == "active"]
+    assert len(active) == 1 and active[0]["content"] == new.content
+    assert sorted(active[0]["provenance"]["supersedes"]) == sorted([*(o.id for o in olds), "z-new"])
+    again = run_local(RunConfig(dry_run=False, now=CUTOFF + timedelta(days=1), actors=("zz",)))
+    assert len(calls) == 1 and again.lifecycle["consolidated"] == again.lifecycle["superseded"] == 0

@@ -40,7 +40,9 @@ def build_replacement(
         owner=owner,
         confidence=result.confidence,
         source=survivor.source,
-        created_at=cutoff,
+        # the statement time of the newest statement it carries, not the night it was
+        # written: a later, weaker statement must still read as later (review, not supersede)
+        created_at=max(r.created_at for r in group.records),
         last_accessed_at=max(accessed) if accessed else None,
         access_count=sum(r.access_count for r in group.records),
         last_verified_at=max(verified) if verified else None,
