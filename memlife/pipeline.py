@@ -339,11 +339,6 @@ def process_batch(
     return out
 
 
-# Back-compat name used by the first flow version and tests.
-def plan_batch(ctx: RunContext, store: MemoryStore, shards: Sequence[Shard], report: ReportWriter) -> BatchOutcome:
-    return process_batch(ctx, store, shards, report)
-
-
 def open_report(ctx: RunContext) -> ReportWriter:
     return ReportWriter(ctx.report_dir)
 

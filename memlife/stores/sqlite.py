@@ -196,6 +196,28 @@ class SqliteStore:
             ).fetchall()
         return [r[0] for r in rows]
 
+    def _keyset(
+        self, select: str, actor_id: str, namespace: str, page_size: int, token: str | None,
+        statuses: Sequence[Status] | None = None,
+    ) -> tuple[list[tuple], str | None]:
+        """One keyset page of rows (ordered by id) and the token of the next, if any."""
+        if page_size < 1:
+            raise ValueError("page_size must be >= 1")
+        after = _decode_token(token, actor_id, namespace) if token else ""
+        sql = f"{select} WHERE actor_id=? AND namespace=? AND id>?"
+        args: list = [actor_id, namespace, after]
+        if statuses:
+            sql += f" AND status IN ({', '.join('?' * len(statuses))})"
+            args += [Status(s).value for s in statuses]
+        sql += " ORDER BY id LIMIT ?"
+        args.append(page_size + 1)  # one extra row tells whether another page exists
+        with self.lock:
+            rows = self.connection.execute(sql, args).fetchall()
+        if len(rows) <= page_size:
+            return rows, None
+        rows = rows[:page_size]
+        return rows, _encode_token(actor_id, namespace, rows[-1][0])
+
     def page(
         self,
         actor_id: str,
@@ -205,40 +227,15 @@ class SqliteStore:
         token: str | None = None,
         statuses: Sequence[Status] | None = None,
     ) -> Page:
-        if page_size < 1:
-            raise ValueError("page_size must be >= 1")
-        after = _decode_token(token, actor_id, namespace) if token else ""
-        sql = f"{_SELECT} WHERE actor_id=? AND namespace=? AND id>?"
-        args: list = [actor_id, namespace, after]
-        if statuses:
-            sql += f" AND status IN ({', '.join('?' * len(statuses))})"
-            args += [Status(s).value for s in statuses]
-        sql += " ORDER BY id LIMIT ?"
-        args.append(page_size + 1)  # one extra row tells whether another page exists
-        with self.lock:
-            rows = self.connection.execute(sql, args).fetchall()
-        more = len(rows) > page_size
-        rows = rows[:page_size]
-        records = [row_to_record(r) for r in rows]
-        nxt = _encode_token(actor_id, namespace, rows[-1][0]) if more else None
-        return Page(records, nxt)
+        rows, nxt = self._keyset(_SELECT, actor_id, namespace, page_size, token, statuses)
+        return Page([row_to_record(r) for r in rows], nxt)
 
     def page_views(
         self, actor_id: str, namespace: str, *, page_size: int = DEFAULT_PAGE_SIZE,
         token: str | None = None,
     ) -> tuple[list[PlanView], str | None]:
         """Like :meth:`page`, but content-free planning views built without pydantic (fast path)."""
-        if page_size < 1:
-            raise ValueError("page_size must be >= 1")
-        after = _decode_token(token, actor_id, namespace) if token else ""
-        with self.lock:
-            rows = self.connection.execute(
-                f"{_SELECT_VIEW} WHERE actor_id=? AND namespace=? AND id>? ORDER BY id LIMIT ?",
-                (actor_id, namespace, after, page_size + 1),
-            ).fetchall()
-        more = len(rows) > page_size
-        rows = rows[:page_size]
-        nxt = _encode_token(actor_id, namespace, rows[-1][0]) if more else None
+        rows, nxt = self._keyset(_SELECT_VIEW, actor_id, namespace, page_size, token)
         return list(map(row_to_view, rows)), nxt
 
     def get(self, record_id: str) -> MemoryRecord | None:
