@@ -1,0 +1,333 @@
+"""LangGraph ``BaseStore`` over a memlife store: LangGraph agents get the lifecycle for free.
+
+``pip install 'memlife[langgraph]'``, then::
+
+    from memlife.integrations.langgraph import MemlifeStore
+    graph = builder.compile(store=MemlifeStore("sqlite:///agent.db"))
+
+Mapping (one memlife record per LangGraph item):
+
+- namespace ``("users", "u1", "prefs")`` is the memlife namespace ``/users/u1/prefs``;
+  the actor is ``actor_of(namespace)``: by default the label after a leading ``"users"``,
+  else the first label. A label holding ``/`` is refused (it would change the path).
+- the record id is derived from (actor, namespace, key), so a second ``put`` updates the
+  same record; the key is kept in ``provenance.source_event`` (``langgraph:<kind>:<key>``).
+- the value: ``{"content": "text"}`` is stored as the text itself; any other dict as its
+  canonical JSON (round-trips exactly). A record that memlife wrote itself (``remember``,
+  or a consolidation replacement) reads back as ``{"content": text}`` under its record id.
+- ``delete`` marks the record ``pending_delete`` (gone for get/search at once; the nightly
+  run deletes it with a receipt). A ``legal_hold`` or held record is never rewritten.
+- ``search(query=...)`` is memlife's hybrid recall (MiniLM + BM25), scores are the fused
+  recall scores, and every hit is written to the access ledger the nightly scoring reads.
+  Without a query, items come in namespace then key order.
+
+After a nightly run consolidates items, the originals are superseded: ``get`` of an old
+key returns None and ``search`` finds the replacement. That is the point: stale and
+duplicate memories leave the agent's view.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Sequence
+from datetime import timedelta
+from typing import Any
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+)
+
+from memlife.api import Memory
+from memlife.model import (
+    MemoryRecord,
+    MemoryType,
+    Provenance,
+    RetentionClass,
+    Source,
+    Status,
+    content_sha256,
+    utcnow,
+)
+from memlife.stores.base import iter_shard
+
+_EVENT = "langgraph"
+
+
+def default_actor_of(namespace: tuple[str, ...]) -> str:
+    """``("users", "u1", ...)`` -> ``u1``; otherwise the first label."""
+    if len(namespace) > 1 and namespace[0] == "users":
+        return namespace[1]
+    return namespace[0]
+
+
+def to_path(namespace: Sequence[str]) -> str:
+    for label in namespace:
+        if "/" in label:
+            raise InvalidNamespaceError(f"namespace label {label!r} holds '/' (memlife paths)")
+    return "/" + "/".join(namespace)
+
+
+def to_namespace(path: str) -> tuple[str, ...]:
+    return tuple(p for p in path.split("/") if p)
+
+
+def record_id(actor: str, path: str, key: str) -> str:
+    digest = hashlib.sha256(f"{actor}\x00{path}\x00{key}".encode()).hexdigest()
+    return f"lg-{digest[:40]}"
+
+
+def encode_value(value: dict[str, Any]) -> tuple[str, str]:
+    """(content, kind): plain text for ``{"content": str}``, canonical JSON otherwise."""
+    if set(value) == {"content"} and isinstance(value["content"], str) and value["content"].strip():
+        return value["content"], "text"
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")), "json"
+
+
+def decode(record: MemoryRecord) -> tuple[str, dict[str, Any]]:
+    """(key, value) of a record, written by this adapter or by memlife itself."""
+    event = record.provenance.source_event or ""
+    parts = event.split(":", 2)
+    if len(parts) == 3 and parts[0] == _EVENT:
+        kind, key = parts[1], parts[2]
+        if kind == "json":
+            return key, json.loads(record.content)
+        return key, {"content": record.content}
+    return record.id, {"content": record.content}
+
+
+def _matches(value: Any, expected: Any) -> bool:
+    """LangGraph's filter semantics: equality, nested dicts, and $eq/$ne/$gt/$gte/$lt/$lte."""
+    if isinstance(expected, dict):
+        if any(k.startswith("$") for k in expected):
+            return all(_operator(value, op, arg) for op, arg in expected.items())
+        return isinstance(value, dict) and all(
+            _matches(value.get(k), v) for k, v in expected.items()
+        )
+    return value == expected
+
+
+def _operator(value: Any, op: str, arg: Any) -> bool:
+    if op == "$eq":
+        return value == arg
+    if op == "$ne":
+        return value != arg
+    if value is None:
+        return False
+    compare = {"$gt": float.__gt__, "$gte": float.__ge__, "$lt": float.__lt__, "$lte": float.__le__}
+    if op not in compare:
+        raise ValueError(f"unsupported filter operator {op!r}")
+    return compare[op](float(value), float(arg))
+
+
+def _ns_matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
+    path = tuple(condition.path)
+    if len(namespace) < len(path):
+        return False
+    if condition.match_type == "prefix":
+        pairs = zip(namespace, path, strict=False)
+    else:
+        pairs = zip(reversed(namespace), reversed(path), strict=False)
+    return all(p == "*" or n == p for n, p in pairs)
+
+
+class MemlifeStore(BaseStore):
+    """A LangGraph store whose items are memlife records (see the module docstring)."""
+
+    supports_ttl = False
+
+    def __init__(
+        self,
+        memory: Memory | str | None = None,
+        *,
+        actor_of: Callable[[tuple[str, ...]], str] = default_actor_of,
+        source: Source | str = Source.agent_inferred,
+        memory_type: MemoryType | str = MemoryType.semantic,
+        owner: str | None = None,
+    ) -> None:
+        self.memory = memory if isinstance(memory, Memory) else Memory(memory)
+        self._owns_memory = not isinstance(memory, Memory)
+        self.actor_of = actor_of
+        self.source = Source(source)
+        self.memory_type = MemoryType(memory_type)
+        self.owner = owner
+
+    @property
+    def store(self):  # noqa: ANN201 - the memlife MemoryStore underneath
+        return self.memory.store
+
+    def close(self) -> None:
+        if self._owns_memory:
+            self.memory.close()
+
+    # -- BaseStore -------------------------------------------------------------------------
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        results: list[Result] = []
+        for op in ops:
+            if isinstance(op, GetOp):
+                results.append(self._get(op))
+            elif isinstance(op, SearchOp):
+                results.append(self._search(op))
+            elif isinstance(op, PutOp):
+                self._put(op)
+                results.append(None)
+            elif isinstance(op, ListNamespacesOp):
+                results.append(self._list_namespaces(op))
+            else:
+                raise ValueError(f"unknown operation {type(op).__name__}")
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        return await asyncio.to_thread(self.batch, list(ops))
+
+    # -- operations ------------------------------------------------------------------------
+    def _locate(self, namespace: tuple[str, ...], key: str) -> MemoryRecord | None:
+        """The active record behind (namespace, key), or None."""
+        path = to_path(namespace)
+        actor = self.actor_of(namespace)
+        rec = self.store.get(record_id(actor, path, key))
+        if rec is None:  # a record memlife wrote itself is addressed by its id
+            rec = self.store.get(key)
+            if rec is not None and decode(rec)[0] != key:
+                rec = None
+        if rec is None or rec.status is not Status.active:
+            return None
+        if rec.actor_id != actor or rec.namespace != path:
+            return None
+        return rec
+
+    def _get(self, op: GetOp) -> Item | None:
+        rec = self._locate(tuple(op.namespace), op.key)
+        return None if rec is None else self._item(rec, Item)
+
+    def _item(self, rec: MemoryRecord, cls: type, score: float | None = None) -> Any:
+        key, value = decode(rec)
+        updated = rec.last_verified_at or rec.created_at
+        kw: dict[str, Any] = dict(
+            namespace=to_namespace(rec.namespace), key=key, value=value,
+            created_at=rec.created_at, updated_at=max(updated, rec.created_at),
+        )  # fmt: skip
+        if cls is SearchItem:
+            kw["score"] = score
+        return cls(**kw)
+
+    def _put(self, op: PutOp) -> None:
+        namespace = tuple(op.namespace)
+        if not namespace:
+            raise InvalidNamespaceError("namespace cannot be empty")
+        if op.value is None:
+            rec = self._locate(namespace, op.key)
+            if rec is not None:
+                self.memory.forget(rec.id, actor=rec.actor_id)
+            return
+        path, actor = to_path(namespace), self.actor_of(namespace)
+        rid = record_id(actor, path, op.key)
+        content, kind = encode_value(op.value)
+        now = utcnow()
+        existing = self.store.get(rid)
+        if existing is not None and (
+            existing.retention_class is RetentionClass.legal_hold
+            or existing.status is Status.retained
+        ):
+            raise PermissionError(f"record {rid} is held; it cannot be rewritten")
+        expires = now + timedelta(minutes=op.ttl) if isinstance(op.ttl, int | float) else None
+        record = MemoryRecord(
+            id=rid, actor_id=actor, namespace=path, memory_type=self.memory_type,
+            subject=existing.subject if existing else None, content=content, owner=self.owner,
+            confidence=1.0, source=self.source,
+            created_at=existing.created_at if existing else now,
+            access_count=existing.access_count if existing else 0,
+            last_accessed_at=existing.last_accessed_at if existing else None,
+            last_verified_at=now, expires_at=expires,
+            retention_class=existing.retention_class if existing else RetentionClass.standard,
+            status=Status.active,
+            provenance=Provenance(source_event=f"{_EVENT}:{kind}:{op.key}",
+                                  content_sha256=content_sha256(content)),
+        )  # fmt: skip
+        result = self.store.put_many([record])
+        if rid not in result.succeeded:
+            why = "; ".join(f"{f.code}: {f.message}" for f in result.failed) or "not stored"
+            raise RuntimeError(f"store refused record {rid}: {why}")
+        self.memory.long_term.invalidate(actor)  # the recall index picks the change up
+
+    def _scope(self, prefix: tuple[str, ...]) -> list[tuple[str, str]]:
+        """(actor, path) pairs whose namespace starts with ``prefix``."""
+        if prefix:
+            to_path(prefix)
+        actors = [self.actor_of(prefix)] if prefix and self._actor_fixed(prefix) else None
+        out = []
+        for actor in actors if actors is not None else list(self.store.list_actors()):
+            for path in self.store.list_namespaces(actor):
+                if to_namespace(path)[: len(prefix)] == prefix:
+                    out.append((actor, path))
+        return sorted(out, key=lambda p: (to_namespace(p[1]), p[0]))
+
+    def _actor_fixed(self, prefix: tuple[str, ...]) -> bool:
+        """Whether every namespace under ``prefix`` has the same actor (the default mapping)."""
+        if self.actor_of is not default_actor_of:
+            return False
+        return len(prefix) >= 2 or (len(prefix) == 1 and prefix[0] != "users")
+
+    def _search(self, op: SearchOp) -> list[SearchItem]:
+        prefix = tuple(op.namespace_prefix)
+        scope = self._scope(prefix)
+        want = op.offset + op.limit
+        if op.query:
+            scored: list[tuple[float, MemoryRecord]] = []
+            for actor, path in scope:
+                # threshold -1: rank everything, as LangGraph stores do; filters apply after
+                n = want if not op.filter else 1000
+                for hit in self.memory.recall(op.query, actor=actor, k=n, namespace=path,
+                                              threshold=-1.0):  # fmt: skip
+                    scored.append((hit.score, hit.record))
+            scored.sort(key=lambda s: -s[0])
+            kept = [(s, r) for s, r in scored if self._keep(r, op.filter)]
+            return [self._item(r, SearchItem, s) for s, r in kept[op.offset : want]]
+        items: list[SearchItem] = []
+        for actor, path in scope:  # scope is in namespace order; keys sorted within one
+            records = [r for page in iter_shard(self.store, actor, path, statuses=(Status.active,))
+                       for r in page.records
+                       if r.status is Status.active and self._keep(r, op.filter)]  # fmt: skip
+            items += [
+                self._item(r, SearchItem) for r in sorted(records, key=lambda r: decode(r)[0])
+            ]
+            if len(items) >= want:
+                break
+        return items[op.offset : want]
+
+    @staticmethod
+    def _keep(rec: MemoryRecord, filter_: dict[str, Any] | None) -> bool:
+        if not filter_:
+            return True
+        value = decode(rec)[1]
+        return all(_matches(value.get(k), v) for k, v in filter_.items())
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        found = {
+            to_namespace(path)
+            for actor in self.store.list_actors()
+            for path in self.store.list_namespaces(actor)
+            if self._has_active(actor, path)
+        }
+        if op.match_conditions:
+            found = {ns for ns in found if all(_ns_matches(c, ns) for c in op.match_conditions)}
+        if op.max_depth is not None:
+            found = {ns[: op.max_depth] for ns in found}
+        return sorted(found)[op.offset : op.offset + op.limit]
+
+    def _has_active(self, actor: str, path: str) -> bool:
+        for page in iter_shard(self.store, actor, path, page_size=50, statuses=(Status.active,)):
+            if any(r.status is Status.active for r in page.records):
+                return True
+        return False
