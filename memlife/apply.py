@@ -432,6 +432,7 @@ _COUNT = {
     Outcome.quarantined: "quarantined",
     Outcome.restored: "restored",
     Outcome.skipped: "skipped",
+    Outcome.updated: "updated",
 }
 
 

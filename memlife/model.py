@@ -51,7 +51,12 @@ class Status(StrEnum):
 
 
 def _utc(value: datetime | None) -> datetime | None:
-    return value.astimezone(UTC) if value is not None else None
+    if value is None:
+        return None
+    try:  # 9999-12-31T23:59:59-05:00 is past datetime.max once in UTC
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("timestamp out of range once converted to UTC") from None
 
 
 def content_sha256(content: str) -> str:
@@ -84,7 +89,7 @@ class MemoryRecord(BaseModel):
     confidence: float = Field(default=1.0, ge=0.0, le=1.0)
     source: Source = Source.user_stated
     last_accessed_at: AwareDatetime | None = None
-    access_count: int = Field(default=0, ge=0)
+    access_count: int = Field(default=0, ge=0, le=2**63 - 1)  # SQLite INTEGER
     last_verified_at: AwareDatetime | None = None
     expires_at: AwareDatetime | None = None
     retention_class: RetentionClass = RetentionClass.standard
@@ -97,6 +102,16 @@ class MemoryRecord(BaseModel):
     def _not_blank(cls, v: str) -> str:
         if not v.strip():
             raise ValueError("must not be blank")
+        return v
+
+    @field_validator("namespace")
+    @classmethod
+    def _clean_namespace(cls, v: str) -> str:
+        from memlife.namespaces import namespace_problem
+
+        problem = namespace_problem(v)
+        if problem:
+            raise ValueError(f"namespace {problem}")
         return v
 
     @field_validator(

@@ -9,7 +9,6 @@ at 1M records, and a shard is never split, so no operation mixes actors or names
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import json
 import os
@@ -28,6 +27,7 @@ from memlife.embed_cache import EmbeddingCache
 from memlife.journal import Journal, open_journal
 from memlife.metrics import publish_counts
 from memlife.model import PlanView, parse_time, plan_view, utcnow
+from memlife.namespaces import glob_match
 from memlife.plan import DELETE_ACTIONS, Action, Decision, Planner, Reason
 from memlife.policy import Policy, load_policy, resolve_policy_path
 from memlife.receipts import operations_parquet
@@ -199,7 +199,7 @@ def list_shards(ctx: RunContext, store: MemoryStore) -> list[Shard]:
         if actors and actor not in actors:
             continue
         for ns in store.list_namespaces(actor):
-            if globs and not any(fnmatch.fnmatchcase(ns, g) for g in globs):
+            if globs and not any(glob_match(g, ns) for g in globs):
                 continue
             shards.append(Shard(actor, ns))
     return shards

@@ -8,27 +8,36 @@ fall back to a default.
 
 from __future__ import annotations
 
-import fnmatch
 from pathlib import Path
+from typing import Annotated
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, model_validator
 
 from memlife.model import MemoryType, RetentionClass, Source
+from memlife.namespaces import glob_match
 
 DEFAULT_POLICY = "policies/default.yaml"
 
 
+# Strict scalars: YAML reads `yes` as true and `"30"` as a string; neither is a number here
+# (lax pydantic would turn `default_ttl_days: yes` into a 1-day TTL). An int is a number.
+Num = Annotated[float, Strict()]
+Int = Annotated[int, Strict()]
+Text = Annotated[str, Strict()]
+Share = Annotated[float, Strict(), Field(ge=0, le=1)]
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class ScoreWeights(_Strict):
-    creation_recency: float = Field(ge=0)
-    access_recency: float = Field(ge=0)
-    frequency: float = Field(ge=0)
-    verification: float = Field(ge=0)
-    source: float = Field(ge=0)
+    creation_recency: Num = Field(ge=0)
+    access_recency: Num = Field(ge=0)
+    frequency: Num = Field(ge=0)
+    verification: Num = Field(ge=0)
+    source: Num = Field(ge=0)
 
     @model_validator(mode="after")
     def _some_weight(self) -> ScoreWeights:
@@ -38,43 +47,50 @@ class ScoreWeights(_Strict):
 
 
 class HalfLives(_Strict):
-    creation: float = Field(gt=0)
-    access: float = Field(gt=0)
+    creation: Num = Field(gt=0)
+    access: Num = Field(gt=0)
 
 
 class TypePolicy(_Strict):
-    default_ttl_days: float | None = Field(default=None, gt=0)
-    verification_stale_days: float | None = Field(default=None, gt=0)
+    default_ttl_days: Num | None = Field(default=None, gt=0)
+    verification_stale_days: Num | None = Field(default=None, gt=0)
     half_life_days: HalfLives
-    frequency_scale: float = Field(default=10, gt=0)
+    frequency_scale: Num = Field(default=10, gt=0)
     weights: ScoreWeights
-    low_score: float = Field(ge=0, le=1)
+    low_score: Num = Field(ge=0, le=1)
 
 
 class Grouping(_Strict):
-    near_duplicate_cosine: float = Field(default=0.88, gt=0, le=1)
-    max_group_size: int = Field(default=12, ge=2, le=100)
-    grounding_cosine: float = Field(default=0.55, gt=0, le=1)
+    near_duplicate_cosine: Num = Field(default=0.88, gt=0, le=1)
+    max_group_size: Int = Field(default=12, ge=2, le=100)
+    grounding_cosine: Num = Field(default=0.55, gt=0, le=1)
 
 
 class GatePolicy(_Strict):
-    must_retain_recall_min: float = Field(default=1.0, ge=0, le=1)
-    forbidden_retrieval_max: float = Field(default=0.0, ge=0, le=1)
-    contradiction_rate_max: float = Field(default=0.0, ge=0, le=1)
-    replicas: int = Field(default=1, ge=1)
+    must_retain_recall_min: Num = Field(default=1.0, ge=0, le=1)
+    forbidden_retrieval_max: Num = Field(default=0.0, ge=0, le=1)
+    contradiction_rate_max: Num = Field(default=0.0, ge=0, le=1)
+    replicas: Int = Field(default=1, ge=1)
+
+
+class Limits(_Strict):
+    """Input bounds: what import and `remember` accept (bytes of UTF-8 content)."""
+
+    content_max_bytes: Int = Field(default=64 * 1024, ge=1, le=16 * 1024 * 1024)
 
 
 class Policy(_Strict):
-    version: str = Field(min_length=1)
-    description: str = ""
-    enforce_deletion_in: list[str] = Field(default_factory=list)
-    source_weights: dict[Source, float]
-    sensitivity_penalty: dict[RetentionClass, float] = Field(default_factory=dict)
-    contradiction_penalty: float = Field(default=0.3, ge=0, le=1)
-    pending_delete_grace_days: float = Field(default=7, ge=0)
+    version: Text = Field(min_length=1)
+    description: Text = ""
+    enforce_deletion_in: list[Text] = Field(default_factory=list)
+    source_weights: dict[Source, Share]
+    sensitivity_penalty: dict[RetentionClass, Share] = Field(default_factory=dict)
+    contradiction_penalty: Num = Field(default=0.3, ge=0, le=1)
+    pending_delete_grace_days: Num = Field(default=7, ge=0)
     grouping: Grouping = Field(default_factory=Grouping)
     memory_types: dict[MemoryType, TypePolicy]
     gate: GatePolicy = Field(default_factory=GatePolicy)
+    limits: Limits = Field(default_factory=Limits)
 
     @model_validator(mode="after")
     def _complete(self) -> Policy:
@@ -87,7 +103,7 @@ class Policy(_Strict):
         return self
 
     def deletion_enforced(self, namespace: str) -> bool:
-        return any(fnmatch.fnmatchcase(namespace, pat) for pat in self.enforce_deletion_in)
+        return any(glob_match(pat, namespace) for pat in self.enforce_deletion_in)
 
 
 class PolicyError(ValueError):
@@ -100,7 +116,10 @@ def resolve_policy_path(path: str | Path | None) -> Path:
     if p.exists():
         return p
     if path in (None, DEFAULT_POLICY) or p.name in {"default.yaml", "rollout-example.yaml"}:
-        for base in (Path(__file__).parent.parent / "policies", Path(__file__).parent / "_policies"):
+        for base in (
+            Path(__file__).parent.parent / "policies",
+            Path(__file__).parent / "_policies",
+        ):
             if (base / p.name).exists():
                 return base / p.name
     raise PolicyError(f"policy file {p} not found")

@@ -35,7 +35,9 @@ def test_default_policy_loads_complete() -> None:
     assert min(p.source_weights, key=p.source_weights.get) is Source.agent_inferred
 
 
-def test_default_policy_found_without_a_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_default_policy_found_without_a_path(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.chdir(tmp_path)  # not the repository: falls back to the shipped copy
     assert load_policy().version == _default()["version"]
 
@@ -78,23 +80,46 @@ def test_missing_file(tmp_path: Path) -> None:
     ("mutate", "key"),
     [
         (lambda d: d.update(verion="x"), "verion"),
-        (lambda d: d["memory_types"]["semantic"].update(low_scroe=0.1), "memory_types.semantic.low_scroe"),
+        (
+            lambda d: d["memory_types"]["semantic"].update(low_scroe=0.1),
+            "memory_types.semantic.low_scroe",
+        ),
         (lambda d: d["grouping"].update(max_group=3), "grouping.max_group"),
-        (lambda d: d["memory_types"]["semantic"]["weights"].update(recency=0.1),
-         "memory_types.semantic.weights.recency"),
-        (lambda d: d["memory_types"]["episodic"]["weights"].update(source=-0.5),
-         "memory_types.episodic.weights.source"),
-        (lambda d: d["memory_types"]["episodic"]["weights"].update(source="heavy"),
-         "memory_types.episodic.weights.source"),
-        (lambda d: d["memory_types"]["procedural"].update(low_score=1.5), "memory_types.procedural.low_score"),
-        (lambda d: d["memory_types"]["semantic"]["half_life_days"].update(creation=0),
-         "memory_types.semantic.half_life_days.creation"),
+        (
+            lambda d: d["memory_types"]["semantic"]["weights"].update(recency=0.1),
+            "memory_types.semantic.weights.recency",
+        ),
+        (
+            lambda d: d["memory_types"]["episodic"]["weights"].update(source=-0.5),
+            "memory_types.episodic.weights.source",
+        ),
+        (
+            lambda d: d["memory_types"]["episodic"]["weights"].update(source="heavy"),
+            "memory_types.episodic.weights.source",
+        ),
+        (
+            lambda d: d["memory_types"]["procedural"].update(low_score=1.5),
+            "memory_types.procedural.low_score",
+        ),
+        (
+            lambda d: d["memory_types"]["semantic"]["half_life_days"].update(creation=0),
+            "memory_types.semantic.half_life_days.creation",
+        ),
         (lambda d: d.pop("version"), "version"),
         (lambda d: d.update(contradiction_penalty=2), "contradiction_penalty"),
     ],
-    ids=["unknown top key", "unknown type key", "unknown grouping key", "unknown weight",
-         "negative weight", "weight not a number", "threshold out of range", "zero half-life",
-         "missing version", "penalty out of range"],  # fmt: skip
+    ids=[
+        "unknown top key",
+        "unknown type key",
+        "unknown grouping key",
+        "unknown weight",
+        "negative weight",
+        "weight not a number",
+        "threshold out of range",
+        "zero half-life",
+        "missing version",
+        "penalty out of range",
+    ],  # fmt: skip
 )
 def test_invalid_policy_names_the_key(tmp_path: Path, mutate, key: str) -> None:
     data = _default()
@@ -134,7 +159,9 @@ def test_unknown_memory_type_is_named(tmp_path: Path) -> None:
 
 def test_all_zero_weights_rejected(tmp_path: Path) -> None:
     data = _default()
-    data["memory_types"]["semantic"]["weights"] = {k: 0 for k in data["memory_types"]["semantic"]["weights"]}
+    data["memory_types"]["semantic"]["weights"] = {
+        k: 0 for k in data["memory_types"]["semantic"]["weights"]
+    }
     with pytest.raises(PolicyError) as info:
         load_policy(_write(tmp_path, data))
     assert "memory_types.semantic.weights" in str(info.value)
@@ -145,3 +172,56 @@ def test_policy_is_frozen() -> None:
     p = load_policy(DEFAULT)
     with pytest.raises(Exception):  # noqa: B017 - pydantic raises ValidationError on frozen models
         p.version = "other"  # type: ignore[misc]
+
+
+# Issue 12, case 6: YAML's `yes`, strings and booleans are not numbers; weights are 0..1.
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("memory_types:\n  episodic:\n    default_ttl_days: yes\n", "memory_types.episodic.default_ttl_days"),
+        ('memory_types:\n  episodic:\n    default_ttl_days: "30"\n', "memory_types.episodic.default_ttl_days"),
+        ("memory_types:\n  semantic:\n    low_score: true\n", "memory_types.semantic.low_score"),
+        ("source_weights:\n  agent_inferred: -0.4\n", "source_weights.agent_inferred"),
+        ("source_weights:\n  agent_inferred: 4\n", "source_weights.agent_inferred"),
+        ("grouping:\n  max_group_size: 12.5\n", "grouping.max_group_size"),
+        ("grouping:\n  max_group_size: '12'\n", "grouping.max_group_size"),
+        ("pending_delete_grace_days: .inf\n", "pending_delete_grace_days"),
+        ("limits:\n  content_max_bytes: 0\n", "limits.content_max_bytes"),
+        ("version: 3\n", "version"),
+    ],
+    ids=["ttl yes", "ttl string", "low_score bool", "negative source weight", "weight over 1",
+         "fractional int", "int as string", "infinite grace", "zero content bound", "version number"],
+)  # fmt: skip
+def test_strict_types_name_the_key(tmp_path: Path, text: str, key: str) -> None:
+    data = _default()
+    _merge(data, yaml.safe_load(text))
+    p = _write(tmp_path, data)
+    with pytest.raises(PolicyError) as info:
+        load_policy(p)
+    assert f"key '{key}'" in str(info.value)
+
+
+def _merge(into: dict, patch: dict) -> None:
+    for k, v in patch.items():
+        if isinstance(v, dict) and isinstance(into.get(k), dict):
+            _merge(into[k], v)
+        else:
+            into[k] = v
+
+
+def test_integers_are_still_numbers(tmp_path: Path) -> None:
+    data = _default()
+    data["memory_types"]["episodic"]["default_ttl_days"] = 30
+    assert (
+        load_policy(_write(tmp_path, data)).memory_types[MemoryType.episodic].default_ttl_days == 30
+    )
+
+
+def test_namespace_globs_match_whole_segments() -> None:
+    pol = load_policy(DEFAULT)
+    assert pol.deletion_enforced("/users/u1/facts")
+    assert not pol.deletion_enforced("/users/u1/../../compliance/facts")
+    assert not pol.deletion_enforced("/users/u1/x/facts")
+    deep = pol.model_copy(update={"enforce_deletion_in": ["/users/**/facts"]})
+    assert deep.deletion_enforced("/users/a/b/facts") and deep.deletion_enforced("/users/facts")
+    assert not deep.deletion_enforced("/users/a/./facts")

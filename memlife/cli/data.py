@@ -11,6 +11,7 @@ import typer
 
 from memlife.cli.common import (
     JsonOpt,
+    ReceiptsOpt,
     StoreOpt,
     err_console,
     fail,
@@ -18,61 +19,68 @@ from memlife.cli.common import (
     print_json,
     progress_bar,
 )
-from memlife.model import RecordError, parse_record_line, parse_time
+from memlife.importer import MAX_LINE_BYTES, import_file
+from memlife.model import parse_time
 from memlife.stores import open_store
 from memlife.stores.base import chunked
-
-BATCH = 1000
-
-
-def import_records(path: Path, store_url: str | None) -> tuple[int, list[RecordError]]:
-    """Validate every line; import the valid ones (upsert: re-import is idempotent)."""
-    errors: list[RecordError] = []
-    imported = 0
-    store = open_store(store_url)
-    try:
-        batch = []
-        with path.open("rb") as fh:  # decode per line: one bad byte must not sink the file
-            for n, raw in enumerate(fh, start=1):
-                try:
-                    line = raw.decode("utf-8")
-                    if not line.strip():
-                        continue
-                    batch.append(parse_record_line(line, n))
-                except UnicodeDecodeError as exc:
-                    errors.append(RecordError(None, "<encoding>", f"not UTF-8 at byte {exc.start}", n))
-                except RecordError as exc:
-                    errors.append(exc)
-                if len(batch) >= BATCH:
-                    imported += len(store.put_many(batch).succeeded)
-                    batch = []
-        if batch:
-            imported += len(store.put_many(batch).succeeded)
-    finally:
-        store.close()
-    return imported, errors
 
 
 def register(app: typer.Typer) -> None:
     @app.command("import")
     def import_(
-        file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="JSONL, one record per line")],
+        file: Annotated[
+            Path, typer.Argument(exists=True, dir_okay=False, help="JSONL, one record per line")
+        ],
+        update: Annotated[
+            bool, typer.Option("--update", help="Overwrite existing ids (a receipted manual run)")
+        ] = False,
+        allow_held: Annotated[
+            bool, typer.Option("--allow-held", help="With --update: also held records")
+        ] = False,
+        max_line_bytes: Annotated[int, typer.Option("--max-line-bytes", min=1)] = MAX_LINE_BYTES,
+        policy: Annotated[
+            str | None, typer.Option("--policy", help="Policy (content size limit)")
+        ] = None,
         store: StoreOpt = None,
+        receipts: ReceiptsOpt = None,
         json_out: JsonOpt = False,
     ) -> None:
-        """Import records; each invalid line is reported and skipped (exit 1 if any)."""
-        imported, errors = import_records(file, store)
+        """Import new records; bad lines, existing ids and duplicates are reported and skipped (exit 1)."""
+        from memlife.policy import PolicyError
+
+        if allow_held and not update:
+            raise fail("--allow-held only makes sense with --update")
+        db = open_store(store)
+        try:
+            report = import_file(db, file, policy=policy, update=update, allow_held=allow_held,
+                                 receipts=receipts, max_line_bytes=max_line_bytes)  # fmt: skip
+        except PolicyError as exc:
+            raise fail(str(exc)) from None
+        finally:
+            db.close()
         if json_out:
-            print_json({"imported": imported, "invalid": [e.as_dict() for e in errors]})
+            print_json(report.as_json())
         else:
-            for e in errors:
+            for e in report.invalid:
                 err_console.print(f"[red]invalid[/red] {e}")
-            err_console.print(f"imported {imported} records, {len(errors)} invalid lines")
-        raise typer.Exit(1 if errors else 0)
+            for c in report.conflicts:
+                err_console.print(
+                    f"[yellow]skipped[/yellow] line {c['line']}: record {c['id']}: {c['code']}"
+                )
+            for w in report.warnings:
+                err_console.print(f"[yellow]warning[/yellow] line {w['line']}: record {w['id']}: "
+                                  f"field '{w['field']}': {w['code']}")  # fmt: skip
+            err_console.print(
+                f"imported {report.imported} records, {len(report.invalid)} invalid lines, "
+                f"{len(report.conflicts)} skipped, {report.updated} updated, {report.unchanged} unchanged"
+            )
+        raise typer.Exit(0 if report.ok else 1)
 
     @app.command("export")
     def export(
-        output: Annotated[Path | None, typer.Option("--output", "-o", help="File (default stdout)")] = None,
+        output: Annotated[
+            Path | None, typer.Option("--output", "-o", help="File (default stdout)")
+        ] = None,
         store: StoreOpt = None,
     ) -> None:
         """Export every record as JSONL (the import contract)."""
@@ -93,8 +101,12 @@ def register(app: typer.Typer) -> None:
     def demo(
         records: Annotated[int, typer.Option("--records", "-n", min=1, max=10_000_000)] = 10_000,
         seed: Annotated[int, typer.Option("--seed")] = 7,
-        anchor: Annotated[str | None, typer.Option("--anchor", help="ISO time the demo treats as now")] = None,
-        markers: Annotated[bool, typer.Option("--markers", help="Append a unique canary to each content")] = False,
+        anchor: Annotated[
+            str | None, typer.Option("--anchor", help="ISO time the demo treats as now")
+        ] = None,
+        markers: Annotated[
+            bool, typer.Option("--markers", help="Append a unique canary to each content")
+        ] = False,
         store: StoreOpt = None,
         json_out: JsonOpt = False,
     ) -> None:
@@ -106,7 +118,9 @@ def register(app: typer.Typer) -> None:
         written = 0
         try:
             with progress_bar("demo records", records, interactive(json_out)) as advance:
-                for batch in chunked(generate(records, seed=seed, anchor=when, markers=markers), 5000):
+                for batch in chunked(
+                    generate(records, seed=seed, anchor=when, markers=markers), 5000
+                ):
                     written += len(db.put_many(batch).succeeded)
                     advance(len(batch))
         finally:

@@ -35,6 +35,7 @@ class OpKind(StrEnum):
     restore = "restore"
     purge = "purge"
     erase = "erase"
+    update = "update"  # import --update: a manual, receipted overwrite
 
 
 class Outcome(StrEnum):
@@ -46,6 +47,7 @@ class Outcome(StrEnum):
     restored = "restored"
     failed = "failed"
     skipped = "skipped"
+    updated = "updated"
 
 
 ALLOWED: dict[OpState, frozenset[OpState]] = {

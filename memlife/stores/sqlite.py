@@ -27,8 +27,8 @@ from memlife.model import (
     content_sha256,
     utcnow,
 )
-from memlife.stores.base import DEFAULT_PAGE_SIZE, BadPageToken, BatchResult, Page
-from memlife.text import negates, norm_sha256
+from memlife.stores.base import DEFAULT_PAGE_SIZE, BadPageToken, BatchResult, ItemFailure, Page
+from memlife.text import negates, norm_sha256, normalise
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
@@ -63,6 +63,17 @@ CREATE TABLE IF NOT EXISTS records (
 -- the paging order: keyset on (actor, namespace, id)
 CREATE INDEX IF NOT EXISTS records_shard ON records (actor_id, namespace, id);
 CREATE INDEX IF NOT EXISTS records_status ON records (actor_id, status);
+-- erasure tombstones: ids and hashes only, never content (invariant 11)
+CREATE TABLE IF NOT EXISTS tombstones (
+    actor_id TEXT NOT NULL,
+    record_id TEXT NOT NULL,
+    content_sha256 TEXT NOT NULL,
+    norm_sha256 TEXT,
+    erased_at TEXT NOT NULL,
+    PRIMARY KEY (actor_id, record_id)
+);
+CREATE INDEX IF NOT EXISTS tombstones_sha ON tombstones (actor_id, content_sha256);
+CREATE INDEX IF NOT EXISTS tombstones_norm ON tombstones (actor_id, norm_sha256);
 """
 
 COLUMNS = (
@@ -84,8 +95,7 @@ _VIEW_COLUMNS = (
 _SELECT_VIEW = f"SELECT {', '.join(_VIEW_COLUMNS)} FROM records"
 _UPSERT = (
     f"INSERT INTO records ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) "
-    "ON CONFLICT(id) DO UPDATE SET "
-    + ", ".join(f"{c}=excluded.{c}" for c in COLUMNS if c != "id")
+    "ON CONFLICT(id) DO UPDATE SET " + ", ".join(f"{c}=excluded.{c}" for c in COLUMNS if c != "id")
 )
 
 _MT = {m.value: m for m in MemoryType}
@@ -113,6 +123,11 @@ def record_to_row(r: MemoryRecord) -> tuple:
         _epoch_of(r.last_accessed_at), _epoch_of(r.last_verified_at), _epoch_of(r.expires_at),
         _epoch_of(r.status_changed_at),
     )  # fmt: skip
+
+
+def tombstone_norm(content: str) -> str | None:
+    """The folded-text hash a tombstone matches on; None for text that folds to nothing."""
+    return norm_sha256(content) if normalise(content) else None
 
 
 def _epoch_of(value: datetime | None) -> float | None:
@@ -197,7 +212,12 @@ class SqliteStore:
         return [r[0] for r in rows]
 
     def _keyset(
-        self, select: str, actor_id: str, namespace: str, page_size: int, token: str | None,
+        self,
+        select: str,
+        actor_id: str,
+        namespace: str,
+        page_size: int,
+        token: str | None,
         statuses: Sequence[Status] | None = None,
     ) -> tuple[list[tuple], str | None]:
         """One keyset page of rows (ordered by id) and the token of the next, if any."""
@@ -231,7 +251,11 @@ class SqliteStore:
         return Page([row_to_record(r) for r in rows], nxt)
 
     def page_views(
-        self, actor_id: str, namespace: str, *, page_size: int = DEFAULT_PAGE_SIZE,
+        self,
+        actor_id: str,
+        namespace: str,
+        *,
+        page_size: int = DEFAULT_PAGE_SIZE,
         token: str | None = None,
     ) -> tuple[list[PlanView], str | None]:
         """Like :meth:`page`, but content-free planning views built without pydantic (fast path)."""
@@ -318,6 +342,84 @@ class SqliteStore:
             for rid in ids:
                 cur = self.connection.execute("DELETE FROM records WHERE id=?", (rid,))
                 (result.succeeded if cur.rowcount else result.missing).append(rid)
+        return result
+
+    # -- tombstones (erasure) --------------------------------------------------------------
+    def add_tombstones(self, rows: Sequence[tuple[str, str, str, str | None]]) -> int:
+        """(actor_id, record_id, content_sha256, norm_sha256) rows; idempotent."""
+        at = utcnow().isoformat()
+        with self.lock, self.transaction():
+            cur = self.connection.executemany(
+                "INSERT OR IGNORE INTO tombstones VALUES (?, ?, ?, ?, ?)",
+                [(*r, at) for r in rows],
+            )
+        return cur.rowcount
+
+    def tombstones(self, actor_id: str | None = None) -> list[dict]:
+        sql = "SELECT actor_id, record_id, content_sha256, norm_sha256, erased_at FROM tombstones"
+        args: tuple = ()
+        if actor_id is not None:
+            sql, args = sql + " WHERE actor_id=?", (actor_id,)
+        keys = ("actor_id", "record_id", "content_sha256", "norm_sha256", "erased_at")
+        with self.lock:
+            rows = self.connection.execute(sql + " ORDER BY actor_id, record_id", args).fetchall()
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    def _erased(self, r: MemoryRecord, sources: Sequence[str] = ()) -> str | None:
+        """ERASED_CONTENT / ERASED_SOURCE when a tombstone forbids writing ``r``; caller locks."""
+        sha = r.provenance.content_sha256 or content_sha256(r.content)
+        hit = self.connection.execute(
+            "SELECT 1 FROM tombstones WHERE actor_id=? AND content_sha256 IN (?, ?) "
+            "OR actor_id=? AND norm_sha256=? LIMIT 1",
+            (r.actor_id, sha, content_sha256(r.content), r.actor_id, tombstone_norm(r.content)),
+        ).fetchone()
+        if hit:
+            return "ERASED_CONTENT"
+        for i in range(0, len(sources), 500):
+            chunk = list(sources[i : i + 500])
+            q = f"SELECT 1 FROM tombstones WHERE record_id IN ({', '.join('?' * len(chunk))}) LIMIT 1"
+            if self.connection.execute(q, chunk).fetchone():
+                return "ERASED_SOURCE"
+        return None
+
+    def put_replacement(self, record: MemoryRecord) -> BatchResult:
+        """Write a consolidation replacement unless a tombstone forbids it, in ONE transaction.
+
+        An erasure commits its tombstones before it selects derived records, so a
+        replacement is either visible to that selection or refused here: never both missed.
+        """
+        with self.lock, self.transaction():
+            code = self._erased(record, record.provenance.supersedes)
+            if code is None:
+                self.connection.execute(_UPSERT, record_to_row(record))
+        if code is not None:
+            return BatchResult(failed=[ItemFailure(record.id, code, "tombstoned", retryable=False)])
+        return BatchResult(succeeded=[record.id])
+
+    def insert_new(
+        self, records: Sequence[MemoryRecord], *, check_tombstones: bool = True
+    ) -> BatchResult:
+        """Insert records whose id is new; an existing id fails with ID_EXISTS (never overwritten).
+
+        Tombstoned content (or sources) fail with ERASED_CONTENT / ERASED_SOURCE, checked in
+        the same transaction as the insert.
+        """
+        result = BatchResult()
+        with self.lock, self.transaction():
+            for r in records:
+                code = self._erased(r, r.provenance.supersedes) if check_tombstones else None
+                if (
+                    code is None
+                    and self.connection.execute(
+                        "SELECT 1 FROM records WHERE id=?", (r.id,)
+                    ).fetchone()
+                ):
+                    code = "ID_EXISTS"
+                if code is not None:
+                    result.failed.append(ItemFailure(r.id, code, retryable=False))
+                    continue
+                self.connection.execute(_UPSERT, record_to_row(r))
+                result.succeeded.append(r.id)
         return result
 
     # -- plumbing ------------------------------------------------------------------------

@@ -1,0 +1,246 @@
+"""Import: JSONL records into a store, line by line, never changing a record silently.
+
+Each line is read with a size bound (1 MiB by default; a longer line is skipped to its
+newline, never held), checked for nesting depth before it is decoded, decoded and
+validated on its own: one bad line is reported by line, id and field and the rest goes
+on. A content larger than the policy's ``limits.content_max_bytes`` is a field error.
+
+An id that is already in the store is a conflict: reported, skipped. ``update=True``
+turns conflicts into updates, journaled and receipted as a manual run, but never across
+actors and never through a held (legal_hold / retained) record unless ``allow_held``.
+A second line with an id seen earlier in the same file is reported (DUPLICATE_ID) and
+skipped: the first line wins, and nobody wonders which. Content erased for that actor
+is refused (ERASED_CONTENT). A ``created_at`` more than a small skew after ``now`` is
+imported but reported (FUTURE_CREATED_AT); consolidation never lets it win.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from memlife.journal import OpKind, Outcome
+from memlife.model import (
+    MemoryRecord,
+    RecordError,
+    RetentionClass,
+    Status,
+    parse_record_line,
+    utcnow,
+)
+from memlife.policy import Policy, load_policy
+from memlife.stores.base import ItemFailure, MemoryStore, chunked
+from memlife.tombstones import insert_new, refusal
+
+MAX_LINE_BYTES = 1 << 20
+MAX_DEPTH = 16  # a record is 3 deep; 16 leaves room and stops a 100,000-deep line cold
+FUTURE_SKEW = timedelta(minutes=5)
+BATCH = 500
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_OPEN = np.zeros(256, np.int8)
+_OPEN[[ord("{"), ord("[")]] = 1
+_OPEN[[ord("}"), ord("]")]] = -1
+
+
+@dataclass
+class ImportReport:
+    imported: int = 0
+    updated: int = 0
+    unchanged: int = 0  # the id exists with exactly this record: re-import is idempotent
+    invalid: list[RecordError] = field(default_factory=list)
+    conflicts: list[dict[str, Any]] = field(default_factory=list)  # skipped lines, with a code
+    warnings: list[dict[str, Any]] = field(default_factory=list)  # imported, but worth a look
+    run: dict[str, Any] | None = None  # the manual run of --update
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "imported": self.imported, "updated": self.updated, "unchanged": self.unchanged,
+            "invalid": [e.as_dict() for e in self.invalid], "conflicts": self.conflicts,
+            "warnings": self.warnings,
+            "update_run": None if self.run is None else
+            {k: self.run[k] for k in ("run_id", "status", "receipt")},
+        }  # fmt: skip
+
+    @property
+    def ok(self) -> bool:
+        return not self.invalid and not self.conflicts
+
+
+def json_depth(raw: bytes) -> int:
+    """Deepest nesting of objects/arrays in a JSON text, brackets inside strings ignored."""
+    bare = _STRING.sub(b'""', raw)
+    if not bare:
+        return 0
+    steps = _OPEN[np.frombuffer(bare, np.uint8)].astype(np.int64)
+    return int(np.cumsum(steps).max(initial=0))
+
+
+def bounded_lines(fh: IO[bytes], max_bytes: int) -> Iterator[tuple[int, bytes | None]]:
+    """(line number, raw line) pairs; None for a line over ``max_bytes`` (skipped unread)."""
+    n = 0
+    while True:
+        raw = fh.readline(max_bytes + 1)
+        if not raw:
+            return
+        n += 1
+        if len(raw) > max_bytes and not raw.endswith(b"\n"):
+            while raw and not raw.endswith(b"\n"):  # drain the rest in bounded chunks
+                raw = fh.readline(max_bytes)
+            yield n, None
+            continue
+        yield n, raw
+
+
+def parse_line(raw: bytes, n: int, *, content_max: int, max_depth: int = MAX_DEPTH) -> MemoryRecord:
+    """One line -> a record, or RecordError naming line, id and field."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RecordError(None, "<encoding>", f"not UTF-8 at byte {exc.start}", n) from None
+    if json_depth(raw) > max_depth:
+        raise RecordError(None, "<json>", f"nested deeper than {max_depth} levels", n)
+    try:
+        record = parse_record_line(text, n)
+    except RecursionError:  # belt and braces: the depth check should have caught it
+        raise RecordError(None, "<json>", "nested too deeply", n) from None
+    size = len(record.content.encode("utf-8"))
+    if size > content_max:
+        raise RecordError(record.id, "content", f"{size} bytes, over the limit of {content_max}", n)
+    return record
+
+
+def import_file(
+    store: MemoryStore, path: Path, *, policy: Policy | str | None = None, update: bool = False,
+    allow_held: bool = False, now: datetime | None = None, receipts: str | None = None,
+    max_line_bytes: int = MAX_LINE_BYTES,
+) -> ImportReport:  # fmt: skip
+    pol = policy if isinstance(policy, Policy) else load_policy(policy)
+    now = now or utcnow()
+    report = ImportReport()
+    seen: dict[str, int] = {}
+    updates: list[tuple[int, MemoryRecord]] = []
+
+    def flush(batch: list[tuple[int, MemoryRecord]]) -> None:
+        res = insert_new(store, [r for _, r in batch])
+        report.imported += len(res.succeeded)
+        line_of = {r.id: n for n, r in batch}
+        by_id = {r.id: r for _, r in batch}
+        existing = [f.id for f in res.failed if f.code == "ID_EXISTS"]
+        current = {i: store.get(i) for i in existing}
+        for f in res.failed:
+            if f.code == "ID_EXISTS" and current.get(f.id) == by_id[f.id]:
+                report.unchanged += 1
+            elif f.code == "ID_EXISTS" and update:
+                updates.append((line_of[f.id], by_id[f.id]))
+            else:
+                report.conflicts.append({"line": line_of[f.id], "id": f.id, "code": f.code})
+
+    batch: list[tuple[int, MemoryRecord]] = []
+    with path.open("rb") as fh:
+        for n, raw in bounded_lines(fh, max_line_bytes):
+            if raw is None:
+                report.invalid.append(
+                    RecordError(None, "<line>", f"longer than {max_line_bytes} bytes", n)
+                )
+                continue
+            if not raw.strip():
+                continue
+            try:
+                record = parse_line(raw, n, content_max=pol.limits.content_max_bytes)
+            except RecordError as exc:
+                report.invalid.append(exc)
+                continue
+            if record.id in seen:
+                report.conflicts.append({"line": n, "id": record.id, "code": "DUPLICATE_ID",
+                                         "first_line": seen[record.id]})  # fmt: skip
+                continue
+            seen[record.id] = n
+            if record.created_at > now + FUTURE_SKEW:
+                report.warnings.append({"line": n, "id": record.id, "field": "created_at",
+                                        "code": "FUTURE_CREATED_AT"})  # fmt: skip
+            batch.append((n, record))
+            if len(batch) >= BATCH:
+                flush(batch)
+                batch = []
+    if batch:
+        flush(batch)
+    if updates:
+        _apply_updates(store, updates, report, pol, allow_held, now, receipts)
+    return report
+
+
+def _is_held(r: MemoryRecord) -> bool:
+    return r.retention_class is RetentionClass.legal_hold or r.status is Status.retained
+
+
+def _apply_updates(
+    store: MemoryStore, updates: list[tuple[int, MemoryRecord]], report: ImportReport,
+    policy: Policy, allow_held: bool, now: datetime, receipts: str | None,
+) -> None:  # fmt: skip
+    """--update: a receipted manual run; each change re-checked against the record as it is."""
+    from memlife.quarantine import manual_run
+
+    ok: list[tuple[int, MemoryRecord]] = []
+    for n, new in updates:
+        old = store.get(new.id)
+        code = None
+        if old is not None and old.actor_id != new.actor_id:
+            code = "ACTOR_MISMATCH"
+        elif old is not None and old.namespace != new.namespace:
+            code = "NAMESPACE_MISMATCH"
+        elif old is not None and (_is_held(old) or _is_held(new)) and not allow_held:
+            code = "HELD"
+        if code:
+            report.conflicts.append({"line": n, "id": new.id, "code": code})
+        else:
+            ok.append((n, new))
+    if not ok:
+        return
+    run = manual_run(store, "import_update", [r.id for _, r in ok], policy=policy,
+                     receipts=receipts, now=now)  # fmt: skip
+    line_of = {r.id: n for n, r in ok}
+    by_id = {r.id: r for _, r in ok}
+    ops = run.journal.plan([
+        run.executor.new_op(OpKind.update, r.actor_id, r.namespace, r.id,
+                            ["MANUAL_IMPORT_UPDATE"], r.sha256) for _, r in ok
+    ])  # fmt: skip
+
+    def apply(todo: list) -> dict:
+        out: dict = {}
+        for chunk in chunked(todo, 100):
+            writable = []
+            for o in chunk:
+                new = by_id[o.record_id]
+                old = store.get(o.record_id)
+                code = refusal(store, new)
+                if old is None:
+                    code = code or "RECORD_MISSING"
+                elif old.actor_id != new.actor_id:
+                    code = "ACTOR_MISMATCH"
+                elif _is_held(old) and not allow_held:
+                    code = "HELD"  # a hold placed since the conflict check
+                if code:
+                    out[o.operation_id] = ItemFailure(o.record_id, code, retryable=False)
+                else:
+                    writable.append(o)
+            res = store.put_many([by_id[o.record_id] for o in writable])
+            failed = {f.id: f for f in res.failed}
+            for o in writable:
+                out[o.operation_id] = failed.get(o.record_id, Outcome.updated)
+        return out
+
+    done = run.executor.run_lifecycle(ops, apply, run.tally)
+    for o in done:
+        if o.outcome is Outcome.updated:
+            report.updated += 1
+        else:
+            report.conflicts.append({"line": line_of[o.record_id], "id": o.record_id,
+                                     "code": o.last_error or "FAILED"})  # fmt: skip
+    run.extra["updated"] = [o.record_id for o in done if o.outcome is Outcome.updated]
+    report.run = run.finish()

@@ -1,0 +1,61 @@
+"""Namespace paths: validation and segment-aware globs.
+
+A namespace is a `/`-separated path (``/users/u-1/facts``). Segments are never empty,
+``.`` or ``..``: such a path would name one place and look like another, and a glob
+written for one tree could then reach into a second one. In a glob, ``*`` (and ``?``,
+``[...]``) match inside ONE segment, ``**`` matches any number of whole segments (zero
+included): ``/users/*/facts`` never matches ``/users/u1/../../compliance/facts``.
+"""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+from functools import lru_cache
+
+
+class NamespaceError(ValueError):
+    """A namespace with an empty, `.` or `..` segment (or a control character)."""
+
+
+def _segments(path: str) -> list[str]:
+    return (path[1:] if path.startswith("/") else path).split("/")
+
+
+def namespace_problem(namespace: str) -> str | None:
+    """Why this namespace is refused, or None when it is fine."""
+    if not namespace or not namespace.strip():
+        return "must not be blank"
+    if any(ord(c) < 32 or ord(c) == 127 for c in namespace):
+        return "contains a control character"
+    for seg in _segments(namespace):
+        if seg == "":
+            return "has an empty segment ('//' or a trailing '/')"
+        if seg in (".", ".."):
+            return f"has a '{seg}' segment"
+    return None
+
+
+def check_namespace(namespace: str) -> str:
+    problem = namespace_problem(namespace)
+    if problem:
+        raise NamespaceError(f"namespace {namespace!r} {problem}")
+    return namespace
+
+
+@lru_cache(maxsize=4096)
+def glob_match(pattern: str, namespace: str) -> bool:
+    """True when ``namespace`` matches ``pattern`` segment by segment (see module doc)."""
+    if namespace_problem(namespace) is not None:
+        return False  # a malformed path is never inside an enforced tree by accident
+    if pattern.startswith("/") != namespace.startswith("/"):
+        return False
+    return _match(tuple(_segments(pattern)), tuple(_segments(namespace)))
+
+
+def _match(pat: tuple[str, ...], segs: tuple[str, ...]) -> bool:
+    if not pat:
+        return not segs
+    head, rest = pat[0], pat[1:]
+    if head == "**":
+        return any(_match(rest, segs[i:]) for i in range(len(segs) + 1))
+    return bool(segs) and fnmatchcase(segs[0], head) and _match(rest, segs[1:])

@@ -1,0 +1,101 @@
+"""Erasure tombstones: (actor, record id, content sha256, normalised sha256). Never content.
+
+An erasure writes its tombstones BEFORE it selects what was derived from the erased
+records and before it deletes anything. From then on:
+  - a consolidation replacement whose sources include an erased id, or whose content
+    hashes to erased content, is refused in the same transaction as its write
+    (:func:`write_replacement`, ``SqliteStore.put_replacement``): code ERASED_SOURCE /
+    ERASED_CONTENT, never retried;
+  - an import or a ``remember`` of the same content for that actor is refused with
+    ERASED_CONTENT (exact hash, or the same text once case and punctuation are folded).
+
+The SQLite store keeps the table in its own file (one transaction covers the check and
+the write). Other stores use ``$MEMLIFE_HOME/tombstones.db`` and check right before
+the write (no shared transaction: documented as weaker in docs/erasure.md).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from memlife.model import MemoryRecord, content_sha256
+from memlife.stores.base import BatchResult, ItemFailure, MemoryStore
+from memlife.stores.sqlite import SqliteStore, tombstone_norm
+
+ERASED_CONTENT = "ERASED_CONTENT"
+ERASED_SOURCE = "ERASED_SOURCE"
+
+
+def rows_for(records: Iterable[MemoryRecord]) -> list[tuple[str, str, str, str | None]]:
+    """Tombstone rows for these records: both the recorded and the computed content hash."""
+    out = []
+    for r in records:
+        norm = tombstone_norm(r.content)
+        out.append((r.actor_id, r.id, content_sha256(r.content), norm))
+        if r.sha256 != content_sha256(r.content):
+            out.append((r.actor_id, f"{r.id}#recorded", r.sha256, norm))
+    return out
+
+
+class _SideTombstones(SqliteStore):
+    """Tombstones for stores without a SQLite file of their own ($MEMLIFE_HOME/tombstones.db)."""
+
+
+_side_lock = threading.Lock()
+_side: dict[str, SqliteStore] = {}
+
+
+def _backend(store: MemoryStore) -> SqliteStore:
+    if isinstance(store, SqliteStore):
+        return store
+    path = str(Path(os.environ.get("MEMLIFE_HOME", ".memlife")) / "tombstones.db")
+    with _side_lock:
+        if path not in _side:
+            _side[path] = _SideTombstones(path)
+        return _side[path]
+
+
+def add(store: MemoryStore, records: Iterable[MemoryRecord]) -> int:
+    return _backend(store).add_tombstones(rows_for(records))
+
+
+def listing(store: MemoryStore, actor_id: str | None = None) -> list[dict[str, Any]]:
+    return _backend(store).tombstones(actor_id)
+
+
+def refusal(store: MemoryStore, record: MemoryRecord) -> str | None:
+    """ERASED_CONTENT / ERASED_SOURCE when a tombstone forbids this record, else None."""
+    b = _backend(store)
+    with b.lock:
+        return b._erased(record, record.provenance.supersedes)
+
+
+def write_replacement(store: MemoryStore, record: MemoryRecord) -> BatchResult:
+    """The replacement write of a consolidation, refused when its sources were erased."""
+    if isinstance(store, SqliteStore):
+        return store.put_replacement(record)
+    code = refusal(store, record)
+    if code is not None:
+        return BatchResult(failed=[ItemFailure(record.id, code, "tombstoned", retryable=False)])
+    return store.put_many([record])
+
+
+def insert_new(store: MemoryStore, records: Sequence[MemoryRecord]) -> BatchResult:
+    """Insert-only write (import, remember): an existing id fails ID_EXISTS, erased content fails."""
+    if isinstance(store, SqliteStore):
+        return store.insert_new(records)
+    result = BatchResult()
+    fresh = []
+    for r in records:
+        code = refusal(store, r) or ("ID_EXISTS" if store.get(r.id) is not None else None)
+        if code:
+            result.failed.append(ItemFailure(r.id, code, retryable=False))
+        else:
+            fresh.append(r)
+    if fresh:
+        result.extend(store.put_many(fresh))
+    return result

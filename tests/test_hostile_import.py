@@ -1,0 +1,170 @@
+"""Issue 12, cases 4, 5 and 7: import never changes a record silently; one bad line never
+sinks a file; malformed namespaces never enter. Each test failed on the code before."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memlife.cli import app
+from memlife.importer import import_file, json_depth
+from memlife.journal import OpKind, open_journal
+from memlife.model import RetentionClass, Status
+from memlife.stores.sqlite import SqliteStore
+from tests.test_import_export import good, write_jsonl
+
+
+def _import(runner: CliRunner, src: Path, db: Path, *extra: str) -> tuple[int, dict]:
+    res = runner.invoke(app, ["import", str(src), "--store", f"sqlite:///{db}", "--json", *extra])
+    return res.exit_code, json.loads(res.stdout)
+
+
+@pytest.fixture()
+def held_store(home: Path, tmp_path: Path) -> Path:
+    db = tmp_path / "s.db"
+    src = write_jsonl(tmp_path / "seed.jsonl", [
+        json.dumps(good("m-held", actor_id="u-1", content="Held statement.", retention_class="legal_hold")),
+        json.dumps(good("m-plain", content="Plain statement.")),
+    ])  # fmt: skip
+    code, _ = _import(CliRunner(), src, db)
+    assert code == 0
+    return db
+
+
+def test_existing_id_of_another_actor_is_a_conflict_not_an_overwrite(
+    held_store: Path, tmp_path: Path
+) -> None:
+    runner = CliRunner()
+    src = write_jsonl(tmp_path / "attack.jsonl", [json.dumps(good(
+        "m-held", actor_id="u-2", namespace="/users/u-2/preferences", content="Attacker text.",
+    ))])  # fmt: skip
+    for extra in ((), ("--update",), ("--update", "--allow-held")):
+        code, out = _import(runner, src, held_store, *extra)
+        assert code == 1
+        assert out["imported"] == 0 and out["updated"] == 0
+        assert out["conflicts"][0]["id"] == "m-held"
+        assert out["conflicts"][0]["code"] in ("ID_EXISTS", "ACTOR_MISMATCH")
+    with SqliteStore(held_store) as s:
+        r = s.get("m-held")
+    assert r is not None and r.actor_id == "u-1" and r.content == "Held statement."
+    assert r.retention_class is RetentionClass.legal_hold
+
+
+def test_update_needs_the_flag_skips_held_and_is_receipted(
+    held_store: Path, tmp_path: Path, home: Path
+) -> None:
+    runner = CliRunner()
+    src = write_jsonl(tmp_path / "upd.jsonl", [
+        json.dumps(good("m-held", content="Changed held.", retention_class="standard")),
+        json.dumps(good("m-plain", content="Changed plain.")),
+    ])  # fmt: skip
+    code, out = _import(runner, src, held_store)
+    assert code == 1 and {c["code"] for c in out["conflicts"]} == {"ID_EXISTS"}
+    code, out = _import(runner, src, held_store, "--update")
+    assert out["updated"] == 1
+    assert [(c["id"], c["code"]) for c in out["conflicts"]] == [("m-held", "HELD")]
+    with SqliteStore(held_store) as s:
+        assert s.get("m-held").content == "Held statement."
+        assert s.get("m-plain").content == "Changed plain."
+        ops = [o for o in open_journal(s).for_record("m-plain") if o.kind is OpKind.update]
+    assert len(ops) == 1 and ops[0].run_id == out["update_run"]["run_id"]
+    receipt = out["update_run"]["receipt"]
+    assert receipt and Path(receipt.removeprefix("file://")).exists()
+    code, out = _import(runner, src, held_store, "--update", "--allow-held")
+    assert out["updated"] == 1  # m-held now; m-plain is unchanged
+    with SqliteStore(held_store) as s:
+        assert s.get("m-held").content == "Changed held."
+
+
+def test_duplicate_ids_in_one_file_are_reported_and_the_first_wins(
+    home: Path, tmp_path: Path
+) -> None:
+    src = write_jsonl(tmp_path / "dup.jsonl", [
+        json.dumps(good("m-1", content="First.")), json.dumps(good("m-2")),
+        json.dumps(good("m-1", content="Second.")),
+    ])  # fmt: skip
+    code, out = _import(CliRunner(), src, tmp_path / "d.db")
+    assert code == 1 and out["imported"] == 2
+    assert out["conflicts"] == [{"line": 3, "id": "m-1", "code": "DUPLICATE_ID", "first_line": 1}]
+    with SqliteStore(tmp_path / "d.db") as s:
+        assert s.get("m-1").content == "First."
+
+
+def test_every_bad_line_is_reported_and_the_rest_imported(home: Path, tmp_path: Path) -> None:
+    lines = [
+        json.dumps(good("m-ok1")),
+        _deep_text(100_000),
+        json.dumps(good("m-y9999", created_at="9999-12-31T23:59:59-05:00")),
+        json.dumps(good("m-acc")).replace('"access_count": 0', '"access_count": 1e30'),
+        json.dumps(good("m-acc2")).replace(
+            '"access_count": 0', '"access_count": ' + "1" + "0" * 30
+        ),
+        json.dumps(good("m-big", content="x" * (64 * 1024 + 1))),
+        json.dumps(good("m-ns", namespace="/users/u1/../../compliance/facts")),
+        json.dumps(good("m-ns2", namespace="/users//facts")),
+        json.dumps(good("m-long", content="y" * 2000)),
+        json.dumps(good("m-ok2")),
+    ]
+    src = write_jsonl(tmp_path / "bad.jsonl", lines)
+    code, out = _import(CliRunner(), src, tmp_path / "b.db", "--max-line-bytes", "1500")
+    assert code == 1
+    assert out["imported"] == 2
+    got = {(e["line"], e["id"], e["field"]) for e in out["invalid"]}
+    assert got == {
+        (2, None, "<line>"),  # 100,000 levels is also far over 1500 bytes
+        (3, "m-y9999", "created_at"), (4, "m-acc", "access_count"), (5, "m-acc2", "access_count"),
+        (6, None, "<line>"), (7, "m-ns", "namespace"), (8, "m-ns2", "namespace"), (9, None, "<line>"),
+    }  # fmt: skip
+    with SqliteStore(tmp_path / "b.db") as s:
+        assert s.get("m-ok1") and s.get("m-ok2")
+
+
+def _deep_text(depth: int) -> str:
+    d = json.dumps(good("m-deep"))
+    return d.replace(
+        '"provenance": {', '"provenance": {"x": ' + "[" * depth + "]" * depth + ", ", 1
+    )
+
+
+def test_depth_and_content_bounds_within_the_line_limit(home: Path, tmp_path: Path) -> None:
+    lines = [
+        _deep_text(100_000), _deep_text(5),
+        json.dumps(good("m-big", content="é" * 40_000)),  # 80,000 bytes of UTF-8
+        json.dumps(good("m-ok")),
+    ]  # fmt: skip
+    src = write_jsonl(tmp_path / "d.jsonl", lines)
+    code, out = _import(CliRunner(), src, tmp_path / "c.db")
+    assert out["imported"] == 1
+    got = {(e["line"], e["id"], e["field"]) for e in out["invalid"]}
+    assert got == {(1, None, "<json>"), (2, "m-deep", "provenance.x"), (3, "m-big", "content")}
+
+
+def test_json_depth_ignores_brackets_in_strings() -> None:
+    assert json_depth(b'{"a": "[[[[{{{{", "b": [1, {"c": 2}]}') == 3
+    assert json_depth(b'{"a": "\\"[[[["}') == 1
+
+
+def test_future_created_at_is_reported(home: Path, tmp_path: Path) -> None:
+    src = write_jsonl(
+        tmp_path / "f.jsonl", [json.dumps(good("m-2099", created_at="2099-01-01T00:00:00Z"))]
+    )
+    with SqliteStore(tmp_path / "f.db") as s:
+        rep = import_file(s, src)
+    assert rep.imported == 1
+    assert rep.warnings == [
+        {"line": 1, "id": "m-2099", "field": "created_at", "code": "FUTURE_CREATED_AT"}
+    ]
+
+
+def test_status_retained_counts_as_held_for_update(home: Path, tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    with SqliteStore(db) as s:
+        src = write_jsonl(tmp_path / "a.jsonl", [json.dumps(good("m-r", status="retained"))])
+        assert import_file(s, src).imported == 1
+        src = write_jsonl(tmp_path / "b.jsonl", [json.dumps(good("m-r", content="New."))])
+        rep = import_file(s, src, update=True)
+        assert [c["code"] for c in rep.conflicts] == ["HELD"]
+        assert s.get("m-r").status is Status.retained
