@@ -27,15 +27,14 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from memlife.apply import Result
 from memlife.audit import ReceiptSink, ReceiptWriteError, dumps
 from memlife.embed_cache import EmbeddingCache
 from memlife.journal import Operation, OpKind, OpState, Outcome
-from memlife.model import MemoryRecord, RetentionClass, Status, content_sha256, utcnow
+from memlife.model import MemoryRecord, RetentionClass, Status, utcnow
 from memlife.policy import Policy
-from memlife.quarantine import ManualRun, _side, forget_snapshots, manual_run
+from memlife.quarantine import ManualRun, _side, manual_run
 from memlife.receipts import operation_receipt
-from memlife.stores.base import ItemFailure, MemoryStore, iter_shard
+from memlife.stores.base import MemoryStore, chunked, iter_shard
 
 PENDING_SCHEMA = """
 CREATE TABLE IF NOT EXISTS pending_erasures (
@@ -123,7 +122,7 @@ def select_targets(
     return [by_id[i] for i in sorted(why)], why
 
 
-def _ledger_erase(ids: Sequence[str]) -> int | None:
+def ledger_erase(ids: Sequence[str]) -> int | None:
     """The access ledger forgets these records; None when no ledger module is installed."""
     try:
         from memlife.ledger import AccessLedger
@@ -200,44 +199,24 @@ def _defer(
         run.tally.counts["deferred"] += 1
 
 
-def _erase_now(run: ManualRun, store: MemoryStore, records: Sequence[MemoryRecord], why: dict[str, str],
+def forget_pending(store: MemoryStore, ids: Sequence[str]) -> None:
+    """Pending-erasure rows of records now erased (the erase applier calls this)."""
+    conn, lock = _pending_conn(store)
+    with lock:
+        conn.executemany("DELETE FROM pending_erasures WHERE record_id=?", [(i,) for i in ids])
+
+
+def _erase_now(run: ManualRun, records: Sequence[MemoryRecord], why: dict[str, str],
                cache: EmbeddingCache) -> list[Operation]:  # fmt: skip
     planned = run.journal.plan([
         run.executor.new_op(OpKind.erase, r.actor_id, r.namespace, r.id, [why[r.id]], r.sha256)
         for r in records
     ])  # fmt: skip
-    shas = {r.id: {r.sha256, content_sha256(r.content)} for r in records}
-    conn, lock = _pending_conn(store)
-
-    def apply(ops: list[Operation]) -> dict[str, Result]:
-        out: dict[str, Result] = {}
-        ids = []
-        for o in ops:
-            current = store.get(o.record_id)
-            if current is not None and _is_held(current):  # a hold placed since selection
-                out[o.operation_id] = ItemFailure(o.record_id, "LEGAL_HOLD", retryable=False)
-            else:
-                ids.append(o.record_id)
-        by_record = {o.record_id: o for o in ops}
-        res = store.delete_many(ids)
-        for rid in res.succeeded:
-            out[by_record[rid].operation_id] = Outcome.deleted
-        for rid in res.missing:
-            out[by_record[rid].operation_id] = Outcome.already_absent
-        for f in res.failed:
-            out[by_record[f.id].operation_id] = f
-        gone = [*res.succeeded, *res.missing]
-        cache.delete_for(s for rid in gone for s in shas.get(rid, ()))
-        ledger = _ledger_erase(gone)
-        if ledger is not None:
-            run.tally.counts["ledger_rows_erased"] += ledger
-        run.tally.counts["journal_payloads_forgotten"] += run.journal.forget_payloads(gone)
-        forget_snapshots(store, gone)
-        with lock:
-            conn.executemany("DELETE FROM pending_erasures WHERE record_id=?", [(i,) for i in gone])
-        return out
-
-    return run.executor.run_lifecycle(planned, apply, run.tally) if planned else []
+    run.executor.erase_cache = cache
+    done: list[Operation] = []
+    for batch in chunked(planned, 100):  # the erase applier (apply/appliers/erase.py)
+        done += run.executor.run_lifecycle(batch, run.tally)
+    return done
 
 
 def erase(
@@ -279,7 +258,7 @@ def erase(
     )  # fmt: skip
     if held:
         _defer(run, store, held, why)
-    done = _erase_now(run, store, free, why, cache) if free else []
+    done = _erase_now(run, free, why, cache) if free else []
     run.extra["erased"] = [
         o.record_id for o in done if o.outcome in (Outcome.deleted, Outcome.already_absent)
     ]

@@ -26,13 +26,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from memlife.apply import Executor, Result, Tally
+from memlife.apply import Executor, Tally
 from memlife.audit import ReceiptSink, ReceiptWriteError, dumps, open_sink, run_prefix
-from memlife.journal import Journal, Operation, OpKind, OpState, Outcome, open_journal
-from memlife.model import MemoryRecord, Provenance, Status, utcnow
+from memlife.journal import Journal, Operation, OpKind, open_journal
+from memlife.model import MemoryRecord, Status, utcnow
 from memlife.policy import Policy, load_policy
 from memlife.receipts import operations_parquet
-from memlife.stores.base import ItemFailure, MemoryStore, iter_shard
+from memlife.stores.base import MemoryStore, chunked, iter_shard
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS quarantine_snapshots (
@@ -81,7 +81,7 @@ def snapshot(store: MemoryStore, ids: Sequence[str]) -> int:
     return n
 
 
-def _snapshots(store: MemoryStore, ids: Sequence[str]) -> dict[str, tuple[str, str | None, str]]:
+def snapshots(store: MemoryStore, ids: Sequence[str]) -> dict[str, tuple[str, str | None, str]]:
     conn, lock = _side(store)
     out: dict[str, tuple[str, str | None, str]] = {}
     with lock:
@@ -229,34 +229,8 @@ def restore(
     """Bring quarantined records back exactly as they were before quarantine."""
     run = manual_run(store, "restore", ids, policy=policy, receipts=receipts, now=now)
     planned = _plan(run, OpKind.restore, ids, "MANUAL_RESTORE")
-    snaps = _snapshots(store, [o.record_id for o in planned])
-
-    def apply(ops: list[Operation]) -> dict[str, Result]:
-        out: dict[str, Result] = {}
-        for o in ops:
-            r = store.get(o.record_id)
-            if r is None:
-                out[o.operation_id] = ItemFailure(o.record_id, "RECORD_MISSING", retryable=False)
-            elif r.status is not Status.quarantined:
-                out[o.operation_id] = ItemFailure(o.record_id, "NOT_QUARANTINED", retryable=False)
-            elif o.record_id in snaps:
-                status, changed, prov = snaps[o.record_id]
-                back = r.model_copy(update={
-                    "status": Status(status),
-                    "status_changed_at": datetime.fromisoformat(changed) if changed else None,
-                    "provenance": Provenance.model_validate_json(prov),
-                })  # fmt: skip
-                res = store.put_many([back])
-                out[o.operation_id] = res.failed[0] if res.failed else Outcome.restored
-            else:  # quarantined without a snapshot (another tool): status back to active
-                res = store.set_status([o.record_id], Status.active, at=run.cutoff)
-                out[o.operation_id] = res.failed[0] if res.failed else Outcome.restored
-        return out
-
-    done = run.executor.run_lifecycle(planned, apply, run.tally)
-    forget_snapshots(
-        store, [o.record_id for o in done if o.state in (OpState.APPLIED, OpState.RECEIPTED)]
-    )
+    if planned:
+        run.executor.run_lifecycle(planned, run.tally)  # the restore applier (apply/appliers)
     return run.finish()
 
 
@@ -272,22 +246,6 @@ def purge(
     run = manual_run(store, "purge", due, policy=policy, receipts=receipts, now=cutoff)
     run.extra["older_than_days"] = older_than_days
     planned = _plan(run, OpKind.purge, due, "QUARANTINE_EXPIRED")
-
-    def apply(ops: list[Operation]) -> dict[str, Result]:
-        out: dict[str, Result] = {}
-        todo = []
-        for o in ops:
-            r = store.get(o.record_id)
-            if r is not None and r.status is not Status.quarantined:
-                out[o.operation_id] = ItemFailure(o.record_id, "NOT_QUARANTINED", retryable=False)
-            else:
-                todo.append(o)
-        if todo:
-            out.update(run.executor.apply_delete(todo))
-        return out
-
-    done = run.executor.run_lifecycle(planned, apply, run.tally)
-    forget_snapshots(
-        store, [o.record_id for o in done if o.outcome in (Outcome.deleted, Outcome.already_absent)]
-    )
+    for batch in chunked(planned, 100):
+        run.executor.run_lifecycle(batch, run.tally)  # the purge applier (apply/appliers)
     return run.finish()

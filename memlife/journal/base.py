@@ -36,6 +36,7 @@ class OpKind(StrEnum):
     purge = "purge"
     erase = "erase"
     update = "update"  # import --update: a manual, receipted overwrite
+    hold_release = "hold_release"
 
 
 class Outcome(StrEnum):
@@ -45,6 +46,7 @@ class Outcome(StrEnum):
     superseded = "superseded"
     quarantined = "quarantined"
     restored = "restored"
+    released = "released"
     failed = "failed"
     skipped = "skipped"
     updated = "updated"

@@ -93,10 +93,24 @@ class SqliteJournal:
                         f"INSERT OR IGNORE INTO operations ({', '.join(_COLS)}) "
                         f"VALUES ({', '.join('?' * len(_COLS))})",
                         (
-                            op.operation_id, op.run_id, op.kind.value, op.actor_id, op.namespace,
-                            op.record_id, json.dumps(op.reasons), op.policy_version,
-                            op.content_sha256, op.replacement_id, OpState.PLANNED.value, None, 0,
-                            None, None, op.payload, now, now,
+                            op.operation_id,
+                            op.run_id,
+                            op.kind.value,
+                            op.actor_id,
+                            op.namespace,
+                            op.record_id,
+                            json.dumps(op.reasons),
+                            op.policy_version,
+                            op.content_sha256,
+                            op.replacement_id,
+                            OpState.PLANNED.value,
+                            None,
+                            0,
+                            None,
+                            None,
+                            op.payload,
+                            now,
+                            now,
                         ),  # fmt: skip
                     )
                 self.connection.execute("COMMIT")
@@ -135,9 +149,13 @@ class SqliteJournal:
                 f"UPDATE operations SET state=?, outcome=COALESCE(?, outcome), attempts=?, "
                 f"next_retry_at=?, last_error=?, updated_at=?{payload_sql} WHERE operation_id=?",
                 (
-                    to.value, outcome.value if outcome else None, attempts,
-                    next_retry_at.isoformat() if next_retry_at else None, error,
-                    (at or utcnow()).isoformat(), operation_id,
+                    to.value,
+                    outcome.value if outcome else None,
+                    attempts,
+                    next_retry_at.isoformat() if next_retry_at else None,
+                    error,
+                    (at or utcnow()).isoformat(),
+                    operation_id,
                 ),  # fmt: skip
             )
         return self.get(operation_id)  # type: ignore[return-value]

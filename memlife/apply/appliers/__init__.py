@@ -1,0 +1,13 @@
+"""Every applier, one module per operation kind; importing this package registers them all."""
+
+from memlife.apply.appliers import (  # noqa: F401
+    delete,
+    erase,
+    hold_release,
+    purge,
+    quarantine,
+    restore,
+    supersede,
+    update,
+    write,
+)

@@ -1,0 +1,46 @@
+"""delete: remove a record (hard expiry, pending past grace). A record already gone is done."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from memlife.apply.appliers.base import BaseApplier, get_many, is_held
+from memlife.apply.registry import Result, register
+from memlife.faults import checkpoint
+from memlife.journal import Operation, OpKind, OpState, Outcome
+from memlife.stores.base import ItemFailure
+
+if TYPE_CHECKING:
+    from memlife.apply.executor import Executor
+
+
+def delete_records(ex: Executor, ops: list[Operation]) -> dict[str, Result]:
+    """Delete in one batch, re-reading holds right before (a hold may be new)."""
+    by_record = {o.record_id: o for o in ops}
+    current = get_many(ex.store, list(by_record))
+    held = {rid for rid in by_record if is_held(current.get(rid))}
+    ids = [rid for rid in by_record if rid not in held]
+    out: dict[str, Result] = {
+        by_record[rid].operation_id: ItemFailure(rid, "LEGAL_HOLD", retryable=False) for rid in held
+    }
+    if ids:
+        res = ex.store.delete_many(ids)
+        checkpoint("after_delete")
+        for rid in res.succeeded:
+            out[by_record[rid].operation_id] = Outcome.deleted
+        for rid in res.missing:
+            # PLANNED by us and now gone: our earlier attempt (crash) or someone else.
+            first = by_record[rid].attempts == 0 and by_record[rid].state is OpState.PLANNED
+            out[by_record[rid].operation_id] = Outcome.deleted if first else Outcome.already_absent
+        for f in res.failed:
+            out[by_record[f.id].operation_id] = f
+    return out
+
+
+@register
+class Delete(BaseApplier):
+    kind = OpKind.delete
+    checkpoint = "after_delete"
+
+    def apply(self, ex, ops: list[Operation], tally) -> dict[str, Result]:
+        return delete_records(ex, ops)

@@ -1,0 +1,63 @@
+"""erase: delete a record named by an erasure request, and everything derived from its content.
+
+Besides the record: embedding-cache rows of its content, access-ledger rows, journal
+payloads that mention it, its quarantine snapshot and its pending-erasure row. Each
+clean-up is idempotent, so a resumed erase (record already gone) finishes them all.
+"""
+
+from __future__ import annotations
+
+from memlife.apply.appliers.base import BaseApplier, get_many, is_held
+from memlife.apply.registry import Result, register
+from memlife.faults import checkpoint
+from memlife.journal import Operation, OpKind, Outcome
+from memlife.model import content_sha256
+from memlife.stores.base import ItemFailure
+
+
+@register
+class Erase(BaseApplier):
+    kind = OpKind.erase
+    checkpoint = "after_delete"
+
+    def apply(self, ex, ops: list[Operation], tally) -> dict[str, Result]:
+        out: dict[str, Result] = {}
+        current = get_many(ex.store, [o.record_id for o in ops])
+        shas: dict[str, set[str]] = {o.record_id: {o.content_sha256} - {None} for o in ops}  # type: ignore[operator]
+        ids = []
+        for o in ops:
+            r = current.get(o.record_id)
+            if r is not None and is_held(r):  # a hold placed since selection
+                out[o.operation_id] = ItemFailure(o.record_id, "LEGAL_HOLD", retryable=False)
+                continue
+            if r is not None:
+                shas[o.record_id] |= {r.sha256, content_sha256(r.content)}
+            ids.append(o.record_id)
+        by_record = {o.record_id: o for o in ops}
+        res = ex.store.delete_many(ids)
+        checkpoint(self.checkpoint)
+        for rid in res.succeeded:
+            out[by_record[rid].operation_id] = Outcome.deleted
+        for rid in res.missing:
+            out[by_record[rid].operation_id] = Outcome.already_absent
+        for f in res.failed:
+            out[by_record[f.id].operation_id] = f
+        gone = [*res.succeeded, *res.missing]
+        if gone:
+            _forget_derived(ex, gone, [s for rid in gone for s in shas[rid]], tally)
+        return out
+
+
+def _forget_derived(ex, gone: list[str], shas: list[str], tally) -> None:
+    from memlife.embed_cache import EmbeddingCache
+    from memlife.erase import forget_pending, ledger_erase
+    from memlife.quarantine import forget_snapshots
+
+    cache = ex.erase_cache or EmbeddingCache.for_store(ex.store)
+    cache.delete_for(shas)
+    ledger = ledger_erase(gone)
+    if ledger is not None:
+        tally.counts["ledger_rows_erased"] += ledger
+    tally.counts["journal_payloads_forgotten"] += ex.journal.forget_payloads(gone)
+    forget_snapshots(ex.store, gone)
+    forget_pending(ex.store, gone)

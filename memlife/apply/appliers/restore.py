@@ -1,0 +1,59 @@
+"""restore: bring a quarantined record back exactly as it was (its snapshot), never just `active`."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from memlife.apply.appliers.base import BaseApplier, get_many
+from memlife.apply.registry import Result, register
+from memlife.faults import checkpoint
+from memlife.journal import Operation, OpKind, Outcome
+from memlife.model import Provenance, Status
+from memlife.stores.base import ItemFailure
+
+
+@register
+class Restore(BaseApplier):
+    kind = OpKind.restore
+    checkpoint = "after_supersede"
+
+    def apply(self, ex, ops: list[Operation], tally) -> dict[str, Result]:
+        from memlife.quarantine import snapshots  # the side table lives there
+
+        out: dict[str, Result] = {}
+        current = get_many(ex.store, [o.record_id for o in ops])
+        snaps = snapshots(ex.store, [o.record_id for o in ops])
+        for o in ops:
+            r = current.get(o.record_id)
+            snap = snaps.get(o.record_id)
+            if r is None:
+                out[o.operation_id] = ItemFailure(o.record_id, "RECORD_MISSING", retryable=False)
+                continue
+            if r.status is not Status.quarantined:
+                # Done already (a crash after the write, snapshot kept until the receipt)?
+                done = (
+                    snap is not None
+                    and r.status.value == snap[0]
+                    and r.provenance == Provenance.model_validate_json(snap[2])
+                )
+                out[o.operation_id] = Outcome.restored if done else ItemFailure(
+                    o.record_id, "NOT_QUARANTINED", retryable=False)  # fmt: skip
+                continue
+            if snap is not None:
+                status, changed, prov = snap
+                back = r.model_copy(update={
+                    "status": Status(status),
+                    "status_changed_at": datetime.fromisoformat(changed) if changed else None,
+                    "provenance": Provenance.model_validate_json(prov),
+                })  # fmt: skip
+                res = ex.store.put_many([back])
+            else:  # quarantined without a snapshot (another tool): status back to active
+                res = ex.store.set_status([o.record_id], Status.active, at=ex.cutoff)
+            checkpoint(self.checkpoint)
+            out[o.operation_id] = res.failed[0] if res.failed else Outcome.restored
+        return out
+
+    def settle(self, ex, ops: list[Operation]) -> None:
+        from memlife.quarantine import forget_snapshots
+
+        forget_snapshots(ex.store, [o.record_id for o in ops])

@@ -1,0 +1,49 @@
+"""Status changes in batches (supersede, quarantine): one read, one set_status per replacement."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from memlife.apply.appliers.base import get_many, is_held
+from memlife.apply.registry import Result
+from memlife.faults import checkpoint
+from memlife.journal import Operation, Outcome
+from memlife.model import Status
+from memlife.stores.base import ItemFailure
+
+if TYPE_CHECKING:
+    from memlife.apply.executor import Executor
+
+
+def set_status(ex: Executor, ops: list[Operation], status: Status, outcome: Outcome,
+               point: str) -> dict[str, Result]:  # fmt: skip
+    out: dict[str, Result] = {}
+    wanted = [o.record_id for o in ops]
+    if status is Status.superseded:
+        wanted += [o.replacement_id for o in ops if o.replacement_id]
+    found = get_many(ex.store, list(dict.fromkeys(wanted)))
+    ready: dict[str | None, list[Operation]] = {}
+    for o in ops:
+        current = found.get(o.record_id)
+        if current is None:
+            out[o.operation_id] = ItemFailure(o.record_id, "RECORD_MISSING", retryable=False)
+            continue
+        if is_held(current):
+            out[o.operation_id] = ItemFailure(o.record_id, "LEGAL_HOLD", retryable=False)
+            continue
+        if status is Status.superseded:
+            repl = found.get(o.replacement_id or "")
+            if repl is None or repl.status is not Status.active:
+                out[o.operation_id] = ItemFailure(o.record_id, "REPLACEMENT_MISSING")
+                continue
+        ready.setdefault(o.replacement_id, []).append(o)
+    for replacement, group in ready.items():
+        res = ex.store.set_status(
+            [o.record_id for o in group], status, replaced_by=replacement,
+            policy_version=ex.policy.version, at=ex.cutoff,
+        )  # fmt: skip
+        checkpoint(point)
+        failed = {f.id: f for f in res.failed}
+        for o in group:
+            out[o.operation_id] = failed.get(o.record_id, outcome)
+    return out

@@ -1,0 +1,41 @@
+"""update: `memlife import --update` overwrites a record with the imported one (its payload).
+
+Re-checked against the record as it is now: same actor and namespace, not under hold.
+"""
+
+from __future__ import annotations
+
+from memlife.apply.appliers.base import BaseApplier, get_many, is_held
+from memlife.apply.registry import Result, register
+from memlife.journal import Operation, OpKind, Outcome
+from memlife.model import MemoryRecord
+from memlife.stores.base import ItemFailure
+
+
+@register
+class Update(BaseApplier):
+    kind = OpKind.update
+    checkpoint = "after_replacement_write"
+
+    def apply(self, ex, ops: list[Operation], tally) -> dict[str, Result]:
+        out: dict[str, Result] = {}
+        current = get_many(ex.store, [o.record_id for o in ops])
+        for o in ops:
+            old = current.get(o.record_id)
+            if not o.payload:
+                out[o.operation_id] = ItemFailure(o.record_id, "NO_PAYLOAD", retryable=False)
+                continue
+            new = MemoryRecord.model_validate_json(o.payload)
+            code = None
+            if old is None:
+                code = "RECORD_MISSING"
+            elif (old.actor_id, old.namespace) != (new.actor_id, new.namespace):
+                code = "SCOPE_MISMATCH"
+            elif is_held(old):
+                code = "LEGAL_HOLD"
+            if code:
+                out[o.operation_id] = ItemFailure(o.record_id, code, retryable=False)
+                continue
+            res = ex.store.put_many([new])
+            out[o.operation_id] = res.failed[0] if res.failed else Outcome.updated
+        return out

@@ -1,0 +1,62 @@
+"""Phase B: deletions after the regression gate, per shard, in batches of at most 100
+(AgentCore's limit); quarantine instead when the gate blocked."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from memlife.apply.lifecycle import run_lifecycle
+from memlife.apply.tally import Tally
+from memlife.faults import checkpoint
+from memlife.journal import OpKind, Outcome
+from memlife.stores.base import chunked
+
+if TYPE_CHECKING:
+    from memlife.apply.executor import Executor
+
+
+@dataclass(frozen=True)
+class DeleteItem:
+    """What phase B needs to delete one record: ids and codes only, no content."""
+
+    id: str
+    actor_id: str
+    namespace: str
+    reasons: tuple[str, ...]
+    content_sha256: str | None
+
+
+def delete(ex: Executor, items: Sequence[DeleteItem], tally: Tally) -> None:
+    for shard_items in by_shard(items):
+        for n, batch in enumerate(chunked(shard_items, 100)):
+            if (batch[0].actor_id, batch[0].namespace) in ex.stopped:
+                # a StoreError stopped this shard: the rest is planned again next run
+                tally.ids_not_deleted += [{"id": i.id, "reason": "SHARD_STOPPED"}
+                                          for i in shard_items[n * 100 :]]  # fmt: skip
+                break
+            ops = [ex.new_op(OpKind.delete, i.actor_id, i.namespace, i.id, i.reasons,
+                             i.content_sha256) for i in batch]  # fmt: skip
+            planned = ex.journal.plan(ops)
+            checkpoint("after_journal_write")
+            for o in run_lifecycle(ex, planned, tally):
+                if o.outcome is Outcome.failed:
+                    tally.ids_not_deleted.append({"id": o.record_id, "reason": o.last_error})
+
+
+def quarantine(ex: Executor, items: Sequence[DeleteItem], tally: Tally, reason: str) -> None:
+    for shard_items in by_shard(items):
+        ops = [ex.new_op(OpKind.quarantine, i.actor_id, i.namespace, i.id, [*i.reasons, reason],
+                         i.content_sha256) for i in shard_items]  # fmt: skip
+        planned = ex.journal.plan(ops)
+        checkpoint("after_journal_write")
+        run_lifecycle(ex, planned, tally)
+        tally.ids_not_deleted += [{"id": i.id, "reason": reason} for i in shard_items]
+
+
+def by_shard(items: Sequence[DeleteItem]) -> list[list[DeleteItem]]:
+    shards: dict[tuple[str, str], list[DeleteItem]] = {}
+    for i in items:
+        shards.setdefault((i.actor_id, i.namespace), []).append(i)
+    return [shards[k] for k in sorted(shards)]

@@ -1,0 +1,77 @@
+"""The executor: what one run applies with (store, journal, sink, policy, cutoff) and its
+entry points. The work itself lives beside it: lifecycle.py (the state machine),
+appliers/ (one per operation kind), groups.py (phase A), deletions.py (phase B),
+resume.py (the retry queue)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+from memlife.apply import deletions, groups, resume
+from memlife.apply.deletions import DeleteItem
+from memlife.apply.lifecycle import run_lifecycle
+from memlife.apply.registry import Result
+from memlife.apply.tally import Tally
+from memlife.audit import ReceiptSink
+from memlife.consolidate.base import Consolidator
+from memlife.embed_cache import EmbeddingCache
+from memlife.journal import Journal, Operation, OpKind, operation_id
+from memlife.plan import Decision
+from memlife.policy import Policy
+from memlife.stores.base import MemoryStore
+
+
+class Executor:
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        run_key: str,
+        policy: Policy,
+        cutoff: datetime,
+        store: MemoryStore,
+        journal: Journal,
+        sink: ReceiptSink,
+        consolidator: Consolidator | None = None,
+        dry_run: bool = False,
+        embeddings: EmbeddingCache | None = None,
+        erase_cache: EmbeddingCache | None = None,
+    ):
+        self.run_id, self.run_key, self.policy, self.cutoff = run_id, run_key, policy, cutoff
+        self.store, self.journal, self.sink = store, journal, sink
+        self.consolidator = consolidator
+        self.dry_run = dry_run
+        self.embeddings = embeddings  # near-duplicate analysis; None: text rules only
+        self.erase_cache = erase_cache  # the cache erasure cleans; None: the store's own
+        # Shards a StoreError (e.g. QUOTA_EXCEEDED) stopped: no further groups or deletes.
+        self.stopped: set[tuple[str, str]] = set()
+
+    def new_op(self, kind: OpKind, d_actor: str, d_ns: str, record_id: str, reasons: Sequence[str],
+               sha: str | None, replacement: str | None = None, payload: str | None = None,
+               key_ids: Sequence[str] | None = None) -> Operation:  # fmt: skip
+        return Operation(
+            operation_id=operation_id(self.run_key, kind, key_ids or [record_id]),
+            run_id=self.run_id, kind=kind, actor_id=d_actor, namespace=d_ns, record_id=record_id,
+            reasons=list(reasons), policy_version=self.policy.version, content_sha256=sha,
+            replacement_id=replacement, payload=payload,
+        )  # fmt: skip
+
+    def run_lifecycle(self, ops: list[Operation], tally: Tally,
+                      apply: Callable[[list[Operation]], dict[str, Result]] | None = None,
+                      ) -> list[Operation]:  # fmt: skip
+        if callable(tally) and isinstance(apply, Tally):  # the old order (ops, apply, tally)
+            tally, apply = apply, tally  # type: ignore[assignment]
+        return run_lifecycle(self, ops, tally, apply)
+
+    def consolidate_shard(self, decisions: Sequence[Decision], tally: Tally) -> None:
+        groups.consolidate_shard(self, decisions, tally)
+
+    def delete(self, items: Sequence[DeleteItem], tally: Tally) -> None:
+        deletions.delete(self, items, tally)
+
+    def quarantine(self, items: Sequence[DeleteItem], tally: Tally, reason: str) -> None:
+        deletions.quarantine(self, items, tally, reason)
+
+    def resume_due(self, tally: Tally) -> int:
+        return resume.resume_due(self, tally)

@@ -1,0 +1,145 @@
+"""Phase A, the group executor: consolidate each group of a shard, then supersede its members.
+
+Order inside a group (invariant 3): the replacement is written and receipted before any
+original is superseded. The write and its supersedes are journaled in one transaction,
+so a crash anywhere resumes the group as a unit (``resume_group``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from memlife.apply.appliers.base import get_many, is_held
+from memlife.apply.lifecycle import run_lifecycle
+from memlife.apply.tally import Tally
+from memlife.consolidate.base import ConsolidationError, Group
+from memlife.consolidate.replacement import build_replacement, replacement_id
+from memlife.faults import checkpoint
+from memlife.group import analyse_group
+from memlife.journal import Operation, OpKind, OpState
+from memlife.model import MemoryType, Status, content_sha256
+from memlife.plan import Action, Decision
+
+if TYPE_CHECKING:
+    from memlife.apply.executor import Executor
+
+
+def consolidate_shard(ex: Executor, decisions: Sequence[Decision], tally: Tally) -> None:
+    groups: dict[str, list[Decision]] = {}
+    for d in decisions:
+        if d.action in (Action.supersede_candidate, Action.consolidate_candidate) and d.group:
+            groups.setdefault(d.group, []).append(d)
+    for key, members in sorted(groups.items()):
+        if len(members) < 2:
+            continue
+        if (members[0].actor_id, members[0].namespace) in ex.stopped:
+            return  # the shard stopped (StoreError): the rest waits for the next run
+        if ex.consolidator is None:  # consolidation off: nothing to read or analyse
+            tally.counts["consolidation_skipped"] += 1
+            continue
+        consolidate_group(ex, key, members, tally)
+
+
+def consolidate_group(ex: Executor, key: str, members: list[Decision], tally: Tally) -> None:
+    records = [r for r in get_many(ex.store, [d.id for d in members]).values()
+               if r.status is Status.active and not is_held(r)]  # fmt: skip
+    if len(records) < 2:
+        return
+    records.sort(key=lambda r: (r.created_at, r.id))
+    survivor = next((d.survivor for d in members if d.survivor), None)
+    if survivor is not None and survivor not in {r.id for r in records}:
+        survivor = None
+    group = Group(
+        key=key, actor_id=records[0].actor_id, namespace=records[0].namespace,
+        subject=records[0].subject or "", records=records, survivor_id=survivor,
+        superseded_ids=[d.id for d in members if d.action is Action.supersede_candidate],
+    )  # fmt: skip
+    # Which members are the same statement (merge) and which are contradicted (supersede)?
+    # Embeddings find paraphrases; polarity and time rules keep a negation apart (group.py).
+    vectors = None
+    if ex.embeddings is not None:
+        misses = ex.embeddings.stats.misses
+        vectors = ex.embeddings.get_or_embed(records)
+        tally.counts["embedded"] += ex.embeddings.stats.misses - misses
+    analysis = analyse_group(group, vectors, grouping=ex.policy.grouping,
+                             weights=ex.policy.source_weights)  # fmt: skip
+    roles = {analysis.survivor_id: "SURVIVOR"}
+    roles |= {i: "NEAR_DUPLICATE" for i in analysis.duplicates}
+    roles |= {i: "EXACT_DUPLICATE" for i in analysis.exact_duplicates}
+    if records[0].memory_type is not MemoryType.episodic:  # distinct events never contradict
+        roles |= {i: "CONTRADICTION" for i in analysis.contradicted}
+    records = [r for r in records if r.id in roles]
+    if len(records) < 2:
+        tally.counts["conflicting_left_for_review"] += len(analysis.conflicting)
+        return
+    group = replace(group, records=records, survivor_id=analysis.survivor_id,
+                    superseded_ids=[i for i in analysis.contradicted if i in roles])  # fmt: skip
+    if ex.consolidator is None:
+        tally.counts["consolidation_skipped"] += 1
+        return
+    # The model sees at most max_group_size records (the survivor and the newest others),
+    # so a call stays small; older duplicates and contradicted statements beyond the cap
+    # are superseded by the same replacement: the rules above already classed them.
+    cap = ex.policy.grouping.max_group_size
+    if len(records) > cap:
+        others = [r for r in records if r.id != analysis.survivor_id][-(cap - 1) :]
+        sent = sorted([*others, *(r for r in records if r.id == analysis.survivor_id)],
+                      key=lambda r: (r.created_at, r.id))  # fmt: skip
+        ids = {r.id for r in sent}
+        model_group = replace(group, records=sent,
+                              superseded_ids=[i for i in group.superseded_ids if i in ids])  # fmt: skip
+        tally.counts["over_cap_superseded_by_rule"] += len(records) - len(sent)
+    else:
+        model_group = group
+    try:
+        result = ex.consolidator.consolidate(model_group)
+    except ConsolidationError as exc:
+        tally.rejections[exc.code] += 1
+        tally.counts["consolidation_rejected"] += 1
+        if exc.retryable:
+            tally.model_calls += 1
+        return  # originals untouched; the group is planned again next run
+    if result.model:
+        tally.model_calls += 1
+        tally.input_tokens += result.input_tokens
+        tally.output_tokens += result.output_tokens
+    tally.counts["merged_duplicates"] += sum(1 for r in roles.values() if r.endswith("DUPLICATE"))
+    tally.counts["contradictions_resolved"] += sum(
+        1 for r in roles.values() if r == "CONTRADICTION"
+    )
+    if ex.dry_run:
+        tally.counts["consolidation_proposed"] += 1
+        return
+    replacement = build_replacement(group, result, ex.cutoff, ex.policy.version)
+    write = ex.new_op(
+        OpKind.write_replacement, group.actor_id, group.namespace, replacement.id,
+        ["CONSOLIDATION", *(c for c in sorted({r.value for d in members for r in d.reasons}))],
+        content_sha256(replacement.content), payload=replacement.to_json(),
+        key_ids=[replacement_id(group)],
+    )  # fmt: skip
+    supersedes = [
+        ex.new_op(
+            OpKind.supersede,
+            r.actor_id,
+            r.namespace,
+            r.id,
+            ["SAME_SUBJECT", roles[r.id]],
+            r.sha256,
+            replacement=replacement.id,
+        )  # fmt: skip
+        for r in records
+    ]
+    planned = ex.journal.plan([write, *supersedes])  # one transaction: resumable as a unit
+    checkpoint("after_journal_write")
+    resume_group(ex, planned, tally)
+
+
+def resume_group(ex: Executor, planned: list[Operation], tally: Tally) -> None:
+    write = [o for o in planned if o.kind is OpKind.write_replacement]
+    rest = [o for o in planned if o.kind is OpKind.supersede]
+    done = run_lifecycle(ex, write, tally)
+    if any(o.state is not OpState.RECEIPTED and o.state is not OpState.APPLIED for o in done):
+        return  # replacement not durable: never supersede without it
+    run_lifecycle(ex, rest, tally)

@@ -1,0 +1,99 @@
+"""The lifecycle every operation runs through, first pass or resume (journal/base.py):
+
+    PLANNED --apply--> APPLIED --receipt--> RECEIPTED
+       |                  ^
+       +----fail----> FAILED --(retryable, due)--+
+
+An operation is picked up again from whatever state the journal holds; a RECEIPTED one
+is never touched. The applier comes from the registry, by the operation's kind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from memlife.apply.registry import Result, applier_for
+from memlife.apply.retry import next_retry
+from memlife.apply.tally import COUNT, Tally
+from memlife.audit import ReceiptWriteError
+from memlife.faults import checkpoint
+from memlife.journal import Operation, OpState, Outcome
+from memlife.receipts import write_operation_receipt
+from memlife.stores.base import ItemFailure, StoreError
+
+if TYPE_CHECKING:
+    from memlife.apply.executor import Executor
+
+ApplyFn = Callable[[list[Operation]], dict[str, Result]]
+
+
+def run_lifecycle(ex: Executor, ops: list[Operation], tally: Tally,
+                  apply: ApplyFn | None = None) -> list[Operation]:  # fmt: skip
+    """Drive ``ops`` (one kind) to RECEIPTED where possible; return each as journaled now.
+
+    ``apply`` overrides the registered applier (tests); normally the kind decides.
+    """
+    todo = [o for o in ops if o.state in (OpState.PLANNED, OpState.FAILED)]
+    if todo:
+        applier = applier_for(todo[0].kind)
+        fn = apply or (lambda batch: applier.apply(ex, batch, tally))
+        _apply(ex, todo, fn, tally)
+    done = []
+    settled = []
+    for o in ops:
+        current = ex.journal.get(o.operation_id)
+        assert current is not None
+        if current.state is OpState.APPLIED:
+            current = receipt(ex, current, tally)
+            if current.state is OpState.RECEIPTED:
+                settled.append(current)
+        done.append(current)
+    if settled:
+        applier_for(settled[0].kind).settle(ex, settled)
+    return done
+
+
+def _apply(ex: Executor, todo: list[Operation], fn: ApplyFn, tally: Tally) -> None:
+    try:
+        results = fn(todo)
+    except StoreError as exc:  # e.g. quota: the whole batch fails, the shard stops
+        results = {o.operation_id: ItemFailure(o.record_id, exc.code) for o in todo}
+        shard = (todo[0].actor_id, todo[0].namespace)
+        if shard not in ex.stopped:  # named once in the run receipt
+            ex.stopped.add(shard)
+            tally.stopped_shards.append(
+                {"actor_id": shard[0], "namespace": shard[1], "code": exc.code}
+            )
+    for o in todo:
+        r = results[o.operation_id]
+        if isinstance(r, ItemFailure):
+            retry_at = next_retry(o.attempts + 1, ex.cutoff) if r.retryable else None
+            ex.journal.transition(o.operation_id, OpState.FAILED, outcome=Outcome.failed,
+                                  error=r.code, next_retry_at=retry_at)  # fmt: skip
+            tally.counts["failed"] += 1
+            tally.failures.append({
+                "operation_id": o.operation_id, "record_id": o.record_id,
+                "action": o.kind.value, "code": r.code, "retryable": r.retryable,
+                "next_retry_at": retry_at.isoformat() if retry_at else None,
+            })  # fmt: skip
+        else:
+            ex.journal.transition(o.operation_id, OpState.APPLIED, outcome=r)
+            tally.counts[COUNT[r]] += 1
+
+
+def receipt(ex: Executor, op: Operation, tally: Tally) -> Operation:
+    """APPLIED -> RECEIPTED once the create-only receipt is durable; else stays APPLIED."""
+    checkpoint("before_receipt")
+    try:
+        write_operation_receipt(ex.sink, op)  # False: already there from a crashed run
+    except ReceiptWriteError as exc:
+        tally.counts["receipt_failed"] += 1
+        tally.failures.append({
+            "operation_id": op.operation_id, "record_id": op.record_id,
+            "action": op.kind.value, "code": "RECEIPT_WRITE_FAILED", "retryable": True,
+            "detail": type(exc.__cause__).__name__ if exc.__cause__ else "error",
+        })  # fmt: skip
+        return op  # stays APPLIED: the retry queue writes the receipt later
+    checkpoint("after_receipt")
+    return ex.journal.transition(op.operation_id, OpState.RECEIPTED)

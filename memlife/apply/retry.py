@@ -1,0 +1,14 @@
+"""When a retryable failure comes back: exponential backoff with full jitter, capped at a day."""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timedelta
+
+RETRY_BASE = timedelta(minutes=5)
+RETRY_CAP = timedelta(hours=24)
+
+
+def next_retry(attempts: int, now: datetime) -> datetime:
+    delay = min(RETRY_CAP, RETRY_BASE * (2 ** max(0, attempts - 1)))
+    return now + delay * (0.5 + random.random() / 2)
