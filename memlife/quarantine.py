@@ -234,15 +234,22 @@ def restore(
     return run.finish()
 
 
+def purge_candidates(
+    store: MemoryStore, older_than_days: float, now: datetime | None = None
+) -> list[dict[str, Any]]:
+    """The quarantined records :func:`purge` would delete (rows of :func:`list_quarantined`)."""
+    limit = (now or utcnow()) - timedelta(days=older_than_days)
+    return [q for q in list_quarantined(store)
+            if q["quarantined_at"] and datetime.fromisoformat(q["quarantined_at"]) <= limit]  # fmt: skip
+
+
 def purge(
     store: MemoryStore, older_than_days: float, *, policy: Policy | str | None = None,
     receipts: str | ReceiptSink | None = None, now: datetime | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Delete records quarantined at least ``older_than_days`` ago (legal holds excepted)."""
     cutoff = now or utcnow()
-    limit = cutoff - timedelta(days=older_than_days)
-    due = [q["id"] for q in list_quarantined(store)
-           if q["quarantined_at"] and datetime.fromisoformat(q["quarantined_at"]) <= limit]  # fmt: skip
+    due = [q["id"] for q in purge_candidates(store, older_than_days, cutoff)]
     run = manual_run(store, "purge", due, policy=policy, receipts=receipts, now=cutoff)
     run.extra["older_than_days"] = older_than_days
     planned = _plan(run, OpKind.purge, due, "QUARANTINE_EXPIRED")

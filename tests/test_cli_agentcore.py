@@ -117,7 +117,7 @@ def test_every_store_command_takes_an_agentcore_url(env: dict) -> None:
     code, out = cli("quarantine", "list", "--store", url, "--json")
     assert code == 0 and json.loads(out) == [], out
     code, out = cli("erase", "--actor", "u-cli", "--subject", "seat", "--store", url,
-                    "--receipts", env["receipts"], "--json")  # fmt: skip
+                    "--receipts", env["receipts"], "--yes", "--json")  # fmt: skip
     assert code == 0, out
     assert fake.record_by_memlife_id(remembered["id"]) is None
     code, out = cli("recall", "which seat on a plane", "--actor", "u-cli", "--store", url, "--json")

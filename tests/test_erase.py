@@ -163,7 +163,7 @@ def test_legal_hold_defers_the_erasure_until_released(home: Path) -> None:
     store.close()
     runner = CliRunner()
 
-    res = runner.invoke(app, ["erase", "--actor", "u-1", "--subject", "passport", "--json"])
+    res = runner.invoke(app, ["erase", "--actor", "u-1", "--subject", "passport", "--yes", "--json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["erased"] == ["m-pass2"] and out["deferred"] == ["m-pass"]

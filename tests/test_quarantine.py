@@ -104,7 +104,7 @@ def test_purge_deletes_old_quarantine_only_and_respects_holds(home: Path, tmp_pa
 
     runner = CliRunner()
     res = runner.invoke(app, ["quarantine", "purge", "--older-than", "30", "--now",
-                              (NOW + timedelta(days=31)).isoformat(), "--json"])  # fmt: skip
+                              (NOW + timedelta(days=31)).isoformat(), "--yes", "--json"])  # fmt: skip
     assert res.exit_code == 3, res.output  # one refused: partial failure
     out = json.loads(res.stdout)
     by_id = {o["record_id"]: o for o in out["operations"]}

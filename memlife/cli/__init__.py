@@ -1,21 +1,134 @@
-"""The `memlife` command line (typer + rich). Each command group lives in its own module."""
+"""The `memlife` command line (typer + rich). Each command group lives in its own module.
+
+Modules are imported only when their command runs (or its own --help is asked for), so
+`memlife --help` and `memlife --version` load typer and nothing of memlife's heavy parts.
+``COMMANDS`` lists every top-level command with its module and one-line help;
+tests/test_cli_basics.py fails when it drifts from what the modules register.
+
+Exit codes (README "Exit codes"): 0 done; 1 the command failed or found problems;
+2 bad usage or input (unknown option, bad URL, missing store file, invalid policy);
+3 finished, but not fully (a run that is not ``success``, refusals in a manual run).
+Errors are one line on stderr; MEMLIFE_DEBUG=1 shows the traceback instead.
+"""
 
 from __future__ import annotations
 
-import typer
+import os
+from importlib import import_module
+from typing import Annotated, Any
 
-from memlife.cli import data, erase, evaluation, online, quarantine, receipts, run
+import typer
+from typer.core import TyperCommand, TyperGroup
+from typer.exceptions import TyperException  # click's exceptions (typer vendors click)
+
+from memlife import __version__
+
+# name -> (module that registers it, one-line help shown by `memlife --help`)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("memlife.cli.run", "Run the nightly lifecycle job (use --dry-run to only propose)."),
+    "import": ("memlife.cli.data", "Import records; each invalid line is reported and skipped (exit 1 if any)."),
+    "export": ("memlife.cli.data", "Export every record as JSONL (the import contract)."),
+    "demo": ("memlife.cli.data", "Write realistic demo records (deterministic under --seed and --anchor)."),
+    "remember": ("memlife.cli.online", "Save a fact for an actor; an exact or near duplicate refreshes the existing one."),
+    "recall": ("memlife.cli.online", "The actor's most relevant active memories, best first (each hit is ledgered)."),
+    "chat": ("memlife.cli.online", "Chat with the example agent: one user message per stdin line (ANTHROPIC_BASE_URL honoured)."),
+    "erase": ("memlife.cli.erase", "Erase records and everything derived from them (legal holds defer; see docs/evaluation.md)."),
+    "receipts": ("memlife.cli.receipts", "Review run receipts (file:// or s3://)."),
+    "eval": ("memlife.cli.evaluation", "Evaluation sets for the regression gate (docs/evaluation.md)."),
+    "quarantine": ("memlife.cli.quarantine", "Records the regression gate quarantined: list, restore, purge."),
+    "hold": ("memlife.cli.erase", "Legal holds."),
+}  # fmt: skip
+
+BAD_INPUT = 2
+FAILED = 1
+
+
+def load_command(name: str) -> TyperCommand | TyperGroup:
+    """Import the module behind ``name`` and build its click command."""
+    module = import_module(COMMANDS[name][0])
+    holder = typer.Typer(add_completion=False)
+    module.register(holder)
+    group = typer.main.get_command(holder)
+    cmd = group.commands.get(name) if isinstance(group, TyperGroup) else group
+    if cmd is None:
+        raise RuntimeError(f"{COMMANDS[name][0]} registers no command {name!r}")
+    return cmd
+
+
+def one_line_error(exc: BaseException) -> tuple[str, int]:
+    """The message and exit code for an exception a command did not handle."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, (ValueError, LookupError, FileNotFoundError, NotADirectoryError)):
+        return text, BAD_INPUT
+    return f"{type(exc).__name__}: {text}", FAILED
+
+
+class LazyGroup(TyperGroup):
+    """Lists commands from ``COMMANDS``; imports a command's module only to run it."""
+
+    _resolving = False
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in COMMANDS:
+            return None
+        if self._resolving:
+            return load_command(cmd_name)
+        # for the command list in --help: a stand-in with the one-line help
+        return TyperCommand(cmd_name, help=COMMANDS[cmd_name][1])
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        self._resolving = True
+        try:
+            return super().resolve_command(ctx, args)
+        finally:
+            self._resolving = False
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (TyperException, typer.Exit, typer.Abort):
+            raise
+        except Exception as exc:
+            if os.environ.get("MEMLIFE_DEBUG"):
+                raise
+            from rich.markup import escape
+
+            from memlife.cli.common import err_console
+
+            message, code = one_line_error(exc)
+            err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False)
+            raise typer.Exit(code) from None
+
 
 app = typer.Typer(
     name="memlife",
+    cls=LazyGroup,
     help="Keep an AI agent's memory true over time.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode=None,  # plain help: the rich formatter alone costs ~0.7 s to import
     pretty_exceptions_enable=False,
 )
 
-for module in (run, data, receipts, online, evaluation, quarantine, erase):
-    module.register(app)
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"memlife {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="Print the version and exit.", is_eager=True,
+                     callback=_show_version),
+    ] = False,
+) -> None:  # fmt: skip
+    """Keep an AI agent's memory true over time."""
 
 
 def main() -> None:

@@ -19,11 +19,15 @@ err_console = Console(stderr=True, soft_wrap=True)
 
 StoreOpt = Annotated[
     str | None,
-    typer.Option("--store", help="Store URL (sqlite:///path, agentcore://ID?region=..); env MEMLIFE_STORE."),
+    typer.Option(
+        "--store", help="Store URL (sqlite:///path, agentcore://ID?region=..); env MEMLIFE_STORE."
+    ),
 ]
 ReceiptsOpt = Annotated[
     str | None,
-    typer.Option("--receipts", help="Receipts URL (file://path, s3://bucket/prefix); env MEMLIFE_RECEIPTS."),
+    typer.Option(
+        "--receipts", help="Receipts URL (file://path, s3://bucket/prefix); env MEMLIFE_RECEIPTS."
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
 
@@ -56,5 +60,106 @@ def progress_bar(label: str, total: int | None, enabled: bool) -> Iterator[Any]:
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {message}")
+    from rich.markup import escape
+
+    err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False)
     return typer.Exit(code)
+
+
+# -- validation before anything starts -----------------------------------------------------
+
+
+def prefect_api_url() -> str | None:
+    """The Prefect API this shell is configured for (env, else the active profile), or None.
+
+    Read without importing Prefect (seconds): $PREFECT_API_URL, else PREFECT_API_URL of the
+    active profile in $PREFECT_HOME/profiles.toml (default ~/.prefect).
+    """
+    import os
+    import tomllib
+    from pathlib import Path
+
+    if os.environ.get("PREFECT_API_URL"):
+        return os.environ["PREFECT_API_URL"]
+    home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
+    profiles = Path(os.environ.get("PREFECT_PROFILES_PATH") or home / "profiles.toml")
+    try:
+        data = tomllib.loads(profiles.read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    active = os.environ.get("PREFECT_PROFILE") or data.get("active")
+    profile = data.get("profiles", {}).get(active, {}) if active else {}
+    url = profile.get("PREFECT_API_URL") if isinstance(profile, dict) else None
+    return url or None
+
+
+def check_store(url: str | None, *, must_exist: bool = True) -> str:
+    """The resolved store URL, or a one-line refusal (exit 2).
+
+    ``must_exist``: a SQLite file must already be there. Opening a mistyped path would
+    create an empty database, and a read would then report success with 0 records.
+    """
+    from pathlib import Path
+    from urllib.parse import urlparse
+
+    from memlife.stores import resolve_store_url
+
+    resolved = resolve_store_url(url)
+    scheme = urlparse(resolved).scheme
+    if scheme == "sqlite":
+        path = resolved[len("sqlite:///") :] if resolved.startswith("sqlite:///") else ""
+        if not path:
+            raise fail(f"store {resolved!r}: expected sqlite:///path/to/file.db")
+        if must_exist and not Path(path).is_file():
+            raise fail(f"store {resolved}: no such file {path} (check --store or MEMLIFE_STORE)")
+        return resolved
+    if scheme == "agentcore":
+        return resolved
+    raise fail(
+        f"store {resolved!r}: use sqlite:///path/to/file.db or agentcore://MEMORY_ID?region=.."
+    )
+
+
+def check_receipts(url: str | None) -> None:
+    """A one-line refusal (exit 2) for a receipts URL no sink can take."""
+    import os
+    from urllib.parse import urlparse
+
+    resolved = url or os.environ.get("MEMLIFE_RECEIPTS")
+    if not resolved:
+        return  # the default under MEMLIFE_HOME
+    parsed = urlparse(resolved)
+    if parsed.scheme == "file" and resolved[len("file://") :]:
+        return
+    if parsed.scheme == "s3" and parsed.netloc:
+        return
+    raise fail(f"receipts {resolved!r}: use file://path or s3://bucket/prefix")
+
+
+def check_policy(path: str | None) -> None:
+    """A one-line refusal (exit 2) for a policy file that is missing or invalid."""
+    from memlife.policy import PolicyError, load_policy
+
+    try:
+        load_policy(path)
+    except PolicyError as exc:
+        raise fail(" ".join(str(exc).split())) from None
+
+
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do it; without --yes only a preview.")]
+
+
+def preview(
+    verb: str, ids: list[str], json_out: bool, detail: dict[str, str] | None = None
+) -> None:
+    """What a destructive command would do; nothing changed (exit 0)."""
+    if json_out:
+        print_json({"preview": True, "action": verb, "count": len(ids), "ids": ids,
+                    "detail": detail or {}})  # fmt: skip
+        return
+    for rid in ids:
+        why = f"  ({detail[rid]})" if detail and rid in detail else ""
+        err_console.print(f"would {verb} {rid}{why}", highlight=False)
+    err_console.print(
+        f"{verb}: {len(ids)} record(s) would change; nothing done. Re-run with --yes."
+    )

@@ -13,6 +13,7 @@ from memlife.cli.common import (
     JsonOpt,
     ReceiptsOpt,
     StoreOpt,
+    check_store,
     err_console,
     fail,
     interactive,
@@ -23,6 +24,10 @@ from memlife.importer import MAX_LINE_BYTES, import_file
 from memlife.model import parse_time
 from memlife.stores import open_store
 from memlife.stores.base import chunked
+
+
+def _holds_records(db: object) -> bool:
+    return next(iter(db.list_actors()), None) is not None  # type: ignore[attr-defined]
 
 
 def register(app: typer.Typer) -> None:
@@ -84,7 +89,7 @@ def register(app: typer.Typer) -> None:
         store: StoreOpt = None,
     ) -> None:
         """Export every record as JSONL (the import contract)."""
-        db = open_store(store)
+        db = open_store(check_store(store, must_exist=True))
         iter_all = getattr(db, "iter_all", None)
         if iter_all is None:
             raise fail("this store cannot export yet")
@@ -107,6 +112,9 @@ def register(app: typer.Typer) -> None:
         markers: Annotated[
             bool, typer.Option("--markers", help="Append a unique canary to each content")
         ] = False,
+        force: Annotated[
+            bool, typer.Option("--force", help="Write even into a store that holds records")
+        ] = False,
         store: StoreOpt = None,
         json_out: JsonOpt = False,
     ) -> None:
@@ -114,7 +122,11 @@ def register(app: typer.Typer) -> None:
         from memlife.demo import generate
 
         when: datetime | None = parse_time(anchor) if anchor else None
-        db = open_store(store)
+        db = open_store(check_store(store, must_exist=False))
+        if not force and _holds_records(db):
+            db.close()
+            raise fail(f"store {db.url} already holds records; demo data would mix with them "
+                       "(use another --store, or --force)")  # fmt: skip
         written = 0
         try:
             with progress_bar("demo records", records, interactive(json_out)) as advance:

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated
 
 import typer
 
-from memlife.cli.common import JsonOpt, ReceiptsOpt, StoreOpt, err_console, fail, print_json
+from memlife.cli.common import (
+    JsonOpt,
+    ReceiptsOpt,
+    StoreOpt,
+    YesOpt,
+    check_store,
+    err_console,
+    fail,
+    preview,
+    print_json,
+)
 from memlife.model import RetentionClass
 from memlife.stores import open_store
 
@@ -25,6 +36,27 @@ def _report(result: dict, json_out: bool) -> None:
             f"erased after release: {', '.join(sub['erased']) or '-'} (run {sub['run_id']})"
         )
     err_console.print(f"run {result['run_id']}: {result['status']}; receipt: {result['receipt']}")
+
+
+def _erase_preview(db: object, actor: str | None, subject: str | None, ids: Sequence[str],
+                   pending: bool) -> dict[str, str]:  # fmt: skip
+    """record id -> why (and whether a hold defers it), as erase would select them."""
+    from memlife.erase import pending_erasures, select_targets
+
+    def held(r: object) -> bool:
+        return r.retention_class is RetentionClass.legal_hold or r.status.value == "retained"  # type: ignore[attr-defined]
+
+    out: dict[str, str] = {}
+    if actor and (subject or ids):
+        targets, why = select_targets(db, actor, subject=subject, ids=ids)  # type: ignore[arg-type]
+        for r in targets:
+            out[r.id] = why[r.id] + ("; held: deferred" if held(r) else "")
+    if pending:
+        for p in pending_erasures(db, actor):  # type: ignore[arg-type]
+            r = db.get(p["record_id"])  # type: ignore[attr-defined]
+            if r is not None and p["record_id"] not in out and not held(r):
+                out[r.id] = "HOLD_RELEASED"
+    return out
 
 
 def register(app: typer.Typer) -> None:
@@ -46,6 +78,7 @@ def register(app: typer.Typer) -> None:
         policy: PolicyOpt = "policies/default.yaml",
         store: StoreOpt = None,
         receipts: ReceiptsOpt = None,
+        yes: YesOpt = False,
         json_out: JsonOpt = False,
     ) -> None:
         """Erase records and everything derived from them (legal holds defer; see docs/evaluation.md)."""
@@ -56,7 +89,16 @@ def register(app: typer.Typer) -> None:
             raise fail("name --subject or --id (or --pending to apply deferred erasures)")
         if (subject or ids) and not actor:
             raise fail("--actor is required with --subject/--id")
-        db = open_store(store)
+        db = open_store(check_store(store, must_exist=True))
+        if not yes:  # a preview: what would be erased or deferred, nothing changed
+            try:
+                ids_why = _erase_preview(db, actor, subject, ids or (), pending)
+            except EraseError as exc:
+                raise fail(str(exc)) from None
+            finally:
+                db.close()
+            preview("erase", list(ids_why), json_out, ids_why)
+            return
         try:
             result = do_erase(db, actor, subject=subject, ids=ids or (), pending=pending,
                               policy=policy, receipts=receipts)  # fmt: skip
@@ -67,6 +109,9 @@ def register(app: typer.Typer) -> None:
         _report(result, json_out)
         if result["status"] != "success":
             raise typer.Exit(3)
+        done = ("erased", "derived", "deferred", "released", "erasures")
+        if (subject or ids) and not any(result.get(k) for k in done):
+            raise fail("nothing matched: no record was erased or deferred", 1)
 
     hold = typer.Typer(help="Legal holds.", no_args_is_help=True)
 

@@ -10,7 +10,15 @@ from typing import Annotated
 
 import typer
 
-from memlife.cli.common import JsonOpt, StoreOpt, console, err_console, fail, print_json
+from memlife.cli.common import (
+    JsonOpt,
+    StoreOpt,
+    check_store,
+    console,
+    err_console,
+    fail,
+    print_json,
+)
 
 ActorOpt = Annotated[str, typer.Option("--actor", help="The actor (user) the memories belong to.")]
 NamespaceOpt = Annotated[
@@ -87,7 +95,7 @@ def register(app: typer.Typer) -> None:
         json_out: JsonOpt = False,
     ) -> None:
         """The actor's most relevant active memories, best first (each hit is ledgered)."""
-        with _memory(store, ledger) as mem:
+        with _memory(check_store(store, must_exist=True), ledger) as mem:
             hits = mem.recall(actor, query, k=k, namespace=namespace, threshold=threshold)  # type: ignore[attr-defined]
         rows = [
             {"id": h.record.id, "score": round(h.score, 6), "similarity": round(h.similarity, 6),
@@ -114,6 +122,10 @@ def register(app: typer.Typer) -> None:
         ledger: LedgerOpt = None,
     ) -> None:
         """Chat with the example agent: one user message per stdin line (ANTHROPIC_BASE_URL honoured)."""
+        import os
+
+        if not os.environ.get("ANTHROPIC_API_KEY") and not os.environ.get("ANTHROPIC_AUTH_TOKEN"):
+            raise fail("chat needs a model: set ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for a local server)")
         import anthropic
 
         from memlife.online.agent import DEFAULT_MODEL, MemoryAgent

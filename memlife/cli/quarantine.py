@@ -7,7 +7,17 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from memlife.cli.common import JsonOpt, ReceiptsOpt, StoreOpt, console, err_console, print_json
+from memlife.cli.common import (
+    JsonOpt,
+    ReceiptsOpt,
+    StoreOpt,
+    YesOpt,
+    check_store,
+    console,
+    err_console,
+    preview,
+    print_json,
+)
 from memlife.model import parse_time
 from memlife.stores import open_store
 
@@ -43,7 +53,7 @@ def register(app: typer.Typer) -> None:
         """Quarantined records (ids, scope, when, why; no content)."""
         from memlife.quarantine import list_quarantined
 
-        db = open_store(store)
+        db = open_store(check_store(store, must_exist=True))
         try:
             rows = list_quarantined(db, actor)
         finally:
@@ -86,12 +96,21 @@ def register(app: typer.Typer) -> None:
         policy: PolicyOpt = "policies/default.yaml",
         store: StoreOpt = None,
         receipts: ReceiptsOpt = None,
+        yes: YesOpt = False,
         json_out: JsonOpt = False,
     ) -> None:
-        """Delete records quarantined at least DAYS ago (legal holds excepted)."""
+        """Delete records quarantined at least DAYS ago (legal holds excepted); --yes to do it."""
         from memlife.quarantine import purge as do_purge
+        from memlife.quarantine import purge_candidates
 
-        db = open_store(store)
+        db = open_store(check_store(store, must_exist=True))
+        if not yes:  # a preview: what would go, nothing changed
+            try:
+                due = purge_candidates(db, older_than, parse_time(now) if now else None)
+            finally:
+                db.close()
+            preview("purge", [q["id"] for q in due], json_out)
+            return
         try:
             result = do_purge(db, older_than, policy=policy, receipts=receipts,
                               now=parse_time(now) if now else None)  # fmt: skip

@@ -8,7 +8,15 @@ import typer
 from rich.table import Table
 
 from memlife.audit import open_sink
-from memlife.cli.common import JsonOpt, ReceiptsOpt, StoreOpt, console, fail, print_json
+from memlife.cli.common import (
+    JsonOpt,
+    ReceiptsOpt,
+    StoreOpt,
+    check_store,
+    console,
+    fail,
+    print_json,
+)
 from memlife.journal import open_journal
 from memlife.model import parse_time
 from memlife.review import find_run, list_runs, verify_run
@@ -66,7 +74,7 @@ def register(app: typer.Typer) -> None:
     def verify(run_id: str, receipts: ReceiptsOpt = None, store: StoreOpt = None,
                json_out: JsonOpt = False) -> None:  # fmt: skip
         """Deleted ids absent, every operation receipted, no receipt without its change."""
-        db = open_store(store)
+        db = open_store(check_store(store, must_exist=True))
         try:
             result = verify_run(open_sink(receipts), db, open_journal(db), run_id)
         finally:

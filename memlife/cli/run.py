@@ -13,10 +13,14 @@ from memlife.cli.common import (
     JsonOpt,
     ReceiptsOpt,
     StoreOpt,
+    check_policy,
+    check_receipts,
+    check_store,
     console,
     err_console,
     fail,
     interactive,
+    prefect_api_url,
     print_json,
     progress_bar,
 )
@@ -84,7 +88,7 @@ def register(app: typer.Typer) -> None:
         consolidate: Annotated[bool, typer.Option("--consolidate/--no-consolidate", help="Call the consolidator (model) for groups.")] = True,
         eval_cases: Annotated[str | None, typer.Option("--eval-cases", help="Regression-gate cases file; gate skipped without it.")] = None,
         metrics_namespace: Annotated[str | None, typer.Option("--metrics-namespace", help="Publish counts to CloudWatch under this namespace.")] = None,
-        engine: Annotated[Engine, typer.Option("--engine")] = Engine.prefect,
+        engine: Annotated[Engine | None, typer.Option("--engine", help="Default: prefect when a Prefect API is configured, else local.")] = None,
         json_out: JsonOpt = False,
     ) -> None:
         """Run the nightly lifecycle job (use --dry-run to only propose)."""
@@ -94,6 +98,15 @@ def register(app: typer.Typer) -> None:
             cutoff = parse_now(now)
         except ValueError as exc:
             raise fail(f"--now: {exc}") from None
+        # validated before anything starts (a mistyped store must not become an empty one)
+        check_policy(policy)
+        check_store(store, must_exist=True)
+        check_receipts(receipts)
+        if engine is None:
+            api = prefect_api_url()
+            engine = Engine.prefect if api else Engine.local
+            why = f"Prefect API {api}" if api else "no Prefect API configured; --engine prefect for the flow"
+            err_console.print(f"engine: {engine.value} ({why})")
         params = dict(
             dry_run=dry_run, namespaces=namespace or [], actors=actor or [],
             now=cutoff.isoformat() if cutoff else None, policy=policy, store=store,
