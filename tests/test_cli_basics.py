@@ -88,9 +88,10 @@ def test_command_table_matches_the_modules() -> None:
     for module in sorted({m for m, _ in COMMANDS.values()}):
         import_module(module).register(holder)
     group = typer.main.get_command(holder)
-    assert sorted(group.commands) == sorted(COMMANDS)
+    fix = "update COMMANDS in memlife/cli/__init__.py"
+    assert sorted(group.commands) == sorted(COMMANDS), fix
     for name, cmd in group.commands.items():
-        assert (cmd.help or "").strip().splitlines()[0] == COMMANDS[name][1], name
+        assert (cmd.help or "").strip().splitlines()[0] == COMMANDS[name][1], f"{name}: {fix}"
 
 
 def test_subcommand_help_and_unknown_command() -> None:

@@ -26,7 +26,7 @@ from memlife import __version__
 # name -> (module that registers it, one-line help shown by `memlife --help`)
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("memlife.cli.run", "Run the nightly lifecycle job (use --dry-run to only propose)."),
-    "import": ("memlife.cli.data", "Import records; each invalid line is reported and skipped (exit 1 if any)."),
+    "import": ("memlife.cli.data", "Import new records; bad lines, existing ids and duplicates are reported and skipped (exit 1)."),
     "export": ("memlife.cli.data", "Export every record as JSONL (the import contract)."),
     "demo": ("memlife.cli.data", "Write realistic demo records (deterministic under --seed and --anchor)."),
     "remember": ("memlife.cli.online", "Save a fact for an actor; an exact or near duplicate refreshes the existing one."),
