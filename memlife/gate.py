@@ -35,6 +35,7 @@ from memlife.policy import GatePolicy, Policy
 from memlife.retrieval import LexicalIndex, rank
 from memlife.stores.base import MemoryStore, iter_shard
 from memlife.text import normalise
+from memlife.timeref import epoch_seconds
 
 if TYPE_CHECKING:
     from memlife.apply import DeleteItem
@@ -53,6 +54,7 @@ class _Corpus:
     records: list[MemoryRecord]
     vectors: np.ndarray
     lexical: LexicalIndex
+    created: np.ndarray  # POSIX seconds per record (recall's time terms)
 
 
 class ShadowRecall:
@@ -112,7 +114,10 @@ class ShadowRecall:
             keep = [i for i, r in enumerate(records) if r.id not in exclude]
             recs = [records[i] for i in keep]
             view = _Corpus(
-                recs, vecs[keep] if keep else vecs[:0], LexicalIndex([r.content for r in recs])
+                recs,
+                vecs[keep] if keep else vecs[:0],
+                LexicalIndex([r.content for r in recs]),
+                np.array([epoch_seconds(r.created_at) for r in recs], dtype=np.float64),
             )
             self._views[key] = view
         return view
@@ -136,7 +141,8 @@ class ShadowRecall:
             if not view.records:
                 continue
             hits = rank(self.query_vector(query), view.vectors, k=k, threshold=thr,
-                        query_text=query, lexical=view.lexical)  # fmt: skip
+                        query_text=query, lexical=view.lexical,
+                        created=view.created)  # fmt: skip
             cands += [(float(s), view.records[int(i)].id, view.records[int(i)])
                       for i, s in zip(hits.indices, hits.scores, strict=True)]  # fmt: skip
         cands.sort(key=lambda c: (-c[0], c[1]))

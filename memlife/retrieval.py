@@ -40,9 +40,16 @@ import numpy as np
 import Stemmer
 
 from memlife.embed import Embedder, default_embedder
+from memlife.timeref import day_start, query_date_ranges
 
 LEXICAL_WEIGHT = 0.2  # weight of max-normalised BM25 next to the cosine (see module doc)
 CENTROID_WEIGHT = 0.75  # a: how far the query is moved away from the candidates' mean
+DATE_WEIGHT = 0.2  # bonus for a record created in a period the query names (module doc)
+DATE_GRACE_DAYS = 7  # ... or up to this many days after it (events are told after they happen)
+CONTEXT_WEIGHT = 0.2  # share of the best same-conversation neighbour's score (module doc)
+CONTEXT_WINDOW_S = 1800.0  # records created this close together count as one conversation
+CONTEXT_POOL = 50  # the context term reorders this many best candidates
+_DAY_S = 86400.0
 BM25_K1 = 1.5
 BM25_B = 0.75
 
@@ -144,6 +151,39 @@ def _top(scores: np.ndarray, k: int) -> np.ndarray:
     return cand[order][:k]
 
 
+def _date_bonus(query_text: str, created: np.ndarray) -> np.ndarray | None:
+    """1.0 where a record was created in a period the query names (or DATE_GRACE_DAYS after)."""
+    ranges = query_date_ranges(query_text)
+    if not ranges:
+        return None
+    inside = np.zeros(len(created), dtype=bool)
+    for lo, hi in ranges:
+        end = day_start(hi) + (1 + DATE_GRACE_DAYS) * _DAY_S
+        inside |= (created >= day_start(lo)) & (created < end)
+    return inside.astype(np.float32)
+
+
+def _with_context(fused: np.ndarray, created: np.ndarray, weight: float, pool: int) -> np.ndarray:
+    """Add ``weight`` x the best score among a candidate's conversation neighbours.
+
+    Neighbours are the other candidates of the top ``pool`` created within
+    CONTEXT_WINDOW_S of it; a candidate without one counts its own score, so being
+    alone is neither a bonus nor a penalty. Candidates outside the pool keep -inf.
+    """
+    finite = np.flatnonzero(np.isfinite(fused))
+    if len(finite) == 0:
+        return fused
+    top = finite if len(finite) <= pool else finite[_top(fused[finite], pool)]
+    st, ct = fused[top], created[top]
+    near = np.abs(ct[:, None] - ct[None, :]) <= CONTEXT_WINDOW_S
+    np.fill_diagonal(near, False)
+    nb = np.where(near, st[None, :], np.float32(-np.inf)).max(axis=1)
+    nb = np.where(np.isfinite(nb), nb, st)
+    out = np.full_like(fused, np.float32(-np.inf))
+    out[top] = st + np.float32(weight) * nb
+    return out
+
+
 def rank(
     query_vector: np.ndarray,
     vectors: np.ndarray,
@@ -156,6 +196,9 @@ def rank(
     lexical_weight: float = LEXICAL_WEIGHT,
     centroid: np.ndarray | None = None,
     centroid_weight: float = CENTROID_WEIGHT,
+    created: np.ndarray | None = None,
+    date_weight: float = DATE_WEIGHT,
+    context_weight: float = CONTEXT_WEIGHT,
 ) -> Hits:
     """Rank candidates for one query.
 
@@ -165,8 +208,10 @@ def rank(
     index is built on the fly: fine for small sets). Otherwise ranking is dense only.
     The dense term is centroid-corrected (module doc); ``centroid`` is the mean of
     ``vectors`` (computed when None; callers that keep a running sum pass it in), and
-    ``centroid_weight=0`` gives the plain cosine. Candidates whose cosine is below
-    ``threshold`` are never returned.
+    ``centroid_weight=0`` gives the plain cosine. ``created`` (float64 POSIX seconds,
+    one per candidate) turns on the two time terms: the date bonus for periods the query
+    names and the conversation-context term (module doc); a weight of 0 turns either off.
+    Candidates whose cosine is below ``threshold`` are never returned.
     """
     if k <= 0:
         raise ValueError("k must be positive")
@@ -174,6 +219,10 @@ def rank(
     q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
     if mat.shape[0] and mat.shape[1] != q.shape[0]:
         raise ValueError(f"query dim {q.shape[0]} != candidate dim {mat.shape[1]}")
+    if created is not None:
+        created = np.asarray(created, dtype=np.float64).reshape(-1)
+        if len(created) != mat.shape[0]:
+            raise ValueError(f"{len(created)} creation times for {mat.shape[0]} vectors")
     if centroid_weight and mat.shape[0]:
         mu = mat.mean(axis=0) if centroid is None else np.asarray(centroid, np.float32)
         if mu.shape != q.shape:
@@ -193,10 +242,16 @@ def rank(
         top_bm = float(bm.max()) if len(bm) else 0.0
         if top_bm > 0:
             fused = fused + np.float32(lexical_weight / top_bm) * bm
+    if created is not None and query_text is not None and date_weight and len(created):
+        bonus = _date_bonus(query_text, created)
+        if bonus is not None:
+            fused = fused + np.float32(date_weight) * bonus
     if threshold is not None:
         # Push below-threshold candidates out of reach instead of compacting the arrays,
         # so the returned indices stay positions in the caller's matrix.
         fused = np.where(sims >= threshold, fused, np.float32(-np.inf))
+    if created is not None and context_weight and len(created) > 1:
+        fused = _with_context(fused, created, context_weight, max(CONTEXT_POOL, k))
     idx = _top(fused, k)
     idx = idx[np.isfinite(fused[idx])]
     return Hits(indices=idx.astype(np.int64), scores=fused[idx], similarities=sims[idx])
@@ -212,6 +267,7 @@ def search(
     lexical: LexicalIndex | None = None,
     lexical_weight: float = LEXICAL_WEIGHT,
     centroid_weight: float = CENTROID_WEIGHT,
+    created: np.ndarray | None = None,
     embedder: Embedder | None = None,
 ) -> Hits:
     """Embed ``query`` (default: the bundled MiniLM) and :func:`rank` the candidates."""
@@ -226,4 +282,5 @@ def search(
         lexical=lexical,
         lexical_weight=lexical_weight,
         centroid_weight=centroid_weight,
+        created=created,
     )

@@ -211,3 +211,15 @@ def test_shard_running_centroid_tracks_appends_and_removals() -> None:
     for rid in list(shard.ids):
         shard.remove(rid)
     assert shard.n == 0 and not shard.centroid.any()
+
+
+def test_recall_prefers_memories_created_on_the_date_asked(mem: LongTermMemory) -> None:
+    # Two equally relevant memories; the question names the day one of them was saved.
+    may = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    june = datetime(2023, 6, 16, 19, 20, tzinfo=UTC)
+    a = mem.remember("u1", NS, None, "Maria went to a pottery class.", at=may)
+    b = mem.remember("u1", NS, None, "Maria went to a cooking class.", at=june)
+    dated = mem.recall("u1", "Which class did Maria go to on 16 June, 2023?", k=2)
+    assert [h.record.id for h in dated] == [b.record_id, a.record_id]
+    dated = mem.recall("u1", "Which class did Maria go to in May 2023?", k=2)
+    assert [h.record.id for h in dated] == [a.record_id, b.record_id]

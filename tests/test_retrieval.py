@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import numpy as np
 import pytest
 
 from memlife.embed import default_embedder
-from memlife.retrieval import LexicalIndex, rank, search, tokenize
+from memlife.retrieval import (
+    CENTROID_WEIGHT,
+    CONTEXT_WEIGHT,
+    DATE_WEIGHT,
+    LexicalIndex,
+    rank,
+    search,
+    tokenize,
+)
 
 FACTS = [
     "I only drink green tea, never coffee.",
@@ -123,3 +133,84 @@ def test_centroid_correction_demotes_hubs_and_is_mean_zero() -> None:
     assert list(same.indices) == list(hits.indices)
     with pytest.raises(ValueError, match="centroid"):
         rank(q, v, k=1, centroid=np.zeros(3, np.float32))
+
+
+# -- time terms: dates named in the query, conversation context ---------------------------
+DAY = 86400.0
+JUNE_16 = datetime(2023, 6, 16, 18, 0, tzinfo=UTC).timestamp()
+
+
+def _flat(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """n identical candidates (every dense score ties) and a query vector."""
+    v = np.tile(np.eye(1, 8, dtype=np.float32), (n, 1))
+    return v, v[0].copy()
+
+
+def test_date_in_query_prefers_records_created_then() -> None:
+    v, q = _flat(4)
+    created = np.array([JUNE_16 - 30 * DAY, JUNE_16 + 9 * DAY, JUNE_16, JUNE_16 + 5 * DAY])
+    query = "What did Maria share on 16 June, 2023?"
+    hits = rank(q, v, k=4, query_text=query, created=created, context_weight=0.0)
+    # That day first, then within the grace week after; earlier or later records tie.
+    assert list(hits.indices) == [2, 3, 0, 1]
+    assert hits.scores[0] == pytest.approx(hits.scores[2] + DATE_WEIGHT)
+    month = rank(q, v, k=4, query_text="in June 2023", created=created, context_weight=0.0)
+    assert list(month.indices) == [1, 2, 3, 0]  # all of June (and the week after) first
+    off = rank(q, v, k=4, query_text=query, created=created, date_weight=0.0, context_weight=0.0)
+    assert list(off.indices) == [0, 1, 2, 3]
+    undated = rank(q, v, k=4, query_text="What did Maria share?", created=created,
+                   context_weight=0.0)  # fmt: skip
+    assert list(undated.indices) == [0, 1, 2, 3]
+
+
+def test_context_lifts_a_record_whose_conversation_matches() -> None:
+    # Records 1 and 2 score the same; 2 was said in the same conversation (minutes apart)
+    # as the strong hit 0, record 1 a week later: the context term breaks the tie for 2.
+    v = np.eye(4, 8, dtype=np.float32)
+    q = np.array([0.9, 0.3, 0.3, 0.1, 0, 0, 0, 0], np.float32)
+    created = np.array([JUNE_16, JUNE_16 + 7 * DAY, JUNE_16 + 600, JUNE_16 + 14 * DAY])
+    plain = rank(q, v, k=4, centroid_weight=0.0, created=created, context_weight=0.0)
+    assert list(plain.indices) == [0, 1, 2, 3]
+    hits = rank(q, v, k=4, centroid_weight=0.0, created=created, context_weight=0.2)
+    assert list(hits.indices) == [0, 2, 1, 3]
+    # Alone, a record counts its own score: scaled by (1 + weight), order kept.
+    alone = rank(q, v, k=4, centroid_weight=0.0, created=JUNE_16 + DAY * np.arange(4) * 7)
+    assert list(alone.indices) == [0, 1, 2, 3]
+    want = (1 + CONTEXT_WEIGHT) * (v @ q)[alone.indices]
+    np.testing.assert_allclose(alone.scores, want, rtol=1e-6)
+
+
+def test_context_never_brings_back_a_record_below_threshold() -> None:
+    v = np.eye(3, 8, dtype=np.float32)
+    q = np.array([0.9, 0.2, 0.1, 0, 0, 0, 0, 0], np.float32)
+    same_time = np.full(3, JUNE_16)
+    hits = rank(q, v, k=3, threshold=0.15, centroid_weight=0.0, created=same_time)
+    assert list(hits.indices) == [0, 1]  # record 2 (cosine 0.1) stays out
+
+
+def test_context_is_computed_among_the_best_pool() -> None:
+    rng = np.random.default_rng(3)
+    m = rng.normal(size=(400, 32)).astype(np.float32)
+    m /= np.linalg.norm(m, axis=1, keepdims=True)
+    created = np.repeat(np.arange(40) * DAY, 10)  # 40 conversations of 10 records
+    q = m[5]
+    hits = rank(q, m, k=80, created=created)
+    assert len(hits) == 80 and len(set(hits.indices.tolist())) == 80
+    # Reference, written out: the best CONTEXT_POOL (50) by the other terms; each gets
+    # its best same-conversation neighbour among them, or its own score when it has none.
+    mu = m.mean(0)
+    base = (m @ q - CENTROID_WEIGHT * (m @ mu - mu @ mu)).astype(np.float64)
+    pool = np.argsort(-base, kind="stable")[:80]  # k=80 > 50: the pool is the top k
+    full = {}
+    for i in pool:
+        mates = [base[j] for j in pool if j != i and created[j] == created[i]]
+        full[int(i)] = base[i] + CONTEXT_WEIGHT * (max(mates) if mates else base[i])
+    want = sorted(full, key=lambda i: (-full[i], i))
+    assert hits.indices.tolist() == want
+    assert 5 in hits.indices[:3].tolist()
+
+
+def test_created_must_match_the_candidates() -> None:
+    v, q = _flat(3)
+    with pytest.raises(ValueError, match="creation times"):
+        rank(q, v, created=np.zeros(2))

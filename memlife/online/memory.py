@@ -51,6 +51,7 @@ from memlife.model import (
 from memlife.retrieval import BM25_B, BM25_K1, rank, tokenize
 from memlife.stores.base import MemoryStore, iter_shard
 from memlife.text import negates, norm_sha256
+from memlife.timeref import epoch_seconds
 
 DEFAULT_THRESHOLD = 0.25  # MiniLM cosine below which a memory is "not about the query"
 DEFAULT_NEAR_DUPLICATE = 0.9
@@ -195,6 +196,7 @@ class _Shard:
 
     def __post_init__(self) -> None:
         self._buf = np.zeros((16, self.dim), dtype=np.float32)
+        self._created = np.zeros(16, dtype=np.float64)  # POSIX seconds, row-aligned
         self._sum = np.zeros(self.dim, dtype=np.float64)  # running sum of the rows (centroid)
 
     @property
@@ -206,6 +208,10 @@ class _Shard:
         return self._buf[: self.n]  # C-contiguous float32: rank() uses it without a copy
 
     @property
+    def created(self) -> np.ndarray:
+        return self._created[: self.n]
+
+    @property
     def centroid(self) -> np.ndarray:
         """Mean of the rows, kept as a running sum: rank() need not recompute it per query."""
         return (self._sum / max(self.n, 1)).astype(np.float32)
@@ -214,7 +220,9 @@ class _Shard:
         ids = self.by_norm.get(norm_sha256(content))
         return self.row_of[ids[0]] if ids else None
 
-    def append(self, rid: str, content: str, vector: np.ndarray) -> None:
+    def append(
+        self, rid: str, content: str, vector: np.ndarray, created: datetime | None = None
+    ) -> None:
         if rid in self.row_of:
             self.remove(rid)
         row = self.n
@@ -222,7 +230,9 @@ class _Shard:
             grown = np.zeros((2 * len(self._buf), self.dim), dtype=np.float32)
             grown[:row] = self._buf[:row]
             self._buf = grown
+            self._created = np.concatenate([self._created, np.zeros_like(self._created)])
         self._buf[row] = vector
+        self._created[row] = epoch_seconds(created) if created is not None else time.time()
         self._sum += self._buf[row]
         nsha = norm_sha256(content)
         self.ids.append(rid)
@@ -242,6 +252,7 @@ class _Shard:
             self._sum[:] = 0.0  # empty shard: no float drift carried over
         if row != last:
             self._buf[row] = self._buf[last]
+            self._created[row] = self._created[last]
             self.ids[row] = self.ids[last]
             self.negated[row] = self.negated[last]
             self.row_of[self.ids[row]] = row
@@ -361,7 +372,7 @@ class LongTermMemory:
         vectors = self.cache.get_or_embed(records) if records else None
         shard = _Shard(actor, namespace, self.embedder.dim)
         for i, r in enumerate(records):
-            shard.append(r.id, r.content, vectors[i])  # type: ignore[index]
+            shard.append(r.id, r.content, vectors[i], r.created_at)  # type: ignore[index]
         shard.fingerprint = fingerprint
         shard.checked_epoch = self._epoch
         shard.loaded_at = time.monotonic()
@@ -476,7 +487,7 @@ class LongTermMemory:
                 raise RuntimeError(f"remember: store refused record {record.id}: {why}")
             if vector is None:
                 vector = self.cache.get_or_embed_texts([fact])[0]
-            shard.append(record.id, fact, vector)
+            shard.append(record.id, fact, vector, record.created_at)
             names = self._namespaces.get(actor)
             if names is not None:
                 names[1].add(namespace)
@@ -532,7 +543,7 @@ class LongTermMemory:
                     continue
                 if status is Status.active and rid not in shard.row_of:
                     vec = self.cache.get_or_embed([rec])[0]
-                    shard.append(rid, rec.content, vec)
+                    shard.append(rid, rec.content, vec, rec.created_at)
                 elif status is not Status.active:
                     shard.remove(rid)
                 touched.add(key)
@@ -585,7 +596,7 @@ class LongTermMemory:
                 hits = rank(
                     qv, shard.vectors, k=k + 2, threshold=thr, query_text=query,
                     lexical=shard.lexical,  # type: ignore[arg-type]
-                    centroid=shard.centroid,
+                    centroid=shard.centroid, created=shard.created,
                 )  # fmt: skip
                 cands += [
                     (float(s), float(c), shard.ids[int(i)], ns)

@@ -1,0 +1,87 @@
+"""Absolute dates named in a query ("on 16 June, 2023", "in October 2023", "in 2022").
+
+Recall uses them to prefer memories created in (or shortly after) the named period:
+records carry ``created_at``, and a fact said in a conversation is saved when it is said,
+so "What did Maria share on 16 June, 2023?" is about what was remembered that day.
+Only explicit calendar dates are read; relative ones ("last week") need a reference
+time the query does not carry.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, date, datetime, timedelta
+
+MONTHS = {
+    name: i + 1
+    for i, name in enumerate(
+        "january february march april may june july august september october november december".split()
+    )
+}
+_ABBR = {name[:3]: n for name, n in MONTHS.items()} | {"sept": 9}
+_MON = r"(january|february|march|april|may|june|july|august|september|october|november|december|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?"
+_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
+_YEAR = r"((?:19|20)\d\d)"
+
+# Most specific first: a span matched by a day pattern is not read again as a month or year.
+_DAY_MONTH_YEAR = re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MON},?\s+{_YEAR}\b", re.I)
+_MONTH_DAY_YEAR = re.compile(rf"\b{_MON}\s+{_DAY},?\s+{_YEAR}\b", re.I)
+_MONTH_YEAR = re.compile(rf"\b{_MON},?\s+(?:of\s+)?{_YEAR}\b", re.I)
+_YEAR_ONLY = re.compile(rf"\b{_YEAR}\b")
+
+
+def _month(name: str) -> int:
+    key = name.lower().rstrip(".")
+    return MONTHS.get(key) or _ABBR[key[:4] if key.startswith("sept") else key[:3]]
+
+
+def _month_end(year: int, month: int) -> date:
+    first_next = date(year + (month == 12), month % 12 + 1, 1)
+    return first_next - timedelta(days=1)
+
+
+def query_date_ranges(text: str) -> list[tuple[date, date]]:
+    """Each explicit date in ``text`` as an inclusive (first day, last day) range.
+
+    A day gives a one-day range, a month its whole month, a bare year the year. Invalid
+    dates ("31 February 2023") are skipped, never guessed.
+    """
+    out: list[tuple[date, date]] = []
+    taken: list[tuple[int, int]] = []
+
+    def free(m: re.Match[str]) -> bool:
+        return not any(a < m.end() and m.start() < b for a, b in taken)
+
+    for pat, day_first in ((_DAY_MONTH_YEAR, True), (_MONTH_DAY_YEAR, False)):
+        for m in pat.finditer(text):
+            if not free(m):
+                continue
+            day, mon = (m[1], m[2]) if day_first else (m[2], m[1])
+            try:
+                d = date(int(m[3]), _month(mon), int(day))
+            except ValueError:
+                continue
+            out.append((d, d))
+            taken.append(m.span())
+    for m in _MONTH_YEAR.finditer(text):
+        if free(m):
+            year, month = int(m[2]), _month(m[1])
+            out.append((date(year, month, 1), _month_end(year, month)))
+            taken.append(m.span())
+    for m in _YEAR_ONLY.finditer(text):
+        if free(m):
+            year = int(m[1])
+            out.append((date(year, 1, 1), date(year, 12, 31)))
+            taken.append(m.span())
+    return out
+
+
+def epoch_seconds(when: datetime) -> float:
+    """POSIX seconds of ``when`` (naive datetimes are taken as UTC, as records store them)."""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
+
+
+def day_start(d: date) -> float:
+    return datetime(d.year, d.month, d.day, tzinfo=UTC).timestamp()
