@@ -22,19 +22,25 @@ any later ``erase`` call (``memlife erase --pending``) once the hold is gone by 
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+from memlife import tombstones
 from memlife.audit import ReceiptSink, ReceiptWriteError, dumps
+from memlife.consolidate.base import Group, pick_survivor
 from memlife.embed_cache import EmbeddingCache
 from memlife.journal import Operation, OpKind, OpState, Outcome
-from memlife.model import MemoryRecord, RetentionClass, Status, utcnow
+from memlife.model import MemoryRecord, RetentionClass, Status, content_sha256, utcnow
 from memlife.policy import Policy
-from memlife.quarantine import ManualRun, _side, manual_run
+from memlife.quarantine import ManualRun, _side, forget_snapshots, manual_run
 from memlife.receipts import operation_receipt
 from memlife.stores.base import MemoryStore, chunked, iter_shard
+from memlife.stores.sqlite import tombstone_norm
 
 PENDING_SCHEMA = """
 CREATE TABLE IF NOT EXISTS pending_erasures (
@@ -86,7 +92,40 @@ def _actor_records(store: MemoryStore, actor_id: str) -> list[MemoryRecord]:
 def select_targets(
     store: MemoryStore, actor_id: str, *, subject: str | None = None, ids: Sequence[str] = ()
 ) -> tuple[list[MemoryRecord], dict[str, str]]:
-    """The records to erase (the actor's only) and why each is in: REQUESTED or DERIVED."""
+    """The records to erase (the actor's only) and why each is in (see :func:`plan_erasure`)."""
+    plan = plan_erasure(store, actor_id, subject=subject, ids=ids)
+    return plan.targets, plan.why
+
+
+@dataclass
+class ErasurePlan:
+    """What an erasure does: records to erase (and why), replacements to rebuild, sources
+    to bring back (those of a withdrawn replacement)."""
+
+    targets: list[MemoryRecord]
+    why: dict[str, str]
+    rebuild: list[MemoryRecord] = field(default_factory=list)  # new version, same id
+    reactivate: list[MemoryRecord] = field(default_factory=list)
+    old_shas: set[str] = field(default_factory=set)  # hashes rebuilding replaces (caches go)
+
+
+def plan_erasure(
+    store: MemoryStore, actor_id: str, *, subject: str | None = None, ids: Sequence[str] = ()
+) -> ErasurePlan:
+    """Requested records and every copy of their text, to a fixpoint:
+
+    - DERIVED_REPLACEMENT: a replacement built only from erased records (or whose other
+      sources are gone: nothing to rebuild it from);
+    - SOURCE_OF_ERASED: the superseded sources of an erased replacement (same claims);
+    - SAME_CONTENT: another record of the actor with the same text (exact or folded);
+    - WITHDRAWN_REPLACEMENT: a replacement built from erased AND kept records whose text
+      is not verbatim one of its sources (a model wrote it: it may carry the erased
+      claim). It goes; its kept sources come back active, so the next night
+      re-consolidates them without the erased one.
+    A replacement of erased and kept records whose text IS verbatim a source (the
+    extractive consolidator) is rebuilt in place: its text becomes the pick among the
+    kept sources, and its ``supersedes`` lists only them.
+    """
     if not subject and not ids:
         raise EraseError("name a --subject or at least one --id")
     records = _actor_records(store, actor_id)
@@ -107,19 +146,85 @@ def select_targets(
         for r in records:
             if r.subject and r.subject.strip().lower() == want:
                 why.setdefault(r.id, "ERASURE_REQUEST")
+    texts = {r.id: _text_keys(r) for r in records}
+    withdrawn: set[str] = set()
     changed = bool(why)
-    while changed:  # derived records, to a fixpoint
+    while changed:  # to a fixpoint
         changed = False
+        erased_keys = set().union(*(texts[i] for i in why))
         for r in records:
             if r.id in why:
                 continue
-            sup = set(r.provenance.supersedes)
-            built_from_erased = bool(sup) and sup <= why.keys()
-            source_of_erased = r.provenance.replaced_by in why
-            if built_from_erased or source_of_erased:
-                why[r.id] = "DERIVED_REPLACEMENT" if built_from_erased else "SOURCE_OF_ERASED"
+            code = _rule(r, by_id, why, withdrawn, texts, erased_keys)
+            if code:
+                why[r.id] = code
+                withdrawn |= {r.id} if code == "WITHDRAWN_REPLACEMENT" else set()
                 changed = True
-    return [by_id[i] for i in sorted(why)], why
+    plan = ErasurePlan([by_id[i] for i in sorted(why)], why)
+    erased_keys = set().union(*(texts[i] for i in why)) if why else set()
+    for r in records:
+        sup = set(r.provenance.supersedes)
+        if r.id in why or not sup or not (sup & why.keys() or texts[r.id] & erased_keys):
+            continue
+        kept = [by_id[i] for i in sorted(sup) if i in by_id and i not in why]
+        clean = [k for k in kept if not texts[k.id] & erased_keys]
+        plan.rebuild.append(_rebuilt(r, kept, clean))
+        plan.old_shas |= {r.sha256, content_sha256(r.content)}
+    for rid in sorted(withdrawn):
+        plan.reactivate += [
+            s for s in records
+            if s.id not in why and s.provenance.replaced_by == rid and s.status is Status.superseded
+        ]  # fmt: skip
+    return plan
+
+
+def _rule(
+    r: MemoryRecord, by_id: dict[str, MemoryRecord], why: dict[str, str], withdrawn: set[str],
+    texts: dict[str, set[str]], erased_keys: set[str],
+) -> str | None:  # fmt: skip
+    """Why ``r`` must go too, or None (it stays, or is rebuilt when it is a tainted replacement)."""
+    sup = set(r.provenance.supersedes)
+    if sup and sup <= why.keys():
+        return "DERIVED_REPLACEMENT"
+    if r.provenance.replaced_by in why and r.provenance.replaced_by not in withdrawn:
+        return "SOURCE_OF_ERASED"
+    if not (sup & why.keys() or texts[r.id] & erased_keys):
+        return None
+    if not sup:
+        return "SAME_CONTENT"
+    kept = [by_id[i] for i in sup if i in by_id and i not in why]
+    if not kept:
+        return "DERIVED_REPLACEMENT"  # its other sources are gone: nothing to rebuild from
+    clean = [k for k in kept if not texts[k.id] & erased_keys]
+    sources = [by_id[i] for i in sup if i in by_id]
+    if not clean or not any(r.content == s.content for s in sources):
+        return "WITHDRAWN_REPLACEMENT"  # model-written (or no clean source): cannot be rebuilt
+    return None
+
+
+def _text_keys(r: MemoryRecord) -> set[str]:
+    keys = {f"sha:{content_sha256(r.content)}", f"sha:{r.sha256}"}
+    norm = tombstone_norm(r.content)
+    return keys | {f"norm:{norm}"} if norm else keys
+
+
+def _rebuilt(
+    r: MemoryRecord, kept: Sequence[MemoryRecord], clean: Sequence[MemoryRecord]
+) -> MemoryRecord:
+    """The replacement again, from the kept sources only: extractive, so it never writes text."""
+    if any(r.content == k.content for k in clean):
+        content = r.content  # already a kept statement: only the source list changes
+    else:
+        content = pick_survivor(Group(key=f"rebuild:{r.id}", actor_id=r.actor_id,
+                                      namespace=r.namespace, subject=r.subject or "",
+                                      records=list(clean))).content  # fmt: skip
+    prov = r.provenance.model_copy(update={
+        "supersedes": [k.id for k in kept], "content_sha256": content_sha256(content),
+    })  # fmt: skip
+    return r.model_copy(update={
+        "content": content, "provenance": prov, "created_at": max(k.created_at for k in clean),
+        "confidence": min(r.confidence, max(k.confidence for k in clean)),
+    })  # fmt: skip
 
 
 def ledger_erase(ids: Sequence[str]) -> int | None:
@@ -131,7 +236,9 @@ def ledger_erase(ids: Sequence[str]) -> int | None:
     return int(AccessLedger().erase(list(ids)))
 
 
-def compact(store: MemoryStore, cache: EmbeddingCache | None = None) -> dict[str, Any]:
+def compact(
+    store: MemoryStore, cache: EmbeddingCache | Sequence[EmbeddingCache] | None = None
+) -> dict[str, Any]:
     """Fold the WAL, VACUUM, truncate the WAL again: no erased byte left in file or WAL."""
     out: dict[str, Any] = {"vacuumed": False}
     conns: list[tuple[sqlite3.Connection, Any]] = []
@@ -141,8 +248,10 @@ def compact(store: MemoryStore, cache: EmbeddingCache | None = None) -> dict[str
         if checkpoint is not None:
             checkpoint()
         conns.append((conn, store.lock))  # type: ignore[attr-defined]
-    if cache is not None and cache.connection is not conn:
-        conns.append((cache.connection, cache.lock))
+    caches = [cache] if isinstance(cache, EmbeddingCache) else list(cache or ())
+    for c in caches:
+        if c.connection is not conn:
+            conns.append((c.connection, c.lock))
     busy = 0
     for c, lock in conns:
         with lock:
@@ -207,16 +316,53 @@ def forget_pending(store: MemoryStore, ids: Sequence[str]) -> None:
 
 
 def _erase_now(run: ManualRun, records: Sequence[MemoryRecord], why: dict[str, str],
-               cache: EmbeddingCache) -> list[Operation]:  # fmt: skip
+               caches: Sequence[EmbeddingCache]) -> list[Operation]:  # fmt: skip
     planned = run.journal.plan([
         run.executor.new_op(OpKind.erase, r.actor_id, r.namespace, r.id, [why[r.id]], r.sha256)
         for r in records
     ])  # fmt: skip
-    run.executor.erase_cache = cache
+    run.executor.erase_cache = caches[0]
     done: list[Operation] = []
     for batch in chunked(planned, 100):  # the erase applier (apply/appliers/erase.py)
         done += run.executor.run_lifecycle(batch, run.tally)
+    gone = {o.record_id for o in done if o.outcome in (Outcome.deleted, Outcome.already_absent)}
+    for cache in caches[1:]:  # caches outside the store (the dry-run one)
+        cache.delete_for([s for r in records if r.id in gone for s in (r.sha256, content_sha256(r.content))])
     return done
+
+
+def home_caches() -> list[EmbeddingCache]:
+    """Embedding caches outside the store: the dry-run cache ($MEMLIFE_HOME/embeddings.db)."""
+    path = Path(os.environ.get("MEMLIFE_HOME", ".memlife")) / "embeddings.db"
+    return [EmbeddingCache(path=path)] if path.exists() else []
+
+
+def _merge(a: ErasurePlan, b: ErasurePlan) -> ErasurePlan:
+    why = {**b.why, **a.why}
+    by_id = {r.id: r for r in [*b.targets, *a.targets]}
+    rebuild = {r.id: r for r in [*a.rebuild, *b.rebuild] if r.id not in why}
+    react = {r.id: r for r in [*a.reactivate, *b.reactivate] if r.id not in why}
+    return ErasurePlan([by_id[i] for i in sorted(why)], why, list(rebuild.values()),
+                       list(react.values()), a.old_shas | b.old_shas)  # fmt: skip
+
+
+def _select(
+    store: MemoryStore, actor_id: str | None, subject: str | None, ids: Sequence[str], pending: bool
+) -> tuple[ErasurePlan, list[str]]:
+    plan = ErasurePlan([], {})
+    if actor_id and (subject or ids):
+        plan = plan_erasure(store, actor_id, subject=subject, ids=ids)
+    released: dict[str, list[str]] = {}
+    if pending:
+        for p in pending_erasures(store, actor_id):
+            r = store.get(p["record_id"])
+            if r is not None and r.id not in plan.why and not _is_held(r):
+                released.setdefault(r.actor_id, []).append(r.id)
+    for actor, rids in sorted(released.items()):
+        more = plan_erasure(store, actor, ids=rids)
+        more.why.update({i: "HOLD_RELEASED" for i in rids})
+        plan = _merge(plan, more)
+    return plan, [i for rids in released.values() for i in rids]
 
 
 def erase(
@@ -227,43 +373,45 @@ def erase(
     """Erase the targets (deferring held ones) and apply released pending erasures.
 
     ``actor_id=None`` with no subject/ids only drains pending erasures whose hold is gone.
+    Order matters: tombstones are committed BEFORE the final selection, so a replacement
+    a concurrent run writes from an erased record is either refused by its writer
+    (tombstone) or seen here (derived) and rebuilt or erased; never missed.
     """
-    targets: list[MemoryRecord] = []
-    why: dict[str, str] = {}
-    if actor_id and (subject or ids):
-        targets, why = select_targets(store, actor_id, subject=subject, ids=ids)
-    elif subject or ids:
+    if (subject or ids) and not actor_id:
         raise EraseError("--actor is required with --subject/--id")
-    released: list[str] = []
-    if pending:
-        for p in pending_erasures(store, actor_id):
-            r = store.get(p["record_id"])
-            if r is None or p["record_id"] in why:
-                continue
-            if not _is_held(r):
-                targets.append(r)
-                why[r.id] = "HOLD_RELEASED"
-                released.append(r.id)
+    plan, released = _select(store, actor_id, subject, ids, pending)
+    tombstones.add(store, [r for r in plan.targets if not _is_held(r)])
+    again, released2 = _select(store, actor_id, subject, ids, pending)
+    plan = _merge(plan, again)
+    released = list(dict.fromkeys([*released, *released2]))
+    targets, why = plan.targets, plan.why
     held = [r for r in targets if _is_held(r)]
     free = [r for r in targets if not _is_held(r)]
-    cache = cache or EmbeddingCache.for_store(store)
+    tombstones.add(store, free)
+    caches = [cache or EmbeddingCache.for_store(store), *home_caches()]
     run = manual_run(
         store, "erase", [r.id for r in targets], policy=policy, receipts=receipts, now=now
     )
     run.extra.update(
         requested={"actor_id": actor_id, "subject_given": bool(subject), "ids": list(ids)},
-        erased=[], deferred=[r.id for r in held], derived=sorted(i for i, w in why.items()
-                                                                 if w in ("DERIVED_REPLACEMENT", "SOURCE_OF_ERASED")),
-        released=released,
+        erased=[], deferred=[r.id for r in held], released=released,
+        derived=sorted(i for i, w in why.items() if w not in ("ERASURE_REQUEST", "HOLD_RELEASED")),
+        rebuilt=sorted(r.id for r in plan.rebuild), reactivated=sorted(r.id for r in plan.reactivate),
     )  # fmt: skip
     if held:
         _defer(run, store, held, why)
-    done = _erase_now(run, free, why, cache) if free else []
+    if plan.rebuild:
+        _rebuild_now(run, store, plan.rebuild, plan.old_shas, caches)
+    if plan.reactivate:
+        _reactivate_now(run, plan.reactivate)
+    done = _erase_now(run, free, why, caches) if free else []
     run.extra["erased"] = [
         o.record_id for o in done if o.outcome in (Outcome.deleted, Outcome.already_absent)
     ]
-    if free:
-        run.extra["compaction"] = compact(store, cache)
+    if free or plan.rebuild:
+        run.extra["compaction"] = compact(store, caches)
+    for c in caches[1:]:
+        c.close()
     # Pending rows of records that vanished by other means are simply forgotten.
     conn, lock = _pending_conn(store)
     with lock:
@@ -271,6 +419,37 @@ def erase(
             if store.get(p["record_id"]) is None:
                 conn.execute("DELETE FROM pending_erasures WHERE record_id=?", (p["record_id"],))
     return run.finish()
+
+
+def _rebuild_now(
+    run: ManualRun, store: MemoryStore, rebuilt: Sequence[MemoryRecord], old_shas: set[str],
+    caches: Sequence[EmbeddingCache],
+) -> None:  # fmt: skip
+    """Rewrite tainted replacements from their kept sources (same id: pointers stay valid).
+
+    Through the write_replacement applier: the write checks tombstones in its transaction.
+    """
+    planned = run.journal.plan([
+        run.executor.new_op(OpKind.write_replacement, r.actor_id, r.namespace, r.id,
+                            ["ERASURE_REBUILD"], content_sha256(r.content), payload=r.to_json())
+        for r in rebuilt
+    ])  # fmt: skip
+    run.executor.run_lifecycle(planned, run.tally)
+    ids = [r.id for r in rebuilt]
+    forget_snapshots(store, ids)  # a quarantine snapshot holds the replacement's old text
+    run.tally.counts["journal_payloads_forgotten"] += run.journal.forget_payloads(ids)
+    for cache in caches:
+        cache.delete_for(old_shas)
+
+
+def _reactivate_now(run: ManualRun, records: Sequence[MemoryRecord]) -> None:
+    """Sources of a withdrawn replacement come back active: the next night regroups them."""
+    planned = run.journal.plan([
+        run.executor.new_op(OpKind.reactivate, r.actor_id, r.namespace, r.id,
+                            ["REPLACEMENT_WITHDRAWN"], r.sha256,
+                            replacement=r.provenance.replaced_by) for r in records
+    ])  # fmt: skip
+    run.executor.run_lifecycle(planned, run.tally)
 
 
 def release_hold(

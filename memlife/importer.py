@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -27,6 +27,7 @@ import numpy as np
 
 from memlife.journal import OpKind, Outcome
 from memlife.model import (
+    FUTURE_SKEW,
     MemoryRecord,
     RecordError,
     RetentionClass,
@@ -40,7 +41,6 @@ from memlife.tombstones import insert_new, refusal
 
 MAX_LINE_BYTES = 1 << 20
 MAX_DEPTH = 16  # a record is 3 deep; 16 leaves room and stops a 100,000-deep line cold
-FUTURE_SKEW = timedelta(minutes=5)
 BATCH = 500
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _OPEN = np.zeros(256, np.int8)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, NamedTuple
 
@@ -48,6 +48,11 @@ class Status(StrEnum):
     pending_delete = "pending_delete"
     retained = "retained"  # held
     quarantined = "quarantined"  # recoverable, invisible to recall
+
+
+# A statement dated later than this past a run's cutoff is reported at import and never
+# wins a consolidation (a record dated 2099 must not supersede genuine newer statements).
+FUTURE_SKEW = timedelta(minutes=5)
 
 
 def _utc(value: datetime | None) -> datetime | None:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from memlife.model import MemoryType, PlanView, RetentionClass, Source, Status
+from memlife.model import FUTURE_SKEW, MemoryType, PlanView, RetentionClass, Source, Status
 from memlife.policy import Policy
 from memlife.score import Scorer
 
@@ -173,7 +173,9 @@ class Planner:
     # -- one subject group ---------------------------------------------------------------
     def _group(self, members: list[PlanView]) -> dict[str, _GroupOutcome]:
         w = self.policy.source_weights
-        rank = lambda r: (r.created, w[r.source], r.id)
+        # a statement dated after the cutoff (+ skew) ranks below every genuine one: never wins
+        future = self._now + FUTURE_SKEW.total_seconds()
+        rank = lambda r: (r.created <= future, r.created, w[r.source], r.id)
         # Clusters of the same statement (identical once normalised), oldest cluster first.
         clusters: dict[str, list[PlanView]] = defaultdict(list)
         for r in sorted(members, key=rank):

@@ -128,6 +128,8 @@ def verify_run(sink: ReceiptSink, store: MemoryStore, journal: Journal | None, r
         if journal is not None and (journaled is None or journaled.state is not OpState.RECEIPTED):
             v.problem("RECEIPT_WITHOUT_JOURNALED_CHANGE", operation_id=oid, record_id=rid)
         v.checked_records += 1
+        if op.get("outcome") == "skipped":
+            continue  # nothing changed (e.g. a replacement withdrawn because of an erasure)
         current = store.get(rid)
         later_removal = _removed_later(journal, rid, oid)
         if op["action"] in _REMOVING:

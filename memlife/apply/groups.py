@@ -18,7 +18,7 @@ from memlife.consolidate.base import ConsolidationError, Group
 from memlife.consolidate.replacement import build_replacement, replacement_id
 from memlife.faults import checkpoint
 from memlife.group import analyse_group
-from memlife.journal import Operation, OpKind, OpState
+from memlife.journal import Operation, OpKind, OpState, Outcome
 from memlife.model import MemoryType, Status, content_sha256
 from memlife.plan import Action, Decision
 
@@ -140,6 +140,10 @@ def resume_group(ex: Executor, planned: list[Operation], tally: Tally) -> None:
     write = [o for o in planned if o.kind is OpKind.write_replacement]
     rest = [o for o in planned if o.kind is OpKind.supersede]
     done = run_lifecycle(ex, write, tally)
+    if any(o.outcome is Outcome.skipped for o in done):  # an erasure took a source: withdrawn
+        tally.counts["consolidation_withdrawn_erased"] += 1
+        run_lifecycle(ex, rest, tally, lambda ops: {o.operation_id: Outcome.skipped for o in ops})
+        return
     if any(o.state is not OpState.RECEIPTED and o.state is not OpState.APPLIED for o in done):
         return  # replacement not durable: never supersede without it
     run_lifecycle(ex, rest, tally)

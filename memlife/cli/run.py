@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from enum import StrEnum
 from typing import Annotated
 
@@ -24,7 +25,10 @@ from memlife.cli.common import (
     print_json,
     progress_bar,
 )
+from memlife.model import utcnow
 from memlife.pipeline import RunConfig, parse_now, run_local
+
+MAX_AHEAD = timedelta(hours=48)
 
 
 class Engine(StrEnum):
@@ -89,6 +93,7 @@ def register(app: typer.Typer) -> None:
         eval_cases: Annotated[str | None, typer.Option("--eval-cases", help="Regression-gate cases file; gate skipped without it.")] = None,
         metrics_namespace: Annotated[str | None, typer.Option("--metrics-namespace", help="Publish counts to CloudWatch under this namespace.")] = None,
         engine: Annotated[Engine | None, typer.Option("--engine", help="Default: prefect when a Prefect API is configured, else local.")] = None,
+        allow_future_cutoff: Annotated[bool, typer.Option("--allow-future-cutoff", help="Accept a --now more than 48 h ahead of the clock.")] = False,
         json_out: JsonOpt = False,
     ) -> None:
         """Run the nightly lifecycle job (use --dry-run to only propose)."""
@@ -107,6 +112,11 @@ def register(app: typer.Typer) -> None:
             engine = Engine.prefect if api else Engine.local
             why = f"Prefect API {api}" if api else "no Prefect API configured; --engine prefect for the flow"
             err_console.print(f"engine: {engine.value} ({why})")
+        # a cutoff far ahead expires everything at once (--now 9999-12-30: 974 deletions);
+        # a cutoff in the past is a replay and stays allowed
+        if cutoff and not dry_run and not allow_future_cutoff and cutoff > utcnow() + MAX_AHEAD:
+            raise fail(f"--now {cutoff.isoformat()} is more than 48 h ahead of the clock "
+                       "(pass --allow-future-cutoff if you mean it)")  # fmt: skip
         params = dict(
             dry_run=dry_run, namespaces=namespace or [], actors=actor or [],
             now=cutoff.isoformat() if cutoff else None, policy=policy, store=store,

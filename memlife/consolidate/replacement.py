@@ -6,6 +6,7 @@ from datetime import datetime
 
 from memlife.consolidate.base import ConsolidationResult, Group
 from memlife.model import (
+    FUTURE_SKEW,
     MemoryRecord,
     Provenance,
     RetentionClass,
@@ -42,7 +43,11 @@ def build_replacement(
         source=survivor.source,
         # the statement time of the newest statement it carries, not the night it was
         # written: a later, weaker statement must still read as later (review, not supersede)
-        created_at=max(r.created_at for r in group.records),
+        # (a date after the cutoff is not a statement time: it never carries over)
+        created_at=max(
+            (r.created_at for r in group.records if r.created_at <= cutoff + FUTURE_SKEW),
+            default=cutoff,
+        ),
         last_accessed_at=max(accessed) if accessed else None,
         access_count=sum(r.access_count for r in group.records),
         last_verified_at=max(verified) if verified else None,

@@ -37,6 +37,7 @@ class OpKind(StrEnum):
     erase = "erase"
     update = "update"  # import --update: a manual, receipted overwrite
     hold_release = "hold_release"
+    reactivate = "reactivate"  # erasure withdrew a replacement: its kept sources come back
 
 
 class Outcome(StrEnum):

@@ -6,6 +6,7 @@ from memlife.apply.appliers import (  # noqa: F401
     hold_release,
     purge,
     quarantine,
+    reactivate,
     restore,
     supersede,
     update,

@@ -8,6 +8,7 @@ from memlife.faults import checkpoint
 from memlife.journal import Operation, OpKind, Outcome
 from memlife.model import MemoryRecord
 from memlife.stores.base import ItemFailure
+from memlife.tombstones import ERASED_CONTENT, ERASED_SOURCE, write_replacement
 
 
 @register
@@ -22,7 +23,13 @@ class WriteReplacement(BaseApplier):
                 out[o.operation_id] = ItemFailure(o.record_id, "NO_PAYLOAD", retryable=False)
                 continue
             record = MemoryRecord.model_validate_json(o.payload)
-            res = ex.store.put_many([record])
+            # tombstones are checked in the write's own transaction: an erasure that landed
+            # since the group was read wins, and the refused payload is forgotten
+            res = write_replacement(ex.store, record)
             checkpoint(self.checkpoint)
+            if res.failed and res.failed[0].code in (ERASED_CONTENT, ERASED_SOURCE):
+                ex.journal.forget_payloads([o.record_id])
+                out[o.operation_id] = Outcome.skipped  # withdrawn: the group regroups next night
+                continue
             out[o.operation_id] = res.failed[0] if res.failed else Outcome.written
         return out
