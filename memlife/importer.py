@@ -36,8 +36,8 @@ from memlife.model import (
     utcnow,
 )
 from memlife.policy import Policy, load_policy
-from memlife.stores.base import ItemFailure, MemoryStore, chunked
-from memlife.tombstones import insert_new, refusal
+from memlife.stores.base import MemoryStore, chunked
+from memlife.tombstones import insert_new
 
 MAX_LINE_BYTES = 1 << 20
 MAX_DEPTH = 16  # a record is 3 deep; 16 leaves room and stops a 100,000-deep line cold
@@ -205,37 +205,16 @@ def _apply_updates(
     run = manual_run(store, "import_update", [r.id for _, r in ok], policy=policy,
                      receipts=receipts, now=now)  # fmt: skip
     line_of = {r.id: n for n, r in ok}
-    by_id = {r.id: r for _, r in ok}
+    reasons = ["MANUAL_IMPORT_UPDATE", *(["ALLOW_HELD"] if allow_held else [])]
+    # the payload is the imported record: the update applier (apply/appliers/update.py)
+    # re-checks scope, hold and tombstones against the record as it is now, also on resume
     ops = run.journal.plan([
-        run.executor.new_op(OpKind.update, r.actor_id, r.namespace, r.id,
-                            ["MANUAL_IMPORT_UPDATE"], r.sha256) for _, r in ok
+        run.executor.new_op(OpKind.update, r.actor_id, r.namespace, r.id, reasons, r.sha256,
+                            payload=r.to_json()) for _, r in ok
     ])  # fmt: skip
-
-    def apply(todo: list) -> dict:
-        out: dict = {}
-        for chunk in chunked(todo, 100):
-            writable = []
-            for o in chunk:
-                new = by_id[o.record_id]
-                old = store.get(o.record_id)
-                code = refusal(store, new)
-                if old is None:
-                    code = code or "RECORD_MISSING"
-                elif old.actor_id != new.actor_id:
-                    code = "ACTOR_MISMATCH"
-                elif _is_held(old) and not allow_held:
-                    code = "HELD"  # a hold placed since the conflict check
-                if code:
-                    out[o.operation_id] = ItemFailure(o.record_id, code, retryable=False)
-                else:
-                    writable.append(o)
-            res = store.put_many([by_id[o.record_id] for o in writable])
-            failed = {f.id: f for f in res.failed}
-            for o in writable:
-                out[o.operation_id] = failed.get(o.record_id, Outcome.updated)
-        return out
-
-    done = run.executor.run_lifecycle(ops, apply, run.tally)
+    done: list = []
+    for batch in chunked(ops, 100):
+        done += run.executor.run_lifecycle(batch, run.tally)
     for o in done:
         if o.outcome is Outcome.updated:
             report.updated += 1

@@ -1,6 +1,7 @@
 """update: `memlife import --update` overwrites a record with the imported one (its payload).
 
-Re-checked against the record as it is now: same actor and namespace, not under hold.
+Re-checked against the record as it is now: same actor and namespace, not under hold
+(unless the run was given --allow-held), content not erased for that actor.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from memlife.apply.registry import Result, register
 from memlife.journal import Operation, OpKind, Outcome
 from memlife.model import MemoryRecord
 from memlife.stores.base import ItemFailure
+from memlife.tombstones import refusal
 
 
 @register
@@ -31,8 +33,10 @@ class Update(BaseApplier):
                 code = "RECORD_MISSING"
             elif (old.actor_id, old.namespace) != (new.actor_id, new.namespace):
                 code = "SCOPE_MISMATCH"
-            elif is_held(old):
+            elif is_held(old) and "ALLOW_HELD" not in o.reasons:  # import --allow-held
                 code = "LEGAL_HOLD"
+            else:
+                code = refusal(ex.store, new)  # ERASED_CONTENT: erased text never comes back
             if code:
                 out[o.operation_id] = ItemFailure(o.record_id, code, retryable=False)
                 continue
