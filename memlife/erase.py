@@ -308,11 +308,15 @@ def _defer(
         run.tally.counts["deferred"] += 1
 
 
-def forget_pending(store: MemoryStore, ids: Sequence[str]) -> None:
-    """Pending-erasure rows of records now erased (the erase applier calls this)."""
+def forget_pending(store: MemoryStore, ids: Sequence[str]) -> list[str]:
+    """Drop the pending-erasure rows of records now erased (the erase applier calls this);
+    returns the deferred operations they named, now settled by the erasure."""
     conn, lock = _pending_conn(store)
     with lock:
+        ops = [r[0] for i in ids for r in conn.execute(
+            "SELECT operation_id FROM pending_erasures WHERE record_id=?", (i,))]  # fmt: skip
         conn.executemany("DELETE FROM pending_erasures WHERE record_id=?", [(i,) for i in ids])
+    return ops
 
 
 def _erase_now(run: ManualRun, records: Sequence[MemoryRecord], why: dict[str, str],
@@ -398,6 +402,9 @@ def erase(
         derived=sorted(i for i, w in why.items() if w not in ("ERASURE_REQUEST", "HOLD_RELEASED")),
         rebuilt=sorted(r.id for r in plan.rebuild), reactivated=sorted(r.id for r in plan.reactivate),
     )  # fmt: skip
+    if pending:  # erasures an earlier attempt left unfinished (a crash, a receipt outage)
+        run.executor.erase_cache = cache
+        run.executor.resume_due(run.tally, kinds={OpKind.erase})
     if held:
         _defer(run, store, held, why)
     if plan.rebuild:

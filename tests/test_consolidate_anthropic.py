@@ -160,6 +160,7 @@ def test_claim_in_no_source_is_rejected(messages_server, embedder, claim: str) -
     with pytest.raises(ConsolidationError) as info:
         make(messages_server, embedder).consolidate(COFFEE)
     assert info.value.code == "UNGROUNDED_CLAIM"
+    assert info.value.requests == 1 and info.value.input_tokens > 0  # it was sent: it costs
     assert claim not in str(info.value)  # codes and indices only: no content in errors
 
 
@@ -217,7 +218,7 @@ def test_unavailable_model_is_retryable_and_leaves_no_result(
     assert info.value.code == "MODEL_UNAVAILABLE" and info.value.retryable
     assert result is None and [r.model_dump() for r in COFFEE.records] == before
     assert len(messages_server.message_requests) == attempts
-    assert (c.usage.calls, c.usage.failures) == (1, 1)
+    assert (c.usage.calls, c.usage.failures) == (attempts, 1)  # every request counts
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ resume.py (the retry queue)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 
 from memlife.apply import deletions, groups, resume
@@ -73,5 +73,5 @@ class Executor:
     def quarantine(self, items: Sequence[DeleteItem], tally: Tally, reason: str) -> None:
         deletions.quarantine(self, items, tally, reason)
 
-    def resume_due(self, tally: Tally) -> int:
-        return resume.resume_due(self, tally)
+    def resume_due(self, tally: Tally, kinds: Collection[OpKind] | None = None) -> int:
+        return resume.resume_due(self, tally, kinds)

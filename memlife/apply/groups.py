@@ -12,7 +12,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from memlife.apply.appliers.base import get_many, is_held
-from memlife.apply.lifecycle import run_lifecycle
+from memlife.apply.lifecycle import end_terminally, run_lifecycle
+from memlife.apply.retry import next_retry
 from memlife.apply.tally import Tally
 from memlife.consolidate.base import ConsolidationError, Group
 from memlife.consolidate.replacement import build_replacement, replacement_id
@@ -93,18 +94,26 @@ def consolidate_group(ex: Executor, key: str, members: list[Decision], tally: Ta
         tally.counts["over_cap_superseded_by_rule"] += len(records) - len(sent)
     else:
         model_group = group
+    gkey = model_group.consolidation_key()
+    if _backing_off(ex, gkey, tally):
+        return
     try:
         result = ex.consolidator.consolidate(model_group)
     except ConsolidationError as exc:
+        # every request sent costs, whatever became of it
+        tally.model_calls += exc.requests
+        tally.input_tokens += exc.input_tokens
+        tally.output_tokens += exc.output_tokens
         tally.rejections[exc.code] += 1
         tally.counts["consolidation_rejected"] += 1
-        if exc.retryable:
-            tally.model_calls += 1
-        return  # originals untouched; the group is planned again next run
-    if result.model:
-        tally.model_calls += 1
-        tally.input_tokens += result.input_tokens
-        tally.output_tokens += result.output_tokens
+        if not exc.retryable:  # the answer was refused (grounding, schema): back off
+            _rejected(ex, model_group, gkey, exc.code, tally)
+        return  # originals untouched
+    tally.model_calls += result.requests or (1 if result.model else 0)
+    tally.input_tokens += result.input_tokens
+    tally.output_tokens += result.output_tokens
+    if not ex.dry_run and ex.journal.rejection(gkey) is not None:
+        ex.journal.clear_rejection(gkey)
     tally.counts["merged_duplicates"] += sum(1 for r in roles.values() if r.endswith("DUPLICATE"))
     tally.counts["contradictions_resolved"] += sum(
         1 for r in roles.values() if r == "CONTRADICTION"
@@ -139,11 +148,54 @@ def consolidate_group(ex: Executor, key: str, members: list[Decision], tally: Ta
 def resume_group(ex: Executor, planned: list[Operation], tally: Tally) -> None:
     write = [o for o in planned if o.kind is OpKind.write_replacement]
     rest = [o for o in planned if o.kind is OpKind.supersede]
+    if not write and rest:  # resumed supersedes: their write may be finished or terminal
+        write = [o for o in ex.journal.for_record(rest[0].replacement_id or "")
+                 if o.kind is OpKind.write_replacement and o.run_id == rest[0].run_id]  # fmt: skip
     done = run_lifecycle(ex, write, tally)
     if any(o.outcome is Outcome.skipped for o in done):  # an erasure took a source: withdrawn
         tally.counts["consolidation_withdrawn_erased"] += 1
         run_lifecycle(ex, rest, tally, lambda ops: {o.operation_id: Outcome.skipped for o in ops})
         return
+    if any(o.state is OpState.FAILED and o.next_retry_at is None for o in done):
+        # the replacement will never be written: its supersedes end here, once, not nightly
+        end_terminally(ex, rest, "REPLACEMENT_NOT_WRITTEN", tally)
+        return
     if any(o.state is not OpState.RECEIPTED and o.state is not OpState.APPLIED for o in done):
-        return  # replacement not durable: never supersede without it
+        return  # replacement not durable yet: never supersede without it
     run_lifecycle(ex, rest, tally)
+
+
+MAX_REJECTIONS = 3  # refused answers for one group before it goes to review
+
+
+def _backing_off(ex: Executor, gkey: str, tally: Tally) -> bool:
+    """A group whose answers were refused waits (backoff), and after MAX_REJECTIONS waits
+    for a reviewer: it is not sent again night after night."""
+    if ex.dry_run or ex.journal is None:
+        return False
+    seen = ex.journal.rejection(gkey)
+    if seen is None:
+        return False
+    if seen["next_attempt_at"] is None:
+        tally.counts["consolidation_in_review"] += 1
+        return True
+    if seen["next_attempt_at"] > ex.cutoff:
+        tally.counts["consolidation_backing_off"] += 1
+        return True
+    return False
+
+
+def _rejected(ex: Executor, group: Group, gkey: str, code: str, tally: Tally) -> None:
+    if ex.dry_run or ex.journal is None:
+        return
+    seen = ex.journal.rejection(gkey)
+    attempts = (seen["attempts"] if seen else 0) + 1
+    review = attempts >= MAX_REJECTIONS
+    ex.journal.reject(gkey, group.actor_id, group.namespace, code,
+                      None if review else next_retry(attempts, ex.cutoff), ex.cutoff)  # fmt: skip
+    if review:
+        tally.counts["consolidation_to_review"] += 1
+        tally.failures.append({"group_key": gkey, "actor_id": group.actor_id,
+                               "namespace": group.namespace, "code": code, "attempts": attempts,
+                               "action": "consolidate", "retryable": False,
+                               "next_retry_at": None, "review": True})  # fmt: skip

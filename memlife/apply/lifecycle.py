@@ -34,7 +34,7 @@ def run_lifecycle(ex: Executor, ops: list[Operation], tally: Tally,
 
     ``apply`` overrides the registered applier (tests); normally the kind decides.
     """
-    todo = [o for o in ops if o.state in (OpState.PLANNED, OpState.FAILED)]
+    todo = [o for o in ops if o.state is OpState.PLANNED or retryable(o)]
     if todo:
         applier = applier_for(todo[0].kind)
         fn = apply or (lambda batch: applier.apply(ex, batch, tally))
@@ -54,6 +54,30 @@ def run_lifecycle(ex: Executor, ops: list[Operation], tally: Tally,
     return done
 
 
+def retryable(op: Operation) -> bool:
+    """A failure comes back only with a next_retry_at; a terminal one is never replayed."""
+    return op.state is OpState.FAILED and op.next_retry_at is not None
+
+
+def end_terminally(ex: Executor, ops: list[Operation], code: str, tally: Tally) -> None:
+    """Close unfinished operations that can no longer succeed (e.g. their replacement was
+    never written): FAILED with no retry, counted once, listed for an operator."""
+    for o in ops:
+        if o.state is OpState.PLANNED or retryable(o):
+            ex.journal.transition(o.operation_id, OpState.FAILED, outcome=Outcome.failed,
+                                  error=code, next_retry_at=None)  # fmt: skip
+            _count_failure(o, ItemFailure(o.record_id, code, retryable=False), None, tally)
+
+
+def _count_failure(o: Operation, r: ItemFailure, retry_at, tally: Tally) -> None:
+    tally.counts["failed"] += 1
+    tally.failures.append({
+        "operation_id": o.operation_id, "record_id": o.record_id,
+        "action": o.kind.value, "code": r.code, "retryable": r.retryable,
+        "next_retry_at": retry_at.isoformat() if retry_at else None,
+    })  # fmt: skip
+
+
 def _apply(ex: Executor, todo: list[Operation], fn: ApplyFn, tally: Tally) -> None:
     try:
         results = fn(todo)
@@ -71,12 +95,7 @@ def _apply(ex: Executor, todo: list[Operation], fn: ApplyFn, tally: Tally) -> No
             retry_at = next_retry(o.attempts + 1, ex.cutoff) if r.retryable else None
             ex.journal.transition(o.operation_id, OpState.FAILED, outcome=Outcome.failed,
                                   error=r.code, next_retry_at=retry_at)  # fmt: skip
-            tally.counts["failed"] += 1
-            tally.failures.append({
-                "operation_id": o.operation_id, "record_id": o.record_id,
-                "action": o.kind.value, "code": r.code, "retryable": r.retryable,
-                "next_retry_at": retry_at.isoformat() if retry_at else None,
-            })  # fmt: skip
+            _count_failure(o, r, retry_at, tally)
         else:
             ex.journal.transition(o.operation_id, OpState.APPLIED, outcome=r)
             tally.counts[COUNT[r]] += 1

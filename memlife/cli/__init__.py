@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("memlife.cli.evaluation", "Evaluation sets for the regression gate (docs/evaluation.md)."),
     "quarantine": ("memlife.cli.quarantine", "Records the regression gate quarantined: list, restore, purge."),
     "hold": ("memlife.cli.erase", "Legal holds."),
+    "ops": ("memlife.cli.ops", "Operations in the journal: terminal failures and their resolution."),
 }  # fmt: skip
 
 BAD_INPUT = 2

@@ -30,6 +30,11 @@ from memlife.pipeline import RunConfig, parse_now, run_local
 
 MAX_AHEAD = timedelta(hours=48)
 
+# Exit codes (README "Exit codes"): 0 success, 1 failure (the run could not finish),
+# 2 usage error, 3 partial_failure (some operations failed or were left queued),
+# 4 another lifecycle run holds the store's lease.
+EXIT_PARTIAL = 3
+
 
 class Engine(StrEnum):
     prefect = "prefect"  # the flow, on Prefect's temporary server unless PREFECT_API_URL is set
@@ -136,6 +141,8 @@ def register(app: typer.Typer) -> None:
                 result = run_local(config).as_json()
         if json_out:
             print_json(result)
+            if result["status"] != "success":
+                raise typer.Exit(EXIT_PARTIAL)
             return
         console.print(counts_table(result))
         err_console.print(f"status: {result['status']}")
@@ -144,4 +151,4 @@ def register(app: typer.Typer) -> None:
         if result.get("receipt"):
             err_console.print(f"receipt: {result['receipt']}")
         if result["status"] != "success":
-            raise typer.Exit(3)
+            raise typer.Exit(EXIT_PARTIAL)

@@ -43,9 +43,9 @@ _RETRYABLE_STATUS = frozenset({408, 409, 429})
 
 @dataclass
 class Usage:
-    """Totals over every call of one consolidator, failed ones included (they cost too)."""
+    """Totals over every request of one consolidator, failed ones included (they cost too)."""
 
-    calls: int = 0
+    calls: int = 0  # HTTP requests sent, the SDK's own retries included
     failures: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -71,9 +71,13 @@ class AnthropicConsolidator:
         self.model = model
         self.max_tokens = max_tokens
         # base_url/api_key None: the SDK reads ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY itself.
+        # Every request the SDK sends (its own retries included) is counted by this hook:
+        # a request costs whether or not its answer is used.
+        self._sent = threading.local()
         self.client = anthropic.Anthropic(
-            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries
-        )
+            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries,
+            http_client=anthropic.DefaultHttpxClient(event_hooks={"request": [self._on_request]}),
+        )  # fmt: skip
         self._embedder = embedder
         self.grouping = policy.grouping if policy is not None else Grouping()
         # One limit per instance, shared by every thread that uses it: the pipeline's
@@ -106,9 +110,13 @@ class AnthropicConsolidator:
             self._embedder = default_embedder()
         return self._embedder
 
-    def _count(self, input_tokens: int, output_tokens: int, failed: bool) -> None:
+    def _on_request(self, request: Any) -> None:
+        self._sent.n = getattr(self._sent, "n", 0) + 1
         with self._usage_lock:
             self.usage.calls += 1
+
+    def _count(self, input_tokens: int, output_tokens: int, failed: bool) -> None:
+        with self._usage_lock:
             self.usage.failures += int(failed)
             self.usage.input_tokens += input_tokens
             self.usage.output_tokens += output_tokens
@@ -141,6 +149,16 @@ class AnthropicConsolidator:
             raise ConsolidationError(SCHEMA_INVALID, "response body is not a message") from exc
 
     def consolidate(self, group: Group) -> ConsolidationResult:
+        self._sent.n = 0
+        tokens = [0, 0]
+        try:
+            result = self._consolidate(group, tokens)
+        except ConsolidationError as exc:
+            exc.requests, (exc.input_tokens, exc.output_tokens) = self._sent.n, tokens
+            raise
+        return result.model_copy(update={"requests": self._sent.n})
+
+    def _consolidate(self, group: Group, tokens: list[int]) -> ConsolidationResult:
         if not group.records:
             raise ConsolidationError("EMPTY_GROUP", group.key)
         msg = self._call(group)
@@ -148,6 +166,7 @@ class AnthropicConsolidator:
         usage = getattr(msg, "usage", None)
         tin = int(getattr(usage, "input_tokens", 0) or 0)
         tout = int(getattr(usage, "output_tokens", 0) or 0)
+        tokens[:] = [tin, tout]
         try:
             output = _parse(msg)
         except ConsolidationError:

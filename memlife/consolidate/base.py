@@ -78,6 +78,7 @@ class ConsolidationResult(BaseModel):
     source_ids: list[str] = Field(min_length=1, description="Ids of the records that support the summary")
     # Filled by the consolidator, not the model:
     model: str | None = None
+    requests: int = 0  # HTTP requests sent for this result, SDK retries included
     input_tokens: int = 0
     output_tokens: int = 0
 
@@ -89,6 +90,10 @@ class ConsolidationError(RuntimeError):
         super().__init__(f"{code}: {message}" if message else code)
         self.code = code
         self.retryable = retryable
+        # What the attempt cost, whatever its outcome (set by a model-calling consolidator):
+        self.requests = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
 
 
 class Consolidator(Protocol):

@@ -1,8 +1,10 @@
 """The operation journal: every change is an operation with an explicit state machine.
 
     PLANNED --apply--> APPLIED --receipt--> RECEIPTED
-       |                  |
-       +----fail----> FAILED (attempts, next_retry_at) --retry--> APPLIED ...
+       |
+       +----fail----> FAILED, retryable (next_retry_at set) --due--> APPLIED ...
+                      FAILED, terminal  (no next_retry_at): never replayed; an operator
+                      lists it (`memlife ops failed`) and requeues or dismisses it
 
 Operation ids are deterministic (run key + action + record ids), so re-running the same
 run after a crash finds its own operations and resumes each from its state: nothing is
@@ -13,7 +15,7 @@ persistence protocol (this file), one backend per file (sqlite.py).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -90,6 +92,8 @@ class Operation:
     payload: str | None = None  # e.g. the replacement record (content!) until receipted
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    resolution: str | None = None  # an operator's decision on a terminal failure
+    resolved_at: datetime | None = None
     extra: dict = field(default_factory=dict)
 
 
@@ -116,8 +120,18 @@ class Journal(Protocol):
     def by_run(self, run_id: str) -> list[Operation]: ...
 
     def due(self, now: datetime, limit: int = 10_000) -> list[Operation]:
-        """Operations left unfinished by earlier runs: FAILED past next_retry_at, or APPLIED."""
+        """The first ``limit`` of ``due_pages``."""
         ...
+
+    def due_pages(self, now: datetime, page_size: int = 1000) -> Iterator[list[Operation]]:
+        """Every operation left unfinished: PLANNED, APPLIED, or FAILED *retryable* (it has a
+        next_retry_at) whose time has come. A terminal failure is never due again."""
+        ...
+
+    def terminal_failures(self, include_resolved: bool = False) -> list[Operation]: ...
+
+    def resolve(self, operation_id: str, resolution: str, at: datetime | None = None,
+                retry_at: datetime | None = None) -> Operation: ...  # fmt: skip
 
     def for_record(self, record_id: str) -> list[Operation]: ...
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -43,13 +43,31 @@ CREATE TABLE IF NOT EXISTS operations (
 CREATE INDEX IF NOT EXISTS operations_run ON operations (run_id);
 CREATE INDEX IF NOT EXISTS operations_state ON operations (state, next_retry_at);
 CREATE INDEX IF NOT EXISTS operations_record ON operations (record_id);
+-- groups the consolidator's answer was rejected for (grounding, schema): back off, then review
+CREATE TABLE IF NOT EXISTS consolidation_rejections (
+    group_key TEXT PRIMARY KEY,   -- the consolidation key: members and their content hashes
+    actor_id TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    last_code TEXT NOT NULL,
+    next_attempt_at TEXT,         -- NULL: in review, no more automatic attempts
+    updated_at TEXT NOT NULL
+);
 """
+# Columns added after the first release: (name, SQL type); added in place on open.
+_ADDED = (("resolution", "TEXT"), ("resolved_at", "TEXT"))
+# Due: unfinished (PLANNED, APPLIED) or a retryable failure whose time has come. A
+# terminal failure has no next_retry_at and never comes back by itself (invariant 10).
+_DUE = (
+    "(state IN ('PLANNED', 'APPLIED') OR "
+    "(state='FAILED' AND next_retry_at IS NOT NULL AND next_retry_at<=?))"
+)
 _COLS = (
     "operation_id", "run_id", "kind", "actor_id", "namespace", "record_id", "reasons",
     "policy_version", "content_sha256", "replacement_id", "state", "outcome", "attempts",
     "next_retry_at", "last_error", "payload", "created_at", "updated_at",
 )  # fmt: skip
-_SELECT = f"SELECT {', '.join(_COLS)} FROM operations"
+_SELECT = f"SELECT {', '.join(_COLS)}, resolution, resolved_at FROM operations"
 
 
 def _dt(v: str | None) -> datetime | None:
@@ -63,7 +81,8 @@ def _row(row: tuple) -> Operation:
         content_sha256=row[8], replacement_id=row[9], state=OpState(row[10]),
         outcome=Outcome(row[11]) if row[11] else None, attempts=row[12],
         next_retry_at=_dt(row[13]), last_error=row[14], payload=row[15],
-        created_at=_dt(row[16]), updated_at=_dt(row[17]),
+        created_at=_dt(row[16]), updated_at=_dt(row[17]), resolution=row[18],
+        resolved_at=_dt(row[19]),
     )  # fmt: skip
 
 
@@ -73,6 +92,10 @@ class SqliteJournal:
         self.lock = lock or threading.RLock()
         with self.lock:
             connection.executescript(SCHEMA)
+            have = {r[1] for r in connection.execute("PRAGMA table_info(operations)")}
+            for name, sql_type in _ADDED:
+                if name not in have:
+                    connection.execute(f"ALTER TABLE operations ADD COLUMN {name} {sql_type}")
 
     @classmethod
     def at(cls, path: str | Path) -> SqliteJournal:
@@ -145,6 +168,8 @@ class SqliteJournal:
             attempts = op.attempts + (1 if to in (OpState.APPLIED, OpState.FAILED) else 0)
             # A receipted operation no longer needs its payload (which may hold content).
             payload_sql = ", payload=NULL" if to is OpState.RECEIPTED else ""
+            if to is OpState.FAILED:  # a new failure: any earlier operator decision is spent
+                payload_sql += ", resolution=NULL, resolved_at=NULL"
             self.connection.execute(
                 f"UPDATE operations SET state=?, outcome=COALESCE(?, outcome), attempts=?, "
                 f"next_retry_at=?, last_error=?, updated_at=?{payload_sql} WHERE operation_id=?",
@@ -168,13 +193,90 @@ class SqliteJournal:
         return [_row(r) for r in rows]
 
     def due(self, now: datetime, limit: int = 10_000) -> list[Operation]:
+        """The first ``limit`` due operations (tests, quick looks); resume uses due_pages."""
+        out: list[Operation] = []
+        for page in self.due_pages(now, min(limit, 1000)):
+            out += page
+            if len(out) >= limit:
+                return out[:limit]
+        return out
+
+    def due_pages(self, now: datetime, page_size: int = 1000) -> Iterator[list[Operation]]:
+        """Every due operation, page by page (keyset on created_at, operation_id): an
+        operation processed meanwhile is simply not seen again, none is starved."""
+        after = ("", "")
+        while True:
+            with self.lock:
+                rows = self.connection.execute(
+                    f"{_SELECT} WHERE {_DUE} AND (created_at, operation_id) > (?, ?) "
+                    "ORDER BY created_at, operation_id LIMIT ?",
+                    (now.isoformat(), *after, page_size),
+                ).fetchall()
+            if not rows:
+                return
+            page = [_row(r) for r in rows]
+            yield page
+            after = (rows[-1][16], rows[-1][0])
+
+    def terminal_failures(self, include_resolved: bool = False) -> list[Operation]:
+        """FAILED with no next retry: an operator decides (``memlife ops failed``)."""
+        sql = f"{_SELECT} WHERE state='FAILED' AND next_retry_at IS NULL"
+        if not include_resolved:
+            sql += " AND resolution IS NULL"
+        with self.lock:
+            rows = self.connection.execute(sql + " ORDER BY updated_at, operation_id").fetchall()
+        return [_row(r) for r in rows]
+
+    def resolve(self, operation_id: str, resolution: str, at: datetime | None = None,
+                retry_at: datetime | None = None) -> Operation:  # fmt: skip
+        """An operator's decision on a terminal failure: ``requeued`` (due again at
+        ``retry_at``: the cause is fixed) or ``dismissed`` (left as it is, on record)."""
+        with self.lock:
+            op = self.get(operation_id)
+            if op is None or op.state is not OpState.FAILED or op.next_retry_at is not None:
+                raise JournalStateError(f"{operation_id}: not a terminal failure")
+            when = (at or utcnow()).isoformat()
+            self.connection.execute(
+                "UPDATE operations SET resolution=?, resolved_at=?, next_retry_at=? "
+                "WHERE operation_id=?",
+                (resolution, when, retry_at.isoformat() if retry_at else None, operation_id),
+            )
+        return self.get(operation_id)  # type: ignore[return-value]
+
+    # -- consolidation rejections (a group's backoff, then review) ---------------------------
+    def rejection(self, group_key: str) -> dict | None:
+        with self.lock:
+            row = self.connection.execute(
+                "SELECT attempts, last_code, next_attempt_at FROM consolidation_rejections "
+                "WHERE group_key=?", (group_key,),
+            ).fetchone()  # fmt: skip
+        if row is None:
+            return None
+        return {"attempts": row[0], "code": row[1], "next_attempt_at": _dt(row[2])}
+
+    def reject(self, group_key: str, actor_id: str, namespace: str, code: str,
+               next_attempt_at: datetime | None, at: datetime) -> None:  # fmt: skip
+        with self.lock:
+            self.connection.execute(
+                "INSERT INTO consolidation_rejections VALUES (?, ?, ?, 1, ?, ?, ?) "
+                "ON CONFLICT (group_key) DO UPDATE SET attempts=attempts+1, last_code=excluded.last_code, "
+                "next_attempt_at=excluded.next_attempt_at, updated_at=excluded.updated_at",
+                (group_key, actor_id, namespace, code,
+                 next_attempt_at.isoformat() if next_attempt_at else None, at.isoformat()),
+            )  # fmt: skip
+
+    def clear_rejection(self, group_key: str) -> None:
+        with self.lock:
+            self.connection.execute("DELETE FROM consolidation_rejections WHERE group_key=?", (group_key,))
+
+    def groups_in_review(self) -> list[dict]:
         with self.lock:
             rows = self.connection.execute(
-                f"{_SELECT} WHERE (state='FAILED' AND (next_retry_at IS NULL OR next_retry_at<=?))"
-                " OR state='APPLIED' OR state='PLANNED' ORDER BY created_at, operation_id LIMIT ?",
-                (now.isoformat(), limit),
+                "SELECT group_key, actor_id, namespace, attempts, last_code, updated_at FROM "
+                "consolidation_rejections WHERE next_attempt_at IS NULL ORDER BY updated_at"
             ).fetchall()
-        return [_row(r) for r in rows]
+        keys = ("group_key", "actor_id", "namespace", "attempts", "code", "since")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
 
     def for_record(self, record_id: str) -> list[Operation]:
         with self.lock:

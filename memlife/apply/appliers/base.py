@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING
 
 from memlife.journal import Operation, OpKind
 from memlife.model import MemoryRecord, RetentionClass, Status
-from memlife.stores.base import MemoryStore
+from memlife.stores.base import ItemFailure, MemoryStore
+
+STALE = "STALE_PRECONDITION"
 
 if TYPE_CHECKING:
     from memlife.apply.executor import Executor
@@ -25,6 +27,19 @@ def is_held(record: MemoryRecord | None) -> bool:
     return record is not None and (
         record.retention_class is RetentionClass.legal_hold or record.status is Status.retained
     )
+
+
+def stale(op: Operation, record: MemoryRecord) -> ItemFailure | None:
+    """The precondition every change re-checks against the record as it is now.
+
+    A hold (placed since planning) always wins; a changed content hash means the record
+    is not the one that was planned: STALE_PRECONDITION, terminal, nothing is done.
+    """
+    if is_held(record):
+        return ItemFailure(op.record_id, "LEGAL_HOLD", retryable=False)
+    if op.content_sha256 and record.sha256 != op.content_sha256:
+        return ItemFailure(op.record_id, STALE, retryable=False)
+    return None
 
 
 def get_many(store: MemoryStore, ids: Sequence[str]) -> dict[str, MemoryRecord]:

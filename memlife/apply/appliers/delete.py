@@ -4,25 +4,28 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memlife.apply.appliers.base import BaseApplier, get_many, is_held
+from memlife.apply.appliers.base import BaseApplier, get_many, stale
 from memlife.apply.registry import Result, register
 from memlife.faults import checkpoint
 from memlife.journal import Operation, OpKind, OpState, Outcome
-from memlife.stores.base import ItemFailure
 
 if TYPE_CHECKING:
     from memlife.apply.executor import Executor
 
 
 def delete_records(ex: Executor, ops: list[Operation]) -> dict[str, Result]:
-    """Delete in one batch, re-reading holds right before (a hold may be new)."""
+    """Delete in one batch, re-checking each record right before (a hold may be new)."""
     by_record = {o.record_id: o for o in ops}
     current = get_many(ex.store, list(by_record))
-    held = {rid for rid in by_record if is_held(current.get(rid))}
-    ids = [rid for rid in by_record if rid not in held]
-    out: dict[str, Result] = {
-        by_record[rid].operation_id: ItemFailure(rid, "LEGAL_HOLD", retryable=False) for rid in held
-    }
+    out: dict[str, Result] = {}
+    ids = []
+    for rid, o in by_record.items():
+        r = current.get(rid)
+        refused = stale(o, r) if r is not None else None
+        if refused is not None:
+            out[o.operation_id] = refused
+        else:
+            ids.append(rid)
     if ids:
         res = ex.store.delete_many(ids)
         checkpoint("after_delete")

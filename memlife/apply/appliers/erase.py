@@ -7,10 +7,12 @@ clean-up is idempotent, so a resumed erase (record already gone) finishes them a
 
 from __future__ import annotations
 
+from contextlib import suppress
+
 from memlife.apply.appliers.base import BaseApplier, get_many, is_held
 from memlife.apply.registry import Result, register
 from memlife.faults import checkpoint
-from memlife.journal import Operation, OpKind, Outcome
+from memlife.journal import JournalStateError, Operation, OpKind, Outcome
 from memlife.model import content_sha256
 from memlife.stores.base import ItemFailure
 
@@ -60,4 +62,6 @@ def _forget_derived(ex, gone: list[str], shas: list[str], tally) -> None:
         tally.counts["ledger_rows_erased"] += ledger
     tally.counts["journal_payloads_forgotten"] += ex.journal.forget_payloads(gone)
     forget_snapshots(ex.store, gone)
-    forget_pending(ex.store, gone)
+    for deferred in forget_pending(ex.store, gone):  # the deferral is settled, not pending
+        with suppress(JournalStateError):
+            ex.journal.resolve(deferred, "ERASED_AFTER_RELEASE", at=ex.cutoff)

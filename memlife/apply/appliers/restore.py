@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from memlife.apply.appliers.base import BaseApplier, get_many
+from memlife.apply.appliers.base import BaseApplier, get_many, stale
 from memlife.apply.registry import Result, register
 from memlife.faults import checkpoint
 from memlife.journal import Operation, OpKind, Outcome
@@ -38,6 +38,10 @@ class Restore(BaseApplier):
                 )
                 out[o.operation_id] = Outcome.restored if done else ItemFailure(
                     o.record_id, "NOT_QUARANTINED", retryable=False)  # fmt: skip
+                continue
+            refused = stale(o, r)
+            if refused is not None:
+                out[o.operation_id] = refused
                 continue
             if snap is not None:
                 status, changed, prov = snap

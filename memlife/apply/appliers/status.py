@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memlife.apply.appliers.base import get_many, is_held
+from memlife.apply.appliers.base import STALE, get_many, stale
 from memlife.apply.registry import Result
 from memlife.faults import checkpoint
 from memlife.journal import Operation, Outcome
@@ -28,8 +28,16 @@ def set_status(ex: Executor, ops: list[Operation], status: Status, outcome: Outc
         if current is None:
             out[o.operation_id] = ItemFailure(o.record_id, "RECORD_MISSING", retryable=False)
             continue
-        if is_held(current):
-            out[o.operation_id] = ItemFailure(o.record_id, "LEGAL_HOLD", retryable=False)
+        if current.status is status and current.provenance.replaced_by == (
+            o.replacement_id if status is Status.superseded else current.provenance.replaced_by
+        ):
+            out[o.operation_id] = outcome  # done already (a crash before the journal knew)
+            continue
+        refused = stale(o, current)
+        if refused is None and status is Status.superseded and current.status is not Status.active:
+            refused = ItemFailure(o.record_id, STALE, retryable=False)  # superseded elsewhere
+        if refused is not None:
+            out[o.operation_id] = refused
             continue
         if status is Status.superseded:
             repl = found.get(o.replacement_id or "")
