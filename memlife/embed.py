@@ -21,6 +21,9 @@ MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 TOKENIZER_PATH = Path(__file__).parent / "_data" / "tokenizer.json"
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2
+# Characters kept per token of the window: English runs ~4-5 characters a token; 32 keeps
+# every token the window holds unless the text is mostly whitespace or 100-character words.
+CHARS_PER_TOKEN_BOUND = 32
 DIM = 384
 DEFAULT_BATCH = 64
 
@@ -124,8 +127,11 @@ class MiniLMEmbedder:
 
     def tokenize(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """(input_ids, attention_mask), int64, padded to the longest text (≤ max_tokens)."""
+        # Cut each text to the model's window BEFORE the tokenizer sees it: the tokenizer
+        # encodes everything and truncates afterwards (a 10 MB text: 1.7 GB, two minutes).
+        limit = self.max_tokens * CHARS_PER_TOKEN_BOUND
         with self._lock:
-            enc = self._tok.encode_batch(list(texts))
+            enc = self._tok.encode_batch([t[:limit] for t in texts])
         ids = np.asarray([e.ids for e in enc], dtype=np.int64)
         mask = np.asarray([e.attention_mask for e in enc], dtype=np.int64)
         return ids, mask

@@ -43,15 +43,18 @@ from memlife.model import (
     MemoryRecord,
     MemoryType,
     Provenance,
+    RetentionClass,
     Source,
     Status,
     content_sha256,
     utcnow,
 )
+from memlife.namespaces import check_namespace
 from memlife.retrieval import BM25_B, BM25_K1, rank, tokenize
 from memlife.stores.base import MemoryStore, iter_shard
 from memlife.text import negates, norm_sha256
 from memlife.timeref import epoch_seconds
+from memlife.tombstones import ERASED_CONTENT, ERASED_SOURCE, insert_new
 
 DEFAULT_THRESHOLD = 0.25  # MiniLM cosine below which a memory is "not about the query"
 DEFAULT_NEAR_DUPLICATE = 0.9
@@ -217,7 +220,7 @@ class _Shard:
         return (self._sum / max(self.n, 1)).astype(np.float32)
 
     def exact(self, content: str) -> int | None:
-        ids = self.by_norm.get(norm_sha256(content))
+        ids = self.by_norm.get(_norm_key(content))
         return self.row_of[ids[0]] if ids else None
 
     def append(
@@ -234,13 +237,14 @@ class _Shard:
         self._buf[row] = vector
         self._created[row] = epoch_seconds(created) if created is not None else time.time()
         self._sum += self._buf[row]
-        nsha = norm_sha256(content)
+        nsha = _norm_key(content)
+        head = content[:ANALYSIS_WINDOW]  # bounded work per record, however large it is
         self.ids.append(rid)
-        self.negated.append(negates(content))
+        self.negated.append(negates(head))
         self.row_of[rid] = row
         self.by_norm.setdefault(nsha, []).append(rid)
         self.norm_of[rid] = nsha
-        self.lexical.append(content)
+        self.lexical.append(head)
 
     def remove(self, rid: str) -> bool:
         row = self.row_of.pop(rid, None)
@@ -267,6 +271,27 @@ class _Shard:
         return True
 
 
+# Text analysed per record in the online index (negation, BM25 terms): a record larger
+# than this (imported before the content bound, or from a remote store) costs no more.
+ANALYSIS_WINDOW = 64 * 1024
+
+
+def _norm_key(content: str) -> str:
+    """The exact-duplicate key: folded text, or the plain hash of an oversized text."""
+    if len(content) > ANALYSIS_WINDOW:
+        return "sha:" + content_sha256(content)
+    return norm_sha256(content)
+
+
+class RememberRefused(ValueError):
+    """``remember`` would store what it must not: ``code`` says why (ERASED_CONTENT,
+    CONTENT_TOO_LARGE); the message never carries the content."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+
+
 class LongTermMemory:
     """Remember and recall one store's memories, per actor (and namespace)."""
 
@@ -281,8 +306,10 @@ class LongTermMemory:
         threshold: float = DEFAULT_THRESHOLD,
         refresh_seconds: float = 300.0,
         page_size: int = 1000,
+        content_max_bytes: int = 64 * 1024,  # the policy's limits.content_max_bytes
     ) -> None:
         self.store = store
+        self.content_max_bytes = content_max_bytes
         self._embedder = embedder
         self.cache = cache or EmbeddingCache.for_store(store, embedder)
         self.ledger = ledger if ledger is not None else AccessLedger()
@@ -438,6 +465,11 @@ class LongTermMemory:
         fact = fact.strip()
         if not fact:
             raise ValueError("fact is blank")
+        check_namespace(namespace)  # no '.', '..' or empty segments (globs must not be fooled)
+        size = len(fact.encode("utf-8"))
+        if size > self.content_max_bytes:
+            raise RememberRefused("CONTENT_TOO_LARGE",
+                                  f"fact is {size} bytes, over the limit of {self.content_max_bytes}")  # fmt: skip
         source, memory_type = Source(source), MemoryType(memory_type)
         now = at or utcnow()
         with self._lock:
@@ -481,7 +513,13 @@ class LongTermMemory:
                     content_sha256=content_sha256(fact), source_event="memlife.online.remember"
                 ),
             )
-            result = self.store.put_many([record])
+            # insert-only, tombstones checked in the same transaction: erased text stays erased
+            result = insert_new(self.store, [record])
+            erased = [f for f in result.failed if f.code in (ERASED_CONTENT, ERASED_SOURCE)]
+            if erased:
+                if vector is not None:  # a vector of erased text: never kept
+                    self.cache.delete_for([content_sha256(fact)])
+                raise RememberRefused(erased[0].code, "this content was erased for the actor")
             if record.id not in result.succeeded:
                 why = "; ".join(f"{f.code}: {f.message}" for f in result.failed) or "not stored"
                 raise RuntimeError(f"remember: store refused record {record.id}: {why}")
@@ -510,6 +548,10 @@ class LongTermMemory:
         rec = self.store.get(record_id)
         if rec is None or rec.status is not Status.active:
             return False
+        if rec.retention_class is RetentionClass.legal_hold:
+            # a held record is never rewritten (invariant 1): the access goes to the ledger
+            self.ledger.append(rec.actor_id, rec.namespace, rec.id, at=now)
+            return True
         update: dict[str, Any] = {
             "last_verified_at": now,
             "last_accessed_at": now,

@@ -1,0 +1,131 @@
+"""Issue 12, cases 8 and 9 (remember, bounded work) and the remember side of tombstones:
+a held record is never rewritten, erased text is refused, sizes and namespaces are bounded.
+Each test failed on the code before."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from memlife.erase import erase
+from memlife.ledger import AccessLedger
+from memlife.model import MemoryRecord, MemoryType, RetentionClass
+from memlife.namespaces import NamespaceError
+from memlife.online.memory import LongTermMemory, RememberRefused
+from memlife.stores.sqlite import SqliteStore
+
+NS = "/users/u1/facts"
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+@pytest.fixture()
+def store(home: Path) -> Iterator[SqliteStore]:
+    s = SqliteStore(home / "memlife.db")
+    yield s
+    s.close()
+
+
+@pytest.fixture()
+def mem(store: SqliteStore, home: Path) -> Iterator[LongTermMemory]:
+    m = LongTermMemory(store, ledger=AccessLedger(home / "ledger"))
+    yield m
+    m.close()
+
+
+def test_remember_never_rewrites_a_held_record(
+    store: SqliteStore, mem: LongTermMemory, home: Path
+) -> None:
+    held = MemoryRecord(id="m-held", actor_id="u1", namespace=NS, memory_type=MemoryType.semantic,
+                        content="Drinks only green tea.", created_at=T0, confidence=0.57,
+                        last_verified_at=T0, retention_class=RetentionClass.legal_hold)  # fmt: skip
+    store.put_many([held])
+    before = store.get("m-held")
+    res = mem.remember(
+        "u1", NS, None, "drinks only green tea", confidence=1.0, at=T0 + timedelta(days=9)
+    )
+    assert res.created is False and res.refreshed_duplicate_of == "m-held"
+    assert store.get("m-held") == before  # confidence 0.57, access_count 0, last_verified T0
+    mem.close()
+    accesses = AccessLedger(home / "ledger").read().to_pylist()
+    assert [a["record_id"] for a in accesses] == ["m-held"]  # the access is in the ledger
+
+
+def test_remember_refuses_erased_content_with_a_code(
+    store: SqliteStore, mem: LongTermMemory
+) -> None:
+    rid = mem.remember("u1", NS, "contact", "My phone number is 555-0199.").record_id
+    erase(store, "u1", ids=[rid])
+    mem.invalidate()
+    with pytest.raises(RememberRefused) as info:
+        mem.remember("u1", NS, "contact", "My phone number is 555-0199.")
+    assert info.value.code == "ERASED_CONTENT" and "555" not in str(info.value)
+    with pytest.raises(RememberRefused):
+        mem.remember("u1", NS, "contact", "my phone number is 555 0199")  # same text, folded
+    assert all("555" not in r.content for r in store.iter_all())
+    # another actor may say the same thing
+    assert mem.remember("u2", "/users/u2/facts", "contact", "My phone number is 555-0199.").created
+
+
+def test_remember_enforces_the_content_bound(mem: LongTermMemory, store: SqliteStore) -> None:
+    with pytest.raises(RememberRefused) as info:
+        mem.remember("u1", NS, None, "x" * (64 * 1024 + 1))
+    assert info.value.code == "CONTENT_TOO_LARGE"
+    assert store.count() == 0
+
+
+@pytest.mark.parametrize(
+    "ns", ["/users/u1/../../compliance/facts", "/users//facts", "/users/./u1", "/users/u1/"]
+)
+def test_remember_rejects_malformed_namespaces(mem: LongTermMemory, ns: str) -> None:
+    with pytest.raises(NamespaceError):
+        mem.remember("u1", ns, None, "Likes jazz.")
+
+
+def test_recall_with_a_10_mb_record_is_bounded(home: Path) -> None:
+    """Before: 1.7 GB and 22 s (the tokenizer and the lexical index read all 10 MB)."""
+    script = textwrap.dedent(f"""
+        import resource, time
+        from datetime import UTC, datetime
+        from memlife.embed import default_embedder
+        from memlife.model import MemoryRecord, MemoryType
+        from memlife.online.memory import LongTermMemory
+        from memlife.stores.sqlite import SqliteStore
+        default_embedder().embed(["warm up"])
+        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        s = SqliteStore({str(home / "big.db")!r})
+        big = ("lorem ipsum dolor sit amet " * 400_000)[:10_000_000]
+        at = datetime(2026, 1, 1, tzinfo=UTC)
+        s.put_many([MemoryRecord(id="big", actor_id="u", namespace="/n", content=big, created_at=at,
+                                 memory_type=MemoryType.semantic),
+                    MemoryRecord(id="tea", actor_id="u", namespace="/n", content="Likes green tea.",
+                                 created_at=at, memory_type=MemoryType.semantic)])
+        del big
+        t = time.perf_counter()
+        hits = LongTermMemory(s).recall("u", "which tea does the user like?", k=2)
+        took = time.perf_counter() - t
+        grew = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024
+        print(hits[0].record.id, round(took, 2), round(grew))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parent.parent).stdout.split()  # fmt: skip
+    first, seconds, grew_mb = out[0], float(out[1]), float(out[2])
+    assert first == "tea"
+    assert seconds < 8, seconds  # ~1.5 s on a quiet machine
+    assert grew_mb < 600, grew_mb
+
+
+def test_embedding_input_is_cut_to_the_window_before_tokenising() -> None:
+    from memlife.embed import default_embedder
+
+    e = default_embedder()
+    head = "The user drinks green tea every morning. " * 60  # well past 256 tokens
+    a, b = e.embed([head, head + "zzz " * 200_000])
+    assert float(a @ b) > 0.999  # the tail past the window never mattered
+    ids, _ = e.tokenize([head + "y" * 5_000_000])
+    assert ids.shape[1] == e.max_tokens
