@@ -9,8 +9,12 @@ from memlife.prefect_env import configure
 
 configure()
 
-from prefect import flow, task  # noqa: E402
-from prefect.artifacts import create_markdown_artifact, create_table_artifact  # noqa: E402
+from prefect import flow, get_run_logger, task  # noqa: E402
+from prefect.artifacts import (  # noqa: E402
+    create_link_artifact,
+    create_markdown_artifact,
+    create_table_artifact,
+)
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 from prefect.events import emit_event  # noqa: E402
 
@@ -76,7 +80,10 @@ def nightly(
         page_size=page_size, shards_per_batch=shards_per_batch, consolidate=consolidate,
         retry_only=retry_only, eval_cases=eval_cases, metrics_namespace=metrics_namespace,
     )  # fmt: skip
+    log = get_run_logger()  # the run's log tab: stages and counts, never content
     ctx = start_run(config)
+    log.info("run %s: %s, policy %s, cutoff %s", ctx.run_id, ctx.mode, ctx.policy.version,
+             ctx.cutoff.isoformat())  # fmt: skip
     db = open_store(config.store)
     try:
         journal = None if dry_run else open_journal(db)
@@ -86,25 +93,38 @@ def nightly(
         report = pipeline.open_report(ctx)
         shards = [] if retry_only else list_shards(ctx, db)
         groups = pipeline.batches(shards, config.shards_per_batch)
+        log.info("%d shards (actor + namespace) in %d batches", len(shards), len(groups))
         if fan_out == "deployments":
             outcomes = shard.fan_out_deployments(ctx, config, groups, shard_deployment)
         else:
             outcomes = shard.fan_out_tasks(ctx, db, groups, report, executor, runner=task_runner,
                                            max_workers=max_workers, dask_address=dask_address)  # fmt: skip
+        log.info("planned %d records", sum(o.records for o in outcomes))
         verdict = run_gate(ctx, db, outcomes)
+        log.info("regression gate: %s", pipeline.gate_verdict(verdict))
         tallies.append(commit_deletions(ctx, executor, outcomes, verdict))
         summary = finish_run(ctx, outcomes, report, t0, tallies=tallies, journal=journal,
                              gate=verdict, shards_total=len(shards))  # fmt: skip
     except BaseException as exc:  # incl. the flow timeout
+        log.error("run %s failed: %s", ctx.run_id, type(exc).__name__)
         receipt = pipeline.write_failure_receipt(ctx, exc)
         _emit(fanout.failure_event(ctx, exc, receipt))
         raise
     finally:
         db.close()
     result = summary.as_json()
+    log.info("run %s: %s; %s", summary.run_id, summary.status,
+             ", ".join(f"{k} {v}" for k, v in summary.lifecycle.items()))  # fmt: skip
+    if summary.report_html:
+        log.info("report page: %s", summary.report_html)
+        create_link_artifact(key="memlife-report", link=pipeline.as_link(summary.report_html),
+                             link_text=f"memlife {summary.mode} {summary.run_id} report",
+                             description="The run report page (counts, reasons, gate, trends).")  # fmt: skip
     create_table_artifact(
         key="memlife-counts",
-        table=[{"count": k, "records": v} for k, v in {**summary.lifecycle, **summary.counts}.items()],
+        table=[
+            {"count": k, "records": v} for k, v in {**summary.lifecycle, **summary.counts}.items()
+        ],
         description=f"memlife {summary.mode} {summary.run_id}: {summary.status}",
     )
     create_markdown_artifact(key="memlife-summary", markdown=pipeline.markdown_summary(summary))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import time
 from collections import Counter
@@ -34,6 +35,8 @@ from memlife.receipts import operations_parquet
 from memlife.report import ReportWriter
 from memlife.stores import MemoryStore, iter_shard, open_store, resolve_store_url
 from memlife.stores.base import StoreError
+
+log = logging.getLogger("memlife.pipeline")
 
 
 def memlife_home() -> Path:
@@ -121,6 +124,7 @@ class RunSummary:
     model: dict = field(default_factory=dict)
     gate: dict | None = None
     other: dict = field(default_factory=dict)  # e.g. consolidation_proposed, merged_duplicates
+    report_html: str | None = None  # the run's report page, beside its receipts
 
     @property
     def dry_run(self) -> bool:
@@ -134,7 +138,7 @@ class RunSummary:
             "shards": self.shards, "report": self.report, "report_parquet": self.report_parquet,
             "manifest": self.manifest, "receipt": self.receipt, "seconds": round(self.seconds, 3),
             "failed_shards": self.failed_shards, "model": self.model, "gate": self.gate,
-            "other_counts": self.other,
+            "other_counts": self.other, "report_html": self.report_html,
         }  # fmt: skip
 
 
@@ -356,15 +360,38 @@ def run_gate(ctx: RunContext, store: MemoryStore, outcomes: Sequence[BatchOutcom
     return evaluate_deletions(ctx, store, items)
 
 
+def gate_verdict(gate: dict | None) -> str:
+    """``blocked`` / ``passed`` / ``not run``: the gate's verdict in a word."""
+    if not gate:
+        return "not run"
+    return "blocked" if gate.get("blocked") else "passed"
+
+
+def as_link(location: str) -> str:
+    """A location from a sink as a URL (a local path becomes file://)."""
+    return location if "://" in location else Path(location).resolve().as_uri()
+
+
 def markdown_summary(summary: RunSummary) -> str:
+    from memlife.report_html import would_change
+
     lines = [f"# memlife {summary.mode} `{summary.run_id}`", "",
-             f"status **{summary.status}**, policy `{summary.policy_version}`, cutoff {summary.cutoff}",
-             "", "| count | records |", "|---|---:|"]  # fmt: skip
-    lines += [f"| {k} | {v:,} |" for k, v in summary.lifecycle.items()]
+             f"status **{summary.status}**, policy `{summary.policy_version}`, cutoff {summary.cutoff}, "
+             f"regression gate **{gate_verdict(summary.gate)}**", ""]  # fmt: skip
+    if summary.dry_run:  # nothing changed: say what an apply run would change
+        lines += ["| an apply run would | records |", "|---|---:|"]
+        lines += [f"| {k} | {v:,} |" for k, v in would_change(summary.as_json())]
+        lines += ["", "| planned action | records |", "|---|---:|"]
+        lines += [f"| {k} | {v:,} |" for k, v in summary.counts.items()]
+    else:
+        lines += ["| count | records |", "|---|---:|"]
+        lines += [f"| {k} | {v:,} |" for k, v in summary.lifecycle.items()]
     if summary.failed_shards:
         lines += ["", "Failed shards: " + ", ".join(s["shard"] for s in summary.failed_shards)]
     if summary.receipt:
         lines += ["", f"Receipt: `{summary.receipt}`"]
+    if summary.report_html:
+        lines += ["", f"[Report page]({as_link(summary.report_html)})"]
     return "\n".join(lines)
 
 
@@ -460,9 +487,21 @@ def finish_run(
         summary.receipt = ctx.sink.location(rkey) if rkey else None
     except ReceiptWriteError:
         summary.status = "partial_failure" if status == "success" else status
+    summary.report_html = write_report_page(ctx, summary)
     publish_counts(lifecycle, namespace=ctx.config.metrics_namespace, mode=ctx.mode,
                    policy_version=ctx.policy.version, timestamp=ctx.cutoff)  # fmt: skip
     return summary
+
+
+def write_report_page(ctx: RunContext, summary: RunSummary) -> str | None:
+    """The HTML report beside the receipts; a page that cannot be written fails nothing."""
+    from memlife.report_html import write_run_report
+
+    try:
+        return write_run_report(ctx.sink, ctx.prefix, summary.as_json())
+    except Exception as exc:  # noqa: BLE001 - the page is a view of the evidence, not evidence
+        log.warning("run report page not written: %s", type(exc).__name__)
+        return None
 
 
 def write_failure_receipt(ctx: RunContext, error: BaseException) -> str | None:

@@ -213,3 +213,16 @@ def test_async_methods(stores: tuple[MemlifeStore, InMemoryStore]) -> None:
     assert (
         got.value == {"content": "Prefers window seats."} and found[0].key == "k" and gone is None
     )
+
+
+def test_erased_content_is_refused(stores: tuple[MemlifeStore, InMemoryStore]) -> None:
+    from memlife import tombstones
+
+    ours, _ = stores
+    ns = ("users", "u1", "prefs")
+    rec = ours.store.get(record_id("u1", "/users/u1/prefs", "pet"))
+    tombstones.add(ours.store, [rec])  # what an erasure leaves behind
+    with pytest.raises(PermissionError, match="ERASED_CONTENT"):
+        ours.put(("users", "u1", "other"), "again", ITEMS[3][2])
+    assert ours.get(("users", "u1", "other"), "again") is None
+    ours.put(ns, "fresh", {"content": "Likes hiking."})  # other content is fine

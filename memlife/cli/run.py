@@ -148,6 +148,11 @@ def register(app: typer.Typer) -> None:
         err_console.print(f"status: {result['status']}")
         err_console.print(f"report: {result['report']}")
         err_console.print(f"manifest: {result['manifest']}")
+        if result.get("gate") is not None:
+            blocked = result["gate"].get("blocked")
+            err_console.print("gate: " + ("[red]blocked[/red]: deletions quarantined, not deleted" if blocked else "passed"))
+        if result.get("report_html"):
+            err_console.print(f"report page: {result['report_html']}")
         if result.get("receipt"):
             err_console.print(f"receipt: {result['receipt']}")
         if result["status"] != "success":

@@ -255,6 +255,11 @@ class MemlifeStore(BaseStore):
             provenance=Provenance(source_event=f"{_EVENT}:{kind}:{op.key}",
                                   content_sha256=content_sha256(content)),
         )  # fmt: skip
+        from memlife.tombstones import refusal
+
+        code = refusal(self.store, record)  # erased content never returns (invariant 11)
+        if code is not None:
+            raise PermissionError(f"{code}: this content was erased for actor {actor}")
         result = self.store.put_many([record])
         if rid not in result.succeeded:
             why = "; ".join(f"{f.code}: {f.message}" for f in result.failed) or "not stored"

@@ -1,0 +1,371 @@
+"""The run report page: one self-contained HTML file per run, beside its receipts.
+
+What it shows: the headline figures (records, status, gate verdict, model usage), counts
+by action and by namespace pattern, the top reason codes, what an apply run would change
+(dry runs), and trends over the last N runs of the same mode, as inline SVG charts.
+No script, no stylesheet or font from anywhere else: it opens from S3, a laptop or a
+ticket attachment alike.
+
+It holds no memory content: ids never appear either, only counts, codes and namespace
+patterns (the actor's own segment of a namespace becomes ``*``). Every string that does
+appear (codes, patterns, run ids) is HTML-escaped.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from html import escape
+from pathlib import Path
+from typing import Any
+
+TREND_RUNS = 14  # nights shown in the trend charts
+TOP = 12  # rows in the namespace and reason charts
+
+# one colour per action / outcome, reused by every chart and the legend
+COLOURS = {
+    "retain": "#4c9f70", "hold": "#8c6bb1", "delete_expired": "#d62728",
+    "delete_pending": "#ff7f0e", "review": "#1f77b4", "consolidate_candidate": "#17becf",
+    "supersede_candidate": "#bcbd22",
+    "processed": "#555555", "retained": "#4c9f70", "consolidated": "#17becf",
+    "superseded": "#bcbd22", "deleted": "#d62728", "quarantined": "#e377c2",
+    "reviewed": "#1f77b4", "held": "#8c6bb1", "failed": "#000000",
+    "delete": "#d62728", "left for review": "#1f77b4", "consolidate (groups)": "#17becf",
+    "merge duplicates": "#9edae5", "supersede contradicted": "#bcbd22",
+}  # fmt: skip
+_FALLBACK = ("#7f7f7f", "#9edae5", "#c49c94", "#f7b6d2", "#dbdb8d", "#aec7e8")
+
+
+def colour(name: str) -> str:
+    return COLOURS.get(name) or _FALLBACK[sum(map(ord, name)) % len(_FALLBACK)]
+
+
+@dataclass
+class Breakdown:
+    """What the proposed-actions report says, aggregated: no ids, no content."""
+
+    by_namespace: dict[str, Counter] = field(default_factory=dict)  # pattern -> action counts
+    reasons: Counter = field(default_factory=Counter)
+
+
+def namespace_pattern(actor_id: str, namespace: str) -> str:
+    """``/users/u-1/prefs`` of actor ``u-1`` -> ``/users/*/prefs``: a pattern, not a person."""
+    parts = namespace.split("/")
+    return "/".join("*" if p == actor_id else p for p in parts)
+
+
+def breakdown(report_parquet: str | Path | None) -> Breakdown:
+    """Counts by namespace pattern and action, and reason codes, from the run's Parquet.
+
+    Aggregated in Arrow first (one row per actor/namespace/action), so 1M records cost
+    one pass in C++ and a loop over shards, not over records.
+    """
+    out = Breakdown()
+    if not report_parquet or not Path(report_parquet).exists():
+        return out
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(report_parquet, columns=["actor_id", "namespace", "action", "reasons"])
+    if table.num_rows == 0:
+        return out
+    grouped = table.group_by(["actor_id", "namespace", "action"]).aggregate([([], "count_all")])
+    for actor, ns, action, n in zip(*(grouped.column(c).to_pylist() for c in
+                                      ("actor_id", "namespace", "action", "count_all")), strict=True):  # fmt: skip
+        out.by_namespace.setdefault(namespace_pattern(actor, ns), Counter())[action] += n
+    counts = pc.value_counts(pc.list_flatten(table.column("reasons")))
+    for item in counts.to_pylist():
+        out.reasons[item["values"]] += item["counts"]
+    return out
+
+
+def history(sink: Any, mode: str, run_id: str, n: int = TREND_RUNS) -> list[dict]:
+    """The receipts of the last ``n`` runs of ``mode`` before ``run_id`` (oldest first)."""
+    from memlife.review import latest_receipt
+
+    prefixes = sorted(
+        {k.rsplit("/", 1)[0] for k in sink.list("runs/") if k.endswith("/manifest.json")}
+    )
+    out: list[dict] = []
+    for prefix in reversed(prefixes):
+        if prefix.rsplit("/", 1)[1] == run_id:
+            continue
+        receipt = latest_receipt(sink, prefix)
+        if receipt and receipt.get("mode") == mode and receipt.get("counts"):
+            out.append(receipt)
+            if len(out) == n:
+                break
+    return list(reversed(out))
+
+
+# -- charts (inline SVG) -------------------------------------------------------------------
+
+
+def bar_chart(rows: Sequence[tuple[str, int]], *, title: str, width: int = 560) -> str:
+    """Horizontal bars, one per (label, value), coloured by label."""
+    if not rows:
+        return f'<figure><figcaption>{escape(title)}</figcaption><p class="none">none</p></figure>'
+    label_w, bar_h, gap = 190, 18, 6
+    top = max(v for _, v in rows) or 1
+    height = len(rows) * (bar_h + gap)
+    parts = [f'<svg role="img" aria-label="{escape(title)}" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">']  # fmt: skip
+    for i, (label, value) in enumerate(rows):
+        y = i * (bar_h + gap)
+        w = max(1.0, (width - label_w - 70) * value / top) if value else 0
+        parts.append(
+            f'<text x="{label_w - 6}" y="{y + 13}" text-anchor="end" class="l">{escape(label)}</text>'
+            f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{colour(label)}">'
+            f"<title>{escape(label)}: {value:,}</title></rect>"
+            f'<text x="{label_w + w + 5:.1f}" y="{y + 13}" class="v">{value:,}</text>'
+        )
+    parts.append("</svg>")
+    return f"<figure><figcaption>{escape(title)}</figcaption>{''.join(parts)}</figure>"
+
+
+def stacked_chart(rows: Sequence[tuple[str, Mapping[str, int]]], *, title: str,
+                  width: int = 760) -> str:  # fmt: skip
+    """One horizontal stacked bar per row (e.g. a namespace pattern), segments by action."""
+    if not rows:
+        return f'<figure><figcaption>{escape(title)}</figcaption><p class="none">none</p></figure>'
+    label_w, bar_h, gap = 260, 18, 6
+    top = max(sum(c.values()) for _, c in rows) or 1
+    height = len(rows) * (bar_h + gap)
+    parts = [f'<svg role="img" aria-label="{escape(title)}" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">']  # fmt: skip
+    keys = sorted({k for _, c in rows for k in c})
+    for i, (label, counts) in enumerate(rows):
+        y, x = i * (bar_h + gap), float(label_w)
+        parts.append(
+            f'<text x="{label_w - 6}" y="{y + 13}" text-anchor="end" class="l">{escape(label)}</text>'
+        )
+        for k in keys:
+            v = counts.get(k, 0)
+            if not v:
+                continue
+            w = (width - label_w - 70) * v / top
+            parts.append(f'<rect x="{x:.1f}" y="{y}" width="{max(w, 1):.1f}" height="{bar_h}" '
+                         f'fill="{colour(k)}"><title>{escape(label)} {escape(k)}: {v:,}</title></rect>')  # fmt: skip
+            x += w
+        parts.append(
+            f'<text x="{x + 5:.1f}" y="{y + 13}" class="v">{sum(counts.values()):,}</text>'
+        )
+    parts.append("</svg>")
+    return (
+        f"<figure><figcaption>{escape(title)}</figcaption>{''.join(parts)}{legend(keys)}</figure>"
+    )
+
+
+def trend_chart(labels: Sequence[str], series: Mapping[str, Sequence[int]], *, title: str,
+                width: int = 760, height: int = 220) -> str:  # fmt: skip
+    """Lines over runs (x: run cutoff dates), one per series, with the latest value marked."""
+    if len(labels) < 2:
+        return (f'<figure><figcaption>{escape(title)}</figcaption>'
+                '<p class="none">trends appear after two runs</p></figure>')  # fmt: skip
+    left, right, top_pad, bottom = 50, 20, 10, 30
+    plot_w, plot_h = width - left - right, height - top_pad - bottom
+    top = max((max(v) for v in series.values() if v), default=0) or 1
+    step = plot_w / (len(labels) - 1)
+
+    def xy(i: int, v: int) -> tuple[float, float]:
+        return left + i * step, top_pad + plot_h * (1 - v / top)
+
+    parts = [f'<svg role="img" aria-label="{escape(title)}" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">',
+             f'<line x1="{left}" y1="{top_pad + plot_h}" x2="{width - right}" y2="{top_pad + plot_h}" class="axis"/>',
+             f'<text x="{left - 6}" y="{top_pad + 8}" text-anchor="end" class="v">{top:,}</text>',
+             f'<text x="{left - 6}" y="{top_pad + plot_h}" text-anchor="end" class="v">0</text>']  # fmt: skip
+    for i, lab in enumerate(labels):
+        if i in (0, len(labels) - 1) or len(labels) <= 8:
+            x, _ = xy(i, 0)
+            anchor = "start" if i == 0 else ("end" if i == len(labels) - 1 else "middle")
+            parts.append(
+                f'<text x="{x:.1f}" y="{height - 8}" text-anchor="{anchor}" class="v">{escape(lab)}</text>'
+            )
+    for name, values in series.items():
+        points = " ".join(f"{x:.1f},{y:.1f}" for x, y in (xy(i, v) for i, v in enumerate(values)))
+        c = colour(name)
+        parts.append(f'<polyline points="{points}" fill="none" stroke="{c}" stroke-width="2">'
+                     f"<title>{escape(name)}</title></polyline>")  # fmt: skip
+        lx, ly = xy(len(values) - 1, values[-1])
+        parts.append(f'<circle cx="{lx:.1f}" cy="{ly:.1f}" r="3.5" fill="{c}"/>')
+    parts.append("</svg>")
+    return f"<figure><figcaption>{escape(title)}</figcaption>{''.join(parts)}{legend(list(series))}</figure>"
+
+
+def legend(keys: Sequence[str]) -> str:
+    items = "".join(f'<span><i style="background:{colour(k)}"></i>{escape(k)}</span>' for k in keys)
+    return f'<div class="legend">{items}</div>'
+
+
+# -- the page --------------------------------------------------------------------------------
+
+_CSS = """
+body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;background:#fff}
+h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:28px 0 8px}
+.meta{color:#666;margin-bottom:16px} .cards{display:flex;flex-wrap:wrap;gap:12px}
+.card{border:1px solid #ddd;border-radius:6px;padding:10px 14px;min-width:130px}
+.card b{display:block;font-size:22px} .card span{color:#666;font-size:12px}
+.ok{color:#2b7a3d} .bad{color:#c0392b} .warn{color:#b9770e}
+figure{margin:12px 0} figcaption{font-weight:600;margin-bottom:6px}
+svg text.l{font-size:12px;fill:#333} svg text.v{font-size:11px;fill:#555}
+svg .axis{stroke:#999;stroke-width:1} .none{color:#888}
+.legend{display:flex;flex-wrap:wrap;gap:10px;font-size:12px;margin-top:4px}
+.legend i{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}
+table{border-collapse:collapse;font-size:13px} td,th{border-bottom:1px solid #eee;padding:3px 10px;text-align:left}
+td.n{text-align:right}
+"""
+
+
+def _card(label: str, value: Any, figure: str, cls: str = "") -> str:
+    shown = f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+    klass = f' class="{cls}"' if cls else ""
+    return (f'<div class="card"><b data-figure="{figure}"{klass}>{escape(shown)}</b>'
+            f"<span>{escape(label)}</span></div>")  # fmt: skip
+
+
+def gate_text(gate: Mapping[str, Any] | None) -> tuple[str, str]:
+    """(verdict, css class): blocked / passed / not run."""
+    if not gate:
+        return "not run", "warn"
+    return ("blocked", "bad") if gate.get("blocked") else ("passed", "ok")
+
+
+def would_change(summary: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """A dry run's "an apply run would ..." figures (the same as the CLI table's)."""
+    counts, other = summary.get("counts", {}), summary.get("other_counts", {})
+    return [
+        ("consolidate (groups)", other.get("consolidation_proposed", 0)),
+        ("merge duplicates", other.get("merged_duplicates", 0)),
+        ("supersede contradicted", other.get("contradictions_resolved", 0)),
+        ("delete", counts.get("delete_expired", 0) + counts.get("delete_pending", 0)),
+        ("left for review", counts.get("review", 0)),
+        ("held", counts.get("hold", 0)),
+    ]
+
+
+def _trend_series(runs: Sequence[Mapping[str, Any]], dry: bool) -> dict[str, list[int]]:
+    if dry:
+        planned = [r.get("planned", {}) for r in runs]
+        return {
+            "delete": [p.get("delete_expired", 0) + p.get("delete_pending", 0) for p in planned],
+            "review": [p.get("review", 0) for p in planned],
+            "consolidate_candidate": [p.get("consolidate_candidate", 0) for p in planned],
+            "supersede_candidate": [p.get("supersede_candidate", 0) for p in planned],
+        }
+    names = ("deleted", "superseded", "consolidated", "quarantined", "reviewed", "failed")
+    return {k: [int(r.get("counts", {}).get(k, 0)) for r in runs] for k in names}
+
+
+def render(summary: Mapping[str, Any], detail: Breakdown, past: Sequence[Mapping[str, Any]]) -> str:
+    """The page for one run. ``summary`` is ``RunSummary.as_json()``; ``past`` older receipts."""
+    mode = str(summary.get("mode", "dry_run"))
+    dry = mode == "dry_run"
+    status = str(summary.get("status", ""))
+    verdict, vcls = gate_text(summary.get("gate"))
+    model = summary.get("model") or {}
+    lifecycle = summary.get("lifecycle") or {}
+    cards = [
+        _card("records processed", int(summary.get("records", 0)), "records"),
+        _card("status", status, "status", "ok" if status == "success" else "bad"),
+        _card("regression gate", verdict, "gate", vcls),
+        _card("model calls", int(model.get("calls", 0)), "model-calls"),
+        _card("tokens in / out", f"{model.get('input_tokens', 0):,} / {model.get('output_tokens', 0):,}", "tokens"),
+    ]  # fmt: skip
+    if dry:
+        deletes = dict(would_change(summary))["delete"]
+        cards.append(
+            _card("an apply run would delete", deletes, "would-delete", "warn" if deletes else "")
+        )
+    else:
+        cards += [_card("deleted", int(lifecycle.get("deleted", 0)), "deleted"),
+                  _card("superseded", int(lifecycle.get("superseded", 0)), "superseded")]  # fmt: skip
+
+    sections = [f'<div class="cards">{"".join(cards)}</div>']
+    actions = [(k, int(v)) for k, v in (summary.get("counts") or {}).items()]
+    sections.append(
+        "<h2>Planned actions</h2>" + bar_chart(actions, title="records by planned action")
+    )
+    if dry:
+        sections.append("<h2>What an apply run would change</h2>"
+                        + bar_chart(would_change(summary), title="an apply run would"))  # fmt: skip
+    else:
+        sections.append("<h2>Outcomes</h2>"
+                        + bar_chart([(k, int(v)) for k, v in lifecycle.items()], title="outcomes"))  # fmt: skip
+    ns_rows = sorted(detail.by_namespace.items(), key=lambda kv: -sum(kv[1].values()))
+    sections.append("<h2>By namespace</h2>" + stacked_chart(
+        ns_rows[:TOP], title=f"records by namespace pattern and action (top {TOP} of {len(ns_rows)})"))  # fmt: skip
+    sections.append("<h2>Top reasons</h2>"
+                    + bar_chart(detail.reasons.most_common(TOP), title="reason codes"))  # fmt: skip
+    sections.append("<h2>Regression gate</h2>" + _gate_table(summary.get("gate")))
+    sections.append("<h2>Model usage</h2>" + _model_table(model))
+
+    runs = [*past, {"cutoff": summary.get("cutoff"), "counts": lifecycle,
+                    "planned": summary.get("counts", {}), "records_found": summary.get("records", 0)}]  # fmt: skip
+    labels = [str(r.get("cutoff") or "")[:10] for r in runs]
+    sections.append(f"<h2>Trends (last {len(runs)} {'dry runs' if dry else 'runs'})</h2>")
+    sections.append(trend_chart(labels, _trend_series(runs, dry),
+                                title="planned changes per run" if dry else "changes per run"))  # fmt: skip
+    sections.append(trend_chart(labels, {"processed": [int(r.get("records_found", 0)) for r in runs]},
+                                title="records processed per run"))  # fmt: skip
+    failed = summary.get("failed_shards") or []
+    if failed:
+        codes = Counter(str(s.get("code", "")) for s in failed)
+        sections.append(
+            "<h2>Failed shards</h2>"
+            + bar_chart(codes.most_common(TOP), title="failed shards by code")
+        )
+
+    title = f"memlife {mode.replace('_', ' ')} {summary.get('run_id', '')}"
+    meta = (f"policy {summary.get('policy_version', '')} · cutoff {summary.get('cutoff', '')} · "
+            f"{summary.get('shards', 0):,} shards · {summary.get('seconds', 0)} s")  # fmt: skip
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>"
+        f'<h1>{escape(title)}</h1><div class="meta">{escape(meta)}</div>'
+        + "".join(sections)
+        + '<p class="meta">Counts, codes and namespace patterns only: no memory content, no ids.</p>'
+        "</body></html>"
+    )
+
+
+def _gate_table(gate: Mapping[str, Any] | None) -> str:
+    if not gate:
+        return ('<p class="warn">not run: no evaluation set (--eval-cases). Without one nothing is '
+                "deleted for score or review reasons in an enforced namespace.</p>")  # fmt: skip
+    verdict, cls = gate_text(gate)
+    rows = "".join(
+        f'<tr><td>{escape(name)}</td><td class="n">{g.get("before", "")}</td>'
+        f'<td class="n">{g.get("value", "")}</td><td class="n">{g.get("threshold", "")}</td>'
+        f'<td class="{"ok" if g.get("passed") else "bad"}">{"passed" if g.get("passed") else "failed"}</td></tr>'
+        for name, g in (gate.get("gates") or {}).items()
+    )
+    reasons = ", ".join(escape(str(r)) for r in gate.get("reasons", [])) or "none"
+    return (f'<p><b class="{cls}">{verdict}</b> · proposed deletions {gate.get("proposed_deletions", 0):,}'
+            f" · cases {gate.get('cases', 0)} · reasons: {reasons}</p>"
+            "<table><tr><th>gate</th><th>before</th><th>after</th><th>threshold</th><th></th></tr>"
+            f"{rows}</table>")  # fmt: skip
+
+
+def _model_table(model: Mapping[str, Any]) -> str:
+    rows = [("calls", model.get("calls", 0)), ("input tokens", model.get("input_tokens", 0)),
+            ("output tokens", model.get("output_tokens", 0))]  # fmt: skip
+    rows += [(f"rejected: {k}", v) for k, v in (model.get("rejections") or {}).items()]
+    body = "".join(
+        f'<tr><td>{escape(str(k))}</td><td class="n">{int(v):,}</td></tr>' for k, v in rows
+    )
+    return f"<table>{body}</table>"
+
+
+def write_run_report(sink: Any, prefix: str, summary: Mapping[str, Any]) -> str | None:
+    """Render and store ``{prefix}/report.html`` (create-only, like every receipt).
+
+    Returns its location; None when the sink refused. A rerun of the same run keeps the
+    first page, as it keeps the first receipt.
+    """
+    past = history(sink, str(summary.get("mode")), str(summary.get("run_id")))
+    page = render(summary, breakdown(summary.get("report_parquet")), past)
+    key = f"{prefix}/report.html"
+    sink.put_new(key, page.encode("utf-8"), "text/html; charset=utf-8")
+    return sink.location(key)
