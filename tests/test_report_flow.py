@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -28,10 +29,21 @@ def test_flow_logs_and_links_the_report(home: Path, prefect_harness) -> None:
     records = list(generate(120, seed=4, anchor=ANCHOR, markers=True))
     with SqliteStore(home / "memlife.db") as store:
         store.put_many(records)
-    state = nightly(dry_run=True, now=ANCHOR.isoformat(), consolidate=False, return_state=True)
+    from prefect.settings import PREFECT_LOGGING_TO_API_ENABLED, temporary_settings
+
+    # what memlife.prefect_env sets before Prefect loads; this session loaded it earlier
+    runs_logger = logging.getLogger("prefect.flow_runs")
+    level = runs_logger.level
+    runs_logger.setLevel(logging.INFO)
+    try:
+        with temporary_settings({PREFECT_LOGGING_TO_API_ENABLED: True}):
+            state = nightly(dry_run=True, now=ANCHOR.isoformat(), consolidate=False,
+                            return_state=True)  # fmt: skip
+            APILogHandler().flush()  # send the queued logs before reading them back
+    finally:
+        runs_logger.setLevel(level)
     result = state.result()
     flow_run_id = state.state_details.flow_run_id
-    APILogHandler().flush()  # send the queued logs before reading them back
 
     page = Path(result["report_html"])
     assert page.exists() and page.name == "report.html"
@@ -54,3 +66,17 @@ def test_flow_logs_and_links_the_report(home: Path, prefect_harness) -> None:
     assert f"run {result['run_id']}: success" in text
     for r in records:  # the log tab carries no content
         assert r.content not in text
+
+
+def test_quiet_settings_still_fill_the_log_tab(monkeypatch) -> None:
+    from memlife import prefect_env
+
+    for key in prefect_env.QUIET:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("PREFECT_HOME", "/tmp/unused-prefect-home")
+    prefect_env.configure()
+    import os
+
+    assert os.environ["PREFECT_LOGGING_TO_API_ENABLED"] == "true"
+    assert os.environ["PREFECT_LOGGING_LOGGERS_PREFECT_FLOW_RUNS_LEVEL"] == "INFO"
+    assert os.environ["PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL"] == "WARNING"
