@@ -33,7 +33,7 @@ from memlife.plan import DELETE_ACTIONS, Action, Decision, Planner, Reason
 from memlife.policy import Policy, load_policy, resolve_policy_path
 from memlife.receipts import operations_parquet
 from memlife.report import ReportWriter
-from memlife.stores import MemoryStore, iter_shard, open_store, resolve_store_url
+from memlife.stores import MemoryStore, iter_shard, open_store, resolve_store_url, store_identity
 from memlife.stores.base import StoreError
 
 log = logging.getLogger("memlife.pipeline")
@@ -87,7 +87,9 @@ class RunContext:
 
     @property
     def mode(self) -> str:
-        return "retry" if self.config.retry_only else ("dry_run" if self.config.dry_run else "apply")
+        return (
+            "retry" if self.config.retry_only else ("dry_run" if self.config.dry_run else "apply")
+        )
 
     @property
     def prefix(self) -> str:
@@ -146,12 +148,14 @@ def _scope(config: RunConfig) -> dict:
     return {"namespaces": sorted(config.namespaces), "actors": sorted(config.actors)}
 
 
-def run_key(policy_version: str, cutoff: datetime, scope: dict, mode: str) -> str:
-    """Deterministic: the same policy, cutoff, scope and mode give the same run (reruns resume)."""
+def run_key(policy_version: str, cutoff: datetime, scope: dict, mode: str, store: str) -> str:
+    """Deterministic: the same policy, cutoff, scope, mode and store give the same run (reruns
+    resume); two stores never share a run (``store`` is :func:`store_identity`)."""
     raw = json.dumps(
-        {"policy": policy_version, "cutoff": cutoff.isoformat(), "scope": scope, "mode": mode},
+        {"policy": policy_version, "cutoff": cutoff.isoformat(), "scope": scope, "mode": mode,
+         "store": store},
         sort_keys=True,
-    )
+    )  # fmt: skip
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
@@ -161,10 +165,10 @@ def start_run(config: RunConfig, sink: ReceiptSink | None = None) -> RunContext:
     cutoff = config.now or utcnow()
     scope = _scope(config)
     mode = "retry" if config.retry_only else ("dry_run" if config.dry_run else "apply")
-    key = run_key(policy.version, cutoff, scope, mode)
+    store_url = resolve_store_url(config.store)
+    key = run_key(policy.version, cutoff, scope, mode, store_identity(store_url))
     run_id = f"{cutoff:%Y%m%dT%H%M%SZ}-{mode.replace('_run', '')}-{key[:10]}"
     sink = sink or open_sink(config.receipts)
-    store_url = resolve_store_url(config.store)
     started = utcnow()
     policy_bytes = resolve_policy_path(config.policy).read_bytes()
     manifest = {
@@ -531,7 +535,10 @@ def write_run_receipt(ctx: RunContext, receipt: dict) -> str | None:
         if ctx.sink.put_new(key, dumps(receipt)):
             return key
         existing = json.loads(ctx.sink.get(key) or b"{}")
-        if existing.get("status") in ("success", "partial_failure") and receipt["status"] != "failure":
+        if (
+            existing.get("status") in ("success", "partial_failure")
+            and receipt["status"] != "failure"
+        ):
             return key  # an earlier attempt of this same run already completed
     return None
 
@@ -601,7 +608,9 @@ def plan_in_processes(ctx: RunContext, shards: Sequence[Shard], workers: int) ->
     method = "fork" if not ctx.config.consolidate else "spawn"
     outcomes: list[BatchOutcome] = []
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
-        futures = [pool.submit(process_isolated, params, part, f"{i:05d}") for i, part in enumerate(parts)]
+        futures = [
+            pool.submit(process_isolated, params, part, f"{i:05d}") for i, part in enumerate(parts)
+        ]
         for future in as_completed(futures):
             outcome = future.result()
             progress.advance(outcome.records)

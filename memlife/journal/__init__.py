@@ -24,9 +24,15 @@ __all__ = [
 
 
 def open_journal(store: object) -> Journal:
-    """Beside the store: the same SQLite file for the embedded store, else its own file."""
+    """Beside the store: the same SQLite file for the embedded store; else the state backend
+    of $MEMLIFE_STATE (DynamoDB), else its own file under $MEMLIFE_HOME (one machine only)."""
     conn = getattr(store, "connection", None)
     if conn is not None:
         return SqliteJournal(conn, getattr(store, "lock", None))
+    from memlife.state import current
+
+    remote = current()
+    if remote is not None:
+        return remote.part("journal")
     home = Path(os.environ.get("MEMLIFE_HOME", ".memlife"))
     return SqliteJournal.at(home / "journal.db")

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import os
-from urllib.parse import urlparse
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
 
 from memlife.stores.base import BatchResult, MemoryStore, Page, iter_shard
 
 DEFAULT_STORE_URL = "sqlite:///.memlife/memlife.db"
 
-__all__ = ["BatchResult", "MemoryStore", "Page", "iter_shard", "open_store", "resolve_store_url"]
+__all__ = [
+    "BatchResult", "MemoryStore", "Page", "iter_shard", "open_store", "resolve_store_url",
+    "store_identity",
+]  # fmt: skip
 
 
 def resolve_store_url(url: str | None = None) -> str:
@@ -18,6 +22,22 @@ def resolve_store_url(url: str | None = None) -> str:
         return url or os.environ["MEMLIFE_STORE"]
     home = os.environ.get("MEMLIFE_HOME")
     return f"sqlite:///{home}/memlife.db" if home else DEFAULT_STORE_URL
+
+
+def store_identity(url: str | None = None) -> str:
+    """Which store a URL names, independent of how it is reached (endpoints, credentials).
+
+    ``sqlite:`` + the file's absolute path; ``agentcore://MEMORY_ID@REGION``. Part of the
+    run key, so two stores run at the same cutoff never share a run id or receipt path.
+    """
+    url = resolve_store_url(url)
+    parsed = urlparse(url)
+    if parsed.scheme == "sqlite" and url.startswith("sqlite:///"):
+        return "sqlite:" + str(Path(url[len("sqlite:///") :]).resolve())
+    if parsed.scheme == "agentcore":
+        region = parse_qs(parsed.query).get("region", [""])[-1]
+        return f"agentcore://{parsed.netloc}@{region}"
+    return url.split("?")[0]
 
 
 def open_store(url: str | None = None) -> MemoryStore:
@@ -35,4 +55,6 @@ def open_store(url: str | None = None) -> MemoryStore:
         from memlife.stores.agentcore import AgentCoreStore  # type: ignore[import-not-found]
 
         return AgentCoreStore.from_url(url)
-    raise ValueError(f"store URL {url!r}: unknown scheme {scheme!r} (use sqlite:// or agentcore://)")
+    raise ValueError(
+        f"store URL {url!r}: unknown scheme {scheme!r} (use sqlite:// or agentcore://)"
+    )

@@ -1,0 +1,249 @@
+"""The journal in DynamoDB: the same state machine as sqlite.py, nothing on the worker's disk.
+
+Layout in memlife/state/dynamodb.py. Every transition is a conditional write on the state
+and attempt count it was validated against (``#st = :from AND attempts = :n``), so two
+writers can never both move one operation: the loser gets JournalStateError (the run
+lease makes that a bug, not a race to be resolved). ``plan`` is a put on
+``attribute_not_exists(pk)``: an operation that exists keeps its state (reruns resume).
+
+Membership items (``jrun#``, ``jrec#``) are written before the operation itself, so
+``by_run`` and ``for_record`` are consistent base-table queries that never miss an
+operation; a crash between the two leaves a membership without operation, which reads
+as nothing and is completed by the rerun's ``plan``. On RECEIPTED the payload and the
+``open`` index keys are removed and the operation and its memberships get ``expires_at``
+(now + ``ttl_days``) in one transaction: DynamoDB's TTL then drops finished operations.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from memlife.journal.base import ALLOWED, JournalStateError, Operation, OpKind, OpState, Outcome
+from memlife.model import utcnow
+from memlife.state.dynamodb import (
+    OPEN_BUCKETS,
+    OPEN_INDEX,
+    DynamoState,
+    is_conditional_failure,
+    key,
+)
+
+_OPTIONAL = ("content_sha256", "replacement_id", "outcome", "next_retry_at", "last_error",
+             "payload")  # fmt: skip
+
+
+def _op_key(operation_id: str) -> dict[str, Any]:
+    return key(f"op#{operation_id}", "op")
+
+
+def _open_keys(op_id: str, created: str) -> dict[str, Any]:
+    bucket = hashlib.sha256(op_id.encode()).digest()[0] % OPEN_BUCKETS
+    return {"open_pk": {"S": f"open#{bucket}"}, "open_sk": {"S": f"{created}#{op_id}"}}
+
+
+def _s(item: dict[str, Any], name: str) -> str | None:
+    v = item.get(name)
+    return v["S"] if v is not None else None
+
+
+def _dt(v: str | None) -> datetime | None:
+    return datetime.fromisoformat(v) if v else None
+
+
+def _from_item(item: dict[str, Any]) -> Operation:
+    outcome = _s(item, "outcome")
+    return Operation(
+        operation_id=item["pk"]["S"][3:], run_id=item["run_id"]["S"], kind=OpKind(item["kind"]["S"]),
+        actor_id=item["actor_id"]["S"], namespace=item["namespace"]["S"],
+        record_id=item["record_id"]["S"], reasons=json.loads(item["reasons"]["S"]),
+        policy_version=item["policy_version"]["S"], content_sha256=_s(item, "content_sha256"),
+        replacement_id=_s(item, "replacement_id"), state=OpState(item["st"]["S"]),
+        outcome=Outcome(outcome) if outcome else None, attempts=int(item["attempts"]["N"]),
+        next_retry_at=_dt(_s(item, "next_retry_at")), last_error=_s(item, "last_error"),
+        payload=_s(item, "payload"), created_at=_dt(_s(item, "created_at")),
+        updated_at=_dt(_s(item, "updated_at")),
+    )  # fmt: skip
+
+
+def _to_item(op: Operation, now: str) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        **_op_key(op.operation_id), "run_id": {"S": op.run_id}, "kind": {"S": op.kind.value},
+        "actor_id": {"S": op.actor_id}, "namespace": {"S": op.namespace},
+        "record_id": {"S": op.record_id}, "reasons": {"S": json.dumps(op.reasons)},
+        "policy_version": {"S": op.policy_version}, "st": {"S": OpState.PLANNED.value},
+        "attempts": {"N": "0"}, "created_at": {"S": now}, "updated_at": {"S": now},
+        **_open_keys(op.operation_id, now),
+    }  # fmt: skip
+    for name in ("content_sha256", "replacement_id", "payload"):
+        value = getattr(op, name)
+        if value is not None:
+            item[name] = {"S": value}
+    return item
+
+
+def _memberships(op: Operation, expires: int | None = None) -> list[dict[str, Any]]:
+    pks = [f"jrun#{op.run_id}", f"jrec#{op.record_id}"]
+    if op.replacement_id and op.replacement_id != op.record_id:
+        pks.append(f"jrec#{op.replacement_id}")
+    items = [key(pk, op.operation_id) for pk in pks]
+    if expires is not None:
+        for it in items:
+            it["expires_at"] = {"N": str(expires)}
+    return items
+
+
+class DynamoJournal:
+    def __init__(self, state: DynamoState) -> None:
+        self.state = state
+        self.ttl = timedelta(days=state.settings.ttl_days)
+
+    # -- reads -----------------------------------------------------------------------------------
+    def get(self, operation_id: str) -> Operation | None:
+        item = self.state.get(_op_key(operation_id))
+        return _from_item(item) if item else None
+
+    def _many(self, ids: Sequence[str]) -> list[Operation]:
+        items = self.state.batch_get([_op_key(i) for i in dict.fromkeys(ids)])
+        return [_from_item(i) for i in items]
+
+    def _members(self, pk: str) -> list[str]:
+        return [i["sk"]["S"] for i in self.state.query(pk, ProjectionExpression="sk")]
+
+    def by_run(self, run_id: str) -> list[Operation]:
+        return sorted(self._many(self._members(f"jrun#{run_id}")), key=lambda o: o.operation_id)
+
+    def for_record(self, record_id: str) -> list[Operation]:
+        ops = self._many(self._members(f"jrec#{record_id}"))
+        return [o for o in ops if record_id in (o.record_id, o.replacement_id)]
+
+    def _open_ids(self, **kw: Any) -> list[str]:
+        ids: list[str] = []
+        for b in range(OPEN_BUCKETS):
+            items = self.state.query(f"open#{b}", index=OPEN_INDEX, **kw)
+            ids += [i["pk"]["S"][3:] for i in items]
+        return ids
+
+    def due(self, now: datetime, limit: int = 10_000) -> list[Operation]:
+        # the index is eventually consistent: re-read each candidate before trusting its state
+        ops = self._many(self._open_ids(ProjectionExpression="pk"))
+        due = [
+            o for o in ops
+            if o.state in (OpState.PLANNED, OpState.APPLIED)
+            or (o.state is OpState.FAILED and (o.next_retry_at is None or o.next_retry_at <= now))
+        ]  # fmt: skip
+        due.sort(key=lambda o: (o.created_at.isoformat() if o.created_at else "", o.operation_id))
+        return due[:limit]
+
+    # -- writes ----------------------------------------------------------------------------------
+    def plan(self, ops: Sequence[Operation]) -> list[Operation]:
+        now = utcnow().isoformat()
+        self.state.batch_write(puts=[m for op in ops for m in _memberships(op)])
+        for op in ops:
+            try:
+                self.state.ddb.put_item(
+                    TableName=self.state.table, Item=_to_item(op, now),
+                    ConditionExpression="attribute_not_exists(pk)",
+                )  # fmt: skip
+            except ClientError as exc:
+                if not is_conditional_failure(exc):
+                    raise  # an existing operation keeps its state: that is the point
+        found = {o.operation_id: o for o in self._many([op.operation_id for op in ops])}
+        return [found[op.operation_id] for op in ops]
+
+    def transition(
+        self,
+        operation_id: str,
+        to: OpState,
+        *,
+        outcome: Outcome | None = None,
+        error: str | None = None,
+        next_retry_at: datetime | None = None,
+        at: datetime | None = None,
+    ) -> Operation:
+        op = self.get(operation_id)
+        if op is None:
+            raise JournalStateError(f"{operation_id}: no such operation")
+        if to not in ALLOWED[op.state]:
+            raise JournalStateError(f"{operation_id}: {op.state} -> {to} is not allowed")
+        attempts = op.attempts + (1 if to in (OpState.APPLIED, OpState.FAILED) else 0)
+        when = (at or utcnow()).isoformat()
+        names = {"#st": "st", "#at": "attempts"}
+        values: dict[str, Any] = {
+            ":to": {"S": to.value}, ":from": {"S": op.state.value}, ":n": {"N": str(op.attempts)},
+            ":n2": {"N": str(attempts)}, ":u": {"S": when},
+        }  # fmt: skip
+        sets = ["#st = :to", "#at = :n2", "updated_at = :u"]
+        removes = []
+        if outcome is not None:
+            sets.append("outcome = :o")
+            values[":o"] = {"S": outcome.value}
+        for name, value in (("next_retry_at", next_retry_at.isoformat() if next_retry_at else None),
+                            ("last_error", error)):  # fmt: skip
+            if value is None:
+                removes.append(name)
+            else:
+                sets.append(f"{name} = :{name}")
+                values[f":{name}"] = {"S": value}
+        expires = None
+        if to is OpState.RECEIPTED:  # payload may hold content: it goes with the receipt
+            removes += ["payload", "open_pk", "open_sk"]
+            expires = int((utcnow() + self.ttl).timestamp())
+            sets.append("expires_at = :exp")
+            values[":exp"] = {"N": str(expires)}
+        update = {
+            "TableName": self.state.table, "Key": _op_key(operation_id),
+            "UpdateExpression": "SET " + ", ".join(sets)
+            + (" REMOVE " + ", ".join(removes) if removes else ""),
+            "ConditionExpression": "#st = :from AND #at = :n",
+            "ExpressionAttributeNames": names, "ExpressionAttributeValues": values,
+        }  # fmt: skip
+        try:
+            if expires is None:
+                self.state.ddb.update_item(**update)
+            else:  # the operation and its memberships expire together
+                puts = [{"Put": {"TableName": self.state.table, "Item": m}}
+                        for m in _memberships(op, expires)]  # fmt: skip
+                self.state.ddb.transact_write_items(TransactItems=[{"Update": update}, *puts])
+        except ClientError as exc:
+            if not is_conditional_failure(exc):
+                raise
+            now_op = self.get(operation_id)
+            seen = now_op.state if now_op else "absent"
+            raise JournalStateError(
+                f"{operation_id}: changed by another writer ({op.state} -> {seen}); not moved to {to}"
+            ) from None
+        op.state, op.attempts, op.updated_at = to, attempts, datetime.fromisoformat(when)
+        op.outcome = outcome or op.outcome
+        op.next_retry_at, op.last_error = next_retry_at, error
+        if to is OpState.RECEIPTED:
+            op.payload = None
+        return op
+
+    def forget_payloads(self, record_ids: Sequence[str]) -> int:
+        n = 0
+        for rid in record_ids:
+            ids = set(self._members(f"jrec#{rid}"))
+            # payloads naming the record (e.g. a replacement superseding it): open operations only
+            ids |= set(self._open_ids(
+                FilterExpression="contains(payload, :q)",
+                ExpressionAttributeValues={":q": {"S": json.dumps(rid)}},
+            ))  # fmt: skip
+            for op_id in sorted(ids):
+                try:
+                    self.state.ddb.update_item(
+                        TableName=self.state.table, Key=_op_key(op_id), UpdateExpression="REMOVE payload",
+                        ConditionExpression="attribute_exists(payload) AND (record_id = :r OR "
+                        "replacement_id = :r OR contains(payload, :q))",
+                        ExpressionAttributeValues={":r": {"S": rid}, ":q": {"S": json.dumps(rid)}},
+                    )  # fmt: skip
+                    n += 1
+                except ClientError as exc:
+                    if not is_conditional_failure(exc):
+                        raise
+        return n

@@ -1,0 +1,171 @@
+"""The DynamoDB state table: one table, string keys ``pk`` / ``sk``, TTL on ``expires_at``.
+
+=========================  ===============  ==================================================
+pk                         sk               holds (never memory content, except an
+                                            unreceipted operation's payload, as in SQLite)
+=========================  ===============  ==================================================
+``op#{operation_id}``      ``op``           one journal operation (memlife/journal/dynamodb.py)
+``jrun#{run_id}``          operation id     membership: the operations of a run
+``jrec#{record_id}``       operation id     membership: operations on / replacing a record
+``lease#{store}``          ``lease``        the run lease of a store (state/lease.py)
+``qsnap#{record_id}``      ``snap``         quarantine snapshot: status, provenance (ids/hashes)
+``perase``                 record id        a pending erasure (deferred by a legal hold)
+``tomb#{actor_id}``        ``id#``/``sha#``/``norm#``...  erasure tombstones (ids, hashes)
+``emb#{content_sha256}``   model id         a cached embedding vector (float32 bytes)
+=========================  ===============  ==================================================
+
+The GSI ``open`` (hash ``open_pk`` = ``open#0``..``open#7``, range ``open_sk`` = created
+time + operation id) holds operations until they are receipted: the retry queue of the
+next run (``due``) reads it, spread over eight partitions so a big night does not make a
+hot key. Shaped after the AWS Powertools idempotency persistence layer: every state
+change is a conditional write on the state it was read in, and finished records carry a
+TTL attribute so the table does not grow without bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from memlife.state import StateSettings
+
+OPEN_BUCKETS = 8
+OPEN_INDEX = "open"
+BATCH_GET_MAX = 100
+BATCH_WRITE_MAX = 25
+
+Key = dict[str, dict[str, str]]
+
+
+def key(pk: str, sk: str) -> Key:
+    return {"pk": {"S": pk}, "sk": {"S": sk}}
+
+
+def is_conditional_failure(exc: ClientError) -> bool:
+    return exc.response.get("Error", {}).get("Code") in (
+        "ConditionalCheckFailedException", "TransactionCanceledException",
+    )  # fmt: skip
+
+
+class DynamoState:
+    """Clients and table helpers shared by the DynamoDB-backed state parts of one process."""
+
+    def __init__(self, settings: StateSettings, *, session: Any = None) -> None:
+        self.settings = settings
+        self.table = settings.table
+        session = session or boto3.session.Session(region_name=settings.region)
+        config = Config(retries={"mode": "standard", "max_attempts": 8}, connect_timeout=5,
+                        read_timeout=30)  # fmt: skip
+        self.ddb = session.client("dynamodb", region_name=settings.region,
+                                  endpoint_url=settings.endpoint_url, config=config)  # fmt: skip
+        self.s3 = session.client("s3", region_name=settings.region,
+                                 endpoint_url=settings.s3_endpoint_url, config=config)  # fmt: skip
+        self._parts: dict[str, Any] = {}
+
+    # -- provisioning (deployer / tests; the runtime role lacks these actions) -------------------
+    def create_table(self) -> None:
+        """Create the table, its ``open`` index and TTL (deploy/state-table.yaml does the same)."""
+        try:
+            self.ddb.create_table(
+                TableName=self.table, BillingMode="PAY_PER_REQUEST",
+                AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"}
+                                      for n in ("pk", "sk", "open_pk", "open_sk")],
+                KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
+                           {"AttributeName": "sk", "KeyType": "RANGE"}],
+                GlobalSecondaryIndexes=[{
+                    "IndexName": OPEN_INDEX,
+                    "KeySchema": [{"AttributeName": "open_pk", "KeyType": "HASH"},
+                                  {"AttributeName": "open_sk", "KeyType": "RANGE"}],
+                    "Projection": {"ProjectionType": "ALL"},
+                }],
+            )  # fmt: skip
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ResourceInUseException":
+                raise
+            return
+        self.ddb.get_waiter("table_exists").wait(TableName=self.table)
+        self.ddb.update_time_to_live(
+            TableName=self.table,
+            TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires_at"},
+        )
+
+    def create_bucket(self) -> None:
+        try:
+            self.s3.create_bucket(Bucket=self.settings.parquet_bucket)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] not in (
+                "BucketAlreadyOwnedByYou",
+                "BucketAlreadyExists",
+            ):
+                raise
+
+    # -- table helpers ---------------------------------------------------------------------------
+    def get(self, k: Key) -> dict[str, Any] | None:
+        return self.ddb.get_item(TableName=self.table, Key=k, ConsistentRead=True).get("Item")
+
+    def batch_get(self, keys: Sequence[Key]) -> list[dict[str, Any]]:
+        """Consistent reads of many items (unprocessed keys retried); order not kept."""
+        out: list[dict[str, Any]] = []
+        unique = list({(k["pk"]["S"], k["sk"]["S"]): k for k in keys}.values())
+        for i in range(0, len(unique), BATCH_GET_MAX):
+            request = {self.table: {"Keys": unique[i : i + BATCH_GET_MAX], "ConsistentRead": True}}
+            while request:
+                resp = self.ddb.batch_get_item(RequestItems=request)
+                out += resp.get("Responses", {}).get(self.table, [])
+                request = resp.get("UnprocessedKeys") or {}
+        return out
+
+    def batch_write(self, puts: Iterable[dict[str, Any]] = (), deletes: Iterable[Key] = ()) -> None:
+        """Unconditional puts and deletes (idempotent items only), unprocessed ones retried."""
+        reqs = [{"PutRequest": {"Item": p}} for p in puts]
+        reqs += [{"DeleteRequest": {"Key": d}} for d in deletes]
+        for i in range(0, len(reqs), BATCH_WRITE_MAX):
+            request = {self.table: reqs[i : i + BATCH_WRITE_MAX]}
+            while request:
+                resp = self.ddb.batch_write_item(RequestItems=request)
+                request = resp.get("UnprocessedItems") or {}
+
+    def query(self, pk: str, *, index: str | None = None, **kw: Any) -> Iterator[dict[str, Any]]:
+        """Every item of a partition (base table: consistent; the index: eventually)."""
+        name = "open_pk" if index else "pk"
+        args: dict[str, Any] = {
+            "TableName": self.table, "KeyConditionExpression": "#h = :h",
+            "ExpressionAttributeNames": {"#h": name}, "ExpressionAttributeValues": {":h": {"S": pk}},
+        }  # fmt: skip
+        if index:
+            args["IndexName"] = index
+        else:
+            args["ConsistentRead"] = True
+        for k, v in kw.items():
+            if k in ("ExpressionAttributeNames", "ExpressionAttributeValues"):
+                args[k] = {**args[k], **v}
+            else:
+                args[k] = v
+        for page in self.ddb.get_paginator("query").paginate(**args):
+            yield from page.get("Items", [])
+
+    # -- the parts, one per process and table ------------------------------------------------------
+    def part(self, name: str) -> Any:
+        """The journal / lease / side tables / caches bound to this table (created once)."""
+        if name not in self._parts:
+            self._parts[name] = _PARTS[name](self)
+        return self._parts[name]
+
+
+def _journal(state: DynamoState) -> Any:
+    from memlife.journal.dynamodb import DynamoJournal
+
+    return DynamoJournal(state)
+
+
+def _side(state: DynamoState) -> Any:
+    from memlife.state.side import DynamoSideTables
+
+    return DynamoSideTables(state)
+
+
+_PARTS = {"journal": _journal, "side": _side}

@@ -1,0 +1,177 @@
+"""The journal contract, for every backend: SQLite (embedded) and DynamoDB (moto, in-process
+and over HTTP). Same state machine, same answers; plus what only DynamoDB has to prove
+(conditional writes against a second writer, TTL on finished operations)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from memlife.journal import (
+    JournalStateError,
+    Operation,
+    OpKind,
+    OpState,
+    Outcome,
+    SqliteJournal,
+    operation_id,
+)
+from memlife.journal.dynamodb import DynamoJournal
+from tests.support.aws_state import aws_state
+
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+@pytest.fixture(params=["sqlite", "dynamodb", "dynamodb-http"])
+def journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[object]:
+    if request.param == "sqlite":
+        yield SqliteJournal.at(tmp_path / "journal.db")
+        return
+    with aws_state("inprocess" if request.param == "dynamodb" else "server") as (_, state):
+        yield DynamoJournal(state)
+
+
+def op(rid: str, kind: OpKind = OpKind.delete, run: str = "run-1", **kw) -> Operation:
+    return Operation(
+        operation_id=operation_id(run, kind, [rid]), run_id=run, kind=kind, actor_id="u-1",
+        namespace="/users/u-1/facts", record_id=rid, reasons=["HARD_EXPIRED"],
+        policy_version="p1", content_sha256="ab" * 32, **kw,
+    )  # fmt: skip
+
+
+def test_plan_inserts_and_keeps_existing_state(journal) -> None:
+    a, b = op("m-1"), op("m-2")
+    got = journal.plan([a, b])
+    assert [o.operation_id for o in got] == [a.operation_id, b.operation_id]
+    assert all(o.state is OpState.PLANNED and o.attempts == 0 for o in got)
+    assert got[0].reasons == ["HARD_EXPIRED"] and got[0].content_sha256 == "ab" * 32
+    journal.transition(a.operation_id, OpState.APPLIED, outcome=Outcome.deleted)
+    again = journal.plan([op("m-1"), op("m-3")])  # a rerun plans the same ids again
+    assert again[0].state is OpState.APPLIED and again[0].outcome is Outcome.deleted
+    assert again[1].state is OpState.PLANNED
+    assert journal.get("op-nope") is None
+
+
+def test_transitions_follow_the_state_machine(journal) -> None:
+    (a,) = journal.plan([op("m-1", payload='{"id": "m-9"}')])
+    with pytest.raises(JournalStateError):
+        journal.transition(a.operation_id, OpState.RECEIPTED)  # PLANNED -> RECEIPTED
+    failed = journal.transition(a.operation_id, OpState.FAILED, error="THROTTLED",
+                                next_retry_at=T0 + timedelta(hours=1))  # fmt: skip
+    assert failed.attempts == 1 and failed.last_error == "THROTTLED"
+    applied = journal.transition(a.operation_id, OpState.APPLIED, outcome=Outcome.deleted)
+    assert applied.attempts == 2 and applied.last_error is None and applied.next_retry_at is None
+    assert journal.get(a.operation_id).payload == '{"id": "m-9"}'
+    done = journal.transition(a.operation_id, OpState.RECEIPTED)
+    assert done.state is OpState.RECEIPTED and done.outcome is Outcome.deleted
+    stored = journal.get(a.operation_id)
+    assert stored.state is OpState.RECEIPTED and stored.payload is None and stored.attempts == 2
+    for to in OpState:
+        with pytest.raises(JournalStateError):
+            journal.transition(a.operation_id, to)  # RECEIPTED is final
+    with pytest.raises(JournalStateError):
+        journal.transition("op-missing", OpState.APPLIED)
+
+
+def test_by_run_and_for_record(journal) -> None:
+    ops = [op("m-1"), op("m-2"), op("m-3", run="run-2"),
+           op("m-4", kind=OpKind.write_replacement, replacement_id="m-r")]  # fmt: skip
+    journal.plan(ops)
+    run1 = journal.by_run("run-1")
+    assert [o.operation_id for o in run1] == sorted(
+        o.operation_id for o in ops if o.run_id == "run-1"
+    )
+    assert [o.record_id for o in journal.by_run("run-2")] == ["m-3"]
+    assert journal.by_run("run-3") == []
+    assert [o.record_id for o in journal.for_record("m-2")] == ["m-2"]
+    assert [o.record_id for o in journal.for_record("m-r")] == ["m-4"]  # by replacement id
+    assert journal.for_record("m-none") == []
+
+
+def test_due_is_the_retry_queue(journal) -> None:
+    planned, applied, later, now_due, done = (op(f"m-{i}") for i in range(5))
+    journal.plan([planned, applied, later, now_due, done])
+    journal.transition(applied.operation_id, OpState.APPLIED, outcome=Outcome.deleted)
+    journal.transition(
+        later.operation_id, OpState.FAILED, error="X", next_retry_at=T0 + timedelta(days=1)
+    )
+    journal.transition(
+        now_due.operation_id, OpState.FAILED, error="X", next_retry_at=T0 - timedelta(days=1)
+    )
+    journal.transition(done.operation_id, OpState.APPLIED, outcome=Outcome.deleted)
+    journal.transition(done.operation_id, OpState.RECEIPTED)
+    due = {o.record_id for o in journal.due(T0)}
+    assert due == {planned.record_id, applied.record_id, now_due.record_id}
+    assert {o.record_id for o in journal.due(T0 + timedelta(days=2))} == due | {later.record_id}
+    assert len(journal.due(T0, limit=2)) == 2
+
+
+def test_forget_payloads_drops_every_payload_naming_the_record(journal) -> None:
+    own = op("m-1", payload="{}")
+    replacing = op("m-r", kind=OpKind.write_replacement, replacement_id="m-r",
+                   payload=json.dumps({"id": "m-r", "supersedes": ["m-1", "m-2"]}))  # fmt: skip
+    other = op("m-3", payload=json.dumps({"id": "m-3"}))
+    journal.plan([own, replacing, other])
+    assert journal.forget_payloads(["m-1"]) == 2
+    assert journal.get(own.operation_id).payload is None
+    assert journal.get(replacing.operation_id).payload is None
+    assert journal.get(other.operation_id).payload == json.dumps({"id": "m-3"})
+    assert journal.forget_payloads(["m-1"]) == 0
+
+
+# -- DynamoDB only -------------------------------------------------------------------------------
+@pytest.fixture()
+def ddb() -> Iterator[object]:
+    with aws_state("inprocess") as (_, state):
+        yield state
+
+
+def test_a_second_writer_cannot_move_an_operation_twice(ddb, monkeypatch) -> None:
+    first, second = DynamoJournal(ddb), DynamoJournal(ddb)
+    (a,) = first.plan([op("m-1")])
+    stale = first.get(a.operation_id)
+    second.transition(a.operation_id, OpState.APPLIED, outcome=Outcome.deleted)
+    monkeypatch.setattr(first, "get", lambda _id: stale)  # first still believes PLANNED
+    with pytest.raises(JournalStateError, match="another writer"):
+        first.transition(a.operation_id, OpState.APPLIED, outcome=Outcome.deleted)
+    monkeypatch.undo()
+    assert first.get(a.operation_id).attempts == 1  # applied once, not twice
+
+
+def test_finished_operations_carry_a_ttl(ddb) -> None:
+    j = DynamoJournal(ddb)
+    (a, b) = j.plan([op("m-1"), op("m-2")])
+    j.transition(a.operation_id, OpState.APPLIED, outcome=Outcome.deleted)
+    j.transition(a.operation_id, OpState.RECEIPTED)
+    done = ddb.get({"pk": {"S": f"op#{a.operation_id}"}, "sk": {"S": "op"}})
+    live = ddb.get({"pk": {"S": f"op#{b.operation_id}"}, "sk": {"S": "op"}})
+    horizon = datetime.now(UTC) + timedelta(days=ddb.settings.ttl_days)
+    assert abs(int(done["expires_at"]["N"]) - horizon.timestamp()) < 120
+    assert "open_pk" not in done and "payload" not in done
+    assert "expires_at" not in live and "open_pk" in live
+    member = ddb.get({"pk": {"S": "jrun#run-1"}, "sk": {"S": a.operation_id}})
+    assert member["expires_at"] == done["expires_at"]  # memberships expire with it
+    ttl = ddb.ddb.describe_time_to_live(TableName=ddb.table)["TimeToLiveDescription"]
+    assert ttl["AttributeName"] == "expires_at" and ttl["TimeToLiveStatus"] == "ENABLED"
+
+
+def test_a_crash_between_membership_and_operation_heals_on_rerun(ddb, monkeypatch) -> None:
+    j = DynamoJournal(ddb)
+    calls = {"n": 0}
+    real = ddb.ddb.put_item
+
+    def dies(**kw):
+        calls["n"] += 1
+        raise ConnectionError("worker killed")
+
+    monkeypatch.setattr(ddb.ddb, "put_item", dies)
+    with pytest.raises(ConnectionError):
+        j.plan([op("m-1")])
+    monkeypatch.setattr(ddb.ddb, "put_item", real)
+    assert j.by_run("run-1") == []  # a membership without operation reads as nothing
+    (a,) = j.plan([op("m-1")])
+    assert [o.operation_id for o in j.by_run("run-1")] == [a.operation_id]
