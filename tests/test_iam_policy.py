@@ -40,6 +40,10 @@ CLIENT_NAMES = {"client", "control", "s3", "ddb", "dynamodb", "cloudwatch", "cw"
 PROVISIONING = {
     ("memlife/stores/agentcore_sidecar.py", "Sidecar.create_table"):
         "creates the sidecar table: done once by the deployer (CloudFormation/IaC), not the job",
+    ("memlife/state/dynamodb.py", "DynamoState.create_table"):
+        "creates the state table (deploy/state-table.yaml does it in production), not the job",
+    ("memlife/state/dynamodb.py", "DynamoState.create_bucket"):
+        "creates the Parquet bucket: the deployer's, not the job's",
 }  # fmt: skip
 
 # granted without a direct API call: the service calls them on our behalf

@@ -175,3 +175,44 @@ def test_a_crash_between_membership_and_operation_heals_on_rerun(ddb, monkeypatc
     assert j.by_run("run-1") == []  # a membership without operation reads as nothing
     (a,) = j.plan([op("m-1")])
     assert [o.operation_id for o in j.by_run("run-1")] == [a.operation_id]
+
+
+def test_terminal_failures_are_never_due_until_an_operator_requeues(journal) -> None:
+    a, b = op("m-1"), op("m-2")
+    journal.plan([a, b])
+    journal.transition(a.operation_id, OpState.FAILED, error="VALIDATION")  # terminal
+    journal.transition(b.operation_id, OpState.FAILED, error="THROTTLED", next_retry_at=T0)
+    assert [o.record_id for o in journal.due(T0 + timedelta(days=30))] == ["m-2"]
+    assert [o.record_id for o in journal.terminal_failures()] == ["m-1"]
+    with pytest.raises(JournalStateError):
+        journal.resolve(b.operation_id, "requeued")  # a retryable failure is not an operator's
+    done = journal.resolve(a.operation_id, "requeued", at=T0, retry_at=T0)
+    assert done.resolution == "requeued" and done.next_retry_at == T0
+    assert journal.terminal_failures() == []
+    assert {o.record_id for o in journal.due(T0)} == {"m-1", "m-2"}
+    again = journal.transition(a.operation_id, OpState.FAILED, error="VALIDATION")
+    assert again.resolution is None  # a new failure spends the earlier decision
+    assert [o.record_id for o in journal.terminal_failures()] == ["m-1"]
+    journal.resolve(a.operation_id, "dismissed")
+    assert journal.terminal_failures() == []
+    assert [o.resolution for o in journal.terminal_failures(include_resolved=True)] == ["dismissed"]
+
+
+def test_due_pages_cover_the_queue_once(journal) -> None:
+    ops = [op(f"m-{i:02d}") for i in range(7)]
+    journal.plan(ops)
+    pages = list(journal.due_pages(T0, page_size=3))
+    assert [len(p) for p in pages] == [3, 3, 1]
+    assert sorted(o.operation_id for p in pages for o in p) == sorted(o.operation_id for o in ops)
+
+
+def test_consolidation_rejections_back_off_then_review(journal) -> None:
+    assert journal.rejection("g-1") is None
+    journal.reject("g-1", "u-1", "/ns", "UNGROUNDED", T0 + timedelta(days=1), T0)
+    journal.reject("g-1", "u-1", "/ns", "SCHEMA", None, T0 + timedelta(days=1))
+    journal.reject("g-2", "u-1", "/ns", "UNGROUNDED", T0 + timedelta(days=1), T0)
+    got = journal.rejection("g-1")
+    assert got == {"attempts": 2, "code": "SCHEMA", "next_attempt_at": None}
+    assert [(g["group_key"], g["attempts"]) for g in journal.groups_in_review()] == [("g-1", 2)]
+    journal.clear_rejection("g-1")
+    assert journal.rejection("g-1") is None and journal.groups_in_review() == []

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -67,7 +67,8 @@ def _from_item(item: dict[str, Any]) -> Operation:
         outcome=Outcome(outcome) if outcome else None, attempts=int(item["attempts"]["N"]),
         next_retry_at=_dt(_s(item, "next_retry_at")), last_error=_s(item, "last_error"),
         payload=_s(item, "payload"), created_at=_dt(_s(item, "created_at")),
-        updated_at=_dt(_s(item, "updated_at")),
+        updated_at=_dt(_s(item, "updated_at")), resolution=_s(item, "resolution"),
+        resolved_at=_dt(_s(item, "resolved_at")),
     )  # fmt: skip
 
 
@@ -129,16 +130,105 @@ class DynamoJournal:
             ids += [i["pk"]["S"][3:] for i in items]
         return ids
 
+    @staticmethod
+    def _is_due(o: Operation, now: datetime) -> bool:
+        if o.state in (OpState.PLANNED, OpState.APPLIED):
+            return True  # a terminal failure (no next_retry_at) is never due by itself
+        return o.state is OpState.FAILED and o.next_retry_at is not None and o.next_retry_at <= now
+
     def due(self, now: datetime, limit: int = 10_000) -> list[Operation]:
-        # the index is eventually consistent: re-read each candidate before trusting its state
+        out: list[Operation] = []
+        for page in self.due_pages(now, min(limit, 1000)):
+            out += page
+            if len(out) >= limit:
+                return out[:limit]
+        return out
+
+    def due_pages(self, now: datetime, page_size: int = 1000) -> Iterator[list[Operation]]:
+        """Due operations in (created_at, operation_id) order, page by page. The ``open``
+        index is eventually consistent: each page is re-read before its states are trusted,
+        so an operation finished meanwhile is not handed out again."""
+        keys = []
+        for b in range(OPEN_BUCKETS):
+            for i in self.state.query(
+                f"open#{b}", index=OPEN_INDEX, ProjectionExpression="pk, open_sk"
+            ):
+                keys.append((i["open_sk"]["S"], i["pk"]["S"][3:]))
+        keys.sort()
+        for start in range(0, len(keys), page_size):
+            chunk = [k[1] for k in keys[start : start + page_size]]
+            ops = [o for o in self._many(chunk) if self._is_due(o, now)]
+            ops.sort(
+                key=lambda o: (o.created_at.isoformat() if o.created_at else "", o.operation_id)
+            )
+            if ops:
+                yield ops
+
+    def terminal_failures(self, include_resolved: bool = False) -> list[Operation]:
+        """FAILED with no next retry (still in the ``open`` index: never receipted)."""
         ops = self._many(self._open_ids(ProjectionExpression="pk"))
-        due = [
-            o for o in ops
-            if o.state in (OpState.PLANNED, OpState.APPLIED)
-            or (o.state is OpState.FAILED and (o.next_retry_at is None or o.next_retry_at <= now))
+        out = [o for o in ops if o.state is OpState.FAILED and o.next_retry_at is None
+               and (include_resolved or o.resolution is None)]  # fmt: skip
+        out.sort(key=lambda o: (o.updated_at.isoformat() if o.updated_at else "", o.operation_id))
+        return out
+
+    def resolve(self, operation_id: str, resolution: str, at: datetime | None = None,
+                retry_at: datetime | None = None) -> Operation:  # fmt: skip
+        """An operator's decision on a terminal failure (see SqliteJournal.resolve)."""
+        when = (at or utcnow()).isoformat()
+        values: dict[str, Any] = {":r": {"S": resolution}, ":w": {"S": when},
+                                  ":failed": {"S": OpState.FAILED.value}}  # fmt: skip
+        update = "SET resolution = :r, resolved_at = :w"
+        if retry_at is not None:
+            update += ", next_retry_at = :n"
+            values[":n"] = {"S": retry_at.isoformat()}
+        try:
+            self.state.ddb.update_item(
+                TableName=self.state.table, Key=_op_key(operation_id), UpdateExpression=update,
+                ConditionExpression="st = :failed AND attribute_not_exists(next_retry_at)",
+                ExpressionAttributeValues=values,
+            )  # fmt: skip
+        except ClientError as exc:
+            if not is_conditional_failure(exc):
+                raise
+            raise JournalStateError(f"{operation_id}: not a terminal failure") from None
+        return self.get(operation_id)  # type: ignore[return-value]
+
+    # -- consolidation rejections (a group's backoff, then review) ----------------------------
+    def rejection(self, group_key: str) -> dict | None:
+        item = self.state.get(key("crej", group_key))
+        if item is None:
+            return None
+        return {"attempts": int(item["attempts"]["N"]), "code": item["last_code"]["S"],
+                "next_attempt_at": _dt(_s(item, "next_attempt_at"))}  # fmt: skip
+
+    def reject(self, group_key: str, actor_id: str, namespace: str, code: str,
+               next_attempt_at: datetime | None, at: datetime) -> None:  # fmt: skip
+        values: dict[str, Any] = {":a": {"S": actor_id}, ":ns": {"S": namespace}, ":c": {"S": code},
+                                  ":u": {"S": at.isoformat()}, ":0": {"N": "0"}, ":1": {"N": "1"}}  # fmt: skip
+        update = ("SET actor_id = :a, #ns = :ns, last_code = :c, updated_at = :u, "
+                  "attempts = if_not_exists(attempts, :0) + :1")  # fmt: skip
+        if next_attempt_at is None:
+            update += " REMOVE next_attempt_at"  # in review: no more automatic attempts
+        else:
+            update += ", next_attempt_at = :n"
+            values[":n"] = {"S": next_attempt_at.isoformat()}
+        self.state.ddb.update_item(
+            TableName=self.state.table, Key=key("crej", group_key), UpdateExpression=update,
+            ExpressionAttributeNames={"#ns": "namespace"}, ExpressionAttributeValues=values,
+        )  # fmt: skip
+
+    def clear_rejection(self, group_key: str) -> None:
+        self.state.ddb.delete_item(TableName=self.state.table, Key=key("crej", group_key))
+
+    def groups_in_review(self) -> list[dict]:
+        rows = [
+            {"group_key": i["sk"]["S"], "actor_id": i["actor_id"]["S"],
+             "namespace": i["namespace"]["S"], "attempts": int(i["attempts"]["N"]),
+             "code": i["last_code"]["S"], "since": i["updated_at"]["S"]}
+            for i in self.state.query("crej") if "next_attempt_at" not in i
         ]  # fmt: skip
-        due.sort(key=lambda o: (o.created_at.isoformat() if o.created_at else "", o.operation_id))
-        return due[:limit]
+        return sorted(rows, key=lambda r: r["since"])
 
     # -- writes ----------------------------------------------------------------------------------
     def plan(self, ops: Sequence[Operation]) -> list[Operation]:
@@ -190,6 +280,8 @@ class DynamoJournal:
             else:
                 sets.append(f"{name} = :{name}")
                 values[f":{name}"] = {"S": value}
+        if to is OpState.FAILED:  # a new failure: any earlier operator decision is spent
+            removes += ["resolution", "resolved_at"]
         expires = None
         if to is OpState.RECEIPTED:  # payload may hold content: it goes with the receipt
             removes += ["payload", "open_pk", "open_sk"]
@@ -223,6 +315,8 @@ class DynamoJournal:
         op.next_retry_at, op.last_error = next_retry_at, error
         if to is OpState.RECEIPTED:
             op.payload = None
+        if to is OpState.FAILED:
+            op.resolution = op.resolved_at = None
         return op
 
     def forget_payloads(self, record_ids: Sequence[str]) -> int:
