@@ -2,14 +2,18 @@
 
 What goes, per erased record:
   - the record itself (any status: active, superseded, quarantined, ...);
-  - replacements built only from erased records (``provenance.supersedes`` is a subset of
-    the erased ids, to a fixpoint), and the superseded sources of an erased replacement
-    (they hold the same claims);
-  - embedding-cache rows of its content (by content sha256, every model);
+  - every copy of its text: records of the actor with the same text, replacements built
+    only from erased records, the superseded sources of an erased replacement; a
+    replacement of erased AND kept records is rebuilt from the kept ones (extractive
+    text) or withdrawn, its kept sources reactivated (model text): see plan_erasure;
+  - embedding-cache rows of its content (by content sha256, every model), the dry-run
+    cache ($MEMLIFE_HOME/embeddings.db) included;
   - access-ledger rows (``memlife.ledger.erase``, when the ledger module is installed);
   - journal payloads that mention it (``journal.forget_payloads``), quarantine snapshots
     and pending-erasure rows;
-then the store's WAL is folded into the file, the file is VACUUMed and the WAL truncated,
+Tombstones (memlife/tombstones.py: ids and hashes) are committed first, before the final
+selection: a concurrent replacement write is either refused by them or selected here.
+Then the store's WAL is folded into the file, the file is VACUUMed and the WAL truncated,
 so neither the SQLite file nor its WAL keeps the erased bytes (secure_delete is on).
 Run reports and receipts hold ids and hashes only; they stay (they are the evidence).
 

@@ -12,9 +12,18 @@ _NEGATION = re.compile(
 )
 
 
+# Work per text is bounded: past this many characters a text is folded no further (its
+# tail is hashed exactly) and not searched for negation. Imports and `remember` refuse
+# content over the policy's bound (64 KiB) anyway; this keeps an older 10 MB record cheap.
+ANALYSIS_WINDOW = 64 * 1024
+
+
 def normalise(text: str) -> str:
     """Lower case, punctuation and spacing folded: 'Is vegetarian.' == 'is  vegetarian'."""
-    return _NORMALISE.sub(" ", text.lower()).strip()
+    if len(text) <= ANALYSIS_WINDOW:
+        return _NORMALISE.sub(" ", text.lower()).strip()
+    tail = hashlib.sha256(text[ANALYSIS_WINDOW:].encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{normalise(text[:ANALYSIS_WINDOW])} #{tail}"
 
 
 def norm_sha256(text: str) -> str:
@@ -23,4 +32,4 @@ def norm_sha256(text: str) -> str:
 
 def negates(text: str) -> bool:
     """A cheap rule hint for contradiction: does the statement negate?"""
-    return _NEGATION.search(text) is not None
+    return _NEGATION.search(text[:ANALYSIS_WINDOW]) is not None

@@ -11,7 +11,7 @@ records and before it deletes anything. From then on:
 
 The SQLite store keeps the table in its own file (one transaction covers the check and
 the write). Other stores use ``$MEMLIFE_HOME/tombstones.db`` and check right before
-the write (no shared transaction: documented as weaker in docs/erasure.md).
+the write (no shared transaction: documented as weaker in docs/evaluation.md).
 """
 
 from __future__ import annotations

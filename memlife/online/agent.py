@@ -26,7 +26,7 @@ from memlife.online.compaction import (
     TokenCounter,
     compact,
 )
-from memlife.online.memory import Hit, LongTermMemory, default_namespace
+from memlife.online.memory import Hit, LongTermMemory, RememberRefused, default_namespace
 
 DEFAULT_MODEL = os.environ.get("MEMLIFE_CHAT_MODEL", "claude-sonnet-4-5")
 
@@ -141,7 +141,10 @@ class MemoryAgent:
         if not isinstance(fact, str) or not fact.strip():
             return "'fact' must be a non-empty string", True
         subject = args.get("subject") if isinstance(args.get("subject"), str) else None
-        res = self.memory.remember(self.actor, self.namespace, subject, fact)
+        try:
+            res = self.memory.remember(self.actor, self.namespace, subject, fact)
+        except RememberRefused as exc:  # erased content, oversized fact: a tool error, no crash
+            return json.dumps({"not_saved": exc.code}), True
         if res.created:
             return json.dumps({"saved": res.record_id}), False
         return json.dumps({"already_known": res.record_id, "refreshed": True}), False
