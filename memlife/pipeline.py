@@ -32,6 +32,7 @@ from memlife.namespaces import glob_match
 from memlife.plan import DELETE_ACTIONS, Action, Decision, Planner, Reason
 from memlife.policy import Policy, load_policy, resolve_policy_path
 from memlife.receipts import operations_parquet
+from memlife.receipts_dataset import write_operations
 from memlife.report import ReportWriter
 from memlife.stores import MemoryStore, iter_shard, open_store, resolve_store_url, store_identity
 from memlife.stores.base import StoreError
@@ -487,6 +488,7 @@ def finish_run(
             if ops:
                 ctx.sink.put_new(f"{ctx.prefix}/operations.parquet", operations_parquet(ops),
                                  "application/vnd.apache.parquet")  # fmt: skip
+                write_operations(ctx.sink, ops, run_id=ctx.run_id, cutoff=ctx.cutoff, mode=ctx.mode)
         rkey = write_run_receipt(ctx, receipt)
         summary.receipt = ctx.sink.location(rkey) if rkey else None
     except ReceiptWriteError:

@@ -32,6 +32,7 @@ from memlife.journal import Journal, Operation, OpKind, open_journal
 from memlife.model import MemoryRecord, Status, utcnow
 from memlife.policy import Policy, load_policy
 from memlife.receipts import operations_parquet
+from memlife.receipts_dataset import write_operations
 from memlife.stores.base import MemoryStore, chunked, iter_shard
 
 SCHEMA = """
@@ -141,6 +142,8 @@ class ManualRun:
             if ops:
                 self.sink.put_new(f"{self.prefix}/operations.parquet", operations_parquet(ops),
                                   "application/vnd.apache.parquet")  # fmt: skip
+                write_operations(self.sink, ops, run_id=self.run_id, cutoff=self.cutoff,
+                                 mode=f"manual:{self.action}")  # fmt: skip
             key = f"{self.prefix}/receipt.json"
             self.sink.put_new(key, dumps(receipt))
             location = self.sink.location(key)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, date
 from typing import Annotated
 
 import typer
@@ -19,8 +20,20 @@ from memlife.cli.common import (
 )
 from memlife.journal import open_journal
 from memlife.model import parse_time
-from memlife.review import find_run, list_runs, verify_run
+from memlife.review import find_run, verify_run
 from memlife.stores import open_store
+
+
+def _day(value: str | None, option: str) -> date | None:
+    """A YYYY-MM-DD day (a full ISO time is cut to its UTC day); one-line error otherwise."""
+    if not value:
+        return None
+    try:
+        if "T" in value:
+            return parse_time(value).astimezone(UTC).date()
+        return date.fromisoformat(value)
+    except ValueError:
+        raise fail(f"{option} {value!r}: expected a day, YYYY-MM-DD") from None
 
 
 def register(app: typer.Typer) -> None:
@@ -29,15 +42,15 @@ def register(app: typer.Typer) -> None:
 
     @receipts_app.command("list")
     def list_(
-        since: Annotated[str | None, typer.Option("--since", help="ISO date/time (UTC)")] = None,
+        since: Annotated[str | None, typer.Option("--since", help="First cutoff day, YYYY-MM-DD (UTC)")] = None,
+        until: Annotated[str | None, typer.Option("--until", help="Last cutoff day, YYYY-MM-DD (UTC)")] = None,
         receipts: ReceiptsOpt = None,
         json_out: JsonOpt = False,
     ) -> None:
-        """Runs with their status, newest last."""
-        when = None
-        if since:
-            when = parse_time(since if "T" in since else f"{since}T00:00:00+00:00")
-        runs = list_runs(open_sink(receipts), when)
+        """Runs with their status, by processing cutoff (the runs/yyyy/mm/dd folders), newest last."""
+        from memlife.receipts_dataset import runs_between
+
+        runs = runs_between(open_sink(receipts), _day(since, "--since"), _day(until, "--until"))
         if json_out:
             print_json([r.as_json() for r in runs])
             return
@@ -47,6 +60,33 @@ def register(app: typer.Typer) -> None:
         for r in runs:
             j = r.as_json()
             table.add_row(r.run_id, j["mode"], j["status"], j["policy_version"], r.started_at[:19])
+        console.print(table)
+
+    @receipts_app.command("history")
+    def history(
+        record_id: Annotated[str, typer.Argument(help="The record id")],
+        since: Annotated[str | None, typer.Option("--since", help="First cutoff day, YYYY-MM-DD")] = None,
+        until: Annotated[str | None, typer.Option("--until", help="Last cutoff day, YYYY-MM-DD")] = None,
+        receipts: ReceiptsOpt = None,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """Every operation on one record across runs (from the operations dataset), oldest first."""
+        from memlife.receipts_dataset import record_history
+
+        rows = record_history(open_sink(receipts), record_id, since=_day(since, "--since"),
+                              until=_day(until, "--until"))  # fmt: skip
+        if json_out:
+            print_json(rows)
+            return
+        if not rows:
+            raise fail(f"no operation on {record_id} in the receipts", 1)
+        table = Table(title=f"history of {record_id}")
+        for col in ("cutoff day", "run id", "mode", "action", "reasons", "outcome", "replacement"):
+            table.add_column(col, no_wrap=col == "run id")
+        for r in rows:
+            table.add_row(r["date"], r["run_id"], r["mode"] or "", r["action"],
+                          ", ".join(r["reason_codes"] or []), r["outcome"] or r["state"] or "",
+                          r["replacement_id"] or "")  # fmt: skip
         console.print(table)
 
     @receipts_app.command("show")

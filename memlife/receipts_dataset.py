@@ -1,0 +1,171 @@
+"""Receipts as a dataset: every run's operations as Hive-partitioned Parquet, on its own prefix.
+
+Layout (under the receipts root, ``file://`` or ``s3://``; docs/receipts.md)::
+
+    dataset/operations/date=YYYY-MM-DD/run_id=<run_id>/part-0.parquet
+
+``date`` is the run's processing cutoff (UTC), the same day as its ``runs/yyyy/mm/dd/``
+folder. The prefix holds Parquet only, so ``pyarrow.dataset``, DuckDB
+(``read_parquet(..., hive_partitioning = true)``) and Athena (partition projection) read
+it as one table. Columns are typed (timestamps are timestamps) and carry the run's mode,
+cutoff, policy version and service identity beside each operation. Content-free: ids,
+codes, hashes, counts and times, as every receipt. Files are create-only like receipts.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterator, Sequence
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from memlife.audit import ReceiptSink
+from memlife.journal import Operation
+
+PREFIX = "dataset/operations"
+
+# the file's columns; date and run_id come from the path (hive partitions)
+SCHEMA = pa.schema([
+    pa.field("operation_id", pa.string(), nullable=False),
+    pa.field("actor_id", pa.string(), nullable=False),
+    pa.field("namespace", pa.string(), nullable=False),
+    pa.field("record_id", pa.string(), nullable=False),
+    pa.field("action", pa.string(), nullable=False),
+    pa.field("reason_codes", pa.list_(pa.string())),
+    pa.field("outcome", pa.string()),
+    pa.field("state", pa.string()),
+    pa.field("attempts", pa.int32()),
+    pa.field("replacement_id", pa.string()),
+    pa.field("content_sha256", pa.string()),
+    pa.field("updated_at", pa.timestamp("us", tz="UTC")),
+    pa.field("mode", pa.string()),
+    pa.field("cutoff", pa.timestamp("us", tz="UTC")),
+    pa.field("policy_version", pa.string()),
+    pa.field("service_identity", pa.string()),
+])  # fmt: skip
+
+_KEY = re.compile(rf"^{PREFIX}/date=(\d{{4}}-\d{{2}}-\d{{2}})/run_id=([^/]+)/part-0\.parquet$")
+
+
+def dataset_key(run_id: str, cutoff: datetime) -> str:
+    day = cutoff.astimezone(UTC).date().isoformat()
+    return f"{PREFIX}/date={day}/run_id={run_id}/part-0.parquet"
+
+
+def operations_table(ops: Sequence[Operation], *, mode: str, cutoff: datetime,
+                     service_identity: str) -> pa.Table:  # fmt: skip
+    cut = cutoff.astimezone(UTC)
+    rows = [
+        {
+            "operation_id": o.operation_id,
+            "actor_id": o.actor_id,
+            "namespace": o.namespace,
+            "record_id": o.record_id,
+            "action": o.kind.value,
+            "reason_codes": list(o.reasons),
+            "outcome": o.outcome.value if o.outcome else None,
+            "state": o.state.value,
+            "attempts": o.attempts,
+            "replacement_id": o.replacement_id,
+            "content_sha256": o.content_sha256,
+            "updated_at": o.updated_at.astimezone(UTC) if o.updated_at else None,
+            "mode": mode,
+            "cutoff": cut,
+            "policy_version": o.policy_version,
+            "service_identity": service_identity,
+        }  # fmt: skip
+        for o in ops
+    ]
+    return pa.Table.from_pylist(rows, schema=SCHEMA)
+
+
+def write_operations(sink: ReceiptSink, ops: Sequence[Operation], *, run_id: str,
+                     cutoff: datetime, mode: str) -> str | None:  # fmt: skip
+    """Create the run's partition file; its key, or None when there is nothing to write.
+
+    Create-only: a rerun finds the file there and leaves it (as it leaves receipts).
+    """
+    if not ops:
+        return None
+    from memlife.receipts import service_identity
+
+    table = operations_table(ops, mode=mode, cutoff=cutoff, service_identity=service_identity())
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="zstd")
+    key = dataset_key(run_id, cutoff)
+    sink.put_new(key, buf.getvalue(), "application/vnd.apache.parquet")
+    return key
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+def partition_keys(sink: ReceiptSink, since: date | None = None,
+                   until: date | None = None) -> Iterator[tuple[date, str, str]]:  # fmt: skip
+    """(cutoff date, run id, key) of every partition file, oldest first, by date folder."""
+    days = _day_prefixes(since, until)
+    prefixes = [f"{PREFIX}/date={d.isoformat()}/" for d in days] if days else [f"{PREFIX}/"]
+    for prefix in prefixes:
+        for key in sorted(sink.list(prefix)):
+            m = _KEY.match(key)
+            if m is None:
+                continue
+            day = date.fromisoformat(m.group(1))
+            if (since and day < since) or (until and day > until):
+                continue
+            yield day, m.group(2), key
+
+
+def _day_prefixes(since: date | None, until: date | None) -> list[date] | None:
+    """One listing per day for a bounded range (cheap on S3); None: list everything."""
+    if since is None or until is None or (until - since).days > 366:
+        return None
+    return [since + timedelta(days=i) for i in range((until - since).days + 1)]
+
+
+def record_history(sink: ReceiptSink, record_id: str, *, since: date | None = None,
+                   until: date | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """Every operation on ``record_id`` across runs, oldest first (ids, codes, times)."""
+    rows: list[dict[str, Any]] = []
+    for day, run_id, key in partition_keys(sink, since, until):
+        body = sink.get(key)
+        if body is None:
+            continue
+        table = pq.read_table(io.BytesIO(body), filters=[("record_id", "=", record_id)])
+        for row in table.to_pylist():
+            rows.append({"date": day.isoformat(), "run_id": run_id, **row})
+    rows.sort(key=lambda r: (r["cutoff"] or datetime.min.replace(tzinfo=UTC), r["updated_at"]
+                             or datetime.min.replace(tzinfo=UTC)))  # fmt: skip
+    return rows
+
+
+def runs_between(sink: ReceiptSink, since: date | None, until: date | None) -> list[Any]:
+    """Runs whose cutoff day is within [since, until], read from the ``runs/yyyy/mm/dd/``
+    folders (one listing per day for a bounded range), oldest first."""
+    import json
+
+    from memlife.review import RunInfo, latest_receipt
+
+    days = _day_prefixes(since, until)
+    prefixes = [f"runs/{d:%Y/%m/%d}/" for d in days] if days else ["runs/"]
+    runs = []
+    for prefix in prefixes:
+        for key in sink.list(prefix):
+            if not key.endswith("/manifest.json"):
+                continue
+            run_prefix = key.rsplit("/", 1)[0]
+            parts = run_prefix.split("/")  # runs/yyyy/mm/dd/run_id
+            try:
+                day = date(int(parts[1]), int(parts[2]), int(parts[3]))
+            except (IndexError, ValueError):
+                continue
+            if (since and day < since) or (until and day > until):
+                continue
+            manifest = json.loads(sink.get(key) or b"{}")
+            runs.append(RunInfo(parts[-1], run_prefix, manifest, latest_receipt(sink, run_prefix)))
+    runs.sort(key=lambda r: (r.manifest.get("cutoff", ""), r.started_at))
+    return runs
