@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from datetime import timedelta
 from pathlib import Path
 
@@ -56,13 +57,16 @@ def test_duckdb_query_over_s3_returns_the_runs_operations(env: dict) -> None:
         host, port = server.get_host_and_port()
         endpoint = f"http://{host}:{port}"
         s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
-        s3.create_bucket(Bucket="audit")
-        url = f"s3://audit/memlife?endpoint_url={endpoint}"
+        bucket = (
+            f"audit-{uuid.uuid4().hex[:12]}"  # moto's state is per process: a bucket of our own
+        )
+        s3.create_bucket(Bucket=bucket)
+        url = f"s3://{bucket}/memlife?endpoint_url={endpoint}"
         first = run_local(RunConfig(dry_run=False, now=CUTOFF, store=env["store"], receipts=url,
                                     consolidate=False))  # fmt: skip
         second = run_local(RunConfig(dry_run=False, now=CUTOFF + timedelta(days=3),
                                      store=env["store"], receipts=url, consolidate=False))  # fmt: skip
-        keys = [o["Key"] for p in s3.get_paginator("list_objects_v2").paginate(Bucket="audit")
+        keys = [o["Key"] for p in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket)
                 for o in p.get("Contents", [])]  # fmt: skip
         data_keys = [k for k in keys if k.startswith(f"memlife/{PREFIX}/")]
         assert data_keys and all(k.endswith(".parquet") for k in data_keys)  # its own prefix
@@ -70,7 +74,7 @@ def test_duckdb_query_over_s3_returns_the_runs_operations(env: dict) -> None:
 
         s3fs = fs.S3FileSystem(endpoint_override=endpoint, scheme="http", region="us-east-1",
                                access_key="testing", secret_key="testing")  # fmt: skip
-        operations = ds.dataset(f"audit/memlife/{PREFIX}", filesystem=s3fs, format="parquet",
+        operations = ds.dataset(f"{bucket}/memlife/{PREFIX}", filesystem=s3fs, format="parquet",
                                 partitioning="hive")  # fmt: skip
         con = duckdb.connect()
         con.register("operations", operations)
