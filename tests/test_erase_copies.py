@@ -183,3 +183,24 @@ def test_an_erase_between_group_read_and_replacement_write_is_never_undone(
         assert all(MARKER not in r.content for r in s.iter_all())
         s.checkpoint()
     assert everywhere(Path(os.environ["MEMLIFE_HOME"]), MARKER) == []
+
+
+def test_the_cli_previews_and_then_reports_the_rebuild(db: Path, home: Path) -> None:
+    from typer.testing import CliRunner
+
+    from memlife.cli import app
+
+    assert run_local(RunConfig(dry_run=False, now=NOW)).status == "success"
+    runner = CliRunner()
+    res = runner.invoke(app, ["erase", "--actor", "u-1", "--id", "m-a", "--json"])
+    assert res.exit_code == 0, res.output
+    detail = json.loads(res.stdout)["detail"]
+    (repl,) = [i for i in detail if i.startswith("r-")]
+    assert detail == {"m-a": "ERASURE_REQUEST", repl: "REBUILT_FROM_KEPT_SOURCES"}
+    with SqliteStore(db) as s:
+        assert MARKER in s.get(repl).content  # a preview changes nothing
+    res = runner.invoke(app, ["erase", "--actor", "u-1", "--id", "m-a", "--yes", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["erased"] == ["m-a"] and out["rebuilt"] == [repl]
+    assert everywhere(home, MARKER) == []

@@ -28,7 +28,7 @@ def _report(result: dict, json_out: bool) -> None:
     if json_out:
         print_json(result)
         return
-    for key in ("erased", "derived", "deferred", "released"):
+    for key in ("erased", "derived", "rebuilt", "reactivated", "deferred", "released"):
         if result.get(key):
             err_console.print(f"{key}: {', '.join(result[key])}")
     for sub in result.get("erasures", []):
@@ -41,16 +41,19 @@ def _report(result: dict, json_out: bool) -> None:
 def _erase_preview(db: object, actor: str | None, subject: str | None, ids: Sequence[str],
                    pending: bool) -> dict[str, str]:  # fmt: skip
     """record id -> why (and whether a hold defers it), as erase would select them."""
-    from memlife.erase import pending_erasures, select_targets
+    from memlife.erase import pending_erasures, plan_erasure
 
     def held(r: object) -> bool:
         return r.retention_class is RetentionClass.legal_hold or r.status.value == "retained"  # type: ignore[attr-defined]
 
     out: dict[str, str] = {}
     if actor and (subject or ids):
-        targets, why = select_targets(db, actor, subject=subject, ids=ids)  # type: ignore[arg-type]
-        for r in targets:
-            out[r.id] = why[r.id] + ("; held: deferred" if held(r) else "")
+        plan = plan_erasure(db, actor, subject=subject, ids=ids)  # type: ignore[arg-type]
+        for r in plan.targets:
+            out[r.id] = plan.why[r.id] + ("; held: deferred" if held(r) else "")
+        # not erased, changed: rebuilt from kept sources, or back to active
+        out |= {r.id: "REBUILT_FROM_KEPT_SOURCES" for r in plan.rebuild}
+        out |= {r.id: "REACTIVATED_SOURCE" for r in plan.reactivate}
     if pending:
         for p in pending_erasures(db, actor):  # type: ignore[arg-type]
             r = db.get(p["record_id"])  # type: ignore[attr-defined]
