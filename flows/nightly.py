@@ -81,10 +81,20 @@ def nightly(
         retry_only=retry_only, eval_cases=eval_cases, metrics_namespace=metrics_namespace,
     )  # fmt: skip
     log = get_run_logger()  # the run's log tab: stages and counts, never content
-    ctx = start_run(config)
+    db = open_store(config.store)
+    lease = pipeline.take_lease(config, db)  # one lifecycle writer per store; else LeaseHeld
+    try:
+        ctx = start_run(config)
+    except BaseException:
+        if lease is not None:
+            lease.release()
+        db.close()
+        raise
     log.info("run %s: %s, policy %s, cutoff %s", ctx.run_id, ctx.mode, ctx.policy.version,
              ctx.cutoff.isoformat())  # fmt: skip
-    db = open_store(config.store)
+    if lease is not None:
+        lease.bind(ctx.run_id)
+        ctx.lease_taken_over = lease.taken_over
     try:
         journal = None if dry_run else open_journal(db)
         consolidator = limits.limited(pipeline.make_consolidator(ctx))
@@ -111,6 +121,8 @@ def nightly(
         _emit(fanout.failure_event(ctx, exc, receipt))
         raise
     finally:
+        if lease is not None:
+            lease.release()
         db.close()
     result = summary.as_json()
     log.info("run %s: %s; %s", summary.run_id, summary.status,

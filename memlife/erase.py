@@ -35,10 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from memlife import tombstones
+from memlife.apply.appliers.hold_release import release_payload
 from memlife.audit import ReceiptSink, ReceiptWriteError, dumps
 from memlife.consolidate.base import Group, pick_survivor
 from memlife.embed_cache import EmbeddingCache
 from memlife.journal import Operation, OpKind, OpState, Outcome
+from memlife.lease import for_store as lease_for_store
+from memlife.lease import scoped as lease_scoped
 from memlife.model import MemoryRecord, RetentionClass, Status, content_sha256, utcnow
 from memlife.policy import Policy
 from memlife.quarantine import ManualRun, _side, forget_snapshots, manual_run
@@ -373,6 +376,7 @@ def _select(
     return plan, [i for rids in released.values() for i in rids]
 
 
+@lease_scoped  # the lease manual_run takes is given back however the erasure ends
 def erase(
     store: MemoryStore, actor_id: str | None, *, subject: str | None = None, ids: Sequence[str] = (),
     pending: bool = True, policy: Policy | str | None = None, receipts: str | ReceiptSink | None = None,
@@ -471,9 +475,19 @@ def release_hold(
     """Lift the legal hold of these records (receipted run), then apply their pending erasures."""
     if retention_class is RetentionClass.legal_hold:
         raise EraseError("releasing a hold to legal_hold is not a release")
-    run = manual_run(store, "hold_release", ids, policy=policy, receipts=receipts, now=now)
-    at = run.cutoff
-    released, not_held, missing = [], [], []
+    with lease_for_store(store, "hold-release", "manual:hold_release"):  # across the erasures too
+        run = manual_run(store, "hold_release", ids, policy=policy, receipts=receipts, now=now)
+        try:
+            summary = _release(run, store, ids, retention_class)
+        finally:
+            run.release()
+        return _erase_released(store, summary, run, cache)
+
+
+def _release(run: ManualRun, store: MemoryStore, ids: Sequence[str],
+             retention_class: RetentionClass) -> dict[str, Any]:  # fmt: skip
+    """One hold_release operation per held record, through its applier (journaled, receipted)."""
+    not_held, missing, ops = [], [], []
     for rid in dict.fromkeys(ids):
         r = store.get(rid)
         if r is None:
@@ -481,14 +495,19 @@ def release_hold(
         elif not _is_held(r):
             not_held.append(rid)
         else:
-            update: dict[str, Any] = {"retention_class": retention_class}
-            if r.status is Status.retained:
-                update.update(status=Status.active, status_changed_at=at)
-            store.put_many([r.model_copy(update=update)])
-            released.append(rid)
+            ops.append(run.executor.new_op(OpKind.hold_release, r.actor_id, r.namespace, r.id,
+                                           ["HOLD_RELEASED"], r.sha256,
+                                           payload=release_payload(retention_class)))  # fmt: skip
+    done = run.executor.run_lifecycle(run.journal.plan(ops), run.tally) if ops else []
+    released = [o.record_id for o in done if o.outcome is Outcome.released]
     run.extra.update(released=released, not_held=not_held, not_found=missing,
                      retention_class=retention_class.value)  # fmt: skip
-    summary = run.finish()
+    return run.finish()
+
+
+def _erase_released(store: MemoryStore, summary: dict[str, Any], run: ManualRun,
+                    cache: EmbeddingCache | None) -> dict[str, Any]:  # fmt: skip
+    released = summary["released"]
     pending_ids = {p["record_id"] for p in pending_erasures(store)}
     mine = [rid for rid in released if rid in pending_ids]
     if mine:

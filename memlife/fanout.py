@@ -48,6 +48,8 @@ def config_params(config: RunConfig, ctx: RunContext | None = None) -> dict[str,
     out["actors"] = list(config.actors)
     now = ctx.cutoff if ctx is not None else config.now
     out["now"] = now.isoformat() if now is not None else None
+    if ctx is not None:  # children write their report parts into the parent's attempt
+        out["attempt"] = ctx.config.attempt
     return out
 
 
@@ -79,7 +81,7 @@ def process_isolated(
 
     ``config.now`` must be the parent's cutoff (``config_params(config, ctx)``): the run
     id, run key and so every operation id then match the parent's. The decisions go to
-    ``reports/<run_id>/parts/<part>/`` (the parent's report holds the in-process batches).
+    ``reports/<run_id>/<attempt>/parts/<part>/`` (the parent's report holds the in-process batches).
     """
     if config.now is None:
         raise ValueError("an isolated batch needs the parent's cutoff (config.now)")

@@ -2,7 +2,9 @@
 
 Points: after_journal_write, after_replacement_write, after_supersede, after_delete,
 before_receipt, after_receipt. Armed by `inject()` in-process, or for a subprocess by
-MEMLIFE_FAULT=<point>[:<skip>] and MEMLIFE_FAULT_MODE=raise|kill (kill = SIGKILL, no cleanup).
+MEMLIFE_FAULT=<point>[:<skip>] and MEMLIFE_FAULT_MODE=raise|kill|hang (kill = SIGKILL, no
+cleanup; hang = create the file MEMLIFE_FAULT_MARK, then sleep until killed: a holder that
+stalls mid-run, for the lease tests).
 <skip> lets the point pass that many times first (stop in the middle of a batch).
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -48,6 +51,12 @@ def checkpoint(point: str) -> None:
     del _armed[point]
     if armed[1] == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if armed[1] == "hang":
+        mark = os.environ.get("MEMLIFE_FAULT_MARK")
+        if mark:
+            open(mark, "w").close()  # noqa: SIM115
+        while True:
+            time.sleep(3600)
     raise InjectedFault(point)
 
 

@@ -26,6 +26,8 @@ from memlife.audit import ReceiptSink, ReceiptWriteError, dumps, open_sink, run_
 from memlife.consolidate.base import Consolidator
 from memlife.embed_cache import EmbeddingCache
 from memlife.journal import Journal, open_journal
+from memlife.lease import Lease
+from memlife.lease import for_store as lease_for_store
 from memlife.metrics import publish_counts
 from memlife.model import PlanView, parse_time, plan_view, utcnow
 from memlife.namespaces import glob_match
@@ -69,6 +71,7 @@ class RunConfig:
     eval_cases: str | None = None  # regression-gate cases (YAML/JSONL); None: gate skipped
     metrics_namespace: str | None = None  # CloudWatch namespace for counts (or env)
     workers: int = 0  # dry-run planning processes (run_local); 0 = one per CPU, at most 4
+    attempt: str | None = None  # this attempt of the run (set by start_run; children inherit it)
 
 
 @dataclass
@@ -85,6 +88,7 @@ class RunContext:
     sink: ReceiptSink
     # record id -> (last accessed, count) from the access ledger (recall telemetry, CloudTrail)
     access_stats: dict = field(default_factory=dict)
+    lease_taken_over: dict | None = None  # the expired lease (of a killed run) this run took over
 
     @property
     def mode(self) -> str:
@@ -171,6 +175,8 @@ def start_run(config: RunConfig, sink: ReceiptSink | None = None) -> RunContext:
     run_id = f"{cutoff:%Y%m%dT%H%M%SZ}-{mode.replace('_run', '')}-{key[:10]}"
     sink = sink or open_sink(config.receipts)
     started = utcnow()
+    # Reports are per attempt: two attempts of one run never write the same file.
+    attempt = config.attempt or f"{started:%Y%m%dT%H%M%S%fZ}-{os.getpid()}"
     policy_bytes = resolve_policy_path(config.policy).read_bytes()
     manifest = {
         "run_id": run_id, "run_key": key, "mode": mode, "policy_version": policy.version,
@@ -181,8 +187,8 @@ def start_run(config: RunConfig, sink: ReceiptSink | None = None) -> RunContext:
     mkey = f"{run_prefix(run_id, cutoff)}/manifest.json"
     sink.put_new(mkey, dumps(manifest))  # False on a rerun: the first manifest stands
     return RunContext(
-        config=config, policy=policy, run_id=run_id, run_key=key, cutoff=cutoff,
-        started_at=started, report_dir=memlife_home() / "reports" / run_id,
+        config=replace(config, attempt=attempt), policy=policy, run_id=run_id, run_key=key, cutoff=cutoff,
+        started_at=started, report_dir=memlife_home() / "reports" / run_id / attempt,
         manifest_location=sink.location(mkey), store_url=store_url, sink=sink,
         access_stats=load_access_stats(cutoff),
     )  # fmt: skip
@@ -481,6 +487,7 @@ def finish_run(
         "ids_not_deleted": tally.ids_not_deleted, "failures": tally.failures,
         "next_retry_at": min(retries) if retries else None, "model": summary.model,
         "gate": gate, "receipt_failures": receipt_failures,
+        "lease_taken_over": ctx.lease_taken_over,
     }  # fmt: skip
     try:
         if journal is not None and not ctx.config.dry_run:
@@ -545,13 +552,35 @@ def write_run_receipt(ctx: RunContext, receipt: dict) -> str | None:
     return None
 
 
+def take_lease(config: RunConfig, store: MemoryStore) -> Lease | None:
+    """An apply or retry run is the store's one lifecycle writer (memlife/lease.py); it
+    takes the lease before its manifest. A dry run writes nothing and takes none."""
+    if config.dry_run:
+        return None
+    return lease_for_store(store, "starting", "retry" if config.retry_only else "nightly")
+
+
 def run_local(
     config: RunConfig, gate: GateFn | None = None, consolidator: Consolidator | None = None
 ) -> RunSummary:
     """The whole run in-process without Prefect (tests, benchmarks, --engine local)."""
     t0 = time.perf_counter()
-    ctx = start_run(config)
     store = open_store(config.store)
+    try:
+        lease = take_lease(config, store)
+    except BaseException:
+        store.close()
+        raise
+    try:
+        ctx = start_run(config)
+    except BaseException:
+        if lease is not None:
+            lease.release()
+        store.close()
+        raise
+    if lease is not None:
+        lease.bind(ctx.run_id)
+        ctx.lease_taken_over = lease.taken_over
     try:
         executor = None
         journal = None
@@ -585,6 +614,8 @@ def run_local(
         write_failure_receipt(ctx, exc)
         raise
     finally:
+        if lease is not None:
+            lease.release()
         store.close()
 
 
@@ -604,7 +635,7 @@ def plan_in_processes(ctx: RunContext, shards: Sequence[Shard], workers: int) ->
 
     from memlife.fanout import process_isolated
 
-    params = replace(ctx.config, now=ctx.cutoff, workers=1)
+    params = replace(ctx.config, now=ctx.cutoff, workers=1, attempt=ctx.config.attempt)
     parts = batches(shards, max(1, -(-len(shards) // (workers * 4))))
     # fork is cheap and safe here: no model or thread pool is loaded before planning starts
     method = "fork" if not ctx.config.consolidate else "spawn"

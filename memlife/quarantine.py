@@ -29,6 +29,8 @@ from typing import Any
 from memlife.apply import Executor, Tally
 from memlife.audit import ReceiptSink, ReceiptWriteError, dumps, open_sink, run_prefix
 from memlife.journal import Journal, Operation, OpKind, open_journal
+from memlife.lease import Lease
+from memlife.lease import acquire as acquire_lease
 from memlife.model import MemoryRecord, Status, utcnow
 from memlife.policy import Policy, load_policy
 from memlife.receipts import operations_parquet
@@ -117,10 +119,17 @@ class ManualRun:
     executor: Executor
     tally: Tally = field(default_factory=Tally)
     extra: dict[str, Any] = field(default_factory=dict)
+    lease: Lease | None = None  # the store's lifecycle lease, held until finish()
 
     @property
     def prefix(self) -> str:
         return run_prefix(self.run_id, self.cutoff)
+
+    def release(self) -> None:
+        """Give the lease back (idempotent; finish() does it, a failure path must too)."""
+        if self.lease is not None:
+            self.lease.release()
+            self.lease = None
 
     def finish(self) -> dict[str, Any]:
         """operations.parquet + run receipt (create-only); returns the summary (ids, counts)."""
@@ -149,6 +158,7 @@ class ManualRun:
             location = self.sink.location(key)
         except ReceiptWriteError:
             status = "partial_failure"
+        self.release()  # the evidence is written: the next writer may start
         return {"run_id": self.run_id, "status": status, "counts": dict(self.tally.counts),
                 "operations": receipt["operations"], "failures": self.tally.failures,
                 "receipt": location, **self.extra}  # fmt: skip
@@ -170,9 +180,13 @@ def manual_run(
     key = hashlib.sha256(raw.encode()).hexdigest()
     run_id = f"manual-{cutoff:%Y%m%dT%H%M%S%fZ}-{key[:10]}"
     journal = open_journal(store)
+    # one lifecycle writer per store: taken before the manifest (LeaseHeld: nothing written)
+    lease = acquire_lease(journal, run_id, f"manual:{action}")  # type: ignore[arg-type]
+    if lease.depth > 1:  # inside another manual run's lease (erase inside hold release)
+        lease.bind(run_id)
     executor = Executor(run_id=run_id, run_key=key, policy=pol, cutoff=cutoff, store=store,
                         journal=journal, sink=sink)  # fmt: skip
-    run = ManualRun(action, run_id, key, cutoff, pol, sink, journal, executor)
+    run = ManualRun(action, run_id, key, cutoff, pol, sink, journal, executor, lease=lease)
     manifest = {"run_id": run_id, "run_key": key, "mode": f"manual:{action}",
                 "policy_version": pol.version, "cutoff": cutoff.isoformat(),
                 "record_ids": sorted(ids), "started_at": utcnow().isoformat()}  # fmt: skip
@@ -231,10 +245,13 @@ def restore(
 ) -> dict[str, Any]:  # fmt: skip
     """Bring quarantined records back exactly as they were before quarantine."""
     run = manual_run(store, "restore", ids, policy=policy, receipts=receipts, now=now)
-    planned = _plan(run, OpKind.restore, ids, "MANUAL_RESTORE")
-    if planned:
-        run.executor.run_lifecycle(planned, run.tally)  # the restore applier (apply/appliers)
-    return run.finish()
+    try:
+        planned = _plan(run, OpKind.restore, ids, "MANUAL_RESTORE")
+        if planned:
+            run.executor.run_lifecycle(planned, run.tally)  # the restore applier (apply/appliers)
+        return run.finish()
+    finally:
+        run.release()
 
 
 def purge_candidates(
@@ -254,8 +271,11 @@ def purge(
     cutoff = now or utcnow()
     due = [q["id"] for q in purge_candidates(store, older_than_days, cutoff)]
     run = manual_run(store, "purge", due, policy=policy, receipts=receipts, now=cutoff)
-    run.extra["older_than_days"] = older_than_days
-    planned = _plan(run, OpKind.purge, due, "QUARANTINE_EXPIRED")
-    for batch in chunked(planned, 100):
-        run.executor.run_lifecycle(batch, run.tally)  # the purge applier (apply/appliers)
-    return run.finish()
+    try:
+        run.extra["older_than_days"] = older_than_days
+        planned = _plan(run, OpKind.purge, due, "QUARANTINE_EXPIRED")
+        for batch in chunked(planned, 100):
+            run.executor.run_lifecycle(batch, run.tally)  # the purge applier (apply/appliers)
+        return run.finish()
+    finally:
+        run.release()

@@ -163,13 +163,14 @@ def test_shard_flow_resumes_the_parents_run(prefect_harness, seeded, home):
                        receipts=f"file://{home / 'receipts'}")  # fmt: skip
     parent = start_run(config)
     params = fanout.config_params(config, parent)
-    assert fanout.config_from_params(params) == config
+    assert fanout.config_from_params(params) == parent.config  # the parent's attempt included
     good = [Shard(a, f"/users/{a}/preferences") for a in ACTORS if a != BAD]
 
     outcome = shard(config=params, shards=fanout.shard_params(good), part="7")
 
     assert outcome.shards == 2 and not outcome.failed_shards and outcome.records > 0
-    part = home / "reports" / parent.run_id / "parts" / "7" / "proposed-actions.jsonl"
+    part = parent.report_dir / "parts" / "7" / "proposed-actions.jsonl"
+    assert parent.report_dir.parent == home / "reports" / parent.run_id  # one folder per attempt
     assert len(part.read_text().splitlines()) == outcome.records
 
 

@@ -7,7 +7,8 @@ tests/test_cli_basics.py fails when it drifts from what the modules register.
 
 Exit codes (README "Exit codes"): 0 done; 1 the command failed or found problems;
 2 bad usage or input (unknown option, bad URL, missing store file, invalid policy);
-3 finished, but not fully (a run that is not ``success``, refusals in a manual run).
+3 finished, but not fully (a run that is not ``success``, refusals in a manual run);
+4 another lifecycle run holds the store's lease ("another run holds the lock: RUN_ID since ..").
 Errors are one line on stderr; MEMLIFE_DEBUG=1 shows the traceback instead.
 """
 
@@ -42,6 +43,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 BAD_INPUT = 2
 FAILED = 1
+LEASE_HELD = 4  # another lifecycle run holds the store's lease (memlife/lease.py)
 
 
 def load_command(name: str) -> TyperCommand | TyperGroup:
@@ -59,6 +61,8 @@ def load_command(name: str) -> TyperCommand | TyperGroup:
 def one_line_error(exc: BaseException) -> tuple[str, int]:
     """The message and exit code for an exception a command did not handle."""
     text = " ".join(str(exc).split()) or type(exc).__name__
+    if getattr(exc, "exit_code", None) == LEASE_HELD:  # memlife.lease.LeaseHeld: its line says it
+        return text, LEASE_HELD
     if isinstance(exc, (ValueError, LookupError, FileNotFoundError, NotADirectoryError)):
         return text, BAD_INPUT
     return f"{type(exc).__name__}: {text}", FAILED

@@ -43,6 +43,16 @@ CREATE TABLE IF NOT EXISTS operations (
 CREATE INDEX IF NOT EXISTS operations_run ON operations (run_id);
 CREATE INDEX IF NOT EXISTS operations_state ON operations (state, next_retry_at);
 CREATE INDEX IF NOT EXISTS operations_record ON operations (record_id);
+-- the lifecycle lease (memlife/lease.py): one writer per store
+CREATE TABLE IF NOT EXISTS leases (
+    name TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    purpose TEXT NOT NULL,
+    acquired_at TEXT NOT NULL,
+    heartbeat_at TEXT NOT NULL,
+    expires_at TEXT NOT NULL
+);
 -- groups the consolidator's answer was rejected for (grounding, schema): back off, then review
 CREATE TABLE IF NOT EXISTS consolidation_rejections (
     group_key TEXT PRIMARY KEY,   -- the consolidation key: members and their content hashes
@@ -242,6 +252,44 @@ class SqliteJournal:
                 (resolution, when, retry_at.isoformat() if retry_at else None, operation_id),
             )
         return self.get(operation_id)  # type: ignore[return-value]
+
+    # -- the lifecycle lease (memlife/lease.py) ------------------------------------------------
+    def lease_acquire(self, name: str, owner: str, run_id: str, purpose: str, now: datetime,
+                      expires: datetime) -> tuple[bool, dict | None]:  # fmt: skip
+        keys = ("owner", "run_id", "purpose", "acquired_at", "heartbeat_at", "expires_at")
+        with self.lock:
+            self.connection.execute("BEGIN IMMEDIATE")  # one decision at a time, across processes
+            try:
+                row = self.connection.execute(
+                    f"SELECT {', '.join(keys)} FROM leases WHERE name=?", (name,)
+                ).fetchone()
+                holder = dict(zip(keys, row, strict=True)) if row else None
+                if holder and holder["owner"] != owner and holder["expires_at"] > now.isoformat():
+                    self.connection.execute("COMMIT")
+                    return False, holder
+                self.connection.execute(
+                    "INSERT OR REPLACE INTO leases VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (name, owner, run_id, purpose, now.isoformat(), now.isoformat(), expires.isoformat()),
+                )  # fmt: skip
+                self.connection.execute("COMMIT")
+            except BaseException:
+                self.connection.execute("ROLLBACK")
+                raise
+        return True, holder if holder and holder["owner"] != owner else None
+
+    def lease_renew(self, name: str, owner: str, now: datetime, expires: datetime,
+                    run_id: str | None = None) -> bool:  # fmt: skip
+        with self.lock:
+            cur = self.connection.execute(
+                "UPDATE leases SET heartbeat_at=?, expires_at=?, run_id=COALESCE(?, run_id) "
+                "WHERE name=? AND owner=?",
+                (now.isoformat(), expires.isoformat(), run_id, name, owner),
+            )
+        return cur.rowcount == 1
+
+    def lease_release(self, name: str, owner: str) -> None:
+        with self.lock:
+            self.connection.execute("DELETE FROM leases WHERE name=? AND owner=?", (name, owner))
 
     # -- consolidation rejections (a group's backoff, then review) ---------------------------
     def rejection(self, group_key: str) -> dict | None:

@@ -1,0 +1,214 @@
+"""One lifecycle writer per store: a lease with owner, run id, expiry and heartbeat.
+
+Every writer (the nightly run, the retry run, quarantine restore/purge, erase, hold
+release, import --update) takes the lease before it changes anything. It lives in the
+journal backend: the store's own SQLite file for the embedded store, the journal file
+beside any other store. A second writer is refused with :class:`LeaseHeld` (the CLI
+prints its one line and exits 4). A heartbeat thread keeps the lease alive while its
+holder works; a holder killed outright stops beating, and once its lease expires the
+next writer takes it over (and says so in its receipt).
+
+Within one process the lease is re-entrant (hold release runs an erasure inside it).
+``MEMLIFE_LEASE_TTL_SECONDS`` sets the expiry (default 120 s; heartbeat every third).
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import logging
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, ParamSpec, Protocol, TypeVar
+
+from memlife.model import utcnow
+
+log = logging.getLogger(__name__)
+P = ParamSpec("P")
+R = TypeVar("R")
+EXIT_LEASE_HELD = 4
+NAME = "lifecycle"
+OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"  # this process
+
+
+class LeaseHeld(RuntimeError):
+    """Another writer holds the store's lease: nothing was started."""
+
+    exit_code = EXIT_LEASE_HELD
+
+    def __init__(self, holder: dict[str, Any]):
+        self.holder = holder
+        super().__init__(
+            f"another run holds the lock: {holder['run_id']} since {holder['acquired_at']} "
+            f"(owner {holder['owner']}, {holder['purpose']}; lease expires {holder['expires_at']} "
+            "unless renewed)"
+        )
+
+
+class LeaseBackend(Protocol):
+    def lease_acquire(self, name: str, owner: str, run_id: str, purpose: str, now: datetime,
+                      expires: datetime) -> tuple[bool, dict[str, Any] | None]:  # fmt: skip
+        """(True, previous holder if it expired and was taken over) or (False, the holder)."""
+        ...
+
+    def lease_renew(self, name: str, owner: str, now: datetime, expires: datetime,
+                    run_id: str | None = None) -> bool: ...  # fmt: skip
+
+    def lease_release(self, name: str, owner: str) -> None: ...
+
+
+def ttl() -> timedelta:
+    return timedelta(seconds=float(os.environ.get("MEMLIFE_LEASE_TTL_SECONDS", "120")))
+
+
+@dataclass
+class Lease:
+    backend: LeaseBackend
+    run_id: str
+    purpose: str
+    ttl: timedelta
+    key: Any = 0  # which backend connection (re-entrancy within this process)
+    taken_over: dict[str, Any] | None = None  # the expired holder this lease replaced
+    depth: int = 1
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def bind(self, run_id: str) -> None:
+        """Name the run once its id is known (the lease is taken before the manifest)."""
+        self.run_id = run_id
+        now = utcnow()
+        self.backend.lease_renew(NAME, OWNER, now, now + self.ttl, run_id)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.ttl.total_seconds() / 3):
+            now = utcnow()
+            try:
+                if not self.backend.lease_renew(NAME, OWNER, now, now + self.ttl):
+                    log.warning("lifecycle lease of run %s was lost (expired and taken over)", self.run_id)
+                    return
+            except Exception as exc:  # a busy database: try again next beat
+                log.warning("lease heartbeat failed: %s", type(exc).__name__)
+
+    def release(self) -> None:
+        self.depth -= 1
+        if self.depth > 0:
+            return
+        self._stop.set()
+        with _HELD_LOCK:
+            _HELD.pop(self.key, None)
+        try:
+            self.backend.lease_release(NAME, OWNER)
+        except Exception as exc:  # expiry frees it anyway
+            log.warning("lease release failed: %s", type(exc).__name__)
+
+    def __enter__(self) -> Lease:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+_HELD: dict[Any, Lease] = {}
+_HELD_LOCK = threading.Lock()
+
+
+def for_store(store: object, run_id: str, purpose: str) -> Lease:
+    """The lease of ``store``, kept in its journal backend: the SQLite journal, or the
+    DynamoDB state table when $MEMLIFE_STATE names one (memlife/state/lease.py)."""
+    from memlife.state import uses_remote_state
+
+    remote = uses_remote_state(store)
+    if remote is not None:
+        from memlife.stores import store_identity
+
+        return acquire(DynamoBackend(remote, store_identity(getattr(store, "url", None))), run_id, purpose)
+    from memlife.journal import open_journal
+
+    return acquire(open_journal(store), run_id, purpose)  # type: ignore[arg-type]
+
+
+class DynamoBackend:
+    """LeaseBackend over the DynamoDB lease item (conditional writes; holder = this process)."""
+
+    def __init__(self, state: Any, store: str):
+        self.connection = (id(state), store)  # the re-entrancy key
+        self.state, self.store = state, store
+
+    def _lease(self, owner: str, span: timedelta) -> Any:
+        from memlife.state.lease import DynamoLease
+
+        return DynamoLease(self.state, self.store, owner, ttl_s=max(1, int(span.total_seconds())))
+
+    def lease_acquire(self, name: str, owner: str, run_id: str, purpose: str, now: datetime,
+                      expires: datetime) -> tuple[bool, dict[str, Any] | None]:  # fmt: skip
+        from memlife.state.lease import LeaseHeld as DynamoHeld
+
+        try:
+            self._lease(owner, expires - now).acquire()
+        except DynamoHeld as exc:
+            at = datetime.fromtimestamp(exc.expires_at, tz=now.tzinfo).isoformat()
+            return False, {"owner": exc.holder, "run_id": exc.holder, "purpose": "lifecycle",
+                           "acquired_at": "unknown", "expires_at": at}  # fmt: skip
+        return True, None
+
+    def lease_renew(self, name: str, owner: str, now: datetime, expires: datetime,
+                    run_id: str | None = None) -> bool:  # fmt: skip
+        from memlife.state.lease import LeaseHeld as DynamoHeld
+
+        try:
+            self._lease(owner, expires - now).renew()
+            return True
+        except DynamoHeld:
+            return False
+
+    def lease_release(self, name: str, owner: str) -> None:
+        self._lease(owner, ttl()).release()
+
+
+def acquire(backend: LeaseBackend, run_id: str, purpose: str) -> Lease:
+    """Take the store's lifecycle lease, or raise LeaseHeld naming the holder."""
+    conn = getattr(backend, "connection", backend)
+    key = conn if isinstance(conn, tuple) else id(conn)
+    with _HELD_LOCK:
+        held = _HELD.get(key)
+        if held is not None:  # this process holds it already (e.g. erase inside hold release)
+            held.depth += 1
+            return held
+        now = utcnow()
+        span = ttl()
+        ok, other = backend.lease_acquire(NAME, OWNER, run_id, purpose, now, now + span)
+        if not ok:
+            raise LeaseHeld(other or {})
+        lease = Lease(backend, run_id, purpose, span, key=key, taken_over=other)
+        lease._thread = threading.Thread(target=lease._beat, name="memlife-lease", daemon=True)
+        lease._thread.start()
+        _HELD[key] = lease
+        return lease
+
+
+def scoped(fn: Callable[P, R]) -> Callable[P, R]:
+    """Give back, when ``fn`` returns or raises, every lease taken inside it (and only those)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        before = {k: lease.depth for k, lease in _HELD.items()}
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            for k, lease in list(_HELD.items()):
+                while _HELD.get(k) is lease and lease.depth > before.get(k, 0):
+                    lease.release()
+
+    return wrapper
+
+
+@atexit.register
+def _release_all() -> None:  # a normal exit (or an unhandled error) frees the lease at once
+    for lease in list(_HELD.values()):
+        lease.depth = 1
+        lease.release()
