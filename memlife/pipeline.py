@@ -595,13 +595,16 @@ def run_local(
         report = open_report(ctx)
         if config.retry_only:
             return finish_run(ctx, [], report, t0, tallies=tallies, journal=journal)
+        progress.phase("listing shards")
         shards = list_shards(ctx, store)
+        progress.phase(f"planning {len(shards):,} shards", records_in_scope(store, config))
         workers = planning_workers(config, len(shards))
         if workers > 1:
             outcomes = plan_in_processes(ctx, shards, workers)
         else:
             outcomes = [process_batch(ctx, store, b, report, executor)
                         for b in batches(shards, config.shards_per_batch)]  # fmt: skip
+        progress.phase("regression gate" if config.eval_cases else "finishing")
         if gate is not None:
             verdict = gate(ctx, store, [i for o in outcomes for i in o.deletions])
         else:
@@ -617,6 +620,14 @@ def run_local(
         if lease is not None:
             lease.release()
         store.close()
+
+
+def records_in_scope(store: MemoryStore, config: RunConfig) -> int | None:
+    """Records an unscoped run will plan, when the store can count them cheaply (SQLite)."""
+    count = getattr(store, "count", None)
+    if count is None or config.namespaces or config.actors:
+        return None
+    return int(count())
 
 
 def planning_workers(config: RunConfig, shards: int) -> int:

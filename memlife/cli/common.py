@@ -53,10 +53,14 @@ def progress_bar(label: str, total: int | None, enabled: bool) -> Iterator[Any]:
         task = bar.add_task(label, total=total)
         advance = lambda n: bar.advance(task, n)
         progress_hook.set_hook(advance)
+        progress_hook.set_phase_hook(
+            lambda name, n: bar.update(task, description=name, total=n, completed=0)
+        )
         try:
             yield advance
         finally:
             progress_hook.set_hook(None)
+            progress_hook.set_phase_hook(None)
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

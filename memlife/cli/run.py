@@ -128,7 +128,7 @@ def register(app: typer.Typer) -> None:
             receipts=receipts, page_size=page_size, consolidate=consolidate,
             retry_only=retry_only, eval_cases=eval_cases, metrics_namespace=metrics_namespace,
         )  # fmt: skip
-        with progress_bar("planning records", None, interactive(json_out)):
+        with progress_bar("starting", None, interactive(json_out)):
             if engine is Engine.prefect:
                 result = run_flow(**params)
             else:
