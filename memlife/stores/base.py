@@ -14,22 +14,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
+from memlife.errors import BadPageToken as BadPageToken  # moved; re-exported
+from memlife.errors import StoreError as StoreError  # moved; re-exported
 from memlife.model import MemoryRecord, Status
 
 DEFAULT_PAGE_SIZE = 500
 MAX_BATCH = 100  # AgentCore's batch limit; SQLite accepts more but callers chunk alike
 
 
-class StoreError(RuntimeError):
-    """A store-level failure that stops the current shard (e.g. quota exceeded)."""
-
-    def __init__(self, message: str, code: str = "STORE_ERROR"):
-        super().__init__(message)
-        self.code = code
 
 
-class BadPageToken(ValueError):
-    """The paging token was not produced by this store for this actor/namespace."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,60 @@
+"""AgentCore errors -> memlife store errors and per-item codes.
+
+Whole-request errors arrive as botocore ``ClientError``; per-item errors of a batch as an
+HTTP-style ``errorCode`` in ``failedRecords``. Both map to the codes of ``ItemFailure``.
+"""
+
+from __future__ import annotations
+
+from botocore.exceptions import ClientError
+
+from memlife.stores.base import BatchResult, StoreError
+
+_STORE_CODES = {
+    "ThrottledException": "THROTTLED",
+    "AccessDeniedException": "ACCESS_DENIED",
+    "ResourceNotFoundException": "NOT_FOUND",
+    "ValidationException": "VALIDATION",
+    "InvalidInputException": "VALIDATION",
+    "ServiceException": "SERVICE",
+}
+
+
+class QuotaExceeded(StoreError):
+    """ServiceQuotaExceededException: stop the shard. ``partial``: what was done before."""
+
+    def __init__(self, message: str, partial: BatchResult | None = None):
+        super().__init__(message, code="QUOTA_EXCEEDED")
+        self.partial = partial or BatchResult()
+
+
+def error_code(exc: ClientError) -> tuple[str, str]:
+    """(service error code, message) of a ClientError."""
+    e = exc.response.get("Error", {})
+    return str(e.get("Code", "")), str(e.get("Message", ""))
+
+
+def store_error(exc: ClientError, what: str) -> StoreError:
+    """A whole-request failure as the StoreError that stops the shard."""
+    code, msg = error_code(exc)
+    if code == "ServiceQuotaExceededException":
+        return QuotaExceeded(f"{what}: AgentCore quota exceeded: {msg}")
+    mapped = _STORE_CODES.get(code, code or "STORE_ERROR")
+    return StoreError(f"{what}: {code}: {msg}", code=mapped)
+
+
+def item_code(http: int | None) -> tuple[str, bool]:
+    """Per-item ``errorCode`` (HTTP style) -> (our code, retryable)."""
+    if http == 400:
+        return "VALIDATION", False
+    if http == 402:
+        return "QUOTA_EXCEEDED", False
+    if http == 404:
+        return "NOT_FOUND", False
+    if http == 409:
+        return "CONFLICT", True
+    if http == 429:
+        return "THROTTLED", True
+    if http is None or http >= 500:
+        return "SERVICE", True
+    return f"HTTP_{http}", False

@@ -1,0 +1,264 @@
+"""The AgentCore store's write path: one chunk (<= MAX_BATCH records) at a time.
+
+Upsert: the sidecar's new version first (conditional: a lost race is a CONFLICT item),
+then BatchUpdate for records AgentCore has and BatchCreate for the rest, then the sidecar
+records the new ``memoryRecordId``. A create interrupted between the two is ``pending``
+in the sidecar and is recovered by its indexed ``memlife_id`` before anything else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from memlife.model import MemoryRecord
+from memlife.stores.agentcore.cache import ReadCache
+from memlife.stores.agentcore.errors import item_code
+from memlife.stores.agentcore.mapping import (
+    MEMORY_RECORD_ID_RE,
+    blob_hash,
+    encode_metadata,
+    first_namespace,
+    is_ours,
+    safe_value,
+)
+from memlife.stores.agentcore.transport import Entry, Transport
+from memlife.stores.agentcore_sidecar import Sidecar, SidecarItem
+from memlife.stores.base import BatchResult, ItemFailure
+
+KEEP_BLOBS = 4  # overflow versions kept in the sidecar (package docstring)
+
+
+class ChunkWriter:
+    """Writes and deletes one chunk of records; per-item outcomes in a BatchResult."""
+
+    def __init__(
+        self,
+        sidecar: Sidecar,
+        transport: Transport,
+        cache: ReadCache,
+        *,
+        strategy_id: str | None,
+    ):
+        self.sidecar = sidecar
+        self.transport = transport
+        self.cache = cache
+        self.strategy_id = strategy_id
+        self._registered: set[tuple[str, str]] = set()
+
+    def write(
+        self, records: Sequence[MemoryRecord], known: dict[str, SidecarItem | None] | None
+    ) -> BatchResult:
+        """Upsert <= MAX_BATCH records: sidecar first, then AgentCore, then the sidecar's ids.
+
+        ``known``: the records' current sidecar items when the caller has just read them.
+        """
+        result = BatchResult()
+        if not records:
+            return result
+        by_key = {safe_value(r.id): r for r in records}
+        current = self._current_items(by_key, known)
+        metadata: dict[str, dict[str, Any]] = {}
+        staged = self._stage(by_key, current, metadata, result)
+        old_ns = {k: current[k].namespace if k in current else None for k in staged}
+        creates = [k for k, it in staged.items() if not it.memory_record_id]
+        updates = [k for k, it in staged.items() if it.memory_record_id]
+        creates += self._update(updates, by_key, staged, metadata, old_ns, result)
+        self._create(creates, by_key, staged, metadata, result)
+        done = set(result.succeeded)
+        self.register(
+            {(r.actor_id, r.namespace) for k, r in by_key.items() if k in staged and r.id in done}
+        )
+        return result
+
+    def _current_items(
+        self, by_key: dict[str, MemoryRecord], known: dict[str, SidecarItem | None] | None
+    ) -> dict[str, SidecarItem]:
+        """The sidecar items of the records about to be written (pending ones recovered;
+        a native record written back is adopted, never duplicated)."""
+        if known is None:
+            current = self.sidecar.get_many(by_key)
+        else:
+            current = {safe_value(rid): it for rid, it in known.items() if it is not None}
+        for it in current.values():
+            if it.pending:
+                it.memory_record_id = self.transport.find_by_key(it.namespace, it.key)
+        for key, r in by_key.items():
+            if key not in current and MEMORY_RECORD_ID_RE.fullmatch(r.id):
+                raw = self.transport.get(r.id, None)
+                if raw is not None and not is_ours(raw):
+                    ns = first_namespace(raw, r.namespace)
+                    current[key] = SidecarItem(key, r.id, r.actor_id, ns, 0, r.id)
+        return current
+
+    def _stage(
+        self,
+        by_key: dict[str, MemoryRecord],
+        current: dict[str, SidecarItem],
+        metadata: dict[str, dict[str, Any]],
+        result: BatchResult,
+    ) -> dict[str, SidecarItem]:
+        """Step 1: the sidecar's new version and overflow blob, still the old
+        memoryRecordId. Fills ``metadata``; a lost race is a CONFLICT in ``result``."""
+        writes: list[tuple[SidecarItem, int]] = []
+        for key, r in by_key.items():
+            meta, blob = encode_metadata(r)
+            metadata[key] = meta
+            old = current.get(key)
+            blobs = dict(old.blobs) if old else {}
+            if blob:
+                h = blob_hash(blob)
+                blobs.pop(h, None)
+                blobs[h] = blob
+                blobs = dict(list(blobs.items())[-KEEP_BLOBS:])
+            new = SidecarItem(
+                key=key,
+                record_id=r.id,
+                actor_id=r.actor_id,
+                namespace=r.namespace,
+                version=(old.version if old else 0) + 1,
+                memory_record_id=old.memory_record_id if old else None,
+                blobs=blobs,
+            )
+            writes.append((new, old.version if old else 0))
+        conflicts = self.sidecar.put_many(writes)
+        for key, why in conflicts.items():
+            result.failed.append(ItemFailure(by_key[key].id, why, "sidecar changed concurrently"))
+        return {w.key: w for w, _ in writes if w.key not in conflicts}
+
+    def _update(
+        self,
+        keys: list[str],
+        by_key: dict[str, MemoryRecord],
+        staged: dict[str, SidecarItem],
+        metadata: dict[str, dict[str, Any]],
+        old_ns: dict[str, str | None],
+        result: BatchResult,
+    ) -> list[str]:
+        """Step 2a: BatchUpdate the records AgentCore has. Returns the keys to re-create
+        (deleted behind our back: an upsert re-creates them)."""
+        if not keys:
+            return []
+        entries = []
+        for k in keys:
+            r = by_key[k]
+            body: dict[str, Any] = {
+                "memoryRecordId": staged[k].memory_record_id,
+                "timestamp": r.created_at,
+                "content": {"text": r.content},
+                "namespaces": [r.namespace],
+                "metadata": metadata[k],
+            }
+            if old_ns[k] and old_ns[k] != r.namespace:
+                body["sourceNamespaces"] = [old_ns[k]]
+            entries.append(Entry(k, body))
+        outcomes = self.transport.batch("update", entries)
+        recreate = []
+        for k in keys:
+            o = outcomes[k]
+            if o.ok:
+                result.succeeded.append(by_key[k].id)
+                self.cache.remember(k, str(staged[k].memory_record_id), by_key[k].namespace)
+                self.cache.remember_blobs(staged[k].blobs)
+            elif o.http == 404:
+                self.cache.forget([k])
+                staged[k].memory_record_id = None
+                recreate.append(k)
+            else:
+                code, retry = item_code(o.http)
+                result.failed.append(ItemFailure(by_key[k].id, code, o.message, retry))
+        return recreate
+
+    def _create(
+        self,
+        keys: list[str],
+        by_key: dict[str, MemoryRecord],
+        staged: dict[str, SidecarItem],
+        metadata: dict[str, dict[str, Any]],
+        result: BatchResult,
+    ) -> None:
+        """Step 2b: BatchCreate the rest; step 3: record the new ids in the sidecar."""
+        if not keys:
+            return
+        entries = []
+        for k in keys:
+            r = by_key[k]
+            body: dict[str, Any] = {
+                "namespaces": [r.namespace],
+                "content": {"text": r.content},
+                "timestamp": r.created_at,
+                "metadata": metadata[k],
+            }
+            if self.strategy_id:
+                body["memoryStrategyId"] = self.strategy_id
+            entries.append(Entry(k, body))
+        outcomes = self.transport.batch("create", entries)
+        done: list[tuple[SidecarItem, int]] = []
+        for k in keys:
+            o, it = outcomes[k], staged[k]
+            if o.ok and o.memory_record_id:
+                live = SidecarItem(
+                    key=k,
+                    record_id=it.record_id,
+                    actor_id=it.actor_id,
+                    namespace=it.namespace,
+                    version=it.version + 1,
+                    memory_record_id=o.memory_record_id,
+                    blobs=it.blobs,
+                )
+                done.append((live, it.version))
+            else:
+                code, retry = item_code(o.http)
+                result.failed.append(ItemFailure(by_key[k].id, code, o.message, retry))
+        lost = self.sidecar.put_many(done)
+        for it, _ in done:
+            if it.key in lost:  # created, but the id is not recorded: find_by_key finds it
+                result.failed.append(
+                    ItemFailure(it.record_id, "CONFLICT", "sidecar changed during create")
+                )
+            else:
+                result.succeeded.append(it.record_id)
+                self.cache.remember(it.key, str(it.memory_record_id), it.namespace)
+                self.cache.remember_blobs(it.blobs)
+
+    def register(self, shards: set[tuple[str, str]]) -> None:
+        new = shards - self._registered
+        if new:
+            self.sidecar.register_shards(sorted(new))
+            self._registered |= new
+
+    def delete(self, ids: Sequence[str]) -> BatchResult:
+        result = BatchResult()
+        keys = {rid: safe_value(rid) for rid in ids}
+        items = self.sidecar.get_many(keys.values())
+        entries: list[Entry] = []
+        gone: list[str] = []  # sidecar keys to drop
+        for rid, key in keys.items():
+            item = items.get(key)
+            if item is not None and item.pending:
+                item.memory_record_id = self.transport.find_by_key(item.namespace, item.key)
+            if item is not None and item.memory_record_id:
+                body = {"memoryRecordId": item.memory_record_id, "namespace": item.namespace}
+                entries.append(Entry(key, body))
+            elif item is None and MEMORY_RECORD_ID_RE.fullmatch(rid):
+                entries.append(Entry(key, {"memoryRecordId": rid}))  # native record
+            else:
+                result.missing.append(rid)
+                if item is not None:
+                    gone.append(key)  # a create that never happened
+        by_key = {k: rid for rid, k in keys.items()}
+        outcomes = self.transport.batch("delete", entries) if entries else {}
+        for e in entries:
+            o, rid = outcomes[e.key], by_key[e.key]
+            if o.ok:
+                result.succeeded.append(rid)
+                gone.append(e.key)
+            elif o.http == 404:
+                result.missing.append(rid)
+                gone.append(e.key)
+            else:
+                code, retry = item_code(o.http)
+                result.failed.append(ItemFailure(rid, code, o.message, retry))
+        self.cache.forget(list(keys.values()))
+        self.sidecar.delete_many(gone)
+        return result
