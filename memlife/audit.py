@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import parse_qs, urlparse
 
+from memlife.errors import ReceiptWriteError as ReceiptWriteError  # moved; re-exported
+
 DEFAULT_RECEIPTS_URL = "file://.memlife/receipts"
 
 
@@ -36,8 +38,6 @@ class ReceiptSink(Protocol):
     def location(self, key: str) -> str: ...
 
 
-class ReceiptWriteError(RuntimeError):
-    """The sink refused or failed a write (network, permissions): evidence is not yet durable."""
 
 
 def run_prefix(run_id: str, started: datetime) -> str:

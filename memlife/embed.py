@@ -17,6 +17,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from memlife.errors import EmbeddingModelError as EmbeddingModelError  # moved; re-exported
+
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 TOKENIZER_PATH = Path(__file__).parent / "_data" / "tokenizer.json"
@@ -28,8 +30,6 @@ DIM = 384
 DEFAULT_BATCH = 64
 
 
-class EmbeddingModelError(RuntimeError):
-    """The bundled model or tokenizer is missing or not the pinned file."""
 
 
 @runtime_checkable

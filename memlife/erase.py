@@ -39,6 +39,7 @@ from memlife.apply.appliers.hold_release import release_payload
 from memlife.audit import ReceiptSink, ReceiptWriteError, dumps
 from memlife.consolidate.base import Group, pick_survivor
 from memlife.embed_cache import EmbeddingCache
+from memlife.errors import EraseError as EraseError  # moved; re-exported
 from memlife.journal import Operation, OpKind, OpState, Outcome
 from memlife.lease import for_store as lease_for_store
 from memlife.lease import scoped as lease_scoped
@@ -61,8 +62,6 @@ CREATE TABLE IF NOT EXISTS pending_erasures (
 """
 
 
-class EraseError(ValueError):
-    """The request is malformed (no target, or ids of another actor)."""
 
 
 def _pending_conn(store: MemoryStore) -> tuple[sqlite3.Connection, Any]:

@@ -33,6 +33,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from memlife.errors import EvalSetError as EvalSetError  # moved; re-exported
 from memlife.model import MemoryType, Status
 from memlife.text import normalise
 
@@ -139,8 +140,6 @@ class EvalCase(BaseModel):
         return out
 
 
-class EvalSetError(ValueError):
-    """An evaluation file is unreadable or invalid; names the file and the case."""
 
 
 def parse_cases(items: Iterable[Any], source: str = "<cases>") -> list[EvalCase]:

@@ -16,6 +16,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from memlife.errors import InjectedFault as InjectedFault  # moved; re-exported
+
 POINTS = (
     "after_journal_write",
     "after_replacement_write",
@@ -26,8 +28,6 @@ POINTS = (
 )
 
 
-class InjectedFault(RuntimeError):
-    pass
 
 
 _armed: dict[str, list] = {}  # point -> [remaining skips, mode]

@@ -22,6 +22,8 @@ from pydantic import (
     field_validator,
 )
 
+from memlife.errors import RecordError as RecordError  # moved; re-exported
+
 
 class MemoryType(StrEnum):
     episodic = "episodic"  # events; fade fast
@@ -176,19 +178,6 @@ def plan_view(r: MemoryRecord) -> PlanView:
     )  # fmt: skip
 
 
-class RecordError(ValueError):
-    """A record failed validation; names the record id (if known), the field and why."""
-
-    def __init__(self, record_id: str | None, field: str, reason: str, line: int | None = None):
-        self.record_id = record_id
-        self.field = field
-        self.reason = reason
-        self.line = line
-        where = f"line {line}: " if line is not None else ""
-        super().__init__(f"{where}record {record_id or '<no id>'}: field '{field}': {reason}")
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"line": self.line, "id": self.record_id, "field": self.field, "reason": self.reason}
 
 
 def _first_error(exc: ValidationError) -> tuple[str, str]:

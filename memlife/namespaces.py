@@ -12,9 +12,7 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from functools import lru_cache
 
-
-class NamespaceError(ValueError):
-    """A namespace with an empty, `.` or `..` segment (or a control character)."""
+from memlife.errors import NamespaceError as NamespaceError  # moved; re-exported
 
 
 def _segments(path: str) -> list[str]:

@@ -14,6 +14,7 @@ from typing import Annotated
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, model_validator
 
+from memlife.errors import PolicyError as PolicyError  # moved; re-exported
 from memlife.model import MemoryType, RetentionClass, Source
 from memlife.namespaces import glob_match
 
@@ -106,8 +107,6 @@ class Policy(_Strict):
         return any(glob_match(pat, namespace) for pat in self.enforce_deletion_in)
 
 
-class PolicyError(ValueError):
-    """A policy file is unreadable or invalid; the message names the file and the key."""
 
 
 def resolve_policy_path(path: str | Path | None) -> Path:

@@ -32,6 +32,7 @@ from memlife.consolidate.prompts import (
     tool_definition,
 )
 from memlife.embed import Embedder
+from memlife.errors import Reason
 from memlife.policy import Grouping, Policy
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
@@ -160,7 +161,7 @@ class AnthropicConsolidator:
 
     def _consolidate(self, group: Group, tokens: list[int]) -> ConsolidationResult:
         if not group.records:
-            raise ConsolidationError("EMPTY_GROUP", group.key)
+            raise ConsolidationError(Reason.EMPTY_GROUP, group.key)
         msg = self._call(group)
         # The SDK builds responses leniently: a malformed body may lack usage or content.
         usage = getattr(msg, "usage", None)

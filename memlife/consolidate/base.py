@@ -14,6 +14,8 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from memlife.errors import ConsolidationError as ConsolidationError  # moved; re-exported
+from memlife.errors import Reason
 from memlife.model import MemoryRecord, Source
 
 
@@ -62,7 +64,7 @@ def pick_survivor(
         for r in group.records:
             if r.id == group.survivor_id:
                 return r
-        raise ConsolidationError("UNKNOWN_SOURCE", f"survivor not in group {group.key}")
+        raise ConsolidationError(Reason.SURVIVOR_NOT_IN_GROUP, f"survivor not in group {group.key}")
     return max(group.records, key=lambda r: (weights[r.source], r.created_at, r.id))
 
 
@@ -81,19 +83,6 @@ class ConsolidationResult(BaseModel):
     requests: int = 0  # HTTP requests sent for this result, SDK retries included
     input_tokens: int = 0
     output_tokens: int = 0
-
-
-class ConsolidationError(RuntimeError):
-    """The group could not be consolidated; ``code`` goes into receipts (no content)."""
-
-    def __init__(self, code: str, message: str = "", retryable: bool = False):
-        super().__init__(f"{code}: {message}" if message else code)
-        self.code = code
-        self.retryable = retryable
-        # What the attempt cost, whatever its outcome (set by a model-calling consolidator):
-        self.requests = 0
-        self.input_tokens = 0
-        self.output_tokens = 0
 
 
 class Consolidator(Protocol):

@@ -15,6 +15,7 @@ from memlife.consolidate.base import (
     Group,
     pick_survivor,
 )
+from memlife.errors import Reason
 from memlife.policy import Policy
 from memlife.text import normalise
 
@@ -27,7 +28,7 @@ class ExtractiveConsolidator:
 
     def consolidate(self, group: Group) -> ConsolidationResult:
         if not group.records:
-            raise ConsolidationError("EMPTY_GROUP", group.key)
+            raise ConsolidationError(Reason.EMPTY_GROUP, group.key)
         keep = pick_survivor(group, self.weights)
         seen = {normalise(keep.content)}
         dropped: list[str] = []

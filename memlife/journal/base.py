@@ -21,6 +21,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Protocol
 
+from memlife.errors import JournalStateError as JournalStateError  # moved; re-exported
+
 
 class OpState(StrEnum):
     PLANNED = "PLANNED"
@@ -63,8 +65,6 @@ ALLOWED: dict[OpState, frozenset[OpState]] = {
 }
 
 
-class JournalStateError(RuntimeError):
-    """An illegal transition (e.g. RECEIPTED -> APPLIED): a bug, never swallowed."""
 
 
 def operation_id(run_key: str, kind: OpKind, record_ids: Iterable[str]) -> str:

@@ -31,6 +31,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import anthropic
 
+from memlife.errors import SummarizerError as SummarizerError  # moved; re-exported
+
 __all__ = [
     "DEFAULT_MODEL",
     "SUMMARY_HEADER",
@@ -226,8 +228,6 @@ class Summarizer(Protocol):
         ...
 
 
-class SummarizerError(RuntimeError):
-    """The summariser produced nothing usable (empty, truncated, refused)."""
 
 
 def _block_text(block: Mapping[str, Any]) -> str:

@@ -62,10 +62,6 @@ class SidecarItem:
         return self.memory_record_id is None
 
 
-class SidecarConflict(RuntimeError):
-    """The item changed (or appeared) since it was read."""
-
-
 def _rec_key(key: str) -> dict[str, Any]:
     return {"pk": {"S": f"rec#{key}"}, "sk": {"S": REC_SK}}
 

@@ -1,0 +1,188 @@
+"""Every memlife exception, with one base and machine-readable reason codes.
+
+``MemlifeError`` carries a ``code`` (a ``Reason``; receipts and journals store it, so it
+never holds memory content) and an ``exit_code`` the CLI uses when the error reaches it
+(README "Exit codes": 1 failed, 2 bad usage or input). Each subclass keeps the built-in
+base it always had (``ValueError`` for bad input, ``RuntimeError`` for failures), so code
+that catches those still does; the modules that raised them re-export their names.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, ClassVar
+
+FAILED = 1  # the command failed
+BAD_INPUT = 2  # bad usage or input
+
+
+class Reason(StrEnum):
+    """Reason codes of errors (not of lifecycle decisions: those are plan.py's)."""
+
+    # stores
+    STORE_ERROR = "STORE_ERROR"
+    QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
+    THROTTLED = "THROTTLED"
+    VALIDATION = "VALIDATION"
+    NOT_FOUND = "NOT_FOUND"
+    CONFLICT = "CONFLICT"
+    SERVICE = "SERVICE"
+    ACCESS_DENIED = "ACCESS_DENIED"
+    SIDECAR_MISMATCH = "SIDECAR_MISMATCH"
+    SIDECAR_UNAVAILABLE = "SIDECAR_UNAVAILABLE"
+    CORRUPT_RECORD = "CORRUPT_RECORD"
+    BAD_PAGE_TOKEN = "BAD_PAGE_TOKEN"
+    # consolidation (each goes into the receipt of a rejected group)
+    EMPTY_GROUP = "EMPTY_GROUP"
+    SURVIVOR_NOT_IN_GROUP = "SURVIVOR_NOT_IN_GROUP"
+    UNKNOWN_SOURCE = "UNKNOWN_SOURCE"
+    UNGROUNDED_CLAIM = "UNGROUNDED_CLAIM"
+    EMPTY_RESULT = "EMPTY_RESULT"
+    CONTRADICTED_CLAIM = "CONTRADICTED_CLAIM"
+    SCHEMA_INVALID = "SCHEMA_INVALID"
+    MODEL_UNAVAILABLE = "MODEL_UNAVAILABLE"
+    MODEL_REJECTED = "MODEL_REJECTED"
+    MODEL_NOT_CONFIGURED = "MODEL_NOT_CONFIGURED"
+    # input and state
+    INVALID_RECORD = "INVALID_RECORD"
+    INVALID_POLICY = "INVALID_POLICY"
+    INVALID_EVALSET = "INVALID_EVALSET"
+    INVALID_NAMESPACE = "INVALID_NAMESPACE"
+    INVALID_ERASURE = "INVALID_ERASURE"
+    INVALID_SETTING = "INVALID_SETTING"
+    JOURNAL_STATE = "JOURNAL_STATE"
+    RECEIPT_WRITE = "RECEIPT_WRITE"
+    EMBEDDING_MODEL = "EMBEDDING_MODEL"
+    SUMMARIZER = "SUMMARIZER"
+    INJECTED_FAULT = "INJECTED_FAULT"
+
+
+class MemlifeError(Exception):
+    """Base of every memlife exception. ``code``: a ``Reason`` (or, from a backend, the
+    service's own code as a string); ``exit_code``: what the CLI exits with."""
+
+    default_code: ClassVar[Reason] = Reason.STORE_ERROR
+    exit_code: ClassVar[int] = FAILED
+
+    def __init__(self, message: str = "", code: str | None = None):
+        super().__init__(message)
+        self.code: str = _reason(code) if code is not None else self.default_code
+
+
+def _reason(code: str) -> str:
+    """A known code as its ``Reason`` member (equal to the string either way)."""
+    try:
+        return Reason(code)
+    except ValueError:
+        return code
+
+
+class InputError(MemlifeError, ValueError):
+    """Bad input: the CLI exits 2."""
+
+    exit_code = BAD_INPUT
+
+
+# -- stores --------------------------------------------------------------------------------
+class StoreError(MemlifeError, RuntimeError):
+    """A store-level failure that stops the current shard (e.g. quota exceeded)."""
+
+    def __init__(self, message: str, code: str = Reason.STORE_ERROR):
+        super().__init__(message, code)
+
+
+class BadPageToken(InputError):
+    """The paging token was not produced by this store for this actor/namespace."""
+
+    default_code = Reason.BAD_PAGE_TOKEN
+
+
+# -- records, policy, evaluation sets, namespaces, erasure (bad input) ---------------------
+class RecordError(InputError):
+    """A record failed validation; names the record id (if known), the field and why."""
+
+    default_code = Reason.INVALID_RECORD
+
+    def __init__(self, record_id: str | None, field: str, reason: str, line: int | None = None):
+        self.record_id = record_id
+        self.field = field
+        self.reason = reason
+        self.line = line
+        where = f"line {line}: " if line is not None else ""
+        super().__init__(f"{where}record {record_id or '<no id>'}: field '{field}': {reason}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"line": self.line, "id": self.record_id, "field": self.field, "reason": self.reason}
+
+
+class PolicyError(InputError):
+    """A policy file is unreadable or invalid; the message names the file and the key."""
+
+    default_code = Reason.INVALID_POLICY
+
+
+class EvalSetError(InputError):
+    """An evaluation file is unreadable or invalid; names the file and the case."""
+
+    default_code = Reason.INVALID_EVALSET
+
+
+class NamespaceError(InputError):
+    """A namespace with an empty, `.` or `..` segment (or a control character)."""
+
+    default_code = Reason.INVALID_NAMESPACE
+
+
+class EraseError(InputError):
+    """The request is malformed (no target, or ids of another actor)."""
+
+    default_code = Reason.INVALID_ERASURE
+
+
+class SettingsError(InputError):
+    """A MEMLIFE_* environment variable does not parse; names the variable."""
+
+    default_code = Reason.INVALID_SETTING
+
+
+# -- failures ------------------------------------------------------------------------------
+class ConsolidationError(MemlifeError, RuntimeError):
+    """The group could not be consolidated; ``code`` goes into receipts (no content)."""
+
+    def __init__(self, code: str, message: str = "", retryable: bool = False):
+        super().__init__(f"{code}: {message}" if message else str(code), code)
+        self.retryable = retryable
+        # What the attempt cost, whatever its outcome (set by a model-calling consolidator):
+        self.requests = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+
+
+class JournalStateError(MemlifeError, RuntimeError):
+    """An illegal transition (e.g. RECEIPTED -> APPLIED): a bug, never swallowed."""
+
+    default_code = Reason.JOURNAL_STATE
+
+
+class ReceiptWriteError(MemlifeError, RuntimeError):
+    """The sink refused or failed a write (network, permissions): evidence is not yet durable."""
+
+    default_code = Reason.RECEIPT_WRITE
+
+
+class EmbeddingModelError(MemlifeError, RuntimeError):
+    """The bundled model or tokenizer is missing or not the pinned file."""
+
+    default_code = Reason.EMBEDDING_MODEL
+
+
+class SummarizerError(MemlifeError, RuntimeError):
+    """The summariser produced nothing usable (empty, truncated, refused)."""
+
+    default_code = Reason.SUMMARIZER
+
+
+class InjectedFault(MemlifeError, RuntimeError):
+    """Raised at an armed fault point (memlife.faults; tests and drills only)."""
+
+    default_code = Reason.INJECTED_FAULT
