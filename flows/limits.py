@@ -1,7 +1,7 @@
 """Orchestration limits and runners: settings, retries, the model-call concurrency limit.
 
-Wiring only. Settings come from the environment so a work pool / job variables can set
-them without a code change:
+Wiring only. Settings come from the environment (read through ``memlife.settings``, never
+at import of this module) so a work pool / job variables can set them without a code change:
 
 MEMLIFE_FLOW_TIMEOUT_SECONDS   flow timeout (default 6 h)
 MEMLIFE_TASK_RETRIES           retries of a shard batch on throttling (default 3)
@@ -14,7 +14,6 @@ MEMLIFE_MODEL_CALLS_LIMIT      name of the Prefect global concurrency limit for 
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from prefect.concurrency.sync import concurrency
@@ -23,18 +22,27 @@ from prefect.tasks import exponential_backoff
 
 from memlife import fanout
 from memlife.consolidate.base import Consolidator
+from memlife.settings import settings
 
 
-def _env_number(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    return float(raw) if raw not in (None, "") else default
-
-
-FLOW_TIMEOUT_SECONDS = _env_number("MEMLIFE_FLOW_TIMEOUT_SECONDS", 6 * 3600)
-TASK_RETRIES = int(_env_number("MEMLIFE_TASK_RETRIES", 3))
-RETRY_BACKOFF_SECONDS = _env_number("MEMLIFE_RETRY_BACKOFF_SECONDS", 10)
-RETRY_JITTER = _env_number("MEMLIFE_RETRY_JITTER", 0.5)
-MODEL_CALLS_LIMIT = os.environ.get("MEMLIFE_MODEL_CALLS_LIMIT", "memlife-model-calls")
+def __getattr__(name: str) -> Any:
+    """The limits as module attributes, read from ``memlife.settings`` when first used
+    rather than when this module is imported. Prefect's decorators in nightly.py and
+    shard.py read them when those modules load: in a deployment that is the flow run's
+    own process, so a work pool's job variables apply to each run."""
+    s = settings()
+    values: dict[str, Any] = {
+        "FLOW_TIMEOUT_SECONDS": s.flow_timeout_seconds,
+        "TASK_RETRIES": s.task_retries,
+        "RETRY_BACKOFF_SECONDS": s.retry_backoff_seconds,
+        "RETRY_JITTER": s.retry_jitter,
+        "MODEL_CALLS_LIMIT": s.model_calls_limit,
+    }
+    if name == "RETRYING":
+        return retrying()
+    if name in values:
+        return values[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def retry_on_throttling(task: Any, task_run: Any, state: Any) -> bool:
@@ -46,13 +54,15 @@ def retry_on_throttling(task: Any, task_run: Any, state: Any) -> bool:
     return isinstance(exc, BaseException) and fanout.is_throttling(exc)
 
 
-# task options for work that may be throttled (model calls, store pages)
-RETRYING: dict[str, Any] = dict(
-    retries=TASK_RETRIES,
-    retry_delay_seconds=exponential_backoff(backoff_factor=RETRY_BACKOFF_SECONDS),
-    retry_jitter_factor=RETRY_JITTER,
-    retry_condition_fn=retry_on_throttling,
-)
+def retrying() -> dict[str, Any]:
+    """Task options for work that may be throttled (model calls, store pages)."""
+    s = settings()
+    return dict(
+        retries=s.task_retries,
+        retry_delay_seconds=exponential_backoff(backoff_factor=s.retry_backoff_seconds),
+        retry_jitter_factor=s.retry_jitter,
+        retry_condition_fn=retry_on_throttling,
+    )
 
 
 class LimitedConsolidator:
@@ -63,9 +73,9 @@ class LimitedConsolidator:
     not exist on the server is not enforced (Prefect warns), so a laptop run still works.
     """
 
-    def __init__(self, inner: Consolidator, limit: str = MODEL_CALLS_LIMIT):
+    def __init__(self, inner: Consolidator, limit: str | None = None):
         self.inner = inner
-        self.limit = limit
+        self.limit = limit or settings().model_calls_limit
 
     def consolidate(self, group: Any) -> Any:
         with concurrency(self.limit, occupy=1, strict=False):

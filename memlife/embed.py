@@ -18,6 +18,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from memlife.errors import EmbeddingModelError as EmbeddingModelError  # moved; re-exported
+from memlife.settings import settings
 
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
@@ -174,6 +175,5 @@ def default_embedder() -> MiniLMEmbedder:
     if _default is None:
         with _default_lock:
             if _default is None:
-                threads = os.environ.get("MEMLIFE_EMBED_THREADS")
-                _default = MiniLMEmbedder(intra_op_threads=int(threads) if threads else None)
+                _default = MiniLMEmbedder(intra_op_threads=settings().embed_threads)
     return _default

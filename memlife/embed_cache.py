@@ -10,7 +10,6 @@ vector is derived from content and must go with it.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
@@ -23,6 +22,7 @@ import numpy as np
 
 from memlife.embed import Embedder
 from memlife.model import MemoryRecord, content_sha256
+from memlife.settings import settings
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS embeddings (
@@ -60,7 +60,7 @@ class EmbeddingCache:
         self._own = connection is None
         if connection is None:
             if path is None:
-                path = Path(os.environ.get("MEMLIFE_HOME", ".memlife")) / "embeddings.db"
+                path = settings().home / "embeddings.db"
             if str(path) != ":memory:":
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
             connection = sqlite3.connect(

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from memlife.errors import InjectedFault as InjectedFault  # moved; re-exported
+from memlife.settings import settings
 
 POINTS = (
     "after_journal_write",
@@ -34,10 +35,10 @@ _armed: dict[str, list] = {}  # point -> [remaining skips, mode]
 
 
 def _from_env() -> None:
-    spec = os.environ.get("MEMLIFE_FAULT")
+    spec = settings().fault
     if spec and not _armed:
         point, _, skip = spec.partition(":")
-        _armed[point] = [int(skip or 0), os.environ.get("MEMLIFE_FAULT_MODE", "raise")]
+        _armed[point] = [int(skip or 0), settings().fault_mode]
 
 
 def checkpoint(point: str) -> None:

@@ -7,10 +7,11 @@ metrics failure never fails a run: the counts are already in the run receipt.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
+
+from memlife.settings import settings
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +25,7 @@ def publish_counts(
     timestamp: datetime,
     client: Any = None,
 ) -> bool:
-    namespace = namespace or os.environ.get("MEMLIFE_CLOUDWATCH_NAMESPACE")
+    namespace = namespace or settings().cloudwatch_namespace
     if not namespace:
         return False
     import boto3

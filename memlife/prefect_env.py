@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from memlife.settings import settings
+
 QUIET = {
     "DO_NOT_TRACK": "1",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
@@ -28,5 +30,5 @@ def configure(home: str | os.PathLike | None = None) -> None:
     for key, value in QUIET.items():
         os.environ.setdefault(key, value)
     if "PREFECT_HOME" not in os.environ:
-        base = Path(home or os.environ.get("MEMLIFE_HOME", ".memlife")) / "prefect"
+        base = Path(home or settings().home) / "prefect"
         os.environ["PREFECT_HOME"] = str(base.resolve())

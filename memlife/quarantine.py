@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 import threading
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from memlife.apply import Executor, Tally
@@ -35,6 +33,7 @@ from memlife.model import MemoryRecord, Status, utcnow
 from memlife.policy import Policy, load_policy
 from memlife.receipts import operations_parquet
 from memlife.receipts_dataset import write_operations
+from memlife.settings import settings
 from memlife.stores.base import MemoryStore, chunked, iter_shard
 
 SCHEMA = """
@@ -56,7 +55,7 @@ def _side(store: object) -> tuple[sqlite3.Connection, AbstractContextManager[Any
         lock = getattr(store, "lock", None)
         ctx: AbstractContextManager[Any] = lock if lock is not None else nullcontext()
     else:
-        path = Path(os.environ.get("MEMLIFE_HOME", ".memlife")) / "quarantine.db"
+        path = settings().home / "quarantine.db"
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
         ctx = threading.RLock()

@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("memlife.cli.evaluation", "Evaluation sets for the regression gate (docs/evaluation.md)."),
     "quarantine": ("memlife.cli.quarantine", "Records the regression gate quarantined: list, restore, purge."),
     "hold": ("memlife.cli.erase", "Legal holds."),
+    "config": ("memlife.cli.config", "Show the resolved settings (environment variables; secrets masked)."),
     "ops": ("memlife.cli.ops", "Operations in the journal: terminal failures and their resolution."),
 }  # fmt: skip
 
@@ -60,9 +61,13 @@ def load_command(name: str) -> TyperCommand | TyperGroup:
 
 def one_line_error(exc: BaseException) -> tuple[str, int]:
     """The message and exit code for an exception a command did not handle."""
+    from memlife.errors import MemlifeError  # stdlib-only module: --help stays fast
+
     text = " ".join(str(exc).split()) or type(exc).__name__
     if getattr(exc, "exit_code", None) == LEASE_HELD:  # memlife.lease.LeaseHeld: its line says it
         return text, LEASE_HELD
+    if isinstance(exc, MemlifeError):  # its class says whether it is bad input or a failure
+        return (text, exc.exit_code) if exc.exit_code == BAD_INPUT else (f"{type(exc).__name__}: {text}", exc.exit_code)
     if isinstance(exc, (ValueError, LookupError, FileNotFoundError, NotADirectoryError)):
         return text, BAD_INPUT
     return f"{type(exc).__name__}: {text}", FAILED

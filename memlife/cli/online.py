@@ -122,17 +122,17 @@ def register(app: typer.Typer) -> None:
         ledger: LedgerOpt = None,
     ) -> None:
         """Chat with the example agent: one user message per stdin line (ANTHROPIC_BASE_URL honoured)."""
-        import os
+        from memlife.settings import settings
 
-        if not os.environ.get("ANTHROPIC_API_KEY") and not os.environ.get("ANTHROPIC_AUTH_TOKEN"):
+        if not settings().anthropic_api_key and not settings().anthropic_auth_token:
             raise fail("chat needs a model: set ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for a local server)")
         import anthropic
 
-        from memlife.online.agent import DEFAULT_MODEL, MemoryAgent
+        from memlife.online.agent import MemoryAgent
 
         with _memory(store, ledger) as mem:
             agent = MemoryAgent(
-                mem, actor, namespace=namespace, model=model or DEFAULT_MODEL,  # type: ignore[arg-type]
+                mem, actor, namespace=namespace, model=model,
                 max_steps=max_steps, budget_tokens=budget_tokens,
             )  # fmt: skip
             for line in sys.stdin:

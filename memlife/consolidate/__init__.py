@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 from memlife.consolidate.base import (
     ConsolidationError,
     ConsolidationResult,
@@ -14,13 +12,14 @@ from memlife.consolidate.extractive import ExtractiveConsolidator
 from memlife.consolidate.grounding import check_grounding
 from memlife.embed import Embedder
 from memlife.policy import Policy
+from memlife.settings import settings
 
 
 def default_consolidator(
     policy: Policy | None = None, embedder: Embedder | None = None
 ) -> Consolidator:
     """The Anthropic consolidator when ANTHROPIC_API_KEY is set, else the extractive one."""
-    if os.environ.get("ANTHROPIC_API_KEY"):
+    if settings().anthropic_api_key:
         from memlife.consolidate.anthropic import AnthropicConsolidator
 
         return AnthropicConsolidator.from_env(policy=policy, embedder=embedder)

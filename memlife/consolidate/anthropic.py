@@ -14,7 +14,6 @@ grounded against the group's records before anything is returned. Failures are
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +33,7 @@ from memlife.consolidate.prompts import (
 from memlife.embed import Embedder
 from memlife.errors import Reason
 from memlife.policy import Grouping, Policy
+from memlife.settings import settings
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
 SCHEMA_INVALID = "SCHEMA_INVALID"
@@ -92,16 +92,16 @@ class AnthropicConsolidator:
     def from_env(cls, **overrides: Any) -> AnthropicConsolidator:
         """ANTHROPIC_API_KEY (required), MEMLIFE_MODEL, MEMLIFE_MODEL_TIMEOUT,
         MEMLIFE_MODEL_CONCURRENCY; ANTHROPIC_BASE_URL is honoured by the SDK."""
-        env = os.environ
-        if "api_key" not in overrides and not env.get("ANTHROPIC_API_KEY"):
-            raise ConsolidationError("MODEL_NOT_CONFIGURED", "ANTHROPIC_API_KEY is not set")
-        settings: dict[str, Any] = {
-            "model": env.get("MEMLIFE_MODEL") or DEFAULT_MODEL,
-            "timeout": float(env.get("MEMLIFE_MODEL_TIMEOUT", "60")),
-            "max_concurrency": int(env.get("MEMLIFE_MODEL_CONCURRENCY", "4")),
+        env = settings()
+        if "api_key" not in overrides and not env.anthropic_api_key:
+            raise ConsolidationError(Reason.MODEL_NOT_CONFIGURED, "ANTHROPIC_API_KEY is not set")
+        options: dict[str, Any] = {
+            "model": env.model or DEFAULT_MODEL,
+            "timeout": env.model_timeout,
+            "max_concurrency": env.model_concurrency,
         }
-        settings.update(overrides)
-        return cls(**settings)
+        options.update(overrides)
+        return cls(**options)
 
     @property
     def embedder(self) -> Embedder:

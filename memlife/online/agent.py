@@ -12,7 +12,6 @@ joins that tool-result message, so the history stays valid for the API.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,8 +26,7 @@ from memlife.online.compaction import (
     compact,
 )
 from memlife.online.memory import Hit, LongTermMemory, RememberRefused, default_namespace
-
-DEFAULT_MODEL = os.environ.get("MEMLIFE_CHAT_MODEL", "claude-sonnet-4-5")
+from memlife.settings import settings
 
 REMEMBER_TOOL: dict[str, Any] = {
     "name": "remember",
@@ -88,7 +86,7 @@ class MemoryAgent:
         *,
         namespace: str | None = None,
         client: anthropic.Anthropic | None = None,
-        model: str = DEFAULT_MODEL,
+        model: str | None = None,
         max_steps: int = 4,
         max_tokens: int = 1024,
         recall_k: int = 5,
@@ -103,7 +101,7 @@ class MemoryAgent:
         self.actor = actor
         self.namespace = namespace or default_namespace(actor)
         self.client = client or anthropic.Anthropic()
-        self.model = model
+        self.model = model or settings().chat_model  # MEMLIFE_CHAT_MODEL
         self.max_steps = max_steps
         self.max_tokens = max_tokens
         self.recall_k = recall_k

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
+from memlife.settings import settings
 from memlife.stores.base import BatchResult, MemoryStore, Page, iter_shard
 
 DEFAULT_STORE_URL = "sqlite:///.memlife/memlife.db"
@@ -18,10 +18,7 @@ __all__ = [
 
 def resolve_store_url(url: str | None = None) -> str:
     """Explicit URL, else $MEMLIFE_STORE, else the embedded default under $MEMLIFE_HOME."""
-    if url or os.environ.get("MEMLIFE_STORE"):
-        return url or os.environ["MEMLIFE_STORE"]
-    home = os.environ.get("MEMLIFE_HOME")
-    return f"sqlite:///{home}/memlife.db" if home else DEFAULT_STORE_URL
+    return url or settings().store_url
 
 
 def store_identity(url: str | None = None) -> str:

@@ -1,0 +1,29 @@
+"""`memlife config show`: the resolved settings (memlife.settings), secrets masked."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from memlife.cli.common import JsonOpt, console, print_json
+from memlife.settings import settings
+
+
+def register(app: typer.Typer) -> None:
+    group = typer.Typer(help="Show the resolved settings (environment variables; secrets masked).")
+
+    @group.command("show")
+    def show(json_out: JsonOpt = False) -> None:
+        """Every setting with its resolved value (default or environment) and what it does."""
+        rows = settings().shown()
+        if json_out:
+            print_json({var: value for var, value, _ in rows})
+            return
+        table = Table(title="memlife settings (README: Settings)")
+        for col in ("variable", "value", "meaning"):
+            table.add_column(col)
+        for var, value, meaning in rows:
+            table.add_row(var, "(unset)" if value is None else value, meaning)
+        console.print(table)
+
+    app.add_typer(group, name="config")

@@ -1,0 +1,163 @@
+"""Every setting memlife reads from the environment, in one typed place.
+
+``settings()`` parses the environment on first use (never at import time) and returns the
+same frozen ``Settings`` until a relevant variable changes (tests and the CLI set them;
+a process that never changes them parses once). Each field is one variable: the field
+name upper-cased with the ``MEMLIFE_`` prefix, except the Anthropic ones, which keep the
+SDK's own names. README "Settings" lists them all; ``memlife config show`` prints the
+resolved values with secrets masked. Deployment-only variables that memlife itself never
+reads (``MEMLIFE_WORKDIR``, ``MEMLIFE_TIMEZONE``, ...) belong to deploy/ and its docs.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from memlife.errors import SettingsError
+
+PREFIX = "MEMLIFE_"
+# Read under their own names (the SDK reads them too).
+_FOREIGN = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
+
+
+class Settings(BaseSettings):
+    """The resolved settings. Derived defaults (store, receipts) are properties."""
+
+    # An empty variable counts as unset (as `if os.environ.get(...)` always treated it).
+    model_config = SettingsConfigDict(
+        env_prefix=PREFIX, extra="ignore", frozen=True, env_ignore_empty=True
+    )
+
+    # where state lives
+    home: Path = Field(
+        Path(".memlife"), description="Local state: SQLite store, journal, ledger, caches"
+    )
+    store: str | None = Field(
+        None, description="Store URL; default sqlite:///$MEMLIFE_HOME/memlife.db"
+    )
+    receipts: str | None = Field(
+        None, description="Receipts URL; default file://$MEMLIFE_HOME/receipts"
+    )
+    s3_endpoint_url: str | None = Field(
+        None, description="S3 endpoint for s3:// receipts (MinIO, moto)"
+    )
+    service_identity: str | None = Field(
+        None,
+        description="Who receipts name as the actor of a change; default memlife/<version>@<host>",
+    )
+    # online library
+    namespace: str = Field(
+        "/users/{actor}/facts", description="Namespace of remember/recall ({actor} filled in)"
+    )
+    chat_model: str = Field(
+        "claude-sonnet-4-5", description="Model of the example agent (memlife chat)"
+    )
+    embed_threads: int | None = Field(
+        None, ge=1, description="onnxruntime intra-op threads; default: onnxruntime's"
+    )
+    # consolidation model
+    model: str | None = Field(
+        None, description="Consolidation/evaluation model; default claude-sonnet-4-5"
+    )
+    model_timeout: float = Field(60.0, gt=0, description="Seconds per model request")
+    model_concurrency: int = Field(4, ge=1, description="Model requests in flight per process")
+    # orchestration (flows/)
+    flow_timeout_seconds: float = Field(6 * 3600, gt=0, description="Nightly flow timeout")
+    task_retries: int = Field(3, ge=0, description="Retries of a throttled shard batch")
+    retry_backoff_seconds: float = Field(
+        10.0, ge=0, description="Backoff factor: 10 -> 10, 20, 40 s"
+    )
+    retry_jitter: float = Field(0.5, ge=0, description="Retry jitter factor")
+    model_calls_limit: str = Field(
+        "memlife-model-calls", description="Prefect global concurrency limit held per model call"
+    )
+    cloudwatch_namespace: str | None = Field(
+        None, description="Emit run counts to CloudWatch under it"
+    )
+    # diagnostics
+    debug: bool = Field(False, description="CLI: show tracebacks instead of one-line errors")
+    fault: str | None = Field(
+        None, description="Tests/drills only: arm a fault point (point[:skip])"
+    )
+    fault_mode: str = Field(
+        "raise", description="Tests/drills only: raise or kill at the armed point"
+    )
+    # Anthropic (SDK names)
+    anthropic_api_key: SecretStr | None = Field(
+        None,
+        validation_alias=AliasChoices("ANTHROPIC_API_KEY"),
+        description="Enables the model consolidator",
+    )
+    anthropic_auth_token: SecretStr | None = Field(
+        None,
+        validation_alias=AliasChoices("ANTHROPIC_AUTH_TOKEN"),
+        description="Alternative to the API key (chat)",
+    )
+    anthropic_base_url: str | None = Field(
+        None,
+        validation_alias=AliasChoices("ANTHROPIC_BASE_URL"),
+        description="Messages API endpoint",
+    )
+
+    @property
+    def store_url(self) -> str:
+        return self.store or f"sqlite:///{self.home}/memlife.db"
+
+    @property
+    def receipts_url(self) -> str:
+        return self.receipts or f"file://{self.home}/receipts"
+
+    @property
+    def model_name(self) -> str:
+        return self.model or DEFAULT_MODEL
+
+    def shown(self) -> list[tuple[str, str | None, str]]:
+        """(variable, resolved value, description) for every setting; secrets masked."""
+        rows = []
+        for name, field in type(self).model_fields.items():
+            var = name.upper() if name.startswith("anthropic_") else PREFIX + name.upper()
+            value: Any = getattr(self, name)
+            text: str | None
+            if isinstance(value, SecretStr):
+                text = "**** (set)"  # never any part of a secret
+            elif value is None:  # unset: the derived default where there is one
+                text = {
+                    "store": self.store_url,
+                    "receipts": self.receipts_url,
+                    "model": self.model_name,
+                }.get(name)
+            else:
+                text = str(value)
+            rows.append((var, text, field.description or ""))
+        return rows
+
+
+DEFAULT_MODEL = "claude-sonnet-4-5"
+
+
+def _relevant_environment() -> tuple[tuple[str, str], ...]:
+    return tuple(
+        sorted((k, v) for k, v in os.environ.items() if k.startswith(PREFIX) or k in _FOREIGN)
+    )
+
+
+@lru_cache(maxsize=8)
+def _parse(env: tuple[tuple[str, str], ...]) -> Settings:
+    try:
+        return Settings(_env_file=None)  # type: ignore[call-arg]
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        name = str(err["loc"][0]) if err["loc"] else "?"
+        var = name.upper() if name.upper() in _FOREIGN else PREFIX + name.upper()
+        raise SettingsError(f"{var}: {err['msg']} (got {err.get('input')!r})") from None
+
+
+def settings() -> Settings:
+    """The settings for the current environment (parsed once per distinct environment)."""
+    return _parse(_relevant_environment())
