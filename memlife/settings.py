@@ -47,6 +47,10 @@ class Settings(BaseSettings):
     s3_endpoint_url: str | None = Field(
         None, description="S3 endpoint for s3:// receipts (MinIO, moto)"
     )
+    state: str | None = Field(
+        None,
+        description="Run state backend (dynamodb://TABLE?region=..&parquet=s3://..); default: files under MEMLIFE_HOME",
+    )
     service_identity: str | None = Field(
         None,
         description="Who receipts name as the actor of a change; default memlife/<version>@<host>",
