@@ -90,3 +90,14 @@ def test_survivor_outside_the_group_has_its_own_code() -> None:
         pick_survivor(group)
     assert info.value.code is Reason.SURVIVOR_NOT_IN_GROUP
     assert info.value.code != Reason.UNKNOWN_SOURCE  # that one means "source id not in group"
+
+
+def test_cli_turns_a_memlife_error_into_one_line_and_its_exit_code() -> None:
+    from memlife.cli import one_line_error
+
+    assert one_line_error(errors.PolicyError("policies/x.yaml: key 'a'\n bad")) == (
+        "policies/x.yaml: key 'a' bad",
+        2,
+    )
+    message, code = one_line_error(errors.StoreError("quota", code="QUOTA_EXCEEDED"))
+    assert (message, code) == ("StoreError: quota", 1)
