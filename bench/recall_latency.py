@@ -1,6 +1,7 @@
 """Recall latency for one actor: p50/p95 of query embedding + hybrid ranking.
 
-Memories are synthetic sentences. The model embeds a pool of them for real; larger
+Memories are synthetic sentences, said in conversations of 20 (creation times 6 hours
+apart), so the date and conversation-context terms are timed with the rest. The model embeds a pool of them for real; larger
 sets reuse the pool's vectors with a little noise (ranking cost depends on the matrix
 size, not its content), so the 100k run does not spend minutes embedding. Each timed
 query is embedded for real and ranked by ``memlife.retrieval.rank`` against a prebuilt
@@ -41,7 +42,17 @@ def sentences(n: int, rng: random.Random) -> list[str]:
 
 
 def questions(n: int, rng: random.Random) -> list[str]:
-    return [f"What does {rng.choice(NAMES)} think about {rng.choice(THINGS)}?" for _ in range(n)]
+    """Every fourth names a month, so the date term of the ranking is timed too."""
+    return [
+        f"What does {rng.choice(NAMES)} think about {rng.choice(THINGS)}"
+        f"{' in May 2023' if i % 4 == 3 else ''}?"
+        for i in range(n)
+    ]
+
+
+def creation_times(n: int) -> np.ndarray:
+    """POSIX seconds: conversations of 20 memories, one every 6 hours from 2023-01-01."""
+    return 1672531200.0 + (np.arange(n) // 20) * 6 * 3600.0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,13 +82,15 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         lexical = LexicalIndex(texts)
         centroid = vecs.mean(axis=0)  # kept as a running mean by the online index, as here
+        created = creation_times(size)
         build_ms = (time.perf_counter() - t0) * 1000
         times, rank_times = [], []
         for q in qs:
             t0 = time.perf_counter()
             qv = emb.embed([q])[0]
             t1 = time.perf_counter()
-            rank(qv, vecs, k=args.k, threshold=0.2, query_text=q, lexical=lexical, centroid=centroid)
+            rank(qv, vecs, k=args.k, threshold=0.2, query_text=q, lexical=lexical,
+                 centroid=centroid, created=created)  # fmt: skip
             t2 = time.perf_counter()
             times.append((t2 - t0) * 1000)
             rank_times.append((t2 - t1) * 1000)

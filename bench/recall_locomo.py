@@ -47,9 +47,9 @@ FOLDS = ((range(0, 5), range(5, 10)), (range(5, 10), range(0, 5)))
 # The grid each weight is chosen from on a training fold; 0 turns a term off.
 GRID = {
     "centroid": (0.0, 0.25, 0.5, 0.75, 1.0, 1.25),
-    "lexical": (0.0, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4),
-    "date": (0.0, 0.1, 0.2, 0.3, 0.4),
-    "context": (0.0, 0.1, 0.2, 0.3, 0.4),
+    "lexical": (0.0, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6),
+    "date": (0.0, 0.1, 0.2, 0.3, 0.4, 0.5),
+    "context": (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6),
 }
 DEFAULTS = {
     "centroid": CENTROID_WEIGHT,
@@ -220,17 +220,22 @@ def _recall5(convs: Sequence[Conversation], w: dict[str, float]) -> float:
     return sum(s["hits"][5].values()) / max(sum(s["total"].values()), 1)
 
 
-def choose(convs: Sequence[Conversation], tuned: Sequence[str]) -> dict[str, float]:
-    """Coordinate ascent on recall@5 over GRID, only on ``convs`` (the training fold).
+def choose(groups: Sequence[Sequence[Conversation]], tuned: Sequence[str]) -> dict[str, float]:
+    """Coordinate ascent over GRID on the mean recall@5 of ``groups`` (training data only).
 
-    Weights not in ``tuned`` stay 0 (term off). Starts with every tuned weight at its
-    first grid value and sweeps until a sweep changes nothing (at most 4 sweeps); ties
-    keep the earlier, smaller value.
+    One group per granularity: with two, the weights must serve both. Weights not in
+    ``tuned`` stay 0 (term off). Starts with every tuned weight at its first grid value
+    and sweeps until a sweep changes nothing (at most 4 sweeps); ties keep the earlier
+    value.
     """
+
+    def objective(w: dict[str, float]) -> float:
+        return sum(_recall5(g, w) for g in groups) / len(groups)
+
     w = {name: 0.0 for name in GRID}
     for name in tuned:
         w[name] = GRID[name][0]
-    best = _recall5(convs, w)
+    best = objective(w)
     for _ in range(4):
         changed = False
         for name in tuned:
@@ -238,7 +243,7 @@ def choose(convs: Sequence[Conversation], tuned: Sequence[str]) -> dict[str, flo
                 if value == w[name]:
                     continue
                 trial = {**w, name: value}
-                r = _recall5(convs, trial)
+                r = objective(trial)
                 if r > best + 1e-12:
                     best, w, changed = r, trial, True
         if not changed:
@@ -246,38 +251,57 @@ def choose(convs: Sequence[Conversation], tuned: Sequence[str]) -> dict[str, flo
     return w
 
 
-def held_out(convs: list[Conversation], tuned: Sequence[str]) -> dict:
-    folds, pooled = [], {"hits": {k: Counter() for k in KS}, "total": Counter()}
+def held_out(sets: dict[str, list[Conversation]], tuned: Sequence[str]) -> dict[str, dict]:
+    """Per granularity: both folds' held-out scores, their mean, and the pooled table."""
+    out: dict[str, dict] = {}
     for train, test in FOLDS:
-        w = choose([convs[i] for i in train], tuned)
-        s = score([convs[i] for i in test], w)
-        for k in KS:
-            pooled["hits"][k].update(s["hits"][k])
-        pooled["total"].update(s["total"])
-        folds.append({"train": f"{train[0]}-{train[-1]}", "test": f"{test[0]}-{test[-1]}",
-                      "weights": w, **summarise(s)})  # fmt: skip
-    mean = {
-        f"recall@{k}": round(sum(f["overall"][f"recall@{k}"] for f in folds) / len(folds), 4)
-        for k in KS
-    }
-    return {"mean": mean, "folds": folds, "pooled": summarise(pooled)}
+        w = choose([[convs[i] for i in train] for convs in sets.values()], tuned)
+        for name, convs in sets.items():
+            s = score([convs[i] for i in test], w)
+            got = out.setdefault(name, {"folds": [], "pooled_counts": []})
+            got["pooled_counts"].append(s)
+            got["folds"].append({"train": f"{train[0]}-{train[-1]}",
+                                 "test": f"{test[0]}-{test[-1]}", "weights": w,
+                                 **summarise(s)})  # fmt: skip
+    for got in out.values():
+        folds = got["folds"]
+        got["mean"] = {
+            f"recall@{k}": round(sum(f["overall"][f"recall@{k}"] for f in folds) / len(folds), 4)
+            for k in KS
+        }
+        pooled = {"hits": {k: Counter() for k in KS}, "total": Counter()}
+        for s in got.pop("pooled_counts"):
+            for k in KS:
+                pooled["hits"][k].update(s["hits"][k])
+            pooled["total"].update(s["total"])
+        got["pooled"] = summarise(pooled)
+    return out
 
 
 def run(path: Path, granularity: str, ablation: bool, cache_path: Path | None) -> dict:
-    convs = load(path, granularity)
-    prepare(convs, _VectorCache(cache_path))
+    names = ("observations", "turns") if granularity == "both" else (granularity,)
+    cache = _VectorCache(cache_path)
+    sets = {name: load(path, name) for name in names}
+    for convs in sets.values():
+        prepare(convs, cache)
     out: dict = {
-        "task": f"locomo10 {granularity} recall",
+        "task": f"locomo10 {' + '.join(names)} recall",
         "model_id": default_embedder().model_id,
-        "queries": sum(len(c.queries) for c in convs),
-        "memories": sum(len(c.texts) for c in convs),
-        "held_out": held_out(convs, tuple(GRID)),
-        "defaults": {"weights": DEFAULTS, **summarise(score(convs, DEFAULTS))},
+        "queries": {n: sum(len(c.queries) for c in convs) for n, convs in sets.items()},
+        "memories": {n: sum(len(c.texts) for c in convs) for n, convs in sets.items()},
+        "held_out": held_out(sets, tuple(GRID)),
+        "defaults": {"weights": DEFAULTS}
+        | {n: summarise(score(convs, DEFAULTS)) for n, convs in sets.items()},
     }
-    tuned_all = choose(convs, tuple(GRID))
-    out["tuned_on_all"] = {"weights": tuned_all, **summarise(score(convs, tuned_all))}
+    tuned_all = choose(list(sets.values()), tuple(GRID))
+    out["tuned_on_all"] = {"weights": tuned_all} | {
+        n: summarise(score(convs, tuned_all)) for n, convs in sets.items()
+    }
     if ablation:
-        out["ablation"] = {name: held_out(convs, tuned)["mean"] for name, tuned in ABLATION.items()}
+        out["ablation"] = {
+            label: {n: r["mean"] for n, r in held_out(sets, tuned).items()}
+            for label, tuned in ABLATION.items()
+        }
     return out
 
 
@@ -288,7 +312,10 @@ def _row(name: str, n: int, r: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("path", type=Path, help="locomo10.json")
-    ap.add_argument("--granularity", choices=["observations", "turns"], default="observations")
+    ap.add_argument(
+        "--granularity", choices=["observations", "turns", "both"], default="observations",
+        help="both: each weight is chosen on the mean recall@5 of the two",
+    )  # fmt: skip
     ap.add_argument("--ablation", action="store_true", help="held-out figure per added idea")
     ap.add_argument("--embed-cache", type=Path, help=".npz keeping vectors between runs")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -297,23 +324,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
-    ho = out["held_out"]
-    print(f"{out['task']}: {out['queries']} queries, {out['memories']} memories")
+    print(f"{out['task']}: queries {out['queries']}, memories {out['memories']}")
     head = f"{'':34s} {'n':>5s} " + " ".join(f"{'r@' + str(k):>6s}" for k in KS)
-    print("HELD-OUT (weights chosen on the other 5 conversations)")
-    print(head)
-    for f in ho["folds"]:
-        print(_row(f"test {f['test']} (train {f['train']})", f["queries"], f["overall"]))
-        print(f"{'':36s}weights {f['weights']}")
-    print(_row("mean of the two held-out folds", out["queries"], ho["mean"]))
-    for name, v in ho["pooled"]["per_category"].items():
-        print(_row(f"  {name} (pooled)", v["queries"], v))
+    for name, ho in out["held_out"].items():
+        n = out["queries"][name]
+        print(f"\n{name.upper()}: HELD-OUT (weights chosen on the other 5 conversations)")
+        print(head)
+        for f in ho["folds"]:
+            print(_row(f"test {f['test']} (train {f['train']})", f["queries"], f["overall"]))
+            print(f"{'':36s}weights {f['weights']}")
+        print(_row("mean of the two held-out folds", n, ho["mean"]))
+        for cat, v in ho["pooled"]["per_category"].items():
+            print(_row(f"  {cat} (pooled)", v["queries"], v))
+        for label in ("defaults", "tuned_on_all"):
+            print(_row(f"TUNED: {label.replace('_', ' ')}", n, out[label][name]["overall"]))
+        for label, means in out.get("ablation", {}).items():
+            print(_row(f"held-out {label}", n, means[name]))
     for label in ("defaults", "tuned_on_all"):
-        r = out[label]
-        print(_row(f"TUNED: {label.replace('_', ' ')}", out["queries"], r["overall"]))
-        print(f"{'':36s}weights {r['weights']}")
-    for name, mean in out.get("ablation", {}).items():
-        print(_row(f"held-out {name}", out["queries"], mean))
+        print(f"{label} weights: {out[label]['weights']}")
     return 0
 
 

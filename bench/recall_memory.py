@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from recall_latency import questions, sentences  # noqa: E402
+from recall_latency import creation_times, questions, sentences  # noqa: E402
 
 from memlife.embed import default_embedder  # noqa: E402
 from memlife.embed_cache import EmbeddingCache  # noqa: E402
@@ -45,11 +45,11 @@ def run_size(size: int, pool: np.ndarray, qs: list[str], rng: random.Random, k: 
     nprng = np.random.default_rng(size)
     with tempfile.TemporaryDirectory() as tmp:
         store = SqliteStore(Path(tmp) / "m.db")
-        now = datetime.now(UTC)
         texts = sentences(size, rng)
+        created = [datetime.fromtimestamp(t, UTC) for t in creation_times(size)]
         store.put_many([
             MemoryRecord(id=f"b-{i:07d}", actor_id="bench", namespace=NS,
-                         memory_type=MemoryType.semantic, content=t, created_at=now)
+                         memory_type=MemoryType.semantic, content=t, created_at=created[i])
             for i, t in enumerate(texts)
         ])  # fmt: skip
         vecs = pool[np.arange(size) % len(pool)] + nprng.normal(0, 0.02, (size, pool.shape[1]))
@@ -106,13 +106,20 @@ def main(argv: list[str] | None = None) -> int:
     qs = questions(args.queries, rng)
     emb.embed(qs[:5])  # warm-up
     results = [run_size(s, pool, qs, rng, args.k) for s in args.sizes]
-    out = {"threads": emb.intra_op_threads, "k": args.k, "queries": args.queries, "results": results}
+    out = {
+        "threads": emb.intra_op_threads,
+        "k": args.k,
+        "queries": args.queries,
+        "results": results,
+    }
     if args.json:
         print(json.dumps(out, indent=1))
     else:
         print(f"LongTermMemory.recall, k={args.k}, {args.queries} queries, "
               f"{emb.intra_op_threads} embed threads")  # fmt: skip
-        print(f"{'memories':>9} {'load ms':>8} {'embed p50':>9} {'p50 ms':>7} {'p95 ms':>7} {'p50 after write':>16} {'p95':>7}")
+        print(
+            f"{'memories':>9} {'load ms':>8} {'embed p50':>9} {'p50 ms':>7} {'p95 ms':>7} {'p50 after write':>16} {'p95':>7}"
+        )
         for r in results:
             print(f"{r['memories']:>9} {r['load_ms']:>8} {r['embed_only_p50_ms']:>9} "
                   f"{r['recall_p50_ms']:>7} "

@@ -103,7 +103,8 @@ def test_top_k_matches_full_sort_at_scale() -> None:
     assert plain.indices[0] == 17
     hits = rank(q, m, k=10)  # centroid-corrected: v . (q - a * mu)
     mu = m.mean(axis=0)
-    assert list(hits.indices) == list(np.argsort(-(m @ (q - 0.75 * mu)), kind="stable")[:10])
+    want = np.argsort(-(m @ (q - CENTROID_WEIGHT * mu)), kind="stable")[:10]
+    assert list(hits.indices) == list(want)
     np.testing.assert_allclose(hits.similarities, m[hits.indices] @ q, rtol=1e-5)
 
 

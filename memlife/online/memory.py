@@ -81,7 +81,7 @@ class RememberResult:
 @dataclass(frozen=True)
 class Hit:
     record: MemoryRecord
-    score: float  # fused ranking score (cosine + lexical bonus)
+    score: float  # fused ranking score (retrieval.rank: cosine, lexical, time terms)
     rank: int  # 1 = best
     similarity: float  # cosine, what the threshold tests
 
