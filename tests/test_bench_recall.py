@@ -1,0 +1,76 @@
+"""bench/recall_locomo.py: the held-out headline never sees its test conversations."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "bench"))
+import recall_locomo as bench  # noqa: E402
+
+
+def _conversation(i: int, helps: bool) -> bench.Conversation:
+    """12 memories, one relevant. Where ``helps``, only the relevant memory shares the
+    query's rare word (BM25 lifts it); elsewhere five distractors share it instead."""
+    texts = [f"filler memory number {j} about nothing" for j in range(12)]
+    word = "zanzibar"
+    if helps:
+        texts[0] = f"the {word} trip happened"
+    else:
+        texts[0] = "the island trip happened"
+        for j in range(1, 6):
+            texts[j] = f"{word} filler {j}"
+    rng = np.random.default_rng(i)
+    vecs = rng.normal(size=(12, 16)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    q = vecs[1:6].mean(0) if helps else 0.5 * vecs[0] + 0.5 * vecs[1:6].mean(0)
+    q = (q / np.linalg.norm(q)).astype(np.float32)
+    query = {"question": f"When was the {word} trip?", "evidence": ["D1:0"], "category": 4}
+    c = bench.Conversation(
+        texts, [{f"D1:{j}"} for j in range(12)], np.arange(12) * 86400.0 * 30, [query]
+    )
+    c.vecs, c.qvecs = vecs, q[None, :]
+    c.lexical = bench._MemoLexical(texts)
+    c.relevant = [np.arange(12) == 0]
+    return c
+
+
+def test_weights_are_chosen_on_the_training_fold_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    convs = [_conversation(i, helps=i < 5) for i in range(10)]
+    seen: list[tuple[set[int], set[int]]] = []
+    real_choose, real_score = bench.choose, bench.score
+    chosen_on: list[set[int]] = []
+    choosing = [False]
+
+    def spy_choose(groups, tuned):  # type: ignore[no-untyped-def]
+        chosen_on.append({id(c) for g in groups for c in g})
+        choosing[0] = True
+        try:
+            return real_choose(groups, tuned)
+        finally:
+            choosing[0] = False
+
+    def spy_score(cs, w):  # type: ignore[no-untyped-def]
+        cs = list(cs)
+        if not choosing[0]:  # a held-out score, made after the weights were chosen
+            seen.append((chosen_on[-1], {id(c) for c in cs}))
+        return real_score(cs, w)
+
+    monkeypatch.setattr(bench, "choose", spy_choose)
+    monkeypatch.setattr(bench, "score", spy_score)
+    out = bench.held_out({"observations": convs}, ("centroid", "lexical"))["observations"]
+    monkeypatch.undo()
+    # choose() saw exactly the training half, and nothing it saw was scored afterwards.
+    train_ids = [{id(c) for c in convs[:5]}, {id(c) for c in convs[5:]}]
+    assert chosen_on == train_ids
+    assert len(seen) == 2 and all(not (trained & scored) for trained, scored in seen)
+    # The folds disagree: BM25 helps on 0-4 and hurts on 5-9, so each fold's choice is
+    # wrong for the other half. A leak of the test fold would score 1.0 on both.
+    w_a, w_b = (f["weights"]["lexical"] for f in out["folds"])
+    assert w_a > 0 and w_b == 0
+    assert out["mean"]["recall@5"] < 1.0
+    tuned = bench.choose([convs[5:]], ("centroid", "lexical"))
+    assert bench._recall5(convs[5:], tuned) == 1.0  # what a leak would have reported
