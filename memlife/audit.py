@@ -55,7 +55,7 @@ class FileSink:
 
     def _path(self, key: str) -> Path:
         p = (self.root / key).resolve()
-        if not str(p).startswith(str(self.root.resolve())):
+        if not p.is_relative_to(self.root.resolve()):  # a string prefix let receipts2/ pass
             raise ValueError(f"receipt key {key!r} escapes the receipts folder")
         return p
 

@@ -47,7 +47,7 @@ from memlife.model import MemoryRecord, RetentionClass, Status, content_sha256, 
 from memlife.policy import Policy
 from memlife.quarantine import ManualRun, _side, forget_snapshots, manual_run
 from memlife.receipts import operation_receipt
-from memlife.stores.base import MemoryStore, chunked, iter_shard
+from memlife.stores.base import MAX_BATCH, MemoryStore, chunked, iter_shard
 from memlife.stores.sqlite import tombstone_norm
 
 PENDING_SCHEMA = """
@@ -333,7 +333,7 @@ def _erase_now(run: ManualRun, records: Sequence[MemoryRecord], why: dict[str, s
     ])  # fmt: skip
     run.executor.erase_cache = caches[0]
     done: list[Operation] = []
-    for batch in chunked(planned, 100):  # the erase applier (apply/appliers/erase.py)
+    for batch in chunked(planned, MAX_BATCH):  # the erase applier (apply/appliers/erase.py)
         done += run.executor.run_lifecycle(batch, run.tally)
     gone = {o.record_id for o in done if o.outcome in (Outcome.deleted, Outcome.already_absent)}
     for cache in caches[1:]:  # caches outside the store (the dry-run one)

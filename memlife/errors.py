@@ -19,6 +19,7 @@ BAD_INPUT = 2  # bad usage or input
 class Reason(StrEnum):
     """Reason codes of errors (not of lifecycle decisions: those are plan.py's)."""
 
+    ERROR = "ERROR"  # no more specific code
     # stores
     STORE_ERROR = "STORE_ERROR"
     QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
@@ -55,13 +56,15 @@ class Reason(StrEnum):
     EMBEDDING_MODEL = "EMBEDDING_MODEL"
     SUMMARIZER = "SUMMARIZER"
     INJECTED_FAULT = "INJECTED_FAULT"
+    LEASE_HELD = "LEASE_HELD"
+    REMEMBER_REFUSED = "REMEMBER_REFUSED"
 
 
 class MemlifeError(Exception):
     """Base of every memlife exception. ``code``: a ``Reason`` (or, from a backend, the
     service's own code as a string); ``exit_code``: what the CLI exits with."""
 
-    default_code: ClassVar[Reason] = Reason.STORE_ERROR
+    default_code: ClassVar[Reason] = Reason.ERROR
     exit_code: ClassVar[int] = FAILED
 
     def __init__(self, message: str = "", code: str | None = None):
@@ -86,6 +89,8 @@ class InputError(MemlifeError, ValueError):
 # -- stores --------------------------------------------------------------------------------
 class StoreError(MemlifeError, RuntimeError):
     """A store-level failure that stops the current shard (e.g. quota exceeded)."""
+
+    default_code = Reason.STORE_ERROR
 
     def __init__(self, message: str, code: str = Reason.STORE_ERROR):
         super().__init__(message, code)

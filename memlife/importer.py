@@ -36,7 +36,7 @@ from memlife.model import (
     utcnow,
 )
 from memlife.policy import Policy, load_policy
-from memlife.stores.base import MemoryStore, chunked
+from memlife.stores.base import MAX_BATCH, MemoryStore, chunked
 from memlife.tombstones import insert_new
 
 MAX_LINE_BYTES = 1 << 20
@@ -213,7 +213,7 @@ def _apply_updates(
                             payload=r.to_json()) for _, r in ok
     ])  # fmt: skip
     done: list = []
-    for batch in chunked(ops, 100):
+    for batch in chunked(ops, MAX_BATCH):
         done += run.executor.run_lifecycle(batch, run.tally)
     for o in done:
         if o.outcome is Outcome.updated:

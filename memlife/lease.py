@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, ParamSpec, Protocol, TypeVar
 
+from memlife.errors import MemlifeError, Reason
 from memlife.model import utcnow
 
 log = logging.getLogger(__name__)
@@ -36,8 +37,10 @@ NAME = "lifecycle"
 OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"  # this process
 
 
-class LeaseHeld(RuntimeError):
+class LeaseHeld(MemlifeError, RuntimeError):
     """Another writer holds the store's lease: nothing was started."""
+
+    default_code = Reason.LEASE_HELD
 
     exit_code = EXIT_LEASE_HELD
 

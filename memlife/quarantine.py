@@ -34,7 +34,7 @@ from memlife.policy import Policy, load_policy
 from memlife.receipts import operations_parquet
 from memlife.receipts_dataset import write_operations
 from memlife.settings import settings
-from memlife.stores.base import MemoryStore, chunked, iter_shard
+from memlife.stores.base import MAX_BATCH, MemoryStore, chunked, iter_shard
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS quarantine_snapshots (
@@ -273,7 +273,7 @@ def purge(
     try:
         run.extra["older_than_days"] = older_than_days
         planned = _plan(run, OpKind.purge, due, "QUARANTINE_EXPIRED")
-        for batch in chunked(planned, 100):
+        for batch in chunked(planned, MAX_BATCH):
             run.executor.run_lifecycle(batch, run.tally)  # the purge applier (apply/appliers)
         return run.finish()
     finally:

@@ -101,3 +101,37 @@ def test_cli_turns_a_memlife_error_into_one_line_and_its_exit_code() -> None:
     )
     message, code = one_line_error(errors.StoreError("quota", code="QUOTA_EXCEEDED"))
     assert (message, code) == ("StoreError: quota", 1)
+
+
+def test_every_exception_class_in_memlife_is_a_memlife_error() -> None:
+    """Wherever a module defines its own exception, it joins the one hierarchy."""
+    import importlib
+    import pkgutil
+
+    import memlife
+
+    strays = []
+    for info in pkgutil.walk_packages(memlife.__path__, "memlife."):
+        if info.name.endswith("__main__"):  # runs the CLI
+            continue
+        module = importlib.import_module(info.name)
+        for obj in vars(module).values():
+            if (
+                inspect.isclass(obj)
+                and issubclass(obj, BaseException)
+                and obj.__module__ == module.__name__
+                and not issubclass(obj, MemlifeError)
+            ):
+                strays.append(f"{module.__name__}.{obj.__name__}")
+    assert not strays, f"exceptions outside MemlifeError: {strays}"
+
+
+def test_file_sink_refuses_a_sibling_folder_with_the_same_prefix(tmp_path) -> None:
+    from memlife.audit import FileSink
+
+    sink = FileSink(tmp_path / "receipts")
+    (tmp_path / "receipts2").mkdir()
+    with pytest.raises(ValueError, match="escapes"):
+        sink.put_new("../receipts2/x.json", b"{}")
+    assert not (tmp_path / "receipts2" / "x.json").exists()
+    assert sink.put_new("runs/a.json", b"{}")

@@ -152,3 +152,14 @@ def test_the_walk_finds_a_circle(tmp_path: Path) -> None:
     )
     (pkg / "e.py").write_text("import memlife.d\n")
     assert circles(import_graph(pkg)) == {("memlife.a", "memlife.c", "memlife.sub.b")}
+
+
+def test_no_assert_outside_tests() -> None:
+    """``python -O`` strips asserts: a check that matters raises a real error instead."""
+    found = [
+        f"{path.relative_to(REPO)}:{node.lineno}"
+        for path in [*(REPO / PACKAGE).rglob("*.py"), *(REPO / "flows").rglob("*.py")]
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Assert)
+    ]
+    assert not found, f"assert in production code: {found}"

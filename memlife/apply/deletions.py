@@ -11,7 +11,7 @@ from memlife.apply.lifecycle import run_lifecycle
 from memlife.apply.tally import Tally
 from memlife.faults import checkpoint
 from memlife.journal import OpKind, Outcome
-from memlife.stores.base import chunked
+from memlife.stores.base import MAX_BATCH, chunked
 
 if TYPE_CHECKING:
     from memlife.apply.executor import Executor
@@ -30,11 +30,11 @@ class DeleteItem:
 
 def delete(ex: Executor, items: Sequence[DeleteItem], tally: Tally) -> None:
     for shard_items in by_shard(items):
-        for n, batch in enumerate(chunked(shard_items, 100)):
+        for n, batch in enumerate(chunked(shard_items, MAX_BATCH)):
             if (batch[0].actor_id, batch[0].namespace) in ex.stopped:
                 # a StoreError stopped this shard: the rest is planned again next run
                 tally.ids_not_deleted += [{"id": i.id, "reason": "SHARD_STOPPED"}
-                                          for i in shard_items[n * 100 :]]  # fmt: skip
+                                          for i in shard_items[n * MAX_BATCH :]]  # fmt: skip
                 break
             ops = [ex.new_op(OpKind.delete, i.actor_id, i.namespace, i.id, i.reasons,
                              i.content_sha256) for i in batch]  # fmt: skip

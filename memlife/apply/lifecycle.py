@@ -17,6 +17,7 @@ from memlife.apply.registry import Result, applier_for
 from memlife.apply.retry import next_retry
 from memlife.apply.tally import COUNT, Tally
 from memlife.audit import ReceiptWriteError
+from memlife.errors import JournalStateError
 from memlife.faults import checkpoint
 from memlife.journal import Operation, OpState, Outcome
 from memlife.receipts import write_operation_receipt
@@ -43,7 +44,8 @@ def run_lifecycle(ex: Executor, ops: list[Operation], tally: Tally,
     settled = []
     for o in ops:
         current = ex.journal.get(o.operation_id)
-        assert current is not None
+        if current is None:  # planned by this run a moment ago: a journal that lost it is broken
+            raise JournalStateError(f"operation {o.operation_id} vanished from the journal")
         if current.state is OpState.APPLIED:
             current = receipt(ex, current, tally)
             if current.state is OpState.RECEIPTED:

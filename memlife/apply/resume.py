@@ -16,7 +16,7 @@ from memlife.apply.groups import resume_group
 from memlife.apply.lifecycle import retryable, run_lifecycle
 from memlife.apply.tally import Tally
 from memlife.journal import Operation, OpKind, OpState
-from memlife.stores.base import chunked
+from memlife.stores.base import MAX_BATCH, chunked
 
 if TYPE_CHECKING:
     from memlife.apply.executor import Executor
@@ -42,7 +42,7 @@ def resume_due(ex: Executor, tally: Tally, kinds: Collection[OpKind] | None = No
         seen.update(o.operation_id for o in todo)
         seen.update(o.operation_id for ops in groups.values() for o in ops)
         for (_kind, actor, ns), ops in sorted(batches.items()):
-            for batch in chunked(ops, 100):
+            for batch in chunked(ops, MAX_BATCH):
                 if (actor, ns) in ex.stopped:
                     break  # still queued: the next run retries it
                 run_lifecycle(ex, batch, tally)

@@ -38,6 +38,7 @@ import numpy as np
 
 from memlife.embed import Embedder
 from memlife.embed_cache import EmbeddingCache
+from memlife.errors import InputError
 from memlife.ledger import AccessLedger, query_sha256
 from memlife.model import (
     MemoryRecord,
@@ -283,7 +284,7 @@ def _norm_key(content: str) -> str:
     return norm_sha256(content)
 
 
-class RememberRefused(ValueError):
+class RememberRefused(InputError):
     """``remember`` would store what it must not: ``code`` says why (ERASED_CONTENT,
     CONTENT_TOO_LARGE); the message never carries the content."""
 

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlparse
 
+from memlife.errors import SettingsError
+
 if TYPE_CHECKING:
     from memlife.state.dynamodb import DynamoState
 
@@ -32,7 +34,7 @@ ENV = "MEMLIFE_STATE"
 _KNOWN = {"region", "endpoint_url", "parquet", "s3_endpoint_url", "ttl_days"}
 
 
-class StateSettingsError(ValueError):
+class StateSettingsError(SettingsError):
     """A state URL that cannot be used (names the part that is wrong)."""
 
 

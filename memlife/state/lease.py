@@ -15,11 +15,14 @@ from dataclasses import dataclass
 
 from botocore.exceptions import ClientError
 
+from memlife.errors import MemlifeError, Reason
 from memlife.state.dynamodb import DynamoState, is_conditional_failure, key
 
 
-class LeaseHeld(RuntimeError):
+class LeaseHeld(MemlifeError, RuntimeError):
     """Another writer holds the store's lease: a clear refusal, never a wait."""
+
+    default_code = Reason.LEASE_HELD
 
     def __init__(self, store: str, holder: str, expires_at: float) -> None:
         self.store, self.holder, self.expires_at = store, holder, expires_at
