@@ -20,7 +20,7 @@ import os
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from memlife.model import MemoryRecord, content_sha256
 from memlife.stores.base import BatchResult, ItemFailure, MemoryStore
@@ -49,9 +49,23 @@ _side_lock = threading.Lock()
 _side: dict[str, SqliteStore] = {}
 
 
-def _backend(store: MemoryStore) -> SqliteStore:
+class TombstoneBackend(Protocol):
+    """Where tombstones live: the SQLite store itself, or a state backend for remote stores
+    (DynamoDB: ``tomb#{actor_id}`` items, see memlife/state/dynamodb.py)."""
+
+    def add_tombstones(self, rows: Sequence[tuple[str, str, str, str | None]]) -> int: ...
+
+    def tombstones(self, actor_id: str | None = None) -> list[dict]: ...
+
+    def tombstone_refusal(self, r: MemoryRecord, sources: Sequence[str] = ()) -> str | None: ...
+
+
+def _backend(store: MemoryStore) -> TombstoneBackend:
     if isinstance(store, SqliteStore):
         return store
+    own = getattr(store, "tombstone_backend", None)  # a remote store's state backend
+    if own is not None:
+        return own
     path = str(Path(os.environ.get("MEMLIFE_HOME", ".memlife")) / "tombstones.db")
     with _side_lock:
         if path not in _side:
@@ -69,9 +83,7 @@ def listing(store: MemoryStore, actor_id: str | None = None) -> list[dict[str, A
 
 def refusal(store: MemoryStore, record: MemoryRecord) -> str | None:
     """ERASED_CONTENT / ERASED_SOURCE when a tombstone forbids this record, else None."""
-    b = _backend(store)
-    with b.lock:
-        return b._erased(record, record.provenance.supersedes)
+    return _backend(store).tombstone_refusal(record, record.provenance.supersedes)
 
 
 def write_replacement(store: MemoryStore, record: MemoryRecord) -> BatchResult:

@@ -365,8 +365,12 @@ class SqliteStore:
             rows = self.connection.execute(sql + " ORDER BY actor_id, record_id", args).fetchall()
         return [dict(zip(keys, r, strict=True)) for r in rows]
 
-    def _erased(self, r: MemoryRecord, sources: Sequence[str] = ()) -> str | None:
-        """ERASED_CONTENT / ERASED_SOURCE when a tombstone forbids writing ``r``; caller locks."""
+    def tombstone_refusal(self, r: MemoryRecord, sources: Sequence[str] = ()) -> str | None:
+        """ERASED_CONTENT / ERASED_SOURCE when a tombstone forbids writing ``r``, else None."""
+        with self.lock:  # re-entrant: also called inside put_replacement's transaction
+            return self._tombstone_refusal(r, sources)
+
+    def _tombstone_refusal(self, r: MemoryRecord, sources: Sequence[str]) -> str | None:
         sha = r.provenance.content_sha256 or content_sha256(r.content)
         hit = self.connection.execute(
             "SELECT 1 FROM tombstones WHERE actor_id=? AND content_sha256 IN (?, ?) "
@@ -389,7 +393,7 @@ class SqliteStore:
         replacement is either visible to that selection or refused here: never both missed.
         """
         with self.lock, self.transaction():
-            code = self._erased(record, record.provenance.supersedes)
+            code = self.tombstone_refusal(record, record.provenance.supersedes)
             if code is None:
                 self.connection.execute(_UPSERT, record_to_row(record))
         if code is not None:
@@ -407,7 +411,7 @@ class SqliteStore:
         result = BatchResult()
         with self.lock, self.transaction():
             for r in records:
-                code = self._erased(r, r.provenance.supersedes) if check_tombstones else None
+                code = self.tombstone_refusal(r, r.provenance.supersedes) if check_tombstones else None
                 if (
                     code is None
                     and self.connection.execute(
