@@ -4,6 +4,7 @@ Layout (hive partitioning, readable by pyarrow.dataset, DuckDB, Athena, Spark)::
 
     <root>/date=YYYY-MM-DD/part-<uuid>.parquet      rows of SCHEMA, day of accessed_at (UTC)
     <root>/_ingested/cloudtrail/<sha256>            markers: CloudTrail log files already read
+                                                    (the events are read by memlife.cloudtrail)
 
 ``root`` defaults to ``$MEMLIFE_HOME/ledger``. Rows are ``{actor_id, namespace, record_id,
 accessed_at, rank, query_sha256}``: the query is kept only as its sha256 (it says which
@@ -24,15 +25,13 @@ without their rows.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import json
 import os
 import re
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -43,7 +42,11 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from memlife import cloudtrail
+from memlife.cloudtrail import actor_from_namespace as actor_from_namespace  # re-exported
 from memlife.model import PlanView, utcnow
+from memlife.settings import settings
+from memlife.text import query_sha256 as query_sha256  # re-exported
 
 SCHEMA = pa.schema(
     [
@@ -62,11 +65,7 @@ AccessStats = dict[str, tuple[datetime, int]]  # record_id -> (last accessed, co
 
 
 def default_root() -> Path:
-    return Path(os.environ.get("MEMLIFE_HOME", ".memlife")) / "ledger"
-
-
-def query_sha256(query: str) -> str:
-    return hashlib.sha256(query.encode("utf-8")).hexdigest()
+    return settings().home / "ledger"
 
 
 @dataclass(frozen=True)
@@ -77,6 +76,15 @@ class Access:
     accessed_at: datetime
     rank: int | None = None
     query_sha256: str | None = None
+
+
+def cloudtrail_accesses(
+    event: Mapping[str, Any],
+    actor_resolver: Callable[[Mapping[str, Any]], str | None] | None = None,
+) -> tuple[list[Access], str | None]:
+    """Ledger rows for one AgentCore read event, and why there are none (or None)."""
+    hits, why = cloudtrail.read_hits(event, actor_resolver)
+    return [Access(*hit) for hit in hits], why
 
 
 @dataclass
@@ -282,7 +290,7 @@ class AccessLedger:
         CloudTrail did not log the response the event is skipped (``no_record_ids``).
         """
         report = IngestReport()
-        for name, load in _cloudtrail_files(str(source), s3_client):
+        for name, load in cloudtrail.log_files(str(source), s3_client):
             marker = (
                 self.root / "_ingested" / "cloudtrail" / hashlib.sha256(name.encode()).hexdigest()
             )
@@ -290,10 +298,10 @@ class AccessLedger:
                 report.already_ingested += 1
                 continue
             data = load()
-            records = _parse_log(data)
+            records = cloudtrail.parse_log(data)
             rows: list[Access] = []
             for event in records:
-                if not _is_memory_read(event):
+                if not cloudtrail.is_memory_read(event):
                     continue
                 report.events += 1
                 got, why = cloudtrail_accesses(event, actor_resolver)
@@ -307,124 +315,6 @@ class AccessLedger:
             marker.parent.mkdir(parents=True, exist_ok=True)
             marker.write_text(name + "\n", encoding="utf-8")
         return report
-
-
-# ---- CloudTrail parsing ---------------------------------------------------------------------
-
-AGENTCORE_SOURCE = "bedrock-agentcore.amazonaws.com"
-READ_EVENTS = frozenset({"GetMemoryRecord", "RetrieveMemoryRecords"})
-_ACTOR_IN_NAMESPACE = re.compile(r"/(?:actors|users)/([^/]+)")
-
-
-def _is_memory_read(event: Mapping[str, Any]) -> bool:
-    return event.get("eventSource") == AGENTCORE_SOURCE and event.get("eventName") in READ_EVENTS
-
-
-def actor_from_namespace(namespace: str | None) -> str | None:
-    """``/users/u1/facts`` -> ``u1``; ``/strategies/s/actors/u1`` -> ``u1``; else None."""
-    if not namespace:
-        return None
-    m = _ACTOR_IN_NAMESPACE.search(namespace)
-    return m.group(1) if m and "{" not in m.group(1) else None
-
-
-def _event_time(event: Mapping[str, Any]) -> datetime | None:
-    raw = event.get("eventTime")
-    if not isinstance(raw, str):
-        return None
-    try:
-        dt = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return dt.astimezone(UTC) if dt.tzinfo else None
-
-
-def _as_dict(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def cloudtrail_accesses(
-    event: Mapping[str, Any],
-    actor_resolver: Callable[[Mapping[str, Any]], str | None] | None = None,
-) -> tuple[list[Access], str | None]:
-    """Ledger rows for one AgentCore read event, and why there are none (or None)."""
-    when = _event_time(event)
-    if when is None:
-        return [], "bad_event_time"
-    req = _as_dict(event.get("requestParameters"))
-    resp = _as_dict(event.get("responseElements"))
-    name = event.get("eventName")
-
-    hits: list[tuple[str, str | None, int | None]] = []  # (record id, namespace, rank)
-    qsha: str | None = None
-    if name == "GetMemoryRecord":
-        rid = req.get("memoryRecordId")
-        rec = _as_dict(resp.get("memoryRecord"))
-        rid = rid or rec.get("memoryRecordId")
-        nss = rec.get("namespaces") or []
-        if isinstance(rid, str) and rid:
-            hits.append((rid, req.get("namespace") or (nss[0] if nss else None), None))
-    else:  # RetrieveMemoryRecords
-        criteria = _as_dict(req.get("searchCriteria"))
-        query = criteria.get("searchQuery")
-        qsha = query_sha256(query) if isinstance(query, str) and query else None
-        summaries = resp.get("memoryRecordSummaries") or []
-        for i, s in enumerate(summaries if isinstance(summaries, list) else [], start=1):
-            s = _as_dict(s)
-            rid = s.get("memoryRecordId")
-            nss = s.get("namespaces") or []
-            if isinstance(rid, str) and rid:
-                hits.append((rid, req.get("namespace") or (nss[0] if nss else None), i))
-    if not hits:
-        return [], "no_record_ids"
-
-    rows: list[Access] = []
-    for rid, ns, rank in hits:
-        actor = req.get("actorId") or actor_from_namespace(ns)
-        if not actor and actor_resolver is not None:
-            actor = actor_resolver(event)
-        if not actor:
-            return [], "no_actor"
-        rows.append(Access(str(actor), str(ns or ""), rid, when, rank, qsha))
-    return rows, None
-
-
-def _parse_log(data: bytes) -> list[Mapping[str, Any]]:
-    if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
-    doc = json.loads(data)
-    records = doc.get("Records") if isinstance(doc, dict) else None
-    return [r for r in records or [] if isinstance(r, Mapping)]
-
-
-def _is_log_name(name: str) -> bool:
-    return name.endswith((".json.gz", ".json")) and not Path(name).name.startswith(".")
-
-
-def _cloudtrail_files(source: str, s3_client: Any) -> Iterator[tuple[str, Callable[[], bytes]]]:
-    """(unique name, loader) per log file, in name order."""
-    if source.startswith("s3://"):
-        bucket, _, prefix = source[len("s3://") :].partition("/")
-        if s3_client is None:
-            import boto3
-
-            s3_client = boto3.client("s3")
-        keys: list[str] = []
-        for page in s3_client.get_paginator("list_objects_v2").paginate(
-            Bucket=bucket, Prefix=prefix
-        ):
-            keys += [o["Key"] for o in page.get("Contents", []) if _is_log_name(o["Key"])]
-        for key in sorted(keys):
-            yield (
-                Path(key).name,
-                lambda key=key: s3_client.get_object(Bucket=bucket, Key=key)["Body"].read(),
-            )
-        return
-    root = Path(source)
-    if not root.is_dir():
-        raise FileNotFoundError(f"CloudTrail source {source!r} is not a folder or s3:// URL")
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and _is_log_name(p.name)):
-        yield path.name, path.read_bytes
 
 
 # ---- nightly scoring ------------------------------------------------------------------------

@@ -33,3 +33,8 @@ def norm_sha256(text: str) -> str:
 def negates(text: str) -> bool:
     """A cheap rule hint for contradiction: does the statement negate?"""
     return _NEGATION.search(text[:ANALYSIS_WINDOW]) is not None
+
+
+def query_sha256(query: str) -> str:
+    """What the access ledger keeps of a query: its hash, never its text."""
+    return hashlib.sha256(query.encode("utf-8")).hexdigest()
