@@ -18,21 +18,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from memlife.consolidate.base import Consolidator
-from memlife.journal import open_journal
 from memlife.pipeline import (
     BatchOutcome,
     RunConfig,
     RunContext,
     RunSummary,
     Shard,
-    make_consolidator,
-    make_executor,
     parse_now,
-    process_batch,
-    start_run,
 )
-from memlife.report import ReportWriter
-from memlife.stores import open_store
+from memlife.pipeline import process_isolated as process_isolated  # flows/shard.py runs it
 
 EVENT_PARTIAL = "memlife.run.partial_failure"
 EVENT_FAILURE = "memlife.run.failure"
@@ -71,35 +65,6 @@ def shard_params(shards: Sequence[Shard]) -> list[dict[str, str]]:
 
 def shards_from_params(items: Sequence[dict[str, str]]) -> list[Shard]:
     return [Shard(i["actor_id"], i["namespace"]) for i in items]
-
-
-# -- one batch, isolated ------------------------------------------------------------------------
-def process_isolated(
-    config: RunConfig, shards: Sequence[Shard], part: str, wrap: ConsolidatorWrap | None = None
-) -> BatchOutcome:
-    """A shard batch with its own store, journal, executor and report part.
-
-    ``config.now`` must be the parent's cutoff (``config_params(config, ctx)``): the run
-    id, run key and so every operation id then match the parent's. The decisions go to
-    ``reports/<run_id>/<attempt>/parts/<part>/`` (the parent's report holds the in-process batches).
-    """
-    if config.now is None:
-        raise ValueError("an isolated batch needs the parent's cutoff (config.now)")
-    ctx = start_run(config)  # the manifest exists already: create-only, the first one stands
-    store = open_store(config.store)
-    try:
-        journal = None if config.dry_run else open_journal(store)
-        consolidator = make_consolidator(ctx)
-        if wrap is not None:
-            consolidator = wrap(consolidator)
-        executor = make_executor(ctx, store, journal, consolidator)
-        report = ReportWriter(ctx.report_dir / "parts" / part)
-        try:
-            return process_batch(ctx, store, shards, report, executor)
-        finally:
-            report.close()
-    finally:
-        store.close()
 
 
 def failed_outcome(shards: Sequence[Shard], error: BaseException | str) -> BatchOutcome:

@@ -630,6 +630,37 @@ def records_in_scope(store: MemoryStore, config: RunConfig) -> int | None:
     return int(count())
 
 
+def process_isolated(
+    config: RunConfig,
+    shards: Sequence[Shard],
+    part: str,
+    wrap: Callable[[Consolidator | None], Consolidator | None] | None = None,
+) -> BatchOutcome:
+    """A shard batch with its own store, journal, executor and report part.
+
+    ``config.now`` must be the parent's cutoff (``config_params(config, ctx)``): the run
+    id, run key and so every operation id then match the parent's. The decisions go to
+    ``reports/<run_id>/<attempt>/parts/<part>/`` (the parent's report holds the in-process batches).
+    """
+    if config.now is None:
+        raise ValueError("an isolated batch needs the parent's cutoff (config.now)")
+    ctx = start_run(config)  # the manifest exists already: create-only, the first one stands
+    store = open_store(config.store)
+    try:
+        journal = None if config.dry_run else open_journal(store)
+        consolidator = make_consolidator(ctx)
+        if wrap is not None:
+            consolidator = wrap(consolidator)
+        executor = make_executor(ctx, store, journal, consolidator)
+        report = ReportWriter(ctx.report_dir / "parts" / part)
+        try:
+            return process_batch(ctx, store, shards, report, executor)
+        finally:
+            report.close()
+    finally:
+        store.close()
+
+
 def planning_workers(config: RunConfig, shards: int) -> int:
     """Processes for planning: dry runs only (apply runs write through one journal)."""
     if not config.dry_run or config.retry_only:
@@ -643,8 +674,6 @@ def plan_in_processes(ctx: RunContext, shards: Sequence[Shard], workers: int) ->
     report part (merged by finish_run). Same run id and cutoff in every process."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    from memlife.fanout import process_isolated
 
     params = replace(ctx.config, now=ctx.cutoff, workers=1, attempt=ctx.config.attempt)
     parts = batches(shards, max(1, -(-len(shards) // (workers * 4))))

@@ -15,8 +15,6 @@ PACKAGE = "memlife"
 # circle may span. The test fails on a circle outside them, and on an entry no circle needs
 # any more (so the list only shrinks).
 KNOWN: dict[str, tuple[str, ...]] = {
-    # fanout holds run helpers the pipeline needs and needs the pipeline's run types
-    "fanout <-> pipeline": ("memlife.fanout", "memlife.pipeline"),
     # DynamoState builds its journal lazily; the DynamoDB journal uses DynamoState's table
     "state.dynamodb <-> journal.dynamodb": ("memlife.state.dynamodb", "memlife.journal.dynamodb"),
     # apply's registry imports every applier to fill itself; the erase/purge/restore
