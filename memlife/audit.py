@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from urllib.parse import parse_qs, urlparse
 
 from memlife.errors import ReceiptWriteError as ReceiptWriteError  # moved; re-exported
+from memlife.settings import settings
 
 DEFAULT_RECEIPTS_URL = "file://.memlife/receipts"
 
@@ -161,14 +162,12 @@ class S3Sink:
 
 def open_sink(url: str | None = None) -> ReceiptSink:
     """``file://path`` (relative or absolute) or ``s3://bucket/prefix?endpoint_url=..&region=..``."""
-    home = os.environ.get("MEMLIFE_HOME")
-    default = f"file://{home}/receipts" if home else DEFAULT_RECEIPTS_URL
-    url = url or os.environ.get("MEMLIFE_RECEIPTS") or default
+    url = url or settings().receipts_url
     parsed = urlparse(url)
     if parsed.scheme == "file":
         return FileSink(url[len("file://") :])
     if parsed.scheme == "s3":
         q = {k: v[0] for k, v in parse_qs(parsed.query).items()}
-        endpoint = q.get("endpoint_url") or os.environ.get("MEMLIFE_S3_ENDPOINT_URL")
+        endpoint = q.get("endpoint_url") or settings().s3_endpoint_url
         return S3Sink(parsed.netloc, parsed.path, endpoint_url=endpoint, region=q.get("region"))
     raise ValueError(f"receipts URL {url!r}: use file://path or s3://bucket/prefix")

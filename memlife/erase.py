@@ -26,12 +26,10 @@ any later ``erase`` call (``memlife erase --pending``) once the hold is gone by 
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from memlife import tombstones
@@ -47,6 +45,7 @@ from memlife.model import MemoryRecord, RetentionClass, Status, content_sha256, 
 from memlife.policy import Policy
 from memlife.quarantine import ManualRun, _side, forget_snapshots, manual_run
 from memlife.receipts import operation_receipt
+from memlife.settings import settings
 from memlife.stores.base import MAX_BATCH, MemoryStore, chunked, iter_shard
 from memlife.stores.sqlite import tombstone_norm
 
@@ -343,7 +342,7 @@ def _erase_now(run: ManualRun, records: Sequence[MemoryRecord], why: dict[str, s
 
 def home_caches() -> list[EmbeddingCache]:
     """Embedding caches outside the store: the dry-run cache ($MEMLIFE_HOME/embeddings.db)."""
-    path = Path(os.environ.get("MEMLIFE_HOME", ".memlife")) / "embeddings.db"
+    path = settings().home / "embeddings.db"
     return [EmbeddingCache(path=path)] if path.exists() else []
 
 

@@ -53,7 +53,7 @@ def checkpoint(point: str) -> None:
     if armed[1] == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     if armed[1] == "hang":
-        mark = os.environ.get("MEMLIFE_FAULT_MARK")
+        mark = settings().fault_mark
         if mark:
             open(mark, "w").close()  # noqa: SIM115
         while True:

@@ -28,6 +28,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 
 from memlife.errors import MemlifeError, Reason
 from memlife.model import utcnow
+from memlife.settings import settings
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -66,7 +67,7 @@ class LeaseBackend(Protocol):
 
 
 def ttl() -> timedelta:
-    return timedelta(seconds=float(os.environ.get("MEMLIFE_LEASE_TTL_SECONDS", "120")))
+    return timedelta(seconds=settings().lease_ttl_seconds)
 
 
 @dataclass

@@ -7,7 +7,6 @@ construction (only those fields are ever copied in) and proven by the canary tes
 from __future__ import annotations
 
 import io
-import os
 import socket
 from collections.abc import Sequence
 
@@ -18,11 +17,12 @@ from memlife import __version__
 from memlife.audit import ReceiptSink, dumps
 from memlife.journal import Operation
 from memlife.model import utcnow
+from memlife.settings import settings
 
 
 def service_identity() -> str:
     """Who acted: MEMLIFE_SERVICE_IDENTITY (e.g. an IAM role ARN) or memlife@host."""
-    return os.environ.get("MEMLIFE_SERVICE_IDENTITY") or f"memlife/{__version__}@{socket.gethostname()}"
+    return settings().service_identity or f"memlife/{__version__}@{socket.gethostname()}"
 
 
 def operation_receipt(op: Operation, reviewer: str | None = None) -> dict:

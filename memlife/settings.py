@@ -81,6 +81,9 @@ class Settings(BaseSettings):
     model_calls_limit: str = Field(
         "memlife-model-calls", description="Prefect global concurrency limit held per model call"
     )
+    lease_ttl_seconds: float = Field(
+        120.0, gt=0, description="Lifecycle lease: seconds a writer holds the store without renewal"
+    )
     cloudwatch_namespace: str | None = Field(
         None, description="Emit run counts to CloudWatch under it"
     )
@@ -89,8 +92,11 @@ class Settings(BaseSettings):
     fault: str | None = Field(
         None, description="Tests/drills only: arm a fault point (point[:skip])"
     )
+    fault_mark: str | None = Field(
+        None, description="Tests/drills only: file touched when a 'hang' fault point is reached"
+    )
     fault_mode: str = Field(
-        "raise", description="Tests/drills only: raise or kill at the armed point"
+        "raise", description="Tests/drills only: raise, kill or hang at the armed point"
     )
     # Anthropic (SDK names)
     anthropic_api_key: SecretStr | None = Field(

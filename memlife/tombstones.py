@@ -16,13 +16,12 @@ the write (no shared transaction: documented as weaker in docs/evaluation.md).
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any, Protocol
 
 from memlife.model import MemoryRecord, content_sha256
+from memlife.settings import settings
 from memlife.stores.base import BatchResult, ItemFailure, MemoryStore
 from memlife.stores.sqlite import SqliteStore, tombstone_norm
 
@@ -66,7 +65,7 @@ def _backend(store: MemoryStore) -> TombstoneBackend:
     own = getattr(store, "tombstone_backend", None)  # a remote store's state backend
     if own is not None:
         return own
-    path = str(Path(os.environ.get("MEMLIFE_HOME", ".memlife")) / "tombstones.db")
+    path = str(settings().home / "tombstones.db")
     with _side_lock:
         if path not in _side:
             _side[path] = _SideTombstones(path)

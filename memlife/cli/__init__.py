@@ -14,7 +14,6 @@ Errors are one line on stderr; MEMLIFE_DEBUG=1 shows the traceback instead.
 
 from __future__ import annotations
 
-import os
 from importlib import import_module
 from typing import Annotated, Any
 
@@ -102,7 +101,9 @@ class LazyGroup(TyperGroup):
         except (TyperException, typer.Exit, typer.Abort):
             raise
         except Exception as exc:
-            if os.environ.get("MEMLIFE_DEBUG"):
+            from memlife.settings import settings
+
+            if settings().debug:
                 raise
             from rich.markup import escape
 

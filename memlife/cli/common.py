@@ -126,10 +126,11 @@ def check_store(url: str | None, *, must_exist: bool = True) -> str:
 
 def check_receipts(url: str | None) -> None:
     """A one-line refusal (exit 2) for a receipts URL no sink can take."""
-    import os
     from urllib.parse import urlparse
 
-    resolved = url or os.environ.get("MEMLIFE_RECEIPTS")
+    from memlife.settings import settings
+
+    resolved = url or settings().receipts
     if not resolved:
         return  # the default under MEMLIFE_HOME
     parsed = urlparse(resolved)

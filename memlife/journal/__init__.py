@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 from memlife.journal.base import (
     ALLOWED,
     Journal,
@@ -16,6 +13,7 @@ from memlife.journal.base import (
     operation_id,
 )
 from memlife.journal.sqlite import SqliteJournal
+from memlife.settings import settings
 
 __all__ = [
     "ALLOWED", "Journal", "JournalStateError", "OpKind", "OpState", "Operation", "Outcome",
@@ -34,5 +32,4 @@ def open_journal(store: object) -> Journal:
     remote = current()
     if remote is not None:
         return remote.part("journal")
-    home = Path(os.environ.get("MEMLIFE_HOME", ".memlife"))
-    return SqliteJournal.at(home / "journal.db")
+    return SqliteJournal.at(settings().home / "journal.db")

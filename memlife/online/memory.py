@@ -24,7 +24,6 @@ fused score (BM25 is max-normalised per namespace, a slight approximation).
 from __future__ import annotations
 
 import math
-import os
 import secrets
 import sqlite3
 import threading
@@ -52,6 +51,7 @@ from memlife.model import (
 )
 from memlife.namespaces import check_namespace
 from memlife.retrieval import BM25_B, BM25_K1, rank, tokenize
+from memlife.settings import settings
 from memlife.stores.base import MemoryStore, iter_shard
 from memlife.text import negates, norm_sha256
 from memlife.timeref import epoch_seconds
@@ -679,4 +679,4 @@ class LongTermMemory:
 
 def default_namespace(actor: str) -> str:
     """Where the CLI and the example agent put memories without an explicit namespace."""
-    return os.environ.get("MEMLIFE_NAMESPACE", "/users/{actor}/facts").replace("{actor}", actor)
+    return settings().namespace.replace("{actor}", actor)

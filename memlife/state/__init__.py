@@ -95,7 +95,9 @@ def parse_state_url(url: str | None) -> StateSettings | None:
 
 
 def state_url() -> str | None:
-    return os.environ.get(ENV) or None
+    from memlife.settings import settings  # this package stays light to import
+
+    return settings().state
 
 
 _lock = threading.Lock()
