@@ -30,7 +30,7 @@ start_run = task(name="start-run", **_task)(pipeline.start_run)
 list_shards = task(name="list-shards", **_task)(pipeline.list_shards)
 process_batch = shard.process_batch  # the "process-shards" task (name kept for callers)
 run_gate = task(name="regression-gate", **_task)(pipeline.run_gate)
-commit_deletions = task(name="commit-deletions", **_task)(pipeline.commit_deletions)
+commit_run = task(name="commit", **_task)(pipeline.commit_run)
 finish_run = task(name="finish-run", **_task)(pipeline.finish_run)
 
 
@@ -66,6 +66,7 @@ def nightly(
     consolidate: bool = True,
     retry_only: bool = False,
     eval_cases: str | None = None,
+    with_model: bool = False,
     metrics_namespace: str | None = None,
     fan_out: Literal["tasks", "deployments"] = "tasks",
     task_runner: Literal["threads", "dask"] = "threads",
@@ -78,7 +79,8 @@ def nightly(
         dry_run=dry_run, namespaces=tuple(namespaces or ()), actors=tuple(actors or ()),
         now=pipeline.parse_now(now), policy=policy, store=store, receipts=receipts,
         page_size=page_size, shards_per_batch=shards_per_batch, consolidate=consolidate,
-        retry_only=retry_only, eval_cases=eval_cases, metrics_namespace=metrics_namespace,
+        retry_only=retry_only, eval_cases=eval_cases, with_model=with_model,
+        metrics_namespace=metrics_namespace,
     )  # fmt: skip
     log = get_run_logger()  # the run's log tab: stages and counts, never content
     db = open_store(config.store)
@@ -110,9 +112,9 @@ def nightly(
             outcomes = shard.fan_out_tasks(ctx, db, groups, report, executor, runner=task_runner,
                                            max_workers=max_workers, dask_address=dask_address)  # fmt: skip
         log.info("planned %d records", sum(o.records for o in outcomes))
-        verdict = run_gate(ctx, db, outcomes)
+        verdict = run_gate(ctx, db, outcomes)  # on everything staged; nothing written yet
         log.info("regression gate: %s", pipeline.gate_verdict(verdict))
-        tallies.append(commit_deletions(ctx, executor, outcomes, verdict))
+        tallies.append(commit_run(ctx, executor, outcomes, verdict))
         summary = finish_run(ctx, outcomes, report, t0, tallies=tallies, journal=journal,
                              gate=verdict, shards_total=len(shards))  # fmt: skip
     except BaseException as exc:  # incl. the flow timeout

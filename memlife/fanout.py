@@ -30,6 +30,7 @@ from memlife.pipeline import process_isolated as process_isolated  # flows/shard
 
 EVENT_PARTIAL = "memlife.run.partial_failure"
 EVENT_FAILURE = "memlife.run.failure"
+EVENT_BLOCKED = "memlife.run.blocked"  # the regression gate held the commit back
 
 ConsolidatorWrap = Callable[[Consolidator | None], Consolidator | None]
 
@@ -120,7 +121,7 @@ def run_event(summary: RunSummary) -> tuple[str, dict[str, str], dict[str, Any]]
     """
     if summary.status == "success":
         return None
-    event = EVENT_FAILURE if summary.status == "failure" else EVENT_PARTIAL
+    event = {"failure": EVENT_FAILURE, "blocked": EVENT_BLOCKED}.get(summary.status, EVENT_PARTIAL)
     payload = {
         "run_id": summary.run_id, "status": summary.status, "mode": summary.mode,
         "policy_version": summary.policy_version, "cutoff": summary.cutoff,
@@ -129,6 +130,20 @@ def run_event(summary: RunSummary) -> tuple[str, dict[str, str], dict[str, Any]]
         "failed_shard_codes": {s["shard"]: s.get("code") for s in summary.failed_shards},
         "receipt": summary.receipt,
     }  # fmt: skip
+    if summary.gate is not None:  # ids, gate names and figures only
+        from memlife.pipeline import gate_line
+
+        g = summary.gate
+        payload["gate"] = {
+            "status": g.get("status"), "reasons": g.get("reasons", []),
+            "high_impact_failed": g.get("high_impact_failed", []),
+            "failed_cases": g.get("failed_cases", []),
+            "gates": {n: {k: v.get(k) for k in ("value", "threshold", "before", "result")}
+                      for n, v in g.get("gates", {}).items()},
+            "deletions_blocked": g.get("deletions_blocked"),
+            "supersedes_blocked": g.get("supersedes_blocked"),
+        }  # fmt: skip
+        payload["summary"] = gate_line(summary.as_json())
     return event, _resource(summary.run_id, summary.mode), payload
 
 

@@ -1,10 +1,12 @@
 """Fault injection at the executor's step boundaries (tests prove crash safety with it).
 
 Points: after_journal_write, after_replacement_write, after_supersede, after_delete,
-before_receipt, after_receipt. Armed by `inject()` in-process, or for a subprocess by
-MEMLIFE_FAULT=<point>[:<skip>] and MEMLIFE_FAULT_MODE=raise|kill|hang (kill = SIGKILL, no
-cleanup; hang = create the file MEMLIFE_FAULT_MARK, then sleep until killed: a holder that
-stalls mid-run, for the lease tests).
+before_receipt, after_receipt; and the run's stages (pipeline): after_stage (everything
+staged, nothing written), after_gate (verdict known, nothing committed),
+after_commit_groups (replacements and supersedes committed, deletions not yet). Armed by
+`inject()` in-process, or for a subprocess by MEMLIFE_FAULT=<point>[:<skip>] and
+MEMLIFE_FAULT_MODE=raise|kill|hang (kill = SIGKILL, no cleanup; hang = create the file
+MEMLIFE_FAULT_MARK, then sleep until killed: a holder that stalls mid-run, for the lease tests).
 <skip> lets the point pass that many times first (stop in the middle of a batch).
 """
 
@@ -26,6 +28,9 @@ POINTS = (
     "after_delete",
     "before_receipt",
     "after_receipt",
+    "after_stage",
+    "after_gate",
+    "after_commit_groups",
 )
 
 

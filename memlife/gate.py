@@ -2,20 +2,25 @@
 
 Recall here is the online recall's ranking (``memlife.retrieval.rank``: dense MiniLM +
 BM25) over the ACTIVE records of the case's actor (and namespace), with vectors from the
-embedding cache. "After" is a SHADOW VIEW: the same active set minus the proposed
-deletions; nothing is deleted to evaluate. Deletion candidates that are already
+embedding cache. "Before" is the store as the run found it. "After" is a SHADOW VIEW:
+the same active set minus what the run would supersede, quarantine or delete, plus the
+replacements it staged (held in the run, not in the store); nothing changes to evaluate. Deletion candidates that are already
 quarantined count as present in "before" (quarantine is a pause, not a verdict), so a
 must-retain record that was quarantined once stays protected on the next night.
 
-Three separate gates, thresholds from ``policy.gate``:
+Four separate gates, thresholds from ``policy.gate``:
   must_retain_recall   share of cases with must_retrieve targets whose recall@k >= min_result
   forbidden_retrieval  share of forbidden targets (ids or claims) that surface in a top-k
   contradiction_rate   share of cases whose top-k hands the agent competing versions of a
                        fact: a must-retrieve hit together with a forbidden hit, or two
                        different statements on one subject (non-episodic, same namespace)
-The verdict blocks the deletion commit (the pipeline quarantines instead) when a
-HIGH-impact case fails on the after view, or when a gate fails after and the proposed
-deletions made it worse than before. Replicas re-run the set (``policy.gate.replicas``):
+  aggregate_score      mean case score (recall@k times the share of forbidden targets kept
+                       out; 0 when a checked answer fails), high-impact cases weighted x2
+The verdict blocks the commit when a HIGH-impact case fails on the after view, when a
+gate fails after and the run made it worse than before, or (``block_on_absolute``) when
+a gate is below its threshold at all; below threshold but not worse is a ``warn``. A
+blocked verdict names which part blocks: the deletions, the supersedes, or both (each
+part's own after view is evaluated, so an innocent part is not held hostage). Replicas re-run the set (``policy.gate.replicas``):
 a case passes only if it passes in every replica. The verdict holds case ids, gate
 names and figures: never a query, a fact or any record content.
 """
@@ -42,7 +47,9 @@ if TYPE_CHECKING:
     from memlife.embed_cache import EmbeddingCache
     from memlife.pipeline import RunContext
 
-GATES = ("must_retain_recall", "forbidden_retrieval", "contradiction_rate")
+GATES = ("must_retain_recall", "forbidden_retrieval", "contradiction_rate", "aggregate_score")
+# Deletions that are obligations, not judgements: they go ahead without an evaluation set.
+OBLIGATIONS = frozenset({"HARD_EXPIRED", "GRACE_ELAPSED"})  # expires_at passed; user forgot it
 
 # (query, retrieved contents) -> the model's final answer
 Answerer = Callable[[str, Sequence[str]], str]
@@ -68,22 +75,28 @@ class ShadowRecall:
     rebuilds the BM25 index (idf depends on the corpus, as it would after a delete).
     """
 
-    def __init__(self, store: MemoryStore, cache: EmbeddingCache | None = None):
+    def __init__(self, store: MemoryStore, cache: EmbeddingCache | None = None,
+                 added: Iterable[MemoryRecord] = ()):  # fmt: skip
         from memlife.embed_cache import EmbeddingCache
 
         self.store = store
         self.cache = cache or EmbeddingCache.for_store(store)
+        # staged replacements: in views with plus=True only (the run's "after")
+        self.added: dict[tuple[str, str], list[MemoryRecord]] = {}
+        for r in added:
+            self.added.setdefault((r.actor_id, r.namespace), []).append(r)
         self._base: dict[
             tuple[str, str, frozenset[str]], tuple[list[MemoryRecord], np.ndarray]
         ] = {}
-        self._views: dict[tuple[str, str, frozenset[str], frozenset[str]], _Corpus] = {}
+        self._views: dict[tuple[str, str, frozenset[str], frozenset[str], bool], _Corpus] = {}
         self._qvec: dict[str, np.ndarray] = {}
         self._prov: dict[str, MemoryRecord | None] = {}
         self._names: dict[str, list[str]] = {}
 
     def namespaces(self, actor: str) -> list[str]:
         if actor not in self._names:
-            self._names[actor] = sorted(self.store.list_namespaces(actor))
+            staged = {ns for a, ns in self.added if a == actor}
+            self._names[actor] = sorted(set(self.store.list_namespaces(actor)) | staged)
         return self._names[actor]
 
     def _load(
@@ -106,16 +119,24 @@ class ShadowRecall:
         return self._base[key]
 
     def corpus(self, actor: str, namespace: str, *, exclude: frozenset[str] = frozenset(),
-               include: frozenset[str] = frozenset()) -> _Corpus:  # fmt: skip
-        key = (actor, namespace, exclude, include)
+               include: frozenset[str] = frozenset(), plus: bool = False) -> _Corpus:  # fmt: skip
+        key = (actor, namespace, exclude, include, plus)
         view = self._views.get(key)
         if view is None:
             records, vecs = self._load(actor, namespace, include)
             keep = [i for i, r in enumerate(records) if r.id not in exclude]
             recs = [records[i] for i in keep]
+            kept = vecs[keep] if keep else None
+            extra = self.added.get((actor, namespace), []) if plus else []
+            have = {r.id for r in recs}
+            extra = [r for r in extra if r.id not in have and r.id not in exclude]
+            if extra:
+                more = self.cache.get_or_embed(extra)
+                kept = more if kept is None else np.vstack([kept, more])
+                recs = recs + extra
             view = _Corpus(
                 recs,
-                vecs[keep] if keep else vecs[:0],
+                kept if kept is not None else vecs[:0],
                 LexicalIndex([r.content for r in recs]),
                 np.array([epoch_seconds(r.created_at) for r in recs], dtype=np.float64),
             )
@@ -129,7 +150,7 @@ class ShadowRecall:
 
     def recall(self, query: str, actor: str, namespace: str | None = None, *, k: int = 5,
                threshold: float | None = None, exclude: Iterable[str] = (),
-               include: Iterable[str] = ()) -> list[MemoryRecord]:  # fmt: skip
+               include: Iterable[str] = (), plus: bool = False) -> list[MemoryRecord]:  # fmt: skip
         """Top-k active records for ``query`` in the view (best first)."""
         from memlife.online.memory import DEFAULT_THRESHOLD
 
@@ -137,7 +158,7 @@ class ShadowRecall:
         ex, inc = frozenset(exclude), frozenset(include)
         cands: list[tuple[float, str, MemoryRecord]] = []
         for ns in [namespace] if namespace is not None else self.namespaces(actor):
-            view = self.corpus(actor, ns, exclude=ex, include=inc)
+            view = self.corpus(actor, ns, exclude=ex, include=inc, plus=plus)
             if not view.records:
                 continue
             hits = rank(self.query_vector(query), view.vectors, k=k, threshold=thr,
@@ -185,11 +206,11 @@ def _competing(records: Sequence[MemoryRecord]) -> bool:
 
 def run_case(
     case: EvalCase, recall: ShadowRecall, *, exclude: Iterable[str] = (), include: Iterable[str] = (),
-    answerer: Answerer | None = None,
+    answerer: Answerer | None = None, plus: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
     """One case on one view: retrieved ids, recall@k, forbidden hits, pass/fail. Ids only."""
     got = recall.recall(case.query, case.actor_id, case.namespace, k=case.k, threshold=case.threshold,
-                        exclude=exclude, include=include)  # fmt: skip
+                        exclude=exclude, include=include, plus=plus)  # fmt: skip
     covered: set[str] = set()
     for r in got:
         covered |= recall.lineage(r)
@@ -227,6 +248,9 @@ def run_case(
             out["answer"] = {"checked": True, "passed": ok}
             passed = passed and ok
     out["passed"] = passed
+    kept_out = 1 - len(forbidden_hits) / len(case.forbidden) if case.forbidden else 1.0
+    answered = out.get("answer", {}).get("passed", True) is not False
+    out["score"] = round(recall_at_k * kept_out if answered else 0.0, 6)
     return out
 
 
@@ -237,7 +261,7 @@ def _gate(value: float, threshold: float, passed: bool) -> dict[str, Any]:
 
 def run_set(
     cases: Sequence[EvalCase], recall: ShadowRecall, gate: GatePolicy, *, exclude: Iterable[str] = (),
-    include: Iterable[str] = (), answerer: Answerer | None = None,
+    include: Iterable[str] = (), answerer: Answerer | None = None, plus: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
     """Every case, ``gate.replicas`` times; a case passes only if it passes every time."""
     exclude, include = frozenset(exclude), frozenset(include)
@@ -245,7 +269,9 @@ def run_set(
     flaky: list[str] = []
     for _ in range(gate.replicas):
         for c in cases:
-            res = run_case(c, recall, exclude=exclude, include=include, answerer=answerer)
+            res = run_case(
+                c, recall, exclude=exclude, include=include, answerer=answerer, plus=plus
+            )
             prev = per_case.get(c.id)
             if prev is None:
                 per_case[c.id] = res
@@ -266,6 +292,9 @@ def run_set(
     f_hits = sum(len(r["forbidden_hits"]) for r in results)
     f_value = f_hits / f_total if f_total else 0.0
     c_value = sum(1 for r in results if r["contradiction"]) / len(results) if results else 0.0
+    weights = [2.0 if r["impact"] == Impact.high.value else 1.0 for r in results]
+    a_value = (sum(w * r["score"] for w, r in zip(weights, results, strict=True)) / sum(weights)
+               if results else 1.0)  # fmt: skip
     failed = [r["id"] for r in results if not r["passed"]]
     return {
         "gates": {
@@ -275,6 +304,8 @@ def run_set(
                                          f_value <= gate.forbidden_retrieval_max),
             "contradiction_rate": _gate(c_value, gate.contradiction_rate_max,
                                         c_value <= gate.contradiction_rate_max),
+            "aggregate_score": _gate(a_value, gate.aggregate_score_min,
+                                     a_value >= gate.aggregate_score_min),
         },  # fmt: skip
         "cases": len(results), "replicas": gate.replicas, "failed_cases": failed,
         "high_impact_failed": [r["id"] for r in results if not r["passed"] and r["impact"] == Impact.high.value],
@@ -287,26 +318,46 @@ def _min_result(cases: Sequence[EvalCase], case_id: str) -> float:
 
 
 def _worse(name: str, before: float, after: float) -> bool:
-    return after < before if name == "must_retain_recall" else after > before
+    lower_is_worse = name in ("must_retain_recall", "aggregate_score")
+    return after < before if lower_is_worse else after > before
 
 
-def verdict(before: dict[str, Any], after: dict[str, Any], proposed: int) -> dict[str, Any]:
-    """Compare two run_set reports: blocked, the gates (after, with before's figure), cases."""
+def verdict(
+    before: dict[str, Any], after: dict[str, Any], proposed: int,
+    gate: GatePolicy | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Compare two run_set reports: blocked, the gates (after, with before's figure), cases.
+
+    Each gate's ``result``: pass; warn (below threshold, not made worse by the run);
+    regressed (below and worse: blocks); fail (below, ``block_on_absolute``: blocks).
+    """
+    absolute_blocks = gate is not None and gate.block_on_absolute
     reasons: list[str] = []
+    warnings: list[str] = []
     if after["high_impact_failed"]:
         reasons.append("HIGH_IMPACT_CASE_FAILED")
     gates: dict[str, Any] = {}
     for name in GATES:
         a, b = after["gates"][name], before["gates"][name]
-        gates[name] = {**a, "before": b["value"]}
+        result = "pass"
         if not a["passed"] and _worse(name, b["value"], a["value"]):
             reasons.append(f"GATE_REGRESSED:{name}")
+            result = "regressed"
+        elif not a["passed"] and absolute_blocks:
+            reasons.append(f"GATE_BELOW_THRESHOLD:{name}")
+            result = "fail"
+        elif not a["passed"]:
+            warnings.append(name)
+            result = "warn"
+        gates[name] = {**a, "before": b["value"], "result": result}
     before_failed = set(before["failed_cases"])
     slim = lambda rep: {"gates": {n: rep["gates"][n]["value"] for n in GATES},  # noqa: E731
                         "failed_cases": rep["failed_cases"],
                         "high_impact_failed": rep["high_impact_failed"]}  # fmt: skip
     return {
-        "blocked": bool(reasons), "reasons": reasons, "proposed_deletions": proposed,
+        "configured": True, "blocked": bool(reasons),
+        "status": "blocked" if reasons else ("warn" if warnings else "pass"),
+        "reasons": reasons, "warnings": warnings, "proposed_deletions": proposed,
         "cases": after["cases"], "replicas": after["replicas"], "gates": gates,
         "failed_cases": after["failed_cases"], "high_impact_failed": after["high_impact_failed"],
         "regressed_cases": [c for c in after["failed_cases"] if c not in before_failed],
@@ -361,23 +412,64 @@ def evaluate(
     return report
 
 
+def not_configured(policy: GatePolicy, withheld_deletions: int = 0,
+                   withheld_groups: int = 0) -> dict[str, Any]:  # fmt: skip
+    """The verdict of a run without an evaluation set (receipt and summary say so)."""
+    return {
+        "configured": False, "required": policy.required, "blocked": False,
+        "status": "not_configured", "reasons": ["GATE_NOT_CONFIGURED"],
+        "withheld_deletions": withheld_deletions, "withheld_groups": withheld_groups,
+    }  # fmt: skip
+
+
+def evaluate_changes(
+    ctx: RunContext, store: MemoryStore, deletions: Sequence[DeleteItem],
+    superseded: Iterable[str] = (), replacements: Sequence[MemoryRecord] = (),
+    cache: EmbeddingCache | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Step 8 on everything staged: before (the store as found) vs after (a shadow view
+    minus ``deletions`` and ``superseded``, plus the staged ``replacements``).
+
+    When blocked, each part's own after view is evaluated too, so that the verdict can
+    say which part blocks (``deletions_blocked``, ``supersedes_blocked``): the pipeline
+    commits only a view that was evaluated and passed.
+    """
+    if not ctx.config.eval_cases:
+        raise ValueError("evaluate_changes needs RunConfig.eval_cases")
+    cases = load_cases(ctx.config.eval_cases)
+    recall = ShadowRecall(store, cache, added=replacements)
+    answerer = (
+        model_answerer_from_env() if not ctx.config.dry_run or ctx.config.with_model else None
+    )
+    gate = ctx.policy.gate
+    dels = frozenset(i.id for i in deletions)
+    sups = frozenset(superseded)
+    run = lambda exclude, plus: run_set(cases, recall, gate, exclude=exclude, include=dels,  # noqa: E731
+                                        answerer=answerer, plus=plus)  # fmt: skip
+    before = run(frozenset(), False)
+    changed = bool(dels or sups or replacements)
+    after = run(dels | sups, True) if changed else before
+    out = verdict(before, after, len(dels), gate)
+    out["proposed_supersedes"] = len(sups)
+    out["staged_replacements"] = len(replacements)
+    out["answers"] = "model" if answerer is not None else "skipped"
+    out["deletions_blocked"] = out["supersedes_blocked"] = out["blocked"]
+    if out["blocked"] and dels and (sups or replacements):
+        only_dels = verdict(before, run(dels, False), len(dels), gate)["blocked"]
+        only_sups = verdict(before, run(sups, True), 0, gate)["blocked"]
+        if only_dels or only_sups:  # both pass alone but not together: hold both
+            out["deletions_blocked"], out["supersedes_blocked"] = only_dels, only_sups
+    elif out["blocked"]:
+        out["deletions_blocked"], out["supersedes_blocked"] = bool(dels), bool(sups)
+    if out["deletions_blocked"] and not ctx.config.dry_run:
+        from memlife.quarantine import snapshot
+
+        snapshot(store, sorted(dels))  # so that a restore can bring the records back exactly
+    return out
+
+
 def evaluate_deletions(
     ctx: RunContext, store: MemoryStore, items: Sequence[DeleteItem]
 ) -> dict[str, Any]:
-    """The pipeline's step 8: before (active set) vs after (shadow view minus ``items``)."""
-    if not ctx.config.eval_cases:
-        raise ValueError("evaluate_deletions needs RunConfig.eval_cases")
-    cases = load_cases(ctx.config.eval_cases)
-    recall = ShadowRecall(store)
-    answerer = model_answerer_from_env()
-    ids = frozenset(i.id for i in items)
-    before = run_set(cases, recall, ctx.policy.gate, include=ids, answerer=answerer)
-    after = before if not ids else run_set(cases, recall, ctx.policy.gate, exclude=ids, include=ids,
-                                           answerer=answerer)  # fmt: skip
-    out = verdict(before, after, len(ids))
-    out["answers"] = "model" if answerer is not None else "skipped"
-    if out["blocked"] and not ctx.config.dry_run:
-        from memlife.quarantine import snapshot
-
-        snapshot(store, sorted(ids))  # so that a restore can bring the records back exactly
-    return out
+    """Deletions only (no staged consolidation): see ``evaluate_changes``."""
+    return evaluate_changes(ctx, store, items)

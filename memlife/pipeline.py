@@ -1,8 +1,10 @@
 """The nightly run as plain functions: the Prefect flow (flows/nightly.py) only wires them.
 
 Order (DESIGN.md): start (manifest first) -> drain the retry queue -> per shard batch:
-page, expire, score, group, plan, report, consolidate + supersede -> regression gate ->
-delete (or quarantine when the gate fails) -> receipts and counts. A shard is one
+page, expire, score, group, plan, report, stage (replacements computed, nothing written)
+-> regression gate on everything staged (before: the store as found; after: a shadow
+view) -> commit what the gate allows (replacements, supersedes, deletions; quarantine
+what it blocks) -> receipts and counts. A shard is one
 actor + namespace; shards are processed in batches so orchestration overhead stays small
 at 1M records, and a shard is never split, so no operation mixes actors or namespaces.
 """
@@ -21,10 +23,11 @@ from datetime import datetime
 from pathlib import Path
 
 from memlife import __version__, progress
-from memlife.apply import DeleteItem, Executor, Tally
+from memlife.apply import DeleteItem, Executor, StagedGroup, Tally
 from memlife.audit import ReceiptSink, ReceiptWriteError, dumps, open_sink, run_prefix
 from memlife.consolidate.base import Consolidator
 from memlife.embed_cache import EmbeddingCache
+from memlife.faults import checkpoint
 from memlife.journal import Journal, open_journal
 from memlife.lease import Lease
 from memlife.lease import for_store as lease_for_store
@@ -68,7 +71,8 @@ class RunConfig:
     shards_per_batch: int = 100
     consolidate: bool = True  # False: plan and apply without calling any consolidator
     retry_only: bool = False
-    eval_cases: str | None = None  # regression-gate cases (YAML/JSONL); None: gate skipped
+    eval_cases: str | None = None  # regression-gate cases (file or s3://, YAML/JSONL)
+    with_model: bool = False  # a dry run calls the model only when asked (else: estimates)
     metrics_namespace: str | None = None  # CloudWatch namespace for counts (or env)
     workers: int = 0  # dry-run planning processes (run_local); 0 = one per CPU, at most 4
     attempt: str | None = None  # this attempt of the run (set by start_run; children inherit it)
@@ -108,6 +112,7 @@ class BatchOutcome:
     shards: int = 0
     failed_shards: list[dict] = field(default_factory=list)
     deletions: list[DeleteItem] = field(default_factory=list)
+    staged: list[StagedGroup] = field(default_factory=list)  # consolidations awaiting the gate
     tally: Tally = field(default_factory=Tally)
 
 
@@ -166,6 +171,10 @@ def run_key(policy_version: str, cutoff: datetime, scope: dict, mode: str, store
 
 def start_run(config: RunConfig, sink: ReceiptSink | None = None) -> RunContext:
     """Step 1: fix the cutoff and write the run manifest before touching any record."""
+    # the gate's evaluation set: the run's own, else the worker's MEMLIFE_EVAL_CASES
+    config = replace(
+        config, eval_cases=config.eval_cases or os.environ.get("MEMLIFE_EVAL_CASES") or None
+    )
     policy = load_policy(config.policy)
     cutoff = config.now or utcnow()
     scope = _scope(config)
@@ -182,6 +191,7 @@ def start_run(config: RunConfig, sink: ReceiptSink | None = None) -> RunContext:
         "run_id": run_id, "run_key": key, "mode": mode, "policy_version": policy.version,
         "policy_sha256": hashlib.sha256(policy_bytes).hexdigest(), "cutoff": cutoff.isoformat(),
         "scope": scope, "store": store_url.split("?")[0], "started_at": started.isoformat(),
+        "eval_cases": (config.eval_cases or "").split("?")[0] or None,
         "memlife_version": __version__,
     }  # fmt: skip
     mkey = f"{run_prefix(run_id, cutoff)}/manifest.json"
@@ -269,11 +279,14 @@ def plan_shard(
 
 
 def make_consolidator(ctx: RunContext) -> Consolidator | None:
-    """Anthropic when ANTHROPIC_API_KEY is set, else the extractive one; None if disabled."""
+    """Anthropic when ANTHROPIC_API_KEY is set, else the extractive one; None if disabled.
+
+    A dry run uses the extractive one unless ``with_model`` (it estimates calls instead)."""
     if not ctx.config.consolidate:
         return None
+    paid = not ctx.config.dry_run or ctx.config.with_model
     try:
-        if os.environ.get("ANTHROPIC_API_KEY"):
+        if paid and os.environ.get("ANTHROPIC_API_KEY"):
             from memlife.consolidate.anthropic import AnthropicConsolidator
 
             return AnthropicConsolidator.from_env(policy=ctx.policy)
@@ -329,7 +342,8 @@ def process_batch(
     report: ReportWriter,
     executor: Executor | None = None,
 ) -> BatchOutcome:
-    """Plan a batch of shards, report their decisions, consolidate (apply: also supersede).
+    """Plan a batch of shards, report their decisions, stage their consolidations and
+    deletions. Nothing is written to the store here: the gate looks first (commit_run).
 
     A failing shard is recorded and skipped; the other shards go on.
     """
@@ -340,7 +354,7 @@ def process_batch(
             decisions = plan_shard(ctx, store, shard, planner)
             report.write(decisions)
             if executor is not None:
-                executor.consolidate_shard(decisions, out.tally)
+                out.staged += executor.stage_shard(decisions, out.tally)
             if not ctx.config.dry_run or ctx.config.eval_cases:  # deletes, or the gate's candidates
                 out.deletions += _deletions(ctx, decisions, out.tally)
         except (StoreError, OSError, ValueError) as exc:
@@ -361,21 +375,85 @@ def open_report(ctx: RunContext) -> ReportWriter:
 GateFn = Callable[[RunContext, MemoryStore, Sequence[DeleteItem]], dict]
 
 
-def run_gate(ctx: RunContext, store: MemoryStore, outcomes: Sequence[BatchOutcome]) -> dict | None:
-    """Step 8: the before/after regression gate on the run's proposed deletions."""
-    if not ctx.config.eval_cases:
-        return None
-    from memlife.gate import evaluate_deletions
+def _obligation(item: DeleteItem) -> bool:
+    from memlife.gate import OBLIGATIONS
 
-    items = [i for o in outcomes for i in o.deletions]
-    return evaluate_deletions(ctx, store, items)
+    return any(r in OBLIGATIONS for r in item.reasons)
+
+
+def ungated(
+    ctx: RunContext, outcomes: Sequence[BatchOutcome]
+) -> tuple[list[DeleteItem], list[StagedGroup]]:
+    """What a run without an evaluation set must withhold (policy gate.required): every
+    judgement in an enforced namespace: deletions other than obligations (hard expiry, a
+    user's forget), and consolidations. Obligations go ahead."""
+    if ctx.config.eval_cases or not ctx.policy.gate.required:
+        return [], []
+    items = [i for o in outcomes for i in o.deletions if not _obligation(i)]
+    groups = [g for o in outcomes for g in o.staged if ctx.policy.deletion_enforced(g.shard[1])]
+    return items, groups
+
+
+def run_gate(ctx: RunContext, store: MemoryStore, outcomes: Sequence[BatchOutcome]) -> dict:
+    """Step 8: the before/after regression gate on everything the run staged."""
+    from memlife import gate
+
+    if not ctx.config.eval_cases:
+        items, groups = ungated(ctx, outcomes)
+        return gate.not_configured(ctx.policy.gate, len(items), len(groups))
+    staged = [g for o in outcomes for g in o.staged]
+    return gate.evaluate_changes(
+        ctx, store, [i for o in outcomes for i in o.deletions],
+        superseded=[rid for g in staged for rid in g.superseded_ids],
+        replacements=[g.replacement for g in staged],
+        cache=make_embeddings(ctx, store) if ctx.config.dry_run else None,
+    )  # fmt: skip
+
+
+def gate_line(result: dict) -> str | None:
+    """One line for the operator: the gate's verdict, the case or gate, figures, quarantined."""
+    g = result.get("gate")
+    if not g:
+        return None
+    if not g.get("configured", True):
+        if not g.get("required"):
+            return "gate: not configured (not required by the policy)"
+        if result.get("mode") == "dry_run":
+            return ("gate: not configured (GATE_NOT_CONFIGURED): an apply run would withhold every "
+                    "consolidation and judgement deletion in enforced namespaces; see `memlife eval init`")  # fmt: skip
+        return (f"gate: not configured (GATE_NOT_CONFIGURED): {g['withheld_deletions']} deletions and "
+                f"{g['withheld_groups']} consolidations withheld in enforced namespaces; write a set "
+                "with `memlife eval init` and pass --eval-cases")  # fmt: skip
+    figures = []
+    for name, v in g.get("gates", {}).items():
+        if v.get("result", "pass") != "pass":
+            op = "<" if name in ("must_retain_recall", "aggregate_score") else ">"
+            figures.append(f"{name} {v['value']:.3f} {op} {v['threshold']:.3f} "
+                           f"(before {v['before']:.3f}, {v['result']})")  # fmt: skip
+    if g.get("blocked"):
+        cases = g.get("high_impact_failed") or g.get("regressed_cases") or g.get("failed_cases")
+        quarantined = result.get("lifecycle", {}).get("quarantined", 0)
+        held = [p for p, k in (("deletions", "deletions_blocked"), ("supersedes", "supersedes_blocked"))
+                if g.get(k)]  # fmt: skip
+        verb = "would block" if result.get("mode") == "dry_run" else "BLOCKED"
+        return (f"gate: {verb} ({', '.join(g['reasons'])}) case {', '.join(cases or ['-'])}; "
+                f"{'; '.join(figures) or 'gates within thresholds'}; held: {', '.join(held) or 'nothing'};"
+                f" {quarantined} records quarantined")  # fmt: skip
+    agg = g.get("gates", {}).get("aggregate_score", {}).get("value")
+    head = f"gate: {g.get('status', 'pass')} ({g.get('cases', 0)} cases"
+    head += f", aggregate_score {agg:.3f})" if agg is not None else ")"
+    return head + (": " + "; ".join(figures) if figures else "")
 
 
 def gate_verdict(gate: dict | None) -> str:
-    """``blocked`` / ``passed`` / ``not run``: the gate's verdict in a word."""
+    """``blocked`` / ``warn`` / ``passed`` / ``not configured`` / ``not run``: in a word."""
     if not gate:
         return "not run"
-    return "blocked" if gate.get("blocked") else "passed"
+    if not gate.get("configured", True):
+        return "not configured"
+    if gate.get("blocked"):
+        return "blocked"
+    return "warn" if gate.get("status") == "warn" else "passed"
 
 
 def as_link(location: str) -> str:
@@ -399,6 +477,9 @@ def markdown_summary(summary: RunSummary) -> str:
         lines += [f"| {k} | {v:,} |" for k, v in summary.lifecycle.items()]
     if summary.failed_shards:
         lines += ["", "Failed shards: " + ", ".join(s["shard"] for s in summary.failed_shards)]
+    line = gate_line(summary.as_json())
+    if line:
+        lines += ["", line]
     if summary.receipt:
         lines += ["", f"Receipt: `{summary.receipt}`"]
     if summary.report_html:
@@ -406,19 +487,47 @@ def markdown_summary(summary: RunSummary) -> str:
     return "\n".join(lines)
 
 
-def commit_deletions(
-    ctx: RunContext, executor: Executor, outcomes: Sequence[BatchOutcome], gate: dict | None
+def commit_run(
+    ctx: RunContext, executor: Executor | None, outcomes: Sequence[BatchOutcome], gate: dict | None
 ) -> Tally:
-    """Step 9: delete what the gate allowed; quarantine instead when it blocked."""
+    """Step 9: commit what the gate allowed. Staged groups first (replacement written and
+    receipted, then its supersedes), then deletions; the blocked part is held back:
+    supersedes stay undone (replacements never written), deletions go to quarantine.
+    Without an evaluation set (gate required) judgements in enforced namespaces wait."""
     tally = Tally()
-    items = [i for o in outcomes for i in o.deletions]
-    if not items or ctx.config.dry_run:
+    if executor is None or ctx.config.dry_run:
         return tally
-    if gate is not None and gate.get("blocked"):
+    gate = gate or {}
+    configured = bool(gate) and gate.get("configured", True)
+    held_items, held_groups = ([], []) if configured else ungated(ctx, outcomes)
+    held_ids = {id(g) for g in held_groups}
+    for o in outcomes:
+        for g in o.staged:
+            if (
+                gate.get("supersedes_blocked")
+                or gate.get("blocked")
+                and "supersedes_blocked" not in gate
+            ):
+                tally.counts["gate_blocked_groups"] += 1
+            elif id(g) in held_ids:
+                tally.counts["gate_withheld_groups"] += 1
+            else:
+                executor.commit_group(g, tally)
+    checkpoint("after_commit_groups")
+    held = {i.id for i in held_items}
+    items = [i for o in outcomes for i in o.deletions]
+    if gate.get("deletions_blocked", gate.get("blocked")):
         executor.quarantine(items, tally, "GATE_BLOCKED")
-    else:
-        executor.delete(items, tally)
+        return tally
+    for i in items:
+        if i.id in held:
+            tally.ids_not_deleted.append({"id": i.id, "reason": "GATE_NOT_CONFIGURED"})
+            tally.counts["gate_withheld_deletions"] += 1
+    executor.delete([i for i in items if i.id not in held], tally)
     return tally
+
+
+commit_deletions = commit_run  # the earlier name (flows, callers)
 
 
 LIFECYCLE = ("processed", "retained", "consolidated", "superseded", "deleted", "quarantined",
@@ -462,6 +571,8 @@ def finish_run(
     status = "success"
     if failed_shards or lifecycle["failed"] or receipt_failures:
         status = "partial_failure"
+    if gate is not None and gate.get("blocked") and not ctx.config.dry_run:
+        status = "blocked"  # the gate held the commit back: not a success, whatever else went on
     retries = [f["next_retry_at"] for f in tally.failures if f.get("next_retry_at")]
     summary = RunSummary(
         run_id=ctx.run_id, policy_version=ctx.policy.version, cutoff=ctx.cutoff.isoformat(),
@@ -471,7 +582,10 @@ def finish_run(
         report_parquet=str(report.parquet_path), manifest=ctx.manifest_location, receipt=None,
         seconds=time.perf_counter() - t0, failed_shards=failed_shards,
         model={"calls": tally.model_calls, "input_tokens": tally.input_tokens,
-               "output_tokens": tally.output_tokens, "rejections": dict(tally.rejections)},
+               "output_tokens": tally.output_tokens, "rejections": dict(tally.rejections),
+               **({"estimated_calls": tally.counts.get("estimated_model_calls", 0),
+                   "estimated_input_tokens": tally.counts.get("estimated_input_tokens", 0)}
+                  if ctx.config.dry_run else {})},
         gate=gate, other={k: v for k, v in tally.counts.items() if k not in lifecycle},
     )  # fmt: skip
     receipt = {
@@ -544,10 +658,8 @@ def write_run_receipt(ctx: RunContext, receipt: dict) -> str | None:
         if ctx.sink.put_new(key, dumps(receipt)):
             return key
         existing = json.loads(ctx.sink.get(key) or b"{}")
-        if (
-            existing.get("status") in ("success", "partial_failure")
-            and receipt["status"] != "failure"
-        ):
+        done = ("success", "partial_failure", "blocked")
+        if existing.get("status") in done and receipt["status"] != "failure":
             return key  # an earlier attempt of this same run already completed
     return None
 
@@ -604,13 +716,15 @@ def run_local(
         else:
             outcomes = [process_batch(ctx, store, b, report, executor)
                         for b in batches(shards, config.shards_per_batch)]  # fmt: skip
-        progress.phase("regression gate" if config.eval_cases else "finishing")
+        checkpoint("after_stage")  # staged: nothing written yet
+        progress.phase("regression gate" if ctx.config.eval_cases else "finishing")
         if gate is not None:
             verdict = gate(ctx, store, [i for o in outcomes for i in o.deletions])
         else:
             verdict = run_gate(ctx, store, outcomes)
+        checkpoint("after_gate")  # verdict known: nothing committed yet
         if executor is not None:
-            tallies.append(commit_deletions(ctx, executor, outcomes, verdict))
+            tallies.append(commit_run(ctx, executor, outcomes, verdict))
         return finish_run(ctx, outcomes, report, t0, tallies=tallies, journal=journal,
                           gate=verdict, shards_total=len(shards))  # fmt: skip
     except Exception as exc:

@@ -26,6 +26,7 @@ DEFAULT_POLICY = "policies/default.yaml"
 Num = Annotated[float, Strict()]
 Int = Annotated[int, Strict()]
 Text = Annotated[str, Strict()]
+Flag = Annotated[bool, Strict()]
 Share = Annotated[float, Strict(), Field(ge=0, le=1)]
 
 
@@ -68,9 +69,15 @@ class Grouping(_Strict):
 
 
 class GatePolicy(_Strict):
+    # required: an apply run without an evaluation set supersedes, consolidates and
+    # deletes nothing for score or review reasons where deletion is enforced
+    required: Flag = True
     must_retain_recall_min: Num = Field(default=1.0, ge=0, le=1)
     forbidden_retrieval_max: Num = Field(default=0.0, ge=0, le=1)
     contradiction_rate_max: Num = Field(default=0.0, ge=0, le=1)
+    aggregate_score_min: Num = Field(default=0.0, ge=0, le=1)
+    # a gate below its threshold is a warning unless this run made it worse; true: it blocks
+    block_on_absolute: Flag = False
     replicas: Int = Field(default=1, ge=1)
 
 

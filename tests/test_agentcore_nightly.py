@@ -30,7 +30,7 @@ from memlife.pipeline import RunConfig, RunSummary, run_local
 from memlife.stores.agentcore import AgentCoreStore, safe_value
 from memlife.stores.sqlite import SqliteStore
 from tests.fakes.agentcore import AgentCoreHarness, FakeAgentCore, bulk_load
-from tests.support.lifecycle import ANCHOR, CUTOFF, check_invariants, operation_receipts
+from tests.support.lifecycle import ANCHOR, CUTOFF, check_invariants, gate_cases, operation_receipts
 
 KINDS = ("preferences", "episodes", "support")  # consolidation; expiry; holds + sensitive
 N_RECORDS = 2000
@@ -164,8 +164,9 @@ def test_nightly_apply_matches_sqlite(harness: AgentCoreHarness, tmp_path: Path,
         db.put_many(records)
         before = snapshot(db)
         db.close()
+        cases = gate_cases(ref / "memlife.db", records)  # the gate is required: the same set for both
         sq = run_local(RunConfig(dry_run=False, now=CUTOFF, store=f"sqlite:///{ref / 'memlife.db'}",
-                                 receipts=f"file://{ref / 'receipts'}"))  # fmt: skip
+                                 receipts=f"file://{ref / 'receipts'}", eval_cases=cases))  # fmt: skip
         db = SqliteStore(ref / "memlife.db")
         sq_after = snapshot(db)
         db.close()
@@ -175,7 +176,7 @@ def test_nightly_apply_matches_sqlite(harness: AgentCoreHarness, tmp_path: Path,
         bulk_load(store, harness.fake, records)
         assert snapshot(store) == before, "AgentCore must read back exactly what SQLite holds"
         ac = run_local(RunConfig(dry_run=False, now=CUTOFF, store=store_url(harness),
-                                 receipts=f"file://{ac_home / 'receipts'}"))  # fmt: skip
+                                 receipts=f"file://{ac_home / 'receipts'}", eval_cases=cases))  # fmt: skip
         ac_after = snapshot(store)
 
         # the run did real work of every kind, on both stores alike

@@ -19,6 +19,7 @@ from memlife.stores.sqlite import SqliteStore
 from tests.support.lifecycle import (
     CUTOFF,
     check_invariants,
+    gate_cases,
     journaled_deletes,
     operation_receipts,
     replacements_per_subject,
@@ -35,10 +36,11 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
     receipts = home / "receipts"
     seed(db)
     return {"db": db, "receipts": receipts, "store": f"sqlite:///{db}",
-            "sink": f"file://{receipts}", "home": home}  # fmt: skip
+            "sink": f"file://{receipts}", "home": home, "cases": gate_cases(db)}  # fmt: skip
 
 
 def apply(env: dict, **kw) -> object:
+    kw.setdefault("eval_cases", env["cases"])  # the gate is required where deletion is enforced
     cfg = RunConfig(dry_run=False, now=CUTOFF, store=env["store"], receipts=env["sink"], **kw)
     return run_local(cfg)
 
@@ -52,7 +54,8 @@ def clean_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
         db = base / "memlife.db"
         before = seed(db)
         summary = run_local(RunConfig(dry_run=False, now=CUTOFF, store=f"sqlite:///{db}",
-                                      receipts=f"file://{base / 'receipts'}"))  # fmt: skip
+                                      receipts=f"file://{base / 'receipts'}",
+                                      eval_cases=gate_cases(db)))  # fmt: skip
     finally:
         del os.environ["MEMLIFE_HOME"]
     return {"after": snapshot(db), "ops": set(operation_receipts(base / "receipts")),
@@ -64,6 +67,8 @@ def test_clean_run_changes_the_store_and_keeps_invariants(env: dict, clean_run: 
     summary = apply(env)
     after = snapshot(env["db"])
     assert summary.status == "success"
+    assert summary.gate is not None and summary.gate["status"] == "pass"
+    assert summary.gate["proposed_supersedes"] > 0 and summary.gate["proposed_deletions"] > 0
     life = summary.lifecycle
     assert life["deleted"] > 0 and life["superseded"] > 0 and life["consolidated"] > 0
     assert life["held"] > 0
@@ -81,20 +86,25 @@ def test_second_run_changes_nothing(env: dict) -> None:
     from datetime import timedelta
 
     again = run_local(RunConfig(dry_run=False, now=CUTOFF + timedelta(hours=1), store=env["store"],
-                                receipts=env["sink"]))  # fmt: skip
+                                receipts=env["sink"], eval_cases=env["cases"]))  # fmt: skip
     assert again.lifecycle["consolidated"] == 0 and again.lifecycle["superseded"] == 0
     assert again.lifecycle["deleted"] == 0
     assert snapshot(env["db"]) == state
     assert set(operation_receipts(env["receipts"])) == receipts_before
 
 
-@pytest.mark.parametrize("point", faults.POINTS)
-@pytest.mark.parametrize("skip", [0, 3])
+RUN_STAGES = ("after_stage", "after_gate", "after_commit_groups")  # once per run: no skip
+BOUNDARIES = [(p, s) for p in faults.POINTS for s in (0, 3) if p not in RUN_STAGES or s == 0]
+
+
+@pytest.mark.parametrize("point,skip", BOUNDARIES)
 def test_crash_at_every_step_boundary_then_rerun(env: dict, clean_run: dict, point: str, skip: int) -> None:
     before = snapshot(env["db"])
     with faults.inject(point, skip=skip), pytest.raises(InjectedFault):
         apply(env)
     mid = snapshot(env["db"])
+    if point in ("after_stage", "after_gate"):  # staged and evaluated, nothing written
+        assert mid == before
     # invariants hold even mid-crash; a vanished record must at least be journaled
     check_invariants(before, mid, env["receipts"], in_flight=journaled_deletes(env["db"]))
     summary = apply(env)  # the same run again: same policy, cutoff and scope
@@ -112,7 +122,8 @@ def test_crash_at_every_step_boundary_then_rerun(env: dict, clean_run: dict, poi
 def test_sigkill_mid_run_then_rerun(env: dict, clean_run: dict) -> None:
     before = snapshot(env["db"])
     cmd = [sys.executable, "-m", "memlife.cli", "run", "--engine", "local", "--now", CUTOFF.isoformat(),
-           "--store", env["store"], "--receipts", env["sink"], "--json"]  # fmt: skip
+           "--store", env["store"], "--receipts", env["sink"], "--eval-cases", env["cases"],
+           "--json"]  # fmt: skip
     proc = subprocess.run(cmd, env={**os.environ, "MEMLIFE_FAULT": "after_delete:2",
                                     "MEMLIFE_FAULT_MODE": "kill"},
                           capture_output=True, timeout=300, cwd=Path(__file__).parent.parent)  # fmt: skip

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from memlife.cli import app
 from memlife.demo import generate
 from tests.fakes.agentcore import AgentCoreHarness
-from tests.support.lifecycle import ANCHOR, CUTOFF
+from tests.support.lifecycle import ANCHOR, CUTOFF, gate_cases
 
 runner = CliRunner()
 
@@ -87,8 +87,9 @@ def test_every_store_command_takes_an_agentcore_url(env: dict) -> None:
     assert json.loads(out)["store"].startswith(f"agentcore://{fake.memory_id}?")
 
     # an apply run, then its evidence verified against AgentCore and the journal beside it
+    cases = gate_cases(env["home"] / "x.db", generate(100, seed=3, anchor=ANCHOR))  # the same demo
     code, out = cli("run", "--engine", "local", "--now", CUTOFF.isoformat(), "--store", url,
-                    "--receipts", env["receipts"], "--json")  # fmt: skip
+                    "--receipts", env["receipts"], "--eval-cases", cases, "--json")  # fmt: skip
     assert code == 0, out
     run = json.loads(out)
     assert run["mode"] == "apply" and run["status"] == "success"

@@ -20,7 +20,7 @@ from memlife.consolidate.prompts import TOOL_NAME
 from memlife.pipeline import RunConfig, run_local
 from memlife.stores.sqlite import SqliteStore
 from tests.fakes.messages_api import MessagesServer, tool_use_reply
-from tests.support.lifecycle import CUTOFF, check_invariants, seed, snapshot
+from tests.support.lifecycle import CUTOFF, check_invariants, gate_cases, seed, snapshot
 
 RECORD = re.compile(r'<(memory_\w+) id="([^"]+)"[^>]*>\n(.*?)\n</\1>', re.S)
 SURVIVOR = re.compile(r"considers record (\S+) the newest")
@@ -52,6 +52,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, messages_server: Messag
     monkeypatch.setenv("MEMLIFE_MODEL_CONCURRENCY", "2")
     db = home / "memlife.db"
     seed(db, records=250, markers=False)
+    monkeypatch.setenv("MEMLIFE_EVAL_CASES", gate_cases(db))  # the gate is required
     return {"db": db, "server": messages_server, "home": home}
 
 

@@ -132,23 +132,24 @@ def test_success_emits_no_event(prefect_harness, seeded, home, monkeypatch, even
 
 
 def test_alert_automation_matches_the_events():
-    """deploy/automations.yaml is a valid Prefect automation that fires on both events."""
+    """deploy/automations.yaml holds valid Prefect automations: failures and gate blocks."""
     import fnmatch
     import uuid
 
     import yaml
     from prefect.events.schemas.automations import AutomationCore
 
-    from memlife.fanout import EVENT_FAILURE, EVENT_PARTIAL
+    from memlife.fanout import EVENT_BLOCKED, EVENT_FAILURE, EVENT_PARTIAL
 
     text = (Path(__file__).parent.parent / "deploy" / "automations.yaml").read_text()
     data = yaml.safe_load(text.replace("${MEMLIFE_ALERT_BLOCK_ID}", str(uuid.uuid4())))
-    (automation,) = [AutomationCore.model_validate(a) for a in data["automations"]]
-    trigger = automation.trigger
-    assert {EVENT_PARTIAL, EVENT_FAILURE} <= set(trigger.expect)
-    patterns = trigger.match.model_dump()["prefect.resource.id"]
-    patterns = patterns if isinstance(patterns, list) else [patterns]
-    assert any(fnmatch.fnmatch("memlife.run.20260301T000000Z-dry-abc", p) for p in patterns)
+    alert, blocked = [AutomationCore.model_validate(a) for a in data["automations"]]
+    assert {EVENT_PARTIAL, EVENT_FAILURE} <= set(alert.trigger.expect)
+    assert set(blocked.trigger.expect) == {EVENT_BLOCKED}  # the gate's own alert
+    for automation in (alert, blocked):
+        patterns = automation.trigger.match.model_dump()["prefect.resource.id"]
+        patterns = patterns if isinstance(patterns, list) else [patterns]
+        assert any(fnmatch.fnmatch("memlife.run.20260301T000000Z-dry-abc", p) for p in patterns)
 
 
 def test_shard_flow_resumes_the_parents_run(prefect_harness, seeded, home):

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from memlife.cli import app
 from memlife.demo import generate
 from memlife.embed_cache import EmbeddingCache
-from memlife.evalset import CaseKind, EvalSetError, Impact, load_cases, parse_cases
+from memlife.evalset import CaseKind, EvalSetError, Impact, dump_cases, load_cases, parse_cases
 from memlife.gate import evaluate
 from memlife.journal import OpKind, OpState, open_journal
 from memlife.model import MemoryRecord, MemoryType, Provenance, RetentionClass, Source, Status
@@ -173,6 +173,7 @@ def test_gate_lets_harmless_deletions_through_and_expired_facts_stop_showing(
         "threshold": 0.0,
         "passed": True,
         "before": 1.0,
+        "result": "pass",
     }
     assert summary.lifecycle["deleted"] == 1 and summary.lifecycle["quarantined"] == 0
     store = store_at(home)
@@ -227,9 +228,12 @@ def test_superseded_fact_still_active_fails_the_forbidden_gate(home: Path, tmp_p
     assert by_id["tea-claim"]["forbidden_hits"] == ["text"]  # claims are never echoed
     store.close()
 
-    # Supersede applied (apply run, extractive consolidation): the stale claim is gone and
-    # the current one is kept through its replacement (provenance.supersedes).
-    summary = run_local(RunConfig(dry_run=False, now=NOW))
+    # Supersede applied (apply run, extractive consolidation, gated by the same set): the
+    # stale claim is gone and the current one is kept through its replacement.
+    path = str(dump_cases(cases, tmp_path / "cases.yaml"))
+    summary = run_local(RunConfig(dry_run=False, now=NOW, eval_cases=path))
+    assert summary.gate is not None and summary.gate["blocked"] is False
+    assert summary.gate["proposed_supersedes"] == 2 and summary.gate["staged_replacements"] == 1
     assert summary.lifecycle["superseded"] == 2 and summary.lifecycle["consolidated"] == 1
     store = store_at(home)
     report = evaluate(store, cases)

@@ -9,7 +9,7 @@ import pytest
 from moto import mock_aws
 
 from memlife.pipeline import RunConfig, run_local
-from tests.support.lifecycle import CUTOFF, seed
+from tests.support.lifecycle import CUTOFF, gate_cases, seed
 
 
 def test_counts_published_to_cloudwatch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -17,6 +17,7 @@ def test_counts_published_to_cloudwatch(tmp_path: Path, monkeypatch: pytest.Monk
     for k, v in {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1"}.items():
         monkeypatch.setenv(k, v)
     seed(tmp_path / "memlife.db", records=120)
+    monkeypatch.setenv("MEMLIFE_EVAL_CASES", gate_cases(tmp_path / "memlife.db"))
     with mock_aws():
         summary = run_local(RunConfig(dry_run=False, now=CUTOFF, metrics_namespace="MemLife/Test"))
         cw = boto3.client("cloudwatch", region_name="us-east-1")

@@ -83,6 +83,7 @@ def test_dry_run_deployment_on_a_real_server(tmp_path: Path):
         "PREFECT_WORKER_PREFETCH_SECONDS": "1",
         "MEMLIFE_WORKDIR": str(REPO),
         "MEMLIFE_TIMEZONE": "UTC",
+        "MEMLIFE_EVAL_CASES": str(tmp_path / "eval" / "cases.yaml"),
         "MEMLIFE_HOME": str(tmp_path / "memlife-home"),
         # only what the test needs: no scheduler (the nightly schedule would fill the
         # database with runs), no late-run / pause / cancellation / foreman / triggers loops
@@ -98,6 +99,10 @@ def test_dry_run_deployment_on_a_real_server(tmp_path: Path):
     db = open_store(store)
     try:
         db.put_many(list(generate(200, seed=11)))
+        # the evaluation set the deployments name (MEMLIFE_EVAL_CASES), as `eval init` writes it
+        from memlife.evalset import dump_cases, starter_cases
+
+        dump_cases(starter_cases(db, actors=2), env["MEMLIFE_EVAL_CASES"])
     finally:
         db.close()
     receipts = tmp_path / "receipts"
@@ -141,6 +146,13 @@ def test_dry_run_deployment_on_a_real_server(tmp_path: Path):
         assert nightly["work_pool_name"] == POOL
         dry = httpx.get(f"{api}/deployments/name/memlife-nightly/dry-run", timeout=10).json()
         assert dry["parameters"]["dry_run"] is True and not dry["schedules"]
+        # both carry the regression gate's evaluation set (issue 15)
+        assert (
+            nightly["parameters"]["eval_cases"]
+            == dry["parameters"]["eval_cases"]
+            == env["MEMLIFE_EVAL_CASES"]
+        )
+        assert dry["parameters"]["with_model"] is False
 
         phases["deployed"] = time.monotonic() - t0
         worker = subprocess.Popen(

@@ -21,7 +21,14 @@ from memlife.journal import OpState, open_journal
 from memlife.pipeline import RunConfig, run_local
 from memlife.stores.base import BatchResult, ItemFailure
 from memlife.stores.sqlite import SqliteStore
-from tests.support.lifecycle import CUTOFF, assert_no_markers, check_invariants, seed, snapshot
+from tests.support.lifecycle import (
+    CUTOFF,
+    assert_no_markers,
+    check_invariants,
+    gate_cases,
+    seed,
+    snapshot,
+)
 
 runner = CliRunner()
 
@@ -35,6 +42,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     db = home / "memlife.db"
     records = seed(db, records=300)
+    monkeypatch.setenv("MEMLIFE_EVAL_CASES", gate_cases(db))  # the gate is required
     return {"db": db, "store": f"sqlite:///{db}", "home": home, "records": records}
 
 

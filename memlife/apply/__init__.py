@@ -10,9 +10,10 @@ idempotency: an explicit state machine, one idea per file.
 
 from memlife.apply.deletions import DeleteItem
 from memlife.apply.executor import Executor
+from memlife.apply.groups import StagedGroup
 from memlife.apply.registry import APPLIERS, Applier, Result, applier_for
 from memlife.apply.retry import next_retry
 from memlife.apply.tally import Tally
 
-__all__ = ["APPLIERS", "Applier", "DeleteItem", "Executor", "Result", "Tally", "applier_for",
-           "next_retry"]  # fmt: skip
+__all__ = ["APPLIERS", "Applier", "DeleteItem", "Executor", "Result", "StagedGroup", "Tally",
+           "applier_for", "next_retry"]  # fmt: skip

@@ -10,6 +10,7 @@ from datetime import datetime
 
 from memlife.apply import deletions, groups, resume
 from memlife.apply.deletions import DeleteItem
+from memlife.apply.groups import StagedGroup
 from memlife.apply.lifecycle import run_lifecycle
 from memlife.apply.registry import Result
 from memlife.apply.tally import Tally
@@ -66,6 +67,13 @@ class Executor:
 
     def consolidate_shard(self, decisions: Sequence[Decision], tally: Tally) -> None:
         groups.consolidate_shard(self, decisions, tally)
+
+    def stage_shard(self, decisions: Sequence[Decision], tally: Tally) -> list[StagedGroup]:
+        """Replacements and supersedes computed, nothing written (the gate looks first)."""
+        return groups.stage_shard(self, decisions, tally)
+
+    def commit_group(self, staged: StagedGroup, tally: Tally) -> None:
+        groups.commit_group(self, staged, tally)
 
     def delete(self, items: Sequence[DeleteItem], tally: Tally) -> None:
         deletions.delete(self, items, tally)

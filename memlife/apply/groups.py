@@ -1,14 +1,18 @@
 """Phase A, the group executor: consolidate each group of a shard, then supersede its members.
 
-Order inside a group (invariant 3): the replacement is written and receipted before any
-original is superseded. The write and its supersedes are journaled in one transaction,
-so a crash anywhere resumes the group as a unit (``resume_group``).
+Staged (DESIGN step 7): ``stage_shard`` computes each group's replacement and operations
+without writing anything (the replacement is held in the run, invisible to recall); the
+pipeline evaluates the regression gate on them and only then ``commit_group``s the ones it
+allows. Order inside a group (invariant 3): the replacement is written and receipted
+before any original is superseded. The write and its supersedes are journaled in one
+transaction at commit, so a crash anywhere resumes the group as a unit (``resume_group``);
+a crash before commit leaves nothing behind, and a rerun stages the same replacement ids.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from memlife.apply.appliers.base import get_many, is_held
@@ -20,14 +24,39 @@ from memlife.consolidate.replacement import build_replacement, replacement_id
 from memlife.faults import checkpoint
 from memlife.group import analyse_group
 from memlife.journal import Operation, OpKind, OpState, Outcome
-from memlife.model import MemoryType, Status, content_sha256
+from memlife.model import MemoryRecord, MemoryType, Status, content_sha256
 from memlife.plan import Action, Decision
 
 if TYPE_CHECKING:
     from memlife.apply.executor import Executor
 
 
+@dataclass
+class StagedGroup:
+    """A consolidation computed but not carried out: the replacement (not in the store yet)
+    and the operations that commit it. Content lives only in ``replacement``/``write.payload``."""
+
+    replacement: MemoryRecord
+    write: Operation
+    supersedes: list[Operation] = field(default_factory=list)
+
+    @property
+    def shard(self) -> tuple[str, str]:
+        return (self.replacement.actor_id, self.replacement.namespace)
+
+    @property
+    def superseded_ids(self) -> list[str]:
+        return [o.record_id for o in self.supersedes]
+
+
 def consolidate_shard(ex: Executor, decisions: Sequence[Decision], tally: Tally) -> None:
+    """Stage and commit at once (no gate): callers that evaluate first use stage_shard."""
+    for staged in stage_shard(ex, decisions, tally):
+        commit_group(ex, staged, tally)
+
+
+def stage_shard(ex: Executor, decisions: Sequence[Decision], tally: Tally) -> list[StagedGroup]:
+    out: list[StagedGroup] = []
     groups: dict[str, list[Decision]] = {}
     for d in decisions:
         if d.action in (Action.supersede_candidate, Action.consolidate_candidate) and d.group:
@@ -36,18 +65,29 @@ def consolidate_shard(ex: Executor, decisions: Sequence[Decision], tally: Tally)
         if len(members) < 2:
             continue
         if (members[0].actor_id, members[0].namespace) in ex.stopped:
-            return  # the shard stopped (StoreError): the rest waits for the next run
+            break  # the shard stopped (StoreError): the rest waits for the next run
         if ex.consolidator is None:  # consolidation off: nothing to read or analyse
             tally.counts["consolidation_skipped"] += 1
             continue
-        consolidate_group(ex, key, members, tally)
+        staged = stage_group(ex, key, members, tally)
+        if staged is not None:
+            out.append(staged)
+    return out
 
 
 def consolidate_group(ex: Executor, key: str, members: list[Decision], tally: Tally) -> None:
+    staged = stage_group(ex, key, members, tally)
+    if staged is not None:
+        commit_group(ex, staged, tally)
+
+
+def stage_group(
+    ex: Executor, key: str, members: list[Decision], tally: Tally
+) -> StagedGroup | None:
     records = [r for r in get_many(ex.store, [d.id for d in members]).values()
                if r.status is Status.active and not is_held(r)]  # fmt: skip
     if len(records) < 2:
-        return
+        return None
     records.sort(key=lambda r: (r.created_at, r.id))
     survivor = next((d.survivor for d in members if d.survivor), None)
     if survivor is not None and survivor not in {r.id for r in records}:
@@ -74,12 +114,12 @@ def consolidate_group(ex: Executor, key: str, members: list[Decision], tally: Ta
     records = [r for r in records if r.id in roles]
     if len(records) < 2:
         tally.counts["conflicting_left_for_review"] += len(analysis.conflicting)
-        return
+        return None
     group = replace(group, records=records, survivor_id=analysis.survivor_id,
                     superseded_ids=[i for i in analysis.contradicted if i in roles])  # fmt: skip
     if ex.consolidator is None:
         tally.counts["consolidation_skipped"] += 1
-        return
+        return None
     # The model sees at most max_group_size records (the survivor and the newest others),
     # so a call stays small; older duplicates and contradicted statements beyond the cap
     # are superseded by the same replacement: the rules above already classed them.
@@ -96,7 +136,7 @@ def consolidate_group(ex: Executor, key: str, members: list[Decision], tally: Ta
         model_group = group
     gkey = model_group.consolidation_key()
     if _backing_off(ex, gkey, tally):
-        return
+        return None
     try:
         result = ex.consolidator.consolidate(model_group)
     except ConsolidationError as exc:
@@ -108,19 +148,23 @@ def consolidate_group(ex: Executor, key: str, members: list[Decision], tally: Ta
         tally.counts["consolidation_rejected"] += 1
         if not exc.retryable:  # the answer was refused (grounding, schema): back off
             _rejected(ex, model_group, gkey, exc.code, tally)
-        return  # originals untouched
+        return None  # originals untouched
     tally.model_calls += result.requests or (1 if result.model else 0)
     tally.input_tokens += result.input_tokens
     tally.output_tokens += result.output_tokens
+    if not result.model and ex.dry_run:  # a dry run calls no model (unless --with-model)
+        from memlife.consolidate.estimate import estimate_input_tokens
+
+        tally.counts["estimated_model_calls"] += 1
+        tally.counts["estimated_input_tokens"] += estimate_input_tokens(model_group)
     if not ex.dry_run and ex.journal.rejection(gkey) is not None:
         ex.journal.clear_rejection(gkey)
     tally.counts["merged_duplicates"] += sum(1 for r in roles.values() if r.endswith("DUPLICATE"))
     tally.counts["contradictions_resolved"] += sum(
         1 for r in roles.values() if r == "CONTRADICTION"
     )
-    if ex.dry_run:
+    if ex.dry_run:  # staged all the same: a dry run's gate sees what an apply run would write
         tally.counts["consolidation_proposed"] += 1
-        return
     replacement = build_replacement(group, result, ex.cutoff, ex.policy.version)
     write = ex.new_op(
         OpKind.write_replacement, group.actor_id, group.namespace, replacement.id,
@@ -140,7 +184,14 @@ def consolidate_group(ex: Executor, key: str, members: list[Decision], tally: Ta
         )  # fmt: skip
         for r in records
     ]
-    planned = ex.journal.plan([write, *supersedes])  # one transaction: resumable as a unit
+    return StagedGroup(replacement, write, supersedes)
+
+
+def commit_group(ex: Executor, staged: StagedGroup, tally: Tally) -> None:
+    """Carry out a staged group: journal write + supersedes as one unit, then run them."""
+    if ex.dry_run or staged.shard in ex.stopped:
+        return
+    planned = ex.journal.plan([staged.write, *staged.supersedes])  # one transaction
     checkpoint("after_journal_write")
     resume_group(ex, planned, tally)
 

@@ -8,7 +8,15 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from memlife.cli.common import JsonOpt, StoreOpt, console, err_console, fail, print_json
+from memlife.cli.common import (
+    JsonOpt,
+    ReceiptsOpt,
+    StoreOpt,
+    console,
+    err_console,
+    fail,
+    print_json,
+)
 from memlife.evalset import EvalSetError, dump_cases, load_cases, starter_cases
 from memlife.model import parse_time
 from memlife.policy import PolicyError, load_policy
@@ -103,25 +111,34 @@ def register(app: typer.Typer) -> None:
         policy: PolicyOpt = "policies/default.yaml",
         force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file")] = False,
         store: StoreOpt = None,
+        receipts: ReceiptsOpt = None,
         json_out: JsonOpt = False,
     ) -> None:
-        """Write a starter set derived from the store (current preferences, superseded and
-        expired statements, procedures)."""
+        """Write a starter set derived from the store: current preferences, superseded and
+        expired statements, procedures, and erased records (from the erasure receipts).
+        Queries are questions from templates; review them before the gate relies on them."""
+        from memlife.audit import open_sink
+
         if output.exists() and not force:
             raise fail(f"{output} exists (use --force to overwrite)")
         db = open_store(store)
         try:
             cases = starter_cases(db, policy=load_policy(policy), now=parse_time(now) if now else None,
-                                  actors=actors, actor_ids=actor or (), per_kind=per_kind)  # fmt: skip
+                                  actors=actors, actor_ids=actor or (), per_kind=per_kind,
+                                  sink=open_sink(receipts))  # fmt: skip
         finally:
             db.close()
         dump_cases(cases, output)
         kinds: dict[str, int] = {}
         for c in cases:
             kinds[c.kind.value] = kinds.get(c.kind.value, 0) + 1
+        where = (f"review it, then give it to the gate: `memlife run --eval-cases {output}`; the "
+                 "shipped deployments read MEMLIFE_EVAL_CASES (deploy/prefect.yaml): copy it to that "
+                 "path on the workers or upload it to S3 and set MEMLIFE_EVAL_CASES=s3://bucket/key")  # fmt: skip
         if json_out:
-            print_json({"output": str(output), "cases": len(cases), "kinds": kinds})
+            print_json({"output": str(output), "cases": len(cases), "kinds": kinds, "next": where})
         else:
             err_console.print(f"wrote {len(cases)} cases to {output}: {kinds}")
+            err_console.print(where, markup=False, highlight=False)
 
     app.add_typer(group, name="eval")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from datetime import timedelta
 from enum import StrEnum
 from typing import Annotated
@@ -26,14 +27,15 @@ from memlife.cli.common import (
     progress_bar,
 )
 from memlife.model import utcnow
-from memlife.pipeline import RunConfig, parse_now, run_local
+from memlife.pipeline import RunConfig, gate_line, parse_now, run_local
 
 MAX_AHEAD = timedelta(hours=48)
 
 # Exit codes (README "Exit codes"): 0 success, 1 failure (the run could not finish),
 # 2 usage error, 3 partial_failure (some operations failed or were left queued),
-# 4 another lifecycle run holds the store's lease.
+# 4 another lifecycle run holds the store's lease, 5 blocked by the regression gate.
 EXIT_PARTIAL = 3
+EXIT_BLOCKED = 5
 
 
 class Engine(StrEnum):
@@ -95,7 +97,8 @@ def register(app: typer.Typer) -> None:
         page_size: Annotated[int, typer.Option("--page-size", min=1, max=10_000)] = 500,
         retry_only: Annotated[bool, typer.Option("--retry-only", help="Only drain the retry queue.")] = False,
         consolidate: Annotated[bool, typer.Option("--consolidate/--no-consolidate", help="Call the consolidator (model) for groups.")] = True,
-        eval_cases: Annotated[str | None, typer.Option("--eval-cases", help="Regression-gate cases file; gate skipped without it.")] = None,
+        eval_cases: Annotated[str | None, typer.Option("--eval-cases", help="Regression-gate cases (file or s3://); env MEMLIFE_EVAL_CASES. Without a set, judgements in enforced namespaces wait (policy gate.required).")] = None,
+        with_model: Annotated[bool, typer.Option("--with-model", help="Let a dry run call the model (default: estimate calls and tokens).")] = False,
         metrics_namespace: Annotated[str | None, typer.Option("--metrics-namespace", help="Publish counts to CloudWatch under this namespace.")] = None,
         engine: Annotated[Engine | None, typer.Option("--engine", help="Default: prefect when a Prefect API is configured, else local.")] = None,
         allow_future_cutoff: Annotated[bool, typer.Option("--allow-future-cutoff", help="Accept a --now more than 48 h ahead of the clock.")] = False,
@@ -112,6 +115,14 @@ def register(app: typer.Typer) -> None:
         check_policy(policy)
         check_store(store, must_exist=True)
         check_receipts(receipts)
+        eval_cases = eval_cases or os.environ.get("MEMLIFE_EVAL_CASES") or None
+        if eval_cases:  # a gate that cannot load its set must stop the run before it starts
+            from memlife.evalset import EvalSetError, load_cases
+
+            try:
+                load_cases(eval_cases)
+            except EvalSetError as exc:
+                raise fail(f"--eval-cases: {exc}") from None
         if engine is None:
             api = prefect_api_url()
             engine = Engine.prefect if api else Engine.local
@@ -126,7 +137,8 @@ def register(app: typer.Typer) -> None:
             dry_run=dry_run, namespaces=namespace or [], actors=actor or [],
             now=cutoff.isoformat() if cutoff else None, policy=policy, store=store,
             receipts=receipts, page_size=page_size, consolidate=consolidate,
-            retry_only=retry_only, eval_cases=eval_cases, metrics_namespace=metrics_namespace,
+            retry_only=retry_only, eval_cases=eval_cases, with_model=with_model,
+            metrics_namespace=metrics_namespace,
         )  # fmt: skip
         with progress_bar("starting", None, interactive(json_out)):
             if engine is Engine.prefect:
@@ -136,24 +148,31 @@ def register(app: typer.Typer) -> None:
                     dry_run=dry_run, namespaces=tuple(namespace or ()), actors=tuple(actor or ()),
                     now=cutoff, policy=policy, store=store, receipts=receipts, page_size=page_size,
                     consolidate=consolidate, retry_only=retry_only, eval_cases=eval_cases,
-                    metrics_namespace=metrics_namespace,
+                    with_model=with_model, metrics_namespace=metrics_namespace,
                 )  # fmt: skip
                 result = run_local(config).as_json()
         if json_out:
             print_json(result)
-            if result["status"] != "success":
-                raise typer.Exit(EXIT_PARTIAL)
-            return
+            raise typer.Exit(exit_code(result["status"]))
         console.print(counts_table(result))
         err_console.print(f"status: {result['status']}")
+        line = gate_line(result)
+        if line:
+            err_console.print(line, markup=False, highlight=False)
+        estimated = result.get("model", {}).get("estimated_calls")
+        if estimated:
+            err_console.print(f"model: not called (dry run); an apply run would make about {estimated:,} "
+                              f"calls, ~{result['model']['estimated_input_tokens']:,} input tokens "
+                              "(--with-model to call it)")  # fmt: skip
         err_console.print(f"report: {result['report']}")
         err_console.print(f"manifest: {result['manifest']}")
-        if result.get("gate") is not None:
-            blocked = result["gate"].get("blocked")
-            err_console.print("gate: " + ("[red]blocked[/red]: deletions quarantined, not deleted" if blocked else "passed"))
         if result.get("report_html"):
             err_console.print(f"report page: {result['report_html']}")
         if result.get("receipt"):
             err_console.print(f"receipt: {result['receipt']}")
-        if result["status"] != "success":
-            raise typer.Exit(EXIT_PARTIAL)
+        raise typer.Exit(exit_code(result["status"]))
+
+
+def exit_code(status: str) -> int:
+    """0 success; 5 blocked by the regression gate; 3 any other incomplete run (README)."""
+    return {"success": 0, "blocked": EXIT_BLOCKED}.get(status, EXIT_PARTIAL)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -115,3 +116,28 @@ def replacements_per_subject(after: dict[str, dict]) -> dict[tuple, int]:
 
 def sink(path: Path) -> FileSink:
     return FileSink(path)
+
+
+def gate_cases(db: Path, records: Iterable[MemoryRecord] | None = None, path: Path | None = None) -> str:
+    """An evaluation set for apply runs over a seeded store (the gate is required where
+    deletion is enforced): each legal-hold record must stay retrievable in its namespace.
+    It passes on a correct run and fails if a held record ever disappears. ``records``:
+    the seeded records (else read from the SQLite file ``db``); written beside ``db``."""
+    import yaml
+
+    if records is None:
+        store = SqliteStore(db)
+        try:
+            records = list(store.iter_all())
+        finally:
+            store.close()
+    held = sorted((r for r in records if r.retention_class is RetentionClass.legal_hold),
+                  key=lambda r: r.id)[:3]  # fmt: skip
+    assert held, "the seed must hold at least one legal-hold record"
+    cases = [{"id": f"held-{r.id}", "kind": "custom", "query": f"What do we know about {r.subject or 'this'}?",
+              "actor_id": r.actor_id, "namespace": r.namespace, "must_retrieve": [r.id],
+              "impact": "high", "k": 100, "threshold": -1.0} for r in held]  # fmt: skip
+    path = path or db.parent / "gate-cases.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump({"cases": cases}, sort_keys=False))
+    return str(path)

@@ -1,0 +1,18 @@
+"""What a consolidation would cost with a model, without calling one (dry runs)."""
+
+from __future__ import annotations
+
+import json
+
+from memlife.consolidate.base import Group
+from memlife.consolidate.prompts import build_messages, tool_definition
+
+CHARS_PER_TOKEN = 4  # a rough, documented ratio for English text under Claude's tokenizer
+
+
+def estimate_input_tokens(group: Group) -> int:
+    """Tokens of the request the Anthropic consolidator would send for ``group``."""
+    system, messages = build_messages(group)
+    chars = len(system) + sum(len(m["content"]) for m in messages)
+    chars += len(json.dumps(tool_definition()))
+    return -(-chars // CHARS_PER_TOKEN)

@@ -1,0 +1,404 @@
+"""The gate in force on everything a run changes (issue 15): staged supersedes, the gate
+required where deletion is enforced, the ``blocked`` status, warnings, crash safety."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from memlife import fanout
+from memlife.cli import app
+from memlife.faults import InjectedFault, inject
+from memlife.journal import open_journal
+from memlife.model import MemoryRecord, MemoryType, Provenance, Source, Status
+from memlife.online.memory import LongTermMemory
+from memlife.pipeline import RunConfig, run_local
+from memlife.stores.sqlite import SqliteStore
+
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
+ACTOR = "u-1"
+NOW_ARG = NOW.isoformat()
+
+
+def rec(rid: str, ns: str, content: str, *, subject: str | None = None, age: float = 100,
+        mtype: MemoryType = MemoryType.semantic, expires: datetime | None = None,
+        source: Source = Source.user_stated) -> MemoryRecord:  # fmt: skip
+    created = NOW - timedelta(days=age)
+    return MemoryRecord(
+        id=rid, actor_id=ACTOR, namespace=f"/users/{ACTOR}/{ns}", memory_type=mtype,
+        content=content, subject=subject, owner="team-a", source=source, created_at=created,
+        last_verified_at=created, expires_at=expires, provenance=Provenance(source_event=f"evt-{rid}"),
+    )  # fmt: skip
+
+
+TEA = rec(
+    "m-tea", "preferences", "Drinks only green tea, never coffee.", subject="beverage", age=300
+)
+COFFEE = rec("m-coffee", "preferences", "Switched to black coffee every morning; no longer drinks tea.",
+             subject="beverage", age=20)  # fmt: skip
+DOG = rec("m-dog", "facts", "Has a dog named Rex.", subject="pet", age=30)
+TRIP = rec("m-trip", "episodes", "Planned a trip to Osaka in May.", mtype=MemoryType.episodic,
+           age=40, expires=NOW - timedelta(days=2))  # fmt: skip
+RECORDS = [TEA, COFFEE, DOG, TRIP]
+
+
+def seed(home: Path, records: list[MemoryRecord] = RECORDS) -> None:
+    store = SqliteStore(home / "memlife.db")
+    store.put_many(records)
+    store.close()
+
+
+def write_cases(path: Path, cases: list[dict]) -> str:
+    path.write_text(yaml.safe_dump({"cases": cases}, sort_keys=False))
+    return str(path)
+
+
+def tea_case(impact: str = "high") -> dict:
+    """A high-impact fact that the supersede (newest statement wins) would lose."""
+    return {"id": "tea-kept", "kind": "procedure", "query": "Which kind of tea does the user drink?",
+            "actor_id": ACTOR, "must_retrieve": [{"fact": "green tea"}], "impact": impact, "k": 3}  # fmt: skip
+
+
+def statuses(home: Path) -> dict[str, Any]:
+    store = SqliteStore(home / "memlife.db")
+    try:
+        rows = store.connection.execute("SELECT id, status FROM records").fetchall()
+        return {r[0]: r[1] for r in rows}
+    finally:
+        store.close()
+
+
+def policy_with(tmp_path: Path, **gate: Any) -> str:
+    data = yaml.safe_load(Path("policies/default.yaml").read_text())
+    data["version"] = "test-gate-" + "-".join(f"{k}{v}" for k, v in sorted(gate.items()))
+    data["gate"].update(gate)
+    p = tmp_path / "policy.yaml"
+    p.write_text(yaml.safe_dump(data))
+    return str(p)
+
+
+# -- a supersede that would lose a high-impact fact ---------------------------------------------
+def test_supersede_losing_a_high_impact_fact_is_blocked(home: Path, tmp_path: Path) -> None:
+    seed(home)
+    cases = write_cases(tmp_path / "cases.yaml", [tea_case()])
+
+    summary = run_local(RunConfig(dry_run=False, now=NOW, eval_cases=cases))
+
+    gate = summary.gate
+    assert gate is not None and gate["blocked"] is True and summary.status == "blocked"
+    assert gate["reasons"] == ["HIGH_IMPACT_CASE_FAILED", "GATE_REGRESSED:must_retain_recall",
+                               "GATE_REGRESSED:aggregate_score"]  # fmt: skip
+    assert gate["high_impact_failed"] == ["tea-kept"]
+    assert gate["proposed_supersedes"] == 2 and gate["staged_replacements"] == 1
+    # "before" is the store as found (the tea statement still there), not after consolidation
+    assert gate["before"]["failed_cases"] == [] and gate["after"]["failed_cases"] == ["tea-kept"]
+    # the supersede is the culprit; the unrelated hard-expired deletion is innocent and goes ahead
+    assert gate["supersedes_blocked"] is True and gate["deletions_blocked"] is False
+    assert summary.lifecycle["superseded"] == 0 and summary.lifecycle["consolidated"] == 0
+    assert summary.lifecycle["deleted"] == 1 and summary.lifecycle["quarantined"] == 0
+    assert summary.other["gate_blocked_groups"] == 1
+    st = statuses(home)
+    assert st == {"m-tea": "active", "m-coffee": "active", "m-dog": "active"}  # trip deleted
+    # the replacement was never written: recall cannot see it
+    store = SqliteStore(home / "memlife.db")
+    hits = LongTermMemory(store).recall(ACTOR, "What does the user drink?", k=5, threshold=-1.0)
+    assert {h.record.id for h in hits} <= {"m-tea", "m-coffee", "m-dog"}
+    assert {o.kind.value for o in open_journal(store).by_run(summary.run_id)} == {"delete"}
+    store.close()
+    # the receipt says blocked, names the case, holds no content
+    raw = Path(summary.receipt or "").read_bytes()
+    receipt = json.loads(raw)
+    assert receipt["status"] == "blocked" and receipt["gate"]["high_impact_failed"] == ["tea-kept"]
+    assert b"green tea" not in raw and b"Which kind" not in raw
+    # the event: memlife.run.blocked, content-free, with the one-line summary
+    name, resource, payload = fanout.run_event(summary)  # type: ignore[misc]
+    assert name == "memlife.run.blocked" == fanout.EVENT_BLOCKED
+    assert (
+        payload["gate"]["high_impact_failed"] == ["tea-kept"] and "tea-kept" in payload["summary"]
+    )
+    assert b"green tea" not in json.dumps(payload).encode()
+
+
+def test_blocked_run_cli_exit_code_and_line(home: Path, tmp_path: Path) -> None:
+    seed(home)
+    cases = write_cases(tmp_path / "cases.yaml", [tea_case()])
+    res = CliRunner().invoke(
+        app, ["run", "--engine", "local", "--now", NOW_ARG, "--eval-cases", cases]
+    )
+    assert res.exit_code == 5, res.output
+    line = next(ln for ln in res.output.splitlines() if ln.startswith("gate:"))
+    assert "BLOCKED" in line and "HIGH_IMPACT_CASE_FAILED" in line and "tea-kept" in line
+    assert "must_retain_recall 0.000 < 1.000 (before 1.000, regressed)" in line
+    assert "held: supersedes" in line and "0 records quarantined" in line
+    assert "status: blocked" in res.output
+    assert statuses(home)["m-tea"] == "active"
+
+
+def test_blocked_flow_emits_the_event(home: Path, tmp_path: Path, prefect_harness,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    import flows.nightly as nightly_mod
+
+    seed(home)
+    cases = write_cases(tmp_path / "cases.yaml", [tea_case()])
+    emitted: list[tuple[str, dict]] = []
+    monkeypatch.setattr(nightly_mod, "emit_event",
+                        lambda event, resource, payload: emitted.append((event, payload)))  # fmt: skip
+    result = nightly_mod.nightly(dry_run=False, now=NOW_ARG, eval_cases=cases)
+    assert result["status"] == "blocked"
+    assert [e for e, _ in emitted] == ["memlife.run.blocked"]
+    assert emitted[0][1]["gate"]["high_impact_failed"] == ["tea-kept"]
+    assert statuses(home)["m-tea"] == "active"
+
+
+def test_when_the_deletion_is_the_culprit_it_is_quarantined_and_supersedes_go_ahead(
+    home: Path, tmp_path: Path
+) -> None:
+    seed(home)
+    cases = write_cases(tmp_path / "cases.yaml", [
+        {"id": "trip-kept", "query": "Where did the user plan a trip?", "actor_id": ACTOR,
+         "must_retrieve": ["m-trip"], "impact": "high", "k": 3},
+    ])  # fmt: skip
+    summary = run_local(RunConfig(dry_run=False, now=NOW, eval_cases=cases))
+    gate = summary.gate or {}
+    assert summary.status == "blocked" and gate["high_impact_failed"] == ["trip-kept"]
+    assert gate["deletions_blocked"] is True and gate["supersedes_blocked"] is False
+    assert summary.lifecycle["quarantined"] == 1 and summary.lifecycle["deleted"] == 0
+    assert summary.lifecycle["superseded"] == 2 and summary.lifecycle["consolidated"] == 1
+    st = statuses(home)
+    assert st["m-trip"] == "quarantined" and st["m-tea"] == st["m-coffee"] == "superseded"
+
+
+# -- the gate is required where deletion is enforced ---------------------------------------------
+def test_apply_without_eval_set_withholds_judgements_and_says_why(
+    home: Path, tmp_path: Path
+) -> None:
+    ttl = rec("m-ttl", "facts", "Prefers window seats on flights.", subject="seat", age=900)
+    seed(home, [*RECORDS, ttl])
+    policy = yaml.safe_load(Path("policies/default.yaml").read_text())
+    policy["memory_types"]["semantic"]["default_ttl_days"] = 365  # m-ttl: a TTL judgement
+    policy["version"] = "test-ttl"
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(policy))
+
+    res = CliRunner().invoke(app, ["run", "--engine", "local", "--now", NOW_ARG, "--policy",
+                                   str(tmp_path / "p.yaml"), "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["gate"]["reasons"] == ["GATE_NOT_CONFIGURED"] and out["gate"]["configured"] is False
+    assert out["gate"]["withheld_deletions"] == 1 and out["gate"]["withheld_groups"] == 1
+    # the hard-expired trip is an obligation: deleted; the TTL judgement and the supersede wait
+    assert out["lifecycle"]["deleted"] == 1 and out["lifecycle"]["superseded"] == 0
+    assert out["lifecycle"]["consolidated"] == 0
+    assert statuses(home) == {"m-tea": "active", "m-coffee": "active", "m-dog": "active",
+                              "m-ttl": "active"}  # fmt: skip
+    receipt = json.loads(Path(out["receipt"]).read_text())
+    assert receipt["gate"]["reasons"] == ["GATE_NOT_CONFIGURED"]
+    assert {"id": "m-ttl", "reason": "GATE_NOT_CONFIGURED"} in receipt["ids_not_deleted"]
+    # the human summary says so in one line
+    res = CliRunner().invoke(app, ["run", "--engine", "local", "--now", NOW_ARG, "--policy",
+                                   str(tmp_path / "p.yaml")])  # fmt: skip
+    assert (
+        "gate: not configured (GATE_NOT_CONFIGURED): 1 deletions and 1 consolidations withheld"
+        in res.output
+    )
+
+
+def test_gate_not_required_by_policy_lets_an_ungated_run_apply(home: Path, tmp_path: Path) -> None:
+    seed(home)
+    summary = run_local(
+        RunConfig(dry_run=False, now=NOW, policy=policy_with(tmp_path, required=False))
+    )
+    assert summary.gate is not None and summary.gate["required"] is False
+    assert summary.lifecycle["superseded"] == 2 and summary.lifecycle["deleted"] == 1
+
+
+# -- absolute failures are visible --------------------------------------------------------------
+def _contradicting_cases(tmp_path: Path) -> str:
+    # The dog case fails before and after alike (the expected fact is not in the store):
+    # below threshold, not made worse by the run.
+    return write_cases(tmp_path / "cases.yaml", [
+        {"id": "cat-name", "query": "What is the name of the user's cat?", "actor_id": ACTOR,
+         "must_retrieve": [{"fact": "a cat named Tom"}], "k": 3},
+        {"id": "dog-name", "query": "What is the dog called?", "actor_id": ACTOR,
+         "must_retrieve": ["m-dog"], "k": 3},
+    ])  # fmt: skip
+
+
+def test_gate_below_threshold_but_not_worse_is_a_warning(home: Path, tmp_path: Path) -> None:
+    seed(home, [DOG, TRIP])
+    summary = run_local(
+        RunConfig(dry_run=False, now=NOW, eval_cases=_contradicting_cases(tmp_path))
+    )
+    gate = summary.gate or {}
+    assert summary.status == "success" and gate["status"] == "warn"
+    assert gate["gates"]["must_retain_recall"]["result"] == "warn"
+    assert gate["gates"]["aggregate_score"]["value"] == 0.5  # reported beside the others
+    assert "must_retain_recall" in gate["warnings"] and summary.lifecycle["deleted"] == 1
+    receipt = json.loads(Path(summary.receipt or "").read_text())
+    assert receipt["gate"]["status"] == "warn"
+    res = CliRunner().invoke(app, ["run", "--engine", "local", "--dry-run", "--now", NOW_ARG,
+                                   "--eval-cases", _contradicting_cases(tmp_path)])  # fmt: skip
+    assert (
+        "gate: warn" in res.output
+        and "must_retain_recall 0.500 < 1.000 (before 0.500, warn)" in res.output
+    )
+
+
+def test_block_on_absolute_blocks_a_gate_below_threshold(home: Path, tmp_path: Path) -> None:
+    seed(home, [DOG, TRIP])
+    pol = policy_with(tmp_path, block_on_absolute=True)
+    summary = run_local(RunConfig(dry_run=False, now=NOW, policy=pol,
+                                  eval_cases=_contradicting_cases(tmp_path)))  # fmt: skip
+    gate = summary.gate or {}
+    assert (
+        summary.status == "blocked" and "GATE_BELOW_THRESHOLD:must_retain_recall" in gate["reasons"]
+    )
+    assert summary.lifecycle["deleted"] == 0 and summary.lifecycle["quarantined"] == 1
+
+
+def test_aggregate_score_is_gateable(home: Path, tmp_path: Path) -> None:
+    seed(home, [DOG])
+    cases = write_cases(tmp_path / "cases.yaml", [
+        {"id": "dog", "query": "What is the dog called?", "actor_id": ACTOR, "must_retrieve": ["m-dog"]},
+        {"id": "cat", "query": "What is the cat called?", "actor_id": ACTOR,
+         "must_retrieve": [{"fact": "a cat named Tom"}], "min_result": 0.0},
+    ])  # fmt: skip
+    ok = run_local(RunConfig(dry_run=True, now=NOW, eval_cases=cases,
+                             policy=policy_with(tmp_path, aggregate_score_min=0.5)))  # fmt: skip
+    assert ok.gate is not None and ok.gate["gates"]["aggregate_score"]["result"] == "pass"
+    strict = policy_with(tmp_path, aggregate_score_min=0.9, block_on_absolute=True)
+    bad = run_local(RunConfig(dry_run=False, now=NOW, eval_cases=cases, policy=strict))
+    assert bad.gate is not None and bad.gate["reasons"] == ["GATE_BELOW_THRESHOLD:aggregate_score"]
+    assert bad.status == "blocked"
+
+
+# -- crash safety through the staged steps ------------------------------------------------------
+def _final_state(home: Path) -> dict[str, Any]:
+    store = SqliteStore(home / "memlife.db")
+    try:
+        rows = store.connection.execute("SELECT id, status FROM records ORDER BY id").fetchall()
+        return {r[0]: r[1] for r in rows}
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("point,skip", [
+    ("after_stage", 0), ("after_gate", 0), ("after_commit_groups", 0),
+    ("after_replacement_write", 0), ("after_supersede", 0), ("after_delete", 0),
+    ("before_receipt", 2), ("after_journal_write", 1),
+])  # fmt: skip
+def test_a_crash_at_any_staged_step_resumes_to_the_clean_result(
+    home: Path, tmp_path: Path, point: str, skip: int
+) -> None:
+    cases = write_cases(tmp_path / "cases.yaml", [
+        {"id": "dog", "query": "What is the dog called?", "actor_id": ACTOR, "must_retrieve": ["m-dog"],
+         "impact": "high"},
+    ])  # fmt: skip
+    clean_home = tmp_path / "clean"
+    clean_home.mkdir()
+    seed(clean_home)
+    clean = run_local(RunConfig(dry_run=False, now=NOW, eval_cases=cases,
+                                store=f"sqlite:///{clean_home / 'memlife.db'}",
+                                receipts=f"file://{clean_home / 'receipts'}"))  # fmt: skip
+    assert clean.status == "success" and clean.lifecycle["superseded"] == 2
+    expected = _final_state(clean_home)
+
+    seed(home)
+    with inject(point, skip=skip), pytest.raises(InjectedFault):
+        run_local(RunConfig(dry_run=False, now=NOW, eval_cases=cases))
+    if point in ("after_stage", "after_gate"):  # staged only: the store is as it was
+        assert _final_state(home) == {r.id: "active" for r in RECORDS}
+    again = run_local(RunConfig(dry_run=False, now=NOW, eval_cases=cases))
+    assert again.status == "success", again.as_json()
+    assert _final_state(home) == expected
+    store = SqliteStore(home / "memlife.db")
+    try:  # one replacement, every superseded original pointing at it (invariant 3)
+        reps = [r for r in store.connection.execute("SELECT id FROM records WHERE id LIKE 'r-%'")]
+        assert len(reps) == 1
+        for rid in ("m-tea", "m-coffee"):
+            r = store.get(rid)
+            assert r is not None and r.status is Status.superseded
+            assert store.get(r.provenance.replaced_by or "").status is Status.active  # type: ignore[union-attr]
+    finally:
+        store.close()
+    ops = json.loads(Path(again.receipt or "").read_text())["failures"]
+    assert ops == []
+
+
+# -- the shipped deployments carry the gate -------------------------------------------------------
+def test_nightly_and_dry_run_deployments_carry_the_gate_configuration() -> None:
+    import inspect
+
+    from flows.nightly import nightly
+
+    data = yaml.safe_load(Path("deploy/prefect.yaml").read_text())
+    deployments = {d["name"]: d for d in data["deployments"]}
+    params = set(inspect.signature(nightly.fn).parameters)
+    for name in ("nightly", "dry-run"):
+        p = deployments[name]["parameters"]
+        assert p["eval_cases"] == "{{ $MEMLIFE_EVAL_CASES }}", name  # the operator's set
+        assert set(p) <= params, set(p) - params  # every parameter is one the flow takes
+    assert deployments["dry-run"]["parameters"]["with_model"] is False
+    # the policy the deployments run requires the gate where deletion is enforced
+    policy = yaml.safe_load(Path(deployments["nightly"]["parameters"]["policy"]).read_text())
+    assert policy["gate"]["required"] is True and policy["enforce_deletion_in"]
+    autos = yaml.safe_load(Path("deploy/automations.yaml").read_text())["automations"]
+    assert any("memlife.run.blocked" in a["trigger"]["expect"] for a in autos)
+
+
+def test_a_missing_or_empty_evaluation_set_is_refused_before_the_run(
+    home: Path, tmp_path: Path
+) -> None:
+    seed(home)
+    res = CliRunner().invoke(app, ["run", "--engine", "local", "--now", NOW_ARG,
+                                   "--eval-cases", str(tmp_path / "nope.yaml")])  # fmt: skip
+    assert res.exit_code == 2 and "nope.yaml" in res.output
+    empty = write_cases(tmp_path / "empty.yaml", [])
+    res = CliRunner().invoke(
+        app, ["run", "--engine", "local", "--now", NOW_ARG, "--eval-cases", empty]
+    )
+    assert res.exit_code == 2 and "no cases" in res.output
+    assert statuses(home)["m-tea"] == "active"
+
+
+# -- eval init writes cases worth having ------------------------------------------------------------
+def test_eval_init_writes_questions_and_all_five_kinds(home: Path, tmp_path: Path) -> None:
+    from memlife.demo import generate
+    from memlife.evalset import CaseKind, load_cases
+
+    store = SqliteStore(home / "memlife.db")
+    records = list(generate(1500, anchor=NOW))
+    store.put_many(records)
+    store.close()
+    runner = CliRunner()
+    victim = next(r for r in records if r.actor_id == "u-000001" and r.retention_class.value == "standard"
+                  and r.memory_type is MemoryType.semantic)  # fmt: skip
+    res = runner.invoke(app, ["erase", "--actor", "u-000001", "--id", victim.id, "--yes", "--json"])
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "cases.yaml"
+    res = runner.invoke(app, ["eval", "init", "-o", str(out), "--actors", "3", "--now", NOW_ARG])
+    assert res.exit_code == 0, res.output
+    assert "MEMLIFE_EVAL_CASES" in res.output and "--eval-cases" in res.output  # where it goes
+    cases = load_cases(out)
+    assert {c.kind for c in cases} >= {CaseKind.recent_preference, CaseKind.superseded_fact,
+                                       CaseKind.expired_fact, CaseKind.procedure, CaseKind.erased}  # fmt: skip
+    contents = [" ".join(r.content.lower().split()) for r in records]
+    for c in cases:  # questions, never the stored text
+        assert c.query.endswith("?"), c.query
+        q = " ".join(c.query.lower().split())
+        assert not any(q in text or text in q for text in contents), c.id
+    (erased,) = [c for c in cases if c.kind is CaseKind.erased]
+    assert [t.id for t in erased.forbidden] == [victim.id] and not erased.must_retrieve
+    raw = out.read_text()
+    assert victim.content not in raw  # ids only
+    # every must-retrieve case passes on the store as it is (a baseline that can regress)
+    res = runner.invoke(app, ["eval", "--cases", str(out), "--json"])
+    report = json.loads(res.stdout)
+    must = {c.id for c in cases if c.must_retrieve}
+    assert must and not must & set(report["failed_cases"])
+    assert erased.id not in report["failed_cases"]  # the erased record does not come back
