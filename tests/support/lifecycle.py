@@ -131,12 +131,19 @@ def gate_cases(db: Path, records: Iterable[MemoryRecord] | None = None, path: Pa
             records = list(store.iter_all())
         finally:
             store.close()
+    records = list(records)
     held = sorted((r for r in records if r.retention_class is RetentionClass.legal_hold),
                   key=lambda r: r.id)[:3]  # fmt: skip
-    assert held, "the seed must hold at least one legal-hold record"
-    cases = [{"id": f"held-{r.id}", "kind": "custom", "query": f"What do we know about {r.subject or 'this'}?",
+    # no holds in the seed: the newest statements without a deadline (they survive, or live
+    # on in a replacement, which an id target accepts)
+    fresh = sorted((r for r in records if r.expires_at is None and r.status is Status.active),
+                   key=lambda r: (r.created_at, r.id))[-3:]  # fmt: skip
+    keep = held or fresh
+    assert keep, "the seed must hold a record that a correct run keeps"
+    cases = [{"id": f"kept-{r.id}", "kind": "custom", "query": f"What do we know about {r.subject or 'this'}?",
               "actor_id": r.actor_id, "namespace": r.namespace, "must_retrieve": [r.id],
-              "impact": "high", "k": 100, "threshold": -1.0} for r in held]  # fmt: skip
+              "impact": "high" if held else "normal", "k": 100, "threshold": -1.0}
+             for r in keep]  # fmt: skip
     path = path or db.parent / "gate-cases.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump({"cases": cases}, sort_keys=False))
