@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -132,12 +133,14 @@ def test_sigkill_mid_run_then_rerun(env: dict, clean_run: dict) -> None:
     cmd = [sys.executable, "-m", "memlife.cli", "run", "--engine", "local", "--now", CUTOFF.isoformat(),
            "--store", env["store"], "--receipts", env["sink"], "--eval-cases", env["cases"],
            "--json"]  # fmt: skip
-    proc = subprocess.run(cmd, env={**os.environ, "MEMLIFE_FAULT": "after_delete:2",
+    lease = {**os.environ, "MEMLIFE_LEASE_TTL_SECONDS": "3"}  # the killed run's lease expires
+    proc = subprocess.run(cmd, env={**lease, "MEMLIFE_FAULT": "after_delete:2",
                                     "MEMLIFE_FAULT_MODE": "kill"},
                           capture_output=True, timeout=300, cwd=Path(__file__).parent.parent)  # fmt: skip
     assert proc.returncode == -9, proc.stderr.decode()[-2000:]
     check_invariants(before, snapshot(env["db"]), env["receipts"], in_flight=journaled_deletes(env["db"]))
-    proc = subprocess.run(cmd, env=dict(os.environ), capture_output=True, timeout=300,
+    time.sleep(3.5)  # a killed holder stops beating; once its lease expires the rerun takes it over
+    proc = subprocess.run(cmd, env=lease, capture_output=True, timeout=300,
                           cwd=Path(__file__).parent.parent)  # fmt: skip
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     result = json.loads(proc.stdout)
