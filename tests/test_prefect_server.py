@@ -100,7 +100,8 @@ def test_dry_run_deployment_on_a_real_server(tmp_path: Path):
     try:
         db.put_many(list(generate(200, seed=11)))
         # the evaluation set the deployments name (MEMLIFE_EVAL_CASES), as `eval init` writes it
-        from memlife.evalset import dump_cases, starter_cases
+        from memlife.evalset import dump_cases
+        from memlife.evalset_starter import starter_cases
 
         dump_cases(starter_cases(db, actors=2), env["MEMLIFE_EVAL_CASES"])
     finally:

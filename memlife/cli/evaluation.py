@@ -17,7 +17,8 @@ from memlife.cli.common import (
     fail,
     print_json,
 )
-from memlife.evalset import EvalSetError, dump_cases, load_cases, starter_cases
+from memlife.evalset import EvalSetError, dump_cases, load_cases
+from memlife.evalset_starter import starter_cases
 from memlife.model import parse_time
 from memlife.policy import PolicyError, load_policy
 from memlife.stores import open_store
