@@ -1,0 +1,327 @@
+"""One table of the default path at scale: what users run, against its targets (issue 16).
+
+Every measure runs the production code path with default settings in a *fresh child
+process*, while the parent samples the RSS of that process and all its children
+(psutil) every 20 ms: "peak RSS" is the peak of that sum. A raw baseline is measured in
+the same run: a plain ``sqlite3`` ordered scan of the same store file, all columns.
+
+Measures
+- raw scan: ``SELECT * FROM records ORDER BY actor_id, namespace, id`` (Python sqlite3)
+- default dry run: ``memlife run --dry-run`` as the CLI runs it with no flags (engine
+  local when no Prefect API is configured; consolidation/group analysis on), warm cache
+  (a first dry run warms the embedding cache; the second is timed)
+- second-night apply: apply once (first night), then apply again on the unchanged store
+  and time that; model calls, texts embedded and store writes are counted (target 0)
+- first-night embedding throughput: distinct demo texts through the default embedder
+- JSONL import: ``memlife.importer.import_file`` of N demo records, with peak RSS
+- recall p95 at 100k (``bench/recall_latency.py``'s path), ``--recall`` to include it
+- Prefect flow overhead on a running server: not measured here (see BENCHMARKS.md)
+
+    uv run python bench/table.py [--records 20000] [--recall] [--json out.json]
+    uv run python bench/table.py --records 1000000 --recall   # the full table
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+ANCHOR = datetime(2026, 11, 1, tzinfo=UTC)
+NOW = "2026-11-01T00:00:00+00:00"
+
+
+# -- parent: run a child, sample RSS over the process tree --------------------------------
+def run_child(kind: str, *args: str) -> dict:
+    import psutil
+
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--_child", kind, *args]
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = psutil.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    peak = 0
+    stop = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not stop.is_set():
+            try:
+                procs = [proc, *proc.children(recursive=True)]
+                total = 0
+                for p in procs:
+                    try:
+                        total += p.memory_info().rss
+                    except psutil.Error:
+                        pass
+                peak = max(peak, total)
+            except psutil.Error:
+                pass
+            stop.wait(0.02)
+
+    t = threading.Thread(target=sample, daemon=True)
+    t.start()
+    out, err = proc.communicate()
+    stop.set()
+    t.join()
+    if proc.returncode != 0:
+        raise SystemExit(f"{kind} failed ({proc.returncode}):\n{err.decode()[-4000:]}")
+    res = json.loads(out.decode().strip().splitlines()[-1])
+    res["peak_rss_mb"] = round(peak / 2**20, 1)
+    res["load_avg"] = [round(x, 2) for x in os.getloadavg()]
+    return res
+
+
+# -- children ----------------------------------------------------------------------------
+def build_store(db: Path, n: int) -> None:
+    from memlife.demo import generate
+    from memlife.stores.sqlite import SqliteStore
+
+    store = SqliteStore(db)
+    try:
+        batch = []
+        for r in generate(n, seed=7, anchor=ANCHOR):
+            batch.append(r)
+            if len(batch) >= 10_000:
+                store.put_many(batch)
+                batch = []
+        if batch:
+            store.put_many(batch)
+        store.checkpoint()
+    finally:
+        store.close()
+
+
+def raw_scan(db: Path) -> dict:
+    t0 = time.perf_counter()
+    con = sqlite3.connect(db)
+    n = 0
+    for _row in con.execute("SELECT * FROM records ORDER BY actor_id, namespace, id"):
+        n += 1
+    con.close()
+    s = time.perf_counter() - t0
+    return {"records": n, "seconds": round(s, 3), "per_s": round(n / s)}
+
+
+class Counters:
+    """Counts model calls, texts embedded and store writes, by wrapping the real classes."""
+
+    def __init__(self) -> None:
+        self.model_calls = 0
+        self.embedded = 0
+        self.writes = 0
+        from memlife.consolidate.anthropic import AnthropicConsolidator
+        from memlife.consolidate.extractive import ExtractiveConsolidator
+        from memlife.embed import MiniLMEmbedder
+        from memlife.stores.sqlite import SqliteStore
+
+        for cls in (AnthropicConsolidator, ExtractiveConsolidator):
+            self._wrap(cls, "consolidate", lambda a, kw: 1, "model_calls")
+        self._wrap(MiniLMEmbedder, "embed", lambda a, kw: len(a[0]), "embedded")
+        for name in ("put_many", "set_status", "delete_many", "add_tombstones",
+                     "put_replacement", "insert_new"):  # fmt: skip
+            self._wrap(SqliteStore, name, lambda a, kw: len(a[0]) if a and
+                       hasattr(a[0], "__len__") else 1, "writes")  # fmt: skip
+
+    def _wrap(self, cls: type, name: str, size, counter: str) -> None:
+        orig = getattr(cls, name)
+
+        def wrapper(obj, *a, **kw):
+            n = size(a, kw)
+            if n:
+                setattr(self, counter, getattr(self, counter) + n)
+            return orig(obj, *a, **kw)
+
+        setattr(cls, name, wrapper)
+
+
+def records_digest(db: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    con = sqlite3.connect(db)
+    for row in con.execute("SELECT * FROM records ORDER BY id"):
+        h.update(repr(row).encode())
+    con.close()
+    return h.hexdigest()
+
+
+def run_default(db: Path, home: Path, dry_run: bool) -> dict:
+    """The pipeline as `memlife run` calls it with no flags but --dry-run / apply."""
+    from memlife.pipeline import RunConfig, run_local
+
+    cfg = RunConfig(dry_run=dry_run, now=datetime.fromisoformat(NOW), store=f"sqlite:///{db}",
+                    receipts=f"file://{home / 'receipts'}")  # fmt: skip
+    t0, c0 = time.perf_counter(), time.process_time()
+    result = run_local(cfg).as_json()
+    return {"seconds": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
+            "records": result["records"], "status": result.get("status")}  # fmt: skip
+
+
+def child(kind: str, args: list[str]) -> dict:
+    if kind == "build":
+        build_store(Path(args[0]), int(args[1]))
+        return {}
+    if kind == "raw":
+        return raw_scan(Path(args[0]))
+    db, home = Path(args[0]), Path(args[1]) if len(args) > 1 else None
+    if home is not None:
+        os.environ["MEMLIFE_HOME"] = str(home)
+    if kind == "dry":  # warm the embedding cache, then time the second dry run
+        warm = run_default(db, home, dry_run=True)
+        r = run_default(db, home, dry_run=True)
+        r["first_night_seconds"] = round(warm["seconds"], 3)
+        return r
+    if kind == "apply2":
+        first = run_default(db, home, dry_run=False)
+        before = records_digest(db)
+        c = Counters()
+        r = run_default(db, home, dry_run=False)
+        r.update(model_calls=c.model_calls, embedded=c.embedded, writes=c.writes,
+                 records_changed=records_digest(db) != before,
+                 first_apply_seconds=round(first["seconds"], 3))  # fmt: skip
+        return r
+    if kind == "embed":
+        from memlife.demo import generate
+        from memlife.embed import default_embedder
+
+        texts = list(dict.fromkeys(r.content for r in generate(int(args[1]) * 4, seed=11,
+                                                                 anchor=ANCHOR)))  # fmt: skip
+        texts = texts[: int(args[1])]
+        emb = default_embedder()
+        emb.embed(texts[:8])  # session warm-up
+        t0 = time.perf_counter()
+        emb.embed(texts)
+        s = time.perf_counter() - t0
+        return {"texts": len(texts), "seconds": round(s, 3), "per_s": round(len(texts) / s),
+                "threads": emb.intra_op_threads}  # fmt: skip
+    if kind == "import":
+        from memlife.importer import import_file
+        from memlife.stores.sqlite import SqliteStore
+
+        store = SqliteStore(db)
+        t0 = time.perf_counter()
+        rep = import_file(store, home / "records.jsonl", now=datetime.fromisoformat(NOW))
+        s = time.perf_counter() - t0
+        store.close()
+        return {"records": rep.imported, "invalid": len(rep.invalid), "seconds": round(s, 3),
+                "per_s": round(rep.imported / s)}  # fmt: skip
+    raise SystemExit(f"unknown child {kind}")
+
+
+def write_jsonl(path: Path, n: int) -> None:
+    from memlife.demo import generate
+
+    with path.open("w", encoding="utf-8") as f:
+        for r in generate(n, seed=7, anchor=ANCHOR):
+            f.write(r.to_json() + "\n")
+
+
+# -- the table -------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--records", type=int, default=20_000, help="demo records (1000000: full)")
+    ap.add_argument("--embed-texts", type=int, default=1000)
+    ap.add_argument("--recall", action="store_true", help="also recall p95 at 100k (slow)")
+    ap.add_argument("--json", type=Path, default=None, help="write the results here")
+    ap.add_argument("--_child", help=argparse.SUPPRESS)
+    args, rest = ap.parse_known_args(argv)
+    if args._child:
+        print(json.dumps(child(args._child, rest)))
+        return 0
+
+    n = args.records
+    tmp = Path(tempfile.mkdtemp(prefix="memlife-table-"))
+    try:
+        db = tmp / "store.db"
+        print(f"generating {n:,} demo records ...", file=sys.stderr)
+        run_child("build", str(db), str(n))
+        res: dict = {"records": n, "cpus": os.cpu_count(), "started": time.strftime("%FT%TZ")}
+        print("raw scan ...", file=sys.stderr)
+        res["raw_scan"] = run_child("raw", str(db))
+        raw_s = res["raw_scan"]["seconds"]
+        print("default dry run (x2: first night, then warm) ...", file=sys.stderr)
+        dry_home = tmp / "dry"
+        res["dry_run"] = run_child("dry", str(db), str(dry_home))
+        print("apply, twice (second night timed) ...", file=sys.stderr)
+        adb = tmp / "apply.db"
+        shutil.copy(db, adb)
+        shutil.copytree(
+            dry_home, tmp / "apply", ignore=shutil.ignore_patterns("receipts*", "reports*", "runs*")
+        )  # fmt: skip  (reuses the warm embedding cache)
+        res["apply2"] = run_child("apply2", str(adb), str(tmp / "apply"))
+        print("embedding throughput ...", file=sys.stderr)
+        res["embed"] = run_child("embed", str(db), str(args.embed_texts))
+        print("JSONL import ...", file=sys.stderr)
+        (tmp / "imp").mkdir()
+        write_jsonl(tmp / "imp" / "records.jsonl", n)
+        res["import"] = run_child("import", str(tmp / "imp" / "new.db"), str(tmp / "imp"))
+        if args.recall:
+            print("recall p95 at 100k ...", file=sys.stderr)
+            out = subprocess.run([sys.executable, str(REPO / "bench" / "recall_latency.py"),
+                                  "--sizes", "100000", "--queries", "100", "--json"],
+                                 cwd=REPO, capture_output=True, text=True, check=True)  # fmt: skip
+            res["recall"] = json.loads(out.stdout)["results"][0]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    res["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    rows = table_rows(res, raw_s)
+    print(render(rows, res))
+    res["table"] = rows
+    if args.json:
+        args.json.write_text(json.dumps(res, indent=1))
+    return 0
+
+
+def table_rows(res: dict, raw_s: float) -> list[dict]:
+    n = res["records"]
+    d, a, e, i = res["dry_run"], res["apply2"], res["embed"], res["import"]
+    rows = [
+        ("raw scan (sqlite3, all columns, ordered)", f"{res['raw_scan']['per_s']:,} rec/s",
+         "baseline", 1.0),
+        (f"default dry run, {n:,} records, warm cache", f"{n / d['seconds']:,.0f} rec/s",
+         ">= 50k rec/s; <= 5x raw", d["seconds"] / raw_s),
+        ("  peak RSS, all processes", f"{d['peak_rss_mb']:.0f} MB", "<= 400 MB", None),
+        ("  first night (cold embedding cache)", f"{d['first_night_seconds']:.1f} s", "-",
+         d["first_night_seconds"] / raw_s),
+        ("second-night apply / dry run time", f"{a['seconds'] / d['seconds']:.2f}x", "<= 2x",
+         a["seconds"] / raw_s),
+        ("  model calls / embeddings / writes",
+         f"{a['model_calls']} / {a['embedded']} / {a['writes']}"
+         + (" (records changed)" if a["records_changed"] else ""), "0 / 0 / 0", None),
+        ("first-night embedding", f"{e['per_s']:,} texts/s ({e['threads']} threads)",
+         ">= 350/s", None),
+        (f"JSONL import, {n:,} records", f"{i['per_s']:,} rec/s", ">= 50k rec/s",
+         i["seconds"] / raw_s),
+        ("  peak RSS, import", f"{i['peak_rss_mb']:.0f} MB", "flat", None),
+    ]  # fmt: skip
+    if "recall" in res:
+        rows.append(("recall p95, 100k memories, one actor", f"{res['recall']['p95_ms']} ms",
+                     "<= 25 ms", None))  # fmt: skip
+    else:
+        rows.append(("recall p95, 100k memories", "not run (--recall)", "<= 25 ms", None))
+    rows.append(("Prefect flow overhead, running server, 13 records", "not run here",
+                 "<= 5 s", None))  # fmt: skip
+    return [{"measure": m, "figure": f, "target": t, "x_raw_scan": None if r is None
+             else round(r, 1)} for m, f, t, r in rows]  # fmt: skip
+
+
+def render(rows: list[dict], res: dict) -> str:
+    lines = ["| measure | figure | target | time / raw scan |", "|---|---|---|---|"]
+    for r in rows:
+        x = "" if r["x_raw_scan"] is None else f"{r['x_raw_scan']}x"
+        lines.append(f"| {r['measure']} | {r['figure']} | {r['target']} | {x} |")
+    lines.append(f"\n{res['cpus']} CPUs; load average at end {res['load_avg_at_end']}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
