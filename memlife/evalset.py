@@ -25,7 +25,6 @@ See docs/evaluation.md.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
 from pathlib import Path
@@ -169,12 +168,13 @@ def read_source(location: str | Path) -> tuple[str, str]:
         from botocore.exceptions import BotoCoreError, ClientError
 
         from memlife.audit import S3Sink
+        from memlife.settings import settings
 
         u = urlparse(loc)
         q = {k: v[-1] for k, v in parse_qs(u.query).items()}
         key = u.path.lstrip("/")
         name = f"s3://{u.netloc}/{key}"
-        endpoint = q.get("endpoint_url") or os.environ.get("MEMLIFE_S3_ENDPOINT_URL")
+        endpoint = q.get("endpoint_url") or settings().s3_endpoint_url
         try:
             body = S3Sink(u.netloc, endpoint_url=endpoint, region=q.get("region")).get(key)
         except (BotoCoreError, ClientError) as exc:

@@ -39,6 +39,7 @@ from memlife.policy import Policy, load_policy, resolve_policy_path
 from memlife.receipts import operations_parquet
 from memlife.receipts_dataset import write_operations
 from memlife.report import ReportWriter
+from memlife.settings import settings
 from memlife.stores import MemoryStore, iter_shard, open_store, resolve_store_url, store_identity
 from memlife.stores.base import StoreError
 
@@ -173,7 +174,7 @@ def start_run(config: RunConfig, sink: ReceiptSink | None = None) -> RunContext:
     """Step 1: fix the cutoff and write the run manifest before touching any record."""
     # the gate's evaluation set: the run's own, else the worker's MEMLIFE_EVAL_CASES
     config = replace(
-        config, eval_cases=config.eval_cases or os.environ.get("MEMLIFE_EVAL_CASES") or None
+        config, eval_cases=config.eval_cases or settings().eval_cases or None
     )
     policy = load_policy(config.policy)
     cutoff = config.now or utcnow()

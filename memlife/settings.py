@@ -84,6 +84,9 @@ class Settings(BaseSettings):
     lease_ttl_seconds: float = Field(
         120.0, gt=0, description="Lifecycle lease: seconds a writer holds the store without renewal"
     )
+    eval_cases: str | None = Field(
+        None, description="Regression gate's evaluation set (file or s3://) when a run names none"
+    )
     cloudwatch_namespace: str | None = Field(
         None, description="Emit run counts to CloudWatch under it"
     )

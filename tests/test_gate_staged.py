@@ -402,3 +402,53 @@ def test_eval_init_writes_questions_and_all_five_kinds(home: Path, tmp_path: Pat
     must = {c.id for c in cases if c.must_retrieve}
     assert must and not must & set(report["failed_cases"])
     assert erased.id not in report["failed_cases"]  # the erased record does not come back
+
+
+# -- a dry run calls no model unless asked; an evaluation set in S3 ----------------------------------
+def test_dry_run_estimates_model_calls_and_calls_none_unless_asked(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, messages_server: Any
+) -> None:
+    from memlife.consolidate.prompts import TOOL_NAME
+    from tests.fakes.messages_api import tool_use_reply
+
+    seed(home)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", messages_server.base_url)
+    summary = run_local(RunConfig(dry_run=True, now=NOW))
+    assert messages_server.message_requests == []  # a key is set, and still no paid call
+    assert summary.model["calls"] == 0 and summary.model["estimated_calls"] == 1
+    assert summary.model["estimated_input_tokens"] > 100
+    res = CliRunner().invoke(app, ["run", "--engine", "local", "--dry-run", "--now", NOW_ARG])
+    assert "model: not called (dry run); an apply run would make about 1 calls" in res.output
+    assert messages_server.message_requests == []
+
+    def answer(body: dict) -> Any:
+        out = {"summary": COFFEE.content, "claims": [COFFEE.content], "dropped_claims": [TEA.content],
+               "confidence": 0.9, "source_ids": sorted([TEA.id, COFFEE.id])}  # fmt: skip
+        return tool_use_reply(TOOL_NAME, out)
+
+    messages_server.set_handler(answer)
+    asked = run_local(RunConfig(dry_run=True, now=NOW, with_model=True, policy=policy_with(tmp_path)))
+    assert len(messages_server.message_requests) == 1 and asked.model["calls"] == 1
+    assert statuses(home)["m-tea"] == "active"  # still a dry run
+
+
+def test_evaluation_set_in_s3(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import boto3
+    from moto import mock_aws
+
+    for k, v in {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(k, v)
+    seed(home)
+    body = Path(write_cases(tmp_path / "cases.yaml", [tea_case()])).read_bytes()
+    with mock_aws():
+        boto3.client("s3").create_bucket(Bucket="gate")
+        boto3.client("s3").put_object(Bucket="gate", Key="eval/cases.yaml", Body=body)
+        monkeypatch.setenv("MEMLIFE_EVAL_CASES", "s3://gate/eval/cases.yaml")  # the worker's
+        summary = run_local(RunConfig(dry_run=False, now=NOW))
+        assert summary.status == "blocked" and (summary.gate or {})["high_impact_failed"] == ["tea-kept"]
+        res = CliRunner().invoke(app, ["run", "--engine", "local", "--now", NOW_ARG,
+                                       "--eval-cases", "s3://gate/eval/missing.yaml"])  # fmt: skip
+        assert res.exit_code == 2 and "s3://gate/eval/missing.yaml: no such object" in res.output
+    manifest = json.loads(Path(summary.manifest).read_text())
+    assert manifest["eval_cases"] == "s3://gate/eval/cases.yaml"

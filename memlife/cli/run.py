@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from datetime import timedelta
 from enum import StrEnum
 from typing import Annotated
@@ -28,6 +27,7 @@ from memlife.cli.common import (
 )
 from memlife.model import utcnow
 from memlife.pipeline import RunConfig, gate_line, parse_now, run_local
+from memlife.settings import settings
 
 MAX_AHEAD = timedelta(hours=48)
 
@@ -115,7 +115,7 @@ def register(app: typer.Typer) -> None:
         check_policy(policy)
         check_store(store, must_exist=True)
         check_receipts(receipts)
-        eval_cases = eval_cases or os.environ.get("MEMLIFE_EVAL_CASES") or None
+        eval_cases = eval_cases or settings().eval_cases or None
         if eval_cases:  # a gate that cannot load its set must stop the run before it starts
             from memlife.evalset import EvalSetError, load_cases
 
