@@ -189,25 +189,17 @@ def _date_bonus(query_text: str, created: np.ndarray) -> np.ndarray | None:
     return inside.astype(np.float32)
 
 
-def _with_context(fused: np.ndarray, created: np.ndarray, weight: float, pool: int) -> np.ndarray:
-    """Add ``weight`` x the best score among a candidate's conversation neighbours.
+def _context_scores(scores: np.ndarray, created: np.ndarray, weight: float) -> np.ndarray:
+    """``scores`` plus ``weight`` x the best score among each one's conversation neighbours.
 
-    Neighbours are the other candidates of the top ``pool`` created within
-    CONTEXT_WINDOW_S of it; a candidate without one counts its own score, so being
-    alone is neither a bonus nor a penalty. Candidates outside the pool keep -inf.
+    Neighbours are the other entries created within CONTEXT_WINDOW_S; an entry without one
+    counts its own score, so being alone is neither a bonus nor a penalty.
     """
-    finite = np.flatnonzero(np.isfinite(fused))
-    if len(finite) == 0:
-        return fused
-    top = finite if len(finite) <= pool else finite[_top(fused[finite], pool)]
-    st, ct = fused[top], created[top]
-    near = np.abs(ct[:, None] - ct[None, :]) <= CONTEXT_WINDOW_S
+    near = np.abs(created[:, None] - created[None, :]) <= CONTEXT_WINDOW_S
     np.fill_diagonal(near, False)
-    nb = np.where(near, st[None, :], np.float32(-np.inf)).max(axis=1)
-    nb = np.where(np.isfinite(nb), nb, st)
-    out = np.full_like(fused, np.float32(-np.inf))
-    out[top] = st + np.float32(weight) * nb
-    return out
+    nb = np.where(near, scores[None, :], np.float32(-np.inf)).max(axis=1)
+    nb = np.where(np.isfinite(nb), nb, scores)
+    return scores + np.float32(weight) * nb
 
 
 def rank(
@@ -277,7 +269,14 @@ def rank(
         # so the returned indices stay positions in the caller's matrix.
         fused = np.where(sims >= threshold, fused, np.float32(-np.inf))
     if created is not None and context_weight and len(created) > 1:
-        fused = _with_context(fused, created, context_weight, max(CONTEXT_POOL, k))
+        # Only the best CONTEXT_POOL candidates are reordered: one partition of the full
+        # array, then a small pool-by-pool comparison.
+        pool = _top(fused, max(CONTEXT_POOL, k))
+        pool = pool[np.isfinite(fused[pool])]
+        scores = _context_scores(fused[pool], created[pool], context_weight)
+        order = np.lexsort((pool, -scores))[:k]  # ties: lower index first, as _top
+        idx = pool[order]
+        return Hits(indices=idx.astype(np.int64), scores=scores[order], similarities=sims[idx])
     idx = _top(fused, k)
     idx = idx[np.isfinite(fused[idx])]
     return Hits(indices=idx.astype(np.int64), scores=fused[idx], similarities=sims[idx])
