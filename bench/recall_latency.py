@@ -18,6 +18,7 @@ import os
 import random
 import sys
 import time
+from typing import Any
 
 import numpy as np
 
@@ -56,6 +57,16 @@ def creation_times(n: int) -> np.ndarray:
     return 1672531200.0 + (np.arange(n) // 20) * 6 * 3600.0
 
 
+def _best_of(n: int, qv: np.ndarray, vecs: np.ndarray, **kwargs: Any) -> float:
+    """Fastest of ``n`` runs of ``rank(qv, vecs, **kwargs)``, in ms."""
+    best = float("inf")
+    for _ in range(n):
+        t0 = time.perf_counter()
+        rank(qv, vecs, **kwargs)
+        best = min(best, time.perf_counter() - t0)
+    return best * 1000
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 100_000])
@@ -90,20 +101,17 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             qv = emb.embed([q])[0]
             t1 = time.perf_counter()
-            c0 = time.thread_time()
             rank(qv, vecs, k=args.k, threshold=0.2, query_text=q, lexical=lexical,
                  centroid=centroid, created=created)  # fmt: skip
-            c1 = time.thread_time()
             t2 = time.perf_counter()
             times.append((t2 - t0) * 1000)
             rank_times.append((t2 - t1) * 1000)
-            cpu.append((c1 - c0) * 1000)
-            # The same ranking without the time terms: what they add, in CPU time, which a
-            # busy machine does not inflate the way it inflates wall time.
-            c0 = time.thread_time()
-            rank(qv, vecs, k=args.k, threshold=0.2, query_text=q, lexical=lexical,
-                 centroid=centroid)  # fmt: skip
-            cpu_plain.append((time.thread_time() - c0) * 1000)
+            # Ranking alone, best of 5, with and without the time terms: on a busy machine
+            # the minimum is the closest figure to the uncontended cost.
+            args_rank = {"k": args.k, "threshold": 0.2, "query_text": q, "lexical": lexical,
+                         "centroid": centroid}  # fmt: skip
+            cpu.append(_best_of(5, qv, vecs, created=created, **args_rank))
+            cpu_plain.append(_best_of(5, qv, vecs, **args_rank))
         results.append(
             {
                 "memories": size,
@@ -112,8 +120,10 @@ def main(argv: list[str] | None = None) -> int:
                 "rank_only_p50_ms": round(float(np.percentile(rank_times, 50)), 2),
                 "rank_only_p95_ms": round(float(np.percentile(rank_times, 95)), 2),
                 "lexical_index_build_ms": round(build_ms, 1),
-                "rank_cpu_p50_ms": round(float(np.percentile(cpu, 50)), 2),
-                "rank_cpu_p50_without_time_terms_ms": round(float(np.percentile(cpu_plain, 50)), 2),
+                "rank_best5_p50_ms": round(float(np.percentile(cpu, 50)), 2),
+                "rank_best5_p50_without_time_terms_ms": round(
+                    float(np.percentile(cpu_plain, 50)), 2
+                ),
             }
         )
     out = {
@@ -129,13 +139,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"model={out['model_id']} threads={out['threads']} emb/s={out['embeddings_per_s']}"
           f" load={out['load_average_1min']}")  # fmt: skip
-    heads = ("p50 ms", "p95 ms", "rank p50", "rank p95", "index ms", "rank cpu", "w/o time")
+    heads = ("p50 ms", "p95 ms", "rank p50", "rank p95", "index ms", "rank min", "w/o time")
     print(f"{'memories':>9s} " + " ".join(f"{h:>9s}" for h in heads))
     for r in results:
         print(
             f"{r['memories']:9d} {r['p50_ms']:9.2f} {r['p95_ms']:9.2f} {r['rank_only_p50_ms']:9.2f}"
             f" {r['rank_only_p95_ms']:9.2f} {r['lexical_index_build_ms']:9.1f}"
-            f" {r['rank_cpu_p50_ms']:9.2f} {r['rank_cpu_p50_without_time_terms_ms']:9.2f}"
+            f" {r['rank_best5_p50_ms']:9.2f} {r['rank_best5_p50_without_time_terms_ms']:9.2f}"
         )
     return 0
 
