@@ -27,20 +27,20 @@ Query dates: a question that names a calendar date ("on 16 June, 2023", "in Octo
 2023", see :mod:`memlife.timeref`) is about what was said then, and a memory is saved
 when it is said. Records created inside the named period, or up to DATE_GRACE_DAYS
 after it (events are told after they happen), get ``+ DATE_WEIGHT``. 14% of the LoCoMo
-questions name a date; held-out recall@5 0.807 -> 0.828.
+questions name a date; held-out recall@5 0.807 -> 0.829.
 
 Conversation context: facts saved in one conversation share a topic that a single fact
 may not spell out ("the painting" three turns after "Caroline's art show"). Among the
 best CONTEXT_POOL candidates, each adds ``CONTEXT_WEIGHT x`` the best score of another
 candidate created within CONTEXT_WINDOW_S of it (its own score when it has none, so being
-alone is neither bonus nor penalty). Held-out recall@5 0.829 -> 0.831 on observations
-(recall@10 0.889 -> 0.897, recall@1 0.576 -> 0.564).
+alone is neither bonus nor penalty). Held-out recall@5 0.829 -> 0.833 on observations
+(recall@10 0.889 -> 0.893, recall@1 0.576 -> 0.562).
 
 Defaults: the weights are the ones coordinate ascent picks on BOTH granularities of the
 LoCoMo bench at once (short observations and raw chatty turns, mean recall@5): memories
 are not always short facts, and on turns lexical evidence and context matter more
 (``--granularity both``). Chosen that way on five conversations, they score 0.824
-(observations) and 0.700 (turns) held out, against 0.831 and 0.701 for weights chosen
+(observations) and 0.700 (turns) held out, against 0.833 and 0.707 for weights chosen
 on each granularity alone; the previous defaults (0.75, 0.2, no time terms) got 0.807
 and 0.606 on all ten.
 
