@@ -273,6 +273,8 @@ def rank(
         # array, then a small pool-by-pool comparison.
         pool = _top(fused, max(CONTEXT_POOL, k))
         pool = pool[np.isfinite(fused[pool])]
+        if len(pool) == 0:  # every candidate below the threshold
+            return Hits(np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros(0, np.float32))
         scores = _context_scores(fused[pool], created[pool], context_weight)
         order = np.lexsort((pool, -scores))[:k]  # ties: lower index first, as _top
         idx = pool[order]

@@ -187,6 +187,8 @@ def test_context_never_brings_back_a_record_below_threshold() -> None:
     same_time = np.full(3, JUNE_16)
     hits = rank(q, v, k=3, threshold=0.15, centroid_weight=0.0, created=same_time)
     assert list(hits.indices) == [0, 1]  # record 2 (cosine 0.1) stays out
+    none = rank(q, v, k=3, threshold=0.95, centroid_weight=0.0, created=same_time)
+    assert len(none) == 0 and none.indices.dtype == np.int64  # all below: empty, no error
 
 
 def test_context_is_computed_among_the_best_pool() -> None:
