@@ -27,7 +27,6 @@ names and figures: never a query, a fact or any record content.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -38,6 +37,7 @@ from memlife.evalset import EvalCase, Impact, Target, load_cases
 from memlife.model import MemoryRecord, MemoryType, Status
 from memlife.policy import GatePolicy, Policy
 from memlife.retrieval import LexicalIndex, rank
+from memlife.settings import settings
 from memlife.stores.base import MemoryStore, iter_shard
 from memlife.text import normalise
 from memlife.timeref import epoch_seconds
@@ -369,16 +369,17 @@ def verdict(
 # -- entry points -------------------------------------------------------------------------------
 def model_answerer_from_env() -> Answerer | None:
     """An Anthropic answerer when ANTHROPIC_API_KEY is set (MEMLIFE_MODEL picks the model)."""
-    if not os.environ.get("ANTHROPIC_API_KEY"):
+    env = settings()
+    if not env.anthropic_api_key:
         return None
     import anthropic
 
     from memlife.consolidate.anthropic import DEFAULT_MODEL
 
     client = anthropic.Anthropic(
-        timeout=float(os.environ.get("MEMLIFE_MODEL_TIMEOUT", "60")), max_retries=2
+        timeout=env.model_timeout, max_retries=2
     )
-    model = os.environ.get("MEMLIFE_MODEL") or DEFAULT_MODEL
+    model = env.model or DEFAULT_MODEL
 
     def answer(query: str, contexts: Sequence[str]) -> str:
         memories = "\n".join(f"- {c}" for c in contexts) or "(none)"

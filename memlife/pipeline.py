@@ -47,7 +47,7 @@ log = logging.getLogger("memlife.pipeline")
 
 
 def memlife_home() -> Path:
-    return Path(os.environ.get("MEMLIFE_HOME", ".memlife"))
+    return settings().home
 
 
 @dataclass(frozen=True)
@@ -287,7 +287,7 @@ def make_consolidator(ctx: RunContext) -> Consolidator | None:
         return None
     paid = not ctx.config.dry_run or ctx.config.with_model
     try:
-        if paid and os.environ.get("ANTHROPIC_API_KEY"):
+        if paid and settings().anthropic_api_key:
             from memlife.consolidate.anthropic import AnthropicConsolidator
 
             return AnthropicConsolidator.from_env(policy=ctx.policy)
