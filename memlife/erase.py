@@ -43,43 +43,16 @@ from memlife.lease import for_store as lease_for_store
 from memlife.lease import scoped as lease_scoped
 from memlife.model import MemoryRecord, RetentionClass, Status, content_sha256, utcnow
 from memlife.policy import Policy
-from memlife.quarantine import ManualRun, _side, forget_snapshots, manual_run
+from memlife.quarantine import ManualRun, forget_snapshots, manual_run
 from memlife.receipts import operation_receipt
 from memlife.settings import settings
+from memlife.state.side import side_tables
 from memlife.stores.base import MAX_BATCH, MemoryStore, chunked, iter_shard
 from memlife.stores.sqlite import tombstone_norm
 
-PENDING_SCHEMA = """
-CREATE TABLE IF NOT EXISTS pending_erasures (
-    record_id TEXT PRIMARY KEY,
-    actor_id TEXT NOT NULL,
-    namespace TEXT NOT NULL,
-    operation_id TEXT NOT NULL,   -- the FAILED(LEGAL_HOLD) erase operation that deferred it
-    run_id TEXT NOT NULL,
-    requested_at TEXT NOT NULL
-);
-"""
-
-
-
-
-def _pending_conn(store: MemoryStore) -> tuple[sqlite3.Connection, Any]:
-    conn, lock = _side(store)
-    with lock:
-        conn.executescript(PENDING_SCHEMA)
-    return conn, lock
-
 
 def pending_erasures(store: MemoryStore, actor_id: str | None = None) -> list[dict[str, Any]]:
-    conn, lock = _pending_conn(store)
-    sql = "SELECT record_id, actor_id, namespace, operation_id, run_id, requested_at FROM pending_erasures"
-    args: tuple = ()
-    if actor_id:
-        sql, args = sql + " WHERE actor_id=?", (actor_id,)
-    with lock:
-        rows = conn.execute(sql + " ORDER BY requested_at, record_id", args).fetchall()
-    keys = ("record_id", "actor_id", "namespace", "operation_id", "run_id", "requested_at")
-    return [dict(zip(keys, r, strict=True)) for r in rows]
+    return side_tables(store).pending(actor_id)
 
 
 def _is_held(r: MemoryRecord) -> bool:
@@ -235,10 +208,10 @@ def _rebuilt(
 def ledger_erase(ids: Sequence[str]) -> int | None:
     """The access ledger forgets these records; None when no ledger module is installed."""
     try:
-        from memlife.ledger import AccessLedger
+        from memlife.ledger import open_ledger
     except ImportError:  # pragma: no cover - the ledger ships with memlife
         return None
-    return int(AccessLedger().erase(list(ids)))
+    return int(open_ledger().erase(list(ids)))  # on S3 too with $MEMLIFE_STATE
 
 
 def compact(
@@ -255,7 +228,7 @@ def compact(
         conns.append((conn, store.lock))  # type: ignore[attr-defined]
     caches = [cache] if isinstance(cache, EmbeddingCache) else list(cache or ())
     for c in caches:
-        if c.connection is not conn:
+        if isinstance(c.connection, sqlite3.Connection) and c.connection is not conn:
             conns.append((c.connection, c.lock))
     busy = 0
     for c, lock in conns:
@@ -286,7 +259,7 @@ def _write_deferral_receipt(sink: ReceiptSink, op: Operation) -> bool:
 def _defer(
     run: ManualRun, store: MemoryStore, held: Sequence[MemoryRecord], why: dict[str, str]
 ) -> None:
-    conn, lock = _pending_conn(store)
+    side = side_tables(store)
     ops = [run.executor.new_op(OpKind.erase, r.actor_id, r.namespace, r.id,
                                [why[r.id], "LEGAL_HOLD", "ERASURE_DEFERRED"], r.sha256)
            for r in held]  # fmt: skip
@@ -298,30 +271,16 @@ def _defer(
             _write_deferral_receipt(run.sink, o)
         except ReceiptWriteError:
             run.tally.counts["receipt_failed"] += 1
-        with lock:
-            conn.execute(
-                "INSERT OR IGNORE INTO pending_erasures VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    o.record_id,
-                    o.actor_id,
-                    o.namespace,
-                    o.operation_id,
-                    run.run_id,
-                    run.cutoff.isoformat(),
-                ),
-            )
+        side.add_pending({"record_id": o.record_id, "actor_id": o.actor_id,
+                          "namespace": o.namespace, "operation_id": o.operation_id,
+                          "run_id": run.run_id, "requested_at": run.cutoff.isoformat()})  # fmt: skip
         run.tally.counts["deferred"] += 1
 
 
 def forget_pending(store: MemoryStore, ids: Sequence[str]) -> list[str]:
     """Drop the pending-erasure rows of records now erased (the erase applier calls this);
     returns the deferred operations they named, now settled by the erasure."""
-    conn, lock = _pending_conn(store)
-    with lock:
-        ops = [r[0] for i in ids for r in conn.execute(
-            "SELECT operation_id FROM pending_erasures WHERE record_id=?", (i,))]  # fmt: skip
-        conn.executemany("DELETE FROM pending_erasures WHERE record_id=?", [(i,) for i in ids])
-    return ops
+    return side_tables(store).forget_pending(ids)
 
 
 def _erase_now(run: ManualRun, records: Sequence[MemoryRecord], why: dict[str, str],
@@ -336,7 +295,9 @@ def _erase_now(run: ManualRun, records: Sequence[MemoryRecord], why: dict[str, s
         done += run.executor.run_lifecycle(batch, run.tally)
     gone = {o.record_id for o in done if o.outcome in (Outcome.deleted, Outcome.already_absent)}
     for cache in caches[1:]:  # caches outside the store (the dry-run one)
-        cache.delete_for([s for r in records if r.id in gone for s in (r.sha256, content_sha256(r.content))])
+        cache.delete_for(
+            [s for r in records if r.id in gone for s in (r.sha256, content_sha256(r.content))]
+        )
     return done
 
 
@@ -426,11 +387,13 @@ def erase(
     for c in caches[1:]:
         c.close()
     # Pending rows of records that vanished by other means are simply forgotten.
-    conn, lock = _pending_conn(store)
-    with lock:
-        for p in pending_erasures(store, actor_id):
-            if store.get(p["record_id"]) is None:
-                conn.execute("DELETE FROM pending_erasures WHERE record_id=?", (p["record_id"],))
+    gone = [
+        p["record_id"]
+        for p in pending_erasures(store, actor_id)
+        if store.get(p["record_id"]) is None
+    ]
+    if gone:
+        side_tables(store).forget_pending(gone)
     return run.finish()
 
 

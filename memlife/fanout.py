@@ -27,6 +27,7 @@ from memlife.pipeline import (
     parse_now,
 )
 from memlife.pipeline import process_isolated as process_isolated  # flows/shard.py runs it
+from memlife.state import state_url
 
 EVENT_PARTIAL = "memlife.run.partial_failure"
 EVENT_FAILURE = "memlife.run.failure"
@@ -45,6 +46,7 @@ def config_params(config: RunConfig, ctx: RunContext | None = None) -> dict[str,
     out["now"] = now.isoformat() if now is not None else None
     if ctx is not None:  # children write their report parts into the parent's attempt
         out["attempt"] = ctx.config.attempt
+    out["state"] = config.state or state_url()  # children on other machines use the same state
     return out
 
 

@@ -68,6 +68,20 @@ def default_root() -> Path:
     return settings().home / "ledger"
 
 
+def open_ledger(root: str | Path | None = None, store: object = None, **kw: Any) -> AccessLedger:
+    """A folder when ``root`` is given; else on S3 when $MEMLIFE_STATE names one (and the
+    store is not the embedded SQLite one); else ``$MEMLIFE_HOME/ledger``."""
+    if root is None:
+        from memlife.state import current, uses_remote_state
+
+        remote = uses_remote_state(store) if store is not None else current()
+        if remote is not None:
+            from memlife.state.ledger import S3AccessLedger
+
+            return S3AccessLedger(remote, **kw)
+    return AccessLedger(root, **kw)
+
+
 @dataclass(frozen=True)
 class Access:
     actor_id: str
@@ -166,8 +180,23 @@ class AccessLedger:
                 },
                 schema=SCHEMA,
             )
-            self._write_file(self.root / f"date={day.isoformat()}", table)
+            self._write_day(day.isoformat(), table)
         return len(rows)
+
+    def _write_day(self, day: str, table: pa.Table) -> None:
+        """One new part file in the day's partition (S3AccessLedger: one object)."""
+        self._write_file(self.root / f"date={day}", table)
+
+    def _ingested(self, name: str) -> bool:
+        return self._marker(name).exists()
+
+    def _mark_ingested(self, name: str) -> None:
+        marker = self._marker(name)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(name + "\n", encoding="utf-8")
+
+    def _marker(self, name: str) -> Path:
+        return self.root / "_ingested" / "cloudtrail" / hashlib.sha256(name.encode()).hexdigest()
 
     @staticmethod
     def _write_file(folder: Path, table: pa.Table) -> Path:
@@ -291,10 +320,7 @@ class AccessLedger:
         """
         report = IngestReport()
         for name, load in cloudtrail.log_files(str(source), s3_client):
-            marker = (
-                self.root / "_ingested" / "cloudtrail" / hashlib.sha256(name.encode()).hexdigest()
-            )
-            if marker.exists() and not force:
+            if self._ingested(name) and not force:
                 report.already_ingested += 1
                 continue
             data = load()
@@ -312,8 +338,7 @@ class AccessLedger:
                 self._write(rows)
             report.rows += len(rows)
             report.files += 1
-            marker.parent.mkdir(parents=True, exist_ok=True)
-            marker.write_text(name + "\n", encoding="utf-8")
+            self._mark_ingested(name)
         return report
 
 

@@ -15,12 +15,15 @@ import hashlib
 import json
 import logging
 import os
+import shutil
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memlife import __version__, progress
 from memlife.apply import DeleteItem, Executor, StagedGroup, Tally
@@ -42,6 +45,9 @@ from memlife.report import ReportWriter
 from memlife.settings import settings
 from memlife.stores import MemoryStore, iter_shard, open_store, resolve_store_url, store_identity
 from memlife.stores.base import StoreError
+
+if TYPE_CHECKING:
+    from memlife.state.dynamodb import DynamoState
 
 log = logging.getLogger("memlife.pipeline")
 
@@ -77,6 +83,7 @@ class RunConfig:
     metrics_namespace: str | None = None  # CloudWatch namespace for counts (or env)
     workers: int = 0  # dry-run planning processes (run_local); 0 = one per CPU, at most 4
     attempt: str | None = None  # this attempt of the run (set by start_run; children inherit it)
+    state: str | None = None  # MEMLIFE_STATE for this run (dynamodb://...); None: the environment
 
 
 @dataclass
@@ -170,12 +177,24 @@ def run_key(policy_version: str, cutoff: datetime, scope: dict, mode: str, store
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
+def remote_state(store_url: str) -> DynamoState | None:
+    """The AWS state backend for a run on this store (never for the SQLite store: its file)."""
+    from memlife.state import current
+
+    return None if store_url.startswith("sqlite:") else current()
+
+
 def start_run(config: RunConfig, sink: ReceiptSink | None = None) -> RunContext:
     """Step 1: fix the cutoff and write the run manifest before touching any record."""
     # the gate's evaluation set: the run's own, else the worker's MEMLIFE_EVAL_CASES
     config = replace(
         config, eval_cases=config.eval_cases or settings().eval_cases or None
     )
+    if config.state:
+        from memlife.state import ENV, parse_state_url
+
+        parse_state_url(config.state)  # a bad URL fails here, before the manifest
+        os.environ[ENV] = config.state  # child processes and every state part read it
     policy = load_policy(config.policy)
     cutoff = config.now or utcnow()
     scope = _scope(config)
@@ -197,22 +216,33 @@ def start_run(config: RunConfig, sink: ReceiptSink | None = None) -> RunContext:
     }  # fmt: skip
     mkey = f"{run_prefix(run_id, cutoff)}/manifest.json"
     sink.put_new(mkey, dumps(manifest))  # False on a rerun: the first manifest stands
+    report_dir = memlife_home() / "reports" / run_id / attempt
+    if remote_state(store_url) is not None:  # written here, uploaded at close: no local state
+        report_dir = Path(tempfile.mkdtemp(prefix=f"memlife-report-{run_id}-"))
     return RunContext(
         config=replace(config, attempt=attempt), policy=policy, run_id=run_id, run_key=key, cutoff=cutoff,
-        started_at=started, report_dir=memlife_home() / "reports" / run_id / attempt,
+        started_at=started, report_dir=report_dir,
         manifest_location=sink.location(mkey), store_url=store_url, sink=sink,
-        access_stats=load_access_stats(cutoff),
+        access_stats=load_access_stats(cutoff, store_url),
     )  # fmt: skip
 
 
-def load_access_stats(cutoff: datetime) -> dict:
-    """Access recency and frequency from the ledger, up to the cutoff (replays stay stable)."""
-    root = memlife_home() / "ledger"
-    if not root.exists():
-        return {}
+def load_access_stats(cutoff: datetime, store_url: str | None = None) -> dict:
+    """Access recency and frequency from the ledger, up to the cutoff (replays stay stable).
+    The ledger is on S3 with a remote state backend, else under $MEMLIFE_HOME."""
     from memlife.ledger import AccessLedger
 
-    stats = AccessLedger(root).access_stats()
+    remote = remote_state(store_url) if store_url else None
+    if remote is not None:
+        from memlife.state.ledger import S3AccessLedger
+
+        ledger: AccessLedger = S3AccessLedger(remote)
+    else:
+        root = memlife_home() / "ledger"
+        if not root.exists():
+            return {}
+        ledger = AccessLedger(root)
+    stats = ledger.access_stats()
     return {rid: (t, n) for rid, (t, n) in stats.items() if t <= cutoff}
 
 
@@ -315,7 +345,7 @@ def make_executor(
 def make_embeddings(ctx: RunContext, store: MemoryStore) -> EmbeddingCache:
     """The per-record embedding cache: in the store's file for apply runs; a dry run keeps
     its own file so that it leaves the store file byte-identical."""
-    if ctx.config.dry_run:
+    if ctx.config.dry_run and getattr(store, "connection", None) is not None:
         return EmbeddingCache(path=memlife_home() / "embeddings.db")
     return EmbeddingCache.for_store(store)
 
@@ -547,8 +577,22 @@ def finish_run(
     shards_total: int | None = None,
 ) -> RunSummary:
     """Step 10: counts, operations.parquet and the run receipt (create-only)."""
+    remote = remote_state(ctx.store_url)
+    merged: list[str] = []
+    if remote is not None:  # child batches on other machines left their parts on S3
+        from memlife.state.reports import download_parts
+
+        merged = download_parts(
+            remote, ctx.run_id, ctx.cutoff, ctx.config.attempt, report.folder / "parts"
+        )
     report.merge_parts(report.folder / "parts")  # batches planned in other processes or flows
     report.close()
+    report_paths = (str(report.jsonl_path), str(report.parquet_path))
+    if remote is not None:
+        from memlife.state.reports import upload_report
+
+        report_paths = upload_report(remote, ctx.run_id, ctx.cutoff, ctx.config.attempt, report.jsonl_path,
+                                     report.parquet_path, merged)  # fmt: skip
     counts: Counter = Counter()
     tally = Tally()
     for o in outcomes:
@@ -579,8 +623,8 @@ def finish_run(
         run_id=ctx.run_id, policy_version=ctx.policy.version, cutoff=ctx.cutoff.isoformat(),
         mode=ctx.mode, status=status,
         counts={a.value: counts.get(a.value, 0) for a in Action}, lifecycle=lifecycle,
-        records=records, shards=sum(o.shards for o in outcomes), report=str(report.jsonl_path),
-        report_parquet=str(report.parquet_path), manifest=ctx.manifest_location, receipt=None,
+        records=records, shards=sum(o.shards for o in outcomes), report=report_paths[0],
+        report_parquet=report_paths[1], manifest=ctx.manifest_location, receipt=None,
         seconds=time.perf_counter() - t0, failed_shards=failed_shards,
         model={"calls": tally.model_calls, "input_tokens": tally.input_tokens,
                "output_tokens": tally.output_tokens, "rejections": dict(tally.rejections),
@@ -772,6 +816,12 @@ def process_isolated(
             return process_batch(ctx, store, shards, report, executor)
         finally:
             report.close()
+            remote = remote_state(ctx.store_url)
+            if remote is not None:  # the parent may run on another machine: the part goes to S3
+                from memlife.state.reports import upload_part
+
+                upload_part(remote, ctx.run_id, ctx.cutoff, ctx.config.attempt, part, report.jsonl_path)
+                shutil.rmtree(ctx.report_dir, ignore_errors=True)
     finally:
         store.close()
 

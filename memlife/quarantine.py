@@ -66,41 +66,31 @@ def _side(store: object) -> tuple[sqlite3.Connection, AbstractContextManager[Any
 
 def snapshot(store: MemoryStore, ids: Sequence[str]) -> int:
     """Keep the lifecycle fields of records about to be quarantined (not already so)."""
-    conn, lock = _side(store)
+    from memlife.state.side import side_tables
+
+    side = side_tables(store)
     now = utcnow().isoformat()
     n = 0
-    with lock:
-        for rid in ids:
-            r = store.get(rid)
-            if r is None or r.status is Status.quarantined:
-                continue  # a quarantined record keeps the snapshot of before its quarantine
-            conn.execute(
-                "INSERT OR REPLACE INTO quarantine_snapshots VALUES (?, ?, ?, ?, ?)",
-                (rid, r.status.value, r.status_changed_at.isoformat() if r.status_changed_at else None,
-                 r.provenance.model_dump_json(), now),
-            )  # fmt: skip
-            n += 1
+    for rid in ids:
+        r = store.get(rid)
+        if r is None or r.status is Status.quarantined:
+            continue  # a quarantined record keeps the snapshot of before its quarantine
+        changed = r.status_changed_at.isoformat() if r.status_changed_at else None
+        side.put_snapshot(rid, (r.status.value, changed, r.provenance.model_dump_json()), now)
+        n += 1
     return n
 
 
 def snapshots(store: MemoryStore, ids: Sequence[str]) -> dict[str, tuple[str, str | None, str]]:
-    conn, lock = _side(store)
-    out: dict[str, tuple[str, str | None, str]] = {}
-    with lock:
-        for rid in ids:
-            row = conn.execute(
-                "SELECT status, status_changed_at, provenance FROM quarantine_snapshots WHERE record_id=?",
-                (rid,),
-            ).fetchone()
-            if row:
-                out[rid] = (row[0], row[1], row[2])
-    return out
+    from memlife.state.side import side_tables
+
+    return side_tables(store).snapshots(ids)
 
 
 def forget_snapshots(store: MemoryStore, ids: Sequence[str]) -> None:
-    conn, lock = _side(store)
-    with lock:
-        conn.executemany("DELETE FROM quarantine_snapshots WHERE record_id=?", [(i,) for i in ids])
+    from memlife.state.side import side_tables
+
+    side_tables(store).forget_snapshots(ids)
 
 
 # -- standalone (manual) runs ------------------------------------------------------------------

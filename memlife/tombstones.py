@@ -65,6 +65,11 @@ def _backend(store: MemoryStore) -> TombstoneBackend:
     own = getattr(store, "tombstone_backend", None)  # a remote store's state backend
     if own is not None:
         return own
+    from memlife.state import uses_remote_state
+
+    remote = uses_remote_state(store)  # $MEMLIFE_STATE: the DynamoDB state table
+    if remote is not None:
+        return remote.part("tombstones")
     path = str(settings().home / "tombstones.db")
     with _side_lock:
         if path not in _side:

@@ -33,12 +33,12 @@ LedgerOpt = Annotated[
 
 @contextmanager
 def _memory(store_url: str | None, ledger_root: Path | None) -> Iterator[object]:
-    from memlife.ledger import AccessLedger
+    from memlife.ledger import open_ledger
     from memlife.online.memory import LongTermMemory
     from memlife.stores import open_store
 
     store = open_store(store_url)
-    mem = LongTermMemory(store, ledger=AccessLedger(ledger_root))
+    mem = LongTermMemory(store, ledger=open_ledger(ledger_root, store=store))
     try:
         yield mem
     finally:

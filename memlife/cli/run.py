@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from datetime import timedelta
 from enum import StrEnum
 from typing import Annotated
@@ -101,6 +102,7 @@ def register(app: typer.Typer) -> None:
         with_model: Annotated[bool, typer.Option("--with-model", help="Let a dry run call the model (default: estimate calls and tokens).")] = False,
         metrics_namespace: Annotated[str | None, typer.Option("--metrics-namespace", help="Publish counts to CloudWatch under this namespace.")] = None,
         engine: Annotated[Engine | None, typer.Option("--engine", help="Default: prefect when a Prefect API is configured, else local.")] = None,
+        state: Annotated[str | None, typer.Option("--state", help="Run state backend: dynamodb://TABLE?region=..&parquet=s3://bucket/prefix (default $MEMLIFE_STATE; else files beside the store).")] = None,
         allow_future_cutoff: Annotated[bool, typer.Option("--allow-future-cutoff", help="Accept a --now more than 48 h ahead of the clock.")] = False,
         json_out: JsonOpt = False,
     ) -> None:
@@ -123,6 +125,14 @@ def register(app: typer.Typer) -> None:
                 load_cases(eval_cases)
             except EvalSetError as exc:
                 raise fail(f"--eval-cases: {exc}") from None
+        if state is not None:
+            from memlife.state import ENV, StateSettingsError, parse_state_url
+
+            try:
+                parse_state_url(state)
+            except StateSettingsError as exc:
+                raise fail(f"--state: {exc}") from None
+            os.environ[ENV] = state  # every state part (journal, lease, caches) reads it
         if engine is None:
             api = prefect_api_url()
             engine = Engine.prefect if api else Engine.local

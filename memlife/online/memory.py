@@ -38,7 +38,7 @@ import numpy as np
 from memlife.embed import Embedder
 from memlife.embed_cache import EmbeddingCache
 from memlife.errors import InputError
-from memlife.ledger import AccessLedger, query_sha256
+from memlife.ledger import AccessLedger, open_ledger, query_sha256
 from memlife.model import (
     MemoryRecord,
     MemoryType,
@@ -313,7 +313,7 @@ class LongTermMemory:
         self.content_max_bytes = content_max_bytes
         self._embedder = embedder
         self.cache = cache or EmbeddingCache.for_store(store, embedder)
-        self.ledger = ledger if ledger is not None else AccessLedger()
+        self.ledger = ledger if ledger is not None else open_ledger(store=store)
         self.near_duplicate = near_duplicate
         self.threshold = threshold
         self.refresh_seconds = refresh_seconds

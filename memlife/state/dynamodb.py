@@ -169,4 +169,10 @@ def _side(state: DynamoState) -> Any:
     return DynamoSideTables(state)
 
 
-_PARTS = {"journal": _journal, "side": _side}
+def _tombstones(state: DynamoState) -> Any:
+    from memlife.state.side import DynamoTombstones
+
+    return DynamoTombstones(state)
+
+
+_PARTS = {"journal": _journal, "side": _side, "tombstones": _tombstones}

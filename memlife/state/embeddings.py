@@ -1,0 +1,65 @@
+"""The embedding cache in the state table: ``emb#{content_sha256}`` / model id -> vector.
+
+Keyed like the SQLite cache (content hash + model), so a worker on any machine finds the
+vectors another computed; erasure deletes every model's vector of an erased content
+(:meth:`delete_for`). A vector is float32 bytes (384 dims: 1.5 KB, far below the item
+limit); nothing else of the content is kept.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from memlife.embed import Embedder
+from memlife.embed_cache import EmbeddingCache
+from memlife.state.dynamodb import DynamoState, key
+
+
+class DynamoEmbeddingCache(EmbeddingCache):
+    def __init__(self, state: DynamoState, embedder: Embedder | None = None, *,
+                 batch_size: int = 256, **_: Any) -> None:  # fmt: skip
+        from memlife.embed_cache import CacheStats
+
+        self.state = state
+        self._embedder = embedder
+        self.batch_size = batch_size
+        self.stats = CacheStats()
+        self._stats_lock = threading.Lock()
+        self._own = False
+        self.connection = None  # type: ignore[assignment]  # no file to compact or vacuum
+        self.lock = threading.RLock()
+
+    def _lookup(self, shas: Sequence[str], model_id: str, dim: int) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        for item in self.state.batch_get([key(f"emb#{s}", model_id) for s in shas]):
+            blob = item["vector"]["B"]
+            if int(item["dim"]["N"]) == dim and len(blob) == 4 * dim:  # else stale: re-embed
+                found[item["pk"]["S"][4:]] = np.frombuffer(blob, dtype=np.float32)
+        return found
+
+    def _store(self, rows: list[tuple[str, str, int, bytes]]) -> None:
+        self.state.batch_write(puts=[
+            {**key(f"emb#{sha}", model), "dim": {"N": str(dim)}, "vector": {"B": blob}}
+            for sha, model, dim, blob in rows
+        ])  # fmt: skip
+
+    def delete_for(self, shas: Iterable[str]) -> int:
+        """Forget the vectors of these contents under every model; returns items deleted."""
+        doomed = [key(i["pk"]["S"], i["sk"]["S"]) for s in dict.fromkeys(shas)
+                  for i in self.state.query(f"emb#{s}", ProjectionExpression="pk, sk")]  # fmt: skip
+        self.state.batch_write(deletes=doomed)
+        return len(doomed)
+
+    def count(self, shas: Iterable[str]) -> int:
+        """Vectors held for these contents (all models): what erasure must leave at zero."""
+        return sum(1 for s in dict.fromkeys(shas) for _ in self.state.query(f"emb#{s}"))
+
+    def __len__(self) -> int:  # no cheap count in DynamoDB; callers use count(shas)
+        raise TypeError("the DynamoDB embedding cache has no length; use count(shas)")
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,173 @@
+"""The access ledger on S3: the same Hive layout as the local one, under the state prefix.
+
+::
+
+    {prefix}/ledger/date=YYYY-MM-DD/part-<uuid>.parquet         appends (one object per flush)
+    {prefix}/ledger/date=YYYY-MM-DD/part-c-<sha>.parquet        a compaction of small parts
+    {prefix}/ledger/_ingested/cloudtrail/<sha256>               CloudTrail files already read
+
+Every online worker flushes its own small parts, so a day collects many; :meth:`compact`
+folds a day's parts into one. A file that replaces others (compaction, erasure rewrite)
+names them in its Parquet metadata (``memlife.replaces``) and is written *before* they are
+deleted: a crash in between leaves both, and readers skip the replaced ones, so no access
+is ever counted twice nor lost. Athena / DuckDB read the prefix as a dataset.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import uuid
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from memlife.ledger import SCHEMA, AccessLedger
+from memlife.state.dynamodb import DynamoState
+
+REPLACES = b"memlife.replaces"
+SMALL_BYTES = 16 << 20  # parts below this are worth folding together
+
+
+class S3AccessLedger(AccessLedger):
+    def __init__(self, state: DynamoState, *, flush_rows: int = 1000) -> None:
+        base = state.settings.parquet_prefix
+        super().__init__(Path("/nonexistent-s3-ledger"), flush_rows=flush_rows)
+        self.state = state
+        self.bucket = state.settings.parquet_bucket
+        self.prefix = f"{base}/ledger" if base else "ledger"
+        self.url = f"s3://{self.bucket}/{self.prefix}"
+
+    # -- storage primitives ------------------------------------------------------------------
+    def _put(self, key: str, table: pa.Table, replaces: Iterable[str] = ()) -> None:
+        meta = {REPLACES: json.dumps(sorted(replaces)).encode()} if replaces else {}
+        buf = io.BytesIO()
+        pq.write_table(table.replace_schema_metadata(meta or None), buf, compression="zstd")
+        self.state.s3.put_object(Bucket=self.bucket, Key=key, Body=buf.getvalue(),
+                                 ContentType="application/vnd.apache.parquet")  # fmt: skip
+
+    def _write_day(self, day: str, table: pa.Table) -> None:
+        self._put(f"{self.prefix}/date={day}/part-{uuid.uuid4().hex}.parquet", table)
+
+    def _objects(self, day: str | None = None) -> list[tuple[str, int]]:
+        prefix = f"{self.prefix}/date={day}/" if day else f"{self.prefix}/date="
+        out = []
+        for page in self.state.s3.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=prefix
+        ):
+            out += [(o["Key"], o["Size"]) for o in page.get("Contents", [])
+                    if o["Key"].endswith(".parquet")]  # fmt: skip
+        return sorted(out)
+
+    def files(self) -> list[str]:  # type: ignore[override]
+        return [k for k, _ in self._objects()]
+
+    def _load(self, keys: Iterable[str]) -> dict[str, tuple[pa.Table, set[str]]]:
+        out = {}
+        for k in keys:
+            body = self.state.s3.get_object(Bucket=self.bucket, Key=k)["Body"].read()
+            table = pq.read_table(pa.BufferReader(body))
+            meta = table.schema.metadata or {}
+            replaced = set(json.loads(meta[REPLACES])) if REPLACES in meta else set()
+            out[k] = (table.replace_schema_metadata(None).cast(SCHEMA), replaced)
+        return out
+
+    @staticmethod
+    def _live(loaded: dict[str, tuple[pa.Table, set[str]]]) -> dict[str, pa.Table]:
+        """Files not replaced by another (a crash may leave both: the replacement wins)."""
+        gone = set().union(*(r for _, r in loaded.values())) if loaded else set()
+        return {k: t for k, (t, _) in loaded.items() if k not in gone}
+
+    def _delete(self, keys: Iterable[str]) -> None:
+        for k in keys:
+            self.state.s3.delete_object(Bucket=self.bucket, Key=k)
+
+    def _marker_key(self, name: str) -> str:
+        return f"{self.prefix}/_ingested/cloudtrail/{hashlib.sha256(name.encode()).hexdigest()}"
+
+    def _ingested(self, name: str) -> bool:
+        from botocore.exceptions import ClientError
+
+        try:
+            self.state.s3.head_object(Bucket=self.bucket, Key=self._marker_key(name))
+            return True
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise
+
+    def _mark_ingested(self, name: str) -> None:
+        self.state.s3.put_object(Bucket=self.bucket, Key=self._marker_key(name), Body=name.encode())
+
+    # -- reading ---------------------------------------------------------------------------------
+    def read(self, actor_id: str | None = None, since: datetime | None = None) -> pa.Table:
+        self.flush()
+        keys = [k for k, _ in self._objects()]
+        if since is not None:
+            since = since.astimezone(UTC)
+            first = f"{self.prefix}/date={since.date().isoformat()}"
+            keys = [k for k in keys if k >= first]
+        tables = list(self._live(self._load(keys)).values())
+        if not tables:
+            return SCHEMA.empty_table()
+        table = pa.concat_tables(tables)
+        if actor_id is not None:
+            table = table.filter(pc.equal(table.column("actor_id"), actor_id))
+        if since is not None:
+            ts = pa.scalar(since, type=SCHEMA.field("accessed_at").type)
+            table = table.filter(pc.greater_equal(table.column("accessed_at"), ts))
+        return table
+
+    def dataset(self) -> Any:  # pragma: no cover - a local dataset does not apply
+        raise TypeError(f"the S3 ledger is read with read(); query {self.url} with DuckDB/Athena")
+
+    # -- erasure and compaction ----------------------------------------------------------------
+    def erase(self, record_ids: Iterable[str]) -> int:
+        ids = set(record_ids)
+        if not ids:
+            return 0
+        removed = 0
+        with self._lock:
+            kept = [r for r in self._buffer if r.record_id not in ids]
+            removed += len(self._buffer) - len(kept)
+            self._buffer = kept
+            id_array = pa.array(sorted(ids), type=pa.string())
+            for key, table in self._live(self._load(self.files())).items():
+                hit = pc.is_in(table.column("record_id"), value_set=id_array)
+                n_hit = pc.sum(hit).as_py() or 0
+                if not n_hit:
+                    continue
+                rest = table.filter(pc.invert(hit))
+                if rest.num_rows:
+                    day = key.rsplit("/", 2)[-2]
+                    self._put(f"{self.prefix}/{day}/part-{uuid.uuid4().hex}.parquet", rest, [key])
+                self._delete([key])
+                removed += n_hit
+        return removed
+
+    def compact(self, min_files: int = 2, small_bytes: int = SMALL_BYTES) -> dict[str, int]:
+        """Fold each day's small parts into one file; returns {day: parts folded}."""
+        self.flush()
+        by_day: dict[str, list[str]] = {}
+        for key, size in self._objects():
+            if size < small_bytes:
+                by_day.setdefault(key.rsplit("/", 2)[-2], []).append(key)
+        done: dict[str, int] = {}
+        with self._lock:
+            for day, keys in sorted(by_day.items()):
+                if len(keys) < min_files:
+                    continue
+                live = self._live(self._load(keys))
+                sources = sorted(live)
+                name = hashlib.sha256("\n".join(sources).encode()).hexdigest()[:32]
+                table = pa.concat_tables([live[k] for k in sources])
+                self._put(f"{self.prefix}/{day}/part-c-{name}.parquet", table, keys)
+                self._delete(keys)
+                done[day.removeprefix("date=")] = len(keys)
+        return done

@@ -1,0 +1,232 @@
+"""Side tables of a run: quarantine snapshots, pending erasures, erasure tombstones.
+
+Two backends with one interface: :class:`SqliteSideTables` (the store's own file, or a
+file under ``$MEMLIFE_HOME`` for other stores without ``MEMLIFE_STATE``) and
+:class:`DynamoSideTables` (the state table, layout in memlife/state/dynamodb.py). None of
+them holds memory content: snapshots keep status and provenance (ids, hashes, versions),
+tombstones keep ids and hashes, pending erasures keep ids and scope.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from memlife.model import MemoryRecord, content_sha256, utcnow
+from memlife.state.dynamodb import DynamoState, is_conditional_failure, key
+
+Snapshot = tuple[str, str | None, str]  # status, status_changed_at, provenance JSON
+PENDING_KEYS = ("record_id", "actor_id", "namespace", "operation_id", "run_id", "requested_at")
+
+SQLITE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS quarantine_snapshots (
+    record_id TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    status_changed_at TEXT,
+    provenance TEXT NOT NULL,
+    taken_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS pending_erasures (
+    record_id TEXT PRIMARY KEY,
+    actor_id TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    operation_id TEXT NOT NULL,   -- the FAILED(LEGAL_HOLD) erase operation that deferred it
+    run_id TEXT NOT NULL,
+    requested_at TEXT NOT NULL
+);
+"""
+
+
+class SqliteSideTables:
+    def __init__(self, connection: sqlite3.Connection, lock: AbstractContextManager[Any]) -> None:
+        self.connection, self.lock = connection, lock
+        with lock:
+            connection.executescript(SQLITE_SCHEMA)
+
+    # quarantine snapshots
+    def put_snapshot(self, record_id: str, snap: Snapshot, taken_at: str) -> None:
+        with self.lock:
+            self.connection.execute(
+                "INSERT OR REPLACE INTO quarantine_snapshots VALUES (?, ?, ?, ?, ?)",
+                (record_id, *snap, taken_at),
+            )
+
+    def snapshots(self, ids: Sequence[str]) -> dict[str, Snapshot]:
+        out: dict[str, Snapshot] = {}
+        with self.lock:
+            for rid in ids:
+                row = self.connection.execute(
+                    "SELECT status, status_changed_at, provenance FROM quarantine_snapshots "
+                    "WHERE record_id=?", (rid,),
+                ).fetchone()  # fmt: skip
+                if row:
+                    out[rid] = (row[0], row[1], row[2])
+        return out
+
+    def forget_snapshots(self, ids: Sequence[str]) -> None:
+        with self.lock:
+            self.connection.executemany(
+                "DELETE FROM quarantine_snapshots WHERE record_id=?", [(i,) for i in ids]
+            )
+
+    # pending erasures
+    def add_pending(self, row: dict[str, str]) -> None:
+        with self.lock:
+            self.connection.execute(
+                "INSERT OR IGNORE INTO pending_erasures VALUES (?, ?, ?, ?, ?, ?)",
+                tuple(row[k] for k in PENDING_KEYS),
+            )
+
+    def pending(self, actor_id: str | None = None) -> list[dict[str, Any]]:
+        sql = f"SELECT {', '.join(PENDING_KEYS)} FROM pending_erasures"
+        args: tuple = ()
+        if actor_id:
+            sql, args = sql + " WHERE actor_id=?", (actor_id,)
+        with self.lock:
+            rows = self.connection.execute(
+                sql + " ORDER BY requested_at, record_id", args
+            ).fetchall()
+        return [dict(zip(PENDING_KEYS, r, strict=True)) for r in rows]
+
+    def forget_pending(self, ids: Sequence[str]) -> list[str]:
+        with self.lock:
+            ops = [r[0] for i in ids for r in self.connection.execute(
+                "SELECT operation_id FROM pending_erasures WHERE record_id=?", (i,))]  # fmt: skip
+            self.connection.executemany(
+                "DELETE FROM pending_erasures WHERE record_id=?", [(i,) for i in ids]
+            )
+        return ops
+
+
+class DynamoSideTables:
+    """The same tables as items of the state table."""
+
+    def __init__(self, state: DynamoState) -> None:
+        self.state = state
+
+    # quarantine snapshots: qsnap#{record id} / snap
+    def put_snapshot(self, record_id: str, snap: Snapshot, taken_at: str) -> None:
+        item = {**key(f"qsnap#{record_id}", "snap"), "status": {"S": snap[0]},
+                "provenance": {"S": snap[2]}, "taken_at": {"S": taken_at}}  # fmt: skip
+        if snap[1] is not None:
+            item["status_changed_at"] = {"S": snap[1]}
+        self.state.ddb.put_item(TableName=self.state.table, Item=item)
+
+    def snapshots(self, ids: Sequence[str]) -> dict[str, Snapshot]:
+        items = self.state.batch_get([key(f"qsnap#{i}", "snap") for i in ids])
+        return {
+            i["pk"]["S"][6:]: (i["status"]["S"], i.get("status_changed_at", {}).get("S"),
+                               i["provenance"]["S"])
+            for i in items
+        }  # fmt: skip
+
+    def forget_snapshots(self, ids: Sequence[str]) -> None:
+        self.state.batch_write(deletes=[key(f"qsnap#{i}", "snap") for i in ids])
+
+    # pending erasures: perase / record id
+    def add_pending(self, row: dict[str, str]) -> None:
+        item = {**key("perase", row["record_id"])}
+        item.update({k: {"S": row[k]} for k in PENDING_KEYS if k != "record_id"})
+        try:  # INSERT OR IGNORE: the first deferral stands
+            self.state.ddb.put_item(TableName=self.state.table, Item=item,
+                                    ConditionExpression="attribute_not_exists(pk)")  # fmt: skip
+        except ClientError as exc:
+            if not is_conditional_failure(exc):
+                raise
+
+    def pending(self, actor_id: str | None = None) -> list[dict[str, Any]]:
+        rows = []
+        for i in self.state.query("perase"):
+            row = {"record_id": i["sk"]["S"]} | {k: i[k]["S"] for k in PENDING_KEYS[1:]}
+            if not actor_id or row["actor_id"] == actor_id:
+                rows.append(row)
+        return sorted(rows, key=lambda r: (r["requested_at"], r["record_id"]))
+
+    def forget_pending(self, ids: Sequence[str]) -> list[str]:
+        items = self.state.batch_get([key("perase", i) for i in ids])
+        self.state.batch_write(deletes=[key("perase", i) for i in ids])
+        return [i["operation_id"]["S"] for i in items]
+
+
+class DynamoTombstones:
+    """Erasure tombstones in the state table (the SqliteStore tombstone methods' interface).
+
+    Per tombstone: ``tomb#{actor}`` / ``id#{record}`` (the row, for listing),
+    ``tomb#{actor}`` / ``sha#{hash}`` and ``norm#{hash}`` (content checks), and
+    ``tombid#{record}`` / ``t`` (source checks across actors); ``tombactors`` lists actors.
+    The check runs right before a write (no shared transaction with AgentCore: see
+    docs/erasure.md), as for the file-based tombstones of non-SQLite stores.
+    """
+
+    def __init__(self, state: DynamoState) -> None:
+        self.state = state
+        self.lock = threading.RLock()
+
+    def add_tombstones(self, rows: Sequence[tuple[str, str, str, str | None]]) -> int:
+        at = utcnow().isoformat()
+        new = 0
+        for actor, rid, sha, norm in rows:
+            row = {**key(f"tomb#{actor}", f"id#{rid}"), "record_id": {"S": rid},
+                   "content_sha256": {"S": sha}, "erased_at": {"S": at}}  # fmt: skip
+            if norm:
+                row["norm_sha256"] = {"S": norm}
+            marks = [key(f"tomb#{actor}", f"sha#{sha}"), key(f"tombid#{rid}", "t"),
+                     key("tombactors", actor)]  # fmt: skip
+            if norm:
+                marks.append(key(f"tomb#{actor}", f"norm#{norm}"))
+            self.state.batch_write(puts=marks)  # the checks see it before the listing does
+            try:
+                self.state.ddb.put_item(TableName=self.state.table, Item=row,
+                                        ConditionExpression="attribute_not_exists(pk)")  # fmt: skip
+                new += 1
+            except ClientError as exc:
+                if not is_conditional_failure(exc):
+                    raise
+        return new
+
+    def tombstones(self, actor_id: str | None = None) -> list[dict]:
+        actors = [actor_id] if actor_id is not None else sorted(
+            i["sk"]["S"] for i in self.state.query("tombactors"))  # fmt: skip
+        out = []
+        for actor in actors:
+            for i in self.state.query(
+                f"tomb#{actor}", KeyConditionExpression="#h = :h AND begins_with(sk, :p)",
+                ExpressionAttributeValues={":p": {"S": "id#"}},
+            ):  # fmt: skip
+                out.append({"actor_id": actor, "record_id": i["record_id"]["S"],
+                            "content_sha256": i["content_sha256"]["S"],
+                            "norm_sha256": i.get("norm_sha256", {}).get("S"),
+                            "erased_at": i["erased_at"]["S"]})  # fmt: skip
+        return sorted(out, key=lambda t: (t["actor_id"], t["record_id"]))
+
+    def tombstone_refusal(self, r: MemoryRecord, sources: Sequence[str] = ()) -> str | None:
+        from memlife.stores.sqlite import tombstone_norm
+
+        pk = f"tomb#{r.actor_id}"
+        shas = {r.provenance.content_sha256 or content_sha256(r.content), content_sha256(r.content)}
+        keys = [key(pk, f"sha#{s}") for s in shas]
+        norm = tombstone_norm(r.content)
+        if norm:
+            keys.append(key(pk, f"norm#{norm}"))
+        if self.state.batch_get(keys):
+            return "ERASED_CONTENT"
+        if sources and self.state.batch_get([key(f"tombid#{s}", "t") for s in sources]):
+            return "ERASED_SOURCE"
+        return None
+
+
+def side_tables(store: object) -> SqliteSideTables | DynamoSideTables:
+    """The store's SQLite file; else the AWS state backend; else $MEMLIFE_HOME/quarantine.db."""
+    from memlife.state import uses_remote_state
+
+    remote = uses_remote_state(store)
+    if remote is not None:
+        return remote.part("side")
+    from memlife.quarantine import _side
+
+    return SqliteSideTables(*_side(store))

@@ -1,0 +1,122 @@
+"""``memlife run --store agentcore://… --state dynamodb://…``: the run's state lives in
+DynamoDB and S3 (moto), nothing of it on the worker's disk, and the next run on a fresh
+worker (empty MEMLIFE_HOME) finds it: same run, nothing redone."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlencode
+
+import boto3
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+import memlife.state as state_mod
+from memlife.cli import app
+from memlife.demo import generate
+from memlife.journal import OpState
+from memlife.journal.dynamodb import DynamoJournal
+from tests.fakes.agentcore import AgentCoreHarness
+from tests.support.aws_state import provision, state_url
+from tests.support.lifecycle import ANCHOR, CUTOFF
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def harness() -> Iterator[AgentCoreHarness]:
+    h = AgentCoreHarness()
+    yield h
+    h.close()
+
+
+@pytest.fixture()
+def env(harness: AgentCoreHarness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    monkeypatch.delenv("MEMLIFE_STORE", raising=False)
+    monkeypatch.delenv("MEMLIFE_STATE", raising=False)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    harness.store().close = lambda: None  # type: ignore[method-assign]  # fresh memory + sidecar
+    query = {"region": "us-east-1", "endpoint_url": harness.fake.endpoint_url,
+             "sidecar_table": harness.sidecar_table}  # fmt: skip
+    url = f"agentcore://{harness.fake.memory_id}?{urlencode(query)}"
+    table = f"state-{tmp_path.name}"[:200]
+    surl = state_url(table)
+    state = provision(surl)  # under the harness' moto: the same in-process AWS
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket="receipts")
+    monkeypatch.setattr(state_mod, "_open", {})  # every "worker" opens its own clients
+    return {"url": url, "state_url": surl, "state": state, "fake": harness.fake, "tmp": tmp_path,
+            "s3": s3, "receipts": "s3://receipts/memlife"}  # fmt: skip
+
+
+def cli(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args))
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout
+
+
+def files_under(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")) if root.exists() else []
+
+
+def run_on_fresh_worker(env: dict, monkeypatch: pytest.MonkeyPatch, name: str, *extra: str) -> dict:
+    home = env["tmp"] / name
+    monkeypatch.setenv("MEMLIFE_HOME", str(home))
+    monkeypatch.setattr(state_mod, "_open", {})
+    code, out = cli("run", "--engine", "local", "--now", CUTOFF.isoformat(), "--store", env["url"],
+                    "--state", env["state_url"], "--receipts", env["receipts"], "--json", *extra)  # fmt: skip
+    assert code == 0, out
+    assert files_under(home) == [], f"run state left on the worker: {files_under(home)}"
+    return json.loads(out)
+
+
+def test_apply_run_keeps_no_state_on_the_worker(env: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    records = list(generate(150, seed=5, anchor=ANCHOR, markers=True))
+    src = env["tmp"] / "in.jsonl"
+    src.write_text("".join(r.to_json() + "\n" for r in records))
+    monkeypatch.setenv("MEMLIFE_HOME", str(env["tmp"] / "importer"))
+    assert cli("import", str(src), "--store", env["url"], "--json")[0] == 0
+
+    first = run_on_fresh_worker(env, monkeypatch, "worker-1")
+    assert first["mode"] == "apply" and first["status"] == "success"
+    life = first["lifecycle"]
+    assert life["deleted"] > 0 and life["consolidated"] > 0
+    # the journal is in DynamoDB: every operation of the run, receipted
+    journal = DynamoJournal(env["state"])
+    ops = journal.by_run(first["run_id"])
+    assert len(ops) == life["deleted"] + life["superseded"] + life["consolidated"]
+    assert {o.state for o in ops} == {OpState.RECEIPTED}
+    assert journal.due(CUTOFF) == []
+    # the report is Parquet on S3, partitioned by date
+    assert first["report_parquet"].startswith("s3://memlife-state/parts/reports/date=2026-11-01/run_id=")
+    assert "/attempt=" in first["report_parquet"]
+    bucket, _, key = first["report_parquet"][5:].partition("/")
+    body = env["s3"].get_object(Bucket=bucket, Key=key)["Body"].read()
+    rows = pq.read_table(pa.BufferReader(body)).num_rows
+    assert rows == first["records"] == 150
+    # embeddings computed for consolidation are cached in the state table, not on disk
+    emb = list(env["state"].query(f"emb#{records[0].sha256}"))
+    cached = sum(1 for r in records for _ in env["state"].query(f"emb#{r.sha256}"))
+    assert cached > 0 and all("vector" in i for i in emb)
+
+    # a second worker with an empty home reruns the same run: it resumes, redoes nothing
+    before = {k: dict(v) for k, v in env["fake"].records.items()}
+    second = run_on_fresh_worker(env, monkeypatch, "worker-2")
+    assert second["run_id"] == first["run_id"]
+    assert env["fake"].records == before
+    assert {o.operation_id for o in journal.by_run(first["run_id"])} == {
+        o.operation_id for o in ops
+    }
+
+
+def test_bad_state_url_is_refused_before_anything_starts(env: dict, monkeypatch) -> None:
+    monkeypatch.setenv("MEMLIFE_HOME", str(env["tmp"] / "w"))
+    code, out = cli("run", "--engine", "local", "--store", env["url"], "--state",
+                    "dynamodb://t?region=us-east-1", "--json")  # fmt: skip
+    assert code == 2
+    assert not env["fake"].ops("update") and not env["fake"].ops("delete")

@@ -1,0 +1,111 @@
+"""Quarantine snapshots, pending erasures, tombstones and the embedding cache on DynamoDB
+(moto): the same answers as the SQLite side tables, no content in any item."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from memlife import tombstones
+from memlife.model import MemoryRecord, content_sha256
+from memlife.state.embeddings import DynamoEmbeddingCache
+from memlife.state.side import DynamoSideTables, SqliteSideTables, side_tables
+from tests.support.aws_state import aws_state
+from tests.test_embed_cache import CountingEmbedder, recs
+
+
+@pytest.fixture()
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+    import memlife.state as state_mod
+
+    with aws_state("inprocess") as (url, state):
+        monkeypatch.setenv("MEMLIFE_STATE", url)
+        monkeypatch.setattr(state_mod, "_open", {url: state})
+        yield state
+
+
+@pytest.fixture(params=["sqlite", "dynamodb"])
+def side(request, aws) -> object:
+    if request.param == "sqlite":
+        return SqliteSideTables(sqlite3.connect(":memory:"), threading.RLock())
+    return DynamoSideTables(aws)
+
+
+class RemoteStore:
+    """A store without a SQLite file of its own (AgentCore-like) for the dispatch."""
+
+    connection = None
+
+
+def test_snapshots_and_pending_erasures(side) -> None:
+    side.put_snapshot("m-1", ("active", None, '{"supersedes": []}'), "2026-11-01T00:00:00+00:00")
+    side.put_snapshot("m-2", ("retained", "2026-10-01T00:00:00+00:00", "{}"), "t")
+    side.put_snapshot("m-1", ("superseded", None, "{}"), "t2")  # replaced, as INSERT OR REPLACE
+    assert side.snapshots(["m-1", "m-2", "m-3"]) == {
+        "m-1": ("superseded", None, "{}"), "m-2": ("retained", "2026-10-01T00:00:00+00:00", "{}"),
+    }  # fmt: skip
+    side.forget_snapshots(["m-1"])
+    assert list(side.snapshots(["m-1", "m-2"])) == ["m-2"]
+
+    row = {"record_id": "m-5", "actor_id": "u-1", "namespace": "/n", "operation_id": "op-1",
+           "run_id": "manual-1", "requested_at": "2026-11-01T00:00:00+00:00"}  # fmt: skip
+    side.add_pending(row)
+    side.add_pending({**row, "operation_id": "op-2"})  # the first deferral stands
+    side.add_pending({**row, "record_id": "m-6", "actor_id": "u-2", "requested_at": "2026-11-02"})
+    assert [p["record_id"] for p in side.pending()] == ["m-5", "m-6"]
+    assert side.pending("u-1") == [row]
+    assert side.forget_pending(["m-5", "m-7"]) == ["op-1"]
+    assert [p["record_id"] for p in side.pending()] == ["m-6"]
+
+
+def test_dispatch_follows_the_state_setting(aws) -> None:
+    assert isinstance(side_tables(RemoteStore()), DynamoSideTables)
+
+
+def _record(
+    rid: str, content: str, actor: str = "u-1", supersedes: list[str] | None = None
+) -> MemoryRecord:
+    r = recs(content)[0]
+    prov = r.provenance.model_copy(update={"supersedes": supersedes or []})
+    return r.model_copy(update={"id": rid, "actor_id": actor, "provenance": prov})
+
+
+def test_tombstones_refuse_erased_content_and_sources(aws) -> None:
+    store = RemoteStore()
+    erased = _record("m-1", "Drinks only green tea, never coffee.")
+    assert tombstones.add(store, [erased]) >= 1
+    assert tombstones.add(store, [erased]) == 0  # idempotent
+    same = _record("m-2", "drinks only green tea never coffee")  # case and punctuation folded
+    assert tombstones.refusal(store, same) == "ERASED_CONTENT"
+    other_actor = _record("m-3", erased.content, actor="u-2")
+    assert tombstones.refusal(store, other_actor) is None  # tombstones are per actor
+    derived = _record("m-4", "Prefers tea.", supersedes=["m-1"])
+    assert tombstones.refusal(store, derived) == "ERASED_SOURCE"
+    assert tombstones.refusal(store, _record("m-5", "Likes jazz.")) is None
+    rows = tombstones.listing(store)
+    assert [t["record_id"] for t in rows] == ["m-1"] and rows[0]["actor_id"] == "u-1"
+    assert rows[0]["content_sha256"] == content_sha256(erased.content)
+    dumped = str(aws.ddb.scan(TableName=aws.table)["Items"])
+    assert "green tea" not in dumped  # ids and hashes only
+
+
+def test_embedding_cache_on_dynamodb(aws) -> None:
+    emb = CountingEmbedder()
+    cache = DynamoEmbeddingCache(aws, emb)
+    texts = ["alpha", "beta", "alpha"]
+    first = cache.get_or_embed_texts(texts)
+    assert emb.texts == ["alpha", "beta"]
+    again = DynamoEmbeddingCache(aws, emb).get_or_embed_texts(texts)  # another worker
+    assert emb.texts == ["alpha", "beta"]  # found, not embedded again
+    np.testing.assert_array_equal(first, again)
+    assert cache.stats.misses == 2
+    other_model = DynamoEmbeddingCache(aws, CountingEmbedder(model_id="fake-v2"))
+    other_model.get_or_embed_texts(["alpha"])
+    shas = [content_sha256("alpha")]
+    assert cache.count(shas) == 2  # two models
+    assert cache.delete_for(shas) == 2  # erasure: every model's vector of that content
+    assert cache.count(shas) == 0 and cache.count([content_sha256("beta")]) == 1
