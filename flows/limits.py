@@ -92,18 +92,7 @@ def limited(consolidator: Consolidator | None) -> Consolidator | None:
     return LimitedConsolidator(consolidator)  # type: ignore[arg-type]
 
 
-def task_runner(kind: str = "threads", max_workers: int = 4, dask_address: str | None = None):
-    """The runner for shard batches: a thread pool, or an existing Dask cluster."""
-    if kind == "threads":
-        return ThreadPoolTaskRunner(max_workers=max(1, max_workers))
-    if kind == "dask":
-        try:
-            from prefect_dask import DaskTaskRunner
-        except ImportError as exc:
-            raise RuntimeError(
-                "task_runner='dask' needs prefect-dask: pip install 'memlife[dask]'"
-            ) from exc
-        if not dask_address:
-            raise ValueError("task_runner='dask' needs dask_address (tcp://scheduler:8786)")
-        return DaskTaskRunner(address=dask_address)
-    raise ValueError(f"task_runner {kind!r}: use 'threads' or 'dask'")
+def task_runner(max_workers: int = 4) -> ThreadPoolTaskRunner:
+    """The runner for shard batches within one run: a thread pool. Work across machines is
+    the child-deployment fan-out (fan_out='deployments'); the Dask runner was removed."""
+    return ThreadPoolTaskRunner(max_workers=max(1, max_workers))

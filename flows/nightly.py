@@ -69,9 +69,7 @@ def nightly(
     with_model: bool = False,
     metrics_namespace: str | None = None,
     fan_out: Literal["tasks", "deployments"] = "tasks",
-    task_runner: Literal["threads", "dask"] = "threads",
     max_workers: int = 4,
-    dask_address: str | None = None,
     shard_deployment: str = shard.SHARD_DEPLOYMENT,
 ) -> dict:
     t0 = time.perf_counter()
@@ -109,8 +107,7 @@ def nightly(
         if fan_out == "deployments":
             outcomes = shard.fan_out_deployments(ctx, config, groups, shard_deployment)
         else:
-            outcomes = shard.fan_out_tasks(ctx, db, groups, report, executor, runner=task_runner,
-                                           max_workers=max_workers, dask_address=dask_address)  # fmt: skip
+            outcomes = shard.fan_out_tasks(ctx, db, groups, report, executor, max_workers=max_workers)  # fmt: skip
         log.info("planned %d records", sum(o.records for o in outcomes))
         verdict = run_gate(ctx, db, outcomes)  # on everything staged; nothing written yet
         log.info("regression gate: %s", pipeline.gate_verdict(verdict))

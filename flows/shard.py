@@ -2,14 +2,13 @@
 
 Wiring only; the work is memlife.pipeline.process_batch / memlife.fanout.process_isolated.
 
-- ``fan_out_tasks``: shard batches as tasks on a task runner: a thread pool sharing the
-  run's store, report and executor (default), or an existing Dask cluster (isolated
-  batches; needs ``pip install 'memlife[dask]'``).
+- ``fan_out_tasks``: shard batches as tasks on a thread pool sharing the run's store,
+  report and executor.
 - ``fan_out_deployments``: each batch a child flow run of the ``memlife-shard/shard``
   deployment on a work pool (``run_deployment``), so batches spread over many workers.
-  The child returns its BatchOutcome as a persisted Prefect result: with workers on more
-  than one machine, give the pool a shared result storage (PREFECT_DEFAULT_RESULT_STORAGE_BLOCK,
-  e.g. an S3 bucket block) and a shared MEMLIFE_HOME for the report parts.
+  With MEMLIFE_STATE (dynamodb://...) the child puts its report part and BatchOutcome on
+  S3 and the parent reads them there: workers share no disk. Without it the child's
+  persisted Prefect result carries the outcome (one machine).
 
 In every mode a batch that raises (after its throttling retries) becomes failed-shard
 entries: the other batches go on and the run receipt says ``partial_failure``.
@@ -75,24 +74,16 @@ def _settle(futures: list, groups: Sequence[Sequence[Shard]]) -> list[BatchOutco
 
 def fan_out_tasks(
     ctx: RunContext, db: Any, groups: Sequence[Sequence[Shard]], report: Any, executor: Any,
-    *, runner: str = "threads", max_workers: int = 4, dask_address: str | None = None,
+    *, max_workers: int = 4,
 ) -> list[BatchOutcome]:  # fmt: skip
     if not groups:
         return []
-    with limits.task_runner(runner, max_workers, dask_address) as tr:
-        if runner == "threads":
-            futures = [
-                tr.submit(process_batch, {"ctx": ctx, "store": db, "shards": list(g),
-                                          "report": report, "executor": executor})
-                for g in groups
-            ]  # fmt: skip
-        else:  # Dask workers cannot share live objects: each batch opens its own
-            cfg = fanout.config_from_params(fanout.config_params(ctx.config, ctx))
-            futures = [
-                tr.submit(isolated_batch, {"config": cfg, "shards": list(g), "part": str(i),
-                                           "wrap": limits.limited})
-                for i, g in enumerate(groups)
-            ]  # fmt: skip
+    with limits.task_runner(max_workers) as tr:
+        futures = [
+            tr.submit(process_batch, {"ctx": ctx, "store": db, "shards": list(g),
+                                      "report": report, "executor": executor})
+            for g in groups
+        ]  # fmt: skip
         return _settle(futures, groups)
 
 
@@ -123,7 +114,7 @@ def fan_out_deployments(
                     continue
                 if state.is_completed():
                     try:
-                        outcomes[i] = state.result()
+                        outcomes[i] = fanout.child_outcome(ctx, str(i), state.result)
                     except Exception as exc:  # result storage not shared with the parent
                         outcomes[i] = fanout.failed_outcome(groups[i], exc)
                 else:

@@ -205,13 +205,13 @@ def _rebuilt(
     })  # fmt: skip
 
 
-def ledger_erase(ids: Sequence[str]) -> int | None:
+def ledger_erase(ids: Sequence[str], store: MemoryStore | None = None) -> int | None:
     """The access ledger forgets these records; None when no ledger module is installed."""
     try:
         from memlife.ledger import open_ledger
     except ImportError:  # pragma: no cover - the ledger ships with memlife
         return None
-    return int(open_ledger().erase(list(ids)))  # on S3 too with $MEMLIFE_STATE
+    return int(open_ledger(store=store).erase(list(ids)))  # on S3 with $MEMLIFE_STATE
 
 
 def compact(

@@ -25,6 +25,7 @@ from memlife.pipeline import (
     RunSummary,
     Shard,
     parse_now,
+    remote_state,
 )
 from memlife.pipeline import process_isolated as process_isolated  # flows/shard.py runs it
 from memlife.state import state_url
@@ -68,6 +69,17 @@ def shard_params(shards: Sequence[Shard]) -> list[dict[str, str]]:
 
 def shards_from_params(items: Sequence[dict[str, str]]) -> list[Shard]:
     return [Shard(i["actor_id"], i["namespace"]) for i in items]
+
+
+def child_outcome(ctx: RunContext, part: str, prefect_result: Callable[[], Any]) -> BatchOutcome:
+    """A finished child batch's outcome: from the run state on S3 when there is one (workers
+    share no disk), else the child's persisted Prefect result."""
+    remote = remote_state(ctx.store_url)
+    if remote is None:
+        return prefect_result()
+    from memlife.state.reports import get_outcome
+
+    return get_outcome(remote, ctx.run_id, ctx.cutoff, ctx.config.attempt, part)
 
 
 def failed_outcome(shards: Sequence[Shard], error: BaseException | str) -> BatchOutcome:

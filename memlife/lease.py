@@ -153,19 +153,16 @@ class DynamoBackend:
         from memlife.state.lease import LeaseHeld as DynamoHeld
 
         try:
-            self._lease(owner, expires - now).acquire()
+            return True, self._lease(owner, expires - now).acquire(run_id, purpose)
         except DynamoHeld as exc:
-            at = datetime.fromtimestamp(exc.expires_at, tz=now.tzinfo).isoformat()
-            return False, {"owner": exc.holder, "run_id": exc.holder, "purpose": "lifecycle",
-                           "acquired_at": "unknown", "expires_at": at}  # fmt: skip
-        return True, None
+            return False, exc.item
 
     def lease_renew(self, name: str, owner: str, now: datetime, expires: datetime,
                     run_id: str | None = None) -> bool:  # fmt: skip
         from memlife.state.lease import LeaseHeld as DynamoHeld
 
         try:
-            self._lease(owner, expires - now).renew()
+            self._lease(owner, expires - now).renew(run_id)
             return True
         except DynamoHeld:
             return False

@@ -187,9 +187,7 @@ def remote_state(store_url: str) -> DynamoState | None:
 def start_run(config: RunConfig, sink: ReceiptSink | None = None) -> RunContext:
     """Step 1: fix the cutoff and write the run manifest before touching any record."""
     # the gate's evaluation set: the run's own, else the worker's MEMLIFE_EVAL_CASES
-    config = replace(
-        config, eval_cases=config.eval_cases or settings().eval_cases or None
-    )
+    config = replace(config, eval_cases=config.eval_cases or settings().eval_cases or None)
     if config.state:
         from memlife.state import ENV, parse_state_url
 
@@ -813,14 +811,22 @@ def process_isolated(
         executor = make_executor(ctx, store, journal, consolidator)
         report = ReportWriter(ctx.report_dir / "parts" / part)
         try:
-            return process_batch(ctx, store, shards, report, executor)
+            outcome = process_batch(ctx, store, shards, report, executor)
+            remote = remote_state(ctx.store_url)
+            if remote is not None:  # the parent reads it from S3 (fanout.child_outcome)
+                from memlife.state.reports import put_outcome
+
+                put_outcome(remote, ctx.run_id, ctx.cutoff, ctx.config.attempt, part, outcome)
+            return outcome
         finally:
             report.close()
             remote = remote_state(ctx.store_url)
             if remote is not None:  # the parent may run on another machine: the part goes to S3
                 from memlife.state.reports import upload_part
 
-                upload_part(remote, ctx.run_id, ctx.cutoff, ctx.config.attempt, part, report.jsonl_path)
+                upload_part(
+                    remote, ctx.run_id, ctx.cutoff, ctx.config.attempt, part, report.jsonl_path
+                )
                 shutil.rmtree(ctx.report_dir, ignore_errors=True)
     finally:
         store.close()

@@ -175,13 +175,15 @@ def test_shard_flow_resumes_the_parents_run(prefect_harness, seeded, home):
     assert len(part.read_text().splitlines()) == outcome.records
 
 
-def test_dask_runner_is_optional():
-    from flows import limits
+def test_fan_out_is_threads_or_child_deployments_only():
+    """The Dask runner was removed (issue 17): across machines, batches are child runs."""
+    import inspect
 
-    try:
-        import prefect_dask  # noqa: F401
-    except ImportError:
-        with pytest.raises(RuntimeError, match=r"memlife\[dask\]"):
-            limits.task_runner("dask", dask_address="tcp://127.0.0.1:8786")
-    with pytest.raises(ValueError):
-        limits.task_runner("processes")
+    from flows import limits
+    from flows.nightly import nightly
+
+    params = inspect.signature(nightly.fn).parameters
+    assert "task_runner" not in params and "dask_address" not in params
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    assert isinstance(limits.task_runner(0), ThreadPoolTaskRunner)

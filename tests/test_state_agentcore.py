@@ -37,7 +37,7 @@ def harness() -> Iterator[AgentCoreHarness]:
 @pytest.fixture()
 def env(harness: AgentCoreHarness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
     monkeypatch.delenv("MEMLIFE_STORE", raising=False)
-    monkeypatch.delenv("MEMLIFE_STATE", raising=False)
+    monkeypatch.setenv("MEMLIFE_STATE", "local")  # recorded, so the CLI's --state is undone after
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     harness.store().close = lambda: None  # type: ignore[method-assign]  # fresh memory + sidecar
     query = {"region": "us-east-1", "endpoint_url": harness.fake.endpoint_url,

@@ -40,10 +40,51 @@ def test_second_writer_is_refused_until_release(state) -> None:
 
 def test_an_expired_lease_is_taken_over_and_the_old_holder_cannot_renew(state) -> None:
     dead = DynamoLease(state, "s", "worker-killed", ttl_s=-5)  # already past its expiry
-    dead.acquire()
+    assert dead.acquire("run-1", "nightly") is None
     taker = DynamoLease(state, "s", "next-night", ttl_s=60)
-    taker.acquire()
+    old = taker.acquire("run-2", "nightly")
+    assert old is not None and (old["owner"], old["run_id"], old["purpose"]) == (
+        "worker-killed",
+        "run-1",
+        "nightly",
+    )  # named in the taker's receipt
+    with pytest.raises(LeaseHeld) as refused:
+        DynamoLease(state, "s", "third", ttl_s=60).acquire("run-3")
+    assert refused.value.item["run_id"] == "run-2"
+    taker.renew("run-2b")
+    with pytest.raises(LeaseHeld) as refused:
+        DynamoLease(state, "s", "third", ttl_s=60).acquire("run-3")
+    assert refused.value.item["run_id"] == "run-2b"
     dead.ttl_s = 60
     with pytest.raises(LeaseHeld, match="next-night"):
         dead.renew()
     taker.renew()
+
+
+def test_memlife_lease_uses_the_state_table_for_remote_stores(monkeypatch) -> None:
+    import memlife.state as state_mod
+    from memlife import lease as lifecycle
+    from memlife.model import utcnow
+
+    class AgentCoreLike:
+        connection = None
+        url = "agentcore://mem-9?region=us-east-1&endpoint_url=http://x"
+
+    with aws_state("inprocess") as (url, st):
+        monkeypatch.setenv("MEMLIFE_STATE", url)
+        monkeypatch.setattr(state_mod, "_open", {url: st})
+        held = lifecycle.for_store(AgentCoreLike(), "run-a", "nightly")
+        try:
+            item = st.get({"pk": {"S": "lease#agentcore://mem-9@us-east-1"}, "sk": {"S": "lease"}})
+            assert item["run_id"]["S"] == "run-a" and item["holder"]["S"] == lifecycle.OWNER
+            other = lifecycle.DynamoBackend(st, "agentcore://mem-9@us-east-1")
+            now = utcnow()
+            ok, holder = other.lease_acquire(lifecycle.NAME, "elsewhere:1", "run-b", "erase", now,
+                                             now + lifecycle.ttl())  # fmt: skip
+            assert not ok and holder["run_id"] == "run-a"
+            assert "run-a" in str(lifecycle.LeaseHeld(holder))
+        finally:
+            held.release()
+        assert (
+            st.get({"pk": {"S": "lease#agentcore://mem-9@us-east-1"}, "sk": {"S": "lease"}}) is None
+        )

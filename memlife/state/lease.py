@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from botocore.exceptions import ClientError
 
@@ -19,13 +20,30 @@ from memlife.errors import MemlifeError, Reason
 from memlife.state.dynamodb import DynamoState, is_conditional_failure, key
 
 
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).isoformat()
+
+
+def _holder(item: dict) -> dict[str, str]:
+    """The lease item as memlife.lease reports a holder (owner, run id, purpose, times)."""
+    return {
+        "owner": item.get("holder", {}).get("S", "?"), "run_id": item.get("run_id", {}).get("S", "?"),
+        "purpose": item.get("purpose", {}).get("S", "?"),
+        "acquired_at": item.get("acquired_at", {}).get("S", "?"),
+        "expires_at": _iso(float(item.get("expires_at", {}).get("N", "0"))),
+    }  # fmt: skip
+
+
 class LeaseHeld(MemlifeError, RuntimeError):
     """Another writer holds the store's lease: a clear refusal, never a wait."""
 
     default_code = Reason.LEASE_HELD
 
-    def __init__(self, store: str, holder: str, expires_at: float) -> None:
+    def __init__(
+        self, store: str, holder: str, expires_at: float, item: dict | None = None
+    ) -> None:
         self.store, self.holder, self.expires_at = store, holder, expires_at
+        self.item = item or {}  # the holder's run id, purpose, acquired_at
         left = max(0, int(expires_at - time.time()))
         super().__init__(f"store {store} is leased to {holder} for another {left}s")
 
@@ -40,30 +58,37 @@ class DynamoLease:
     def _key(self) -> dict:
         return key(f"lease#{self.store}", "lease")
 
-    def acquire(self) -> None:
-        """Take the lease or raise LeaseHeld (an expired lease is taken over)."""
+    def acquire(self, run_id: str = "", purpose: str = "lifecycle") -> dict[str, str] | None:
+        """Take the lease or raise LeaseHeld; returns the expired holder it took over, if any."""
         now = time.time()
+        item = {**self._key(), "holder": {"S": self.holder}, "run_id": {"S": run_id},
+                "purpose": {"S": purpose}, "acquired_at": {"S": _iso(now)},
+                "expires_at": {"N": str(int(now + self.ttl_s))}}  # fmt: skip
         try:
-            self.state.ddb.put_item(
-                TableName=self.state.table,
-                Item={**self._key(), "holder": {"S": self.holder},
-                      "expires_at": {"N": str(int(now + self.ttl_s))}},
+            old = self.state.ddb.put_item(
+                TableName=self.state.table, Item=item, ReturnValues="ALL_OLD",
                 ConditionExpression="attribute_not_exists(pk) OR expires_at < :now OR holder = :me",
                 ExpressionAttributeValues={":now": {"N": str(int(now))}, ":me": {"S": self.holder}},
-            )  # fmt: skip
+            ).get("Attributes")  # fmt: skip
         except ClientError as exc:
             if not is_conditional_failure(exc):
                 raise
             self._refuse()
+        if not old or old["holder"]["S"] == self.holder:
+            return None
+        return _holder(old)
 
-    def renew(self) -> None:
+    def renew(self, run_id: str | None = None) -> None:
         """Extend our lease; LeaseHeld if it was lost (expired and taken by another)."""
+        values = {":e": {"N": str(int(time.time() + self.ttl_s))}, ":me": {"S": self.holder}}
+        update = "SET expires_at = :e"
+        if run_id:
+            update += ", run_id = :r"
+            values[":r"] = {"S": run_id}
         try:
             self.state.ddb.update_item(
-                TableName=self.state.table, Key=self._key(), UpdateExpression="SET expires_at = :e",
-                ConditionExpression="holder = :me",
-                ExpressionAttributeValues={":e": {"N": str(int(time.time() + self.ttl_s))},
-                                           ":me": {"S": self.holder}},
+                TableName=self.state.table, Key=self._key(), UpdateExpression=update,
+                ConditionExpression="holder = :me", ExpressionAttributeValues=values,
             )  # fmt: skip
         except ClientError as exc:
             if not is_conditional_failure(exc):
@@ -85,7 +110,7 @@ class DynamoLease:
         item = self.state.get(self._key()) or {}
         raise LeaseHeld(
             self.store, item.get("holder", {}).get("S", "?"),
-            float(item.get("expires_at", {}).get("N", "0")),
+            float(item.get("expires_at", {}).get("N", "0")), _holder(item) if item else None,
         )  # fmt: skip
 
     def __enter__(self) -> DynamoLease:

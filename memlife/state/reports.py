@@ -12,9 +12,11 @@ parent run downloads and merges the parts before it converts the report to Parqu
 
 from __future__ import annotations
 
+import pickle
 import shutil
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from memlife.state.dynamodb import DynamoState
 
@@ -74,3 +76,33 @@ def upload_report(
         state.s3.delete_object(Bucket=bucket, Key=k)
     shutil.rmtree(jsonl.parent, ignore_errors=True)
     return out[0], out[1]
+
+
+# -- child batch outcomes: the parent reads them here, no shared Prefect result storage ----
+def _outcome_key(
+    state: DynamoState, run_id: str, cutoff: datetime, attempt: str | None, part: str
+) -> str:
+    return f"{report_prefix(state, run_id, cutoff, attempt)}/outcomes/{part}.pickle"
+
+
+def put_outcome(
+    state: DynamoState,
+    run_id: str,
+    cutoff: datetime,
+    attempt: str | None,
+    part: str,
+    outcome: object,
+) -> None:
+    """A child batch's BatchOutcome (counts, failed shard names, delete items: ids and hashes,
+    no content), pickled as a Prefect result would be, in the run's own bucket."""
+    body = pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
+    state.s3.put_object(Bucket=state.settings.parquet_bucket,
+                        Key=_outcome_key(state, run_id, cutoff, attempt, part), Body=body)  # fmt: skip
+
+
+def get_outcome(
+    state: DynamoState, run_id: str, cutoff: datetime, attempt: str | None, part: str
+) -> Any:
+    key = _outcome_key(state, run_id, cutoff, attempt, part)
+    body = state.s3.get_object(Bucket=state.settings.parquet_bucket, Key=key)["Body"].read()
+    return pickle.loads(body)  # noqa: S301 - written by this run's children into its own bucket

@@ -57,7 +57,7 @@ def _forget_derived(ex, gone: list[str], shas: list[str], tally) -> None:
 
     cache = ex.erase_cache or EmbeddingCache.for_store(ex.store)
     cache.delete_for(shas)
-    ledger = ledger_erase(gone)
+    ledger = ledger_erase(gone, ex.store)
     if ledger is not None:
         tally.counts["ledger_rows_erased"] += ledger
     tally.counts["journal_payloads_forgotten"] += ex.journal.forget_payloads(gone)
