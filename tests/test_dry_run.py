@@ -152,8 +152,11 @@ def test_no_content_in_report_or_manifest(db: Path, home: Path, demo_db: tuple[P
     canaries = _canaries(records)
     assert len(canaries) == N
     summary = run_local(config(full=True))
-    files = [p for p in home.rglob("*") if p.is_file() and p.name != "memlife.db"
-             and not p.name.startswith("memlife.db-")]  # fmt: skip
+    files = [
+        p
+        for p in home.rglob("*")
+        if p.is_file() and p.name != "memlife.db" and not p.name.startswith("memlife.db-")
+    ]
     names = {p.name for p in files}
     assert {"proposed-actions.jsonl", "proposed-actions.parquet", "manifest.json"} <= names
     fragments = ["[canary", *{p[1] for p in PREFERENCES}]
@@ -192,10 +195,11 @@ def _store_shards(records: list) -> Counter:
 )
 def test_scope_filters(db: Path, demo_db: tuple[Path, list], namespaces, actors) -> None:
     expected = {
-        r.id for r in demo_db[1]
+        r.id
+        for r in demo_db[1]
         if (not namespaces or any(fnmatch.fnmatchcase(r.namespace, g) for g in namespaces))
         and (not actors or r.actor_id in actors)
-    }  # fmt: skip
+    }
     summary = run_local(config(namespaces=namespaces, actors=actors))
     rows = read_jsonl(summary.report)
     assert {r["id"] for r in rows} == expected
@@ -246,20 +250,40 @@ def test_cli_run_dry_run_json_local(db: Path) -> None:
 
 
 def test_cli_scope_filters(db: Path, demo_db: tuple[Path, list]) -> None:
-    args = ["run", "--dry-run", "--json", "--engine", "local", "--now", "2026-11-01T00:00:00Z",
-            "--namespace", "/users/*/procedures", "--namespace", "/users/*/support",
-            "--actor", "u-000001", "--actor", "u-000002"]  # fmt: skip
+    args = [
+        "run",
+        "--dry-run",
+        "--json",
+        "--engine",
+        "local",
+        "--now",
+        "2026-11-01T00:00:00Z",
+        "--namespace",
+        "/users/*/procedures",
+        "--namespace",
+        "/users/*/support",
+        "--actor",
+        "u-000001",
+        "--actor",
+        "u-000002",
+    ]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     rows = read_jsonl(out["report"])
-    expected = {r.id for r in demo_db[1] if r.actor_id in ("u-000001", "u-000002")
-                and r.namespace.rsplit("/", 1)[1] in ("procedures", "support")}  # fmt: skip
+    expected = {
+        r.id
+        for r in demo_db[1]
+        if r.actor_id in ("u-000001", "u-000002")
+        and r.namespace.rsplit("/", 1)[1] in ("procedures", "support")
+    }
     assert expected and {r["id"] for r in rows} == expected
 
 
 def test_cli_rejects_naive_now(db: Path) -> None:
-    r = CliRunner().invoke(app, ["run", "--dry-run", "--engine", "local", "--now", "2026-11-01T00:00:00"])
+    r = CliRunner().invoke(
+        app, ["run", "--dry-run", "--engine", "local", "--now", "2026-11-01T00:00:00"]
+    )
     assert r.exit_code == 2
     assert "timezone" in r.stderr
 
@@ -277,11 +301,19 @@ def test_memlife_source_never_imports_prefect() -> None:
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names = [node.module]
-            elif isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) in (
-                "import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant):
+            elif (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", getattr(node.func, "attr", ""))
+                in ("import_module", "__import__")
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
                 names = [str(node.args[0].value)]
-            offenders += [f"{f.relative_to(REPO)}:{node.lineno}" for n in names
-                          if n == "prefect" or n.startswith("prefect.")]  # fmt: skip
+            offenders += [
+                f"{f.relative_to(REPO)}:{node.lineno}"
+                for n in names
+                if n == "prefect" or n.startswith("prefect.")
+            ]
     assert not offenders, offenders
 
 
@@ -292,8 +324,9 @@ def test_pipeline_and_cli_run_without_prefect_loaded() -> None:
         "bad = sorted(k for k in sys.modules if k == 'prefect' or k.startswith('prefect.'))\n"
         "assert not bad, bad[:5]\n"
     )
-    res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                         timeout=180)  # fmt: skip
+    res = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=180
+    )
     assert res.returncode == 0, res.stderr[-2000:]
 
 

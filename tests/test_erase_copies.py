@@ -27,9 +27,16 @@ NS = "/users/u-1/facts"
 
 
 def rec(rid: str, content: str, age: float, **kw: object) -> MemoryRecord:
-    fields: dict = dict(id=rid, actor_id="u-1", namespace=NS, memory_type=MemoryType.semantic,
-                        content=content, subject="city", owner="team-a",
-                        created_at=NOW - timedelta(days=age))  # fmt: skip
+    fields: dict = dict(
+        id=rid,
+        actor_id="u-1",
+        namespace=NS,
+        memory_type=MemoryType.semantic,
+        content=content,
+        subject="city",
+        owner="team-a",
+        created_at=NOW - timedelta(days=age),
+    )
     fields.update(kw)
     return MemoryRecord(**fields)
 
@@ -98,14 +105,28 @@ def test_a_model_written_replacement_is_withdrawn_and_its_kept_sources_come_back
     db: Path, home: Path
 ) -> None:
     with SqliteStore(db) as s:
-        s.put_many([
-            ERASED.model_copy(update={"status": Status.superseded,
-                                      "provenance": Provenance(replaced_by="r-model")}),
-            KEPT.model_copy(update={"status": Status.superseded,
-                                    "provenance": Provenance(replaced_by="r-model")}),
-            rec("r-model", f"Moved from Paris to Berlin ({MARKER[:8]}-summary).", 1,
-                provenance=Provenance(supersedes=["m-a", "m-b"])),
-        ])  # fmt: skip
+        s.put_many(
+            [
+                ERASED.model_copy(
+                    update={
+                        "status": Status.superseded,
+                        "provenance": Provenance(replaced_by="r-model"),
+                    }
+                ),
+                KEPT.model_copy(
+                    update={
+                        "status": Status.superseded,
+                        "provenance": Provenance(replaced_by="r-model"),
+                    }
+                ),
+                rec(
+                    "r-model",
+                    f"Moved from Paris to Berlin ({MARKER[:8]}-summary).",
+                    1,
+                    provenance=Provenance(supersedes=["m-a", "m-b"]),
+                ),
+            ]
+        )
         result = erase(s, "u-1", ids=["m-a"], now=NOW)
         assert result["status"] == "success"
         assert sorted(result["erased"]) == ["m-a", "r-model"] and result["reactivated"] == ["m-b"]
@@ -174,8 +195,10 @@ def test_an_erase_between_group_read_and_replacement_write_is_never_undone(
         kept = s.get("m-b")
         assert kept is not None and kept.status is Status.active  # never superseded by nothing
         superseded_point_to_active(s)
-        assert all(MARKER not in (o[0] or "") for o in
-                   s.connection.execute("SELECT payload FROM operations").fetchall())  # fmt: skip
+        assert all(
+            MARKER not in (o[0] or "")
+            for o in s.connection.execute("SELECT payload FROM operations").fetchall()
+        )
     # the next night finds nothing to fail on
     second = run_local(RunConfig(dry_run=False, now=NOW + timedelta(days=1)))
     assert second.status == "success"

@@ -46,11 +46,14 @@ class DynamoLease:
         try:
             self.state.ddb.put_item(
                 TableName=self.state.table,
-                Item={**self._key(), "holder": {"S": self.holder},
-                      "expires_at": {"N": str(int(now + self.ttl_s))}},
+                Item={
+                    **self._key(),
+                    "holder": {"S": self.holder},
+                    "expires_at": {"N": str(int(now + self.ttl_s))},
+                },
                 ConditionExpression="attribute_not_exists(pk) OR expires_at < :now OR holder = :me",
                 ExpressionAttributeValues={":now": {"N": str(int(now))}, ":me": {"S": self.holder}},
-            )  # fmt: skip
+            )
         except ClientError as exc:
             if not is_conditional_failure(exc):
                 raise
@@ -60,11 +63,15 @@ class DynamoLease:
         """Extend our lease; LeaseHeld if it was lost (expired and taken by another)."""
         try:
             self.state.ddb.update_item(
-                TableName=self.state.table, Key=self._key(), UpdateExpression="SET expires_at = :e",
+                TableName=self.state.table,
+                Key=self._key(),
+                UpdateExpression="SET expires_at = :e",
                 ConditionExpression="holder = :me",
-                ExpressionAttributeValues={":e": {"N": str(int(time.time() + self.ttl_s))},
-                                           ":me": {"S": self.holder}},
-            )  # fmt: skip
+                ExpressionAttributeValues={
+                    ":e": {"N": str(int(time.time() + self.ttl_s))},
+                    ":me": {"S": self.holder},
+                },
+            )
         except ClientError as exc:
             if not is_conditional_failure(exc):
                 raise
@@ -74,9 +81,11 @@ class DynamoLease:
         """Give the lease back (a no-op when it is no longer ours)."""
         try:
             self.state.ddb.delete_item(
-                TableName=self.state.table, Key=self._key(), ConditionExpression="holder = :me",
+                TableName=self.state.table,
+                Key=self._key(),
+                ConditionExpression="holder = :me",
                 ExpressionAttributeValues={":me": {"S": self.holder}},
-            )  # fmt: skip
+            )
         except ClientError as exc:
             if not is_conditional_failure(exc):
                 raise
@@ -84,9 +93,10 @@ class DynamoLease:
     def _refuse(self) -> None:
         item = self.state.get(self._key()) or {}
         raise LeaseHeld(
-            self.store, item.get("holder", {}).get("S", "?"),
+            self.store,
+            item.get("holder", {}).get("S", "?"),
             float(item.get("expires_at", {}).get("N", "0")),
-        )  # fmt: skip
+        )
 
     def __enter__(self) -> DynamoLease:
         self.acquire()
