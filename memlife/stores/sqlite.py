@@ -481,23 +481,33 @@ class SqliteStore:
         the same transaction as the insert.
         """
         result = BatchResult()
+        rows = []
         with self.lock, self.transaction():
+            con = self.connection
+            # One query per batch, not per record (import speed); same transaction as the
+            # inserts, so an erasure cannot slip in between the check and the write.
+            check_tombstones = check_tombstones and bool(
+                con.execute("SELECT 1 FROM tombstones LIMIT 1").fetchone()
+            )
+            taken: set[str] = set()
+            ids = [r.id for r in records]
+            for i in range(0, len(ids), 500):
+                chunk = ids[i : i + 500]
+                q = f"SELECT id FROM records WHERE id IN ({', '.join('?' * len(chunk))})"
+                taken.update(row[0] for row in con.execute(q, chunk))
             for r in records:
                 code = (
                     self.tombstone_refusal(r, r.provenance.supersedes) if check_tombstones else None
                 )
-                if (
-                    code is None
-                    and self.connection.execute(
-                        "SELECT 1 FROM records WHERE id=?", (r.id,)
-                    ).fetchone()
-                ):
+                if code is None and r.id in taken:
                     code = "ID_EXISTS"
                 if code is not None:
                     result.failed.append(ItemFailure(r.id, code, retryable=False))
                     continue
-                self.connection.execute(_UPSERT, record_to_row(r))
+                taken.add(r.id)  # a second copy in the same batch is ID_EXISTS, as before
+                rows.append(record_to_row(r))
                 result.succeeded.append(r.id)
+            con.executemany(_UPSERT, rows)
         return result
 
     # -- plumbing ------------------------------------------------------------------------
