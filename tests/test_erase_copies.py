@@ -20,6 +20,7 @@ from memlife.online.memory import LongTermMemory
 from memlife.pipeline import RunConfig, run_local
 from memlife.stores.sqlite import SqliteStore
 from memlife.tombstones import listing
+from tests.support.lifecycle import gate_cases
 
 NOW = datetime(2026, 11, 1, 12, tzinfo=UTC)
 MARKER = "zqx-copy-canary-3b91e2"
@@ -72,7 +73,7 @@ def db(home: Path) -> Path:
 def test_erasing_a_consolidated_record_rebuilds_its_replacement_from_kept_sources(
     db: Path, home: Path
 ) -> None:
-    night = run_local(RunConfig(dry_run=False, now=NOW))
+    night = run_local(RunConfig(dry_run=False, now=NOW, eval_cases=gate_cases(db)))
     assert night.status == "success"
     with SqliteStore(db) as s:
         (repl,) = [r for r in active(s) if r.id.startswith("r-")]
@@ -184,7 +185,9 @@ def test_an_erase_between_group_read_and_replacement_write_is_never_undone(
     db: Path, home: Path
 ) -> None:
     racer = RacingConsolidator(db, "m-a")
-    night = run_local(RunConfig(dry_run=False, now=NOW), consolidator=racer)
+    night = run_local(
+        RunConfig(dry_run=False, now=NOW, eval_cases=gate_cases(db)), consolidator=racer
+    )
     assert racer.fired
     assert night.status == "success"
     receipt = json.loads(Path(night.receipt or "").read_text())
@@ -200,7 +203,9 @@ def test_an_erase_between_group_read_and_replacement_write_is_never_undone(
             for o in s.connection.execute("SELECT payload FROM operations").fetchall()
         )
     # the next night finds nothing to fail on
-    second = run_local(RunConfig(dry_run=False, now=NOW + timedelta(days=1)))
+    second = run_local(
+        RunConfig(dry_run=False, now=NOW + timedelta(days=1), eval_cases=gate_cases(db))
+    )
     assert second.status == "success"
     with SqliteStore(db) as s:
         assert all(MARKER not in r.content for r in s.iter_all())
@@ -213,7 +218,9 @@ def test_the_cli_previews_and_then_reports_the_rebuild(db: Path, home: Path) -> 
 
     from memlife.cli import app
 
-    assert run_local(RunConfig(dry_run=False, now=NOW)).status == "success"
+    assert (
+        run_local(RunConfig(dry_run=False, now=NOW, eval_cases=gate_cases(db))).status == "success"
+    )
     runner = CliRunner()
     res = runner.invoke(app, ["erase", "--actor", "u-1", "--id", "m-a", "--json"])
     assert res.exit_code == 0, res.output
