@@ -49,8 +49,13 @@ def main(argv: list[str] | None = None) -> int:
     t = time.perf_counter()
     emb.embed(texts)
     dt = time.perf_counter() - t
-    out["embed"] = {"texts": len(texts), "batch": emb.batch_size, "threads": emb.intra_op_threads,
-                    "seconds": round(dt, 3), "per_second": round(len(texts) / dt, 1)}  # fmt: skip
+    out["embed"] = {
+        "texts": len(texts),
+        "batch": emb.batch_size,
+        "threads": emb.intra_op_threads,
+        "seconds": round(dt, 3),
+        "per_second": round(len(texts) / dt, 1),
+    }
 
     # 2. grouping at N records
     t = time.perf_counter()
@@ -68,10 +73,18 @@ def main(argv: list[str] | None = None) -> int:
     groups = build_groups(records, policy=policy)
     roles: Counter[str] = Counter()
     for g in groups:
-        a = analyse_group(g, vectors[[row_of[i] for i in g.ids]], grouping=policy.grouping,
-                          weights=policy.source_weights)  # fmt: skip
-        roles.update(duplicate=len(a.duplicates), contradicted=len(a.contradicted),
-                     conflicting=len(a.conflicting), survivor=1)  # fmt: skip
+        a = analyse_group(
+            g,
+            vectors[[row_of[i] for i in g.ids]],
+            grouping=policy.grouping,
+            weights=policy.source_weights,
+        )
+        roles.update(
+            duplicate=len(a.duplicates),
+            contradicted=len(a.contradicted),
+            conflicting=len(a.conflicting),
+            survivor=1,
+        )
     group_s = time.perf_counter() - t
     out["grouping"] = {
         "generate_seconds": round(gen_s, 2),
@@ -95,8 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     actions = Counter(d.action.value for d in decisions)
     call_groups = build_groups(records, policy=policy, decisions=decisions)
     plan_s = time.perf_counter() - t
-    skipped = sum(actions[a.value] for a in (Action.delete_expired, Action.delete_pending,
-                                             Action.hold, Action.retain))  # fmt: skip
+    skipped = sum(
+        actions[a.value]
+        for a in (Action.delete_expired, Action.delete_pending, Action.hold, Action.retain)
+    )
     out["model_calls"] = {
         "calls": len(call_groups),
         "per_1000_records": round(1000 * len(call_groups) / max(1, args.records), 1),
@@ -112,15 +127,21 @@ def main(argv: list[str] | None = None) -> int:
         print()
         return 0
     e, g, m = out["embed"], out["grouping"], out["model_calls"]  # type: ignore[assignment]
-    print(f"embeddings: {e['per_second']}/s ({e['texts']} texts, batch {e['batch']}, "
-          f"{e['threads']} threads, {emb.model_id})")  # fmt: skip
-    print(f"grouping {args.records:,} records: {g['seconds']} s ({g['groups']:,} groups, "
-          f"{g['records_in_groups']:,} records in groups); distinct texts {g['distinct_texts_embedded']:,} "
-          f"embedded in {g['embed_distinct_seconds']} s, all-hit cache pass {g['cached_lookup_seconds']} s")  # fmt: skip
+    print(
+        f"embeddings: {e['per_second']}/s ({e['texts']} texts, batch {e['batch']}, "
+        f"{e['threads']} threads, {emb.model_id})"
+    )
+    print(
+        f"grouping {args.records:,} records: {g['seconds']} s ({g['groups']:,} groups, "
+        f"{g['records_in_groups']:,} records in groups); distinct texts {g['distinct_texts_embedded']:,} "
+        f"embedded in {g['embed_distinct_seconds']} s, all-hit cache pass {g['cached_lookup_seconds']} s"
+    )
     print(f"roles: {g['roles']}")
-    print(f"model calls: {m['calls']:,} ({m['per_1000_records']} per 1,000 records; "
-          f"{m['records_in_calls']:,} records sent, {m['records_never_sent']:,} expired/held/retained never sent; "
-          f"largest group {m['largest_group']})")  # fmt: skip
+    print(
+        f"model calls: {m['calls']:,} ({m['per_1000_records']} per 1,000 records; "
+        f"{m['records_in_calls']:,} records sent, {m['records_never_sent']:,} expired/held/retained never sent; "
+        f"largest group {m['largest_group']})"
+    )
     return 0
 
 

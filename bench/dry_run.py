@@ -127,8 +127,16 @@ def measure(db: Path, home: Path, engine: str, consolidate: bool) -> dict:
 
 
 def run_child(db: Path, home: Path, engine: str, consolidate: bool) -> dict:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--_measure", str(db), "--_home",
-           str(home), "--engine", engine] + (["--consolidate"] if consolidate else [])  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--_measure",
+        str(db),
+        "--_home",
+        str(home),
+        "--engine",
+        engine,
+    ] + (["--consolidate"] if consolidate else [])
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     res = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env)
     if res.returncode != 0:
@@ -197,16 +205,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(out, indent=1))
     else:
-        print(f"{'records':>10} {'seconds':>8} {'records/s':>10} {'records/cpu-s':>14} "
-              f"{'peak RSS MB':>12} {'RSS after import':>17}")  # fmt: skip
+        print(
+            f"{'records':>10} {'seconds':>8} {'records/s':>10} {'records/cpu-s':>14} "
+            f"{'peak RSS MB':>12} {'RSS after import':>17}"
+        )
         for r in results:
-            print(f"{r['size']:>10,} {r['seconds']:>8.2f} {r['records_per_s']:>10,} "
-                  f"{r['records_per_cpu_s']:>14,} {r['peak_rss_mb']:>12.1f} "
-                  f"{r['rss_after_import_mb']:>17.1f}")  # fmt: skip
-        print(f"targets: >= {TARGET_RPS:,} records/s -> {'ok' if verdict['rps_ok'] else 'MISSED'}; "
-              f"peak RSS <= {TARGET_RSS_MB} MB -> {'ok' if verdict['rss_ok'] else 'MISSED'}; "
-              f"RSS growth {verdict['rss_growth_mb']} MB -> {'flat' if verdict['rss_flat'] else 'NOT flat'}"
-              f"  (load avg {out['load_avg_at_end']})")  # fmt: skip
+            print(
+                f"{r['size']:>10,} {r['seconds']:>8.2f} {r['records_per_s']:>10,} "
+                f"{r['records_per_cpu_s']:>14,} {r['peak_rss_mb']:>12.1f} "
+                f"{r['rss_after_import_mb']:>17.1f}"
+            )
+        print(
+            f"targets: >= {TARGET_RPS:,} records/s -> {'ok' if verdict['rps_ok'] else 'MISSED'}; "
+            f"peak RSS <= {TARGET_RSS_MB} MB -> {'ok' if verdict['rss_ok'] else 'MISSED'}; "
+            f"RSS growth {verdict['rss_growth_mb']} MB -> {'flat' if verdict['rss_flat'] else 'NOT flat'}"
+            f"  (load avg {out['load_avg_at_end']})"
+        )
     return 0
 
 

@@ -101,15 +101,28 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             qv = emb.embed([q])[0]
             t1 = time.perf_counter()
-            rank(qv, vecs, k=args.k, threshold=0.2, query_text=q, lexical=lexical,
-                 centroid=centroid, created=created)  # fmt: skip
+            rank(
+                qv,
+                vecs,
+                k=args.k,
+                threshold=0.2,
+                query_text=q,
+                lexical=lexical,
+                centroid=centroid,
+                created=created,
+            )
             t2 = time.perf_counter()
             times.append((t2 - t0) * 1000)
             rank_times.append((t2 - t1) * 1000)
             # Ranking alone, best of 5, with and without the time terms: on a busy machine
             # the minimum is the closest figure to the uncontended cost.
-            args_rank = {"k": args.k, "threshold": 0.2, "query_text": q, "lexical": lexical,
-                         "centroid": centroid}  # fmt: skip
+            args_rank = {
+                "k": args.k,
+                "threshold": 0.2,
+                "query_text": q,
+                "lexical": lexical,
+                "centroid": centroid,
+            }
             cpu.append(_best_of(5, qv, vecs, created=created, **args_rank))
             cpu_plain.append(_best_of(5, qv, vecs, **args_rank))
         results.append(
@@ -137,8 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
-    print(f"model={out['model_id']} threads={out['threads']} emb/s={out['embeddings_per_s']}"
-          f" load={out['load_average_1min']}")  # fmt: skip
+    print(
+        f"model={out['model_id']} threads={out['threads']} emb/s={out['embeddings_per_s']}"
+        f" load={out['load_average_1min']}"
+    )
     heads = ("p50 ms", "p95 ms", "rank p50", "rank p95", "index ms", "rank min", "w/o time")
     print(f"{'memories':>9s} " + " ".join(f"{h:>9s}" for h in heads))
     for r in results:

@@ -179,10 +179,18 @@ def first_hits(c: Conversation, w: dict[str, float], k: int = max(KS)) -> list[i
     out = []
     for q, qv, rel in zip(c.queries, c.qvecs, c.relevant, strict=True):
         res = rank(
-            qv, c.vecs, k=k, query_text=q["question"], lexical=c.lexical,  # type: ignore[arg-type]
-            lexical_weight=w["lexical"], centroid=centroid, centroid_weight=w["centroid"],
-            created=c.created, date_weight=w["date"], context_weight=w["context"],
-        )  # fmt: skip
+            qv,
+            c.vecs,
+            k=k,
+            query_text=q["question"],
+            lexical=c.lexical,  # type: ignore[arg-type]
+            lexical_weight=w["lexical"],
+            centroid=centroid,
+            centroid_weight=w["centroid"],
+            created=c.created,
+            date_weight=w["date"],
+            context_weight=w["context"],
+        )
         found = np.flatnonzero(rel[res.indices])
         out.append(int(found[0]) + 1 if len(found) else 0)
     return out
@@ -260,9 +268,14 @@ def held_out(sets: dict[str, list[Conversation]], tuned: Sequence[str]) -> dict[
             s = score([convs[i] for i in test], w)
             got = out.setdefault(name, {"folds": [], "pooled_counts": []})
             got["pooled_counts"].append(s)
-            got["folds"].append({"train": f"{train[0]}-{train[-1]}",
-                                 "test": f"{test[0]}-{test[-1]}", "weights": w,
-                                 **summarise(s)})  # fmt: skip
+            got["folds"].append(
+                {
+                    "train": f"{train[0]}-{train[-1]}",
+                    "test": f"{test[0]}-{test[-1]}",
+                    "weights": w,
+                    **summarise(s),
+                }
+            )
     for got in out.values():
         folds = got["folds"]
         got["mean"] = {
@@ -313,9 +326,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("path", type=Path, help="locomo10.json")
     ap.add_argument(
-        "--granularity", choices=["observations", "turns", "both"], default="observations",
+        "--granularity",
+        choices=["observations", "turns", "both"],
+        default="observations",
         help="both: each weight is chosen on the mean recall@5 of the two",
-    )  # fmt: skip
+    )
     ap.add_argument("--ablation", action="store_true", help="held-out figure per added idea")
     ap.add_argument("--embed-cache", type=Path, help=".npz keeping vectors between runs")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")

@@ -47,16 +47,28 @@ def run_size(size: int, pool: np.ndarray, qs: list[str], rng: random.Random, k: 
         store = SqliteStore(Path(tmp) / "m.db")
         texts = sentences(size, rng)
         created = [datetime.fromtimestamp(t, UTC) for t in creation_times(size)]
-        store.put_many([
-            MemoryRecord(id=f"b-{i:07d}", actor_id="bench", namespace=NS,
-                         memory_type=MemoryType.semantic, content=t, created_at=created[i])
-            for i, t in enumerate(texts)
-        ])  # fmt: skip
+        store.put_many(
+            [
+                MemoryRecord(
+                    id=f"b-{i:07d}",
+                    actor_id="bench",
+                    namespace=NS,
+                    memory_type=MemoryType.semantic,
+                    content=t,
+                    created_at=created[i],
+                )
+                for i, t in enumerate(texts)
+            ]
+        )
         vecs = pool[np.arange(size) % len(pool)] + nprng.normal(0, 0.02, (size, pool.shape[1]))
         vecs = (vecs / np.linalg.norm(vecs, axis=1, keepdims=True)).astype(np.float32)
         cache = EmbeddingCache.for_store(store, emb)
-        cache._store([(content_sha256(t), emb.model_id, emb.dim, v.tobytes())
-                      for t, v in zip(texts, vecs, strict=True)])  # fmt: skip
+        cache._store(
+            [
+                (content_sha256(t), emb.model_id, emb.dim, v.tobytes())
+                for t, v in zip(texts, vecs, strict=True)
+            ]
+        )
         mem = LongTermMemory(store, embedder=emb, cache=cache, ledger=AccessLedger(Path(tmp) / "l"))
         t0 = time.perf_counter()
         mem.recall("bench", qs[0], k=k)  # first use loads the shard
@@ -115,16 +127,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(out, indent=1))
     else:
-        print(f"LongTermMemory.recall, k={args.k}, {args.queries} queries, "
-              f"{emb.intra_op_threads} embed threads")  # fmt: skip
+        print(
+            f"LongTermMemory.recall, k={args.k}, {args.queries} queries, "
+            f"{emb.intra_op_threads} embed threads"
+        )
         print(
             f"{'memories':>9} {'load ms':>8} {'embed p50':>9} {'p50 ms':>7} {'p95 ms':>7} {'p50 after write':>16} {'p95':>7}"
         )
         for r in results:
-            print(f"{r['memories']:>9} {r['load_ms']:>8} {r['embed_only_p50_ms']:>9} "
-                  f"{r['recall_p50_ms']:>7} "
-                  f"{r['recall_p95_ms']:>7} {r['after_remember_p50_ms']:>16} "
-                  f"{r['after_remember_p95_ms']:>7}")  # fmt: skip
+            print(
+                f"{r['memories']:>9} {r['load_ms']:>8} {r['embed_only_p50_ms']:>9} "
+                f"{r['recall_p50_ms']:>7} "
+                f"{r['recall_p95_ms']:>7} {r['after_remember_p50_ms']:>16} "
+                f"{r['after_remember_p95_ms']:>7}"
+            )
     return 0
 
 

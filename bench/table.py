@@ -126,10 +126,20 @@ class Counters:
         for cls in (AnthropicConsolidator, ExtractiveConsolidator):
             self._wrap(cls, "consolidate", lambda a, kw: 1, "model_calls")
         self._wrap(MiniLMEmbedder, "embed", lambda a, kw: len(a[0]), "embedded")
-        for name in ("put_many", "set_status", "delete_many", "add_tombstones",
-                     "put_replacement", "insert_new"):  # fmt: skip
-            self._wrap(SqliteStore, name, lambda a, kw: len(a[0]) if a and
-                       hasattr(a[0], "__len__") else 1, "writes")  # fmt: skip
+        for name in (
+            "put_many",
+            "set_status",
+            "delete_many",
+            "add_tombstones",
+            "put_replacement",
+            "insert_new",
+        ):
+            self._wrap(
+                SqliteStore,
+                name,
+                lambda a, kw: len(a[0]) if a and hasattr(a[0], "__len__") else 1,
+                "writes",
+            )
 
     def _wrap(self, cls: type, name: str, size, counter: str) -> None:
         orig = getattr(cls, name)
@@ -158,12 +168,20 @@ def run_default(db: Path, home: Path, dry_run: bool) -> dict:
     """The pipeline as `memlife run` calls it with no flags but --dry-run / apply."""
     from memlife.pipeline import RunConfig, run_local
 
-    cfg = RunConfig(dry_run=dry_run, now=datetime.fromisoformat(NOW), store=f"sqlite:///{db}",
-                    receipts=f"file://{home / 'receipts'}")  # fmt: skip
+    cfg = RunConfig(
+        dry_run=dry_run,
+        now=datetime.fromisoformat(NOW),
+        store=f"sqlite:///{db}",
+        receipts=f"file://{home / 'receipts'}",
+    )
     t0, c0 = time.perf_counter(), time.process_time()
     result = run_local(cfg).as_json()
-    return {"seconds": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
-            "records": result["records"], "status": result.get("status")}  # fmt: skip
+    return {
+        "seconds": time.perf_counter() - t0,
+        "cpu_s": time.process_time() - c0,
+        "records": result["records"],
+        "status": result.get("status"),
+    }
 
 
 def child(kind: str, args: list[str]) -> dict:
@@ -185,24 +203,33 @@ def child(kind: str, args: list[str]) -> dict:
         before = records_digest(db)
         c = Counters()
         r = run_default(db, home, dry_run=False)
-        r.update(model_calls=c.model_calls, embedded=c.embedded, writes=c.writes,
-                 records_changed=records_digest(db) != before,
-                 first_apply_seconds=round(first["seconds"], 3))  # fmt: skip
+        r.update(
+            model_calls=c.model_calls,
+            embedded=c.embedded,
+            writes=c.writes,
+            records_changed=records_digest(db) != before,
+            first_apply_seconds=round(first["seconds"], 3),
+        )
         return r
     if kind == "embed":
         from memlife.demo import generate
         from memlife.embed import default_embedder
 
-        texts = list(dict.fromkeys(r.content for r in generate(int(args[1]) * 4, seed=11,
-                                                                 anchor=ANCHOR)))  # fmt: skip
+        texts = list(
+            dict.fromkeys(r.content for r in generate(int(args[1]) * 4, seed=11, anchor=ANCHOR))
+        )
         texts = texts[: int(args[1])]
         emb = default_embedder()
         emb.embed(texts[:8])  # session warm-up
         t0 = time.perf_counter()
         emb.embed(texts)
         s = time.perf_counter() - t0
-        return {"texts": len(texts), "seconds": round(s, 3), "per_s": round(len(texts) / s),
-                "threads": emb.intra_op_threads}  # fmt: skip
+        return {
+            "texts": len(texts),
+            "seconds": round(s, 3),
+            "per_s": round(len(texts) / s),
+            "threads": emb.intra_op_threads,
+        }
     if kind == "import":
         from memlife.importer import import_file
         from memlife.stores.sqlite import SqliteStore
@@ -212,8 +239,12 @@ def child(kind: str, args: list[str]) -> dict:
         rep = import_file(store, home / "records.jsonl", now=datetime.fromisoformat(NOW))
         s = time.perf_counter() - t0
         store.close()
-        return {"records": rep.imported, "invalid": len(rep.invalid), "seconds": round(s, 3),
-                "per_s": round(rep.imported / s)}  # fmt: skip
+        return {
+            "records": rep.imported,
+            "invalid": len(rep.invalid),
+            "seconds": round(s, 3),
+            "per_s": round(rep.imported / s),
+        }
     raise SystemExit(f"unknown child {kind}")
 
 
@@ -256,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.copy(db, adb)
         shutil.copytree(
             dry_home, tmp / "apply", ignore=shutil.ignore_patterns("receipts*", "reports*", "runs*")
-        )  # fmt: skip  (reuses the warm embedding cache)
+        )  # reuses the warm embedding cache
         res["apply2"] = run_child("apply2", str(adb), str(tmp / "apply"))
         print("embedding throughput ...", file=sys.stderr)
         res["embed"] = run_child("embed", str(db), str(args.embed_texts))
@@ -266,9 +297,21 @@ def main(argv: list[str] | None = None) -> int:
         res["import"] = run_child("import", str(tmp / "imp" / "new.db"), str(tmp / "imp"))
         if args.recall:
             print("recall p95 at 100k ...", file=sys.stderr)
-            out = subprocess.run([sys.executable, str(REPO / "bench" / "recall_latency.py"),
-                                  "--sizes", "100000", "--queries", "100", "--json"],
-                                 cwd=REPO, capture_output=True, text=True, check=True)  # fmt: skip
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    str(REPO / "bench" / "recall_latency.py"),
+                    "--sizes",
+                    "100000",
+                    "--queries",
+                    "100",
+                    "--json",
+                ],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             res["recall"] = json.loads(out.stdout)["results"][0]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -285,33 +328,70 @@ def table_rows(res: dict, raw_s: float) -> list[dict]:
     n = res["records"]
     d, a, e, i = res["dry_run"], res["apply2"], res["embed"], res["import"]
     rows = [
-        ("raw scan (sqlite3, all columns, ordered)", f"{res['raw_scan']['per_s']:,} rec/s",
-         "baseline", 1.0),
-        (f"default dry run, {n:,} records, warm cache", f"{n / d['seconds']:,.0f} rec/s",
-         ">= 50k rec/s; <= 5x raw", d["seconds"] / raw_s),
+        (
+            "raw scan (sqlite3, all columns, ordered)",
+            f"{res['raw_scan']['per_s']:,} rec/s",
+            "baseline",
+            1.0,
+        ),
+        (
+            f"default dry run, {n:,} records, warm cache",
+            f"{n / d['seconds']:,.0f} rec/s",
+            ">= 50k rec/s; <= 5x raw",
+            d["seconds"] / raw_s,
+        ),
         ("  peak RSS, all processes", f"{d['peak_rss_mb']:.0f} MB", "<= 400 MB", None),
-        ("  first night (cold embedding cache)", f"{d['first_night_seconds']:.1f} s", "-",
-         d["first_night_seconds"] / raw_s),
-        ("second-night apply / dry run time", f"{a['seconds'] / d['seconds']:.2f}x", "<= 2x",
-         a["seconds"] / raw_s),
-        ("  model calls / embeddings / writes",
-         f"{a['model_calls']} / {a['embedded']} / {a['writes']}"
-         + (" (records changed)" if a["records_changed"] else ""), "0 / 0 / 0", None),
-        ("first-night embedding", f"{e['per_s']:,} texts/s ({e['threads']} threads)",
-         ">= 350/s", None),
-        (f"JSONL import, {n:,} records", f"{i['per_s']:,} rec/s", ">= 50k rec/s",
-         i["seconds"] / raw_s),
+        (
+            "  first night (cold embedding cache)",
+            f"{d['first_night_seconds']:.1f} s",
+            "-",
+            d["first_night_seconds"] / raw_s,
+        ),
+        (
+            "second-night apply / dry run time",
+            f"{a['seconds'] / d['seconds']:.2f}x",
+            "<= 2x",
+            a["seconds"] / raw_s,
+        ),
+        (
+            "  model calls / embeddings / writes",
+            f"{a['model_calls']} / {a['embedded']} / {a['writes']}"
+            + (" (records changed)" if a["records_changed"] else ""),
+            "0 / 0 / 0",
+            None,
+        ),
+        (
+            "first-night embedding",
+            f"{e['per_s']:,} texts/s ({e['threads']} threads)",
+            ">= 350/s",
+            None,
+        ),
+        (
+            f"JSONL import, {n:,} records",
+            f"{i['per_s']:,} rec/s",
+            ">= 50k rec/s",
+            i["seconds"] / raw_s,
+        ),
         ("  peak RSS, import", f"{i['peak_rss_mb']:.0f} MB", "flat", None),
-    ]  # fmt: skip
+    ]
     if "recall" in res:
-        rows.append(("recall p95, 100k memories, one actor", f"{res['recall']['p95_ms']} ms",
-                     "<= 25 ms", None))  # fmt: skip
+        rows.append(
+            (
+                "recall p95, 100k memories, one actor",
+                f"{res['recall']['p95_ms']} ms",
+                "<= 25 ms",
+                None,
+            )
+        )
     else:
         rows.append(("recall p95, 100k memories", "not run (--recall)", "<= 25 ms", None))
-    rows.append(("Prefect flow overhead, running server, 13 records", "not run here",
-                 "<= 5 s", None))  # fmt: skip
-    return [{"measure": m, "figure": f, "target": t, "x_raw_scan": None if r is None
-             else round(r, 1)} for m, f, t, r in rows]  # fmt: skip
+    rows.append(
+        ("Prefect flow overhead, running server, 13 records", "not run here", "<= 5 s", None)
+    )
+    return [
+        {"measure": m, "figure": f, "target": t, "x_raw_scan": None if r is None else round(r, 1)}
+        for m, f, t, r in rows
+    ]
 
 
 def render(rows: list[dict], res: dict) -> str:

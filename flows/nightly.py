@@ -74,12 +74,21 @@ def nightly(
 ) -> dict:
     t0 = time.perf_counter()
     config = pipeline.RunConfig(
-        dry_run=dry_run, namespaces=tuple(namespaces or ()), actors=tuple(actors or ()),
-        now=pipeline.parse_now(now), policy=policy, store=store, receipts=receipts,
-        page_size=page_size, shards_per_batch=shards_per_batch, consolidate=consolidate,
-        retry_only=retry_only, eval_cases=eval_cases, with_model=with_model,
+        dry_run=dry_run,
+        namespaces=tuple(namespaces or ()),
+        actors=tuple(actors or ()),
+        now=pipeline.parse_now(now),
+        policy=policy,
+        store=store,
+        receipts=receipts,
+        page_size=page_size,
+        shards_per_batch=shards_per_batch,
+        consolidate=consolidate,
+        retry_only=retry_only,
+        eval_cases=eval_cases,
+        with_model=with_model,
         metrics_namespace=metrics_namespace,
-    )  # fmt: skip
+    )
     log = get_run_logger()  # the run's log tab: stages and counts, never content
     db = open_store(config.store)
     lease = pipeline.take_lease(config, db)  # one lifecycle writer per store; else LeaseHeld
@@ -90,8 +99,13 @@ def nightly(
             lease.release()
         db.close()
         raise
-    log.info("run %s: %s, policy %s, cutoff %s", ctx.run_id, ctx.mode, ctx.policy.version,
-             ctx.cutoff.isoformat())  # fmt: skip
+    log.info(
+        "run %s: %s, policy %s, cutoff %s",
+        ctx.run_id,
+        ctx.mode,
+        ctx.policy.version,
+        ctx.cutoff.isoformat(),
+    )
     if lease is not None:
         lease.bind(ctx.run_id)
         ctx.lease_taken_over = lease.taken_over
@@ -107,13 +121,23 @@ def nightly(
         if fan_out == "deployments":
             outcomes = shard.fan_out_deployments(ctx, config, groups, shard_deployment)
         else:
-            outcomes = shard.fan_out_tasks(ctx, db, groups, report, executor, max_workers=max_workers)  # fmt: skip
+            outcomes = shard.fan_out_tasks(
+                ctx, db, groups, report, executor, max_workers=max_workers
+            )
         log.info("planned %d records", sum(o.records for o in outcomes))
         verdict = run_gate(ctx, db, outcomes)  # on everything staged; nothing written yet
         log.info("regression gate: %s", pipeline.gate_verdict(verdict))
         tallies.append(commit_run(ctx, executor, outcomes, verdict))
-        summary = finish_run(ctx, outcomes, report, t0, tallies=tallies, journal=journal,
-                             gate=verdict, shards_total=len(shards))  # fmt: skip
+        summary = finish_run(
+            ctx,
+            outcomes,
+            report,
+            t0,
+            tallies=tallies,
+            journal=journal,
+            gate=verdict,
+            shards_total=len(shards),
+        )
     except BaseException as exc:  # incl. the flow timeout
         log.error("run %s failed: %s", ctx.run_id, type(exc).__name__)
         receipt = pipeline.write_failure_receipt(ctx, exc)
@@ -124,13 +148,20 @@ def nightly(
             lease.release()
         db.close()
     result = summary.as_json()
-    log.info("run %s: %s; %s", summary.run_id, summary.status,
-             ", ".join(f"{k} {v}" for k, v in summary.lifecycle.items()))  # fmt: skip
+    log.info(
+        "run %s: %s; %s",
+        summary.run_id,
+        summary.status,
+        ", ".join(f"{k} {v}" for k, v in summary.lifecycle.items()),
+    )
     if summary.report_html:
         log.info("report page: %s", summary.report_html)
-        create_link_artifact(key="memlife-report", link=pipeline.as_link(summary.report_html),
-                             link_text=f"memlife {summary.mode} {summary.run_id} report",
-                             description="The run report page (counts, reasons, gate, trends).")  # fmt: skip
+        create_link_artifact(
+            key="memlife-report",
+            link=pipeline.as_link(summary.report_html),
+            link_text=f"memlife {summary.mode} {summary.run_id} report",
+            description="The run report page (counts, reasons, gate, trends).",
+        )
     create_table_artifact(
         key="memlife-counts",
         table=[

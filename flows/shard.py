@@ -73,36 +73,55 @@ def _settle(futures: list, groups: Sequence[Sequence[Shard]]) -> list[BatchOutco
 
 
 def fan_out_tasks(
-    ctx: RunContext, db: Any, groups: Sequence[Sequence[Shard]], report: Any, executor: Any,
-    *, max_workers: int = 4,
-) -> list[BatchOutcome]:  # fmt: skip
+    ctx: RunContext,
+    db: Any,
+    groups: Sequence[Sequence[Shard]],
+    report: Any,
+    executor: Any,
+    *,
+    max_workers: int = 4,
+) -> list[BatchOutcome]:
     if not groups:
         return []
     with limits.task_runner(max_workers) as tr:
         futures = [
-            tr.submit(process_batch, {"ctx": ctx, "store": db, "shards": list(g),
-                                      "report": report, "executor": executor})
+            tr.submit(
+                process_batch,
+                {
+                    "ctx": ctx,
+                    "store": db,
+                    "shards": list(g),
+                    "report": report,
+                    "executor": executor,
+                },
+            )
             for g in groups
-        ]  # fmt: skip
+        ]
         return _settle(futures, groups)
 
 
 def fan_out_deployments(
-    ctx: RunContext, config: RunConfig, groups: Sequence[Sequence[Shard]],
-    deployment: str = SHARD_DEPLOYMENT, poll_seconds: float = 2.0,
-) -> list[BatchOutcome]:  # fmt: skip
+    ctx: RunContext,
+    config: RunConfig,
+    groups: Sequence[Sequence[Shard]],
+    deployment: str = SHARD_DEPLOYMENT,
+    poll_seconds: float = 2.0,
+) -> list[BatchOutcome]:
     """One child flow run per batch on the shard deployment's work pool; wait for all."""
     params = fanout.config_params(config, ctx)
     parent = FlowRunContext.get()
     parent_id = str(parent.flow_run.id) if parent and parent.flow_run else ctx.run_id
     runs = [
         run_deployment(
-            deployment, timeout=0, as_subflow=True,
+            deployment,
+            timeout=0,
+            as_subflow=True,
             parameters={"config": params, "shards": fanout.shard_params(g), "part": str(i)},
-            flow_run_name=f"{ctx.run_id}-part-{i}", idempotency_key=f"{parent_id}:{i}",
+            flow_run_name=f"{ctx.run_id}-part-{i}",
+            idempotency_key=f"{parent_id}:{i}",
         )
         for i, g in enumerate(groups)
-    ]  # fmt: skip
+    ]
     outcomes: list[BatchOutcome | None] = [None] * len(runs)
     with get_client(sync_client=True) as client:
         while any(o is None for o in outcomes):

@@ -117,9 +117,16 @@ class Memory:
         """
         _need_actor(actor)
         res = self._mem.remember(
-            actor, namespace or _default_namespace(actor), subject, fact,
-            source=source, memory_type=memory_type, owner=owner, confidence=confidence, at=at,
-        )  # fmt: skip
+            actor,
+            namespace or _default_namespace(actor),
+            subject,
+            fact,
+            source=source,
+            memory_type=memory_type,
+            owner=owner,
+            confidence=confidence,
+            at=at,
+        )
         return Remembered(res.record_id, res.created, res.similarity)
 
     def recall(
@@ -140,12 +147,17 @@ class Memory:
         hits = self._mem.recall(actor, query, k=k, namespace=namespace, threshold=threshold)
         return [
             Recollection(
-                id=h.record.id, content=h.record.content, score=h.score,
-                similarity=h.similarity, rank=h.rank, namespace=h.record.namespace,
-                subject=h.record.subject, record=h.record,
+                id=h.record.id,
+                content=h.record.content,
+                score=h.score,
+                similarity=h.similarity,
+                rank=h.rank,
+                namespace=h.record.namespace,
+                subject=h.record.subject,
+                record=h.record,
             )
             for h in hits
-        ]  # fmt: skip
+        ]
 
     def get(self, record_id: str, *, actor: str) -> MemoryRecord | None:
         """The record if it exists, belongs to ``actor`` and is active; else None."""
@@ -176,9 +188,12 @@ class Memory:
         from memlife.online.compaction import compact
 
         return compact(
-            messages, budget_tokens=budget_tokens, keep_last_turns=keep_last_turns,
-            summarizer=summarizer, counter=counter,
-        )  # fmt: skip
+            messages,
+            budget_tokens=budget_tokens,
+            keep_last_turns=keep_last_turns,
+            summarizer=summarizer,
+            counter=counter,
+        )
 
     def close(self) -> None:
         """Flush the access ledger; close the store if this object opened it."""

@@ -39,8 +39,6 @@ class ReceiptSink(Protocol):
     def location(self, key: str) -> str: ...
 
 
-
-
 def run_prefix(run_id: str, started: datetime) -> str:
     return f"runs/{started:%Y/%m/%d}/{run_id}"
 
@@ -103,8 +101,15 @@ class FileSink:
 class S3Sink:
     """Receipts in S3 through boto3 (standard credential chain; optional endpoint URL)."""
 
-    def __init__(self, bucket: str, prefix: str = "", *, endpoint_url: str | None = None,
-                 region: str | None = None, client: Any = None):  # fmt: skip
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        client: Any = None,
+    ):
         import boto3
         from botocore.config import Config
 
@@ -112,9 +117,11 @@ class S3Sink:
         self.prefix = prefix.strip("/")
         self.url = f"s3://{bucket}/{self.prefix}".rstrip("/")
         self.client = client or boto3.client(
-            "s3", endpoint_url=endpoint_url, region_name=region,
+            "s3",
+            endpoint_url=endpoint_url,
+            region_name=region,
             config=Config(retries={"mode": "standard", "max_attempts": 5}),
-        )  # fmt: skip
+        )
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
@@ -124,9 +131,12 @@ class S3Sink:
 
         try:
             self.client.put_object(
-                Bucket=self.bucket, Key=self._key(key), Body=body, ContentType=content_type,
+                Bucket=self.bucket,
+                Key=self._key(key),
+                Body=body,
+                ContentType=content_type,
                 IfNoneMatch="*",
-            )  # fmt: skip
+            )
             return True
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "")

@@ -29,14 +29,54 @@ RECORDS_PER_ACTOR = 200  # 10,000 records -> 50 actors
 
 # (subject, old statement, new contradicting statement, paraphrase of the new one)
 PREFERENCES = [
-    ("beverage", "Drinks only green tea, never coffee.", "Switched to black coffee every morning; no longer drinks tea.", "Has black coffee each morning now."),
-    ("diet", "Is vegetarian.", "Eats fish again; is pescatarian now.", "Follows a pescatarian diet."),
-    ("seat", "Prefers a window seat on flights.", "Prefers an aisle seat on flights.", "Likes aisle seats when flying."),
-    ("language", "Wants replies in English.", "Wants replies in Portuguese.", "Prefers answers written in Portuguese."),
-    ("timezone", "Lives in the Europe/Berlin timezone.", "Moved to the America/New_York timezone.", "Is now on New York time."),
-    ("contact", "Prefers to be contacted by email.", "Prefers to be contacted by phone, not email.", "Would rather get a phone call than an email."),
-    ("music", "Likes jazz while working.", "Does not like music while working anymore.", "Works in silence now, without music."),
-    ("newsletter", "Subscribed to the weekly newsletter.", "Unsubscribed from the weekly newsletter.", "No longer wants the weekly newsletter."),
+    (
+        "beverage",
+        "Drinks only green tea, never coffee.",
+        "Switched to black coffee every morning; no longer drinks tea.",
+        "Has black coffee each morning now.",
+    ),
+    (
+        "diet",
+        "Is vegetarian.",
+        "Eats fish again; is pescatarian now.",
+        "Follows a pescatarian diet.",
+    ),
+    (
+        "seat",
+        "Prefers a window seat on flights.",
+        "Prefers an aisle seat on flights.",
+        "Likes aisle seats when flying.",
+    ),
+    (
+        "language",
+        "Wants replies in English.",
+        "Wants replies in Portuguese.",
+        "Prefers answers written in Portuguese.",
+    ),
+    (
+        "timezone",
+        "Lives in the Europe/Berlin timezone.",
+        "Moved to the America/New_York timezone.",
+        "Is now on New York time.",
+    ),
+    (
+        "contact",
+        "Prefers to be contacted by email.",
+        "Prefers to be contacted by phone, not email.",
+        "Would rather get a phone call than an email.",
+    ),
+    (
+        "music",
+        "Likes jazz while working.",
+        "Does not like music while working anymore.",
+        "Works in silence now, without music.",
+    ),
+    (
+        "newsletter",
+        "Subscribed to the weekly newsletter.",
+        "Unsubscribed from the weekly newsletter.",
+        "No longer wants the weekly newsletter.",
+    ),
 ]
 FACTS = [
     ("job", "Works as a nurse at {city} General Hospital."),
@@ -58,7 +98,10 @@ EPISODES = [
 ]
 PROCEDURES = [
     ("router_reset", "To reset the router: unplug it, wait 30 seconds, plug it back in."),
-    ("expense_report", "Expense reports go through the finance portal, approved by the manager within 5 days."),
+    (
+        "expense_report",
+        "Expense reports go through the finance portal, approved by the manager within 5 days.",
+    ),
     ("escalation", "Escalate billing disputes over 500 EUR to the tier-2 queue."),
     ("deploy", "Deploy to production only after the staging checks pass and a reviewer approves."),
 ]
@@ -90,10 +133,14 @@ class _ActorGen:
     def _fill(self, text: str) -> str:
         rng = self.rng
         return text.format(
-            city=rng.choice(CITIES), pet=rng.choice(PETS), car=rng.choice(CARS),
-            month=rng.choice(MONTHS), day=rng.randint(1, 28), n=rng.randint(2, 9999),
+            city=rng.choice(CITIES),
+            pet=rng.choice(PETS),
+            car=rng.choice(CARS),
+            month=rng.choice(MONTHS),
+            day=rng.randint(1, 28),
+            n=rng.randint(2, 9999),
             n4=f"{rng.randint(0, 9999):04d}",
-        )  # fmt: skip
+        )
 
     def record(
         self,
@@ -125,19 +172,33 @@ class _ActorGen:
         if verified_days_ago is not None:
             verified = max(created, self.anchor - timedelta(days=verified_days_ago))
         return MemoryRecord.model_construct(
-            id=rid, actor_id=self.actor, namespace=f"/users/{self.actor}/{ns}",
-            memory_type=mtype, subject=subject, content=content,
+            id=rid,
+            actor_id=self.actor,
+            namespace=f"/users/{self.actor}/{ns}",
+            memory_type=mtype,
+            subject=subject,
+            content=content,
             owner=(self.rng.choice(OWNERS) if owner == "" else owner),
-            confidence=round(self.rng.uniform(0.55, 0.99), 2), source=source,
-            created_at=created, last_accessed_at=last_accessed, access_count=count,
+            confidence=round(self.rng.uniform(0.55, 0.99), 2),
+            source=source,
+            created_at=created,
+            last_accessed_at=last_accessed,
+            access_count=count,
             last_verified_at=verified,
-            expires_at=(self.anchor + timedelta(days=expires_in_days)) if expires_in_days is not None else None,
-            retention_class=retention, status=Status.active, status_changed_at=None,
+            expires_at=(self.anchor + timedelta(days=expires_in_days))
+            if expires_in_days is not None
+            else None,
+            retention_class=retention,
+            status=Status.active,
+            status_changed_at=None,
             provenance=Provenance.model_construct(
-                source_event=f"evt-{self.actor[2:]}-{self.n}", policy_version=None,
-                replaced_by=None, supersedes=[], content_sha256=None,
+                source_event=f"evt-{self.actor[2:]}-{self.n}",
+                policy_version=None,
+                replaced_by=None,
+                supersedes=[],
+                content_sha256=None,
             ),
-        )  # fmt: skip
+        )
 
     def one(self) -> Iterator[MemoryRecord]:
         """One 'slot' of the mix; roughly 10 records per call on average."""
@@ -147,57 +208,106 @@ class _ActorGen:
         subj, old, new, para = rng.choice(PREFERENCES)
         subj = f"{subj}-{rng.randint(1, 3)}" if rng.random() < 0.3 else subj
         t_old = rng.uniform(200, 700)
-        yield self.record("preferences", MemoryType.semantic, subj, old, age_days=t_old,
-                          accessed=(rng.uniform(30, 300), rng.randint(0, 8)),
-                          verified_days_ago=t_old)  # fmt: skip
+        yield self.record(
+            "preferences",
+            MemoryType.semantic,
+            subj,
+            old,
+            age_days=t_old,
+            accessed=(rng.uniform(30, 300), rng.randint(0, 8)),
+            verified_days_ago=t_old,
+        )
         if roll < 0.6:
             t_new = rng.uniform(5, t_old - 10)
             src = rng.choice([Source.user_stated, Source.user_confirmed, Source.agent_inferred])
-            yield self.record("preferences", MemoryType.semantic, subj, new, age_days=t_new,
-                              source=src, accessed=(rng.uniform(0, t_new), rng.randint(1, 20)),
-                              verified_days_ago=t_new if src is not Source.agent_inferred else None)  # fmt: skip
+            yield self.record(
+                "preferences",
+                MemoryType.semantic,
+                subj,
+                new,
+                age_days=t_new,
+                source=src,
+                accessed=(rng.uniform(0, t_new), rng.randint(1, 20)),
+                verified_days_ago=t_new if src is not Source.agent_inferred else None,
+            )
             if rng.random() < 0.5:  # a near-duplicate restatement
-                yield self.record("preferences", MemoryType.semantic, subj, para,
-                                  age_days=rng.uniform(1, t_new),
-                                  accessed=(rng.uniform(0, 5), rng.randint(0, 4)),
-                                  verified_days_ago=rng.uniform(0, 30))  # fmt: skip
+                yield self.record(
+                    "preferences",
+                    MemoryType.semantic,
+                    subj,
+                    para,
+                    age_days=rng.uniform(1, t_new),
+                    accessed=(rng.uniform(0, 5), rng.randint(0, 4)),
+                    verified_days_ago=rng.uniform(0, 30),
+                )
             if rng.random() < 0.3:  # said again word for word
-                yield self.record("preferences", MemoryType.semantic, subj, new,
-                                  age_days=rng.uniform(1, t_new), verified_days_ago=2)  # fmt: skip
+                yield self.record(
+                    "preferences",
+                    MemoryType.semantic,
+                    subj,
+                    new,
+                    age_days=rng.uniform(1, t_new),
+                    verified_days_ago=2,
+                )
         # Facts: some unowned, some never re-verified.
         fsubj, ftext = rng.choice(FACTS)
         age = rng.uniform(10, 900)
-        yield self.record("facts", MemoryType.semantic, fsubj, self._fill(ftext), age_days=age,
-                          source=rng.choice(list(Source)),
-                          owner=None if rng.random() < 0.08 else "",
-                          verified_days_ago=rng.choice([None, age, rng.uniform(0, 60)]),
-                          accessed=(rng.uniform(0, age), rng.randint(0, 30)) if rng.random() < 0.6 else None)  # fmt: skip
+        yield self.record(
+            "facts",
+            MemoryType.semantic,
+            fsubj,
+            self._fill(ftext),
+            age_days=age,
+            source=rng.choice(list(Source)),
+            owner=None if rng.random() < 0.08 else "",
+            verified_days_ago=rng.choice([None, age, rng.uniform(0, 60)]),
+            accessed=(rng.uniform(0, age), rng.randint(0, 30)) if rng.random() < 0.6 else None,
+        )
         # Episodes: varying age and access, some with hard deadlines already past.
         for _ in range(rng.randint(2, 5)):
             age = rng.expovariate(1 / 150)
             expires = rng.choice([None, None, None, -rng.uniform(1, 60), rng.uniform(1, 90)])
-            yield self.record("episodes", MemoryType.episodic, None,
-                              self._fill(rng.choice(EPISODES)), age_days=age,
-                              source=Source.agent_inferred if rng.random() < 0.3 else Source.user_stated,
-                              expires_in_days=expires,
-                              accessed=(rng.uniform(0, age), rng.randint(0, 6)) if rng.random() < 0.4 else None)  # fmt: skip
+            yield self.record(
+                "episodes",
+                MemoryType.episodic,
+                None,
+                self._fill(rng.choice(EPISODES)),
+                age_days=age,
+                source=Source.agent_inferred if rng.random() < 0.3 else Source.user_stated,
+                expires_in_days=expires,
+                accessed=(rng.uniform(0, age), rng.randint(0, 6)) if rng.random() < 0.4 else None,
+            )
         # Procedures: verified by a system of record, some stale.
         if rng.random() < 0.35:
             psubj, ptext = rng.choice(PROCEDURES)
             age = rng.uniform(30, 800)
-            yield self.record("procedures", MemoryType.procedural, psubj, ptext, age_days=age,
-                              source=Source.system_of_record, owner=rng.choice(OWNERS),
-                              verified_days_ago=rng.choice([rng.uniform(0, 90), age]),
-                              accessed=(rng.uniform(0, 60), rng.randint(0, 50)))  # fmt: skip
+            yield self.record(
+                "procedures",
+                MemoryType.procedural,
+                psubj,
+                ptext,
+                age_days=age,
+                source=Source.system_of_record,
+                owner=rng.choice(OWNERS),
+                verified_days_ago=rng.choice([rng.uniform(0, 90), age]),
+                accessed=(rng.uniform(0, 60), rng.randint(0, 50)),
+            )
         # Support: sensitive data and legal holds (some of them already expired).
         if rng.random() < 0.3:
             ssubj, stext = rng.choice(SENSITIVE)
             hold = rng.random() < 0.35
             expires = rng.choice([None, -rng.uniform(1, 100), rng.uniform(10, 400)])
-            yield self.record("support", MemoryType.semantic, ssubj, self._fill(stext),
-                              age_days=rng.uniform(5, 600), source=Source.user_stated,
-                              retention=RetentionClass.legal_hold if hold else RetentionClass.sensitive,
-                              expires_in_days=expires, verified_days_ago=rng.uniform(0, 400))  # fmt: skip
+            yield self.record(
+                "support",
+                MemoryType.semantic,
+                ssubj,
+                self._fill(stext),
+                age_days=rng.uniform(5, 600),
+                source=Source.user_stated,
+                retention=RetentionClass.legal_hold if hold else RetentionClass.sensitive,
+                expires_in_days=expires,
+                verified_days_ago=rng.uniform(0, 400),
+            )
 
 
 def generate(

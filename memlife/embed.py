@@ -31,8 +31,6 @@ DIM = 384
 DEFAULT_BATCH = 64
 
 
-
-
 @runtime_checkable
 class Embedder(Protocol):
     model_id: str

@@ -125,8 +125,12 @@ class EvalCase(BaseModel):
         return self
 
     def dump(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": self.id, "kind": self.kind.value, "query": self.query,
-                               "actor_id": self.actor_id}  # fmt: skip
+        out: dict[str, Any] = {
+            "id": self.id,
+            "kind": self.kind.value,
+            "query": self.query,
+            "actor_id": self.actor_id,
+        }
         if self.namespace:
             out["namespace"] = self.namespace
         if self.must_retrieve:
@@ -137,8 +141,6 @@ class EvalCase(BaseModel):
         if self.threshold is not None:
             out["threshold"] = self.threshold
         return out
-
-
 
 
 def parse_cases(items: Iterable[Any], source: str = "<cases>") -> list[EvalCase]:
@@ -227,8 +229,10 @@ def dump_cases(cases: Sequence[EvalCase], path: str | Path) -> Path:
     if p.suffix.lower() in (".jsonl", ".ndjson"):
         p.write_text("".join(json.dumps(c.dump()) + "\n" for c in cases), encoding="utf-8")
     else:
-        header = ("# memlife evaluation set (docs/evaluation.md). Derived from the store by\n"
-                  "# `memlife eval init`; review it: these queries and facts are yours to edit.\n")  # fmt: skip
+        header = (
+            "# memlife evaluation set (docs/evaluation.md). Derived from the store by\n"
+            "# `memlife eval init`; review it: these queries and facts are yours to edit.\n"
+        )
         body = yaml.safe_dump(
             {"cases": [c.dump() for c in cases]}, sort_keys=False, allow_unicode=True
         )

@@ -48,18 +48,33 @@ def erasure_cases(sink: Any, actors: Sequence[str] | None = None) -> list[EvalCa
         if not (actor and ns and rid) or (actors is not None and actor not in actors):
             continue
         leaf = ns.rstrip("/").rsplit("/", 1)[-1].replace("_", " ") or "memories"
-        out.setdefault(rid, EvalCase(
-            id=f"erased-{actor}-{rid}", kind=CaseKind.erased, actor_id=actor, namespace=ns,
-            query=f"What do we know about the user's {leaf}?", forbidden=[Target(id=rid)],
-            k=100, threshold=-1.0,
-        ))  # fmt: skip
+        out.setdefault(
+            rid,
+            EvalCase(
+                id=f"erased-{actor}-{rid}",
+                kind=CaseKind.erased,
+                actor_id=actor,
+                namespace=ns,
+                query=f"What do we know about the user's {leaf}?",
+                forbidden=[Target(id=rid)],
+                k=100,
+                threshold=-1.0,
+            ),
+        )
     return [out[k] for k in sorted(out)]
 
 
 def starter_cases(
-    store: Any, *, policy: Any = None, now: datetime | None = None, actors: int = 5,
-    actor_ids: Sequence[str] = (), per_kind: int = 2, sink: Any = None, validate: bool = True,
-) -> list[EvalCase]:  # fmt: skip
+    store: Any,
+    *,
+    policy: Any = None,
+    now: datetime | None = None,
+    actors: int = 5,
+    actor_ids: Sequence[str] = (),
+    per_kind: int = 2,
+    sink: Any = None,
+    validate: bool = True,
+) -> list[EvalCase]:
     """Cases for the first ``actors`` actors (or ``actor_ids``), from what the planner sees.
 
     recent_preference: the newest statement of a changed preference (or the newest
@@ -85,7 +100,6 @@ def starter_cases(
     counts: dict[tuple[str, CaseKind], int] = {}
     recall = None
     if validate:
-
         recall = ShadowRecall(store)
 
     def add(case: EvalCase) -> None:
@@ -112,37 +126,89 @@ def starter_cases(
                 if head is None or head.memory_type is not MemoryType.semantic:
                     continue
                 slug = (head.subject or "fact").replace(" ", "_")
-                stale = [o for o in sorted(olds)
-                         if normalise(active[o].content) != normalise(head.content)]  # fmt: skip
-                add(EvalCase(id=f"pref-{actor}-{slug}-{sid}", kind=CaseKind.recent_preference,
-                             query=question_for(head), actor_id=actor, namespace=ns,
-                             must_retrieve=[Target(id=sid)]))  # fmt: skip
+                stale = [
+                    o
+                    for o in sorted(olds)
+                    if normalise(active[o].content) != normalise(head.content)
+                ]
+                add(
+                    EvalCase(
+                        id=f"pref-{actor}-{slug}-{sid}",
+                        kind=CaseKind.recent_preference,
+                        query=question_for(head),
+                        actor_id=actor,
+                        namespace=ns,
+                        must_retrieve=[Target(id=sid)],
+                    )
+                )
                 if stale:
-                    add(EvalCase(id=f"stale-{actor}-{slug}-{sid}", kind=CaseKind.superseded_fact,
-                                 query=question_for(head), actor_id=actor, namespace=ns,
-                                 forbidden=[Target(id=o) for o in stale[:3]]))  # fmt: skip
+                    add(
+                        EvalCase(
+                            id=f"stale-{actor}-{slug}-{sid}",
+                            kind=CaseKind.superseded_fact,
+                            query=question_for(head),
+                            actor_id=actor,
+                            namespace=ns,
+                            forbidden=[Target(id=o) for o in stale[:3]],
+                        )
+                    )
             # Statements already superseded by an earlier run must stay out of recall.
             for r in sorted(records.values(), key=lambda r: r.id):
                 if r.status is Status.superseded:
-                    add(EvalCase(id=f"stale-{actor}-{r.id}", kind=CaseKind.superseded_fact,
-                                 query=question_for(r), actor_id=actor, namespace=ns,
-                                 forbidden=[Target(id=r.id)]))  # fmt: skip
-            prefs = sorted((r for r in active.values() if r.memory_type is MemoryType.semantic
-                            and "preference" in ns), key=lambda r: (r.created_at, r.id))  # fmt: skip
+                    add(
+                        EvalCase(
+                            id=f"stale-{actor}-{r.id}",
+                            kind=CaseKind.superseded_fact,
+                            query=question_for(r),
+                            actor_id=actor,
+                            namespace=ns,
+                            forbidden=[Target(id=r.id)],
+                        )
+                    )
+            prefs = sorted(
+                (
+                    r
+                    for r in active.values()
+                    if r.memory_type is MemoryType.semantic and "preference" in ns
+                ),
+                key=lambda r: (r.created_at, r.id),
+            )
             for r in reversed(prefs[-per_kind:]):  # the newest preferences
-                add(EvalCase(id=f"pref-{actor}-{r.id}", kind=CaseKind.recent_preference,
-                             query=question_for(r), actor_id=actor, namespace=ns,
-                             must_retrieve=[Target(id=r.id)]))  # fmt: skip
+                add(
+                    EvalCase(
+                        id=f"pref-{actor}-{r.id}",
+                        kind=CaseKind.recent_preference,
+                        query=question_for(r),
+                        actor_id=actor,
+                        namespace=ns,
+                        must_retrieve=[Target(id=r.id)],
+                    )
+                )
             for d in decisions:
                 r = active[d.id]
                 if d.action is Action.delete_expired:
-                    add(EvalCase(id=f"expired-{actor}-{d.id}", kind=CaseKind.expired_fact,
-                                 query=question_for(r), actor_id=actor, namespace=ns,
-                                 forbidden=[Target(id=d.id)]))  # fmt: skip
+                    add(
+                        EvalCase(
+                            id=f"expired-{actor}-{d.id}",
+                            kind=CaseKind.expired_fact,
+                            query=question_for(r),
+                            actor_id=actor,
+                            namespace=ns,
+                            forbidden=[Target(id=d.id)],
+                        )
+                    )
                 elif r.memory_type is MemoryType.procedural and d.action not in DELETES:
-                    add(EvalCase(id=f"proc-{actor}-{d.id}", kind=CaseKind.procedure,
-                                 query=question_for(r), actor_id=actor, namespace=ns,
-                                 must_retrieve=[Target(id=d.id)], impact=Impact.high))  # fmt: skip
+                    add(
+                        EvalCase(
+                            id=f"proc-{actor}-{d.id}",
+                            kind=CaseKind.procedure,
+                            query=question_for(r),
+                            actor_id=actor,
+                            namespace=ns,
+                            must_retrieve=[Target(id=d.id)],
+                            impact=Impact.high,
+                        )
+                    )
     if sink is not None:
         for c in erasure_cases(sink, list(actor_ids) or None):  # every erased actor by default
             add(c)

@@ -89,10 +89,19 @@ def failed_outcome(shards: Sequence[Shard], error: BaseException | str) -> Batch
 
 
 _THROTTLE_CODES = {
-    "ThrottledException", "ThrottlingException", "Throttling", "TooManyRequestsException",
-    "ProvisionedThroughputExceededException", "RequestLimitExceeded", "SlowDown",
-    "RateLimitError", "rate_limit_error", "overloaded_error", "429", "529",
-}  # fmt: skip
+    "ThrottledException",
+    "ThrottlingException",
+    "Throttling",
+    "TooManyRequestsException",
+    "ProvisionedThroughputExceededException",
+    "RequestLimitExceeded",
+    "SlowDown",
+    "RateLimitError",
+    "rate_limit_error",
+    "overloaded_error",
+    "429",
+    "529",
+}
 
 
 def is_throttling(exc: BaseException | None) -> bool:
@@ -124,8 +133,11 @@ def calls_model(consolidator: Consolidator | None) -> bool:
 
 # -- events -------------------------------------------------------------------------------------
 def _resource(run_id: str, mode: str) -> dict[str, str]:
-    return {"prefect.resource.id": f"memlife.run.{run_id}",
-            "prefect.resource.name": f"memlife {mode} {run_id}", "memlife.mode": mode}  # fmt: skip
+    return {
+        "prefect.resource.id": f"memlife.run.{run_id}",
+        "prefect.resource.name": f"memlife {mode} {run_id}",
+        "memlife.mode": mode,
+    }
 
 
 def run_event(summary: RunSummary) -> tuple[str, dict[str, str], dict[str, Any]] | None:
@@ -137,26 +149,34 @@ def run_event(summary: RunSummary) -> tuple[str, dict[str, str], dict[str, Any]]
         return None
     event = {"failure": EVENT_FAILURE, "blocked": EVENT_BLOCKED}.get(summary.status, EVENT_PARTIAL)
     payload = {
-        "run_id": summary.run_id, "status": summary.status, "mode": summary.mode,
-        "policy_version": summary.policy_version, "cutoff": summary.cutoff,
-        "counts": dict(summary.lifecycle), "records": summary.records, "shards": summary.shards,
+        "run_id": summary.run_id,
+        "status": summary.status,
+        "mode": summary.mode,
+        "policy_version": summary.policy_version,
+        "cutoff": summary.cutoff,
+        "counts": dict(summary.lifecycle),
+        "records": summary.records,
+        "shards": summary.shards,
         "failed_shards": [s["shard"] for s in summary.failed_shards],
         "failed_shard_codes": {s["shard"]: s.get("code") for s in summary.failed_shards},
         "receipt": summary.receipt,
-    }  # fmt: skip
+    }
     if summary.gate is not None:  # ids, gate names and figures only
         from memlife.pipeline import gate_line
 
         g = summary.gate
         payload["gate"] = {
-            "status": g.get("status"), "reasons": g.get("reasons", []),
+            "status": g.get("status"),
+            "reasons": g.get("reasons", []),
             "high_impact_failed": g.get("high_impact_failed", []),
             "failed_cases": g.get("failed_cases", []),
-            "gates": {n: {k: v.get(k) for k in ("value", "threshold", "before", "result")}
-                      for n, v in g.get("gates", {}).items()},
+            "gates": {
+                n: {k: v.get(k) for k in ("value", "threshold", "before", "result")}
+                for n, v in g.get("gates", {}).items()
+            },
             "deletions_blocked": g.get("deletions_blocked"),
             "supersedes_blocked": g.get("supersedes_blocked"),
-        }  # fmt: skip
+        }
         payload["summary"] = gate_line(summary.as_json())
     return event, _resource(summary.run_id, summary.mode), payload
 
@@ -166,8 +186,12 @@ def failure_event(
 ) -> tuple[str, dict[str, str], dict[str, Any]]:
     """The run could not finish: error type only, never its message (it may carry data)."""
     payload = {
-        "run_id": ctx.run_id, "status": "failure", "mode": ctx.mode,
-        "policy_version": ctx.policy.version, "cutoff": ctx.cutoff.isoformat(),
-        "error": type(error).__name__, "receipt": receipt,
-    }  # fmt: skip
+        "run_id": ctx.run_id,
+        "status": "failure",
+        "mode": ctx.mode,
+        "policy_version": ctx.policy.version,
+        "cutoff": ctx.cutoff.isoformat(),
+        "error": type(error).__name__,
+        "receipt": receipt,
+    }
     return EVENT_FAILURE, _resource(ctx.run_id, ctx.mode), payload

@@ -34,8 +34,6 @@ POINTS = (
 )
 
 
-
-
 _armed: dict[str, list] = {}  # point -> [remaining skips, mode]
 
 

@@ -75,8 +75,12 @@ class ShadowRecall:
     rebuilds the BM25 index (idf depends on the corpus, as it would after a delete).
     """
 
-    def __init__(self, store: MemoryStore, cache: EmbeddingCache | None = None,
-                 added: Iterable[MemoryRecord] = ()):  # fmt: skip
+    def __init__(
+        self,
+        store: MemoryStore,
+        cache: EmbeddingCache | None = None,
+        added: Iterable[MemoryRecord] = (),
+    ):
         from memlife.embed_cache import EmbeddingCache
 
         self.store = store
@@ -110,16 +114,27 @@ class ShadowRecall:
             have = {r.id for r in records}
             for rid in sorted(extra - have):  # quarantined candidates: present in "before"
                 r = self.store.get(rid)
-                if (r is not None and r.actor_id == actor and r.namespace == namespace
-                        and r.status is Status.quarantined):  # fmt: skip
+                if (
+                    r is not None
+                    and r.actor_id == actor
+                    and r.namespace == namespace
+                    and r.status is Status.quarantined
+                ):
                     records.append(r)
             records.sort(key=lambda r: r.id)
             vecs = self.cache.get_or_embed(records) if records else np.zeros((0, 1), np.float32)
             self._base[key] = (records, vecs)
         return self._base[key]
 
-    def corpus(self, actor: str, namespace: str, *, exclude: frozenset[str] = frozenset(),
-               include: frozenset[str] = frozenset(), plus: bool = False) -> _Corpus:  # fmt: skip
+    def corpus(
+        self,
+        actor: str,
+        namespace: str,
+        *,
+        exclude: frozenset[str] = frozenset(),
+        include: frozenset[str] = frozenset(),
+        plus: bool = False,
+    ) -> _Corpus:
         key = (actor, namespace, exclude, include, plus)
         view = self._views.get(key)
         if view is None:
@@ -148,9 +163,18 @@ class ShadowRecall:
             self._qvec[query] = self.cache.embedder.embed([query])[0]
         return self._qvec[query]
 
-    def recall(self, query: str, actor: str, namespace: str | None = None, *, k: int = 5,
-               threshold: float | None = None, exclude: Iterable[str] = (),
-               include: Iterable[str] = (), plus: bool = False) -> list[MemoryRecord]:  # fmt: skip
+    def recall(
+        self,
+        query: str,
+        actor: str,
+        namespace: str | None = None,
+        *,
+        k: int = 5,
+        threshold: float | None = None,
+        exclude: Iterable[str] = (),
+        include: Iterable[str] = (),
+        plus: bool = False,
+    ) -> list[MemoryRecord]:
         """Top-k active records for ``query`` in the view (best first)."""
         from memlife.online.memory import DEFAULT_THRESHOLD
 
@@ -161,11 +185,19 @@ class ShadowRecall:
             view = self.corpus(actor, ns, exclude=ex, include=inc, plus=plus)
             if not view.records:
                 continue
-            hits = rank(self.query_vector(query), view.vectors, k=k, threshold=thr,
-                        query_text=query, lexical=view.lexical,
-                        created=view.created)  # fmt: skip
-            cands += [(float(s), view.records[int(i)].id, view.records[int(i)])
-                      for i, s in zip(hits.indices, hits.scores, strict=True)]  # fmt: skip
+            hits = rank(
+                self.query_vector(query),
+                view.vectors,
+                k=k,
+                threshold=thr,
+                query_text=query,
+                lexical=view.lexical,
+                created=view.created,
+            )
+            cands += [
+                (float(s), view.records[int(i)].id, view.records[int(i)])
+                for i, s in zip(hits.indices, hits.scores, strict=True)
+            ]
         cands.sort(key=lambda c: (-c[0], c[1]))
         return [c[2] for c in cands[:k]]
 
@@ -205,12 +237,25 @@ def _competing(records: Sequence[MemoryRecord]) -> bool:
 
 
 def run_case(
-    case: EvalCase, recall: ShadowRecall, *, exclude: Iterable[str] = (), include: Iterable[str] = (),
-    answerer: Answerer | None = None, plus: bool = False,
-) -> dict[str, Any]:  # fmt: skip
+    case: EvalCase,
+    recall: ShadowRecall,
+    *,
+    exclude: Iterable[str] = (),
+    include: Iterable[str] = (),
+    answerer: Answerer | None = None,
+    plus: bool = False,
+) -> dict[str, Any]:
     """One case on one view: retrieved ids, recall@k, forbidden hits, pass/fail. Ids only."""
-    got = recall.recall(case.query, case.actor_id, case.namespace, k=case.k, threshold=case.threshold,
-                        exclude=exclude, include=include, plus=plus)  # fmt: skip
+    got = recall.recall(
+        case.query,
+        case.actor_id,
+        case.namespace,
+        k=case.k,
+        threshold=case.threshold,
+        exclude=exclude,
+        include=include,
+        plus=plus,
+    )
     covered: set[str] = set()
     for r in got:
         covered |= recall.lineage(r)
@@ -229,12 +274,19 @@ def run_case(
     recall_at_k = len(must_hits) / total if total else 1.0
     missing = [t.label for t in case.must_retrieve if t not in must_hits]
     out: dict[str, Any] = {
-        "id": case.id, "kind": case.kind.value, "impact": case.impact.value, "k": case.k,
-        "retrieved": [r.id for r in got], "must_total": total, "must_hits": len(must_hits),
-        "recall_at_k": round(recall_at_k, 6), "missing": missing,
-        "forbidden_total": len(case.forbidden), "forbidden_hits": [t.label for t in forbidden_hits],
+        "id": case.id,
+        "kind": case.kind.value,
+        "impact": case.impact.value,
+        "k": case.k,
+        "retrieved": [r.id for r in got],
+        "must_total": total,
+        "must_hits": len(must_hits),
+        "recall_at_k": round(recall_at_k, 6),
+        "missing": missing,
+        "forbidden_total": len(case.forbidden),
+        "forbidden_hits": [t.label for t in forbidden_hits],
         "contradiction": bool((must_hits and forbidden_hits) or _competing(got)),
-    }  # fmt: skip
+    }
     passed = recall_at_k >= case.min_result and not forbidden_hits
     if answerer is not None and (case.answer_must_include or case.answer_must_not_include):
         try:
@@ -260,9 +312,15 @@ def _gate(value: float, threshold: float, passed: bool) -> dict[str, Any]:
 
 
 def run_set(
-    cases: Sequence[EvalCase], recall: ShadowRecall, gate: GatePolicy, *, exclude: Iterable[str] = (),
-    include: Iterable[str] = (), answerer: Answerer | None = None, plus: bool = False,
-) -> dict[str, Any]:  # fmt: skip
+    cases: Sequence[EvalCase],
+    recall: ShadowRecall,
+    gate: GatePolicy,
+    *,
+    exclude: Iterable[str] = (),
+    include: Iterable[str] = (),
+    answerer: Answerer | None = None,
+    plus: bool = False,
+) -> dict[str, Any]:
     """Every case, ``gate.replicas`` times; a case passes only if it passes every time."""
     exclude, include = frozenset(exclude), frozenset(include)
     per_case: dict[str, dict[str, Any]] = {}
@@ -293,24 +351,36 @@ def run_set(
     f_value = f_hits / f_total if f_total else 0.0
     c_value = sum(1 for r in results if r["contradiction"]) / len(results) if results else 0.0
     weights = [2.0 if r["impact"] == Impact.high.value else 1.0 for r in results]
-    a_value = (sum(w * r["score"] for w, r in zip(weights, results, strict=True)) / sum(weights)
-               if results else 1.0)  # fmt: skip
+    a_value = (
+        sum(w * r["score"] for w, r in zip(weights, results, strict=True)) / sum(weights)
+        if results
+        else 1.0
+    )
     failed = [r["id"] for r in results if not r["passed"]]
     return {
         "gates": {
-            "must_retain_recall": _gate(must_value, gate.must_retain_recall_min,
-                                        must_value >= gate.must_retain_recall_min),
-            "forbidden_retrieval": _gate(f_value, gate.forbidden_retrieval_max,
-                                         f_value <= gate.forbidden_retrieval_max),
-            "contradiction_rate": _gate(c_value, gate.contradiction_rate_max,
-                                        c_value <= gate.contradiction_rate_max),
-            "aggregate_score": _gate(a_value, gate.aggregate_score_min,
-                                     a_value >= gate.aggregate_score_min),
-        },  # fmt: skip
-        "cases": len(results), "replicas": gate.replicas, "failed_cases": failed,
-        "high_impact_failed": [r["id"] for r in results if not r["passed"] and r["impact"] == Impact.high.value],
-        "flaky_cases": flaky, "results": results,
-    }  # fmt: skip
+            "must_retain_recall": _gate(
+                must_value, gate.must_retain_recall_min, must_value >= gate.must_retain_recall_min
+            ),
+            "forbidden_retrieval": _gate(
+                f_value, gate.forbidden_retrieval_max, f_value <= gate.forbidden_retrieval_max
+            ),
+            "contradiction_rate": _gate(
+                c_value, gate.contradiction_rate_max, c_value <= gate.contradiction_rate_max
+            ),
+            "aggregate_score": _gate(
+                a_value, gate.aggregate_score_min, a_value >= gate.aggregate_score_min
+            ),
+        },
+        "cases": len(results),
+        "replicas": gate.replicas,
+        "failed_cases": failed,
+        "high_impact_failed": [
+            r["id"] for r in results if not r["passed"] and r["impact"] == Impact.high.value
+        ],
+        "flaky_cases": flaky,
+        "results": results,
+    }
 
 
 def _min_result(cases: Sequence[EvalCase], case_id: str) -> float:
@@ -323,9 +393,11 @@ def _worse(name: str, before: float, after: float) -> bool:
 
 
 def verdict(
-    before: dict[str, Any], after: dict[str, Any], proposed: int,
+    before: dict[str, Any],
+    after: dict[str, Any],
+    proposed: int,
     gate: GatePolicy | None = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """Compare two run_set reports: blocked, the gates (after, with before's figure), cases.
 
     Each gate's ``result``: pass; warn (below threshold, not made worse by the run);
@@ -351,19 +423,28 @@ def verdict(
             result = "warn"
         gates[name] = {**a, "before": b["value"], "result": result}
     before_failed = set(before["failed_cases"])
-    slim = lambda rep: {"gates": {n: rep["gates"][n]["value"] for n in GATES},  # noqa: E731
-                        "failed_cases": rep["failed_cases"],
-                        "high_impact_failed": rep["high_impact_failed"]}  # fmt: skip
+    slim = lambda rep: {
+        "gates": {n: rep["gates"][n]["value"] for n in GATES},  # noqa: E731
+        "failed_cases": rep["failed_cases"],
+        "high_impact_failed": rep["high_impact_failed"],
+    }
     return {
-        "configured": True, "blocked": bool(reasons),
+        "configured": True,
+        "blocked": bool(reasons),
         "status": "blocked" if reasons else ("warn" if warnings else "pass"),
-        "reasons": reasons, "warnings": warnings, "proposed_deletions": proposed,
-        "cases": after["cases"], "replicas": after["replicas"], "gates": gates,
-        "failed_cases": after["failed_cases"], "high_impact_failed": after["high_impact_failed"],
+        "reasons": reasons,
+        "warnings": warnings,
+        "proposed_deletions": proposed,
+        "cases": after["cases"],
+        "replicas": after["replicas"],
+        "gates": gates,
+        "failed_cases": after["failed_cases"],
+        "high_impact_failed": after["high_impact_failed"],
         "regressed_cases": [c for c in after["failed_cases"] if c not in before_failed],
         "flaky_cases": sorted(set(before["flaky_cases"]) | set(after["flaky_cases"])),
-        "before": slim(before), "after": slim(after),
-    }  # fmt: skip
+        "before": slim(before),
+        "after": slim(after),
+    }
 
 
 # -- entry points -------------------------------------------------------------------------------
@@ -376,28 +457,32 @@ def model_answerer_from_env() -> Answerer | None:
 
     from memlife.consolidate.anthropic import DEFAULT_MODEL
 
-    client = anthropic.Anthropic(
-        timeout=env.model_timeout, max_retries=2
-    )
+    client = anthropic.Anthropic(timeout=env.model_timeout, max_retries=2)
     model = env.model or DEFAULT_MODEL
 
     def answer(query: str, contexts: Sequence[str]) -> str:
         memories = "\n".join(f"- {c}" for c in contexts) or "(none)"
         msg = client.messages.create(
-            model=model, max_tokens=300, temperature=0,
+            model=model,
+            max_tokens=300,
+            temperature=0,
             system="Answer the user's question using only the memories given. Be brief.",
             messages=[{"role": "user", "content": f"Memories:\n{memories}\n\nQuestion: {query}"}],
-        )  # fmt: skip
+        )
         return "".join(getattr(b, "text", "") for b in msg.content)
 
     return answer
 
 
 def evaluate(
-    store: MemoryStore, cases: Sequence[EvalCase] | str, *, policy: Policy | None = None,
-    cache: EmbeddingCache | None = None, answerer: Answerer | None = None,
+    store: MemoryStore,
+    cases: Sequence[EvalCase] | str,
+    *,
+    policy: Policy | None = None,
+    cache: EmbeddingCache | None = None,
+    answerer: Answerer | None = None,
     exclude: Iterable[str] = (),
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """On demand: run a set against the store as it is (optionally minus ``exclude`` ids)."""
     from memlife.policy import load_policy
 
@@ -413,21 +498,29 @@ def evaluate(
     return report
 
 
-def not_configured(policy: GatePolicy, withheld_deletions: int = 0,
-                   withheld_groups: int = 0) -> dict[str, Any]:  # fmt: skip
+def not_configured(
+    policy: GatePolicy, withheld_deletions: int = 0, withheld_groups: int = 0
+) -> dict[str, Any]:
     """The verdict of a run without an evaluation set (receipt and summary say so)."""
     return {
-        "configured": False, "required": policy.required, "blocked": False,
-        "status": "not_configured", "reasons": ["GATE_NOT_CONFIGURED"],
-        "withheld_deletions": withheld_deletions, "withheld_groups": withheld_groups,
-    }  # fmt: skip
+        "configured": False,
+        "required": policy.required,
+        "blocked": False,
+        "status": "not_configured",
+        "reasons": ["GATE_NOT_CONFIGURED"],
+        "withheld_deletions": withheld_deletions,
+        "withheld_groups": withheld_groups,
+    }
 
 
 def evaluate_changes(
-    ctx: RunContext, store: MemoryStore, deletions: Sequence[DeleteItem],
-    superseded: Iterable[str] = (), replacements: Sequence[MemoryRecord] = (),
+    ctx: RunContext,
+    store: MemoryStore,
+    deletions: Sequence[DeleteItem],
+    superseded: Iterable[str] = (),
+    replacements: Sequence[MemoryRecord] = (),
     cache: EmbeddingCache | None = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """Step 8 on everything staged: before (the store as found) vs after (a shadow view
     minus ``deletions`` and ``superseded``, plus the staged ``replacements``).
 
@@ -445,8 +538,15 @@ def evaluate_changes(
     gate = ctx.policy.gate
     dels = frozenset(i.id for i in deletions)
     sups = frozenset(superseded)
-    run = lambda exclude, plus: run_set(cases, recall, gate, exclude=exclude, include=dels,  # noqa: E731
-                                        answerer=answerer, plus=plus)  # fmt: skip
+    run = lambda exclude, plus: run_set(
+        cases,
+        recall,
+        gate,
+        exclude=exclude,
+        include=dels,  # noqa: E731
+        answerer=answerer,
+        plus=plus,
+    )
     before = run(frozenset(), False)
     changed = bool(dels or sups or replacements)
     after = run(dels | sups, True) if changed else before

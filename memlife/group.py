@@ -31,9 +31,14 @@ from memlife.policy import Grouping, Policy
 from memlife.text import negates, normalise
 
 __all__ = [
-    "DEFAULT_SOURCE_WEIGHTS", "GroupAnalysis", "analyse_group", "build_groups", "cluster_group",
-    "pick_survivor", "split_group",
-]  # fmt: skip
+    "DEFAULT_SOURCE_WEIGHTS",
+    "GroupAnalysis",
+    "analyse_group",
+    "build_groups",
+    "cluster_group",
+    "pick_survivor",
+    "split_group",
+]
 
 
 def _age(r: MemoryRecord) -> tuple:
@@ -231,9 +236,13 @@ def build_groups(
             superseded = [d.id for d in ds if d.action is Action.supersede_candidate]  # type: ignore[attr-defined]
         first = members[0]
         g = Group(
-            key=key, actor_id=first.actor_id, namespace=first.namespace,
-            subject=first.subject or "", records=members, survivor_id=survivor,
+            key=key,
+            actor_id=first.actor_id,
+            namespace=first.namespace,
+            subject=first.subject or "",
+            records=members,
+            survivor_id=survivor,
             superseded_ids=superseded,
-        )  # fmt: skip
+        )
         groups.extend(split_group(g, max_size))
     return groups

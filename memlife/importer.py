@@ -60,12 +60,16 @@ class ImportReport:
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "imported": self.imported, "updated": self.updated, "unchanged": self.unchanged,
-            "invalid": [e.as_dict() for e in self.invalid], "conflicts": self.conflicts,
+            "imported": self.imported,
+            "updated": self.updated,
+            "unchanged": self.unchanged,
+            "invalid": [e.as_dict() for e in self.invalid],
+            "conflicts": self.conflicts,
             "warnings": self.warnings,
-            "update_run": None if self.run is None else
-            {k: self.run[k] for k in ("run_id", "status", "receipt")},
-        }  # fmt: skip
+            "update_run": None
+            if self.run is None
+            else {k: self.run[k] for k in ("run_id", "status", "receipt")},
+        }
 
     @property
     def ok(self) -> bool:
@@ -103,7 +107,9 @@ def parse_line(raw: bytes, n: int, *, content_max: int, max_depth: int = MAX_DEP
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise RecordError(None, "<encoding>", f"not UTF-8 at byte {exc.start}", n) from None
-    if json_depth(raw) > max_depth:
+    # depth <= number of opening brackets (those inside strings only overcount): a record
+    # line has 3, so the regex-and-numpy depth scan runs only for unusual lines
+    if raw.count(b"{") + raw.count(b"[") > max_depth and json_depth(raw) > max_depth:
         raise RecordError(None, "<json>", f"nested deeper than {max_depth} levels", n)
     try:
         record = parse_record_line(text, n)
@@ -116,10 +122,16 @@ def parse_line(raw: bytes, n: int, *, content_max: int, max_depth: int = MAX_DEP
 
 
 def import_file(
-    store: MemoryStore, path: Path, *, policy: Policy | str | None = None, update: bool = False,
-    allow_held: bool = False, now: datetime | None = None, receipts: str | None = None,
+    store: MemoryStore,
+    path: Path,
+    *,
+    policy: Policy | str | None = None,
+    update: bool = False,
+    allow_held: bool = False,
+    now: datetime | None = None,
+    receipts: str | None = None,
     max_line_bytes: int = MAX_LINE_BYTES,
-) -> ImportReport:  # fmt: skip
+) -> ImportReport:
     pol = policy if isinstance(policy, Policy) else load_policy(policy)
     now = now or utcnow()
     report = ImportReport()
@@ -157,13 +169,20 @@ def import_file(
                 report.invalid.append(exc)
                 continue
             if record.id in seen:
-                report.conflicts.append({"line": n, "id": record.id, "code": "DUPLICATE_ID",
-                                         "first_line": seen[record.id]})  # fmt: skip
+                report.conflicts.append(
+                    {
+                        "line": n,
+                        "id": record.id,
+                        "code": "DUPLICATE_ID",
+                        "first_line": seen[record.id],
+                    }
+                )
                 continue
             seen[record.id] = n
             if record.created_at > now + FUTURE_SKEW:
-                report.warnings.append({"line": n, "id": record.id, "field": "created_at",
-                                        "code": "FUTURE_CREATED_AT"})  # fmt: skip
+                report.warnings.append(
+                    {"line": n, "id": record.id, "field": "created_at", "code": "FUTURE_CREATED_AT"}
+                )
             batch.append((n, record))
             if len(batch) >= BATCH:
                 flush(batch)
@@ -180,9 +199,14 @@ def _is_held(r: MemoryRecord) -> bool:
 
 
 def _apply_updates(
-    store: MemoryStore, updates: list[tuple[int, MemoryRecord]], report: ImportReport,
-    policy: Policy, allow_held: bool, now: datetime, receipts: str | None,
-) -> None:  # fmt: skip
+    store: MemoryStore,
+    updates: list[tuple[int, MemoryRecord]],
+    report: ImportReport,
+    policy: Policy,
+    allow_held: bool,
+    now: datetime,
+    receipts: str | None,
+) -> None:
     """--update: a receipted manual run; each change re-checked against the record as it is."""
     from memlife.quarantine import manual_run
 
@@ -202,16 +226,21 @@ def _apply_updates(
             ok.append((n, new))
     if not ok:
         return
-    run = manual_run(store, "import_update", [r.id for _, r in ok], policy=policy,
-                     receipts=receipts, now=now)  # fmt: skip
+    run = manual_run(
+        store, "import_update", [r.id for _, r in ok], policy=policy, receipts=receipts, now=now
+    )
     line_of = {r.id: n for n, r in ok}
     reasons = ["MANUAL_IMPORT_UPDATE", *(["ALLOW_HELD"] if allow_held else [])]
     # the payload is the imported record: the update applier (apply/appliers/update.py)
     # re-checks scope, hold and tombstones against the record as it is now, also on resume
-    ops = run.journal.plan([
-        run.executor.new_op(OpKind.update, r.actor_id, r.namespace, r.id, reasons, r.sha256,
-                            payload=r.to_json()) for _, r in ok
-    ])  # fmt: skip
+    ops = run.journal.plan(
+        [
+            run.executor.new_op(
+                OpKind.update, r.actor_id, r.namespace, r.id, reasons, r.sha256, payload=r.to_json()
+            )
+            for _, r in ok
+        ]
+    )
     done: list = []
     for batch in chunked(ops, MAX_BATCH):
         done += run.executor.run_lifecycle(batch, run.tally)
@@ -219,7 +248,8 @@ def _apply_updates(
         if o.outcome is Outcome.updated:
             report.updated += 1
         else:
-            report.conflicts.append({"line": line_of[o.record_id], "id": o.record_id,
-                                     "code": o.last_error or "FAILED"})  # fmt: skip
+            report.conflicts.append(
+                {"line": line_of[o.record_id], "id": o.record_id, "code": o.last_error or "FAILED"}
+            )
     run.extra["updated"] = [o.record_id for o in done if o.outcome is Outcome.updated]
     report.run = run.finish()

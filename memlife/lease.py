@@ -55,13 +55,15 @@ class LeaseHeld(MemlifeError, RuntimeError):
 
 
 class LeaseBackend(Protocol):
-    def lease_acquire(self, name: str, owner: str, run_id: str, purpose: str, now: datetime,
-                      expires: datetime) -> tuple[bool, dict[str, Any] | None]:  # fmt: skip
+    def lease_acquire(
+        self, name: str, owner: str, run_id: str, purpose: str, now: datetime, expires: datetime
+    ) -> tuple[bool, dict[str, Any] | None]:
         """(True, previous holder if it expired and was taken over) or (False, the holder)."""
         ...
 
-    def lease_renew(self, name: str, owner: str, now: datetime, expires: datetime,
-                    run_id: str | None = None) -> bool: ...  # fmt: skip
+    def lease_renew(
+        self, name: str, owner: str, now: datetime, expires: datetime, run_id: str | None = None
+    ) -> bool: ...
 
     def lease_release(self, name: str, owner: str) -> None: ...
 
@@ -93,7 +95,9 @@ class Lease:
             now = utcnow()
             try:
                 if not self.backend.lease_renew(NAME, OWNER, now, now + self.ttl):
-                    log.warning("lifecycle lease of run %s was lost (expired and taken over)", self.run_id)
+                    log.warning(
+                        "lifecycle lease of run %s was lost (expired and taken over)", self.run_id
+                    )
                     return
             except Exception as exc:  # a busy database: try again next beat
                 log.warning("lease heartbeat failed: %s", type(exc).__name__)
@@ -130,7 +134,9 @@ def for_store(store: object, run_id: str, purpose: str) -> Lease:
     if remote is not None:
         from memlife.stores import store_identity
 
-        return acquire(DynamoBackend(remote, store_identity(getattr(store, "url", None))), run_id, purpose)
+        return acquire(
+            DynamoBackend(remote, store_identity(getattr(store, "url", None))), run_id, purpose
+        )
     from memlife.journal import open_journal
 
     return acquire(open_journal(store), run_id, purpose)  # type: ignore[arg-type]
@@ -148,8 +154,9 @@ class DynamoBackend:
 
         return DynamoLease(self.state, self.store, owner, ttl_s=max(1, int(span.total_seconds())))
 
-    def lease_acquire(self, name: str, owner: str, run_id: str, purpose: str, now: datetime,
-                      expires: datetime) -> tuple[bool, dict[str, Any] | None]:  # fmt: skip
+    def lease_acquire(
+        self, name: str, owner: str, run_id: str, purpose: str, now: datetime, expires: datetime
+    ) -> tuple[bool, dict[str, Any] | None]:
         from memlife.state.lease import LeaseHeld as DynamoHeld
 
         try:
@@ -157,8 +164,9 @@ class DynamoBackend:
         except DynamoHeld as exc:
             return False, exc.item
 
-    def lease_renew(self, name: str, owner: str, now: datetime, expires: datetime,
-                    run_id: str | None = None) -> bool:  # fmt: skip
+    def lease_renew(
+        self, name: str, owner: str, now: datetime, expires: datetime, run_id: str | None = None
+    ) -> bool:
         from memlife.state.lease import LeaseHeld as DynamoHeld
 
         try:

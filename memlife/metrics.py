@@ -34,8 +34,13 @@ def publish_counts(
     cw = client or boto3.client("cloudwatch")
     dims = [{"Name": "Mode", "Value": mode}, {"Name": "PolicyVersion", "Value": policy_version}]
     data = [
-        {"MetricName": name, "Dimensions": dims, "Timestamp": timestamp, "Value": float(value),
-         "Unit": "Count"}  # fmt: skip
+        {
+            "MetricName": name,
+            "Dimensions": dims,
+            "Timestamp": timestamp,
+            "Value": float(value),
+            "Unit": "Count",
+        }
         for name, value in counts.items()
     ]
     try:

@@ -171,13 +171,25 @@ def plan_view(r: MemoryRecord) -> PlanView:
     from memlife.text import negates, norm_sha256
 
     return PlanView(
-        r.id, r.actor_id, r.namespace, r.memory_type, r.subject, r.owner, r.source,
-        r.created_at.timestamp(), _epoch(r.last_accessed_at), r.access_count,
-        _epoch(r.last_verified_at), _epoch(r.expires_at), r.retention_class, r.status,
-        _epoch(r.status_changed_at), r.sha256, norm_sha256(r.content), negates(r.content),
-    )  # fmt: skip
-
-
+        r.id,
+        r.actor_id,
+        r.namespace,
+        r.memory_type,
+        r.subject,
+        r.owner,
+        r.source,
+        r.created_at.timestamp(),
+        _epoch(r.last_accessed_at),
+        r.access_count,
+        _epoch(r.last_verified_at),
+        _epoch(r.expires_at),
+        r.retention_class,
+        r.status,
+        _epoch(r.status_changed_at),
+        r.sha256,
+        norm_sha256(r.content),
+        negates(r.content),
+    )
 
 
 def _first_error(exc: ValidationError) -> tuple[str, str]:
@@ -193,7 +205,9 @@ def parse_record(data: Any, line: int | None = None) -> MemoryRecord:
     confidence, an epoch number is not a timestamp).
     """
     if not isinstance(data, dict):
-        raise RecordError(None, "<record>", f"expected a JSON object, got {type(data).__name__}", line)
+        raise RecordError(
+            None, "<record>", f"expected a JSON object, got {type(data).__name__}", line
+        )
     rid = data.get("id") if isinstance(data.get("id"), str) else None
     try:
         record = MemoryRecord.model_validate_json(json.dumps(data, default=str), strict=True)
@@ -211,7 +225,9 @@ def parse_record_line(text: str, line: int | None = None) -> MemoryRecord:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise RecordError(None, "<json>", f"malformed JSON: {exc.msg} at column {exc.colno}", line) from None
+        raise RecordError(
+            None, "<json>", f"malformed JSON: {exc.msg} at column {exc.colno}", line
+        ) from None
     return parse_record(data, line)
 
 

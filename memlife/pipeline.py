@@ -152,14 +152,27 @@ class RunSummary:
 
     def as_json(self) -> dict:
         return {
-            "run_id": self.run_id, "policy_version": self.policy_version, "cutoff": self.cutoff,
-            "mode": self.mode, "dry_run": self.dry_run, "status": self.status,
-            "counts": self.counts, "lifecycle": self.lifecycle, "records": self.records,
-            "shards": self.shards, "report": self.report, "report_parquet": self.report_parquet,
-            "manifest": self.manifest, "receipt": self.receipt, "seconds": round(self.seconds, 3),
-            "failed_shards": self.failed_shards, "model": self.model, "gate": self.gate,
-            "other_counts": self.other, "report_html": self.report_html,
-        }  # fmt: skip
+            "run_id": self.run_id,
+            "policy_version": self.policy_version,
+            "cutoff": self.cutoff,
+            "mode": self.mode,
+            "dry_run": self.dry_run,
+            "status": self.status,
+            "counts": self.counts,
+            "lifecycle": self.lifecycle,
+            "records": self.records,
+            "shards": self.shards,
+            "report": self.report,
+            "report_parquet": self.report_parquet,
+            "manifest": self.manifest,
+            "receipt": self.receipt,
+            "seconds": round(self.seconds, 3),
+            "failed_shards": self.failed_shards,
+            "model": self.model,
+            "gate": self.gate,
+            "other_counts": self.other,
+            "report_html": self.report_html,
+        }
 
 
 def _scope(config: RunConfig) -> dict:
@@ -170,10 +183,15 @@ def run_key(policy_version: str, cutoff: datetime, scope: dict, mode: str, store
     """Deterministic: the same policy, cutoff, scope, mode and store give the same run (reruns
     resume); two stores never share a run (``store`` is :func:`store_identity`)."""
     raw = json.dumps(
-        {"policy": policy_version, "cutoff": cutoff.isoformat(), "scope": scope, "mode": mode,
-         "store": store},
+        {
+            "policy": policy_version,
+            "cutoff": cutoff.isoformat(),
+            "scope": scope,
+            "mode": mode,
+            "store": store,
+        },
         sort_keys=True,
-    )  # fmt: skip
+    )
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
@@ -206,23 +224,36 @@ def start_run(config: RunConfig, sink: ReceiptSink | None = None) -> RunContext:
     attempt = config.attempt or f"{started:%Y%m%dT%H%M%S%fZ}-{os.getpid()}"
     policy_bytes = resolve_policy_path(config.policy).read_bytes()
     manifest = {
-        "run_id": run_id, "run_key": key, "mode": mode, "policy_version": policy.version,
-        "policy_sha256": hashlib.sha256(policy_bytes).hexdigest(), "cutoff": cutoff.isoformat(),
-        "scope": scope, "store": store_url.split("?")[0], "started_at": started.isoformat(),
+        "run_id": run_id,
+        "run_key": key,
+        "mode": mode,
+        "policy_version": policy.version,
+        "policy_sha256": hashlib.sha256(policy_bytes).hexdigest(),
+        "cutoff": cutoff.isoformat(),
+        "scope": scope,
+        "store": store_url.split("?")[0],
+        "started_at": started.isoformat(),
         "eval_cases": (config.eval_cases or "").split("?")[0] or None,
         "memlife_version": __version__,
-    }  # fmt: skip
+    }
     mkey = f"{run_prefix(run_id, cutoff)}/manifest.json"
     sink.put_new(mkey, dumps(manifest))  # False on a rerun: the first manifest stands
     report_dir = memlife_home() / "reports" / run_id / attempt
     if remote_state(store_url) is not None:  # written here, uploaded at close: no local state
         report_dir = Path(tempfile.mkdtemp(prefix=f"memlife-report-{run_id}-"))
     return RunContext(
-        config=replace(config, attempt=attempt), policy=policy, run_id=run_id, run_key=key, cutoff=cutoff,
-        started_at=started, report_dir=report_dir,
-        manifest_location=sink.location(mkey), store_url=store_url, sink=sink,
+        config=replace(config, attempt=attempt),
+        policy=policy,
+        run_id=run_id,
+        run_key=key,
+        cutoff=cutoff,
+        started_at=started,
+        report_dir=report_dir,
+        manifest_location=sink.location(mkey),
+        store_url=store_url,
+        sink=sink,
         access_stats=load_access_stats(cutoff, store_url),
-    )  # fmt: skip
+    )
 
 
 def load_access_stats(cutoff: datetime, store_url: str | None = None) -> dict:
@@ -327,17 +358,24 @@ def make_consolidator(ctx: RunContext) -> Consolidator | None:
 
 
 def make_executor(
-    ctx: RunContext, store: MemoryStore, journal: Journal | None = None,
+    ctx: RunContext,
+    store: MemoryStore,
+    journal: Journal | None = None,
     consolidator: Consolidator | None = None,
-) -> Executor:  # fmt: skip
+) -> Executor:
     return Executor(
-        run_id=ctx.run_id, run_key=ctx.run_key, policy=ctx.policy, cutoff=ctx.cutoff,
-        store=store, sink=ctx.sink,
+        run_id=ctx.run_id,
+        run_key=ctx.run_key,
+        policy=ctx.policy,
+        cutoff=ctx.cutoff,
+        store=store,
+        sink=ctx.sink,
         # a dry run never journals: it must not even create the journal table
         journal=journal if journal is not None or ctx.config.dry_run else open_journal(store),
-        consolidator=consolidator, dry_run=ctx.config.dry_run,
+        consolidator=consolidator,
+        dry_run=ctx.config.dry_run,
         embeddings=make_embeddings(ctx, store) if consolidator is not None else None,
-    )  # fmt: skip
+    )
 
 
 def make_embeddings(ctx: RunContext, store: MemoryStore) -> EmbeddingCache:
@@ -354,8 +392,15 @@ def _deletions(ctx: RunContext, decisions: Sequence[Decision], tally: Tally) -> 
     for d in decisions:
         if d.action in DELETE_ACTIONS:
             if ctx.policy.deletion_enforced(d.namespace):
-                items.append(DeleteItem(d.id, d.actor_id, d.namespace,
-                                        tuple(r.value for r in d.reasons), d.content_sha256))  # fmt: skip
+                items.append(
+                    DeleteItem(
+                        d.id,
+                        d.actor_id,
+                        d.namespace,
+                        tuple(r.value for r in d.reasons),
+                        d.content_sha256,
+                    )
+                )
             else:
                 tally.ids_not_deleted.append({"id": d.id, "reason": "NOT_ENFORCED"})
                 tally.counts["proposed_deletions"] += 1
@@ -432,11 +477,13 @@ def run_gate(ctx: RunContext, store: MemoryStore, outcomes: Sequence[BatchOutcom
         return gate.not_configured(ctx.policy.gate, len(items), len(groups))
     staged = [g for o in outcomes for g in o.staged]
     return gate.evaluate_changes(
-        ctx, store, [i for o in outcomes for i in o.deletions],
+        ctx,
+        store,
+        [i for o in outcomes for i in o.deletions],
         superseded=[rid for g in staged for rid in g.superseded_ids],
         replacements=[g.replacement for g in staged],
         cache=make_embeddings(ctx, store) if ctx.config.dry_run else None,
-    )  # fmt: skip
+    )
 
 
 def gate_line(result: dict) -> str | None:
@@ -448,26 +495,37 @@ def gate_line(result: dict) -> str | None:
         if not g.get("required"):
             return "gate: not configured (not required by the policy)"
         if result.get("mode") == "dry_run":
-            return ("gate: not configured (GATE_NOT_CONFIGURED): an apply run would withhold every "
-                    "consolidation and judgement deletion in enforced namespaces; see `memlife eval init`")  # fmt: skip
-        return (f"gate: not configured (GATE_NOT_CONFIGURED): {g['withheld_deletions']} deletions and "
-                f"{g['withheld_groups']} consolidations withheld in enforced namespaces; write a set "
-                "with `memlife eval init` and pass --eval-cases")  # fmt: skip
+            return (
+                "gate: not configured (GATE_NOT_CONFIGURED): an apply run would withhold every "
+                "consolidation and judgement deletion in enforced namespaces; see `memlife eval init`"
+            )
+        return (
+            f"gate: not configured (GATE_NOT_CONFIGURED): {g['withheld_deletions']} deletions and "
+            f"{g['withheld_groups']} consolidations withheld in enforced namespaces; write a set "
+            "with `memlife eval init` and pass --eval-cases"
+        )
     figures = []
     for name, v in g.get("gates", {}).items():
         if v.get("result", "pass") != "pass":
             op = "<" if name in ("must_retain_recall", "aggregate_score") else ">"
-            figures.append(f"{name} {v['value']:.3f} {op} {v['threshold']:.3f} "
-                           f"(before {v['before']:.3f}, {v['result']})")  # fmt: skip
+            figures.append(
+                f"{name} {v['value']:.3f} {op} {v['threshold']:.3f} "
+                f"(before {v['before']:.3f}, {v['result']})"
+            )
     if g.get("blocked"):
         cases = g.get("high_impact_failed") or g.get("regressed_cases") or g.get("failed_cases")
         quarantined = result.get("lifecycle", {}).get("quarantined", 0)
-        held = [p for p, k in (("deletions", "deletions_blocked"), ("supersedes", "supersedes_blocked"))
-                if g.get(k)]  # fmt: skip
+        held = [
+            p
+            for p, k in (("deletions", "deletions_blocked"), ("supersedes", "supersedes_blocked"))
+            if g.get(k)
+        ]
         verb = "would block" if result.get("mode") == "dry_run" else "BLOCKED"
-        return (f"gate: {verb} ({', '.join(g['reasons'])}) case {', '.join(cases or ['-'])}; "
-                f"{'; '.join(figures) or 'gates within thresholds'}; held: {', '.join(held) or 'nothing'};"
-                f" {quarantined} records quarantined")  # fmt: skip
+        return (
+            f"gate: {verb} ({', '.join(g['reasons'])}) case {', '.join(cases or ['-'])}; "
+            f"{'; '.join(figures) or 'gates within thresholds'}; held: {', '.join(held) or 'nothing'};"
+            f" {quarantined} records quarantined"
+        )
     agg = g.get("gates", {}).get("aggregate_score", {}).get("value")
     head = f"gate: {g.get('status', 'pass')} ({g.get('cases', 0)} cases"
     head += f", aggregate_score {agg:.3f})" if agg is not None else ")"
@@ -493,9 +551,13 @@ def as_link(location: str) -> str:
 def markdown_summary(summary: RunSummary) -> str:
     from memlife.report_html import would_change
 
-    lines = [f"# memlife {summary.mode} `{summary.run_id}`", "",
-             f"status **{summary.status}**, policy `{summary.policy_version}`, cutoff {summary.cutoff}, "
-             f"regression gate **{gate_verdict(summary.gate)}**", ""]  # fmt: skip
+    lines = [
+        f"# memlife {summary.mode} `{summary.run_id}`",
+        "",
+        f"status **{summary.status}**, policy `{summary.policy_version}`, cutoff {summary.cutoff}, "
+        f"regression gate **{gate_verdict(summary.gate)}**",
+        "",
+    ]
     if summary.dry_run:  # nothing changed: say what an apply run would change
         lines += ["| an apply run would | records |", "|---|---:|"]
         lines += [f"| {k} | {v:,} |" for k, v in would_change(summary.as_json())]
@@ -559,8 +621,17 @@ def commit_run(
 commit_deletions = commit_run  # the earlier name (flows, callers)
 
 
-LIFECYCLE = ("processed", "retained", "consolidated", "superseded", "deleted", "quarantined",
-             "reviewed", "held", "failed")  # fmt: skip
+LIFECYCLE = (
+    "processed",
+    "retained",
+    "consolidated",
+    "superseded",
+    "deleted",
+    "quarantined",
+    "reviewed",
+    "held",
+    "failed",
+)
 
 
 def finish_run(
@@ -589,8 +660,15 @@ def finish_run(
     if remote is not None:
         from memlife.state.reports import upload_report
 
-        report_paths = upload_report(remote, ctx.run_id, ctx.cutoff, ctx.config.attempt, report.jsonl_path,
-                                     report.parquet_path, merged)  # fmt: skip
+        report_paths = upload_report(
+            remote,
+            ctx.run_id,
+            ctx.cutoff,
+            ctx.config.attempt,
+            report.jsonl_path,
+            report.parquet_path,
+            merged,
+        )
     counts: Counter = Counter()
     tally = Tally()
     for o in outcomes:
@@ -599,17 +677,22 @@ def finish_run(
     for t in tallies:
         tally.merge(t)
     failed_shards = [s for o in outcomes for s in o.failed_shards]
-    failed_shards += [{"shard": f"{s['actor_id']}:{s['namespace']}", "code": s["code"]}
-                      for s in tally.stopped_shards]  # fmt: skip
+    failed_shards += [
+        {"shard": f"{s['actor_id']}:{s['namespace']}", "code": s["code"]}
+        for s in tally.stopped_shards
+    ]
     records = sum(o.records for o in outcomes)
     lifecycle = {
-        "processed": records, "retained": counts.get("retain", 0),
+        "processed": records,
+        "retained": counts.get("retain", 0),
         "consolidated": tally.counts.get("consolidated", 0),
         "superseded": tally.counts.get("superseded", 0),
         "deleted": tally.counts.get("deleted", 0) + tally.counts.get("already_absent", 0),
-        "quarantined": tally.counts.get("quarantined", 0), "reviewed": counts.get("review", 0),
-        "held": counts.get("hold", 0), "failed": tally.counts.get("failed", 0),
-    }  # fmt: skip
+        "quarantined": tally.counts.get("quarantined", 0),
+        "reviewed": counts.get("review", 0),
+        "held": counts.get("hold", 0),
+        "failed": tally.counts.get("failed", 0),
+    }
     receipt_failures = tally.counts.get("receipt_failed", 0)
     status = "success"
     if failed_shards or lifecycle["failed"] or receipt_failures:
@@ -618,48 +701,87 @@ def finish_run(
         status = "blocked"  # the gate held the commit back: not a success, whatever else went on
     retries = [f["next_retry_at"] for f in tally.failures if f.get("next_retry_at")]
     summary = RunSummary(
-        run_id=ctx.run_id, policy_version=ctx.policy.version, cutoff=ctx.cutoff.isoformat(),
-        mode=ctx.mode, status=status,
-        counts={a.value: counts.get(a.value, 0) for a in Action}, lifecycle=lifecycle,
-        records=records, shards=sum(o.shards for o in outcomes), report=report_paths[0],
-        report_parquet=report_paths[1], manifest=ctx.manifest_location, receipt=None,
-        seconds=time.perf_counter() - t0, failed_shards=failed_shards,
-        model={"calls": tally.model_calls, "input_tokens": tally.input_tokens,
-               "output_tokens": tally.output_tokens, "rejections": dict(tally.rejections),
-               **({"estimated_calls": tally.counts.get("estimated_model_calls", 0),
-                   "estimated_input_tokens": tally.counts.get("estimated_input_tokens", 0)}
-                  if ctx.config.dry_run else {})},
-        gate=gate, other={k: v for k, v in tally.counts.items() if k not in lifecycle},
-    )  # fmt: skip
+        run_id=ctx.run_id,
+        policy_version=ctx.policy.version,
+        cutoff=ctx.cutoff.isoformat(),
+        mode=ctx.mode,
+        status=status,
+        counts={a.value: counts.get(a.value, 0) for a in Action},
+        lifecycle=lifecycle,
+        records=records,
+        shards=sum(o.shards for o in outcomes),
+        report=report_paths[0],
+        report_parquet=report_paths[1],
+        manifest=ctx.manifest_location,
+        receipt=None,
+        seconds=time.perf_counter() - t0,
+        failed_shards=failed_shards,
+        model={
+            "calls": tally.model_calls,
+            "input_tokens": tally.input_tokens,
+            "output_tokens": tally.output_tokens,
+            "rejections": dict(tally.rejections),
+            **(
+                {
+                    "estimated_calls": tally.counts.get("estimated_model_calls", 0),
+                    "estimated_input_tokens": tally.counts.get("estimated_input_tokens", 0),
+                }
+                if ctx.config.dry_run
+                else {}
+            ),
+        },
+        gate=gate,
+        other={k: v for k, v in tally.counts.items() if k not in lifecycle},
+    )
     receipt = {
-        "run_id": ctx.run_id, "mode": ctx.mode, "status": status,
-        "policy_version": ctx.policy.version, "cutoff": ctx.cutoff.isoformat(),
-        "scope": _scope(ctx.config), "started_at": ctx.started_at.isoformat(),
+        "run_id": ctx.run_id,
+        "mode": ctx.mode,
+        "status": status,
+        "policy_version": ctx.policy.version,
+        "cutoff": ctx.cutoff.isoformat(),
+        "scope": _scope(ctx.config),
+        "started_at": ctx.started_at.isoformat(),
         "finished_at": utcnow().isoformat(),
         "pagination_complete": not failed_shards,
-        "shards": {"total": shards_total if shards_total is not None else summary.shards,
-                   "completed": summary.shards, "failed": failed_shards},
-        "records_found": records, "counts": lifecycle, "planned": summary.counts,
+        "shards": {
+            "total": shards_total if shards_total is not None else summary.shards,
+            "completed": summary.shards,
+            "failed": failed_shards,
+        },
+        "records_found": records,
+        "counts": lifecycle,
+        "planned": summary.counts,
         "other_counts": {k: v for k, v in tally.counts.items() if k not in lifecycle},
-        "ids_not_deleted": tally.ids_not_deleted, "failures": tally.failures,
-        "next_retry_at": min(retries) if retries else None, "model": summary.model,
-        "gate": gate, "receipt_failures": receipt_failures,
+        "ids_not_deleted": tally.ids_not_deleted,
+        "failures": tally.failures,
+        "next_retry_at": min(retries) if retries else None,
+        "model": summary.model,
+        "gate": gate,
+        "receipt_failures": receipt_failures,
         "lease_taken_over": ctx.lease_taken_over,
-    }  # fmt: skip
+    }
     try:
         if journal is not None and not ctx.config.dry_run:
             ops = journal.by_run(ctx.run_id)
             if ops:
-                ctx.sink.put_new(f"{ctx.prefix}/operations.parquet", operations_parquet(ops),
-                                 "application/vnd.apache.parquet")  # fmt: skip
+                ctx.sink.put_new(
+                    f"{ctx.prefix}/operations.parquet",
+                    operations_parquet(ops),
+                    "application/vnd.apache.parquet",
+                )
                 write_operations(ctx.sink, ops, run_id=ctx.run_id, cutoff=ctx.cutoff, mode=ctx.mode)
         rkey = write_run_receipt(ctx, receipt)
         summary.receipt = ctx.sink.location(rkey) if rkey else None
     except ReceiptWriteError:
         summary.status = "partial_failure" if status == "success" else status
     summary.report_html = write_report_page(ctx, summary)
-    publish_counts(lifecycle, namespace=ctx.config.metrics_namespace, mode=ctx.mode,
-                   policy_version=ctx.policy.version, timestamp=ctx.cutoff)  # fmt: skip
+    publish_counts(
+        lifecycle,
+        namespace=ctx.config.metrics_namespace,
+        mode=ctx.mode,
+        policy_version=ctx.policy.version,
+        timestamp=ctx.cutoff,
+    )
     return summary
 
 
@@ -677,12 +799,17 @@ def write_report_page(ctx: RunContext, summary: RunSummary) -> str | None:
 def write_failure_receipt(ctx: RunContext, error: BaseException) -> str | None:
     """The run could not finish: say so, with the error type only (never a message with data)."""
     receipt = {
-        "run_id": ctx.run_id, "mode": ctx.mode, "status": "failure",
-        "policy_version": ctx.policy.version, "cutoff": ctx.cutoff.isoformat(),
-        "scope": _scope(ctx.config), "started_at": ctx.started_at.isoformat(),
-        "finished_at": utcnow().isoformat(), "pagination_complete": False,
+        "run_id": ctx.run_id,
+        "mode": ctx.mode,
+        "status": "failure",
+        "policy_version": ctx.policy.version,
+        "cutoff": ctx.cutoff.isoformat(),
+        "scope": _scope(ctx.config),
+        "started_at": ctx.started_at.isoformat(),
+        "finished_at": utcnow().isoformat(),
+        "pagination_complete": False,
         "error": type(error).__name__,
-    }  # fmt: skip
+    }
     try:
         key = write_run_receipt(ctx, receipt)
         return ctx.sink.location(key) if key else None
@@ -757,8 +884,10 @@ def run_local(
         if workers > 1:
             outcomes = plan_in_processes(ctx, shards, workers)
         else:
-            outcomes = [process_batch(ctx, store, b, report, executor)
-                        for b in batches(shards, config.shards_per_batch)]  # fmt: skip
+            outcomes = [
+                process_batch(ctx, store, b, report, executor)
+                for b in batches(shards, config.shards_per_batch)
+            ]
         checkpoint("after_stage")  # staged: nothing written yet
         progress.phase("regression gate" if ctx.config.eval_cases else "finishing")
         if gate is not None:
@@ -768,8 +897,16 @@ def run_local(
         checkpoint("after_gate")  # verdict known: nothing committed yet
         if executor is not None:
             tallies.append(commit_run(ctx, executor, outcomes, verdict))
-        return finish_run(ctx, outcomes, report, t0, tallies=tallies, journal=journal,
-                          gate=verdict, shards_total=len(shards))  # fmt: skip
+        return finish_run(
+            ctx,
+            outcomes,
+            report,
+            t0,
+            tallies=tallies,
+            journal=journal,
+            gate=verdict,
+            shards_total=len(shards),
+        )
     except Exception as exc:
         write_failure_receipt(ctx, exc)
         raise

@@ -124,7 +124,11 @@ class Planner:
         self._low = {mt: tp.low_score for mt, tp in self.policy.memory_types.items()}
         # verified before this instant = stale (None: the type has no staleness limit)
         self._stale_before = {
-            mt: (self._now - tp.verification_stale_days * _DAY if tp.verification_stale_days else None)
+            mt: (
+                self._now - tp.verification_stale_days * _DAY
+                if tp.verification_stale_days
+                else None
+            )
             for mt, tp in self.policy.memory_types.items()
         }
 
@@ -257,7 +261,9 @@ class Planner:
             if len(members) < 2:
                 continue
             head = members[0]
-            key = group_key(head.actor_id, head.namespace, bucket.split("\x1f")[0], head.memory_type)
+            key = group_key(
+                head.actor_id, head.namespace, bucket.split("\x1f")[0], head.memory_type
+            )
             for rid, outcome in self._group(members).items():
                 outcomes[rid] = outcome
                 groups[rid] = key
@@ -276,14 +282,35 @@ class Planner:
                 review.append(Reason.LOW_SCORE)
             if g is not None:
                 d = Decision(
-                    r.id, r.actor_id, r.namespace, g.action, g.reasons + review, score,
-                    groups[r.id], g.survivor, r.content_sha256,
-                )  # fmt: skip
+                    r.id,
+                    r.actor_id,
+                    r.namespace,
+                    g.action,
+                    g.reasons + review,
+                    score,
+                    groups[r.id],
+                    g.survivor,
+                    r.content_sha256,
+                )
             elif review:
-                d = Decision(r.id, r.actor_id, r.namespace, Action.review, review, score,
-                             content_sha256=r.content_sha256)  # fmt: skip
+                d = Decision(
+                    r.id,
+                    r.actor_id,
+                    r.namespace,
+                    Action.review,
+                    review,
+                    score,
+                    content_sha256=r.content_sha256,
+                )
             else:
-                d = Decision(r.id, r.actor_id, r.namespace, Action.retain, [Reason.SCORE_OK],
-                             score, content_sha256=r.content_sha256)  # fmt: skip
+                d = Decision(
+                    r.id,
+                    r.actor_id,
+                    r.namespace,
+                    Action.retain,
+                    [Reason.SCORE_OK],
+                    score,
+                    content_sha256=r.content_sha256,
+                )
             decisions.append(d)
         return decisions

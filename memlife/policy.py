@@ -114,8 +114,6 @@ class Policy(_Strict):
         return any(glob_match(pat, namespace) for pat in self.enforce_deletion_in)
 
 
-
-
 def resolve_policy_path(path: str | Path | None) -> Path:
     """A given path; the repository's or the installed copy of the default otherwise."""
     p = Path(path or DEFAULT_POLICY)

@@ -126,37 +126,68 @@ class ManualRun:
         failed = self.tally.counts.get("failed", 0) + self.tally.counts.get("receipt_failed", 0)
         status = "success" if not failed else "partial_failure"
         receipt = {
-            "run_id": self.run_id, "mode": f"manual:{self.action}", "status": status,
-            "policy_version": self.policy.version, "cutoff": self.cutoff.isoformat(),
-            "finished_at": utcnow().isoformat(), "counts": dict(self.tally.counts),
-            "operations": [{"operation_id": o.operation_id, "record_id": o.record_id,
-                            "action": o.kind.value, "state": o.state.value,
-                            "outcome": o.outcome.value if o.outcome else None,
-                            "error": o.last_error} for o in ops],
-            "failures": self.tally.failures, **self.extra,
-        }  # fmt: skip
+            "run_id": self.run_id,
+            "mode": f"manual:{self.action}",
+            "status": status,
+            "policy_version": self.policy.version,
+            "cutoff": self.cutoff.isoformat(),
+            "finished_at": utcnow().isoformat(),
+            "counts": dict(self.tally.counts),
+            "operations": [
+                {
+                    "operation_id": o.operation_id,
+                    "record_id": o.record_id,
+                    "action": o.kind.value,
+                    "state": o.state.value,
+                    "outcome": o.outcome.value if o.outcome else None,
+                    "error": o.last_error,
+                }
+                for o in ops
+            ],
+            "failures": self.tally.failures,
+            **self.extra,
+        }
         location = None
         try:
             if ops:
-                self.sink.put_new(f"{self.prefix}/operations.parquet", operations_parquet(ops),
-                                  "application/vnd.apache.parquet")  # fmt: skip
-                write_operations(self.sink, ops, run_id=self.run_id, cutoff=self.cutoff,
-                                 mode=f"manual:{self.action}")  # fmt: skip
+                self.sink.put_new(
+                    f"{self.prefix}/operations.parquet",
+                    operations_parquet(ops),
+                    "application/vnd.apache.parquet",
+                )
+                write_operations(
+                    self.sink,
+                    ops,
+                    run_id=self.run_id,
+                    cutoff=self.cutoff,
+                    mode=f"manual:{self.action}",
+                )
             key = f"{self.prefix}/receipt.json"
             self.sink.put_new(key, dumps(receipt))
             location = self.sink.location(key)
         except ReceiptWriteError:
             status = "partial_failure"
         self.release()  # the evidence is written: the next writer may start
-        return {"run_id": self.run_id, "status": status, "counts": dict(self.tally.counts),
-                "operations": receipt["operations"], "failures": self.tally.failures,
-                "receipt": location, **self.extra}  # fmt: skip
+        return {
+            "run_id": self.run_id,
+            "status": status,
+            "counts": dict(self.tally.counts),
+            "operations": receipt["operations"],
+            "failures": self.tally.failures,
+            "receipt": location,
+            **self.extra,
+        }
 
 
 def manual_run(
-    store: MemoryStore, action: str, ids: Sequence[str], *, policy: Policy | str | None = None,
-    receipts: str | ReceiptSink | None = None, now: datetime | None = None,
-) -> ManualRun:  # fmt: skip
+    store: MemoryStore,
+    action: str,
+    ids: Sequence[str],
+    *,
+    policy: Policy | str | None = None,
+    receipts: str | ReceiptSink | None = None,
+    now: datetime | None = None,
+) -> ManualRun:
     """Start a standalone run ``manual-<timestamp>-<hash>`` and write its manifest."""
     pol = policy if isinstance(policy, Policy) else load_policy(policy)
     sink = (
@@ -173,12 +204,25 @@ def manual_run(
     lease = acquire_lease(journal, run_id, f"manual:{action}")  # type: ignore[arg-type]
     if lease.depth > 1:  # inside another manual run's lease (erase inside hold release)
         lease.bind(run_id)
-    executor = Executor(run_id=run_id, run_key=key, policy=pol, cutoff=cutoff, store=store,
-                        journal=journal, sink=sink)  # fmt: skip
+    executor = Executor(
+        run_id=run_id,
+        run_key=key,
+        policy=pol,
+        cutoff=cutoff,
+        store=store,
+        journal=journal,
+        sink=sink,
+    )
     run = ManualRun(action, run_id, key, cutoff, pol, sink, journal, executor, lease=lease)
-    manifest = {"run_id": run_id, "run_key": key, "mode": f"manual:{action}",
-                "policy_version": pol.version, "cutoff": cutoff.isoformat(),
-                "record_ids": sorted(ids), "started_at": utcnow().isoformat()}  # fmt: skip
+    manifest = {
+        "run_id": run_id,
+        "run_key": key,
+        "mode": f"manual:{action}",
+        "policy_version": pol.version,
+        "cutoff": cutoff.isoformat(),
+        "record_ids": sorted(ids),
+        "started_at": utcnow().isoformat(),
+    }
     try:
         sink.put_new(f"{run.prefix}/manifest.json", dumps(manifest))
     except ReceiptWriteError:
@@ -200,14 +244,20 @@ def list_quarantined(store: MemoryStore, actor_id: str | None = None) -> list[di
                         continue
                     ops = [o for o in journal.for_record(r.id) if o.kind is OpKind.quarantine]
                     ops.sort(key=lambda o: o.updated_at or o.created_at or r.created_at)
-                    out.append({
-                        "id": r.id, "actor_id": r.actor_id, "namespace": r.namespace,
-                        "memory_type": r.memory_type.value,
-                        "quarantined_at": r.status_changed_at.isoformat() if r.status_changed_at else None,
-                        "reasons": ops[-1].reasons if ops else [],
-                        "run_id": ops[-1].run_id if ops else None,
-                        "content_sha256": r.sha256,
-                    })  # fmt: skip
+                    out.append(
+                        {
+                            "id": r.id,
+                            "actor_id": r.actor_id,
+                            "namespace": r.namespace,
+                            "memory_type": r.memory_type.value,
+                            "quarantined_at": r.status_changed_at.isoformat()
+                            if r.status_changed_at
+                            else None,
+                            "reasons": ops[-1].reasons if ops else [],
+                            "run_id": ops[-1].run_id if ops else None,
+                            "content_sha256": r.sha256,
+                        }
+                    )
     return out
 
 
@@ -229,9 +279,13 @@ def _plan(run: ManualRun, kind: OpKind, ids: Sequence[str], reason: str) -> list
 
 
 def restore(
-    store: MemoryStore, ids: Sequence[str], *, policy: Policy | str | None = None,
-    receipts: str | ReceiptSink | None = None, now: datetime | None = None,
-) -> dict[str, Any]:  # fmt: skip
+    store: MemoryStore,
+    ids: Sequence[str],
+    *,
+    policy: Policy | str | None = None,
+    receipts: str | ReceiptSink | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
     """Bring quarantined records back exactly as they were before quarantine."""
     run = manual_run(store, "restore", ids, policy=policy, receipts=receipts, now=now)
     try:
@@ -248,14 +302,21 @@ def purge_candidates(
 ) -> list[dict[str, Any]]:
     """The quarantined records :func:`purge` would delete (rows of :func:`list_quarantined`)."""
     limit = (now or utcnow()) - timedelta(days=older_than_days)
-    return [q for q in list_quarantined(store)
-            if q["quarantined_at"] and datetime.fromisoformat(q["quarantined_at"]) <= limit]  # fmt: skip
+    return [
+        q
+        for q in list_quarantined(store)
+        if q["quarantined_at"] and datetime.fromisoformat(q["quarantined_at"]) <= limit
+    ]
 
 
 def purge(
-    store: MemoryStore, older_than_days: float, *, policy: Policy | str | None = None,
-    receipts: str | ReceiptSink | None = None, now: datetime | None = None,
-) -> dict[str, Any]:  # fmt: skip
+    store: MemoryStore,
+    older_than_days: float,
+    *,
+    policy: Policy | str | None = None,
+    receipts: str | ReceiptSink | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
     """Delete records quarantined at least ``older_than_days`` ago (legal holds excepted)."""
     cutoff = now or utcnow()
     due = [q["id"] for q in purge_candidates(store, older_than_days, cutoff)]

@@ -53,26 +53,44 @@ def write_operation_receipt(sink: ReceiptSink, op: Operation, reviewer: str | No
     return sink.put_new(operation_key(op.operation_id), dumps(operation_receipt(op, reviewer)))
 
 
-PARQUET_SCHEMA = pa.schema([
-    ("operation_id", pa.string()), ("run_id", pa.string()), ("actor_id", pa.string()),
-    ("namespace", pa.string()), ("record_id", pa.string()), ("action", pa.string()),
-    ("reason_codes", pa.list_(pa.string())), ("policy_version", pa.string()),
-    ("replacement_id", pa.string()), ("state", pa.string()), ("outcome", pa.string()),
-    ("attempts", pa.int32()), ("content_sha256", pa.string()), ("updated_at", pa.string()),
-])  # fmt: skip
+PARQUET_SCHEMA = pa.schema(
+    [
+        ("operation_id", pa.string()),
+        ("run_id", pa.string()),
+        ("actor_id", pa.string()),
+        ("namespace", pa.string()),
+        ("record_id", pa.string()),
+        ("action", pa.string()),
+        ("reason_codes", pa.list_(pa.string())),
+        ("policy_version", pa.string()),
+        ("replacement_id", pa.string()),
+        ("state", pa.string()),
+        ("outcome", pa.string()),
+        ("attempts", pa.int32()),
+        ("content_sha256", pa.string()),
+        ("updated_at", pa.string()),
+    ]
+)
 
 
 def operations_parquet(ops: Sequence[Operation]) -> bytes:
     rows = [
         {
-            "operation_id": o.operation_id, "run_id": o.run_id, "actor_id": o.actor_id,
-            "namespace": o.namespace, "record_id": o.record_id, "action": o.kind.value,
-            "reason_codes": list(o.reasons), "policy_version": o.policy_version,
-            "replacement_id": o.replacement_id, "state": o.state.value,
-            "outcome": o.outcome.value if o.outcome else None, "attempts": o.attempts,
+            "operation_id": o.operation_id,
+            "run_id": o.run_id,
+            "actor_id": o.actor_id,
+            "namespace": o.namespace,
+            "record_id": o.record_id,
+            "action": o.kind.value,
+            "reason_codes": list(o.reasons),
+            "policy_version": o.policy_version,
+            "replacement_id": o.replacement_id,
+            "state": o.state.value,
+            "outcome": o.outcome.value if o.outcome else None,
+            "attempts": o.attempts,
             "content_sha256": o.content_sha256,
             "updated_at": o.updated_at.isoformat() if o.updated_at else None,
-        }  # fmt: skip
+        }
         for o in ops
     ]
     buf = io.BytesIO()

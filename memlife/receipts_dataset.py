@@ -29,24 +29,26 @@ from memlife.journal import Operation
 PREFIX = "dataset/operations"
 
 # the file's columns; date and run_id come from the path (hive partitions)
-SCHEMA = pa.schema([
-    pa.field("operation_id", pa.string(), nullable=False),
-    pa.field("actor_id", pa.string(), nullable=False),
-    pa.field("namespace", pa.string(), nullable=False),
-    pa.field("record_id", pa.string(), nullable=False),
-    pa.field("action", pa.string(), nullable=False),
-    pa.field("reason_codes", pa.list_(pa.string())),
-    pa.field("outcome", pa.string()),
-    pa.field("state", pa.string()),
-    pa.field("attempts", pa.int32()),
-    pa.field("replacement_id", pa.string()),
-    pa.field("content_sha256", pa.string()),
-    pa.field("updated_at", pa.timestamp("us", tz="UTC")),
-    pa.field("mode", pa.string()),
-    pa.field("cutoff", pa.timestamp("us", tz="UTC")),
-    pa.field("policy_version", pa.string()),
-    pa.field("service_identity", pa.string()),
-])  # fmt: skip
+SCHEMA = pa.schema(
+    [
+        pa.field("operation_id", pa.string(), nullable=False),
+        pa.field("actor_id", pa.string(), nullable=False),
+        pa.field("namespace", pa.string(), nullable=False),
+        pa.field("record_id", pa.string(), nullable=False),
+        pa.field("action", pa.string(), nullable=False),
+        pa.field("reason_codes", pa.list_(pa.string())),
+        pa.field("outcome", pa.string()),
+        pa.field("state", pa.string()),
+        pa.field("attempts", pa.int32()),
+        pa.field("replacement_id", pa.string()),
+        pa.field("content_sha256", pa.string()),
+        pa.field("updated_at", pa.timestamp("us", tz="UTC")),
+        pa.field("mode", pa.string()),
+        pa.field("cutoff", pa.timestamp("us", tz="UTC")),
+        pa.field("policy_version", pa.string()),
+        pa.field("service_identity", pa.string()),
+    ]
+)
 
 _KEY = re.compile(rf"^{PREFIX}/date=(\d{{4}}-\d{{2}}-\d{{2}})/run_id=([^/]+)/part-0\.parquet$")
 
@@ -56,8 +58,9 @@ def dataset_key(run_id: str, cutoff: datetime) -> str:
     return f"{PREFIX}/date={day}/run_id={run_id}/part-0.parquet"
 
 
-def operations_table(ops: Sequence[Operation], *, mode: str, cutoff: datetime,
-                     service_identity: str) -> pa.Table:  # fmt: skip
+def operations_table(
+    ops: Sequence[Operation], *, mode: str, cutoff: datetime, service_identity: str
+) -> pa.Table:
     cut = cutoff.astimezone(UTC)
     rows = [
         {
@@ -77,14 +80,15 @@ def operations_table(ops: Sequence[Operation], *, mode: str, cutoff: datetime,
             "cutoff": cut,
             "policy_version": o.policy_version,
             "service_identity": service_identity,
-        }  # fmt: skip
+        }
         for o in ops
     ]
     return pa.Table.from_pylist(rows, schema=SCHEMA)
 
 
-def write_operations(sink: ReceiptSink, ops: Sequence[Operation], *, run_id: str,
-                     cutoff: datetime, mode: str) -> str | None:  # fmt: skip
+def write_operations(
+    sink: ReceiptSink, ops: Sequence[Operation], *, run_id: str, cutoff: datetime, mode: str
+) -> str | None:
     """Create the run's partition file; its key, or None when there is nothing to write.
 
     Create-only: a rerun finds the file there and leaves it (as it leaves receipts).
@@ -104,8 +108,9 @@ def write_operations(sink: ReceiptSink, ops: Sequence[Operation], *, run_id: str
 # -- reading ---------------------------------------------------------------------------------
 
 
-def partition_keys(sink: ReceiptSink, since: date | None = None,
-                   until: date | None = None) -> Iterator[tuple[date, str, str]]:  # fmt: skip
+def partition_keys(
+    sink: ReceiptSink, since: date | None = None, until: date | None = None
+) -> Iterator[tuple[date, str, str]]:
     """(cutoff date, run id, key) of every partition file, oldest first, by date folder."""
     days = _day_prefixes(since, until)
     prefixes = [f"{PREFIX}/date={d.isoformat()}/" for d in days] if days else [f"{PREFIX}/"]
@@ -127,8 +132,9 @@ def _day_prefixes(since: date | None, until: date | None) -> list[date] | None:
     return [since + timedelta(days=i) for i in range((until - since).days + 1)]
 
 
-def record_history(sink: ReceiptSink, record_id: str, *, since: date | None = None,
-                   until: date | None = None) -> list[dict[str, Any]]:  # fmt: skip
+def record_history(
+    sink: ReceiptSink, record_id: str, *, since: date | None = None, until: date | None = None
+) -> list[dict[str, Any]]:
     """Every operation on ``record_id`` across runs, oldest first (ids, codes, times)."""
     rows: list[dict[str, Any]] = []
     for day, run_id, key in partition_keys(sink, since, until):
@@ -138,8 +144,12 @@ def record_history(sink: ReceiptSink, record_id: str, *, since: date | None = No
         table = pq.read_table(io.BytesIO(body), filters=[("record_id", "=", record_id)])
         for row in table.to_pylist():
             rows.append({"date": day.isoformat(), "run_id": run_id, **row})
-    rows.sort(key=lambda r: (r["cutoff"] or datetime.min.replace(tzinfo=UTC), r["updated_at"]
-                             or datetime.min.replace(tzinfo=UTC)))  # fmt: skip
+    rows.sort(
+        key=lambda r: (
+            r["cutoff"] or datetime.min.replace(tzinfo=UTC),
+            r["updated_at"] or datetime.min.replace(tzinfo=UTC),
+        )
+    )
     return rows
 
 

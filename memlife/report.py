@@ -22,14 +22,16 @@ import pyarrow.parquet as pq
 
 from memlife.plan import Decision
 
-SCHEMA = pa.schema([
-    ("id", pa.string()),
-    ("actor_id", pa.string()),
-    ("namespace", pa.string()),
-    ("action", pa.string()),
-    ("reasons", pa.list_(pa.string())),
-    ("score", pa.float64()),
-])  # fmt: skip
+SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("actor_id", pa.string()),
+        ("namespace", pa.string()),
+        ("action", pa.string()),
+        ("reasons", pa.list_(pa.string())),
+        ("score", pa.float64()),
+    ]
+)
 
 CHUNK = 4 << 20  # JSONL bytes parsed at a time when converting to Parquet
 
@@ -47,8 +49,11 @@ def encode(decisions: list[Decision]) -> str:
         key = (d.action, *d.reasons)
         tail = tails.get(key)
         if tail is None:  # reason codes and actions are plain ASCII
-            tail = tails[key] = (f',"action":"{d.action}","reasons":['
-                                 + ",".join(f'"{r}"' for r in d.reasons) + '],"score":')  # fmt: skip
+            tail = tails[key] = (
+                f',"action":"{d.action}","reasons":['
+                + ",".join(f'"{r}"' for r in d.reasons)
+                + '],"score":'
+            )
         score = "null" if d.score is None else repr(round(d.score, 6))
         lines.append(f'{{"id":{_q(d.id)}{head}{tail}{score}}}\n')
     return "".join(lines)

@@ -25,15 +25,28 @@ TOP = 12  # rows in the namespace and reason charts
 
 # one colour per action / outcome, reused by every chart and the legend
 COLOURS = {
-    "retain": "#4c9f70", "hold": "#8c6bb1", "delete_expired": "#d62728",
-    "delete_pending": "#ff7f0e", "review": "#1f77b4", "consolidate_candidate": "#17becf",
+    "retain": "#4c9f70",
+    "hold": "#8c6bb1",
+    "delete_expired": "#d62728",
+    "delete_pending": "#ff7f0e",
+    "review": "#1f77b4",
+    "consolidate_candidate": "#17becf",
     "supersede_candidate": "#bcbd22",
-    "processed": "#555555", "retained": "#4c9f70", "consolidated": "#17becf",
-    "superseded": "#bcbd22", "deleted": "#d62728", "quarantined": "#e377c2",
-    "reviewed": "#1f77b4", "held": "#8c6bb1", "failed": "#000000",
-    "delete": "#d62728", "left for review": "#1f77b4", "consolidate (groups)": "#17becf",
-    "merge duplicates": "#9edae5", "supersede contradicted": "#bcbd22",
-}  # fmt: skip
+    "processed": "#555555",
+    "retained": "#4c9f70",
+    "consolidated": "#17becf",
+    "superseded": "#bcbd22",
+    "deleted": "#d62728",
+    "quarantined": "#e377c2",
+    "reviewed": "#1f77b4",
+    "held": "#8c6bb1",
+    "failed": "#000000",
+    "delete": "#d62728",
+    "left for review": "#1f77b4",
+    "consolidate (groups)": "#17becf",
+    "merge duplicates": "#9edae5",
+    "supersede contradicted": "#bcbd22",
+}
 _FALLBACK = ("#7f7f7f", "#9edae5", "#c49c94", "#f7b6d2", "#dbdb8d", "#aec7e8")
 
 
@@ -71,8 +84,10 @@ def breakdown(report_parquet: str | Path | None) -> Breakdown:
     if table.num_rows == 0:
         return out
     grouped = table.group_by(["actor_id", "namespace", "action"]).aggregate([([], "count_all")])
-    for actor, ns, action, n in zip(*(grouped.column(c).to_pylist() for c in
-                                      ("actor_id", "namespace", "action", "count_all")), strict=True):  # fmt: skip
+    for actor, ns, action, n in zip(
+        *(grouped.column(c).to_pylist() for c in ("actor_id", "namespace", "action", "count_all")),
+        strict=True,
+    ):
         out.by_namespace.setdefault(namespace_pattern(actor, ns), Counter())[action] += n
     counts = pc.value_counts(pc.list_flatten(table.column("reasons")))
     for item in counts.to_pylist():
@@ -109,8 +124,10 @@ def bar_chart(rows: Sequence[tuple[str, int]], *, title: str, width: int = 560) 
     label_w, bar_h, gap = 190, 18, 6
     top = max(v for _, v in rows) or 1
     height = len(rows) * (bar_h + gap)
-    parts = [f'<svg role="img" aria-label="{escape(title)}" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">']  # fmt: skip
+    parts = [
+        f'<svg role="img" aria-label="{escape(title)}" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">'
+    ]
     for i, (label, value) in enumerate(rows):
         y = i * (bar_h + gap)
         w = max(1.0, (width - label_w - 70) * value / top) if value else 0
@@ -124,16 +141,19 @@ def bar_chart(rows: Sequence[tuple[str, int]], *, title: str, width: int = 560) 
     return f"<figure><figcaption>{escape(title)}</figcaption>{''.join(parts)}</figure>"
 
 
-def stacked_chart(rows: Sequence[tuple[str, Mapping[str, int]]], *, title: str,
-                  width: int = 760) -> str:  # fmt: skip
+def stacked_chart(
+    rows: Sequence[tuple[str, Mapping[str, int]]], *, title: str, width: int = 760
+) -> str:
     """One horizontal stacked bar per row (e.g. a namespace pattern), segments by action."""
     if not rows:
         return f'<figure><figcaption>{escape(title)}</figcaption><p class="none">none</p></figure>'
     label_w, bar_h, gap = 260, 18, 6
     top = max(sum(c.values()) for _, c in rows) or 1
     height = len(rows) * (bar_h + gap)
-    parts = [f'<svg role="img" aria-label="{escape(title)}" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">']  # fmt: skip
+    parts = [
+        f'<svg role="img" aria-label="{escape(title)}" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">'
+    ]
     keys = sorted({k for _, c in rows for k in c})
     for i, (label, counts) in enumerate(rows):
         y, x = i * (bar_h + gap), float(label_w)
@@ -145,8 +165,10 @@ def stacked_chart(rows: Sequence[tuple[str, Mapping[str, int]]], *, title: str,
             if not v:
                 continue
             w = (width - label_w - 70) * v / top
-            parts.append(f'<rect x="{x:.1f}" y="{y}" width="{max(w, 1):.1f}" height="{bar_h}" '
-                         f'fill="{colour(k)}"><title>{escape(label)} {escape(k)}: {v:,}</title></rect>')  # fmt: skip
+            parts.append(
+                f'<rect x="{x:.1f}" y="{y}" width="{max(w, 1):.1f}" height="{bar_h}" '
+                f'fill="{colour(k)}"><title>{escape(label)} {escape(k)}: {v:,}</title></rect>'
+            )
             x += w
         parts.append(
             f'<text x="{x + 5:.1f}" y="{y + 13}" class="v">{sum(counts.values()):,}</text>'
@@ -157,12 +179,20 @@ def stacked_chart(rows: Sequence[tuple[str, Mapping[str, int]]], *, title: str,
     )
 
 
-def trend_chart(labels: Sequence[str], series: Mapping[str, Sequence[int]], *, title: str,
-                width: int = 760, height: int = 220) -> str:  # fmt: skip
+def trend_chart(
+    labels: Sequence[str],
+    series: Mapping[str, Sequence[int]],
+    *,
+    title: str,
+    width: int = 760,
+    height: int = 220,
+) -> str:
     """Lines over runs (x: run cutoff dates), one per series, with the latest value marked."""
     if len(labels) < 2:
-        return (f'<figure><figcaption>{escape(title)}</figcaption>'
-                '<p class="none">trends appear after two runs</p></figure>')  # fmt: skip
+        return (
+            f"<figure><figcaption>{escape(title)}</figcaption>"
+            '<p class="none">trends appear after two runs</p></figure>'
+        )
     left, right, top_pad, bottom = 50, 20, 10, 30
     plot_w, plot_h = width - left - right, height - top_pad - bottom
     top = max((max(v) for v in series.values() if v), default=0) or 1
@@ -171,11 +201,13 @@ def trend_chart(labels: Sequence[str], series: Mapping[str, Sequence[int]], *, t
     def xy(i: int, v: int) -> tuple[float, float]:
         return left + i * step, top_pad + plot_h * (1 - v / top)
 
-    parts = [f'<svg role="img" aria-label="{escape(title)}" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">',
-             f'<line x1="{left}" y1="{top_pad + plot_h}" x2="{width - right}" y2="{top_pad + plot_h}" class="axis"/>',
-             f'<text x="{left - 6}" y="{top_pad + 8}" text-anchor="end" class="v">{top:,}</text>',
-             f'<text x="{left - 6}" y="{top_pad + plot_h}" text-anchor="end" class="v">0</text>']  # fmt: skip
+    parts = [
+        f'<svg role="img" aria-label="{escape(title)}" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">',
+        f'<line x1="{left}" y1="{top_pad + plot_h}" x2="{width - right}" y2="{top_pad + plot_h}" class="axis"/>',
+        f'<text x="{left - 6}" y="{top_pad + 8}" text-anchor="end" class="v">{top:,}</text>',
+        f'<text x="{left - 6}" y="{top_pad + plot_h}" text-anchor="end" class="v">0</text>',
+    ]
     for i, lab in enumerate(labels):
         if i in (0, len(labels) - 1) or len(labels) <= 8:
             x, _ = xy(i, 0)
@@ -186,8 +218,10 @@ def trend_chart(labels: Sequence[str], series: Mapping[str, Sequence[int]], *, t
     for name, values in series.items():
         points = " ".join(f"{x:.1f},{y:.1f}" for x, y in (xy(i, v) for i, v in enumerate(values)))
         c = colour(name)
-        parts.append(f'<polyline points="{points}" fill="none" stroke="{c}" stroke-width="2">'
-                     f"<title>{escape(name)}</title></polyline>")  # fmt: skip
+        parts.append(
+            f'<polyline points="{points}" fill="none" stroke="{c}" stroke-width="2">'
+            f"<title>{escape(name)}</title></polyline>"
+        )
         lx, ly = xy(len(values) - 1, values[-1])
         parts.append(f'<circle cx="{lx:.1f}" cy="{ly:.1f}" r="3.5" fill="{c}"/>')
     parts.append("</svg>")
@@ -221,8 +255,10 @@ td.n{text-align:right}
 def _card(label: str, value: Any, figure: str, cls: str = "") -> str:
     shown = f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
     klass = f' class="{cls}"' if cls else ""
-    return (f'<div class="card"><b data-figure="{figure}"{klass}>{escape(shown)}</b>'
-            f"<span>{escape(label)}</span></div>")  # fmt: skip
+    return (
+        f'<div class="card"><b data-figure="{figure}"{klass}>{escape(shown)}</b>'
+        f"<span>{escape(label)}</span></div>"
+    )
 
 
 def gate_text(gate: Mapping[str, Any] | None) -> tuple[str, str]:
@@ -271,16 +307,22 @@ def render(summary: Mapping[str, Any], detail: Breakdown, past: Sequence[Mapping
         _card("status", status, "status", "ok" if status == "success" else "bad"),
         _card("regression gate", verdict, "gate", vcls),
         _card("model calls", int(model.get("calls", 0)), "model-calls"),
-        _card("tokens in / out", f"{model.get('input_tokens', 0):,} / {model.get('output_tokens', 0):,}", "tokens"),
-    ]  # fmt: skip
+        _card(
+            "tokens in / out",
+            f"{model.get('input_tokens', 0):,} / {model.get('output_tokens', 0):,}",
+            "tokens",
+        ),
+    ]
     if dry:
         deletes = dict(would_change(summary))["delete"]
         cards.append(
             _card("an apply run would delete", deletes, "would-delete", "warn" if deletes else "")
         )
     else:
-        cards += [_card("deleted", int(lifecycle.get("deleted", 0)), "deleted"),
-                  _card("superseded", int(lifecycle.get("superseded", 0)), "superseded")]  # fmt: skip
+        cards += [
+            _card("deleted", int(lifecycle.get("deleted", 0)), "deleted"),
+            _card("superseded", int(lifecycle.get("superseded", 0)), "superseded"),
+        ]
 
     sections = [f'<div class="cards">{"".join(cards)}</div>']
     actions = [(k, int(v)) for k, v in (summary.get("counts") or {}).items()]
@@ -288,27 +330,54 @@ def render(summary: Mapping[str, Any], detail: Breakdown, past: Sequence[Mapping
         "<h2>Planned actions</h2>" + bar_chart(actions, title="records by planned action")
     )
     if dry:
-        sections.append("<h2>What an apply run would change</h2>"
-                        + bar_chart(would_change(summary), title="an apply run would"))  # fmt: skip
+        sections.append(
+            "<h2>What an apply run would change</h2>"
+            + bar_chart(would_change(summary), title="an apply run would")
+        )
     else:
-        sections.append("<h2>Outcomes</h2>"
-                        + bar_chart([(k, int(v)) for k, v in lifecycle.items()], title="outcomes"))  # fmt: skip
+        sections.append(
+            "<h2>Outcomes</h2>"
+            + bar_chart([(k, int(v)) for k, v in lifecycle.items()], title="outcomes")
+        )
     ns_rows = sorted(detail.by_namespace.items(), key=lambda kv: -sum(kv[1].values()))
-    sections.append("<h2>By namespace</h2>" + stacked_chart(
-        ns_rows[:TOP], title=f"records by namespace pattern and action (top {TOP} of {len(ns_rows)})"))  # fmt: skip
-    sections.append("<h2>Top reasons</h2>"
-                    + bar_chart(detail.reasons.most_common(TOP), title="reason codes"))  # fmt: skip
+    sections.append(
+        "<h2>By namespace</h2>"
+        + stacked_chart(
+            ns_rows[:TOP],
+            title=f"records by namespace pattern and action (top {TOP} of {len(ns_rows)})",
+        )
+    )
+    sections.append(
+        "<h2>Top reasons</h2>" + bar_chart(detail.reasons.most_common(TOP), title="reason codes")
+    )
     sections.append("<h2>Regression gate</h2>" + _gate_table(summary.get("gate")))
     sections.append("<h2>Model usage</h2>" + _model_table(model))
 
-    runs = [*past, {"cutoff": summary.get("cutoff"), "counts": lifecycle,
-                    "planned": summary.get("counts", {}), "records_found": summary.get("records", 0)}]  # fmt: skip
+    runs = [
+        *past,
+        {
+            "cutoff": summary.get("cutoff"),
+            "counts": lifecycle,
+            "planned": summary.get("counts", {}),
+            "records_found": summary.get("records", 0),
+        },
+    ]
     labels = [str(r.get("cutoff") or "")[:10] for r in runs]
     sections.append(f"<h2>Trends (last {len(runs)} {'dry runs' if dry else 'runs'})</h2>")
-    sections.append(trend_chart(labels, _trend_series(runs, dry),
-                                title="planned changes per run" if dry else "changes per run"))  # fmt: skip
-    sections.append(trend_chart(labels, {"processed": [int(r.get("records_found", 0)) for r in runs]},
-                                title="records processed per run"))  # fmt: skip
+    sections.append(
+        trend_chart(
+            labels,
+            _trend_series(runs, dry),
+            title="planned changes per run" if dry else "changes per run",
+        )
+    )
+    sections.append(
+        trend_chart(
+            labels,
+            {"processed": [int(r.get("records_found", 0)) for r in runs]},
+            title="records processed per run",
+        )
+    )
     failed = summary.get("failed_shards") or []
     if failed:
         codes = Counter(str(s.get("code", "")) for s in failed)
@@ -318,8 +387,10 @@ def render(summary: Mapping[str, Any], detail: Breakdown, past: Sequence[Mapping
         )
 
     title = f"memlife {mode.replace('_', ' ')} {summary.get('run_id', '')}"
-    meta = (f"policy {summary.get('policy_version', '')} · cutoff {summary.get('cutoff', '')} · "
-            f"{summary.get('shards', 0):,} shards · {summary.get('seconds', 0)} s")  # fmt: skip
+    meta = (
+        f"policy {summary.get('policy_version', '')} · cutoff {summary.get('cutoff', '')} · "
+        f"{summary.get('shards', 0):,} shards · {summary.get('seconds', 0)} s"
+    )
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>"
@@ -332,8 +403,10 @@ def render(summary: Mapping[str, Any], detail: Breakdown, past: Sequence[Mapping
 
 def _gate_table(gate: Mapping[str, Any] | None) -> str:
     if not gate:
-        return ('<p class="warn">not run: no evaluation set (--eval-cases). Without one nothing is '
-                "deleted for score or review reasons in an enforced namespace.</p>")  # fmt: skip
+        return (
+            '<p class="warn">not run: no evaluation set (--eval-cases). Without one nothing is '
+            "deleted for score or review reasons in an enforced namespace.</p>"
+        )
     verdict, cls = gate_text(gate)
     rows = "".join(
         f'<tr><td>{escape(name)}</td><td class="n">{g.get("before", "")}</td>'
@@ -342,15 +415,20 @@ def _gate_table(gate: Mapping[str, Any] | None) -> str:
         for name, g in (gate.get("gates") or {}).items()
     )
     reasons = ", ".join(escape(str(r)) for r in gate.get("reasons", [])) or "none"
-    return (f'<p><b class="{cls}">{verdict}</b> · proposed deletions {gate.get("proposed_deletions", 0):,}'
-            f" · cases {gate.get('cases', 0)} · reasons: {reasons}</p>"
-            "<table><tr><th>gate</th><th>before</th><th>after</th><th>threshold</th><th></th></tr>"
-            f"{rows}</table>")  # fmt: skip
+    return (
+        f'<p><b class="{cls}">{verdict}</b> · proposed deletions {gate.get("proposed_deletions", 0):,}'
+        f" · cases {gate.get('cases', 0)} · reasons: {reasons}</p>"
+        "<table><tr><th>gate</th><th>before</th><th>after</th><th>threshold</th><th></th></tr>"
+        f"{rows}</table>"
+    )
 
 
 def _model_table(model: Mapping[str, Any]) -> str:
-    rows = [("calls", model.get("calls", 0)), ("input tokens", model.get("input_tokens", 0)),
-            ("output tokens", model.get("output_tokens", 0))]  # fmt: skip
+    rows = [
+        ("calls", model.get("calls", 0)),
+        ("input tokens", model.get("input_tokens", 0)),
+        ("output tokens", model.get("output_tokens", 0)),
+    ]
     rows += [(f"rejected: {k}", v) for k, v in (model.get("rejections") or {}).items()]
     body = "".join(
         f'<tr><td>{escape(str(k))}</td><td class="n">{int(v):,}</td></tr>' for k, v in rows

@@ -33,11 +33,15 @@ class RunInfo:
     def as_json(self) -> dict:
         r = self.receipt or {}
         return {
-            "run_id": self.run_id, "mode": self.manifest.get("mode"),
-            "status": r.get("status", "incomplete"), "policy_version": self.manifest.get("policy_version"),
-            "cutoff": self.manifest.get("cutoff"), "started_at": self.started_at,
-            "counts": r.get("counts", {}), "location": self.prefix,
-        }  # fmt: skip
+            "run_id": self.run_id,
+            "mode": self.manifest.get("mode"),
+            "status": r.get("status", "incomplete"),
+            "policy_version": self.manifest.get("policy_version"),
+            "cutoff": self.manifest.get("cutoff"),
+            "started_at": self.started_at,
+            "counts": r.get("counts", {}),
+            "location": self.prefix,
+        }
 
 
 def latest_receipt(sink: ReceiptSink, prefix: str) -> dict | None:
@@ -60,7 +64,9 @@ def list_runs(sink: ReceiptSink, since: datetime | None = None) -> list[RunInfo]
         manifest = json.loads(sink.get(key) or b"{}")
         if since and manifest.get("started_at", "") < since.isoformat():
             continue
-        runs.append(RunInfo(prefix.rsplit("/", 1)[1], prefix, manifest, latest_receipt(sink, prefix)))
+        runs.append(
+            RunInfo(prefix.rsplit("/", 1)[1], prefix, manifest, latest_receipt(sink, prefix))
+        )
     runs.sort(key=lambda r: r.started_at)
     return runs
 
@@ -90,14 +96,21 @@ class Verification:
         self.problems.append({"code": code, **ids})
 
     def as_json(self) -> dict:
-        return {"run_id": self.run_id, "ok": self.ok, "operations": self.operations,
-                "checked_records": self.checked_records, "problems": self.problems}  # fmt: skip
+        return {
+            "run_id": self.run_id,
+            "ok": self.ok,
+            "operations": self.operations,
+            "checked_records": self.checked_records,
+            "problems": self.problems,
+        }
 
 
 _REMOVING = {OpKind.delete.value, OpKind.purge.value, OpKind.erase.value}
 
 
-def verify_run(sink: ReceiptSink, store: MemoryStore, journal: Journal | None, run_id: str) -> Verification:
+def verify_run(
+    sink: ReceiptSink, store: MemoryStore, journal: Journal | None, run_id: str
+) -> Verification:
     v = Verification(run_id)
     run = find_run(sink, run_id)
     if run is None:
@@ -108,8 +121,10 @@ def verify_run(sink: ReceiptSink, store: MemoryStore, journal: Journal | None, r
     body = sink.get(f"{run.prefix}/operations.parquet")
     ops = pq.read_table(io.BytesIO(body)).to_pylist() if body else []
     if run.manifest.get("mode") in ("apply", "retry") and body is None and run.receipt:
-        changed = sum(run.receipt.get("counts", {}).get(k, 0)
-                      for k in ("consolidated", "superseded", "deleted", "quarantined"))  # fmt: skip
+        changed = sum(
+            run.receipt.get("counts", {}).get(k, 0)
+            for k in ("consolidated", "superseded", "deleted", "quarantined")
+        )
         if changed:
             v.problem("OPERATIONS_PARQUET_MISSING")
     v.operations = len(ops)
@@ -139,7 +154,10 @@ def verify_run(sink: ReceiptSink, store: MemoryStore, journal: Journal | None, r
             # a superseded original, a replacement or a quarantined record vanished unreceipted
             v.problem("RECORD_MISSING_WITHOUT_RECEIPT", operation_id=oid, record_id=rid)
         elif current is not None and op["action"] == OpKind.supersede.value:
-            if current.status.value == "superseded" and current.provenance.replaced_by != op["replacement_id"]:
+            if (
+                current.status.value == "superseded"
+                and current.provenance.replaced_by != op["replacement_id"]
+            ):
                 v.problem("SUPERSEDE_MISMATCH", operation_id=oid, record_id=rid)
     return v
 
@@ -148,6 +166,8 @@ def _removed_later(journal: Journal | None, record_id: str, operation_id: str) -
     if journal is None:
         return False
     return any(
-        o.operation_id != operation_id and o.kind.value in _REMOVING and o.state is OpState.RECEIPTED
+        o.operation_id != operation_id
+        and o.kind.value in _REMOVING
+        and o.state is OpState.RECEIPTED
         for o in journal.for_record(record_id)
     )

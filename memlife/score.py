@@ -71,7 +71,10 @@ class Scorer:
                 w_freq=w.frequency,
                 w_verify=w.verification,
                 w_source=w.source,
-                w_total=w.creation_recency + w.access_recency + w.frequency + w.verification
+                w_total=w.creation_recency
+                + w.access_recency
+                + w.frequency
+                + w.verification
                 + w.source,
             )
         self._source = {s: float(v) for s, v in policy.source_weights.items()}

@@ -46,7 +46,9 @@ def make_agent(server: MessagesServer, mem: LongTermMemory, **kw: Any) -> Memory
     return MemoryAgent(mem, "u1", namespace=NS, client=server.client(max_retries=0), **kw)
 
 
-def test_remember_tool_call_then_answer(messages_server: MessagesServer, mem: LongTermMemory) -> None:
+def test_remember_tool_call_then_answer(
+    messages_server: MessagesServer, mem: LongTermMemory
+) -> None:
     messages_server.enqueue(
         tool_use_reply("remember", {"fact": TEA, "subject": "drinks"}, text="Let me note that."),
         text_reply("Noted: green tea only."),
@@ -102,7 +104,9 @@ def test_step_limit_is_enforced(messages_server: MessagesServer, mem: LongTermMe
     assert [b["type"] for b in last["content"]] == ["tool_result", "text"]
 
 
-def test_bad_tool_input_is_an_error_result(messages_server: MessagesServer, mem: LongTermMemory) -> None:
+def test_bad_tool_input_is_an_error_result(
+    messages_server: MessagesServer, mem: LongTermMemory
+) -> None:
     messages_server.enqueue(tool_use_reply("remember", {"fact": ""}), text_reply("Oops."))
     reply = make_agent(messages_server, mem).send("hello")
     assert reply.text == "Oops."
@@ -113,9 +117,13 @@ def test_bad_tool_input_is_an_error_result(messages_server: MessagesServer, mem:
 def test_compaction_runs_before_calls(messages_server: MessagesServer, mem: LongTermMemory) -> None:
     summarizer = FakeSummarizer()
     agent = make_agent(
-        messages_server, mem, summarizer=summarizer, budget_tokens=60, keep_last_turns=1,
+        messages_server,
+        mem,
+        summarizer=summarizer,
+        budget_tokens=60,
+        keep_last_turns=1,
         counter=EstimateTokenCounter(),
-    )  # fmt: skip
+    )
     for i in range(3):
         messages_server.enqueue(text_reply(f"Answer {i}: " + "blah " * 40))
         agent.send(f"Question {i}: " + "words " * 40)

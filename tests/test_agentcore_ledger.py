@@ -15,12 +15,21 @@ from tests.fakes.agentcore import agentcore_store
 from tests.support.lifecycle import CUTOFF
 
 
-def test_native_id_accesses_raise_the_score(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_native_id_accesses_raise_the_score(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("MEMLIFE_HOME", str(tmp_path))
     ns = "/users/a/episodes"
-    base = MemoryRecord(id="e-1", actor_id="a", namespace=ns, memory_type="episodic", owner="t",
-                        content="Asked for a refund.", source="agent_inferred",
-                        created_at=CUTOFF - timedelta(days=300))  # fmt: skip
+    base = MemoryRecord(
+        id="e-1",
+        actor_id="a",
+        namespace=ns,
+        memory_type="episodic",
+        owner="t",
+        content="Asked for a refund.",
+        source="agent_inferred",
+        created_at=CUTOFF - timedelta(days=300),
+    )
     with agentcore_store() as (store, _fake):
         store.put_many([base, base.model_copy(update={"id": "e-2"})])
         store.page("a", ns)  # learn where each record lives

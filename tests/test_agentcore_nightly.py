@@ -82,8 +82,14 @@ def ac(harness: AgentCoreHarness, home: Path, monkeypatch: pytest.MonkeyPatch) -
         return s
 
     monkeypatch.setattr("memlife.pipeline.open_store", opener)
-    return {"store": store, "fake": harness.fake, "url": url, "home": home,
-            "receipts": home / "receipts", "sink": f"file://{home / 'receipts'}"}  # fmt: skip
+    return {
+        "store": store,
+        "fake": harness.fake,
+        "url": url,
+        "home": home,
+        "receipts": home / "receipts",
+        "sink": f"file://{home / 'receipts'}",
+    }
 
 
 def apply(env: dict[str, Any], now=CUTOFF, **kw: Any) -> RunSummary:
@@ -115,18 +121,24 @@ def journal(env: dict[str, Any]) -> SqliteJournal:
 def expired(i: int, actor: str, *, days_past: float = 1, **kw: Any) -> MemoryRecord:
     """A hard-expired episodic record (deleted by the nightly run, no scoring involved)."""
     fields: dict[str, Any] = {
-        "id": f"m-{actor}-{i:04d}", "actor_id": actor, "namespace": f"/users/{actor}/episodes",
-        "memory_type": MemoryType.episodic, "content": f"Asked about order {i}.",
-        "owner": "team-support", "source": Source.user_stated,
-        "created_at": ANCHOR - timedelta(days=200), "expires_at": CUTOFF - timedelta(days=days_past),
-    }  # fmt: skip
+        "id": f"m-{actor}-{i:04d}",
+        "actor_id": actor,
+        "namespace": f"/users/{actor}/episodes",
+        "memory_type": MemoryType.episodic,
+        "content": f"Asked about order {i}.",
+        "owner": "team-support",
+        "source": Source.user_stated,
+        "created_at": ANCHOR - timedelta(days=200),
+        "expires_at": CUTOFF - timedelta(days=days_past),
+    }
     fields.update(kw)
     return MemoryRecord(**fields)
 
 
 def fresh(i: int, actor: str) -> MemoryRecord:
-    return expired(i, actor, expires_at=None, created_at=ANCHOR - timedelta(days=2),
-                   id=f"k-{actor}-{i:04d}")  # fmt: skip
+    return expired(
+        i, actor, expires_at=None, created_at=ANCHOR - timedelta(days=2), id=f"k-{actor}-{i:04d}"
+    )
 
 
 def delete_receipts(env: dict[str, Any]) -> dict[str, dict]:
@@ -145,13 +157,17 @@ def present(fake: FakeAgentCore, rid: str) -> bool:
 
 # -- (a) the same nightly run on SQLite and on AgentCore ---------------------------------------
 def demo_records() -> list[MemoryRecord]:
-    recs = [r for r in generate(3000, seed=11, anchor=ANCHOR, markers=True, per_actor=60)
-            if r.namespace.rsplit("/", 1)[1] in KINDS]  # fmt: skip
+    recs = [
+        r
+        for r in generate(3000, seed=11, anchor=ANCHOR, markers=True, per_actor=60)
+        if r.namespace.rsplit("/", 1)[1] in KINDS
+    ]
     return recs[:N_RECORDS]
 
 
-def test_nightly_apply_matches_sqlite(harness: AgentCoreHarness, tmp_path: Path,
-                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_nightly_apply_matches_sqlite(
+    harness: AgentCoreHarness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     records = demo_records()
     assert len(records) == N_RECORDS
     assert {r.namespace.rsplit("/", 1)[1] for r in records} == set(KINDS)
@@ -164,9 +180,18 @@ def test_nightly_apply_matches_sqlite(harness: AgentCoreHarness, tmp_path: Path,
         db.put_many(records)
         before = snapshot(db)
         db.close()
-        cases = gate_cases(ref / "memlife.db", records)  # the gate is required: the same set for both
-        sq = run_local(RunConfig(dry_run=False, now=CUTOFF, store=f"sqlite:///{ref / 'memlife.db'}",
-                                 receipts=f"file://{ref / 'receipts'}", eval_cases=cases))  # fmt: skip
+        cases = gate_cases(
+            ref / "memlife.db", records
+        )  # the gate is required: the same set for both
+        sq = run_local(
+            RunConfig(
+                dry_run=False,
+                now=CUTOFF,
+                store=f"sqlite:///{ref / 'memlife.db'}",
+                receipts=f"file://{ref / 'receipts'}",
+                eval_cases=cases,
+            )
+        )
         db = SqliteStore(ref / "memlife.db")
         sq_after = snapshot(db)
         db.close()
@@ -175,8 +200,15 @@ def test_nightly_apply_matches_sqlite(harness: AgentCoreHarness, tmp_path: Path,
         store = harness.store()
         bulk_load(store, harness.fake, records)
         assert snapshot(store) == before, "AgentCore must read back exactly what SQLite holds"
-        ac = run_local(RunConfig(dry_run=False, now=CUTOFF, store=store_url(harness),
-                                 receipts=f"file://{ac_home / 'receipts'}", eval_cases=cases))  # fmt: skip
+        ac = run_local(
+            RunConfig(
+                dry_run=False,
+                now=CUTOFF,
+                store=store_url(harness),
+                receipts=f"file://{ac_home / 'receipts'}",
+                eval_cases=cases,
+            )
+        )
         ac_after = snapshot(store)
 
         # the run did real work of every kind, on both stores alike
@@ -271,8 +303,12 @@ def test_three_of_a_hundred_deletes_fail_then_the_retry_queue_completes_them(ac:
     assert sum(len(p["records"]) for p in fake.ops("delete")) == 103  # 100 + the 3 retried
     got = delete_receipts(ac)
     assert set(got) == set(ids)
-    assert all(got[i]["outcome"] == "deleted" and got[i]["run_id"] == first.run_id
-               and got[i]["attempts"] == 2 for i in bad)  # fmt: skip
+    assert all(
+        got[i]["outcome"] == "deleted"
+        and got[i]["run_id"] == first.run_id
+        and got[i]["attempts"] == 2
+        for i in bad
+    )
     assert receipt(later)["failures"] == []
     assert all(o.state is OpState.RECEIPTED for o in journal(ac).by_run(first.run_id))
     assert all(store.get(r.id) is not None for r in (fresh(i, actor) for i in range(5)))
@@ -300,9 +336,14 @@ def test_quota_exceeded_stops_the_shard_and_the_others_complete(ac: dict) -> Non
     # the stopped shard: its refused batch is queued, its second batch never sent
     b_ids = {r.id for r in recs["u-b"]}
     assert all(present(fake, i) for i in b_ids)
-    sent_b = [p for p in fake.ops("delete")
-              if any(fake.records.get(x["memoryRecordId"], {}).get("namespaces") == ["/users/u-b/episodes"]
-                     for x in p["records"])]  # fmt: skip
+    sent_b = [
+        p
+        for p in fake.ops("delete")
+        if any(
+            fake.records.get(x["memoryRecordId"], {}).get("namespaces") == ["/users/u-b/episodes"]
+            for x in p["records"]
+        )
+    ]
     assert [len(p["records"]) for p in sent_b] == [100], "after the quota error the shard stops"
     assert len(fake.ops("delete")) == 3
     assert first.lifecycle["failed"] == 100
@@ -341,8 +382,10 @@ def test_not_found_on_delete_counts_as_already_deleted(ac: dict, answer: str) ->
                 del fake.records[fake.record_by_memlife_id(rid)["memoryRecordId"]]
         return {"blocked": False}
 
-    first = run_local(RunConfig(dry_run=False, now=CUTOFF, store=ac["url"], receipts=ac["sink"]),
-                      gate=behind_our_back)  # fmt: skip
+    first = run_local(
+        RunConfig(dry_run=False, now=CUTOFF, store=ac["url"], receipts=ac["sink"]),
+        gate=behind_our_back,
+    )
     assert first.lifecycle["failed"] == 1, "the 404s are not failures; the 503 is"
     assert first.lifecycle["deleted"] == 19
     got = delete_receipts(ac)

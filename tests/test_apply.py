@@ -36,16 +36,24 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
     db = home / "memlife.db"
     receipts = home / "receipts"
     seed(db)
-    return {"db": db, "receipts": receipts, "store": f"sqlite:///{db}",
-            "sink": f"file://{receipts}", "home": home, "cases": gate_cases(db)}  # fmt: skip
+    return {
+        "db": db,
+        "receipts": receipts,
+        "store": f"sqlite:///{db}",
+        "sink": f"file://{receipts}",
+        "home": home,
+        "cases": gate_cases(db),
+    }
 
 
 def done_ops(receipts: Path) -> set[tuple]:
     """What the receipts say was done. Operation ids hold the run key, which names the
     store by its path (two stores never share a run), so runs on two copies compare by
     action, record, replacement and outcome."""
-    return {(o["action"], o["record_id"], o["replacement_id"], o["outcome"])
-            for o in operation_receipts(receipts).values()}  # fmt: skip
+    return {
+        (o["action"], o["record_id"], o["replacement_id"], o["outcome"])
+        for o in operation_receipts(receipts).values()
+    }
 
 
 def apply(env: dict, **kw) -> object:
@@ -62,13 +70,23 @@ def clean_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     try:
         db = base / "memlife.db"
         before = seed(db)
-        summary = run_local(RunConfig(dry_run=False, now=CUTOFF, store=f"sqlite:///{db}",
-                                      receipts=f"file://{base / 'receipts'}",
-                                      eval_cases=gate_cases(db)))  # fmt: skip
+        summary = run_local(
+            RunConfig(
+                dry_run=False,
+                now=CUTOFF,
+                store=f"sqlite:///{db}",
+                receipts=f"file://{base / 'receipts'}",
+                eval_cases=gate_cases(db),
+            )
+        )
     finally:
         del os.environ["MEMLIFE_HOME"]
-    return {"after": snapshot(db), "ops": done_ops(base / "receipts"),
-            "summary": summary, "before": before}  # fmt: skip
+    return {
+        "after": snapshot(db),
+        "ops": done_ops(base / "receipts"),
+        "summary": summary,
+        "before": before,
+    }
 
 
 def test_clean_run_changes_the_store_and_keeps_invariants(env: dict, clean_run: dict) -> None:
@@ -94,8 +112,15 @@ def test_second_run_changes_nothing(env: dict) -> None:
     receipts_before = set(operation_receipts(env["receipts"]))
     from datetime import timedelta
 
-    again = run_local(RunConfig(dry_run=False, now=CUTOFF + timedelta(hours=1), store=env["store"],
-                                receipts=env["sink"], eval_cases=env["cases"]))  # fmt: skip
+    again = run_local(
+        RunConfig(
+            dry_run=False,
+            now=CUTOFF + timedelta(hours=1),
+            store=env["store"],
+            receipts=env["sink"],
+            eval_cases=env["cases"],
+        )
+    )
     assert again.lifecycle["consolidated"] == 0 and again.lifecycle["superseded"] == 0
     assert again.lifecycle["deleted"] == 0
     assert snapshot(env["db"]) == state
@@ -107,7 +132,9 @@ BOUNDARIES = [(p, s) for p in faults.POINTS for s in (0, 3) if p not in RUN_STAG
 
 
 @pytest.mark.parametrize("point,skip", BOUNDARIES)
-def test_crash_at_every_step_boundary_then_rerun(env: dict, clean_run: dict, point: str, skip: int) -> None:
+def test_crash_at_every_step_boundary_then_rerun(
+    env: dict, clean_run: dict, point: str, skip: int
+) -> None:
     before = snapshot(env["db"])
     with faults.inject(point, skip=skip), pytest.raises(InjectedFault):
         apply(env)
@@ -130,18 +157,39 @@ def test_crash_at_every_step_boundary_then_rerun(env: dict, clean_run: dict, poi
 
 def test_sigkill_mid_run_then_rerun(env: dict, clean_run: dict) -> None:
     before = snapshot(env["db"])
-    cmd = [sys.executable, "-m", "memlife.cli", "run", "--engine", "local", "--now", CUTOFF.isoformat(),
-           "--store", env["store"], "--receipts", env["sink"], "--eval-cases", env["cases"],
-           "--json"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "memlife.cli",
+        "run",
+        "--engine",
+        "local",
+        "--now",
+        CUTOFF.isoformat(),
+        "--store",
+        env["store"],
+        "--receipts",
+        env["sink"],
+        "--eval-cases",
+        env["cases"],
+        "--json",
+    ]
     lease = {**os.environ, "MEMLIFE_LEASE_TTL_SECONDS": "3"}  # the killed run's lease expires
-    proc = subprocess.run(cmd, env={**lease, "MEMLIFE_FAULT": "after_delete:2",
-                                    "MEMLIFE_FAULT_MODE": "kill"},
-                          capture_output=True, timeout=300, cwd=Path(__file__).parent.parent)  # fmt: skip
+    proc = subprocess.run(
+        cmd,
+        env={**lease, "MEMLIFE_FAULT": "after_delete:2", "MEMLIFE_FAULT_MODE": "kill"},
+        capture_output=True,
+        timeout=300,
+        cwd=Path(__file__).parent.parent,
+    )
     assert proc.returncode == -9, proc.stderr.decode()[-2000:]
-    check_invariants(before, snapshot(env["db"]), env["receipts"], in_flight=journaled_deletes(env["db"]))
+    check_invariants(
+        before, snapshot(env["db"]), env["receipts"], in_flight=journaled_deletes(env["db"])
+    )
     time.sleep(3.5)  # a killed holder stops beating; once its lease expires the rerun takes it over
-    proc = subprocess.run(cmd, env=lease, capture_output=True, timeout=300,
-                          cwd=Path(__file__).parent.parent)  # fmt: skip
+    proc = subprocess.run(
+        cmd, env=lease, capture_output=True, timeout=300, cwd=Path(__file__).parent.parent
+    )
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     result = json.loads(proc.stdout)
     assert result["status"] == "success"
@@ -165,10 +213,19 @@ def test_rollout_policy_proposes_deletions_outside_enforced_namespaces(env: dict
     not_enforced = {i["id"] for i in receipt["ids_not_deleted"] if i["reason"] == "NOT_ENFORCED"}
     assert not_enforced, "the rollout example must leave some proposed deletions"
     assert not_enforced <= set(after), "a deletion outside the enforced namespaces happened"
-    deleted = {o["record_id"] for o in operation_receipts(env["receipts"]).values() if o["action"] == "delete"}
-    assert deleted and all("/episodes" in snapshot_ns for snapshot_ns in
-                           (o["scope"]["namespace"] for o in operation_receipts(env["receipts"]).values()
-                            if o["action"] == "delete"))  # fmt: skip
+    deleted = {
+        o["record_id"]
+        for o in operation_receipts(env["receipts"]).values()
+        if o["action"] == "delete"
+    }
+    assert deleted and all(
+        "/episodes" in snapshot_ns
+        for snapshot_ns in (
+            o["scope"]["namespace"]
+            for o in operation_receipts(env["receipts"]).values()
+            if o["action"] == "delete"
+        )
+    )
 
 
 def test_superseded_records_point_to_newer_statement_content(env: dict) -> None:

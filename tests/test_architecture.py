@@ -172,6 +172,11 @@ LONG_MODULES = {
     "index; those move to retrieval.py and online/index.py (issue 13, with 19)",
     "memlife/online/compaction.py": "one algorithm (turn-safe compaction) with its two "
     "summarisers and token counters; splitting would scatter one idea",
+    "memlife/gate.py": "the regression gate: shadow recall, case runner, verdict and the staged "
+    "run's entry points; the shadow ranking goes when gate and recall share one ranking "
+    "function (issue 13, with 19)",
+    "memlife/stores/sqlite.py": "one backend: schema, paging, batch writes and the state tables "
+    "that share its transactions (journal, tombstones) must stay in one connection's module",
     "memlife/erase.py": "erasure planning, tombstones and the pending-erasure queue of one "
     "request type; being reworked by issue 12",
 }

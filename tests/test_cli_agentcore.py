@@ -35,11 +35,19 @@ def env(harness: AgentCoreHarness, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.delenv("MEMLIFE_STORE", raising=False)
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     harness.store().close = lambda: None  # type: ignore[method-assign]  # fresh memory + sidecar
-    query = {"region": "us-east-1", "endpoint_url": harness.fake.endpoint_url,
-             "sidecar_table": harness.sidecar_table}  # fmt: skip
+    query = {
+        "region": "us-east-1",
+        "endpoint_url": harness.fake.endpoint_url,
+        "sidecar_table": harness.sidecar_table,
+    }
     url = f"agentcore://{harness.fake.memory_id}?{urlencode(query)}"
-    return {"url": url, "fake": harness.fake, "home": home, "tmp": tmp_path,
-            "receipts": f"file://{home / 'receipts'}"}  # fmt: skip
+    return {
+        "url": url,
+        "fake": harness.fake,
+        "home": home,
+        "tmp": tmp_path,
+        "receipts": f"file://{home / 'receipts'}",
+    }
 
 
 def cli(*args: str) -> tuple[int, str]:
@@ -61,8 +69,19 @@ def test_import_dry_run_export_round_trip(env: dict) -> None:
     assert len(fake.records) == 120 and fake.ops("create")
     state = copy.deepcopy(fake.records)
 
-    code, out = cli("run", "--dry-run", "--engine", "local", "--now", CUTOFF.isoformat(),
-                    "--store", env["url"], "--receipts", env["receipts"], "--json")  # fmt: skip
+    code, out = cli(
+        "run",
+        "--dry-run",
+        "--engine",
+        "local",
+        "--now",
+        CUTOFF.isoformat(),
+        "--store",
+        env["url"],
+        "--receipts",
+        env["receipts"],
+        "--json",
+    )
     assert code == 0, out
     summary = json.loads(out)
     assert summary["mode"] == "dry_run" and summary["status"] == "success"
@@ -88,8 +107,20 @@ def test_every_store_command_takes_an_agentcore_url(env: dict) -> None:
 
     # an apply run, then its evidence verified against AgentCore and the journal beside it
     cases = gate_cases(env["home"] / "x.db", generate(100, seed=3, anchor=ANCHOR))  # the same demo
-    code, out = cli("run", "--engine", "local", "--now", CUTOFF.isoformat(), "--store", url,
-                    "--receipts", env["receipts"], "--eval-cases", cases, "--json")  # fmt: skip
+    code, out = cli(
+        "run",
+        "--engine",
+        "local",
+        "--now",
+        CUTOFF.isoformat(),
+        "--store",
+        url,
+        "--receipts",
+        env["receipts"],
+        "--eval-cases",
+        cases,
+        "--json",
+    )
     assert code == 0, out
     run = json.loads(out)
     assert run["mode"] == "apply" and run["status"] == "success"
@@ -101,13 +132,33 @@ def test_every_store_command_takes_an_agentcore_url(env: dict) -> None:
     )
     assert code == 0, out
     assert json.loads(out)["ok"] is True
-    code, out = cli("run", "--retry-only", "--engine", "local", "--now", CUTOFF.isoformat(),
-                    "--store", url, "--receipts", env["receipts"], "--json")  # fmt: skip
+    code, out = cli(
+        "run",
+        "--retry-only",
+        "--engine",
+        "local",
+        "--now",
+        CUTOFF.isoformat(),
+        "--store",
+        url,
+        "--receipts",
+        env["receipts"],
+        "--json",
+    )
     assert code == 0 and json.loads(out)["mode"] == "retry", out
 
     # the online library
-    code, out = cli("remember", "Prefers aisle seats on long flights.", "--actor", "u-cli",
-                    "--subject", "seat", "--store", url, "--json")  # fmt: skip
+    code, out = cli(
+        "remember",
+        "Prefers aisle seats on long flights.",
+        "--actor",
+        "u-cli",
+        "--subject",
+        "seat",
+        "--store",
+        url,
+        "--json",
+    )
     assert code == 0, out
     remembered = json.loads(out)
     assert remembered["created"] is True
@@ -118,8 +169,19 @@ def test_every_store_command_takes_an_agentcore_url(env: dict) -> None:
     # quarantine and erasure
     code, out = cli("quarantine", "list", "--store", url, "--json")
     assert code == 0 and json.loads(out) == [], out
-    code, out = cli("erase", "--actor", "u-cli", "--subject", "seat", "--store", url,
-                    "--receipts", env["receipts"], "--yes", "--json")  # fmt: skip
+    code, out = cli(
+        "erase",
+        "--actor",
+        "u-cli",
+        "--subject",
+        "seat",
+        "--store",
+        url,
+        "--receipts",
+        env["receipts"],
+        "--yes",
+        "--json",
+    )
     assert code == 0, out
     assert fake.record_by_memlife_id(remembered["id"]) is None
     code, out = cli("recall", "which seat on a plane", "--actor", "u-cli", "--store", url, "--json")

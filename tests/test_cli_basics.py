@@ -62,8 +62,9 @@ def test_help_lists_every_command_without_loading_them() -> None:
         " 'pyarrow', 'rich') if m in sys.modules]\n"
         "print('HEAVY=' + ','.join(heavy))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=REPO).stdout  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
+    ).stdout
     assert "HEAVY=\n" in out or out.rstrip().endswith("HEAVY=")
     for name in COMMANDS:
         assert f"  {name} " in out
@@ -211,8 +212,9 @@ def test_purge_previews_without_yes(home: Path) -> None:
 
 
 def test_erase_previews_and_reports_no_match(home: Path) -> None:
-    code, out, err = invoke("remember", "--actor", "u1", "--subject", "beverage",
-                            "I only drink green tea.", "--json")  # fmt: skip
+    code, out, err = invoke(
+        "remember", "--actor", "u1", "--subject", "beverage", "I only drink green tea.", "--json"
+    )
     assert code == 0, err
     rid = json.loads(out)["id"]
     code, out, err = invoke("erase", "--actor", "u1", "--subject", "beverage", "--json")
@@ -258,8 +260,14 @@ def test_dry_run_on_a_small_store_is_local_and_fast(home: Path, tmp_path: Path) 
     exe = Path(sys.executable).parent / "memlife"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    res = subprocess.run([str(exe), "run", "--dry-run", "--now", FIXED_NOW], capture_output=True,
-                         text=True, env=env, cwd=REPO, timeout=120)  # fmt: skip
+    res = subprocess.run(
+        [str(exe), "run", "--dry-run", "--now", FIXED_NOW],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=120,
+    )
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

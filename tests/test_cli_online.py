@@ -46,18 +46,50 @@ def test_remember_then_recall_json(home: Path) -> None:
 
 def test_remember_twice_keeps_one_active(home: Path) -> None:
     a = json.loads(cli("remember", "--actor", "u1", TEA, "--json"))
-    b = json.loads(cli("remember", "--actor", "u1", "I drink only green tea, never any coffee.", "--json"))
+    b = json.loads(
+        cli("remember", "--actor", "u1", "I drink only green tea, never any coffee.", "--json")
+    )
     assert a["created"] and not b["created"] and b["refreshed_duplicate_of"] == a["id"]
     with SqliteStore(home / "memlife.db") as store:
         assert len(store.page("u1", "/users/u1/facts", statuses=[Status.active]).records) == 1
 
 
 def test_recall_k_namespace_and_empty(home: Path) -> None:
-    cli("remember", "--actor", "u1", "--namespace", "/users/u1/work", "--subject", "office", "I work in Porto.")
+    cli(
+        "remember",
+        "--actor",
+        "u1",
+        "--namespace",
+        "/users/u1/work",
+        "--subject",
+        "office",
+        "I work in Porto.",
+    )
     cli("remember", "--actor", "u1", TEA)
-    work = json.loads(cli("recall", "--actor", "u1", "Where do I work?", "--namespace", "/users/u1/work", "--json"))
+    work = json.loads(
+        cli(
+            "recall", "--actor", "u1", "Where do I work?", "--namespace", "/users/u1/work", "--json"
+        )
+    )
     assert [h["content"] for h in work] == ["I work in Porto."] and work[0]["subject"] == "office"
-    assert len(json.loads(cli("recall", "--actor", "u1", "drink tea work", "--k", "1", "--threshold", "-1", "--json"))) == 1
+    assert (
+        len(
+            json.loads(
+                cli(
+                    "recall",
+                    "--actor",
+                    "u1",
+                    "drink tea work",
+                    "--k",
+                    "1",
+                    "--threshold",
+                    "-1",
+                    "--json",
+                )
+            )
+        )
+        == 1
+    )
     assert json.loads(cli("recall", "--actor", "nobody", "anything", "--json")) == []
     assert "I work in Porto." in cli("recall", "--actor", "u1", "Where do I work?")
 
@@ -74,7 +106,9 @@ def test_chat_offline_against_base_url(
     messages_server.enqueue(
         tool_use_reply("remember", {"fact": TEA}), text_reply("Noted."), text_reply("Green tea.")
     )
-    out = cli("chat", "--actor", "u1", input="I only drink green tea, never coffee.\n\nWhat do I drink?\n")
+    out = cli(
+        "chat", "--actor", "u1", input="I only drink green tea, never coffee.\n\nWhat do I drink?\n"
+    )
     assert out.splitlines() == ["Noted.", "Green tea."]
     assert TEA in messages_server.last_body["system"]
     hits = json.loads(cli("recall", "--actor", "u1", "What do I usually drink?", "--json"))

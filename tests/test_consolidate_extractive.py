@@ -11,11 +11,20 @@ from memlife.model import MemoryRecord, Source
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def rec(rid: str, content: str, day: int, source: Source = Source.user_stated,
-        confidence: float = 0.7) -> MemoryRecord:  # fmt: skip
-    return MemoryRecord(id=rid, actor_id="u-1", namespace="/users/u-1/preferences",
-                        memory_type="semantic", subject="seat", content=content, source=source,
-                        created_at=T0 + timedelta(days=day), confidence=confidence)  # fmt: skip
+def rec(
+    rid: str, content: str, day: int, source: Source = Source.user_stated, confidence: float = 0.7
+) -> MemoryRecord:
+    return MemoryRecord(
+        id=rid,
+        actor_id="u-1",
+        namespace="/users/u-1/preferences",
+        memory_type="semantic",
+        subject="seat",
+        content=content,
+        source=source,
+        created_at=T0 + timedelta(days=day),
+        confidence=confidence,
+    )
 
 
 RECORDS = [

@@ -18,8 +18,15 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def rec(rid: str, content: str) -> MemoryRecord:
-    return MemoryRecord(id=rid, actor_id="u-1", namespace="/n", memory_type="semantic",
-                        subject="s", content=content, created_at=T0)  # fmt: skip
+    return MemoryRecord(
+        id=rid,
+        actor_id="u-1",
+        namespace="/n",
+        memory_type="semantic",
+        subject="s",
+        content=content,
+        created_at=T0,
+    )
 
 
 def test_a_memory_cannot_close_its_wrapper() -> None:

@@ -37,9 +37,13 @@ def careful_model(body: dict[str, Any], lie_every: int = 0, calls: list | None =
         calls.append(sorted(records))
         if lie_every and len(calls) % lie_every == 0:
             summary = "The user owns a yacht named Poseidon and 40 racehorses."
-    out = {"summary": summary, "claims": [summary],
-           "dropped_claims": sorted({c for c in records.values() if c != records[survivor]}),
-           "confidence": 0.9, "source_ids": sorted(records)}  # fmt: skip
+    out = {
+        "summary": summary,
+        "claims": [summary],
+        "dropped_claims": sorted({c for c in records.values() if c != records[survivor]}),
+        "confidence": 0.9,
+        "source_ids": sorted(records),
+    }
     return tool_use_reply(TOOL_NAME, out)
 
 
@@ -127,7 +131,9 @@ def test_model_outage_leaves_originals_and_the_next_run_retries(env: dict) -> No
     assert receipt["model"]["rejections"].get("MODEL_UNAVAILABLE", 0) > 0
     assert receipt["counts"]["consolidated"] == 0 and receipt["counts"]["superseded"] == 0
     after = snapshot(env["db"])
-    assert not [r for r in after.values() if r["status"] == "superseded" or r["id"].startswith("r-")]
+    assert not [
+        r for r in after.values() if r["status"] == "superseded" or r["id"].startswith("r-")
+    ]
     assert {i: r for i, r in after.items() if r["memory_type"] != "episodic"} == {
         i: r for i, r in before.items() if i in after and r["memory_type"] != "episodic"
     }  # every statement is intact (only expired records were deleted)
@@ -143,13 +149,30 @@ def test_a_group_over_the_cap_is_done_in_one_night(env: dict, tmp_path: Path) ->
 
     store = SqliteStore(env["db"])
     ns = "/users/zz/preferences"
-    olds = [MemoryRecord(id=f"z-{i:02d}", actor_id="zz", namespace=ns, memory_type="semantic",
-                         subject="beverage", owner="t", content="Drinks only green tea, never coffee.",
-                         created_at=CUTOFF - timedelta(days=400 - i)) for i in range(14)]  # fmt: skip
-    new = MemoryRecord(id="z-new", actor_id="zz", namespace=ns, memory_type="semantic",
-                       subject="beverage", owner="t", source="user_confirmed",
-                       content="Switched to black coffee every morning; no longer drinks tea.",
-                       created_at=CUTOFF - timedelta(days=3))  # fmt: skip
+    olds = [
+        MemoryRecord(
+            id=f"z-{i:02d}",
+            actor_id="zz",
+            namespace=ns,
+            memory_type="semantic",
+            subject="beverage",
+            owner="t",
+            content="Drinks only green tea, never coffee.",
+            created_at=CUTOFF - timedelta(days=400 - i),
+        )
+        for i in range(14)
+    ]
+    new = MemoryRecord(
+        id="z-new",
+        actor_id="zz",
+        namespace=ns,
+        memory_type="semantic",
+        subject="beverage",
+        owner="t",
+        source="user_confirmed",
+        content="Switched to black coffee every morning; no longer drinks tea.",
+        created_at=CUTOFF - timedelta(days=3),
+    )
     store.put_many([*olds, new])
     store.close()
     calls: list = []

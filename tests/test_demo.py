@@ -110,9 +110,19 @@ def test_contains_every_promised_kind(ten_k: list) -> None:
         negs = {plan_view(m).negated for m in members}
         if len(norms) > 1 and len(negs) > 1:
             kinds["contradicting_pairs"] += 1
-    promised = ["expired", "legal_hold", "legal_hold_expired", "sensitive", "missing_owner",
-                "procedural", "episodic", "stale_verification", "duplicates",
-                "contradicting_pairs", "agent_inferred"]  # fmt: skip
+    promised = [
+        "expired",
+        "legal_hold",
+        "legal_hold_expired",
+        "sensitive",
+        "missing_owner",
+        "procedural",
+        "episodic",
+        "stale_verification",
+        "duplicates",
+        "contradicting_pairs",
+        "agent_inferred",
+    ]
     missing = [k for k in promised if kinds[k] == 0]
     assert not missing, (missing, kinds)
 
@@ -138,12 +148,24 @@ def test_planner_sees_every_decision_kind(ten_k: list) -> None:
         for d in planner.plan_shard([views]):
             actions[d.action] += 1
             reasons.update(d.reasons)
-    for a in (Action.retain, Action.hold, Action.delete_expired, Action.review,
-              Action.consolidate_candidate, Action.supersede_candidate):  # fmt: skip
+    for a in (
+        Action.retain,
+        Action.hold,
+        Action.delete_expired,
+        Action.review,
+        Action.consolidate_candidate,
+        Action.supersede_candidate,
+    ):
         assert actions[a] > 0, a
-    for reason in (Reason.DELETE_DEFERRED, Reason.CONTRADICTION, Reason.EXACT_DUPLICATE,
-                   Reason.MISSING_OWNER, Reason.STALE_VERIFICATION, Reason.CONFLICTING_SOURCE,
-                   Reason.HARD_EXPIRED):  # fmt: skip
+    for reason in (
+        Reason.DELETE_DEFERRED,
+        Reason.CONTRADICTION,
+        Reason.EXACT_DUPLICATE,
+        Reason.MISSING_OWNER,
+        Reason.STALE_VERIFICATION,
+        Reason.CONFLICTING_SOURCE,
+        Reason.HARD_EXPIRED,
+    ):
         assert reasons[reason] > 0, reason
 
 
@@ -160,8 +182,21 @@ def test_markers_add_unique_canaries() -> None:
 
 def test_demo_cli_writes_exactly_n(home: Path, tmp_path: Path) -> None:
     store = tmp_path / "demo.db"
-    res = CliRunner().invoke(app, ["demo", "-n", "777", "--seed", "5", "--anchor",
-                                   "2026-11-01T00:00:00Z", "--store", f"sqlite:///{store}", "--json"])  # fmt: skip
+    res = CliRunner().invoke(
+        app,
+        [
+            "demo",
+            "-n",
+            "777",
+            "--seed",
+            "5",
+            "--anchor",
+            "2026-11-01T00:00:00Z",
+            "--store",
+            f"sqlite:///{store}",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["records"] == 777
     db = SqliteStore(store)

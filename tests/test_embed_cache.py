@@ -45,7 +45,7 @@ def recs(*contents: str) -> list[MemoryRecord]:
             memory_type="semantic",
             content=c,
             created_at=t,
-        )  # fmt: skip
+        )
         for i, c in enumerate(contents)
     ]
 

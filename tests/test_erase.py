@@ -25,16 +25,32 @@ MARKER = "zqx-erase-canary-5f1e9b27"  # unique: must be found nowhere after the 
 HELD_MARKER = "zqx-held-canary-0a8d44c1"
 
 
-def rec(rid: str, content: str, *, actor: str = "u-1", ns: str = "facts", subject: str | None = None,
-        status: Status = Status.active, replaced_by: str | None = None,
-        supersedes: tuple[str, ...] = (), retention: RetentionClass = RetentionClass.standard,
-        age: float = 50) -> MemoryRecord:  # fmt: skip
+def rec(
+    rid: str,
+    content: str,
+    *,
+    actor: str = "u-1",
+    ns: str = "facts",
+    subject: str | None = None,
+    status: Status = Status.active,
+    replaced_by: str | None = None,
+    supersedes: tuple[str, ...] = (),
+    retention: RetentionClass = RetentionClass.standard,
+    age: float = 50,
+) -> MemoryRecord:
     return MemoryRecord(
-        id=rid, actor_id=actor, namespace=f"/users/{actor}/{ns}", memory_type=MemoryType.semantic,
-        content=content, subject=subject, owner="team-a", created_at=NOW - timedelta(days=age),
-        status=status, retention_class=retention,
+        id=rid,
+        actor_id=actor,
+        namespace=f"/users/{actor}/{ns}",
+        memory_type=MemoryType.semantic,
+        content=content,
+        subject=subject,
+        owner="team-a",
+        created_at=NOW - timedelta(days=age),
+        status=status,
+        retention_class=retention,
         provenance=Provenance(replaced_by=replaced_by, supersedes=list(supersedes)),
-    )  # fmt: skip
+    )
 
 
 def verify(store: SqliteStore, run_id: str) -> list[dict]:
@@ -58,20 +74,42 @@ def everywhere(root: Path, needle: str) -> list[str]:
 
 
 RECORDS = [
-    rec("m-nut1", f"Is allergic to peanuts ({MARKER}).", subject="allergy", status=Status.superseded,
-        replaced_by="r-nut", age=300),
-    rec("m-nut2", f"Allergic to peanuts and cashews, carries an EpiPen ({MARKER}).",
-        subject="Allergy", status=Status.superseded, replaced_by="r-nut", age=100),
-    rec("r-nut", f"Allergic to peanuts and cashews; carries an EpiPen ({MARKER}).", subject="allergy",
-        supersedes=("m-nut1", "m-nut2"), age=10),
+    rec(
+        "m-nut1",
+        f"Is allergic to peanuts ({MARKER}).",
+        subject="allergy",
+        status=Status.superseded,
+        replaced_by="r-nut",
+        age=300,
+    ),
+    rec(
+        "m-nut2",
+        f"Allergic to peanuts and cashews, carries an EpiPen ({MARKER}).",
+        subject="Allergy",
+        status=Status.superseded,
+        replaced_by="r-nut",
+        age=100,
+    ),
+    rec(
+        "r-nut",
+        f"Allergic to peanuts and cashews; carries an EpiPen ({MARKER}).",
+        subject="allergy",
+        supersedes=("m-nut1", "m-nut2"),
+        age=10,
+    ),
     # built only from erased records, filed under another subject: derived, so erased too
-    rec("r-health", f"Health summary: nut allergy, EpiPen ({MARKER}).", subject="health",
-        supersedes=("m-nut1", "m-nut2"), age=5),
+    rec(
+        "r-health",
+        f"Health summary: nut allergy, EpiPen ({MARKER}).",
+        subject="health",
+        supersedes=("m-nut1", "m-nut2"),
+        age=5,
+    ),
     # built from an erased record AND a kept one: stays
     rec("m-dog", "Has a dog named Rex.", subject="pet", age=30),
     # the same allergy for another actor: never touched
     rec("m-other", "Is allergic to peanuts.", actor="u-2", subject="allergy"),
-]  # fmt: skip
+]
 
 
 def test_erasure_leaves_no_byte_of_the_erased_content(home: Path) -> None:
@@ -87,11 +125,21 @@ def test_erasure_leaves_no_byte_of_the_erased_content(home: Path) -> None:
     assert "r-nut" in {h.record.id for h in hits}
     memory.close()
     journal = open_journal(store)
-    journal.plan([Operation(
-        operation_id="op-crashed", run_id="run-x", kind=OpKind.write_replacement, actor_id="u-1",
-        namespace="/users/u-1/facts", record_id="r-nut", reasons=["CONSOLIDATION"],
-        policy_version="v", payload=RECORDS[2].to_json(),
-    )])  # fmt: skip
+    journal.plan(
+        [
+            Operation(
+                operation_id="op-crashed",
+                run_id="run-x",
+                kind=OpKind.write_replacement,
+                actor_id="u-1",
+                namespace="/users/u-1/facts",
+                record_id="r-nut",
+                reasons=["CONSOLIDATION"],
+                policy_version="v",
+                payload=RECORDS[2].to_json(),
+            )
+        ]
+    )
     assert sum(disk_count(db, MARKER).values()) > 0  # the canary is on disk before
 
     result = erase(store, "u-1", subject="allergy", now=NOW)
@@ -121,8 +169,17 @@ def test_erasure_leaves_no_byte_of_the_erased_content(home: Path) -> None:
     assert ShadowRecall(store).recall(
         "Allergic to peanuts and cashews", "u-1", threshold=-1.0, k=10
     ) == [store.get("m-dog")]
-    case = parse_cases([{"id": "erased-allergy", "kind": "erased", "query": "peanut allergy",
-                         "actor_id": "u-1", "forbidden": ["r-nut", {"claim": MARKER}]}])  # fmt: skip
+    case = parse_cases(
+        [
+            {
+                "id": "erased-allergy",
+                "kind": "erased",
+                "query": "peanut allergy",
+                "actor_id": "u-1",
+                "forbidden": ["r-nut", {"claim": MARKER}],
+            }
+        ]
+    )
     assert evaluate(store, case)["failed_cases"] == []
     # receipts: one per erased record, action erase, a hash and no content
     for o in journal.by_run(result["run_id"]):
@@ -142,9 +199,11 @@ def test_erase_by_id_takes_the_sources_of_an_erased_replacement(home: Path) -> N
     store.put_many(RECORDS)
     targets, why = select_targets(store, "u-1", ids=["r-nut"])
     assert {r.id: why[r.id] for r in targets} == {
-        "r-nut": "ERASURE_REQUEST", "m-nut1": "SOURCE_OF_ERASED", "m-nut2": "SOURCE_OF_ERASED",
+        "r-nut": "ERASURE_REQUEST",
+        "m-nut1": "SOURCE_OF_ERASED",
+        "m-nut2": "SOURCE_OF_ERASED",
         "r-health": "DERIVED_REPLACEMENT",
-    }  # fmt: skip
+    }
     with pytest.raises(EraseError, match="do not belong to actor u-1"):
         select_targets(store, "u-1", ids=["m-other"])
     with pytest.raises(EraseError):
@@ -155,15 +214,21 @@ def test_erase_by_id_takes_the_sources_of_an_erased_replacement(home: Path) -> N
 def test_legal_hold_defers_the_erasure_until_released(home: Path) -> None:
     db = home / "memlife.db"
     store = SqliteStore(db)
-    held = rec("m-pass", f"Passport number ends in 4411 ({HELD_MARKER}).", subject="passport",
-               retention=RetentionClass.legal_hold)  # fmt: skip
+    held = rec(
+        "m-pass",
+        f"Passport number ends in 4411 ({HELD_MARKER}).",
+        subject="passport",
+        retention=RetentionClass.legal_hold,
+    )
     free = rec("m-pass2", f"Passport renewed in March ({MARKER}).", subject="passport")
     store.put_many([held, free, RECORDS[4]])
     EmbeddingCache.for_store(store).get_or_embed([held, free])
     store.close()
     runner = CliRunner()
 
-    res = runner.invoke(app, ["erase", "--actor", "u-1", "--subject", "passport", "--yes", "--json"])
+    res = runner.invoke(
+        app, ["erase", "--actor", "u-1", "--subject", "passport", "--yes", "--json"]
+    )
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["erased"] == ["m-pass2"] and out["deferred"] == ["m-pass"]

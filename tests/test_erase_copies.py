@@ -20,6 +20,7 @@ from memlife.online.memory import LongTermMemory
 from memlife.pipeline import RunConfig, run_local
 from memlife.stores.sqlite import SqliteStore
 from memlife.tombstones import listing
+from tests.support.lifecycle import gate_cases
 
 NOW = datetime(2026, 11, 1, 12, tzinfo=UTC)
 MARKER = "zqx-copy-canary-3b91e2"
@@ -27,9 +28,16 @@ NS = "/users/u-1/facts"
 
 
 def rec(rid: str, content: str, age: float, **kw: object) -> MemoryRecord:
-    fields: dict = dict(id=rid, actor_id="u-1", namespace=NS, memory_type=MemoryType.semantic,
-                        content=content, subject="city", owner="team-a",
-                        created_at=NOW - timedelta(days=age))  # fmt: skip
+    fields: dict = dict(
+        id=rid,
+        actor_id="u-1",
+        namespace=NS,
+        memory_type=MemoryType.semantic,
+        content=content,
+        subject="city",
+        owner="team-a",
+        created_at=NOW - timedelta(days=age),
+    )
     fields.update(kw)
     return MemoryRecord(**fields)
 
@@ -65,7 +73,7 @@ def db(home: Path) -> Path:
 def test_erasing_a_consolidated_record_rebuilds_its_replacement_from_kept_sources(
     db: Path, home: Path
 ) -> None:
-    night = run_local(RunConfig(dry_run=False, now=NOW))
+    night = run_local(RunConfig(dry_run=False, now=NOW, eval_cases=gate_cases(db)))
     assert night.status == "success"
     with SqliteStore(db) as s:
         (repl,) = [r for r in active(s) if r.id.startswith("r-")]
@@ -98,14 +106,28 @@ def test_a_model_written_replacement_is_withdrawn_and_its_kept_sources_come_back
     db: Path, home: Path
 ) -> None:
     with SqliteStore(db) as s:
-        s.put_many([
-            ERASED.model_copy(update={"status": Status.superseded,
-                                      "provenance": Provenance(replaced_by="r-model")}),
-            KEPT.model_copy(update={"status": Status.superseded,
-                                    "provenance": Provenance(replaced_by="r-model")}),
-            rec("r-model", f"Moved from Paris to Berlin ({MARKER[:8]}-summary).", 1,
-                provenance=Provenance(supersedes=["m-a", "m-b"])),
-        ])  # fmt: skip
+        s.put_many(
+            [
+                ERASED.model_copy(
+                    update={
+                        "status": Status.superseded,
+                        "provenance": Provenance(replaced_by="r-model"),
+                    }
+                ),
+                KEPT.model_copy(
+                    update={
+                        "status": Status.superseded,
+                        "provenance": Provenance(replaced_by="r-model"),
+                    }
+                ),
+                rec(
+                    "r-model",
+                    f"Moved from Paris to Berlin ({MARKER[:8]}-summary).",
+                    1,
+                    provenance=Provenance(supersedes=["m-a", "m-b"]),
+                ),
+            ]
+        )
         result = erase(s, "u-1", ids=["m-a"], now=NOW)
         assert result["status"] == "success"
         assert sorted(result["erased"]) == ["m-a", "r-model"] and result["reactivated"] == ["m-b"]
@@ -163,7 +185,9 @@ def test_an_erase_between_group_read_and_replacement_write_is_never_undone(
     db: Path, home: Path
 ) -> None:
     racer = RacingConsolidator(db, "m-a")
-    night = run_local(RunConfig(dry_run=False, now=NOW), consolidator=racer)
+    night = run_local(
+        RunConfig(dry_run=False, now=NOW, eval_cases=gate_cases(db)), consolidator=racer
+    )
     assert racer.fired
     assert night.status == "success"
     receipt = json.loads(Path(night.receipt or "").read_text())
@@ -174,10 +198,14 @@ def test_an_erase_between_group_read_and_replacement_write_is_never_undone(
         kept = s.get("m-b")
         assert kept is not None and kept.status is Status.active  # never superseded by nothing
         superseded_point_to_active(s)
-        assert all(MARKER not in (o[0] or "") for o in
-                   s.connection.execute("SELECT payload FROM operations").fetchall())  # fmt: skip
+        assert all(
+            MARKER not in (o[0] or "")
+            for o in s.connection.execute("SELECT payload FROM operations").fetchall()
+        )
     # the next night finds nothing to fail on
-    second = run_local(RunConfig(dry_run=False, now=NOW + timedelta(days=1)))
+    second = run_local(
+        RunConfig(dry_run=False, now=NOW + timedelta(days=1), eval_cases=gate_cases(db))
+    )
     assert second.status == "success"
     with SqliteStore(db) as s:
         assert all(MARKER not in r.content for r in s.iter_all())
@@ -190,7 +218,9 @@ def test_the_cli_previews_and_then_reports_the_rebuild(db: Path, home: Path) -> 
 
     from memlife.cli import app
 
-    assert run_local(RunConfig(dry_run=False, now=NOW)).status == "success"
+    assert (
+        run_local(RunConfig(dry_run=False, now=NOW, eval_cases=gate_cases(db))).status == "success"
+    )
     runner = CliRunner()
     res = runner.invoke(app, ["erase", "--actor", "u-1", "--id", "m-a", "--json"])
     assert res.exit_code == 0, res.output

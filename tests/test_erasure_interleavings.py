@@ -71,8 +71,11 @@ def isolated_home() -> Iterator[Path]:
     saved = {k: os.environ.get(k) for k in keys}
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
-        os.environ.update(MEMLIFE_HOME=str(home), MEMLIFE_STORE=f"sqlite:///{home / 'memlife.db'}",
-                          MEMLIFE_RECEIPTS=f"file://{home / 'receipts'}")  # fmt: skip
+        os.environ.update(
+            MEMLIFE_HOME=str(home),
+            MEMLIFE_STORE=f"sqlite:///{home / 'memlife.db'}",
+            MEMLIFE_RECEIPTS=f"file://{home / 'receipts'}",
+        )
         try:
             yield home
         finally:
@@ -112,9 +115,16 @@ def test_erased_content_never_comes_back(ops: list[tuple[str, int | str | None]]
                 at = NOW - timedelta(days=40 - step)
                 if op == "import":
                     subject, text = FACTS[int(arg)]  # type: ignore[arg-type]
-                    line = {"id": f"imp-{step}", "actor_id": "u1", "namespace": NS,
-                            "memory_type": "semantic", "subject": subject, "content": text,
-                            "owner": "team-a", "created_at": at.isoformat()}  # fmt: skip
+                    line = {
+                        "id": f"imp-{step}",
+                        "actor_id": "u1",
+                        "namespace": NS,
+                        "memory_type": "semantic",
+                        "subject": subject,
+                        "content": text,
+                        "owner": "team-a",
+                        "created_at": at.isoformat(),
+                    }
                     src = home / f"in-{step}.jsonl"
                     src.write_text(json.dumps(line) + "\n")
                     rep = import_file(store, src, now=NOW)
@@ -134,8 +144,9 @@ def test_erased_content_never_comes_back(ops: list[tuple[str, int | str | None]]
                     erase(store, "u1", subject=str(arg), now=NOW)
                 else:
                     racer = Racing(db, int(arg)) if op == "racing_night" else None  # type: ignore[arg-type]
-                    night = run_local(RunConfig(dry_run=False, now=NOW + timedelta(days=step)),
-                                      consolidator=racer)  # fmt: skip
+                    night = run_local(
+                        RunConfig(dry_run=False, now=NOW + timedelta(days=step)), consolidator=racer
+                    )
                     assert night.status in ("success", "partial_failure")
                 mem.invalidate()
                 check(store)

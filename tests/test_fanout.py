@@ -73,9 +73,15 @@ def _run(seeded: str, home: Path, monkeypatch: pytest.MonkeyPatch, error: BaseEx
 
     monkeypatch.setattr(nightly_mod, "open_store", lambda url: FaultyStore(open_store(url), error))
     return nightly_mod.nightly(
-        dry_run=True, actors=ACTORS, namespaces=NAMESPACES, now="2026-03-01T00:00:00Z",
-        store=seeded, receipts=f"file://{home / 'receipts'}", shards_per_batch=1, max_workers=3,
-    )  # fmt: skip
+        dry_run=True,
+        actors=ACTORS,
+        namespaces=NAMESPACES,
+        now="2026-03-01T00:00:00Z",
+        store=seeded,
+        receipts=f"file://{home / 'receipts'}",
+        shards_per_batch=1,
+        max_workers=3,
+    )
 
 
 def _partial_events(worker: EventsWorker) -> list:
@@ -87,10 +93,12 @@ def _partial_events(worker: EventsWorker) -> list:
 
 @pytest.mark.parametrize(
     "error, code",
-    [(RuntimeError("boom: u-000001 secret text"), "RuntimeError"),
-     (StoreError("quota", "SERVICE_QUOTA"), "SERVICE_QUOTA")],
+    [
+        (RuntimeError("boom: u-000001 secret text"), "RuntimeError"),
+        (StoreError("quota", "SERVICE_QUOTA"), "SERVICE_QUOTA"),
+    ],
     ids=["task-level", "shard-level"],
-)  # fmt: skip
+)
 def test_one_shard_fails_others_complete(
     prefect_harness, seeded, home, monkeypatch, events, error, code
 ):
@@ -124,9 +132,14 @@ def test_success_emits_no_event(prefect_harness, seeded, home, monkeypatch, even
     import flows.nightly as nightly_mod
 
     result = nightly_mod.nightly(
-        dry_run=True, actors=ACTORS, namespaces=NAMESPACES, now="2026-03-01T00:00:00Z",
-        store=seeded, receipts=f"file://{home / 'receipts'}", shards_per_batch=2,
-    )  # fmt: skip
+        dry_run=True,
+        actors=ACTORS,
+        namespaces=NAMESPACES,
+        now="2026-03-01T00:00:00Z",
+        store=seeded,
+        receipts=f"file://{home / 'receipts'}",
+        shards_per_batch=2,
+    )
     assert result["status"] == "success" and result["shards"] == 3
     assert _partial_events(events) == []
 
@@ -159,9 +172,14 @@ def test_shard_flow_resumes_the_parents_run(prefect_harness, seeded, home):
     from memlife import fanout
     from memlife.pipeline import RunConfig, Shard, start_run
 
-    config = RunConfig(dry_run=True, actors=tuple(ACTORS), namespaces=tuple(NAMESPACES),
-                       now=fanout.parse_now("2026-03-01T00:00:00Z"), store=seeded,
-                       receipts=f"file://{home / 'receipts'}")  # fmt: skip
+    config = RunConfig(
+        dry_run=True,
+        actors=tuple(ACTORS),
+        namespaces=tuple(NAMESPACES),
+        now=fanout.parse_now("2026-03-01T00:00:00Z"),
+        store=seeded,
+        receipts=f"file://{home / 'receipts'}",
+    )
     parent = start_run(config)
     params = fanout.config_params(config, parent)
     assert fanout.config_from_params(params) == parent.config  # the parent's attempt included

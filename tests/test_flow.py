@@ -77,14 +77,24 @@ def test_flow_scope_filters(home: Path, prefect_harness) -> None:
 
     home.mkdir(parents=True, exist_ok=True)
     _seed(home / "memlife.db")
-    result = nightly(dry_run=True, now=ANCHOR.isoformat(), namespaces=["/users/*/support"],
-                     actors=["u-000004", "u-000005"])  # fmt: skip
+    result = nightly(
+        dry_run=True,
+        now=ANCHOR.isoformat(),
+        namespaces=["/users/*/support"],
+        actors=["u-000004", "u-000005"],
+    )
     rows = _read_jsonl(result["report"])
     assert rows
     assert {r["actor_id"] for r in rows} <= {"u-000004", "u-000005"}
     assert all(r["namespace"].endswith("/support") for r in rows)
-    local = run_local(RunConfig(dry_run=True, now=ANCHOR, namespaces=("/users/*/support",),
-                                actors=("u-000004", "u-000005")))  # fmt: skip
+    local = run_local(
+        RunConfig(
+            dry_run=True,
+            now=ANCHOR,
+            namespaces=("/users/*/support",),
+            actors=("u-000004", "u-000005"),
+        )
+    )
     assert result["counts"] == local.counts
 
 

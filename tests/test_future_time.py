@@ -19,9 +19,18 @@ NOW = datetime(2026, 11, 1, 12, tzinfo=UTC)
 def test_apply_refuses_a_cutoff_far_ahead_of_the_clock(home: Path) -> None:
     runner = CliRunner()
     with SqliteStore(home / "memlife.db") as s:
-        s.put_many([MemoryRecord(id="m-1", actor_id="u-1", namespace="/users/u-1/episodes",
-                                 memory_type=MemoryType.episodic, content="Went hiking.",
-                                 created_at=NOW - timedelta(days=30))])  # fmt: skip
+        s.put_many(
+            [
+                MemoryRecord(
+                    id="m-1",
+                    actor_id="u-1",
+                    namespace="/users/u-1/episodes",
+                    memory_type=MemoryType.episodic,
+                    content="Went hiking.",
+                    created_at=NOW - timedelta(days=30),
+                )
+            ]
+        )
     res = runner.invoke(app, ["run", "--engine", "local", "--now", "9999-12-30T00:00:00Z"])
     assert res.exit_code == 2
     assert "48 h ahead" in " ".join(res.stderr.split()) and "--allow-future-cutoff" in res.stderr
@@ -44,16 +53,25 @@ def test_apply_refuses_a_cutoff_far_ahead_of_the_clock(home: Path) -> None:
 
 def test_a_statement_dated_2099_never_wins_a_consolidation(home: Path) -> None:
     def rec(rid: str, content: str, when: datetime) -> MemoryRecord:
-        return MemoryRecord(id=rid, actor_id="u-1", namespace="/users/u-1/facts",
-                            memory_type=MemoryType.semantic, content=content, subject="city",
-                            owner="team-a", created_at=when)  # fmt: skip
+        return MemoryRecord(
+            id=rid,
+            actor_id="u-1",
+            namespace="/users/u-1/facts",
+            memory_type=MemoryType.semantic,
+            content=content,
+            subject="city",
+            owner="team-a",
+            created_at=when,
+        )
 
     with SqliteStore(home / "memlife.db") as s:
-        s.put_many([
-            rec("m-old", "The user lives in Paris.", NOW - timedelta(days=300)),
-            rec("m-2099", "The user lives in Rome.", datetime(2099, 1, 1, tzinfo=UTC)),
-            rec("m-new", "The user lives in Berlin.", NOW - timedelta(days=3)),
-        ])  # fmt: skip
+        s.put_many(
+            [
+                rec("m-old", "The user lives in Paris.", NOW - timedelta(days=300)),
+                rec("m-2099", "The user lives in Rome.", datetime(2099, 1, 1, tzinfo=UTC)),
+                rec("m-new", "The user lives in Berlin.", NOW - timedelta(days=3)),
+            ]
+        )
     for night in range(3):
         assert (
             run_local(RunConfig(dry_run=False, now=NOW + timedelta(days=night))).status == "success"

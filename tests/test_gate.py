@@ -28,17 +28,37 @@ NOW = datetime(2026, 6, 1, tzinfo=UTC)
 ACTOR = "u-1"
 
 
-def rec(rid: str, ns: str, content: str, *, subject: str | None = None, age: float = 100,
-        mtype: MemoryType = MemoryType.semantic, expires: datetime | None = None,
-        source: Source = Source.user_stated, actor: str = ACTOR,
-        retention: RetentionClass = RetentionClass.standard, **kw: Any) -> MemoryRecord:  # fmt: skip
+def rec(
+    rid: str,
+    ns: str,
+    content: str,
+    *,
+    subject: str | None = None,
+    age: float = 100,
+    mtype: MemoryType = MemoryType.semantic,
+    expires: datetime | None = None,
+    source: Source = Source.user_stated,
+    actor: str = ACTOR,
+    retention: RetentionClass = RetentionClass.standard,
+    **kw: Any,
+) -> MemoryRecord:
     created = NOW - timedelta(days=age)
     return MemoryRecord(
-        id=rid, actor_id=actor, namespace=f"/users/{actor}/{ns}", memory_type=mtype,
-        content=content, subject=subject, owner="team-a", source=source, created_at=created,
-        last_verified_at=created, expires_at=expires, retention_class=retention,
-        provenance=Provenance(source_event=f"evt-{rid}"), **kw,
-    )  # fmt: skip
+        id=rid,
+        actor_id=actor,
+        namespace=f"/users/{actor}/{ns}",
+        memory_type=mtype,
+        content=content,
+        subject=subject,
+        owner="team-a",
+        source=source,
+        created_at=created,
+        last_verified_at=created,
+        expires_at=expires,
+        retention_class=retention,
+        provenance=Provenance(source_event=f"evt-{rid}"),
+        **kw,
+    )
 
 
 def store_at(home: Path) -> SqliteStore:
@@ -63,12 +83,24 @@ def ttl_policy(tmp_path: Path, semantic_ttl: int) -> str:
 FACTS = [
     rec("m-allergy", "facts", "Is allergic to peanuts; never serve satay.", subject="allergy"),
     rec("m-dog", "facts", "Has a dog named Rex.", subject="pet"),
-    rec("m-router", "procedures",
+    rec(
+        "m-router",
+        "procedures",
         "To reset the router: unplug it, wait 30 seconds, plug it back in.",
-        subject="router_reset", mtype=MemoryType.procedural, source=Source.system_of_record, age=20),
-    rec("m-trip", "episodes", "Planned a trip to Osaka in May.", mtype=MemoryType.episodic,
-        age=40, expires=NOW - timedelta(days=2)),
-]  # fmt: skip
+        subject="router_reset",
+        mtype=MemoryType.procedural,
+        source=Source.system_of_record,
+        age=20,
+    ),
+    rec(
+        "m-trip",
+        "episodes",
+        "Planned a trip to Osaka in May.",
+        mtype=MemoryType.episodic,
+        age=40,
+        expires=NOW - timedelta(days=2),
+    ),
+]
 
 
 def vector_row(store: SqliteStore, record: MemoryRecord) -> bytes:
@@ -88,15 +120,39 @@ def test_policy_change_that_would_delete_a_must_retain_fact_is_blocked_and_quara
     before = {r.id: store.get(r.id) for r in FACTS}
     vectors = {r.id: vector_row(store, r) for r in FACTS}
     store.close()
-    cases = write_cases(tmp_path / "cases.yaml", [
-        {"id": "allergy-kept", "kind": "recent_preference", "query": "Is the user allergic to any food?",
-         "actor_id": ACTOR, "must_retrieve": ["m-allergy"], "impact": "high", "k": 3},
-        {"id": "router-intact", "kind": "procedure", "query": "How do I reset the router?",
-         "actor_id": ACTOR, "must_retrieve": ["m-router"], "impact": "high", "k": 3},
-    ])  # fmt: skip
+    cases = write_cases(
+        tmp_path / "cases.yaml",
+        [
+            {
+                "id": "allergy-kept",
+                "kind": "recent_preference",
+                "query": "Is the user allergic to any food?",
+                "actor_id": ACTOR,
+                "must_retrieve": ["m-allergy"],
+                "impact": "high",
+                "k": 3,
+            },
+            {
+                "id": "router-intact",
+                "kind": "procedure",
+                "query": "How do I reset the router?",
+                "actor_id": ACTOR,
+                "must_retrieve": ["m-router"],
+                "impact": "high",
+                "k": 3,
+            },
+        ],
+    )
 
-    summary = run_local(RunConfig(dry_run=False, now=NOW, policy=ttl_policy(tmp_path, 30),
-                                  eval_cases=cases, consolidate=False))  # fmt: skip
+    summary = run_local(
+        RunConfig(
+            dry_run=False,
+            now=NOW,
+            policy=ttl_policy(tmp_path, 30),
+            eval_cases=cases,
+            consolidate=False,
+        )
+    )
 
     gate = summary.gate
     assert gate is not None and gate["blocked"] is True
@@ -110,9 +166,11 @@ def test_policy_change_that_would_delete_a_must_retain_fact_is_blocked_and_quara
     store = store_at(home)
     assert store.count() == 4
     assert {r.id: r.status for r in store.get_many([r.id for r in FACTS]).values()} == {
-        "m-allergy": Status.quarantined, "m-dog": Status.quarantined,
-        "m-trip": Status.quarantined, "m-router": Status.active,
-    }  # fmt: skip
+        "m-allergy": Status.quarantined,
+        "m-dog": Status.quarantined,
+        "m-trip": Status.quarantined,
+        "m-router": Status.active,
+    }
     listed = {q["id"]: q for q in list_quarantined(store)}
     assert set(listed) == {"m-allergy", "m-dog", "m-trip"}
     assert "GATE_BLOCKED" in listed["m-allergy"]["reasons"]
@@ -157,12 +215,27 @@ def test_gate_lets_harmless_deletions_through_and_expired_facts_stop_showing(
     store = store_at(home)
     store.put_many(FACTS)
     store.close()
-    cases = write_cases(tmp_path / "cases.yaml", [
-        {"id": "allergy-kept", "query": "Is the user allergic to any food?", "actor_id": ACTOR,
-         "must_retrieve": ["m-allergy"], "impact": "high", "k": 3},
-        {"id": "trip-expired", "kind": "expired_fact", "query": "Did the user plan a trip to Osaka?",
-         "actor_id": ACTOR, "forbidden": ["m-trip"], "k": 3},
-    ])  # fmt: skip
+    cases = write_cases(
+        tmp_path / "cases.yaml",
+        [
+            {
+                "id": "allergy-kept",
+                "query": "Is the user allergic to any food?",
+                "actor_id": ACTOR,
+                "must_retrieve": ["m-allergy"],
+                "impact": "high",
+                "k": 3,
+            },
+            {
+                "id": "trip-expired",
+                "kind": "expired_fact",
+                "query": "Did the user plan a trip to Osaka?",
+                "actor_id": ACTOR,
+                "forbidden": ["m-trip"],
+                "k": 3,
+            },
+        ],
+    )
     summary = run_local(RunConfig(dry_run=False, now=NOW, eval_cases=cases, consolidate=False))
     gate = summary.gate
     assert gate is not None and gate["blocked"] is False and gate["proposed_deletions"] == 1
@@ -187,12 +260,22 @@ def test_gate_never_deletes_to_evaluate(home: Path, tmp_path: Path) -> None:
     store.put_many(FACTS)
     before = {r.id: store.get(r.id) for r in FACTS}
     store.close()
-    cases = write_cases(tmp_path / "cases.yaml", [
-        {"id": "allergy-kept", "query": "Is the user allergic to any food?", "actor_id": ACTOR,
-         "must_retrieve": ["m-allergy"], "impact": "high", "k": 3},
-    ])  # fmt: skip
-    summary = run_local(RunConfig(dry_run=True, now=NOW, policy=ttl_policy(tmp_path, 30),
-                                  eval_cases=cases))  # fmt: skip
+    cases = write_cases(
+        tmp_path / "cases.yaml",
+        [
+            {
+                "id": "allergy-kept",
+                "query": "Is the user allergic to any food?",
+                "actor_id": ACTOR,
+                "must_retrieve": ["m-allergy"],
+                "impact": "high",
+                "k": 3,
+            },
+        ],
+    )
+    summary = run_local(
+        RunConfig(dry_run=True, now=NOW, policy=ttl_policy(tmp_path, 30), eval_cases=cases)
+    )
     assert summary.gate is not None and summary.gate["blocked"] is True
     store = store_at(home)
     assert {r.id: store.get(r.id) for r in FACTS} == before
@@ -203,17 +286,37 @@ def test_superseded_fact_still_active_fails_the_forbidden_gate(home: Path, tmp_p
     old = rec(
         "m-tea", "preferences", "Drinks only green tea, never coffee.", subject="beverage", age=300
     )
-    new = rec("m-coffee", "preferences", "Switched to black coffee every morning; no longer drinks tea.",
-              subject="beverage", age=20)  # fmt: skip
+    new = rec(
+        "m-coffee",
+        "preferences",
+        "Switched to black coffee every morning; no longer drinks tea.",
+        subject="beverage",
+        age=20,
+    )
     store = store_at(home)
     store.put_many([old, new, *FACTS])
-    cases = parse_cases([
-        {"id": "drink-now", "kind": "recent_preference", "query": "What does the user drink in the morning?",
-         "actor_id": ACTOR, "must_retrieve": ["m-coffee"], "forbidden": ["m-tea"], "k": 3},
-        {"id": "tea-claim", "kind": "superseded_fact", "query": "Does the user drink tea?",
-         "actor_id": ACTOR, "namespace": f"/users/{ACTOR}/preferences",
-         "forbidden": [{"claim": "drinks only green tea"}], "k": 3},
-    ])  # fmt: skip
+    cases = parse_cases(
+        [
+            {
+                "id": "drink-now",
+                "kind": "recent_preference",
+                "query": "What does the user drink in the morning?",
+                "actor_id": ACTOR,
+                "must_retrieve": ["m-coffee"],
+                "forbidden": ["m-tea"],
+                "k": 3,
+            },
+            {
+                "id": "tea-claim",
+                "kind": "superseded_fact",
+                "query": "Does the user drink tea?",
+                "actor_id": ACTOR,
+                "namespace": f"/users/{ACTOR}/preferences",
+                "forbidden": [{"claim": "drinks only green tea"}],
+                "k": 3,
+            },
+        ]
+    )
     report = evaluate(store, cases)
     gates = report["gates"]
     assert (
@@ -248,10 +351,19 @@ def test_superseded_fact_still_active_fails_the_forbidden_gate(home: Path, tmp_p
 def test_replicas_and_answer_checks(home: Path) -> None:
     store = store_at(home)
     store.put_many(FACTS)
-    cases = parse_cases([
-        {"id": "pet", "query": "What is the dog called?", "actor_id": ACTOR, "must_retrieve": [{"fact": "dog named rex"}],
-         "answer_must_include": ["Rex"], "answer_must_not_include": ["Luna"], "k": 2},
-    ])  # fmt: skip
+    cases = parse_cases(
+        [
+            {
+                "id": "pet",
+                "query": "What is the dog called?",
+                "actor_id": ACTOR,
+                "must_retrieve": [{"fact": "dog named rex"}],
+                "answer_must_include": ["Rex"],
+                "answer_must_not_include": ["Luna"],
+                "k": 2,
+            },
+        ]
+    )
     policy = load_policy().model_copy(
         update={"gate": load_policy().gate.model_copy(update={"replicas": 3})}
     )
@@ -266,11 +378,25 @@ def test_replicas_and_answer_checks(home: Path) -> None:
 
 def test_case_formats_yaml_and_jsonl_agree_and_errors_name_the_case(tmp_path: Path) -> None:
     cases = [
-        {"id": "a", "kind": "procedure", "query": "reset router", "actor_id": "u-1",
-         "must_retrieve": ["m-1", {"fact": "unplug it"}], "impact": "high", "min_result": 0.5, "k": 4},
-        {"id": "b", "kind": "erased", "query": "peanuts", "actor_id": "u-1",
-         "namespace": "/users/u-1/facts", "forbidden": [{"id": "m-2"}, {"claim": "peanuts"}]},
-    ]  # fmt: skip
+        {
+            "id": "a",
+            "kind": "procedure",
+            "query": "reset router",
+            "actor_id": "u-1",
+            "must_retrieve": ["m-1", {"fact": "unplug it"}],
+            "impact": "high",
+            "min_result": 0.5,
+            "k": 4,
+        },
+        {
+            "id": "b",
+            "kind": "erased",
+            "query": "peanuts",
+            "actor_id": "u-1",
+            "namespace": "/users/u-1/facts",
+            "forbidden": [{"id": "m-2"}, {"claim": "peanuts"}],
+        },
+    ]
     y = tmp_path / "cases.yaml"
     y.write_text(yaml.safe_dump(cases))
     j = tmp_path / "cases.jsonl"

@@ -26,25 +26,53 @@ ACTOR = "u-1"
 NOW_ARG = NOW.isoformat()
 
 
-def rec(rid: str, ns: str, content: str, *, subject: str | None = None, age: float = 100,
-        mtype: MemoryType = MemoryType.semantic, expires: datetime | None = None,
-        source: Source = Source.user_stated) -> MemoryRecord:  # fmt: skip
+def rec(
+    rid: str,
+    ns: str,
+    content: str,
+    *,
+    subject: str | None = None,
+    age: float = 100,
+    mtype: MemoryType = MemoryType.semantic,
+    expires: datetime | None = None,
+    source: Source = Source.user_stated,
+) -> MemoryRecord:
     created = NOW - timedelta(days=age)
     return MemoryRecord(
-        id=rid, actor_id=ACTOR, namespace=f"/users/{ACTOR}/{ns}", memory_type=mtype,
-        content=content, subject=subject, owner="team-a", source=source, created_at=created,
-        last_verified_at=created, expires_at=expires, provenance=Provenance(source_event=f"evt-{rid}"),
-    )  # fmt: skip
+        id=rid,
+        actor_id=ACTOR,
+        namespace=f"/users/{ACTOR}/{ns}",
+        memory_type=mtype,
+        content=content,
+        subject=subject,
+        owner="team-a",
+        source=source,
+        created_at=created,
+        last_verified_at=created,
+        expires_at=expires,
+        provenance=Provenance(source_event=f"evt-{rid}"),
+    )
 
 
 TEA = rec(
     "m-tea", "preferences", "Drinks only green tea, never coffee.", subject="beverage", age=300
 )
-COFFEE = rec("m-coffee", "preferences", "Switched to black coffee every morning; no longer drinks tea.",
-             subject="beverage", age=20)  # fmt: skip
+COFFEE = rec(
+    "m-coffee",
+    "preferences",
+    "Switched to black coffee every morning; no longer drinks tea.",
+    subject="beverage",
+    age=20,
+)
 DOG = rec("m-dog", "facts", "Has a dog named Rex.", subject="pet", age=30)
-TRIP = rec("m-trip", "episodes", "Planned a trip to Osaka in May.", mtype=MemoryType.episodic,
-           age=40, expires=NOW - timedelta(days=2))  # fmt: skip
+TRIP = rec(
+    "m-trip",
+    "episodes",
+    "Planned a trip to Osaka in May.",
+    mtype=MemoryType.episodic,
+    age=40,
+    expires=NOW - timedelta(days=2),
+)
 RECORDS = [TEA, COFFEE, DOG, TRIP]
 
 
@@ -61,8 +89,15 @@ def write_cases(path: Path, cases: list[dict]) -> str:
 
 def tea_case(impact: str = "high") -> dict:
     """A high-impact fact that the supersede (newest statement wins) would lose."""
-    return {"id": "tea-kept", "kind": "procedure", "query": "Which kind of tea does the user drink?",
-            "actor_id": ACTOR, "must_retrieve": [{"fact": "green tea"}], "impact": impact, "k": 3}  # fmt: skip
+    return {
+        "id": "tea-kept",
+        "kind": "procedure",
+        "query": "Which kind of tea does the user drink?",
+        "actor_id": ACTOR,
+        "must_retrieve": [{"fact": "green tea"}],
+        "impact": impact,
+        "k": 3,
+    }
 
 
 def statuses(home: Path) -> dict[str, Any]:
@@ -92,8 +127,11 @@ def test_supersede_losing_a_high_impact_fact_is_blocked(home: Path, tmp_path: Pa
 
     gate = summary.gate
     assert gate is not None and gate["blocked"] is True and summary.status == "blocked"
-    assert gate["reasons"] == ["HIGH_IMPACT_CASE_FAILED", "GATE_REGRESSED:must_retain_recall",
-                               "GATE_REGRESSED:aggregate_score"]  # fmt: skip
+    assert gate["reasons"] == [
+        "HIGH_IMPACT_CASE_FAILED",
+        "GATE_REGRESSED:must_retain_recall",
+        "GATE_REGRESSED:aggregate_score",
+    ]
     assert gate["high_impact_failed"] == ["tea-kept"]
     assert gate["proposed_supersedes"] == 2 and gate["staged_replacements"] == 1
     # "before" is the store as found (the tea statement still there), not after consolidation
@@ -140,15 +178,17 @@ def test_blocked_run_cli_exit_code_and_line(home: Path, tmp_path: Path) -> None:
     assert statuses(home)["m-tea"] == "active"
 
 
-def test_blocked_flow_emits_the_event(home: Path, tmp_path: Path, prefect_harness,
-                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_blocked_flow_emits_the_event(
+    home: Path, tmp_path: Path, prefect_harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import flows.nightly as nightly_mod
 
     seed(home)
     cases = write_cases(tmp_path / "cases.yaml", [tea_case()])
     emitted: list[tuple[str, dict]] = []
-    monkeypatch.setattr(nightly_mod, "emit_event",
-                        lambda event, resource, payload: emitted.append((event, payload)))  # fmt: skip
+    monkeypatch.setattr(
+        nightly_mod, "emit_event", lambda event, resource, payload: emitted.append((event, payload))
+    )
     result = nightly_mod.nightly(dry_run=False, now=NOW_ARG, eval_cases=cases)
     assert result["status"] == "blocked"
     assert [e for e, _ in emitted] == ["memlife.run.blocked"]
@@ -160,10 +200,19 @@ def test_when_the_deletion_is_the_culprit_it_is_quarantined_and_supersedes_go_ah
     home: Path, tmp_path: Path
 ) -> None:
     seed(home)
-    cases = write_cases(tmp_path / "cases.yaml", [
-        {"id": "trip-kept", "query": "Where did the user plan a trip?", "actor_id": ACTOR,
-         "must_retrieve": ["m-trip"], "impact": "high", "k": 3},
-    ])  # fmt: skip
+    cases = write_cases(
+        tmp_path / "cases.yaml",
+        [
+            {
+                "id": "trip-kept",
+                "query": "Where did the user plan a trip?",
+                "actor_id": ACTOR,
+                "must_retrieve": ["m-trip"],
+                "impact": "high",
+                "k": 3,
+            },
+        ],
+    )
     summary = run_local(RunConfig(dry_run=False, now=NOW, eval_cases=cases))
     gate = summary.gate or {}
     assert summary.status == "blocked" and gate["high_impact_failed"] == ["trip-kept"]
@@ -185,8 +234,19 @@ def test_apply_without_eval_set_withholds_judgements_and_says_why(
     policy["version"] = "test-ttl"
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(policy))
 
-    res = CliRunner().invoke(app, ["run", "--engine", "local", "--now", NOW_ARG, "--policy",
-                                   str(tmp_path / "p.yaml"), "--json"])  # fmt: skip
+    res = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--engine",
+            "local",
+            "--now",
+            NOW_ARG,
+            "--policy",
+            str(tmp_path / "p.yaml"),
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["gate"]["reasons"] == ["GATE_NOT_CONFIGURED"] and out["gate"]["configured"] is False
@@ -194,14 +254,19 @@ def test_apply_without_eval_set_withholds_judgements_and_says_why(
     # the hard-expired trip is an obligation: deleted; the TTL judgement and the supersede wait
     assert out["lifecycle"]["deleted"] == 1 and out["lifecycle"]["superseded"] == 0
     assert out["lifecycle"]["consolidated"] == 0
-    assert statuses(home) == {"m-tea": "active", "m-coffee": "active", "m-dog": "active",
-                              "m-ttl": "active"}  # fmt: skip
+    assert statuses(home) == {
+        "m-tea": "active",
+        "m-coffee": "active",
+        "m-dog": "active",
+        "m-ttl": "active",
+    }
     receipt = json.loads(Path(out["receipt"]).read_text())
     assert receipt["gate"]["reasons"] == ["GATE_NOT_CONFIGURED"]
     assert {"id": "m-ttl", "reason": "GATE_NOT_CONFIGURED"} in receipt["ids_not_deleted"]
     # the human summary says so in one line
-    res = CliRunner().invoke(app, ["run", "--engine", "local", "--now", NOW_ARG, "--policy",
-                                   str(tmp_path / "p.yaml")])  # fmt: skip
+    res = CliRunner().invoke(
+        app, ["run", "--engine", "local", "--now", NOW_ARG, "--policy", str(tmp_path / "p.yaml")]
+    )
     assert (
         "gate: not configured (GATE_NOT_CONFIGURED): 1 deletions and 1 consolidations withheld"
         in res.output
@@ -221,12 +286,25 @@ def test_gate_not_required_by_policy_lets_an_ungated_run_apply(home: Path, tmp_p
 def _contradicting_cases(tmp_path: Path) -> str:
     # The dog case fails before and after alike (the expected fact is not in the store):
     # below threshold, not made worse by the run.
-    return write_cases(tmp_path / "cases.yaml", [
-        {"id": "cat-name", "query": "What is the name of the user's cat?", "actor_id": ACTOR,
-         "must_retrieve": [{"fact": "a cat named Tom"}], "k": 3},
-        {"id": "dog-name", "query": "What is the dog called?", "actor_id": ACTOR,
-         "must_retrieve": ["m-dog"], "k": 3},
-    ])  # fmt: skip
+    return write_cases(
+        tmp_path / "cases.yaml",
+        [
+            {
+                "id": "cat-name",
+                "query": "What is the name of the user's cat?",
+                "actor_id": ACTOR,
+                "must_retrieve": [{"fact": "a cat named Tom"}],
+                "k": 3,
+            },
+            {
+                "id": "dog-name",
+                "query": "What is the dog called?",
+                "actor_id": ACTOR,
+                "must_retrieve": ["m-dog"],
+                "k": 3,
+            },
+        ],
+    )
 
 
 def test_gate_below_threshold_but_not_worse_is_a_warning(home: Path, tmp_path: Path) -> None:
@@ -241,8 +319,19 @@ def test_gate_below_threshold_but_not_worse_is_a_warning(home: Path, tmp_path: P
     assert "must_retain_recall" in gate["warnings"] and summary.lifecycle["deleted"] == 1
     receipt = json.loads(Path(summary.receipt or "").read_text())
     assert receipt["gate"]["status"] == "warn"
-    res = CliRunner().invoke(app, ["run", "--engine", "local", "--dry-run", "--now", NOW_ARG,
-                                   "--eval-cases", _contradicting_cases(tmp_path)])  # fmt: skip
+    res = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--engine",
+            "local",
+            "--dry-run",
+            "--now",
+            NOW_ARG,
+            "--eval-cases",
+            _contradicting_cases(tmp_path),
+        ],
+    )
     assert (
         "gate: warn" in res.output
         and "must_retain_recall 0.500 < 1.000 (before 0.500, warn)" in res.output
@@ -252,8 +341,9 @@ def test_gate_below_threshold_but_not_worse_is_a_warning(home: Path, tmp_path: P
 def test_block_on_absolute_blocks_a_gate_below_threshold(home: Path, tmp_path: Path) -> None:
     seed(home, [DOG, TRIP])
     pol = policy_with(tmp_path, block_on_absolute=True)
-    summary = run_local(RunConfig(dry_run=False, now=NOW, policy=pol,
-                                  eval_cases=_contradicting_cases(tmp_path)))  # fmt: skip
+    summary = run_local(
+        RunConfig(dry_run=False, now=NOW, policy=pol, eval_cases=_contradicting_cases(tmp_path))
+    )
     gate = summary.gate or {}
     assert (
         summary.status == "blocked" and "GATE_BELOW_THRESHOLD:must_retain_recall" in gate["reasons"]
@@ -263,13 +353,32 @@ def test_block_on_absolute_blocks_a_gate_below_threshold(home: Path, tmp_path: P
 
 def test_aggregate_score_is_gateable(home: Path, tmp_path: Path) -> None:
     seed(home, [DOG])
-    cases = write_cases(tmp_path / "cases.yaml", [
-        {"id": "dog", "query": "What is the dog called?", "actor_id": ACTOR, "must_retrieve": ["m-dog"]},
-        {"id": "cat", "query": "What is the cat called?", "actor_id": ACTOR,
-         "must_retrieve": [{"fact": "a cat named Tom"}], "min_result": 0.0},
-    ])  # fmt: skip
-    ok = run_local(RunConfig(dry_run=True, now=NOW, eval_cases=cases,
-                             policy=policy_with(tmp_path, aggregate_score_min=0.5)))  # fmt: skip
+    cases = write_cases(
+        tmp_path / "cases.yaml",
+        [
+            {
+                "id": "dog",
+                "query": "What is the dog called?",
+                "actor_id": ACTOR,
+                "must_retrieve": ["m-dog"],
+            },
+            {
+                "id": "cat",
+                "query": "What is the cat called?",
+                "actor_id": ACTOR,
+                "must_retrieve": [{"fact": "a cat named Tom"}],
+                "min_result": 0.0,
+            },
+        ],
+    )
+    ok = run_local(
+        RunConfig(
+            dry_run=True,
+            now=NOW,
+            eval_cases=cases,
+            policy=policy_with(tmp_path, aggregate_score_min=0.5),
+        )
+    )
     assert ok.gate is not None and ok.gate["gates"]["aggregate_score"]["result"] == "pass"
     strict = policy_with(tmp_path, aggregate_score_min=0.9, block_on_absolute=True)
     bad = run_local(RunConfig(dry_run=False, now=NOW, eval_cases=cases, policy=strict))
@@ -287,24 +396,46 @@ def _final_state(home: Path) -> dict[str, Any]:
         store.close()
 
 
-@pytest.mark.parametrize("point,skip", [
-    ("after_stage", 0), ("after_gate", 0), ("after_commit_groups", 0),
-    ("after_replacement_write", 0), ("after_supersede", 0), ("after_delete", 0),
-    ("before_receipt", 2), ("after_journal_write", 1),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "point,skip",
+    [
+        ("after_stage", 0),
+        ("after_gate", 0),
+        ("after_commit_groups", 0),
+        ("after_replacement_write", 0),
+        ("after_supersede", 0),
+        ("after_delete", 0),
+        ("before_receipt", 2),
+        ("after_journal_write", 1),
+    ],
+)
 def test_a_crash_at_any_staged_step_resumes_to_the_clean_result(
     home: Path, tmp_path: Path, point: str, skip: int
 ) -> None:
-    cases = write_cases(tmp_path / "cases.yaml", [
-        {"id": "dog", "query": "What is the dog called?", "actor_id": ACTOR, "must_retrieve": ["m-dog"],
-         "impact": "high"},
-    ])  # fmt: skip
+    cases = write_cases(
+        tmp_path / "cases.yaml",
+        [
+            {
+                "id": "dog",
+                "query": "What is the dog called?",
+                "actor_id": ACTOR,
+                "must_retrieve": ["m-dog"],
+                "impact": "high",
+            },
+        ],
+    )
     clean_home = tmp_path / "clean"
     clean_home.mkdir()
     seed(clean_home)
-    clean = run_local(RunConfig(dry_run=False, now=NOW, eval_cases=cases,
-                                store=f"sqlite:///{clean_home / 'memlife.db'}",
-                                receipts=f"file://{clean_home / 'receipts'}"))  # fmt: skip
+    clean = run_local(
+        RunConfig(
+            dry_run=False,
+            now=NOW,
+            eval_cases=cases,
+            store=f"sqlite:///{clean_home / 'memlife.db'}",
+            receipts=f"file://{clean_home / 'receipts'}",
+        )
+    )
     assert clean.status == "success" and clean.lifecycle["superseded"] == 2
     expected = _final_state(clean_home)
 
@@ -355,8 +486,10 @@ def test_a_missing_or_empty_evaluation_set_is_refused_before_the_run(
     home: Path, tmp_path: Path
 ) -> None:
     seed(home)
-    res = CliRunner().invoke(app, ["run", "--engine", "local", "--now", NOW_ARG,
-                                   "--eval-cases", str(tmp_path / "nope.yaml")])  # fmt: skip
+    res = CliRunner().invoke(
+        app,
+        ["run", "--engine", "local", "--now", NOW_ARG, "--eval-cases", str(tmp_path / "nope.yaml")],
+    )
     assert res.exit_code == 2 and "nope.yaml" in res.output
     empty = write_cases(tmp_path / "empty.yaml", [])
     res = CliRunner().invoke(
@@ -376,8 +509,13 @@ def test_eval_init_writes_questions_and_all_five_kinds(home: Path, tmp_path: Pat
     store.put_many(records)
     store.close()
     runner = CliRunner()
-    victim = next(r for r in records if r.actor_id == "u-000001" and r.retention_class.value == "standard"
-                  and r.memory_type is MemoryType.semantic)  # fmt: skip
+    victim = next(
+        r
+        for r in records
+        if r.actor_id == "u-000001"
+        and r.retention_class.value == "standard"
+        and r.memory_type is MemoryType.semantic
+    )
     res = runner.invoke(app, ["erase", "--actor", "u-000001", "--id", victim.id, "--yes", "--json"])
     assert res.exit_code == 0, res.output
     out = tmp_path / "cases.yaml"
@@ -385,8 +523,13 @@ def test_eval_init_writes_questions_and_all_five_kinds(home: Path, tmp_path: Pat
     assert res.exit_code == 0, res.output
     assert "MEMLIFE_EVAL_CASES" in res.output and "--eval-cases" in res.output  # where it goes
     cases = load_cases(out)
-    assert {c.kind for c in cases} >= {CaseKind.recent_preference, CaseKind.superseded_fact,
-                                       CaseKind.expired_fact, CaseKind.procedure, CaseKind.erased}  # fmt: skip
+    assert {c.kind for c in cases} >= {
+        CaseKind.recent_preference,
+        CaseKind.superseded_fact,
+        CaseKind.expired_fact,
+        CaseKind.procedure,
+        CaseKind.erased,
+    }
     contents = [" ".join(r.content.lower().split()) for r in records]
     for c in cases:  # questions, never the stored text
         assert c.query.endswith("?"), c.query
@@ -423,12 +566,19 @@ def test_dry_run_estimates_model_calls_and_calls_none_unless_asked(
     assert messages_server.message_requests == []
 
     def answer(body: dict) -> Any:
-        out = {"summary": COFFEE.content, "claims": [COFFEE.content], "dropped_claims": [TEA.content],
-               "confidence": 0.9, "source_ids": sorted([TEA.id, COFFEE.id])}  # fmt: skip
+        out = {
+            "summary": COFFEE.content,
+            "claims": [COFFEE.content],
+            "dropped_claims": [TEA.content],
+            "confidence": 0.9,
+            "source_ids": sorted([TEA.id, COFFEE.id]),
+        }
         return tool_use_reply(TOOL_NAME, out)
 
     messages_server.set_handler(answer)
-    asked = run_local(RunConfig(dry_run=True, now=NOW, with_model=True, policy=policy_with(tmp_path)))
+    asked = run_local(
+        RunConfig(dry_run=True, now=NOW, with_model=True, policy=policy_with(tmp_path))
+    )
     assert len(messages_server.message_requests) == 1 and asked.model["calls"] == 1
     assert statuses(home)["m-tea"] == "active"  # still a dry run
 
@@ -437,7 +587,11 @@ def test_evaluation_set_in_s3(home: Path, tmp_path: Path, monkeypatch: pytest.Mo
     import boto3
     from moto import mock_aws
 
-    for k, v in {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+    for k, v in {
+        "AWS_ACCESS_KEY_ID": "x",
+        "AWS_SECRET_ACCESS_KEY": "x",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
         monkeypatch.setenv(k, v)
     seed(home)
     body = Path(write_cases(tmp_path / "cases.yaml", [tea_case()])).read_bytes()
@@ -446,9 +600,21 @@ def test_evaluation_set_in_s3(home: Path, tmp_path: Path, monkeypatch: pytest.Mo
         boto3.client("s3").put_object(Bucket="gate", Key="eval/cases.yaml", Body=body)
         monkeypatch.setenv("MEMLIFE_EVAL_CASES", "s3://gate/eval/cases.yaml")  # the worker's
         summary = run_local(RunConfig(dry_run=False, now=NOW))
-        assert summary.status == "blocked" and (summary.gate or {})["high_impact_failed"] == ["tea-kept"]
-        res = CliRunner().invoke(app, ["run", "--engine", "local", "--now", NOW_ARG,
-                                       "--eval-cases", "s3://gate/eval/missing.yaml"])  # fmt: skip
+        assert summary.status == "blocked" and (summary.gate or {})["high_impact_failed"] == [
+            "tea-kept"
+        ]
+        res = CliRunner().invoke(
+            app,
+            [
+                "run",
+                "--engine",
+                "local",
+                "--now",
+                NOW_ARG,
+                "--eval-cases",
+                "s3://gate/eval/missing.yaml",
+            ],
+        )
         assert res.exit_code == 2 and "s3://gate/eval/missing.yaml: no such object" in res.output
     manifest = json.loads(Path(summary.manifest).read_text())
     assert manifest["eval_cases"] == "s3://gate/eval/cases.yaml"

@@ -30,16 +30,21 @@ def group(*contents: str, superseded: tuple[int, ...] = ()) -> Group:
             subject="x",
             content=c,
             created_at=T0 + timedelta(days=i),
-        )  # fmt: skip
+        )
         for i, c in enumerate(contents)
     ]
-    return Group("k", "u-1", "/users/u-1/facts", "x", recs,
-                 superseded_ids=[f"s-{i}" for i in superseded])  # fmt: skip
+    return Group(
+        "k", "u-1", "/users/u-1/facts", "x", recs, superseded_ids=[f"s-{i}" for i in superseded]
+    )
 
 
 def result(summary: str, *claims: str, ids: tuple[str, ...] = ()) -> ConsolidationResult:
-    return ConsolidationResult(summary=summary, claims=list(claims) or [summary], confidence=0.9,
-                               source_ids=list(ids) or ["s-0"])  # fmt: skip
+    return ConsolidationResult(
+        summary=summary,
+        claims=list(claims) or [summary],
+        confidence=0.9,
+        source_ids=list(ids) or ["s-0"],
+    )
 
 
 def code(res: ConsolidationResult, g: Group, emb: MiniLMEmbedder) -> str | None:
@@ -149,6 +154,9 @@ def test_instruction_like_memories_ground_nothing(emb) -> None:
 
 def test_specifics_ignore_sentence_initial_capitals() -> None:
     assert specifics("Has a dog named Rex. Lives in Oslo since 2021; a NASA fan.") == {
-        "rex", "oslo", "2021", "nasa",
-    }  # fmt: skip
+        "rex",
+        "oslo",
+        "2021",
+        "nasa",
+    }
     assert specifics("Drinks tea. It is green.") == set()

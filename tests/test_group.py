@@ -22,11 +22,28 @@ def emb() -> MiniLMEmbedder:
     return default_embedder()
 
 
-def rec(rid: str, content: str, day: int, *, source: Source = Source.user_stated,
-        actor: str = "u-1", subject: str = "allergy", **kw: object) -> MemoryRecord:  # fmt: skip
-    return MemoryRecord(id=rid, actor_id=actor, namespace=f"/users/{actor}/facts",
-                        memory_type="semantic", subject=subject, content=content, source=source,
-                        created_at=T0 + timedelta(days=day), owner="team-x", **kw)  # fmt: skip
+def rec(
+    rid: str,
+    content: str,
+    day: int,
+    *,
+    source: Source = Source.user_stated,
+    actor: str = "u-1",
+    subject: str = "allergy",
+    **kw: object,
+) -> MemoryRecord:
+    return MemoryRecord(
+        id=rid,
+        actor_id=actor,
+        namespace=f"/users/{actor}/facts",
+        memory_type="semantic",
+        subject=subject,
+        content=content,
+        source=source,
+        created_at=T0 + timedelta(days=day),
+        owner="team-x",
+        **kw,
+    )
 
 
 def group(records: list[MemoryRecord], **kw: object) -> Group:

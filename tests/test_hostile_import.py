@@ -25,10 +25,20 @@ def _import(runner: CliRunner, src: Path, db: Path, *extra: str) -> tuple[int, d
 @pytest.fixture()
 def held_store(home: Path, tmp_path: Path) -> Path:
     db = tmp_path / "s.db"
-    src = write_jsonl(tmp_path / "seed.jsonl", [
-        json.dumps(good("m-held", actor_id="u-1", content="Held statement.", retention_class="legal_hold")),
-        json.dumps(good("m-plain", content="Plain statement.")),
-    ])  # fmt: skip
+    src = write_jsonl(
+        tmp_path / "seed.jsonl",
+        [
+            json.dumps(
+                good(
+                    "m-held",
+                    actor_id="u-1",
+                    content="Held statement.",
+                    retention_class="legal_hold",
+                )
+            ),
+            json.dumps(good("m-plain", content="Plain statement.")),
+        ],
+    )
     code, _ = _import(CliRunner(), src, db)
     assert code == 0
     return db
@@ -38,9 +48,19 @@ def test_existing_id_of_another_actor_is_a_conflict_not_an_overwrite(
     held_store: Path, tmp_path: Path
 ) -> None:
     runner = CliRunner()
-    src = write_jsonl(tmp_path / "attack.jsonl", [json.dumps(good(
-        "m-held", actor_id="u-2", namespace="/users/u-2/preferences", content="Attacker text.",
-    ))])  # fmt: skip
+    src = write_jsonl(
+        tmp_path / "attack.jsonl",
+        [
+            json.dumps(
+                good(
+                    "m-held",
+                    actor_id="u-2",
+                    namespace="/users/u-2/preferences",
+                    content="Attacker text.",
+                )
+            )
+        ],
+    )
     for extra in ((), ("--update",), ("--update", "--allow-held")):
         code, out = _import(runner, src, held_store, *extra)
         assert code == 1
@@ -57,10 +77,13 @@ def test_update_needs_the_flag_skips_held_and_is_receipted(
     held_store: Path, tmp_path: Path, home: Path
 ) -> None:
     runner = CliRunner()
-    src = write_jsonl(tmp_path / "upd.jsonl", [
-        json.dumps(good("m-held", content="Changed held.", retention_class="standard")),
-        json.dumps(good("m-plain", content="Changed plain.")),
-    ])  # fmt: skip
+    src = write_jsonl(
+        tmp_path / "upd.jsonl",
+        [
+            json.dumps(good("m-held", content="Changed held.", retention_class="standard")),
+            json.dumps(good("m-plain", content="Changed plain.")),
+        ],
+    )
     code, out = _import(runner, src, held_store)
     assert code == 1 and {c["code"] for c in out["conflicts"]} == {"ID_EXISTS"}
     code, out = _import(runner, src, held_store, "--update")
@@ -82,10 +105,14 @@ def test_update_needs_the_flag_skips_held_and_is_receipted(
 def test_duplicate_ids_in_one_file_are_reported_and_the_first_wins(
     home: Path, tmp_path: Path
 ) -> None:
-    src = write_jsonl(tmp_path / "dup.jsonl", [
-        json.dumps(good("m-1", content="First.")), json.dumps(good("m-2")),
-        json.dumps(good("m-1", content="Second.")),
-    ])  # fmt: skip
+    src = write_jsonl(
+        tmp_path / "dup.jsonl",
+        [
+            json.dumps(good("m-1", content="First.")),
+            json.dumps(good("m-2")),
+            json.dumps(good("m-1", content="Second.")),
+        ],
+    )
     code, out = _import(CliRunner(), src, tmp_path / "d.db")
     assert code == 1 and out["imported"] == 2
     assert out["conflicts"] == [{"line": 3, "id": "m-1", "code": "DUPLICATE_ID", "first_line": 1}]
@@ -115,9 +142,14 @@ def test_every_bad_line_is_reported_and_the_rest_imported(home: Path, tmp_path: 
     got = {(e["line"], e["id"], e["field"]) for e in out["invalid"]}
     assert got == {
         (2, None, "<line>"),  # 100,000 levels is also far over 1500 bytes
-        (3, "m-y9999", "created_at"), (4, "m-acc", "access_count"), (5, "m-acc2", "access_count"),
-        (6, None, "<line>"), (7, "m-ns", "namespace"), (8, "m-ns2", "namespace"), (9, None, "<line>"),
-    }  # fmt: skip
+        (3, "m-y9999", "created_at"),
+        (4, "m-acc", "access_count"),
+        (5, "m-acc2", "access_count"),
+        (6, None, "<line>"),
+        (7, "m-ns", "namespace"),
+        (8, "m-ns2", "namespace"),
+        (9, None, "<line>"),
+    }
     with SqliteStore(tmp_path / "b.db") as s:
         assert s.get("m-ok1") and s.get("m-ok2")
 
@@ -131,10 +163,11 @@ def _deep_text(depth: int) -> str:
 
 def test_depth_and_content_bounds_within_the_line_limit(home: Path, tmp_path: Path) -> None:
     lines = [
-        _deep_text(100_000), _deep_text(5),
+        _deep_text(100_000),
+        _deep_text(5),
         json.dumps(good("m-big", content="é" * 40_000)),  # 80,000 bytes of UTF-8
         json.dumps(good("m-ok")),
-    ]  # fmt: skip
+    ]
     src = write_jsonl(tmp_path / "d.jsonl", lines)
     code, out = _import(CliRunner(), src, tmp_path / "c.db")
     assert out["imported"] == 1

@@ -29,8 +29,12 @@ REPO = Path(__file__).resolve().parent.parent
 POLICY = REPO / "deploy" / "iam-policy.json"
 
 # IAM action names that differ from the API operation name
-IAM_NAME = {("s3", "ListObjectsV2"): "ListBucket", ("s3", "ListObjects"): "ListBucket",
-            ("s3", "HeadObject"): "GetObject", ("s3", "HeadBucket"): "ListBucket"}  # fmt: skip
+IAM_NAME = {
+    ("s3", "ListObjectsV2"): "ListBucket",
+    ("s3", "ListObjects"): "ListBucket",
+    ("s3", "HeadObject"): "GetObject",
+    ("s3", "HeadBucket"): "ListBucket",
+}
 
 # receivers whose attribute calls are boto3 client calls
 CLIENT_NAMES = {"client", "control", "s3", "ddb", "dynamodb", "cloudwatch", "cw", "_client"}
@@ -38,13 +42,19 @@ CLIENT_NAMES = {"client", "control", "s3", "ddb", "dynamodb", "cloudwatch", "cw"
 # called only by setup helpers (tests, provisioning scripts): the runtime role must not
 # hold them. (module, function qualname) -> why
 PROVISIONING = {
-    ("memlife/stores/agentcore_sidecar.py", "Sidecar.create_table"):
-        "creates the sidecar table: done once by the deployer (CloudFormation/IaC), not the job",
-    ("memlife/state/dynamodb.py", "DynamoState.create_table"):
-        "creates the state table (deploy/state-table.yaml does it in production), not the job",
-    ("memlife/state/dynamodb.py", "DynamoState.create_bucket"):
-        "creates the Parquet bucket: the deployer's, not the job's",
-}  # fmt: skip
+    (
+        "memlife/stores/agentcore_sidecar.py",
+        "Sidecar.create_table",
+    ): "creates the sidecar table: done once by the deployer (CloudFormation/IaC), not the job",
+    (
+        "memlife/state/dynamodb.py",
+        "DynamoState.create_table",
+    ): "creates the state table (deploy/state-table.yaml does it in production), not the job",
+    (
+        "memlife/state/dynamodb.py",
+        "DynamoState.create_bucket",
+    ): "creates the Parquet bucket: the deployer's, not the job's",
+}
 
 # granted without a direct API call: the service calls them on our behalf
 IMPLIED = {
@@ -162,9 +172,15 @@ def called() -> set[str]:
 def test_scan_sees_the_code_we_know_about():
     found, services = scan()
     assert {"s3", "bedrock-agentcore", "bedrock-agentcore-control", "dynamodb"} <= services
-    for action in ("bedrock-agentcore:ListMemoryRecords", "bedrock-agentcore:BatchDeleteMemoryRecords",
-                   "bedrock-agentcore:GetMemory", "s3:PutObject", "s3:ListBucket",
-                   "dynamodb:Query", "cloudwatch:PutMetricData"):  # fmt: skip
+    for action in (
+        "bedrock-agentcore:ListMemoryRecords",
+        "bedrock-agentcore:BatchDeleteMemoryRecords",
+        "bedrock-agentcore:GetMemory",
+        "s3:PutObject",
+        "s3:ListBucket",
+        "dynamodb:Query",
+        "cloudwatch:PutMetricData",
+    ):
         assert action in found, sorted(found)
     for module, qualname in PROVISIONING:  # the exemption must still point at real code
         assert any((module, qualname) in sites for sites in found.values()), (module, qualname)
@@ -200,8 +216,9 @@ def test_resources_and_conditions_are_scoped():
             continue
         assert "*" not in resources, f"{st['Sid']}: unscoped resource"
         if service == "bedrock-agentcore":
-            assert all(r.startswith("arn:aws:bedrock-agentcore:") and ":memory/" in r
-                       for r in resources), resources  # fmt: skip
+            assert all(
+                r.startswith("arn:aws:bedrock-agentcore:") and ":memory/" in r for r in resources
+            ), resources
         if service == "s3" and "s3:ListBucket" in actions:
             assert st["Condition"]["StringLike"]["s3:prefix"], st
         if service == "s3" and "s3:ListBucket" not in actions:

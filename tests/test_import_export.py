@@ -19,15 +19,30 @@ ANCHOR = datetime(2026, 11, 1, tzinfo=UTC)
 
 def good(rid: str, **kw) -> dict:
     d = {
-        "id": rid, "actor_id": "u-1", "namespace": "/users/u-1/preferences",
-        "memory_type": "semantic", "subject": "beverage", "content": f"Statement {rid}.",
-        "owner": "team-personalization", "confidence": 0.9, "source": "user_stated",
-        "created_at": "2026-01-02T10:00:00Z", "last_accessed_at": None, "access_count": 0,
-        "last_verified_at": "2026-01-02T10:00:00Z", "expires_at": None,
-        "retention_class": "standard", "status": "active",
-        "provenance": {"source_event": "evt-17", "policy_version": None, "replaced_by": None,
-                       "supersedes": [], "content_sha256": None},
-    }  # fmt: skip
+        "id": rid,
+        "actor_id": "u-1",
+        "namespace": "/users/u-1/preferences",
+        "memory_type": "semantic",
+        "subject": "beverage",
+        "content": f"Statement {rid}.",
+        "owner": "team-personalization",
+        "confidence": 0.9,
+        "source": "user_stated",
+        "created_at": "2026-01-02T10:00:00Z",
+        "last_accessed_at": None,
+        "access_count": 0,
+        "last_verified_at": "2026-01-02T10:00:00Z",
+        "expires_at": None,
+        "retention_class": "standard",
+        "status": "active",
+        "provenance": {
+            "source_event": "evt-17",
+            "policy_version": None,
+            "replaced_by": None,
+            "supersedes": [],
+            "content_sha256": None,
+        },
+    }
     d.update(kw)
     return d
 
@@ -51,7 +66,11 @@ LINES: list[tuple[str, str | None, str | None]] = [
     (json.dumps(good("m-8", access_count=[1])), "m-8", "access_count"),
     (json.dumps(good("m-9", content="")), "m-9", "content"),
     ('{"id": "m-10", "actor_id": "u-1",', None, "<json>"),
-    (json.dumps(good("m-11", retention_class="legal_hold", expires_at="2026-02-01T00:00:00Z")), None, None),
+    (
+        json.dumps(good("m-11", retention_class="legal_hold", expires_at="2026-02-01T00:00:00Z")),
+        None,
+        None,
+    ),
 ]
 
 
@@ -93,7 +112,9 @@ def test_import_reports_each_invalid_line(home: Path, tmp_path: Path, runner: Cl
         db.close()
 
 
-def test_import_human_output_names_line_id_field(home: Path, tmp_path: Path, runner: CliRunner) -> None:
+def test_import_human_output_names_line_id_field(
+    home: Path, tmp_path: Path, runner: CliRunner
+) -> None:
     src = write_jsonl(tmp_path / "in.jsonl", [t for t, _, _ in LINES])
     res = runner.invoke(app, ["import", str(src), "--store", f"sqlite:///{tmp_path / 'b.db'}"])
     assert res.exit_code == 1
@@ -108,7 +129,9 @@ def test_import_human_output_names_line_id_field(home: Path, tmp_path: Path, run
     assert "imported 3 records, 9 invalid lines" in err
 
 
-def test_import_all_valid_exits_zero_and_is_idempotent(home: Path, tmp_path: Path, runner: CliRunner) -> None:
+def test_import_all_valid_exits_zero_and_is_idempotent(
+    home: Path, tmp_path: Path, runner: CliRunner
+) -> None:
     lines = [json.dumps(good(f"m-{i}")) for i in range(5)] + ["", "   "]  # blank lines are skipped
     src = write_jsonl(tmp_path / "in.jsonl", lines)
     store = f"sqlite:///{tmp_path / 'c.db'}"
@@ -146,7 +169,9 @@ def test_export_round_trip_of_the_contract(home: Path, tmp_path: Path, runner: C
     assert export_text(runner, s2) == exported.read_text()
 
 
-def test_export_contains_every_contract_field(home: Path, tmp_path: Path, runner: CliRunner) -> None:
+def test_export_contains_every_contract_field(
+    home: Path, tmp_path: Path, runner: CliRunner
+) -> None:
     src = write_jsonl(tmp_path / "in.jsonl", [json.dumps(good("m-1"))])
     store = f"sqlite:///{tmp_path / 'd.db'}"
     runner.invoke(app, ["import", str(src), "--store", store])
@@ -162,10 +187,16 @@ def test_import_missing_file(home: Path, tmp_path: Path, runner: CliRunner) -> N
 
 
 def test_import_reports_a_non_utf8_line(home: Path, tmp_path: Path, runner: CliRunner) -> None:
-    bad = json.dumps(good("m-1", content="caf\u00e9"), ensure_ascii=False).encode("utf-8").replace(b"\xc3\xa9", b"\xe9")
+    bad = (
+        json.dumps(good("m-1", content="caf\u00e9"), ensure_ascii=False)
+        .encode("utf-8")
+        .replace(b"\xc3\xa9", b"\xe9")
+    )
     src = tmp_path / "latin1.jsonl"
     src.write_bytes(bad + b"\n" + json.dumps(good("m-2")).encode() + b"\n")
-    res = runner.invoke(app, ["import", str(src), "--store", f"sqlite:///{tmp_path / 'e.db'}", "--json"])
+    res = runner.invoke(
+        app, ["import", str(src), "--store", f"sqlite:///{tmp_path / 'e.db'}", "--json"]
+    )
     assert res.exit_code == 1
     out = json.loads(res.stdout)
     assert out["imported"] == 1

@@ -37,10 +37,17 @@ def journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[object]:
 
 def op(rid: str, kind: OpKind = OpKind.delete, run: str = "run-1", **kw) -> Operation:
     return Operation(
-        operation_id=operation_id(run, kind, [rid]), run_id=run, kind=kind, actor_id="u-1",
-        namespace="/users/u-1/facts", record_id=rid, reasons=["HARD_EXPIRED"],
-        policy_version="p1", content_sha256="ab" * 32, **kw,
-    )  # fmt: skip
+        operation_id=operation_id(run, kind, [rid]),
+        run_id=run,
+        kind=kind,
+        actor_id="u-1",
+        namespace="/users/u-1/facts",
+        record_id=rid,
+        reasons=["HARD_EXPIRED"],
+        policy_version="p1",
+        content_sha256="ab" * 32,
+        **kw,
+    )
 
 
 def test_plan_inserts_and_keeps_existing_state(journal) -> None:
@@ -60,8 +67,9 @@ def test_transitions_follow_the_state_machine(journal) -> None:
     (a,) = journal.plan([op("m-1", payload='{"id": "m-9"}')])
     with pytest.raises(JournalStateError):
         journal.transition(a.operation_id, OpState.RECEIPTED)  # PLANNED -> RECEIPTED
-    failed = journal.transition(a.operation_id, OpState.FAILED, error="THROTTLED",
-                                next_retry_at=T0 + timedelta(hours=1))  # fmt: skip
+    failed = journal.transition(
+        a.operation_id, OpState.FAILED, error="THROTTLED", next_retry_at=T0 + timedelta(hours=1)
+    )
     assert failed.attempts == 1 and failed.last_error == "THROTTLED"
     applied = journal.transition(a.operation_id, OpState.APPLIED, outcome=Outcome.deleted)
     assert applied.attempts == 2 and applied.last_error is None and applied.next_retry_at is None
@@ -78,8 +86,12 @@ def test_transitions_follow_the_state_machine(journal) -> None:
 
 
 def test_by_run_and_for_record(journal) -> None:
-    ops = [op("m-1"), op("m-2"), op("m-3", run="run-2"),
-           op("m-4", kind=OpKind.write_replacement, replacement_id="m-r")]  # fmt: skip
+    ops = [
+        op("m-1"),
+        op("m-2"),
+        op("m-3", run="run-2"),
+        op("m-4", kind=OpKind.write_replacement, replacement_id="m-r"),
+    ]
     journal.plan(ops)
     run1 = journal.by_run("run-1")
     assert [o.operation_id for o in run1] == sorted(
@@ -112,8 +124,12 @@ def test_due_is_the_retry_queue(journal) -> None:
 
 def test_forget_payloads_drops_every_payload_naming_the_record(journal) -> None:
     own = op("m-1", payload="{}")
-    replacing = op("m-r", kind=OpKind.write_replacement, replacement_id="m-r",
-                   payload=json.dumps({"id": "m-r", "supersedes": ["m-1", "m-2"]}))  # fmt: skip
+    replacing = op(
+        "m-r",
+        kind=OpKind.write_replacement,
+        replacement_id="m-r",
+        payload=json.dumps({"id": "m-r", "supersedes": ["m-1", "m-2"]}),
+    )
     other = op("m-3", payload=json.dumps({"id": "m-3"}))
     journal.plan([own, replacing, other])
     assert journal.forget_payloads(["m-1"]) == 2

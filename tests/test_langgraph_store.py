@@ -74,8 +74,11 @@ def test_get_matches_reference(stores: tuple[MemlifeStore, InMemoryStore]) -> No
             == (ns, key, value)
         )
         assert got.updated_at >= got.created_at
-    for ns, key in [(("users", "u1", "prefs"), "nope"), (("users", "u2", "prefs"), "diet"),
-                    (("users", "u1"), "drink")]:  # fmt: skip
+    for ns, key in [
+        (("users", "u1", "prefs"), "nope"),
+        (("users", "u2", "prefs"), "diet"),
+        (("users", "u1"), "drink"),
+    ]:
         assert ours.get(ns, key) is None and ref.get(ns, key) is None
 
 
@@ -161,8 +164,9 @@ def test_superseded_items_leave_the_view(stores: tuple[MemlifeStore, InMemorySto
     ns = ("users", "u1", "prefs")
     old = record_id("u1", "/users/u1/prefs", "drink")
     # what a nightly consolidation does: a replacement record, the original superseded
-    new = ours.memory.remember("Drinks green tea, never coffee.", actor="u1",
-                               namespace="/users/u1/prefs").id  # fmt: skip
+    new = ours.memory.remember(
+        "Drinks green tea, never coffee.", actor="u1", namespace="/users/u1/prefs"
+    ).id
     ours.store.set_status([old], Status.superseded, replaced_by=new)
     ours.memory.long_term.invalidate()
     assert ours.get(ns, "drink") is None

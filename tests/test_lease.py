@@ -23,8 +23,19 @@ TTL = "4"
 
 
 def cli(env: dict, *args: str) -> list[str]:
-    return [sys.executable, "-m", "memlife.cli", "run", "--engine", "local", "--store", env["store"],
-            "--receipts", env["sink"], *args]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "memlife.cli",
+        "run",
+        "--engine",
+        "local",
+        "--store",
+        env["store"],
+        "--receipts",
+        env["sink"],
+        *args,
+    ]
 
 
 @pytest.fixture()
@@ -33,17 +44,29 @@ def env(tmp_path: Path) -> dict:
     db = home / "memlife.db"
     seed(db, records=200)
     proc_env = {**os.environ, "MEMLIFE_HOME": str(home), "MEMLIFE_LEASE_TTL_SECONDS": TTL}
-    return {"db": db, "store": f"sqlite:///{db}", "sink": f"file://{home / 'receipts'}",
-            "env": proc_env, "mark": tmp_path / "holding"}  # fmt: skip
+    return {
+        "db": db,
+        "store": f"sqlite:///{db}",
+        "sink": f"file://{home / 'receipts'}",
+        "env": proc_env,
+        "mark": tmp_path / "holding",
+    }
 
 
 def test_second_writer_exits_4_then_takes_over_a_killed_holder(env: dict) -> None:
     now = CUTOFF.isoformat()
     holder = subprocess.Popen(
-        cli(env, "--now", now, "--json"), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={**env["env"], "MEMLIFE_FAULT": "after_delete", "MEMLIFE_FAULT_MODE": "hang",
-             "MEMLIFE_FAULT_MARK": str(env["mark"])},
-    )  # fmt: skip
+        cli(env, "--now", now, "--json"),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={
+            **env["env"],
+            "MEMLIFE_FAULT": "after_delete",
+            "MEMLIFE_FAULT_MODE": "hang",
+            "MEMLIFE_FAULT_MARK": str(env["mark"]),
+        },
+    )
     try:
         deadline = time.monotonic() + 240
         while not env["mark"].exists():  # the holder is mid-run (deleting), lease held
@@ -52,27 +75,46 @@ def test_second_writer_exits_4_then_takes_over_a_killed_holder(env: dict) -> Non
             time.sleep(0.2)
         time.sleep(float(TTL))  # longer than a TTL: only the heartbeat keeps the lease
         other = (CUTOFF + timedelta(hours=3)).isoformat()
-        second = subprocess.run(cli(env, "--now", other, "--json"), cwd=REPO, env=env["env"],
-                                capture_output=True, text=True, timeout=240)  # fmt: skip
+        second = subprocess.run(
+            cli(env, "--now", other, "--json"),
+            cwd=REPO,
+            env=env["env"],
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
         assert second.returncode == 4, second.stderr[-2000:]
-        lines = [ln for ln in second.stderr.splitlines() if ln.strip() and not ln.startswith("engine:")]
+        lines = [
+            ln for ln in second.stderr.splitlines() if ln.strip() and not ln.startswith("engine:")
+        ]
         assert len(lines) == 1 and "Traceback" not in second.stderr, second.stderr
-        assert "another run holds the lock: " in lines[0] and f"{CUTOFF:%Y%m%dT%H%M%SZ}-apply" in lines[0]
+        assert (
+            "another run holds the lock: " in lines[0]
+            and f"{CUTOFF:%Y%m%dT%H%M%SZ}-apply" in lines[0]
+        )
         assert " since " in lines[0] and second.stdout == ""
-        receipts = Path(env["sink"][len("file://"):])
+        receipts = Path(env["sink"][len("file://") :])
         assert len(list(receipts.rglob("manifest.json"))) == 1  # the refused run wrote nothing
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=30)
     assert holder.returncode == -9
     time.sleep(float(TTL) + 0.5)  # the killed holder's lease expires; nobody renews it
-    again = subprocess.run(cli(env, "--now", now, "--json"), cwd=REPO, env=env["env"],
-                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    again = subprocess.run(
+        cli(env, "--now", now, "--json"),
+        cwd=REPO,
+        env=env["env"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert again.returncode == 0, again.stderr[-2000:]
     result = json.loads(again.stdout)
     assert result["status"] == "success"
     receipt = json.loads(Path(result["receipt"]).read_text())
-    assert receipt["lease_taken_over"]["run_id"] == result["run_id"]  # the killed attempt of this run
+    assert (
+        receipt["lease_taken_over"]["run_id"] == result["run_id"]
+    )  # the killed attempt of this run
 
 
 def test_lease_is_reentrant_in_process_and_released(tmp_path: Path) -> None:
@@ -89,7 +131,8 @@ def test_lease_is_reentrant_in_process_and_released(tmp_path: Path) -> None:
     # a lease row of another owner that has not expired refuses us, naming the holder
     store.connection.execute(
         "INSERT INTO leases VALUES ('lifecycle', 'elsewhere:1:x', 'run-other', 'nightly', "
-        "'2026-01-01T00:00:00+00:00', '2026-01-01T00:00:00+00:00', '2999-01-01T00:00:00+00:00')")
+        "'2026-01-01T00:00:00+00:00', '2026-01-01T00:00:00+00:00', '2999-01-01T00:00:00+00:00')"
+    )
     with pytest.raises(LeaseHeld, match="another run holds the lock: run-other since 2026-01-01"):
         acquire(journal, "run-3", "test")
     store.close()

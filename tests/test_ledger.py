@@ -41,10 +41,16 @@ def test_rows_are_buffered_then_written_per_day(ledger: AccessLedger) -> None:
     assert days == ["date=2025-05-01", "date=2025-05-02"]
     table = pq.read_table(ledger.files()[0])
     assert table.schema.equals(SCHEMA)
-    assert table.to_pylist() == [{
-        "actor_id": "u1", "namespace": "ns", "record_id": "r1", "accessed_at": T0, "rank": 1,
-        "query_sha256": QS,
-    }]  # fmt: skip
+    assert table.to_pylist() == [
+        {
+            "actor_id": "u1",
+            "namespace": "ns",
+            "record_id": "r1",
+            "accessed_at": T0,
+            "rank": 1,
+            "query_sha256": QS,
+        }
+    ]
 
 
 def test_full_buffer_flushes_itself(tmp_path: Path) -> None:
@@ -65,12 +71,15 @@ def test_access_stats_by_actor_and_since(ledger: AccessLedger) -> None:
     ledger.append("u1", "ns", "r2", rank=2, at=T0)
     ledger.append("u2", "ns2", "r9", rank=1, at=T0 + timedelta(days=5))
     assert ledger.access_stats() == {
-        "r1": (T0 + timedelta(days=2), 3), "r2": (T0, 1), "r9": (T0 + timedelta(days=5), 1),
-    }  # fmt: skip
+        "r1": (T0 + timedelta(days=2), 3),
+        "r2": (T0, 1),
+        "r9": (T0 + timedelta(days=5), 1),
+    }
     assert set(ledger.access_stats(actor_id="u1")) == {"r1", "r2"}
     assert ledger.access_stats(since=T0 + timedelta(days=1)) == {
-        "r1": (T0 + timedelta(days=2), 2), "r9": (T0 + timedelta(days=5), 1),
-    }  # fmt: skip
+        "r1": (T0 + timedelta(days=2), 2),
+        "r9": (T0 + timedelta(days=5), 1),
+    }
     assert AccessLedger(ledger.root / "empty").access_stats() == {}
 
 
@@ -92,10 +101,15 @@ def test_erase_rewrites_only_affected_files(ledger: AccessLedger) -> None:
 
 def test_merge_into_view() -> None:
     rec = MemoryRecord(
-        id="r1", actor_id="u1", namespace="ns", memory_type=MemoryType.semantic,
-        content="x", created_at=T0 - timedelta(days=30), access_count=4,
+        id="r1",
+        actor_id="u1",
+        namespace="ns",
+        memory_type=MemoryType.semantic,
+        content="x",
+        created_at=T0 - timedelta(days=30),
+        access_count=4,
         last_accessed_at=T0 - timedelta(days=10),
-    )  # fmt: skip
+    )
     view = plan_view(rec)
     merged = merge_into_view(view, {"r1": (T0, 3)})
     assert (merged.last_accessed, merged.access_count) == (T0.timestamp(), 7)
@@ -110,8 +124,13 @@ def test_merge_into_view() -> None:
 # ---- CloudTrail ----------------------------------------------------------------------------
 
 
-def _event(name: str, when: str, req: dict[str, Any], resp: dict[str, Any] | None = None,
-           source: str = "bedrock-agentcore.amazonaws.com") -> dict[str, Any]:  # fmt: skip
+def _event(
+    name: str,
+    when: str,
+    req: dict[str, Any],
+    resp: dict[str, Any] | None = None,
+    source: str = "bedrock-agentcore.amazonaws.com",
+) -> dict[str, Any]:
     return {
         "eventVersion": "1.11",
         "userIdentity": {"type": "AssumedRole", "arn": "arn:aws:sts::123:assumed-role/agent/x"},
@@ -131,26 +150,39 @@ def _event(name: str, when: str, req: dict[str, Any], resp: dict[str, Any] | Non
 
 def _log_files() -> dict[str, bytes]:
     retrieve = _event(
-        "RetrieveMemoryRecords", "2025-05-01T10:00:00Z",
-        {"memoryId": "mem-1", "namespace": "/users/alice/facts",
-         "searchCriteria": {"searchQuery": "what does alice drink", "topK": 3}},
+        "RetrieveMemoryRecords",
+        "2025-05-01T10:00:00Z",
+        {
+            "memoryId": "mem-1",
+            "namespace": "/users/alice/facts",
+            "searchCriteria": {"searchQuery": "what does alice drink", "topK": 3},
+        },
         {"memoryRecordSummaries": [{"memoryRecordId": "mr-1"}, {"memoryRecordId": "mr-2"}]},
-    )  # fmt: skip
+    )
     get = _event(
-        "GetMemoryRecord", "2025-05-02T08:30:00Z",
+        "GetMemoryRecord",
+        "2025-05-02T08:30:00Z",
         {"memoryId": "mem-1", "memoryRecordId": "mr-1"},
         {"memoryRecord": {"memoryRecordId": "mr-1", "namespaces": ["/strategies/s1/actors/alice"]}},
-    )  # fmt: skip
+    )
     no_response = _event(
-        "RetrieveMemoryRecords", "2025-05-02T09:00:00Z",
-        {"memoryId": "mem-1", "namespace": "/users/bob/facts", "searchCriteria": {"searchQuery": "q"}},
-    )  # fmt: skip
+        "RetrieveMemoryRecords",
+        "2025-05-02T09:00:00Z",
+        {
+            "memoryId": "mem-1",
+            "namespace": "/users/bob/facts",
+            "searchCriteria": {"searchQuery": "q"},
+        },
+    )
     explicit_actor = _event(
-        "GetMemoryRecord", "2025-05-02T09:30:00Z",
+        "GetMemoryRecord",
+        "2025-05-02T09:30:00Z",
         {"memoryId": "mem-1", "memoryRecordId": "mr-7", "actorId": "carol", "namespace": "shared"},
-    )  # fmt: skip
+    )
     no_actor = _event("GetMemoryRecord", "2025-05-02T09:40:00Z", {"memoryRecordId": "mr-8"})
-    other = _event("GetObject", "2025-05-02T09:00:00Z", {"bucketName": "b"}, source="s3.amazonaws.com")
+    other = _event(
+        "GetObject", "2025-05-02T09:00:00Z", {"bucketName": "b"}, source="s3.amazonaws.com"
+    )
     write = _event("BatchCreateMemoryRecords", "2025-05-02T09:00:00Z", {"memoryId": "mem-1"})
     name = "123_CloudTrail_us-east-1_20250501T1000Z_{}.json.gz"
     return {
@@ -171,7 +203,10 @@ def _check_ingested(ledger: AccessLedger) -> None:
     ]
     assert rows[0]["query_sha256"] == query_sha256("what does alice drink")
     assert rows[0]["accessed_at"] == datetime(2025, 5, 1, 10, tzinfo=UTC)
-    assert ledger.access_stats(actor_id="alice")["mr-1"] == (datetime(2025, 5, 2, 8, 30, tzinfo=UTC), 2)
+    assert ledger.access_stats(actor_id="alice")["mr-1"] == (
+        datetime(2025, 5, 2, 8, 30, tzinfo=UTC),
+        2,
+    )
     for p in ledger.files():
         assert b"alice drink" not in p.read_bytes()
 
@@ -191,9 +226,12 @@ def test_ingest_cloudtrail_from_s3(ledger: AccessLedger, s3: Any) -> None:
     s3.put_object(Bucket="trail", Key=prefix + "digest.txt", Body=b"not a log")
     report = ledger.ingest_cloudtrail("s3://trail/AWSLogs/123/", s3_client=s3)
     assert report.as_dict() == {
-        "files": 2, "already_ingested": 0, "events": 5, "rows": 4,
+        "files": 2,
+        "already_ingested": 0,
+        "events": 5,
+        "rows": 4,
         "skipped": {"no_record_ids": 1, "no_actor": 1},
-    }  # fmt: skip
+    }
     _check_ingested(ledger)
     again = ledger.ingest_cloudtrail("s3://trail/AWSLogs/123/", s3_client=s3)
     assert (again.files, again.already_ingested, again.rows) == (0, 2, 0)

@@ -86,7 +86,12 @@ BAD = [
     ("unparseable timestamp", with_(created_at="yesterday"), "created_at", "m-0001"),
     ("naive created_at", with_(created_at="2026-01-02T10:00:00"), "created_at", "m-0001"),
     ("naive expires_at", with_(expires_at="2026-03-01T00:00:00"), "expires_at", "m-0001"),
-    ("naive last_verified_at", with_(last_verified_at="2026-03-01 00:00"), "last_verified_at", "m-0001"),
+    (
+        "naive last_verified_at",
+        with_(last_verified_at="2026-03-01 00:00"),
+        "last_verified_at",
+        "m-0001",
+    ),
     ("date without time", with_(last_accessed_at="2026-03-01"), "last_accessed_at", "m-0001"),
     ("unknown status", with_(status="deleted"), "status", "m-0001"),
     ("unknown source", with_(source="rumour"), "source", "m-0001"),
@@ -100,7 +105,12 @@ BAD = [
     ("blank content", with_(content="   \n"), "content", "m-0001"),
     ("unknown top-level key", with_(colour="blue"), "colour", "m-0001"),
     ("unknown provenance key", with_(provenance={"origin": "x"}), "provenance.origin", "m-0001"),
-    ("supersedes not a list", with_(provenance={"supersedes": "m-2"}), "provenance.supersedes", "m-0001"),
+    (
+        "supersedes not a list",
+        with_(provenance={"supersedes": "m-2"}),
+        "provenance.supersedes",
+        "m-0001",
+    ),
 ]
 
 

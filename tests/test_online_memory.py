@@ -55,8 +55,10 @@ def test_exact_and_paraphrase_duplicates_refresh_one_record(
     again = mem.remember("u1", NS, "drinks", "  i only drink GREEN tea,   never coffee ")
     para = mem.remember("u1", NS, None, "I drink only green tea, never any coffee.")
     assert (again.created, again.refreshed_duplicate_of, again.similarity) == (
-        False, first.record_id, 1.0,
-    )  # fmt: skip
+        False,
+        first.record_id,
+        1.0,
+    )
     assert not para.created and para.refreshed_duplicate_of == first.record_id
     assert para.similarity is not None and para.similarity >= 0.9
     recs = active(store)
@@ -97,7 +99,9 @@ def test_recall_finds_the_fact_first_and_ledgers_each_hit(
     table = ledger.read()
     assert table.column("record_id").to_pylist() == [h.record.id for h in hits]
     assert table.column("rank").to_pylist() == [h.rank for h in hits]
-    assert set(table.column("query_sha256").to_pylist()) == {query_sha256("What do I usually drink?")}
+    assert set(table.column("query_sha256").to_pylist()) == {
+        query_sha256("What do I usually drink?")
+    }
     for path in ledger.files():
         assert b"usually drink" not in path.read_bytes()
 
@@ -116,7 +120,9 @@ def test_inactive_records_are_never_recalled(
 
 def test_recall_is_scoped_to_actor_and_namespace(mem: LongTermMemory) -> None:
     mine = mem.remember("u1", NS, None, TEA).record_id
-    other_ns = mem.remember("u1", "/users/u1/work", None, "I drink espresso at the office.").record_id
+    other_ns = mem.remember(
+        "u1", "/users/u1/work", None, "I drink espresso at the office."
+    ).record_id
     mem.remember("u2", "/users/u2/facts", None, "I only drink green tea, never coffee!")
     mem.remember("u2", "/users/u2/facts", None, "I drink coffee all day.")
     all_ns = mem.recall("u1", "What do I drink?", k=10, threshold=-1.0)
@@ -147,10 +153,18 @@ def test_foreign_writes_are_picked_up(tmp_path: Path, mem: LongTermMemory) -> No
     assert mem.load_count == 1  # nothing changed: no reload
     now = datetime.now(UTC)
     with SqliteStore(tmp_path / "m.db") as other:  # another process, e.g. the nightly job
-        other.put_many([MemoryRecord(
-            id="x-1", actor_id="u1", namespace=NS, memory_type=MemoryType.semantic,
-            content="My favourite city is Kyoto.", created_at=now,
-        )])  # fmt: skip
+        other.put_many(
+            [
+                MemoryRecord(
+                    id="x-1",
+                    actor_id="u1",
+                    namespace=NS,
+                    memory_type=MemoryType.semantic,
+                    content="My favourite city is Kyoto.",
+                    created_at=now,
+                )
+            ]
+        )
     hits = mem.recall("u1", "Which city do I like most?")
     assert hits and hits[0].record.id == "x-1" and mem.load_count == 2
     mem.invalidate("u1")
@@ -161,10 +175,18 @@ def test_foreign_writes_are_picked_up(tmp_path: Path, mem: LongTermMemory) -> No
 def test_unrelated_writes_do_not_reload(tmp_path: Path, mem: LongTermMemory) -> None:
     mem.remember("u1", NS, None, TEA)
     with SqliteStore(tmp_path / "m.db") as other:
-        other.put_many([MemoryRecord(
-            id="x-2", actor_id="u9", namespace="/users/u9/facts",
-            memory_type=MemoryType.semantic, content="Unrelated.", created_at=datetime.now(UTC),
-        )])  # fmt: skip
+        other.put_many(
+            [
+                MemoryRecord(
+                    id="x-2",
+                    actor_id="u9",
+                    namespace="/users/u9/facts",
+                    memory_type=MemoryType.semantic,
+                    content="Unrelated.",
+                    created_at=datetime.now(UTC),
+                )
+            ]
+        )
     mem.recall("u1", "tea", namespace=NS)
     assert mem.load_count == 1  # the file changed, this shard's fingerprint did not
 

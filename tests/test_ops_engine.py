@@ -41,14 +41,29 @@ POLICY = load_policy("policies/default.yaml")
 
 
 def rec(rid: str, content: str = "Likes tea.", **kw: object) -> MemoryRecord:
-    base = dict(id=rid, actor_id="u-1", namespace="/users/u-1/facts", memory_type="semantic",
-                content=content, created_at=T0 - timedelta(days=400), subject=rid, owner="team")  # fmt: skip
+    base = dict(
+        id=rid,
+        actor_id="u-1",
+        namespace="/users/u-1/facts",
+        memory_type="semantic",
+        content=content,
+        created_at=T0 - timedelta(days=400),
+        subject=rid,
+        owner="team",
+    )
     return MemoryRecord.model_validate({**base, **kw})
 
 
 def executor(store: SqliteStore, sink: FileSink, at: datetime, key: str = "run-a") -> Executor:
-    return Executor(run_id=f"run-{key}", run_key=key, policy=POLICY, cutoff=at, store=store,
-                    journal=open_journal(store), sink=sink)  # fmt: skip
+    return Executor(
+        run_id=f"run-{key}",
+        run_key=key,
+        policy=POLICY,
+        cutoff=at,
+        store=store,
+        journal=open_journal(store),
+        sink=sink,
+    )
 
 
 @pytest.fixture()
@@ -65,13 +80,22 @@ def item(r: MemoryRecord) -> DeleteItem:
 def test_due_has_no_terminal_failure_and_pages_through_everything(db) -> None:
     store, sink = db
     ex = executor(store, sink, T0)
-    ops = ex.journal.plan([ex.new_op(OpKind.delete, "u-1", "/n", f"m-{i:03d}", ["X"], None)
-                           for i in range(25)])  # fmt: skip
+    ops = ex.journal.plan(
+        [ex.new_op(OpKind.delete, "u-1", "/n", f"m-{i:03d}", ["X"], None) for i in range(25)]
+    )
     ex.journal.transition(ops[0].operation_id, OpState.FAILED, error="LEGAL_HOLD")  # terminal
-    ex.journal.transition(ops[1].operation_id, OpState.FAILED, error="THROTTLED",
-                          next_retry_at=T0 - timedelta(minutes=1))  # fmt: skip
-    ex.journal.transition(ops[2].operation_id, OpState.FAILED, error="THROTTLED",
-                          next_retry_at=T0 + timedelta(hours=1))  # fmt: skip
+    ex.journal.transition(
+        ops[1].operation_id,
+        OpState.FAILED,
+        error="THROTTLED",
+        next_retry_at=T0 - timedelta(minutes=1),
+    )
+    ex.journal.transition(
+        ops[2].operation_id,
+        OpState.FAILED,
+        error="THROTTLED",
+        next_retry_at=T0 + timedelta(hours=1),
+    )
     pages = list(ex.journal.due_pages(T0, page_size=7))
     seen = [o.operation_id for p in pages for o in p]
     assert len(pages) == 4 and len(seen) == len(set(seen)) == 23
@@ -88,8 +112,16 @@ def test_hold_placed_mid_run_defers_the_delete_for_good(db, home: Path) -> None:
     store.put_many([r])
     planned = item(r)
     # re-import places a hold (and a new deadline) between planning and deletion
-    store.put_many([r.model_copy(update={"retention_class": RetentionClass.legal_hold,
-                                         "expires_at": T0 + timedelta(days=90)})])  # fmt: skip
+    store.put_many(
+        [
+            r.model_copy(
+                update={
+                    "retention_class": RetentionClass.legal_hold,
+                    "expires_at": T0 + timedelta(days=90),
+                }
+            )
+        ]
+    )
     tally = Tally()
     executor(store, sink, T0).delete([planned], tally)
     assert store.get("m-exp") is not None and tally.counts["failed"] == 1
@@ -127,12 +159,31 @@ def test_write_without_payload_ends_its_supersedes_once(db) -> None:
     store.put_many([a, b])
     ex = executor(store, sink, T0)
     repl = rec("m-r", "Likes green tea.", provenance={"supersedes": ["m-a", "m-b"]})
-    ex.journal.plan([
-        ex.new_op(OpKind.write_replacement, "u-1", a.namespace, "m-r", ["CONSOLIDATION"],
-                  content_sha256(repl.content), payload=repl.to_json()),
-        *(ex.new_op(OpKind.supersede, "u-1", a.namespace, x.id, ["SAME_SUBJECT"], x.sha256,
-                    replacement="m-r") for x in (a, b)),
-    ])  # fmt: skip  -- the crash: nothing applied
+    ex.journal.plan(
+        [
+            ex.new_op(
+                OpKind.write_replacement,
+                "u-1",
+                a.namespace,
+                "m-r",
+                ["CONSOLIDATION"],
+                content_sha256(repl.content),
+                payload=repl.to_json(),
+            ),
+            *(
+                ex.new_op(
+                    OpKind.supersede,
+                    "u-1",
+                    a.namespace,
+                    x.id,
+                    ["SAME_SUBJECT"],
+                    x.sha256,
+                    replacement="m-r",
+                )
+                for x in (a, b)
+            ),
+        ]
+    )  # the crash: nothing applied
     assert ex.journal.forget_payloads(["m-a"]) == 1  # what erasure does to the payload
     first = Tally()
     executor(store, sink, T0 + timedelta(days=1), key="n1").resume_due(first)
@@ -185,7 +236,10 @@ def test_purge_and_erase_resume_in_the_nightly_retry_queue(db, home: Path) -> No
     summary = run_local(RunConfig(dry_run=False, retry_only=True, now=T0 + timedelta(days=1)))
     assert summary.status == "success"
     op = next(o for o in open_journal(store).for_record("m-x") if o.kind is OpKind.erase)
-    assert op.state is OpState.RECEIPTED and (home / "receipts" / operation_key(op.operation_id)).exists()
+    assert (
+        op.state is OpState.RECEIPTED
+        and (home / "receipts" / operation_key(op.operation_id)).exists()
+    )
 
 
 def test_a_long_terminal_backlog_starves_nothing(db) -> None:
@@ -193,12 +247,36 @@ def test_a_long_terminal_backlog_starves_nothing(db) -> None:
     store, sink = db
     ex = executor(store, sink, T0)
     now = (T0 - timedelta(days=1)).isoformat()
-    rows = [(f"op-held-{i:05d}", "run-old", "erase", "u-1", "/n", f"m-{i}", "[]", "v1", None, None,
-             "FAILED", "failed", 1, None, "LEGAL_HOLD", None, now, now) for i in range(10_001)]  # fmt: skip
+    rows = [
+        (
+            f"op-held-{i:05d}",
+            "run-old",
+            "erase",
+            "u-1",
+            "/n",
+            f"m-{i}",
+            "[]",
+            "v1",
+            None,
+            None,
+            "FAILED",
+            "failed",
+            1,
+            None,
+            "LEGAL_HOLD",
+            None,
+            now,
+            now,
+        )
+        for i in range(10_001)
+    ]
     with store.lock:
         store.connection.executemany(
-            f"INSERT INTO operations VALUES ({', '.join('?' * 18)}, NULL, NULL)", rows)
-    orphan = ex.journal.plan([ex.new_op(OpKind.delete, "u-1", "/n", "m-gone", ["HARD_EXPIRED"], None)])[0]
+            f"INSERT INTO operations VALUES ({', '.join('?' * 18)}, NULL, NULL)", rows
+        )
+    orphan = ex.journal.plan(
+        [ex.new_op(OpKind.delete, "u-1", "/n", "m-gone", ["HARD_EXPIRED"], None)]
+    )[0]
     ex.journal.transition(orphan.operation_id, OpState.APPLIED, outcome=Outcome.deleted)
     tally = Tally()
     executor(store, sink, T0 + timedelta(days=1), key="n1").resume_due(tally)
@@ -256,12 +334,32 @@ def test_run_json_exits_3_on_partial_failure(db, home: Path) -> None:
     store, sink = db
     store.put_many([rec("m-orig")])
     ex = executor(store, sink, T0)
-    op = ex.journal.plan([ex.new_op(OpKind.supersede, "u-1", "/users/u-1/facts", "m-orig",
-                                    ["SAME_SUBJECT"], None, replacement="m-never")])[0]  # fmt: skip
-    ex.journal.transition(op.operation_id, OpState.FAILED, error="THROTTLED",
-                          next_retry_at=T0)  # fmt: skip
-    res = CliRunner().invoke(app, ["run", "--engine", "local", "--retry-only", "--json",
-                                   "--now", (T0 + timedelta(days=1)).isoformat()])  # fmt: skip
+    op = ex.journal.plan(
+        [
+            ex.new_op(
+                OpKind.supersede,
+                "u-1",
+                "/users/u-1/facts",
+                "m-orig",
+                ["SAME_SUBJECT"],
+                None,
+                replacement="m-never",
+            )
+        ]
+    )[0]
+    ex.journal.transition(op.operation_id, OpState.FAILED, error="THROTTLED", next_retry_at=T0)
+    res = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--engine",
+            "local",
+            "--retry-only",
+            "--json",
+            "--now",
+            (T0 + timedelta(days=1)).isoformat(),
+        ],
+    )
     assert res.exit_code == 3, res.output
     assert '"status": "partial_failure"' in res.stdout
 
@@ -290,8 +388,10 @@ def test_rejected_group_is_counted_backs_off_then_goes_to_review(db) -> None:
 
     store, sink = db
     store.put_many([rec("m-1", subject="tea"), rec("m-2", subject="tea")])
-    members = [Decision(i, "u-1", "/users/u-1/facts", Action.consolidate_candidate, [], group="g")
-               for i in ("m-1", "m-2")]  # fmt: skip
+    members = [
+        Decision(i, "u-1", "/users/u-1/facts", Action.consolidate_candidate, [], group="g")
+        for i in ("m-1", "m-2")
+    ]
     model = RefusingModel()
     for night in range(1, MAX_REJECTIONS + 2):
         ex = executor(store, sink, T0 + timedelta(days=2 * night), key=f"n{night}")
@@ -328,7 +428,9 @@ def test_ops_failed_lists_terminal_failures_and_resolve_decides(db) -> None:
     res = runner.invoke(app, ["ops", "resolve", op_id, "--decision", "requeue", "--json"])
     assert res.exit_code == 0 and json.loads(res.stdout)["resolution"] == "requeued"
     assert [o.operation_id for o in open_journal(store).due(datetime.now(UTC))] == [op_id]
-    executor(store, sink, datetime.now(UTC), key="n1").resume_due(Tally())  # still held: fails again
+    executor(store, sink, datetime.now(UTC), key="n1").resume_due(
+        Tally()
+    )  # still held: fails again
     assert open_journal(store).terminal_failures()[0].operation_id == op_id
     res = runner.invoke(app, ["ops", "resolve", op_id, "--decision", "dismiss"])
     assert res.exit_code == 0

@@ -22,9 +22,16 @@ def _rows(summary) -> dict[str, dict]:
 def test_ledger_accesses_raise_the_score(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMLIFE_HOME", str(tmp_path))
     store = SqliteStore(tmp_path / "memlife.db")
-    old = MemoryRecord(id="e-1", actor_id="a", namespace="/users/a/episodes", memory_type="episodic",
-                       content="Asked for a refund.", owner="t", source="agent_inferred",
-                       created_at=CUTOFF - timedelta(days=300))  # fmt: skip
+    old = MemoryRecord(
+        id="e-1",
+        actor_id="a",
+        namespace="/users/a/episodes",
+        memory_type="episodic",
+        content="Asked for a refund.",
+        owner="t",
+        source="agent_inferred",
+        created_at=CUTOFF - timedelta(days=300),
+    )
     store.put_many([old, old.model_copy(update={"id": "e-2"})])
     store.close()
     before = _rows(run_local(RunConfig(now=CUTOFF, consolidate=False)))
@@ -32,9 +39,13 @@ def test_ledger_accesses_raise_the_score(tmp_path: Path, monkeypatch: pytest.Mon
     ledger = AccessLedger(tmp_path / "ledger")
     for i in range(8):
         ledger.append("a", "/users/a/episodes", "e-1", rank=1, at=CUTOFF - timedelta(hours=i + 1))
-    ledger.append("a", "/users/a/episodes", "e-2", at=CUTOFF + timedelta(days=1))  # after the cutoff
+    ledger.append(
+        "a", "/users/a/episodes", "e-2", at=CUTOFF + timedelta(days=1)
+    )  # after the cutoff
     ledger.flush()
     after = _rows(run_local(RunConfig(now=CUTOFF + timedelta(seconds=1), consolidate=False)))
     assert after["e-1"]["score"] > before["e-1"]["score"] + 0.2
     assert "LOW_SCORE" not in after["e-1"]["reasons"]
-    assert after["e-2"]["score"] == pytest.approx(before["e-2"]["score"], abs=1e-6)  # future access ignored
+    assert after["e-2"]["score"] == pytest.approx(
+        before["e-2"]["score"], abs=1e-6
+    )  # future access ignored

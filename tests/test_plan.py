@@ -32,14 +32,24 @@ def days(n: float) -> datetime:
 def rec(rid: str, content: str = "Lives in Lisbon.", **kw) -> MemoryRecord:
     """A healthy record (would be retained with SCORE_OK) unless overridden."""
     base = dict(
-        id=rid, actor_id=ACTOR, namespace=NS, memory_type=MemoryType.semantic,
-        subject=None, content=content, owner="team-a", source=Source.user_stated,
-        created_at=days(10), last_accessed_at=days(1), access_count=8,
+        id=rid,
+        actor_id=ACTOR,
+        namespace=NS,
+        memory_type=MemoryType.semantic,
+        subject=None,
+        content=content,
+        owner="team-a",
+        source=Source.user_stated,
+        created_at=days(10),
+        last_accessed_at=days(1),
+        access_count=8,
         last_verified_at=days(5),
-    )  # fmt: skip
+    )
     base.update(kw)
     if base.get("status") in ("superseded", Status.superseded) and "provenance" not in kw:
-        base["provenance"] = {"replaced_by": "r-newer"}  # the contract: superseded names its replacement
+        base["provenance"] = {
+            "replaced_by": "r-newer"
+        }  # the contract: superseded names its replacement
     return MemoryRecord(**base)
 
 
@@ -64,47 +74,103 @@ def _cases() -> dict[Reason, tuple[list[MemoryRecord], str, Action]]:
     return {
         Reason.LEGAL_HOLD: ([rec("a", retention_class=held)], "a", Action.hold),
         Reason.DELETE_DEFERRED: (
-            [rec("a", retention_class=held, expires_at=days(1))], "a", Action.hold),
+            [rec("a", retention_class=held, expires_at=days(1))],
+            "a",
+            Action.hold,
+        ),
         Reason.RETAINED_STATUS: ([rec("a", status=Status.retained)], "a", Action.hold),
         Reason.HARD_EXPIRED: ([rec("a", expires_at=days(0.01))], "a", Action.delete_expired),
         Reason.TTL_EXPIRED: (
-            [rec("a", memory_type=MemoryType.episodic, created_at=days(366))], "a",
-            Action.delete_expired),
+            [rec("a", memory_type=MemoryType.episodic, created_at=days(366))],
+            "a",
+            Action.delete_expired,
+        ),
         Reason.GRACE_ELAPSED: (
-            [rec("a", status=Status.pending_delete, status_changed_at=days(8))], "a",
-            Action.delete_pending),
+            [rec("a", status=Status.pending_delete, status_changed_at=days(8))],
+            "a",
+            Action.delete_pending,
+        ),
         Reason.PENDING_GRACE: (
-            [rec("a", status=Status.pending_delete, status_changed_at=days(1))], "a",
-            Action.retain),
+            [rec("a", status=Status.pending_delete, status_changed_at=days(1))],
+            "a",
+            Action.retain,
+        ),
         Reason.ALREADY_SUPERSEDED: ([rec("a", status=Status.superseded)], "a", Action.retain),
         Reason.QUARANTINED: ([rec("a", status=Status.quarantined)], "a", Action.retain),
         Reason.MISSING_OWNER: ([rec("a", owner=None)], "a", Action.review),
-        Reason.STALE_VERIFICATION: ([rec("a", last_verified_at=days(400), created_at=days(500))],
-                                    "a", Action.review),
+        Reason.STALE_VERIFICATION: (
+            [rec("a", last_verified_at=days(400), created_at=days(500))],
+            "a",
+            Action.review,
+        ),
         Reason.LOW_SCORE: (
-            [rec("a", memory_type=MemoryType.episodic, created_at=days(300), last_accessed_at=None,
-                 access_count=0, source=Source.agent_inferred)], "a", Action.review),
+            [
+                rec(
+                    "a",
+                    memory_type=MemoryType.episodic,
+                    created_at=days(300),
+                    last_accessed_at=None,
+                    access_count=0,
+                    source=Source.agent_inferred,
+                )
+            ],
+            "a",
+            Action.review,
+        ),
         Reason.SAME_SUBJECT: (
-            [rec("a", "Lives in Lisbon.", subject="home", created_at=days(20)),
-             rec("b", "Lives in Lisbon.", subject="home")], "a", Action.consolidate_candidate),
+            [
+                rec("a", "Lives in Lisbon.", subject="home", created_at=days(20)),
+                rec("b", "Lives in Lisbon.", subject="home"),
+            ],
+            "a",
+            Action.consolidate_candidate,
+        ),
         Reason.EXACT_DUPLICATE: (
-            [rec("a", "Lives in Lisbon.", subject="home", created_at=days(20)),
-             rec("b", "Lives in Lisbon.", subject="home")], "a", Action.consolidate_candidate),
+            [
+                rec("a", "Lives in Lisbon.", subject="home", created_at=days(20)),
+                rec("b", "Lives in Lisbon.", subject="home"),
+            ],
+            "a",
+            Action.consolidate_candidate,
+        ),
         Reason.NEAR_DUPLICATE: (
-            [rec("a", "Lives in Lisbon.", subject="home", created_at=days(20)),
-             rec("b", "lives in  LISBON", subject="home")], "b", Action.consolidate_candidate),
+            [
+                rec("a", "Lives in Lisbon.", subject="home", created_at=days(20)),
+                rec("b", "lives in  LISBON", subject="home"),
+            ],
+            "b",
+            Action.consolidate_candidate,
+        ),
         Reason.CONTRADICTION: (
-            [rec("a", "Drinks coffee.", subject="beverage", created_at=days(20)),
-             rec("b", "No longer drinks coffee.", subject="beverage")], "a",
-            Action.supersede_candidate),
+            [
+                rec("a", "Drinks coffee.", subject="beverage", created_at=days(20)),
+                rec("b", "No longer drinks coffee.", subject="beverage"),
+            ],
+            "a",
+            Action.supersede_candidate,
+        ),
         Reason.NEWER_STATEMENT: (
-            [rec("a", "Prefers a window seat.", subject="seat", created_at=days(20)),
-             rec("b", "Prefers an aisle seat.", subject="seat")], "a", Action.supersede_candidate),
+            [
+                rec("a", "Prefers a window seat.", subject="seat", created_at=days(20)),
+                rec("b", "Prefers an aisle seat.", subject="seat"),
+            ],
+            "a",
+            Action.supersede_candidate,
+        ),
         Reason.CONFLICTING_SOURCE: (
-            [rec("a", "Prefers a window seat.", subject="seat", created_at=days(20),
-                 source=Source.user_confirmed),
-             rec("b", "Prefers an aisle seat.", subject="seat", source=Source.agent_inferred)],
-            "a", Action.review),
+            [
+                rec(
+                    "a",
+                    "Prefers a window seat.",
+                    subject="seat",
+                    created_at=days(20),
+                    source=Source.user_confirmed,
+                ),
+                rec("b", "Prefers an aisle seat.", subject="seat", source=Source.agent_inferred),
+            ],
+            "a",
+            Action.review,
+        ),
         Reason.SCORE_OK: ([rec("a")], "a", Action.retain),
     }
 
@@ -136,23 +202,41 @@ def test_legal_hold_wins_over_expiry_and_records_deferral() -> None:
 
 
 def test_legal_hold_wins_over_ttl_expiry() -> None:
-    d = one(rec("a", memory_type=MemoryType.episodic, created_at=days(900),
-                retention_class=RetentionClass.legal_hold))  # fmt: skip
+    d = one(
+        rec(
+            "a",
+            memory_type=MemoryType.episodic,
+            created_at=days(900),
+            retention_class=RetentionClass.legal_hold,
+        )
+    )
     assert d.action is Action.hold
     assert Reason.TTL_EXPIRED in d.reasons and Reason.DELETE_DEFERRED in d.reasons
 
 
 @pytest.mark.parametrize("status", list(Status))
 def test_legal_hold_wins_over_every_status(status: Status) -> None:
-    d = one(rec("a", retention_class=RetentionClass.legal_hold, status=status,
-                status_changed_at=days(100), expires_at=days(1)))  # fmt: skip
+    d = one(
+        rec(
+            "a",
+            retention_class=RetentionClass.legal_hold,
+            status=status,
+            status_changed_at=days(100),
+            expires_at=days(1),
+        )
+    )
     assert d.action is Action.hold
     assert d.reasons[0] is Reason.LEGAL_HOLD
 
 
 def test_legal_hold_not_grouped_even_when_duplicated_and_contradicted() -> None:
-    held = rec("a", "Drinks coffee.", subject="beverage", created_at=days(50),
-               retention_class=RetentionClass.legal_hold)  # fmt: skip
+    held = rec(
+        "a",
+        "Drinks coffee.",
+        subject="beverage",
+        created_at=days(50),
+        retention_class=RetentionClass.legal_hold,
+    )
     ds = plan(
         held,
         rec("b", "Drinks coffee.", subject="beverage", created_at=days(30)),
@@ -166,8 +250,16 @@ def test_legal_hold_not_grouped_even_when_duplicated_and_contradicted() -> None:
 def test_hard_expiry_needs_no_score() -> None:
     # a record that would otherwise be a group member, low-scoring and unowned
     ds = plan(
-        rec("a", subject="home", owner=None, expires_at=days(1), created_at=days(2000),
-            last_verified_at=None, last_accessed_at=None, access_count=0),
+        rec(
+            "a",
+            subject="home",
+            owner=None,
+            expires_at=days(1),
+            created_at=days(2000),
+            last_verified_at=None,
+            last_accessed_at=None,
+            access_count=0,
+        ),
         rec("b", subject="home"),
     )
     assert ds["a"].action is Action.delete_expired
@@ -184,8 +276,14 @@ def test_expiry_boundary_is_inclusive() -> None:
 
 def test_explicit_expiry_overrides_ttl() -> None:
     # an episodic record older than the type's TTL but with a future deadline is kept
-    d = one(rec("a", memory_type=MemoryType.episodic, created_at=days(400),
-                expires_at=NOW + timedelta(days=30)))  # fmt: skip
+    d = one(
+        rec(
+            "a",
+            memory_type=MemoryType.episodic,
+            created_at=days(400),
+            expires_at=NOW + timedelta(days=30),
+        )
+    )
     assert d.action not in DELETE_ACTIONS
 
 
@@ -202,25 +300,46 @@ def test_expiry_beats_pending_delete_and_superseded() -> None:
 
 
 def test_pending_delete_without_status_time_uses_creation() -> None:
-    assert one(rec("a", status=Status.pending_delete, created_at=days(30))).action is Action.delete_pending
+    assert (
+        one(rec("a", status=Status.pending_delete, created_at=days(30))).action
+        is Action.delete_pending
+    )
     assert one(rec("a", status=Status.pending_delete, created_at=days(2))).action is Action.retain
 
 
 @pytest.mark.parametrize("mt", list(MemoryType))
 def test_low_score_alone_never_deletes(mt: MemoryType) -> None:
     created = 360 if mt is MemoryType.episodic else 3000  # episodic: just inside its TTL
-    d = one(rec("a", memory_type=mt, created_at=days(created), last_accessed_at=None,
-                access_count=0, last_verified_at=None, source=Source.agent_inferred,
-                retention_class=RetentionClass.sensitive))  # fmt: skip
+    d = one(
+        rec(
+            "a",
+            memory_type=mt,
+            created_at=days(created),
+            last_accessed_at=None,
+            access_count=0,
+            last_verified_at=None,
+            source=Source.agent_inferred,
+            retention_class=RetentionClass.sensitive,
+        )
+    )
     assert Reason.LOW_SCORE in d.reasons
     assert d.score is not None and d.score < POLICY.memory_types[mt].low_score
     assert d.action is Action.review
 
 
 def test_procedural_never_deleted_by_score() -> None:
-    d = one(rec("a", memory_type=MemoryType.procedural, created_at=days(5000),
-                last_accessed_at=None, access_count=0, last_verified_at=None,
-                source=Source.agent_inferred, owner=None))  # fmt: skip
+    d = one(
+        rec(
+            "a",
+            memory_type=MemoryType.procedural,
+            created_at=days(5000),
+            last_accessed_at=None,
+            access_count=0,
+            last_verified_at=None,
+            source=Source.agent_inferred,
+            owner=None,
+        )
+    )
     assert d.action is Action.review
     assert {Reason.LOW_SCORE, Reason.STALE_VERIFICATION, Reason.MISSING_OWNER} <= set(d.reasons)
 
@@ -233,8 +352,11 @@ def test_missing_owner_goes_to_review_not_deletion() -> None:
 
 
 def test_stale_verification_goes_to_review() -> None:
-    d = one(rec("a", memory_type=MemoryType.procedural, created_at=days(400),
-                last_verified_at=days(200)))  # fmt: skip
+    d = one(
+        rec(
+            "a", memory_type=MemoryType.procedural, created_at=days(400), last_verified_at=days(200)
+        )
+    )
     assert d.action is Action.review
     assert d.reasons == [Reason.STALE_VERIFICATION]
 
@@ -254,7 +376,13 @@ def test_newer_equal_source_contradiction_supersedes_with_survivor() -> None:
 
 def test_newer_stronger_source_supersedes() -> None:
     ds = plan(
-        rec("old", "Works at Acme.", subject="job", created_at=days(100), source=Source.agent_inferred),
+        rec(
+            "old",
+            "Works at Acme.",
+            subject="job",
+            created_at=days(100),
+            source=Source.agent_inferred,
+        ),
         rec("new", "Works at Globex.", subject="job", source=Source.system_of_record),
     )
     assert ds["old"].action is Action.supersede_candidate
@@ -272,7 +400,13 @@ def test_contradicted_older_statement_scores_lower() -> None:
 
 def test_weaker_newer_source_goes_to_review() -> None:
     ds = plan(
-        rec("old", "Is vegetarian.", subject="diet", created_at=days(100), source=Source.user_confirmed),
+        rec(
+            "old",
+            "Is vegetarian.",
+            subject="diet",
+            created_at=days(100),
+            source=Source.user_confirmed,
+        ),
         rec("new", "Is not vegetarian.", subject="diet", source=Source.user_stated),
     )
     for rid in ("old", "new"):
@@ -283,7 +417,13 @@ def test_weaker_newer_source_goes_to_review() -> None:
 
 def test_inferred_newer_statement_never_supersedes() -> None:
     ds = plan(
-        rec("old", "Is vegetarian.", subject="diet", created_at=days(100), source=Source.agent_inferred),
+        rec(
+            "old",
+            "Is vegetarian.",
+            subject="diet",
+            created_at=days(100),
+            source=Source.agent_inferred,
+        ),
         rec("new", "Is not vegetarian.", subject="diet", source=Source.agent_inferred),
     )
     assert all(d.action is Action.review for d in ds.values())
@@ -302,8 +442,14 @@ def test_differing_procedures_go_to_review() -> None:
 
 def test_procedure_never_superseded_by_a_newer_semantic_record() -> None:
     ds = plan(
-        rec("proc", "Deploy only after staging passes.", subject="deploy", created_at=days(30),
-            memory_type=MemoryType.procedural, source=Source.system_of_record),
+        rec(
+            "proc",
+            "Deploy only after staging passes.",
+            subject="deploy",
+            created_at=days(30),
+            memory_type=MemoryType.procedural,
+            source=Source.system_of_record,
+        ),
         rec("fact", "Deploys happen on Fridays.", subject="deploy", source=Source.system_of_record),
     )
     assert ds["proc"].action is not Action.supersede_candidate
@@ -367,8 +513,10 @@ def test_report_row_is_content_free() -> None:
 
 
 def test_decisions_independent_of_page_size() -> None:
-    records = [rec(f"m{i}", f"Statement {i % 3}.", subject=f"s{i % 4}", created_at=days(i + 1))
-               for i in range(12)]  # fmt: skip
+    records = [
+        rec(f"m{i}", f"Statement {i % 3}.", subject=f"s{i % 4}", created_at=days(i + 1))
+        for i in range(12)
+    ]
     by_page = [
         {k: (d.action, d.reasons, d.survivor) for k, d in plan(*records, page=n).items()}
         for n in (1, 5, 100)
@@ -378,8 +526,14 @@ def test_decisions_independent_of_page_size() -> None:
 
 # -- properties ---------------------------------------------------------------------------
 SUBJECTS = [None, "diet", "Diet", "seat", "job"]
-CONTENTS = ["Is vegetarian.", "is vegetarian", "Is not vegetarian.", "Eats fish.",
-            "Prefers an aisle seat.", "Never sits by the window."]  # fmt: skip
+CONTENTS = [
+    "Is vegetarian.",
+    "is vegetarian",
+    "Is not vegetarian.",
+    "Eats fish.",
+    "Prefers an aisle seat.",
+    "Never sits by the window.",
+]
 
 
 _S_NS = st.sampled_from([NS, "/users/u-1/preferences"])
@@ -406,19 +560,34 @@ def records(draw) -> list[MemoryRecord]:
     n = draw(st.integers(min_value=1, max_value=14))
     out = []
     for i in range(n):
-        out.append(rec(
-            f"m-{i:03d}", draw(_S_CONTENT), namespace=draw(_S_NS), memory_type=draw(_S_TYPE),
-            subject=draw(_S_SUBJECT), owner=draw(_S_OWNER), source=draw(_S_SOURCE),
-            created_at=_hours(draw(_S_AGE)), last_accessed_at=_hours(draw(_S_OPT_AGE)),
-            access_count=draw(_S_COUNT), last_verified_at=_hours(draw(_S_OPT_AGE)),
-            expires_at=_hours(draw(_S_EXPIRES)), retention_class=draw(_S_RETENTION),
-            status=draw(_S_STATUS), status_changed_at=_hours(draw(_S_CHANGED)),
-        ))  # fmt: skip
+        out.append(
+            rec(
+                f"m-{i:03d}",
+                draw(_S_CONTENT),
+                namespace=draw(_S_NS),
+                memory_type=draw(_S_TYPE),
+                subject=draw(_S_SUBJECT),
+                owner=draw(_S_OWNER),
+                source=draw(_S_SOURCE),
+                created_at=_hours(draw(_S_AGE)),
+                last_accessed_at=_hours(draw(_S_OPT_AGE)),
+                access_count=draw(_S_COUNT),
+                last_verified_at=_hours(draw(_S_OPT_AGE)),
+                expires_at=_hours(draw(_S_EXPIRES)),
+                retention_class=draw(_S_RETENTION),
+                status=draw(_S_STATUS),
+                status_changed_at=_hours(draw(_S_CHANGED)),
+            )
+        )
     return out
 
 
-FORBIDDEN_FOR_HOLD = {Action.delete_expired, Action.delete_pending,
-                      Action.supersede_candidate, Action.consolidate_candidate}  # fmt: skip
+FORBIDDEN_FOR_HOLD = {
+    Action.delete_expired,
+    Action.delete_pending,
+    Action.supersede_candidate,
+    Action.consolidate_candidate,
+}
 
 
 def _plan_by_shard(rs: list[MemoryRecord]) -> dict[str, Decision]:
@@ -488,10 +657,18 @@ def test_demo_scale_counts_are_plausible() -> None:
     """A sanity net over a mixed shard: every action that can arise here does arise."""
     rs = []
     for i in range(30):
-        rs.append(rec(f"x{i}", CONTENTS[i % len(CONTENTS)], subject=SUBJECTS[i % len(SUBJECTS)],
-                      created_at=days(5 + 37 * i % 700),
-                      expires_at=days(1) if i % 7 == 0 else None,
-                      retention_class=RetentionClass.legal_hold if i % 11 == 0 else RetentionClass.standard))  # fmt: skip
+        rs.append(
+            rec(
+                f"x{i}",
+                CONTENTS[i % len(CONTENTS)],
+                subject=SUBJECTS[i % len(SUBJECTS)],
+                created_at=days(5 + 37 * i % 700),
+                expires_at=days(1) if i % 7 == 0 else None,
+                retention_class=RetentionClass.legal_hold
+                if i % 11 == 0
+                else RetentionClass.standard,
+            )
+        )
     counts = Counter(d.action for d in plan(*rs).values())
     assert counts[Action.hold] and counts[Action.delete_expired]
     assert counts[Action.supersede_candidate] or counts[Action.review]

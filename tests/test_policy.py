@@ -46,8 +46,13 @@ def test_rollout_example_enforces_deletion_only_for_episodes() -> None:
     p = load_policy(ROLLOUT)
     assert p.version != load_policy(DEFAULT).version
     assert p.deletion_enforced("/users/u-000001/episodes")
-    for ns in ("/users/u-000001/preferences", "/users/u-000001/facts",
-               "/users/u-000001/procedures", "/users/u-000001/support", "/teams/x/episodes"):  # fmt: skip
+    for ns in (
+        "/users/u-000001/preferences",
+        "/users/u-000001/facts",
+        "/users/u-000001/procedures",
+        "/users/u-000001/support",
+        "/teams/x/episodes",
+    ):
         assert not p.deletion_enforced(ns), ns
 
 
@@ -119,7 +124,7 @@ def test_missing_file(tmp_path: Path) -> None:
         "zero half-life",
         "missing version",
         "penalty out of range",
-    ],  # fmt: skip
+    ],
 )
 def test_invalid_policy_names_the_key(tmp_path: Path, mutate, key: str) -> None:
     data = _default()
@@ -178,8 +183,14 @@ def test_policy_is_frozen() -> None:
 @pytest.mark.parametrize(
     ("text", "key"),
     [
-        ("memory_types:\n  episodic:\n    default_ttl_days: yes\n", "memory_types.episodic.default_ttl_days"),
-        ('memory_types:\n  episodic:\n    default_ttl_days: "30"\n', "memory_types.episodic.default_ttl_days"),
+        (
+            "memory_types:\n  episodic:\n    default_ttl_days: yes\n",
+            "memory_types.episodic.default_ttl_days",
+        ),
+        (
+            'memory_types:\n  episodic:\n    default_ttl_days: "30"\n',
+            "memory_types.episodic.default_ttl_days",
+        ),
         ("memory_types:\n  semantic:\n    low_score: true\n", "memory_types.semantic.low_score"),
         ("source_weights:\n  agent_inferred: -0.4\n", "source_weights.agent_inferred"),
         ("source_weights:\n  agent_inferred: 4\n", "source_weights.agent_inferred"),
@@ -189,9 +200,19 @@ def test_policy_is_frozen() -> None:
         ("limits:\n  content_max_bytes: 0\n", "limits.content_max_bytes"),
         ("version: 3\n", "version"),
     ],
-    ids=["ttl yes", "ttl string", "low_score bool", "negative source weight", "weight over 1",
-         "fractional int", "int as string", "infinite grace", "zero content bound", "version number"],
-)  # fmt: skip
+    ids=[
+        "ttl yes",
+        "ttl string",
+        "low_score bool",
+        "negative source weight",
+        "weight over 1",
+        "fractional int",
+        "int as string",
+        "infinite grace",
+        "zero content bound",
+        "version number",
+    ],
+)
 def test_strict_types_name_the_key(tmp_path: Path, text: str, key: str) -> None:
     data = _default()
     _merge(data, yaml.safe_load(text))

@@ -56,8 +56,9 @@ def _stop(proc: subprocess.Popen | None) -> None:
 
 
 def _cli(args: list[str], env: dict, timeout: float = 120) -> str:
-    done = subprocess.run([PREFECT, *args], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=timeout)  # fmt: skip
+    done = subprocess.run(
+        [PREFECT, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
+    )
     assert done.returncode == 0, f"prefect {' '.join(args)}\n{done.stdout}\n{done.stderr}"
     return done.stdout
 
@@ -87,10 +88,20 @@ def test_dry_run_deployment_on_a_real_server(tmp_path: Path):
         "MEMLIFE_HOME": str(tmp_path / "memlife-home"),
         # only what the test needs: no scheduler (the nightly schedule would fill the
         # database with runs), no late-run / pause / cancellation / foreman / triggers loops
-        **{f"PREFECT_SERVER_SERVICES_{svc}_ENABLED": "false"
-           for svc in ("SCHEDULER", "LATE_RUNS", "PAUSE_EXPIRATIONS", "CANCELLATION_CLEANUP",
-                       "FOREMAN", "REPOSSESSOR", "CLEANUP_RECONCILER", "TRIGGERS")},
-    }  # fmt: skip
+        **{
+            f"PREFECT_SERVER_SERVICES_{svc}_ENABLED": "false"
+            for svc in (
+                "SCHEDULER",
+                "LATE_RUNS",
+                "PAUSE_EXPIRATIONS",
+                "CANCELLATION_CLEANUP",
+                "FOREMAN",
+                "REPOSSESSOR",
+                "CLEANUP_RECONCILER",
+                "TRIGGERS",
+            )
+        },
+    }
     for key in ("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", "PREFECT_PROFILES_PATH"):
         env.pop(key, None)
 
@@ -113,9 +124,12 @@ def test_dry_run_deployment_on_a_real_server(tmp_path: Path):
     try:
         server = subprocess.Popen(
             [PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=tmp_path, env=env, stdout=logs["server"], stderr=subprocess.STDOUT,
+            cwd=tmp_path,
+            env=env,
+            stdout=logs["server"],
+            stderr=subprocess.STDOUT,
             start_new_session=True,
-        )  # fmt: skip
+        )
         deadline = time.monotonic() + 300
         while True:
             assert server.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
@@ -132,8 +146,11 @@ def test_dry_run_deployment_on_a_real_server(tmp_path: Path):
         from prefect.workers.process import ProcessWorker
 
         template = ProcessWorker.get_default_base_job_template()
-        pool = httpx.post(f"{api}/work_pools/", timeout=30,
-                          json={"name": POOL, "type": "process", "base_job_template": template})  # fmt: skip
+        pool = httpx.post(
+            f"{api}/work_pools/",
+            timeout=30,
+            json={"name": POOL, "type": "process", "base_job_template": template},
+        )
         assert pool.status_code == 201, pool.text
         out = _cli(["--no-prompt", "deploy", "--all", "--prefect-file", "deploy/prefect.yaml"], env)
         for name in ("memlife-nightly/nightly", "memlife-nightly/dry-run", "memlife-shard/shard"):
@@ -158,17 +175,25 @@ def test_dry_run_deployment_on_a_real_server(tmp_path: Path):
         phases["deployed"] = time.monotonic() - t0
         worker = subprocess.Popen(
             [PREFECT, "worker", "start", "--pool", POOL, "--type", "process"],
-            cwd=tmp_path, env=env, stdout=logs["worker"], stderr=subprocess.STDOUT,
+            cwd=tmp_path,
+            env=env,
+            stdout=logs["worker"],
+            stderr=subprocess.STDOUT,
             start_new_session=True,
-        )  # fmt: skip
+        )
 
         params = {
-            "store": store, "receipts": f"file://{receipts}", "now": CUTOFF,
+            "store": store,
+            "receipts": f"file://{receipts}",
+            "now": CUTOFF,
             "actors": ["u-000000", "u-000001", "u-000002", "u-000003"],
             # the batches as child runs of memlife-shard/shard on the same pool and worker
-            "fan_out": "deployments", "shards_per_batch": 100,
-        }  # fmt: skip
-        out = _cli(["deployment", "run", "memlife-nightly/dry-run", "--params", json.dumps(params)], env)
+            "fan_out": "deployments",
+            "shards_per_batch": 100,
+        }
+        out = _cli(
+            ["deployment", "run", "memlife-nightly/dry-run", "--params", json.dumps(params)], env
+        )
         match = re.search(r"UUID:\s*([0-9a-f-]{36})", out)
         assert match, out
         flow_run_id = match.group(1)

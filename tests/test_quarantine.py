@@ -23,12 +23,28 @@ IDS = ["m-allergy", "m-dog", "m-trip"]
 
 
 def blocked_run(home: Path, tmp_path: Path, now=NOW) -> dict:  # noqa: ANN001
-    cases = write_cases(tmp_path / "cases.yaml", [
-        {"id": "allergy-kept", "query": "Is the user allergic to any food?", "actor_id": ACTOR,
-         "must_retrieve": ["m-allergy"], "impact": "high", "k": 3},
-    ])  # fmt: skip
-    summary = run_local(RunConfig(dry_run=False, now=now, policy=ttl_policy(tmp_path, 30),
-                                  eval_cases=cases, consolidate=False))  # fmt: skip
+    cases = write_cases(
+        tmp_path / "cases.yaml",
+        [
+            {
+                "id": "allergy-kept",
+                "query": "Is the user allergic to any food?",
+                "actor_id": ACTOR,
+                "must_retrieve": ["m-allergy"],
+                "impact": "high",
+                "k": 3,
+            },
+        ],
+    )
+    summary = run_local(
+        RunConfig(
+            dry_run=False,
+            now=now,
+            policy=ttl_policy(tmp_path, 30),
+            eval_cases=cases,
+            consolidate=False,
+        )
+    )
     assert summary.gate is not None and summary.gate["blocked"]
     return summary.as_json()
 
@@ -103,8 +119,19 @@ def test_purge_deletes_old_quarantine_only_and_respects_holds(home: Path, tmp_pa
     store.close()
 
     runner = CliRunner()
-    res = runner.invoke(app, ["quarantine", "purge", "--older-than", "30", "--now",
-                              (NOW + timedelta(days=31)).isoformat(), "--yes", "--json"])  # fmt: skip
+    res = runner.invoke(
+        app,
+        [
+            "quarantine",
+            "purge",
+            "--older-than",
+            "30",
+            "--now",
+            (NOW + timedelta(days=31)).isoformat(),
+            "--yes",
+            "--json",
+        ],
+    )
     assert res.exit_code == 3, res.output  # one refused: partial failure
     out = json.loads(res.stdout)
     by_id = {o["record_id"]: o for o in out["operations"]}

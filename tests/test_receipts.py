@@ -47,7 +47,9 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
 
 
 def _markers(records: dict) -> list[str]:
-    return [r.content.split("[canary ")[1][:16] for r in records.values() if "[canary " in r.content]
+    return [
+        r.content.split("[canary ")[1][:16] for r in records.values() if "[canary " in r.content
+    ]
 
 
 # -- S3 ---------------------------------------------------------------------------------------
@@ -73,30 +75,60 @@ def test_apply_run_with_receipts_in_s3_over_http(env: dict) -> None:
         before = snapshot(env["db"])
         summary = run_local(RunConfig(dry_run=False, now=CUTOFF, store=env["store"], receipts=url))
         assert summary.status == "success"
-        keys = [o["Key"] for p in s3.get_paginator("list_objects_v2").paginate(Bucket="audit")
-                for o in p.get("Contents", [])]  # fmt: skip
+        keys = [
+            o["Key"]
+            for p in s3.get_paginator("list_objects_v2").paginate(Bucket="audit")
+            for o in p.get("Contents", [])
+        ]
         prefix = f"memlife/runs/2026/11/01/{summary.run_id}"
         assert f"{prefix}/manifest.json" in keys and f"{prefix}/receipt.json" in keys
         assert f"{prefix}/operations.parquet" in keys
         ops = [k for k in keys if k.startswith("memlife/operations/")]
-        receipt = json.loads(s3.get_object(Bucket="audit", Key=f"{prefix}/receipt.json")["Body"].read())
+        receipt = json.loads(
+            s3.get_object(Bucket="audit", Key=f"{prefix}/receipt.json")["Body"].read()
+        )
         life = receipt["counts"]
         assert len(ops) == life["deleted"] + life["superseded"] + life["consolidated"]
-        table = pq.read_table(io.BytesIO(
-            s3.get_object(Bucket="audit", Key=f"{prefix}/operations.parquet")["Body"].read()))
+        table = pq.read_table(
+            io.BytesIO(
+                s3.get_object(Bucket="audit", Key=f"{prefix}/operations.parquet")["Body"].read()
+            )
+        )
         assert table.num_rows == len(ops)
         one = json.loads(s3.get_object(Bucket="audit", Key=ops[0])["Body"].read())
-        assert set(one) >= {"operation_id", "scope", "record_id", "action", "reason_codes",
-                            "policy_version", "service_identity", "reviewer_identity", "timestamp",
-                            "replacement_id", "outcome", "content_sha256"}  # fmt: skip
+        assert set(one) >= {
+            "operation_id",
+            "scope",
+            "record_id",
+            "action",
+            "reason_codes",
+            "policy_version",
+            "service_identity",
+            "reviewer_identity",
+            "timestamp",
+            "replacement_id",
+            "outcome",
+            "content_sha256",
+        }
         # a rerun finds everything written and moves on; nothing is overwritten
         etags = {k: s3.head_object(Bucket="audit", Key=k)["ETag"] for k in keys}
         again = run_local(RunConfig(dry_run=False, now=CUTOFF, store=env["store"], receipts=url))
         assert again.status == "success"
         assert {k: s3.head_object(Bucket="audit", Key=k)["ETag"] for k in keys} == etags
         # the CLI reads the same bucket
-        result = runner.invoke(app, ["receipts", "verify", summary.run_id, "--receipts", url,
-                                     "--store", env["store"], "--json"])  # fmt: skip
+        result = runner.invoke(
+            app,
+            [
+                "receipts",
+                "verify",
+                summary.run_id,
+                "--receipts",
+                url,
+                "--store",
+                env["store"],
+                "--json",
+            ],
+        )
         assert result.exit_code == 0, result.output
         assert json.loads(result.output)["ok"] is True
         data = b"".join(s3.get_object(Bucket="audit", Key=k)["Body"].read() for k in keys)
@@ -119,7 +151,9 @@ class FlakySink(FileSink):
         return super().put_new(key, body, content_type)
 
 
-def test_receipt_write_failure_is_partial_and_queued(env: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_receipt_write_failure_is_partial_and_queued(
+    env: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = env["home"] / "receipts"
     flaky = FlakySink(root)
     monkeypatch.setattr("memlife.pipeline.open_sink", lambda url=None: flaky)
@@ -146,18 +180,30 @@ class PartialDeleteStore(SqliteStore):
     def delete_many(self, ids):  # type: ignore[override]
         failing = [i for i in ids if i in self.fail_ids]
         res = super().delete_many([i for i in ids if i not in self.fail_ids])
-        return BatchResult(res.succeeded, [ItemFailure(i, "THROTTLED") for i in failing], res.missing)
+        return BatchResult(
+            res.succeeded, [ItemFailure(i, "THROTTLED") for i in failing], res.missing
+        )
 
 
-def test_partial_delete_failure_is_retried_and_counted_once(env: dict, monkeypatch: pytest.MonkeyPatch) -> None:
-    dry = run_local(RunConfig(dry_run=True, now=CUTOFF, store=env["store"], consolidate=False,
-                              receipts=f"file://{env['home'] / 'r'}"))  # fmt: skip
+def test_partial_delete_failure_is_retried_and_counted_once(
+    env: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dry = run_local(
+        RunConfig(
+            dry_run=True,
+            now=CUTOFF,
+            store=env["store"],
+            consolidate=False,
+            receipts=f"file://{env['home'] / 'r'}",
+        )
+    )
     rows = [json.loads(line) for line in Path(dry.report).read_text().splitlines()]
     doomed = sorted(r["id"] for r in rows if r["action"] == "delete_expired")[:3]
     assert len(doomed) == 3
     PartialDeleteStore.fail_ids = set(doomed)
-    monkeypatch.setattr("memlife.pipeline.open_store",
-                        lambda url=None: PartialDeleteStore(env["db"]))  # fmt: skip
+    monkeypatch.setattr(
+        "memlife.pipeline.open_store", lambda url=None: PartialDeleteStore(env["db"])
+    )
     first = run_local(RunConfig(dry_run=False, now=CUTOFF, store=env["store"]))
     assert first.status == "partial_failure"
     assert first.lifecycle["failed"] == 3
@@ -167,29 +213,50 @@ def test_partial_delete_failure_is_retried_and_counted_once(env: dict, monkeypat
     assert receipt["next_retry_at"] is not None
     PartialDeleteStore.fail_ids = set()
     # retried with backoff: not due yet at the same cutoff + 1 minute ...
-    soon = run_local(RunConfig(dry_run=False, now=CUTOFF + timedelta(minutes=1), store=env["store"],
-                               retry_only=True))  # fmt: skip
+    soon = run_local(
+        RunConfig(
+            dry_run=False, now=CUTOFF + timedelta(minutes=1), store=env["store"], retry_only=True
+        )
+    )
     assert soon.lifecycle["failed"] == 0
     store = SqliteStore(env["db"])
     assert all(store.get(i) is not None for i in doomed)
     # ... and done by a later run; a record already gone counts as done, not as failed
     store.delete_many([doomed[0]])
-    later = run_local(RunConfig(dry_run=False, now=CUTOFF + timedelta(days=2), store=env["store"],
-                                retry_only=True))  # fmt: skip
+    later = run_local(
+        RunConfig(
+            dry_run=False, now=CUTOFF + timedelta(days=2), store=env["store"], retry_only=True
+        )
+    )
     assert later.status == "success" and later.lifecycle["failed"] == 0
     assert all(store.get(i) is None for i in doomed)
-    ops = {json.loads(p.read_text())["record_id"]: json.loads(p.read_text())
-           for p in (env["home"] / "receipts" / "operations").glob("*.json")}  # fmt: skip
+    ops = {
+        json.loads(p.read_text())["record_id"]: json.loads(p.read_text())
+        for p in (env["home"] / "receipts" / "operations").glob("*.json")
+    }
     assert ops[doomed[0]]["outcome"] == "already_absent"
     assert ops[doomed[1]]["outcome"] == "deleted"
     store.close()
 
 
 # -- canaries -----------------------------------------------------------------------------------
-def test_no_content_in_receipts_reports_logs_or_output(env: dict, caplog: pytest.LogCaptureFixture) -> None:
+def test_no_content_in_receipts_reports_logs_or_output(
+    env: dict, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.DEBUG)
-    result = runner.invoke(app, ["run", "--engine", "local", "--now", CUTOFF.isoformat(),
-                                 "--store", env["store"], "--json"])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "run",
+            "--engine",
+            "local",
+            "--now",
+            CUTOFF.isoformat(),
+            "--store",
+            env["store"],
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     markers = _markers(env["records"])
     assert markers
@@ -201,8 +268,19 @@ def test_no_content_in_receipts_reports_logs_or_output(env: dict, caplog: pytest
 
 # -- verify ----------------------------------------------------------------------------------------
 def _verify(env: dict, run_id: str) -> tuple[int, dict]:
-    result = runner.invoke(app, ["receipts", "verify", run_id, "--store", env["store"], "--json",
-                                 "--receipts", f"file://{env['home'] / 'receipts'}"])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "receipts",
+            "verify",
+            run_id,
+            "--store",
+            env["store"],
+            "--json",
+            "--receipts",
+            f"file://{env['home'] / 'receipts'}",
+        ],
+    )
     return result.exit_code, json.loads(result.output)
 
 
@@ -225,13 +303,18 @@ def test_verify_fails_when_a_receipt_is_removed(env: dict) -> None:
     victim.unlink()
     code, out = _verify(env, summary.run_id)
     assert code == 1
-    assert [p for p in out["problems"] if p["code"] == "OPERATION_RECEIPT_MISSING"
-            and p["operation_id"] == victim.stem]  # fmt: skip
+    assert [
+        p
+        for p in out["problems"]
+        if p["code"] == "OPERATION_RECEIPT_MISSING" and p["operation_id"] == victim.stem
+    ]
 
 
 def test_verify_fails_when_a_deleted_record_reappears(env: dict) -> None:
     summary = run_local(RunConfig(dry_run=False, now=CUTOFF, store=env["store"]))
-    ops = [json.loads(p.read_text()) for p in (env["home"] / "receipts" / "operations").glob("*.json")]
+    ops = [
+        json.loads(p.read_text()) for p in (env["home"] / "receipts" / "operations").glob("*.json")
+    ]
     deleted = next(o["record_id"] for o in ops if o["action"] == "delete")
     store = SqliteStore(env["db"])
     store.put_many([env["records"][deleted]])
@@ -251,5 +334,7 @@ def test_receipts_list_and_show(env: dict) -> None:
     shown = json.loads(out.output)
     assert shown["receipt"]["counts"] == summary.lifecycle
     assert runner.invoke(app, ["receipts", "show", "nope", "--receipts", sink]).exit_code == 1
-    future = runner.invoke(app, ["receipts", "list", "--since", "2999-01-01", "--receipts", sink, "--json"])
+    future = runner.invoke(
+        app, ["receipts", "list", "--since", "2999-01-01", "--receipts", sink, "--json"]
+    )
     assert json.loads(future.output) == []

@@ -39,8 +39,11 @@ def documented_query(name: str) -> str:
 def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
     home = tmp_path / "home"
     monkeypatch.setenv("MEMLIFE_HOME", str(home))
-    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                 "AWS_DEFAULT_REGION": "us-east-1"}.items():  # fmt: skip
+    for k, v in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("MEMLIFE_SERVICE_IDENTITY", "arn:aws:iam::123456789012:role/memlife-test")
     db = home / "memlife.db"
@@ -62,20 +65,39 @@ def test_duckdb_query_over_s3_returns_the_runs_operations(env: dict) -> None:
         )
         s3.create_bucket(Bucket=bucket)
         url = f"s3://{bucket}/memlife?endpoint_url={endpoint}"
-        first = run_local(RunConfig(dry_run=False, now=CUTOFF, store=env["store"], receipts=url,
-                                    consolidate=False))  # fmt: skip
-        second = run_local(RunConfig(dry_run=False, now=CUTOFF + timedelta(days=3),
-                                     store=env["store"], receipts=url, consolidate=False))  # fmt: skip
-        keys = [o["Key"] for p in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket)
-                for o in p.get("Contents", [])]  # fmt: skip
+        first = run_local(
+            RunConfig(
+                dry_run=False, now=CUTOFF, store=env["store"], receipts=url, consolidate=False
+            )
+        )
+        second = run_local(
+            RunConfig(
+                dry_run=False,
+                now=CUTOFF + timedelta(days=3),
+                store=env["store"],
+                receipts=url,
+                consolidate=False,
+            )
+        )
+        keys = [
+            o["Key"]
+            for p in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+            for o in p.get("Contents", [])
+        ]
         data_keys = [k for k in keys if k.startswith(f"memlife/{PREFIX}/")]
         assert data_keys and all(k.endswith(".parquet") for k in data_keys)  # its own prefix
         assert f"memlife/{PREFIX}/date=2026-11-01/run_id={first.run_id}/part-0.parquet" in data_keys
 
-        s3fs = fs.S3FileSystem(endpoint_override=endpoint, scheme="http", region="us-east-1",
-                               access_key="testing", secret_key="testing")  # fmt: skip
-        operations = ds.dataset(f"{bucket}/memlife/{PREFIX}", filesystem=s3fs, format="parquet",
-                                partitioning="hive")  # fmt: skip
+        s3fs = fs.S3FileSystem(
+            endpoint_override=endpoint,
+            scheme="http",
+            region="us-east-1",
+            access_key="testing",
+            secret_key="testing",
+        )
+        operations = ds.dataset(
+            f"{bucket}/memlife/{PREFIX}", filesystem=s3fs, format="parquet", partitioning="hive"
+        )
         con = duckdb.connect()
         con.register("operations", operations)
         rows = con.execute(documented_query("operations-by-run")).fetchall()
@@ -98,8 +120,20 @@ def test_duckdb_query_over_s3_returns_the_runs_operations(env: dict) -> None:
         assert typed[2] == "arn:aws:iam::123456789012:role/memlife-test"
 
         # the CLI over the same S3 receipts: runs by cutoff day, and one record's history
-        res = runner.invoke(app, ["receipts", "list", "--receipts", url, "--since", "2026-11-02",
-                                  "--until", "2026-11-30", "--json"])  # fmt: skip
+        res = runner.invoke(
+            app,
+            [
+                "receipts",
+                "list",
+                "--receipts",
+                url,
+                "--since",
+                "2026-11-02",
+                "--until",
+                "2026-11-30",
+                "--json",
+            ],
+        )
         assert res.exit_code == 0, res.output
         assert [r["run_id"] for r in json.loads(res.stdout)] == [second.run_id]
         deleted_id = con.execute(
@@ -132,8 +166,11 @@ def test_schema_has_no_content_column_and_files_are_create_only(env: dict) -> No
 
 def test_runs_by_cutoff_day_and_history_locally(env: dict) -> None:
     a = run_local(RunConfig(dry_run=True, now=CUTOFF, store=env["store"], consolidate=False))
-    b = run_local(RunConfig(dry_run=False, now=CUTOFF + timedelta(days=1), store=env["store"],
-                            consolidate=False))  # fmt: skip
+    b = run_local(
+        RunConfig(
+            dry_run=False, now=CUTOFF + timedelta(days=1), store=env["store"], consolidate=False
+        )
+    )
     sink = FileSink(env["home"] / "receipts")
     day = CUTOFF.date()
     assert [r.run_id for r in runs_between(sink, day, day)] == [a.run_id]

@@ -42,9 +42,17 @@ def mem(store: SqliteStore, home: Path) -> Iterator[LongTermMemory]:
 def test_remember_never_rewrites_a_held_record(
     store: SqliteStore, mem: LongTermMemory, home: Path
 ) -> None:
-    held = MemoryRecord(id="m-held", actor_id="u1", namespace=NS, memory_type=MemoryType.semantic,
-                        content="Drinks only green tea.", created_at=T0, confidence=0.57,
-                        last_verified_at=T0, retention_class=RetentionClass.legal_hold)  # fmt: skip
+    held = MemoryRecord(
+        id="m-held",
+        actor_id="u1",
+        namespace=NS,
+        memory_type=MemoryType.semantic,
+        content="Drinks only green tea.",
+        created_at=T0,
+        confidence=0.57,
+        last_verified_at=T0,
+        retention_class=RetentionClass.legal_hold,
+    )
     store.put_many([held])
     before = store.get("m-held")
     res = mem.remember(
@@ -113,8 +121,13 @@ def test_recall_with_a_10_mb_record_is_bounded(home: Path) -> None:
         grew = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024
         print(hits[0].record.id, round(took, 2), round(grew))
     """)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parent.parent).stdout.split()  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    ).stdout.split()
     first, seconds, grew_mb = out[0], float(out[1]), float(out[2])
     assert first == "tea"
     assert seconds < 8, seconds  # ~1.5 s on a quiet machine
@@ -142,9 +155,13 @@ def test_the_agents_remember_tool_reports_a_refusal_instead_of_crashing(
     rid = mem.remember("u1", "/users/u1/facts", "contact", "Lives at 12 Elm Street.").record_id
     erase(store, "u1", ids=[rid])
     mem.invalidate()
-    agent = MemoryAgent(mem, "u1", namespace="/users/u1/facts",
-                        client=anthropic.Anthropic(api_key="x", base_url="http://127.0.0.1:9"),
-                        summarizer=lambda *a, **k: "")  # fmt: skip
+    agent = MemoryAgent(
+        mem,
+        "u1",
+        namespace="/users/u1/facts",
+        client=anthropic.Anthropic(api_key="x", base_url="http://127.0.0.1:9"),
+        summarizer=lambda *a, **k: "",
+    )
     text, is_error = agent._run_tool("remember", {"fact": "Lives at 12 Elm Street."})
     assert is_error and "ERASED_CONTENT" in text and "Elm" not in text
 
@@ -188,8 +205,14 @@ def test_a_group_of_two_10_mb_records_consolidates_in_bounded_memory(home: Path)
         grew = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024
         print(r.status, r.lifecycle["consolidated"], round(took, 1), round(grew))
     """)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parent.parent, env=os.environ).stdout.split()  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parent.parent,
+        env=os.environ,
+    ).stdout.split()
     status, consolidated, seconds, grew_mb = out[0], int(out[1]), float(out[2]), float(out[3])
     assert status == "success" and consolidated == 1
     assert grew_mb < 800, grew_mb

@@ -37,8 +37,9 @@ def test_flow_logs_and_links_the_report(home: Path, prefect_harness) -> None:
     runs_logger.setLevel(logging.INFO)
     try:
         with temporary_settings({PREFECT_LOGGING_TO_API_ENABLED: True}):
-            state = nightly(dry_run=True, now=ANCHOR.isoformat(), consolidate=False,
-                            return_state=True)  # fmt: skip
+            state = nightly(
+                dry_run=True, now=ANCHOR.isoformat(), consolidate=False, return_state=True
+            )
             APILogHandler().flush()  # send the queued logs before reading them back
     finally:
         runs_logger.setLevel(level)
@@ -50,12 +51,14 @@ def test_flow_logs_and_links_the_report(home: Path, prefect_harness) -> None:
     with get_client(sync_client=True) as client:
         links = client.read_artifacts(
             artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["memlife-report"])),
-            sort=ArtifactSort.CREATED_DESC, limit=1,
-        )  # fmt: skip
+            sort=ArtifactSort.CREATED_DESC,
+            limit=1,
+        )
         summaries = client.read_artifacts(
             artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["memlife-summary"])),
-            sort=ArtifactSort.CREATED_DESC, limit=1,
-        )  # fmt: skip
+            sort=ArtifactSort.CREATED_DESC,
+            limit=1,
+        )
         logs = client.read_logs(
             log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id]))
         )

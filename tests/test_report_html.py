@@ -61,8 +61,14 @@ def test_self_contained_and_escaped() -> None:
     evil = "<script>alert(1)</script>"
     detail = Breakdown(by_namespace={f"/t/{evil}": Counter(retain=3)})
     detail.reasons[evil] = 2
-    summary = {"run_id": evil, "mode": "dry_run", "status": "success", "records": 3,
-               "counts": {"retain": 3}, "policy_version": evil}  # fmt: skip
+    summary = {
+        "run_id": evil,
+        "mode": "dry_run",
+        "status": "success",
+        "records": 3,
+        "counts": {"retain": 3},
+        "policy_version": evil,
+    }
     html = render(summary, detail, [])
     assert "<script" not in html and "&lt;script&gt;" in html
     for remote in ("src=", "href=", "@import", "url(", "http://", "https://"):
@@ -124,8 +130,17 @@ def chromium() -> str:
 
 
 def headless(exe: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
-    cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-           "--no-first-run", "--hide-scrollbars", f"--user-data-dir={profile}", *args]  # fmt: skip
+    cmd = [
+        exe,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--hide-scrollbars",
+        f"--user-data-dir={profile}",
+        *args,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True)
 
 

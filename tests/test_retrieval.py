@@ -112,8 +112,9 @@ def test_centroid_correction_demotes_hubs_and_is_mean_zero() -> None:
     # Records 0..2 share a common direction (e0); record 3 is the odd one out. The query
     # is slightly closer (cosine) to record 0, but much of that is the direction every
     # record has: the correction prefers record 3.
-    v = np.array([[0.8, 0.6, 0, 0], [0.8, 0, 0.6, 0], [0.8, 0, -0.6, 0], [0, 0, 0, 1]],
-                 dtype=np.float32)  # fmt: skip
+    v = np.array(
+        [[0.8, 0.6, 0, 0], [0.8, 0, 0.6, 0], [0.8, 0, -0.6, 0], [0, 0, 0, 1]], dtype=np.float32
+    )
     q = 0.6 * v[0] + 0.57 * v[3]
     q /= np.linalg.norm(q)
     sims = v @ q
@@ -159,8 +160,9 @@ def test_date_in_query_prefers_records_created_then() -> None:
     assert list(month.indices) == [1, 2, 3, 0]  # all of June (and the week after) first
     off = rank(q, v, k=4, query_text=query, created=created, date_weight=0.0, context_weight=0.0)
     assert list(off.indices) == [0, 1, 2, 3]
-    undated = rank(q, v, k=4, query_text="What did Maria share?", created=created,
-                   context_weight=0.0)  # fmt: skip
+    undated = rank(
+        q, v, k=4, query_text="What did Maria share?", created=created, context_weight=0.0
+    )
     assert list(undated.indices) == [0, 1, 2, 3]
 
 

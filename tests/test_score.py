@@ -31,14 +31,19 @@ def view(
     retention: RetentionClass = RetentionClass.standard,
 ):
     rec = MemoryRecord(
-        id="m-1", actor_id="u-1", namespace="/users/u-1/facts", memory_type=memory_type,
-        content="Lives in Lisbon.", owner="team", source=source,
+        id="m-1",
+        actor_id="u-1",
+        namespace="/users/u-1/facts",
+        memory_type=memory_type,
+        content="Lives in Lisbon.",
+        owner="team",
+        source=source,
         created_at=NOW - timedelta(days=created_days),
         last_accessed_at=None if accessed_days is None else NOW - timedelta(days=accessed_days),
         access_count=access_count,
         last_verified_at=None if verified_days is None else NOW - timedelta(days=verified_days),
         retention_class=retention,
-    )  # fmt: skip
+    )
     return plan_view(rec)
 
 
@@ -46,18 +51,29 @@ def view(
 def test_documented_formula(mt: MemoryType) -> None:
     """Recompute the module docstring's formula independently from the policy."""
     tp = POLICY.memory_types[mt]
-    v = view(memory_type=mt, created_days=40, accessed_days=12, access_count=3,
-             verified_days=20, source=Source.user_confirmed)  # fmt: skip
+    v = view(
+        memory_type=mt,
+        created_days=40,
+        accessed_days=12,
+        access_count=3,
+        verified_days=20,
+        source=Source.user_confirmed,
+    )
     creation = 2 ** (-40 / tp.half_life_days.creation)
     access = 2 ** (-12 / tp.half_life_days.access)
     freq = 1 - math.exp(-3 / tp.frequency_scale)
-    verify = 1.0 if tp.verification_stale_days is None else 1 - min(1, 20 / tp.verification_stale_days)
+    verify = (
+        1.0 if tp.verification_stale_days is None else 1 - min(1, 20 / tp.verification_stale_days)
+    )
     source = POLICY.source_weights[Source.user_confirmed]
     w = tp.weights
     expected = (
-        w.creation_recency * creation + w.access_recency * access + w.frequency * freq
-        + w.verification * verify + w.source * source
-    ) / (w.creation_recency + w.access_recency + w.frequency + w.verification + w.source)  # fmt: skip
+        w.creation_recency * creation
+        + w.access_recency * access
+        + w.frequency * freq
+        + w.verification * verify
+        + w.source * source
+    ) / (w.creation_recency + w.access_recency + w.frequency + w.verification + w.source)
     parts = SCORER.parts(v, T)
     assert parts.creation_recency == pytest.approx(creation)
     assert parts.access_recency == pytest.approx(access)
@@ -84,9 +100,16 @@ def test_never_accessed_and_never_verified_contribute_zero() -> None:
 def test_contradiction_and_sensitivity_penalties() -> None:
     v = view(created_days=1, accessed_days=1, access_count=20, verified_days=1)
     base = SCORER.score(v, T)
-    assert SCORER.score(v, T, contradicted=True) == pytest.approx(base - POLICY.contradiction_penalty)
-    sens = view(created_days=1, accessed_days=1, access_count=20, verified_days=1,
-                retention=RetentionClass.sensitive)  # fmt: skip
+    assert SCORER.score(v, T, contradicted=True) == pytest.approx(
+        base - POLICY.contradiction_penalty
+    )
+    sens = view(
+        created_days=1,
+        accessed_days=1,
+        access_count=20,
+        verified_days=1,
+        retention=RetentionClass.sensitive,
+    )
     penalty = POLICY.sensitivity_penalty[RetentionClass.sensitive]
     assert penalty > 0
     assert SCORER.score(sens, T) == pytest.approx(base - penalty)
@@ -121,13 +144,27 @@ counts = st.integers(min_value=0, max_value=10_000)
 
 @settings(max_examples=150, deadline=None)
 @given(
-    mt=st.sampled_from(list(MemoryType)), created=ages, accessed=maybe_age, count=counts,
-    verified=maybe_age, source=st.sampled_from(list(Source)),
-    retention=st.sampled_from(list(RetentionClass)), contradicted=st.booleans(),
-)  # fmt: skip
-def test_score_bounded(mt, created, accessed, count, verified, source, retention, contradicted) -> None:
-    v = view(memory_type=mt, created_days=created, accessed_days=accessed, access_count=count,
-             verified_days=verified, source=source, retention=retention)  # fmt: skip
+    mt=st.sampled_from(list(MemoryType)),
+    created=ages,
+    accessed=maybe_age,
+    count=counts,
+    verified=maybe_age,
+    source=st.sampled_from(list(Source)),
+    retention=st.sampled_from(list(RetentionClass)),
+    contradicted=st.booleans(),
+)
+def test_score_bounded(
+    mt, created, accessed, count, verified, source, retention, contradicted
+) -> None:
+    v = view(
+        memory_type=mt,
+        created_days=created,
+        accessed_days=accessed,
+        access_count=count,
+        verified_days=verified,
+        source=source,
+        retention=retention,
+    )
     p = SCORER.parts(v, T, contradicted)
     assert 0.0 <= p.score <= 1.0
     for part in (p.creation_recency, p.access_recency, p.frequency, p.verification, p.source):
@@ -160,8 +197,12 @@ def test_monotone_in_recency(mt, a, b, count) -> None:
 @given(mt=st.sampled_from(list(MemoryType)), a=counts, b=counts)
 def test_monotone_in_access_count(mt, a, b) -> None:
     lo, hi = sorted((a, b))
-    s_lo = SCORER.score(view(memory_type=mt, created_days=100, accessed_days=10, access_count=lo), T)
-    s_hi = SCORER.score(view(memory_type=mt, created_days=100, accessed_days=10, access_count=hi), T)
+    s_lo = SCORER.score(
+        view(memory_type=mt, created_days=100, accessed_days=10, access_count=lo), T
+    )
+    s_hi = SCORER.score(
+        view(memory_type=mt, created_days=100, accessed_days=10, access_count=hi), T
+    )
     assert s_hi >= s_lo
 
 

@@ -11,7 +11,11 @@ from memlife.stores.base import StoreError
 
 
 def test_missing_sidecar_table_is_a_store_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    for k, v in {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+    for k, v in {
+        "AWS_ACCESS_KEY_ID": "x",
+        "AWS_SECRET_ACCESS_KEY": "x",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
         monkeypatch.setenv(k, v)
     with mock_aws():
         sidecar = Sidecar(boto3.client("dynamodb", region_name="us-east-1"), "no-such-table")

@@ -19,9 +19,14 @@ ACTOR, NS = "u-1", "/users/u-1/facts"
 
 def rec(rid: str, actor: str = ACTOR, ns: str = NS, **kw) -> MemoryRecord:
     base = dict(
-        id=rid, actor_id=actor, namespace=ns, memory_type=MemoryType.semantic,
-        content=f"Fact number {rid}.", created_at=NOW - timedelta(days=3), owner="team",
-    )  # fmt: skip
+        id=rid,
+        actor_id=actor,
+        namespace=ns,
+        memory_type=MemoryType.semantic,
+        content=f"Fact number {rid}.",
+        created_at=NOW - timedelta(days=3),
+        owner="team",
+    )
     base.update(kw)
     return MemoryRecord(**base)
 
@@ -38,8 +43,12 @@ def all_ids(store: SqliteStore, page_size: int, actor: str = ACTOR, ns: str = NS
 
 
 def test_round_trip_and_upsert(db: SqliteStore) -> None:
-    r = rec("m-1", subject="home", expires_at=NOW + timedelta(days=2),
-            provenance={"source_event": "e", "supersedes": ["m-0"]})  # fmt: skip
+    r = rec(
+        "m-1",
+        subject="home",
+        expires_at=NOW + timedelta(days=2),
+        provenance={"source_event": "e", "supersedes": ["m-0"]},
+    )
     assert db.put_many([r]).succeeded == ["m-1"]
     assert db.get("m-1") == r
     changed = r.model_copy(update={"content": "Changed."})
@@ -87,17 +96,30 @@ def test_bad_tokens(db: SqliteStore) -> None:
 
 
 def test_status_filter(db: SqliteStore) -> None:
-    db.put_many([rec(f"m-{i}", status=Status.superseded if i % 2 else Status.active)
-                 for i in range(10)])  # fmt: skip
-    active = [r.id for p in iter_shard(db, ACTOR, NS, page_size=2, statuses=[Status.active])
-              for r in p.records]  # fmt: skip
+    db.put_many(
+        [rec(f"m-{i}", status=Status.superseded if i % 2 else Status.active) for i in range(10)]
+    )
+    active = [
+        r.id
+        for p in iter_shard(db, ACTOR, NS, page_size=2, statuses=[Status.active])
+        for r in p.records
+    ]
     assert active == [f"m-{i}" for i in range(0, 10, 2)]
 
 
 def test_page_views_match_records(db: SqliteStore) -> None:
-    db.put_many([rec(f"m-{i}", subject="s", last_accessed_at=NOW, access_count=i,
-                     content="Does not eat meat." if i % 2 else "Eats meat.")
-                 for i in range(7)])  # fmt: skip
+    db.put_many(
+        [
+            rec(
+                f"m-{i}",
+                subject="s",
+                last_accessed_at=NOW,
+                access_count=i,
+                content="Does not eat meat." if i % 2 else "Eats meat.",
+            )
+            for i in range(7)
+        ]
+    )
     token, views = None, []
     while True:
         page, token = db.page_views(ACTOR, NS, page_size=3, token=token)
@@ -198,8 +220,9 @@ def test_paging_while_another_thread_writes(tmp_path: Path, page_size: int) -> N
 def test_set_status_and_delete_report_missing(db: SqliteStore) -> None:
     db.put_many([rec("m-1"), rec("m-2")])
     at = NOW
-    res = db.set_status(["m-1", "gone"], Status.superseded, replaced_by="m-2",
-                        policy_version="p1", at=at)  # fmt: skip
+    res = db.set_status(
+        ["m-1", "gone"], Status.superseded, replaced_by="m-2", policy_version="p1", at=at
+    )
     assert res.succeeded == ["m-1"] and res.missing == ["gone"]
     r = db.get("m-1")
     assert r.status is Status.superseded
@@ -210,7 +233,12 @@ def test_set_status_and_delete_report_missing(db: SqliteStore) -> None:
 
 
 def test_list_actors_and_namespaces(db: SqliteStore) -> None:
-    db.put_many([rec("a", actor="u-2", ns="/b"), rec("b", actor="u-1", ns="/z"),
-                 rec("c", actor="u-1", ns="/a")])  # fmt: skip
+    db.put_many(
+        [
+            rec("a", actor="u-2", ns="/b"),
+            rec("b", actor="u-1", ns="/z"),
+            rec("c", actor="u-1", ns="/a"),
+        ]
+    )
     assert list(db.list_actors()) == ["u-1", "u-2"]
     assert db.list_namespaces("u-1") == ["/a", "/z"]

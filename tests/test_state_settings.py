@@ -34,14 +34,17 @@ def test_parse_state_url() -> None:
     assert s.parquet_url == "s3://b/p/q"
 
 
-@pytest.mark.parametrize(("url", "says"), [
-    ("sqlite:///x.db", "unknown scheme"),
-    ("dynamodb://?region=us-east-1&parquet=s3://b/p", "expected dynamodb://TABLE"),
-    ("dynamodb://t?region=us-east-1", "parquet"),
-    ("dynamodb://t?region=us-east-1&parquet=/tmp/x", "parquet"),
-    ("dynamodb://t?region=us-east-1&parquet=s3://b/p&colour=red", "colour"),
-    ("dynamodb://t?region=us-east-1&parquet=s3://b/p&ttl_days=0", "ttl_days"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("sqlite:///x.db", "unknown scheme"),
+        ("dynamodb://?region=us-east-1&parquet=s3://b/p", "expected dynamodb://TABLE"),
+        ("dynamodb://t?region=us-east-1", "parquet"),
+        ("dynamodb://t?region=us-east-1&parquet=/tmp/x", "parquet"),
+        ("dynamodb://t?region=us-east-1&parquet=s3://b/p&colour=red", "colour"),
+        ("dynamodb://t?region=us-east-1&parquet=s3://b/p&ttl_days=0", "ttl_days"),
+    ],
+)
 def test_bad_state_urls_name_the_problem(url: str, says: str) -> None:
     with pytest.raises(StateSettingsError, match=says):
         parse_state_url(url)

@@ -15,5 +15,14 @@ from memlife.apply.registry import APPLIERS, Applier, Result, applier_for
 from memlife.apply.retry import next_retry
 from memlife.apply.tally import Tally
 
-__all__ = ["APPLIERS", "Applier", "DeleteItem", "Executor", "Result", "StagedGroup", "Tally",
-           "applier_for", "next_retry"]  # fmt: skip
+__all__ = [
+    "APPLIERS",
+    "Applier",
+    "DeleteItem",
+    "Executor",
+    "Result",
+    "StagedGroup",
+    "Tally",
+    "applier_for",
+    "next_retry",
+]

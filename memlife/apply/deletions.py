@@ -33,11 +33,14 @@ def delete(ex: Executor, items: Sequence[DeleteItem], tally: Tally) -> None:
         for n, batch in enumerate(chunked(shard_items, MAX_BATCH)):
             if (batch[0].actor_id, batch[0].namespace) in ex.stopped:
                 # a StoreError stopped this shard: the rest is planned again next run
-                tally.ids_not_deleted += [{"id": i.id, "reason": "SHARD_STOPPED"}
-                                          for i in shard_items[n * MAX_BATCH :]]  # fmt: skip
+                tally.ids_not_deleted += [
+                    {"id": i.id, "reason": "SHARD_STOPPED"} for i in shard_items[n * MAX_BATCH :]
+                ]
                 break
-            ops = [ex.new_op(OpKind.delete, i.actor_id, i.namespace, i.id, i.reasons,
-                             i.content_sha256) for i in batch]  # fmt: skip
+            ops = [
+                ex.new_op(OpKind.delete, i.actor_id, i.namespace, i.id, i.reasons, i.content_sha256)
+                for i in batch
+            ]
             planned = ex.journal.plan(ops)
             checkpoint("after_journal_write")
             for o in run_lifecycle(ex, planned, tally):
@@ -47,8 +50,17 @@ def delete(ex: Executor, items: Sequence[DeleteItem], tally: Tally) -> None:
 
 def quarantine(ex: Executor, items: Sequence[DeleteItem], tally: Tally, reason: str) -> None:
     for shard_items in by_shard(items):
-        ops = [ex.new_op(OpKind.quarantine, i.actor_id, i.namespace, i.id, [*i.reasons, reason],
-                         i.content_sha256) for i in shard_items]  # fmt: skip
+        ops = [
+            ex.new_op(
+                OpKind.quarantine,
+                i.actor_id,
+                i.namespace,
+                i.id,
+                [*i.reasons, reason],
+                i.content_sha256,
+            )
+            for i in shard_items
+        ]
         planned = ex.journal.plan(ops)
         checkpoint("after_journal_write")
         run_lifecycle(ex, planned, tally)

@@ -48,19 +48,38 @@ class Executor:
         # Shards a StoreError (e.g. QUOTA_EXCEEDED) stopped: no further groups or deletes.
         self.stopped: set[tuple[str, str]] = set()
 
-    def new_op(self, kind: OpKind, d_actor: str, d_ns: str, record_id: str, reasons: Sequence[str],
-               sha: str | None, replacement: str | None = None, payload: str | None = None,
-               key_ids: Sequence[str] | None = None) -> Operation:  # fmt: skip
+    def new_op(
+        self,
+        kind: OpKind,
+        d_actor: str,
+        d_ns: str,
+        record_id: str,
+        reasons: Sequence[str],
+        sha: str | None,
+        replacement: str | None = None,
+        payload: str | None = None,
+        key_ids: Sequence[str] | None = None,
+    ) -> Operation:
         return Operation(
             operation_id=operation_id(self.run_key, kind, key_ids or [record_id]),
-            run_id=self.run_id, kind=kind, actor_id=d_actor, namespace=d_ns, record_id=record_id,
-            reasons=list(reasons), policy_version=self.policy.version, content_sha256=sha,
-            replacement_id=replacement, payload=payload,
-        )  # fmt: skip
+            run_id=self.run_id,
+            kind=kind,
+            actor_id=d_actor,
+            namespace=d_ns,
+            record_id=record_id,
+            reasons=list(reasons),
+            policy_version=self.policy.version,
+            content_sha256=sha,
+            replacement_id=replacement,
+            payload=payload,
+        )
 
-    def run_lifecycle(self, ops: list[Operation], tally: Tally,
-                      apply: Callable[[list[Operation]], dict[str, Result]] | None = None,
-                      ) -> list[Operation]:  # fmt: skip
+    def run_lifecycle(
+        self,
+        ops: list[Operation],
+        tally: Tally,
+        apply: Callable[[list[Operation]], dict[str, Result]] | None = None,
+    ) -> list[Operation]:
         if callable(tally) and isinstance(apply, Tally):  # the old order (ops, apply, tally)
             tally, apply = apply, tally  # type: ignore[assignment]
         return run_lifecycle(self, ops, tally, apply)

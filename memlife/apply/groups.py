@@ -84,8 +84,11 @@ def consolidate_group(ex: Executor, key: str, members: list[Decision], tally: Ta
 def stage_group(
     ex: Executor, key: str, members: list[Decision], tally: Tally
 ) -> StagedGroup | None:
-    records = [r for r in get_many(ex.store, [d.id for d in members]).values()
-               if r.status is Status.active and not is_held(r)]  # fmt: skip
+    records = [
+        r
+        for r in get_many(ex.store, [d.id for d in members]).values()
+        if r.status is Status.active and not is_held(r)
+    ]
     if len(records) < 2:
         return None
     records.sort(key=lambda r: (r.created_at, r.id))
@@ -93,10 +96,14 @@ def stage_group(
     if survivor is not None and survivor not in {r.id for r in records}:
         survivor = None
     group = Group(
-        key=key, actor_id=records[0].actor_id, namespace=records[0].namespace,
-        subject=records[0].subject or "", records=records, survivor_id=survivor,
+        key=key,
+        actor_id=records[0].actor_id,
+        namespace=records[0].namespace,
+        subject=records[0].subject or "",
+        records=records,
+        survivor_id=survivor,
         superseded_ids=[d.id for d in members if d.action is Action.supersede_candidate],
-    )  # fmt: skip
+    )
     # Which members are the same statement (merge) and which are contradicted (supersede)?
     # Embeddings find paraphrases; polarity and time rules keep a negation apart (group.py).
     vectors = None
@@ -104,8 +111,9 @@ def stage_group(
         misses = ex.embeddings.stats.misses
         vectors = ex.embeddings.get_or_embed(records)
         tally.counts["embedded"] += ex.embeddings.stats.misses - misses
-    analysis = analyse_group(group, vectors, grouping=ex.policy.grouping,
-                             weights=ex.policy.source_weights)  # fmt: skip
+    analysis = analyse_group(
+        group, vectors, grouping=ex.policy.grouping, weights=ex.policy.source_weights
+    )
     roles = {analysis.survivor_id: "SURVIVOR"}
     roles |= {i: "NEAR_DUPLICATE" for i in analysis.duplicates}
     roles |= {i: "EXACT_DUPLICATE" for i in analysis.exact_duplicates}
@@ -115,8 +123,12 @@ def stage_group(
     if len(records) < 2:
         tally.counts["conflicting_left_for_review"] += len(analysis.conflicting)
         return None
-    group = replace(group, records=records, survivor_id=analysis.survivor_id,
-                    superseded_ids=[i for i in analysis.contradicted if i in roles])  # fmt: skip
+    group = replace(
+        group,
+        records=records,
+        survivor_id=analysis.survivor_id,
+        superseded_ids=[i for i in analysis.contradicted if i in roles],
+    )
     if ex.consolidator is None:
         tally.counts["consolidation_skipped"] += 1
         return None
@@ -126,11 +138,14 @@ def stage_group(
     cap = ex.policy.grouping.max_group_size
     if len(records) > cap:
         others = [r for r in records if r.id != analysis.survivor_id][-(cap - 1) :]
-        sent = sorted([*others, *(r for r in records if r.id == analysis.survivor_id)],
-                      key=lambda r: (r.created_at, r.id))  # fmt: skip
+        sent = sorted(
+            [*others, *(r for r in records if r.id == analysis.survivor_id)],
+            key=lambda r: (r.created_at, r.id),
+        )
         ids = {r.id for r in sent}
-        model_group = replace(group, records=sent,
-                              superseded_ids=[i for i in group.superseded_ids if i in ids])  # fmt: skip
+        model_group = replace(
+            group, records=sent, superseded_ids=[i for i in group.superseded_ids if i in ids]
+        )
         tally.counts["over_cap_superseded_by_rule"] += len(records) - len(sent)
     else:
         model_group = group
@@ -167,11 +182,15 @@ def stage_group(
         tally.counts["consolidation_proposed"] += 1
     replacement = build_replacement(group, result, ex.cutoff, ex.policy.version)
     write = ex.new_op(
-        OpKind.write_replacement, group.actor_id, group.namespace, replacement.id,
+        OpKind.write_replacement,
+        group.actor_id,
+        group.namespace,
+        replacement.id,
         ["CONSOLIDATION", *(c for c in sorted({r.value for d in members for r in d.reasons}))],
-        content_sha256(replacement.content), payload=replacement.to_json(),
+        content_sha256(replacement.content),
+        payload=replacement.to_json(),
         key_ids=[replacement_id(group)],
-    )  # fmt: skip
+    )
     supersedes = [
         ex.new_op(
             OpKind.supersede,
@@ -181,7 +200,7 @@ def stage_group(
             ["SAME_SUBJECT", roles[r.id]],
             r.sha256,
             replacement=replacement.id,
-        )  # fmt: skip
+        )
         for r in records
     ]
     return StagedGroup(replacement, write, supersedes)
@@ -200,8 +219,11 @@ def resume_group(ex: Executor, planned: list[Operation], tally: Tally) -> None:
     write = [o for o in planned if o.kind is OpKind.write_replacement]
     rest = [o for o in planned if o.kind is OpKind.supersede]
     if not write and rest:  # resumed supersedes: their write may be finished or terminal
-        write = [o for o in ex.journal.for_record(rest[0].replacement_id or "")
-                 if o.kind is OpKind.write_replacement and o.run_id == rest[0].run_id]  # fmt: skip
+        write = [
+            o
+            for o in ex.journal.for_record(rest[0].replacement_id or "")
+            if o.kind is OpKind.write_replacement and o.run_id == rest[0].run_id
+        ]
     done = run_lifecycle(ex, write, tally)
     if any(o.outcome is Outcome.skipped for o in done):  # an erasure took a source: withdrawn
         tally.counts["consolidation_withdrawn_erased"] += 1
@@ -242,11 +264,26 @@ def _rejected(ex: Executor, group: Group, gkey: str, code: str, tally: Tally) ->
     seen = ex.journal.rejection(gkey)
     attempts = (seen["attempts"] if seen else 0) + 1
     review = attempts >= MAX_REJECTIONS
-    ex.journal.reject(gkey, group.actor_id, group.namespace, code,
-                      None if review else next_retry(attempts, ex.cutoff), ex.cutoff)  # fmt: skip
+    ex.journal.reject(
+        gkey,
+        group.actor_id,
+        group.namespace,
+        code,
+        None if review else next_retry(attempts, ex.cutoff),
+        ex.cutoff,
+    )
     if review:
         tally.counts["consolidation_to_review"] += 1
-        tally.failures.append({"group_key": gkey, "actor_id": group.actor_id,
-                               "namespace": group.namespace, "code": code, "attempts": attempts,
-                               "action": "consolidate", "retryable": False,
-                               "next_retry_at": None, "review": True})  # fmt: skip
+        tally.failures.append(
+            {
+                "group_key": gkey,
+                "actor_id": group.actor_id,
+                "namespace": group.namespace,
+                "code": code,
+                "attempts": attempts,
+                "action": "consolidate",
+                "retryable": False,
+                "next_retry_at": None,
+                "review": True,
+            }
+        )

@@ -29,7 +29,9 @@ def resume_due(ex: Executor, tally: Tally, kinds: Collection[OpKind] | None = No
     """Drain the queue (only ``kinds`` when given); returns how many operations were due."""
     seen: set[str] = set()
     for page in ex.journal.due_pages(ex.cutoff, PAGE):
-        todo = [o for o in page if o.operation_id not in seen and (kinds is None or o.kind in kinds)]
+        todo = [
+            o for o in page if o.operation_id not in seen and (kinds is None or o.kind in kinds)
+        ]
         groups: dict[tuple[str, str], list[Operation]] = {}
         batches: dict[tuple[str, str, str], list[Operation]] = {}
         for o in todo:
@@ -58,8 +60,12 @@ def _due(o: Operation, ex: Executor) -> bool:
 def _whole_group(ex: Executor, key: tuple[str, str]) -> list[Operation]:
     """The group's unfinished write and supersedes, wherever their pages are."""
     run_id, replacement = key
-    ops = [o for o in ex.journal.for_record(replacement)
-           if o.run_id == run_id and o.kind in GROUPED
-           and (o.state in (OpState.PLANNED, OpState.APPLIED) or _due(o, ex))]  # fmt: skip
+    ops = [
+        o
+        for o in ex.journal.for_record(replacement)
+        if o.run_id == run_id
+        and o.kind in GROUPED
+        and (o.state in (OpState.PLANNED, OpState.APPLIED) or _due(o, ex))
+    ]
     order = {OpKind.write_replacement: 0, OpKind.supersede: 1}
     return sorted(ops, key=lambda o: (order[o.kind], o.operation_id))

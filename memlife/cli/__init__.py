@@ -26,20 +26,50 @@ from memlife import __version__
 # name -> (module that registers it, one-line help shown by `memlife --help`)
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("memlife.cli.run", "Run the nightly lifecycle job (use --dry-run to only propose)."),
-    "import": ("memlife.cli.data", "Import new records; bad lines, existing ids and duplicates are reported and skipped (exit 1)."),
+    "import": (
+        "memlife.cli.data",
+        "Import new records; bad lines, existing ids and duplicates are reported and skipped (exit 1).",
+    ),
     "export": ("memlife.cli.data", "Export every record as JSONL (the import contract)."),
-    "demo": ("memlife.cli.data", "Write realistic demo records (deterministic under --seed and --anchor)."),
-    "remember": ("memlife.cli.online", "Save a fact for an actor; an exact or near duplicate refreshes the existing one."),
-    "recall": ("memlife.cli.online", "The actor's most relevant active memories, best first (each hit is ledgered)."),
-    "chat": ("memlife.cli.online", "Chat with the example agent: one user message per stdin line (ANTHROPIC_BASE_URL honoured)."),
-    "erase": ("memlife.cli.erase", "Erase records and everything derived from them (legal holds defer; see docs/evaluation.md)."),
+    "demo": (
+        "memlife.cli.data",
+        "Write realistic demo records (deterministic under --seed and --anchor).",
+    ),
+    "remember": (
+        "memlife.cli.online",
+        "Save a fact for an actor; an exact or near duplicate refreshes the existing one.",
+    ),
+    "recall": (
+        "memlife.cli.online",
+        "The actor's most relevant active memories, best first (each hit is ledgered).",
+    ),
+    "chat": (
+        "memlife.cli.online",
+        "Chat with the example agent: one user message per stdin line (ANTHROPIC_BASE_URL honoured).",
+    ),
+    "erase": (
+        "memlife.cli.erase",
+        "Erase records and everything derived from them (legal holds defer; see docs/evaluation.md).",
+    ),
     "receipts": ("memlife.cli.receipts", "Review run receipts (file:// or s3://)."),
-    "eval": ("memlife.cli.evaluation", "Evaluation sets for the regression gate (docs/evaluation.md)."),
-    "quarantine": ("memlife.cli.quarantine", "Records the regression gate quarantined: list, restore, purge."),
+    "eval": (
+        "memlife.cli.evaluation",
+        "Evaluation sets for the regression gate (docs/evaluation.md).",
+    ),
+    "quarantine": (
+        "memlife.cli.quarantine",
+        "Records the regression gate quarantined: list, restore, purge.",
+    ),
     "hold": ("memlife.cli.erase", "Legal holds."),
-    "config": ("memlife.cli.config", "Show the resolved settings (environment variables; secrets masked)."),
-    "ops": ("memlife.cli.ops", "Operations in the journal: terminal failures and their resolution."),
-}  # fmt: skip
+    "config": (
+        "memlife.cli.config",
+        "Show the resolved settings (environment variables; secrets masked).",
+    ),
+    "ops": (
+        "memlife.cli.ops",
+        "Operations in the journal: terminal failures and their resolution.",
+    ),
+}
 
 BAD_INPUT = 2
 FAILED = 1
@@ -66,7 +96,11 @@ def one_line_error(exc: BaseException) -> tuple[str, int]:
     if getattr(exc, "exit_code", None) == LEASE_HELD:  # memlife.lease.LeaseHeld: its line says it
         return text, LEASE_HELD
     if isinstance(exc, MemlifeError):  # its class says whether it is bad input or a failure
-        return (text, exc.exit_code) if exc.exit_code == BAD_INPUT else (f"{type(exc).__name__}: {text}", exc.exit_code)
+        return (
+            (text, exc.exit_code)
+            if exc.exit_code == BAD_INPUT
+            else (f"{type(exc).__name__}: {text}", exc.exit_code)
+        )
     if isinstance(exc, (ValueError, LookupError, FileNotFoundError, NotADirectoryError)):
         return text, BAD_INPUT
     return f"{type(exc).__name__}: {text}", FAILED
@@ -135,10 +169,11 @@ def _show_version(value: bool) -> None:
 def _root(
     version: Annotated[
         bool,
-        typer.Option("--version", help="Print the version and exit.", is_eager=True,
-                     callback=_show_version),
+        typer.Option(
+            "--version", help="Print the version and exit.", is_eager=True, callback=_show_version
+        ),
     ] = False,
-) -> None:  # fmt: skip
+) -> None:
     """Keep an AI agent's memory true over time."""
 
 

@@ -47,9 +47,13 @@ def progress_bar(label: str, total: int | None, enabled: bool) -> Iterator[Any]:
         yield lambda n: None
         return
     with Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), console=err_console, transient=True,
-    ) as bar:  # fmt: skip
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    ) as bar:
         task = bar.add_task(label, total=total)
         advance = lambda n: bar.advance(task, n)
         progress_hook.set_hook(advance)
@@ -159,8 +163,9 @@ def preview(
 ) -> None:
     """What a destructive command would do; nothing changed (exit 0)."""
     if json_out:
-        print_json({"preview": True, "action": verb, "count": len(ids), "ids": ids,
-                    "detail": detail or {}})  # fmt: skip
+        print_json(
+            {"preview": True, "action": verb, "count": len(ids), "ids": ids, "detail": detail or {}}
+        )
         return
     for rid in ids:
         why = f"  ({detail[rid]})" if detail and rid in detail else ""

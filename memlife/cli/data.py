@@ -57,8 +57,15 @@ def register(app: typer.Typer) -> None:
             raise fail("--allow-held only makes sense with --update")
         db = open_store(store)
         try:
-            report = import_file(db, file, policy=policy, update=update, allow_held=allow_held,
-                                 receipts=receipts, max_line_bytes=max_line_bytes)  # fmt: skip
+            report = import_file(
+                db,
+                file,
+                policy=policy,
+                update=update,
+                allow_held=allow_held,
+                receipts=receipts,
+                max_line_bytes=max_line_bytes,
+            )
         except PolicyError as exc:
             raise fail(str(exc)) from None
         finally:
@@ -73,8 +80,10 @@ def register(app: typer.Typer) -> None:
                     f"[yellow]skipped[/yellow] line {c['line']}: record {c['id']}: {c['code']}"
                 )
             for w in report.warnings:
-                err_console.print(f"[yellow]warning[/yellow] line {w['line']}: record {w['id']}: "
-                                  f"field '{w['field']}': {w['code']}")  # fmt: skip
+                err_console.print(
+                    f"[yellow]warning[/yellow] line {w['line']}: record {w['id']}: "
+                    f"field '{w['field']}': {w['code']}"
+                )
             err_console.print(
                 f"imported {report.imported} records, {len(report.invalid)} invalid lines, "
                 f"{len(report.conflicts)} skipped, {report.updated} updated, {report.unchanged} unchanged"
@@ -125,8 +134,10 @@ def register(app: typer.Typer) -> None:
         db = open_store(check_store(store, must_exist=False))
         if not force and _holds_records(db):
             db.close()
-            raise fail(f"store {db.url} already holds records; demo data would mix with them "
-                       "(use another --store, or --force)")  # fmt: skip
+            raise fail(
+                f"store {db.url} already holds records; demo data would mix with them "
+                "(use another --store, or --force)"
+            )
         written = 0
         try:
             with progress_bar("demo records", records, interactive(json_out)) as advance:

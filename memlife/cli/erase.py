@@ -38,8 +38,9 @@ def _report(result: dict, json_out: bool) -> None:
     err_console.print(f"run {result['run_id']}: {result['status']}; receipt: {result['receipt']}")
 
 
-def _erase_preview(db: object, actor: str | None, subject: str | None, ids: Sequence[str],
-                   pending: bool) -> dict[str, str]:  # fmt: skip
+def _erase_preview(
+    db: object, actor: str | None, subject: str | None, ids: Sequence[str], pending: bool
+) -> dict[str, str]:
     """record id -> why (and whether a hold defers it), as erase would select them."""
     from memlife.erase import pending_erasures, plan_erasure
 
@@ -103,8 +104,15 @@ def register(app: typer.Typer) -> None:
             preview("erase", list(ids_why), json_out, ids_why)
             return
         try:
-            result = do_erase(db, actor, subject=subject, ids=ids or (), pending=pending,
-                              policy=policy, receipts=receipts)  # fmt: skip
+            result = do_erase(
+                db,
+                actor,
+                subject=subject,
+                ids=ids or (),
+                pending=pending,
+                policy=policy,
+                receipts=receipts,
+            )
         except EraseError as exc:
             raise fail(str(exc)) from None
         finally:
@@ -134,8 +142,9 @@ def register(app: typer.Typer) -> None:
 
         db = open_store(store)
         try:
-            result = release_hold(db, ids, retention_class=retention_class, policy=policy,
-                                  receipts=receipts)  # fmt: skip
+            result = release_hold(
+                db, ids, retention_class=retention_class, policy=policy, receipts=receipts
+            )
         except EraseError as exc:
             raise fail(str(exc)) from None
         finally:

@@ -37,8 +37,12 @@ def gate_table(report: dict, title: str) -> Table:
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     for name, g in report["gates"].items():
         before = f" (before {g['before']:.3f})" if "before" in g else ""
-        table.add_row(name, f"{g['value']:.3f}{before}", f"{g['threshold']:.3f}",
-                      "[green]pass" if g["passed"] else "[red]FAIL")  # fmt: skip
+        table.add_row(
+            name,
+            f"{g['value']:.3f}{before}",
+            f"{g['threshold']:.3f}",
+            "[green]pass" if g["passed"] else "[red]FAIL",
+        )
     return table
 
 
@@ -75,16 +79,23 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print_json(report)
         else:
-            console.print(gate_table(report, f"evaluation: {report['cases']} cases, "
-                                             f"{report['replicas']} replica(s)"))  # fmt: skip
+            console.print(
+                gate_table(
+                    report, f"evaluation: {report['cases']} cases, {report['replicas']} replica(s)"
+                )
+            )
             cases_t = Table(title="cases")
             for col in ("case", "kind", "impact", "recall@k", "forbidden hits", "result"):
                 cases_t.add_column(col)
             for r in report["results"]:
-                cases_t.add_row(r["id"], r["kind"], r["impact"],
-                                f"{r['must_hits']}/{r['must_total']}" if r["must_total"] else "-",
-                                ", ".join(r["forbidden_hits"]) or "-",
-                                "[green]pass" if r["passed"] else "[red]FAIL")  # fmt: skip
+                cases_t.add_row(
+                    r["id"],
+                    r["kind"],
+                    r["impact"],
+                    f"{r['must_hits']}/{r['must_total']}" if r["must_total"] else "-",
+                    ", ".join(r["forbidden_hits"]) or "-",
+                    "[green]pass" if r["passed"] else "[red]FAIL",
+                )
             console.print(cases_t)
             if report["high_impact_failed"]:
                 err_console.print(
@@ -124,18 +135,26 @@ def register(app: typer.Typer) -> None:
             raise fail(f"{output} exists (use --force to overwrite)")
         db = open_store(store)
         try:
-            cases = starter_cases(db, policy=load_policy(policy), now=parse_time(now) if now else None,
-                                  actors=actors, actor_ids=actor or (), per_kind=per_kind,
-                                  sink=open_sink(receipts))  # fmt: skip
+            cases = starter_cases(
+                db,
+                policy=load_policy(policy),
+                now=parse_time(now) if now else None,
+                actors=actors,
+                actor_ids=actor or (),
+                per_kind=per_kind,
+                sink=open_sink(receipts),
+            )
         finally:
             db.close()
         dump_cases(cases, output)
         kinds: dict[str, int] = {}
         for c in cases:
             kinds[c.kind.value] = kinds.get(c.kind.value, 0) + 1
-        where = (f"review it, then give it to the gate: `memlife run --eval-cases {output}`; the "
-                 "shipped deployments read MEMLIFE_EVAL_CASES (deploy/prefect.yaml): copy it to that "
-                 "path on the workers or upload it to S3 and set MEMLIFE_EVAL_CASES=s3://bucket/key")  # fmt: skip
+        where = (
+            f"review it, then give it to the gate: `memlife run --eval-cases {output}`; the "
+            "shipped deployments read MEMLIFE_EVAL_CASES (deploy/prefect.yaml): copy it to that "
+            "path on the workers or upload it to S3 and set MEMLIFE_EVAL_CASES=s3://bucket/key"
+        )
         if json_out:
             print_json({"output": str(output), "cases": len(cases), "kinds": kinds, "next": where})
         else:

@@ -23,7 +23,9 @@ from memlife.cli.common import (
 ActorOpt = Annotated[str, typer.Option("--actor", help="The actor (user) the memories belong to.")]
 NamespaceOpt = Annotated[
     str | None,
-    typer.Option("--namespace", help="Namespace (default /users/<actor>/facts; env MEMLIFE_NAMESPACE)."),
+    typer.Option(
+        "--namespace", help="Namespace (default /users/<actor>/facts; env MEMLIFE_NAMESPACE)."
+    ),
 ]
 LedgerOpt = Annotated[
     Path | None,
@@ -52,9 +54,18 @@ def register(app: typer.Typer) -> None:
         fact: Annotated[str, typer.Argument(help="The fact to remember, one sentence.")],
         actor: ActorOpt,
         namespace: NamespaceOpt = None,
-        subject: Annotated[str | None, typer.Option("--subject", help="What the fact is about.")] = None,
-        source: Annotated[str, typer.Option("--source", help="user_stated, user_confirmed, agent_inferred, system_of_record")] = "user_stated",
-        memory_type: Annotated[str, typer.Option("--type", help="semantic, episodic or procedural")] = "semantic",
+        subject: Annotated[
+            str | None, typer.Option("--subject", help="What the fact is about.")
+        ] = None,
+        source: Annotated[
+            str,
+            typer.Option(
+                "--source", help="user_stated, user_confirmed, agent_inferred, system_of_record"
+            ),
+        ] = "user_stated",
+        memory_type: Annotated[
+            str, typer.Option("--type", help="semantic, episodic or procedural")
+        ] = "semantic",
         owner: Annotated[str | None, typer.Option("--owner")] = None,
         store: StoreOpt = None,
         ledger: LedgerOpt = None,
@@ -68,16 +79,25 @@ def register(app: typer.Typer) -> None:
         try:
             with _memory(store, ledger) as mem:
                 res = mem.remember(  # type: ignore[attr-defined]
-                    actor, namespace or default_namespace(actor), subject, fact,
-                    source=source, memory_type=memory_type, owner=owner,
-                )  # fmt: skip
+                    actor,
+                    namespace or default_namespace(actor),
+                    subject,
+                    fact,
+                    source=source,
+                    memory_type=memory_type,
+                    owner=owner,
+                )
         except ValueError as exc:
             raise fail(str(exc)) from None
         if json_out:
             print_json(
-                {"id": res.record_id, "created": res.created,
-                 "refreshed_duplicate_of": res.refreshed_duplicate_of, "similarity": res.similarity}
-            )  # fmt: skip
+                {
+                    "id": res.record_id,
+                    "created": res.created,
+                    "refreshed_duplicate_of": res.refreshed_duplicate_of,
+                    "similarity": res.similarity,
+                }
+            )
         elif res.created:
             err_console.print(f"remembered {res.record_id}")
         else:
@@ -87,9 +107,14 @@ def register(app: typer.Typer) -> None:
     def recall(
         query: Annotated[str, typer.Argument(help="What to look for.")],
         actor: ActorOpt,
-        namespace: Annotated[str | None, typer.Option("--namespace", help="Only this namespace (default: all of the actor's).")] = None,
+        namespace: Annotated[
+            str | None,
+            typer.Option("--namespace", help="Only this namespace (default: all of the actor's)."),
+        ] = None,
         k: Annotated[int, typer.Option("--k", min=1, max=1000)] = 5,
-        threshold: Annotated[float | None, typer.Option("--threshold", help="Minimum cosine (default 0.25).")] = None,
+        threshold: Annotated[
+            float | None, typer.Option("--threshold", help="Minimum cosine (default 0.25).")
+        ] = None,
         store: StoreOpt = None,
         ledger: LedgerOpt = None,
         json_out: JsonOpt = False,
@@ -98,26 +123,38 @@ def register(app: typer.Typer) -> None:
         with _memory(check_store(store, must_exist=True), ledger) as mem:
             hits = mem.recall(actor, query, k=k, namespace=namespace, threshold=threshold)  # type: ignore[attr-defined]
         rows = [
-            {"id": h.record.id, "score": round(h.score, 6), "similarity": round(h.similarity, 6),
-             "rank": h.rank, "content": h.record.content, "namespace": h.record.namespace,
-             "subject": h.record.subject}
+            {
+                "id": h.record.id,
+                "score": round(h.score, 6),
+                "similarity": round(h.similarity, 6),
+                "rank": h.rank,
+                "content": h.record.content,
+                "namespace": h.record.namespace,
+                "subject": h.record.subject,
+            }
             for h in hits
-        ]  # fmt: skip
+        ]
         if json_out:
             print_json(rows)
             return
         if not rows:
             err_console.print("no memories above the threshold")
         for r in rows:
-            console.print(f"{r['rank']}. [bold]{r['score']:.3f}[/bold] {r['content']}  [dim]{r['id']}[/dim]")
+            console.print(
+                f"{r['rank']}. [bold]{r['score']:.3f}[/bold] {r['content']}  [dim]{r['id']}[/dim]"
+            )
 
     @app.command("chat")
     def chat(
         actor: ActorOpt,
         namespace: NamespaceOpt = None,
-        model: Annotated[str | None, typer.Option("--model", help="Anthropic model (env MEMLIFE_CHAT_MODEL).")] = None,
+        model: Annotated[
+            str | None, typer.Option("--model", help="Anthropic model (env MEMLIFE_CHAT_MODEL).")
+        ] = None,
         max_steps: Annotated[int, typer.Option("--max-steps", min=1, max=50)] = 4,
-        budget_tokens: Annotated[int, typer.Option("--budget-tokens", help="Compact the history above this.")] = 8000,
+        budget_tokens: Annotated[
+            int, typer.Option("--budget-tokens", help="Compact the history above this.")
+        ] = 8000,
         store: StoreOpt = None,
         ledger: LedgerOpt = None,
     ) -> None:
@@ -125,16 +162,22 @@ def register(app: typer.Typer) -> None:
         from memlife.settings import settings
 
         if not settings().anthropic_api_key and not settings().anthropic_auth_token:
-            raise fail("chat needs a model: set ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for a local server)")
+            raise fail(
+                "chat needs a model: set ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for a local server)"
+            )
         import anthropic
 
         from memlife.online.agent import MemoryAgent
 
         with _memory(store, ledger) as mem:
             agent = MemoryAgent(
-                mem, actor, namespace=namespace, model=model,
-                max_steps=max_steps, budget_tokens=budget_tokens,
-            )  # fmt: skip
+                mem,
+                actor,
+                namespace=namespace,
+                model=model,
+                max_steps=max_steps,
+                budget_tokens=budget_tokens,
+            )
             for line in sys.stdin:
                 text = line.strip()
                 if not text:

@@ -20,8 +20,10 @@ class Decision(StrEnum):
 
 
 def register(app: typer.Typer) -> None:
-    group = typer.Typer(help="Operations in the journal: terminal failures and their resolution.",
-                        no_args_is_help=True)  # fmt: skip
+    group = typer.Typer(
+        help="Operations in the journal: terminal failures and their resolution.",
+        no_args_is_help=True,
+    )
 
     @group.command("failed")
     def failed(
@@ -37,11 +39,21 @@ def register(app: typer.Typer) -> None:
             review = journal.groups_in_review()
         finally:
             db.close()
-        rows = [{"operation_id": o.operation_id, "run_id": o.run_id, "action": o.kind.value,
-                 "record_id": o.record_id, "actor_id": o.actor_id, "namespace": o.namespace,
-                 "code": o.last_error, "attempts": o.attempts,
-                 "failed_at": o.updated_at.isoformat() if o.updated_at else None,
-                 "resolution": o.resolution} for o in ops]  # fmt: skip
+        rows = [
+            {
+                "operation_id": o.operation_id,
+                "run_id": o.run_id,
+                "action": o.kind.value,
+                "record_id": o.record_id,
+                "actor_id": o.actor_id,
+                "namespace": o.namespace,
+                "code": o.last_error,
+                "attempts": o.attempts,
+                "failed_at": o.updated_at.isoformat() if o.updated_at else None,
+                "resolution": o.resolution,
+            }
+            for o in ops
+        ]
         if json_out:
             print_json({"operations": rows, "groups_in_review": review})
             return
@@ -49,11 +61,20 @@ def register(app: typer.Typer) -> None:
         for col in ("operation", "run", "action", "record", "code", "failed at", "resolution"):
             table.add_column(col)
         for r in rows:
-            table.add_row(r["operation_id"], r["run_id"], r["action"], r["record_id"], r["code"] or "",
-                          (r["failed_at"] or "")[:19], r["resolution"] or "")  # fmt: skip
+            table.add_row(
+                r["operation_id"],
+                r["run_id"],
+                r["action"],
+                r["record_id"],
+                r["code"] or "",
+                (r["failed_at"] or "")[:19],
+                r["resolution"] or "",
+            )
         console.print(table)
         if review:
-            console.print(f"{len(review)} consolidation groups in review (refused answers); --json lists them")
+            console.print(
+                f"{len(review)} consolidation groups in review (refused answers); --json lists them"
+            )
 
     @group.command("resolve")
     def resolve(
@@ -68,14 +89,21 @@ def register(app: typer.Typer) -> None:
             journal = open_journal(db)
             now = utcnow()
             try:
-                op = journal.resolve(operation_id, f"{decision.value}d", at=now,
-                                     retry_at=now if decision is Decision.requeue else None)  # fmt: skip
+                op = journal.resolve(
+                    operation_id,
+                    f"{decision.value}d",
+                    at=now,
+                    retry_at=now if decision is Decision.requeue else None,
+                )
             except JournalStateError as exc:
                 raise fail(str(exc), 1) from None
         finally:
             db.close()
-        result = {"operation_id": op.operation_id, "resolution": op.resolution,
-                  "next_retry_at": op.next_retry_at.isoformat() if op.next_retry_at else None}  # fmt: skip
+        result = {
+            "operation_id": op.operation_id,
+            "resolution": op.resolution,
+            "next_retry_at": op.next_retry_at.isoformat() if op.next_retry_at else None,
+        }
         if json_out:
             print_json(result)
         else:

@@ -29,8 +29,10 @@ def _report(result: dict, json_out: bool, verb: str) -> None:
         print_json(result)
     else:
         for o in result["operations"]:
-            err_console.print(f"{verb} {o['record_id']}: {o['outcome'] or o['state']}"
-                              + (f" ({o['error']})" if o["error"] else ""))  # fmt: skip
+            err_console.print(
+                f"{verb} {o['record_id']}: {o['outcome'] or o['state']}"
+                + (f" ({o['error']})" if o["error"] else "")
+            )
         for rid in result.get("not_found", []):
             err_console.print(f"[yellow]not found[/yellow] {rid}")
         err_console.print(
@@ -41,8 +43,9 @@ def _report(result: dict, json_out: bool, verb: str) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    group = typer.Typer(help="Records the regression gate quarantined: list, restore, purge.",
-                        no_args_is_help=True)  # fmt: skip
+    group = typer.Typer(
+        help="Records the regression gate quarantined: list, restore, purge.", no_args_is_help=True
+    )
 
     @group.command("list")
     def list_(
@@ -65,8 +68,14 @@ def register(app: typer.Typer) -> None:
         for col in ("id", "actor", "namespace", "type", "since", "reasons"):
             table.add_column(col)
         for r in rows:
-            table.add_row(r["id"], r["actor_id"], r["namespace"], r["memory_type"],
-                          r["quarantined_at"] or "", ", ".join(r["reasons"]))  # fmt: skip
+            table.add_row(
+                r["id"],
+                r["actor_id"],
+                r["namespace"],
+                r["memory_type"],
+                r["quarantined_at"] or "",
+                ", ".join(r["reasons"]),
+            )
         console.print(table)
 
     @group.command("restore")
@@ -112,8 +121,13 @@ def register(app: typer.Typer) -> None:
             preview("purge", [q["id"] for q in due], json_out)
             return
         try:
-            result = do_purge(db, older_than, policy=policy, receipts=receipts,
-                              now=parse_time(now) if now else None)  # fmt: skip
+            result = do_purge(
+                db,
+                older_than,
+                policy=policy,
+                receipts=receipts,
+                now=parse_time(now) if now else None,
+            )
         finally:
             db.close()
         _report(result, json_out, "purge")

@@ -42,8 +42,12 @@ def register(app: typer.Typer) -> None:
 
     @receipts_app.command("list")
     def list_(
-        since: Annotated[str | None, typer.Option("--since", help="First cutoff day, YYYY-MM-DD (UTC)")] = None,
-        until: Annotated[str | None, typer.Option("--until", help="Last cutoff day, YYYY-MM-DD (UTC)")] = None,
+        since: Annotated[
+            str | None, typer.Option("--since", help="First cutoff day, YYYY-MM-DD (UTC)")
+        ] = None,
+        until: Annotated[
+            str | None, typer.Option("--until", help="Last cutoff day, YYYY-MM-DD (UTC)")
+        ] = None,
         receipts: ReceiptsOpt = None,
         json_out: JsonOpt = False,
     ) -> None:
@@ -65,16 +69,24 @@ def register(app: typer.Typer) -> None:
     @receipts_app.command("history")
     def history(
         record_id: Annotated[str, typer.Argument(help="The record id")],
-        since: Annotated[str | None, typer.Option("--since", help="First cutoff day, YYYY-MM-DD")] = None,
-        until: Annotated[str | None, typer.Option("--until", help="Last cutoff day, YYYY-MM-DD")] = None,
+        since: Annotated[
+            str | None, typer.Option("--since", help="First cutoff day, YYYY-MM-DD")
+        ] = None,
+        until: Annotated[
+            str | None, typer.Option("--until", help="Last cutoff day, YYYY-MM-DD")
+        ] = None,
         receipts: ReceiptsOpt = None,
         json_out: JsonOpt = False,
     ) -> None:
         """Every operation on one record across runs (from the operations dataset), oldest first."""
         from memlife.receipts_dataset import record_history
 
-        rows = record_history(open_sink(receipts), record_id, since=_day(since, "--since"),
-                              until=_day(until, "--until"))  # fmt: skip
+        rows = record_history(
+            open_sink(receipts),
+            record_id,
+            since=_day(since, "--since"),
+            until=_day(until, "--until"),
+        )
         if json_out:
             print_json(rows)
             return
@@ -84,9 +96,15 @@ def register(app: typer.Typer) -> None:
         for col in ("cutoff day", "run id", "mode", "action", "reasons", "outcome", "replacement"):
             table.add_column(col, no_wrap=col == "run id")
         for r in rows:
-            table.add_row(r["date"], r["run_id"], r["mode"] or "", r["action"],
-                          ", ".join(r["reason_codes"] or []), r["outcome"] or r["state"] or "",
-                          r["replacement_id"] or "")  # fmt: skip
+            table.add_row(
+                r["date"],
+                r["run_id"],
+                r["mode"] or "",
+                r["action"],
+                ", ".join(r["reason_codes"] or []),
+                r["outcome"] or r["state"] or "",
+                r["replacement_id"] or "",
+            )
         console.print(table)
 
     @receipts_app.command("show")
@@ -99,20 +117,25 @@ def register(app: typer.Typer) -> None:
             print_json({"manifest": run.manifest, "receipt": run.receipt})
             return
         r = run.receipt or {}
-        table = Table(title=f"{run_id}: {r.get('status', 'incomplete')} ({run.manifest.get('mode')})")
+        table = Table(
+            title=f"{run_id}: {r.get('status', 'incomplete')} ({run.manifest.get('mode')})"
+        )
         table.add_column("count")
         table.add_column("records", justify="right")
         for k, v in r.get("counts", {}).items():
             table.add_row(k, f"{v:,}")
         console.print(table)
-        console.print(f"policy {run.manifest.get('policy_version')}  cutoff {run.manifest.get('cutoff')}  "
-                      f"pagination complete: {r.get('pagination_complete')}  "
-                      f"ids not deleted: {len(r.get('ids_not_deleted', []))}  "
-                      f"next retry: {r.get('next_retry_at')}")  # fmt: skip
+        console.print(
+            f"policy {run.manifest.get('policy_version')}  cutoff {run.manifest.get('cutoff')}  "
+            f"pagination complete: {r.get('pagination_complete')}  "
+            f"ids not deleted: {len(r.get('ids_not_deleted', []))}  "
+            f"next retry: {r.get('next_retry_at')}"
+        )
 
     @receipts_app.command("verify")
-    def verify(run_id: str, receipts: ReceiptsOpt = None, store: StoreOpt = None,
-               json_out: JsonOpt = False) -> None:  # fmt: skip
+    def verify(
+        run_id: str, receipts: ReceiptsOpt = None, store: StoreOpt = None, json_out: JsonOpt = False
+    ) -> None:
         """Deleted ids absent, every operation receipted, no receipt without its change."""
         db = open_store(check_store(store, must_exist=True))
         try:
@@ -123,7 +146,16 @@ def register(app: typer.Typer) -> None:
             print_json(result.as_json())
         else:
             for p in result.problems:
-                console.print(f"[red]{p['code']}[/red] " + " ".join(f"{k}={v}" for k, v in p.items() if k != "code"))
-            console.print(f"{run_id}: {result.operations} operations, {result.checked_records} records checked, "
-                          + ("[green]verified[/green]" if result.ok else f"[red]{len(result.problems)} problems[/red]"))  # fmt: skip
+                console.print(
+                    f"[red]{p['code']}[/red] "
+                    + " ".join(f"{k}={v}" for k, v in p.items() if k != "code")
+                )
+            console.print(
+                f"{run_id}: {result.operations} operations, {result.checked_records} records checked, "
+                + (
+                    "[green]verified[/green]"
+                    if result.ok
+                    else f"[red]{len(result.problems)} problems[/red]"
+                )
+            )
         raise typer.Exit(0 if result.ok else 1)

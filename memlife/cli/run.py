@@ -59,7 +59,9 @@ def run_flow(**params: object) -> dict:
 
 def counts_table(result: dict) -> Table:
     mode = result.get("mode", "dry_run")
-    table = Table(title=f"memlife {mode.replace('_', ' ')} {result['run_id']}  (policy {result['policy_version']})")
+    table = Table(
+        title=f"memlife {mode.replace('_', ' ')} {result['run_id']}  (policy {result['policy_version']})"
+    )
     table.add_column("planned action")
     table.add_column("records", justify="right")
     planned = list(result["counts"].items()) + [("[bold]total", result["records"])]
@@ -88,22 +90,70 @@ def counts_table(result: dict) -> Table:
 def register(app: typer.Typer) -> None:
     @app.command("run")
     def run(
-        dry_run: Annotated[bool, typer.Option("--dry-run", help="Plan and report; change nothing.")] = False,
-        now: Annotated[str | None, typer.Option("--now", help="Processing cutoff, ISO-8601 with zone")] = None,
-        namespace: Annotated[list[str] | None, typer.Option("--namespace", help="Namespace glob (repeatable)")] = None,
-        actor: Annotated[list[str] | None, typer.Option("--actor", help="Actor id (repeatable)")] = None,
+        dry_run: Annotated[
+            bool, typer.Option("--dry-run", help="Plan and report; change nothing.")
+        ] = False,
+        now: Annotated[
+            str | None, typer.Option("--now", help="Processing cutoff, ISO-8601 with zone")
+        ] = None,
+        namespace: Annotated[
+            list[str] | None, typer.Option("--namespace", help="Namespace glob (repeatable)")
+        ] = None,
+        actor: Annotated[
+            list[str] | None, typer.Option("--actor", help="Actor id (repeatable)")
+        ] = None,
         policy: Annotated[str, typer.Option("--policy")] = "policies/default.yaml",
         store: StoreOpt = None,
         receipts: ReceiptsOpt = None,
         page_size: Annotated[int, typer.Option("--page-size", min=1, max=10_000)] = 500,
-        retry_only: Annotated[bool, typer.Option("--retry-only", help="Only drain the retry queue.")] = False,
-        consolidate: Annotated[bool, typer.Option("--consolidate/--no-consolidate", help="Call the consolidator (model) for groups.")] = True,
-        eval_cases: Annotated[str | None, typer.Option("--eval-cases", help="Regression-gate cases (file or s3://); env MEMLIFE_EVAL_CASES. Without a set, judgements in enforced namespaces wait (policy gate.required).")] = None,
-        with_model: Annotated[bool, typer.Option("--with-model", help="Let a dry run call the model (default: estimate calls and tokens).")] = False,
-        metrics_namespace: Annotated[str | None, typer.Option("--metrics-namespace", help="Publish counts to CloudWatch under this namespace.")] = None,
-        engine: Annotated[Engine | None, typer.Option("--engine", help="Default: prefect when a Prefect API is configured, else local.")] = None,
-        state: Annotated[str | None, typer.Option("--state", help="Run state backend: dynamodb://TABLE?region=..&parquet=s3://bucket/prefix (default $MEMLIFE_STATE; else files beside the store).")] = None,
-        allow_future_cutoff: Annotated[bool, typer.Option("--allow-future-cutoff", help="Accept a --now more than 48 h ahead of the clock.")] = False,
+        retry_only: Annotated[
+            bool, typer.Option("--retry-only", help="Only drain the retry queue.")
+        ] = False,
+        consolidate: Annotated[
+            bool,
+            typer.Option(
+                "--consolidate/--no-consolidate", help="Call the consolidator (model) for groups."
+            ),
+        ] = True,
+        eval_cases: Annotated[
+            str | None,
+            typer.Option(
+                "--eval-cases",
+                help="Regression-gate cases (file or s3://); env MEMLIFE_EVAL_CASES. Without a set, judgements in enforced namespaces wait (policy gate.required).",
+            ),
+        ] = None,
+        with_model: Annotated[
+            bool,
+            typer.Option(
+                "--with-model",
+                help="Let a dry run call the model (default: estimate calls and tokens).",
+            ),
+        ] = False,
+        metrics_namespace: Annotated[
+            str | None,
+            typer.Option(
+                "--metrics-namespace", help="Publish counts to CloudWatch under this namespace."
+            ),
+        ] = None,
+        engine: Annotated[
+            Engine | None,
+            typer.Option(
+                "--engine", help="Default: prefect when a Prefect API is configured, else local."
+            ),
+        ] = None,
+        state: Annotated[
+            str | None,
+            typer.Option(
+                "--state",
+                help="Run state backend: dynamodb://TABLE?region=..&parquet=s3://bucket/prefix (default $MEMLIFE_STATE; else files beside the store).",
+            ),
+        ] = None,
+        allow_future_cutoff: Annotated[
+            bool,
+            typer.Option(
+                "--allow-future-cutoff", help="Accept a --now more than 48 h ahead of the clock."
+            ),
+        ] = False,
         json_out: JsonOpt = False,
     ) -> None:
         """Run the nightly lifecycle job (use --dry-run to only propose)."""
@@ -136,30 +186,53 @@ def register(app: typer.Typer) -> None:
         if engine is None:
             api = prefect_api_url()
             engine = Engine.prefect if api else Engine.local
-            why = f"Prefect API {api}" if api else "no Prefect API configured; --engine prefect for the flow"
+            why = (
+                f"Prefect API {api}"
+                if api
+                else "no Prefect API configured; --engine prefect for the flow"
+            )
             err_console.print(f"engine: {engine.value} ({why})")
         # a cutoff far ahead expires everything at once (--now 9999-12-30: 974 deletions);
         # a cutoff in the past is a replay and stays allowed
         if cutoff and not dry_run and not allow_future_cutoff and cutoff > utcnow() + MAX_AHEAD:
-            raise fail(f"--now {cutoff.isoformat()} is more than 48 h ahead of the clock "
-                       "(pass --allow-future-cutoff if you mean it)")  # fmt: skip
+            raise fail(
+                f"--now {cutoff.isoformat()} is more than 48 h ahead of the clock "
+                "(pass --allow-future-cutoff if you mean it)"
+            )
         params = dict(
-            dry_run=dry_run, namespaces=namespace or [], actors=actor or [],
-            now=cutoff.isoformat() if cutoff else None, policy=policy, store=store,
-            receipts=receipts, page_size=page_size, consolidate=consolidate,
-            retry_only=retry_only, eval_cases=eval_cases, with_model=with_model,
+            dry_run=dry_run,
+            namespaces=namespace or [],
+            actors=actor or [],
+            now=cutoff.isoformat() if cutoff else None,
+            policy=policy,
+            store=store,
+            receipts=receipts,
+            page_size=page_size,
+            consolidate=consolidate,
+            retry_only=retry_only,
+            eval_cases=eval_cases,
+            with_model=with_model,
             metrics_namespace=metrics_namespace,
-        )  # fmt: skip
+        )
         with progress_bar("starting", None, interactive(json_out)):
             if engine is Engine.prefect:
                 result = run_flow(**params)
             else:
                 config = RunConfig(
-                    dry_run=dry_run, namespaces=tuple(namespace or ()), actors=tuple(actor or ()),
-                    now=cutoff, policy=policy, store=store, receipts=receipts, page_size=page_size,
-                    consolidate=consolidate, retry_only=retry_only, eval_cases=eval_cases,
-                    with_model=with_model, metrics_namespace=metrics_namespace,
-                )  # fmt: skip
+                    dry_run=dry_run,
+                    namespaces=tuple(namespace or ()),
+                    actors=tuple(actor or ()),
+                    now=cutoff,
+                    policy=policy,
+                    store=store,
+                    receipts=receipts,
+                    page_size=page_size,
+                    consolidate=consolidate,
+                    retry_only=retry_only,
+                    eval_cases=eval_cases,
+                    with_model=with_model,
+                    metrics_namespace=metrics_namespace,
+                )
                 result = run_local(config).as_json()
         if json_out:
             print_json(result)
@@ -171,9 +244,11 @@ def register(app: typer.Typer) -> None:
             err_console.print(line, markup=False, highlight=False)
         estimated = result.get("model", {}).get("estimated_calls")
         if estimated:
-            err_console.print(f"model: not called (dry run); an apply run would make about {estimated:,} "
-                              f"calls, ~{result['model']['estimated_input_tokens']:,} input tokens "
-                              "(--with-model to call it)")  # fmt: skip
+            err_console.print(
+                f"model: not called (dry run); an apply run would make about {estimated:,} "
+                f"calls, ~{result['model']['estimated_input_tokens']:,} input tokens "
+                "(--with-model to call it)"
+            )
         err_console.print(f"report: {result['report']}")
         err_console.print(f"manifest: {result['manifest']}")
         if result.get("report_html"):

@@ -76,9 +76,12 @@ class AnthropicConsolidator:
         # a request costs whether or not its answer is used.
         self._sent = threading.local()
         self.client = anthropic.Anthropic(
-            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries,
+            api_key=api_key,
+            base_url=base_url,
+            timeout=timeout,
+            max_retries=max_retries,
             http_client=anthropic.DefaultHttpxClient(event_hooks={"request": [self._on_request]}),
-        )  # fmt: skip
+        )
         self._embedder = embedder
         self.grouping = policy.grouping if policy is not None else Grouping()
         # One limit per instance, shared by every thread that uses it: the pipeline's

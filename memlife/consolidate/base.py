@@ -75,9 +75,13 @@ class ConsolidationResult(BaseModel):
 
     summary: str = Field(min_length=1, description="The one current statement for the subject")
     claims: list[str] = Field(min_length=1, description="Atomic claims the summary makes")
-    dropped_claims: list[str] = Field(default_factory=list, description="Outdated/contradicted claims left out")
+    dropped_claims: list[str] = Field(
+        default_factory=list, description="Outdated/contradicted claims left out"
+    )
     confidence: float = Field(ge=0, le=1)
-    source_ids: list[str] = Field(min_length=1, description="Ids of the records that support the summary")
+    source_ids: list[str] = Field(
+        min_length=1, description="Ids of the records that support the summary"
+    )
     # Filled by the consolidator, not the model:
     model: str | None = None
     requests: int = 0  # HTTP requests sent for this result, SDK retries included

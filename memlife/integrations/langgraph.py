@@ -215,9 +215,12 @@ class MemlifeStore(BaseStore):
         key, value = decode(rec)
         updated = rec.last_verified_at or rec.created_at
         kw: dict[str, Any] = dict(
-            namespace=to_namespace(rec.namespace), key=key, value=value,
-            created_at=rec.created_at, updated_at=max(updated, rec.created_at),
-        )  # fmt: skip
+            namespace=to_namespace(rec.namespace),
+            key=key,
+            value=value,
+            created_at=rec.created_at,
+            updated_at=max(updated, rec.created_at),
+        )
         if cls is SearchItem:
             kw["score"] = score
         return cls(**kw)
@@ -243,18 +246,26 @@ class MemlifeStore(BaseStore):
             raise PermissionError(f"record {rid} is held; it cannot be rewritten")
         expires = now + timedelta(minutes=op.ttl) if isinstance(op.ttl, int | float) else None
         record = MemoryRecord(
-            id=rid, actor_id=actor, namespace=path, memory_type=self.memory_type,
-            subject=existing.subject if existing else None, content=content, owner=self.owner,
-            confidence=1.0, source=self.source,
+            id=rid,
+            actor_id=actor,
+            namespace=path,
+            memory_type=self.memory_type,
+            subject=existing.subject if existing else None,
+            content=content,
+            owner=self.owner,
+            confidence=1.0,
+            source=self.source,
             created_at=existing.created_at if existing else now,
             access_count=existing.access_count if existing else 0,
             last_accessed_at=existing.last_accessed_at if existing else None,
-            last_verified_at=now, expires_at=expires,
+            last_verified_at=now,
+            expires_at=expires,
             retention_class=existing.retention_class if existing else RetentionClass.standard,
             status=Status.active,
-            provenance=Provenance(source_event=f"{_EVENT}:{kind}:{op.key}",
-                                  content_sha256=content_sha256(content)),
-        )  # fmt: skip
+            provenance=Provenance(
+                source_event=f"{_EVENT}:{kind}:{op.key}", content_sha256=content_sha256(content)
+            ),
+        )
         from memlife.tombstones import refusal
 
         code = refusal(self.store, record)  # erased content never returns (invariant 11)
@@ -293,17 +304,21 @@ class MemlifeStore(BaseStore):
             for actor, path in scope:
                 # threshold -1: rank everything, as LangGraph stores do; filters apply after
                 n = want if not op.filter else 1000
-                for hit in self.memory.recall(op.query, actor=actor, k=n, namespace=path,
-                                              threshold=-1.0):  # fmt: skip
+                for hit in self.memory.recall(
+                    op.query, actor=actor, k=n, namespace=path, threshold=-1.0
+                ):
                     scored.append((hit.score, hit.record))
             scored.sort(key=lambda s: -s[0])
             kept = [(s, r) for s, r in scored if self._keep(r, op.filter)]
             return [self._item(r, SearchItem, s) for s, r in kept[op.offset : want]]
         items: list[SearchItem] = []
         for actor, path in scope:  # scope is in namespace order; keys sorted within one
-            records = [r for page in iter_shard(self.store, actor, path, statuses=(Status.active,))
-                       for r in page.records
-                       if r.status is Status.active and self._keep(r, op.filter)]  # fmt: skip
+            records = [
+                r
+                for page in iter_shard(self.store, actor, path, statuses=(Status.active,))
+                for r in page.records
+                if r.status is Status.active and self._keep(r, op.filter)
+            ]
             items += [
                 self._item(r, SearchItem) for r in sorted(records, key=lambda r: decode(r)[0])
             ]

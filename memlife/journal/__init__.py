@@ -16,9 +16,17 @@ from memlife.journal.sqlite import SqliteJournal
 from memlife.settings import settings
 
 __all__ = [
-    "ALLOWED", "Journal", "JournalStateError", "OpKind", "OpState", "Operation", "Outcome",
-    "SqliteJournal", "open_journal", "operation_id",
-]  # fmt: skip
+    "ALLOWED",
+    "Journal",
+    "JournalStateError",
+    "OpKind",
+    "OpState",
+    "Operation",
+    "Outcome",
+    "SqliteJournal",
+    "open_journal",
+    "operation_id",
+]
 
 
 def open_journal(store: object) -> Journal:

@@ -65,8 +65,6 @@ ALLOWED: dict[OpState, frozenset[OpState]] = {
 }
 
 
-
-
 def operation_id(run_key: str, kind: OpKind, record_ids: Iterable[str]) -> str:
     raw = "\x1f".join([run_key, kind.value, *sorted(record_ids)])
     return "op-" + hashlib.sha256(raw.encode()).hexdigest()[:32]
@@ -130,8 +128,13 @@ class Journal(Protocol):
 
     def terminal_failures(self, include_resolved: bool = False) -> list[Operation]: ...
 
-    def resolve(self, operation_id: str, resolution: str, at: datetime | None = None,
-                retry_at: datetime | None = None) -> Operation: ...  # fmt: skip
+    def resolve(
+        self,
+        operation_id: str,
+        resolution: str,
+        at: datetime | None = None,
+        retry_at: datetime | None = None,
+    ) -> Operation: ...
 
     def for_record(self, record_id: str) -> list[Operation]: ...
 

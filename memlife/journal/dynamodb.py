@@ -34,8 +34,14 @@ from memlife.state.dynamodb import (
     key,
 )
 
-_OPTIONAL = ("content_sha256", "replacement_id", "outcome", "next_retry_at", "last_error",
-             "payload")  # fmt: skip
+_OPTIONAL = (
+    "content_sha256",
+    "replacement_id",
+    "outcome",
+    "next_retry_at",
+    "last_error",
+    "payload",
+)
 
 
 def _op_key(operation_id: str) -> dict[str, Any]:
@@ -59,28 +65,45 @@ def _dt(v: str | None) -> datetime | None:
 def _from_item(item: dict[str, Any]) -> Operation:
     outcome = _s(item, "outcome")
     return Operation(
-        operation_id=item["pk"]["S"][3:], run_id=item["run_id"]["S"], kind=OpKind(item["kind"]["S"]),
-        actor_id=item["actor_id"]["S"], namespace=item["namespace"]["S"],
-        record_id=item["record_id"]["S"], reasons=json.loads(item["reasons"]["S"]),
-        policy_version=item["policy_version"]["S"], content_sha256=_s(item, "content_sha256"),
-        replacement_id=_s(item, "replacement_id"), state=OpState(item["st"]["S"]),
-        outcome=Outcome(outcome) if outcome else None, attempts=int(item["attempts"]["N"]),
-        next_retry_at=_dt(_s(item, "next_retry_at")), last_error=_s(item, "last_error"),
-        payload=_s(item, "payload"), created_at=_dt(_s(item, "created_at")),
-        updated_at=_dt(_s(item, "updated_at")), resolution=_s(item, "resolution"),
+        operation_id=item["pk"]["S"][3:],
+        run_id=item["run_id"]["S"],
+        kind=OpKind(item["kind"]["S"]),
+        actor_id=item["actor_id"]["S"],
+        namespace=item["namespace"]["S"],
+        record_id=item["record_id"]["S"],
+        reasons=json.loads(item["reasons"]["S"]),
+        policy_version=item["policy_version"]["S"],
+        content_sha256=_s(item, "content_sha256"),
+        replacement_id=_s(item, "replacement_id"),
+        state=OpState(item["st"]["S"]),
+        outcome=Outcome(outcome) if outcome else None,
+        attempts=int(item["attempts"]["N"]),
+        next_retry_at=_dt(_s(item, "next_retry_at")),
+        last_error=_s(item, "last_error"),
+        payload=_s(item, "payload"),
+        created_at=_dt(_s(item, "created_at")),
+        updated_at=_dt(_s(item, "updated_at")),
+        resolution=_s(item, "resolution"),
         resolved_at=_dt(_s(item, "resolved_at")),
-    )  # fmt: skip
+    )
 
 
 def _to_item(op: Operation, now: str) -> dict[str, Any]:
     item: dict[str, Any] = {
-        **_op_key(op.operation_id), "run_id": {"S": op.run_id}, "kind": {"S": op.kind.value},
-        "actor_id": {"S": op.actor_id}, "namespace": {"S": op.namespace},
-        "record_id": {"S": op.record_id}, "reasons": {"S": json.dumps(op.reasons)},
-        "policy_version": {"S": op.policy_version}, "st": {"S": OpState.PLANNED.value},
-        "attempts": {"N": "0"}, "created_at": {"S": now}, "updated_at": {"S": now},
+        **_op_key(op.operation_id),
+        "run_id": {"S": op.run_id},
+        "kind": {"S": op.kind.value},
+        "actor_id": {"S": op.actor_id},
+        "namespace": {"S": op.namespace},
+        "record_id": {"S": op.record_id},
+        "reasons": {"S": json.dumps(op.reasons)},
+        "policy_version": {"S": op.policy_version},
+        "st": {"S": OpState.PLANNED.value},
+        "attempts": {"N": "0"},
+        "created_at": {"S": now},
+        "updated_at": {"S": now},
         **_open_keys(op.operation_id, now),
-    }  # fmt: skip
+    }
     for name in ("content_sha256", "replacement_id", "payload"):
         value = getattr(op, name)
         if value is not None:
@@ -167,27 +190,42 @@ class DynamoJournal:
     def terminal_failures(self, include_resolved: bool = False) -> list[Operation]:
         """FAILED with no next retry (still in the ``open`` index: never receipted)."""
         ops = self._many(self._open_ids(ProjectionExpression="pk"))
-        out = [o for o in ops if o.state is OpState.FAILED and o.next_retry_at is None
-               and (include_resolved or o.resolution is None)]  # fmt: skip
+        out = [
+            o
+            for o in ops
+            if o.state is OpState.FAILED
+            and o.next_retry_at is None
+            and (include_resolved or o.resolution is None)
+        ]
         out.sort(key=lambda o: (o.updated_at.isoformat() if o.updated_at else "", o.operation_id))
         return out
 
-    def resolve(self, operation_id: str, resolution: str, at: datetime | None = None,
-                retry_at: datetime | None = None) -> Operation:  # fmt: skip
+    def resolve(
+        self,
+        operation_id: str,
+        resolution: str,
+        at: datetime | None = None,
+        retry_at: datetime | None = None,
+    ) -> Operation:
         """An operator's decision on a terminal failure (see SqliteJournal.resolve)."""
         when = (at or utcnow()).isoformat()
-        values: dict[str, Any] = {":r": {"S": resolution}, ":w": {"S": when},
-                                  ":failed": {"S": OpState.FAILED.value}}  # fmt: skip
+        values: dict[str, Any] = {
+            ":r": {"S": resolution},
+            ":w": {"S": when},
+            ":failed": {"S": OpState.FAILED.value},
+        }
         update = "SET resolution = :r, resolved_at = :w"
         if retry_at is not None:
             update += ", next_retry_at = :n"
             values[":n"] = {"S": retry_at.isoformat()}
         try:
             self.state.ddb.update_item(
-                TableName=self.state.table, Key=_op_key(operation_id), UpdateExpression=update,
+                TableName=self.state.table,
+                Key=_op_key(operation_id),
+                UpdateExpression=update,
                 ConditionExpression="st = :failed AND attribute_not_exists(next_retry_at)",
                 ExpressionAttributeValues=values,
-            )  # fmt: skip
+            )
         except ClientError as exc:
             if not is_conditional_failure(exc):
                 raise
@@ -199,35 +237,62 @@ class DynamoJournal:
         item = self.state.get(key("crej", group_key))
         if item is None:
             return None
-        return {"attempts": int(item["attempts"]["N"]), "code": item["last_code"]["S"],
-                "next_attempt_at": _dt(_s(item, "next_attempt_at"))}  # fmt: skip
+        return {
+            "attempts": int(item["attempts"]["N"]),
+            "code": item["last_code"]["S"],
+            "next_attempt_at": _dt(_s(item, "next_attempt_at")),
+        }
 
-    def reject(self, group_key: str, actor_id: str, namespace: str, code: str,
-               next_attempt_at: datetime | None, at: datetime) -> None:  # fmt: skip
-        values: dict[str, Any] = {":a": {"S": actor_id}, ":ns": {"S": namespace}, ":c": {"S": code},
-                                  ":u": {"S": at.isoformat()}, ":0": {"N": "0"}, ":1": {"N": "1"}}  # fmt: skip
-        update = ("SET actor_id = :a, #ns = :ns, last_code = :c, updated_at = :u, "
-                  "attempts = if_not_exists(attempts, :0) + :1")  # fmt: skip
+    def reject(
+        self,
+        group_key: str,
+        actor_id: str,
+        namespace: str,
+        code: str,
+        next_attempt_at: datetime | None,
+        at: datetime,
+    ) -> None:
+        values: dict[str, Any] = {
+            ":a": {"S": actor_id},
+            ":ns": {"S": namespace},
+            ":c": {"S": code},
+            ":u": {"S": at.isoformat()},
+            ":0": {"N": "0"},
+            ":1": {"N": "1"},
+        }
+        update = (
+            "SET actor_id = :a, #ns = :ns, last_code = :c, updated_at = :u, "
+            "attempts = if_not_exists(attempts, :0) + :1"
+        )
         if next_attempt_at is None:
             update += " REMOVE next_attempt_at"  # in review: no more automatic attempts
         else:
             update += ", next_attempt_at = :n"
             values[":n"] = {"S": next_attempt_at.isoformat()}
         self.state.ddb.update_item(
-            TableName=self.state.table, Key=key("crej", group_key), UpdateExpression=update,
-            ExpressionAttributeNames={"#ns": "namespace"}, ExpressionAttributeValues=values,
-        )  # fmt: skip
+            TableName=self.state.table,
+            Key=key("crej", group_key),
+            UpdateExpression=update,
+            ExpressionAttributeNames={"#ns": "namespace"},
+            ExpressionAttributeValues=values,
+        )
 
     def clear_rejection(self, group_key: str) -> None:
         self.state.ddb.delete_item(TableName=self.state.table, Key=key("crej", group_key))
 
     def groups_in_review(self) -> list[dict]:
         rows = [
-            {"group_key": i["sk"]["S"], "actor_id": i["actor_id"]["S"],
-             "namespace": i["namespace"]["S"], "attempts": int(i["attempts"]["N"]),
-             "code": i["last_code"]["S"], "since": i["updated_at"]["S"]}
-            for i in self.state.query("crej") if "next_attempt_at" not in i
-        ]  # fmt: skip
+            {
+                "group_key": i["sk"]["S"],
+                "actor_id": i["actor_id"]["S"],
+                "namespace": i["namespace"]["S"],
+                "attempts": int(i["attempts"]["N"]),
+                "code": i["last_code"]["S"],
+                "since": i["updated_at"]["S"],
+            }
+            for i in self.state.query("crej")
+            if "next_attempt_at" not in i
+        ]
         return sorted(rows, key=lambda r: r["since"])
 
     # -- writes ----------------------------------------------------------------------------------
@@ -237,9 +302,10 @@ class DynamoJournal:
         for op in ops:
             try:
                 self.state.ddb.put_item(
-                    TableName=self.state.table, Item=_to_item(op, now),
+                    TableName=self.state.table,
+                    Item=_to_item(op, now),
                     ConditionExpression="attribute_not_exists(pk)",
-                )  # fmt: skip
+                )
             except ClientError as exc:
                 if not is_conditional_failure(exc):
                     raise  # an existing operation keeps its state: that is the point
@@ -265,16 +331,21 @@ class DynamoJournal:
         when = (at or utcnow()).isoformat()
         names = {"#st": "st", "#at": "attempts"}
         values: dict[str, Any] = {
-            ":to": {"S": to.value}, ":from": {"S": op.state.value}, ":n": {"N": str(op.attempts)},
-            ":n2": {"N": str(attempts)}, ":u": {"S": when},
-        }  # fmt: skip
+            ":to": {"S": to.value},
+            ":from": {"S": op.state.value},
+            ":n": {"N": str(op.attempts)},
+            ":n2": {"N": str(attempts)},
+            ":u": {"S": when},
+        }
         sets = ["#st = :to", "#at = :n2", "updated_at = :u"]
         removes = []
         if outcome is not None:
             sets.append("outcome = :o")
             values[":o"] = {"S": outcome.value}
-        for name, value in (("next_retry_at", next_retry_at.isoformat() if next_retry_at else None),
-                            ("last_error", error)):  # fmt: skip
+        for name, value in (
+            ("next_retry_at", next_retry_at.isoformat() if next_retry_at else None),
+            ("last_error", error),
+        ):
             if value is None:
                 removes.append(name)
             else:
@@ -289,18 +360,23 @@ class DynamoJournal:
             sets.append("expires_at = :exp")
             values[":exp"] = {"N": str(expires)}
         update = {
-            "TableName": self.state.table, "Key": _op_key(operation_id),
-            "UpdateExpression": "SET " + ", ".join(sets)
+            "TableName": self.state.table,
+            "Key": _op_key(operation_id),
+            "UpdateExpression": "SET "
+            + ", ".join(sets)
             + (" REMOVE " + ", ".join(removes) if removes else ""),
             "ConditionExpression": "#st = :from AND #at = :n",
-            "ExpressionAttributeNames": names, "ExpressionAttributeValues": values,
-        }  # fmt: skip
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
         try:
             if expires is None:
                 self.state.ddb.update_item(**update)
             else:  # the operation and its memberships expire together
-                puts = [{"Put": {"TableName": self.state.table, "Item": m}}
-                        for m in _memberships(op, expires)]  # fmt: skip
+                puts = [
+                    {"Put": {"TableName": self.state.table, "Item": m}}
+                    for m in _memberships(op, expires)
+                ]
                 self.state.ddb.transact_write_items(TransactItems=[{"Update": update}, *puts])
         except ClientError as exc:
             if not is_conditional_failure(exc):
@@ -324,18 +400,22 @@ class DynamoJournal:
         for rid in record_ids:
             ids = set(self._members(f"jrec#{rid}"))
             # payloads naming the record (e.g. a replacement superseding it): open operations only
-            ids |= set(self._open_ids(
-                FilterExpression="contains(payload, :q)",
-                ExpressionAttributeValues={":q": {"S": json.dumps(rid)}},
-            ))  # fmt: skip
+            ids |= set(
+                self._open_ids(
+                    FilterExpression="contains(payload, :q)",
+                    ExpressionAttributeValues={":q": {"S": json.dumps(rid)}},
+                )
+            )
             for op_id in sorted(ids):
                 try:
                     self.state.ddb.update_item(
-                        TableName=self.state.table, Key=_op_key(op_id), UpdateExpression="REMOVE payload",
+                        TableName=self.state.table,
+                        Key=_op_key(op_id),
+                        UpdateExpression="REMOVE payload",
                         ConditionExpression="attribute_exists(payload) AND (record_id = :r OR "
                         "replacement_id = :r OR contains(payload, :q))",
                         ExpressionAttributeValues={":r": {"S": rid}, ":q": {"S": json.dumps(rid)}},
-                    )  # fmt: skip
+                    )
                     n += 1
                 except ClientError as exc:
                     if not is_conditional_failure(exc):

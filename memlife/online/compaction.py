@@ -228,8 +228,6 @@ class Summarizer(Protocol):
         ...
 
 
-
-
 def _block_text(block: Mapping[str, Any]) -> str:
     kind = block.get("type")
     if kind == "text":

@@ -365,8 +365,9 @@ class LongTermMemory:
                 (actor, Status.active.value, namespace),
             ).fetchone()
 
-    def _own_write(self, before: Any, shard: _Shard, added: MemoryRecord | None = None,
-                   same: bool = False) -> None:  # fmt: skip
+    def _own_write(
+        self, before: Any, shard: _Shard, added: MemoryRecord | None = None, same: bool = False
+    ) -> None:
         """After our write: absorb it, unless someone else also wrote since we last looked.
 
         The shard's fingerprint is updated in place for the common writes (``same``: a
@@ -469,8 +470,10 @@ class LongTermMemory:
         check_namespace(namespace)  # no '.', '..' or empty segments (globs must not be fooled)
         size = len(fact.encode("utf-8"))
         if size > self.content_max_bytes:
-            raise RememberRefused("CONTENT_TOO_LARGE",
-                                  f"fact is {size} bytes, over the limit of {self.content_max_bytes}")  # fmt: skip
+            raise RememberRefused(
+                "CONTENT_TOO_LARGE",
+                f"fact is {size} bytes, over the limit of {self.content_max_bytes}",
+            )
         source, memory_type = Source(source), MemoryType(memory_type)
         now = at or utcnow()
         with self._lock:
@@ -637,10 +640,15 @@ class LongTermMemory:
                 if shard.n == 0:
                     continue
                 hits = rank(
-                    qv, shard.vectors, k=k + 2, threshold=thr, query_text=query,
+                    qv,
+                    shard.vectors,
+                    k=k + 2,
+                    threshold=thr,
+                    query_text=query,
                     lexical=shard.lexical,  # type: ignore[arg-type]
-                    centroid=shard.centroid, created=shard.created,
-                )  # fmt: skip
+                    centroid=shard.centroid,
+                    created=shard.created,
+                )
                 cands += [
                     (float(s), float(c), shard.ids[int(i)], ns)
                     for i, s, c in zip(hits.indices, hits.scores, hits.similarities, strict=True)

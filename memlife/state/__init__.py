@@ -87,11 +87,14 @@ def parse_state_url(url: str | None) -> StateSettings | None:
     if ttl_days < 1:
         raise StateSettingsError(f"state URL {url!r}: ttl_days must be at least 1")
     return StateSettings(
-        table=parsed.netloc, region=region, parquet_bucket=pp.netloc,
-        parquet_prefix=pp.path.strip("/"), endpoint_url=params.get("endpoint_url"),
+        table=parsed.netloc,
+        region=region,
+        parquet_bucket=pp.netloc,
+        parquet_prefix=pp.path.strip("/"),
+        endpoint_url=params.get("endpoint_url"),
         s3_endpoint_url=params.get("s3_endpoint_url") or params.get("endpoint_url"),
         ttl_days=ttl_days,
-    )  # fmt: skip
+    )
 
 
 def state_url() -> str | None:

@@ -48,8 +48,9 @@ def key(pk: str, sk: str) -> Key:
 
 def is_conditional_failure(exc: ClientError) -> bool:
     return exc.response.get("Error", {}).get("Code") in (
-        "ConditionalCheckFailedException", "TransactionCanceledException",
-    )  # fmt: skip
+        "ConditionalCheckFailedException",
+        "TransactionCanceledException",
+    )
 
 
 class DynamoState:
@@ -59,12 +60,18 @@ class DynamoState:
         self.settings = settings
         self.table = settings.table
         session = session or boto3.session.Session(region_name=settings.region)
-        config = Config(retries={"mode": "standard", "max_attempts": 8}, connect_timeout=5,
-                        read_timeout=30)  # fmt: skip
-        self.ddb = session.client("dynamodb", region_name=settings.region,
-                                  endpoint_url=settings.endpoint_url, config=config)  # fmt: skip
-        self.s3 = session.client("s3", region_name=settings.region,
-                                 endpoint_url=settings.s3_endpoint_url, config=config)  # fmt: skip
+        config = Config(
+            retries={"mode": "standard", "max_attempts": 8}, connect_timeout=5, read_timeout=30
+        )
+        self.ddb = session.client(
+            "dynamodb",
+            region_name=settings.region,
+            endpoint_url=settings.endpoint_url,
+            config=config,
+        )
+        self.s3 = session.client(
+            "s3", region_name=settings.region, endpoint_url=settings.s3_endpoint_url, config=config
+        )
         self._parts: dict[str, Any] = {}
 
     # -- provisioning (deployer / tests; the runtime role lacks these actions) -------------------
@@ -72,18 +79,27 @@ class DynamoState:
         """Create the table, its ``open`` index and TTL (deploy/state-table.yaml does the same)."""
         try:
             self.ddb.create_table(
-                TableName=self.table, BillingMode="PAY_PER_REQUEST",
-                AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"}
-                                      for n in ("pk", "sk", "open_pk", "open_sk")],
-                KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
-                           {"AttributeName": "sk", "KeyType": "RANGE"}],
-                GlobalSecondaryIndexes=[{
-                    "IndexName": OPEN_INDEX,
-                    "KeySchema": [{"AttributeName": "open_pk", "KeyType": "HASH"},
-                                  {"AttributeName": "open_sk", "KeyType": "RANGE"}],
-                    "Projection": {"ProjectionType": "ALL"},
-                }],
-            )  # fmt: skip
+                TableName=self.table,
+                BillingMode="PAY_PER_REQUEST",
+                AttributeDefinitions=[
+                    {"AttributeName": n, "AttributeType": "S"}
+                    for n in ("pk", "sk", "open_pk", "open_sk")
+                ],
+                KeySchema=[
+                    {"AttributeName": "pk", "KeyType": "HASH"},
+                    {"AttributeName": "sk", "KeyType": "RANGE"},
+                ],
+                GlobalSecondaryIndexes=[
+                    {
+                        "IndexName": OPEN_INDEX,
+                        "KeySchema": [
+                            {"AttributeName": "open_pk", "KeyType": "HASH"},
+                            {"AttributeName": "open_sk", "KeyType": "RANGE"},
+                        ],
+                        "Projection": {"ProjectionType": "ALL"},
+                    }
+                ],
+            )
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ResourceInUseException":
                 raise
@@ -134,9 +150,11 @@ class DynamoState:
         """Every item of a partition (base table: consistent; the index: eventually)."""
         name = "open_pk" if index else "pk"
         args: dict[str, Any] = {
-            "TableName": self.table, "KeyConditionExpression": "#h = :h",
-            "ExpressionAttributeNames": {"#h": name}, "ExpressionAttributeValues": {":h": {"S": pk}},
-        }  # fmt: skip
+            "TableName": self.table,
+            "KeyConditionExpression": "#h = :h",
+            "ExpressionAttributeNames": {"#h": name},
+            "ExpressionAttributeValues": {":h": {"S": pk}},
+        }
         if index:
             args["IndexName"] = index
         else:

@@ -27,11 +27,12 @@ def _iso(ts: float) -> str:
 def _holder(item: dict) -> dict[str, str]:
     """The lease item as memlife.lease reports a holder (owner, run id, purpose, times)."""
     return {
-        "owner": item.get("holder", {}).get("S", "?"), "run_id": item.get("run_id", {}).get("S", "?"),
+        "owner": item.get("holder", {}).get("S", "?"),
+        "run_id": item.get("run_id", {}).get("S", "?"),
         "purpose": item.get("purpose", {}).get("S", "?"),
         "acquired_at": item.get("acquired_at", {}).get("S", "?"),
         "expires_at": _iso(float(item.get("expires_at", {}).get("N", "0"))),
-    }  # fmt: skip
+    }
 
 
 class LeaseHeld(MemlifeError, RuntimeError):
@@ -61,15 +62,22 @@ class DynamoLease:
     def acquire(self, run_id: str = "", purpose: str = "lifecycle") -> dict[str, str] | None:
         """Take the lease or raise LeaseHeld; returns the expired holder it took over, if any."""
         now = time.time()
-        item = {**self._key(), "holder": {"S": self.holder}, "run_id": {"S": run_id},
-                "purpose": {"S": purpose}, "acquired_at": {"S": _iso(now)},
-                "expires_at": {"N": str(int(now + self.ttl_s))}}  # fmt: skip
+        item = {
+            **self._key(),
+            "holder": {"S": self.holder},
+            "run_id": {"S": run_id},
+            "purpose": {"S": purpose},
+            "acquired_at": {"S": _iso(now)},
+            "expires_at": {"N": str(int(now + self.ttl_s))},
+        }
         try:
             old = self.state.ddb.put_item(
-                TableName=self.state.table, Item=item, ReturnValues="ALL_OLD",
+                TableName=self.state.table,
+                Item=item,
+                ReturnValues="ALL_OLD",
                 ConditionExpression="attribute_not_exists(pk) OR expires_at < :now OR holder = :me",
                 ExpressionAttributeValues={":now": {"N": str(int(now))}, ":me": {"S": self.holder}},
-            ).get("Attributes")  # fmt: skip
+            ).get("Attributes")
         except ClientError as exc:
             if not is_conditional_failure(exc):
                 raise
@@ -87,9 +95,12 @@ class DynamoLease:
             values[":r"] = {"S": run_id}
         try:
             self.state.ddb.update_item(
-                TableName=self.state.table, Key=self._key(), UpdateExpression=update,
-                ConditionExpression="holder = :me", ExpressionAttributeValues=values,
-            )  # fmt: skip
+                TableName=self.state.table,
+                Key=self._key(),
+                UpdateExpression=update,
+                ConditionExpression="holder = :me",
+                ExpressionAttributeValues=values,
+            )
         except ClientError as exc:
             if not is_conditional_failure(exc):
                 raise
@@ -99,9 +110,11 @@ class DynamoLease:
         """Give the lease back (a no-op when it is no longer ours)."""
         try:
             self.state.ddb.delete_item(
-                TableName=self.state.table, Key=self._key(), ConditionExpression="holder = :me",
+                TableName=self.state.table,
+                Key=self._key(),
+                ConditionExpression="holder = :me",
                 ExpressionAttributeValues={":me": {"S": self.holder}},
-            )  # fmt: skip
+            )
         except ClientError as exc:
             if not is_conditional_failure(exc):
                 raise
@@ -109,9 +122,11 @@ class DynamoLease:
     def _refuse(self) -> None:
         item = self.state.get(self._key()) or {}
         raise LeaseHeld(
-            self.store, item.get("holder", {}).get("S", "?"),
-            float(item.get("expires_at", {}).get("N", "0")), _holder(item) if item else None,
-        )  # fmt: skip
+            self.store,
+            item.get("holder", {}).get("S", "?"),
+            float(item.get("expires_at", {}).get("N", "0")),
+            _holder(item) if item else None,
+        )
 
     def __enter__(self) -> DynamoLease:
         self.acquire()

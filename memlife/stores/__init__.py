@@ -11,9 +11,14 @@ from memlife.stores.base import BatchResult, MemoryStore, Page, iter_shard
 DEFAULT_STORE_URL = "sqlite:///.memlife/memlife.db"
 
 __all__ = [
-    "BatchResult", "MemoryStore", "Page", "iter_shard", "open_store", "resolve_store_url",
+    "BatchResult",
+    "MemoryStore",
+    "Page",
+    "iter_shard",
+    "open_store",
+    "resolve_store_url",
     "store_identity",
-]  # fmt: skip
+]
 
 
 def resolve_store_url(url: str | None = None) -> str:

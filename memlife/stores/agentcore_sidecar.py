@@ -111,7 +111,9 @@ def _store_errors(method: Callable[..., T]) -> Callable[..., T]:
             code = exc.response.get("Error", {}).get("Code", "ClientError")
             raise StoreError(f"sidecar table: {code}", code=f"SIDECAR_{code}") from exc
         except BotoCoreError as exc:
-            raise StoreError(f"sidecar table: {type(exc).__name__}", code="SIDECAR_UNAVAILABLE") from exc
+            raise StoreError(
+                f"sidecar table: {type(exc).__name__}", code="SIDECAR_UNAVAILABLE"
+            ) from exc
 
     return wrapper
 

@@ -22,10 +22,6 @@ DEFAULT_PAGE_SIZE = 500
 MAX_BATCH = 100  # AgentCore's batch limit; SQLite accepts more but callers chunk alike
 
 
-
-
-
-
 @dataclass(frozen=True)
 class ItemFailure:
     id: str

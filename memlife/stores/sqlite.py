@@ -77,21 +77,57 @@ CREATE INDEX IF NOT EXISTS tombstones_norm ON tombstones (actor_id, norm_sha256)
 """
 
 COLUMNS = (
-    "id", "actor_id", "namespace", "memory_type", "subject", "content", "owner", "confidence",
-    "source", "created_at", "last_accessed_at", "access_count", "last_verified_at",
-    "expires_at", "retention_class", "status", "status_changed_at", "provenance",
-    "content_sha256", "norm_sha256", "negated", "created_ts", "last_accessed_ts",
-    "last_verified_ts", "expires_ts", "status_changed_ts",
-)  # fmt: skip
+    "id",
+    "actor_id",
+    "namespace",
+    "memory_type",
+    "subject",
+    "content",
+    "owner",
+    "confidence",
+    "source",
+    "created_at",
+    "last_accessed_at",
+    "access_count",
+    "last_verified_at",
+    "expires_at",
+    "retention_class",
+    "status",
+    "status_changed_at",
+    "provenance",
+    "content_sha256",
+    "norm_sha256",
+    "negated",
+    "created_ts",
+    "last_accessed_ts",
+    "last_verified_ts",
+    "expires_ts",
+    "status_changed_ts",
+)
 _DERIVED = 7  # trailing columns derived from the record (not read back into it)
 _SELECT = f"SELECT {', '.join(COLUMNS[:-_DERIVED])} FROM records"
 # In PlanView order: rows become views with no per-field work (enums are StrEnums, so the
 # planner compares them by value and plain strings from SQLite serve as they are).
 _VIEW_COLUMNS = (
-    "id", "actor_id", "namespace", "memory_type", "subject", "owner", "source", "created_ts",
-    "last_accessed_ts", "access_count", "last_verified_ts", "expires_ts", "retention_class",
-    "status", "status_changed_ts", "content_sha256", "norm_sha256", "negated",
-)  # fmt: skip
+    "id",
+    "actor_id",
+    "namespace",
+    "memory_type",
+    "subject",
+    "owner",
+    "source",
+    "created_ts",
+    "last_accessed_ts",
+    "access_count",
+    "last_verified_ts",
+    "expires_ts",
+    "retention_class",
+    "status",
+    "status_changed_ts",
+    "content_sha256",
+    "norm_sha256",
+    "negated",
+)
 _SELECT_VIEW = f"SELECT {', '.join(_VIEW_COLUMNS)} FROM records"
 _UPSERT = (
     f"INSERT INTO records ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) "
@@ -115,14 +151,33 @@ def _dt(value: str | None) -> datetime | None:
 def record_to_row(r: MemoryRecord) -> tuple:
     sha = r.provenance.content_sha256 or content_sha256(r.content)
     return (
-        r.id, r.actor_id, r.namespace, r.memory_type.value, r.subject, r.content, r.owner,
-        r.confidence, r.source.value, _ts(r.created_at), _ts(r.last_accessed_at),
-        r.access_count, _ts(r.last_verified_at), _ts(r.expires_at), r.retention_class.value,
-        r.status.value, _ts(r.status_changed_at), r.provenance.model_dump_json(), sha,
-        norm_sha256(r.content), int(negates(r.content)), r.created_at.timestamp(),
-        _epoch_of(r.last_accessed_at), _epoch_of(r.last_verified_at), _epoch_of(r.expires_at),
+        r.id,
+        r.actor_id,
+        r.namespace,
+        r.memory_type.value,
+        r.subject,
+        r.content,
+        r.owner,
+        r.confidence,
+        r.source.value,
+        _ts(r.created_at),
+        _ts(r.last_accessed_at),
+        r.access_count,
+        _ts(r.last_verified_at),
+        _ts(r.expires_at),
+        r.retention_class.value,
+        r.status.value,
+        _ts(r.status_changed_at),
+        r.provenance.model_dump_json(),
+        sha,
+        norm_sha256(r.content),
+        int(negates(r.content)),
+        r.created_at.timestamp(),
+        _epoch_of(r.last_accessed_at),
+        _epoch_of(r.last_verified_at),
+        _epoch_of(r.expires_at),
         _epoch_of(r.status_changed_at),
-    )  # fmt: skip
+    )
 
 
 def tombstone_norm(content: str) -> str | None:
@@ -150,13 +205,30 @@ def _trusted(cls: type, fields: dict, names: set[str]) -> object:
 
 def row_to_record(row: tuple) -> MemoryRecord:
     prov = _trusted(Provenance, json.loads(row[17]), _PROV_FIELDS)
-    return _trusted(MemoryRecord, dict(
-        id=row[0], actor_id=row[1], namespace=row[2], memory_type=_MT[row[3]], subject=row[4],
-        content=row[5], owner=row[6], confidence=row[7], source=_SRC[row[8]],
-        created_at=_dt(row[9]), last_accessed_at=_dt(row[10]), access_count=row[11],
-        last_verified_at=_dt(row[12]), expires_at=_dt(row[13]), retention_class=_RC[row[14]],
-        status=_ST[row[15]], status_changed_at=_dt(row[16]), provenance=prov,
-    ), _RECORD_FIELDS)  # type: ignore[return-value]  # fmt: skip
+    return _trusted(
+        MemoryRecord,
+        dict(
+            id=row[0],
+            actor_id=row[1],
+            namespace=row[2],
+            memory_type=_MT[row[3]],
+            subject=row[4],
+            content=row[5],
+            owner=row[6],
+            confidence=row[7],
+            source=_SRC[row[8]],
+            created_at=_dt(row[9]),
+            last_accessed_at=_dt(row[10]),
+            access_count=row[11],
+            last_verified_at=_dt(row[12]),
+            expires_at=_dt(row[13]),
+            retention_class=_RC[row[14]],
+            status=_ST[row[15]],
+            status_changed_at=_dt(row[16]),
+            provenance=prov,
+        ),
+        _RECORD_FIELDS,
+    )  # type: ignore[return-value]
 
 
 row_to_view = PlanView._make  # the SELECT is in PlanView's field order
@@ -409,21 +481,33 @@ class SqliteStore:
         the same transaction as the insert.
         """
         result = BatchResult()
+        rows = []
         with self.lock, self.transaction():
+            con = self.connection
+            # One query per batch, not per record (import speed); same transaction as the
+            # inserts, so an erasure cannot slip in between the check and the write.
+            check_tombstones = check_tombstones and bool(
+                con.execute("SELECT 1 FROM tombstones LIMIT 1").fetchone()
+            )
+            taken: set[str] = set()
+            ids = [r.id for r in records]
+            for i in range(0, len(ids), 500):
+                chunk = ids[i : i + 500]
+                q = f"SELECT id FROM records WHERE id IN ({', '.join('?' * len(chunk))})"
+                taken.update(row[0] for row in con.execute(q, chunk))
             for r in records:
-                code = self.tombstone_refusal(r, r.provenance.supersedes) if check_tombstones else None
-                if (
-                    code is None
-                    and self.connection.execute(
-                        "SELECT 1 FROM records WHERE id=?", (r.id,)
-                    ).fetchone()
-                ):
+                code = (
+                    self.tombstone_refusal(r, r.provenance.supersedes) if check_tombstones else None
+                )
+                if code is None and r.id in taken:
                     code = "ID_EXISTS"
                 if code is not None:
                     result.failed.append(ItemFailure(r.id, code, retryable=False))
                     continue
-                self.connection.execute(_UPSERT, record_to_row(r))
+                taken.add(r.id)  # a second copy in the same batch is ID_EXISTS, as before
+                rows.append(record_to_row(r))
                 result.succeeded.append(r.id)
+            con.executemany(_UPSERT, rows)
         return result
 
     # -- plumbing ------------------------------------------------------------------------

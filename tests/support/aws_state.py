@@ -12,8 +12,12 @@ from moto.server import ThreadedMotoServer
 from memlife.state import parse_state_url
 from memlife.state.dynamodb import DynamoState
 
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-               "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": "us-east-1"}  # fmt: skip
+CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
 
 
 def state_url(table: str = "memlife-state", endpoint: str | None = None) -> str:

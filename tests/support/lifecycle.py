@@ -17,7 +17,9 @@ ANCHOR = datetime(2026, 11, 1, tzinfo=UTC)
 CUTOFF = datetime(2026, 11, 1, 12, tzinfo=UTC)
 
 
-def seed(db: Path, records: int = 400, seed_: int = 11, markers: bool = True) -> dict[str, MemoryRecord]:
+def seed(
+    db: Path, records: int = 400, seed_: int = 11, markers: bool = True
+) -> dict[str, MemoryRecord]:
     store = SqliteStore(db)
     try:
         for batch in chunked(generate(records, seed=seed_, anchor=ANCHOR, markers=markers), 500):
@@ -57,7 +59,11 @@ def journaled_deletes(db: Path) -> set[str]:
 
 
 def check_invariants(
-    before: dict[str, dict], after: dict[str, dict], receipts: Path, *, in_flight: set[str] = frozenset()
+    before: dict[str, dict],
+    after: dict[str, dict],
+    receipts: Path,
+    *,
+    in_flight: set[str] = frozenset(),
 ) -> None:
     """Invariants 1, 2, 3, 5 (content markers) and 8 of DESIGN.md.
 
@@ -67,16 +73,20 @@ def check_invariants(
     """
     ops = operation_receipts(receipts)
     deleted_receipts = {
-        o["record_id"] for o in ops.values()
-        if o["action"] in ("delete", "purge", "erase") and o["outcome"] in ("deleted", "already_absent")
-    }  # fmt: skip
+        o["record_id"]
+        for o in ops.values()
+        if o["action"] in ("delete", "purge", "erase")
+        and o["outcome"] in ("deleted", "already_absent")
+    }
     # 1. legal hold untouched
     for rid, rec in before.items():
         if rec["retention_class"] == RetentionClass.legal_hold.value:
             assert after.get(rid) == rec, f"legal-hold record {rid} changed"
     # 2. nothing disappears without a receipt; no receipt claims a delete that did not happen
     vanished = set(before) - set(after)
-    assert vanished <= deleted_receipts | in_flight, f"deleted without receipt: {sorted(vanished - deleted_receipts)[:5]}"
+    assert vanished <= deleted_receipts | in_flight, (
+        f"deleted without receipt: {sorted(vanished - deleted_receipts)[:5]}"
+    )
     assert not (deleted_receipts & set(after)), "a delete receipt for a record still present"
     # 3. every superseded record points to an existing active replacement
     for rid, rec in after.items():
@@ -89,9 +99,16 @@ def check_invariants(
     for o in ops.values():
         rec = before.get(o["record_id"]) or after.get(o["record_id"])
         if rec is not None:
-            assert (o["scope"]["actor_id"], o["scope"]["namespace"]) == (rec["actor_id"], rec["namespace"])
+            assert (o["scope"]["actor_id"], o["scope"]["namespace"]) == (
+                rec["actor_id"],
+                rec["namespace"],
+            )
     # 5. receipts carry no content
-    markers = [c.split("[canary ")[1][:16] for c in (r["content"] for r in before.values()) if "[canary " in c]
+    markers = [
+        c.split("[canary ")[1][:16]
+        for c in (r["content"] for r in before.values())
+        if "[canary " in c
+    ]
     assert_no_markers(receipts, markers)
 
 
@@ -118,7 +135,9 @@ def sink(path: Path) -> FileSink:
     return FileSink(path)
 
 
-def gate_cases(db: Path, records: Iterable[MemoryRecord] | None = None, path: Path | None = None) -> str:
+def gate_cases(
+    db: Path, records: Iterable[MemoryRecord] | None = None, path: Path | None = None
+) -> str:
     """An evaluation set for apply runs over a seeded store (the gate is required where
     deletion is enforced): each legal-hold record must stay retrievable in its namespace.
     It passes on a correct run and fails if a held record ever disappears. ``records``:
@@ -132,18 +151,31 @@ def gate_cases(db: Path, records: Iterable[MemoryRecord] | None = None, path: Pa
         finally:
             store.close()
     records = list(records)
-    held = sorted((r for r in records if r.retention_class is RetentionClass.legal_hold),
-                  key=lambda r: r.id)[:3]  # fmt: skip
+    held = sorted(
+        (r for r in records if r.retention_class is RetentionClass.legal_hold), key=lambda r: r.id
+    )[:3]
     # no holds in the seed: the newest statements without a deadline (they survive, or live
     # on in a replacement, which an id target accepts)
-    fresh = sorted((r for r in records if r.expires_at is None and r.status is Status.active),
-                   key=lambda r: (r.created_at, r.id))[-3:]  # fmt: skip
+    fresh = sorted(
+        (r for r in records if r.expires_at is None and r.status is Status.active),
+        key=lambda r: (r.created_at, r.id),
+    )[-3:]
     keep = held or fresh
     assert keep, "the seed must hold a record that a correct run keeps"
-    cases = [{"id": f"kept-{r.id}", "kind": "custom", "query": f"What do we know about {r.subject or 'this'}?",
-              "actor_id": r.actor_id, "namespace": r.namespace, "must_retrieve": [r.id],
-              "impact": "high" if held else "normal", "k": 100, "threshold": -1.0}
-             for r in keep]  # fmt: skip
+    cases = [
+        {
+            "id": f"kept-{r.id}",
+            "kind": "custom",
+            "query": f"What do we know about {r.subject or 'this'}?",
+            "actor_id": r.actor_id,
+            "namespace": r.namespace,
+            "must_retrieve": [r.id],
+            "impact": "high" if held else "normal",
+            "k": 100,
+            "threshold": -1.0,
+        }
+        for r in keep
+    ]
     path = path or db.parent / "gate-cases.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump({"cases": cases}, sort_keys=False))

@@ -34,8 +34,11 @@ class HoldRelease(BaseApplier):
                 out[o.operation_id] = ItemFailure(o.record_id, "RECORD_MISSING", retryable=False)
                 continue
             if not is_held(r):  # released already: by our crashed attempt, or by hand
-                out[o.operation_id] = Outcome.released if r.retention_class is target else \
-                    ItemFailure(o.record_id, "NOT_HELD", retryable=False)  # fmt: skip
+                out[o.operation_id] = (
+                    Outcome.released
+                    if r.retention_class is target
+                    else ItemFailure(o.record_id, "NOT_HELD", retryable=False)
+                )
                 continue
             update: dict[str, Any] = {"retention_class": target}
             if r.status is Status.retained:

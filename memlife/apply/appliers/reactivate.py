@@ -33,12 +33,19 @@ class Reactivate(BaseApplier):
             elif r.status is Status.active and r.provenance.replaced_by is None:
                 out[o.operation_id] = Outcome.restored  # done before a crash
             elif r.status is not Status.superseded or r.provenance.replaced_by != o.replacement_id:
-                out[o.operation_id] = ItemFailure(o.record_id, "STALE_PRECONDITION", retryable=False)
+                out[o.operation_id] = ItemFailure(
+                    o.record_id, "STALE_PRECONDITION", retryable=False
+                )
             else:
                 ready.append(o)
         if ready:
-            res = ex.store.set_status([o.record_id for o in ready], Status.active, replaced_by=None,
-                                      policy_version=ex.policy.version, at=ex.cutoff)  # fmt: skip
+            res = ex.store.set_status(
+                [o.record_id for o in ready],
+                Status.active,
+                replaced_by=None,
+                policy_version=ex.policy.version,
+                at=ex.cutoff,
+            )
             checkpoint(self.checkpoint)
             failed = {f.id: f for f in res.failed}
             for o in ready:

@@ -36,8 +36,11 @@ class Restore(BaseApplier):
                     and r.status.value == snap[0]
                     and r.provenance == Provenance.model_validate_json(snap[2])
                 )
-                out[o.operation_id] = Outcome.restored if done else ItemFailure(
-                    o.record_id, "NOT_QUARANTINED", retryable=False)  # fmt: skip
+                out[o.operation_id] = (
+                    Outcome.restored
+                    if done
+                    else ItemFailure(o.record_id, "NOT_QUARANTINED", retryable=False)
+                )
                 continue
             refused = stale(o, r)
             if refused is not None:
@@ -45,11 +48,13 @@ class Restore(BaseApplier):
                 continue
             if snap is not None:
                 status, changed, prov = snap
-                back = r.model_copy(update={
-                    "status": Status(status),
-                    "status_changed_at": datetime.fromisoformat(changed) if changed else None,
-                    "provenance": Provenance.model_validate_json(prov),
-                })  # fmt: skip
+                back = r.model_copy(
+                    update={
+                        "status": Status(status),
+                        "status_changed_at": datetime.fromisoformat(changed) if changed else None,
+                        "provenance": Provenance.model_validate_json(prov),
+                    }
+                )
                 res = ex.store.put_many([back])
             else:  # quarantined without a snapshot (another tool): status back to active
                 res = ex.store.set_status([o.record_id], Status.active, at=ex.cutoff)

@@ -15,8 +15,9 @@ if TYPE_CHECKING:
     from memlife.apply.executor import Executor
 
 
-def set_status(ex: Executor, ops: list[Operation], status: Status, outcome: Outcome,
-               point: str) -> dict[str, Result]:  # fmt: skip
+def set_status(
+    ex: Executor, ops: list[Operation], status: Status, outcome: Outcome, point: str
+) -> dict[str, Result]:
     out: dict[str, Result] = {}
     wanted = [o.record_id for o in ops]
     if status is Status.superseded:
@@ -47,9 +48,12 @@ def set_status(ex: Executor, ops: list[Operation], status: Status, outcome: Outc
         ready.setdefault(o.replacement_id, []).append(o)
     for replacement, group in ready.items():
         res = ex.store.set_status(
-            [o.record_id for o in group], status, replaced_by=replacement,
-            policy_version=ex.policy.version, at=ex.cutoff,
-        )  # fmt: skip
+            [o.record_id for o in group],
+            status,
+            replaced_by=replacement,
+            policy_version=ex.policy.version,
+            at=ex.cutoff,
+        )
         checkpoint(point)
         failed = {f.id: f for f in res.failed}
         for o in group:
