@@ -181,8 +181,6 @@ def plan_view(r: MemoryRecord) -> PlanView:
     )  # fmt: skip
 
 
-
-
 def _first_error(exc: ValidationError) -> tuple[str, str]:
     err = exc.errors(include_url=False)[0]
     loc = ".".join(str(p) for p in err["loc"]) or "<record>"

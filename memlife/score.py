@@ -74,8 +74,12 @@ class Scorer:
                 w_verify=w.verification,
                 w_source=w.source,
                 w_conf=w.confidence,
-                w_total=w.creation_recency + w.access_recency + w.frequency + w.verification
-                + w.source + w.confidence,
+                w_total=w.creation_recency
+                + w.access_recency
+                + w.frequency
+                + w.verification
+                + w.source
+                + w.confidence,
             )
         self._source = {s: float(v) for s, v in policy.source_weights.items()}
         self._sensitivity = {r: float(v) for r, v in policy.sensitivity_penalty.items()}

@@ -105,14 +105,54 @@ def register(app: typer.Typer) -> None:
         store: StoreOpt = None,
         receipts: ReceiptsOpt = None,
         page_size: Annotated[int, typer.Option("--page-size", min=1, max=10_000)] = 500,
-        retry_only: Annotated[bool, typer.Option("--retry-only", help="Only drain the retry queue.")] = False,
-        consolidate: Annotated[bool, typer.Option("--consolidate/--no-consolidate", help="Call the consolidator (model) for groups.")] = True,
-        eval_cases: Annotated[str | None, typer.Option("--eval-cases", help="Regression-gate cases (file or s3://); env MEMLIFE_EVAL_CASES. Without a set, judgements in enforced namespaces wait (policy gate.required).")] = None,
-        with_model: Annotated[bool, typer.Option("--with-model", help="Let a dry run call the model (default: estimate calls and tokens).")] = False,
-        metrics_namespace: Annotated[str | None, typer.Option("--metrics-namespace", help="Publish counts to CloudWatch under this namespace.")] = None,
-        cloudtrail: Annotated[str | None, typer.Option("--cloudtrail", help="Ingest CloudTrail data events (folder or s3://) into the access ledger first.")] = None,
-        engine: Annotated[Engine | None, typer.Option("--engine", help="Default: prefect when a Prefect API is configured, else local.")] = None,
-        allow_future_cutoff: Annotated[bool, typer.Option("--allow-future-cutoff", help="Accept a --now more than 48 h ahead of the clock.")] = False,
+        retry_only: Annotated[
+            bool, typer.Option("--retry-only", help="Only drain the retry queue.")
+        ] = False,
+        consolidate: Annotated[
+            bool,
+            typer.Option(
+                "--consolidate/--no-consolidate", help="Call the consolidator (model) for groups."
+            ),
+        ] = True,
+        eval_cases: Annotated[
+            str | None,
+            typer.Option(
+                "--eval-cases",
+                help="Regression-gate cases (file or s3://); env MEMLIFE_EVAL_CASES. Without a set, judgements in enforced namespaces wait (policy gate.required).",
+            ),
+        ] = None,
+        with_model: Annotated[
+            bool,
+            typer.Option(
+                "--with-model",
+                help="Let a dry run call the model (default: estimate calls and tokens).",
+            ),
+        ] = False,
+        metrics_namespace: Annotated[
+            str | None,
+            typer.Option(
+                "--metrics-namespace", help="Publish counts to CloudWatch under this namespace."
+            ),
+        ] = None,
+        cloudtrail: Annotated[
+            str | None,
+            typer.Option(
+                "--cloudtrail",
+                help="Ingest CloudTrail data events (folder or s3://) into the access ledger first.",
+            ),
+        ] = None,
+        engine: Annotated[
+            Engine | None,
+            typer.Option(
+                "--engine", help="Default: prefect when a Prefect API is configured, else local."
+            ),
+        ] = None,
+        allow_future_cutoff: Annotated[
+            bool,
+            typer.Option(
+                "--allow-future-cutoff", help="Accept a --now more than 48 h ahead of the clock."
+            ),
+        ] = False,
         json_out: JsonOpt = False,
     ) -> None:
         """Run the nightly lifecycle job (use --dry-run to only propose)."""
