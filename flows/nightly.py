@@ -32,6 +32,7 @@ process_batch = shard.process_batch  # the "process-shards" task (name kept for 
 run_gate = task(name="regression-gate", **_task)(pipeline.run_gate)
 commit_run = task(name="commit", **_task)(pipeline.commit_run)
 finish_run = task(name="finish-run", **_task)(pipeline.finish_run)
+queue_reviews = task(name="queue-reviews", **_task)(pipeline.queue_reviews)
 
 
 @task(name="retry-queue", **_task)
@@ -68,6 +69,7 @@ def nightly(
     eval_cases: str | None = None,
     with_model: bool = False,
     metrics_namespace: str | None = None,
+    cloudtrail: str | None = None,
     fan_out: Literal["tasks", "deployments"] = "tasks",
     max_workers: int = 4,
     shard_deployment: str = shard.SHARD_DEPLOYMENT,
@@ -88,7 +90,8 @@ def nightly(
         eval_cases=eval_cases,
         with_model=with_model,
         metrics_namespace=metrics_namespace,
-    )
+        cloudtrail=cloudtrail,
+    )  # fmt: skip
     log = get_run_logger()  # the run's log tab: stages and counts, never content
     db = open_store(config.store)
     lease = pipeline.take_lease(config, db)  # one lifecycle writer per store; else LeaseHeld
@@ -128,16 +131,9 @@ def nightly(
         verdict = run_gate(ctx, db, outcomes)  # on everything staged; nothing written yet
         log.info("regression gate: %s", pipeline.gate_verdict(verdict))
         tallies.append(commit_run(ctx, executor, outcomes, verdict))
-        summary = finish_run(
-            ctx,
-            outcomes,
-            report,
-            t0,
-            tallies=tallies,
-            journal=journal,
-            gate=verdict,
-            shards_total=len(shards),
-        )
+        tallies.append(queue_reviews(ctx, db, outcomes))
+        summary = finish_run(ctx, outcomes, report, t0, tallies=tallies, journal=journal,
+                             gate=verdict, shards_total=len(shards))  # fmt: skip
     except BaseException as exc:  # incl. the flow timeout
         log.error("run %s failed: %s", ctx.run_id, type(exc).__name__)
         receipt = pipeline.write_failure_receipt(ctx, exc)

@@ -159,8 +159,10 @@ class PlanView(NamedTuple):
     status: Status
     status_changed: float | None
     content_sha256: str
-    norm_sha256: str
+    norm_sha256: str  # the statement key: records with the same one say the same thing
     negated: bool
+    confidence: float = 1.0
+    subject_inferred: bool = False  # the subject came from group.infer_subjects, not a person
 
 
 def _epoch(value: datetime | None) -> float | None:
@@ -171,25 +173,12 @@ def plan_view(r: MemoryRecord) -> PlanView:
     from memlife.text import negates, norm_sha256
 
     return PlanView(
-        r.id,
-        r.actor_id,
-        r.namespace,
-        r.memory_type,
-        r.subject,
-        r.owner,
-        r.source,
-        r.created_at.timestamp(),
-        _epoch(r.last_accessed_at),
-        r.access_count,
-        _epoch(r.last_verified_at),
-        _epoch(r.expires_at),
-        r.retention_class,
-        r.status,
-        _epoch(r.status_changed_at),
-        r.sha256,
-        norm_sha256(r.content),
-        negates(r.content),
-    )
+        r.id, r.actor_id, r.namespace, r.memory_type, r.subject, r.owner, r.source,
+        r.created_at.timestamp(), _epoch(r.last_accessed_at), r.access_count,
+        _epoch(r.last_verified_at), _epoch(r.expires_at), r.retention_class, r.status,
+        _epoch(r.status_changed_at), r.sha256, norm_sha256(r.content), negates(r.content),
+        r.confidence,
+    )  # fmt: skip
 
 
 def _first_error(exc: ValidationError) -> tuple[str, str]:

@@ -37,7 +37,7 @@ from memlife.lease import for_store as lease_for_store
 from memlife.metrics import publish_counts
 from memlife.model import PlanView, parse_time, plan_view, utcnow
 from memlife.namespaces import glob_match
-from memlife.plan import DELETE_ACTIONS, Action, Decision, Planner, Reason
+from memlife.plan import DELETE_ACTIONS, Action, Decision, Planner, Reason, ShardHints
 from memlife.policy import Policy, load_policy, resolve_policy_path
 from memlife.receipts import operations_parquet
 from memlife.receipts_dataset import write_operations
@@ -81,6 +81,7 @@ class RunConfig:
     eval_cases: str | None = None  # regression-gate cases (file or s3://, YAML/JSONL)
     with_model: bool = False  # a dry run calls the model only when asked (else: estimates)
     metrics_namespace: str | None = None  # CloudWatch namespace for counts (or env)
+    cloudtrail: str | None = None  # CloudTrail log folder / s3:// ingested into the ledger first
     workers: int = 0  # dry-run planning processes (run_local); 0 = one per CPU, at most 4
     attempt: str | None = None  # this attempt of the run (set by start_run; children inherit it)
     state: str | None = None  # MEMLIFE_STATE for this run (dynamodb://...); None: the environment
@@ -122,6 +123,7 @@ class BatchOutcome:
     deletions: list[DeleteItem] = field(default_factory=list)
     staged: list[StagedGroup] = field(default_factory=list)  # consolidations awaiting the gate
     tally: Tally = field(default_factory=Tally)
+    reviews: list[Decision] = field(default_factory=list)  # queued after planning (budget)
 
 
 @dataclass
@@ -252,13 +254,18 @@ def start_run(config: RunConfig, sink: ReceiptSink | None = None) -> RunContext:
         manifest_location=sink.location(mkey),
         store_url=store_url,
         sink=sink,
-        access_stats=load_access_stats(cutoff, store_url),
+        access_stats=load_access_stats(cutoff, store_url, config.cloudtrail),
     )
 
 
-def load_access_stats(cutoff: datetime, store_url: str | None = None) -> dict:
+def load_access_stats(
+    cutoff: datetime, store_url: str | None = None, cloudtrail: str | None = None
+) -> dict:
     """Access recency and frequency from the ledger, up to the cutoff (replays stay stable).
-    The ledger is on S3 with a remote state backend, else under $MEMLIFE_HOME."""
+
+    The ledger is on S3 with a remote state backend, else under $MEMLIFE_HOME.
+    ``cloudtrail``: AgentCore reads logged by CloudTrail are ingested first (each log file
+    once: a rerun reads nothing twice)."""
     from memlife.ledger import AccessLedger
 
     remote = remote_state(store_url) if store_url else None
@@ -266,8 +273,12 @@ def load_access_stats(cutoff: datetime, store_url: str | None = None) -> dict:
         from memlife.state.ledger import S3AccessLedger
 
         ledger: AccessLedger = S3AccessLedger(remote)
+        if cloudtrail:
+            ledger.ingest_cloudtrail(cloudtrail)
     else:
         root = memlife_home() / "ledger"
+        if cloudtrail:
+            AccessLedger(root).ingest_cloudtrail(cloudtrail)
         if not root.exists():
             return {}
         ledger = AccessLedger(root)
@@ -333,9 +344,69 @@ def _merge_native(views: list[PlanView], native: dict[str, str], stats: dict) ->
 def plan_shard(
     ctx: RunContext, store: MemoryStore, shard: Shard, planner: Planner | None = None
 ) -> list[Decision]:
-    """Steps 2-5 for one shard: page it, then expire/score/group/plan (pure)."""
+    """Steps 2-5 for one shard: page it, infer missing subjects, then expire/score/group/plan."""
     planner = planner or Planner(ctx.policy, ctx.cutoff)
-    return planner.plan_shard(iter_views(store, shard, ctx.config.page_size, ctx.access_stats))
+    pages = list(iter_views(store, shard, ctx.config.page_size, ctx.access_stats))
+    hints = shard_hints(ctx, store, shard, pages)
+    return planner.plan_shard(pages, hints)
+
+
+def shard_hints(
+    ctx: RunContext, store: MemoryStore, shard: Shard, pages: Sequence[Sequence[PlanView]]
+) -> ShardHints:
+    """Inferred subjects for records without one (group.infer_subjects; stored as inferred in
+    apply runs) and the review queue's disputed records. Reads content only when needed."""
+    from memlife.review_queue import ReviewQueue
+
+    write = not ctx.config.dry_run
+    disputed = ReviewQueue.for_store(store, create=write).disputed(shard.actor_id, shard.namespace)
+    views = [v for p in pages for v in p]
+    from memlife.inferred import InferredSubjects, needs_inference
+
+    todo = needs_inference(views) if ctx.policy.inference.enabled else []
+    if len(todo) < 2:
+        return ShardHints(disputed=disputed)
+    from memlife.apply.appliers.base import get_many
+    from memlife.group import InferenceItem, infer_subjects
+
+    table = InferredSubjects.for_store(store, create=write)
+    known = table.get(todo)
+    records = [r for r in get_many(store, todo).values()]
+    records.sort(key=lambda r: (r.created_at, r.id))
+    by_id = {v.id: v for v in views}
+    items = [InferenceItem(r.id, r.content, r.created_at.timestamp(), by_id[r.id].norm_sha256,
+                           bool(by_id[r.id].negated)) for r in records]  # fmt: skip
+    vectors = embeddings_for(ctx, store).get_or_embed(records)
+    found = infer_subjects(items, vectors, known=known, inference=ctx.policy.inference,
+                           near_duplicate=ctx.policy.grouping.near_duplicate_cosine)  # fmt: skip
+    if write:
+        table.put(shard.actor_id, shard.namespace, found.new, "nightly")
+    return ShardHints(found.subjects, found.statements, found.updates, disputed)
+
+
+def embeddings_for(ctx: RunContext, store: MemoryStore) -> EmbeddingCache:
+    """One embedding cache per run (process), opened on first use."""
+    cache = ctx.__dict__.get("_embeddings")
+    if cache is None:
+        cache = ctx.__dict__["_embeddings"] = make_embeddings(ctx, store)
+    return cache
+
+
+def queue_reviews(ctx: RunContext, store: MemoryStore, outcomes: Sequence[BatchOutcome]) -> Tally:
+    """Review items persist across nights: carry open ones, open new ones by priority up to
+    the policy's nightly budget; the rest wait (counted). A dry run only counts."""
+    from memlife.review_queue import ReviewQueue
+
+    tally = Tally()
+    reviews = [d for o in outcomes for d in o.reviews]
+    if ctx.config.retry_only:
+        return tally
+    queue = ReviewQueue.for_store(store, create=not ctx.config.dry_run)
+    tally.counts.update(queue.queue(
+        reviews, budget=ctx.policy.review.nightly_budget, run_id=ctx.run_id, at=ctx.cutoff,
+        dry_run=ctx.config.dry_run,
+    ))  # fmt: skip
+    return tally
 
 
 def make_consolidator(ctx: RunContext) -> Consolidator | None:
@@ -422,11 +493,17 @@ def process_batch(
     A failing shard is recorded and skipped; the other shards go on.
     """
     out = BatchOutcome()
-    planner = Planner(ctx.policy, ctx.cutoff)
+    from memlife.consolidate.extractive import ExtractiveConsolidator
+
+    # a model judges possible updates (duplicate / update / complement); offline: review
+    c = executor.consolidator if executor is not None else None
+    model = c is not None and not isinstance(c, ExtractiveConsolidator)
+    planner = Planner(ctx.policy, ctx.cutoff, model_decides=model)
     for shard in shards:
         try:
             decisions = plan_shard(ctx, store, shard, planner)
             report.write(decisions)
+            out.reviews += [d for d in decisions if d.action is Action.review]
             if executor is not None:
                 out.staged += executor.stage_shard(decisions, out.tally)
             if not ctx.config.dry_run or ctx.config.eval_cases:  # deletes, or the gate's candidates
@@ -897,16 +974,9 @@ def run_local(
         checkpoint("after_gate")  # verdict known: nothing committed yet
         if executor is not None:
             tallies.append(commit_run(ctx, executor, outcomes, verdict))
-        return finish_run(
-            ctx,
-            outcomes,
-            report,
-            t0,
-            tallies=tallies,
-            journal=journal,
-            gate=verdict,
-            shards_total=len(shards),
-        )
+        tallies.append(queue_reviews(ctx, store, outcomes))
+        return finish_run(ctx, outcomes, report, t0, tallies=tallies, journal=journal,
+                          gate=verdict, shards_total=len(shards))  # fmt: skip
     except Exception as exc:
         write_failure_receipt(ctx, exc)
         raise

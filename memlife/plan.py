@@ -12,9 +12,19 @@ Precedence, highest first (a newcomer should find every rule here):
        newer statement from a weaker source -> review (CONFLICTING_SOURCE)
        differing procedures                 -> review (strictest gate: a human decides)
        the newest statement of a group      -> consolidate_candidate
-  6. missing owner, stale verification, low score -> review
+     Inferred subjects (group.infer_subjects, no person named the subject):
+       the same statement said more than once -> consolidate_candidate (merge)
+       a probable update of an older statement -> review POSSIBLE_UPDATE, one pair item
+           (older record, ``pair`` = the newer), never superseded on cosine alone;
+           with a model configured (``model_decides``) the pair goes to the model instead
+  6. missing owner (after the policy's per-namespace owners) -> review
+     stale verification or a low score -> review only where acting on it matters
+       (policy.review: stale types/classes, frequently recalled); elsewhere they only
+       lower the score and the record is retained with the reason noted
   7. otherwise -> retain
 A low score alone never deletes; procedural records are never deleted by score.
+A superseded original is deleted superseded_retention_days after it was superseded.
+A disputed record (review queue) is never deleted while its dispute is open.
 Groups never cross an actor or a namespace: planning works one shard at a time.
 """
 
@@ -61,7 +71,18 @@ class Reason(StrEnum):
     CONTRADICTION = "CONTRADICTION"
     NEWER_STATEMENT = "NEWER_STATEMENT"
     CONFLICTING_SOURCE = "CONFLICTING_SOURCE"
+    POSSIBLE_UPDATE = "POSSIBLE_UPDATE"  # a newer record probably replaces this one: pair item
+    SUBJECT_INFERRED = "SUBJECT_INFERRED"  # grouped under a subject inferred from embeddings
+    SUPERSEDED_RETENTION = "SUPERSEDED_RETENTION"  # superseded longer than the policy keeps it
+    DISPUTED = "DISPUTED"  # a reviewer disputed the record: never deleted until resolved
     SCORE_OK = "SCORE_OK"
+
+
+# Reasons that open a review item (keyed by record + reason); the rest are context.
+REVIEW_REASONS = frozenset({
+    Reason.MISSING_OWNER, Reason.STALE_VERIFICATION, Reason.LOW_SCORE,
+    Reason.CONFLICTING_SOURCE, Reason.CONTRADICTION, Reason.POSSIBLE_UPDATE,
+})  # fmt: skip
 
 
 DELETE_ACTIONS = frozenset({Action.delete_expired, Action.delete_pending})
@@ -81,6 +102,10 @@ class Decision:
     group: str | None = None  # hash of actor+namespace+subject; no content
     survivor: str | None = None  # for supersede candidates: the newer statement's id
     content_sha256: str | None = None  # for receipts (a hash, never content)
+    pair: str | None = None  # POSSIBLE_UPDATE: the newer record that probably replaces this one
+    priority: float | None = None  # review items: impact (type, class, confidence, access)
+    owner: str | None = None  # the record's owner, or the policy's for its namespace
+    memory_type: str | None = None
 
     def report_row(self) -> dict:
         return {
@@ -107,10 +132,22 @@ class _GroupOutcome:
     survivor: str | None = None
 
 
+@dataclass(frozen=True)
+class ShardHints:
+    """What embedding-based grouping (group.infer_subjects) and the review queue tell the
+    planner about one shard: ids and keys only, no content."""
+
+    subjects: dict[str, str] = field(default_factory=dict)  # id -> inferred subject key
+    statements: dict[str, str] = field(default_factory=dict)  # id -> statement key (near dups)
+    updates: dict[str, str] = field(default_factory=dict)  # older id -> newer id
+    disputed: frozenset[str] = frozenset()
+
+
 @dataclass
 class Planner:
     policy: Policy
     now: datetime
+    model_decides: bool = False  # a model consolidator judges possible updates
     scorer: Scorer = field(init=False)
 
     def __post_init__(self) -> None:
@@ -122,6 +159,13 @@ class Planner:
             for mt, tp in self.policy.memory_types.items()
         }
         self._low = {mt: tp.low_score for mt, tp in self.policy.memory_types.items()}
+        self._kept_superseded = {
+            rc: days * _DAY for rc, days in self.policy.superseded_retention_days.items()
+            if rc != RetentionClass.legal_hold
+        }  # fmt: skip
+        rv = self.policy.review
+        self._stale_matters_types = frozenset(rv.stale_types)
+        self._stale_matters_classes = frozenset(rv.stale_classes)
         # verified before this instant = stale (None: the type has no staleness limit)
         self._stale_before = {
             mt: (
@@ -169,6 +213,12 @@ class Planner:
                 return d(Action.delete_pending, Reason.GRACE_ELAPSED)
             return d(Action.retain, Reason.PENDING_GRACE)
         if r.status == Status.superseded:
+            kept = self._kept_superseded.get(r.retention_class)
+            changed = r.status_changed or r.created
+            if kept is not None and changed + kept <= self._now:
+                return d(
+                    Action.delete_expired, Reason.ALREADY_SUPERSEDED, Reason.SUPERSEDED_RETENTION
+                )
             return d(Action.retain, Reason.ALREADY_SUPERSEDED)
         if r.status == Status.quarantined:
             return d(Action.retain, Reason.QUARANTINED)
@@ -229,13 +279,85 @@ class Planner:
             mark(head_cluster, Action.review, [Reason.CONFLICTING_SOURCE])
         return out
 
+    # -- inferred subjects: merges only, updates are pair items -------------------------------
+    def _inferred(
+        self, members: list[PlanView], hints: ShardHints, key: str
+    ) -> tuple[dict[str, _GroupOutcome], dict[str, str]]:
+        """Outcomes for one inferred subject: no person named it, so cosine alone never
+        supersedes. Each statement said more than once is merged (its own group); a
+        probable update becomes a POSSIBLE_UPDATE pair (model: the pair is one group)."""
+        out: dict[str, _GroupOutcome] = {}
+        groups: dict[str, str] = {}
+        by_stmt: dict[str, list[PlanView]] = defaultdict(list)
+        for r in members:
+            by_stmt[r.norm_sha256].append(r)
+        merged: set[str] = set()
+        for stmt, c in by_stmt.items():
+            if len(c) < 2:
+                continue
+            exact = len({r.content_sha256 for r in c}) == 1
+            if not exact and c[0].memory_type == MemoryType.procedural:
+                continue  # "step 4" vs "step 5" embed alike: procedures merge only when identical
+            why = [Reason.SUBJECT_INFERRED,
+                   Reason.EXACT_DUPLICATE if exact else Reason.NEAR_DUPLICATE]  # fmt: skip
+            for r in c:
+                out[r.id] = _GroupOutcome(Action.consolidate_candidate, list(why))
+                groups[r.id] = f"{key}\x1f{stmt}"
+                merged.add(r.id)
+        by_id = {r.id: r for r in members}
+        w = self.policy.source_weights
+        for older, newer in sorted(hints.updates.items()):
+            o, n = by_id.get(older), by_id.get(newer)
+            if o is None or n is None or older in merged or newer in merged or older in out:
+                continue  # merges first; a pair waits for the merged record next night
+            if o.memory_type == MemoryType.episodic:
+                continue  # distinct events are not updates of each other
+            can_decide = self.model_decides and w[n.source] >= w[o.source]
+            if can_decide and newer not in out:
+                pair = f"{key}\x1fupdate\x1f{older}\x1f{newer}"
+                for r in (o, n):
+                    out[r.id] = _GroupOutcome(
+                        Action.consolidate_candidate, [Reason.SUBJECT_INFERRED, Reason.POSSIBLE_UPDATE],
+                        contradicted=r is o, survivor=newer,
+                    )  # fmt: skip
+                    groups[r.id] = pair
+            else:
+                out[older] = _GroupOutcome(
+                    Action.review, [Reason.SUBJECT_INFERRED, Reason.POSSIBLE_UPDATE], survivor=newer
+                )
+        return out, groups
+
+    def _matters(self, r: PlanView) -> bool:
+        """Acting on a stale or low-scoring record matters: strict types and classes, and
+        records the agent keeps recalling."""
+        return (
+            r.memory_type in self._stale_matters_types
+            or r.retention_class in self._stale_matters_classes
+            or r.access_count >= self.policy.review.frequent_access_count
+        )
+
+    def priority(self, r: PlanView) -> float:
+        """Review priority from impact: memory type, sensitivity, (low) confidence, access."""
+        rv = self.policy.review
+        return (
+            rv.type_priority.get(r.memory_type, 0.0)
+            + rv.class_priority.get(r.retention_class, 0.0)
+            + (1.0 - r.confidence)
+            + min(1.0, r.access_count / rv.frequent_access_count)
+        )
+
     # -- one shard (actor + namespace) -------------------------------------------------------
-    def plan_shard(self, pages: Iterable[list[PlanView]]) -> list[Decision]:
+    def plan_shard(
+        self, pages: Iterable[list[PlanView]], hints: ShardHints | None = None
+    ) -> list[Decision]:
         """Every record of one actor/namespace, streamed page by page, gets one decision."""
+        hints = hints or ShardHints()
         decisions: list[Decision] = []
         live: list[PlanView] = []
         by_subject: dict[str, list[PlanView]] = defaultdict(list)
+        by_inferred: dict[str, list[PlanView]] = defaultdict(list)
         now, ttl = self._now, self._ttl
+        inferred, statements = hints.subjects, hints.statements
         for page in pages:
             for r in page:
                 # Inline fast path (most records): active, not held, not expired -> live.
@@ -249,12 +371,23 @@ class Planner:
                 if not fast:
                     early = self._early(r)
                     if early is not None:
+                        if early.action in DELETE_ACTIONS and r.id in hints.disputed:
+                            early.action = Action.retain
+                            early.reasons.append(Reason.DISPUTED)
                         decisions.append(early)
                         continue
-                live.append(r)
                 if r.subject:
+                    live.append(r)
                     # one group per subject AND memory type: a fact never supersedes a procedure
                     by_subject[f"{r.subject.strip().lower()}\x1f{r.memory_type}"].append(r)
+                elif r.id in inferred:
+                    # a person's subject always wins; this one is inferred and marked so
+                    r = r._replace(subject=inferred[r.id], subject_inferred=True,
+                                   norm_sha256=statements.get(r.id, r.norm_sha256))  # fmt: skip
+                    live.append(r)
+                    by_inferred[f"{r.subject}\x1f{r.memory_type}"].append(r)
+                else:
+                    live.append(r)
         outcomes: dict[str, _GroupOutcome] = {}
         groups: dict[str, str] = {}
         for bucket, members in by_subject.items():
@@ -267,50 +400,52 @@ class Planner:
             for rid, outcome in self._group(members).items():
                 outcomes[rid] = outcome
                 groups[rid] = key
+        for bucket, members in by_inferred.items():
+            if len(members) < 2:
+                continue
+            head = members[0]
+            found, keys = self._inferred(members, hints, bucket)
+            outcomes.update(found)
+            for rid, raw in keys.items():
+                groups[rid] = group_key(head.actor_id, head.namespace, raw, head.memory_type)
         scorer, now, stale_before = self.scorer, self._now, self._stale_before
         score_of = scorer.score
+        owner_for = self.policy.owner_for
+        changing = (Action.consolidate_candidate, Action.supersede_candidate)
         for r in live:
             g = outcomes.get(r.id)
             score = score_of(r, now, g is not None and g.contradicted)
             review: list[Reason] = []
-            if not (r.owner and r.owner.strip()):
+            noted: list[Reason] = []  # lowers the score only: not a review item here
+            owner = r.owner if r.owner and r.owner.strip() else owner_for(
+                r.actor_id, r.namespace, r.memory_type)  # fmt: skip
+            if not owner:
                 review.append(Reason.MISSING_OWNER)
+            matters = self._matters(r) or (g is not None and g.action in changing)
             limit = stale_before[r.memory_type]
             if limit is not None and (r.last_verified is None or r.last_verified < limit):
-                review.append(Reason.STALE_VERIFICATION)
+                (review if matters else noted).append(Reason.STALE_VERIFICATION)
             if score < self._low[r.memory_type]:
-                review.append(Reason.LOW_SCORE)
+                (review if matters else noted).append(Reason.LOW_SCORE)
+            mt = str(r.memory_type)
             if g is not None:
+                # noted reasons stay off review decisions: each review reason opens an item
+                extra = review if g.action is Action.review else review + noted
                 d = Decision(
-                    r.id,
-                    r.actor_id,
-                    r.namespace,
-                    g.action,
-                    g.reasons + review,
-                    score,
-                    groups[r.id],
-                    g.survivor,
-                    r.content_sha256,
-                )
+                    r.id, r.actor_id, r.namespace, g.action, g.reasons + extra, score,
+                    groups.get(r.id), g.survivor, r.content_sha256, owner=owner, memory_type=mt,
+                )  # fmt: skip
+                if g.action is Action.review and Reason.POSSIBLE_UPDATE in g.reasons:
+                    d.pair = g.survivor
+                    d.survivor = None
             elif review:
-                d = Decision(
-                    r.id,
-                    r.actor_id,
-                    r.namespace,
-                    Action.review,
-                    review,
-                    score,
-                    content_sha256=r.content_sha256,
-                )
+                d = Decision(r.id, r.actor_id, r.namespace, Action.review, review, score,
+                             content_sha256=r.content_sha256, owner=owner, memory_type=mt)  # fmt: skip
             else:
-                d = Decision(
-                    r.id,
-                    r.actor_id,
-                    r.namespace,
-                    Action.retain,
-                    [Reason.SCORE_OK],
-                    score,
-                    content_sha256=r.content_sha256,
-                )
+                d = Decision(r.id, r.actor_id, r.namespace, Action.retain, noted or [Reason.SCORE_OK],
+                             score, content_sha256=r.content_sha256, owner=owner,
+                             memory_type=mt)  # fmt: skip
+            if d.action is Action.review:
+                d.priority = round(self.priority(r), 6)
             decisions.append(d)
         return decisions

@@ -40,6 +40,7 @@ class ScoreWeights(_Strict):
     frequency: Num = Field(ge=0)
     verification: Num = Field(ge=0)
     source: Num = Field(ge=0)
+    confidence: Num = Field(default=0, ge=0)  # the record's own 0..1 confidence
 
     @model_validator(mode="after")
     def _some_weight(self) -> ScoreWeights:
@@ -66,6 +67,74 @@ class Grouping(_Strict):
     near_duplicate_cosine: Num = Field(default=0.88, gt=0, le=1)
     max_group_size: Int = Field(default=12, ge=2, le=100)
     grounding_cosine: Num = Field(default=0.55, gt=0, le=1)
+
+
+class OwnerRule(_Strict):
+    """Who answers for records of a namespace glob that carry no owner of their own.
+
+    ``owner: "{actor}"`` makes the record's actor its owner (a user owns their own facts);
+    ``memory_types`` limits the rule: procedural records usually need a team, not a user.
+    """
+
+    namespace: Text = Field(min_length=1)  # fnmatch glob, anchored at both ends
+    owner: Text = Field(min_length=1)
+    memory_types: list[MemoryType] = Field(
+        default_factory=lambda: [MemoryType.episodic, MemoryType.semantic]
+    )
+
+
+class VerificationPolicy(_Strict):
+    """Which sources count as verification, at first write and when stated again."""
+
+    # stamped last_verified_at when first written; agent inference never is
+    verified_at_write: list[Source] = Field(
+        default_factory=lambda: [Source.system_of_record, Source.user_confirmed]
+    )
+    # a duplicate `remember` from one of these sources counts as a fresh verification
+    verified_on_restatement: list[Source] = Field(
+        default_factory=lambda: [Source.system_of_record, Source.user_confirmed, Source.user_stated]
+    )
+
+
+class ReviewPolicy(_Strict):
+    """When a record becomes a review item, and how many open per night.
+
+    Staleness and a low score alone only lower the score; they open a review item only
+    where acting on the record matters (types/classes below, frequently recalled records,
+    records in a group the run changes). New items are opened by priority up to
+    ``nightly_budget``; the rest wait for a later night and are counted.
+    """
+
+    nightly_budget: Int = Field(default=500, ge=0)
+    stale_types: list[MemoryType] = Field(default_factory=lambda: [MemoryType.procedural])
+    stale_classes: list[RetentionClass] = Field(default_factory=lambda: [RetentionClass.sensitive])
+    frequent_access_count: Int = Field(default=5, ge=1)
+    # priority = type weight + class weight + (1 - confidence) + access share, see plan.py
+    type_priority: dict[MemoryType, Num] = Field(
+        default_factory=lambda: {
+            MemoryType.procedural: 1.0,
+            MemoryType.semantic: 0.5,
+            MemoryType.episodic: 0.2,
+        }  # fmt: skip
+    )
+    class_priority: dict[RetentionClass, Num] = Field(
+        default_factory=lambda: {
+            RetentionClass.sensitive: 1.0,
+            RetentionClass.standard: 0.0,
+            RetentionClass.legal_hold: 0.0,
+        }  # fmt: skip
+    )
+
+
+class InferencePolicy(_Strict):
+    """Subjects inferred from embeddings for records that carry none (group.py)."""
+
+    enabled: Annotated[bool, Strict()] = True
+    topic_cosine: Num = Field(default=0.5, gt=0, le=1)  # joins a subject's leader
+    update_cosine: Num = Field(default=0.5, gt=0, le=1)  # a possible update's floor
+    max_leaders: Int = Field(default=2000, ge=1)  # per shard: bounds memory and time
+    # merges without a person's subject need more than the near-duplicate cosine
+    merge_cosine: Num = Field(default=0.92, gt=0, le=1)
 
 
 class GatePolicy(_Strict):
@@ -99,6 +168,13 @@ class Policy(_Strict):
     memory_types: dict[MemoryType, TypePolicy]
     gate: GatePolicy = Field(default_factory=GatePolicy)
     limits: Limits = Field(default_factory=Limits)
+    owners: list[OwnerRule] = Field(default_factory=list)
+    verification: VerificationPolicy = Field(default_factory=VerificationPolicy)
+    review: ReviewPolicy = Field(default_factory=ReviewPolicy)
+    inference: InferencePolicy = Field(default_factory=InferencePolicy)
+    # superseded originals are deleted (receipted) this many days after they were superseded;
+    # a class missing here keeps them (legal_hold is never deleted whatever this says)
+    superseded_retention_days: dict[RetentionClass, Num] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _complete(self) -> Policy:
@@ -112,6 +188,13 @@ class Policy(_Strict):
 
     def deletion_enforced(self, namespace: str) -> bool:
         return any(glob_match(pat, namespace) for pat in self.enforce_deletion_in)
+
+    def owner_for(self, actor_id: str, namespace: str, memory_type: MemoryType | str) -> str | None:
+        """The owner the first matching rule gives a record without one; None: no rule."""
+        for rule in self.owners:
+            if memory_type in rule.memory_types and glob_match(rule.namespace, namespace):
+                return rule.owner.replace("{actor}", actor_id)
+        return None
 
 
 def resolve_policy_path(path: str | Path | None) -> Path:

@@ -8,6 +8,7 @@ For a record r of memory type t at cutoff `now` (ages in days, never negative):
     verification     = 1 - min(1, age(last_verified_at) / verification_stale_days_t)
                        (0 if never verified; 1 when the type has no staleness limit)
     source           = source_weights[r.source]
+    confidence       = r.confidence (0..1, from extraction/consolidation)
 
     score = sum(w_t[f] * f) / sum(w_t)                       # weighted mean of the above
             - contradiction_penalty * contradicted           # a newer statement disagrees
@@ -40,6 +41,7 @@ class _TypeConstants:
     w_freq: float
     w_verify: float
     w_source: float
+    w_conf: float
     w_total: float
 
 
@@ -71,11 +73,13 @@ class Scorer:
                 w_freq=w.frequency,
                 w_verify=w.verification,
                 w_source=w.source,
+                w_conf=w.confidence,
                 w_total=w.creation_recency
                 + w.access_recency
                 + w.frequency
                 + w.verification
-                + w.source,
+                + w.source
+                + w.confidence,
             )
         self._source = {s: float(v) for s, v in policy.source_weights.items()}
         self._sensitivity = {r: float(v) for r, v in policy.sensitivity_penalty.items()}
@@ -103,6 +107,7 @@ class Scorer:
             + c.w_freq * freq
             + c.w_verify * verify
             + c.w_source * source
+            + c.w_conf * r.confidence
         ) / c.w_total
         raw -= self._sensitivity.get(r.retention_class, 0.0)
         if contradicted:
@@ -123,7 +128,7 @@ class Scorer:
         elif r.last_verified is not None:
             since = max(0.0, (now - r.last_verified) / _DAY)
             total += c.w_verify * (1.0 - min(1.0, since / c.stale_days))
-        raw = (total + c.w_source * self._source[r.source]) / c.w_total
+        raw = (total + c.w_source * self._source[r.source] + c.w_conf * r.confidence) / c.w_total
         raw -= self._sensitivity.get(r.retention_class, 0.0)
         if contradicted:
             raw -= self.policy.contradiction_penalty

@@ -38,3 +38,18 @@ def negates(text: str) -> bool:
 def query_sha256(query: str) -> str:
     """What the access ledger keeps of a query: its hash, never its text."""
     return hashlib.sha256(query.encode("utf-8")).hexdigest()
+
+
+# Offline cues for "a newer statement replaces an older one" (group.looks_like_update) and
+# for a statement that only adds a fact (grounding rejects reading it as an update).
+_UPDATE_CUE = re.compile(
+    r"\b(now|no longer|any ?more|gave up|give up|given up|quit|stopped|switched|moved|changed|"
+    r"instead|these days|used to|replaced|nowadays|not .{0,20} any ?more)\b",
+    re.IGNORECASE,
+)
+_ADDITIVE_CUE = re.compile(r"\b(also|too|as well|in addition|another|both)\b", re.IGNORECASE)
+
+
+def reads_additive(text: str) -> bool:
+    """ "also", "too", "as well" and no update word: the text adds a fact, it replaces none."""
+    return _ADDITIVE_CUE.search(text) is not None and _UPDATE_CUE.search(text) is None

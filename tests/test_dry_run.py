@@ -124,11 +124,19 @@ def test_report_one_row_per_record_exact_fields(db: Path, demo_db: tuple[Path, l
             assert 0.0 <= r["score"] <= 1.0
 
 
-def test_report_matches_the_planner(db: Path, demo_db: tuple[Path, list]) -> None:
-    """The pipeline's fast store path decides exactly what the planner decides on the records."""
-    summary = run_local(config(page_size=37))
+def test_report_matches_the_planner(db: Path, demo_db: tuple[Path, list], tmp_path: Path) -> None:
+    """The pipeline's fast store path decides exactly what the planner decides on the records.
+
+    Subject inference is off here: it reads content and embeddings (tested in test_realmem)."""
+    import yaml
+
+    raw = yaml.safe_load(Path("policies/default.yaml").read_text())
+    raw["inference"]["enabled"] = False
+    policy = tmp_path / "no-inference.yaml"
+    policy.write_text(yaml.safe_dump(raw))
+    summary = run_local(config(page_size=37, policy=str(policy)))
     got = {r["id"]: (r["action"], r["reasons"]) for r in read_jsonl(summary.report)}
-    planner = Planner(load_policy("policies/default.yaml"), ANCHOR)
+    planner = Planner(load_policy(policy), ANCHOR)
     shards: dict[tuple, list] = defaultdict(list)
     for r in demo_db[1]:
         shards[(r.actor_id, r.namespace)].append(plan_view(r))

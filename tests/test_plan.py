@@ -17,7 +17,7 @@ from memlife.model import (
     Status,
     plan_view,
 )
-from memlife.plan import DELETE_ACTIONS, Action, Decision, Planner, Reason, group_key
+from memlife.plan import DELETE_ACTIONS, Action, Decision, Planner, Reason, ShardHints, group_key
 from memlife.policy import load_policy
 
 POLICY = load_policy("policies/default.yaml")
@@ -53,10 +53,11 @@ def rec(rid: str, content: str = "Lives in Lisbon.", **kw) -> MemoryRecord:
     return MemoryRecord(**base)
 
 
-def plan(*records: MemoryRecord, now: datetime = NOW, page: int = 2) -> dict[str, Decision]:
+def plan(*records: MemoryRecord, now: datetime = NOW, page: int = 2,
+         hints: ShardHints | None = None, model: bool = False) -> dict[str, Decision]:  # fmt: skip
     views = [plan_view(r) for r in records]
     pages = [views[i : i + page] for i in range(0, len(views), page)] or [[]]
-    decisions = Planner(POLICY, now).plan_shard(pages)
+    decisions = Planner(POLICY, now, model_decides=model).plan_shard(pages, hints)
     assert len(decisions) == len(records)
     out = {d.id: d for d in decisions}
     assert len(out) == len(records)  # exactly one decision per record
@@ -97,7 +98,11 @@ def _cases() -> dict[Reason, tuple[list[MemoryRecord], str, Action]]:
         ),
         Reason.ALREADY_SUPERSEDED: ([rec("a", status=Status.superseded)], "a", Action.retain),
         Reason.QUARANTINED: ([rec("a", status=Status.quarantined)], "a", Action.retain),
-        Reason.MISSING_OWNER: ([rec("a", owner=None)], "a", Action.review),
+        Reason.MISSING_OWNER: (
+            [rec("a", owner=None, namespace="/orgs/o-1/facts")],
+            "a",
+            Action.review,
+        ),
         Reason.STALE_VERIFICATION: (
             [rec("a", last_verified_at=days(400), created_at=days(500))],
             "a",
@@ -107,15 +112,45 @@ def _cases() -> dict[Reason, tuple[list[MemoryRecord], str, Action]]:
             [
                 rec(
                     "a",
-                    memory_type=MemoryType.episodic,
-                    created_at=days(300),
+                    memory_type=MemoryType.procedural,
+                    created_at=days(900),
                     last_accessed_at=None,
                     access_count=0,
+                    last_verified_at=None,
                     source=Source.agent_inferred,
                 )
             ],
             "a",
             Action.review,
+        ),
+        Reason.POSSIBLE_UPDATE: (
+            [
+                rec("a", "Drinks coffee every morning.", created_at=days(40)),
+                rec("b", "Gave up coffee; green tea now."),
+            ],
+            "a",
+            Action.review,
+            _UPDATE_HINTS,
+        ),
+        Reason.SUBJECT_INFERRED: (
+            [
+                rec("a", "Drinks coffee every morning.", created_at=days(40)),
+                rec("b", "Gave up coffee; green tea now."),
+            ],
+            "a",
+            Action.review,
+            _UPDATE_HINTS,
+        ),
+        Reason.SUPERSEDED_RETENTION: (
+            [rec("a", status=Status.superseded, status_changed_at=days(91))],
+            "a",
+            Action.delete_expired,
+        ),
+        Reason.DISPUTED: (
+            [rec("a", expires_at=days(1))],
+            "a",
+            Action.retain,
+            ShardHints(disputed=frozenset({"a"})),
         ),
         Reason.SAME_SUBJECT: (
             [
@@ -175,14 +210,17 @@ def _cases() -> dict[Reason, tuple[list[MemoryRecord], str, Action]]:
     }
 
 
+_UPDATE_HINTS = ShardHints(subjects={"a": "coffee ~1", "b": "coffee ~1"}, updates={"a": "b"})
+
+
 def test_every_reason_has_a_case() -> None:
     assert set(_cases()) == set(Reason)
 
 
 @pytest.mark.parametrize("reason", list(Reason), ids=lambda r: r.value)
 def test_reason_reachable(reason: Reason) -> None:
-    records, rid, action = _cases()[reason]
-    d = plan(*records)[rid]
+    records, rid, action, *hints = _cases()[reason]
+    d = plan(*records, hints=hints[0] if hints else None)[rid]
     assert reason in d.reasons, d
     assert d.action is action, d
 
@@ -346,7 +384,7 @@ def test_procedural_never_deleted_by_score() -> None:
 
 def test_missing_owner_goes_to_review_not_deletion() -> None:
     for owner in (None, "", "   "):
-        d = one(rec("a", owner=owner))
+        d = one(rec("a", owner=owner, namespace="/orgs/o-1/facts"))
         assert d.action is Action.review
         assert d.reasons == [Reason.MISSING_OWNER]
 
@@ -496,9 +534,10 @@ def test_subject_matching_ignores_case_and_spacing() -> None:
 
 
 def test_review_reasons_are_added_to_group_actions() -> None:
+    ns = "/orgs/o-1/facts"  # no owner rule: a missing owner is a review reason here
     ds = plan(
-        rec("a", "Is vegetarian.", subject="diet", created_at=days(100)),
-        rec("b", "Is not vegetarian.", subject="diet", owner=None),
+        rec("a", "Is vegetarian.", subject="diet", created_at=days(100), namespace=ns),
+        rec("b", "Is not vegetarian.", subject="diet", owner=None, namespace=ns),
     )
     assert ds["b"].action is Action.consolidate_candidate
     assert Reason.MISSING_OWNER in ds["b"].reasons
@@ -627,9 +666,10 @@ def test_plan_invariants(rs: list[MemoryRecord]) -> None:
     groups: dict[str, list[Decision]] = defaultdict(list)
     for d in ds.values():
         r = by_id[d.id]
-        # deletes only ever come from expiry or an elapsed grace period, never from a score
+        # deletes only come from expiry, an elapsed grace or superseded retention, never a score
         if d.action in DELETE_ACTIONS:
-            assert set(d.reasons) & {Reason.HARD_EXPIRED, Reason.TTL_EXPIRED, Reason.GRACE_ELAPSED}
+            assert set(d.reasons) & {Reason.HARD_EXPIRED, Reason.TTL_EXPIRED, Reason.GRACE_ELAPSED,
+                                     Reason.SUPERSEDED_RETENTION}  # fmt: skip
             assert r.retention_class is not RetentionClass.legal_hold
         if d.action is Action.delete_expired:
             assert d.score is None
@@ -683,3 +723,57 @@ def test_plan_independent_of_input_order(rs: list[MemoryRecord], rnd) -> None:
     a, b = _plan_by_shard(rs), _plan_by_shard(shuffled)
     key = lambda d: (d.action, d.reasons, d.score, d.group, d.survivor)
     assert {k: key(d) for k, d in a.items()} == {k: key(d) for k, d in b.items()}
+
+
+# -- defaults for agent memory (policies/default.yaml) --------------------------------------
+def test_owner_per_namespace_glob_user_owns_their_facts() -> None:
+    d = one(rec("a", owner=None))  # /users/u-1/facts
+    assert Reason.MISSING_OWNER not in d.reasons and d.owner == ACTOR
+    proc = one(rec("p", owner=None, memory_type=MemoryType.procedural))
+    assert proc.action is Action.review and Reason.MISSING_OWNER in proc.reasons  # a team's job
+    org = one(rec("o", owner=None, namespace="/orgs/o-1/facts"))
+    assert Reason.MISSING_OWNER in org.reasons
+
+
+def test_staleness_alone_only_lowers_the_score() -> None:
+    stale = dict(last_verified_at=None, created_at=days(500), access_count=0, last_accessed_at=None)
+    d = one(rec("a", **stale))
+    assert d.action is Action.retain and Reason.STALE_VERIFICATION in d.reasons  # noted only
+    fresh = one(rec("b", created_at=days(500), access_count=0, last_accessed_at=None))
+    assert d.score < fresh.score
+    # where acting on it matters, it is a review item
+    for kw in ({"memory_type": MemoryType.procedural}, {"retention_class": RetentionClass.sensitive},
+               {"access_count": 9, "last_accessed_at": days(2)}):  # fmt: skip
+        r = one(rec("c", **{**stale, **kw}))
+        assert r.action is Action.review and Reason.STALE_VERIFICATION in r.reasons, kw
+
+
+def test_review_priority_follows_impact() -> None:
+    base = dict(owner=None, namespace="/orgs/o-1/facts")
+    low = one(rec("a", **base, confidence=0.9, access_count=0)).priority
+    unsure = one(rec("b", **base, confidence=0.2, access_count=0)).priority
+    sensitive = one(rec("c", **base, confidence=0.9, access_count=0,
+                        retention_class=RetentionClass.sensitive)).priority  # fmt: skip
+    used = one(rec("d", **base, confidence=0.9, access_count=8)).priority
+    assert low < unsure and low < sensitive and low < used
+
+
+def test_inferred_subject_merges_duplicates_and_never_supersedes_on_cosine() -> None:
+    hints = ShardHints(subjects={"a": "tea ~1", "b": "tea ~1", "c": "tea ~1"},
+                       statements={"a": "s1", "b": "s1"}, updates={})  # fmt: skip
+    ds = plan(rec("a", "Drinks tea.", created_at=days(30)), rec("b", "Has tea daily."),
+              rec("c", "Drinks coffee now."), hints=hints)  # fmt: skip
+    assert ds["a"].action is ds["b"].action is Action.consolidate_candidate
+    assert ds["a"].group == ds["b"].group and Reason.NEAR_DUPLICATE in ds["a"].reasons
+    assert ds["c"].action is Action.retain  # a different statement: untouched
+    assert not any(d.action is Action.supersede_candidate for d in ds.values())
+
+
+def test_possible_update_goes_to_the_model_when_one_is_configured() -> None:
+    recs = [rec("a", "Drinks coffee every morning.", created_at=days(40)),
+            rec("b", "Gave up coffee; green tea now.")]  # fmt: skip
+    offline = plan(*recs, hints=_UPDATE_HINTS)
+    assert offline["a"].action is Action.review and offline["a"].pair == "b"
+    online = plan(*recs, hints=_UPDATE_HINTS, model=True)
+    assert online["a"].action is online["b"].action is Action.consolidate_candidate
+    assert online["a"].group == online["b"].group and online["a"].survivor == "b"

@@ -67,13 +67,12 @@ def test_documented_formula(mt: MemoryType) -> None:
     )
     source = POLICY.source_weights[Source.user_confirmed]
     w = tp.weights
+    conf = v.confidence
     expected = (
-        w.creation_recency * creation
-        + w.access_recency * access
-        + w.frequency * freq
-        + w.verification * verify
-        + w.source * source
-    ) / (w.creation_recency + w.access_recency + w.frequency + w.verification + w.source)
+        w.creation_recency * creation + w.access_recency * access + w.frequency * freq
+        + w.verification * verify + w.source * source + w.confidence * conf
+    ) / (w.creation_recency + w.access_recency + w.frequency + w.verification + w.source
+         + w.confidence)  # fmt: skip
     parts = SCORER.parts(v, T)
     assert parts.creation_recency == pytest.approx(creation)
     assert parts.access_recency == pytest.approx(access)
@@ -103,13 +102,8 @@ def test_contradiction_and_sensitivity_penalties() -> None:
     assert SCORER.score(v, T, contradicted=True) == pytest.approx(
         base - POLICY.contradiction_penalty
     )
-    sens = view(
-        created_days=1,
-        accessed_days=1,
-        access_count=20,
-        verified_days=1,
-        retention=RetentionClass.sensitive,
-    )
+    sens = view(created_days=1, accessed_days=1, access_count=20, verified_days=1,
+                retention=RetentionClass.sensitive)  # fmt: skip
     penalty = POLICY.sensitivity_penalty[RetentionClass.sensitive]
     assert penalty > 0
     assert SCORER.score(sens, T) == pytest.approx(base - penalty)
@@ -144,27 +138,15 @@ counts = st.integers(min_value=0, max_value=10_000)
 
 @settings(max_examples=150, deadline=None)
 @given(
-    mt=st.sampled_from(list(MemoryType)),
-    created=ages,
-    accessed=maybe_age,
-    count=counts,
-    verified=maybe_age,
-    source=st.sampled_from(list(Source)),
-    retention=st.sampled_from(list(RetentionClass)),
-    contradicted=st.booleans(),
-)
+    mt=st.sampled_from(list(MemoryType)), created=ages, accessed=maybe_age, count=counts,
+    verified=maybe_age, source=st.sampled_from(list(Source)),
+    retention=st.sampled_from(list(RetentionClass)), contradicted=st.booleans(),
+)  # fmt: skip
 def test_score_bounded(
     mt, created, accessed, count, verified, source, retention, contradicted
 ) -> None:
-    v = view(
-        memory_type=mt,
-        created_days=created,
-        accessed_days=accessed,
-        access_count=count,
-        verified_days=verified,
-        source=source,
-        retention=retention,
-    )
+    v = view(memory_type=mt, created_days=created, accessed_days=accessed, access_count=count,
+             verified_days=verified, source=source, retention=retention)  # fmt: skip
     p = SCORER.parts(v, T, contradicted)
     assert 0.0 <= p.score <= 1.0
     for part in (p.creation_recency, p.access_recency, p.frequency, p.verification, p.source):
@@ -215,3 +197,18 @@ def test_strictly_monotone_where_weights_are_positive() -> None:
     assert v1 > v2
     assert v3 > v1
     assert v1 > v4
+
+
+def test_confidence_feeds_the_score() -> None:
+    """Policy default: a less confident record scores lower, all else equal."""
+    sure = plan_view(_rec_with_confidence(0.95))
+    unsure = plan_view(_rec_with_confidence(0.2))
+    assert POLICY.memory_types[MemoryType.semantic].weights.confidence > 0
+    assert SCORER.score(unsure, T) < SCORER.score(sure, T)
+
+
+def _rec_with_confidence(c: float):
+    v = view(created_days=10)
+    return MemoryRecord(id=v.id, actor_id=v.actor_id, namespace=v.namespace,
+                        memory_type=v.memory_type, content="Likes tea.",
+                        created_at=datetime.fromtimestamp(v.created, UTC), confidence=c)  # fmt: skip

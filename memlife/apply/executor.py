@@ -47,6 +47,7 @@ class Executor:
         self.erase_cache = erase_cache  # the cache erasure cleans; None: the store's own
         # Shards a StoreError (e.g. QUOTA_EXCEEDED) stopped: no further groups or deletes.
         self.stopped: set[tuple[str, str]] = set()
+        self.reviewer: str | None = None  # a person's decision (review resolve): in receipts
 
     def new_op(
         self,

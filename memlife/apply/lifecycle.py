@@ -123,7 +123,8 @@ def receipt(ex: Executor, op: Operation, tally: Tally) -> Operation:
     """APPLIED -> RECEIPTED once the create-only receipt is durable; else stays APPLIED."""
     checkpoint("before_receipt")
     try:
-        write_operation_receipt(ex.sink, op)  # False: already there from a crashed run
+        # False: already there from a crashed run. A reviewer's decision names the reviewer.
+        write_operation_receipt(ex.sink, op, reviewer=getattr(ex, "reviewer", None))
     except ReceiptWriteError as exc:
         tally.counts["receipt_failed"] += 1
         tally.failures.append(

@@ -16,6 +16,8 @@ COUNT = {
     Outcome.quarantined: "quarantined",
     Outcome.restored: "restored",
     Outcome.released: "released",
+    Outcome.reviewed: "reviewed_by_person",
+    Outcome.held: "held_placed",
     Outcome.skipped: "skipped",
     Outcome.updated: "updated",
 }

@@ -61,15 +61,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Records the regression gate quarantined: list, restore, purge.",
     ),
     "hold": ("memlife.cli.erase", "Legal holds."),
-    "config": (
-        "memlife.cli.config",
-        "Show the resolved settings (environment variables; secrets masked).",
-    ),
-    "ops": (
-        "memlife.cli.ops",
-        "Operations in the journal: terminal failures and their resolution.",
-    ),
-}
+    "config": ("memlife.cli.config", "Show the resolved settings (environment variables; secrets masked)."),
+    "review": ("memlife.cli.review", "Review items: list them, resolve them (journaled, receipted)."),
+    "ledger": ("memlife.cli.ledger", "The access ledger (recall telemetry, CloudTrail data events)."),
+    "ops": ("memlife.cli.ops", "Operations in the journal: terminal failures and their resolution."),
+}  # fmt: skip
 
 BAD_INPUT = 2
 FAILED = 1

@@ -1,4 +1,4 @@
-"""`memlife erase --actor A [--subject S | --id ID...]` and `memlife hold release --id ID`."""
+"""`memlife erase --actor A [--subject S | --id ID...]`, `memlife hold place|release`."""
 
 from __future__ import annotations
 
@@ -125,6 +125,43 @@ def register(app: typer.Typer) -> None:
             raise fail("nothing matched: no record was erased or deferred", 1)
 
     hold = typer.Typer(help="Legal holds.", no_args_is_help=True)
+
+    @hold.command("place")
+    def place(
+        ids: Annotated[
+            list[str] | None, typer.Option("--id", help="Record id (repeatable)")
+        ] = None,
+        actor: Annotated[
+            str | None, typer.Option("--actor", help="Whose records (with --subject)")
+        ] = None,
+        subject: Annotated[
+            str | None, typer.Option("--subject", help="Hold the actor's records on this subject")
+        ] = None,
+        policy: PolicyOpt = "policies/default.yaml",
+        store: StoreOpt = None,
+        receipts: ReceiptsOpt = None,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """Place a legal hold (journaled, receipted): never deleted, superseded or rewritten."""
+        from memlife.holds import HoldError, place_hold
+
+        db = open_store(check_store(store, must_exist=True))
+        try:
+            result = place_hold(db, ids=ids or (), actor=actor, subject=subject, policy=policy,
+                                receipts=receipts)  # fmt: skip
+        except HoldError as exc:
+            raise fail(str(exc)) from None
+        finally:
+            db.close()
+        if json_out:
+            print_json(result)
+        else:
+            err_console.print(f"held: {', '.join(result['held']) or '-'}")
+            err_console.print(
+                f"run {result['run_id']}: {result['status']}; receipt: {result['receipt']}"
+            )
+        if result["status"] != "success" or result.get("not_found"):
+            raise typer.Exit(3)
 
     @hold.command("release")
     def release(

@@ -135,6 +135,13 @@ def register(app: typer.Typer) -> None:
                 "--metrics-namespace", help="Publish counts to CloudWatch under this namespace."
             ),
         ] = None,
+        cloudtrail: Annotated[
+            str | None,
+            typer.Option(
+                "--cloudtrail",
+                help="Ingest CloudTrail data events (folder or s3://) into the access ledger first.",
+            ),
+        ] = None,
         engine: Annotated[
             Engine | None,
             typer.Option(
@@ -213,26 +220,19 @@ def register(app: typer.Typer) -> None:
             eval_cases=eval_cases,
             with_model=with_model,
             metrics_namespace=metrics_namespace,
-        )
+            cloudtrail=cloudtrail,
+        )  # fmt: skip
         with progress_bar("starting", None, interactive(json_out)):
             if engine is Engine.prefect:
                 result = run_flow(**params)
             else:
                 config = RunConfig(
-                    dry_run=dry_run,
-                    namespaces=tuple(namespace or ()),
-                    actors=tuple(actor or ()),
-                    now=cutoff,
-                    policy=policy,
-                    store=store,
-                    receipts=receipts,
-                    page_size=page_size,
-                    consolidate=consolidate,
-                    retry_only=retry_only,
-                    eval_cases=eval_cases,
-                    with_model=with_model,
-                    metrics_namespace=metrics_namespace,
-                )
+                    dry_run=dry_run, namespaces=tuple(namespace or ()), actors=tuple(actor or ()),
+                    now=cutoff, policy=policy, store=store, receipts=receipts, page_size=page_size,
+                    consolidate=consolidate, retry_only=retry_only, eval_cases=eval_cases,
+                    with_model=with_model, metrics_namespace=metrics_namespace,
+                    cloudtrail=cloudtrail,
+                )  # fmt: skip
                 result = run_local(config).as_json()
         if json_out:
             print_json(result)

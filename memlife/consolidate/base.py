@@ -82,6 +82,12 @@ class ConsolidationResult(BaseModel):
     source_ids: list[str] = Field(
         min_length=1, description="Ids of the records that support the summary"
     )
+    relation: str = Field(
+        default="duplicate", description="duplicate | update | complement | unrelated"
+    )
+    outdated_ids: list[str] = Field(
+        default_factory=list, description="update: older records no longer true"
+    )
     # Filled by the consolidator, not the model:
     model: str | None = None
     requests: int = 0  # HTTP requests sent for this result, SDK retries included

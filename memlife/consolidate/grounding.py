@@ -30,12 +30,48 @@ import numpy as np
 
 from memlife.consolidate.base import ConsolidationError, ConsolidationResult, Group
 from memlife.embed import Embedder
-from memlife.text import negates
+from memlife.text import negates, reads_additive
 
 UNKNOWN_SOURCE = "UNKNOWN_SOURCE"
 UNGROUNDED_CLAIM = "UNGROUNDED_CLAIM"
 EMPTY_RESULT = "EMPTY_RESULT"
 CONTRADICTED_CLAIM = "CONTRADICTED_CLAIM"
+KEEP_APART = "KEEP_APART"  # the model judged the records complement/unrelated: nothing merges
+UPDATE_DIRECTION = "UPDATE_DIRECTION"  # an 'update' that retires a record newer than what it keeps
+ADDITIVE_NOT_UPDATE = "ADDITIVE_NOT_UPDATE"  # "also allergic to X" read as replacing the first
+
+
+def check_relation(result: ConsolidationResult, group: Group) -> None:
+    """The model's duplicate / update / complement verdict, checked against the records.
+
+    complement and unrelated: both stay (KEEP_APART, nothing written). update: the ids it
+    retires must be in the group and older than the newest record it keeps, and the newest
+    kept record must not read as purely additive ("also", "too", "as well").
+    """
+    by_id = {r.id: r for r in group.records}
+    if result.relation in ("complement", "unrelated"):
+        raise ConsolidationError(KEEP_APART, f"model judged the group {result.relation}")
+    unknown = [i for i in result.outdated_ids if i not in by_id]
+    if unknown:
+        raise ConsolidationError(
+            UNKNOWN_SOURCE, f"outdated ids not in group {group.key}: {', '.join(unknown)}"
+        )
+    if result.relation != "update":
+        return
+    if not result.outdated_ids:
+        raise ConsolidationError(UPDATE_DIRECTION, "an update names no outdated record")
+    kept = [r for r in group.records if r.id not in set(result.outdated_ids)]
+    if not kept:
+        raise ConsolidationError(UPDATE_DIRECTION, "an update retires every record")
+    newest = max(kept, key=lambda r: (r.created_at, r.id))
+    for i in result.outdated_ids:
+        if (by_id[i].created_at, i) > (newest.created_at, newest.id):
+            raise ConsolidationError(
+                UPDATE_DIRECTION, f"outdated {i} is newer than the kept statements"
+            )
+    if reads_additive(newest.content):
+        raise ConsolidationError(ADDITIVE_NOT_UPDATE, f"{newest.id} adds a fact, it replaces none")
+
 
 _TIE = 0.02  # cosines this close to the best count as equally close
 
@@ -86,6 +122,7 @@ def check_grounding(
 
     Messages carry ids, indices and codes only: they end up in receipts and logs.
     """
+    check_relation(result, group)
     statements = [result.summary, *result.claims]
     if not result.source_ids or any(not s.strip() for s in statements) or not result.claims:
         raise ConsolidationError(EMPTY_RESULT, "summary, claims and source_ids must be non-empty")
@@ -107,7 +144,7 @@ def check_grounding(
     unit_vecs, stmt_vecs = vectors[: len(units)], vectors[len(units) :]
     sims = stmt_vecs @ unit_vecs.T  # rows are L2-normalised: dot product is cosine
     unit_neg = np.array([negates(t) for _, t in units])
-    contradicted = set(group.superseded_ids)
+    contradicted = set(group.superseded_ids) | set(result.outdated_ids)
 
     for i, claim in enumerate(statements):
         what = "summary" if i == 0 else f"claim {i - 1}"

@@ -9,7 +9,7 @@ name so a memory cannot close its own wrapper and speak as the prompt.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -17,7 +17,10 @@ from memlife.consolidate.base import Group
 from memlife.model import MemoryRecord
 
 TOOL_NAME = "record_consolidation"
-PROMPT_VERSION = "consolidate.v1"  # bump on any wording change: results depend on it
+PROMPT_VERSION = "consolidate.v2"  # bump on any wording change: results depend on it
+
+
+Relation = Literal["duplicate", "update", "complement", "unrelated"]
 
 
 class ConsolidationOutput(BaseModel):
@@ -43,6 +46,18 @@ class ConsolidationOutput(BaseModel):
     source_ids: list[str] = Field(
         min_length=1,
         description="Ids of the memory records that support the summary or were merged into it.",
+    )
+    relation: Relation = Field(
+        default="duplicate",
+        description=(
+            "How the records relate: 'duplicate' (they say the same thing), 'update' (a newer "
+            "record replaces an older one that is no longer true), 'complement' (they add "
+            "different facts that are all still true), 'unrelated' (different subjects)."
+        ),
+    )
+    outdated_ids: list[str] = Field(
+        default_factory=list,
+        description="For 'update': ids of the older records that are no longer true.",
     )
 
 
@@ -81,7 +96,11 @@ Put the older, contradicted statements in dropped_claims, quoted as written.
 4. Duplicates and paraphrases of the same statement become one claim.
 5. claims lists every atomic claim the summary makes; source_ids lists the ids of the \
 records the summary rests on or merges (only ids that appear in the input).
-6. Keep the summary short: one or two sentences in the memories' own wording."""
+6. Keep the summary short: one or two sentences in the memories' own wording.
+7. Say how the records relate (relation): duplicate, update (list the older records that \
+are no longer true in outdated_ids), complement (different facts that all stay true, e.g. \
+a second allergy) or unrelated (about different people or things). For complement and \
+unrelated nothing is merged: the records stay as they are."""
 
 
 def _attr(value: object) -> str:

@@ -42,6 +42,8 @@ class OpKind(StrEnum):
     update = "update"  # import --update: a manual, receipted overwrite
     hold_release = "hold_release"
     reactivate = "reactivate"  # erasure withdrew a replacement: its kept sources come back
+    review = "review"  # a reviewer's decision on a review item (keep / verify / dispute)
+    hold = "hold"  # a legal hold placed
 
 
 class Outcome(StrEnum):
@@ -52,6 +54,8 @@ class Outcome(StrEnum):
     quarantined = "quarantined"
     restored = "restored"
     released = "released"
+    reviewed = "reviewed"
+    held = "held"
     failed = "failed"
     skipped = "skipped"
     updated = "updated"

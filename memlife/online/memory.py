@@ -23,6 +23,7 @@ fused score (BM25 is max-normalised per namespace, a slight approximation).
 
 from __future__ import annotations
 
+import hashlib
 import math
 import secrets
 import sqlite3
@@ -38,6 +39,8 @@ import numpy as np
 from memlife.embed import Embedder
 from memlife.embed_cache import EmbeddingCache
 from memlife.errors import InputError
+from memlife.group import subject_keywords
+from memlife.inferred import InferredSubjects
 from memlife.ledger import AccessLedger, open_ledger, query_sha256
 from memlife.model import (
     MemoryRecord,
@@ -50,6 +53,7 @@ from memlife.model import (
     utcnow,
 )
 from memlife.namespaces import check_namespace
+from memlife.policy import Policy, load_policy
 from memlife.retrieval import BM25_B, BM25_K1, rank, tokenize
 from memlife.settings import settings
 from memlife.stores.base import MemoryStore, iter_shard
@@ -308,9 +312,12 @@ class LongTermMemory:
         refresh_seconds: float = 300.0,
         page_size: int = 1000,
         content_max_bytes: int = 64 * 1024,  # the policy's limits.content_max_bytes
+        policy: Policy | None = None,
     ) -> None:
         self.store = store
         self.content_max_bytes = content_max_bytes
+        # verification by source, subject inference, expiry (default policy when None)
+        self.policy = policy if policy is not None else load_policy()
         self._embedder = embedder
         self.cache = cache or EmbeddingCache.for_store(store, embedder)
         self.ledger = ledger if ledger is not None else open_ledger(store=store)
@@ -493,7 +500,7 @@ class LongTermMemory:
                 if row is None:
                     break
                 existing_id = shard.ids[row]
-                refreshed = self._refresh(existing_id, subject, confidence, now)
+                refreshed = self._refresh(existing_id, subject, confidence, now, source)
                 if refreshed:
                     if vector is not None:  # a vector of text we did not store: do not keep
                         self.cache.delete_for([content_sha256(fact)])
@@ -512,10 +519,18 @@ class LongTermMemory:
                 owner=owner,
                 confidence=confidence,
                 source=source,
-                last_verified_at=now,
+                # verified at write only for sources the policy trusts (never agent inference)
+                last_verified_at=now
+                if source in self.policy.verification.verified_at_write
+                else None,
                 provenance=Provenance(
                     content_sha256=content_sha256(fact), source_event="memlife.online.remember"
                 ),
+            )
+            if vector is None:
+                vector = self.cache.get_or_embed_texts([fact])[0]
+            inferred = (
+                None if subject and subject.strip() else self._infer_subject(shard, fact, vector)
             )
             # insert-only, tombstones checked in the same transaction: erased text stays erased
             result = insert_new(self.store, [record])
@@ -527,14 +542,38 @@ class LongTermMemory:
             if record.id not in result.succeeded:
                 why = "; ".join(f"{f.code}: {f.message}" for f in result.failed) or "not stored"
                 raise RuntimeError(f"remember: store refused record {record.id}: {why}")
-            if vector is None:
-                vector = self.cache.get_or_embed_texts([fact])[0]
+            if inferred is not None:
+                self.subjects.put(actor, namespace, {record.id: inferred}, "remember")
             shard.append(record.id, fact, vector, record.created_at)
             names = self._namespaces.get(actor)
             if names is not None:
                 names[1].add(namespace)
             self._own_write(before, shard, added=record)
             return RememberResult(record.id, True, None, None)
+
+    @property
+    def subjects(self) -> InferredSubjects:
+        got = self.__dict__.get("_subjects")
+        if got is None:
+            got = self.__dict__["_subjects"] = InferredSubjects.for_store(self.store)
+        return got
+
+    def _infer_subject(self, shard: _Shard, fact: str, vector: np.ndarray) -> str | None:
+        """The inferred subject of the closest memory on the same topic, or a new key (the
+        nightly run uses the same leader rule: group.infer_subjects). None: inference off."""
+        cfg = self.policy.inference
+        if not cfg.enabled:
+            return None
+        if shard.n:
+            sims = shard.vectors @ vector.astype(np.float32)
+            order = np.argsort(-sims)[:8]
+            close = [shard.ids[int(i)] for i in order if sims[int(i)] >= cfg.topic_cosine]
+            known = self.subjects.get(close) if close else {}
+            for rid in close:  # closest first
+                if rid in known:
+                    return known[rid]
+        tag = hashlib.sha256(f"{fact}\x1f{shard.n}\x1f{time.time_ns()}".encode()).hexdigest()[:6]
+        return f"{subject_keywords(fact)} ~{tag}"
 
     @staticmethod
     def _nearest(shard: _Shard, vector: np.ndarray, negated: bool) -> tuple[int | None, float]:
@@ -547,8 +586,9 @@ class LongTermMemory:
         return (row, float(sims[row])) if np.isfinite(sims[row]) else (None, -1.0)
 
     def _refresh(
-        self, record_id: str, subject: str | None, confidence: float, now: datetime
-    ) -> bool:
+        self, record_id: str, subject: str | None, confidence: float, now: datetime,
+        source: Source = Source.user_stated,
+    ) -> bool:  # fmt: skip
         rec = self.store.get(record_id)
         if rec is None or rec.status is not Status.active:
             return False
@@ -557,11 +597,12 @@ class LongTermMemory:
             self.ledger.append(rec.actor_id, rec.namespace, rec.id, at=now)
             return True
         update: dict[str, Any] = {
-            "last_verified_at": now,
             "last_accessed_at": now,
             "access_count": rec.access_count + 1,
             "confidence": max(rec.confidence, confidence),
         }
+        if source in self.policy.verification.verified_on_restatement:
+            update["last_verified_at"] = now  # the user said it again: that verifies it
         if rec.subject is None and subject:
             update["subject"] = subject
         result = self.store.put_many([rec.model_copy(update=update)])
@@ -656,8 +697,11 @@ class LongTermMemory:
             cands.sort(key=lambda c: -c[0])
             records = self._get_many([c[2] for c in cands])
             out: list[Hit] = []
+            now = utcnow()
             for score, sim, rid, ns in cands:
                 rec = records.get(rid)
+                if rec is not None and self._expired(rec, now):
+                    continue  # past its deadline: never returned, even before a run deletes it
                 if rec is None or rec.status is not Status.active or rec.actor_id != actor:
                     shard = self._shards.get((actor, ns))
                     if shard is not None:
@@ -674,6 +718,12 @@ class LongTermMemory:
                     actor, h.record.namespace, h.record.id, rank=h.rank, query_sha256=qsha, at=now
                 )
         return out
+
+    def _expired(self, rec: MemoryRecord, now: datetime) -> bool:
+        if rec.expires_at is not None:
+            return rec.expires_at <= now
+        ttl = self.policy.memory_types[rec.memory_type].default_ttl_days
+        return ttl is not None and (now - rec.created_at).total_seconds() >= ttl * 86400
 
     def close(self) -> None:
         self.ledger.flush()

@@ -109,25 +109,11 @@ _SELECT = f"SELECT {', '.join(COLUMNS[:-_DERIVED])} FROM records"
 # In PlanView order: rows become views with no per-field work (enums are StrEnums, so the
 # planner compares them by value and plain strings from SQLite serve as they are).
 _VIEW_COLUMNS = (
-    "id",
-    "actor_id",
-    "namespace",
-    "memory_type",
-    "subject",
-    "owner",
-    "source",
-    "created_ts",
-    "last_accessed_ts",
-    "access_count",
-    "last_verified_ts",
-    "expires_ts",
-    "retention_class",
-    "status",
-    "status_changed_ts",
-    "content_sha256",
-    "norm_sha256",
-    "negated",
-)
+    "id", "actor_id", "namespace", "memory_type", "subject", "owner", "source", "created_ts",
+    "last_accessed_ts", "access_count", "last_verified_ts", "expires_ts", "retention_class",
+    "status", "status_changed_ts", "content_sha256", "norm_sha256", "negated", "confidence",
+    "0",  # subject_inferred: inferred subjects live in a side table (group.py), merged later
+)  # fmt: skip
 _SELECT_VIEW = f"SELECT {', '.join(_VIEW_COLUMNS)} FROM records"
 _UPSERT = (
     f"INSERT INTO records ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) "

@@ -3,11 +3,13 @@
 from memlife.apply.appliers import (  # noqa: F401
     delete,
     erase,
+    hold,
     hold_release,
     purge,
     quarantine,
     reactivate,
     restore,
+    review,
     supersede,
     update,
     write,

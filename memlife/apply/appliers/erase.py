@@ -62,6 +62,10 @@ def _forget_derived(ex, gone: list[str], shas: list[str], tally) -> None:
         tally.counts["ledger_rows_erased"] += ledger
     tally.counts["journal_payloads_forgotten"] += ex.journal.forget_payloads(gone)
     forget_snapshots(ex.store, gone)
+    from memlife.inferred import InferredSubjects
+
+    # an inferred subject key holds content words: it goes with the record
+    tally.counts["inferred_subjects_forgotten"] += InferredSubjects.for_store(ex.store).forget(gone)
     for deferred in forget_pending(ex.store, gone):  # the deferral is settled, not pending
         with suppress(JournalStateError):
             ex.journal.resolve(deferred, "ERASED_AFTER_RELEASE", at=ex.cutoff)

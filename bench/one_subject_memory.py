@@ -1,0 +1,92 @@
+"""Bounded memory for one large group: one actor, N records on ONE subject, a dry run.
+
+Before issue 14, grouping built N x N similarity matrices for such an actor (50k records:
+7.4 GB, then a segfault). Grouping is now blocked (memlife.group: at most 256 rows against
+the group at a time). This writes N records (one actor, one namespace, one subject, a few
+hundred distinct sentences repeated with small variations), runs the default dry run
+(consolidation included, extractive: no model call) in a child process and reports its
+peak RSS and time. Target: <= 400 MB at N = 50,000.
+
+    uv run python bench/one_subject_memory.py [--records 50000] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+DRINKS = ["black coffee", "green tea", "oat milk latte", "espresso", "chai", "mint tea",
+          "flat white", "hot chocolate", "matcha", "iced coffee"]  # fmt: skip
+TIMES = ["every morning", "after lunch", "on weekends", "before meetings", "at night"]
+
+
+def write(db: Path, n: int) -> None:
+    from memlife.model import MemoryRecord, Source
+    from memlife.stores.sqlite import SqliteStore
+
+    t0 = datetime(2025, 1, 1, tzinfo=UTC)
+    store = SqliteStore(db)
+    batch = []
+    for i in range(n):
+        text = f"Drinks {DRINKS[i % 10]} {TIMES[(i // 10) % 5]}, cup {i % 7}."
+        batch.append(MemoryRecord(
+            id=f"m-{i:06d}", actor_id="u-big", namespace="/users/u-big/preferences",
+            memory_type="semantic", subject="beverage", content=text, owner="u-big",
+            source=Source.user_stated, created_at=t0 + timedelta(minutes=i),
+        ))  # fmt: skip
+        if len(batch) == 1000:
+            store.put_many(batch)
+            batch = []
+    if batch:
+        store.put_many(batch)
+    store.close()
+
+
+def child(home: str) -> None:
+    os.environ["MEMLIFE_HOME"] = home
+    from memlife.pipeline import RunConfig, run_local
+
+    t0 = time.perf_counter()
+    s = run_local(RunConfig(dry_run=True, now=datetime(2026, 1, 1, tzinfo=UTC), workers=1))
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"status": s.status, "records": s.records, "seconds": round(time.perf_counter() - t0, 1),
+                      "peak_rss_mb": round(peak_mb, 1), "other": s.other}))  # fmt: skip
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--records", type=int, default=50_000)
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(args.child)
+        return 0
+    home = Path(tempfile.mkdtemp(prefix="memlife-onesubject-"))
+    write(home / "memlife.db", args.records)
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", str(home)], capture_output=True, text=True
+    )
+    if out.returncode:
+        sys.stderr.write(out.stderr)
+        return out.returncode
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result["target_rss_le_400mb"] = result["peak_rss_mb"] <= 400
+    print(json.dumps(result, indent=1) if args.json else
+          f"{args.records} records on one subject: dry run {result['seconds']} s, "
+          f"peak RSS {result['peak_rss_mb']} MB ({result['status']})")  # fmt: skip
+    return 0 if result["target_rss_le_400mb"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+"""hold: place a legal hold (retention_class legal_hold); idempotent, receipted."""
+
+from __future__ import annotations
+
+from memlife.apply.appliers.base import BaseApplier, get_many
+from memlife.apply.registry import Result, register
+from memlife.faults import checkpoint
+from memlife.journal import Operation, OpKind, Outcome
+from memlife.model import RetentionClass
+from memlife.stores.base import ItemFailure
+
+
+@register
+class Hold(BaseApplier):
+    kind = OpKind.hold
+    checkpoint = "after_supersede"
+
+    def apply(self, ex, ops: list[Operation], tally) -> dict[str, Result]:
+        out: dict[str, Result] = {}
+        current = get_many(ex.store, [o.record_id for o in ops])
+        for o in ops:
+            r = current.get(o.record_id)
+            if r is None:
+                out[o.operation_id] = ItemFailure(o.record_id, "RECORD_MISSING", retryable=False)
+            elif r.retention_class is RetentionClass.legal_hold:
+                out[o.operation_id] = Outcome.held  # already held: by us (a crash) or by hand
+            else:
+                res = ex.store.put_many(
+                    [r.model_copy(update={"retention_class": RetentionClass.legal_hold})]
+                )
+                checkpoint(self.checkpoint)
+                out[o.operation_id] = res.failed[0] if res.failed else Outcome.held
+        return out

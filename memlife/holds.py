@@ -1,0 +1,73 @@
+"""Placing legal holds: `memlife hold place --id ID... | --actor A --subject S`.
+
+A held record is never deleted, superseded, quarantined or rewritten (invariant 1).
+Placing is a manual run: one journaled ``hold`` operation per record, receipted
+content-free, plus the run's manifest and receipt (lifting: erase.release_hold).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from memlife.journal import OpKind
+from memlife.model import RetentionClass
+from memlife.stores.base import MemoryStore, iter_shard
+
+
+class HoldError(ValueError):
+    """A hold request that names nothing (or names it ambiguously)."""
+
+
+def subject_ids(store: MemoryStore, actor: str, subject: str) -> list[str]:
+    """Ids of the actor's records whose subject (given, or inferred) is ``subject``."""
+    from memlife.inferred import InferredSubjects
+
+    want = subject.strip().lower()
+    ids: list[str] = []
+    unnamed: list[str] = []
+    for ns in store.list_namespaces(actor):
+        for page in iter_shard(store, actor, ns):
+            for r in page.records:
+                if r.subject and r.subject.strip().lower() == want:
+                    ids.append(r.id)
+                elif not r.subject:
+                    unnamed.append(r.id)
+    inferred = InferredSubjects.for_store(store).get(unnamed) if unnamed else {}
+    ids += [rid for rid, s in inferred.items() if s.strip().lower() == want]
+    return ids
+
+
+def place_hold(
+    store: MemoryStore, *, ids: Sequence[str] = (), actor: str | None = None,
+    subject: str | None = None, policy: Any = None, receipts: Any = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Hold these records (or the actor's records on ``subject``); receipted."""
+    from memlife.quarantine import manual_run
+
+    if subject is not None:
+        if not actor:
+            raise HoldError("--subject needs --actor: a subject is always someone's")
+        ids = [*ids, *subject_ids(store, actor, subject)]
+    ids = list(dict.fromkeys(ids))
+    if not ids:
+        raise HoldError("nothing to hold: name --id or --actor with --subject (no record matched)")
+    run = manual_run(store, "hold_place", ids, policy=policy, receipts=receipts, now=now)
+    ops, missing, already = [], [], []
+    for rid in ids:
+        r = store.get(rid)
+        if r is None:
+            missing.append(rid)
+            continue
+        if r.retention_class is RetentionClass.legal_hold:
+            already.append(rid)
+        ops.append(run.executor.new_op(OpKind.hold, r.actor_id, r.namespace, rid,
+                                       ["LEGAL_HOLD_PLACED"], r.sha256))  # fmt: skip
+    from memlife.apply.lifecycle import run_lifecycle
+
+    done = run_lifecycle(run.executor, run.journal.plan(ops), run.tally) if ops else []
+    run.extra.update(held=[o.record_id for o in done if o.outcome is not None and
+                           o.outcome.value == "held"], already_held=already, not_found=missing)  # fmt: skip
+    return run.finish()
