@@ -150,21 +150,16 @@ def plan_erasure(
         plan.old_shas |= {r.sha256, content_sha256(r.content)}
     for rid in sorted(withdrawn):
         plan.reactivate += [
-            s
-            for s in records
+            s for s in records
             if s.id not in why and s.provenance.replaced_by == rid and s.status is Status.superseded
-        ]
+        ]  # fmt: skip
     return plan
 
 
 def _rule(
-    r: MemoryRecord,
-    by_id: dict[str, MemoryRecord],
-    why: dict[str, str],
-    withdrawn: set[str],
-    texts: dict[str, set[str]],
-    erased_keys: set[str],
-) -> str | None:
+    r: MemoryRecord, by_id: dict[str, MemoryRecord], why: dict[str, str], withdrawn: set[str],
+    texts: dict[str, set[str]], erased_keys: set[str],
+) -> str | None:  # fmt: skip
     """Why ``r`` must go too, or None (it stays, or is rebuilt when it is a tainted replacement)."""
     sup = set(r.provenance.supersedes)
     if sup and sup <= why.keys():
@@ -198,29 +193,16 @@ def _rebuilt(
     if any(r.content == k.content for k in clean):
         content = r.content  # already a kept statement: only the source list changes
     else:
-        content = pick_survivor(
-            Group(
-                key=f"rebuild:{r.id}",
-                actor_id=r.actor_id,
-                namespace=r.namespace,
-                subject=r.subject or "",
-                records=list(clean),
-            )
-        ).content
-    prov = r.provenance.model_copy(
-        update={
-            "supersedes": [k.id for k in kept],
-            "content_sha256": content_sha256(content),
-        }
-    )
-    return r.model_copy(
-        update={
-            "content": content,
-            "provenance": prov,
-            "created_at": max(k.created_at for k in clean),
-            "confidence": min(r.confidence, max(k.confidence for k in clean)),
-        }
-    )
+        content = pick_survivor(Group(key=f"rebuild:{r.id}", actor_id=r.actor_id,
+                                      namespace=r.namespace, subject=r.subject or "",
+                                      records=list(clean))).content  # fmt: skip
+    prov = r.provenance.model_copy(update={
+        "supersedes": [k.id for k in kept], "content_sha256": content_sha256(content),
+    })  # fmt: skip
+    return r.model_copy(update={
+        "content": content, "provenance": prov, "created_at": max(k.created_at for k in clean),
+        "confidence": min(r.confidence, max(k.confidence for k in clean)),
+    })  # fmt: skip
 
 
 def ledger_erase(ids: Sequence[str], store: MemoryStore | None = None) -> int | None:
@@ -291,13 +273,8 @@ def _defer(
     ]
     for o in run.journal.plan(ops):
         if o.state is OpState.PLANNED:
-            o = run.journal.transition(
-                o.operation_id,
-                OpState.FAILED,
-                outcome=Outcome.failed,
-                error="LEGAL_HOLD",
-                at=run.cutoff,
-            )
+            o = run.journal.transition(o.operation_id, OpState.FAILED, outcome=Outcome.failed,
+                                       error="LEGAL_HOLD", at=run.cutoff)  # fmt: skip
         try:
             _write_deferral_receipt(run.sink, o)
         except ReceiptWriteError:
@@ -321,18 +298,12 @@ def forget_pending(store: MemoryStore, ids: Sequence[str]) -> list[str]:
     return side_tables(store).forget_pending(ids)
 
 
-def _erase_now(
-    run: ManualRun,
-    records: Sequence[MemoryRecord],
-    why: dict[str, str],
-    caches: Sequence[EmbeddingCache],
-) -> list[Operation]:
-    planned = run.journal.plan(
-        [
-            run.executor.new_op(OpKind.erase, r.actor_id, r.namespace, r.id, [why[r.id]], r.sha256)
-            for r in records
-        ]
-    )
+def _erase_now(run: ManualRun, records: Sequence[MemoryRecord], why: dict[str, str],
+               caches: Sequence[EmbeddingCache]) -> list[Operation]:  # fmt: skip
+    planned = run.journal.plan([
+        run.executor.new_op(OpKind.erase, r.actor_id, r.namespace, r.id, [why[r.id]], r.sha256)
+        for r in records
+    ])  # fmt: skip
     run.executor.erase_cache = caches[0]
     done: list[Operation] = []
     for batch in chunked(planned, MAX_BATCH):  # the erase applier (apply/appliers/erase.py)
@@ -356,13 +327,8 @@ def _merge(a: ErasurePlan, b: ErasurePlan) -> ErasurePlan:
     by_id = {r.id: r for r in [*b.targets, *a.targets]}
     rebuild = {r.id: r for r in [*a.rebuild, *b.rebuild] if r.id not in why}
     react = {r.id: r for r in [*a.reactivate, *b.reactivate] if r.id not in why}
-    return ErasurePlan(
-        [by_id[i] for i in sorted(why)],
-        why,
-        list(rebuild.values()),
-        list(react.values()),
-        a.old_shas | b.old_shas,
-    )
+    return ErasurePlan([by_id[i] for i in sorted(why)], why, list(rebuild.values()),
+                       list(react.values()), a.old_shas | b.old_shas)  # fmt: skip
 
 
 def _select(
@@ -386,17 +352,10 @@ def _select(
 
 @lease_scoped  # the lease manual_run takes is given back however the erasure ends
 def erase(
-    store: MemoryStore,
-    actor_id: str | None,
-    *,
-    subject: str | None = None,
-    ids: Sequence[str] = (),
-    pending: bool = True,
-    policy: Policy | str | None = None,
-    receipts: str | ReceiptSink | None = None,
-    now: datetime | None = None,
-    cache: EmbeddingCache | None = None,
-) -> dict[str, Any]:
+    store: MemoryStore, actor_id: str | None, *, subject: str | None = None, ids: Sequence[str] = (),
+    pending: bool = True, policy: Policy | str | None = None, receipts: str | ReceiptSink | None = None,
+    now: datetime | None = None, cache: EmbeddingCache | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """Erase the targets (deferring held ones) and apply released pending erasures.
 
     ``actor_id=None`` with no subject/ids only drains pending erasures whose hold is gone.
@@ -417,17 +376,21 @@ def erase(
     tombstones.add(store, free)
     caches = [cache or EmbeddingCache.for_store(store), *home_caches()]
     run = manual_run(
-        store, "erase", [r.id for r in targets], policy=policy, receipts=receipts, now=now
+        store,
+        "erase",
+        [r.id for r in targets],
+        policy=policy,
+        receipts=receipts,
+        now=now,
+        # the request, not the targets, names the run: a rerun after a crash is the same run
+        request={"actor": actor_id, "subject": subject, "ids": sorted(ids), "pending": pending},
     )
     run.extra.update(
         requested={"actor_id": actor_id, "subject_given": bool(subject), "ids": list(ids)},
-        erased=[],
-        deferred=[r.id for r in held],
-        released=released,
+        erased=[], deferred=[r.id for r in held], released=released,
         derived=sorted(i for i, w in why.items() if w not in ("ERASURE_REQUEST", "HOLD_RELEASED")),
-        rebuilt=sorted(r.id for r in plan.rebuild),
-        reactivated=sorted(r.id for r in plan.reactivate),
-    )
+        rebuilt=sorted(r.id for r in plan.rebuild), reactivated=sorted(r.id for r in plan.reactivate),
+    )  # fmt: skip
     if pending:  # erasures an earlier attempt left unfinished (a crash, a receipt outage)
         run.executor.erase_cache = cache
         run.executor.resume_due(run.tally, kinds={OpKind.erase})
@@ -457,30 +420,18 @@ def erase(
 
 
 def _rebuild_now(
-    run: ManualRun,
-    store: MemoryStore,
-    rebuilt: Sequence[MemoryRecord],
-    old_shas: set[str],
+    run: ManualRun, store: MemoryStore, rebuilt: Sequence[MemoryRecord], old_shas: set[str],
     caches: Sequence[EmbeddingCache],
-) -> None:
+) -> None:  # fmt: skip
     """Rewrite tainted replacements from their kept sources (same id: pointers stay valid).
 
     Through the write_replacement applier: the write checks tombstones in its transaction.
     """
-    planned = run.journal.plan(
-        [
-            run.executor.new_op(
-                OpKind.write_replacement,
-                r.actor_id,
-                r.namespace,
-                r.id,
-                ["ERASURE_REBUILD"],
-                content_sha256(r.content),
-                payload=r.to_json(),
-            )
-            for r in rebuilt
-        ]
-    )
+    planned = run.journal.plan([
+        run.executor.new_op(OpKind.write_replacement, r.actor_id, r.namespace, r.id,
+                            ["ERASURE_REBUILD"], content_sha256(r.content), payload=r.to_json())
+        for r in rebuilt
+    ])  # fmt: skip
     run.executor.run_lifecycle(planned, run.tally)
     ids = [r.id for r in rebuilt]
     forget_snapshots(store, ids)  # a quarantine snapshot holds the replacement's old text
@@ -491,33 +442,19 @@ def _rebuild_now(
 
 def _reactivate_now(run: ManualRun, records: Sequence[MemoryRecord]) -> None:
     """Sources of a withdrawn replacement come back active: the next night regroups them."""
-    planned = run.journal.plan(
-        [
-            run.executor.new_op(
-                OpKind.reactivate,
-                r.actor_id,
-                r.namespace,
-                r.id,
-                ["REPLACEMENT_WITHDRAWN"],
-                r.sha256,
-                replacement=r.provenance.replaced_by,
-            )
-            for r in records
-        ]
-    )
+    planned = run.journal.plan([
+        run.executor.new_op(OpKind.reactivate, r.actor_id, r.namespace, r.id,
+                            ["REPLACEMENT_WITHDRAWN"], r.sha256,
+                            replacement=r.provenance.replaced_by) for r in records
+    ])  # fmt: skip
     run.executor.run_lifecycle(planned, run.tally)
 
 
 def release_hold(
-    store: MemoryStore,
-    ids: Sequence[str],
-    *,
-    retention_class: RetentionClass = RetentionClass.standard,
-    policy: Policy | str | None = None,
-    receipts: str | ReceiptSink | None = None,
-    now: datetime | None = None,
-    cache: EmbeddingCache | None = None,
-) -> dict[str, Any]:
+    store: MemoryStore, ids: Sequence[str], *, retention_class: RetentionClass = RetentionClass.standard,
+    policy: Policy | str | None = None, receipts: str | ReceiptSink | None = None,
+    now: datetime | None = None, cache: EmbeddingCache | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """Lift the legal hold of these records (receipted run), then apply their pending erasures."""
     if retention_class is RetentionClass.legal_hold:
         raise EraseError("releasing a hold to legal_hold is not a release")
@@ -530,9 +467,8 @@ def release_hold(
         return _erase_released(store, summary, run, cache)
 
 
-def _release(
-    run: ManualRun, store: MemoryStore, ids: Sequence[str], retention_class: RetentionClass
-) -> dict[str, Any]:
+def _release(run: ManualRun, store: MemoryStore, ids: Sequence[str],
+             retention_class: RetentionClass) -> dict[str, Any]:  # fmt: skip
     """One hold_release operation per held record, through its applier (journaled, receipted)."""
     not_held, missing, ops = [], [], []
     for rid in dict.fromkeys(ids):
@@ -542,46 +478,26 @@ def _release(
         elif not _is_held(r):
             not_held.append(rid)
         else:
-            ops.append(
-                run.executor.new_op(
-                    OpKind.hold_release,
-                    r.actor_id,
-                    r.namespace,
-                    r.id,
-                    ["HOLD_RELEASED"],
-                    r.sha256,
-                    payload=release_payload(retention_class),
-                )
-            )
-    done = run.executor.run_lifecycle(run.journal.plan(ops), run.tally) if ops else []
-    released = [o.record_id for o in done if o.outcome is Outcome.released]
-    run.extra.update(
-        released=released,
-        not_held=not_held,
-        not_found=missing,
-        retention_class=retention_class.value,
-    )
+            ops.append(run.executor.new_op(OpKind.hold_release, r.actor_id, r.namespace, r.id,
+                                           ["HOLD_RELEASED"], r.sha256,
+                                           payload=release_payload(retention_class)))  # fmt: skip
+    if ops:
+        run.executor.run_lifecycle(run.journal.plan(ops), run.tally)
+    released = [o.record_id for o in run.journal.by_run(run.run_id)  # every attempt of this run
+                if o.kind is OpKind.hold_release and o.outcome is Outcome.released]  # fmt: skip
+    not_held = [i for i in not_held if i not in released]
+    run.extra.update(released=released, not_held=not_held, not_found=missing,
+                     retention_class=retention_class.value)  # fmt: skip
     return run.finish()
 
 
-def _erase_released(
-    store: MemoryStore, summary: dict[str, Any], run: ManualRun, cache: EmbeddingCache | None
-) -> dict[str, Any]:
+def _erase_released(store: MemoryStore, summary: dict[str, Any], run: ManualRun,
+                    cache: EmbeddingCache | None) -> dict[str, Any]:  # fmt: skip
     released = summary["released"]
     pending_ids = {p["record_id"] for p in pending_erasures(store)}
     mine = [rid for rid in released if rid in pending_ids]
     if mine:
         actors = {p["actor_id"] for p in pending_erasures(store) if p["record_id"] in mine}
-        summary["erasures"] = [
-            erase(
-                store,
-                a,
-                pending=True,
-                policy=run.policy,
-                receipts=run.sink,
-                now=utcnow(),
-                cache=cache,
-            )
-            for a in sorted(actors)
-        ]
+        summary["erasures"] = [erase(store, a, pending=True, policy=run.policy, receipts=run.sink,
+                                     now=utcnow(), cache=cache) for a in sorted(actors)]  # fmt: skip
     return summary

@@ -6,7 +6,8 @@ journal backend: the store's own SQLite file for the embedded store, the journal
 beside any other store. A second writer is refused with :class:`LeaseHeld` (the CLI
 prints its one line and exits 4). A heartbeat thread keeps the lease alive while its
 holder works; a holder killed outright stops beating, and once its lease expires the
-next writer takes it over (and says so in its receipt).
+next writer takes it over (and says so in its receipt); a killed holder on the same host
+(its pid gone) is taken over at once.
 
 Within one process the lease is re-entrant (hold release runs an erasure inside it).
 ``MEMLIFE_LEASE_TTL_SECONDS`` sets the expiry (default 120 s; heartbeat every third).
@@ -55,15 +56,15 @@ class LeaseHeld(MemlifeError, RuntimeError):
 
 
 class LeaseBackend(Protocol):
-    def lease_acquire(
-        self, name: str, owner: str, run_id: str, purpose: str, now: datetime, expires: datetime
-    ) -> tuple[bool, dict[str, Any] | None]:
-        """(True, previous holder if it expired and was taken over) or (False, the holder)."""
+    def lease_acquire(self, name: str, owner: str, run_id: str, purpose: str, now: datetime,
+                      expires: datetime, takeover: str | None = None,
+                      ) -> tuple[bool, dict[str, Any] | None]:  # fmt: skip
+        """(True, previous holder if it expired, or is ``takeover``, and was taken over) or
+        (False, the holder)."""
         ...
 
-    def lease_renew(
-        self, name: str, owner: str, now: datetime, expires: datetime, run_id: str | None = None
-    ) -> bool: ...
+    def lease_renew(self, name: str, owner: str, now: datetime, expires: datetime,
+                    run_id: str | None = None) -> bool: ...  # fmt: skip
 
     def lease_release(self, name: str, owner: str) -> None: ...
 
@@ -154,9 +155,10 @@ class DynamoBackend:
 
         return DynamoLease(self.state, self.store, owner, ttl_s=max(1, int(span.total_seconds())))
 
-    def lease_acquire(
-        self, name: str, owner: str, run_id: str, purpose: str, now: datetime, expires: datetime
-    ) -> tuple[bool, dict[str, Any] | None]:
+    def lease_acquire(self, name: str, owner: str, run_id: str, purpose: str, now: datetime,
+                      expires: datetime, takeover: str | None = None,
+                      ) -> tuple[bool, dict[str, Any] | None]:  # fmt: skip
+        # (a dead holder is taken over at expiry only: its host is not ours to inspect)
         from memlife.state.lease import LeaseHeld as DynamoHeld
 
         try:
@@ -164,9 +166,8 @@ class DynamoBackend:
         except DynamoHeld as exc:
             return False, exc.item
 
-    def lease_renew(
-        self, name: str, owner: str, now: datetime, expires: datetime, run_id: str | None = None
-    ) -> bool:
+    def lease_renew(self, name: str, owner: str, now: datetime, expires: datetime,
+                    run_id: str | None = None) -> bool:  # fmt: skip
         from memlife.state.lease import LeaseHeld as DynamoHeld
 
         try:
@@ -191,6 +192,11 @@ def acquire(backend: LeaseBackend, run_id: str, purpose: str) -> Lease:
         now = utcnow()
         span = ttl()
         ok, other = backend.lease_acquire(NAME, OWNER, run_id, purpose, now, now + span)
+        if not ok and other and _dead_here(other.get("owner", "")):
+            # its holder was a process on this machine that no longer exists (killed):
+            # no need to wait for the expiry
+            ok, other = backend.lease_acquire(NAME, OWNER, run_id, purpose, now, now + span,
+                                              takeover=other["owner"])  # fmt: skip
         if not ok:
             raise LeaseHeld(other or {})
         lease = Lease(backend, run_id, purpose, span, key=key, taken_over=other)
@@ -214,6 +220,21 @@ def scoped(fn: Callable[P, R]) -> Callable[P, R]:
                     lease.release()
 
     return wrapper
+
+
+def _dead_here(owner: str) -> bool:
+    """True when ``owner`` (host:pid:nonce) names a process of this host that is gone."""
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # exists, not ours to signal
+        return False
+    return False
 
 
 @atexit.register

@@ -27,9 +27,11 @@ from typing import TYPE_CHECKING
 
 from memlife import __version__, progress
 from memlife.apply import DeleteItem, Executor, StagedGroup, Tally
+from memlife.apply.counts import journal_counts, lifecycle_from_journal
 from memlife.audit import ReceiptSink, ReceiptWriteError, dumps, open_sink, run_prefix
 from memlife.consolidate.base import Consolidator
 from memlife.embed_cache import EmbeddingCache
+from memlife.evidence import seal, sealed
 from memlife.faults import checkpoint
 from memlife.journal import Journal, open_journal
 from memlife.lease import Lease
@@ -39,7 +41,6 @@ from memlife.model import PlanView, parse_time, plan_view, utcnow
 from memlife.namespaces import glob_match
 from memlife.plan import DELETE_ACTIONS, Action, Decision, Planner, Reason, ShardHints
 from memlife.policy import Policy, load_policy, resolve_policy_path
-from memlife.receipts import operations_parquet
 from memlife.receipts_dataset import write_operations
 from memlife.report import ReportWriter
 from memlife.settings import settings
@@ -154,27 +155,14 @@ class RunSummary:
 
     def as_json(self) -> dict:
         return {
-            "run_id": self.run_id,
-            "policy_version": self.policy_version,
-            "cutoff": self.cutoff,
-            "mode": self.mode,
-            "dry_run": self.dry_run,
-            "status": self.status,
-            "counts": self.counts,
-            "lifecycle": self.lifecycle,
-            "records": self.records,
-            "shards": self.shards,
-            "report": self.report,
-            "report_parquet": self.report_parquet,
-            "manifest": self.manifest,
-            "receipt": self.receipt,
-            "seconds": round(self.seconds, 3),
-            "failed_shards": self.failed_shards,
-            "model": self.model,
-            "gate": self.gate,
-            "other_counts": self.other,
-            "report_html": self.report_html,
-        }
+            "run_id": self.run_id, "policy_version": self.policy_version, "cutoff": self.cutoff,
+            "mode": self.mode, "dry_run": self.dry_run, "status": self.status,
+            "counts": self.counts, "lifecycle": self.lifecycle, "records": self.records,
+            "shards": self.shards, "report": self.report, "report_parquet": self.report_parquet,
+            "manifest": self.manifest, "receipt": self.receipt, "seconds": round(self.seconds, 3),
+            "failed_shards": self.failed_shards, "model": self.model, "gate": self.gate,
+            "other_counts": self.other, "report_html": self.report_html,
+        }  # fmt: skip
 
 
 def _scope(config: RunConfig) -> dict:
@@ -185,15 +173,10 @@ def run_key(policy_version: str, cutoff: datetime, scope: dict, mode: str, store
     """Deterministic: the same policy, cutoff, scope, mode and store give the same run (reruns
     resume); two stores never share a run (``store`` is :func:`store_identity`)."""
     raw = json.dumps(
-        {
-            "policy": policy_version,
-            "cutoff": cutoff.isoformat(),
-            "scope": scope,
-            "mode": mode,
-            "store": store,
-        },
+        {"policy": policy_version, "cutoff": cutoff.isoformat(), "scope": scope, "mode": mode,
+         "store": store},
         sort_keys=True,
-    )
+    )  # fmt: skip
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
@@ -226,18 +209,12 @@ def start_run(config: RunConfig, sink: ReceiptSink | None = None) -> RunContext:
     attempt = config.attempt or f"{started:%Y%m%dT%H%M%S%fZ}-{os.getpid()}"
     policy_bytes = resolve_policy_path(config.policy).read_bytes()
     manifest = {
-        "run_id": run_id,
-        "run_key": key,
-        "mode": mode,
-        "policy_version": policy.version,
-        "policy_sha256": hashlib.sha256(policy_bytes).hexdigest(),
-        "cutoff": cutoff.isoformat(),
-        "scope": scope,
-        "store": store_url.split("?")[0],
-        "started_at": started.isoformat(),
+        "run_id": run_id, "run_key": key, "mode": mode, "policy_version": policy.version,
+        "policy_sha256": hashlib.sha256(policy_bytes).hexdigest(), "cutoff": cutoff.isoformat(),
+        "scope": scope, "store": store_url.split("?")[0], "started_at": started.isoformat(),
         "eval_cases": (config.eval_cases or "").split("?")[0] or None,
         "memlife_version": __version__,
-    }
+    }  # fmt: skip
     mkey = f"{run_prefix(run_id, cutoff)}/manifest.json"
     sink.put_new(mkey, dumps(manifest))  # False on a rerun: the first manifest stands
     report_dir = memlife_home() / "reports" / run_id / attempt
@@ -429,24 +406,17 @@ def make_consolidator(ctx: RunContext) -> Consolidator | None:
 
 
 def make_executor(
-    ctx: RunContext,
-    store: MemoryStore,
-    journal: Journal | None = None,
+    ctx: RunContext, store: MemoryStore, journal: Journal | None = None,
     consolidator: Consolidator | None = None,
-) -> Executor:
+) -> Executor:  # fmt: skip
     return Executor(
-        run_id=ctx.run_id,
-        run_key=ctx.run_key,
-        policy=ctx.policy,
-        cutoff=ctx.cutoff,
-        store=store,
-        sink=ctx.sink,
+        run_id=ctx.run_id, run_key=ctx.run_key, policy=ctx.policy, cutoff=ctx.cutoff,
+        store=store, sink=ctx.sink,
         # a dry run never journals: it must not even create the journal table
         journal=journal if journal is not None or ctx.config.dry_run else open_journal(store),
-        consolidator=consolidator,
-        dry_run=ctx.config.dry_run,
+        consolidator=consolidator, dry_run=ctx.config.dry_run,
         embeddings=make_embeddings(ctx, store) if consolidator is not None else None,
-    )
+    )  # fmt: skip
 
 
 def make_embeddings(ctx: RunContext, store: MemoryStore) -> EmbeddingCache:
@@ -463,15 +433,8 @@ def _deletions(ctx: RunContext, decisions: Sequence[Decision], tally: Tally) -> 
     for d in decisions:
         if d.action in DELETE_ACTIONS:
             if ctx.policy.deletion_enforced(d.namespace):
-                items.append(
-                    DeleteItem(
-                        d.id,
-                        d.actor_id,
-                        d.namespace,
-                        tuple(r.value for r in d.reasons),
-                        d.content_sha256,
-                    )
-                )
+                items.append(DeleteItem(d.id, d.actor_id, d.namespace,
+                                        tuple(r.value for r in d.reasons), d.content_sha256))  # fmt: skip
             else:
                 tally.ids_not_deleted.append({"id": d.id, "reason": "NOT_ENFORCED"})
                 tally.counts["proposed_deletions"] += 1
@@ -554,13 +517,11 @@ def run_gate(ctx: RunContext, store: MemoryStore, outcomes: Sequence[BatchOutcom
         return gate.not_configured(ctx.policy.gate, len(items), len(groups))
     staged = [g for o in outcomes for g in o.staged]
     return gate.evaluate_changes(
-        ctx,
-        store,
-        [i for o in outcomes for i in o.deletions],
+        ctx, store, [i for o in outcomes for i in o.deletions],
         superseded=[rid for g in staged for rid in g.superseded_ids],
         replacements=[g.replacement for g in staged],
         cache=make_embeddings(ctx, store) if ctx.config.dry_run else None,
-    )
+    )  # fmt: skip
 
 
 def gate_line(result: dict) -> str | None:
@@ -572,37 +533,26 @@ def gate_line(result: dict) -> str | None:
         if not g.get("required"):
             return "gate: not configured (not required by the policy)"
         if result.get("mode") == "dry_run":
-            return (
-                "gate: not configured (GATE_NOT_CONFIGURED): an apply run would withhold every "
-                "consolidation and judgement deletion in enforced namespaces; see `memlife eval init`"
-            )
-        return (
-            f"gate: not configured (GATE_NOT_CONFIGURED): {g['withheld_deletions']} deletions and "
-            f"{g['withheld_groups']} consolidations withheld in enforced namespaces; write a set "
-            "with `memlife eval init` and pass --eval-cases"
-        )
+            return ("gate: not configured (GATE_NOT_CONFIGURED): an apply run would withhold every "
+                    "consolidation and judgement deletion in enforced namespaces; see `memlife eval init`")  # fmt: skip
+        return (f"gate: not configured (GATE_NOT_CONFIGURED): {g['withheld_deletions']} deletions and "
+                f"{g['withheld_groups']} consolidations withheld in enforced namespaces; write a set "
+                "with `memlife eval init` and pass --eval-cases")  # fmt: skip
     figures = []
     for name, v in g.get("gates", {}).items():
         if v.get("result", "pass") != "pass":
             op = "<" if name in ("must_retain_recall", "aggregate_score") else ">"
-            figures.append(
-                f"{name} {v['value']:.3f} {op} {v['threshold']:.3f} "
-                f"(before {v['before']:.3f}, {v['result']})"
-            )
+            figures.append(f"{name} {v['value']:.3f} {op} {v['threshold']:.3f} "
+                           f"(before {v['before']:.3f}, {v['result']})")  # fmt: skip
     if g.get("blocked"):
         cases = g.get("high_impact_failed") or g.get("regressed_cases") or g.get("failed_cases")
         quarantined = result.get("lifecycle", {}).get("quarantined", 0)
-        held = [
-            p
-            for p, k in (("deletions", "deletions_blocked"), ("supersedes", "supersedes_blocked"))
-            if g.get(k)
-        ]
+        held = [p for p, k in (("deletions", "deletions_blocked"), ("supersedes", "supersedes_blocked"))
+                if g.get(k)]  # fmt: skip
         verb = "would block" if result.get("mode") == "dry_run" else "BLOCKED"
-        return (
-            f"gate: {verb} ({', '.join(g['reasons'])}) case {', '.join(cases or ['-'])}; "
-            f"{'; '.join(figures) or 'gates within thresholds'}; held: {', '.join(held) or 'nothing'};"
-            f" {quarantined} records quarantined"
-        )
+        return (f"gate: {verb} ({', '.join(g['reasons'])}) case {', '.join(cases or ['-'])}; "
+                f"{'; '.join(figures) or 'gates within thresholds'}; held: {', '.join(held) or 'nothing'};"
+                f" {quarantined} records quarantined")  # fmt: skip
     agg = g.get("gates", {}).get("aggregate_score", {}).get("value")
     head = f"gate: {g.get('status', 'pass')} ({g.get('cases', 0)} cases"
     head += f", aggregate_score {agg:.3f})" if agg is not None else ")"
@@ -628,13 +578,9 @@ def as_link(location: str) -> str:
 def markdown_summary(summary: RunSummary) -> str:
     from memlife.report_html import would_change
 
-    lines = [
-        f"# memlife {summary.mode} `{summary.run_id}`",
-        "",
-        f"status **{summary.status}**, policy `{summary.policy_version}`, cutoff {summary.cutoff}, "
-        f"regression gate **{gate_verdict(summary.gate)}**",
-        "",
-    ]
+    lines = [f"# memlife {summary.mode} `{summary.run_id}`", "",
+             f"status **{summary.status}**, policy `{summary.policy_version}`, cutoff {summary.cutoff}, "
+             f"regression gate **{gate_verdict(summary.gate)}**", ""]  # fmt: skip
     if summary.dry_run:  # nothing changed: say what an apply run would change
         lines += ["| an apply run would | records |", "|---|---:|"]
         lines += [f"| {k} | {v:,} |" for k, v in would_change(summary.as_json())]
@@ -698,17 +644,8 @@ def commit_run(
 commit_deletions = commit_run  # the earlier name (flows, callers)
 
 
-LIFECYCLE = (
-    "processed",
-    "retained",
-    "consolidated",
-    "superseded",
-    "deleted",
-    "quarantined",
-    "reviewed",
-    "held",
-    "failed",
-)
+LIFECYCLE = ("processed", "retained", "consolidated", "superseded", "deleted", "quarantined",
+             "reviewed", "held", "failed")  # fmt: skip
 
 
 def finish_run(
@@ -754,25 +691,36 @@ def finish_run(
     for t in tallies:
         tally.merge(t)
     failed_shards = [s for o in outcomes for s in o.failed_shards]
-    failed_shards += [
-        {"shard": f"{s['actor_id']}:{s['namespace']}", "code": s["code"]}
-        for s in tally.stopped_shards
-    ]
+    failed_shards += [{"shard": f"{s['actor_id']}:{s['namespace']}", "code": s["code"]}
+                      for s in tally.stopped_shards]  # fmt: skip
     records = sum(o.records for o in outcomes)
     lifecycle = {
-        "processed": records,
-        "retained": counts.get("retain", 0),
+        "processed": records, "retained": counts.get("retain", 0),
         "consolidated": tally.counts.get("consolidated", 0),
         "superseded": tally.counts.get("superseded", 0),
         "deleted": tally.counts.get("deleted", 0) + tally.counts.get("already_absent", 0),
-        "quarantined": tally.counts.get("quarantined", 0),
-        "reviewed": counts.get("review", 0),
-        "held": counts.get("hold", 0),
-        "failed": tally.counts.get("failed", 0),
-    }
+        "quarantined": tally.counts.get("quarantined", 0), "reviewed": counts.get("review", 0),
+        "held": counts.get("hold", 0), "failed": tally.counts.get("failed", 0),
+    }  # fmt: skip
     receipt_failures = tally.counts.get("receipt_failed", 0)
+    journal_ops = (
+        journal.by_run(ctx.run_id) if journal is not None and not ctx.config.dry_run else []
+    )
+    jc: dict[str, int] = {}
+    if journal is not None and not ctx.config.dry_run:
+        # This run's changes over all its attempts come from the journal (a rerun after a
+        # crash reports what the killed attempt did too); the tally only adds the retry
+        # queue's work on earlier runs' operations.
+        jc = journal_counts(journal_ops)
+        lifecycle.update(lifecycle_from_journal(jc))
+        receipt_failures = jc.get("unreceipted", 0) + sum(
+            1 for f in tally.failures
+            if f.get("code") == "RECEIPT_WRITE_FAILED" and f.get("run_id") != ctx.run_id
+        )  # fmt: skip
+    queue_failed = sum(1 for f in tally.failures
+                       if f.get("run_id") not in (None, ctx.run_id) and f.get("code") != "RECEIPT_WRITE_FAILED")  # fmt: skip
     status = "success"
-    if failed_shards or lifecycle["failed"] or receipt_failures:
+    if failed_shards or lifecycle["failed"] or receipt_failures or queue_failed:
         status = "partial_failure"
     if gate is not None and gate.get("blocked") and not ctx.config.dry_run:
         status = "blocked"  # the gate held the commit back: not a success, whatever else went on
@@ -811,54 +759,35 @@ def finish_run(
         other={k: v for k, v in tally.counts.items() if k not in lifecycle},
     )
     receipt = {
-        "run_id": ctx.run_id,
-        "mode": ctx.mode,
-        "status": status,
-        "policy_version": ctx.policy.version,
-        "cutoff": ctx.cutoff.isoformat(),
-        "scope": _scope(ctx.config),
-        "started_at": ctx.started_at.isoformat(),
+        "run_id": ctx.run_id, "mode": ctx.mode, "status": status,
+        "policy_version": ctx.policy.version, "cutoff": ctx.cutoff.isoformat(),
+        "scope": _scope(ctx.config), "started_at": ctx.started_at.isoformat(),
         "finished_at": utcnow().isoformat(),
         "pagination_complete": not failed_shards,
-        "shards": {
-            "total": shards_total if shards_total is not None else summary.shards,
-            "completed": summary.shards,
-            "failed": failed_shards,
-        },
-        "records_found": records,
-        "counts": lifecycle,
-        "planned": summary.counts,
+        "shards": {"total": shards_total if shards_total is not None else summary.shards,
+                   "completed": summary.shards, "failed": failed_shards},
+        "records_found": records, "counts": lifecycle, "planned": summary.counts,
         "other_counts": {k: v for k, v in tally.counts.items() if k not in lifecycle},
-        "ids_not_deleted": tally.ids_not_deleted,
-        "failures": tally.failures,
-        "next_retry_at": min(retries) if retries else None,
-        "model": summary.model,
-        "gate": gate,
-        "receipt_failures": receipt_failures,
-        "lease_taken_over": ctx.lease_taken_over,
-    }
+        "ids_not_deleted": tally.ids_not_deleted, "failures": tally.failures,
+        "next_retry_at": min(retries) if retries else None, "model": summary.model,
+        "gate": gate, "receipt_failures": receipt_failures,
+        "lease_taken_over": ctx.lease_taken_over, "journal_counts": jc,
+        "retry_queue_failed": queue_failed,
+    }  # fmt: skip
     try:
+        # manifest first (start_run), then this attempt's Parquet, the receipt last, sealed
+        receipt["evidence"] = seal(ctx.sink, ctx.prefix, journal_ops)
         if journal is not None and not ctx.config.dry_run:
-            ops = journal.by_run(ctx.run_id)
+            ops = journal_ops
             if ops:
-                ctx.sink.put_new(
-                    f"{ctx.prefix}/operations.parquet",
-                    operations_parquet(ops),
-                    "application/vnd.apache.parquet",
-                )
                 write_operations(ctx.sink, ops, run_id=ctx.run_id, cutoff=ctx.cutoff, mode=ctx.mode)
-        rkey = write_run_receipt(ctx, receipt)
+        rkey = write_run_receipt(ctx, sealed(receipt))
         summary.receipt = ctx.sink.location(rkey) if rkey else None
     except ReceiptWriteError:
         summary.status = "partial_failure" if status == "success" else status
     summary.report_html = write_report_page(ctx, summary)
-    publish_counts(
-        lifecycle,
-        namespace=ctx.config.metrics_namespace,
-        mode=ctx.mode,
-        policy_version=ctx.policy.version,
-        timestamp=ctx.cutoff,
-    )
+    publish_counts(lifecycle, namespace=ctx.config.metrics_namespace, mode=ctx.mode,
+                   policy_version=ctx.policy.version, timestamp=ctx.cutoff)  # fmt: skip
     return summary
 
 
@@ -876,17 +805,12 @@ def write_report_page(ctx: RunContext, summary: RunSummary) -> str | None:
 def write_failure_receipt(ctx: RunContext, error: BaseException) -> str | None:
     """The run could not finish: say so, with the error type only (never a message with data)."""
     receipt = {
-        "run_id": ctx.run_id,
-        "mode": ctx.mode,
-        "status": "failure",
-        "policy_version": ctx.policy.version,
-        "cutoff": ctx.cutoff.isoformat(),
-        "scope": _scope(ctx.config),
-        "started_at": ctx.started_at.isoformat(),
-        "finished_at": utcnow().isoformat(),
-        "pagination_complete": False,
+        "run_id": ctx.run_id, "mode": ctx.mode, "status": "failure",
+        "policy_version": ctx.policy.version, "cutoff": ctx.cutoff.isoformat(),
+        "scope": _scope(ctx.config), "started_at": ctx.started_at.isoformat(),
+        "finished_at": utcnow().isoformat(), "pagination_complete": False,
         "error": type(error).__name__,
-    }
+    }  # fmt: skip
     try:
         key = write_run_receipt(ctx, receipt)
         return ctx.sink.location(key) if key else None
@@ -961,10 +885,8 @@ def run_local(
         if workers > 1:
             outcomes = plan_in_processes(ctx, shards, workers)
         else:
-            outcomes = [
-                process_batch(ctx, store, b, report, executor)
-                for b in batches(shards, config.shards_per_batch)
-            ]
+            outcomes = [process_batch(ctx, store, b, report, executor)
+                        for b in batches(shards, config.shards_per_batch)]  # fmt: skip
         checkpoint("after_stage")  # staged: nothing written yet
         progress.phase("regression gate" if ctx.config.eval_cases else "finishing")
         if gate is not None:

@@ -25,13 +25,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from memlife.apply import Executor, Tally
+from memlife.apply.counts import journal_counts, lifecycle_from_journal
+from memlife.apply.lifecycle import retryable
+from memlife.apply.tally import COUNT
 from memlife.audit import ReceiptSink, ReceiptWriteError, dumps, open_sink, run_prefix
-from memlife.journal import Journal, Operation, OpKind, open_journal
+from memlife.evidence import seal, sealed
+from memlife.journal import Journal, Operation, OpKind, OpState, open_journal
 from memlife.lease import Lease
 from memlife.lease import acquire as acquire_lease
 from memlife.model import MemoryRecord, Status, utcnow
 from memlife.policy import Policy, load_policy
-from memlife.receipts import operations_parquet
 from memlife.receipts_dataset import write_operations
 from memlife.settings import settings
 from memlife.stores.base import MAX_BATCH, MemoryStore, chunked, iter_shard
@@ -123,79 +126,63 @@ class ManualRun:
     def finish(self) -> dict[str, Any]:
         """operations.parquet + run receipt (create-only); returns the summary (ids, counts)."""
         ops = self.journal.by_run(self.run_id)
-        failed = self.tally.counts.get("failed", 0) + self.tally.counts.get("receipt_failed", 0)
+        # this run's counts over all its attempts come from the journal (apply/counts.py)
+        jc = journal_counts(ops)
+        counts = {**{k: v for k, v in self.tally.counts.items() if k not in _OUTCOME_COUNTS}, **jc}
+        others = sum(1 for f in self.tally.failures if f.get("run_id") not in (None, self.run_id))
+        failed = jc.get("failed", 0) + jc.get("unreceipted", 0) + others
         status = "success" if not failed else "partial_failure"
         receipt = {
-            "run_id": self.run_id,
-            "mode": f"manual:{self.action}",
-            "status": status,
-            "policy_version": self.policy.version,
-            "cutoff": self.cutoff.isoformat(),
-            "finished_at": utcnow().isoformat(),
-            "counts": dict(self.tally.counts),
-            "operations": [
-                {
-                    "operation_id": o.operation_id,
-                    "record_id": o.record_id,
-                    "action": o.kind.value,
-                    "state": o.state.value,
-                    "outcome": o.outcome.value if o.outcome else None,
-                    "error": o.last_error,
-                }
-                for o in ops
-            ],
-            "failures": self.tally.failures,
-            **self.extra,
-        }
+            "run_id": self.run_id, "mode": f"manual:{self.action}", "status": status,
+            "policy_version": self.policy.version, "cutoff": self.cutoff.isoformat(),
+            "finished_at": utcnow().isoformat(), "counts": counts, "journal_counts": jc,
+            "operations": [{"operation_id": o.operation_id, "record_id": o.record_id,
+                            "action": o.kind.value, "state": o.state.value,
+                            "outcome": o.outcome.value if o.outcome else None,
+                            "error": o.last_error} for o in ops],
+            "failures": self.tally.failures, **self.extra,
+        }  # fmt: skip
         location = None
         try:
+            receipt["evidence"] = seal(self.sink, self.prefix, ops)  # Parquet, then the receipt
             if ops:
-                self.sink.put_new(
-                    f"{self.prefix}/operations.parquet",
-                    operations_parquet(ops),
-                    "application/vnd.apache.parquet",
-                )
-                write_operations(
-                    self.sink,
-                    ops,
-                    run_id=self.run_id,
-                    cutoff=self.cutoff,
-                    mode=f"manual:{self.action}",
-                )
+                write_operations(self.sink, ops, run_id=self.run_id, cutoff=self.cutoff,
+                                 mode=f"manual:{self.action}")  # fmt: skip
             key = f"{self.prefix}/receipt.json"
-            self.sink.put_new(key, dumps(receipt))
+            # deleted counts already_absent too (as a nightly receipt does); zeros stay out
+            receipt["counts"].update({k: v for k, v in lifecycle_from_journal(jc).items() if v})
+            self.sink.put_new(key, dumps(sealed(receipt)))
             location = self.sink.location(key)
         except ReceiptWriteError:
             status = "partial_failure"
         self.release()  # the evidence is written: the next writer may start
-        return {
-            "run_id": self.run_id,
-            "status": status,
-            "counts": dict(self.tally.counts),
-            "operations": receipt["operations"],
-            "failures": self.tally.failures,
-            "receipt": location,
-            **self.extra,
-        }
+        return {"run_id": self.run_id, "status": status, "counts": counts,
+                "operations": receipt["operations"], "failures": self.tally.failures,
+                "receipt": location, **self.extra}  # fmt: skip
 
 
 def manual_run(
-    store: MemoryStore,
-    action: str,
-    ids: Sequence[str],
-    *,
-    policy: Policy | str | None = None,
-    receipts: str | ReceiptSink | None = None,
-    now: datetime | None = None,
-) -> ManualRun:
-    """Start a standalone run ``manual-<timestamp>-<hash>`` and write its manifest."""
+    store: MemoryStore, action: str, ids: Sequence[str], *, policy: Policy | str | None = None,
+    receipts: str | ReceiptSink | None = None, now: datetime | None = None,
+    request: dict[str, Any] | None = None,
+) -> ManualRun:  # fmt: skip
+    """Start a standalone run ``manual-<timestamp>-<hash>`` and write its manifest.
+
+    The run id hashes the action, the time and ``request`` (default: the ids), so the
+    same request at the same ``now`` is the same run: a rerun after a crash resumes the
+    run's own unfinished operations first, and its receipt counts every attempt.
+    """
     pol = policy if isinstance(policy, Policy) else load_policy(policy)
     sink = (
         receipts if receipts is not None and not isinstance(receipts, str) else open_sink(receipts)
     )
     cutoff = now or utcnow()
     raw = json.dumps(
-        {"action": action, "ids": sorted(ids), "at": cutoff.isoformat()}, sort_keys=True
+        {"action": action, "ids": sorted(ids), "at": cutoff.isoformat()}
+        if request is None
+        else {"action": action, "request": request, "at": cutoff.isoformat()},
+        sort_keys=True,
+        default=str,
     )
     key = hashlib.sha256(raw.encode()).hexdigest()
     run_id = f"manual-{cutoff:%Y%m%dT%H%M%S%fZ}-{key[:10]}"
@@ -204,30 +191,32 @@ def manual_run(
     lease = acquire_lease(journal, run_id, f"manual:{action}")  # type: ignore[arg-type]
     if lease.depth > 1:  # inside another manual run's lease (erase inside hold release)
         lease.bind(run_id)
-    executor = Executor(
-        run_id=run_id,
-        run_key=key,
-        policy=pol,
-        cutoff=cutoff,
-        store=store,
-        journal=journal,
-        sink=sink,
-    )
+    executor = Executor(run_id=run_id, run_key=key, policy=pol, cutoff=cutoff, store=store,
+                        journal=journal, sink=sink)  # fmt: skip
     run = ManualRun(action, run_id, key, cutoff, pol, sink, journal, executor, lease=lease)
-    manifest = {
-        "run_id": run_id,
-        "run_key": key,
-        "mode": f"manual:{action}",
-        "policy_version": pol.version,
-        "cutoff": cutoff.isoformat(),
-        "record_ids": sorted(ids),
-        "started_at": utcnow().isoformat(),
-    }
+    manifest = {"run_id": run_id, "run_key": key, "mode": f"manual:{action}",
+                "policy_version": pol.version, "cutoff": cutoff.isoformat(),
+                "record_ids": sorted(ids), "started_at": utcnow().isoformat()}  # fmt: skip
     try:
         sink.put_new(f"{run.prefix}/manifest.json", dumps(manifest))
     except ReceiptWriteError:
         run.tally.counts["receipt_failed"] += 1
+    _resume_own(run)
     return run
+
+
+def _resume_own(run: ManualRun) -> None:
+    """A rerun of this same run (after a crash) first finishes what it left, by kind."""
+    left: dict[OpKind, list[Operation]] = {}
+    for o in run.journal.by_run(run.run_id):
+        if o.state in (OpState.PLANNED, OpState.APPLIED) or retryable(o):
+            left.setdefault(o.kind, []).append(o)
+    for ops in left.values():
+        for batch in chunked(ops, 100):
+            run.executor.run_lifecycle(batch, run.tally)
+
+
+_OUTCOME_COUNTS = {*COUNT.values(), "failed", "receipt_failed"}  # the journal's, not the tally's
 
 
 # -- list / restore / purge ------------------------------------------------------------------
@@ -244,20 +233,14 @@ def list_quarantined(store: MemoryStore, actor_id: str | None = None) -> list[di
                         continue
                     ops = [o for o in journal.for_record(r.id) if o.kind is OpKind.quarantine]
                     ops.sort(key=lambda o: o.updated_at or o.created_at or r.created_at)
-                    out.append(
-                        {
-                            "id": r.id,
-                            "actor_id": r.actor_id,
-                            "namespace": r.namespace,
-                            "memory_type": r.memory_type.value,
-                            "quarantined_at": r.status_changed_at.isoformat()
-                            if r.status_changed_at
-                            else None,
-                            "reasons": ops[-1].reasons if ops else [],
-                            "run_id": ops[-1].run_id if ops else None,
-                            "content_sha256": r.sha256,
-                        }
-                    )
+                    out.append({
+                        "id": r.id, "actor_id": r.actor_id, "namespace": r.namespace,
+                        "memory_type": r.memory_type.value,
+                        "quarantined_at": r.status_changed_at.isoformat() if r.status_changed_at else None,
+                        "reasons": ops[-1].reasons if ops else [],
+                        "run_id": ops[-1].run_id if ops else None,
+                        "content_sha256": r.sha256,
+                    })  # fmt: skip
     return out
 
 
@@ -279,13 +262,9 @@ def _plan(run: ManualRun, kind: OpKind, ids: Sequence[str], reason: str) -> list
 
 
 def restore(
-    store: MemoryStore,
-    ids: Sequence[str],
-    *,
-    policy: Policy | str | None = None,
-    receipts: str | ReceiptSink | None = None,
-    now: datetime | None = None,
-) -> dict[str, Any]:
+    store: MemoryStore, ids: Sequence[str], *, policy: Policy | str | None = None,
+    receipts: str | ReceiptSink | None = None, now: datetime | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """Bring quarantined records back exactly as they were before quarantine."""
     run = manual_run(store, "restore", ids, policy=policy, receipts=receipts, now=now)
     try:
@@ -302,25 +281,19 @@ def purge_candidates(
 ) -> list[dict[str, Any]]:
     """The quarantined records :func:`purge` would delete (rows of :func:`list_quarantined`)."""
     limit = (now or utcnow()) - timedelta(days=older_than_days)
-    return [
-        q
-        for q in list_quarantined(store)
-        if q["quarantined_at"] and datetime.fromisoformat(q["quarantined_at"]) <= limit
-    ]
+    return [q for q in list_quarantined(store)
+            if q["quarantined_at"] and datetime.fromisoformat(q["quarantined_at"]) <= limit]  # fmt: skip
 
 
 def purge(
-    store: MemoryStore,
-    older_than_days: float,
-    *,
-    policy: Policy | str | None = None,
-    receipts: str | ReceiptSink | None = None,
-    now: datetime | None = None,
-) -> dict[str, Any]:
+    store: MemoryStore, older_than_days: float, *, policy: Policy | str | None = None,
+    receipts: str | ReceiptSink | None = None, now: datetime | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """Delete records quarantined at least ``older_than_days`` ago (legal holds excepted)."""
     cutoff = now or utcnow()
     due = [q["id"] for q in purge_candidates(store, older_than_days, cutoff)]
-    run = manual_run(store, "purge", due, policy=policy, receipts=receipts, now=cutoff)
+    run = manual_run(store, "purge", due, policy=policy, receipts=receipts, now=cutoff,
+                     request={"older_than_days": older_than_days})  # fmt: skip
     try:
         run.extra["older_than_days"] = older_than_days
         planned = _plan(run, OpKind.purge, due, "QUARANTINE_EXPIRED")

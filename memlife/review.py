@@ -6,12 +6,9 @@ operation journal and the store itself, and reports every mismatch by id and cod
 
 from __future__ import annotations
 
-import io
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-
-import pyarrow.parquet as pq
 
 from memlife.audit import ReceiptSink
 from memlife.journal import Journal, OpKind, OpState
@@ -33,15 +30,11 @@ class RunInfo:
     def as_json(self) -> dict:
         r = self.receipt or {}
         return {
-            "run_id": self.run_id,
-            "mode": self.manifest.get("mode"),
-            "status": r.get("status", "incomplete"),
-            "policy_version": self.manifest.get("policy_version"),
-            "cutoff": self.manifest.get("cutoff"),
-            "started_at": self.started_at,
-            "counts": r.get("counts", {}),
-            "location": self.prefix,
-        }
+            "run_id": self.run_id, "mode": self.manifest.get("mode"),
+            "status": r.get("status", "incomplete"), "policy_version": self.manifest.get("policy_version"),
+            "cutoff": self.manifest.get("cutoff"), "started_at": self.started_at,
+            "counts": r.get("counts", {}), "location": self.prefix,
+        }  # fmt: skip
 
 
 def latest_receipt(sink: ReceiptSink, prefix: str) -> dict | None:
@@ -96,50 +89,35 @@ class Verification:
         self.problems.append({"code": code, **ids})
 
     def as_json(self) -> dict:
-        return {
-            "run_id": self.run_id,
-            "ok": self.ok,
-            "operations": self.operations,
-            "checked_records": self.checked_records,
-            "problems": self.problems,
-        }
+        return {"run_id": self.run_id, "ok": self.ok, "operations": self.operations,
+                "checked_records": self.checked_records, "problems": self.problems}  # fmt: skip
 
 
 _REMOVING = {OpKind.delete.value, OpKind.purge.value, OpKind.erase.value}
 
 
-def verify_run(
-    sink: ReceiptSink, store: MemoryStore, journal: Journal | None, run_id: str
-) -> Verification:
+def verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal | None, run_id: str,
+               *, evidence_only: bool = False) -> Verification:  # fmt: skip
+    """Evidence (digest, manifest, Parquet, operation receipts, counts; memlife/evidence.py),
+    then, unless ``evidence_only``, the journal both ways and the store itself."""
+    from memlife.evidence import verify_evidence, verify_journal
+
     v = Verification(run_id)
     run = find_run(sink, run_id)
     if run is None:
         v.problem("RUN_NOT_FOUND")
         return v
-    if run.receipt is None:
-        v.problem("RUN_RECEIPT_MISSING")
-    body = sink.get(f"{run.prefix}/operations.parquet")
-    ops = pq.read_table(io.BytesIO(body)).to_pylist() if body else []
-    if run.manifest.get("mode") in ("apply", "retry") and body is None and run.receipt:
-        changed = sum(
-            run.receipt.get("counts", {}).get(k, 0)
-            for k in ("consolidated", "superseded", "deleted", "quarantined")
-        )
-        if changed:
-            v.problem("OPERATIONS_PARQUET_MISSING")
+    ops = verify_evidence(sink, run, v)
     v.operations = len(ops)
+    if evidence_only or store is None:
+        return v
+    if journal is not None:
+        verify_journal(ops, journal.by_run(run_id), sink, v)
     for op in ops:
         oid, rid = op["operation_id"], op["record_id"]
-        receipt_body = sink.get(operation_key(oid))
+        if sink.get(operation_key(oid)) is None:
+            continue  # failed/queued (listed in the run receipt), or reported missing above
         journaled = journal.get(oid) if journal is not None else None
-        if op["state"] == OpState.RECEIPTED.value and receipt_body is None:
-            v.problem("OPERATION_RECEIPT_MISSING", operation_id=oid, record_id=rid)
-            continue
-        if receipt_body is None:
-            continue  # failed/queued: listed in the run receipt, retried later
-        receipt = json.loads(receipt_body)
-        if receipt.get("record_id") != rid or receipt.get("action") != op["action"]:
-            v.problem("RECEIPT_MISMATCH", operation_id=oid, record_id=rid)
         if journal is not None and (journaled is None or journaled.state is not OpState.RECEIPTED):
             v.problem("RECEIPT_WITHOUT_JOURNALED_CHANGE", operation_id=oid, record_id=rid)
         v.checked_records += 1

@@ -150,6 +150,16 @@ def test_crash_at_every_step_boundary_then_rerun(
     assert done_ops(env["receipts"]) == clean_run["ops"]
     assert max(replacements_per_subject(after).values()) == 1
     assert summary.lifecycle["failed"] == 0, "a crash is not an operation failure"
+    # the receipt counts everything the run did, the killed attempt's changes included
+    receipt = json.loads(Path(summary.receipt).read_text())
+    changes = ("consolidated", "superseded", "deleted", "quarantined", "failed")
+    assert {k: receipt["counts"][k] for k in changes} == {
+        k: clean_run["summary"].lifecycle[k] for k in changes
+    }
+    from memlife.apply.counts import journal_counts, lifecycle_from_journal
+
+    ops = open_journal(SqliteStore(env["db"])).by_run(summary.run_id)
+    assert lifecycle_from_journal(journal_counts(ops)) == {k: receipt["counts"][k] for k in changes}
     journal = open_journal(SqliteStore(env["db"]))
     assert all(o.state is OpState.RECEIPTED for o in journal.due(CUTOFF)) is True
     assert journal.due(CUTOFF) == []

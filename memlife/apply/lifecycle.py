@@ -29,9 +29,8 @@ if TYPE_CHECKING:
 ApplyFn = Callable[[list[Operation]], dict[str, Result]]
 
 
-def run_lifecycle(
-    ex: Executor, ops: list[Operation], tally: Tally, apply: ApplyFn | None = None
-) -> list[Operation]:
+def run_lifecycle(ex: Executor, ops: list[Operation], tally: Tally,
+                  apply: ApplyFn | None = None) -> list[Operation]:  # fmt: skip
     """Drive ``ops`` (one kind) to RECEIPTED where possible; return each as journaled now.
 
     ``apply`` overrides the registered applier (tests); normally the kind decides.
@@ -67,28 +66,18 @@ def end_terminally(ex: Executor, ops: list[Operation], code: str, tally: Tally) 
     never written): FAILED with no retry, counted once, listed for an operator."""
     for o in ops:
         if o.state is OpState.PLANNED or retryable(o):
-            ex.journal.transition(
-                o.operation_id,
-                OpState.FAILED,
-                outcome=Outcome.failed,
-                error=code,
-                next_retry_at=None,
-            )
+            ex.journal.transition(o.operation_id, OpState.FAILED, outcome=Outcome.failed,
+                                  error=code, next_retry_at=None)  # fmt: skip
             _count_failure(o, ItemFailure(o.record_id, code, retryable=False), None, tally)
 
 
 def _count_failure(o: Operation, r: ItemFailure, retry_at, tally: Tally) -> None:
     tally.counts["failed"] += 1
-    tally.failures.append(
-        {
-            "operation_id": o.operation_id,
-            "record_id": o.record_id,
-            "action": o.kind.value,
-            "code": r.code,
-            "retryable": r.retryable,
-            "next_retry_at": retry_at.isoformat() if retry_at else None,
-        }
-    )
+    tally.failures.append({
+        "operation_id": o.operation_id, "run_id": o.run_id, "record_id": o.record_id,
+        "action": o.kind.value, "code": r.code, "retryable": r.retryable,
+        "next_retry_at": retry_at.isoformat() if retry_at else None,
+    })  # fmt: skip
 
 
 def _apply(ex: Executor, todo: list[Operation], fn: ApplyFn, tally: Tally) -> None:
@@ -106,17 +95,14 @@ def _apply(ex: Executor, todo: list[Operation], fn: ApplyFn, tally: Tally) -> No
         r = results[o.operation_id]
         if isinstance(r, ItemFailure):
             retry_at = next_retry(o.attempts + 1, ex.cutoff) if r.retryable else None
-            ex.journal.transition(
-                o.operation_id,
-                OpState.FAILED,
-                outcome=Outcome.failed,
-                error=r.code,
-                next_retry_at=retry_at,
-            )
+            ex.journal.transition(o.operation_id, OpState.FAILED, outcome=Outcome.failed,
+                                  error=r.code, next_retry_at=retry_at)  # fmt: skip
             _count_failure(o, r, retry_at, tally)
         else:
             ex.journal.transition(o.operation_id, OpState.APPLIED, outcome=r)
             tally.counts[COUNT[r]] += 1
+            if o.run_id != ex.run_id:  # an earlier run's operation, finished by the retry queue
+                tally.counts[f"retry_queue_{COUNT[r]}"] += 1
 
 
 def receipt(ex: Executor, op: Operation, tally: Tally) -> Operation:
@@ -127,16 +113,11 @@ def receipt(ex: Executor, op: Operation, tally: Tally) -> Operation:
         write_operation_receipt(ex.sink, op, reviewer=getattr(ex, "reviewer", None))
     except ReceiptWriteError as exc:
         tally.counts["receipt_failed"] += 1
-        tally.failures.append(
-            {
-                "operation_id": op.operation_id,
-                "record_id": op.record_id,
-                "action": op.kind.value,
-                "code": "RECEIPT_WRITE_FAILED",
-                "retryable": True,
-                "detail": type(exc.__cause__).__name__ if exc.__cause__ else "error",
-            }
-        )
+        tally.failures.append({
+            "operation_id": op.operation_id, "run_id": op.run_id, "record_id": op.record_id,
+            "action": op.kind.value, "code": "RECEIPT_WRITE_FAILED", "retryable": True,
+            "detail": type(exc.__cause__).__name__ if exc.__cause__ else "error",
+        })  # fmt: skip
         return op  # stays APPLIED: the retry queue writes the receipt later
     checkpoint("after_receipt")
     return ex.journal.transition(op.operation_id, OpState.RECEIPTED)

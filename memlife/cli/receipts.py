@@ -81,12 +81,8 @@ def register(app: typer.Typer) -> None:
         """Every operation on one record across runs (from the operations dataset), oldest first."""
         from memlife.receipts_dataset import record_history
 
-        rows = record_history(
-            open_sink(receipts),
-            record_id,
-            since=_day(since, "--since"),
-            until=_day(until, "--until"),
-        )
+        rows = record_history(open_sink(receipts), record_id, since=_day(since, "--since"),
+                              until=_day(until, "--until"))  # fmt: skip
         if json_out:
             print_json(rows)
             return
@@ -96,15 +92,9 @@ def register(app: typer.Typer) -> None:
         for col in ("cutoff day", "run id", "mode", "action", "reasons", "outcome", "replacement"):
             table.add_column(col, no_wrap=col == "run id")
         for r in rows:
-            table.add_row(
-                r["date"],
-                r["run_id"],
-                r["mode"] or "",
-                r["action"],
-                ", ".join(r["reason_codes"] or []),
-                r["outcome"] or r["state"] or "",
-                r["replacement_id"] or "",
-            )
+            table.add_row(r["date"], r["run_id"], r["mode"] or "", r["action"],
+                          ", ".join(r["reason_codes"] or []), r["outcome"] or r["state"] or "",
+                          r["replacement_id"] or "")  # fmt: skip
         console.print(table)
 
     @receipts_app.command("show")
@@ -125,23 +115,26 @@ def register(app: typer.Typer) -> None:
         for k, v in r.get("counts", {}).items():
             table.add_row(k, f"{v:,}")
         console.print(table)
-        console.print(
-            f"policy {run.manifest.get('policy_version')}  cutoff {run.manifest.get('cutoff')}  "
-            f"pagination complete: {r.get('pagination_complete')}  "
-            f"ids not deleted: {len(r.get('ids_not_deleted', []))}  "
-            f"next retry: {r.get('next_retry_at')}"
-        )
+        console.print(f"policy {run.manifest.get('policy_version')}  cutoff {run.manifest.get('cutoff')}  "
+                      f"pagination complete: {r.get('pagination_complete')}  "
+                      f"ids not deleted: {len(r.get('ids_not_deleted', []))}  "
+                      f"next retry: {r.get('next_retry_at')}")  # fmt: skip
 
     @receipts_app.command("verify")
-    def verify(
-        run_id: str, receipts: ReceiptsOpt = None, store: StoreOpt = None, json_out: JsonOpt = False
-    ) -> None:
-        """Deleted ids absent, every operation receipted, no receipt without its change."""
-        db = open_store(check_store(store, must_exist=True))
-        try:
-            result = verify_run(open_sink(receipts), db, open_journal(db), run_id)
-        finally:
-            db.close()
+    def verify(run_id: str, receipts: ReceiptsOpt = None, store: StoreOpt = None,
+               evidence_only: Annotated[bool, typer.Option(
+                   "--evidence-only",
+                   help="Check the receipts alone (digest, Parquet, operation receipts, counts): no store or journal needed.")] = False,
+               json_out: JsonOpt = False) -> None:  # fmt: skip
+        """Journal <-> receipts <-> Parquet <-> counts both ways, the run digest, and the store."""
+        if evidence_only:
+            result = verify_run(open_sink(receipts), None, None, run_id, evidence_only=True)
+        else:
+            db = open_store(check_store(store, must_exist=True))
+            try:
+                result = verify_run(open_sink(receipts), db, open_journal(db), run_id)
+            finally:
+                db.close()
         if json_out:
             print_json(result.as_json())
         else:
@@ -150,12 +143,6 @@ def register(app: typer.Typer) -> None:
                     f"[red]{p['code']}[/red] "
                     + " ".join(f"{k}={v}" for k, v in p.items() if k != "code")
                 )
-            console.print(
-                f"{run_id}: {result.operations} operations, {result.checked_records} records checked, "
-                + (
-                    "[green]verified[/green]"
-                    if result.ok
-                    else f"[red]{len(result.problems)} problems[/red]"
-                )
-            )
+            console.print(f"{run_id}: {result.operations} operations, {result.checked_records} records checked, "
+                          + ("[green]verified[/green]" if result.ok else f"[red]{len(result.problems)} problems[/red]"))  # fmt: skip
         raise typer.Exit(0 if result.ok else 1)

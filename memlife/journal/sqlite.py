@@ -73,25 +73,10 @@ _DUE = (
     "(state='FAILED' AND next_retry_at IS NOT NULL AND next_retry_at<=?))"
 )
 _COLS = (
-    "operation_id",
-    "run_id",
-    "kind",
-    "actor_id",
-    "namespace",
-    "record_id",
-    "reasons",
-    "policy_version",
-    "content_sha256",
-    "replacement_id",
-    "state",
-    "outcome",
-    "attempts",
-    "next_retry_at",
-    "last_error",
-    "payload",
-    "created_at",
-    "updated_at",
-)
+    "operation_id", "run_id", "kind", "actor_id", "namespace", "record_id", "reasons",
+    "policy_version", "content_sha256", "replacement_id", "state", "outcome", "attempts",
+    "next_retry_at", "last_error", "payload", "created_at", "updated_at",
+)  # fmt: skip
 _SELECT = f"SELECT {', '.join(_COLS)}, resolution, resolved_at FROM operations"
 
 
@@ -101,27 +86,14 @@ def _dt(v: str | None) -> datetime | None:
 
 def _row(row: tuple) -> Operation:
     return Operation(
-        operation_id=row[0],
-        run_id=row[1],
-        kind=OpKind(row[2]),
-        actor_id=row[3],
-        namespace=row[4],
-        record_id=row[5],
-        reasons=json.loads(row[6]),
-        policy_version=row[7],
-        content_sha256=row[8],
-        replacement_id=row[9],
-        state=OpState(row[10]),
-        outcome=Outcome(row[11]) if row[11] else None,
-        attempts=row[12],
-        next_retry_at=_dt(row[13]),
-        last_error=row[14],
-        payload=row[15],
-        created_at=_dt(row[16]),
-        updated_at=_dt(row[17]),
-        resolution=row[18],
+        operation_id=row[0], run_id=row[1], kind=OpKind(row[2]), actor_id=row[3],
+        namespace=row[4], record_id=row[5], reasons=json.loads(row[6]), policy_version=row[7],
+        content_sha256=row[8], replacement_id=row[9], state=OpState(row[10]),
+        outcome=Outcome(row[11]) if row[11] else None, attempts=row[12],
+        next_retry_at=_dt(row[13]), last_error=row[14], payload=row[15],
+        created_at=_dt(row[16]), updated_at=_dt(row[17]), resolution=row[18],
         resolved_at=_dt(row[19]),
-    )
+    )  # fmt: skip
 
 
 class SqliteJournal:
@@ -172,7 +144,7 @@ class SqliteJournal:
                             op.payload,
                             now,
                             now,
-                        ),
+                        ),  # fmt: skip
                     )
                 self.connection.execute("COMMIT")
             except BaseException:
@@ -219,7 +191,7 @@ class SqliteJournal:
                     error,
                     (at or utcnow()).isoformat(),
                     operation_id,
-                ),
+                ),  # fmt: skip
             )
         return self.get(operation_id)  # type: ignore[return-value]
 
@@ -265,13 +237,8 @@ class SqliteJournal:
             rows = self.connection.execute(sql + " ORDER BY updated_at, operation_id").fetchall()
         return [_row(r) for r in rows]
 
-    def resolve(
-        self,
-        operation_id: str,
-        resolution: str,
-        at: datetime | None = None,
-        retry_at: datetime | None = None,
-    ) -> Operation:
+    def resolve(self, operation_id: str, resolution: str, at: datetime | None = None,
+                retry_at: datetime | None = None) -> Operation:  # fmt: skip
         """An operator's decision on a terminal failure: ``requeued`` (due again at
         ``retry_at``: the cause is fixed) or ``dismissed`` (left as it is, on record)."""
         with self.lock:
@@ -287,9 +254,8 @@ class SqliteJournal:
         return self.get(operation_id)  # type: ignore[return-value]
 
     # -- the lifecycle lease (memlife/lease.py) ------------------------------------------------
-    def lease_acquire(
-        self, name: str, owner: str, run_id: str, purpose: str, now: datetime, expires: datetime
-    ) -> tuple[bool, dict | None]:
+    def lease_acquire(self, name: str, owner: str, run_id: str, purpose: str, now: datetime,
+                      expires: datetime, takeover: str | None = None) -> tuple[bool, dict | None]:  # fmt: skip
         keys = ("owner", "run_id", "purpose", "acquired_at", "heartbeat_at", "expires_at")
         with self.lock:
             self.connection.execute("BEGIN IMMEDIATE")  # one decision at a time, across processes
@@ -298,30 +264,22 @@ class SqliteJournal:
                     f"SELECT {', '.join(keys)} FROM leases WHERE name=?", (name,)
                 ).fetchone()
                 holder = dict(zip(keys, row, strict=True)) if row else None
-                if holder and holder["owner"] != owner and holder["expires_at"] > now.isoformat():
+                live = holder and holder["expires_at"] > now.isoformat()
+                if holder and holder["owner"] not in (owner, takeover) and live:
                     self.connection.execute("COMMIT")
                     return False, holder
                 self.connection.execute(
                     "INSERT OR REPLACE INTO leases VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        name,
-                        owner,
-                        run_id,
-                        purpose,
-                        now.isoformat(),
-                        now.isoformat(),
-                        expires.isoformat(),
-                    ),
-                )
+                    (name, owner, run_id, purpose, now.isoformat(), now.isoformat(), expires.isoformat()),
+                )  # fmt: skip
                 self.connection.execute("COMMIT")
             except BaseException:
                 self.connection.execute("ROLLBACK")
                 raise
         return True, holder if holder and holder["owner"] != owner else None
 
-    def lease_renew(
-        self, name: str, owner: str, now: datetime, expires: datetime, run_id: str | None = None
-    ) -> bool:
+    def lease_renew(self, name: str, owner: str, now: datetime, expires: datetime,
+                    run_id: str | None = None) -> bool:  # fmt: skip
         with self.lock:
             cur = self.connection.execute(
                 "UPDATE leases SET heartbeat_at=?, expires_at=?, run_id=COALESCE(?, run_id) "
@@ -339,36 +297,22 @@ class SqliteJournal:
         with self.lock:
             row = self.connection.execute(
                 "SELECT attempts, last_code, next_attempt_at FROM consolidation_rejections "
-                "WHERE group_key=?",
-                (group_key,),
-            ).fetchone()
+                "WHERE group_key=?", (group_key,),
+            ).fetchone()  # fmt: skip
         if row is None:
             return None
         return {"attempts": row[0], "code": row[1], "next_attempt_at": _dt(row[2])}
 
-    def reject(
-        self,
-        group_key: str,
-        actor_id: str,
-        namespace: str,
-        code: str,
-        next_attempt_at: datetime | None,
-        at: datetime,
-    ) -> None:
+    def reject(self, group_key: str, actor_id: str, namespace: str, code: str,
+               next_attempt_at: datetime | None, at: datetime) -> None:  # fmt: skip
         with self.lock:
             self.connection.execute(
                 "INSERT INTO consolidation_rejections VALUES (?, ?, ?, 1, ?, ?, ?) "
                 "ON CONFLICT (group_key) DO UPDATE SET attempts=attempts+1, last_code=excluded.last_code, "
                 "next_attempt_at=excluded.next_attempt_at, updated_at=excluded.updated_at",
-                (
-                    group_key,
-                    actor_id,
-                    namespace,
-                    code,
-                    next_attempt_at.isoformat() if next_attempt_at else None,
-                    at.isoformat(),
-                ),
-            )
+                (group_key, actor_id, namespace, code,
+                 next_attempt_at.isoformat() if next_attempt_at else None, at.isoformat()),
+            )  # fmt: skip
 
     def clear_rejection(self, group_key: str) -> None:
         with self.lock:

@@ -1,0 +1,218 @@
+"""Tamper-evident run evidence: a digest that binds a run's receipt to its operations.
+
+Written last, the run receipt carries ``evidence``:
+  - ``manifest_sha256``: the manifest written first;
+  - ``parquet_key`` / ``parquet_sha256``: this attempt's operations Parquet (one file per
+    attempt: a rerun never meets an earlier attempt's rows);
+  - ``operations``: ``count`` and ``chain_sha256``, a hash chain over the operation
+    receipts of the run in operation-id order, link = sha256(prev | id | sha256(bytes));
+and ``digest``: sha256 over the canonical JSON of the whole receipt (counts included).
+
+``verify_evidence`` needs nothing but read access to the receipts (``--evidence-only``):
+digest, manifest, Parquet, every operation receipt (present, unchanged, fields equal to
+its row), no receipt claiming this run outside its Parquet, counts equal to the rows.
+Threat model (docs/receipts.md): a writer to an unlocked bucket can rewrite all of it
+consistently; S3 Object Lock (compliance mode) on the bucket plus this digest is the
+defence, and the journal cross-check of ``memlife receipts verify`` catches what a
+consistent rewrite of the bucket alone would hide.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from memlife.apply.counts import deferral
+from memlife.audit import ReceiptSink
+from memlife.journal import Operation
+from memlife.receipts import operation_key, operations_parquet
+
+CHANGES = ("consolidated", "superseded", "deleted", "quarantined", "failed")
+# The receipt field a row/journal value must equal (receipt name, row name).
+FIELDS = (("record_id", "record_id"), ("action", "action"), ("outcome", "outcome"),
+          ("replacement_id", "replacement_id"), ("content_sha256", "content_sha256"),
+          ("reason_codes", "reason_codes"), ("run_id", "run_id"))  # fmt: skip
+_COUNT_OF = {"deleted": "deleted", "already_absent": "deleted", "written": "consolidated",
+             "superseded": "superseded", "quarantined": "quarantined"}  # fmt: skip
+
+
+def sha256(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()
+
+
+def receipt_digest(receipt: dict[str, Any]) -> str:
+    body = {k: v for k, v in receipt.items() if k != "digest"}
+    return sha256(json.dumps(body, sort_keys=True, default=str, separators=(",", ":")).encode())
+
+
+def chain(sink: ReceiptSink, operation_ids: Iterable[str]) -> tuple[int, str, dict[str, bytes]]:
+    """(receipts found, chain head, their bodies) over the operation receipts, id order."""
+    head, n, bodies = "0" * 64, 0, {}
+    for oid in sorted(set(operation_ids)):
+        body = sink.get(operation_key(oid))
+        if body is None:
+            continue
+        head = sha256(f"{head}|{oid}|{sha256(body)}".encode())
+        n += 1
+        bodies[oid] = body
+    return n, head, bodies
+
+
+def seal(sink: ReceiptSink, prefix: str, ops: Sequence[Operation]) -> dict[str, Any]:
+    """Write this attempt's operations Parquet (create-only) and return the evidence block."""
+    manifest = sink.get(f"{prefix}/manifest.json")
+    parquet_key = parquet_sha = None
+    if ops:
+        body = operations_parquet(ops)
+        for n in range(1, 1000):
+            key = f"{prefix}/operations.parquet" if n == 1 else f"{prefix}/operations.{n}.parquet"
+            if sink.put_new(key, body, "application/vnd.apache.parquet"):
+                parquet_key, parquet_sha = key, sha256(body)
+                break
+    count, head, _ = chain(sink, [o.operation_id for o in ops])
+    return {
+        "manifest_sha256": sha256(manifest) if manifest is not None else None,
+        "parquet_key": parquet_key, "parquet_sha256": parquet_sha,
+        "operations": {"count": count, "chain_sha256": head},
+    }  # fmt: skip
+
+
+def sealed(receipt: dict[str, Any]) -> dict[str, Any]:
+    """The receipt with its digest (call last, after every other field is set)."""
+    return {**receipt, "digest": receipt_digest(receipt)}
+
+
+def counts_from_rows(rows: Iterable[dict]) -> dict[str, int]:
+    out: Counter = Counter()
+    for r in rows:
+        if r["state"] in ("APPLIED", "RECEIPTED") and r.get("outcome") in _COUNT_OF:
+            out[_COUNT_OF[r["outcome"]]] += 1
+        elif r["state"] == "FAILED" and not deferral(r.get("reason_codes") or []):
+            out["failed"] += 1
+    return {k: out.get(k, 0) for k in CHANGES}
+
+
+def read_rows(sink: ReceiptSink, key: str | None) -> tuple[bytes | None, list[dict]]:
+    body = sink.get(key) if key else None
+    return body, (pq.read_table(io.BytesIO(body)).to_pylist() if body else [])
+
+
+def verify_evidence(sink: ReceiptSink, run: Any, v: Any) -> list[dict]:
+    """The checks the bucket alone allows; problems go to ``v``; returns the Parquet rows."""
+    receipt = run.receipt
+    if receipt is None:
+        v.problem("RUN_RECEIPT_MISSING")
+        return []
+    ev = receipt.get("evidence")
+    if receipt.get("status") == "failure" and ev is None:
+        return []  # the run could not finish: nothing was sealed
+    if ev is None or "digest" not in receipt:
+        v.problem("EVIDENCE_UNSEALED")
+        body, rows = read_rows(sink, f"{run.prefix}/operations.parquet")
+        return rows
+    if receipt_digest(receipt) != receipt["digest"]:
+        v.problem("RECEIPT_DIGEST_MISMATCH")
+    manifest = sink.get(f"{run.prefix}/manifest.json")
+    if manifest is None or sha256(manifest) != ev.get("manifest_sha256"):
+        v.problem("MANIFEST_DIGEST_MISMATCH")
+    body, rows = read_rows(sink, ev.get("parquet_key"))
+    if ev.get("parquet_key") and body is None:
+        v.problem("OPERATIONS_PARQUET_MISSING", key=ev["parquet_key"])
+    elif body is not None and sha256(body) != ev.get("parquet_sha256"):
+        v.problem("PARQUET_DIGEST_MISMATCH", key=ev["parquet_key"])
+    changed = sum(receipt.get("counts", {}).get(k, 0) for k in CHANGES if k != "failed")
+    if not ev.get("parquet_key") and changed:
+        v.problem("OPERATIONS_PARQUET_MISSING")
+    ids = [r["operation_id"] for r in rows]
+    count, head, bodies = chain(sink, ids)
+    if (count, head) != (ev["operations"]["count"], ev["operations"]["chain_sha256"]):
+        v.problem("OPERATIONS_DIGEST_MISMATCH")
+    for r in rows:
+        oid = r["operation_id"]
+        if r["state"] == "RECEIPTED" and oid not in bodies:
+            v.problem("OPERATION_RECEIPT_MISSING", operation_id=oid, record_id=r["record_id"])
+            continue
+        if oid in bodies:
+            doc = json.loads(bodies[oid])
+            for field_name in _mismatched(doc, r):
+                v.problem(
+                    "RECEIPT_FIELD_MISMATCH", operation_id=oid, field=field_name, against="parquet"
+                )
+    expected = counts_from_rows(rows) if body is not None or not ev.get("parquet_key") else None
+    if expected is not None:
+        for k in CHANGES:
+            if receipt.get("counts", {}).get(k, 0) != expected[k]:
+                v.problem("COUNTS_MISMATCH", count=k, receipt=str(receipt.get("counts", {}).get(k)),
+                          operations=str(expected[k]))  # fmt: skip
+    known = set(ids)
+    for key in sink.list("operations/"):  # a receipt that claims this run but is not in it
+        oid = key.rsplit("/", 1)[-1].removesuffix(".json")
+        if oid in known:
+            continue
+        doc = json.loads(sink.get(key) or b"{}")
+        if doc.get("run_id") == run.run_id:
+            v.problem("RECEIPT_NOT_IN_RUN", operation_id=oid, record_id=doc.get("record_id"))
+    return rows
+
+
+def _mismatched(doc: dict, row: dict) -> list[str]:
+    out = [f for f, col in FIELDS if _norm(doc.get(f)) != _norm(row.get(col))]
+    scope = doc.get("scope") or {}
+    if (scope.get("actor_id"), scope.get("namespace")) != (
+        row.get("actor_id"),
+        row.get("namespace"),
+    ):
+        out.append("scope")
+    return out
+
+
+def _norm(value: Any) -> Any:
+    return list(value) if isinstance(value, (list, tuple)) else value
+
+
+def verify_journal(
+    rows: list[dict], journal_ops: Sequence[Operation], sink: ReceiptSink, v: Any
+) -> None:
+    """Journal <-> Parquet <-> receipts, both ways (the journal is the writer's own record)."""
+    by_id = {o.operation_id: o for o in journal_ops}
+    later = {"PLANNED": {"PLANNED", "APPLIED", "FAILED", "RECEIPTED"},
+             "FAILED": {"FAILED", "APPLIED", "RECEIPTED"}, "APPLIED": {"APPLIED", "RECEIPTED"},
+             "RECEIPTED": {"RECEIPTED"}}  # fmt: skip
+    seen = set()
+    for r in rows:
+        oid = r["operation_id"]
+        seen.add(oid)
+        o = by_id.get(oid)
+        if o is None:
+            v.problem("PARQUET_OP_NOT_IN_JOURNAL", operation_id=oid, record_id=r["record_id"])
+            continue
+        if o.state.value not in later.get(r["state"], set()) or (
+            r["state"] == "RECEIPTED"
+            and (o.outcome.value if o.outcome else None) != r.get("outcome")
+        ):
+            v.problem("JOURNAL_PARQUET_MISMATCH", operation_id=oid, record_id=r["record_id"])
+    for oid, o in by_id.items():
+        if oid not in seen and o.state.value in ("APPLIED", "RECEIPTED"):
+            v.problem("JOURNAL_OP_NOT_IN_PARQUET", operation_id=oid, record_id=o.record_id)
+        if o.state.value != "RECEIPTED":
+            continue
+        body = sink.get(operation_key(oid))
+        if body is None:
+            if oid not in seen:
+                v.problem("OPERATION_RECEIPT_MISSING", operation_id=oid, record_id=o.record_id)
+            continue
+        doc = json.loads(body)
+        row = {"record_id": o.record_id, "action": o.kind.value,
+               "outcome": o.outcome.value if o.outcome else None, "replacement_id": o.replacement_id,
+               "content_sha256": o.content_sha256, "reason_codes": list(o.reasons), "run_id": o.run_id,
+               "actor_id": o.actor_id, "namespace": o.namespace}  # fmt: skip
+        for field_name in _mismatched(doc, row):
+            v.problem(
+                "RECEIPT_FIELD_MISMATCH", operation_id=oid, field=field_name, against="journal"
+            )

@@ -1,0 +1,105 @@
+"""Crash at every step of erase, purge, restore and hold release, then rerun the same request:
+the run converges, every operation is receipted, and the run receipt's counts are the journal's."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from memlife import faults
+from memlife.apply.counts import journal_counts, lifecycle_from_journal
+from memlife.audit import FileSink
+from memlife.faults import InjectedFault
+from memlife.journal import OpState, open_journal
+from memlife.model import MemoryRecord, RetentionClass, Status
+from memlife.policy import load_policy
+from memlife.receipts import operation_key
+from memlife.stores.sqlite import SqliteStore
+
+T = datetime(2026, 11, 1, 12, tzinfo=UTC)
+POLICY = load_policy("policies/default.yaml")
+IDS = ["m-1", "m-2", "m-3"]
+
+
+def rec(rid: str, **kw: object) -> MemoryRecord:
+    base = dict(id=rid, actor_id="u-1", namespace="/users/u-1/facts", memory_type="semantic",
+                content=f"Fact number {rid}.", created_at=T - timedelta(days=100), subject="cats",
+                owner="team")  # fmt: skip
+    return MemoryRecord.model_validate({**base, **kw})
+
+
+def setup(store: SqliteStore, action: str) -> dict[str, MemoryRecord]:
+    from memlife.quarantine import snapshot
+
+    changed = T - timedelta(days=60)
+    if action == "erase":
+        store.put_many([rec(i) for i in IDS] + [rec("m-keep", subject="dogs")])
+    elif action in ("purge", "restore"):
+        store.put_many(
+            [rec(i, status=Status.pending_delete, status_changed_at=changed) for i in IDS]
+        )
+        before = {i: store.get(i) for i in IDS}
+        snapshot(store, IDS)
+        store.set_status(IDS, Status.quarantined, at=T - timedelta(days=40))
+        return before  # type: ignore[return-value]
+    else:
+        store.put_many([rec(i, retention_class=RetentionClass.legal_hold) for i in IDS])
+    return {i: store.get(i) for i in IDS}  # type: ignore[misc]
+
+
+def act(store: SqliteStore, action: str, sink: FileSink) -> dict:
+    from memlife.erase import erase, release_hold
+    from memlife.quarantine import purge, restore
+
+    kw = dict(policy=POLICY, receipts=sink, now=T)
+    if action == "erase":
+        return erase(store, "u-1", subject="cats", **kw)
+    if action == "purge":
+        return purge(store, 30, **kw)
+    if action == "restore":
+        return restore(store, IDS, **kw)
+    return release_hold(store, IDS, **kw)
+
+
+POINTS = {"erase": "after_delete", "purge": "after_delete", "restore": "after_supersede",
+          "hold_release": "after_supersede"}  # fmt: skip
+EXPECTED = {"erase": ("deleted", 3), "purge": ("deleted", 3), "restore": ("restored", 3),
+            "hold_release": ("released", 3)}  # fmt: skip
+
+
+@pytest.mark.parametrize("action", list(POINTS))
+@pytest.mark.parametrize("step", ["apply", "before_receipt", "after_receipt"])
+def test_crash_then_rerun_converges_with_journal_counts(home: Path, action: str, step: str) -> None:
+    store = SqliteStore(home / "memlife.db")
+    sink = FileSink(home / "receipts")
+    try:
+        before = setup(store, action)
+        point, skip = (POINTS[action], 0) if step == "apply" else (step, 1)
+        with faults.inject(point, skip=skip), pytest.raises(InjectedFault):
+            act(store, action, sink)
+        out = act(store, action, sink)  # the same request again, at the same time: the same run
+        assert out["status"] == "success", out
+        journal = open_journal(store)
+        ops = journal.by_run(out["run_id"])
+        assert ops and all(o.state is OpState.RECEIPTED for o in ops)
+        assert all(sink.get(operation_key(o.operation_id)) is not None for o in ops)
+        receipt = json.loads(Path(out["receipt"]).read_text())
+        jc = journal_counts(ops)
+        key, n = EXPECTED[action]
+        assert jc.get(key, 0) + jc.get("already_absent", 0) == n, jc
+        assert receipt["journal_counts"] == jc
+        for k, v in lifecycle_from_journal(jc).items():
+            assert receipt["counts"].get(k, 0) == v, (k, receipt["counts"], jc)
+        assert receipt["counts"].get("failed", 0) == 0
+        if action in ("erase", "purge"):
+            assert all(store.get(i) is None for i in IDS)
+        elif action == "restore":
+            assert {i: store.get(i) for i in IDS} == before  # exactly as before quarantine
+        else:
+            assert all(store.get(i).retention_class is RetentionClass.standard for i in IDS)
+            assert sorted(out["released"]) == IDS
+    finally:
+        store.close()
