@@ -11,12 +11,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from memlife.errors import InputError
 from memlife.journal import OpKind
 from memlife.model import RetentionClass
 from memlife.stores.base import MemoryStore, iter_shard
 
 
-class HoldError(ValueError):
+class HoldError(InputError):
     """A hold request that names nothing (or names it ambiguously)."""
 
 

@@ -36,6 +36,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from memlife.errors import InputError
 from memlife.model import RetentionClass, Status
 from memlife.plan import REVIEW_REASONS, Action, Decision
 
@@ -79,7 +80,7 @@ class ReviewDecision(StrEnum):
     dispute = "dispute"
 
 
-class ReviewError(ValueError):
+class ReviewError(InputError):
     """A resolve request that cannot be carried out; the message names the item and why."""
 
 
