@@ -560,14 +560,11 @@ def gate_line(result: dict) -> str | None:
 
 
 def gate_verdict(gate: dict | None) -> str:
-    """``blocked`` / ``warn`` / ``passed`` / ``not configured`` / ``not run``: in a word."""
-    if not gate:
-        return "not run"
-    if not gate.get("configured", True):
-        return "not configured"
-    if gate.get("blocked"):
-        return "blocked"
-    return "warn" if gate.get("status") == "warn" else "passed"
+    """``blocked`` / ``warn`` / ``passed`` / ``not configured`` / ``not run``: in a word
+    (the report page's words, decided in one place)."""
+    from memlife.report_html import gate_text
+
+    return gate_text(gate)[0]
 
 
 def as_link(location: str) -> str:

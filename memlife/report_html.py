@@ -262,10 +262,14 @@ def _card(label: str, value: Any, figure: str, cls: str = "") -> str:
 
 
 def gate_text(gate: Mapping[str, Any] | None) -> tuple[str, str]:
-    """(verdict, css class): blocked / passed / not run."""
+    """(verdict, css class): not run / not configured / blocked / warn / passed."""
     if not gate:
         return "not run", "warn"
-    return ("blocked", "bad") if gate.get("blocked") else ("passed", "ok")
+    if not gate.get("configured", True):  # no evaluation set: nothing was judged
+        return "not configured", "warn"
+    if gate.get("blocked"):
+        return "blocked", "bad"
+    return ("warn", "warn") if gate.get("status") == "warn" else ("passed", "ok")
 
 
 def would_change(summary: Mapping[str, Any]) -> list[tuple[str, int]]:

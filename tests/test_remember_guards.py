@@ -194,7 +194,7 @@ def test_a_group_of_two_10_mb_records_consolidates_in_bounded_memory(home: Path)
         s = SqliteStore(os.environ["MEMLIFE_HOME"] + "/memlife.db")
         texts = [("the user likes green tea a lot " * 340_000)[:10_000_000],
                  ("the user likes green tea very much " * 300_000)[:10_000_000]]
-        s.put_many([MemoryRecord(id=f"m-{i}", actor_id="u", namespace="/users/u/facts",
+        s.put_many([MemoryRecord(id=f"m-{i}", actor_id="u", namespace="/users/u/notes",
                                  memory_type=MemoryType.semantic, subject="tea", content=c,
                                  created_at=now - timedelta(days=30 - i)) for i, c in enumerate(texts)])
         s.close()

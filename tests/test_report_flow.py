@@ -65,7 +65,7 @@ def test_flow_logs_and_links_the_report(home: Path, prefect_harness) -> None:
     assert links and page.resolve().as_uri() in str(links[0].data)  # a link artifact (markdown)
     assert "an apply run would" in str(summaries[0].data)
     text = "\n".join(log.message for log in logs)
-    assert f"planned {len(records)} records" in text and "regression gate: not run" in text
+    assert f"planned {len(records)} records" in text and "regression gate: not configured" in text
     assert f"run {result['run_id']}: success" in text
     for r in records:  # the log tab carries no content
         assert r.content not in text

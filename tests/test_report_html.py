@@ -51,7 +51,7 @@ def test_page_beside_receipts_without_content(seeded: list, home: Path) -> None:
         assert actor not in html  # namespaces appear as patterns: /users/*/...
     got = figures(html)
     assert got["records"] == f"{N:,}" and got["status"] == summary.status
-    assert got["gate"] == "not run" and got["model-calls"] == "0"
+    assert got["gate"] == "not configured" and got["model-calls"] == "0"
     deletes = summary.counts["delete_expired"] + summary.counts["delete_pending"]
     assert got["would-delete"] == f"{deletes:,}"
     assert "an apply run would" in html
@@ -114,7 +114,7 @@ def test_dry_run_markdown_says_what_an_apply_would_change(seeded: list) -> None:
     md = markdown_summary(summary)
     deletes = summary.counts["delete_expired"] + summary.counts["delete_pending"]
     assert "| an apply run would | records |" in md and f"| delete | {deletes:,} |" in md
-    assert "regression gate **not run**" in md and "[Report page](file://" in md
+    assert "regression gate **not configured**" in md and "[Report page](file://" in md
 
 
 # -- headless Chromium (Debian's package; .ci/run installs it) --------------------------------
@@ -153,7 +153,7 @@ def test_chromium_renders_key_figures_and_charts(seeded: list, tmp_path: Path) -
     dom = headless(exe, tmp_path / "p1", "--dump-dom", url).stdout
     got = figures(dom)
     assert got["records"] == f"{N:,}" and got["status"] == summary.status
-    assert got["gate"] == "not run"
+    assert got["gate"] == "not configured"
     assert dom.count("<rect") >= sum(1 for v in summary.counts.values() if v)
 
     shot = tmp_path / "report.png"
