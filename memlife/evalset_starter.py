@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from memlife.evalset import CaseKind, EvalCase, Impact, Target
@@ -115,6 +116,8 @@ def starter_cases(
         for ns in store.list_namespaces(actor):
             records = {r.id: r for p in iter_shard(store, actor, ns) for r in p.records}
             active = {i: r for i, r in records.items() if r.status is Status.active}
+
+            new_case = partial(EvalCase, actor_id=actor, namespace=ns)
             decisions = planner.plan_shard([[_view(r) for r in active.values()]])
             # Changed preferences: survivor must be retrieved, its superseded statements not.
             survivors: dict[str, list[str]] = {}
@@ -132,23 +135,19 @@ def starter_cases(
                     if normalise(active[o].content) != normalise(head.content)
                 ]
                 add(
-                    EvalCase(
+                    new_case(
                         id=f"pref-{actor}-{slug}-{sid}",
                         kind=CaseKind.recent_preference,
                         query=question_for(head),
-                        actor_id=actor,
-                        namespace=ns,
                         must_retrieve=[Target(id=sid)],
                     )
                 )
                 if stale:
                     add(
-                        EvalCase(
+                        new_case(
                             id=f"stale-{actor}-{slug}-{sid}",
                             kind=CaseKind.superseded_fact,
                             query=question_for(head),
-                            actor_id=actor,
-                            namespace=ns,
                             forbidden=[Target(id=o) for o in stale[:3]],
                         )
                     )
@@ -156,12 +155,10 @@ def starter_cases(
             for r in sorted(records.values(), key=lambda r: r.id):
                 if r.status is Status.superseded:
                     add(
-                        EvalCase(
+                        new_case(
                             id=f"stale-{actor}-{r.id}",
                             kind=CaseKind.superseded_fact,
                             query=question_for(r),
-                            actor_id=actor,
-                            namespace=ns,
                             forbidden=[Target(id=r.id)],
                         )
                     )
@@ -175,12 +172,10 @@ def starter_cases(
             )
             for r in reversed(prefs[-per_kind:]):  # the newest preferences
                 add(
-                    EvalCase(
+                    new_case(
                         id=f"pref-{actor}-{r.id}",
                         kind=CaseKind.recent_preference,
                         query=question_for(r),
-                        actor_id=actor,
-                        namespace=ns,
                         must_retrieve=[Target(id=r.id)],
                     )
                 )
@@ -188,23 +183,19 @@ def starter_cases(
                 r = active[d.id]
                 if d.action is Action.delete_expired:
                     add(
-                        EvalCase(
+                        new_case(
                             id=f"expired-{actor}-{d.id}",
                             kind=CaseKind.expired_fact,
                             query=question_for(r),
-                            actor_id=actor,
-                            namespace=ns,
                             forbidden=[Target(id=d.id)],
                         )
                     )
                 elif r.memory_type is MemoryType.procedural and d.action not in DELETES:
                     add(
-                        EvalCase(
+                        new_case(
                             id=f"proc-{actor}-{d.id}",
                             kind=CaseKind.procedure,
                             query=question_for(r),
-                            actor_id=actor,
-                            namespace=ns,
                             must_retrieve=[Target(id=d.id)],
                             impact=Impact.high,
                         )

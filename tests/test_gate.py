@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -18,97 +17,21 @@ from memlife.embed_cache import EmbeddingCache
 from memlife.evalset import CaseKind, EvalSetError, Impact, dump_cases, load_cases, parse_cases
 from memlife.gate import evaluate
 from memlife.journal import OpKind, OpState, open_journal
-from memlife.model import MemoryRecord, MemoryType, Provenance, RetentionClass, Source, Status
+from memlife.model import Status
 from memlife.pipeline import RunConfig, run_local
 from memlife.policy import load_policy
 from memlife.quarantine import list_quarantined, restore
-from memlife.stores.sqlite import SqliteStore
-
-NOW = datetime(2026, 6, 1, tzinfo=UTC)
-ACTOR = "u-1"
-
-
-def rec(
-    rid: str,
-    ns: str,
-    content: str,
-    *,
-    subject: str | None = None,
-    age: float = 100,
-    mtype: MemoryType = MemoryType.semantic,
-    expires: datetime | None = None,
-    source: Source = Source.user_stated,
-    actor: str = ACTOR,
-    retention: RetentionClass = RetentionClass.standard,
-    **kw: Any,
-) -> MemoryRecord:
-    created = NOW - timedelta(days=age)
-    return MemoryRecord(
-        id=rid,
-        actor_id=actor,
-        namespace=f"/users/{actor}/{ns}",
-        memory_type=mtype,
-        content=content,
-        subject=subject,
-        owner="team-a",
-        source=source,
-        created_at=created,
-        last_verified_at=created,
-        expires_at=expires,
-        retention_class=retention,
-        provenance=Provenance(source_event=f"evt-{rid}"),
-        **kw,
-    )
-
-
-def store_at(home: Path) -> SqliteStore:
-    return SqliteStore(home / "memlife.db")
-
-
-def write_cases(path: Path, cases: list[dict]) -> str:
-    path.write_text(yaml.safe_dump({"cases": cases}, sort_keys=False))
-    return str(path)
-
-
-def ttl_policy(tmp_path: Path, semantic_ttl: int) -> str:
-    """The default policy with a short default TTL for semantic memories (the bad change)."""
-    data = yaml.safe_load(Path("policies/default.yaml").read_text())
-    data["version"] = "2026.11-test-short-ttl"
-    data["memory_types"]["semantic"]["default_ttl_days"] = semantic_ttl
-    p = tmp_path / "short-ttl.yaml"
-    p.write_text(yaml.safe_dump(data))
-    return str(p)
-
-
-FACTS = [
-    rec("m-allergy", "facts", "Is allergic to peanuts; never serve satay.", subject="allergy"),
-    rec("m-dog", "facts", "Has a dog named Rex.", subject="pet"),
-    rec(
-        "m-router",
-        "procedures",
-        "To reset the router: unplug it, wait 30 seconds, plug it back in.",
-        subject="router_reset",
-        mtype=MemoryType.procedural,
-        source=Source.system_of_record,
-        age=20,
-    ),
-    rec(
-        "m-trip",
-        "episodes",
-        "Planned a trip to Osaka in May.",
-        mtype=MemoryType.episodic,
-        age=40,
-        expires=NOW - timedelta(days=2),
-    ),
-]
-
-
-def vector_row(store: SqliteStore, record: MemoryRecord) -> bytes:
-    row = store.connection.execute(
-        "SELECT vector FROM embeddings WHERE content_sha256=?", (record.sha256,)
-    ).fetchone()
-    assert row is not None
-    return bytes(row[0])
+from tests.support.gate import (
+    ACTOR,
+    ALLERGY_KEPT,
+    FACTS,
+    NOW,
+    rec,
+    store_at,
+    ttl_policy,
+    vector_row,
+    write_cases,
+)
 
 
 def test_policy_change_that_would_delete_a_must_retain_fact_is_blocked_and_quarantined(
@@ -218,14 +141,7 @@ def test_gate_lets_harmless_deletions_through_and_expired_facts_stop_showing(
     cases = write_cases(
         tmp_path / "cases.yaml",
         [
-            {
-                "id": "allergy-kept",
-                "query": "Is the user allergic to any food?",
-                "actor_id": ACTOR,
-                "must_retrieve": ["m-allergy"],
-                "impact": "high",
-                "k": 3,
-            },
+            ALLERGY_KEPT,
             {
                 "id": "trip-expired",
                 "kind": "expired_fact",
@@ -263,14 +179,7 @@ def test_gate_never_deletes_to_evaluate(home: Path, tmp_path: Path) -> None:
     cases = write_cases(
         tmp_path / "cases.yaml",
         [
-            {
-                "id": "allergy-kept",
-                "query": "Is the user allergic to any food?",
-                "actor_id": ACTOR,
-                "must_retrieve": ["m-allergy"],
-                "impact": "high",
-                "k": 3,
-            },
+            ALLERGY_KEPT,
         ],
     )
     summary = run_local(

@@ -4,7 +4,7 @@ required where deletion is enforced, the ``blocked`` status, warnings, crash saf
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,43 +16,13 @@ from memlife import fanout
 from memlife.cli import app
 from memlife.faults import InjectedFault, inject
 from memlife.journal import open_journal
-from memlife.model import MemoryRecord, MemoryType, Provenance, Source, Status
+from memlife.model import MemoryRecord, MemoryType, Status
 from memlife.online.memory import LongTermMemory
 from memlife.pipeline import RunConfig, run_local
 from memlife.stores.sqlite import SqliteStore
+from tests.support.gate import ACTOR, NOW, rec
 
-NOW = datetime(2026, 6, 1, tzinfo=UTC)
-ACTOR = "u-1"
 NOW_ARG = NOW.isoformat()
-
-
-def rec(
-    rid: str,
-    ns: str,
-    content: str,
-    *,
-    subject: str | None = None,
-    age: float = 100,
-    mtype: MemoryType = MemoryType.semantic,
-    expires: datetime | None = None,
-    source: Source = Source.user_stated,
-) -> MemoryRecord:
-    created = NOW - timedelta(days=age)
-    return MemoryRecord(
-        id=rid,
-        actor_id=ACTOR,
-        namespace=f"/users/{ACTOR}/{ns}",
-        memory_type=mtype,
-        content=content,
-        subject=subject,
-        owner="team-a",
-        source=source,
-        created_at=created,
-        last_verified_at=created,
-        expires_at=expires,
-        provenance=Provenance(source_event=f"evt-{rid}"),
-    )
-
 
 TEA = rec(
     "m-tea", "preferences", "Drinks only green tea, never coffee.", subject="beverage", age=300

@@ -17,7 +17,7 @@ from memlife.pipeline import RunConfig, run_local
 from memlife.quarantine import list_quarantined, purge
 from memlife.review import verify_run
 from memlife.stores.sqlite import SqliteStore
-from tests.test_gate import ACTOR, FACTS, NOW, ttl_policy, vector_row, write_cases
+from tests.support.gate import ALLERGY_KEPT, FACTS, NOW, ttl_policy, vector_row, write_cases
 
 IDS = ["m-allergy", "m-dog", "m-trip"]
 
@@ -26,14 +26,7 @@ def blocked_run(home: Path, tmp_path: Path, now=NOW) -> dict:  # noqa: ANN001
     cases = write_cases(
         tmp_path / "cases.yaml",
         [
-            {
-                "id": "allergy-kept",
-                "query": "Is the user allergic to any food?",
-                "actor_id": ACTOR,
-                "must_retrieve": ["m-allergy"],
-                "impact": "high",
-                "k": 3,
-            },
+            ALLERGY_KEPT,
         ],
     )
     summary = run_local(
