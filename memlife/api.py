@@ -77,7 +77,8 @@ class Memory:
         near_duplicate: float | None = None,
     ) -> None:
         from memlife.ledger import AccessLedger
-        from memlife.online.memory import DEFAULT_NEAR_DUPLICATE, DEFAULT_THRESHOLD, LongTermMemory
+        from memlife.online.memory import DEFAULT_NEAR_DUPLICATE, LongTermMemory
+        from memlife.retrieval import DEFAULT_THRESHOLD
         from memlife.stores import open_store
 
         self._owns_store = store is None or isinstance(store, str)

@@ -36,7 +36,7 @@ import numpy as np
 from memlife.evalset import EvalCase, Impact, Target, load_cases
 from memlife.model import MemoryRecord, MemoryType, Status
 from memlife.policy import GatePolicy, Policy
-from memlife.retrieval import LexicalIndex, rank
+from memlife.retrieval import DEFAULT_THRESHOLD, LexicalIndex, rank_sets
 from memlife.settings import settings
 from memlife.stores.base import MemoryStore, iter_shard
 from memlife.text import normalise
@@ -58,18 +58,25 @@ Answerer = Callable[[str, Sequence[str]], str]
 # -- recall over a (shadow) view --------------------------------------------------------------
 @dataclass
 class _Corpus:
+    """One namespace's view, a :class:`memlife.retrieval.RankSet`."""
+
     records: list[MemoryRecord]
     vectors: np.ndarray
     lexical: LexicalIndex
     created: np.ndarray  # POSIX seconds per record (recall's time terms)
+    centroid: None = None  # rank() takes the mean of the view's vectors
+
+    def __post_init__(self) -> None:
+        self.ids = [r.id for r in self.records]
 
 
 class ShadowRecall:
     """Recall as the online library ranks it, over the active set with ids masked out.
 
-    Mirrors ``LongTermMemory.recall`` (memlife/online/memory.py): per namespace,
-    ``retrieval.rank`` (cosine + max-normalised BM25, threshold on the cosine, default
-    ``DEFAULT_THRESHOLD``) over the ACTIVE records, then a merge by fused score. It does
+    Ranks as ``LongTermMemory.recall`` does, with the same function
+    (``retrieval.rank_sets``: per namespace, cosine + max-normalised BM25 + time terms,
+    threshold on the cosine, default ``DEFAULT_THRESHOLD``; then a merge by fused score)
+    over the ACTIVE records. It does
     not write to the access ledger (an evaluation is not an access). Records and vectors
     are loaded once per (actor, namespace); a view (the excluded ids) masks rows and
     rebuilds the BM25 index (idf depends on the corpus, as it would after a delete).
@@ -176,30 +183,12 @@ class ShadowRecall:
         plus: bool = False,
     ) -> list[MemoryRecord]:
         """Top-k active records for ``query`` in the view (best first)."""
-        from memlife.online.memory import DEFAULT_THRESHOLD
-
         thr = DEFAULT_THRESHOLD if threshold is None else threshold
         ex, inc = frozenset(exclude), frozenset(include)
-        cands: list[tuple[float, str, MemoryRecord]] = []
-        for ns in [namespace] if namespace is not None else self.namespaces(actor):
-            view = self.corpus(actor, ns, exclude=ex, include=inc, plus=plus)
-            if not view.records:
-                continue
-            hits = rank(
-                self.query_vector(query),
-                view.vectors,
-                k=k,
-                threshold=thr,
-                query_text=query,
-                lexical=view.lexical,
-                created=view.created,
-            )
-            cands += [
-                (float(s), view.records[int(i)].id, view.records[int(i)])
-                for i, s in zip(hits.indices, hits.scores, strict=True)
-            ]
-        cands.sort(key=lambda c: (-c[0], c[1]))
-        return [c[2] for c in cands[:k]]
+        names = [namespace] if namespace is not None else self.namespaces(actor)
+        views = [self.corpus(actor, ns, exclude=ex, include=inc, plus=plus) for ns in names]
+        ranked = rank_sets(self.query_vector(query), query, views, k=k, threshold=thr)
+        return [views[r.which].records[r.row] for r in ranked[:k]]
 
     def lineage(self, record: MemoryRecord) -> set[str]:
         """The record's id and every id it supersedes, transitively (replacement chains)."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
+import time
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -230,3 +232,12 @@ def parse_time(value: str) -> datetime:
     if dt.tzinfo is None:
         raise ValueError(f"timestamp {value!r} has no timezone")
     return dt.astimezone(UTC)
+
+
+def new_memory_id() -> str:
+    """``m-`` + a UUIDv7-layout hex (48-bit ms time, then 74 random bits): unique, time-sorted."""
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(secrets.token_bytes(10), "big")
+    value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | (rand >> 68 & 0xFFF) << 64
+    value |= 0b10 << 62 | (rand & ((1 << 62) - 1))
+    return f"m-{value:032x}"

@@ -180,13 +180,10 @@ def test_no_assert_outside_tests() -> None:
 LONG_MODULES = {
     "memlife/pipeline.py": "the run sequence and its steps; splits when pipeline.run(config, "
     "step=...) replaces the step list written out in flows/nightly.py (issue 13, with 15)",
-    "memlife/online/memory.py": "remember/recall plus the appendable BM25 index and shard "
-    "index; those move to retrieval.py and online/index.py (issue 13, with 19)",
     "memlife/online/compaction.py": "one algorithm (turn-safe compaction) with its two "
     "summarisers and token counters; splitting would scatter one idea",
-    "memlife/gate.py": "the regression gate: shadow recall, case runner, verdict and the staged "
-    "run's entry points; the shadow ranking goes when gate and recall share one ranking "
-    "function (issue 13, with 19)",
+    "memlife/gate.py": "the regression gate: shadow recall (ranking shared with online recall: "
+    "retrieval.rank_sets), case runner, verdict and the staged run's entry points",
     "memlife/stores/sqlite.py": "one backend: schema, paging, batch writes and the state tables "
     "that share its transactions (journal, tombstones) must stay in one connection's module",
     "memlife/erase.py": "erasure planning, tombstones and the pending-erasure queue of one "

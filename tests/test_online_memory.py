@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,8 +11,7 @@ import pytest
 
 from memlife.ledger import AccessLedger, query_sha256
 from memlife.model import MemoryRecord, MemoryType, Status
-from memlife.online.memory import AppendableLexicalIndex, LongTermMemory, new_memory_id
-from memlife.retrieval import LexicalIndex
+from memlife.online.memory import LongTermMemory, new_memory_id
 from memlife.stores.sqlite import SqliteStore
 
 NS = "/users/u1/facts"
@@ -196,33 +194,11 @@ def test_blank_fact_is_rejected(mem: LongTermMemory) -> None:
         mem.remember("u1", NS, None, "   ")
 
 
-def test_appendable_lexical_index_matches_lexical_index() -> None:
-    rng = random.Random(3)
-    words = "tea coffee green drink dog Rex Lisbon sister Oslo lives morning never".split()
-    idx = AppendableLexicalIndex()
-    texts: list[str] = []
-    for step in range(300):
-        if texts and rng.random() < 0.3:
-            row = rng.randrange(len(texts))
-            idx.remove(row)
-            texts[row] = texts[-1]  # the same swap-remove as the index
-            texts.pop()
-        else:
-            t = " ".join(rng.choice(words) for _ in range(rng.randint(0, 8)))
-            texts.append(t)
-            assert idx.append(t) == len(texts) - 1
-        if step % 25 == 0 and texts:
-            ref = LexicalIndex(texts)
-            for q in ("green tea", "dog Rex Lisbon", "never coffee morning", "unknown"):
-                np.testing.assert_allclose(idx.scores(q), ref.scores(q), rtol=1e-5, atol=1e-6)
-    assert len(idx) == len(texts)
-
-
 def test_shard_running_centroid_tracks_appends_and_removals() -> None:
-    from memlife.online.memory import _Shard
+    from memlife.online.index import ShardIndex
 
     rng = np.random.default_rng(3)
-    shard = _Shard("a", "ns", 8)
+    shard = ShardIndex("a", "ns", 8)
     vecs = rng.normal(size=(40, 8)).astype(np.float32)
     for i, v in enumerate(vecs):
         shard.append(f"r{i}", f"fact {i}", v)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import random
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import numpy as np
@@ -14,6 +17,7 @@ from memlife.retrieval import (
     DATE_WEIGHT,
     LexicalIndex,
     rank,
+    rank_sets,
     search,
     tokenize,
 )
@@ -75,6 +79,87 @@ def test_bm25_index_scores() -> None:
     assert s.dtype == np.float32 and s[1] == 0 and s[0] > 0 and s[2] > s[0]  # stemmed tf
     assert idx.scores("the of and").sum() == 0  # stopwords only
     assert tokenize("Running dogs!") == ["run", "dog"]
+
+
+def _naive_bm25(texts: list[str], query: str, k1: float = 1.5, b: float = 0.75) -> list[float]:
+    """Okapi BM25 with Lucene idf, written out term by term (the reference)."""
+    docs = [tokenize(t) for t in texts]
+    n = len(docs)
+    avg = (sum(len(d) for d in docs) / n) or 1.0
+    out = []
+    for d in docs:
+        s = 0.0
+        for term in set(tokenize(query)):
+            tf = d.count(term)
+            if not tf:
+                continue
+            df = sum(1 for other in docs if term in other)
+            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            s += idf * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * len(d) / avg))
+        out.append(s)
+    return out
+
+
+def test_lexical_index_appends_and_removes_like_a_fresh_bm25() -> None:
+    # Appends and swap-removes in random order; scores asked between changes (the weight
+    # cache must follow every change) equal BM25 computed from scratch on the texts left.
+    rng = random.Random(3)
+    words = "tea coffee green drink dog Rex Lisbon sister Oslo lives morning never".split()
+    idx = LexicalIndex()
+    texts: list[str] = []
+    queries = ("green tea", "dog Rex Lisbon", "never coffee morning", "unknown")
+    for step in range(300):
+        if texts and rng.random() < 0.3:
+            row = rng.randrange(len(texts))
+            idx.remove(row)
+            texts[row] = texts[-1]  # the same swap-remove as the index
+            texts.pop()
+        else:
+            t = " ".join(rng.choice(words) for _ in range(rng.randint(0, 8)))
+            texts.append(t)
+            assert idx.append(t) == len(texts) - 1
+        if step % 7 == 0 and texts:
+            for q in queries:
+                want = _naive_bm25(texts, q)
+                np.testing.assert_allclose(idx.scores(q), want, rtol=1e-5, atol=1e-6)
+    assert len(idx) == len(texts)
+
+
+@dataclass
+class _Set:
+    ids: list[str]
+    vectors: np.ndarray
+    lexical: LexicalIndex = field(init=False)
+    created: np.ndarray = field(init=False)
+    centroid: None = None
+    texts: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.lexical = LexicalIndex(self.texts)
+        self.created = np.zeros(len(self.ids))
+
+
+def test_rank_sets_ranks_each_set_alone_and_merges_by_score(vecs: np.ndarray) -> None:
+    q = default_embedder().embed(["What does the user drink?"])[0]
+    one = _Set(["a0", "a1", "a2"], vecs[:3], texts=FACTS[:3])
+    two = _Set(["b3", "b4"], vecs[3:], texts=FACTS[3:])
+    got = rank_sets(q, "What does the user drink?", [one, two], k=2, threshold=-1.0)
+    assert len(got) == 4  # the top 2 of each set
+    assert [r.score for r in got] == sorted((r.score for r in got), reverse=True)
+    assert got[0].id == "a0" and (got[0].which, got[0].row) == (0, 0)
+    for r in got:  # each set's figures are rank() on that set alone
+        s = [one, two][r.which]
+        alone = rank(
+            q,
+            s.vectors,
+            k=2,
+            query_text="What does the user drink?",
+            lexical=s.lexical,
+            created=s.created,
+            threshold=-1.0,
+        )
+        assert r.row in alone.indices.tolist()
+    assert rank_sets(q, "drink", [one, two], k=5, threshold=0.99) == []
 
 
 def test_index_mismatch_and_bad_input_raise(vecs: np.ndarray) -> None:

@@ -1,21 +1,21 @@
 """Long-term memory for an agent: remember (with duplicate refresh) and recall (hybrid).
 
-Per actor + namespace a :class:`_Shard` holds the ACTIVE records' ids, a contiguous
-float32 matrix of their embeddings and an appendable BM25 index over their content. A
-shard is loaded lazily from the store (vectors from the embedding cache) on first use and
-then kept in step with writes made through this object: ``remember`` appends a row,
-``set_status`` (and a recall that meets a record no longer active) drops one. Nothing is
-rebuilt per query; ranking is :func:`memlife.retrieval.rank`, the same hybrid ranking as
-the offline gate and benchmarks.
+Per actor + namespace a :class:`memlife.online.index.ShardIndex` holds the ACTIVE
+records' ids, vectors and an appendable BM25 index. A shard is loaded lazily from the
+store (vectors from the embedding cache) on first use and then kept in step with writes
+made through this object: ``remember`` appends a row, ``set_status`` (and a recall that
+meets a record no longer active) drops one. Nothing is rebuilt per query; ranking is
+:func:`memlife.retrieval.rank_sets`, the function the gate's shadow recall uses too.
 
-Staleness (the nightly job or another process changed the store): for a SQLite store one
-``PRAGMA data_version`` plus the connection's ``total_changes`` per call tells whether
-anyone else wrote to the file since we last looked; only then is the shard's fingerprint
-(count, rowid sum and content length of its active rows, one indexed
-query) compared and the shard reloaded if it moved. Other stores have no cheap
-change signal: their shards are reloaded after ``refresh_seconds``. Independently, each
-recall re-reads its hits from the store and drops any that is no longer active, so a
-stale shard can rank a record but can never return it.
+Staleness (the nightly job or another process changed the store): a store with a
+:class:`memlife.stores.base.ChangeSignal` (SQLite: ``PRAGMA data_version`` plus the
+connection's ``total_changes``) says per call whether anyone else wrote since we last
+looked; only then is the shard's fingerprint (count, rowid sum and content length of its
+active rows, one indexed query) compared and the shard reloaded if it moved. Other
+stores have no cheap change signal: their shards are reloaded after
+``refresh_seconds``. Independently, each recall re-reads its hits from the store and
+drops any that is no longer active, so a stale shard can rank a record but can never
+return it.
 
 Recall without a namespace ranks each of the actor's namespaces separately and merges by
 fused score (BM25 is max-normalised per namespace, a slight approximation).
@@ -24,13 +24,10 @@ fused score (BM25 is max-normalised per namespace, a slight approximation).
 from __future__ import annotations
 
 import hashlib
-import math
-import secrets
-import sqlite3
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -50,29 +47,20 @@ from memlife.model import (
     Source,
     Status,
     content_sha256,
+    new_memory_id,
     utcnow,
 )
 from memlife.namespaces import check_namespace
+from memlife.online.index import ShardIndex
 from memlife.policy import Policy, load_policy
-from memlife.retrieval import BM25_B, BM25_K1, rank, tokenize
+from memlife.retrieval import DEFAULT_THRESHOLD, rank_sets
 from memlife.settings import settings
-from memlife.stores.base import MemoryStore, iter_shard
-from memlife.text import negates, norm_sha256
-from memlife.timeref import epoch_seconds
+from memlife.stores.base import ChangeSignal, MemoryStore, iter_shard
+from memlife.text import negates
 from memlife.tombstones import ERASED_CONTENT, ERASED_SOURCE, insert_new
 
-DEFAULT_THRESHOLD = 0.25  # MiniLM cosine below which a memory is "not about the query"
 DEFAULT_NEAR_DUPLICATE = 0.9
 _ACTIVE = (Status.active,)
-
-
-def new_memory_id() -> str:
-    """``m-`` + a UUIDv7-layout hex (48-bit ms time, then 74 random bits): unique, time-sorted."""
-    ms = time.time_ns() // 1_000_000
-    rand = int.from_bytes(secrets.token_bytes(10), "big")
-    value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | (rand >> 68 & 0xFFF) << 64
-    value |= 0b10 << 62 | (rand & ((1 << 62) - 1))
-    return f"m-{value:032x}"
 
 
 @dataclass(frozen=True)
@@ -89,203 +77,6 @@ class Hit:
     score: float  # fused ranking score (retrieval.rank: cosine, lexical, time terms)
     rank: int  # 1 = best
     similarity: float  # cosine, what the threshold tests
-
-
-class AppendableLexicalIndex:
-    """BM25 with :class:`memlife.retrieval.LexicalIndex`'s formula, tokens and constants,
-    over rows that can be appended and swap-removed.
-
-    ``LexicalIndex`` bakes idf and length norms into its postings, so one added text would
-    mean a rebuild (O(all tokens): ~0.5 s at 10k memories). Here postings keep raw term
-    frequencies and the weights are computed per query term from the current n, df and
-    average length, which gives the same scores (tested against ``LexicalIndex``).
-    """
-
-    def __init__(self, texts: Sequence[str] = (), *, k1: float = BM25_K1, b: float = BM25_B):
-        self.k1, self.b = k1, b
-        self.n = 0
-        self._docs: list[dict[str, int]] = []
-        self._lengths = np.zeros(max(16, len(texts)), dtype=np.float64)
-        self._postings: dict[str, dict[int, int]] = {}
-        self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        for t in texts:
-            self.append(t)
-
-    def __len__(self) -> int:
-        return self.n
-
-    def append(self, text: str) -> int:
-        counts: dict[str, int] = {}
-        for term in tokenize(text):
-            counts[term] = counts.get(term, 0) + 1
-        row = self.n
-        if row == len(self._lengths):
-            self._lengths = np.concatenate([self._lengths, np.zeros_like(self._lengths)])
-        self._lengths[row] = sum(counts.values())
-        self._docs.append(counts)
-        for term, tf in counts.items():
-            self._postings.setdefault(term, {})[row] = tf
-            self._arrays.pop(term, None)
-        self.n += 1
-        return row
-
-    def remove(self, row: int) -> None:
-        """Remove ``row``; the last row moves into its place (as in :class:`_Shard`)."""
-        last = self.n - 1
-        for term in self._docs[row]:
-            post = self._postings[term]
-            del post[row]
-            if not post:
-                del self._postings[term]
-            self._arrays.pop(term, None)
-        if row != last:
-            moved = self._docs[last]
-            for term, tf in moved.items():
-                post = self._postings[term]
-                del post[last]
-                post[row] = tf
-                self._arrays.pop(term, None)
-            self._docs[row] = moved
-            self._lengths[row] = self._lengths[last]
-        self._docs.pop()
-        self._lengths[last] = 0.0
-        self.n -= 1
-
-    def _posting(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
-        got = self._arrays.get(term)
-        if got is None:
-            row = self._postings.get(term)
-            if not row:
-                return None
-            ids = np.fromiter(row.keys(), dtype=np.int64, count=len(row))
-            tf = np.fromiter(row.values(), dtype=np.float64, count=len(row))
-            got = self._arrays[term] = (ids, tf)
-        return got
-
-    def scores(self, query: str) -> np.ndarray:
-        out = np.zeros(self.n, dtype=np.float32)
-        if not self.n:
-            return out
-        lengths = self._lengths[: self.n]
-        total = float(lengths.sum())
-        avg = total / self.n if total else 1.0
-        k1, b = self.k1, self.b
-        for term in set(tokenize(query)):
-            hit = self._posting(term)
-            if hit is None:
-                continue
-            ids, tf = hit
-            df = len(ids)
-            idf = math.log(1.0 + (self.n - df + 0.5) / (df + 0.5))
-            norm = k1 * (1.0 - b + b * lengths[ids] / avg)
-            out[ids] += (idf * tf * (k1 + 1.0) / (tf + norm)).astype(np.float32)
-        return out
-
-
-@dataclass
-class _Shard:
-    """One actor + namespace: the active records' ids, vectors and lexical index, row-aligned.
-
-    Removal swaps the last row into the freed one, so every structure stays dense.
-    """
-
-    actor_id: str
-    namespace: str
-    dim: int
-    ids: list[str] = field(default_factory=list)
-    negated: list[bool] = field(default_factory=list)
-    lexical: AppendableLexicalIndex = field(default_factory=AppendableLexicalIndex)
-    row_of: dict[str, int] = field(default_factory=dict)
-    by_norm: dict[str, list[str]] = field(default_factory=dict)  # normalised text sha -> ids
-    norm_of: dict[str, str] = field(default_factory=dict)  # id -> normalised text sha
-    fingerprint: Any = None
-    checked_epoch: int = -1
-    loaded_at: float = 0.0
-
-    def __post_init__(self) -> None:
-        self._buf = np.zeros((16, self.dim), dtype=np.float32)
-        self._created = np.zeros(16, dtype=np.float64)  # POSIX seconds, row-aligned
-        self._sum = np.zeros(self.dim, dtype=np.float64)  # running sum of the rows (centroid)
-
-    @property
-    def n(self) -> int:
-        return len(self.ids)
-
-    @property
-    def vectors(self) -> np.ndarray:
-        return self._buf[: self.n]  # C-contiguous float32: rank() uses it without a copy
-
-    @property
-    def created(self) -> np.ndarray:
-        return self._created[: self.n]
-
-    @property
-    def centroid(self) -> np.ndarray:
-        """Mean of the rows, kept as a running sum: rank() need not recompute it per query."""
-        return (self._sum / max(self.n, 1)).astype(np.float32)
-
-    def exact(self, content: str) -> int | None:
-        ids = self.by_norm.get(_norm_key(content))
-        return self.row_of[ids[0]] if ids else None
-
-    def append(
-        self, rid: str, content: str, vector: np.ndarray, created: datetime | None = None
-    ) -> None:
-        if rid in self.row_of:
-            self.remove(rid)
-        row = self.n
-        if row == len(self._buf):
-            grown = np.zeros((2 * len(self._buf), self.dim), dtype=np.float32)
-            grown[:row] = self._buf[:row]
-            self._buf = grown
-            self._created = np.concatenate([self._created, np.zeros_like(self._created)])
-        self._buf[row] = vector
-        self._created[row] = epoch_seconds(created) if created is not None else time.time()
-        self._sum += self._buf[row]
-        nsha = _norm_key(content)
-        head = content[:ANALYSIS_WINDOW]  # bounded work per record, however large it is
-        self.ids.append(rid)
-        self.negated.append(negates(head))
-        self.row_of[rid] = row
-        self.by_norm.setdefault(nsha, []).append(rid)
-        self.norm_of[rid] = nsha
-        self.lexical.append(head)
-
-    def remove(self, rid: str) -> bool:
-        row = self.row_of.pop(rid, None)
-        if row is None:
-            return False
-        last = self.n - 1
-        self._sum -= self._buf[row]
-        if last == 0:
-            self._sum[:] = 0.0  # empty shard: no float drift carried over
-        if row != last:
-            self._buf[row] = self._buf[last]
-            self._created[row] = self._created[last]
-            self.ids[row] = self.ids[last]
-            self.negated[row] = self.negated[last]
-            self.row_of[self.ids[row]] = row
-        self.ids.pop()
-        self.negated.pop()
-        self.lexical.remove(row)
-        nsha = self.norm_of.pop(rid)
-        same = self.by_norm[nsha]
-        same.remove(rid)
-        if not same:
-            del self.by_norm[nsha]
-        return True
-
-
-# Text analysed per record in the online index (negation, BM25 terms): a record larger
-# than this (imported before the content bound, or from a remote store) costs no more.
-ANALYSIS_WINDOW = 64 * 1024
-
-
-def _norm_key(content: str) -> str:
-    """The exact-duplicate key: folded text, or the plain hash of an oversized text."""
-    if len(content) > ANALYSIS_WINDOW:
-        return "sha:" + content_sha256(content)
-    return norm_sha256(content)
 
 
 class RememberRefused(InputError):
@@ -326,7 +117,7 @@ class LongTermMemory:
         self.refresh_seconds = refresh_seconds
         self.page_size = page_size
         self.load_count = 0  # shard loads from the store (tests and metrics)
-        self._shards: dict[tuple[str, str], _Shard] = {}
+        self._shards: dict[tuple[str, str], ShardIndex] = {}
         self._namespaces: dict[str, tuple[int, set[str]]] = {}  # actor -> (epoch, names)
         self._lock = threading.RLock()
         self._epoch = 0
@@ -339,20 +130,13 @@ class LongTermMemory:
         return self._embedder
 
     # -- staleness -------------------------------------------------------------------------
-    def _sqlite(self) -> tuple[sqlite3.Connection, Any] | None:
-        conn = getattr(self.store, "connection", None)
-        if isinstance(conn, sqlite3.Connection):
-            return conn, getattr(self.store, "lock", threading.RLock())
-        return None
+    def _signal(self) -> ChangeSignal | None:
+        return self.store if isinstance(self.store, ChangeSignal) else None
 
     def _marker(self) -> Any:
-        """Changes whenever anything writes to the store's file (None: no cheap signal)."""
-        sq = self._sqlite()
-        if sq is None:
-            return None
-        conn, lock = sq
-        with lock:
-            return conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes
+        """Changes whenever anything writes to the store (None: no cheap signal)."""
+        sig = self._signal()
+        return None if sig is None else sig.change_marker()
 
     def _check_marker(self) -> None:
         marker = self._marker()
@@ -361,19 +145,11 @@ class LongTermMemory:
             self._epoch += 1  # every shard re-checks its fingerprint on next use
 
     def _fingerprint(self, actor: str, namespace: str) -> Any:
-        sq = self._sqlite()
-        if sq is None:
-            return None
-        conn, lock = sq
-        with lock:
-            return conn.execute(
-                "SELECT count(*), total(rowid), total(length(content)) "
-                "FROM records WHERE actor_id=? AND status=? AND namespace=?",
-                (actor, Status.active.value, namespace),
-            ).fetchone()
+        sig = self._signal()
+        return None if sig is None else sig.shard_fingerprint(actor, namespace)
 
     def _own_write(
-        self, before: Any, shard: _Shard, added: MemoryRecord | None = None, same: bool = False
+        self, before: Any, shard: ShardIndex, added: MemoryRecord | None = None, same: bool = False
     ) -> None:
         """After our write: absorb it, unless someone else also wrote since we last looked.
 
@@ -381,24 +157,22 @@ class LongTermMemory:
         refresh that changed no content or status; ``added``: one new active record) and
         recomputed otherwise.
         """
-        if before != self._seen_marker or self._sqlite() is None:
+        sig = self._signal()
+        if before != self._seen_marker or sig is None:
             self._epoch += 1  # a foreign write slipped in: every shard re-checks
             return
         self._seen_marker = self._marker()
         fp = shard.fingerprint
         if same and fp is not None:
             pass
-        elif added is not None and fp is not None:
-            conn, lock = self._sqlite()  # type: ignore[misc]
-            with lock:
-                row = conn.execute("SELECT rowid FROM records WHERE id=?", (added.id,)).fetchone()
-            shard.fingerprint = (fp[0] + 1, fp[1] + row[0], fp[2] + len(added.content))
+        elif added is not None and fp is not None and (one := sig.record_fingerprint(added.id)):
+            shard.fingerprint = tuple(a + b for a, b in zip(fp, one, strict=True))
         else:
             shard.fingerprint = self._fingerprint(shard.actor_id, shard.namespace)
         shard.checked_epoch = self._epoch
 
     # -- shards ----------------------------------------------------------------------------
-    def _load(self, actor: str, namespace: str) -> _Shard:
+    def _load(self, actor: str, namespace: str) -> ShardIndex:
         fingerprint = self._fingerprint(actor, namespace)
         records: list[MemoryRecord] = []
         for page in iter_shard(
@@ -406,7 +180,7 @@ class LongTermMemory:
         ):
             records += [r for r in page.records if r.status is Status.active]
         vectors = self.cache.get_or_embed(records) if records else None
-        shard = _Shard(actor, namespace, self.embedder.dim)
+        shard = ShardIndex(actor, namespace, self.embedder.dim)
         for i, r in enumerate(records):
             shard.append(r.id, r.content, vectors[i], r.created_at)  # type: ignore[index]
         shard.fingerprint = fingerprint
@@ -415,11 +189,11 @@ class LongTermMemory:
         self.load_count += 1
         return shard
 
-    def _shard(self, actor: str, namespace: str) -> _Shard:
+    def _shard(self, actor: str, namespace: str) -> ShardIndex:
         key = (actor, namespace)
         shard = self._shards.get(key)
         if shard is not None:
-            if self._sqlite() is None:
+            if self._signal() is None:
                 if time.monotonic() - shard.loaded_at < self.refresh_seconds:
                     return shard
             elif shard.checked_epoch == self._epoch:
@@ -558,7 +332,7 @@ class LongTermMemory:
             got = self.__dict__["_subjects"] = InferredSubjects.for_store(self.store)
         return got
 
-    def _infer_subject(self, shard: _Shard, fact: str, vector: np.ndarray) -> str | None:
+    def _infer_subject(self, shard: ShardIndex, fact: str, vector: np.ndarray) -> str | None:
         """The inferred subject of the closest memory on the same topic, or a new key (the
         nightly run uses the same leader rule: group.infer_subjects). None: inference off."""
         cfg = self.policy.inference
@@ -576,7 +350,7 @@ class LongTermMemory:
         return f"{subject_keywords(fact)} ~{tag}"
 
     @staticmethod
-    def _nearest(shard: _Shard, vector: np.ndarray, negated: bool) -> tuple[int | None, float]:
+    def _nearest(shard: ShardIndex, vector: np.ndarray, negated: bool) -> tuple[int | None, float]:
         if shard.n == 0:
             return None, -1.0
         sims = shard.vectors @ vector.astype(np.float32)
@@ -675,39 +449,20 @@ class LongTermMemory:
         with self._lock:
             self._check_marker()
             names = [namespace] if namespace is not None else sorted(self._actor_namespaces(actor))
-            cands: list[tuple[float, float, str, str]] = []  # (score, sim, id, namespace)
-            for ns in names:
-                shard = self._shard(actor, ns)
-                if shard.n == 0:
-                    continue
-                hits = rank(
-                    qv,
-                    shard.vectors,
-                    k=k + 2,
-                    threshold=thr,
-                    query_text=query,
-                    lexical=shard.lexical,  # type: ignore[arg-type]
-                    centroid=shard.centroid,
-                    created=shard.created,
-                )
-                cands += [
-                    (float(s), float(c), shard.ids[int(i)], ns)
-                    for i, s, c in zip(hits.indices, hits.scores, hits.similarities, strict=True)
-                ]
-            cands.sort(key=lambda c: -c[0])
-            records = self._get_many([c[2] for c in cands])
+            shards = [self._shard(actor, ns) for ns in names]
+            cands = rank_sets(qv, query, shards, k=k + 2, threshold=thr)
+            records = self._get_many([c.id for c in cands])
             out: list[Hit] = []
             now = utcnow()
-            for score, sim, rid, ns in cands:
+            for c in cands:
+                rid = c.id
                 rec = records.get(rid)
                 if rec is not None and self._expired(rec, now):
                     continue  # past its deadline: never returned, even before a run deletes it
                 if rec is None or rec.status is not Status.active or rec.actor_id != actor:
-                    shard = self._shards.get((actor, ns))
-                    if shard is not None:
-                        shard.remove(rid)  # changed behind our back: never returned
+                    shards[c.which].remove(rid)  # changed behind our back: never returned
                     continue
-                out.append(Hit(rec, score, len(out) + 1, sim))
+                out.append(Hit(rec, c.score, len(out) + 1, c.similarity))
                 if len(out) == k:
                     break
         if out:

@@ -89,6 +89,27 @@ class MemoryStore(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class ChangeSignal(Protocol):
+    """Optional store capability: say cheaply whether anyone wrote since we last looked.
+
+    Online recall keeps an in-memory index per actor + namespace; a store with this
+    signal lets it re-check only when something changed (others: a refresh interval).
+    """
+
+    def change_marker(self) -> object:
+        """A value that changes whenever anything (any process) writes to the store."""
+        ...
+
+    def shard_fingerprint(self, actor_id: str, namespace: str) -> tuple[float, float, float]:
+        """Moves whenever the shard's active set or content changes (one indexed query)."""
+        ...
+
+    def record_fingerprint(self, record_id: str) -> tuple[float, float, float] | None:
+        """One record's share of a shard fingerprint (added elementwise); None if absent."""
+        ...
+
+
 def iter_shard(
     store: MemoryStore,
     actor_id: str,

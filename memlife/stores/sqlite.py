@@ -497,6 +497,28 @@ class SqliteStore:
         return result
 
     # -- plumbing ------------------------------------------------------------------------
+    # -- change signal (stores.base.ChangeSignal: online recall's staleness check) --------
+    def change_marker(self) -> tuple[int, int]:
+        """Another connection's commit moves ``data_version``; ours, ``total_changes``."""
+        with self.lock:
+            c = self.connection
+            return c.execute("PRAGMA data_version").fetchone()[0], c.total_changes
+
+    def shard_fingerprint(self, actor_id: str, namespace: str) -> tuple[float, float, float]:
+        """Count, rowid sum and content length of the shard's active rows."""
+        with self.lock:
+            return self.connection.execute(
+                "SELECT count(*), total(rowid), total(length(content)) "
+                "FROM records WHERE actor_id=? AND status=? AND namespace=?",
+                (actor_id, Status.active.value, namespace),
+            ).fetchone()
+
+    def record_fingerprint(self, record_id: str) -> tuple[float, float, float] | None:
+        with self.lock:
+            return self.connection.execute(
+                "SELECT 1, rowid, length(content) FROM records WHERE id=?", (record_id,)
+            ).fetchone()
+
     def transaction(self) -> _Transaction:
         return _Transaction(self.connection)
 
