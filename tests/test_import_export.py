@@ -13,38 +13,9 @@ from memlife.cli import app
 from memlife.demo import generate
 from memlife.model import parse_record_line
 from memlife.stores.sqlite import SqliteStore
+from tests.support.records import good
 
 ANCHOR = datetime(2026, 11, 1, tzinfo=UTC)
-
-
-def good(rid: str, **kw) -> dict:
-    d = {
-        "id": rid,
-        "actor_id": "u-1",
-        "namespace": "/users/u-1/preferences",
-        "memory_type": "semantic",
-        "subject": "beverage",
-        "content": f"Statement {rid}.",
-        "owner": "team-personalization",
-        "confidence": 0.9,
-        "source": "user_stated",
-        "created_at": "2026-01-02T10:00:00Z",
-        "last_accessed_at": None,
-        "access_count": 0,
-        "last_verified_at": "2026-01-02T10:00:00Z",
-        "expires_at": None,
-        "retention_class": "standard",
-        "status": "active",
-        "provenance": {
-            "source_event": "evt-17",
-            "policy_version": None,
-            "replaced_by": None,
-            "supersedes": [],
-            "content_sha256": None,
-        },
-    }
-    d.update(kw)
-    return d
 
 
 def _drop(d: dict, key: str) -> dict:

@@ -19,32 +19,9 @@ from memlife.model import (
     parse_time,
     plan_view,
 )
+from tests.support.records import good
 
-GOOD = {
-    "id": "m-0001",
-    "actor_id": "u-1",
-    "namespace": "/users/u-1/preferences",
-    "memory_type": "semantic",
-    "subject": "beverage",
-    "content": "Drinks only green tea, never coffee.",
-    "owner": "team-personalization",
-    "confidence": 0.9,
-    "source": "user_stated",
-    "created_at": "2026-01-02T10:00:00Z",
-    "last_accessed_at": None,
-    "access_count": 0,
-    "last_verified_at": "2026-01-02T10:00:00Z",
-    "expires_at": None,
-    "retention_class": "standard",
-    "status": "active",
-    "provenance": {
-        "source_event": "evt-17",
-        "policy_version": None,
-        "replaced_by": None,
-        "supersedes": [],
-        "content_sha256": None,
-    },
-}
+GOOD = good("m-0001", content="Drinks only green tea, never coffee.")
 
 
 def with_(**changes: object) -> dict:
