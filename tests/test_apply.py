@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 import time
+from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -46,14 +48,15 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
     }
 
 
-def done_ops(receipts: Path) -> set[tuple]:
+def done_ops(receipts: Path) -> Counter[tuple]:
     """What the receipts say was done. Operation ids hold the run key, which names the
     store by its path (two stores never share a run), so runs on two copies compare by
-    action, record, replacement and outcome."""
-    return {
+    action, record, replacement and outcome. A multiset: work done twice after a crash
+    (two receipts for one change) must not compare equal to work done once."""
+    return Counter(
         (o["action"], o["record_id"], o["replacement_id"], o["outcome"])
         for o in operation_receipts(receipts).values()
-    }
+    )
 
 
 def apply(env: dict, **kw) -> object:
@@ -110,7 +113,6 @@ def test_second_run_changes_nothing(env: dict) -> None:
     apply(env)
     state = snapshot(env["db"])
     receipts_before = set(operation_receipts(env["receipts"]))
-    from datetime import timedelta
 
     again = run_local(
         RunConfig(
