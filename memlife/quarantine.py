@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
-import threading
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -32,39 +29,11 @@ from memlife.audit import ReceiptSink, ReceiptWriteError, dumps, open_sink, run_
 from memlife.evidence import seal, sealed
 from memlife.journal import Journal, Operation, OpKind, OpState, open_journal
 from memlife.lease import Lease
-from memlife.lease import acquire as acquire_lease
+from memlife.lease import for_store as lease_for_store
 from memlife.model import MemoryRecord, Status, utcnow
 from memlife.policy import Policy, load_policy
 from memlife.receipts_dataset import write_operations
-from memlife.settings import settings
 from memlife.stores.base import MAX_BATCH, MemoryStore, chunked, iter_shard
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS quarantine_snapshots (
-    record_id TEXT PRIMARY KEY,
-    status TEXT NOT NULL,
-    status_changed_at TEXT,
-    provenance TEXT NOT NULL,
-    taken_at TEXT NOT NULL
-);
-"""
-
-
-# -- the side table --------------------------------------------------------------------------
-def _side(store: object) -> tuple[sqlite3.Connection, AbstractContextManager[Any]]:
-    """The store's own SQLite connection when it has one, else $MEMLIFE_HOME/quarantine.db."""
-    conn = getattr(store, "connection", None)
-    if isinstance(conn, sqlite3.Connection):
-        lock = getattr(store, "lock", None)
-        ctx: AbstractContextManager[Any] = lock if lock is not None else nullcontext()
-    else:
-        path = settings().home / "quarantine.db"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
-        ctx = threading.RLock()
-    with ctx:
-        conn.executescript(SCHEMA)
-    return conn, ctx
 
 
 def snapshot(store: MemoryStore, ids: Sequence[str]) -> int:
@@ -188,7 +157,8 @@ def manual_run(
     run_id = f"manual-{cutoff:%Y%m%dT%H%M%S%fZ}-{key[:10]}"
     journal = open_journal(store)
     # one lifecycle writer per store: taken before the manifest (LeaseHeld: nothing written)
-    lease = acquire_lease(journal, run_id, f"manual:{action}")  # type: ignore[arg-type]
+    # (in the journal's SQLite file, or the state table with MEMLIFE_STATE=dynamodb://…)
+    lease = lease_for_store(store, run_id, f"manual:{action}")
     if lease.depth > 1:  # inside another manual run's lease (erase inside hold release)
         lease.bind(run_id)
     executor = Executor(run_id=run_id, run_key=key, policy=pol, cutoff=cutoff, store=store,

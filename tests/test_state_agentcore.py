@@ -71,10 +71,7 @@ def run_on_fresh_worker(env: dict, monkeypatch: pytest.MonkeyPatch, name: str, *
     code, out = cli("run", "--engine", "local", "--now", CUTOFF.isoformat(), "--store", env["url"],
                     "--state", env["state_url"], "--receipts", env["receipts"], "--json", *extra)  # fmt: skip
     assert code == 0, out
-    # KNOWN GAP (issue 17): the review queue (memlife/review_queue.py, landed late) still keeps
-    # reviews.db under MEMLIFE_HOME for non-SQLite stores; it has no DynamoDB backend yet.
-    left = [f for f in files_under(home) if f != "reviews.db"]
-    assert left == [], f"run state left on the worker: {left}"
+    assert files_under(home) == [], f"run state left on the worker: {files_under(home)}"
     return json.loads(out)
 
 
@@ -117,6 +114,25 @@ def test_apply_run_keeps_no_state_on_the_worker(env: dict, monkeypatch: pytest.M
     assert {o.operation_id for o in journal.by_run(first["run_id"])} == {
         o.operation_id for o in ops
     }
+    # the review queue is in the state table too: the rerun finds the night's items (carried,
+    # not opened again), and a reviewer on a third machine lists and resolves them
+    opened = first["other_counts"]["review_opened"]
+    assert opened > 0 and second["other_counts"]["review_opened"] == 0
+    assert second["other_counts"]["review_carried"] == opened
+    reviewer_home = env["tmp"] / "reviewer"
+    monkeypatch.setenv("MEMLIFE_HOME", str(reviewer_home))
+    monkeypatch.setenv("MEMLIFE_STATE", env["state_url"])
+    monkeypatch.setattr(state_mod, "_open", {})
+    code, out = cli("review", "list", "--store", env["url"], "--json")
+    items = json.loads(out)
+    assert code == 0 and len(items) == opened and {i["nights"] for i in items} == {1}
+    # (a manual run: its lease is in the state table too)
+    done = runner.invoke(app, ["review", "resolve", items[0]["item_id"], "--decision", "dispute",
+                               "--reviewer", "cy", "--store", env["url"], "--receipts",
+                               env["receipts"], "--json"])  # fmt: skip
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["item"]["state"] == "disputed"
+    assert files_under(reviewer_home) == [], files_under(reviewer_home)
 
 
 def test_bad_state_url_is_refused_before_anything_starts(env: dict, monkeypatch) -> None:

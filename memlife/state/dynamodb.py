@@ -13,6 +13,9 @@ pk                         sk               holds (never memory content, except 
 ``perase``                 record id        a pending erasure (deferred by a legal hold)
 ``tomb#{actor_id}``        ``id#``/``sha#``/``norm#``...  erasure tombstones (ids, hashes)
 ``emb#{content_sha256}``   model id         a cached embedding vector (float32 bytes)
+``rv#{0..7}``, ``rvd#…``   item id          review items, disputed markers (review_queue/dynamodb.py)
+``infs#{record_id}``       ``s``            an inferred subject key: a few content words, erased
+                                            with the record (inferred/dynamodb.py)
 =========================  ===============  ==================================================
 
 The GSI ``open`` (hash ``open_pk`` = ``open#0``..``open#7``, range ``open_sk`` = created

@@ -223,10 +223,10 @@ class DynamoTombstones:
 def side_tables(store: object) -> SqliteSideTables | DynamoSideTables:
     """The store's SQLite file; else the AWS state backend; else $MEMLIFE_HOME/quarantine.db."""
     from memlife.state import uses_remote_state
+    from memlife.state.local import side_connection
 
     remote = uses_remote_state(store)
     if remote is not None:
         return remote.part("side")
-    from memlife.quarantine import _side
-
-    return SqliteSideTables(*_side(store))
+    conn, lock = side_connection(store, "quarantine.db", SQLITE_SCHEMA, "quarantine_snapshots")
+    return SqliteSideTables(conn, lock)

@@ -16,60 +16,44 @@ the reviewer's identity, plus a run manifest and receipt:
     dispute   the item stays unresolved as *disputed*: the record is never deleted
               (the planner turns any delete into retain + DISPUTED) until resolved
 
-The table lives in the store's SQLite file, else ``$MEMLIFE_HOME/reviews.db``. Items hold
-ids, codes and numbers, never content.
+Items live in the store's SQLite file (sqlite.py), else, with ``MEMLIFE_STATE=dynamodb://…``,
+in the state table (dynamodb.py), else in ``$MEMLIFE_HOME/reviews.db``. Items hold ids,
+codes and numbers, never content.
 """
 
 from __future__ import annotations
 
-import hashlib
+import fnmatch
 import json
-import os
-import sqlite3
-import threading
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from contextlib import AbstractContextManager, nullcontext
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable
 from datetime import datetime
 from enum import StrEnum
-from pathlib import Path
 from typing import Any
 
 from memlife.errors import InputError
 from memlife.model import RetentionClass, Status
 from memlife.plan import REVIEW_REASONS, Action, Decision
+from memlife.review_queue.base import (
+    COLUMNS,
+    OPEN_STATES,
+    ReviewBackend,
+    ReviewItem,
+    item_id,
+    sort_key,
+)
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS review_items (
-    item_id TEXT PRIMARY KEY,
-    record_id TEXT NOT NULL,
-    reason TEXT NOT NULL,
-    pair_id TEXT,
-    actor_id TEXT NOT NULL,
-    namespace TEXT NOT NULL,
-    memory_type TEXT,
-    owner TEXT,
-    priority REAL NOT NULL,
-    state TEXT NOT NULL,          -- open | disputed | resolved
-    decision TEXT,
-    reviewer TEXT,
-    nights INTEGER NOT NULL,
-    opened_run TEXT NOT NULL,
-    opened_at TEXT NOT NULL,
-    last_seen_run TEXT NOT NULL,
-    last_seen_at TEXT NOT NULL,
-    resolved_at TEXT,
-    operation_id TEXT
-);
-CREATE INDEX IF NOT EXISTS review_items_record ON review_items (record_id);
-CREATE INDEX IF NOT EXISTS review_items_state ON review_items (state, actor_id, namespace);
-"""
-_COLS = (
-    "item_id", "record_id", "reason", "pair_id", "actor_id", "namespace", "memory_type", "owner",
-    "priority", "state", "decision", "reviewer", "nights", "opened_run", "opened_at",
-    "last_seen_run", "last_seen_at", "resolved_at", "operation_id",
-)  # fmt: skip
+__all__ = [
+    "COLUMNS",
+    "ReviewBackend",
+    "ReviewDecision",
+    "ReviewError",
+    "ReviewItem",
+    "ReviewQueue",
+    "item_id",
+    "open_backend",
+    "resolve",
+]
 
 
 class ReviewDecision(StrEnum):
@@ -84,98 +68,56 @@ class ReviewError(InputError):
     """A resolve request that cannot be carried out; the message names the item and why."""
 
 
-@dataclass
-class ReviewItem:
-    item_id: str
-    record_id: str
-    reason: str
-    pair_id: str | None
-    actor_id: str
-    namespace: str
-    memory_type: str | None
-    owner: str | None
-    priority: float
-    state: str
-    decision: str | None
-    reviewer: str | None
-    nights: int
-    opened_run: str
-    opened_at: str
-    last_seen_run: str
-    last_seen_at: str
-    resolved_at: str | None
-    operation_id: str | None
+def open_backend(store: object, *, create: bool = True) -> ReviewBackend:
+    """The store's SQLite file; else the state table of $MEMLIFE_STATE; else a file under
+    $MEMLIFE_HOME (one machine only). ``create=False`` (a dry run) creates nothing."""
+    from memlife.state import uses_remote_state
 
-    def as_json(self) -> dict[str, Any]:
-        return asdict(self)
+    remote = uses_remote_state(store)
+    if remote is not None:
+        from memlife.review_queue.dynamodb import DynamoReviews
 
+        return DynamoReviews(remote)
+    from memlife.review_queue.sqlite import FILENAME, SCHEMA, TABLE, SqliteReviews
+    from memlife.state.local import side_connection
 
-def item_id(record_id: str, reason: str) -> str:
-    return "rv-" + hashlib.sha256(f"{record_id}\x1f{reason}".encode()).hexdigest()[:16]
+    return SqliteReviews(*side_connection(store, FILENAME, SCHEMA, TABLE, create=create))
 
 
 class ReviewQueue:
-    def __init__(
-        self, connection: sqlite3.Connection, lock: AbstractContextManager[Any] | None = None,
-        *, create: bool = True,
-    ) -> None:  # fmt: skip
-        self.connection = connection
-        self.lock: AbstractContextManager[Any] = lock if lock is not None else nullcontext()
-        with self.lock:
-            if create:
-                self.connection.executescript(SCHEMA)
-            else:  # a dry run: read what exists, create nothing in the store's file
-                q = "SELECT 1 FROM sqlite_master WHERE type='table' AND name='review_items'"
-                if self.connection.execute(q).fetchone() is None:
-                    self.connection = sqlite3.connect(":memory:", check_same_thread=False,
-                                                      isolation_level=None)  # fmt: skip
-                    self.connection.executescript(SCHEMA)
+    """The queueing rules over a backend: carry, open by priority up to a budget, close."""
+
+    def __init__(self, backend: ReviewBackend) -> None:
+        self.backend = backend
 
     @classmethod
     def for_store(cls, store: object, *, create: bool = True) -> ReviewQueue:
-        conn = getattr(store, "connection", None)
-        if isinstance(conn, sqlite3.Connection):
-            return cls(conn, getattr(store, "lock", None), create=create)
-        path = Path(os.environ.get("MEMLIFE_HOME", ".memlife")) / "reviews.db"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        own = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
-        return cls(own, threading.RLock(), create=create)
+        return cls(open_backend(store, create=create))
 
     # -- reads ---------------------------------------------------------------------------------
-    def _select(self, where: str = "", args: Sequence[Any] = ()) -> list[ReviewItem]:
-        q = f"SELECT {', '.join(_COLS)} FROM review_items {where}"
-        with self.lock:
-            return [ReviewItem(*row) for row in self.connection.execute(q, list(args))]
-
     def get(self, iid: str) -> ReviewItem | None:
-        found = self._select("WHERE item_id=?", (iid,))
-        return found[0] if found else None
+        return self.backend.get_many([iid]).get(iid)
 
     def list(
         self, *, owner: str | None = None, reason: str | None = None, namespace: str | None = None,
-        actor: str | None = None, states: Iterable[str] = ("open", "disputed"),
+        actor: str | None = None, states: Iterable[str] = OPEN_STATES,
     ) -> list[ReviewItem]:  # fmt: skip
-        states = list(states)
-        where = [f"state IN ({','.join('?' * len(states))})"]
-        args: list[Any] = [*states]
-        for col, val in (("owner", owner), ("reason", reason), ("actor_id", actor)):
-            if val is not None:
-                where.append(f"{col}=?")
-                args.append(val)
-        if namespace is not None:
-            where.append("namespace GLOB ?")  # a glob like the policy's (fnmatch-like)
-            args.append(namespace)
-        return self._select(
-            "WHERE " + " AND ".join(where) + " ORDER BY priority DESC, opened_at, item_id", args
-        )
+        """Items in ``states``, highest priority first; ``namespace`` may be a glob."""
+        items = [
+            i for i in self.backend.list(states)
+            if (owner is None or i.owner == owner) and (reason is None or i.reason == reason)
+            and (actor is None or i.actor_id == actor)
+            and (namespace is None or fnmatch.fnmatchcase(i.namespace, namespace))
+        ]  # fmt: skip
+        return sorted(items, key=sort_key)
+
+    def for_record(self, record_id: str) -> list[ReviewItem]:
+        """Every item about one record (one per review reason at most)."""
+        found = self.backend.get_many([item_id(record_id, r.value) for r in REVIEW_REASONS])
+        return sorted(found.values(), key=sort_key)
 
     def disputed(self, actor_id: str, namespace: str) -> frozenset[str]:
-        with self.lock:
-            rows = self.connection.execute(
-                "SELECT record_id FROM review_items WHERE state='disputed' AND actor_id=? AND namespace=?",
-                (actor_id, namespace),
-            ).fetchall()
-        return frozenset(r[0] for r in rows)
+        return self.backend.disputed(actor_id, namespace)
 
     # -- the nightly queueing ------------------------------------------------------------------
     def queue(
@@ -197,14 +139,9 @@ class ReviewQueue:
                     found[item_id(d.id, reason.value)] = (d, reason.value)
         if not found:
             return counts
-        existing: dict[str, str] = {}
         ids = list(found)
-        with self.lock:
-            for i in range(0, len(ids), 500):
-                chunk = ids[i : i + 500]
-                q = f"SELECT item_id, state FROM review_items WHERE item_id IN ({','.join('?' * len(chunk))})"
-                existing.update(self.connection.execute(q, chunk).fetchall())
-        carried = [i for i in ids if existing.get(i) in ("open", "disputed")]
+        existing = {i: item.state for i, item in self.backend.get_many(ids).items()}
+        carried = [i for i in ids if existing.get(i) in OPEN_STATES]
         counts["review_carried"] = len(carried)
         counts["review_closed_earlier"] = sum(1 for i in ids if existing.get(i) == "resolved")
         new = [i for i in ids if i not in existing]
@@ -217,46 +154,25 @@ class ReviewQueue:
         if dry_run:
             return counts
         now = at.isoformat()
-        with self.lock:
-            conn = self.connection
-            own = not conn.in_transaction
-            if own:
-                conn.execute("BEGIN IMMEDIATE")
-            try:
-                conn.executemany(
-                    "UPDATE review_items SET nights=nights+1, last_seen_run=?, last_seen_at=? "
-                    "WHERE item_id=? AND last_seen_run<>?",
-                    [(run_id, now, i, run_id) for i in carried],
-                )
-                rows = []
-                for i in opened:
-                    d, reason = found[i]
-                    rows.append((
-                        i, d.id, reason, d.pair, d.actor_id, d.namespace, d.memory_type, d.owner,
-                        float(d.priority or 0.0), "open", None, None, 1, run_id, now, run_id, now,
-                        None, None,
-                    ))  # fmt: skip
-                conn.executemany(
-                    f"INSERT OR IGNORE INTO review_items VALUES ({','.join('?' * len(_COLS))})",
-                    rows,
-                )
-            except BaseException:
-                if own:
-                    conn.execute("ROLLBACK")
-                raise
-            if own:
-                conn.execute("COMMIT")
+        items = []
+        for i in opened:
+            d, reason = found[i]
+            items.append(ReviewItem(
+                i, d.id, reason, d.pair, d.actor_id, d.namespace, d.memory_type, d.owner,
+                float(d.priority or 0.0), "open", None, None, 1, run_id, now, run_id, now,
+                None, None,
+            ))  # fmt: skip
+        self.backend.write_night(carried, items, run_id, now)
         return counts
 
     def close(self, iid: str, *, state: str, decision: str, reviewer: str, at: datetime,
-              operation_id: str | None) -> None:  # fmt: skip
-        with self.lock:
-            self.connection.execute(
-                "UPDATE review_items SET state=?, decision=?, reviewer=?, resolved_at=?, operation_id=? "
-                "WHERE item_id=?",
-                (state, decision, reviewer, at.isoformat() if state == "resolved" else None,
-                 operation_id, iid),
-            )  # fmt: skip
+              operation_id: str | None) -> bool:  # fmt: skip
+        """Record a decision; False when the item was resolved already (nothing changes)."""
+        return self.backend.close(
+            iid, state=state, decision=decision, reviewer=reviewer,
+            resolved_at=at.isoformat() if state == "resolved" else None,
+            operation_id=operation_id,
+        )  # fmt: skip
 
 
 # -- resolving an item -------------------------------------------------------------------------
@@ -327,8 +243,8 @@ def resolve(
                     operation_id=done.operation_id)  # fmt: skip
         if decision in (ReviewDecision.supersede, ReviewDecision.delete):
             # the record is gone from recall: its other open items have nothing left to decide
-            for other in queue.list(actor=item.actor_id):
-                if other.record_id == item.record_id and other.item_id != iid:
+            for other in queue.for_record(item.record_id):
+                if other.item_id != iid and other.state != "resolved":
                     queue.close(other.item_id, state="resolved", decision=decision.value,
                                 reviewer=reviewer, at=run.cutoff, operation_id=done.operation_id)  # fmt: skip
     run.extra["reviewer"] = reviewer

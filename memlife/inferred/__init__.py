@@ -1,0 +1,75 @@
+"""Inferred subjects, stored as inferred: a side table beside the store, never the record.
+
+A record whose ``subject`` a person (or the importing system) gave keeps it; a record
+without one gets a key from :func:`memlife.group.infer_subjects` at ``remember`` time or
+in the nightly run, kept here so it never moves between nights. Because the record's own
+``subject`` stays empty, a subject given later by a person simply wins.
+
+The key is made of a few content words (for the reviewer) and a short hash: erasure
+must call :meth:`InferredSubjects.forget` with the erased ids.
+
+The table lives in the store's SQLite file (one backup, one erasure covers both; sqlite.py),
+else, with ``MEMLIFE_STATE=dynamodb://…``, in the state table (dynamodb.py), else in
+``$MEMLIFE_HOME/inferred.db``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from memlife.model import PlanView, Status
+
+
+class SubjectTable(Protocol):
+    """One backend per file. Keys never move: an existing key is never overwritten."""
+
+    def get(self, ids: Sequence[str]) -> dict[str, str]: ...
+
+    def put(self, actor_id: str, namespace: str, subjects: Mapping[str, str], how: str) -> None:
+        """Insert new keys (``how``: 'nightly' or 'remember'); existing ones stay as they are."""
+        ...
+
+    def forget(self, ids: Sequence[str]) -> int:
+        """Delete the keys of these records; returns how many there were."""
+        ...
+
+
+class InferredSubjects:
+    """The inferred-subject table of a store, whichever backend holds it."""
+
+    def __init__(self, backend: SubjectTable) -> None:
+        self.backend = backend
+
+    @classmethod
+    def for_store(cls, store: object, *, create: bool = True) -> InferredSubjects:
+        """The store's SQLite file; else the state table of $MEMLIFE_STATE; else a file under
+        $MEMLIFE_HOME. ``create=False`` (a dry run) creates nothing."""
+        from memlife.state import uses_remote_state
+
+        remote = uses_remote_state(store)
+        if remote is not None:
+            from memlife.inferred.dynamodb import DynamoSubjects
+
+            return cls(DynamoSubjects(remote))
+        from memlife.inferred.sqlite import FILENAME, SCHEMA, TABLE, SqliteSubjects
+        from memlife.state.local import side_connection
+
+        return cls(SqliteSubjects(*side_connection(store, FILENAME, SCHEMA, TABLE, create=create)))
+
+    def get(self, ids: Sequence[str]) -> dict[str, str]:
+        return self.backend.get(ids) if ids else {}
+
+    def put(self, actor_id: str, namespace: str, subjects: Mapping[str, str], how: str) -> None:
+        if subjects:
+            self.backend.put(actor_id, namespace, subjects, how)
+
+    def forget(self, ids: Sequence[str]) -> int:
+        return self.backend.forget(ids) if ids else 0
+
+
+def needs_inference(views: Sequence[PlanView]) -> list[str]:
+    """Ids of active records that carry no subject of their own."""
+    return [
+        v.id for v in views if v.status == Status.active and not (v.subject and v.subject.strip())
+    ]

@@ -1,0 +1,62 @@
+"""Inferred subjects in SQLite: the store's own file, else ``$MEMLIFE_HOME/inferred.db``."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+from memlife.model import utcnow
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS inferred_subjects (
+    record_id TEXT PRIMARY KEY,
+    actor_id TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    how TEXT NOT NULL,          -- 'nightly' or 'remember'
+    assigned_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS inferred_subjects_shard ON inferred_subjects (actor_id, namespace);
+"""
+TABLE = "inferred_subjects"
+FILENAME = "inferred.db"
+_CHUNK = 500
+
+
+class SqliteSubjects:
+    def __init__(
+        self, connection: sqlite3.Connection, lock: AbstractContextManager[Any] | None = None
+    ) -> None:
+        self.connection = connection
+        self.lock: AbstractContextManager[Any] = lock if lock is not None else nullcontext()
+
+    def get(self, ids: Sequence[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        with self.lock:
+            for i in range(0, len(ids), _CHUNK):
+                chunk = list(ids[i : i + _CHUNK])
+                q = f"SELECT record_id, subject FROM inferred_subjects WHERE record_id IN ({','.join('?' * len(chunk))})"
+                out.update(self.connection.execute(q, chunk).fetchall())
+        return out
+
+    def put(self, actor_id: str, namespace: str, subjects: Mapping[str, str], how: str) -> None:
+        now = utcnow().isoformat()
+        rows = [(rid, actor_id, namespace, subj, how, now) for rid, subj in subjects.items()]
+        with self.lock:
+            self.connection.executemany(
+                "INSERT OR IGNORE INTO inferred_subjects VALUES (?, ?, ?, ?, ?, ?)", rows
+            )
+
+    def forget(self, ids: Sequence[str]) -> int:
+        n = 0
+        with self.lock:
+            for i in range(0, len(ids), _CHUNK):
+                chunk = list(ids[i : i + _CHUNK])
+                cur = self.connection.execute(
+                    f"DELETE FROM inferred_subjects WHERE record_id IN ({','.join('?' * len(chunk))})",
+                    chunk,
+                )
+                n += cur.rowcount
+        return n

@@ -1,0 +1,75 @@
+"""The review item and the persistence protocol of the review queue (one backend per file:
+sqlite.py beside the store, dynamodb.py in the state table)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Protocol
+
+OPEN_STATES = ("open", "disputed")
+
+
+@dataclass
+class ReviewItem:
+    item_id: str
+    record_id: str
+    reason: str
+    pair_id: str | None
+    actor_id: str
+    namespace: str
+    memory_type: str | None
+    owner: str | None
+    priority: float
+    state: str  # open | disputed | resolved
+    decision: str | None
+    reviewer: str | None
+    nights: int
+    opened_run: str
+    opened_at: str
+    last_seen_run: str
+    last_seen_at: str
+    resolved_at: str | None
+    operation_id: str | None
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+COLUMNS = tuple(f.name for f in fields(ReviewItem))
+
+
+def item_id(record_id: str, reason: str) -> str:
+    return "rv-" + hashlib.sha256(f"{record_id}\x1f{reason}".encode()).hexdigest()[:16]
+
+
+def sort_key(item: ReviewItem) -> tuple:
+    """Highest priority first, then oldest, then id: the order `review list` shows."""
+    return (-item.priority, item.opened_at, item.item_id)
+
+
+class ReviewBackend(Protocol):
+    """Where review items persist. Every write is conditional on the state it expects, so a
+    rerun of the same night, or two processes at once, count nothing twice."""
+
+    def get_many(self, ids: Sequence[str]) -> dict[str, ReviewItem]: ...
+
+    def list(self, states: Iterable[str]) -> list[ReviewItem]:
+        """Items in these states (unsorted; the queue filters and sorts)."""
+        ...
+
+    def disputed(self, actor_id: str, namespace: str) -> frozenset[str]:
+        """Record ids with a disputed item in this actor/namespace."""
+        ...
+
+    def write_night(self, carried: Sequence[str], opened: Sequence[ReviewItem], run_id: str,
+                    at: str) -> None:  # fmt: skip
+        """Carried items: nights + 1 once per run (not when last seen by ``run_id``).
+        Opened items: inserted unless the id exists (an insert never overwrites)."""
+        ...
+
+    def close(self, iid: str, *, state: str, decision: str, reviewer: str,
+              resolved_at: str | None, operation_id: str | None) -> bool:  # fmt: skip
+        """Set a decision on an item that is not resolved yet; False if there is none such."""
+        ...

@@ -1,0 +1,106 @@
+"""Review items in SQLite: the store's own file, else ``$MEMLIFE_HOME/reviews.db``."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+from memlife.review_queue.base import COLUMNS, ReviewItem
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS review_items (
+    item_id TEXT PRIMARY KEY,
+    record_id TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    pair_id TEXT,
+    actor_id TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    memory_type TEXT,
+    owner TEXT,
+    priority REAL NOT NULL,
+    state TEXT NOT NULL,          -- open | disputed | resolved
+    decision TEXT,
+    reviewer TEXT,
+    nights INTEGER NOT NULL,
+    opened_run TEXT NOT NULL,
+    opened_at TEXT NOT NULL,
+    last_seen_run TEXT NOT NULL,
+    last_seen_at TEXT NOT NULL,
+    resolved_at TEXT,
+    operation_id TEXT
+);
+CREATE INDEX IF NOT EXISTS review_items_record ON review_items (record_id);
+CREATE INDEX IF NOT EXISTS review_items_state ON review_items (state, actor_id, namespace);
+"""
+TABLE = "review_items"
+FILENAME = "reviews.db"
+_CHUNK = 500
+
+
+class SqliteReviews:
+    def __init__(
+        self, connection: sqlite3.Connection, lock: AbstractContextManager[Any] | None = None
+    ) -> None:
+        self.connection = connection
+        self.lock: AbstractContextManager[Any] = lock if lock is not None else nullcontext()
+
+    def _select(self, where: str, args: Sequence[Any]) -> list[ReviewItem]:
+        q = f"SELECT {', '.join(COLUMNS)} FROM review_items WHERE {where}"
+        with self.lock:
+            return [ReviewItem(*row) for row in self.connection.execute(q, list(args))]
+
+    def get_many(self, ids: Sequence[str]) -> dict[str, ReviewItem]:
+        out: dict[str, ReviewItem] = {}
+        for i in range(0, len(ids), _CHUNK):
+            chunk = list(ids[i : i + _CHUNK])
+            for item in self._select(f"item_id IN ({','.join('?' * len(chunk))})", chunk):
+                out[item.item_id] = item
+        return out
+
+    def list(self, states: Iterable[str]) -> list[ReviewItem]:
+        states = [*states]
+        return self._select(f"state IN ({','.join('?' * len(states))})", states)
+
+    def disputed(self, actor_id: str, namespace: str) -> frozenset[str]:
+        with self.lock:
+            rows = self.connection.execute(
+                "SELECT record_id FROM review_items WHERE state='disputed' AND actor_id=? "
+                "AND namespace=?", (actor_id, namespace),
+            ).fetchall()  # fmt: skip
+        return frozenset(r[0] for r in rows)
+
+    def write_night(self, carried: Sequence[str], opened: Sequence[ReviewItem], run_id: str,
+                    at: str) -> None:  # fmt: skip
+        with self.lock:
+            conn = self.connection
+            own = not conn.in_transaction  # inside the store's transaction: join it
+            if own:
+                conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(
+                    "UPDATE review_items SET nights=nights+1, last_seen_run=?, last_seen_at=? "
+                    "WHERE item_id=? AND last_seen_run<>? AND state<>'resolved'",
+                    [(run_id, at, i, run_id) for i in carried],
+                )
+                conn.executemany(
+                    f"INSERT OR IGNORE INTO review_items VALUES ({','.join('?' * len(COLUMNS))})",
+                    [tuple(getattr(item, c) for c in COLUMNS) for item in opened],
+                )
+            except BaseException:
+                if own:
+                    conn.execute("ROLLBACK")
+                raise
+            if own:
+                conn.execute("COMMIT")
+
+    def close(self, iid: str, *, state: str, decision: str, reviewer: str,
+              resolved_at: str | None, operation_id: str | None) -> bool:  # fmt: skip
+        with self.lock:
+            cur = self.connection.execute(
+                "UPDATE review_items SET state=?, decision=?, reviewer=?, resolved_at=?, "
+                "operation_id=? WHERE item_id=? AND state<>'resolved'",
+                (state, decision, reviewer, resolved_at, operation_id, iid),
+            )
+        return cur.rowcount == 1
