@@ -428,6 +428,7 @@ def make_executor(
         journal=journal if journal is not None or ctx.config.dry_run else open_journal(store),
         consolidator=consolidator, dry_run=ctx.config.dry_run,
         embeddings=make_embeddings(ctx, store) if consolidator is not None else None,
+        evaluated=bool(ctx.config.eval_cases),
     )  # fmt: skip
 
 
@@ -526,7 +527,9 @@ def run_gate(ctx: RunContext, store: MemoryStore, outcomes: Sequence[BatchOutcom
 
     if not ctx.config.eval_cases:
         items, groups = ungated(ctx, outcomes)
-        return gate.not_configured(ctx.policy.gate, len(items), len(groups))
+        # apply runs withhold such groups before staging them (groups.withheld_by_gate)
+        early = sum(o.tally.counts.get("gate_withheld_groups", 0) for o in outcomes)
+        return gate.not_configured(ctx.policy.gate, len(items), len(groups) + early)
     staged = [g for o in outcomes for g in o.staged]
     return gate.evaluate_changes(
         ctx, store, [i for o in outcomes for i in o.deletions],

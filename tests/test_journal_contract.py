@@ -232,3 +232,21 @@ def test_consolidation_rejections_back_off_then_review(journal) -> None:
     assert [(g["group_key"], g["attempts"]) for g in journal.groups_in_review()] == [("g-1", 2)]
     journal.clear_rejection("g-1")
     assert journal.rejection("g-1") is None and journal.groups_in_review() == []
+
+
+def test_consolidation_outcomes_are_remembered_by_key(journal) -> None:
+    assert journal.outcomes(["k-1", "k-2"]) == {}
+    journal.remember_outcome("k-1", "u-1", "/ns", "KEPT_APART", None, T0)
+    journal.remember_outcome("k-2", "u-1", "/ns", "REFUSED", T0 + timedelta(hours=6), T0)
+    journal.remember_outcome("k-2", "u-1", "/ns", "REFUSED", None, T0 + timedelta(days=1))
+    got = journal.outcomes(["k-1", "k-2", "k-3", "k-1"])
+    assert got == {
+        "k-1": {"outcome": "KEPT_APART", "retry_at": None},
+        "k-2": {"outcome": "REFUSED", "retry_at": None},  # the later answer stands
+    }
+    journal.forget_outcome("k-1")
+    assert set(journal.outcomes(["k-1", "k-2"])) == {"k-2"}
+    many = [f"m-{i:03d}" for i in range(230)]  # more than one batch read / IN chunk
+    for k in many:
+        journal.remember_outcome(k, "u-1", "/ns", "NO_MERGE", None, T0)
+    assert set(journal.outcomes(many)) == set(many)

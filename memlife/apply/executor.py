@@ -38,6 +38,7 @@ class Executor:
         dry_run: bool = False,
         embeddings: EmbeddingCache | None = None,
         erase_cache: EmbeddingCache | None = None,
+        evaluated: bool = True,
     ):
         self.run_id, self.run_key, self.policy, self.cutoff = run_id, run_key, policy, cutoff
         self.store, self.journal, self.sink = store, journal, sink
@@ -47,6 +48,8 @@ class Executor:
         self.erase_cache = erase_cache  # the cache erasure cleans; None: the store's own
         # Shards a StoreError (e.g. QUOTA_EXCEEDED) stopped: no further groups or deletes.
         self.stopped: set[tuple[str, str]] = set()
+        # False: an apply run without an evaluation set (groups.withheld_by_gate)
+        self.evaluated = evaluated
         self.reviewer: str | None = None  # a person's decision (review resolve): in receipts
 
     def new_op(

@@ -11,8 +11,10 @@ a crash before commit leaves nothing behind, and a rerun stages the same replace
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from memlife.apply.appliers.base import get_many, is_held
@@ -20,6 +22,7 @@ from memlife.apply.lifecycle import end_terminally, run_lifecycle
 from memlife.apply.retry import next_retry
 from memlife.apply.tally import Tally
 from memlife.consolidate.base import ConsolidationError, Group
+from memlife.consolidate.grounding import KEEP_APART
 from memlife.consolidate.replacement import build_replacement, replacement_id
 from memlife.faults import checkpoint
 from memlife.group import analyse_group
@@ -61,18 +64,87 @@ def stage_shard(ex: Executor, decisions: Sequence[Decision], tally: Tally) -> li
     for d in decisions:
         if d.action in (Action.supersede_candidate, Action.consolidate_candidate) and d.group:
             groups.setdefault(d.group, []).append(d)
-    for key, members in sorted(groups.items()):
-        if len(members) < 2:
-            continue
+    todo = [(key, members) for key, members in sorted(groups.items()) if len(members) >= 2]
+    memo = _memo(ex, todo)
+    for key, members in todo:
         if (members[0].actor_id, members[0].namespace) in ex.stopped:
             break  # the shard stopped (StoreError): the rest waits for the next run
         if ex.consolidator is None:  # consolidation off: nothing to read or analyse
             tally.counts["consolidation_skipped"] += 1
             continue
-        staged = stage_group(ex, key, members, tally)
+        if withheld_by_gate(ex, members[0].namespace):
+            tally.counts["gate_withheld_groups"] += 1  # decided before any read or model call
+            continue
+        mkey, known = memo.get(key, (None, None))
+        if known is not None and _settled(ex, known, tally):
+            continue
+        staged = stage_group(ex, key, members, tally, memo_key=mkey)
         if staged is not None:
             out.append(staged)
     return out
+
+
+def withheld_by_gate(ex: Executor, namespace: str) -> bool:
+    """An apply run without an evaluation set withholds every consolidation where deletion
+    is enforced (pipeline.ungated, policy gate.required): known before anything is read,
+    so such a group costs no read, no embedding and no model call, night after night."""
+    return (
+        not ex.dry_run
+        and not ex.evaluated
+        and ex.policy.gate.required
+        and ex.policy.deletion_enforced(namespace)
+    )
+
+
+# -- the consolidation memo: a group whose members and content are unchanged is not sent again
+KEPT_APART = "KEPT_APART"  # the model judged the records complement/unrelated
+NO_MERGE = "NO_MERGE"  # the rules found fewer than two records to merge
+REFUSED = "REFUSED"  # the answer was refused (grounding, schema): retry_at, then review
+
+
+def memo_key(ex: Executor, key: str, members: Sequence[Decision]) -> str:
+    """Members, their content hashes and the planner's roles, the policy version and the
+    consolidator: a new member, an edited one, a new policy or another model re-opens it."""
+    c = ex.consolidator
+    who = f"{getattr(c, 'name', type(c).__name__)}:{getattr(c, 'model', '')}"
+    parts = sorted(f"{d.id}:{d.content_sha256}:{d.action}:{d.survivor}" for d in members)
+    raw = "\x1f".join([members[0].actor_id, members[0].namespace, key, ex.policy.version, who,
+                       *parts])  # fmt: skip
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def _memo(
+    ex: Executor, todo: Sequence[tuple[str, Sequence[Decision]]]
+) -> dict[str, tuple[str, dict | None]]:
+    """Group key -> (memo key, its settled outcome or None); one batched read per shard.
+    A dry run keeps no journal: it neither reads nor writes the memo."""
+    if ex.dry_run or ex.journal is None or ex.consolidator is None or not todo:
+        return {}
+    keys = {key: memo_key(ex, key, members) for key, members in todo}
+    known = ex.journal.outcomes(list(keys.values()))
+    return {key: (mk, known.get(mk)) for key, mk in keys.items()}
+
+
+def _settled(ex: Executor, known: dict, tally: Tally) -> bool:
+    """True: the group's outcome stands (count it and skip the group)."""
+    if known["outcome"] == REFUSED:
+        if known["retry_at"] is None:
+            tally.counts["consolidation_in_review"] += 1
+            return True
+        if known["retry_at"] > ex.cutoff:
+            tally.counts["consolidation_backing_off"] += 1
+            return True
+        return False  # its backoff is over: sent again (MAX_REJECTIONS in all)
+    tally.counts["consolidation_unchanged"] += 1
+    return True
+
+
+def _remember(ex: Executor, mkey: str | None, group: Group, outcome: str,
+              retry_at: datetime | None = None) -> None:  # fmt: skip
+    if mkey is not None and not ex.dry_run and ex.journal is not None:
+        ex.journal.remember_outcome(
+            mkey, group.actor_id, group.namespace, outcome, retry_at, ex.cutoff
+        )
 
 
 def consolidate_group(ex: Executor, key: str, members: list[Decision], tally: Tally) -> None:
@@ -82,7 +154,7 @@ def consolidate_group(ex: Executor, key: str, members: list[Decision], tally: Ta
 
 
 def stage_group(
-    ex: Executor, key: str, members: list[Decision], tally: Tally
+    ex: Executor, key: str, members: list[Decision], tally: Tally, memo_key: str | None = None
 ) -> StagedGroup | None:
     records = [
         r
@@ -122,6 +194,7 @@ def stage_group(
     records = [r for r in records if r.id in roles]
     if len(records) < 2:
         tally.counts["conflicting_left_for_review"] += len(analysis.conflicting)
+        _remember(ex, memo_key, group, NO_MERGE)
         return None
     group = replace(
         group,
@@ -161,8 +234,12 @@ def stage_group(
         tally.output_tokens += exc.output_tokens
         tally.rejections[exc.code] += 1
         tally.counts["consolidation_rejected"] += 1
-        if not exc.retryable:  # the answer was refused (grounding, schema): back off
-            _rejected(ex, model_group, gkey, exc.code, tally)
+        if exc.code == KEEP_APART:  # an answer, not a failure: settled until a member changes
+            tally.counts["consolidation_kept_apart"] += 1
+            _remember(ex, memo_key, group, KEPT_APART)
+        elif not exc.retryable:  # the answer was refused (grounding, schema): back off
+            retry_at = _rejected(ex, model_group, gkey, exc.code, tally)
+            _remember(ex, memo_key, group, REFUSED, retry_at)
         return None  # originals untouched
     tally.model_calls += result.requests or (1 if result.model else 0)
     tally.input_tokens += result.input_tokens
@@ -174,6 +251,8 @@ def stage_group(
         tally.counts["estimated_input_tokens"] += estimate_input_tokens(model_group)
     if not ex.dry_run and ex.journal.rejection(gkey) is not None:
         ex.journal.clear_rejection(gkey)
+        if memo_key is not None:
+            ex.journal.forget_outcome(memo_key)
     tally.counts["merged_duplicates"] += sum(1 for r in roles.values() if r.endswith("DUPLICATE"))
     tally.counts["contradictions_resolved"] += sum(
         1 for r in roles.values() if r == "CONTRADICTION"
@@ -258,20 +337,15 @@ def _backing_off(ex: Executor, gkey: str, tally: Tally) -> bool:
     return False
 
 
-def _rejected(ex: Executor, group: Group, gkey: str, code: str, tally: Tally) -> None:
+def _rejected(ex: Executor, group: Group, gkey: str, code: str, tally: Tally) -> datetime | None:
+    """Record a refusal; returns when the group may be sent again (None: in review)."""
     if ex.dry_run or ex.journal is None:
-        return
+        return None
     seen = ex.journal.rejection(gkey)
     attempts = (seen["attempts"] if seen else 0) + 1
     review = attempts >= MAX_REJECTIONS
-    ex.journal.reject(
-        gkey,
-        group.actor_id,
-        group.namespace,
-        code,
-        None if review else next_retry(attempts, ex.cutoff),
-        ex.cutoff,
-    )
+    retry_at = None if review else next_retry(attempts, ex.cutoff)
+    ex.journal.reject(gkey, group.actor_id, group.namespace, code, retry_at, ex.cutoff)
     if review:
         tally.counts["consolidation_to_review"] += 1
         tally.failures.append(
@@ -287,3 +361,4 @@ def _rejected(ex: Executor, group: Group, gkey: str, code: str, tally: Tally) ->
                 "review": True,
             }
         )
+    return retry_at

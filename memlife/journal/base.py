@@ -145,3 +145,21 @@ class Journal(Protocol):
     def forget_payloads(self, record_ids: Sequence[str]) -> int:
         """Drop stored payloads mentioning these records (erasure)."""
         ...
+
+    # The consolidation memo (apply/groups.py): a group's settled outcome by memo key (a
+    # digest of members, content hashes, policy version and consolidator; no content).
+    def outcomes(self, memo_keys: Sequence[str]) -> dict[str, dict]:
+        """``{memo_key: {"outcome": code, "retry_at": datetime | None}}`` for those known."""
+        ...
+
+    def remember_outcome(
+        self,
+        memo_key: str,
+        actor_id: str,
+        namespace: str,
+        outcome: str,
+        retry_at: datetime | None,
+        at: datetime,
+    ) -> None: ...
+
+    def forget_outcome(self, memo_key: str) -> None: ...

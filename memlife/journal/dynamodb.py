@@ -34,6 +34,8 @@ from memlife.state.dynamodb import (
     key,
 )
 
+MEMO_TTL = timedelta(days=180)  # consolidation outcomes (``cout#``) expire: judged again
+
 _OPTIONAL = (
     "content_sha256",
     "replacement_id",
@@ -279,6 +281,39 @@ class DynamoJournal:
 
     def clear_rejection(self, group_key: str) -> None:
         self.state.ddb.delete_item(TableName=self.state.table, Key=key("crej", group_key))
+
+    # -- consolidation outcomes (the memo: an unchanged group is not sent again) --------------
+    def outcomes(self, memo_keys: Sequence[str]) -> dict[str, dict]:
+        items = self.state.batch_get([key(f"cout#{k}", "cout") for k in dict.fromkeys(memo_keys)])
+        return {
+            i["pk"]["S"][5:]: {"outcome": i["outcome"]["S"], "retry_at": _dt(_s(i, "retry_at"))}
+            for i in items
+        }
+
+    def remember_outcome(
+        self,
+        memo_key: str,
+        actor_id: str,
+        namespace: str,
+        outcome: str,
+        retry_at: datetime | None,
+        at: datetime,
+    ) -> None:
+        item: dict[str, Any] = {
+            **key(f"cout#{memo_key}", "cout"),
+            "actor_id": {"S": actor_id},
+            "namespace": {"S": namespace},
+            "outcome": {"S": outcome},
+            "updated_at": {"S": at.isoformat()},
+            # TTL: a settled group is judged again after MEMO_TTL even if nothing changed
+            "expires_at": {"N": str(int((utcnow() + MEMO_TTL).timestamp()))},
+        }
+        if retry_at is not None:
+            item["retry_at"] = {"S": retry_at.isoformat()}
+        self.state.ddb.put_item(TableName=self.state.table, Item=item)
+
+    def forget_outcome(self, memo_key: str) -> None:
+        self.state.ddb.delete_item(TableName=self.state.table, Key=key(f"cout#{memo_key}", "cout"))
 
     def groups_in_review(self) -> list[dict]:
         rows = [

@@ -63,6 +63,17 @@ CREATE TABLE IF NOT EXISTS consolidation_rejections (
     next_attempt_at TEXT,         -- NULL: in review, no more automatic attempts
     updated_at TEXT NOT NULL
 );
+-- a group's settled outcome (kept apart, nothing to merge, refused): keyed by the group's
+-- members, their content hashes, the policy version and the consolidator, so an unchanged
+-- group is not sent again and any change re-opens it under a new key (no content here)
+CREATE TABLE IF NOT EXISTS consolidation_outcomes (
+    memo_key TEXT PRIMARY KEY,
+    actor_id TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    retry_at TEXT,                -- NULL: settled until a member changes
+    updated_at TEXT NOT NULL
+);
 """
 # Columns added after the first release: (name, SQL type); added in place on open.
 _ADDED = (("resolution", "TEXT"), ("resolved_at", "TEXT"))
@@ -318,6 +329,37 @@ class SqliteJournal:
         with self.lock:
             self.connection.execute(
                 "DELETE FROM consolidation_rejections WHERE group_key=?", (group_key,)
+            )
+
+    # -- consolidation outcomes (the memo: an unchanged group is not sent again) -------------
+    def outcomes(self, memo_keys: Sequence[str]) -> dict[str, dict]:
+        out: dict[str, dict] = {}
+        keys = list(dict.fromkeys(memo_keys))
+        with self.lock:
+            for i in range(0, len(keys), 500):
+                chunk = keys[i : i + 500]
+                rows = self.connection.execute(
+                    "SELECT memo_key, outcome, retry_at FROM consolidation_outcomes WHERE "
+                    f"memo_key IN ({','.join('?' * len(chunk))})", chunk,
+                ).fetchall()  # fmt: skip
+                out.update({k: {"outcome": o, "retry_at": _dt(r)} for k, o, r in rows})
+        return out
+
+    def remember_outcome(self, memo_key: str, actor_id: str, namespace: str, outcome: str,
+                         retry_at: datetime | None, at: datetime) -> None:  # fmt: skip
+        with self.lock:
+            self.connection.execute(
+                "INSERT INTO consolidation_outcomes VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT "
+                "(memo_key) DO UPDATE SET outcome=excluded.outcome, retry_at=excluded.retry_at, "
+                "updated_at=excluded.updated_at",
+                (memo_key, actor_id, namespace, outcome,
+                 retry_at.isoformat() if retry_at else None, at.isoformat()),
+            )  # fmt: skip
+
+    def forget_outcome(self, memo_key: str) -> None:
+        with self.lock:
+            self.connection.execute(
+                "DELETE FROM consolidation_outcomes WHERE memo_key=?", (memo_key,)
             )
 
     def groups_in_review(self) -> list[dict]:

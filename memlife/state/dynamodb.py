@@ -8,6 +8,7 @@ pk                         sk               holds (never memory content, except 
 ``jrun#{run_id}``          operation id     membership: the operations of a run
 ``jrec#{record_id}``       operation id     membership: operations on / replacing a record
 ``crej``                   group key        a consolidation group's rejections (backoff, review)
+``cout#{memo_key}``        ``cout``         a group's settled outcome (memo; TTL 180 days)
 ``lease#{store}``          ``lease``        the run lease of a store (state/lease.py)
 ``qsnap#{record_id}``      ``snap``         quarantine snapshot: status, provenance (ids/hashes)
 ``perase``                 record id        a pending erasure (deferred by a legal hold)
