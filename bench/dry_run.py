@@ -24,7 +24,6 @@ its startup is excluded from the timing but not from the process's memory).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import resource
@@ -84,7 +83,7 @@ def measure(db: Path, home: Path, engine: str, consolidate: bool) -> dict:
     receipts = f"file://{home / 'receipts'}"
     from memlife.pipeline import RunConfig, run_local
 
-    fields = {f.name for f in dataclasses.fields(RunConfig)}
+    fields = set(RunConfig.model_fields)
     kw = dict(dry_run=True, now=ANCHOR, store=store_url, receipts=receipts)
     if "consolidate" in fields:
         kw["consolidate"] = consolidate
@@ -101,10 +100,7 @@ def measure(db: Path, home: Path, engine: str, consolidate: bool) -> dict:
     else:
         from flows.nightly import nightly
 
-        params = dict(dry_run=True, now=ANCHOR.isoformat(), store=store_url, receipts=receipts)
-        if "consolidate" in fields:
-            params["consolidate"] = consolidate
-        result = nightly(**params)
+        result = nightly(RunConfig(**{k: v for k, v in kw.items() if k != "workers"}))
         seconds = time.perf_counter() - t0  # includes the temporary server's start
     cpu = time.process_time() - c0
     records = result["records"]

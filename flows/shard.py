@@ -32,7 +32,7 @@ from prefect.deployments import run_deployment  # noqa: E402
 
 from flows import limits  # noqa: E402
 from memlife import fanout, pipeline  # noqa: E402
-from memlife.pipeline import BatchOutcome, RunConfig, RunContext, Shard  # noqa: E402
+from memlife.run_types import BatchOutcome, RunConfig, RunContext, Shard  # noqa: E402
 
 _task = dict(cache_policy=NO_CACHE, persist_result=False)
 
@@ -41,7 +41,7 @@ isolated_batch = task(name="process-shards-isolated", **_task, **limits.RETRYING
     fanout.process_isolated
 )
 
-SHARD_DEPLOYMENT = "memlife-shard/shard"
+SHARD_DEPLOYMENT = RunConfig.model_fields["shard_deployment"].default
 
 
 @flow(
@@ -70,6 +70,15 @@ def _settle(futures: list, groups: Sequence[Sequence[Shard]]) -> list[BatchOutco
         else:
             outcomes.append(fanout.failed_outcome(group, f"TASK_{fut.state.type.value}"))
     return outcomes
+
+
+def fan_out(
+    ctx: RunContext, db: Any, groups: Sequence[Sequence[Shard]], report: Any, executor: Any
+) -> list[BatchOutcome]:
+    """The nightly flow's planning of its batches, as ``ctx.config.fan_out`` says."""
+    if ctx.config.fan_out == "deployments":
+        return fan_out_deployments(ctx, groups, ctx.config.shard_deployment)
+    return fan_out_tasks(ctx, db, groups, report, executor, max_workers=ctx.config.max_workers)
 
 
 def fan_out_tasks(
@@ -102,13 +111,12 @@ def fan_out_tasks(
 
 def fan_out_deployments(
     ctx: RunContext,
-    config: RunConfig,
     groups: Sequence[Sequence[Shard]],
     deployment: str = SHARD_DEPLOYMENT,
     poll_seconds: float = 2.0,
 ) -> list[BatchOutcome]:
     """One child flow run per batch on the shard deployment's work pool; wait for all."""
-    params = fanout.config_params(config, ctx)
+    params = fanout.config_params(ctx.config, ctx)
     parent = FlowRunContext.get()
     parent_id = str(parent.flow_run.id) if parent and parent.flow_run else ctx.run_id
     runs = [

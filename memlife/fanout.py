@@ -8,31 +8,20 @@
 - ``failed_outcome``: a batch whose task raised becomes failed-shard entries, so one
   shard failing never fails the run (its receipt says ``partial_failure`` and names it).
 - ``is_throttling``: which exceptions deserve an orchestration-level retry with backoff.
-- ``run_event``: the content-free event for a run outcome (counts, failed shard names).
+
+The Prefect event shapes for a run's outcome are in flows/events.py.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from memlife.consolidate.base import Consolidator
-from memlife.pipeline import (
-    BatchOutcome,
-    RunConfig,
-    RunContext,
-    RunSummary,
-    Shard,
-    parse_now,
-    remote_state,
-)
 from memlife.pipeline import process_isolated as process_isolated  # flows/shard.py runs it
+from memlife.run_start import remote_state
+from memlife.run_types import BatchOutcome, RunConfig, RunContext, Shard
 from memlife.state import state_url
-
-EVENT_PARTIAL = "memlife.run.partial_failure"
-EVENT_FAILURE = "memlife.run.failure"
-EVENT_BLOCKED = "memlife.run.blocked"  # the regression gate held the commit back
 
 ConsolidatorWrap = Callable[[Consolidator | None], Consolidator | None]
 
@@ -40,9 +29,7 @@ ConsolidatorWrap = Callable[[Consolidator | None], Consolidator | None]
 # -- configs and shards as parameters ----------------------------------------------------------
 def config_params(config: RunConfig, ctx: RunContext | None = None) -> dict[str, Any]:
     """JSON-able RunConfig; ``now`` pinned to the parent's cutoff when ``ctx`` is given."""
-    out = dataclasses.asdict(config)
-    out["namespaces"] = list(config.namespaces)
-    out["actors"] = list(config.actors)
+    out = config.model_dump(mode="json")
     now = ctx.cutoff if ctx is not None else config.now
     out["now"] = now.isoformat() if now is not None else None
     if ctx is not None:  # children write their report parts into the parent's attempt
@@ -52,15 +39,8 @@ def config_params(config: RunConfig, ctx: RunContext | None = None) -> dict[str,
 
 
 def config_from_params(params: dict[str, Any]) -> RunConfig:
-    fields = {f.name for f in dataclasses.fields(RunConfig)}
-    unknown = set(params) - fields
-    if unknown:
-        raise ValueError(f"unknown run config field(s): {sorted(unknown)}")
-    p = dict(params)
-    p["namespaces"] = tuple(p.get("namespaces") or ())
-    p["actors"] = tuple(p.get("actors") or ())
-    p["now"] = parse_now(p.get("now"))
-    return RunConfig(**p)
+    """The child's RunConfig (pydantic validates it: an unknown field is an error)."""
+    return RunConfig.model_validate(params)
 
 
 def shard_params(shards: Sequence[Shard]) -> list[dict[str, str]]:
@@ -129,69 +109,3 @@ def calls_model(consolidator: Consolidator | None) -> bool:
     from memlife.consolidate.extractive import ExtractiveConsolidator
 
     return not isinstance(consolidator, ExtractiveConsolidator)
-
-
-# -- events -------------------------------------------------------------------------------------
-def _resource(run_id: str, mode: str) -> dict[str, str]:
-    return {
-        "prefect.resource.id": f"memlife.run.{run_id}",
-        "prefect.resource.name": f"memlife {mode} {run_id}",
-        "memlife.mode": mode,
-    }
-
-
-def run_event(summary: RunSummary) -> tuple[str, dict[str, str], dict[str, Any]] | None:
-    """(event, resource, payload) for a run that did not fully succeed; None on success.
-
-    Content-free: run id, status, policy version, counts and failed shard names/codes.
-    """
-    if summary.status == "success":
-        return None
-    event = {"failure": EVENT_FAILURE, "blocked": EVENT_BLOCKED}.get(summary.status, EVENT_PARTIAL)
-    payload = {
-        "run_id": summary.run_id,
-        "status": summary.status,
-        "mode": summary.mode,
-        "policy_version": summary.policy_version,
-        "cutoff": summary.cutoff,
-        "counts": dict(summary.lifecycle),
-        "records": summary.records,
-        "shards": summary.shards,
-        "failed_shards": [s["shard"] for s in summary.failed_shards],
-        "failed_shard_codes": {s["shard"]: s.get("code") for s in summary.failed_shards},
-        "receipt": summary.receipt,
-    }
-    if summary.gate is not None:  # ids, gate names and figures only
-        from memlife.pipeline import gate_line
-
-        g = summary.gate
-        payload["gate"] = {
-            "status": g.get("status"),
-            "reasons": g.get("reasons", []),
-            "high_impact_failed": g.get("high_impact_failed", []),
-            "failed_cases": g.get("failed_cases", []),
-            "gates": {
-                n: {k: v.get(k) for k in ("value", "threshold", "before", "result")}
-                for n, v in g.get("gates", {}).items()
-            },
-            "deletions_blocked": g.get("deletions_blocked"),
-            "supersedes_blocked": g.get("supersedes_blocked"),
-        }
-        payload["summary"] = gate_line(summary.as_json())
-    return event, _resource(summary.run_id, summary.mode), payload
-
-
-def failure_event(
-    ctx: RunContext, error: BaseException, receipt: str | None
-) -> tuple[str, dict[str, str], dict[str, Any]]:
-    """The run could not finish: error type only, never its message (it may carry data)."""
-    payload = {
-        "run_id": ctx.run_id,
-        "status": "failure",
-        "mode": ctx.mode,
-        "policy_version": ctx.policy.version,
-        "cutoff": ctx.cutoff.isoformat(),
-        "error": type(error).__name__,
-        "receipt": receipt,
-    }
-    return EVENT_FAILURE, _resource(ctx.run_id, ctx.mode), payload

@@ -43,9 +43,7 @@ from memlife.text import normalise
 from memlife.timeref import epoch_seconds
 
 if TYPE_CHECKING:
-    from memlife.apply import DeleteItem
     from memlife.embed_cache import EmbeddingCache
-    from memlife.pipeline import RunContext
 
 GATES = ("must_retain_recall", "forbidden_retrieval", "contradiction_rate", "aggregate_score")
 # Deletions that are obligations, not judgements: they go ahead without an evaluation set.
@@ -503,39 +501,33 @@ def not_configured(
 
 
 def evaluate_changes(
-    ctx: RunContext,
     store: MemoryStore,
-    deletions: Sequence[DeleteItem],
+    cases: Sequence[EvalCase],
+    gate: GatePolicy,
+    *,
+    deletions: Iterable[str] = (),
     superseded: Iterable[str] = (),
     replacements: Sequence[MemoryRecord] = (),
     cache: EmbeddingCache | None = None,
+    answerer: Answerer | None = None,
 ) -> dict[str, Any]:
     """Step 8 on everything staged: before (the store as found) vs after (a shadow view
-    minus ``deletions`` and ``superseded``, plus the staged ``replacements``).
+    minus ``deletions`` and ``superseded`` ids, plus the staged ``replacements``).
 
     When blocked, each part's own after view is evaluated too, so that the verdict can
     say which part blocks (``deletions_blocked``, ``supersedes_blocked``): the pipeline
-    commits only a view that was evaluated and passed.
+    commits only a view that was evaluated and passed. Reads only; the caller (the run's
+    gate step, memlife/run_commit.py) loads the cases and snapshots what is held back.
     """
-    if not ctx.config.eval_cases:
-        raise ValueError("evaluate_changes needs RunConfig.eval_cases")
-    cases = load_cases(ctx.config.eval_cases)
     recall = ShadowRecall(store, cache, added=replacements)
-    answerer = (
-        model_answerer_from_env() if not ctx.config.dry_run or ctx.config.with_model else None
-    )
-    gate = ctx.policy.gate
-    dels = frozenset(i.id for i in deletions)
+    dels = frozenset(deletions)
     sups = frozenset(superseded)
-    run = lambda exclude, plus: run_set(
-        cases,
-        recall,
-        gate,
-        exclude=exclude,
-        include=dels,  # noqa: E731
-        answerer=answerer,
-        plus=plus,
-    )
+
+    def run(exclude: frozenset[str], plus: bool) -> dict[str, Any]:
+        return run_set(
+            cases, recall, gate, exclude=exclude, include=dels, answerer=answerer, plus=plus
+        )
+
     before = run(frozenset(), False)
     changed = bool(dels or sups or replacements)
     after = run(dels | sups, True) if changed else before
@@ -551,15 +543,4 @@ def evaluate_changes(
             out["deletions_blocked"], out["supersedes_blocked"] = only_dels, only_sups
     elif out["blocked"]:
         out["deletions_blocked"], out["supersedes_blocked"] = bool(dels), bool(sups)
-    if out["deletions_blocked"] and not ctx.config.dry_run:
-        from memlife.quarantine import snapshot
-
-        snapshot(store, sorted(dels))  # so that a restore can bring the records back exactly
     return out
-
-
-def evaluate_deletions(
-    ctx: RunContext, store: MemoryStore, items: Sequence[DeleteItem]
-) -> dict[str, Any]:
-    """Deletions only (no staged consolidation): see ``evaluate_changes``."""
-    return evaluate_changes(ctx, store, items)

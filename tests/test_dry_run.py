@@ -6,7 +6,6 @@ row per record, honours the scope filters, and is reproducible under a fixed cut
 
 from __future__ import annotations
 
-import dataclasses
 import fnmatch
 import hashlib
 import json
@@ -58,7 +57,7 @@ def db(home: Path, demo_db: tuple[Path, list]) -> Path:
 
 def config(full: bool = False, **kw) -> RunConfig:
     """A dry run at the demo anchor; planning only unless ``full`` (default pipeline, consolidator too)."""
-    if not full and "consolidate" in {f.name for f in dataclasses.fields(RunConfig)}:
+    if not full and "consolidate" in set(RunConfig.model_fields):
         kw.setdefault("consolidate", False)
     return RunConfig(dry_run=True, now=ANCHOR, **kw)
 

@@ -11,6 +11,7 @@ client inside the EventsWorker: what it holds is exactly what ``emit_event`` sen
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -18,12 +19,14 @@ from prefect.events.clients import AssertingEventsClient
 from prefect.events.worker import EventsWorker
 
 from memlife.demo import generate
+from memlife.run_types import RunConfig
 from memlife.stores import open_store
 from memlife.stores.base import StoreError
 
 ACTORS = ["u-000000", "u-000001", "u-000002"]
 BAD = "u-000001"
 NAMESPACES = ["/users/*/preferences"]
+CUTOFF = datetime(2026, 3, 1, tzinfo=UTC)
 
 
 class FaultyStore:
@@ -70,17 +73,20 @@ def events(monkeypatch: pytest.MonkeyPatch):
 
 def _run(seeded: str, home: Path, monkeypatch: pytest.MonkeyPatch, error: BaseException) -> dict:
     import flows.nightly as nightly_mod
+    from memlife import pipeline
 
-    monkeypatch.setattr(nightly_mod, "open_store", lambda url: FaultyStore(open_store(url), error))
+    monkeypatch.setattr(pipeline, "open_store", lambda url: FaultyStore(open_store(url), error))
     return nightly_mod.nightly(
-        dry_run=True,
-        actors=ACTORS,
-        namespaces=NAMESPACES,
-        now="2026-03-01T00:00:00Z",
-        store=seeded,
-        receipts=f"file://{home / 'receipts'}",
-        shards_per_batch=1,
-        max_workers=3,
+        RunConfig(
+            dry_run=True,
+            actors=tuple(ACTORS),
+            namespaces=tuple(NAMESPACES),
+            now=CUTOFF,
+            store=seeded,
+            receipts=f"file://{home / 'receipts'}",
+            shards_per_batch=1,
+            max_workers=3,
+        )
     )
 
 
@@ -132,13 +138,15 @@ def test_success_emits_no_event(prefect_harness, seeded, home, monkeypatch, even
     import flows.nightly as nightly_mod
 
     result = nightly_mod.nightly(
-        dry_run=True,
-        actors=ACTORS,
-        namespaces=NAMESPACES,
-        now="2026-03-01T00:00:00Z",
-        store=seeded,
-        receipts=f"file://{home / 'receipts'}",
-        shards_per_batch=2,
+        RunConfig(
+            dry_run=True,
+            actors=tuple(ACTORS),
+            namespaces=tuple(NAMESPACES),
+            now=CUTOFF,
+            store=seeded,
+            receipts=f"file://{home / 'receipts'}",
+            shards_per_batch=2,
+        )
     )
     assert result["status"] == "success" and result["shards"] == 3
     assert _partial_events(events) == []
@@ -152,7 +160,7 @@ def test_alert_automation_matches_the_events():
     import yaml
     from prefect.events.schemas.automations import AutomationCore
 
-    from memlife.fanout import EVENT_BLOCKED, EVENT_FAILURE, EVENT_PARTIAL
+    from flows.events import EVENT_BLOCKED, EVENT_FAILURE, EVENT_PARTIAL
 
     text = (Path(__file__).parent.parent / "deploy" / "automations.yaml").read_text()
     data = yaml.safe_load(text.replace("${MEMLIFE_ALERT_BLOCK_ID}", str(uuid.uuid4())))
@@ -170,13 +178,13 @@ def test_shard_flow_resumes_the_parents_run(prefect_harness, seeded, home):
     cutoff and writes its decisions to a report part of that run."""
     from flows.shard import shard
     from memlife import fanout
-    from memlife.pipeline import RunConfig, Shard, start_run
+    from memlife.pipeline import Shard, start_run
 
     config = RunConfig(
         dry_run=True,
         actors=tuple(ACTORS),
         namespaces=tuple(NAMESPACES),
-        now=fanout.parse_now("2026-03-01T00:00:00Z"),
+        now=CUTOFF,
         store=seeded,
         receipts=f"file://{home / 'receipts'}",
     )

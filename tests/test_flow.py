@@ -54,7 +54,9 @@ def test_flow_matches_run_local_and_creates_counts_artifact(home: Path, prefect_
     local = run_local(RunConfig(dry_run=True, now=ANCHOR))
     local_rows = sorted(_read_jsonl(local.report), key=lambda r: r["id"])
 
-    result = nightly(dry_run=True, now=ANCHOR.isoformat(), shards_per_batch=7, page_size=50)
+    result = nightly(
+        {"dry_run": True, "now": ANCHOR.isoformat(), "shards_per_batch": 7, "page_size": 50}
+    )
 
     assert result["run_id"] == local.run_id
     assert result["policy_version"] == local.policy_version
@@ -78,10 +80,12 @@ def test_flow_scope_filters(home: Path, prefect_harness) -> None:
     home.mkdir(parents=True, exist_ok=True)
     _seed(home / "memlife.db")
     result = nightly(
-        dry_run=True,
-        now=ANCHOR.isoformat(),
-        namespaces=["/users/*/support"],
-        actors=["u-000004", "u-000005"],
+        RunConfig(
+            dry_run=True,
+            now=ANCHOR,
+            namespaces=("/users/*/support",),
+            actors=("u-000004", "u-000005"),
+        )
     )
     rows = _read_jsonl(result["report"])
     assert rows
@@ -103,5 +107,5 @@ def test_flow_validates_parameters(home: Path, prefect_harness, bad: dict) -> No
     from flows.nightly import nightly
 
     with pytest.raises(Exception) as info:
-        nightly(now=ANCHOR.isoformat(), **bad)
+        nightly({"now": ANCHOR.isoformat(), **bad})
     assert next(iter(bad)) in str(info.value)

@@ -12,7 +12,6 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from memlife import fanout
 from memlife.cli import app
 from memlife.faults import InjectedFault, inject
 from memlife.journal import open_journal
@@ -125,8 +124,10 @@ def test_supersede_losing_a_high_impact_fact_is_blocked(home: Path, tmp_path: Pa
     assert receipt["status"] == "blocked" and receipt["gate"]["high_impact_failed"] == ["tea-kept"]
     assert b"green tea" not in raw and b"Which kind" not in raw
     # the event: memlife.run.blocked, content-free, with the one-line summary
-    name, resource, payload = fanout.run_event(summary)  # type: ignore[misc]
-    assert name == "memlife.run.blocked" == fanout.EVENT_BLOCKED
+    from flows import events
+
+    name, resource, payload = events.run_event(summary)  # type: ignore[misc]
+    assert name == "memlife.run.blocked" == events.EVENT_BLOCKED
     assert (
         payload["gate"]["high_impact_failed"] == ["tea-kept"] and "tea-kept" in payload["summary"]
     )
@@ -151,15 +152,18 @@ def test_blocked_run_cli_exit_code_and_line(home: Path, tmp_path: Path) -> None:
 def test_blocked_flow_emits_the_event(
     home: Path, tmp_path: Path, prefect_harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import flows.events
     import flows.nightly as nightly_mod
 
     seed(home)
     cases = write_cases(tmp_path / "cases.yaml", [tea_case()])
     emitted: list[tuple[str, dict]] = []
     monkeypatch.setattr(
-        nightly_mod, "emit_event", lambda event, resource, payload: emitted.append((event, payload))
+        flows.events,
+        "emit_event",
+        lambda event, resource, payload: emitted.append((event, payload)),
     )
-    result = nightly_mod.nightly(dry_run=False, now=NOW_ARG, eval_cases=cases)
+    result = nightly_mod.nightly(RunConfig(dry_run=False, now=NOW, eval_cases=cases))
     assert result["status"] == "blocked"
     assert [e for e, _ in emitted] == ["memlife.run.blocked"]
     assert emitted[0][1]["gate"]["high_impact_failed"] == ["tea-kept"]
@@ -433,20 +437,18 @@ def test_a_crash_at_any_staged_step_resumes_to_the_clean_result(
 
 # -- the shipped deployments carry the gate -------------------------------------------------------
 def test_nightly_and_dry_run_deployments_carry_the_gate_configuration() -> None:
-    import inspect
-
-    from flows.nightly import nightly
-
     data = yaml.safe_load(Path("deploy/prefect.yaml").read_text())
     deployments = {d["name"]: d for d in data["deployments"]}
-    params = set(inspect.signature(nightly.fn).parameters)
+    fields = set(RunConfig.model_fields)
     for name in ("nightly", "dry-run"):
-        p = deployments[name]["parameters"]
+        (p,) = deployments[name]["parameters"].values()  # the flow's one RunConfig
         assert p["eval_cases"] == "{{ $MEMLIFE_EVAL_CASES }}", name  # the operator's set
-        assert set(p) <= params, set(p) - params  # every parameter is one the flow takes
-    assert deployments["dry-run"]["parameters"]["with_model"] is False
+        assert set(p) <= fields, set(p) - fields  # every key is a RunConfig field
+        RunConfig.model_validate({**p, "eval_cases": None})  # and a valid one
+    assert deployments["dry-run"]["parameters"]["config"]["with_model"] is False
     # the policy the deployments run requires the gate where deletion is enforced
-    policy = yaml.safe_load(Path(deployments["nightly"]["parameters"]["policy"]).read_text())
+    policy_path = deployments["nightly"]["parameters"]["config"]["policy"]
+    policy = yaml.safe_load(Path(policy_path).read_text())
     assert policy["gate"]["required"] is True and policy["enforce_deletion_in"]
     autos = yaml.safe_load(Path("deploy/automations.yaml").read_text())["automations"]
     assert any("memlife.run.blocked" in a["trigger"]["expect"] for a in autos)

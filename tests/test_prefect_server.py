@@ -156,21 +156,21 @@ def test_dry_run_deployment_on_a_real_server(tmp_path: Path):
         for name in ("memlife-nightly/nightly", "memlife-nightly/dry-run", "memlife-shard/shard"):
             assert name in out, out
         nightly = httpx.get(f"{api}/deployments/name/memlife-nightly/nightly", timeout=10).json()
-        assert nightly["parameters"]["dry_run"] is False
+        assert nightly["parameters"]["config"]["dry_run"] is False  # the flow's one RunConfig
         assert nightly["concurrency_limit"] == 1 or nightly.get("global_concurrency_limit")
         (sched,) = nightly["schedules"]
         assert sched["schedule"]["cron"] == "15 2 * * *"
         assert sched["schedule"]["timezone"] == "UTC"
         assert nightly["work_pool_name"] == POOL
         dry = httpx.get(f"{api}/deployments/name/memlife-nightly/dry-run", timeout=10).json()
-        assert dry["parameters"]["dry_run"] is True and not dry["schedules"]
+        assert dry["parameters"]["config"]["dry_run"] is True and not dry["schedules"]
         # both carry the regression gate's evaluation set (issue 15)
         assert (
-            nightly["parameters"]["eval_cases"]
-            == dry["parameters"]["eval_cases"]
+            nightly["parameters"]["config"]["eval_cases"]
+            == dry["parameters"]["config"]["eval_cases"]
             == env["MEMLIFE_EVAL_CASES"]
         )
-        assert dry["parameters"]["with_model"] is False
+        assert dry["parameters"]["config"]["with_model"] is False
 
         phases["deployed"] = time.monotonic() - t0
         worker = subprocess.Popen(
@@ -182,7 +182,9 @@ def test_dry_run_deployment_on_a_real_server(tmp_path: Path):
             start_new_session=True,
         )
 
+        # --params replaces the config as a whole: start from the deployment's own
         params = {
+            **dry["parameters"]["config"],
             "store": store,
             "receipts": f"file://{receipts}",
             "now": CUTOFF,
@@ -192,7 +194,14 @@ def test_dry_run_deployment_on_a_real_server(tmp_path: Path):
             "shards_per_batch": 100,
         }
         out = _cli(
-            ["deployment", "run", "memlife-nightly/dry-run", "--params", json.dumps(params)], env
+            [
+                "deployment",
+                "run",
+                "memlife-nightly/dry-run",
+                "--params",
+                json.dumps({"config": params}),
+            ],
+            env,
         )
         match = re.search(r"UUID:\s*([0-9a-f-]{36})", out)
         assert match, out

@@ -156,7 +156,7 @@ def test_receipt_write_failure_is_partial_and_queued(
 ) -> None:
     root = env["home"] / "receipts"
     flaky = FlakySink(root)
-    monkeypatch.setattr("memlife.pipeline.open_sink", lambda url=None: flaky)
+    monkeypatch.setattr("memlife.run_start.open_sink", lambda url=None: flaky)
     first = run_local(RunConfig(dry_run=False, now=CUTOFF, store=env["store"]))
     assert first.status == "partial_failure"
     store = SqliteStore(env["db"])

@@ -38,7 +38,8 @@ def test_flow_logs_and_links_the_report(home: Path, prefect_harness) -> None:
     try:
         with temporary_settings({PREFECT_LOGGING_TO_API_ENABLED: True}):
             state = nightly(
-                dry_run=True, now=ANCHOR.isoformat(), consolidate=False, return_state=True
+                {"dry_run": True, "now": ANCHOR.isoformat(), "consolidate": False},
+                return_state=True,
             )
             APILogHandler().flush()  # send the queued logs before reading them back
     finally:

@@ -27,7 +27,9 @@ from memlife.cli.common import (
     progress_bar,
 )
 from memlife.model import utcnow
-from memlife.pipeline import RunConfig, gate_line, parse_now, run_local
+from memlife.pipeline import gate_line, parse_now, run_local
+from memlife.policy import DEFAULT_POLICY
+from memlife.run_types import RunConfig
 from memlife.settings import settings
 
 MAX_AHEAD = timedelta(hours=48)
@@ -44,14 +46,14 @@ class Engine(StrEnum):
     local = "local"  # the same stages in-process, without Prefect
 
 
-def run_flow(**params: object) -> dict:
+def run_flow(config: RunConfig) -> dict:
     from memlife.prefect_env import configure
 
     configure()
     from flows.nightly import nightly
 
     try:
-        return nightly(**params)
+        return nightly(config)
     finally:
         # the temporary server's shutdown chatter is not the user's business
         logging.getLogger("prefect.server").setLevel(logging.CRITICAL)
@@ -102,7 +104,7 @@ def register(app: typer.Typer) -> None:
         actor: Annotated[
             list[str] | None, typer.Option("--actor", help="Actor id (repeatable)")
         ] = None,
-        policy: Annotated[str, typer.Option("--policy")] = "policies/default.yaml",
+        policy: Annotated[str, typer.Option("--policy")] = DEFAULT_POLICY,
         store: StoreOpt = None,
         receipts: ReceiptsOpt = None,
         page_size: Annotated[int, typer.Option("--page-size", min=1, max=10_000)] = 500,
@@ -206,34 +208,14 @@ def register(app: typer.Typer) -> None:
                 f"--now {cutoff.isoformat()} is more than 48 h ahead of the clock "
                 "(pass --allow-future-cutoff if you mean it)"
             )
-        params = dict(
-            dry_run=dry_run,
-            namespaces=namespace or [],
-            actors=actor or [],
-            now=cutoff.isoformat() if cutoff else None,
-            policy=policy,
-            store=store,
-            receipts=receipts,
-            page_size=page_size,
-            consolidate=consolidate,
-            retry_only=retry_only,
-            eval_cases=eval_cases,
-            with_model=with_model,
-            metrics_namespace=metrics_namespace,
-            cloudtrail=cloudtrail,
+        config = RunConfig(
+            dry_run=dry_run, namespaces=tuple(namespace or ()), actors=tuple(actor or ()),
+            now=cutoff, policy=policy, store=store, receipts=receipts, page_size=page_size,
+            consolidate=consolidate, retry_only=retry_only, eval_cases=eval_cases,
+            with_model=with_model, metrics_namespace=metrics_namespace, cloudtrail=cloudtrail,
         )  # fmt: skip
         with progress_bar("starting", None, interactive(json_out)):
-            if engine is Engine.prefect:
-                result = run_flow(**params)
-            else:
-                config = RunConfig(
-                    dry_run=dry_run, namespaces=tuple(namespace or ()), actors=tuple(actor or ()),
-                    now=cutoff, policy=policy, store=store, receipts=receipts, page_size=page_size,
-                    consolidate=consolidate, retry_only=retry_only, eval_cases=eval_cases,
-                    with_model=with_model, metrics_namespace=metrics_namespace,
-                    cloudtrail=cloudtrail,
-                )  # fmt: skip
-                result = run_local(config).as_json()
+            result = run_flow(config) if engine is Engine.prefect else run_local(config).as_json()
         if json_out:
             print_json(result)
             raise typer.Exit(exit_code(result["status"]))

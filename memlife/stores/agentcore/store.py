@@ -278,7 +278,7 @@ class AgentCoreStore:
         """memlife id -> AgentCore memoryRecordId for records this store has read or written.
 
         CloudTrail data events name records by memoryRecordId; the pipeline uses this to
-        credit those accesses to our ids (see pipeline.iter_views).
+        credit those accesses to our ids (see run_planning.iter_views).
         """
         return {i: where[0] for i, where in self._cache.locations(ids).items()}
 

@@ -1,0 +1,120 @@
+"""Steps 8-9: the regression gate on everything staged, then commit what it allows, and
+the review queue. The gate itself (memlife.gate) knows nothing of runs: this module
+loads its cases, picks its answerer and takes the quarantine snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from memlife import gate
+from memlife.apply import DeleteItem, Executor, StagedGroup, Tally
+from memlife.evalset import load_cases
+from memlife.faults import checkpoint
+from memlife.run_planning import make_embeddings
+from memlife.run_types import BatchOutcome, RunContext
+from memlife.stores import MemoryStore
+
+GateFn = Callable[[RunContext, MemoryStore, Sequence[DeleteItem]], dict]
+
+
+def _obligation(item: DeleteItem) -> bool:
+    return any(r in gate.OBLIGATIONS for r in item.reasons)
+
+
+def ungated(
+    ctx: RunContext, outcomes: Sequence[BatchOutcome]
+) -> tuple[list[DeleteItem], list[StagedGroup]]:
+    """What a run without an evaluation set must withhold (policy gate.required): every
+    judgement in an enforced namespace: deletions other than obligations (hard expiry, a
+    user's forget), and consolidations. Obligations go ahead."""
+    if ctx.config.eval_cases or not ctx.policy.gate.required:
+        return [], []
+    items = [i for o in outcomes for i in o.deletions if not _obligation(i)]
+    groups = [g for o in outcomes for g in o.staged if ctx.policy.deletion_enforced(g.shard[1])]
+    return items, groups
+
+
+def run_gate(ctx: RunContext, store: MemoryStore, outcomes: Sequence[BatchOutcome]) -> dict:
+    """Step 8: the before/after regression gate on everything the run staged. When it holds
+    the deletions back, their records are snapshotted first (so a restore is exact)."""
+    if not ctx.config.eval_cases:
+        items, groups = ungated(ctx, outcomes)
+        # apply runs withhold such groups before staging them (groups.withheld_by_gate)
+        early = sum(o.tally.counts.get("gate_withheld_groups", 0) for o in outcomes)
+        return gate.not_configured(ctx.policy.gate, len(items), len(groups) + early)
+    staged = [g for o in outcomes for g in o.staged]
+    deletions = sorted({i.id for o in outcomes for i in o.deletions})
+    paid = not ctx.config.dry_run or ctx.config.with_model  # a dry run calls no model unasked
+    verdict = gate.evaluate_changes(
+        store,
+        load_cases(ctx.config.eval_cases),
+        ctx.policy.gate,
+        deletions=deletions,
+        superseded=[rid for g in staged for rid in g.superseded_ids],
+        replacements=[g.replacement for g in staged],
+        cache=make_embeddings(ctx, store) if ctx.config.dry_run else None,
+        answerer=gate.model_answerer_from_env() if paid else None,
+    )
+    if verdict["deletions_blocked"] and not ctx.config.dry_run:
+        from memlife.quarantine import snapshot
+
+        snapshot(store, deletions)
+    return verdict
+
+
+def commit_run(
+    ctx: RunContext, executor: Executor | None, outcomes: Sequence[BatchOutcome], gate: dict | None
+) -> Tally:
+    """Step 9: commit what the gate allowed. Staged groups first (replacement written and
+    receipted, then its supersedes), then deletions; the blocked part is held back:
+    supersedes stay undone (replacements never written), deletions go to quarantine.
+    Without an evaluation set (gate required) judgements in enforced namespaces wait."""
+    tally = Tally()
+    if executor is None or ctx.config.dry_run:
+        return tally
+    gate = gate or {}
+    configured = bool(gate) and gate.get("configured", True)
+    held_items, held_groups = ([], []) if configured else ungated(ctx, outcomes)
+    held_ids = {id(g) for g in held_groups}
+    for o in outcomes:
+        for g in o.staged:
+            if (
+                gate.get("supersedes_blocked")
+                or gate.get("blocked")
+                and "supersedes_blocked" not in gate
+            ):
+                tally.counts["gate_blocked_groups"] += 1
+            elif id(g) in held_ids:
+                tally.counts["gate_withheld_groups"] += 1
+            else:
+                executor.commit_group(g, tally)
+    checkpoint("after_commit_groups")
+    held = {i.id for i in held_items}
+    items = [i for o in outcomes for i in o.deletions]
+    if gate.get("deletions_blocked", gate.get("blocked")):
+        executor.quarantine(items, tally, "GATE_BLOCKED")
+        return tally
+    for i in items:
+        if i.id in held:
+            tally.ids_not_deleted.append({"id": i.id, "reason": "GATE_NOT_CONFIGURED"})
+            tally.counts["gate_withheld_deletions"] += 1
+    executor.delete([i for i in items if i.id not in held], tally)
+    return tally
+
+
+def queue_reviews(ctx: RunContext, store: MemoryStore, outcomes: Sequence[BatchOutcome]) -> Tally:
+    """Review items persist across nights: carry open ones, open new ones by priority up to
+    the policy's nightly budget; the rest wait (counted). A dry run only counts."""
+    from memlife.review_queue import ReviewQueue
+
+    tally = Tally()
+    reviews = [d for o in outcomes for d in o.reviews]
+    if ctx.config.retry_only:
+        return tally
+    queue = ReviewQueue.for_store(store, create=not ctx.config.dry_run)
+    tally.counts.update(queue.queue(
+        reviews, budget=ctx.policy.review.nightly_budget, run_id=ctx.run_id, at=ctx.cutoff,
+        dry_run=ctx.config.dry_run,
+    ))  # fmt: skip
+    return tally

@@ -1,0 +1,288 @@
+"""Step 10: counts, operations.parquet, the run receipt and the report page; and the run's
+one-line and markdown renderings (CLI, Prefect artifact, event payload).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from memlife.apply import Tally
+from memlife.apply.counts import journal_counts, lifecycle_from_journal
+from memlife.audit import ReceiptWriteError, dumps
+from memlife.evidence import seal, sealed
+from memlife.journal import Journal
+from memlife.metrics import publish_counts
+from memlife.model import utcnow
+from memlife.plan import Action
+from memlife.receipts_dataset import write_operations
+from memlife.report import ReportWriter
+from memlife.run_start import remote_state, scope
+from memlife.run_types import BatchOutcome, RunContext, RunSummary
+
+log = logging.getLogger("memlife.pipeline")
+
+
+def finish_run(
+    ctx: RunContext,
+    outcomes: Sequence[BatchOutcome],
+    report: ReportWriter,
+    t0: float,
+    *,
+    tallies: Sequence[Tally] = (),
+    journal: Journal | None = None,
+    gate: dict | None = None,
+    shards_total: int | None = None,
+) -> RunSummary:
+    """Step 10: counts, operations.parquet and the run receipt (create-only)."""
+    remote = remote_state(ctx.store_url)
+    merged: list[str] = []
+    if remote is not None:  # child batches on other machines left their parts on S3
+        from memlife.state.reports import download_parts
+
+        merged = download_parts(
+            remote, ctx.run_id, ctx.cutoff, ctx.config.attempt, report.folder / "parts"
+        )
+    report.merge_parts(report.folder / "parts")  # batches planned in other processes or flows
+    report.close()
+    report_paths = (str(report.jsonl_path), str(report.parquet_path))
+    if remote is not None:
+        from memlife.state.reports import upload_report
+
+        report_paths = upload_report(
+            remote,
+            ctx.run_id,
+            ctx.cutoff,
+            ctx.config.attempt,
+            report.jsonl_path,
+            report.parquet_path,
+            merged,
+        )
+    counts: Counter = Counter()
+    tally = Tally()
+    for o in outcomes:
+        counts.update(o.counts)
+        tally.merge(o.tally)
+    for t in tallies:
+        tally.merge(t)
+    failed_shards = [s for o in outcomes for s in o.failed_shards]
+    failed_shards += [{"shard": f"{s['actor_id']}:{s['namespace']}", "code": s["code"]}
+                      for s in tally.stopped_shards]  # fmt: skip
+    records = sum(o.records for o in outcomes)
+    lifecycle = {
+        "processed": records, "retained": counts.get("retain", 0),
+        "consolidated": tally.counts.get("consolidated", 0),
+        "superseded": tally.counts.get("superseded", 0),
+        "deleted": tally.counts.get("deleted", 0) + tally.counts.get("already_absent", 0),
+        "quarantined": tally.counts.get("quarantined", 0), "reviewed": counts.get("review", 0),
+        "held": counts.get("hold", 0), "failed": tally.counts.get("failed", 0),
+    }  # fmt: skip
+    receipt_failures = tally.counts.get("receipt_failed", 0)
+    journal_ops = (
+        journal.by_run(ctx.run_id) if journal is not None and not ctx.config.dry_run else []
+    )
+    jc: dict[str, int] = {}
+    if journal is not None and not ctx.config.dry_run:
+        # This run's changes over all its attempts come from the journal (a rerun after a
+        # crash reports what the killed attempt did too); the tally only adds the retry
+        # queue's work on earlier runs' operations.
+        jc = journal_counts(journal_ops)
+        lifecycle.update(lifecycle_from_journal(jc))
+        receipt_failures = jc.get("unreceipted", 0) + sum(
+            1 for f in tally.failures
+            if f.get("code") == "RECEIPT_WRITE_FAILED" and f.get("run_id") != ctx.run_id
+        )  # fmt: skip
+    queue_failed = sum(1 for f in tally.failures
+                       if f.get("run_id") not in (None, ctx.run_id) and f.get("code") != "RECEIPT_WRITE_FAILED")  # fmt: skip
+    status = "success"
+    if failed_shards or lifecycle["failed"] or receipt_failures or queue_failed:
+        status = "partial_failure"
+    if gate is not None and gate.get("blocked") and not ctx.config.dry_run:
+        status = "blocked"  # the gate held the commit back: not a success, whatever else went on
+    retries = [f["next_retry_at"] for f in tally.failures if f.get("next_retry_at")]
+    summary = RunSummary(
+        run_id=ctx.run_id,
+        policy_version=ctx.policy.version,
+        cutoff=ctx.cutoff.isoformat(),
+        mode=ctx.mode,
+        status=status,
+        counts={a.value: counts.get(a.value, 0) for a in Action},
+        lifecycle=lifecycle,
+        records=records,
+        shards=sum(o.shards for o in outcomes),
+        report=report_paths[0],
+        report_parquet=report_paths[1],
+        manifest=ctx.manifest_location,
+        receipt=None,
+        seconds=time.perf_counter() - t0,
+        failed_shards=failed_shards,
+        model={
+            "calls": tally.model_calls,
+            "input_tokens": tally.input_tokens,
+            "output_tokens": tally.output_tokens,
+            "rejections": dict(tally.rejections),
+            **(
+                {
+                    "estimated_calls": tally.counts.get("estimated_model_calls", 0),
+                    "estimated_input_tokens": tally.counts.get("estimated_input_tokens", 0),
+                }
+                if ctx.config.dry_run
+                else {}
+            ),
+        },
+        gate=gate,
+        other={k: v for k, v in tally.counts.items() if k not in lifecycle},
+    )
+    receipt = {
+        "run_id": ctx.run_id, "mode": ctx.mode, "status": status,
+        "policy_version": ctx.policy.version, "cutoff": ctx.cutoff.isoformat(),
+        "scope": scope(ctx.config), "started_at": ctx.started_at.isoformat(),
+        "finished_at": utcnow().isoformat(),
+        "pagination_complete": not failed_shards,
+        "shards": {"total": shards_total if shards_total is not None else summary.shards,
+                   "completed": summary.shards, "failed": failed_shards},
+        "records_found": records, "counts": lifecycle, "planned": summary.counts,
+        "other_counts": {k: v for k, v in tally.counts.items() if k not in lifecycle},
+        "ids_not_deleted": tally.ids_not_deleted, "failures": tally.failures,
+        "next_retry_at": min(retries) if retries else None, "model": summary.model,
+        "gate": gate, "receipt_failures": receipt_failures,
+        "lease_taken_over": ctx.lease_taken_over, "journal_counts": jc,
+        "retry_queue_failed": queue_failed,
+    }  # fmt: skip
+    try:
+        # manifest first (start_run), then this attempt's Parquet, the receipt last, sealed
+        receipt["evidence"] = seal(ctx.sink, ctx.prefix, journal_ops)
+        if journal is not None and not ctx.config.dry_run:
+            ops = journal_ops
+            if ops:
+                write_operations(ctx.sink, ops, run_id=ctx.run_id, cutoff=ctx.cutoff, mode=ctx.mode)
+        rkey = write_run_receipt(ctx, sealed(receipt))
+        summary.receipt = ctx.sink.location(rkey) if rkey else None
+    except ReceiptWriteError:
+        summary.status = "partial_failure" if status == "success" else status
+    summary.report_html = write_report_page(ctx, summary)
+    publish_counts(lifecycle, namespace=ctx.config.metrics_namespace, mode=ctx.mode,
+                   policy_version=ctx.policy.version, timestamp=ctx.cutoff)  # fmt: skip
+    return summary
+
+
+def write_report_page(ctx: RunContext, summary: RunSummary) -> str | None:
+    """The HTML report beside the receipts; a page that cannot be written fails nothing."""
+    from memlife.report_html import write_run_report
+
+    try:
+        return write_run_report(ctx.sink, ctx.prefix, summary.as_json())
+    except Exception as exc:  # noqa: BLE001 - the page is a view of the evidence, not evidence
+        log.warning("run report page not written: %s", type(exc).__name__)
+        return None
+
+
+def write_failure_receipt(ctx: RunContext, error: BaseException) -> str | None:
+    """The run could not finish: say so, with the error type only (never a message with data)."""
+    receipt = {
+        "run_id": ctx.run_id, "mode": ctx.mode, "status": "failure",
+        "policy_version": ctx.policy.version, "cutoff": ctx.cutoff.isoformat(),
+        "scope": scope(ctx.config), "started_at": ctx.started_at.isoformat(),
+        "finished_at": utcnow().isoformat(), "pagination_complete": False,
+        "error": type(error).__name__,
+    }  # fmt: skip
+    try:
+        key = write_run_receipt(ctx, receipt)
+        return ctx.sink.location(key) if key else None
+    except ReceiptWriteError:
+        return None
+
+
+def write_run_receipt(ctx: RunContext, receipt: dict) -> str | None:
+    """Create-only: receipt.json, or receipt.N.json when a rerun completes an earlier failure.
+
+    Evidence is never overwritten. A rerun that finds a receipt of a completed attempt
+    (success / partial_failure) moves on without writing another.
+    """
+    for n in range(1, 1000):
+        key = f"{ctx.prefix}/receipt.json" if n == 1 else f"{ctx.prefix}/receipt.{n}.json"
+        if ctx.sink.put_new(key, dumps(receipt)):
+            return key
+        existing = json.loads(ctx.sink.get(key) or b"{}")
+        done = ("success", "partial_failure", "blocked")
+        if existing.get("status") in done and receipt["status"] != "failure":
+            return key  # an earlier attempt of this same run already completed
+    return None
+
+
+def gate_line(result: dict) -> str | None:
+    """One line for the operator: the gate's verdict, the case or gate, figures, quarantined."""
+    g = result.get("gate")
+    if not g:
+        return None
+    if not g.get("configured", True):
+        if not g.get("required"):
+            return "gate: not configured (not required by the policy)"
+        if result.get("mode") == "dry_run":
+            return ("gate: not configured (GATE_NOT_CONFIGURED): an apply run would withhold every "
+                    "consolidation and judgement deletion in enforced namespaces; see `memlife eval init`")  # fmt: skip
+        return (f"gate: not configured (GATE_NOT_CONFIGURED): {g['withheld_deletions']} deletions and "
+                f"{g['withheld_groups']} consolidations withheld in enforced namespaces; write a set "
+                "with `memlife eval init` and pass --eval-cases")  # fmt: skip
+    figures = []
+    for name, v in g.get("gates", {}).items():
+        if v.get("result", "pass") != "pass":
+            op = "<" if name in ("must_retain_recall", "aggregate_score") else ">"
+            figures.append(f"{name} {v['value']:.3f} {op} {v['threshold']:.3f} "
+                           f"(before {v['before']:.3f}, {v['result']})")  # fmt: skip
+    if g.get("blocked"):
+        cases = g.get("high_impact_failed") or g.get("regressed_cases") or g.get("failed_cases")
+        quarantined = result.get("lifecycle", {}).get("quarantined", 0)
+        held = [p for p, k in (("deletions", "deletions_blocked"), ("supersedes", "supersedes_blocked"))
+                if g.get(k)]  # fmt: skip
+        verb = "would block" if result.get("mode") == "dry_run" else "BLOCKED"
+        return (f"gate: {verb} ({', '.join(g['reasons'])}) case {', '.join(cases or ['-'])}; "
+                f"{'; '.join(figures) or 'gates within thresholds'}; held: {', '.join(held) or 'nothing'};"
+                f" {quarantined} records quarantined")  # fmt: skip
+    agg = g.get("gates", {}).get("aggregate_score", {}).get("value")
+    head = f"gate: {g.get('status', 'pass')} ({g.get('cases', 0)} cases"
+    head += f", aggregate_score {agg:.3f})" if agg is not None else ")"
+    return head + (": " + "; ".join(figures) if figures else "")
+
+
+def gate_verdict(gate: dict | None) -> str:
+    """``blocked`` / ``warn`` / ``passed`` / ``not configured`` / ``not run``: in a word
+    (the report page's words, decided in one place)."""
+    from memlife.report_html import gate_text
+
+    return gate_text(gate)[0]
+
+
+def as_link(location: str) -> str:
+    """A location from a sink as a URL (a local path becomes file://)."""
+    return location if "://" in location else Path(location).resolve().as_uri()
+
+
+def markdown_summary(summary: RunSummary) -> str:
+    from memlife.report_html import would_change
+
+    lines = [f"# memlife {summary.mode} `{summary.run_id}`", "",
+             f"status **{summary.status}**, policy `{summary.policy_version}`, cutoff {summary.cutoff}, "
+             f"regression gate **{gate_verdict(summary.gate)}**", ""]  # fmt: skip
+    if summary.dry_run:  # nothing changed: say what an apply run would change
+        lines += ["| an apply run would | records |", "|---|---:|"]
+        lines += [f"| {k} | {v:,} |" for k, v in would_change(summary.as_json())]
+        lines += ["", "| planned action | records |", "|---|---:|"]
+        lines += [f"| {k} | {v:,} |" for k, v in summary.counts.items()]
+    else:
+        lines += ["| count | records |", "|---|---:|"]
+        lines += [f"| {k} | {v:,} |" for k, v in summary.lifecycle.items()]
+    if summary.failed_shards:
+        lines += ["", "Failed shards: " + ", ".join(s["shard"] for s in summary.failed_shards)]
+    line = gate_line(summary.as_json())
+    if line:
+        lines += ["", line]
+    if summary.receipt:
+        lines += ["", f"Receipt: `{summary.receipt}`"]
+    if summary.report_html:
+        lines += ["", f"[Report page]({as_link(summary.report_html)})"]
+    return "\n".join(lines)

@@ -1,0 +1,188 @@
+"""Steps 2-7 for a batch of shards: page, expire, score, group, plan, report, stage.
+
+Nothing is written to the store here (an apply run's replacements are computed and held
+in the batch outcome): the regression gate looks at everything staged first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
+
+from memlife import progress
+from memlife.apply import DeleteItem, Executor, Tally
+from memlife.embed_cache import EmbeddingCache
+from memlife.errors import StoreError
+from memlife.model import PlanView, plan_view
+from memlife.plan import DELETE_ACTIONS, Action, Decision, Planner, Reason, ShardHints
+from memlife.report import ReportWriter
+from memlife.run_types import BatchOutcome, RunContext, Shard
+from memlife.settings import settings
+from memlife.stores import MemoryStore, iter_shard
+
+T = TypeVar("T")
+
+
+def iter_views(
+    store: MemoryStore, shard: Shard, page_size: int, access_stats: dict | None = None
+) -> Iterator[list[PlanView]]:
+    """Pages of planning views (the store's fast path where it has one), with ledger stats merged."""
+    merge = None
+    if access_stats:
+        from memlife.ledger import merge_into_views
+
+        merge = lambda views: merge_into_views(views, access_stats)  # noqa: E731
+    fast = getattr(store, "page_views", None)
+    if fast is None:
+        native = getattr(store, "native_ids", None)  # AgentCore: CloudTrail names native ids
+        for p in iter_shard(store, shard.actor_id, shard.namespace, page_size=page_size):
+            views = [plan_view(r) for r in p.records]
+            if access_stats and native is not None:
+                views = _merge_native(views, native([v.id for v in views]), access_stats)
+            yield merge(views) if merge else views
+        return
+    token: str | None = None
+    while True:
+        views, token = fast(shard.actor_id, shard.namespace, page_size=page_size, token=token)
+        yield merge(views) if merge else views
+        if token is None:
+            return
+
+
+def _merge_native(views: list[PlanView], native: dict[str, str], stats: dict) -> list[PlanView]:
+    """Credit ledger rows keyed by a store-native id (CloudTrail) to our record ids."""
+    aliased = {v.id: stats[native[v.id]] for v in views if v.id in native and native[v.id] in stats}
+    if not aliased:
+        return views
+    from memlife.ledger import merge_into_views
+
+    return merge_into_views(views, aliased)
+
+
+def plan_shard(
+    ctx: RunContext, store: MemoryStore, shard: Shard, planner: Planner | None = None
+) -> list[Decision]:
+    """Steps 2-5 for one shard: page it, infer missing subjects, then expire/score/group/plan."""
+    planner = planner or Planner(ctx.policy, ctx.cutoff)
+    pages = list(iter_views(store, shard, ctx.config.page_size, ctx.access_stats))
+    hints = shard_hints(ctx, store, shard, pages)
+    return planner.plan_shard(pages, hints)
+
+
+def shard_hints(
+    ctx: RunContext, store: MemoryStore, shard: Shard, pages: Sequence[Sequence[PlanView]]
+) -> ShardHints:
+    """Inferred subjects for records without one (group.infer_subjects; stored as inferred in
+    apply runs) and the review queue's disputed records. Reads content only when needed."""
+    from memlife.inferred import InferredSubjects, needs_inference
+    from memlife.review_queue import ReviewQueue
+
+    write = not ctx.config.dry_run
+    reviews = per_store(ctx, store, "reviews", lambda: ReviewQueue.for_store(store, create=write))
+    disputed = reviews.disputed(shard.actor_id, shard.namespace)
+    views = [v for p in pages for v in p]
+    todo = needs_inference(views) if ctx.policy.inference.enabled else []
+    if len(todo) < 2:
+        return ShardHints(disputed=disputed)
+    from memlife.apply.appliers.base import get_many
+    from memlife.group import InferenceItem, infer_subjects
+
+    table = per_store(
+        ctx, store, "inferred", lambda: InferredSubjects.for_store(store, create=write)
+    )
+    known = table.get(todo)
+    records = [r for r in get_many(store, todo).values()]
+    records.sort(key=lambda r: (r.created_at, r.id))
+    by_id = {v.id: v for v in views}
+    items = [InferenceItem(r.id, r.content, r.created_at.timestamp(), by_id[r.id].norm_sha256,
+                           bool(by_id[r.id].negated)) for r in records]  # fmt: skip
+    vectors = embeddings_for(ctx, store).get_or_embed(records)
+    found = infer_subjects(items, vectors, known=known, inference=ctx.policy.inference,
+                           near_duplicate=ctx.policy.grouping.near_duplicate_cosine)  # fmt: skip
+    if write:
+        table.put(shard.actor_id, shard.namespace, found.new, "nightly")
+    return ShardHints(found.subjects, found.statements, found.updates, disputed)
+
+
+def per_store(ctx: RunContext, store: MemoryStore, name: str, open_: Callable[[], T]) -> T:
+    """A table opened once per run and store (the review queue, inferred subjects): a dry
+    run on a store without one builds an empty in-memory copy each time (2-3 ms a shard)."""
+    cached = ctx.__dict__.get("_" + name)
+    if cached is None or cached[0] is not store:
+        cached = ctx.__dict__["_" + name] = (store, open_())
+    return cached[1]
+
+
+def embeddings_for(ctx: RunContext, store: MemoryStore) -> EmbeddingCache:
+    """One embedding cache per run (process), opened on first use."""
+    cache = ctx.__dict__.get("_embeddings")
+    if cache is None:
+        cache = ctx.__dict__["_embeddings"] = make_embeddings(ctx, store)
+    return cache
+
+
+def make_embeddings(ctx: RunContext, store: MemoryStore) -> EmbeddingCache:
+    """The per-record embedding cache: in the store's file for apply runs; a dry run keeps
+    its own file so that it leaves the store file byte-identical."""
+    if ctx.config.dry_run and getattr(store, "connection", None) is not None:
+        return EmbeddingCache(path=settings().home / "embeddings.db")
+    return EmbeddingCache.for_store(store)
+
+
+def _deletions(ctx: RunContext, decisions: Sequence[Decision], tally: Tally) -> list[DeleteItem]:
+    """Delete decisions in enforced namespaces; the rest are proposals, recorded as not deleted."""
+    items = []
+    for d in decisions:
+        if d.action in DELETE_ACTIONS:
+            if ctx.policy.deletion_enforced(d.namespace):
+                items.append(DeleteItem(d.id, d.actor_id, d.namespace,
+                                        tuple(r.value for r in d.reasons), d.content_sha256))  # fmt: skip
+            else:
+                tally.ids_not_deleted.append({"id": d.id, "reason": "NOT_ENFORCED"})
+                tally.counts["proposed_deletions"] += 1
+        elif d.action is Action.hold and Reason.DELETE_DEFERRED in d.reasons:
+            tally.ids_not_deleted.append({"id": d.id, "reason": "LEGAL_HOLD"})
+    return items
+
+
+def process_batch(
+    ctx: RunContext,
+    store: MemoryStore,
+    shards: Sequence[Shard],
+    report: ReportWriter,
+    executor: Executor | None = None,
+) -> BatchOutcome:
+    """Plan a batch of shards, report their decisions, stage their consolidations and
+    deletions. Nothing is written to the store here: the gate looks first (commit_run).
+
+    A failing shard is recorded and skipped; the other shards go on.
+    """
+    out = BatchOutcome()
+    from memlife.consolidate.extractive import ExtractiveConsolidator
+
+    # a model judges possible updates (duplicate / update / complement); offline: review
+    c = executor.consolidator if executor is not None else None
+    model = c is not None and not isinstance(c, ExtractiveConsolidator)
+    planner = Planner(ctx.policy, ctx.cutoff, model_decides=model)
+    for shard in shards:
+        try:
+            decisions = plan_shard(ctx, store, shard, planner)
+            report.write(decisions)
+            out.reviews += [d for d in decisions if d.action is Action.review]
+            if executor is not None:
+                out.staged += executor.stage_shard(decisions, out.tally)
+            if not ctx.config.dry_run or ctx.config.eval_cases:  # deletes, or the gate's candidates
+                out.deletions += _deletions(ctx, decisions, out.tally)
+        except (StoreError, OSError, ValueError) as exc:
+            code = getattr(exc, "code", type(exc).__name__)
+            out.failed_shards.append({"shard": str(shard), "code": code})
+            continue
+        out.counts.update(str(d.action) for d in decisions)
+        out.records += len(decisions)
+        out.shards += 1
+        progress.advance(len(decisions))
+    return out
+
+
+def open_report(ctx: RunContext) -> ReportWriter:
+    return ReportWriter(ctx.report_dir)

@@ -1,0 +1,136 @@
+"""Step 1 of the nightly run: the lease, then the run manifest before any record is touched.
+
+The run id and key are deterministic (policy version, cutoff, scope, mode, store), so a
+rerun resumes the same run and a child batch derives its parent's ids (invariant 4).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from memlife import __version__
+from memlife.audit import ReceiptSink, dumps, open_sink, run_prefix
+from memlife.lease import Lease
+from memlife.lease import for_store as lease_for_store
+from memlife.model import utcnow
+from memlife.policy import load_policy, resolve_policy_path
+from memlife.run_types import RunConfig, RunContext, mode_of
+from memlife.settings import settings
+from memlife.stores import MemoryStore, resolve_store_url, store_identity
+
+if TYPE_CHECKING:
+    from memlife.state.dynamodb import DynamoState
+
+
+def scope(config: RunConfig) -> dict:
+    return {"namespaces": sorted(config.namespaces), "actors": sorted(config.actors)}
+
+
+def run_key(policy_version: str, cutoff: datetime, scope: dict, mode: str, store: str) -> str:
+    """Deterministic: the same policy, cutoff, scope, mode and store give the same run (reruns
+    resume); two stores never share a run (``store`` is :func:`store_identity`)."""
+    raw = json.dumps(
+        {"policy": policy_version, "cutoff": cutoff.isoformat(), "scope": scope, "mode": mode,
+         "store": store},
+        sort_keys=True,
+    )  # fmt: skip
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def remote_state(store_url: str) -> DynamoState | None:
+    """The AWS state backend for a run on this store (never for the SQLite store: its file)."""
+    from memlife.state import current
+
+    return None if store_url.startswith("sqlite:") else current()
+
+
+def start_run(config: RunConfig, sink: ReceiptSink | None = None) -> RunContext:
+    """Step 1: fix the cutoff and write the run manifest before touching any record."""
+    # the gate's evaluation set: the run's own, else the worker's MEMLIFE_EVAL_CASES
+    config = config.model_copy(
+        update={"eval_cases": config.eval_cases or settings().eval_cases or None}
+    )
+    if config.state:
+        from memlife.state import ENV, parse_state_url
+
+        parse_state_url(config.state)  # a bad URL fails here, before the manifest
+        os.environ[ENV] = config.state  # child processes and every state part read it
+    policy = load_policy(config.policy)
+    cutoff = config.now or utcnow()
+    run_scope = scope(config)
+    mode = mode_of(config)
+    store_url = resolve_store_url(config.store)
+    key = run_key(policy.version, cutoff, run_scope, mode, store_identity(store_url))
+    run_id = f"{cutoff:%Y%m%dT%H%M%SZ}-{mode.replace('_run', '')}-{key[:10]}"
+    sink = sink or open_sink(config.receipts)
+    started = utcnow()
+    # Reports are per attempt: two attempts of one run never write the same file.
+    attempt = config.attempt or f"{started:%Y%m%dT%H%M%S%fZ}-{os.getpid()}"
+    policy_bytes = resolve_policy_path(config.policy).read_bytes()
+    manifest = {
+        "run_id": run_id, "run_key": key, "mode": mode, "policy_version": policy.version,
+        "policy_sha256": hashlib.sha256(policy_bytes).hexdigest(), "cutoff": cutoff.isoformat(),
+        "scope": run_scope, "store": store_url.split("?")[0], "started_at": started.isoformat(),
+        "eval_cases": (config.eval_cases or "").split("?")[0] or None,
+        "memlife_version": __version__,
+    }  # fmt: skip
+    mkey = f"{run_prefix(run_id, cutoff)}/manifest.json"
+    sink.put_new(mkey, dumps(manifest))  # False on a rerun: the first manifest stands
+    report_dir = settings().home / "reports" / run_id / attempt
+    if remote_state(store_url) is not None:  # written here, uploaded at close: no local state
+        report_dir = Path(tempfile.mkdtemp(prefix=f"memlife-report-{run_id}-"))
+    return RunContext(
+        config=config.model_copy(update={"attempt": attempt}),
+        policy=policy,
+        run_id=run_id,
+        run_key=key,
+        cutoff=cutoff,
+        started_at=started,
+        report_dir=report_dir,
+        manifest_location=sink.location(mkey),
+        store_url=store_url,
+        sink=sink,
+        access_stats=load_access_stats(cutoff, store_url, config.cloudtrail),
+    )
+
+
+def load_access_stats(
+    cutoff: datetime, store_url: str | None = None, cloudtrail: str | None = None
+) -> dict:
+    """Access recency and frequency from the ledger, up to the cutoff (replays stay stable).
+
+    The ledger is on S3 with a remote state backend, else under $MEMLIFE_HOME.
+    ``cloudtrail``: AgentCore reads logged by CloudTrail are ingested first (each log file
+    once: a rerun reads nothing twice)."""
+    from memlife.ledger import AccessLedger
+
+    remote = remote_state(store_url) if store_url else None
+    if remote is not None:
+        from memlife.state.ledger import S3AccessLedger
+
+        ledger: AccessLedger = S3AccessLedger(remote)
+        if cloudtrail:
+            ledger.ingest_cloudtrail(cloudtrail)
+    else:
+        root = settings().home / "ledger"
+        if cloudtrail:
+            AccessLedger(root).ingest_cloudtrail(cloudtrail)
+        if not root.exists():
+            return {}
+        ledger = AccessLedger(root)
+    stats = ledger.access_stats()
+    return {rid: (t, n) for rid, (t, n) in stats.items() if t <= cutoff}
+
+
+def take_lease(config: RunConfig, store: MemoryStore) -> Lease | None:
+    """An apply or retry run is the store's one lifecycle writer (memlife/lease.py); it
+    takes the lease before its manifest. A dry run writes nothing and takes none."""
+    if config.dry_run:
+        return None
+    return lease_for_store(store, "starting", "retry" if config.retry_only else "nightly")

@@ -1,0 +1,171 @@
+"""The nightly run's types, and nothing else: what a run is asked to do (``RunConfig``),
+what it fixed when it started (``RunContext``), its unit of work (``Shard``), what a batch
+of shards produced (``BatchOutcome``) and what the run reports (``RunSummary``).
+
+Kept apart from the steps (memlife/pipeline.py and the modules it calls) so that the
+gate, the fan-out helpers, the CLI and the flows can name them without importing the
+run sequence. ``RunConfig`` is pydantic: the Prefect flow takes it as its one parameter
+(a form in the Prefect UI) and the CLI builds the same object.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from memlife.apply import DeleteItem, StagedGroup, Tally
+from memlife.audit import ReceiptSink, run_prefix
+from memlife.model import parse_time
+from memlife.plan import Decision
+from memlife.policy import DEFAULT_POLICY, Policy
+
+
+class RunConfig(BaseModel):
+    """One lifecycle run's settings (the flow's parameter, the CLI's options)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dry_run: bool = Field(True, description="Plan and report; change nothing")
+    namespaces: tuple[str, ...] = Field((), description="Namespace globs; empty = all")
+    actors: tuple[str, ...] = Field((), description="Actor ids; empty = all")
+    now: datetime | None = Field(None, description="Processing cutoff (ISO-8601 with zone)")
+    policy: str = Field(DEFAULT_POLICY, description="Policy file")
+    store: str | None = Field(None, description="Store URL; default MEMLIFE_STORE")
+    receipts: str | None = Field(None, description="Receipts URL; default MEMLIFE_RECEIPTS")
+    page_size: int = Field(500, ge=1, le=10_000)
+    shards_per_batch: int = Field(100, ge=1)
+    consolidate: bool = Field(True, description="Call the consolidator for groups")
+    retry_only: bool = Field(False, description="Only drain the retry queue")
+    eval_cases: str | None = Field(None, description="Regression-gate cases (file or s3://)")
+    with_model: bool = Field(False, description="Let a dry run call the model")
+    metrics_namespace: str | None = Field(None, description="CloudWatch namespace for counts")
+    cloudtrail: str | None = Field(None, description="CloudTrail logs to ingest first")
+    workers: int = Field(0, ge=0, description="Dry-run planning processes (local); 0 = auto")
+    fan_out: Literal["tasks", "deployments"] = Field(
+        "tasks", description="Prefect: batches as tasks, or child runs of the shard deployment"
+    )
+    max_workers: int = Field(4, ge=1, description="Prefect: threads for batch tasks")
+    shard_deployment: str = Field("memlife-shard/shard", description="Prefect: child runs")
+    attempt: str | None = Field(None, description="Set by start_run; children inherit it")
+    state: str | None = Field(None, description="MEMLIFE_STATE for this run (dynamodb://...)")
+
+    @field_validator("now", mode="before")
+    @classmethod
+    def _aware(cls, value: Any) -> Any:
+        """A naive cutoff is refused (we never guess a zone)."""
+        if isinstance(value, str):
+            return parse_time(value) if value else None
+        if isinstance(value, datetime) and value.tzinfo is None:
+            raise ValueError("cutoff has no timezone")
+        return value
+
+    @field_validator("namespaces", "actors", mode="before")
+    @classmethod
+    def _none_is_empty(cls, value: Any) -> Any:
+        return () if value is None else value
+
+
+@dataclass(frozen=True)
+class Shard:
+    actor_id: str
+    namespace: str
+
+    def __str__(self) -> str:
+        return f"{self.actor_id}:{self.namespace}"
+
+
+@dataclass
+class RunContext:
+    config: RunConfig
+    policy: Policy
+    run_id: str
+    run_key: str
+    cutoff: datetime
+    started_at: datetime
+    report_dir: Path
+    manifest_location: str
+    store_url: str
+    sink: ReceiptSink
+    # record id -> (last accessed, count) from the access ledger (recall telemetry, CloudTrail)
+    access_stats: dict = field(default_factory=dict)
+    lease_taken_over: dict | None = None  # the expired lease (of a killed run) this run took over
+
+    @property
+    def mode(self) -> str:
+        return mode_of(self.config)
+
+    @property
+    def prefix(self) -> str:
+        return run_prefix(self.run_id, self.cutoff)
+
+
+def mode_of(config: RunConfig) -> str:
+    return "retry" if config.retry_only else ("dry_run" if config.dry_run else "apply")
+
+
+@dataclass
+class BatchOutcome:
+    counts: Counter = field(default_factory=Counter)
+    records: int = 0
+    shards: int = 0
+    failed_shards: list[dict] = field(default_factory=list)
+    deletions: list[DeleteItem] = field(default_factory=list)
+    staged: list[StagedGroup] = field(default_factory=list)  # consolidations awaiting the gate
+    tally: Tally = field(default_factory=Tally)
+    reviews: list[Decision] = field(default_factory=list)  # queued after planning (budget)
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    policy_version: str
+    cutoff: str
+    mode: str
+    status: str
+    counts: dict[str, int]  # planned actions
+    lifecycle: dict[str, int]  # processed, retained, consolidated, superseded, deleted, ...
+    records: int
+    shards: int
+    report: str
+    report_parquet: str
+    manifest: str
+    receipt: str | None
+    seconds: float
+    failed_shards: list[dict] = field(default_factory=list)
+    model: dict = field(default_factory=dict)
+    gate: dict | None = None
+    other: dict = field(default_factory=dict)  # e.g. consolidation_proposed, merged_duplicates
+    report_html: str | None = None  # the run's report page, beside its receipts
+
+    @property
+    def dry_run(self) -> bool:
+        return self.mode == "dry_run"
+
+    def as_json(self) -> dict:
+        return {
+            "run_id": self.run_id,
+            "policy_version": self.policy_version,
+            "cutoff": self.cutoff,
+            "mode": self.mode,
+            "dry_run": self.dry_run,
+            "status": self.status,
+            "counts": self.counts,
+            "lifecycle": self.lifecycle,
+            "records": self.records,
+            "shards": self.shards,
+            "report": self.report,
+            "report_parquet": self.report_parquet,
+            "manifest": self.manifest,
+            "receipt": self.receipt,
+            "seconds": round(self.seconds, 3),
+            "failed_shards": self.failed_shards,
+            "model": self.model,
+            "gate": self.gate,
+            "other_counts": self.other,
+            "report_html": self.report_html,
+        }  # fmt: skip  (one line per group of keys: the receipt's shape at a glance)
