@@ -1,6 +1,6 @@
 """Shard fan-out: the ``memlife-shard`` flow (child runs) and the three ways to fan out.
 
-Wiring only; the work is memlife.pipeline.process_batch / memlife.fanout.process_isolated.
+Wiring only; the work is memlife.run_planning.process_batch / memlife.fanout.process_isolated.
 
 - ``fan_out_tasks``: shard batches as tasks on a thread pool sharing the run's store,
   report and executor.
@@ -31,12 +31,12 @@ from prefect.context import FlowRunContext  # noqa: E402
 from prefect.deployments import run_deployment  # noqa: E402
 
 from flows import limits  # noqa: E402
-from memlife import fanout, pipeline  # noqa: E402
+from memlife import fanout, run_planning  # noqa: E402
 from memlife.run_types import BatchOutcome, RunConfig, RunContext, Shard  # noqa: E402
 
 _task = dict(cache_policy=NO_CACHE, persist_result=False)
 
-process_batch = task(name="process-shards", **_task, **limits.RETRYING)(pipeline.process_batch)
+process_batch = task(name="process-shards", **_task, **limits.RETRYING)(run_planning.process_batch)
 isolated_batch = task(name="process-shards-isolated", **_task, **limits.RETRYING)(
     fanout.process_isolated
 )
