@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from memlife.apply.appliers.base import get_many, is_held
 from memlife.apply.lifecycle import end_terminally, run_lifecycle
@@ -23,11 +25,11 @@ from memlife.apply.retry import next_retry
 from memlife.apply.tally import Tally
 from memlife.consolidate.base import ConsolidationError, Group
 from memlife.consolidate.grounding import KEEP_APART
-from memlife.consolidate.replacement import build_replacement, replacement_id
+from memlife.consolidate.replacement import build_from_members
 from memlife.faults import checkpoint
-from memlife.group import analyse_group
+from memlife.group_plan import CONTRADICTION, Member, plan_group
 from memlife.journal import Operation, OpKind, OpState, Outcome
-from memlife.model import MemoryRecord, MemoryType, Status, content_sha256
+from memlife.model import MemoryRecord, Status, content_sha256
 from memlife.plan import Action, Decision
 
 if TYPE_CHECKING:
@@ -153,75 +155,74 @@ def consolidate_group(ex: Executor, key: str, members: list[Decision], tally: Ta
         commit_group(ex, staged, tally)
 
 
+READ_CHUNK = 1000  # records read at a time while a group is planned: memory stays flat
+
+
+def read_members(ex: Executor, ids: Sequence[str]) -> list[Member]:
+    """The group's active, unheld records as Members, read a chunk at a time (no content kept)."""
+    out: list[Member] = []
+    for i in range(0, len(ids), READ_CHUNK):
+        for r in get_many(ex.store, ids[i : i + READ_CHUNK]).values():
+            if r.status is Status.active and not is_held(r):
+                out.append(Member.of(r))
+    return out
+
+
+def statement_vectors(ex: Executor, members: Sequence[Member], tally: Tally):  # noqa: ANN201
+    """``vectors(statement keys)`` for group_plan: one record per statement is read and
+    embedded (cache first), only when asked and a chunk at a time. None: text rules only."""
+    if ex.embeddings is None:
+        return None
+    first: dict[str, str] = {}
+    for m in members:
+        first.setdefault(m.statement, m.id)
+    cache = ex.embeddings
+
+    def vectors(keys: Sequence[str]) -> np.ndarray:
+        ids = [first[k] for k in keys]
+        found = get_many(ex.store, ids)
+        misses = cache.stats.misses
+        out = cache.get_or_embed([found[i] for i in ids])
+        tally.counts["embedded"] += cache.stats.misses - misses
+        return out
+
+    return vectors
+
+
 def stage_group(
     ex: Executor, key: str, members: list[Decision], tally: Tally, memo_key: str | None = None
 ) -> StagedGroup | None:
-    records = [
-        r
-        for r in get_many(ex.store, [d.id for d in members]).values()
-        if r.status is Status.active and not is_held(r)
-    ]
-    if len(records) < 2:
+    """Carry out the group's plan (group_plan.plan_group) up to the point of writing."""
+    found = read_members(ex, [d.id for d in members])
+    if len(found) < 2:
         return None
-    records.sort(key=lambda r: (r.created_at, r.id))
-    survivor = next((d.survivor for d in members if d.survivor), None)
-    if survivor is not None and survivor not in {r.id for r in records}:
-        survivor = None
-    group = Group(
-        key=key,
-        actor_id=records[0].actor_id,
-        namespace=records[0].namespace,
-        subject=records[0].subject or "",
-        records=records,
-        survivor_id=survivor,
-        superseded_ids=[d.id for d in members if d.action is Action.supersede_candidate],
+    actor_id, namespace = members[0].actor_id, members[0].namespace
+    plan = plan_group(
+        found,
+        statement_vectors(ex, found, tally),
+        grouping=ex.policy.grouping,
+        weights=ex.policy.source_weights,
+        planner_survivor=next((d.survivor for d in members if d.survivor), None),
     )
-    # Which members are the same statement (merge) and which are contradicted (supersede)?
-    # Embeddings find paraphrases; polarity and time rules keep a negation apart (group.py).
-    vectors = None
-    if ex.embeddings is not None:
-        misses = ex.embeddings.stats.misses
-        vectors = ex.embeddings.get_or_embed(records)
-        tally.counts["embedded"] += ex.embeddings.stats.misses - misses
-    analysis = analyse_group(
-        group, vectors, grouping=ex.policy.grouping, weights=ex.policy.source_weights
-    )
-    roles = {analysis.survivor_id: "SURVIVOR"}
-    roles |= {i: "NEAR_DUPLICATE" for i in analysis.duplicates}
-    roles |= {i: "EXACT_DUPLICATE" for i in analysis.exact_duplicates}
-    if records[0].memory_type is not MemoryType.episodic:  # distinct events never contradict
-        roles |= {i: "CONTRADICTION" for i in analysis.contradicted}
-    records = [r for r in records if r.id in roles]
-    if len(records) < 2:
-        tally.counts["conflicting_left_for_review"] += len(analysis.conflicting)
-        _remember(ex, memo_key, group, NO_MERGE)
+    if plan is None or not plan.roles:
+        tally.counts["conflicting_left_for_review"] += len(plan.conflicting) if plan else 0
+        if memo_key is not None and not ex.dry_run and ex.journal is not None:
+            ex.journal.remember_outcome(memo_key, actor_id, namespace, NO_MERGE, None, ex.cutoff)
         return None
-    group = replace(
-        group,
-        records=records,
-        survivor_id=analysis.survivor_id,
-        superseded_ids=[i for i in analysis.contradicted if i in roles],
-    )
     if ex.consolidator is None:
         tally.counts["consolidation_skipped"] += 1
         return None
-    # The model sees at most max_group_size records (the survivor and the newest others),
-    # so a call stays small; older duplicates and contradicted statements beyond the cap
-    # are superseded by the same replacement: the rules above already classed them.
-    cap = ex.policy.grouping.max_group_size
-    if len(records) > cap:
-        others = [r for r in records if r.id != analysis.survivor_id][-(cap - 1) :]
-        sent = sorted(
-            [*others, *(r for r in records if r.id == analysis.survivor_id)],
-            key=lambda r: (r.created_at, r.id),
-        )
-        ids = {r.id for r in sent}
-        model_group = replace(
-            group, records=sent, superseded_ids=[i for i in group.superseded_ids if i in ids]
-        )
-        tally.counts["over_cap_superseded_by_rule"] += len(records) - len(sent)
-    else:
-        model_group = group
+    sent = get_many(ex.store, plan.to_model)
+    model_group = Group(
+        key=key,
+        actor_id=actor_id,
+        namespace=namespace,
+        subject=plan.members[0].subject,
+        records=[sent[i] for i in plan.to_model],
+        survivor_id=plan.survivor_id,
+        superseded_ids=plan.contradicted_to_model,
+    )
+    tally.counts["over_cap_superseded_by_rule"] += plan.over_cap
     gkey = model_group.consolidation_key()
     if _backing_off(ex, gkey, tally):
         return None
@@ -236,10 +237,10 @@ def stage_group(
         tally.counts["consolidation_rejected"] += 1
         if exc.code == KEEP_APART:  # an answer, not a failure: settled until a member changes
             tally.counts["consolidation_kept_apart"] += 1
-            _remember(ex, memo_key, group, KEPT_APART)
+            _remember(ex, memo_key, model_group, KEPT_APART)
         elif not exc.retryable:  # the answer was refused (grounding, schema): back off
             retry_at = _rejected(ex, model_group, gkey, exc.code, tally)
-            _remember(ex, memo_key, group, REFUSED, retry_at)
+            _remember(ex, memo_key, model_group, REFUSED, retry_at)
         return None  # originals untouched
     tally.model_calls += result.requests or (1 if result.model else 0)
     tally.input_tokens += result.input_tokens
@@ -253,34 +254,35 @@ def stage_group(
         ex.journal.clear_rejection(gkey)
         if memo_key is not None:
             ex.journal.forget_outcome(memo_key)
+    roles = plan.roles
     tally.counts["merged_duplicates"] += sum(1 for r in roles.values() if r.endswith("DUPLICATE"))
-    tally.counts["contradictions_resolved"] += sum(
-        1 for r in roles.values() if r == "CONTRADICTION"
-    )
+    tally.counts["contradictions_resolved"] += sum(1 for r in roles.values() if r == CONTRADICTION)
     if ex.dry_run:  # staged all the same: a dry run's gate sees what an apply run would write
         tally.counts["consolidation_proposed"] += 1
-    replacement = build_replacement(group, result, ex.cutoff, ex.policy.version)
+    replacement = build_from_members(
+        actor_id, namespace, plan.members, plan.survivor_id, result, ex.cutoff, ex.policy.version
+    )
     write = ex.new_op(
         OpKind.write_replacement,
-        group.actor_id,
-        group.namespace,
+        actor_id,
+        namespace,
         replacement.id,
         ["CONSOLIDATION", *(c for c in sorted({r.value for d in members for r in d.reasons}))],
         content_sha256(replacement.content),
         payload=replacement.to_json(),
-        key_ids=[replacement_id(group)],
+        key_ids=[replacement.id],
     )
     supersedes = [
         ex.new_op(
             OpKind.supersede,
-            r.actor_id,
-            r.namespace,
-            r.id,
-            ["SAME_SUBJECT", roles[r.id]],
-            r.sha256,
+            actor_id,
+            namespace,
+            m.id,
+            ["SAME_SUBJECT", roles[m.id]],
+            m.sha,
             replacement=replacement.id,
         )
-        for r in records
+        for m in plan.members
     ]
     return StagedGroup(replacement, write, supersedes)
 

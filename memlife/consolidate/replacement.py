@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from memlife.consolidate.base import ConsolidationResult, Group
+from memlife.group_plan import Member, consolidation_key
 from memlife.model import (
     FUTURE_SKEW,
     MemoryRecord,
@@ -18,6 +20,51 @@ from memlife.model import (
 def replacement_id(group: Group) -> str:
     """Derived from the consolidation key, so a rerun finds (and never duplicates) it."""
     return "r-" + group.consolidation_key()[:28]
+
+
+def build_from_members(
+    actor_id: str,
+    namespace: str,
+    members: Sequence[Member],
+    survivor_id: str,
+    result: ConsolidationResult,
+    cutoff: datetime,
+    policy_version: str,
+) -> MemoryRecord:
+    """The replacement of a planned group (group_plan.GroupPlan): built from its members'
+    ids, hashes and times, so a group of any size needs no record content in memory."""
+    survivor = next(m for m in members if m.id == survivor_id)
+    verified = [m.last_verified_at for m in members if m.last_verified_at]
+    accessed = [m.last_accessed_at for m in members if m.last_accessed_at]
+    sensitive = any(m.retention_class is RetentionClass.sensitive for m in members)
+    owner = survivor.owner or next((m.owner for m in members if m.owner), None)
+    return MemoryRecord(
+        id="r-" + consolidation_key(actor_id, namespace, members[0].subject, members)[:28],
+        actor_id=actor_id,
+        namespace=namespace,
+        memory_type=survivor.memory_type,
+        subject=survivor.subject or None,
+        content=result.summary,
+        owner=owner,
+        confidence=result.confidence,
+        source=survivor.source,
+        # the statement time of the newest statement it carries (see build_replacement)
+        created_at=max(
+            (m.created_at for m in members if m.created_at <= cutoff + FUTURE_SKEW),
+            default=cutoff,
+        ),
+        last_accessed_at=max(accessed) if accessed else None,
+        access_count=sum(m.access_count for m in members),
+        last_verified_at=max(verified) if verified else None,
+        expires_at=survivor.expires_at,
+        retention_class=RetentionClass.sensitive if sensitive else RetentionClass.standard,
+        status=Status.active,
+        provenance=Provenance(
+            policy_version=policy_version,
+            supersedes=sorted(m.id for m in members),
+            content_sha256=content_sha256(result.summary),
+        ),
+    )
 
 
 def build_replacement(

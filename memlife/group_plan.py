@@ -1,0 +1,201 @@
+"""The decision for one consolidation group, made in one place: survivor, roles, what is
+superseded and why, and which records the model sees. The executor (apply/groups.py) only
+reads the records, calls the consolidator on ``to_model`` and writes what this says.
+
+Input is one :class:`Member` per record (ids, hashes, times: no content), so a group of
+50k records costs a few MB; vectors are per distinct *statement* (normalised text), not
+per record. Statements cluster by leader: each statement, oldest first, joins the most
+similar leader of the same polarity at ``near_duplicate_cosine`` or leads a new cluster;
+at most ``MAX_LEADERS`` leaders (a statement beyond that stays alone: a missed merge, never
+a wrong one). Time is O(statements x leaders), memory O(leaders x dim): never N x N.
+
+Rules (DESIGN step 6, formerly spread over plan.py, consolidate/base.py, group.py and
+apply.py):
+  - survivor: the planner's (``planner_survivor``) when it is a member, else the best by
+    (source weight, created_at, id);
+  - same cluster as the survivor: EXACT_DUPLICATE (same content) or NEAR_DUPLICATE;
+  - another cluster, older than the survivor: CONTRADICTION (superseded by the newer
+    statement), except in episodic groups, where distinct events are kept;
+  - another cluster, newer than the survivor: conflicting (a weaker source said something
+    newer): kept for review, never superseded;
+  - fewer than two records with a role: nothing to merge;
+  - the model sees at most ``max_group_size`` records, the survivor and the newest others;
+    older duplicates and contradicted statements beyond the cap are superseded by the
+    same replacement (``over_cap``): the rules above already classed them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+
+from memlife.model import MemoryRecord, MemoryType, RetentionClass, Source
+from memlife.policy import Grouping
+from memlife.text import negates, norm_sha256
+
+MAX_LEADERS = 4096  # statement clusters compared against: memory MAX_LEADERS x dim floats
+
+SURVIVOR = "SURVIVOR"
+EXACT_DUPLICATE = "EXACT_DUPLICATE"
+NEAR_DUPLICATE = "NEAR_DUPLICATE"
+CONTRADICTION = "CONTRADICTION"
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """What the group decision needs of one record (and the replacement's aggregates)."""
+
+    id: str
+    sha: str  # content sha256
+    statement: str  # sha256 of the normalised text: restatements share it
+    negated: bool
+    created_at: datetime
+    source: Source
+    subject: str
+    memory_type: MemoryType
+    owner: str | None
+    retention_class: RetentionClass
+    access_count: int
+    last_accessed_at: datetime | None
+    last_verified_at: datetime | None
+    expires_at: datetime | None
+
+    @classmethod
+    def of(cls, r: MemoryRecord) -> Member:
+        return cls(
+            r.id, r.sha256, norm_sha256(r.content), negates(r.content), r.created_at, r.source,
+            r.subject or "", r.memory_type, r.owner, r.retention_class, r.access_count,
+            r.last_accessed_at, r.last_verified_at, r.expires_at,
+        )  # fmt: skip
+
+    @property
+    def age(self) -> tuple[datetime, str]:
+        return (self.created_at, self.id)
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    """One group's decision: ids, roles and counts only."""
+
+    survivor_id: str
+    members: list[Member]  # the records the replacement supersedes, oldest first
+    roles: dict[str, str]  # id -> SURVIVOR / EXACT_DUPLICATE / NEAR_DUPLICATE / CONTRADICTION
+    to_model: list[str]  # ids the consolidator sees (<= max_group_size), oldest first
+    contradicted_to_model: list[str]  # of those, the ones the survivor supersedes
+    conflicting: list[str] = field(default_factory=list)  # newer, weaker: review
+    over_cap: int = 0  # superseded by rule, not shown to the model
+
+    @property
+    def ids(self) -> list[str]:
+        return [m.id for m in self.members]
+
+
+def consolidation_key(actor_id: str, namespace: str, subject: str, members: Iterable) -> str:
+    """Deterministic over members and content (``Group.consolidation_key``'s formula)."""
+    parts = sorted(f"{m.id}:{m.sha}" for m in members)
+    raw = "\x1f".join([actor_id, namespace, subject, *parts])
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def cluster_statements(
+    statements: Sequence[tuple[str, bool]],
+    vectors: Callable[[Sequence[str]], np.ndarray] | None,
+    threshold: float,
+    chunk: int = 512,
+) -> dict[str, int]:
+    """Statement key -> cluster (leader) number. ``statements``: (key, negated), oldest
+    first; ``vectors(keys)`` gives their L2-normalised rows, asked ``chunk`` at a time."""
+    out: dict[str, int] = {}
+    if vectors is None:
+        return {k: i for i, (k, _) in enumerate(statements)}
+    leaders: np.ndarray | None = None
+    polarity: list[bool] = []
+    n = 0
+    for start in range(0, len(statements), chunk):
+        part = statements[start : start + chunk]
+        vecs = vectors([k for k, _ in part])
+        if leaders is None:
+            leaders = np.empty((MAX_LEADERS, vecs.shape[1]), dtype=np.float32)
+        for (k, neg), v in zip(part, vecs, strict=True):
+            best = -1
+            if n:
+                sims = leaders[:n] @ v
+                sims[np.asarray(polarity) != neg] = -np.inf
+                j = int(np.argmax(sims))
+                if sims[j] >= threshold:
+                    best = j
+            if best < 0:
+                if n < MAX_LEADERS:
+                    leaders[n] = v
+                    polarity.append(neg)
+                    best, n = n, n + 1
+                else:
+                    best = MAX_LEADERS + len(out)  # alone: no more leaders are kept
+            out[k] = best
+    return out
+
+
+def pick_survivor(
+    members: Sequence[Member], weights: Mapping[Source, float], planner_survivor: str | None
+) -> Member:
+    """The planner's survivor when it is a member, else the best by (weight, time, id)."""
+    for m in members:
+        if m.id == planner_survivor:
+            return m
+    return max(members, key=lambda m: (weights[m.source], m.created_at, m.id))
+
+
+def plan_group(
+    members: Sequence[Member],
+    vectors: Callable[[Sequence[str]], np.ndarray] | None,
+    *,
+    grouping: Grouping,
+    weights: Mapping[Source, float],
+    planner_survivor: str | None = None,
+) -> GroupPlan | None:
+    """The group's decision, or None when fewer than two records would merge."""
+    if len(members) < 2:
+        return None
+    members = sorted(members, key=lambda m: m.age)
+    first: dict[str, Member] = {}
+    for m in members:
+        first.setdefault(m.statement, m)
+    statements = [(k, m.negated) for k, m in first.items()]
+    cluster = cluster_statements(statements, vectors, grouping.near_duplicate_cosine)
+    survivor = pick_survivor(members, weights, planner_survivor)
+    home = cluster[survivor.statement]
+    episodic = survivor.memory_type is MemoryType.episodic
+    roles: dict[str, str] = {survivor.id: SURVIVOR}
+    contradicted: set[str] = set()
+    conflicting: list[str] = []
+    for m in members:
+        if m.id == survivor.id:
+            continue
+        if cluster[m.statement] == home:
+            roles[m.id] = EXACT_DUPLICATE if m.sha == survivor.sha else NEAR_DUPLICATE
+        elif m.age < survivor.age:
+            if not episodic:  # distinct events never contradict
+                roles[m.id] = CONTRADICTION
+                contradicted.add(m.id)
+        else:
+            conflicting.append(m.id)
+    if len(roles) < 2:
+        return GroupPlan(survivor.id, [], {}, [], [], conflicting)
+    kept = [m for m in members if m.id in roles]
+    cap = grouping.max_group_size
+    others = [m.id for m in kept if m.id != survivor.id]
+    sent = set(others[-(cap - 1) :]) | {survivor.id}
+    to_model = [m.id for m in kept if m.id in sent]
+    return GroupPlan(
+        survivor_id=survivor.id,
+        members=kept,
+        roles=roles,
+        to_model=to_model,
+        contradicted_to_model=[i for i in to_model if i in contradicted],
+        conflicting=conflicting,
+        over_cap=len(kept) - len(to_model),
+    )
