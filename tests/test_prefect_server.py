@@ -230,7 +230,7 @@ def test_dry_run_deployment_on_a_real_server(tmp_path: Path):
                 assert run.state.is_completed(), (
                     f"{run.state}\n" + (tmp_path / "worker.log").read_text()[-5000:]
                 )
-                assert run.parameters["dry_run"] is True
+                assert run.parameters["config"]["dry_run"] is True
                 children = client.read_flow_runs(
                     flow_run_filter=FlowRunFilter(
                         parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[run.id])
