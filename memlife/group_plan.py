@@ -19,6 +19,9 @@ apply.py):
   - another cluster, newer than the survivor: conflicting (a weaker source said something
     newer): kept for review, never superseded;
   - fewer than two records with a role: nothing to merge;
+  - an episodic statement repeated ``episodic_to_semantic_min`` times is ``promote``d: the
+    model writes it as one semantic record (offline the repeats merge and stay episodic:
+    a verbatim copy of an event is no lasting fact);
   - the model sees at most ``max_group_size`` records, the survivor and the newest others;
     older duplicates and contradicted statements beyond the cap are superseded by the
     same replacement (``over_cap``): the rules above already classed them.
@@ -30,6 +33,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 
@@ -88,6 +92,9 @@ class GroupPlan:
     contradicted_to_model: list[str]  # of those, the ones the survivor supersedes
     conflicting: list[str] = field(default_factory=list)  # newer, weaker: review
     over_cap: int = 0  # superseded by rule, not shown to the model
+    # an episodic statement said at least grouping.episodic_to_semantic_min times: with a
+    # model the replacement is one semantic record (the recurring fact), not another event
+    promote: bool = False
 
     @property
     def ids(self) -> list[str]:
@@ -139,14 +146,20 @@ def cluster_statements(
     return out
 
 
+def survivor_rank(weights: Mapping[Source, float]) -> Callable[[Any], tuple]:
+    """The one survivor rule without a planner's choice: source weight, then time, then id
+    (for Members and MemoryRecords alike; consolidate/base.pick_survivor uses it too)."""
+    return lambda m: (weights[m.source], m.created_at, m.id)
+
+
 def pick_survivor(
     members: Sequence[Member], weights: Mapping[Source, float], planner_survivor: str | None
 ) -> Member:
-    """The planner's survivor when it is a member, else the best by (weight, time, id)."""
+    """The planner's survivor when it is a member, else the best by :func:`survivor_rank`."""
     for m in members:
         if m.id == planner_survivor:
             return m
-    return max(members, key=lambda m: (weights[m.source], m.created_at, m.id))
+    return max(members, key=survivor_rank(weights))
 
 
 def plan_group(
@@ -198,4 +211,5 @@ def plan_group(
         contradicted_to_model=[i for i in to_model if i in contradicted],
         conflicting=conflicting,
         over_cap=len(kept) - len(to_model),
+        promote=episodic and len(kept) >= grouping.episodic_to_semantic_min,
     )

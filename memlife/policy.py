@@ -67,6 +67,8 @@ class Grouping(_Strict):
     near_duplicate_cosine: Num = Field(default=0.88, gt=0, le=1)
     max_group_size: Int = Field(default=12, ge=2, le=100)
     grounding_cosine: Num = Field(default=0.55, gt=0, le=1)
+    # an episodic statement repeated this often becomes one semantic record (with a model)
+    episodic_to_semantic_min: Int = Field(default=3, ge=2, le=1000)
 
 
 class OwnerRule(_Strict):

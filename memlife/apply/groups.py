@@ -29,7 +29,7 @@ from memlife.consolidate.replacement import build_from_members
 from memlife.faults import checkpoint
 from memlife.group_plan import CONTRADICTION, Member, plan_group
 from memlife.journal import Operation, OpKind, OpState, Outcome
-from memlife.model import MemoryRecord, Status, content_sha256
+from memlife.model import MemoryRecord, MemoryType, Status, content_sha256
 from memlife.plan import Action, Decision
 
 if TYPE_CHECKING:
@@ -221,6 +221,7 @@ def stage_group(
         records=[sent[i] for i in plan.to_model],
         survivor_id=plan.survivor_id,
         superseded_ids=plan.contradicted_to_model,
+        recurring=plan.promote,
     )
     tally.counts["over_cap_superseded_by_rule"] += plan.over_cap
     gkey = model_group.consolidation_key()
@@ -259,9 +260,14 @@ def stage_group(
     tally.counts["contradictions_resolved"] += sum(1 for r in roles.values() if r == CONTRADICTION)
     if ex.dry_run:  # staged all the same: a dry run's gate sees what an apply run would write
         tally.counts["consolidation_proposed"] += 1
+    # a model wrote the recurring event as a lasting fact; an extractive copy of an event
+    # is no such fact, so offline the merged repeats stay episodic
+    promoted = plan.promote and result.model is not None
+    tally.counts["episodic_promoted"] += int(promoted)
     replacement = build_from_members(
-        actor_id, namespace, plan.members, plan.survivor_id, result, ex.cutoff, ex.policy.version
-    )
+        actor_id, namespace, plan.members, plan.survivor_id, result, ex.cutoff,
+        ex.policy.version, MemoryType.semantic if promoted else None,
+    )  # fmt: skip
     write = ex.new_op(
         OpKind.write_replacement,
         actor_id,

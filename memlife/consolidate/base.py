@@ -30,6 +30,7 @@ class Group:
     records: list[MemoryRecord]
     survivor_id: str | None = None  # the planner's newest, most authoritative statement
     superseded_ids: list[str] = field(default_factory=list)  # planner: contradicted/older
+    recurring: bool = False  # one event told many times: the answer is a lasting fact
 
     def __post_init__(self) -> None:
         for r in self.records:
@@ -65,7 +66,9 @@ def pick_survivor(
             if r.id == group.survivor_id:
                 return r
         raise ConsolidationError(Reason.SURVIVOR_NOT_IN_GROUP, f"survivor not in group {group.key}")
-    return max(group.records, key=lambda r: (weights[r.source], r.created_at, r.id))
+    from memlife.group_plan import survivor_rank
+
+    return max(group.records, key=survivor_rank(weights))
 
 
 class ConsolidationResult(BaseModel):

@@ -5,21 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from memlife.consolidate.base import ConsolidationResult, Group
+from memlife.consolidate.base import ConsolidationResult
 from memlife.group_plan import Member, consolidation_key
 from memlife.model import (
     FUTURE_SKEW,
     MemoryRecord,
+    MemoryType,
     Provenance,
     RetentionClass,
     Status,
     content_sha256,
 )
-
-
-def replacement_id(group: Group) -> str:
-    """Derived from the consolidation key, so a rerun finds (and never duplicates) it."""
-    return "r-" + group.consolidation_key()[:28]
 
 
 def build_from_members(
@@ -30,6 +26,7 @@ def build_from_members(
     result: ConsolidationResult,
     cutoff: datetime,
     policy_version: str,
+    memory_type: MemoryType | None = None,
 ) -> MemoryRecord:
     """The replacement of a planned group (group_plan.GroupPlan): built from its members'
     ids, hashes and times, so a group of any size needs no record content in memory."""
@@ -42,13 +39,15 @@ def build_from_members(
         id="r-" + consolidation_key(actor_id, namespace, members[0].subject, members)[:28],
         actor_id=actor_id,
         namespace=namespace,
-        memory_type=survivor.memory_type,
+        memory_type=memory_type or survivor.memory_type,
         subject=survivor.subject or None,
         content=result.summary,
         owner=owner,
         confidence=result.confidence,
         source=survivor.source,
-        # the statement time of the newest statement it carries (see build_replacement)
+        # the statement time of the newest statement it carries, not the night it was
+        # written: a later, weaker statement must still read as later (review, not supersede)
+        # (a date after the cutoff is not a statement time: it never carries over)
         created_at=max(
             (m.created_at for m in members if m.created_at <= cutoff + FUTURE_SKEW),
             default=cutoff,
@@ -62,48 +61,6 @@ def build_from_members(
         provenance=Provenance(
             policy_version=policy_version,
             supersedes=sorted(m.id for m in members),
-            content_sha256=content_sha256(result.summary),
-        ),
-    )
-
-
-def build_replacement(
-    group: Group, result: ConsolidationResult, cutoff: datetime, policy_version: str
-) -> MemoryRecord:
-    by_id = {r.id: r for r in group.records}
-    survivor = by_id.get(group.survivor_id or "") or max(
-        group.records, key=lambda r: (r.created_at, r.id)
-    )
-    verified = [r.last_verified_at for r in group.records if r.last_verified_at]
-    accessed = [r.last_accessed_at for r in group.records if r.last_accessed_at]
-    sensitive = any(r.retention_class is RetentionClass.sensitive for r in group.records)
-    owner = survivor.owner or next((r.owner for r in group.records if r.owner), None)
-    return MemoryRecord(
-        id=replacement_id(group),
-        actor_id=group.actor_id,
-        namespace=group.namespace,
-        memory_type=survivor.memory_type,
-        subject=survivor.subject,
-        content=result.summary,
-        owner=owner,
-        confidence=result.confidence,
-        source=survivor.source,
-        # the statement time of the newest statement it carries, not the night it was
-        # written: a later, weaker statement must still read as later (review, not supersede)
-        # (a date after the cutoff is not a statement time: it never carries over)
-        created_at=max(
-            (r.created_at for r in group.records if r.created_at <= cutoff + FUTURE_SKEW),
-            default=cutoff,
-        ),
-        last_accessed_at=max(accessed) if accessed else None,
-        access_count=sum(r.access_count for r in group.records),
-        last_verified_at=max(verified) if verified else None,
-        expires_at=survivor.expires_at,
-        retention_class=RetentionClass.sensitive if sensitive else RetentionClass.standard,
-        status=Status.active,
-        provenance=Provenance(
-            policy_version=policy_version,
-            supersedes=sorted(group.ids),
             content_sha256=content_sha256(result.summary),
         ),
     )
