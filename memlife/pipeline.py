@@ -146,7 +146,8 @@ def _steps(
     if fan_out is not None:
         outcomes = fan_out(ctx, store, groups, report, executor)
     elif (workers := planning_workers(config, len(shards))) > 1:
-        outcomes = plan_in_processes(ctx, shards, workers)
+        outcomes = plan_in_processes(ctx, shards, workers,
+                                     lambda part: process_batch(ctx, store, part, report, executor))  # fmt: skip
     else:
         outcomes = [process_batch(ctx, store, b, report, executor) for b in groups]
     logger.info("planned %d records", sum(o.records for o in outcomes))
@@ -290,9 +291,18 @@ def planning_workers(config: RunConfig, shards: int) -> int:
     return max(1, min(wanted, shards // 50))  # small runs are not worth a process
 
 
-def plan_in_processes(ctx: RunContext, shards: Sequence[Shard], workers: int) -> list[BatchOutcome]:
+def plan_in_processes(
+    ctx: RunContext,
+    shards: Sequence[Shard],
+    workers: int,
+    local: Callable[[list[Shard]], BatchOutcome] | None = None,
+) -> list[BatchOutcome]:
     """Dry-run planning fanned out over processes, each with its own store connection and
-    report part (merged by finish_run). Same run id and cutoff in every process."""
+    report part (merged by finish_run). Same run id and cutoff in every process.
+
+    With ``local`` the parent is one of the ``workers``: it plans parts itself from the far
+    end of the list, taking back each one no child has started (a cancelled future), so no
+    core idles while the parent waits and one process fewer holds memory."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
@@ -300,12 +310,20 @@ def plan_in_processes(ctx: RunContext, shards: Sequence[Shard], workers: int) ->
     parts = batches(shards, max(1, -(-len(shards) // (workers * 4))))
     # fork is cheap and safe here: no model or thread pool is loaded before planning starts
     method = "fork" if not ctx.config.consolidate else "spawn"
+    children = workers - 1 if local is not None else workers
     outcomes: list[BatchOutcome] = []
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
+    with ProcessPoolExecutor(children, mp_context=multiprocessing.get_context(method)) as pool:
         futures = [
             pool.submit(process_isolated, params, part, f"{i:05d}") for i, part in enumerate(parts)
         ]
-        for future in as_completed(futures):
+        if local is not None:
+            for part, future in zip(reversed(parts), reversed(futures), strict=True):
+                if not future.cancel():
+                    break  # a child has it, and every part before it
+                outcome = local(part)
+                progress.advance(outcome.records)
+                outcomes.append(outcome)
+        for future in as_completed([f for f in futures if not f.cancelled()]):
             outcome = future.result()
             progress.advance(outcome.records)
             outcomes.append(outcome)

@@ -16,7 +16,7 @@ from memlife.errors import StoreError
 from memlife.model import PlanView, plan_view
 from memlife.plan import DELETE_ACTIONS, Action, Decision, Planner, Reason, ShardHints
 from memlife.report import ReportWriter
-from memlife.run_types import BatchOutcome, RunContext, Shard
+from memlife.run_types import BatchOutcome, RunContext, Shard, StagedRef
 from memlife.settings import settings
 from memlife.stores import MemoryStore, iter_shard
 
@@ -170,7 +170,12 @@ def process_batch(
             report.write(decisions)
             out.reviews += [d for d in decisions if d.action is Action.review]
             if executor is not None:
-                out.staged += executor.stage_shard(decisions, out.tally)
+                staged = executor.stage_shard(decisions, out.tally)
+                if ctx.config.dry_run and not ctx.config.eval_cases:
+                    # no gate, no commit: only where each group is counts (withheld groups),
+                    # not its records and operations (about 1 KB a record held to the end)
+                    staged = [StagedRef(g.shard) for g in staged]  # type: ignore[misc]
+                out.staged += staged
             if not ctx.config.dry_run or ctx.config.eval_cases:  # deletes, or the gate's candidates
                 out.deletions += _deletions(ctx, decisions, out.tally)
         except (StoreError, OSError, ValueError) as exc:

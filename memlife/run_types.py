@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -106,6 +106,12 @@ class RunContext:
 
 def mode_of(config: RunConfig) -> str:
     return "retry" if config.retry_only else ("dry_run" if config.dry_run else "apply")
+
+
+class StagedRef(NamedTuple):
+    """Where a staged group is, without its content: a dry run without a gate needs no more."""
+
+    shard: tuple[str, str]
 
 
 @dataclass
