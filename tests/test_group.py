@@ -1,20 +1,20 @@
-"""Subject grouping: clusters, survivor/duplicate/contradicted roles, splitting, tenancy."""
+"""Subject groups as the nightly run decides them (group_plan): roles, survivor, tenancy."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import numpy as np
 import pytest
 
+import memlife.group_plan as gp
 from memlife.consolidate import Group
 from memlife.embed import MiniLMEmbedder, default_embedder
-from memlife.group import analyse_group, build_groups, cluster_group, split_group
 from memlife.model import MemoryRecord, RetentionClass, Source
 from memlife.plan import Planner, group_key
-from memlife.policy import load_policy
+from memlife.policy import Grouping, load_policy
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+POLICY = load_policy()
 
 
 @pytest.fixture(scope="module")
@@ -60,24 +60,41 @@ PEANUTS = [
 ]
 
 
-def test_clusters_join_duplicates_but_never_opposite_polarity(emb) -> None:
-    g = group(PEANUTS)
+def members(records: list[MemoryRecord]) -> list[gp.Member]:
+    return [gp.Member.of(r) for r in records]
+
+
+def vectors_of(emb: MiniLMEmbedder, records: list[MemoryRecord]):  # noqa: ANN201
+    """Real MiniLM vectors per statement key, as the executor asks for them."""
+    text: dict[str, str] = {}
+    for r in sorted(records, key=lambda r: r.created_at):  # the oldest text of a statement
+        text.setdefault(gp.Member.of(r).statement, r.content)
+    return lambda keys: emb.embed([text[k] for k in keys])
+
+
+def test_duplicates_join_but_never_opposite_polarity(emb) -> None:
     vecs = emb.embed([r.content for r in PEANUTS])
     assert float(vecs[0] @ vecs[3]) >= 0.88  # similar enough to merge on cosine alone
-    clusters = cluster_group(g, vecs, threshold=0.75)
-    assert clusters == [["p1", "p2", "p3"], ["p4", "p5"]]
+    loose = Grouping(near_duplicate_cosine=0.75)
+    plan = gp.plan_group(members(PEANUTS), vectors_of(emb, PEANUTS), grouping=loose,
+                         weights=POLICY.source_weights, planner_survivor="p3")  # fmt: skip
+    assert plan is not None
+    assert {i: plan.roles[i] for i in ("p1", "p2", "p3")} == {
+        "p1": gp.NEAR_DUPLICATE, "p2": gp.NEAR_DUPLICATE, "p3": gp.SURVIVOR}  # fmt: skip
+    assert plan.conflicting == ["p4", "p5"]  # the negation is newer: kept for review
     # Without vectors only exact and normalised duplicates join.
-    assert cluster_group(g) == [["p1", "p2"], ["p3"], ["p4", "p5"]]
+    plan = gp.plan_group(members(PEANUTS), None, grouping=loose,
+                         weights=POLICY.source_weights, planner_survivor="p2")  # fmt: skip
+    assert plan is not None and plan.roles == {"p2": gp.SURVIVOR, "p1": gp.NEAR_DUPLICATE}
 
 
 def test_roles_for_the_executor(emb) -> None:
-    g = group(PEANUTS, survivor_id="p5")
-    a = analyse_group(g, emb.embed([r.content for r in PEANUTS]))
-    assert a.survivor_id == "p5"
-    assert a.duplicates == ["p4"] and a.exact_duplicates == ["p4"]
-    assert sorted(a.contradicted) == ["p1", "p2", "p3"] and a.conflicting == []
-    assert sorted(a.polarity_flips) == ["p1", "p2", "p3"]  # all affirm what p5 negates
-    assert [a.role(i) for i in ("p5", "p4", "p1")] == ["survivor", "duplicate", "contradicted"]
+    plan = gp.plan_group(members(PEANUTS), vectors_of(emb, PEANUTS), grouping=POLICY.grouping,
+                         weights=POLICY.source_weights, planner_survivor="p5")  # fmt: skip
+    assert plan is not None and plan.survivor_id == "p5"
+    assert plan.roles == {"p5": gp.SURVIVOR, "p4": gp.EXACT_DUPLICATE, "p1": gp.CONTRADICTION,
+                          "p2": gp.CONTRADICTION, "p3": gp.CONTRADICTION}  # fmt: skip
+    assert plan.to_model == ["p1", "p2", "p3", "p4", "p5"] and plan.conflicting == []
 
 
 def test_newer_weaker_statement_conflicts_instead_of_being_superseded() -> None:
@@ -85,27 +102,13 @@ def test_newer_weaker_statement_conflicts_instead_of_being_superseded() -> None:
         rec("s1", "Is allergic to peanuts.", 0, source=Source.system_of_record),
         rec("s2", "Is not allergic to peanuts.", 30, source=Source.agent_inferred),
     ]
-    a = analyse_group(group(recs))
-    assert a.survivor_id == "s1" and a.conflicting == ["s2"] and a.contradicted == []
+    plan = gp.plan_group(members(recs), None, grouping=POLICY.grouping,
+                         weights=POLICY.source_weights)  # fmt: skip
+    assert plan is not None and plan.survivor_id == "s1"
+    assert plan.conflicting == ["s2"] and plan.roles == {}  # nothing to merge
 
 
-def test_split_is_oldest_first_deterministic_and_keeps_the_survivor_newest() -> None:
-    recs = [rec(f"r{i:02d}", f"Statement number {i}.", i) for i in range(27)]
-    g = group(recs, survivor_id="r05", superseded_ids=["r00", "r20"])
-    parts = split_group(g, 12)
-    assert [len(p.records) for p in parts] == [12, 12, 3]
-    assert parts[0].ids == [f"r{i:02d}" for i in range(13) if i != 5]
-    assert parts[1].ids == [f"r{i:02d}" for i in range(13, 25)]
-    assert [p.survivor_id for p in parts] == [None, None, "r05"]
-    assert parts[-1].ids[-1] == "r05" and "r05" not in parts[0].ids
-    assert [p.superseded_ids for p in parts] == [["r00"], ["r20"], []]
-    assert sorted(i for p in parts for i in p.ids) == sorted(g.ids)  # nothing lost or doubled
-    assert [p.ids for p in split_group(g, 12)] == [p.ids for p in parts]
-    # A lone last record borrows one so every chunk can consolidate.
-    assert [len(p.records) for p in split_group(group(recs[:13]), 12)] == [11, 2]
-
-
-def test_build_groups_never_crosses_actors_or_namespaces() -> None:
+def test_groups_never_cross_actors_or_namespaces() -> None:
     recs = [
         rec("a1", "Is allergic to peanuts.", 0, actor="u-1"),
         rec("a2", "Is allergic to peanuts.", 1, actor="u-1"),
@@ -113,17 +116,22 @@ def test_build_groups_never_crosses_actors_or_namespaces() -> None:
         rec("b2", "Is allergic to peanuts.", 3, actor="u-2"),
         rec("c1", "Lives in Oslo.", 4, actor="u-1", subject="home"),  # alone: no group
     ]
-    groups = build_groups(recs)
-    assert sorted(g.ids for g in groups) == [["a1", "a2"], ["b1", "b2"]]
-    for g in groups:
-        assert len({(r.actor_id, r.namespace) for r in g.records}) == 1
-        assert g.key == group_key(g.actor_id, g.namespace, "allergy")
+    from memlife.model import plan_view
+
+    planner = Planner(POLICY, T0 + timedelta(days=10))
+    groups: dict[str, set] = {}
+    for actor in ("u-1", "u-2"):
+        views = [plan_view(r) for r in recs if r.actor_id == actor]
+        for d in planner.plan_shard([views]):
+            if d.group:
+                groups.setdefault(d.group, set()).add(d.id)
+    assert sorted(sorted(g) for g in groups.values()) == [["a1", "a2"], ["b1", "b2"]]
+    assert group_key("u-1", "/users/u-1/facts", "allergy") in groups
     with pytest.raises(ValueError):
         Group("k", "u-1", "/users/u-1/facts", "allergy", [recs[0], recs[2]])
 
 
-def test_build_groups_from_planner_decisions_skips_held_and_expired() -> None:
-    policy = load_policy()
+def test_planner_groups_skip_held_and_expired() -> None:
     now = T0 + timedelta(days=60)
     recs = [
         rec("d1", "Is allergic to peanuts.", 0, last_verified_at=T0),
@@ -133,12 +141,9 @@ def test_build_groups_from_planner_decisions_skips_held_and_expired() -> None:
     ]
     from memlife.model import plan_view
 
-    decisions = Planner(policy, now).plan_shard([[plan_view(r) for r in recs]])
-    groups = build_groups(recs, policy=policy, decisions=decisions)
-    assert len(groups) == 1 and groups[0].ids == ["d1", "d2"]
-    assert groups[0].survivor_id == "d2" and groups[0].superseded_ids == ["d1"]
-
-
-def test_vectors_must_align_with_records() -> None:
-    with pytest.raises(ValueError):
-        cluster_group(group(PEANUTS), np.zeros((2, 384), dtype=np.float32))
+    decisions = {d.id: d for d in Planner(POLICY, now).plan_shard([[plan_view(r) for r in recs]])}
+    grouped = sorted(i for i, d in decisions.items() if d.group)
+    assert grouped == ["d1", "d2"] and decisions["d1"].survivor == "d2"
+    plan = gp.plan_group(members(recs[:2]), None, grouping=POLICY.grouping,
+                         weights=POLICY.source_weights, planner_survivor="d2")  # fmt: skip
+    assert plan is not None and plan.roles == {"d2": gp.SURVIVOR, "d1": gp.CONTRADICTION}
