@@ -1,5 +1,10 @@
 """Phase A, the group executor: consolidate each group of a shard, then supersede its members.
 
+It carries out each group's decision (survivor, roles, what the model sees: made in
+memlife/group_plan.py) and decides nothing itself. Before a group is read: consolidation
+off, withheld (an apply run without an evaluation set, enforced namespace) or settled
+(the memo: its members, hashes, policy and consolidator already have an outcome) -> skip.
+
 Staged (DESIGN step 7): ``stage_shard`` computes each group's replacement and operations
 without writing anything (the replacement is held in the run, invisible to recall); the
 pipeline evaluates the regression gate on them and only then ``commit_group``s the ones it
