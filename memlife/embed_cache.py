@@ -139,6 +139,10 @@ class EmbeddingCache:
         cached = self._lookup(unique, model_id, dim)
         todo = [s for s in unique if s not in cached]
         text_of = dict(zip(shas, texts, strict=True))
+        # Longest-first over everything missing, not per chunk: a batch pads to its longest
+        # text, so similar lengths together waste no padding (the embedder sorts only
+        # within the chunk it is given). The longest batch runs first: memory peaks early.
+        todo.sort(key=lambda s: len(text_of[s]), reverse=True)
         fresh: dict[str, np.ndarray] = {}
         batches = 0
         for i in range(0, len(todo), self.batch_size):
