@@ -3,10 +3,13 @@
 Points: after_journal_write, after_replacement_write, after_supersede, after_delete,
 before_receipt, after_receipt; and the run's stages (pipeline): after_stage (everything
 staged, nothing written), after_gate (verdict known, nothing committed),
-after_commit_groups (replacements and supersedes committed, deletions not yet). Armed by
-`inject()` in-process, or for a subprocess by MEMLIFE_FAULT=<point>[:<skip>] and
+after_commit_groups (replacements and supersedes committed, deletions not yet),
+after_shard_reported (a shard's decisions are in the batch's report: between shards).
+Armed by `inject()` in-process, or for a subprocess by MEMLIFE_FAULT=<point>[:<skip>] and
 MEMLIFE_FAULT_MODE=raise|kill|hang (kill = SIGKILL, no cleanup; hang = create the file
-MEMLIFE_FAULT_MARK, then sleep until killed: a holder that stalls mid-run, for the lease tests).
+MEMLIFE_FAULT_MARK holding this process id, then sleep until killed: a holder that stalls
+mid-run, for the lease tests, or a worker to kill from outside). A hang whose mark exists
+already passes: among processes armed alike, only the first to get there stops.
 <skip> lets the point pass that many times first (stop in the middle of a batch).
 """
 
@@ -31,6 +34,7 @@ POINTS = (
     "after_stage",
     "after_gate",
     "after_commit_groups",
+    "after_shard_reported",
 )
 
 
@@ -58,7 +62,12 @@ def checkpoint(point: str) -> None:
     if armed[1] == "hang":
         mark = settings().fault_mark
         if mark:
-            open(mark, "w").close()  # noqa: SIM115
+            try:  # create-only: another process that stopped here first keeps the mark
+                fd = os.open(mark, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                return
+            os.write(fd, str(os.getpid()).encode())
+            os.close(fd)
         while True:
             time.sleep(3600)
     raise InjectedFault(point)

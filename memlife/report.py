@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
+from memlife.faults import checkpoint
 from memlife.plan import Decision
 
 SCHEMA = pa.schema(
@@ -84,6 +85,7 @@ class ReportWriter:
             self._shards.add(shard)
             self._jsonl.write(text)
             self.rows += len(decisions)
+        checkpoint("after_shard_reported")
 
     def merge_parts(self, parts: Path) -> int:
         """Append report parts written by other processes to this report, then drop them."""
