@@ -69,6 +69,15 @@ def finish_run(
         tally.merge(o.tally)
     for t in tallies:
         tally.merge(t)
+    if remote is not None and not ctx.config.dry_run:  # housekeeping, under the run's lease
+        from memlife.state.ledger import compact_closed_days
+
+        try:
+            if folded := compact_closed_days(remote, ctx.cutoff):
+                tally.counts["ledger_parts_compacted"] += folded
+        except Exception:  # never fails the run: the parts stay as they are until tomorrow
+            log.warning("access ledger compaction failed", exc_info=True)
+            tally.counts["ledger_compaction_failed"] += 1
     failed_shards = [s for o in outcomes for s in o.failed_shards]
     failed_shards += [{"shard": f"{s['actor_id']}:{s['namespace']}", "code": s["code"]}
                       for s in tally.stopped_shards]  # fmt: skip

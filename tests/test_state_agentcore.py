@@ -141,3 +141,37 @@ def test_bad_state_url_is_refused_before_anything_starts(env: dict, monkeypatch)
                     "dynamodb://t?region=us-east-1", "--json")  # fmt: skip
     assert code == 2
     assert not env["fake"].ops("update") and not env["fake"].ops("delete")
+
+
+def test_the_nightly_apply_run_compacts_closed_ledger_days(
+    env: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Online workers leave one small ledger part per flush; the nightly apply run folds the
+    days before its cutoff (under its lease), leaves the cutoff's day open, counts nothing
+    twice. A dry run folds nothing."""
+    from datetime import timedelta
+
+    from memlife.state.ledger import S3AccessLedger
+
+    records = list(generate(20, seed=3, anchor=ANCHOR))
+    src = env["tmp"] / "in.jsonl"
+    src.write_text("".join(r.to_json() + "\n" for r in records))
+    monkeypatch.setenv("MEMLIFE_HOME", str(env["tmp"] / "importer"))
+    assert cli("import", str(src), "--store", env["url"], "--json")[0] == 0
+    ledger = S3AccessLedger(env["state"])
+    for i, at in enumerate([CUTOFF - timedelta(days=2, hours=h) for h in (1, 2, 3)] +
+                           [CUTOFF - timedelta(days=1, hours=1), CUTOFF - timedelta(hours=1),
+                            CUTOFF - timedelta(hours=2)]):  # fmt: skip
+        r = records[i]
+        ledger.append(r.actor_id, r.namespace, r.id, rank=1, at=at)
+        ledger.flush()  # one part each, as six online workers would leave
+    stats = ledger.access_stats()
+    days = lambda: sorted(k.split("/")[-2][5:] for k in ledger.files())  # noqa: E731
+    assert days() == ["2026-10-30"] * 3 + ["2026-10-31"] + ["2026-11-01"] * 2
+
+    dry = run_on_fresh_worker(env, monkeypatch, "dry", "--dry-run")
+    assert "ledger_parts_compacted" not in dry["other_counts"] and len(days()) == 6
+    done = run_on_fresh_worker(env, monkeypatch, "worker")
+    assert done["other_counts"]["ledger_parts_compacted"] == 3  # 10-30's three; 10-31 has one
+    assert days() == ["2026-10-30", "2026-10-31", "2026-11-01", "2026-11-01"]
+    assert S3AccessLedger(env["state"]).access_stats() == stats  # every access, once

@@ -99,3 +99,10 @@ def test_cloudtrail_ingest_writes_to_s3(ledger: S3AccessLedger, server) -> None:
     again = ledger.ingest_cloudtrail(f"s3://trail/{ledger.prefix}/logs/", s3_client=s3)
     assert (again.files, again.already_ingested) == (0, 2)  # markers live on S3 too
     assert ledger.read().num_rows == 4
+
+
+def test_compaction_before_a_day_leaves_that_day_open(ledger: S3AccessLedger) -> None:
+    fill(ledger)
+    assert ledger.compact(before="2026-11-02") == {"2026-11-01": 5}  # the 2nd is still written
+    days = sorted(k.split("/")[-2] for k in ledger.files())
+    assert days == ["date=2026-11-01", "date=2026-11-02", "date=2026-11-02"]

@@ -7,7 +7,8 @@
     {prefix}/ledger/_ingested/cloudtrail/<sha256>               CloudTrail files already read
 
 Every online worker flushes its own small parts, so a day collects many; :meth:`compact`
-folds a day's parts into one. A file that replaces others (compaction, erasure rewrite)
+folds a day's parts into one, and each nightly apply run does so for the days before its
+cutoff (:func:`compact_closed_days`, count ``ledger_parts_compacted``). A file that replaces others (compaction, erasure rewrite)
 names them in its Parquet metadata (``memlife.replaces``) and is written *before* they are
 deleted: a crash in between leaves both, and readers skip the replaced ones, so no access
 is ever counted twice nor lost. Athena / DuckDB read the prefix as a dataset.
@@ -151,11 +152,17 @@ class S3AccessLedger(AccessLedger):
                 removed += n_hit
         return removed
 
-    def compact(self, min_files: int = 2, small_bytes: int = SMALL_BYTES) -> dict[str, int]:
-        """Fold each day's small parts into one file; returns {day: parts folded}."""
+    def compact(
+        self, min_files: int = 2, small_bytes: int = SMALL_BYTES, before: str | None = None
+    ) -> dict[str, int]:
+        """Fold each day's small parts into one file; returns {day: parts folded}.
+        ``before`` (YYYY-MM-DD): only the days before it."""
         self.flush()
         by_day: dict[str, list[str]] = {}
         for key, size in self._objects():
+            day = key.rsplit("/", 2)[-2].removeprefix("date=")
+            if before is not None and day >= before:
+                continue
             if size < small_bytes:
                 by_day.setdefault(key.rsplit("/", 2)[-2], []).append(key)
         done: dict[str, int] = {}
@@ -171,3 +178,12 @@ class S3AccessLedger(AccessLedger):
                 self._delete(keys)
                 done[day.removeprefix("date=")] = len(keys)
         return done
+
+
+def compact_closed_days(state: DynamoState, cutoff: datetime) -> int:
+    """The nightly apply run's housekeeping (pipeline.finish_run): fold the small parts of
+    every day before the cutoff's. Online workers still append to the cutoff's day; an
+    erasure rewrites parts only under the store's lease, which the nightly run holds, so
+    the two never interleave. Returns the number of parts folded."""
+    day = cutoff.astimezone(UTC).date().isoformat()
+    return sum(S3AccessLedger(state).compact(before=day).values())
