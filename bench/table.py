@@ -15,10 +15,10 @@ Measures
 - first-night embedding throughput: distinct demo texts through the default embedder
 - JSONL import: ``memlife.importer.import_file`` of N demo records, with peak RSS
 - recall p95 at 100k (``bench/recall_latency.py``'s path), ``--recall`` to include it
-- Prefect flow overhead on a running server: not measured here (see BENCHMARKS.md)
+- Prefect flow overhead on a running server (``--prefect``): 13 records, flow minus local
 
     uv run python bench/table.py [--records 20000] [--recall] [--json out.json]
-    uv run python bench/table.py --records 1000000 --recall   # the full table
+    uv run python bench/table.py --records 1000000 --recall --prefect --db-dir /tmp/memlife-bench
 """
 
 from __future__ import annotations
@@ -42,11 +42,12 @@ NOW = "2026-11-01T00:00:00+00:00"
 
 
 # -- parent: run a child, sample RSS over the process tree --------------------------------
-def run_child(kind: str, *args: str) -> dict:
+def run_child(kind: str, *args: str, env_extra: dict | None = None) -> dict:
     import psutil
 
     cmd = [sys.executable, str(Path(__file__).resolve()), "--_child", kind, *args]
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.update(env_extra or {})
     proc = psutil.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     peak = 0
     stop = threading.Event()
@@ -247,7 +248,94 @@ def child(kind: str, args: list[str]) -> dict:
             "seconds": round(s, 3),
             "per_s": round(rep.imported / s),
         }
+    if kind == "prefect":  # PREFECT_API_URL points at a running server (prefect_server())
+        return prefect_overhead(db, home)
     raise SystemExit(f"unknown child {kind}")
+
+
+def prefect_overhead(db: Path, home: Path) -> dict:
+    """13 demo records: the local engine, then the nightly flow on the running server, twice
+    each (the first flow run in a process also connects the client); dry runs."""
+    from memlife.stores.sqlite import SqliteStore
+
+    store = SqliteStore(db)
+    from memlife.demo import generate
+
+    store.put_many(list(generate(13, seed=7, anchor=ANCHOR)))
+    store.close()
+    from flows.nightly import nightly  # imported before timing: the import is not overhead
+    from memlife.pipeline import RunConfig
+
+    def timed(fn) -> float:
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+
+    cfg = RunConfig(dry_run=True, now=datetime.fromisoformat(NOW), store=f"sqlite:///{db}",
+                    receipts=f"file://{home / 'receipts'}")  # fmt: skip
+    from memlife.pipeline import run_local
+
+    local = [timed(lambda: run_local(cfg)) for _ in range(2)]
+    flow = [timed(lambda: nightly(config=cfg)) for _ in range(2)]
+    return {"local_s": [round(x, 2) for x in local], "flow_s": [round(x, 2) for x in flow],
+            "overhead_first_s": round(flow[0] - local[1], 2),
+            "overhead_s": round(flow[1] - local[1], 2)}  # fmt: skip
+
+
+def prefect_server(tmp: Path) -> tuple[subprocess.Popen, dict]:
+    """``prefect server start`` on 127.0.0.1 with its own home and database; the env a
+    client needs to use it. Stopped by pid (its process group) by the caller."""
+    import socket
+
+    import httpx
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    home = tmp / "prefect-home"
+    env = {
+        "PREFECT_HOME": str(home),
+        "PREFECT_LOCAL_STORAGE_PATH": str(home / "storage"),
+        "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
+        "PREFECT_API_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{home / 'server.db'}",
+        "DO_NOT_TRACK": "1",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_LOGGING_LEVEL": "WARNING",
+        "PREFECT_SERVER_UI_ENABLED": "false",
+    }
+    full = {**os.environ, **env}
+    full.pop("PREFECT_PROFILES_PATH", None)
+    log = (tmp / "prefect-server.log").open("w")
+    prefect = str(Path(sys.executable).parent / "prefect")
+    server = subprocess.Popen([prefect, "server", "start", "--host", "127.0.0.1", "--port",
+                               str(port)], cwd=tmp, env=full, stdout=log,
+                              stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(env["PREFECT_API_URL"] + "/health", timeout=2).status_code == 200:
+                return server, env
+        except httpx.HTTPError:
+            pass
+        if server.poll() is not None:
+            break
+        time.sleep(1)
+    stop_server(server)
+    raise SystemExit(f"prefect server did not start; see {tmp / 'prefect-server.log'}")
+
+
+def stop_server(server: subprocess.Popen) -> None:
+    import signal
+
+    for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(server.pid, sig)
+            server.wait(wait)
+            return
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def write_jsonl(path: Path, n: int) -> None:
@@ -271,6 +359,9 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="keep the demo store, JSONL and warm embedding cache here (DIR/n<records>) and "
         "reuse them next time: the first night is then not re-measured",
+    )
+    ap.add_argument(
+        "--prefect", action="store_true", help="also a flow run on a running Prefect server"
     )
     ap.add_argument("--skip-apply", action="store_true", help="leave out the two apply nights")
     ap.add_argument("--_child", help=argparse.SUPPRESS)
@@ -331,6 +422,18 @@ def main(argv: list[str] | None = None) -> int:
         for f in (tmp / "imp").glob("new.db*"):
             f.unlink()
         res["import"] = run_child("import", str(tmp / "imp" / "new.db"), str(tmp / "imp"))
+        if args.prefect:
+            print("Prefect flow on a running server (starting it) ...", file=sys.stderr)
+            (tmp / "pf").mkdir(exist_ok=True)
+            for f in (tmp / "pf").glob("store.db*"):
+                f.unlink()
+            server, penv = prefect_server(tmp / "pf")
+            try:
+                res["prefect"] = run_child(
+                    "prefect", str(tmp / "pf" / "store.db"), str(tmp / "pf"), env_extra=penv
+                )
+            finally:
+                stop_server(server)
         if args.recall:
             print("recall p95 at 100k ...", file=sys.stderr)
             out = subprocess.run(
@@ -434,8 +537,16 @@ def table_rows(res: dict, raw_s: float) -> list[dict]:
         )
     else:
         rows.append(("recall p95, 100k memories", "not run (--recall)", "<= 25 ms", None))
+    pf = res.get("prefect")
     rows.append(
-        ("Prefect flow overhead, running server, 13 records", "not run here", "<= 5 s", None)
+        (
+            "Prefect flow overhead, running server, 13 records",
+            f"{pf['overhead_s']:.1f} s (first run in a process {pf['overhead_first_s']:.1f} s)"
+            if pf
+            else "not run (--prefect)",
+            "<= 5 s",
+            None,
+        )
     )
     return [
         {"measure": m, "figure": f, "target": t, "x_raw_scan": None if r is None else round(r, 1)}
