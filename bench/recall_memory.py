@@ -26,8 +26,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from recall_latency import creation_times, questions, sentences  # noqa: E402
 
+from memlife.backends import embedding_cache
 from memlife.embed import default_embedder  # noqa: E402
-from memlife.embed_cache import EmbeddingCache  # noqa: E402
 from memlife.ledger import AccessLedger  # noqa: E402
 from memlife.model import MemoryRecord, MemoryType, content_sha256  # noqa: E402
 from memlife.online.memory import LongTermMemory  # noqa: E402
@@ -62,7 +62,7 @@ def run_size(size: int, pool: np.ndarray, qs: list[str], rng: random.Random, k: 
         )
         vecs = pool[np.arange(size) % len(pool)] + nprng.normal(0, 0.02, (size, pool.shape[1]))
         vecs = (vecs / np.linalg.norm(vecs, axis=1, keepdims=True)).astype(np.float32)
-        cache = EmbeddingCache.for_store(store, emb)
+        cache = embedding_cache(store, emb)
         cache._store(
             [
                 (content_sha256(t), emb.model_id, emb.dim, v.tobytes())

@@ -74,24 +74,6 @@ class EmbeddingCache:
         with self.lock:
             self.connection.executescript(SCHEMA)
 
-    @classmethod
-    def for_store(
-        cls, store: object, embedder: Embedder | None = None, **kw: Any
-    ) -> EmbeddingCache:
-        """Share a SqliteStore's file; any other store gets the state backend's cache
-        ($MEMLIFE_STATE, memlife/state/embeddings.py) or else the cache's own file."""
-        conn = getattr(store, "connection", None)
-        if isinstance(conn, sqlite3.Connection):
-            return cls(embedder, connection=conn, lock=getattr(store, "lock", None), **kw)
-        from memlife.state import uses_remote_state
-
-        remote = uses_remote_state(store)
-        if remote is not None:
-            from memlife.state.embeddings import DynamoEmbeddingCache
-
-            return DynamoEmbeddingCache(remote, embedder, **kw)
-        return cls(embedder, **kw)
-
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:

@@ -35,6 +35,7 @@ from typing import Any
 from memlife import tombstones
 from memlife.apply.appliers.hold_release import release_payload
 from memlife.audit import ReceiptSink, ReceiptWriteError, dumps
+from memlife.backends import embedding_cache
 from memlife.consolidate.base import Group, pick_survivor
 from memlife.embed_cache import EmbeddingCache
 from memlife.errors import EraseError as EraseError  # moved; re-exported
@@ -205,15 +206,6 @@ def _rebuilt(
     })  # fmt: skip
 
 
-def ledger_erase(ids: Sequence[str], store: MemoryStore | None = None) -> int | None:
-    """The access ledger forgets these records; None when no ledger module is installed."""
-    try:
-        from memlife.ledger import open_ledger
-    except ImportError:  # pragma: no cover - the ledger ships with memlife
-        return None
-    return int(open_ledger(store=store).erase(list(ids)))  # on S3 with $MEMLIFE_STATE
-
-
 def compact(
     store: MemoryStore, cache: EmbeddingCache | Sequence[EmbeddingCache] | None = None
 ) -> dict[str, Any]:
@@ -292,12 +284,6 @@ def _defer(
         run.tally.counts["deferred"] += 1
 
 
-def forget_pending(store: MemoryStore, ids: Sequence[str]) -> list[str]:
-    """Drop the pending-erasure rows of records now erased (the erase applier calls this);
-    returns the deferred operations they named, now settled by the erasure."""
-    return side_tables(store).forget_pending(ids)
-
-
 def _erase_now(run: ManualRun, records: Sequence[MemoryRecord], why: dict[str, str],
                caches: Sequence[EmbeddingCache]) -> list[Operation]:  # fmt: skip
     planned = run.journal.plan([
@@ -374,7 +360,7 @@ def erase(
     held = [r for r in targets if _is_held(r)]
     free = [r for r in targets if not _is_held(r)]
     tombstones.add(store, free)
-    caches = [cache or EmbeddingCache.for_store(store), *home_caches()]
+    caches = [cache or embedding_cache(store), *home_caches()]
     run = manual_run(
         store,
         "erase",

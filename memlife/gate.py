@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from memlife.backends import embedding_cache
 from memlife.evalset import EvalCase, Impact, Target, load_cases
 from memlife.model import MemoryRecord, MemoryType, Status
 from memlife.policy import GatePolicy, Policy
@@ -86,10 +87,9 @@ class ShadowRecall:
         cache: EmbeddingCache | None = None,
         added: Iterable[MemoryRecord] = (),
     ):
-        from memlife.embed_cache import EmbeddingCache
 
         self.store = store
-        self.cache = cache or EmbeddingCache.for_store(store)
+        self.cache = cache or embedding_cache(store)
         # staged replacements: in views with plus=True only (the run's "after")
         self.added: dict[tuple[str, str], list[MemoryRecord]] = {}
         for r in added:

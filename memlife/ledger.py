@@ -68,20 +68,6 @@ def default_root() -> Path:
     return settings().home / "ledger"
 
 
-def open_ledger(root: str | Path | None = None, store: object = None, **kw: Any) -> AccessLedger:
-    """A folder when ``root`` is given; else on S3 when $MEMLIFE_STATE names one (and the
-    store is not the embedded SQLite one); else ``$MEMLIFE_HOME/ledger``."""
-    if root is None:
-        from memlife.state import current, uses_remote_state
-
-        remote = uses_remote_state(store) if store is not None else current()
-        if remote is not None:
-            from memlife.state.ledger import S3AccessLedger
-
-            return S3AccessLedger(remote, **kw)
-    return AccessLedger(root, **kw)
-
-
 @dataclass(frozen=True)
 class Access:
     actor_id: str

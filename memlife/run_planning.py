@@ -11,6 +11,7 @@ from typing import TypeVar
 
 from memlife import progress
 from memlife.apply import DeleteItem, Executor, Tally
+from memlife.backends import embedding_cache
 from memlife.embed_cache import EmbeddingCache
 from memlife.errors import StoreError
 from memlife.model import PlanView, plan_view
@@ -126,7 +127,7 @@ def make_embeddings(ctx: RunContext, store: MemoryStore) -> EmbeddingCache:
     its own file so that it leaves the store file byte-identical."""
     if ctx.config.dry_run and getattr(store, "connection", None) is not None:
         return EmbeddingCache(path=settings().home / "embeddings.db")
-    return EmbeddingCache.for_store(store)
+    return embedding_cache(store)
 
 
 def _deletions(ctx: RunContext, decisions: Sequence[Decision], tally: Tally) -> list[DeleteItem]:

@@ -69,7 +69,9 @@ def _backend(store: MemoryStore) -> TombstoneBackend:
 
     remote = uses_remote_state(store)  # $MEMLIFE_STATE: the DynamoDB state table
     if remote is not None:
-        return remote.part("tombstones")
+        from memlife.state.side import DynamoTombstones
+
+        return remote.part("tombstones", DynamoTombstones)
     path = str(settings().home / "tombstones.db")
     with _side_lock:
         if path not in _side:

@@ -11,34 +11,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = "memlife"
 
-# Circles known today, each to be removed (issue 13), as the module patterns (fnmatch) a
+# Circles known today (none since issue 13), as the module patterns (fnmatch) a
 # circle may span. The test fails on a circle outside them, and on an entry no circle needs
 # any more (so the list only shrinks).
-KNOWN: dict[str, tuple[str, ...]] = {
-    # One knot since the state backends and the operations engine met (left for issue 13):
-    # apply's registry imports every applier to fill itself; the erase/purge/restore
-    # appliers reach back through memlife.erase and memlife.quarantine, which use the
-    # executor; the state backends (DynamoDB journal, lease, side state, ledger on S3) are
-    # chosen inside journal/lease/ledger and import them back for their protocols.
-    "apply <-> erase/quarantine <-> journal/state backends": (
-        "memlife.apply",
-        "memlife.apply.*",
-        "memlife.erase",
-        "memlife.quarantine",
-        "memlife.embed_cache",
-        "memlife.evidence",
-        "memlife.journal",
-        "memlife.journal.*",
-        "memlife.lease",
-        "memlife.ledger",
-        "memlife.receipts",
-        "memlife.receipts_dataset",
-        "memlife.review",
-        "memlife.state",
-        "memlife.state.*",
-        "memlife.tombstones",
-    ),
-}
+KNOWN: dict[str, tuple[str, ...]] = {}
 
 
 def module_name(path: Path, base: Path) -> str:

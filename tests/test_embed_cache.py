@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from memlife.backends import embedding_cache
 from memlife.embed import default_embedder
 from memlife.embed_cache import EmbeddingCache
 from memlife.model import MemoryRecord, content_sha256
@@ -81,7 +82,7 @@ def test_persists_across_instances_and_keys_by_model(tmp_path: Path) -> None:
 def test_lives_in_the_store_file_and_erasure_deletes(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "memlife.db")
     emb = CountingEmbedder()
-    cache = EmbeddingCache.for_store(store, emb)
+    cache = embedding_cache(store, emb)
     cache.get_or_embed(RECORDS)
     (n,) = store.connection.execute("SELECT COUNT(*) FROM embeddings").fetchone()
     assert n == 4 == len(cache)

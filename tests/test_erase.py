@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from memlife.backends import embedding_cache
 from memlife.cli import app
-from memlife.embed_cache import EmbeddingCache
 from memlife.erase import EraseError, erase, pending_erasures, select_targets
 from memlife.evalset import parse_cases
 from memlife.gate import ShadowRecall, evaluate
@@ -116,7 +116,7 @@ def test_erasure_leaves_no_byte_of_the_erased_content(home: Path) -> None:
     db = home / "memlife.db"
     store = SqliteStore(db)
     store.put_many(RECORDS)
-    cache = EmbeddingCache.for_store(store)
+    cache = embedding_cache(store)
     cache.get_or_embed(RECORDS)
     erased_shas = {r.sha256 for r in RECORDS if MARKER in r.content}
     # online recall logs accesses to the ledger; a crashed run left a payload with content
@@ -222,7 +222,7 @@ def test_legal_hold_defers_the_erasure_until_released(home: Path) -> None:
     )
     free = rec("m-pass2", f"Passport renewed in March ({MARKER}).", subject="passport")
     store.put_many([held, free, RECORDS[4]])
-    EmbeddingCache.for_store(store).get_or_embed([held, free])
+    embedding_cache(store).get_or_embed([held, free])
     store.close()
     runner = CliRunner()
 

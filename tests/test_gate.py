@@ -11,9 +11,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from memlife.backends import embedding_cache
 from memlife.cli import app
 from memlife.demo import generate
-from memlife.embed_cache import EmbeddingCache
 from memlife.evalset import CaseKind, EvalSetError, Impact, dump_cases, load_cases, parse_cases
 from memlife.gate import evaluate
 from memlife.journal import OpKind, OpState, open_journal
@@ -39,7 +39,7 @@ def test_policy_change_that_would_delete_a_must_retain_fact_is_blocked_and_quara
 ) -> None:
     store = store_at(home)
     store.put_many(FACTS)
-    EmbeddingCache.for_store(store).get_or_embed(FACTS)  # what online recall left in the cache
+    embedding_cache(store).get_or_embed(FACTS)  # what online recall left in the cache
     before = {r.id: store.get(r.id) for r in FACTS}
     vectors = {r.id: vector_row(store, r) for r in FACTS}
     store.close()

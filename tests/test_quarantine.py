@@ -9,8 +9,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from memlife.audit import open_sink
+from memlife.backends import embedding_cache
 from memlife.cli import app
-from memlife.embed_cache import EmbeddingCache
 from memlife.journal import OpKind, OpState, open_journal
 from memlife.model import RetentionClass, Status
 from memlife.pipeline import RunConfig, run_local
@@ -45,7 +45,7 @@ def blocked_run(home: Path, tmp_path: Path, now=NOW) -> dict:  # noqa: ANN001
 def seed(home: Path) -> dict:
     store = SqliteStore(home / "memlife.db")
     store.put_many(FACTS)
-    EmbeddingCache.for_store(store).get_or_embed(FACTS)
+    embedding_cache(store).get_or_embed(FACTS)
     before = {r.id: (store.get(r.id), vector_row(store, r)) for r in FACTS}
     store.close()
     return before

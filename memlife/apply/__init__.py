@@ -8,6 +8,9 @@ retry queue (resume.py) through the same appliers. Shaped after AWS Powertools
 idempotency: an explicit state machine, one idea per file.
 """
 
+# Every applier registers itself on import: the package fills the registry (registry.py
+# imports no applier, so the appliers can import it without a circle).
+import memlife.apply.appliers  # noqa: F401
 from memlife.apply.deletions import DeleteItem
 from memlife.apply.executor import Executor
 from memlife.apply.groups import StagedGroup

@@ -44,12 +44,7 @@ def register(cls: type) -> type:
 
 
 def applier_for(kind: OpKind) -> Applier:
-    _load()
     try:
         return APPLIERS[kind]
     except KeyError:
         raise LookupError(f"no applier registered for operation kind {kind.value!r}") from None
-
-
-def _load() -> None:
-    import memlife.apply.appliers  # noqa: F401  (registers every applier on import)

@@ -35,7 +35,7 @@ LedgerOpt = Annotated[
 
 @contextmanager
 def _memory(store_url: str | None, ledger_root: Path | None) -> Iterator[object]:
-    from memlife.ledger import open_ledger
+    from memlife.backends import open_ledger
     from memlife.online.memory import LongTermMemory
     from memlife.stores import open_store
 

@@ -39,5 +39,7 @@ def open_journal(store: object) -> Journal:
 
     remote = current()
     if remote is not None:
-        return remote.part("journal")
+        from memlife.journal.dynamodb import DynamoJournal
+
+        return remote.part("journal", DynamoJournal)
     return SqliteJournal.at(settings().home / "journal.db")

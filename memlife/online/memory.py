@@ -33,12 +33,13 @@ from typing import Any
 
 import numpy as np
 
+from memlife.backends import embedding_cache, open_ledger
 from memlife.embed import Embedder
 from memlife.embed_cache import EmbeddingCache
 from memlife.errors import InputError
 from memlife.group import subject_keywords
 from memlife.inferred import InferredSubjects
-from memlife.ledger import AccessLedger, open_ledger, query_sha256
+from memlife.ledger import AccessLedger, query_sha256
 from memlife.model import (
     MemoryRecord,
     MemoryType,
@@ -110,7 +111,7 @@ class LongTermMemory:
         # verification by source, subject inference, expiry (default policy when None)
         self.policy = policy if policy is not None else load_policy()
         self._embedder = embedder
-        self.cache = cache or EmbeddingCache.for_store(store, embedder)
+        self.cache = cache or embedding_cache(store, embedder)
         self.ledger = ledger if ledger is not None else open_ledger(store=store)
         self.near_duplicate = near_duplicate
         self.threshold = threshold

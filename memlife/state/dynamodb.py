@@ -29,14 +29,16 @@ TTL attribute so the table does not grow without bound.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from memlife.state import StateSettings
+
+T = TypeVar("T")
 
 OPEN_BUCKETS = 8
 OPEN_INDEX = "open"
@@ -172,29 +174,9 @@ class DynamoState:
             yield from page.get("Items", [])
 
     # -- the parts, one per process and table ------------------------------------------------------
-    def part(self, name: str) -> Any:
-        """The journal / lease / side tables / caches bound to this table (created once)."""
+    def part(self, name: str, make: Callable[[DynamoState], T]) -> T:
+        """The journal / side tables / ... bound to this table, made once per process. The
+        caller names the class: this module imports none of them (no import circle)."""
         if name not in self._parts:
-            self._parts[name] = _PARTS[name](self)
+            self._parts[name] = make(self)
         return self._parts[name]
-
-
-def _journal(state: DynamoState) -> Any:
-    from memlife.journal.dynamodb import DynamoJournal
-
-    return DynamoJournal(state)
-
-
-def _side(state: DynamoState) -> Any:
-    from memlife.state.side import DynamoSideTables
-
-    return DynamoSideTables(state)
-
-
-def _tombstones(state: DynamoState) -> Any:
-    from memlife.state.side import DynamoTombstones
-
-    return DynamoTombstones(state)
-
-
-_PARTS = {"journal": _journal, "side": _side, "tombstones": _tombstones}

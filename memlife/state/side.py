@@ -227,6 +227,6 @@ def side_tables(store: object) -> SqliteSideTables | DynamoSideTables:
 
     remote = uses_remote_state(store)
     if remote is not None:
-        return remote.part("side")
+        return remote.part("side", DynamoSideTables)
     conn, lock = side_connection(store, "quarantine.db", SQLITE_SCHEMA, "quarantine_snapshots")
     return SqliteSideTables(conn, lock)

@@ -51,21 +51,20 @@ class Erase(BaseApplier):
 
 
 def _forget_derived(ex, gone: list[str], shas: list[str], tally) -> None:
-    from memlife.embed_cache import EmbeddingCache
-    from memlife.erase import forget_pending, ledger_erase
-    from memlife.quarantine import forget_snapshots
+    from memlife.backends import embedding_cache, open_ledger
+    from memlife.state.side import side_tables
 
-    cache = ex.erase_cache or EmbeddingCache.for_store(ex.store)
+    cache = ex.erase_cache or embedding_cache(ex.store)
     cache.delete_for(shas)
-    ledger = ledger_erase(gone, ex.store)
-    if ledger is not None:
-        tally.counts["ledger_rows_erased"] += ledger
+    # the access ledger forgets them (on S3 with $MEMLIFE_STATE)
+    tally.counts["ledger_rows_erased"] += int(open_ledger(store=ex.store).erase(list(gone)))
     tally.counts["journal_payloads_forgotten"] += ex.journal.forget_payloads(gone)
-    forget_snapshots(ex.store, gone)
+    side = side_tables(ex.store)
+    side.forget_snapshots(gone)
     from memlife.inferred import InferredSubjects
 
     # an inferred subject key holds content words: it goes with the record
     tally.counts["inferred_subjects_forgotten"] += InferredSubjects.for_store(ex.store).forget(gone)
-    for deferred in forget_pending(ex.store, gone):  # the deferral is settled, not pending
+    for deferred in side.forget_pending(gone):  # the deferral is settled, not pending
         with suppress(JournalStateError):
             ex.journal.resolve(deferred, "ERASED_AFTER_RELEASE", at=ex.cutoff)

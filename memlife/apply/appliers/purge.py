@@ -30,6 +30,6 @@ class Purge(BaseApplier):
         return out
 
     def settle(self, ex, ops: list[Operation]) -> None:
-        from memlife.quarantine import forget_snapshots  # the side table lives there
+        from memlife.state.side import side_tables
 
-        forget_snapshots(ex.store, [o.record_id for o in ops])
+        side_tables(ex.store).forget_snapshots([o.record_id for o in ops])

@@ -18,11 +18,11 @@ class Restore(BaseApplier):
     checkpoint = "after_supersede"
 
     def apply(self, ex, ops: list[Operation], tally) -> dict[str, Result]:
-        from memlife.quarantine import snapshots  # the side table lives there
+        from memlife.state.side import side_tables
 
         out: dict[str, Result] = {}
         current = get_many(ex.store, [o.record_id for o in ops])
-        snaps = snapshots(ex.store, [o.record_id for o in ops])
+        snaps = side_tables(ex.store).snapshots([o.record_id for o in ops])
         for o in ops:
             r = current.get(o.record_id)
             snap = snaps.get(o.record_id)
@@ -63,6 +63,6 @@ class Restore(BaseApplier):
         return out
 
     def settle(self, ex, ops: list[Operation]) -> None:
-        from memlife.quarantine import forget_snapshots
+        from memlife.state.side import side_tables
 
-        forget_snapshots(ex.store, [o.record_id for o in ops])
+        side_tables(ex.store).forget_snapshots([o.record_id for o in ops])
