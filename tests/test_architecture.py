@@ -160,8 +160,6 @@ LONG_MODULES = {
     "retrieval.rank_sets), case runner, verdict and the staged run's entry points",
     "memlife/stores/sqlite.py": "one backend: schema, paging, batch writes and the state tables "
     "that share its transactions (journal, tombstones) must stay in one connection's module",
-    "memlife/erase.py": "erasure planning, tombstones and the pending-erasure queue of one "
-    "request type; being reworked by issue 12",
 }
 MAX_LINES = 500
 
