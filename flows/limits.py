@@ -92,7 +92,7 @@ def limited(consolidator: Consolidator | None) -> Consolidator | None:
     return LimitedConsolidator(consolidator)  # type: ignore[arg-type]
 
 
-def task_runner(max_workers: int = 4) -> ThreadPoolTaskRunner:
+def task_runner(max_workers: int = 4) -> ThreadPoolTaskRunner[Any]:
     """The runner for shard batches within one run: a thread pool. Work across machines is
     the child-deployment fan-out (fan_out='deployments'); the Dask runner was removed."""
     return ThreadPoolTaskRunner(max_workers=max(1, max_workers))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from memlife.prefect_env import configure
 
 configure()
@@ -20,7 +22,7 @@ def as_task(name: str, fn: pipeline.F) -> pipeline.F:
 
 @flow(name="memlife-nightly", persist_result=False, validate_parameters=True,
       timeout_seconds=limits.FLOW_TIMEOUT_SECONDS)  # fmt: skip
-def nightly(config: RunConfig = RunConfig()) -> dict:  # noqa: B008 - frozen: safe as a default
+def nightly(config: RunConfig = RunConfig()) -> dict[str, Any]:  # noqa: B008 - frozen: safe as a default
     summary = pipeline.run(config, as_task, fan_out=shard.fan_out, limit_model=limits.limited,
                            logger=get_run_logger(), on_failure=events.on_failure)  # fmt: skip
     events.publish(summary)

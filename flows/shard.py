@@ -34,7 +34,7 @@ from flows import limits  # noqa: E402
 from memlife import fanout, run_planning  # noqa: E402
 from memlife.run_types import BatchOutcome, RunConfig, RunContext, Shard  # noqa: E402
 
-_task = dict(cache_policy=NO_CACHE, persist_result=False)
+_task: Any = dict(cache_policy=NO_CACHE, persist_result=False)
 
 process_batch = task(name="process-shards", **_task, **limits.RETRYING)(run_planning.process_batch)
 isolated_batch = task(name="process-shards-isolated", **_task, **limits.RETRYING)(
@@ -58,7 +58,7 @@ def shard(config: dict[str, Any], shards: list[dict[str, str]], part: str = "0")
     )
 
 
-def _settle(futures: list, groups: Sequence[Sequence[Shard]]) -> list[BatchOutcome]:
+def _settle(futures: list[Any], groups: Sequence[Sequence[Shard]]) -> list[BatchOutcome]:
     """Wait for every batch; a failed one becomes failed-shard entries instead of an error."""
     outcomes = []
     for fut, group in zip(futures, groups, strict=True):
@@ -136,7 +136,7 @@ def fan_out_deployments(
             for i, fr in enumerate(runs):
                 if outcomes[i] is not None:
                     continue
-                state = client.read_flow_run(fr.id).state
+                state = client.read_flow_run(fr.id).state  # type: ignore[union-attr]  # sync call
                 if state is None or not state.is_final():
                     continue
                 if state.is_completed():

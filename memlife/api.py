@@ -82,7 +82,9 @@ class Memory:
         from memlife.stores import open_store
 
         self._owns_store = store is None or isinstance(store, str)
-        self.store: MemoryStore = open_store(store) if self._owns_store else store  # type: ignore[arg-type]
+        self.store: MemoryStore = (
+            open_store(store) if store is None or isinstance(store, str) else store
+        )
         if not isinstance(ledger, AccessLedger):
             ledger = AccessLedger(ledger)
         self._mem: LongTermMemory = LongTermMemory(
@@ -189,7 +191,7 @@ class Memory:
         from memlife.online.compaction import compact
 
         return compact(
-            messages,
+            messages,  # type: ignore[arg-type]  # read only: any mapping per message works
             budget_tokens=budget_tokens,
             keep_last_turns=keep_last_turns,
             summarizer=summarizer,

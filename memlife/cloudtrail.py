@@ -9,6 +9,7 @@ which files it has read.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import re
@@ -135,13 +136,14 @@ def log_files(source: str, s3_client: Any) -> Iterator[tuple[str, Callable[[], b
         ):
             keys += [o["Key"] for o in page.get("Contents", []) if is_log_name(o["Key"])]
         for key in sorted(keys):
-            yield (
-                Path(key).name,
-                lambda key=key: s3_client.get_object(Bucket=bucket, Key=key)["Body"].read(),
-            )
+            yield Path(key).name, functools.partial(_read_object, s3_client, bucket, key)
         return
     root = Path(source)
     if not root.is_dir():
         raise FileNotFoundError(f"CloudTrail source {source!r} is not a folder or s3:// URL")
     for path in sorted(p for p in root.rglob("*") if p.is_file() and is_log_name(p.name)):
         yield path.name, path.read_bytes
+
+
+def _read_object(s3_client: Any, bucket: str, key: str) -> bytes:
+    return s3_client.get_object(Bucket=bucket, Key=key)["Body"].read()

@@ -180,9 +180,6 @@ class MiniLMEmbedder:
             out[idx] = self._run([texts[i] for i in idx])
         return out
 
-    def embed_one(self, text: str) -> np.ndarray:
-        return self.embed([text])[0]
-
 
 _default: MiniLMEmbedder | None = None
 _default_lock = threading.Lock()

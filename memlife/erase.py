@@ -223,10 +223,10 @@ def compact(
         if isinstance(c.connection, sqlite3.Connection) and c.connection is not conn:
             conns.append((c.connection, c.lock))
     busy = 0
-    for c, lock in conns:
+    for con, lock in conns:
         with lock:
-            c.execute("VACUUM")
-            row = c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            con.execute("VACUUM")
+            row = con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
             busy += int(row[0]) if row else 0
         out["vacuumed"] = True
     out["wal_busy"] = busy  # > 0: another connection held the WAL; rerun `memlife erase --pending`

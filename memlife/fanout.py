@@ -56,10 +56,12 @@ def child_outcome(ctx: RunContext, part: str, prefect_result: Callable[[], Any])
     share no disk), else the child's persisted Prefect result."""
     remote = remote_state(ctx.store_url)
     if remote is None:
-        return prefect_result()
+        outcome: BatchOutcome = prefect_result()
+        return outcome
     from memlife.state.reports import get_outcome
 
-    return get_outcome(remote, ctx.run_id, ctx.cutoff, ctx.config.attempt, part)
+    got: BatchOutcome = get_outcome(remote, ctx.run_id, ctx.cutoff, ctx.config.attempt, part)
+    return got
 
 
 def failed_outcome(shards: Sequence[Shard], error: BaseException | str) -> BatchOutcome:

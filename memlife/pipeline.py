@@ -23,7 +23,7 @@ import shutil
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from memlife import progress
 from memlife.apply import Executor, Tally
@@ -48,8 +48,14 @@ __all__ = ["RunConfig", "RunContext", "RunSummary", "Shard", "BatchOutcome", "ru
 log = logging.getLogger("memlife.pipeline")
 
 F = TypeVar("F", bound=Callable[..., Any])
-# (step name, step function) -> the function the engine calls instead (Prefect: a task)
-Step = Callable[[str, F], F]
+
+
+class Step(Protocol):
+    """(step name, step function) -> the function the engine calls instead (Prefect: a task)."""
+
+    def __call__(self, name: str, fn: F, /) -> F: ...
+
+
 # (ctx, store, shard batches, report, executor) -> one outcome per batch, failures included
 FanOut = Callable[
     [RunContext, MemoryStore, list[list[Shard]], ReportWriter, Executor | None],
@@ -72,7 +78,7 @@ def run(
     limit_model: ModelLimit | None = None,
     gate: GateFn | None = None,
     consolidator: Consolidator | None = None,
-    logger: logging.Logger | logging.LoggerAdapter = log,
+    logger: logging.Logger | logging.LoggerAdapter[Any] = log,
     on_failure: OnFailure | None = None,
 ) -> RunSummary:
     """One lifecycle run, in DESIGN.md's order, whatever the engine.
@@ -123,7 +129,7 @@ def _steps(
     limit_model: ModelLimit | None,
     gate: GateFn | None,
     consolidator: Consolidator | None,
-    logger: logging.Logger | logging.LoggerAdapter,
+    logger: logging.Logger | logging.LoggerAdapter[Any],
 ) -> RunSummary:
     config = ctx.config
     executor, journal = None, None
@@ -204,7 +210,8 @@ def make_executor(
         run_id=ctx.run_id, run_key=ctx.run_key, policy=ctx.policy, cutoff=ctx.cutoff,
         store=store, sink=ctx.sink,
         # a dry run never journals: it must not even create the journal table
-        journal=journal if journal is not None or ctx.config.dry_run else open_journal(store),
+        # (the executor's dry-run paths never touch its journal: None is never used)
+        journal=journal if journal is not None or ctx.config.dry_run else open_journal(store),  # type: ignore[arg-type]
         consolidator=consolidator, dry_run=ctx.config.dry_run,
         embeddings=make_embeddings(ctx, store) if consolidator is not None else None,
         evaluated=bool(ctx.config.eval_cases),

@@ -105,7 +105,8 @@ def _stemmer() -> Stemmer.Stemmer:
 def tokenize(text: str) -> list[str]:
     """Lowercased, stopword-free, Snowball-stemmed word tokens (the BM25 vocabulary)."""
     words = [w for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
-    return _stemmer().stemWords(words)
+    stems: list[str] = _stemmer().stemWords(words)
+    return stems
 
 
 class LexicalIndex:

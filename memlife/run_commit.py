@@ -6,6 +6,7 @@ loads its cases, picks its answerer and takes the quarantine snapshot.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from memlife import gate
 from memlife.apply import DeleteItem, Executor, StagedGroup, Tally
@@ -15,7 +16,7 @@ from memlife.run_planning import make_embeddings
 from memlife.run_types import BatchOutcome, RunContext
 from memlife.stores import MemoryStore
 
-GateFn = Callable[[RunContext, MemoryStore, Sequence[DeleteItem]], dict]
+GateFn = Callable[[RunContext, MemoryStore, Sequence[DeleteItem]], dict[str, Any]]
 
 
 def _obligation(item: DeleteItem) -> bool:
@@ -35,7 +36,9 @@ def ungated(
     return items, groups
 
 
-def run_gate(ctx: RunContext, store: MemoryStore, outcomes: Sequence[BatchOutcome]) -> dict:
+def run_gate(
+    ctx: RunContext, store: MemoryStore, outcomes: Sequence[BatchOutcome]
+) -> dict[str, Any]:
     """Step 8: the before/after regression gate on everything the run staged. When it holds
     the deletions back, their records are snapshotted first (so a restore is exact)."""
     if not ctx.config.eval_cases:
@@ -64,7 +67,10 @@ def run_gate(ctx: RunContext, store: MemoryStore, outcomes: Sequence[BatchOutcom
 
 
 def commit_run(
-    ctx: RunContext, executor: Executor | None, outcomes: Sequence[BatchOutcome], gate: dict | None
+    ctx: RunContext,
+    executor: Executor | None,
+    outcomes: Sequence[BatchOutcome],
+    gate: dict[str, Any] | None,
 ) -> Tally:
     """Step 9: commit what the gate allowed. Staged groups first (replacement written and
     receipted, then its supersedes), then deletions; the blocked part is held back:

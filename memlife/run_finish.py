@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from memlife.apply import Tally
 from memlife.apply.counts import journal_counts, lifecycle_from_journal
@@ -35,7 +36,7 @@ def finish_run(
     *,
     tallies: Sequence[Tally] = (),
     journal: Journal | None = None,
-    gate: dict | None = None,
+    gate: dict[str, Any] | None = None,
     shards_total: int | None = None,
 ) -> RunSummary:
     """Step 10: counts, operations.parquet and the run receipt (create-only)."""
@@ -62,7 +63,7 @@ def finish_run(
             report.parquet_path,
             merged,
         )
-    counts: Counter = Counter()
+    counts: Counter[str] = Counter()
     tally = Tally()
     for o in outcomes:
         counts.update(o.counts)
@@ -206,7 +207,7 @@ def write_failure_receipt(ctx: RunContext, error: BaseException) -> str | None:
         return None
 
 
-def write_run_receipt(ctx: RunContext, receipt: dict) -> str | None:
+def write_run_receipt(ctx: RunContext, receipt: dict[str, Any]) -> str | None:
     """Create-only: receipt.json, or receipt.N.json when a rerun completes an earlier failure.
 
     Evidence is never overwritten. A rerun that finds a receipt of a completed attempt
@@ -223,7 +224,7 @@ def write_run_receipt(ctx: RunContext, receipt: dict) -> str | None:
     return None
 
 
-def gate_line(result: dict) -> str | None:
+def gate_line(result: dict[str, Any]) -> str | None:
     """One line for the operator: the gate's verdict, the case or gate, figures, quarantined."""
     g = result.get("gate")
     if not g:
@@ -258,7 +259,7 @@ def gate_line(result: dict) -> str | None:
     return head + (": " + "; ".join(figures) if figures else "")
 
 
-def gate_verdict(gate: dict | None) -> str:
+def gate_verdict(gate: dict[str, Any] | None) -> str:
     """``blocked`` / ``warn`` / ``passed`` / ``not configured`` / ``not run``: in a word
     (the report page's words, decided in one place)."""
     from memlife.report_html import gate_text

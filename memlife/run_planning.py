@@ -7,7 +7,7 @@ in the batch outcome): the regression gate looks at everything staged first.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from memlife import progress
 from memlife.apply import DeleteItem, Executor, Tally
@@ -25,7 +25,7 @@ T = TypeVar("T")
 
 
 def iter_views(
-    store: MemoryStore, shard: Shard, page_size: int, access_stats: dict | None = None
+    store: MemoryStore, shard: Shard, page_size: int, access_stats: dict[str, Any] | None = None
 ) -> Iterator[list[PlanView]]:
     """Pages of planning views (the store's fast path where it has one), with ledger stats merged."""
     merge = None
@@ -50,7 +50,9 @@ def iter_views(
             return
 
 
-def _merge_native(views: list[PlanView], native: dict[str, str], stats: dict) -> list[PlanView]:
+def _merge_native(
+    views: list[PlanView], native: dict[str, str], stats: dict[str, Any]
+) -> list[PlanView]:
     """Credit ledger rows keyed by a store-native id (CloudTrail) to our record ids."""
     aliased = {v.id: stats[native[v.id]] for v in views if v.id in native and native[v.id] in stats}
     if not aliased:

@@ -12,7 +12,7 @@ import os
 import tempfile
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memlife import __version__
 from memlife.audit import ReceiptSink, dumps, open_sink, run_prefix
@@ -28,11 +28,13 @@ if TYPE_CHECKING:
     from memlife.state.dynamodb import DynamoState
 
 
-def scope(config: RunConfig) -> dict:
+def scope(config: RunConfig) -> dict[str, Any]:
     return {"namespaces": sorted(config.namespaces), "actors": sorted(config.actors)}
 
 
-def run_key(policy_version: str, cutoff: datetime, scope: dict, mode: str, store: str) -> str:
+def run_key(
+    policy_version: str, cutoff: datetime, scope: dict[str, Any], mode: str, store: str
+) -> str:
     """Deterministic: the same policy, cutoff, scope, mode and store give the same run (reruns
     resume); two stores never share a run (``store`` is :func:`store_identity`)."""
     raw = json.dumps(
@@ -102,7 +104,7 @@ def start_run(config: RunConfig, sink: ReceiptSink | None = None) -> RunContext:
 
 def load_access_stats(
     cutoff: datetime, store_url: str | None = None, cloudtrail: str | None = None
-) -> dict:
+) -> dict[str, Any]:
     """Access recency and frequency from the ledger, up to the cutoff (replays stay stable).
 
     The ledger is on S3 with a remote state backend, else under $MEMLIFE_HOME.

@@ -92,8 +92,10 @@ class RunContext:
     store_url: str
     sink: ReceiptSink
     # record id -> (last accessed, count) from the access ledger (recall telemetry, CloudTrail)
-    access_stats: dict = field(default_factory=dict)
-    lease_taken_over: dict | None = None  # the expired lease (of a killed run) this run took over
+    access_stats: dict[str, Any] = field(default_factory=dict)
+    lease_taken_over: dict[str, Any] | None = (
+        None  # the expired lease (of a killed run) this run took over
+    )
 
     @property
     def mode(self) -> str:
@@ -116,10 +118,10 @@ class StagedRef(NamedTuple):
 
 @dataclass
 class BatchOutcome:
-    counts: Counter = field(default_factory=Counter)
+    counts: Counter[str] = field(default_factory=Counter)
     records: int = 0
     shards: int = 0
-    failed_shards: list[dict] = field(default_factory=list)
+    failed_shards: list[dict[str, Any]] = field(default_factory=list)
     deletions: list[DeleteItem] = field(default_factory=list)
     staged: list[StagedGroup] = field(default_factory=list)  # consolidations awaiting the gate
     tally: Tally = field(default_factory=Tally)
@@ -142,17 +144,19 @@ class RunSummary:
     manifest: str
     receipt: str | None
     seconds: float
-    failed_shards: list[dict] = field(default_factory=list)
-    model: dict = field(default_factory=dict)
-    gate: dict | None = None
-    other: dict = field(default_factory=dict)  # e.g. consolidation_proposed, merged_duplicates
+    failed_shards: list[dict[str, Any]] = field(default_factory=list)
+    model: dict[str, Any] = field(default_factory=dict)
+    gate: dict[str, Any] | None = None
+    other: dict[str, Any] = field(
+        default_factory=dict
+    )  # e.g. consolidation_proposed, merged_duplicates
     report_html: str | None = None  # the run's report page, beside its receipts
 
     @property
     def dry_run(self) -> bool:
         return self.mode == "dry_run"
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
             "policy_version": self.policy_version,

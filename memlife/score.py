@@ -133,12 +133,3 @@ class Scorer:
         if contradicted:
             raw -= self.policy.contradiction_penalty
         return 1.0 if raw > 1.0 else (0.0 if raw < 0.0 else raw)
-
-    def verification_stale(self, r: PlanView, now: float) -> bool:
-        """True when the type has a staleness limit and the record is past it (or never verified)."""
-        stale_days = self._types[r.memory_type].stale_days
-        if stale_days is None:
-            return False
-        if r.last_verified is None:
-            return True
-        return (now - r.last_verified) / _DAY > stale_days

@@ -163,7 +163,7 @@ def _relevant_environment() -> tuple[tuple[str, str], ...]:
 @lru_cache(maxsize=8)
 def _parse(env: tuple[tuple[str, str], ...]) -> Settings:
     try:
-        return Settings(_env_file=None)  # type: ignore[call-arg]
+        return Settings(_env_file=None)
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         name = str(err["loc"][0]) if err["loc"] else "?"

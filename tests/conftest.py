@@ -8,13 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from memlife.prefect_env import QUIET  # noqa: E402  (imports no Prefect)
+
 _PREFECT_HOME = tempfile.mkdtemp(prefix="memlife-prefect-")
 os.environ.update(
-    DO_NOT_TRACK="1",
-    PREFECT_SERVER_ANALYTICS_ENABLED="false",
-    PREFECT_LOGGING_LEVEL="WARNING",
-    PREFECT_SERVER_LOGGING_LEVEL="CRITICAL",
-    PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="90",
+    QUIET,
     PREFECT_HOME=_PREFECT_HOME,
     PREFECT_LOCAL_STORAGE_PATH=str(Path(_PREFECT_HOME) / "storage"),
 )

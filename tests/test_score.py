@@ -121,13 +121,9 @@ def test_source_authority_orders_scores() -> None:
     assert by_source[Source.agent_inferred] < by_source[Source.system_of_record]
 
 
-def test_verification_staleness() -> None:
-    stale = POLICY.memory_types[MemoryType.semantic].verification_stale_days
-    assert not SCORER.verification_stale(view(verified_days=stale - 1), T)
-    assert SCORER.verification_stale(view(verified_days=stale + 1), T)
-    assert SCORER.verification_stale(view(verified_days=None), T)
-    # episodic has no staleness limit: never stale, verification part is 1
-    assert not SCORER.verification_stale(view(memory_type=MemoryType.episodic), T)
+def test_episodic_verification_never_goes_stale() -> None:
+    # episodic has no staleness limit: its verification part is 1 (staleness as a review
+    # reason is the planner's, tests/test_plan.py)
     assert SCORER.parts(view(memory_type=MemoryType.episodic), T).verification == 1.0
 
 

@@ -85,7 +85,7 @@ class Executor:
         apply: Callable[[list[Operation]], dict[str, Result]] | None = None,
     ) -> list[Operation]:
         if callable(tally) and isinstance(apply, Tally):  # the old order (ops, apply, tally)
-            tally, apply = apply, tally  # type: ignore[assignment]
+            tally, apply = apply, tally
         return run_lifecycle(self, ops, tally, apply)
 
     def consolidate_shard(self, decisions: Sequence[Decision], tally: Tally) -> None:

@@ -43,15 +43,3 @@ class Tally:
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
         self.stopped_shards += other.stopped_shards
-
-    def as_json(self) -> dict:
-        return {
-            "counts": dict(self.counts),
-            "ids_not_deleted": self.ids_not_deleted,
-            "failures": self.failures,
-            "rejections": dict(self.rejections),
-            "model_calls": self.model_calls,
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "stopped_shards": self.stopped_shards,
-        }

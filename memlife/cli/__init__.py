@@ -20,8 +20,11 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 from typer.exceptions import TyperException  # click's exceptions (typer vendors click)
+from typer.main import _click
 
 from memlife import __version__
+
+Command = _click.Command  # typer vendors click: the type get_command returns
 
 # name -> (module that registers it, one-line help shown by `memlife --help`)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -72,7 +75,7 @@ FAILED = 1
 LEASE_HELD = 4  # another lifecycle run holds the store's lease (memlife/lease.py)
 
 
-def load_command(name: str) -> TyperCommand | TyperGroup:
+def load_command(name: str) -> Command:
     """Import the module behind ``name`` and build its click command."""
     module = import_module(COMMANDS[name][0])
     holder = typer.Typer(add_completion=False)

@@ -6,7 +6,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -19,6 +19,9 @@ from memlife.cli.common import (
     fail,
     print_json,
 )
+
+if TYPE_CHECKING:
+    from memlife.online.memory import LongTermMemory
 
 ActorOpt = Annotated[str, typer.Option("--actor", help="The actor (user) the memories belong to.")]
 NamespaceOpt = Annotated[
@@ -34,7 +37,7 @@ LedgerOpt = Annotated[
 
 
 @contextmanager
-def _memory(store_url: str | None, ledger_root: Path | None) -> Iterator[object]:
+def _memory(store_url: str | None, ledger_root: Path | None) -> Iterator[LongTermMemory]:
     from memlife.backends import open_ledger
     from memlife.online.memory import LongTermMemory
     from memlife.stores import open_store
@@ -78,7 +81,7 @@ def register(app: typer.Typer) -> None:
             raise fail("the fact is blank")
         try:
             with _memory(store, ledger) as mem:
-                res = mem.remember(  # type: ignore[attr-defined]
+                res = mem.remember(
                     actor,
                     namespace or default_namespace(actor),
                     subject,
@@ -121,7 +124,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """The actor's most relevant active memories, best first (each hit is ledgered)."""
         with _memory(check_store(store, must_exist=True), ledger) as mem:
-            hits = mem.recall(actor, query, k=k, namespace=namespace, threshold=threshold)  # type: ignore[attr-defined]
+            hits = mem.recall(actor, query, k=k, namespace=namespace, threshold=threshold)
         rows = [
             {
                 "id": h.record.id,

@@ -62,13 +62,13 @@ def register(app: typer.Typer) -> None:
             table.add_column(col)
         for r in rows:
             table.add_row(
-                r["operation_id"],
-                r["run_id"],
-                r["action"],
-                r["record_id"],
-                r["code"] or "",
-                (r["failed_at"] or "")[:19],
-                r["resolution"] or "",
+                str(r["operation_id"]),
+                str(r["run_id"]),
+                str(r["action"]),
+                str(r["record_id"]),
+                str(r["code"] or ""),
+                str(r["failed_at"] or "")[:19],
+                str(r["resolution"] or ""),
             )
         console.print(table)
         if review:

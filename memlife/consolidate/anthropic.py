@@ -129,13 +129,14 @@ class AnthropicConsolidator:
         system, messages = build_messages(group)
         try:
             with self._slots:
-                return self.client.messages.create(
+                # messages, tool and tool choice are plain dicts of the Messages API's JSON
+                return self.client.messages.create(  # type: ignore[call-overload]
                     model=self.model,
                     max_tokens=self.max_tokens,
                     system=system,
-                    messages=messages,  # type: ignore[arg-type]
-                    tools=[tool_definition()],  # type: ignore[list-item]
-                    tool_choice=tool_choice(),  # type: ignore[arg-type]
+                    messages=messages,
+                    tools=[tool_definition()],
+                    tool_choice=tool_choice(),
                 )
         except anthropic.APIConnectionError as exc:  # includes APITimeoutError
             self._count(0, 0, failed=True)
@@ -204,7 +205,7 @@ def _parse(msg: anthropic.types.Message) -> ConsolidationOutput:
     if len(calls) != 1:
         raise ConsolidationError(SCHEMA_INVALID, f"{len(calls)} {TOOL_NAME} calls, want 1")
     try:
-        return ConsolidationOutput.model_validate(calls[0].input)
+        return ConsolidationOutput.model_validate(getattr(calls[0], "input", None))
     except ValidationError as exc:
         # Field locations only: the message must not carry memory content.
         where = sorted({".".join(str(p) for p in e["loc"]) or "<input>" for e in exc.errors()})

@@ -236,7 +236,7 @@ class MemlifeStore(BaseStore):
             return
         path, actor = to_path(namespace), self.actor_of(namespace)
         rid = record_id(actor, path, op.key)
-        content, kind = encode_value(op.value)
+        content, kind = encode_value(dict(op.value))
         now = utcnow()
         existing = self.store.get(rid)
         if existing is not None and (

@@ -163,3 +163,21 @@ class Journal(Protocol):
     ) -> None: ...
 
     def forget_outcome(self, memo_key: str) -> None: ...
+
+    # Consolidation refusals of a group (apply/groups.py) and the groups they sent to review
+    # (memlife ops): attempts, last code and next attempt by group key; no content.
+    def rejection(self, group_key: str) -> dict | None: ...
+
+    def reject(
+        self,
+        group_key: str,
+        actor_id: str,
+        namespace: str,
+        code: str,
+        next_attempt_at: datetime | None,
+        at: datetime,
+    ) -> None: ...
+
+    def clear_rejection(self, group_key: str) -> None: ...
+
+    def groups_in_review(self) -> list[dict]: ...

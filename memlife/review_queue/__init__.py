@@ -23,6 +23,7 @@ codes and numbers, never content.
 
 from __future__ import annotations
 
+import builtins  # a method here is named list
 import fnmatch
 import json
 from collections import Counter
@@ -111,7 +112,7 @@ class ReviewQueue:
         ]  # fmt: skip
         return sorted(items, key=sort_key)
 
-    def for_record(self, record_id: str) -> list[ReviewItem]:
+    def for_record(self, record_id: str) -> builtins.list[ReviewItem]:
         """Every item about one record (one per review reason at most)."""
         found = self.backend.get_many([item_id(record_id, r.value) for r in REVIEW_REASONS])
         return sorted(found.values(), key=sort_key)
@@ -156,9 +157,9 @@ class ReviewQueue:
         now = at.isoformat()
         items = []
         for i in opened:
-            d, reason = found[i]
+            d, code = found[i]
             items.append(ReviewItem(
-                i, d.id, reason, d.pair, d.actor_id, d.namespace, d.memory_type, d.owner,
+                i, d.id, code, d.pair, d.actor_id, d.namespace, d.memory_type, d.owner,
                 float(d.priority or 0.0), "open", None, None, 1, run_id, now, run_id, now,
                 None, None,
             ))  # fmt: skip

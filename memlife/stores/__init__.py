@@ -54,7 +54,7 @@ def open_store(url: str | None = None) -> MemoryStore:
             raise ValueError(f"store URL {url!r}: expected sqlite:///path/to/file.db")
         return SqliteStore(path)
     if scheme == "agentcore":
-        from memlife.stores.agentcore import AgentCoreStore  # type: ignore[import-not-found]
+        from memlife.stores.agentcore import AgentCoreStore
 
         return AgentCoreStore.from_url(url)
     raise ValueError(

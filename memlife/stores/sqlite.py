@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from memlife.model import (
     MemoryRecord,
@@ -179,9 +180,9 @@ _RECORD_FIELDS = set(MemoryRecord.model_fields)
 _PROV_FIELDS = set(Provenance.model_fields)
 
 
-def _trusted(cls: type, fields: dict, names: set[str]) -> object:
+def _trusted(cls: type[Any], fields: dict, names: set[str]) -> object:
     """Build a pydantic model from already-validated data, ~10x cheaper than model_construct."""
-    obj = cls.__new__(cls)
+    obj = object.__new__(cls)  # pydantic models define no __new__ of their own
     object.__setattr__(obj, "__dict__", fields)
     object.__setattr__(obj, "__pydantic_fields_set__", names)
     object.__setattr__(obj, "__pydantic_extra__", None)

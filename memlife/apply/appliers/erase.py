@@ -25,7 +25,9 @@ class Erase(BaseApplier):
     def apply(self, ex, ops: list[Operation], tally) -> dict[str, Result]:
         out: dict[str, Result] = {}
         current = get_many(ex.store, [o.record_id for o in ops])
-        shas: dict[str, set[str]] = {o.record_id: {o.content_sha256} - {None} for o in ops}  # type: ignore[operator]
+        shas: dict[str, set[str]] = {
+            o.record_id: {o.content_sha256} if o.content_sha256 else set() for o in ops
+        }
         ids = []
         for o in ops:
             r = current.get(o.record_id)

@@ -107,7 +107,7 @@ class Transport:
         if namespace:
             kwargs["namespace"] = namespace
         try:
-            return self.client.get_memory_record(**kwargs)["memoryRecord"]  # type: ignore[no-any-return]
+            return self.client.get_memory_record(**kwargs)["memoryRecord"]
         except ClientError as exc:
             code = error_code(exc)[0]
             if code == "ResourceNotFoundException" or (
