@@ -15,6 +15,12 @@ Ranking is ``memlife.retrieval.rank``, the function online recall and the gate u
 nothing here sees the answer or the evidence before scoring. The data is read from PATH,
 never copied; ``--embed-cache FILE`` keeps the vectors between runs (outside the repo).
 
+``--second-vectors FILE.npz`` (from bench/second_model_vectors.py) adds a second
+embedding model as an ensemble: each memory's and query's vector becomes the weighted
+concatenation ``[sqrt(1 - s) * minilm, sqrt(s) * second]`` (unit length, so the cosine is
+``(1 - s) * cos_minilm + s * cos_second``), with the share ``s`` chosen per training fold
+like every other weight (grid "second"). An experiment: memlife ships no second model.
+
     uv run python bench/recall_locomo.py ../shared/data/locomo10.json [--ablation] [--json]
 """
 
@@ -51,6 +57,8 @@ GRID = {
     "date": (0.0, 0.1, 0.2, 0.3, 0.4, 0.5),
     "context": (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6),
 }
+# Share of a second model in an ensemble (--second-vectors); 0 = MiniLM alone.
+SECOND_GRID = (0.0, 1 / 3, 0.5, 2 / 3)
 DEFAULTS = {
     "centroid": CENTROID_WEIGHT,
     "lexical": LEXICAL_WEIGHT,
@@ -74,6 +82,21 @@ class Conversation:
     qvecs: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
     lexical: _MemoLexical | None = None
     relevant: list[np.ndarray] = field(default_factory=list)  # per query: bool per memory
+    second: tuple[np.ndarray, np.ndarray] | None = None  # a second model's (vecs, qvecs)
+    _mixed: dict[float, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+    def vectors(self, share: float) -> tuple[np.ndarray, np.ndarray]:
+        """(memory, query) vectors; with a second model, mixed at ``share`` (module doc)."""
+        if not share or self.second is None:
+            return self.vecs, self.qvecs
+        got = self._mixed.get(share)
+        if got is None:
+            a, b = np.float32(np.sqrt(1.0 - share)), np.float32(np.sqrt(share))
+            got = self._mixed[share] = (
+                np.ascontiguousarray(np.hstack([a * self.vecs, b * self.second[0]])),
+                np.ascontiguousarray(np.hstack([a * self.qvecs, b * self.second[1]])),
+            )
+        return got
 
 
 class _MemoLexical:
@@ -173,14 +196,27 @@ def prepare(convs: list[Conversation], cache: _VectorCache) -> None:
     cache.save()
 
 
+def load_second(path: Path, convs: list[Conversation]) -> None:
+    """Attach a second model's vectors (an .npz from bench/second_model_vectors.py)."""
+    with np.load(path, allow_pickle=False) as z:
+        passages = dict(zip(z["ptexts"].tolist(), z["pvecs"], strict=True))
+        questions = dict(zip(z["qtexts"].tolist(), z["qvecs"], strict=True))
+    for c in convs:
+        c.second = (
+            np.stack([passages[t] for t in c.texts]).astype(np.float32),
+            np.stack([questions[q["question"]] for q in c.queries]).astype(np.float32),
+        )
+
+
 def first_hits(c: Conversation, w: dict[str, float], k: int = max(KS)) -> list[int]:
     """Per query: 1-based rank of the first relevant memory in the top k (0 = none)."""
-    centroid = c.vecs.mean(axis=0)  # as an online shard keeps it (running sum / n)
+    vecs, qvecs = c.vectors(w.get("second", 0.0))
+    centroid = vecs.mean(axis=0)  # as an online shard keeps it (running sum / n)
     out = []
-    for q, qv, rel in zip(c.queries, c.qvecs, c.relevant, strict=True):
+    for q, qv, rel in zip(c.queries, qvecs, c.relevant, strict=True):
         res = rank(
             qv,
-            c.vecs,
+            vecs,
             k=k,
             query_text=q["question"],
             lexical=c.lexical,  # type: ignore[arg-type]
@@ -228,26 +264,42 @@ def _recall5(convs: Sequence[Conversation], w: dict[str, float]) -> float:
     return sum(s["hits"][5].values()) / max(sum(s["total"].values()), 1)
 
 
-def choose(groups: Sequence[Sequence[Conversation]], tuned: Sequence[str]) -> dict[str, float]:
+def choose(
+    groups: Sequence[Sequence[Conversation]], tuned: Sequence[str], grid: dict | None = None
+) -> dict[str, float]:
     """Coordinate ascent over GRID on the mean recall@5 of ``groups`` (training data only).
 
     One group per granularity: with two, the weights must serve both. Weights not in
     ``tuned`` stay 0 (term off). Starts with every tuned weight at its first grid value
     and sweeps until a sweep changes nothing (at most 4 sweeps); ties keep the earlier
-    value.
+    value. A second model's share (``--second-vectors``) is an outer loop around it.
     """
+    grid = grid or GRID
+    if "second" in tuned and len(grid["second"]) > 1:
+        # The ensemble share changes every vector, and coordinate ascent from a point
+        # tuned for MiniLM alone never leaves share 0. So the other weights are chosen
+        # anew for each share; the share with the best training score wins (ties: the
+        # smaller share).
+        best_w: dict[str, float] = {}
+        best_r = -1.0
+        for share in grid["second"]:
+            w = choose(groups, tuned, grid | {"second": (share,)})
+            r = sum(_recall5(g, w) for g in groups) / len(groups)
+            if r > best_r + 1e-12:
+                best_w, best_r = w, r
+        return best_w
 
     def objective(w: dict[str, float]) -> float:
         return sum(_recall5(g, w) for g in groups) / len(groups)
 
-    w = {name: 0.0 for name in GRID}
+    w = {name: 0.0 for name in grid}
     for name in tuned:
-        w[name] = GRID[name][0]
+        w[name] = grid[name][0]
     best = objective(w)
     for _ in range(4):
         changed = False
         for name in tuned:
-            for value in GRID[name]:
+            for value in grid[name]:
                 if value == w[name]:
                     continue
                 trial = {**w, name: value}
@@ -259,11 +311,13 @@ def choose(groups: Sequence[Sequence[Conversation]], tuned: Sequence[str]) -> di
     return w
 
 
-def held_out(sets: dict[str, list[Conversation]], tuned: Sequence[str]) -> dict[str, dict]:
+def held_out(
+    sets: dict[str, list[Conversation]], tuned: Sequence[str], grid: dict | None = None
+) -> dict[str, dict]:
     """Per granularity: both folds' held-out scores, their mean, and the pooled table."""
     out: dict[str, dict] = {}
     for train, test in FOLDS:
-        w = choose([[convs[i] for i in train] for convs in sets.values()], tuned)
+        w = choose([[convs[i] for i in train] for convs in sets.values()], tuned, grid)
         for name, convs in sets.items():
             s = score([convs[i] for i in test], w)
             got = out.setdefault(name, {"folds": [], "pooled_counts": []})
@@ -291,28 +345,37 @@ def held_out(sets: dict[str, list[Conversation]], tuned: Sequence[str]) -> dict[
     return out
 
 
-def run(path: Path, granularity: str, ablation: bool, cache_path: Path | None) -> dict:
+def run(
+    path: Path,
+    granularity: str,
+    ablation: bool,
+    cache_path: Path | None,
+    second: Path | None = None,
+) -> dict:
     names = ("observations", "turns") if granularity == "both" else (granularity,)
     cache = _VectorCache(cache_path)
     sets = {name: load(path, name) for name in names}
     for convs in sets.values():
         prepare(convs, cache)
+        if second is not None:
+            load_second(second, convs)
+    grid = GRID | {"second": SECOND_GRID} if second is not None else GRID
     out: dict = {
         "task": f"locomo10 {' + '.join(names)} recall",
         "model_id": default_embedder().model_id,
         "queries": {n: sum(len(c.queries) for c in convs) for n, convs in sets.items()},
         "memories": {n: sum(len(c.texts) for c in convs) for n, convs in sets.items()},
-        "held_out": held_out(sets, tuple(GRID)),
+        "held_out": held_out(sets, tuple(grid), grid),
         "defaults": {"weights": DEFAULTS}
         | {n: summarise(score(convs, DEFAULTS)) for n, convs in sets.items()},
     }
-    tuned_all = choose(list(sets.values()), tuple(GRID))
+    tuned_all = choose(list(sets.values()), tuple(grid), grid)
     out["tuned_on_all"] = {"weights": tuned_all} | {
         n: summarise(score(convs, tuned_all)) for n, convs in sets.items()
     }
     if ablation:
         out["ablation"] = {
-            label: {n: r["mean"] for n, r in held_out(sets, tuned).items()}
+            label: {n: r["mean"] for n, r in held_out(sets, tuned, grid).items()}
             for label, tuned in ABLATION.items()
         }
     return out
@@ -333,9 +396,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--ablation", action="store_true", help="held-out figure per added idea")
     ap.add_argument("--embed-cache", type=Path, help=".npz keeping vectors between runs")
+    ap.add_argument(
+        "--second-vectors",
+        type=Path,
+        help="a second model's vectors (.npz from bench/second_model_vectors.py): ensemble",
+    )
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     args = ap.parse_args(argv)
-    out = run(args.path, args.granularity, args.ablation, args.embed_cache)
+    out = run(args.path, args.granularity, args.ablation, args.embed_cache, args.second_vectors)
     if args.json:
         print(json.dumps(out, indent=2))
         return 0

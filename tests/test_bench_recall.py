@@ -45,11 +45,11 @@ def test_weights_are_chosen_on_the_training_fold_only(monkeypatch: pytest.Monkey
     chosen_on: list[set[int]] = []
     choosing = [False]
 
-    def spy_choose(groups, tuned):  # type: ignore[no-untyped-def]
+    def spy_choose(groups, tuned, grid=None):  # type: ignore[no-untyped-def]
         chosen_on.append({id(c) for g in groups for c in g})
         choosing[0] = True
         try:
-            return real_choose(groups, tuned)
+            return real_choose(groups, tuned, grid)
         finally:
             choosing[0] = False
 
@@ -74,3 +74,30 @@ def test_weights_are_chosen_on_the_training_fold_only(monkeypatch: pytest.Monkey
     assert out["mean"]["recall@5"] < 1.0
     tuned = bench.choose([convs[5:]], ("centroid", "lexical"))
     assert bench._recall5(convs[5:], tuned) == 1.0  # what a leak would have reported
+
+
+def test_a_second_model_is_mixed_at_the_share_chosen_on_training_data() -> None:
+    """--second-vectors: unit vectors whose cosine is the share-weighted mean, and a share
+    chosen like any weight (here only the second model finds the relevant memory)."""
+    convs = []
+    for i in range(10):
+        c = _conversation(i, helps=False)
+        rng = np.random.default_rng(100 + i)
+        second = rng.normal(size=(12, 16)).astype(np.float32)
+        second /= np.linalg.norm(second, axis=1, keepdims=True)
+        c.second = (second, second[:1].copy())  # the query is memory 0 itself ...
+        q = c.vecs[1:6].mean(0)  # ... while for the first model it is among distractors
+        c.qvecs = (q / np.linalg.norm(q))[None, :].astype(np.float32)
+        convs.append(c)
+    vecs, qvecs = convs[0].vectors(0.5)
+    assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+    cos_first, cos_second = (
+        convs[0].vecs @ convs[0].qvecs[0],
+        convs[0].second[0] @ convs[0].second[1][0],
+    )
+    assert np.allclose(vecs @ qvecs[0], 0.5 * cos_first + 0.5 * cos_second, atol=1e-5)
+    assert convs[0].vectors(0.0)[0] is convs[0].vecs
+    grid = {name: (0.0,) for name in bench.GRID} | {"second": bench.SECOND_GRID}
+    w = bench.choose([convs[:5]], ("centroid", "second"), grid)
+    assert w["second"] > 0
+    assert bench._recall5(convs[5:], w) > bench._recall5(convs[5:], {**w, "second": 0.0})
