@@ -304,3 +304,59 @@ def test_created_must_match_the_candidates() -> None:
     v, q = _flat(3)
     with pytest.raises(ValueError, match="creation times"):
         rank(q, v, created=np.zeros(2))
+
+
+def _full_rank_reference(q, m, *, k, threshold, query_text, lexical, created):  # noqa: ANN001, ANN202
+    """rank() written the plain way: every term over every row, threshold mask, then the
+    context term over the best CONTEXT_POOL (what rank() computed before it went lazy)."""
+    from memlife.retrieval import CONTEXT_POOL, LEXICAL_WEIGHT, _context_scores, _date_bonus
+
+    sims = m @ q
+    mu = m.mean(axis=0)
+    fused = sims - CENTROID_WEIGHT * (m @ mu - mu @ mu)
+    bm = lexical.scores(query_text)
+    if bm.max() > 0:
+        fused = fused + LEXICAL_WEIGHT / bm.max() * bm
+    bonus = _date_bonus(query_text, created)
+    if bonus is not None:
+        fused = fused + DATE_WEIGHT * bonus
+    fused = np.where(sims >= threshold, fused, -np.inf)
+    pool = np.lexsort((np.arange(len(fused)), -fused))[: max(CONTEXT_POOL, k)]
+    pool = pool[np.isfinite(fused[pool])]
+    if len(pool) == 0:
+        return pool, np.zeros(0, np.float32), np.zeros(0, np.float32)
+    scores = _context_scores(fused[pool], created[pool], CONTEXT_WEIGHT)
+    order = np.lexsort((pool, -scores))[:k]
+    return pool[order], scores[order], sims[pool[order]]
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("threshold", [-1.0, 0.3, 0.6, 0.95])
+def test_lazy_threshold_ranking_equals_the_full_computation(seed: int, threshold: float) -> None:
+    # Clustered vectors (some rows near the query, most far), words shared across rows,
+    # conversations of 20 and a query that names a month: every term is in play, and the
+    # thresholds range from "all pass" through "few pass" to "none pass" (widening path).
+    rng = np.random.default_rng(seed)
+    n, dim = 3000, 64
+    centres = rng.normal(size=(12, dim))
+    m = centres[rng.integers(0, 12, n)] + rng.normal(scale=0.8, size=(n, dim))
+    m = (m / np.linalg.norm(m, axis=1, keepdims=True)).astype(np.float32)
+    q = (centres[0] + rng.normal(scale=0.5, size=dim)).astype(np.float32)
+    q /= np.linalg.norm(q)
+    words = "tea lisbon dog report peanuts bicycle jazz oslo boots yoga".split()
+    texts = [" ".join(rng.choice(words, 3)) for _ in range(n)]
+    created = 1672531200.0 + (np.arange(n) // 20) * 6 * 3600.0
+    query = "what about tea and the dog in January 2023?"
+    lexical = LexicalIndex(texts)
+    for k in (1, 10, 80):
+        got = rank(
+            q, m, k=k, threshold=threshold, query_text=query, lexical=lexical, created=created
+        )
+        idx, scores, sims = _full_rank_reference(
+            q, m, k=k, threshold=threshold, query_text=query, lexical=lexical, created=created
+        )
+        assert list(got.indices) == list(idx)
+        np.testing.assert_allclose(got.scores, scores, atol=1e-5)
+        np.testing.assert_allclose(got.similarities, sims, atol=1e-6)
+        assert (got.similarities >= threshold).all()
+        assert len(got) > 0 or threshold == 0.95  # the lazy widening path is exercised too
