@@ -305,6 +305,7 @@ def rank(
         if len(created) != mat.shape[0]:
             raise ValueError(f"{len(created)} creation times for {mat.shape[0]} vectors")
     sims: np.ndarray | None = None  # the cosine of every row, when it was needed anyway
+    fused: np.ndarray
     if centroid_weight and mat.shape[0]:
         mu = mat.mean(axis=0) if centroid is None else np.asarray(centroid, np.float32)
         if mu.shape != q.shape:
