@@ -138,6 +138,10 @@ class MiniLMEmbedder:
         opts.add_session_config_entry("session.intra_op.allow_spinning", spin_flag)
         opts.add_session_config_entry("session.inter_op.allow_spinning", spin_flag)
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # No arena, no memory-pattern plan: freed buffers go back to the allocator instead of
+        # staying reserved at their peak (~25 MB less; same texts/s, measured)
+        opts.enable_cpu_mem_arena = False
+        opts.enable_mem_pattern = False
         sess = ort.InferenceSession(
             str(self._mpath), sess_options=opts, providers=["CPUExecutionProvider"]
         )
