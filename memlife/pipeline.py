@@ -29,7 +29,7 @@ from memlife import progress
 from memlife.apply import Executor, Tally
 from memlife.consolidate.base import Consolidator
 from memlife.faults import checkpoint
-from memlife.journal import Journal, open_journal
+from memlife.journal import Journal, open_journal, open_memo_reader
 from memlife.model import parse_time
 from memlife.namespaces import glob_match
 from memlife.report import ReportWriter
@@ -206,6 +206,7 @@ def make_executor(
     ctx: RunContext, store: MemoryStore, journal: Journal | None = None,
     consolidator: Consolidator | None = None,
 ) -> Executor:  # fmt: skip
+    dry = ctx.config.dry_run
     return Executor(
         run_id=ctx.run_id, run_key=ctx.run_key, policy=ctx.policy, cutoff=ctx.cutoff,
         store=store, sink=ctx.sink,
@@ -215,7 +216,20 @@ def make_executor(
         consolidator=consolidator, dry_run=ctx.config.dry_run,
         embeddings=make_embeddings(ctx, store) if consolidator is not None else None,
         evaluated=bool(ctx.config.eval_cases),
+        memo_reader=open_memo_reader(store) if dry and consolidator is not None else None,
+        memo_as=applied_consolidator_id() if dry else None,
     )  # fmt: skip
+
+
+def applied_consolidator_id() -> str:
+    """Who an apply run would consolidate with (make_consolidator), as the memo keys it."""
+    if settings().anthropic_api_key:
+        from memlife.consolidate.anthropic import DEFAULT_MODEL, AnthropicConsolidator
+
+        return f"{AnthropicConsolidator.name}:{settings().model or DEFAULT_MODEL}"
+    from memlife.consolidate.extractive import ExtractiveConsolidator
+
+    return f"{ExtractiveConsolidator.name}:"
 
 
 def list_shards(ctx: RunContext, store: MemoryStore) -> list[Shard]:

@@ -164,3 +164,67 @@ def test_another_model_or_policy_reopens_a_settled_group(env: dict, monkeypatch)
     monkeypatch.setenv("MEMLIFE_MODEL", "claude-opus-4-1")  # a better model judges again
     _, calls, _ = _night(env, NIGHT + timedelta(days=2))
     assert calls == 1
+
+
+def _dry(env: dict, at: datetime) -> tuple[dict, int]:
+    sent = len(env["server"].message_requests)
+    summary = run_local(RunConfig(dry_run=True, now=at))
+    receipt = json.loads(Path(summary.receipt).read_text())
+    return receipt, len(env["server"].message_requests) - sent
+
+
+def _memo_rows(db: Path) -> list[tuple]:
+    con = sqlite3.connect(db)
+    try:
+        return con.execute("SELECT * FROM consolidation_outcomes ORDER BY memo_key").fetchall()
+    finally:
+        con.close()
+
+
+def test_a_dry_run_reads_the_memo_and_never_writes_it(env: dict) -> None:
+    before, calls = _dry(env, NIGHT)
+    assert calls == 0  # a dry run estimates; it sends nothing
+    # allergies, coffee, tea: a dry run withholds nothing for the missing evaluation set
+    assert before["model"]["estimated_calls"] == 3
+    _night(env, NIGHT)  # allergies kept apart (memo), coffee merged, tea withheld unread
+    memo = _memo_rows(env["db"])
+    assert len(memo) == 1
+    records = _records_digest(env["db"])
+    after, calls = _dry(env, NIGHT + timedelta(days=1))
+    assert calls == 0
+    # the kept-apart group is settled for the apply run's consolidator (the Messages API
+    # model), although the dry run itself consolidates extractively: only tea is left
+    assert after["model"]["estimated_calls"] == 1
+    assert after["other_counts"]["consolidation_unchanged"] == 1
+    assert _memo_rows(env["db"]) == memo and _records_digest(env["db"]) == records
+    # an edited member re-opens the group for the dry run's estimate too
+    store = SqliteStore(env["db"])
+    store.put_many([store.get("a-1").model_copy(update={"content": "Allergic to cashews."})])
+    store.close()
+    edited, _ = _dry(env, NIGHT + timedelta(days=2))
+    assert edited["model"]["estimated_calls"] == 2
+
+
+def test_memo_reader_creates_nothing_and_only_reads(tmp_path: Path, monkeypatch) -> None:
+    from memlife.journal import SqliteJournal, open_memo_reader
+
+    monkeypatch.setenv("MEMLIFE_HOME", str(tmp_path))
+    store = SqliteStore(tmp_path / "memlife.db")
+    try:
+        assert open_memo_reader(store) is None  # no journal yet: nothing settled
+        tables = store.connection.execute("SELECT name FROM sqlite_master").fetchall()
+        assert ("consolidation_outcomes",) not in tables  # and none was created
+    finally:
+        store.close()
+
+    class NotSqlite:  # a store without a SQLite connection: the journal is its own file
+        pass
+
+    assert open_memo_reader(NotSqlite()) is None and not (tmp_path / "journal.db").exists()
+    journal = SqliteJournal.at(tmp_path / "journal.db")
+    journal.remember_outcome("k1", "u-1", NOTES, "KEPT_APART", None, NIGHT)
+    read = open_memo_reader(NotSqlite())
+    assert read is not None
+    assert read(["k1", "k2"]) == {"k1": {"outcome": "KEPT_APART", "retry_at": None}}
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        read.args[0].execute("DELETE FROM consolidation_outcomes")

@@ -39,6 +39,8 @@ class Executor:
         embeddings: EmbeddingCache | None = None,
         erase_cache: EmbeddingCache | None = None,
         evaluated: bool = True,
+        memo_reader: Callable[[Sequence[str]], dict[str, dict]] | None = None,
+        memo_as: str | None = None,
     ):
         self.run_id, self.run_key, self.policy, self.cutoff = run_id, run_key, policy, cutoff
         self.store, self.journal, self.sink = store, journal, sink
@@ -50,6 +52,10 @@ class Executor:
         self.stopped: set[tuple[str, str]] = set()
         # False: an apply run without an evaluation set (groups.withheld_by_gate)
         self.evaluated = evaluated
+        # a dry run reads (never writes) the consolidation memo, keyed as an apply run would
+        # key it (memo_as: the apply run's consolidator), so its estimate skips settled groups
+        self.memo_reader = memo_reader
+        self.memo_as = memo_as
         self.reviewer: str | None = None  # a person's decision (review resolve): in receipts
 
     def new_op(

@@ -113,7 +113,7 @@ def memo_key(ex: Executor, key: str, members: Sequence[Decision]) -> str:
     """Members, their content hashes and the planner's roles, the policy version and the
     consolidator: a new member, an edited one, a new policy or another model re-opens it."""
     c = ex.consolidator
-    who = f"{getattr(c, 'name', type(c).__name__)}:{getattr(c, 'model', '')}"
+    who = ex.memo_as or f"{getattr(c, 'name', type(c).__name__)}:{getattr(c, 'model', '')}"
     parts = sorted(f"{d.id}:{d.content_sha256}:{d.action}:{d.survivor}" for d in members)
     raw = "\x1f".join([members[0].actor_id, members[0].namespace, key, ex.policy.version, who,
                        *parts])  # fmt: skip
@@ -124,11 +124,12 @@ def _memo(
     ex: Executor, todo: Sequence[tuple[str, Sequence[Decision]]]
 ) -> dict[str, tuple[str, dict | None]]:
     """Group key -> (memo key, its settled outcome or None); one batched read per shard.
-    A dry run keeps no journal: it neither reads nor writes the memo."""
-    if ex.dry_run or ex.journal is None or ex.consolidator is None or not todo:
+    A dry run keeps no journal: it reads the memo (ex.memo_reader) and never writes it."""
+    read = ex.memo_reader if ex.dry_run else (ex.journal.outcomes if ex.journal else None)
+    if read is None or ex.consolidator is None or not todo:
         return {}
     keys = {key: memo_key(ex, key, members) for key, members in todo}
-    known = ex.journal.outcomes(list(keys.values()))
+    known = read(list(keys.values()))
     return {key: (mk, known.get(mk)) for key, mk in keys.items()}
 
 

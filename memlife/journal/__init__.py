@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from functools import partial
+
 from memlife.journal.base import (
     ALLOWED,
     Journal,
@@ -12,7 +17,7 @@ from memlife.journal.base import (
     Outcome,
     operation_id,
 )
-from memlife.journal.sqlite import SqliteJournal
+from memlife.journal.sqlite import SqliteJournal, read_outcomes
 from memlife.settings import settings
 
 __all__ = [
@@ -25,6 +30,7 @@ __all__ = [
     "Outcome",
     "SqliteJournal",
     "open_journal",
+    "open_memo_reader",
     "operation_id",
 ]
 
@@ -43,3 +49,36 @@ def open_journal(store: object) -> Journal:
 
         return remote.part("journal", DynamoJournal)
     return SqliteJournal.at(settings().home / "journal.db")
+
+
+def open_memo_reader(store: object) -> Callable[[Sequence[str]], dict[str, dict]] | None:
+    """The consolidation memo (``Journal.outcomes``), read-only, for a dry run: it must
+    estimate what an apply run would send, yet never create or write the journal. None
+    where no journal exists yet (nothing is settled)."""
+    conn = getattr(store, "connection", None)
+    if conn is not None:
+        lock = getattr(store, "lock", None) or threading.RLock()
+        return partial(read_outcomes, conn, lock) if _has_memo(conn, lock) else None
+    from memlife.state import current
+
+    remote = current()
+    if remote is not None:
+        from memlife.journal.dynamodb import DynamoJournal
+
+        return remote.part("journal", DynamoJournal).outcomes  # reads: batch_get only
+    path = settings().home / "journal.db"
+    if not path.exists():
+        return None
+    ro = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
+    lock = threading.RLock()
+    return partial(read_outcomes, ro, lock) if _has_memo(ro, lock) else None
+
+
+def _has_memo(conn: sqlite3.Connection, lock: threading.RLock) -> bool:
+    with lock:
+        return (
+            conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type='table' AND name='consolidation_outcomes'"
+            ).fetchone()
+            is not None
+        )

@@ -333,17 +333,7 @@ class SqliteJournal:
 
     # -- consolidation outcomes (the memo: an unchanged group is not sent again) -------------
     def outcomes(self, memo_keys: Sequence[str]) -> dict[str, dict]:
-        out: dict[str, dict] = {}
-        keys = list(dict.fromkeys(memo_keys))
-        with self.lock:
-            for i in range(0, len(keys), 500):
-                chunk = keys[i : i + 500]
-                rows = self.connection.execute(
-                    "SELECT memo_key, outcome, retry_at FROM consolidation_outcomes WHERE "
-                    f"memo_key IN ({','.join('?' * len(chunk))})", chunk,
-                ).fetchall()  # fmt: skip
-                out.update({k: {"outcome": o, "retry_at": _dt(r)} for k, o, r in rows})
-        return out
+        return read_outcomes(self.connection, self.lock, memo_keys)
 
     def remember_outcome(self, memo_key: str, actor_id: str, namespace: str, outcome: str,
                          retry_at: datetime | None, at: datetime) -> None:  # fmt: skip
@@ -389,3 +379,20 @@ class SqliteJournal:
                 )
                 n += cur.rowcount
         return n
+
+
+def read_outcomes(
+    connection: sqlite3.Connection, lock: threading.RLock, memo_keys: Sequence[str]
+) -> dict[str, dict]:
+    """``Journal.outcomes`` on a connection (also a read-only one: a dry run's memo reader)."""
+    out: dict[str, dict] = {}
+    keys = list(dict.fromkeys(memo_keys))
+    with lock:
+        for i in range(0, len(keys), 500):
+            chunk = keys[i : i + 500]
+            rows = connection.execute(
+                "SELECT memo_key, outcome, retry_at FROM consolidation_outcomes WHERE "
+                f"memo_key IN ({','.join('?' * len(chunk))})", chunk,
+            ).fetchall()  # fmt: skip
+            out.update({k: {"outcome": o, "retry_at": _dt(r)} for k, o, r in rows})
+    return out
