@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -76,16 +77,19 @@ def main() -> int:
         child(args.child)
         return 0
     home = Path(tempfile.mkdtemp(prefix="memlife-onesubject-"))
-    write(home / "memlife.db", args.records)
     runs = {}
-    for night in ("cold", "warm"):
-        out = subprocess.run(
-            [sys.executable, __file__, "--child", str(home)], capture_output=True, text=True
-        )
-        if out.returncode:
-            sys.stderr.write(out.stderr)
-            return out.returncode
-        runs[night] = json.loads(out.stdout.strip().splitlines()[-1])
+    try:
+        write(home / "memlife.db", args.records)
+        for night in ("cold", "warm"):
+            out = subprocess.run(
+                [sys.executable, __file__, "--child", str(home)], capture_output=True, text=True
+            )
+            if out.returncode:
+                sys.stderr.write(out.stderr)
+                return out.returncode
+            runs[night] = json.loads(out.stdout.strip().splitlines()[-1])
+    finally:  # a 50k-record store per run: never left behind in /tmp
+        shutil.rmtree(home, ignore_errors=True)
     result = {"records": args.records, **runs,
               "target_rss_le_400mb": {k: v["peak_rss_mb"] <= 400 for k, v in runs.items()}}  # fmt: skip
     print(json.dumps(result, indent=1) if args.json else "\n".join(
