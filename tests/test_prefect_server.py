@@ -13,7 +13,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ import pytest
 
 from memlife.demo import generate
 from memlife.stores import open_store
+from tests.support.prefect_server import free_port, prefect_env
 
 REPO = Path(__file__).resolve().parent.parent
 PREFECT = str(Path(sys.executable).parent / "prefect")
@@ -31,12 +31,6 @@ POOL = "memlife-process"
 CUTOFF = "2026-03-01T00:00:00+00:00"
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _stop(proc: subprocess.Popen | None) -> None:
@@ -65,45 +59,16 @@ def _cli(args: list[str], env: dict, timeout: float = 120) -> str:
 
 def test_dry_run_deployment_on_a_real_server(tmp_path: Path):
     t0 = time.monotonic()
-    port = _free_port()
+    port = free_port()
     api = f"http://127.0.0.1:{port}/api"
     home = tmp_path / "prefect-home"
     env = {
-        **os.environ,
-        "PREFECT_HOME": str(home),
-        "PREFECT_LOCAL_STORAGE_PATH": str(home / "storage"),
-        "PREFECT_API_URL": api,
-        "PREFECT_API_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{home / 'server.db'}",
-        "PREFECT_CLI_PROMPT": "false",
-        "DO_NOT_TRACK": "1",
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PREFECT_LOGGING_LEVEL": "WARNING",
-        "PREFECT_SERVER_LOGGING_LEVEL": "WARNING",
-        "PREFECT_SERVER_UI_ENABLED": "false",
-        "PREFECT_WORKER_QUERY_SECONDS": "1",
-        "PREFECT_WORKER_PREFETCH_SECONDS": "1",
+        **prefect_env(home, api),
         "MEMLIFE_WORKDIR": str(REPO),
         "MEMLIFE_TIMEZONE": "UTC",
         "MEMLIFE_EVAL_CASES": str(tmp_path / "eval" / "cases.yaml"),
         "MEMLIFE_HOME": str(tmp_path / "memlife-home"),
-        # only what the test needs: no scheduler (the nightly schedule would fill the
-        # database with runs), no late-run / pause / cancellation / foreman / triggers loops
-        **{
-            f"PREFECT_SERVER_SERVICES_{svc}_ENABLED": "false"
-            for svc in (
-                "SCHEDULER",
-                "LATE_RUNS",
-                "PAUSE_EXPIRATIONS",
-                "CANCELLATION_CLEANUP",
-                "FOREMAN",
-                "REPOSSESSOR",
-                "CLEANUP_RECONCILER",
-                "TRIGGERS",
-            )
-        },
     }
-    for key in ("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", "PREFECT_PROFILES_PATH"):
-        env.pop(key, None)
 
     # the data: a seeded SQLite store and an empty receipts folder
     store = f"sqlite:///{tmp_path / 'store.db'}"
