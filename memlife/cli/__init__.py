@@ -3,7 +3,7 @@
 Modules are imported only when their command runs (or its own --help is asked for), so
 `memlife --help` and `memlife --version` load typer and nothing of memlife's heavy parts.
 ``COMMANDS`` lists every top-level command with its module and one-line help;
-tests/test_cli_basics.py fails when it drifts from what the modules register.
+tests/e2e/test_cli_basics.py fails when it drifts from what the modules register.
 
 Exit codes (README "Exit codes"): 0 done; 1 the command failed or found problems;
 2 bad usage or input (unknown option, bad URL, missing store file, invalid policy);

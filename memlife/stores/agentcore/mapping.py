@@ -50,7 +50,7 @@ class FieldMap:
 
 
 # The mapping table. id/actor/namespace/content also have dedicated places (package doc).
-# tests/test_agentcore_mapping.py checks it covers every model field and fits the budgets.
+# tests/unit/test_agentcore_mapping.py checks it covers every model field and fits the budgets.
 FIELD_MAP: tuple[FieldMap, ...] = (
     FieldMap("id", ID_KEY, "str", "STRING"),
     FieldMap("actor_id", "actor_id", "str", "STRING"),

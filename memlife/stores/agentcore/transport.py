@@ -223,7 +223,7 @@ class Transport:
             return resp, ident
         ident = {e.body["memoryRecordId"]: e.key for e in entries}
         records = [e.body for e in entries]
-        # explicit calls, not a chosen bound method: tests/test_iam_policy.py scans for them
+        # explicit calls, not a chosen bound method: tests/contract/test_iam_policy.py scans for them
         if op == "update":
             resp = self.client.batch_update_memory_records(memoryId=self.memory_id, records=records)
         else:

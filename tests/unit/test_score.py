@@ -123,7 +123,7 @@ def test_source_authority_orders_scores() -> None:
 
 def test_episodic_verification_never_goes_stale() -> None:
     # episodic has no staleness limit: its verification part is 1 (staleness as a review
-    # reason is the planner's, tests/test_plan.py)
+    # reason is the planner's, tests/unit/test_plan.py)
     assert SCORER.parts(view(memory_type=MemoryType.episodic), T).verification == 1.0
 
 

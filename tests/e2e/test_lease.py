@@ -18,7 +18,7 @@ from memlife.lease import LeaseHeld, acquire
 from memlife.stores.sqlite import SqliteStore
 from tests.support.lifecycle import CUTOFF, seed
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TTL = "4"
 
 

@@ -15,7 +15,7 @@ from memlife.journal import OpKind, open_journal
 from memlife.model import RetentionClass, Status
 from memlife.stores.sqlite import SqliteStore
 from tests.support.records import good
-from tests.test_import_export import write_jsonl
+from tests.unit.test_import_export import write_jsonl
 
 
 def _import(runner: CliRunner, src: Path, db: Path, *extra: str) -> tuple[int, dict]:

@@ -8,7 +8,7 @@ import ast
 from fnmatch import fnmatch
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PACKAGE = "memlife"
 
 # Circles known today (none since issue 13), as the module patterns (fnmatch) a

@@ -10,7 +10,7 @@ import yaml
 from memlife.model import MemoryType, Source
 from memlife.policy import Policy, PolicyError, load_policy
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DEFAULT = REPO / "policies" / "default.yaml"
 ROLLOUT = REPO / "policies" / "rollout-example.yaml"
 

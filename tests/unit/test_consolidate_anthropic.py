@@ -97,7 +97,7 @@ GOOD = {
 
 @pytest.fixture(name="messages_server")
 def _messages_server() -> Iterator[MessagesServer]:
-    # Local twin of the plugin fixture (see tests/test_messages_server.py for why).
+    # Local twin of the plugin fixture (see tests/contract/test_messages_server.py for why).
     with MessagesServer() as server:
         yield server
 

@@ -32,7 +32,7 @@ from memlife.stores.sqlite import SqliteStore
 ANCHOR = datetime(2026, 11, 1, tzinfo=UTC)
 N = 1500
 FIELDS = {"id", "actor_id", "namespace", "action", "reasons", "score"}
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

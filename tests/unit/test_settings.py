@@ -12,7 +12,7 @@ from memlife.errors import BAD_INPUT, SettingsError
 from memlife.settings import PREFIX, Settings, settings
 from memlife.stores import resolve_store_url
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 VARIABLES = [var for var, _, _ in Settings().shown()]
 
 

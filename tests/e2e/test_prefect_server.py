@@ -25,7 +25,7 @@ from memlife.demo import generate
 from memlife.stores import open_store
 from tests.support.prefect_server import free_port, prefect_env
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PREFECT = str(Path(sys.executable).parent / "prefect")
 POOL = "memlife-process"
 CUTOFF = "2026-03-01T00:00:00+00:00"

@@ -162,7 +162,7 @@ def test_alert_automation_matches_the_events():
 
     from flows.events import EVENT_BLOCKED, EVENT_FAILURE, EVENT_PARTIAL
 
-    text = (Path(__file__).parent.parent / "deploy" / "automations.yaml").read_text()
+    text = (Path(__file__).parents[2] / "deploy" / "automations.yaml").read_text()
     data = yaml.safe_load(text.replace("${MEMLIFE_ALERT_BLOCK_ID}", str(uuid.uuid4())))
     alert, blocked = [AutomationCore.model_validate(a) for a in data["automations"]]
     assert {EVENT_PARTIAL, EVENT_FAILURE} <= set(alert.trigger.expect)

@@ -15,7 +15,7 @@ from memlife.model import MemoryRecord, content_sha256
 from memlife.state.embeddings import DynamoEmbeddingCache
 from memlife.state.side import DynamoSideTables, SqliteSideTables, side_tables
 from tests.support.aws_state import aws_state
-from tests.test_embed_cache import CountingEmbedder, recs
+from tests.unit.test_embed_cache import CountingEmbedder, recs
 
 
 @pytest.fixture()

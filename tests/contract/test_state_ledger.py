@@ -11,7 +11,7 @@ import pytest
 
 from memlife.state.ledger import S3AccessLedger
 from tests.support.aws_state import aws_state
-from tests.test_ledger import _log_files
+from tests.unit.test_ledger import _log_files
 
 T0 = datetime(2026, 11, 1, 9, tzinfo=UTC)
 

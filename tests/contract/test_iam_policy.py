@@ -25,7 +25,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 POLICY = REPO / "deploy" / "iam-policy.json"
 
 # IAM action names that differ from the API operation name

@@ -192,7 +192,7 @@ def test_sigkill_mid_run_then_rerun(env: dict, clean_run: dict) -> None:
         env={**lease, "MEMLIFE_FAULT": "after_delete:2", "MEMLIFE_FAULT_MODE": "kill"},
         capture_output=True,
         timeout=300,
-        cwd=Path(__file__).parent.parent,
+        cwd=Path(__file__).parents[2],
     )
     assert proc.returncode == -9, proc.stderr.decode()[-2000:]
     check_invariants(
@@ -200,7 +200,7 @@ def test_sigkill_mid_run_then_rerun(env: dict, clean_run: dict) -> None:
     )
     time.sleep(3.5)  # a killed holder stops beating; once its lease expires the rerun takes it over
     proc = subprocess.run(
-        cmd, env=lease, capture_output=True, timeout=300, cwd=Path(__file__).parent.parent
+        cmd, env=lease, capture_output=True, timeout=300, cwd=Path(__file__).parents[2]
     )
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     result = json.loads(proc.stdout)

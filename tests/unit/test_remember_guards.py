@@ -126,7 +126,7 @@ def test_recall_with_a_10_mb_record_is_bounded(home: Path) -> None:
         capture_output=True,
         text=True,
         check=True,
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=Path(__file__).resolve().parents[2],
     ).stdout.split()
     first, seconds, grew_mb = out[0], float(out[1]), float(out[2])
     assert first == "tea"
@@ -210,7 +210,7 @@ def test_a_group_of_two_10_mb_records_consolidates_in_bounded_memory(home: Path)
         capture_output=True,
         text=True,
         check=True,
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=Path(__file__).resolve().parents[2],
         env=os.environ,
     ).stdout.split()
     status, consolidated, seconds, grew_mb = out[0], int(out[1]), float(out[2]), float(out[3])
