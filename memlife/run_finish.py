@@ -113,7 +113,7 @@ def finish_run(
         status = "partial_failure"
     if gate is not None and gate.get("blocked") and not ctx.config.dry_run:
         status = "blocked"  # the gate held the commit back: not a success, whatever else went on
-    retries = [f["next_retry_at"] for f in tally.failures if f.get("next_retry_at")]
+    retries = [at for f in tally.failures if (at := f.get("next_retry_at"))]
     summary = RunSummary(
         run_id=ctx.run_id,
         policy_version=ctx.policy.version,

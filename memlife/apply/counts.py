@@ -24,7 +24,7 @@ def deferral(reasons: Iterable[str]) -> bool:
 def journal_counts(ops: Iterable[Operation]) -> dict[str, int]:
     """Outcome counts of done operations, plus ``failed`` (FAILED now), ``unreceipted``
     (applied, receipt still owed) and ``pending`` (planned, never applied)."""
-    out: Counter = Counter()
+    out: Counter[str] = Counter()
     for o in ops:
         if o.state in DONE and o.outcome is not None and o.outcome in COUNT:
             out[COUNT[o.outcome]] += 1

@@ -17,7 +17,7 @@ from memlife.apply.tally import Tally
 from memlife.audit import ReceiptSink
 from memlife.consolidate.base import Consolidator
 from memlife.embed_cache import EmbeddingCache
-from memlife.journal import Journal, Operation, OpKind, operation_id
+from memlife.journal import Journal, MemoOutcome, Operation, OpKind, operation_id
 from memlife.plan import Decision
 from memlife.policy import Policy
 from memlife.stores.base import MemoryStore
@@ -39,7 +39,7 @@ class Executor:
         embeddings: EmbeddingCache | None = None,
         erase_cache: EmbeddingCache | None = None,
         evaluated: bool = True,
-        memo_reader: Callable[[Sequence[str]], dict[str, dict]] | None = None,
+        memo_reader: Callable[[Sequence[str]], dict[str, MemoOutcome]] | None = None,
         memo_as: str | None = None,
     ):
         self.run_id, self.run_key, self.policy, self.cutoff = run_id, run_key, policy, cutoff

@@ -17,7 +17,7 @@ a crash before commit leaves nothing behind, and a rerun stages the same replace
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -33,7 +33,7 @@ from memlife.consolidate.grounding import KEEP_APART
 from memlife.consolidate.replacement import build_from_members
 from memlife.faults import checkpoint
 from memlife.group_plan import CONTRADICTION, Member, plan_group
-from memlife.journal import Operation, OpKind, OpState, Outcome
+from memlife.journal import MemoOutcome, Operation, OpKind, OpState, Outcome
 from memlife.model import MemoryRecord, MemoryType, Status, content_sha256
 from memlife.plan import Action, Decision
 
@@ -122,7 +122,7 @@ def memo_key(ex: Executor, key: str, members: Sequence[Decision]) -> str:
 
 def _memo(
     ex: Executor, todo: Sequence[tuple[str, Sequence[Decision]]]
-) -> dict[str, tuple[str, dict | None]]:
+) -> dict[str, tuple[str, MemoOutcome | None]]:
     """Group key -> (memo key, its settled outcome or None); one batched read per shard.
     A dry run keeps no journal: it reads the memo (ex.memo_reader) and never writes it."""
     read = ex.memo_reader if ex.dry_run else (ex.journal.outcomes if ex.journal else None)
@@ -133,7 +133,7 @@ def _memo(
     return {key: (mk, known.get(mk)) for key, mk in keys.items()}
 
 
-def _settled(ex: Executor, known: dict, tally: Tally) -> bool:
+def _settled(ex: Executor, known: MemoOutcome, tally: Tally) -> bool:
     """True: the group's outcome stands (count it and skip the group)."""
     if known["outcome"] == REFUSED:
         if known["retry_at"] is None:
@@ -174,7 +174,9 @@ def read_members(ex: Executor, ids: Sequence[str]) -> list[Member]:
     return out
 
 
-def statement_vectors(ex: Executor, members: Sequence[Member], tally: Tally):  # noqa: ANN201
+def statement_vectors(
+    ex: Executor, members: Sequence[Member], tally: Tally
+) -> Callable[[Sequence[str]], np.ndarray] | None:
     """``vectors(statement keys)`` for group_plan: one record per statement is read and
     embedded (cache first), only when asked and a chunk at a time. None: text rules only."""
     if ex.embeddings is None:

@@ -24,6 +24,8 @@ from memlife.receipts import write_operation_receipt
 from memlife.stores.base import ItemFailure, StoreError
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from memlife.apply.executor import Executor
 
 ApplyFn = Callable[[list[Operation]], dict[str, Result]]
@@ -71,7 +73,7 @@ def end_terminally(ex: Executor, ops: list[Operation], code: str, tally: Tally) 
             _count_failure(o, ItemFailure(o.record_id, code, retryable=False), None, tally)
 
 
-def _count_failure(o: Operation, r: ItemFailure, retry_at, tally: Tally) -> None:
+def _count_failure(o: Operation, r: ItemFailure, retry_at: datetime | None, tally: Tally) -> None:
     tally.counts["failed"] += 1
     tally.failures.append({
         "operation_id": o.operation_id, "run_id": o.run_id, "record_id": o.record_id,

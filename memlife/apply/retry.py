@@ -10,5 +10,5 @@ RETRY_CAP = timedelta(hours=24)
 
 
 def next_retry(attempts: int, now: datetime) -> datetime:
-    delay = min(RETRY_CAP, RETRY_BASE * (2 ** max(0, attempts - 1)))
+    delay = min(RETRY_CAP, RETRY_BASE * (1 << max(0, attempts - 1)))  # 2**(attempts-1)
     return now + delay * (0.5 + random.random() / 2)

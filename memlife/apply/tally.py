@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Required, TypedDict
 
 from memlife.journal import Outcome
 
@@ -23,16 +24,49 @@ COUNT = {
 }
 
 
+class NotDeleted(TypedDict):
+    """A record the run meant to delete and did not, and why (a code, never content)."""
+
+    id: str
+    reason: str | None
+
+
+class Failure(TypedDict, total=False):
+    """A failed operation (operation_id..), or a group sent to review (group_key..)."""
+
+    operation_id: str
+    run_id: str
+    record_id: str
+    group_key: str
+    actor_id: str
+    namespace: str
+    action: Required[str]
+    code: Required[str]
+    retryable: Required[bool]
+    next_retry_at: str | None
+    detail: str
+    attempts: int
+    review: bool
+
+
+class StoppedShard(TypedDict):
+    """A shard a StoreError (e.g. QUOTA_EXCEEDED) stopped for the rest of the run."""
+
+    actor_id: str
+    namespace: str
+    code: str
+
+
 @dataclass
 class Tally:
-    counts: Counter = field(default_factory=Counter)
-    ids_not_deleted: list[dict] = field(default_factory=list)
-    failures: list[dict] = field(default_factory=list)
-    rejections: Counter = field(default_factory=Counter)
+    counts: Counter[str] = field(default_factory=Counter)
+    ids_not_deleted: list[NotDeleted] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    rejections: Counter[str] = field(default_factory=Counter)
     model_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
-    stopped_shards: list[dict] = field(default_factory=list)
+    stopped_shards: list[StoppedShard] = field(default_factory=list)
 
     def merge(self, other: Tally) -> None:
         self.counts.update(other.counts)

@@ -9,12 +9,15 @@ from functools import partial
 
 from memlife.journal.base import (
     ALLOWED,
+    GroupInReview,
     Journal,
     JournalStateError,
+    MemoOutcome,
     Operation,
     OpKind,
     OpState,
     Outcome,
+    Rejection,
     operation_id,
 )
 from memlife.journal.sqlite import SqliteJournal, read_outcomes
@@ -22,12 +25,15 @@ from memlife.settings import settings
 
 __all__ = [
     "ALLOWED",
+    "GroupInReview",
     "Journal",
     "JournalStateError",
+    "MemoOutcome",
     "OpKind",
     "OpState",
     "Operation",
     "Outcome",
+    "Rejection",
     "SqliteJournal",
     "open_journal",
     "open_memo_reader",
@@ -51,7 +57,9 @@ def open_journal(store: object) -> Journal:
     return SqliteJournal.at(settings().home / "journal.db")
 
 
-def open_memo_reader(store: object) -> Callable[[Sequence[str]], dict[str, dict]] | None:
+def open_memo_reader(
+    store: object,
+) -> Callable[[Sequence[str]], dict[str, MemoOutcome]] | None:
     """The consolidation memo (``Journal.outcomes``), read-only, for a dry run: it must
     estimate what an apply run would send, yet never create or write the journal. None
     where no journal exists yet (nothing is settled)."""

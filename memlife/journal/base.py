@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol, TypedDict
 
 from memlife.errors import JournalStateError as JournalStateError  # moved; re-exported
 
@@ -96,7 +96,33 @@ class Operation:
     updated_at: datetime | None = None
     resolution: str | None = None  # an operator's decision on a terminal failure
     resolved_at: datetime | None = None
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class MemoOutcome(TypedDict):
+    """A consolidation group's settled outcome (``Journal.outcomes``)."""
+
+    outcome: str
+    retry_at: datetime | None
+
+
+class Rejection(TypedDict):
+    """A group's consolidation refusals so far (``Journal.rejection``)."""
+
+    attempts: int
+    code: str
+    next_attempt_at: datetime | None
+
+
+class GroupInReview(TypedDict):
+    """A group refused too often, waiting for a person (``Journal.groups_in_review``)."""
+
+    group_key: str
+    actor_id: str
+    namespace: str
+    attempts: int
+    code: str
+    since: str
 
 
 class Journal(Protocol):
@@ -148,7 +174,7 @@ class Journal(Protocol):
 
     # The consolidation memo (apply/groups.py): a group's settled outcome by memo key (a
     # digest of members, content hashes, policy version and consolidator; no content).
-    def outcomes(self, memo_keys: Sequence[str]) -> dict[str, dict]:
+    def outcomes(self, memo_keys: Sequence[str]) -> dict[str, MemoOutcome]:
         """``{memo_key: {"outcome": code, "retry_at": datetime | None}}`` for those known."""
         ...
 
@@ -166,7 +192,7 @@ class Journal(Protocol):
 
     # Consolidation refusals of a group (apply/groups.py) and the groups they sent to review
     # (memlife ops): attempts, last code and next attempt by group key; no content.
-    def rejection(self, group_key: str) -> dict | None: ...
+    def rejection(self, group_key: str) -> Rejection | None: ...
 
     def reject(
         self,
@@ -180,4 +206,4 @@ class Journal(Protocol):
 
     def clear_rejection(self, group_key: str) -> None: ...
 
-    def groups_in_review(self) -> list[dict]: ...
+    def groups_in_review(self) -> list[GroupInReview]: ...

@@ -24,7 +24,17 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from memlife.journal.base import ALLOWED, JournalStateError, Operation, OpKind, OpState, Outcome
+from memlife.journal.base import (
+    ALLOWED,
+    GroupInReview,
+    JournalStateError,
+    MemoOutcome,
+    Operation,
+    OpKind,
+    OpState,
+    Outcome,
+    Rejection,
+)
 from memlife.model import utcnow
 from memlife.state.dynamodb import (
     OPEN_BUCKETS,
@@ -235,15 +245,15 @@ class DynamoJournal:
         return self.get(operation_id)  # type: ignore[return-value]
 
     # -- consolidation rejections (a group's backoff, then review) ----------------------------
-    def rejection(self, group_key: str) -> dict | None:
+    def rejection(self, group_key: str) -> Rejection | None:
         item = self.state.get(key("crej", group_key))
         if item is None:
             return None
-        return {
-            "attempts": int(item["attempts"]["N"]),
-            "code": item["last_code"]["S"],
-            "next_attempt_at": _dt(_s(item, "next_attempt_at")),
-        }
+        return Rejection(
+            attempts=int(item["attempts"]["N"]),
+            code=item["last_code"]["S"],
+            next_attempt_at=_dt(_s(item, "next_attempt_at")),
+        )
 
     def reject(
         self,
@@ -283,10 +293,12 @@ class DynamoJournal:
         self.state.ddb.delete_item(TableName=self.state.table, Key=key("crej", group_key))
 
     # -- consolidation outcomes (the memo: an unchanged group is not sent again) --------------
-    def outcomes(self, memo_keys: Sequence[str]) -> dict[str, dict]:
+    def outcomes(self, memo_keys: Sequence[str]) -> dict[str, MemoOutcome]:
         items = self.state.batch_get([key(f"cout#{k}", "cout") for k in dict.fromkeys(memo_keys)])
         return {
-            i["pk"]["S"][5:]: {"outcome": i["outcome"]["S"], "retry_at": _dt(_s(i, "retry_at"))}
+            i["pk"]["S"][5:]: MemoOutcome(
+                outcome=i["outcome"]["S"], retry_at=_dt(_s(i, "retry_at"))
+            )
             for i in items
         }
 
@@ -315,16 +327,16 @@ class DynamoJournal:
     def forget_outcome(self, memo_key: str) -> None:
         self.state.ddb.delete_item(TableName=self.state.table, Key=key(f"cout#{memo_key}", "cout"))
 
-    def groups_in_review(self) -> list[dict]:
+    def groups_in_review(self) -> list[GroupInReview]:
         rows = [
-            {
-                "group_key": i["sk"]["S"],
-                "actor_id": i["actor_id"]["S"],
-                "namespace": i["namespace"]["S"],
-                "attempts": int(i["attempts"]["N"]),
-                "code": i["last_code"]["S"],
-                "since": i["updated_at"]["S"],
-            }
+            GroupInReview(
+                group_key=i["sk"]["S"],
+                actor_id=i["actor_id"]["S"],
+                namespace=i["namespace"]["S"],
+                attempts=int(i["attempts"]["N"]),
+                code=i["last_code"]["S"],
+                since=i["updated_at"]["S"],
+            )
             for i in self.state.query("crej")
             if "next_attempt_at" not in i
         ]

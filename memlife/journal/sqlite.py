@@ -8,14 +8,18 @@ import threading
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from memlife.journal.base import (
     ALLOWED,
+    GroupInReview,
     JournalStateError,
+    MemoOutcome,
     Operation,
     OpKind,
     OpState,
     Outcome,
+    Rejection,
 )
 from memlife.model import utcnow
 
@@ -95,7 +99,7 @@ def _dt(v: str | None) -> datetime | None:
     return datetime.fromisoformat(v) if v else None
 
 
-def _row(row: tuple) -> Operation:
+def _row(row: tuple[Any, ...]) -> Operation:
     return Operation(
         operation_id=row[0], run_id=row[1], kind=OpKind(row[2]), actor_id=row[3],
         namespace=row[4], record_id=row[5], reasons=json.loads(row[6]), policy_version=row[7],
@@ -266,7 +270,7 @@ class SqliteJournal:
 
     # -- the lifecycle lease (memlife/lease.py) ------------------------------------------------
     def lease_acquire(self, name: str, owner: str, run_id: str, purpose: str, now: datetime,
-                      expires: datetime, takeover: str | None = None) -> tuple[bool, dict | None]:  # fmt: skip
+                      expires: datetime, takeover: str | None = None) -> tuple[bool, dict[str, Any] | None]:  # fmt: skip
         keys = ("owner", "run_id", "purpose", "acquired_at", "heartbeat_at", "expires_at")
         with self.lock:
             self.connection.execute("BEGIN IMMEDIATE")  # one decision at a time, across processes
@@ -304,7 +308,7 @@ class SqliteJournal:
             self.connection.execute("DELETE FROM leases WHERE name=? AND owner=?", (name, owner))
 
     # -- consolidation rejections (a group's backoff, then review) ---------------------------
-    def rejection(self, group_key: str) -> dict | None:
+    def rejection(self, group_key: str) -> Rejection | None:
         with self.lock:
             row = self.connection.execute(
                 "SELECT attempts, last_code, next_attempt_at FROM consolidation_rejections "
@@ -312,7 +316,7 @@ class SqliteJournal:
             ).fetchone()  # fmt: skip
         if row is None:
             return None
-        return {"attempts": row[0], "code": row[1], "next_attempt_at": _dt(row[2])}
+        return Rejection(attempts=row[0], code=row[1], next_attempt_at=_dt(row[2]))
 
     def reject(self, group_key: str, actor_id: str, namespace: str, code: str,
                next_attempt_at: datetime | None, at: datetime) -> None:  # fmt: skip
@@ -332,7 +336,7 @@ class SqliteJournal:
             )
 
     # -- consolidation outcomes (the memo: an unchanged group is not sent again) -------------
-    def outcomes(self, memo_keys: Sequence[str]) -> dict[str, dict]:
+    def outcomes(self, memo_keys: Sequence[str]) -> dict[str, MemoOutcome]:
         return read_outcomes(self.connection, self.lock, memo_keys)
 
     def remember_outcome(self, memo_key: str, actor_id: str, namespace: str, outcome: str,
@@ -352,14 +356,16 @@ class SqliteJournal:
                 "DELETE FROM consolidation_outcomes WHERE memo_key=?", (memo_key,)
             )
 
-    def groups_in_review(self) -> list[dict]:
+    def groups_in_review(self) -> list[GroupInReview]:
         with self.lock:
             rows = self.connection.execute(
                 "SELECT group_key, actor_id, namespace, attempts, last_code, updated_at FROM "
                 "consolidation_rejections WHERE next_attempt_at IS NULL ORDER BY updated_at"
             ).fetchall()
-        keys = ("group_key", "actor_id", "namespace", "attempts", "code", "since")
-        return [dict(zip(keys, r, strict=True)) for r in rows]
+        return [
+            GroupInReview(group_key=g, actor_id=a, namespace=ns, attempts=n, code=c, since=t)
+            for g, a, ns, n, c, t in rows
+        ]
 
     def for_record(self, record_id: str) -> list[Operation]:
         with self.lock:
@@ -383,9 +389,9 @@ class SqliteJournal:
 
 def read_outcomes(
     connection: sqlite3.Connection, lock: threading.RLock, memo_keys: Sequence[str]
-) -> dict[str, dict]:
+) -> dict[str, MemoOutcome]:
     """``Journal.outcomes`` on a connection (also a read-only one: a dry run's memo reader)."""
-    out: dict[str, dict] = {}
+    out: dict[str, MemoOutcome] = {}
     keys = list(dict.fromkeys(memo_keys))
     with lock:
         for i in range(0, len(keys), 500):
@@ -394,5 +400,5 @@ def read_outcomes(
                 "SELECT memo_key, outcome, retry_at FROM consolidation_outcomes WHERE "
                 f"memo_key IN ({','.join('?' * len(chunk))})", chunk,
             ).fetchall()  # fmt: skip
-            out.update({k: {"outcome": o, "retry_at": _dt(r)} for k, o, r in rows})
+            out.update({k: MemoOutcome(outcome=o, retry_at=_dt(r)) for k, o, r in rows})
     return out

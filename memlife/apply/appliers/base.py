@@ -46,7 +46,8 @@ def get_many(store: MemoryStore, ids: Sequence[str]) -> dict[str, MemoryRecord]:
     """One batched read where the store has it: a remote store pays per call."""
     many = getattr(store, "get_many", None)
     if many is not None:
-        return many(ids)
+        found: dict[str, MemoryRecord] = many(ids)
+        return found
     out = {}
     for rid in ids:
         r = store.get(rid)

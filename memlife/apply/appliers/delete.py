@@ -11,6 +11,7 @@ from memlife.journal import Operation, OpKind, OpState, Outcome
 
 if TYPE_CHECKING:
     from memlife.apply.executor import Executor
+    from memlife.apply.tally import Tally
 
 
 def delete_records(ex: Executor, ops: list[Operation]) -> dict[str, Result]:
@@ -45,5 +46,5 @@ class Delete(BaseApplier):
     kind = OpKind.delete
     checkpoint = "after_delete"
 
-    def apply(self, ex, ops: list[Operation], tally) -> dict[str, Result]:
+    def apply(self, ex: Executor, ops: list[Operation], tally: Tally) -> dict[str, Result]:
         return delete_records(ex, ops)

@@ -8,6 +8,7 @@ clean-up is idempotent, so a resumed erase (record already gone) finishes them a
 from __future__ import annotations
 
 from contextlib import suppress
+from typing import TYPE_CHECKING
 
 from memlife.apply.appliers.base import BaseApplier, get_many, is_held
 from memlife.apply.registry import Result, register
@@ -16,13 +17,17 @@ from memlife.journal import JournalStateError, Operation, OpKind, Outcome
 from memlife.model import content_sha256
 from memlife.stores.base import ItemFailure
 
+if TYPE_CHECKING:
+    from memlife.apply.executor import Executor
+    from memlife.apply.tally import Tally
+
 
 @register
 class Erase(BaseApplier):
     kind = OpKind.erase
     checkpoint = "after_delete"
 
-    def apply(self, ex, ops: list[Operation], tally) -> dict[str, Result]:
+    def apply(self, ex: Executor, ops: list[Operation], tally: Tally) -> dict[str, Result]:
         out: dict[str, Result] = {}
         current = get_many(ex.store, [o.record_id for o in ops])
         shas: dict[str, set[str]] = {
@@ -52,7 +57,7 @@ class Erase(BaseApplier):
         return out
 
 
-def _forget_derived(ex, gone: list[str], shas: list[str], tally) -> None:
+def _forget_derived(ex: Executor, gone: list[str], shas: list[str], tally: Tally) -> None:
     from memlife.backends import embedding_cache, open_ledger
     from memlife.state.side import side_tables
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from memlife.apply.appliers.base import BaseApplier, get_many
 from memlife.apply.registry import Result, register
 from memlife.faults import checkpoint
@@ -9,13 +11,17 @@ from memlife.journal import Operation, OpKind, Outcome
 from memlife.model import RetentionClass
 from memlife.stores.base import ItemFailure
 
+if TYPE_CHECKING:
+    from memlife.apply.executor import Executor
+    from memlife.apply.tally import Tally
+
 
 @register
 class Hold(BaseApplier):
     kind = OpKind.hold
     checkpoint = "after_supersede"
 
-    def apply(self, ex, ops: list[Operation], tally) -> dict[str, Result]:
+    def apply(self, ex: Executor, ops: list[Operation], tally: Tally) -> dict[str, Result]:
         out: dict[str, Result] = {}
         current = get_many(ex.store, [o.record_id for o in ops])
         for o in ops:

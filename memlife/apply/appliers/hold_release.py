@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memlife.apply.appliers.base import BaseApplier, get_many, is_held
 from memlife.apply.registry import Result, register
@@ -11,6 +11,10 @@ from memlife.faults import checkpoint
 from memlife.journal import Operation, OpKind, Outcome
 from memlife.model import RetentionClass, Status
 from memlife.stores.base import ItemFailure
+
+if TYPE_CHECKING:
+    from memlife.apply.executor import Executor
+    from memlife.apply.tally import Tally
 
 
 def release_payload(retention_class: RetentionClass) -> str:
@@ -22,7 +26,7 @@ class HoldRelease(BaseApplier):
     kind = OpKind.hold_release
     checkpoint = "after_supersede"
 
-    def apply(self, ex, ops: list[Operation], tally) -> dict[str, Result]:
+    def apply(self, ex: Executor, ops: list[Operation], tally: Tally) -> dict[str, Result]:
         out: dict[str, Result] = {}
         current = get_many(ex.store, [o.record_id for o in ops])
         for o in ops:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from memlife.apply.appliers.base import BaseApplier, get_many
 from memlife.apply.appliers.delete import delete_records
 from memlife.apply.registry import Result, register
@@ -9,13 +11,17 @@ from memlife.journal import Operation, OpKind
 from memlife.model import Status
 from memlife.stores.base import ItemFailure
 
+if TYPE_CHECKING:
+    from memlife.apply.executor import Executor
+    from memlife.apply.tally import Tally
+
 
 @register
 class Purge(BaseApplier):
     kind = OpKind.purge
     checkpoint = "after_delete"
 
-    def apply(self, ex, ops: list[Operation], tally) -> dict[str, Result]:
+    def apply(self, ex: Executor, ops: list[Operation], tally: Tally) -> dict[str, Result]:
         out: dict[str, Result] = {}
         current = get_many(ex.store, [o.record_id for o in ops])
         todo = []
@@ -29,7 +35,7 @@ class Purge(BaseApplier):
             out.update(delete_records(ex, todo))
         return out
 
-    def settle(self, ex, ops: list[Operation]) -> None:
+    def settle(self, ex: Executor, ops: list[Operation]) -> None:
         from memlife.state.side import side_tables
 
         side_tables(ex.store).forget_snapshots([o.record_id for o in ops])

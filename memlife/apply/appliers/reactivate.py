@@ -7,6 +7,8 @@ Precondition, re-checked now: the record is superseded by exactly that replaceme
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from memlife.apply.appliers.base import BaseApplier, get_many, is_held
 from memlife.apply.registry import Result, register
 from memlife.faults import checkpoint
@@ -14,13 +16,17 @@ from memlife.journal import Operation, OpKind, Outcome
 from memlife.model import Status
 from memlife.stores.base import ItemFailure
 
+if TYPE_CHECKING:
+    from memlife.apply.executor import Executor
+    from memlife.apply.tally import Tally
+
 
 @register
 class Reactivate(BaseApplier):
     kind = OpKind.reactivate
     checkpoint = "after_supersede"
 
-    def apply(self, ex, ops: list[Operation], tally) -> dict[str, Result]:
+    def apply(self, ex: Executor, ops: list[Operation], tally: Tally) -> dict[str, Result]:
         out: dict[str, Result] = {}
         current = get_many(ex.store, [o.record_id for o in ops])
         ready = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from memlife.apply.appliers.base import BaseApplier, get_many, stale
 from memlife.apply.registry import Result, register
@@ -11,13 +12,17 @@ from memlife.journal import Operation, OpKind, Outcome
 from memlife.model import Provenance, Status
 from memlife.stores.base import ItemFailure
 
+if TYPE_CHECKING:
+    from memlife.apply.executor import Executor
+    from memlife.apply.tally import Tally
+
 
 @register
 class Restore(BaseApplier):
     kind = OpKind.restore
     checkpoint = "after_supersede"
 
-    def apply(self, ex, ops: list[Operation], tally) -> dict[str, Result]:
+    def apply(self, ex: Executor, ops: list[Operation], tally: Tally) -> dict[str, Result]:
         from memlife.state.side import side_tables
 
         out: dict[str, Result] = {}
@@ -62,7 +67,7 @@ class Restore(BaseApplier):
             out[o.operation_id] = res.failed[0] if res.failed else Outcome.restored
         return out
 
-    def settle(self, ex, ops: list[Operation]) -> None:
+    def settle(self, ex: Executor, ops: list[Operation]) -> None:
         from memlife.state.side import side_tables
 
         side_tables(ex.store).forget_snapshots([o.record_id for o in ops])

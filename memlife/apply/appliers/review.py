@@ -8,6 +8,7 @@ carries the reviewer's identity (Executor.reviewer).
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from memlife.apply.appliers.base import BaseApplier, get_many, stale
 from memlife.apply.registry import Result, register
@@ -15,13 +16,17 @@ from memlife.faults import checkpoint
 from memlife.journal import Operation, OpKind, Outcome
 from memlife.stores.base import ItemFailure
 
+if TYPE_CHECKING:
+    from memlife.apply.executor import Executor
+    from memlife.apply.tally import Tally
+
 
 @register
 class Review(BaseApplier):
     kind = OpKind.review
     checkpoint = "after_supersede"
 
-    def apply(self, ex, ops: list[Operation], tally) -> dict[str, Result]:
+    def apply(self, ex: Executor, ops: list[Operation], tally: Tally) -> dict[str, Result]:
         out: dict[str, Result] = {}
         current = get_many(ex.store, [o.record_id for o in ops])
         for o in ops:

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from memlife.apply.appliers.base import BaseApplier
 from memlife.apply.appliers.status import set_status
 from memlife.apply.registry import Result, register
 from memlife.journal import Operation, OpKind, Outcome
 from memlife.model import Status
+
+if TYPE_CHECKING:
+    from memlife.apply.executor import Executor
+    from memlife.apply.tally import Tally
 
 
 @register
@@ -14,5 +20,5 @@ class Supersede(BaseApplier):
     kind = OpKind.supersede
     checkpoint = "after_supersede"
 
-    def apply(self, ex, ops: list[Operation], tally) -> dict[str, Result]:
+    def apply(self, ex: Executor, ops: list[Operation], tally: Tally) -> dict[str, Result]:
         return set_status(ex, ops, Status.superseded, Outcome.superseded, self.checkpoint)

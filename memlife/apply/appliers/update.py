@@ -6,6 +6,8 @@ Re-checked against the record as it is now: same actor and namespace, not under 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from memlife.apply.appliers.base import BaseApplier, get_many, is_held
 from memlife.apply.registry import Result, register
 from memlife.journal import Operation, OpKind, Outcome
@@ -13,13 +15,17 @@ from memlife.model import MemoryRecord
 from memlife.stores.base import ItemFailure
 from memlife.tombstones import refusal
 
+if TYPE_CHECKING:
+    from memlife.apply.executor import Executor
+    from memlife.apply.tally import Tally
+
 
 @register
 class Update(BaseApplier):
     kind = OpKind.update
     checkpoint = "after_replacement_write"
 
-    def apply(self, ex, ops: list[Operation], tally) -> dict[str, Result]:
+    def apply(self, ex: Executor, ops: list[Operation], tally: Tally) -> dict[str, Result]:
         out: dict[str, Result] = {}
         current = get_many(ex.store, [o.record_id for o in ops])
         for o in ops:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from memlife.apply.appliers.base import BaseApplier
 from memlife.apply.registry import Result, register
 from memlife.faults import checkpoint
@@ -10,13 +12,17 @@ from memlife.model import MemoryRecord
 from memlife.stores.base import ItemFailure
 from memlife.tombstones import ERASED_CONTENT, ERASED_SOURCE, write_replacement
 
+if TYPE_CHECKING:
+    from memlife.apply.executor import Executor
+    from memlife.apply.tally import Tally
+
 
 @register
 class WriteReplacement(BaseApplier):
     kind = OpKind.write_replacement
     checkpoint = "after_replacement_write"
 
-    def apply(self, ex, ops: list[Operation], tally) -> dict[str, Result]:
+    def apply(self, ex: Executor, ops: list[Operation], tally: Tally) -> dict[str, Result]:
         out: dict[str, Result] = {}
         for o in ops:
             if not o.payload or '"content"' not in o.payload:
