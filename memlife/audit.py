@@ -151,7 +151,10 @@ class S3Sink:
         from botocore.exceptions import ClientError
 
         try:
-            return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
+            body: bytes = self.client.get_object(Bucket=self.bucket, Key=self._key(key))[
+                "Body"
+            ].read()
+            return body
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
                 return None

@@ -146,4 +146,5 @@ def log_files(source: str, s3_client: Any) -> Iterator[tuple[str, Callable[[], b
 
 
 def _read_object(s3_client: Any, bucket: str, key: str) -> bytes:
-    return s3_client.get_object(Bucket=bucket, Key=key)["Body"].read()
+    body: bytes = s3_client.get_object(Bucket=bucket, Key=key)["Body"].read()
+    return body

@@ -410,11 +410,14 @@ def verdict(
             result = "warn"
         gates[name] = {**a, "before": b["value"], "result": result}
     before_failed = set(before["failed_cases"])
-    slim = lambda rep: {
-        "gates": {n: rep["gates"][n]["value"] for n in GATES},  # noqa: E731
-        "failed_cases": rep["failed_cases"],
-        "high_impact_failed": rep["high_impact_failed"],
-    }
+
+    def slim(rep: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "gates": {n: rep["gates"][n]["value"] for n in GATES},
+            "failed_cases": rep["failed_cases"],
+            "high_impact_failed": rep["high_impact_failed"],
+        }
+
     return {
         "configured": True,
         "blocked": bool(reasons),

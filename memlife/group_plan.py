@@ -33,7 +33,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Protocol
 
 import numpy as np
 
@@ -101,7 +101,27 @@ class GroupPlan:
         return [m.id for m in self.members]
 
 
-def consolidation_key(actor_id: str, namespace: str, subject: str, members: Iterable) -> str:
+class _Hashed(Protocol):
+    @property
+    def id(self) -> str: ...
+    @property
+    def sha(self) -> str: ...
+
+
+class _Rankable(Protocol):
+    """What the survivor rule reads: a Member or a MemoryRecord."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def source(self) -> Source: ...
+    @property
+    def created_at(self) -> datetime: ...
+
+
+def consolidation_key(
+    actor_id: str, namespace: str, subject: str, members: Iterable[_Hashed]
+) -> str:
     """Deterministic over members and content (``Group.consolidation_key``'s formula)."""
     parts = sorted(f"{m.id}:{m.sha}" for m in members)
     raw = "\x1f".join([actor_id, namespace, subject, *parts])
@@ -146,7 +166,9 @@ def cluster_statements(
     return out
 
 
-def survivor_rank(weights: Mapping[Source, float]) -> Callable[[Any], tuple]:
+def survivor_rank(
+    weights: Mapping[Source, float],
+) -> Callable[[_Rankable], tuple[float, datetime, str]]:
     """The one survivor rule without a planner's choice: source weight, then time, then id
     (for Members and MemoryRecords alike; consolidate/base.pick_survivor uses it too)."""
     return lambda m: (weights[m.source], m.created_at, m.id)

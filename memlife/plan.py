@@ -36,6 +36,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from memlife.model import FUTURE_SKEW, MemoryType, PlanView, RetentionClass, Source, Status
 from memlife.policy import Policy
@@ -107,7 +108,7 @@ class Decision:
     owner: str | None = None  # the record's owner, or the policy's for its namespace
     memory_type: str | None = None
 
-    def report_row(self) -> dict:
+    def report_row(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "actor_id": self.actor_id,
@@ -195,9 +196,17 @@ class Planner:
                     return None
             elif r.expires > self._now:
                 return None
-        d = lambda action, *reasons: Decision(
-            r.id, r.actor_id, r.namespace, action, list(reasons), content_sha256=r.content_sha256
-        )
+
+        def d(action: Action, *reasons: Reason) -> Decision:
+            return Decision(
+                r.id,
+                r.actor_id,
+                r.namespace,
+                action,
+                list(reasons),
+                content_sha256=r.content_sha256,
+            )
+
         expiry = self.expired(r)
         if r.retention_class == RetentionClass.legal_hold:
             if expiry:
@@ -229,7 +238,10 @@ class Planner:
         w = self.policy.source_weights
         # a statement dated after the cutoff (+ skew) ranks below every genuine one: never wins
         future = self._now + FUTURE_SKEW.total_seconds()
-        rank = lambda r: (r.created <= future, r.created, w[r.source], r.id)
+
+        def rank(r: PlanView) -> tuple[bool, float, float, str]:
+            return (r.created <= future, r.created, w[r.source], r.id)
+
         # Clusters of the same statement (identical once normalised), oldest cluster first.
         clusters: dict[str, list[PlanView]] = defaultdict(list)
         for r in sorted(members, key=rank):

@@ -54,7 +54,7 @@ class TombstoneBackend(Protocol):
 
     def add_tombstones(self, rows: Sequence[tuple[str, str, str, str | None]]) -> int: ...
 
-    def tombstones(self, actor_id: str | None = None) -> list[dict]: ...
+    def tombstones(self, actor_id: str | None = None) -> list[dict[str, str | None]]: ...
 
     def tombstone_refusal(self, r: MemoryRecord, sources: Sequence[str] = ()) -> str | None: ...
 
@@ -62,7 +62,7 @@ class TombstoneBackend(Protocol):
 def _backend(store: MemoryStore) -> TombstoneBackend:
     if isinstance(store, SqliteStore):
         return store
-    own = getattr(store, "tombstone_backend", None)  # a remote store's state backend
+    own: TombstoneBackend | None = getattr(store, "tombstone_backend", None)  # remote state
     if own is not None:
         return own
     from memlife.state import uses_remote_state

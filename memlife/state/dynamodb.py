@@ -128,7 +128,10 @@ class DynamoState:
 
     # -- table helpers ---------------------------------------------------------------------------
     def get(self, k: Key) -> dict[str, Any] | None:
-        return self.ddb.get_item(TableName=self.table, Key=k, ConsistentRead=True).get("Item")
+        item: dict[str, Any] | None = self.ddb.get_item(
+            TableName=self.table, Key=k, ConsistentRead=True
+        ).get("Item")
+        return item
 
     def batch_get(self, keys: Sequence[Key]) -> list[dict[str, Any]]:
         """Consistent reads of many items (unprocessed keys retried); order not kept."""
@@ -179,4 +182,5 @@ class DynamoState:
         caller names the class: this module imports none of them (no import circle)."""
         if name not in self._parts:
             self._parts[name] = make(self)
-        return self._parts[name]
+        made: T = self._parts[name]  # made by ``make`` under this name: a T
+        return made

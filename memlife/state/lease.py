@@ -13,18 +13,19 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from botocore.exceptions import ClientError
 
 from memlife.errors import MemlifeError, Reason
-from memlife.state.dynamodb import DynamoState, is_conditional_failure, key
+from memlife.state.dynamodb import DynamoState, Key, is_conditional_failure, key
 
 
 def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=UTC).isoformat()
 
 
-def _holder(item: dict) -> dict[str, str]:
+def _holder(item: dict[str, Any]) -> dict[str, str]:
     """The lease item as memlife.lease reports a holder (owner, run id, purpose, times)."""
     return {
         "owner": item.get("holder", {}).get("S", "?"),
@@ -41,7 +42,7 @@ class LeaseHeld(MemlifeError, RuntimeError):
     default_code = Reason.LEASE_HELD
 
     def __init__(
-        self, store: str, holder: str, expires_at: float, item: dict | None = None
+        self, store: str, holder: str, expires_at: float, item: dict[str, str] | None = None
     ) -> None:
         self.store, self.holder, self.expires_at = store, holder, expires_at
         self.item = item or {}  # the holder's run id, purpose, acquired_at
@@ -56,7 +57,7 @@ class DynamoLease:
     holder: str  # who we are: run id + host + pid, for the refusal message
     ttl_s: int = 600
 
-    def _key(self) -> dict:
+    def _key(self) -> Key:
         return key(f"lease#{self.store}", "lease")
 
     def acquire(self, run_id: str = "", purpose: str = "lifecycle") -> dict[str, str] | None:

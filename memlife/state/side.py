@@ -84,7 +84,7 @@ class SqliteSideTables:
 
     def pending(self, actor_id: str | None = None) -> list[dict[str, Any]]:
         sql = f"SELECT {', '.join(PENDING_KEYS)} FROM pending_erasures"
-        args: tuple = ()
+        args: tuple[str, ...] = ()
         if actor_id:
             sql, args = sql + " WHERE actor_id=?", (actor_id,)
         with self.lock:
@@ -189,10 +189,10 @@ class DynamoTombstones:
                     raise
         return new
 
-    def tombstones(self, actor_id: str | None = None) -> list[dict]:
+    def tombstones(self, actor_id: str | None = None) -> list[dict[str, str | None]]:
         actors = [actor_id] if actor_id is not None else sorted(
             i["sk"]["S"] for i in self.state.query("tombactors"))  # fmt: skip
-        out = []
+        out: list[dict[str, str | None]] = []
         for actor in actors:
             for i in self.state.query(
                 f"tomb#{actor}", KeyConditionExpression="#h = :h AND begins_with(sk, :p)",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from memlife.errors import BadPageToken as BadPageToken  # moved; re-exported
 from memlife.errors import StoreError as StoreError  # moved; re-exported
@@ -128,8 +128,11 @@ def iter_shard(
         token = page.next_token
 
 
-def chunked(items: Iterable, size: int = MAX_BATCH) -> Iterator[list]:
-    batch: list = []
+T = TypeVar("T")
+
+
+def chunked(items: Iterable[T], size: int = MAX_BATCH) -> Iterator[list[T]]:
+    batch: list[T] = []
     for item in items:
         batch.append(item)
         if len(batch) >= size:

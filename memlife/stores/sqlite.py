@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from memlife.model import (
@@ -135,7 +136,7 @@ def _dt(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value is not None else None
 
 
-def record_to_row(r: MemoryRecord) -> tuple:
+def record_to_row(r: MemoryRecord) -> tuple[Any, ...]:
     sha = r.provenance.content_sha256 or content_sha256(r.content)
     return (
         r.id,
@@ -180,7 +181,7 @@ _RECORD_FIELDS = set(MemoryRecord.model_fields)
 _PROV_FIELDS = set(Provenance.model_fields)
 
 
-def _trusted(cls: type[Any], fields: dict, names: set[str]) -> object:
+def _trusted(cls: type[Any], fields: dict[str, Any], names: set[str]) -> object:
     """Build a pydantic model from already-validated data, ~10x cheaper than model_construct."""
     obj = object.__new__(cls)  # pydantic models define no __new__ of their own
     object.__setattr__(obj, "__dict__", fields)
@@ -190,7 +191,7 @@ def _trusted(cls: type[Any], fields: dict, names: set[str]) -> object:
     return obj
 
 
-def row_to_record(row: tuple) -> MemoryRecord:
+def row_to_record(row: tuple[Any, ...]) -> MemoryRecord:
     prov = _trusted(Provenance, json.loads(row[17]), _PROV_FIELDS)
     return _trusted(
         MemoryRecord,
@@ -231,6 +232,8 @@ def _decode_token(token: str, actor_id: str, namespace: str) -> str:
         actor, ns, last_id = json.loads(base64.urlsafe_b64decode(token.encode()))
     except Exception:
         raise BadPageToken("page token is not a token of this store") from None
+    if not isinstance(last_id, str):
+        raise BadPageToken("page token is not a token of this store")
     if (actor, ns) != (actor_id, namespace):
         raise BadPageToken("page token belongs to another actor/namespace")
     return last_id
@@ -278,13 +281,13 @@ class SqliteStore:
         page_size: int,
         token: str | None,
         statuses: Sequence[Status] | None = None,
-    ) -> tuple[list[tuple], str | None]:
+    ) -> tuple[list[tuple[Any, ...]], str | None]:
         """One keyset page of rows (ordered by id) and the token of the next, if any."""
         if page_size < 1:
             raise ValueError("page_size must be >= 1")
         after = _decode_token(token, actor_id, namespace) if token else ""
         sql = f"{select} WHERE actor_id=? AND namespace=? AND id>?"
-        args: list = [actor_id, namespace, after]
+        args: list[Any] = [actor_id, namespace, after]
         if statuses:
             sql += f" AND status IN ({', '.join('?' * len(statuses))})"
             args += [Status(s).value for s in statuses]
@@ -342,7 +345,8 @@ class SqliteStore:
             sql += f" WHERE status IN ({', '.join('?' * len(statuses))})"
             args = [Status(s).value for s in statuses]
         with self.lock:
-            return self.connection.execute(sql, args).fetchone()[0]
+            n: int = self.connection.execute(sql, args).fetchone()[0]
+        return n
 
     def iter_all(self, batch: int = 1000) -> Iterator[MemoryRecord]:
         """Every record in (actor, namespace, id) order, streamed (export)."""
@@ -414,9 +418,9 @@ class SqliteStore:
             )
         return cur.rowcount
 
-    def tombstones(self, actor_id: str | None = None) -> list[dict]:
+    def tombstones(self, actor_id: str | None = None) -> list[dict[str, str | None]]:
         sql = "SELECT actor_id, record_id, content_sha256, norm_sha256, erased_at FROM tombstones"
-        args: tuple = ()
+        args: tuple[str, ...] = ()
         if actor_id is not None:
             sql, args = sql + " WHERE actor_id=?", (actor_id,)
         keys = ("actor_id", "record_id", "content_sha256", "norm_sha256", "erased_at")
@@ -508,17 +512,19 @@ class SqliteStore:
     def shard_fingerprint(self, actor_id: str, namespace: str) -> tuple[float, float, float]:
         """Count, rowid sum and content length of the shard's active rows."""
         with self.lock:
-            return self.connection.execute(
+            row: tuple[float, float, float] = self.connection.execute(
                 "SELECT count(*), total(rowid), total(length(content)) "
                 "FROM records WHERE actor_id=? AND status=? AND namespace=?",
                 (actor_id, Status.active.value, namespace),
             ).fetchone()
+        return row
 
     def record_fingerprint(self, record_id: str) -> tuple[float, float, float] | None:
         with self.lock:
-            return self.connection.execute(
+            row: tuple[float, float, float] | None = self.connection.execute(
                 "SELECT 1, rowid, length(content) FROM records WHERE id=?", (record_id,)
             ).fetchone()
+        return row
 
     def transaction(self) -> _Transaction:
         return _Transaction(self.connection)
@@ -552,7 +558,12 @@ class _Transaction:
             self.owner = True
         return self.conn
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         if not self.owner:
             return
         self.conn.execute("ROLLBACK" if exc_type else "COMMIT")

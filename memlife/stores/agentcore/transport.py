@@ -107,7 +107,8 @@ class Transport:
         if namespace:
             kwargs["namespace"] = namespace
         try:
-            return self.client.get_memory_record(**kwargs)["memoryRecord"]
+            found: dict[str, Any] = self.client.get_memory_record(**kwargs)["memoryRecord"]
+            return found
         except ClientError as exc:
             code = error_code(exc)[0]
             if code == "ResourceNotFoundException" or (
