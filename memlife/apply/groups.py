@@ -73,6 +73,7 @@ def stage_shard(ex: Executor, decisions: Sequence[Decision], tally: Tally) -> li
             groups.setdefault(d.group, []).append(d)
     todo = [(key, members) for key, members in sorted(groups.items()) if len(members) >= 2]
     memo = _memo(ex, todo)
+    runnable: list[tuple[str, list[Decision], str | None]] = []
     for key, members in todo:
         if (members[0].actor_id, members[0].namespace) in ex.stopped:
             break  # the shard stopped (StoreError): the rest waits for the next run
@@ -85,7 +86,11 @@ def stage_shard(ex: Executor, decisions: Sequence[Decision], tally: Tally) -> li
         mkey, known = memo.get(key, (None, None))
         if known is not None and _settled(ex, known, tally):
             continue
-        staged = stage_group(ex, key, members, tally, memo_key=mkey)
+        runnable.append((key, members, mkey))
+    # (staging adds nothing to ex.stopped: only a commit does, after the whole shard is staged)
+    reads = GroupReads(ex, [[d.id for d in members] for _, members, _ in runnable], tally)
+    for i, (key, members, mkey) in enumerate(runnable):
+        staged = stage_group(ex, key, members, tally, memo_key=mkey, reads=reads.group(i))
         if staged is not None:
             out.append(staged)
     return out
@@ -181,9 +186,7 @@ def statement_vectors(
     embedded (cache first), only when asked and a chunk at a time. None: text rules only."""
     if ex.embeddings is None:
         return None
-    first: dict[str, str] = {}
-    for m in members:
-        first.setdefault(m.statement, m.id)
+    first = statement_records(members)
     cache = ex.embeddings
 
     def vectors(keys: Sequence[str]) -> np.ndarray:
@@ -197,17 +200,115 @@ def statement_vectors(
     return vectors
 
 
+class Reads:
+    """What staging one group reads: its members, their statement vectors, the records the
+    model sees. This one reads per group; GroupReads answers a batch of groups at once."""
+
+    def __init__(self, ex: Executor, ids: Sequence[str], tally: Tally) -> None:
+        self.ex, self.ids, self.tally = ex, ids, tally
+
+    def members(self) -> list[Member]:
+        return read_members(self.ex, self.ids)
+
+    def vectors(self, found: Sequence[Member]):  # noqa: ANN201
+        return statement_vectors(self.ex, found, self.tally)
+
+    def records(self, ids: Sequence[str]) -> dict[str, MemoryRecord]:
+        return get_many(self.ex.store, ids)
+
+
+class _Batched(Reads):
+    def __init__(self, batch: GroupReads, i: int) -> None:
+        super().__init__(batch.ex, batch.groups[i], batch.tally)
+        self.batch, self.i = batch, i
+
+    def members(self) -> list[Member]:
+        return self.batch.members[self.i]
+
+    def vectors(self, found: Sequence[Member]):  # noqa: ANN201
+        if self.ex.embeddings is None:
+            return None
+        first = statement_records(found)
+        rows = self.batch.vectors
+        return lambda keys: np.stack([rows[first[k]] for k in keys])
+
+    def records(self, ids: Sequence[str]) -> dict[str, MemoryRecord]:
+        got = self.batch.records
+        return {i: got[i] for i in ids if i in got}
+
+
+class GroupReads:
+    """A shard's groups read a batch at a time: one query per ~READ_CHUNK records (not three
+    reads per group) and one cache lookup per batch for their statement vectors. A group
+    larger than READ_CHUNK is read on its own, a chunk at a time (Reads): memory stays
+    flat. Same records, members and vectors as per group (tests/e2e/test_dry_run_fast_paths)."""
+
+    def __init__(self, ex: Executor, groups: Sequence[Sequence[str]], tally: Tally) -> None:
+        self.ex, self.groups, self.tally = ex, groups, tally
+        self.records: dict[str, MemoryRecord] = {}
+        self.members: dict[int, list[Member]] = {}
+        self.vectors: dict[str, np.ndarray] = {}
+        self.loaded_to = 0  # groups before this index were (or are) in a batch
+
+    def group(self, i: int) -> Reads:
+        if len(self.groups[i]) > READ_CHUNK:
+            return Reads(self.ex, self.groups[i], self.tally)
+        if i >= self.loaded_to:
+            self._load(i)
+        return _Batched(self, i)
+
+    def _load(self, start: int) -> None:
+        stop, total = start, 0
+        while stop < len(self.groups) and len(self.groups[stop]) <= READ_CHUNK:
+            if total and total + len(self.groups[stop]) > READ_CHUNK:
+                break
+            total += len(self.groups[stop])
+            stop += 1
+        got = get_many(self.ex.store, [rid for g in self.groups[start:stop] for rid in g])
+        self.records, self.members, self.vectors = got, {}, {}
+        self.loaded_to = stop
+        wanted: dict[str, MemoryRecord] = {}  # statement records of groups that get planned
+        for i in range(start, stop):
+            recs = [got[rid] for rid in self.groups[i] if rid in got]
+            found = [Member.of(r) for r in recs if r.status is Status.active and not is_held(r)]
+            self.members[i] = found
+            if len(found) >= 2 and self.ex.embeddings is not None:
+                wanted.update((rid, got[rid]) for rid in statement_records(found).values())
+        if wanted:
+            cache = self.ex.embeddings
+            assert cache is not None
+            misses = cache.stats.misses
+            rows = cache.get_or_embed(list(wanted.values()))
+            self.tally.counts["embedded"] += cache.stats.misses - misses
+            self.vectors = dict(zip(wanted, rows, strict=True))
+
+
+def statement_records(members: Sequence[Member]) -> dict[str, str]:
+    """Statement key -> the record whose text stands for it (its smallest id: the same one
+    whichever order a store returns the members in)."""
+    first: dict[str, str] = {}
+    for m in sorted(members, key=lambda m: m.id):
+        first.setdefault(m.statement, m.id)
+    return first
+
+
 def stage_group(
-    ex: Executor, key: str, members: list[Decision], tally: Tally, memo_key: str | None = None
+    ex: Executor,
+    key: str,
+    members: list[Decision],
+    tally: Tally,
+    memo_key: str | None = None,
+    reads: Reads | None = None,
 ) -> StagedGroup | None:
     """Carry out the group's plan (group_plan.plan_group) up to the point of writing."""
-    found = read_members(ex, [d.id for d in members])
+    reads = reads or Reads(ex, [d.id for d in members], tally)
+    found = reads.members()
     if len(found) < 2:
         return None
     actor_id, namespace = members[0].actor_id, members[0].namespace
     plan = plan_group(
         found,
-        statement_vectors(ex, found, tally),
+        reads.vectors(found),
         grouping=ex.policy.grouping,
         weights=ex.policy.source_weights,
         planner_survivor=next((d.survivor for d in members if d.survivor), None),
@@ -220,7 +321,7 @@ def stage_group(
     if ex.consolidator is None:
         tally.counts["consolidation_skipped"] += 1
         return None
-    sent = get_many(ex.store, plan.to_model)
+    sent = reads.records(plan.to_model)
     model_group = Group(
         key=key,
         actor_id=actor_id,
