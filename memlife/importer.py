@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from memlife.fast_record import fast_record
 from memlife.journal import OpKind, Outcome
 from memlife.model import (
     FUTURE_SKEW,
@@ -111,8 +113,9 @@ def parse_line(raw: bytes, n: int, *, content_max: int, max_depth: int = MAX_DEP
     # line has 3, so the regex-and-numpy depth scan runs only for unusual lines
     if raw.count(b"{") + raw.count(b"[") > max_depth and json_depth(raw) > max_depth:
         raise RecordError(None, "<json>", f"nested deeper than {max_depth} levels", n)
+    record = fast_record(raw)  # None: not plainly valid, the checked path below decides
     try:
-        record = parse_record_line(text, n)
+        record = record or parse_record_line(text, n)
     except RecursionError:  # belt and braces: the depth check should have caught it
         raise RecordError(None, "<json>", "nested too deeply", n) from None
     size = len(record.content.encode("utf-8"))
@@ -138,23 +141,47 @@ def import_file(
     seen: dict[str, int] = {}
     updates: list[tuple[int, MemoryRecord]] = []
 
-    def flush(batch: list[tuple[int, MemoryRecord]]) -> None:
+    def flush(batch: list[tuple[int, MemoryRecord]]) -> _Flushed:
+        """On the writer thread: the only code that touches the store during the loop."""
+        out = _Flushed()
         res = insert_new(store, [r for _, r in batch])
-        report.imported += len(res.succeeded)
+        out.imported = len(res.succeeded)
         line_of = {r.id: n for n, r in batch}
         by_id = {r.id: r for _, r in batch}
         existing = [f.id for f in res.failed if f.code == "ID_EXISTS"]
         current = {i: store.get(i) for i in existing}
         for f in res.failed:
             if f.code == "ID_EXISTS" and current.get(f.id) == by_id[f.id]:
-                report.unchanged += 1
+                out.unchanged += 1
             elif f.code == "ID_EXISTS" and update:
-                updates.append((line_of[f.id], by_id[f.id]))
+                out.updates.append((line_of[f.id], by_id[f.id]))
             else:
-                report.conflicts.append({"line": line_of[f.id], "id": f.id, "code": f.code})
+                out.conflicts.append({"line": line_of[f.id], "id": f.id, "code": f.code})
+        return out
+
+    # The store writes a batch on one writer thread while this thread parses the next
+    # (SQLite releases the GIL while it writes). At most two batches are in memory, and
+    # the report is merged here in file order: a batch's DUPLICATE_ID lines, then its flush.
+    pending: Future[_Flushed] | None = None
+    held: list[dict[str, Any]] = []
+
+    def merge_pending() -> None:
+        nonlocal pending
+        if pending is not None:
+            done = pending.result()
+            pending = None
+            report.imported += done.imported
+            report.unchanged += done.unchanged
+            updates.extend(done.updates)
+            report.conflicts.extend(done.conflicts)
+        report.conflicts.extend(held)
+        held.clear()
 
     batch: list[tuple[int, MemoryRecord]] = []
-    with path.open("rb") as fh:
+    with (
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="memlife-import") as writer,
+        path.open("rb") as fh,
+    ):
         for n, raw in bounded_lines(fh, max_line_bytes):
             if raw is None:
                 report.invalid.append(
@@ -169,7 +196,7 @@ def import_file(
                 report.invalid.append(exc)
                 continue
             if record.id in seen:
-                report.conflicts.append(
+                held.append(
                     {
                         "line": n,
                         "id": record.id,
@@ -185,13 +212,26 @@ def import_file(
                 )
             batch.append((n, record))
             if len(batch) >= BATCH:
-                flush(batch)
-                batch = []
-    if batch:
-        flush(batch)
+                pending_batch, batch = batch, []
+                merge_pending()
+                pending = writer.submit(flush, pending_batch)
+        merge_pending()
+        if batch:
+            pending = writer.submit(flush, batch)
+            merge_pending()
     if updates:
         _apply_updates(store, updates, report, pol, allow_held, now, receipts)
     return report
+
+
+@dataclass
+class _Flushed:
+    """What one batch's write found, merged into the report on the reading thread."""
+
+    imported: int = 0
+    unchanged: int = 0
+    updates: list[tuple[int, MemoryRecord]] = field(default_factory=list)
+    conflicts: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _is_held(r: MemoryRecord) -> bool:

@@ -117,6 +117,7 @@ _VIEW_COLUMNS = (
     "0",  # subject_inferred: inferred subjects live in a side table (group.py), merged later
 )  # fmt: skip
 _SELECT_VIEW = f"SELECT {', '.join(_VIEW_COLUMNS)} FROM records"
+_INSERT = f"INSERT INTO records ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 _UPSERT = (
     f"INSERT INTO records ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) "
     "ON CONFLICT(id) DO UPDATE SET " + ", ".join(f"{c}=excluded.{c}" for c in COLUMNS if c != "id")
@@ -137,44 +138,44 @@ def _dt(value: str | None) -> datetime | None:
 
 
 def record_to_row(r: MemoryRecord) -> tuple[Any, ...]:
-    sha = r.provenance.content_sha256 or content_sha256(r.content)
+    # Hot at import (~100k rows/s wanted): enum members bind as their text (StrEnum is a
+    # str), each timestamp is read once, the content is hashed once.
+    content, prov = r.content, r.provenance
+    created, accessed, verified = r.created_at, r.last_accessed_at, r.last_verified_at
+    expires, changed = r.expires_at, r.status_changed_at
     return (
         r.id,
         r.actor_id,
         r.namespace,
-        r.memory_type.value,
+        str.__str__(r.memory_type),
         r.subject,
-        r.content,
+        content,
         r.owner,
         r.confidence,
-        r.source.value,
-        _ts(r.created_at),
-        _ts(r.last_accessed_at),
+        str.__str__(r.source),
+        created.isoformat(),
+        None if accessed is None else accessed.isoformat(),
         r.access_count,
-        _ts(r.last_verified_at),
-        _ts(r.expires_at),
-        r.retention_class.value,
-        r.status.value,
-        _ts(r.status_changed_at),
-        r.provenance.model_dump_json(),
-        sha,
-        norm_sha256(r.content),
-        int(negates(r.content)),
-        r.created_at.timestamp(),
-        _epoch_of(r.last_accessed_at),
-        _epoch_of(r.last_verified_at),
-        _epoch_of(r.expires_at),
-        _epoch_of(r.status_changed_at),
+        None if verified is None else verified.isoformat(),
+        None if expires is None else expires.isoformat(),
+        str.__str__(r.retention_class),
+        str.__str__(r.status),
+        None if changed is None else changed.isoformat(),
+        prov.model_dump_json(),
+        prov.content_sha256 or content_sha256(content),
+        norm_sha256(content),
+        int(negates(content)),
+        created.timestamp(),
+        None if accessed is None else accessed.timestamp(),
+        None if verified is None else verified.timestamp(),
+        None if expires is None else expires.timestamp(),
+        None if changed is None else changed.timestamp(),
     )
 
 
 def tombstone_norm(content: str) -> str | None:
     """The folded-text hash a tombstone matches on; None for text that folds to nothing."""
     return norm_sha256(content) if normalise(content) else None
-
-
-def _epoch_of(value: datetime | None) -> float | None:
-    return value.timestamp() if value is not None else None
 
 
 _RECORD_FIELDS = set(MemoryRecord.model_fields)
@@ -481,14 +482,25 @@ class SqliteStore:
                 con.execute("SELECT 1 FROM tombstones LIMIT 1").fetchone()
             )
             taken: set[str] = set()
+            tombstoned_actors: set[str] = set()
             ids = [r.id for r in records]
+            actors = list({r.actor_id for r in records}) if check_tombstones else []
             for i in range(0, len(ids), 500):
                 chunk = ids[i : i + 500]
                 q = f"SELECT id FROM records WHERE id IN ({', '.join('?' * len(chunk))})"
                 taken.update(row[0] for row in con.execute(q, chunk))
+            for i in range(0, len(actors), 500):
+                chunk = actors[i : i + 500]
+                q = f"SELECT DISTINCT actor_id FROM tombstones WHERE actor_id IN ({', '.join('?' * len(chunk))})"
+                tombstoned_actors.update(row[0] for row in con.execute(q, chunk))
             for r in records:
+                # content tombstones are per actor: only an actor that has some (or a record
+                # naming sources) needs the per-record query; the answer is the same
                 code = (
-                    self.tombstone_refusal(r, r.provenance.supersedes) if check_tombstones else None
+                    self._tombstone_refusal(r, r.provenance.supersedes)
+                    if check_tombstones
+                    and (r.actor_id in tombstoned_actors or r.provenance.supersedes)
+                    else None
                 )
                 if code is None and r.id in taken:
                     code = "ID_EXISTS"
@@ -498,7 +510,9 @@ class SqliteStore:
                 taken.add(r.id)  # a second copy in the same batch is ID_EXISTS, as before
                 rows.append(record_to_row(r))
                 result.succeeded.append(r.id)
-            con.executemany(_UPSERT, rows)
+            # a plain INSERT: every id was checked absent in this transaction, and should
+            # one not be, the write fails whole rather than overwriting a record
+            con.executemany(_INSERT, rows)
         return result
 
     # -- plumbing ------------------------------------------------------------------------

@@ -242,3 +242,33 @@ def test_list_actors_and_namespaces(db: SqliteStore) -> None:
     )
     assert list(db.list_actors()) == ["u-1", "u-2"]
     assert db.list_namespaces("u-1") == ["/a", "/z"]
+
+
+def test_insert_new_checks_tombstones_per_actor_and_sources_of_any_actor(tmp_path: Path) -> None:
+    """insert_new queries tombstones only for actors that have some (or records naming
+    sources): each refusal below must still come out, and nothing else may be refused."""
+    from memlife import tombstones
+    from memlife.model import Provenance
+
+    store = SqliteStore(tmp_path / "s.db")
+    erased = rec("m-erased", content="Lives at 12 Elm Street.")
+    tombstones.add(store, [erased])
+    batch = [
+        rec("m-1", content="lives at 12 elm street"),  # same text once folded
+        rec("m-2", content="Lives at 12 Elm Street."),  # same text, exact
+        rec("m-3", actor="u-2", ns="/users/u-2/facts", content="Lives at 12 Elm Street."),
+        rec(
+            "m-4",
+            actor="u-2",
+            ns="/users/u-2/facts",
+            provenance=Provenance(supersedes=["m-erased"]),
+        ),
+        rec("m-5"),
+        rec("m-erased", content="Something new."),  # a tombstoned id with other content
+    ]
+    res = store.insert_new(batch)
+    codes = {f.id: f.code for f in res.failed}
+    assert codes == {"m-1": "ERASED_CONTENT", "m-2": "ERASED_CONTENT", "m-4": "ERASED_SOURCE"}
+    assert sorted(res.succeeded) == ["m-3", "m-5", "m-erased"]
+    assert store.get("m-3") is not None and store.get("m-1") is None
+    store.close()
