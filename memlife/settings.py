@@ -65,6 +65,11 @@ class Settings(BaseSettings):
     embed_threads: int | None = Field(
         None, ge=1, description="onnxruntime intra-op threads; default: onnxruntime's"
     )
+    model_cache: Path | None = Field(
+        None,
+        description="Derived embedding-model files (the pinned model, graph-optimised once); "
+        "default $XDG_CACHE_HOME/memlife or ~/.cache/memlife, never under MEMLIFE_HOME",
+    )
     # consolidation model
     model: str | None = Field(
         None, description="Consolidation/evaluation model; default claude-sonnet-4-5"

@@ -9,8 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from memlife import embed as embed_mod
 from memlife.embed import (
     DIM,
+    MODEL_SHA256,
     TOKENIZER_PATH,
     TOKENIZER_SHA256,
     Embedder,
@@ -102,4 +104,64 @@ def test_missing_model_raises(tmp_path: Path) -> None:
 def test_threads_are_explicit() -> None:
     e = MiniLMEmbedder(intra_op_threads=1)
     assert e.intra_op_threads == 1 and e.inter_op_threads == 1
+    np.testing.assert_allclose(e.embed(["tea"]), default_embedder().embed(["tea"]), atol=1e-5)
+
+
+def _default_optimised() -> Path:
+    default_embedder().embed(["tea"])  # the session exists, so the derived copy does too
+    e = default_embedder()
+    path = embed_mod.optimised_model(e._mpath, MODEL_SHA256, embed_mod.model_cache_dir())
+    assert path is not None and path.name == "model.onnx"
+    return path.parent
+
+
+def test_model_cache_is_a_user_cache_never_memlife_home(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("MEMLIFE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert embed_mod.model_cache_dir() == tmp_path / "xdg" / "memlife"
+    monkeypatch.setenv("MEMLIFE_MODEL_CACHE", str(tmp_path / "mc"))
+    assert embed_mod.model_cache_dir() == tmp_path / "mc"
+
+
+def test_optimised_copy_gives_the_vectors_of_in_process_optimisation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    texts = ["I only drink green tea.", "The budget meeting moved to Thursday.", "x"]
+    cached = default_embedder().embed(texts)
+    _default_optimised()
+    monkeypatch.setattr(embed_mod, "optimised_model", lambda *a: None)
+    in_process = MiniLMEmbedder(intra_op_threads=1).embed(texts)
+    np.testing.assert_allclose(cached, in_process, atol=1e-5)
+
+
+@pytest.mark.parametrize("damage", ["flip a weight byte", "lose the graph", "lose the manifest"])
+def test_corrupt_or_missing_optimised_copy_is_rebuilt(tmp_path: Path, damage: str) -> None:
+    folder = tmp_path / "cache" / _default_optimised().name
+    shutil.copytree(_default_optimised(), folder)
+    good = {p.name: p.read_bytes() for p in folder.iterdir()}
+    if damage == "flip a weight byte":
+        with (folder / "weights.bin").open("r+b") as f:
+            f.seek(1 << 20)
+            byte = f.read(1)
+            f.seek(1 << 20)
+            f.write(bytes([byte[0] ^ 0xFF]))
+    else:
+        (folder / ("model.onnx" if damage == "lose the graph" else "sha256.json")).unlink()
+    src = default_embedder()._mpath
+    path = embed_mod.optimised_model(src, MODEL_SHA256, tmp_path / "cache")
+    assert path == folder / "model.onnx"
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == good  # rebuilt, same bytes
+    assert not [p for p in (tmp_path / "cache").iterdir() if p.name.startswith(".build")]
+
+
+def test_unwritable_cache_falls_back_to_optimising_in_process(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the cache folder should be")
+    monkeypatch.setenv("MEMLIFE_MODEL_CACHE", str(blocker))
+    assert embed_mod.optimised_model(default_embedder()._mpath, MODEL_SHA256, blocker) is None
+    e = MiniLMEmbedder(intra_op_threads=1)
     np.testing.assert_allclose(e.embed(["tea"]), default_embedder().embed(["tea"]), atol=1e-5)
