@@ -279,7 +279,8 @@ class MiniLMEmbedder:
         m = mask[:, :, None].astype(np.float32)
         pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        unit: np.ndarray = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        return unit
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if isinstance(texts, str):  # a bare string would be embedded character by character

@@ -88,8 +88,8 @@ def sealed(receipt: dict[str, Any]) -> dict[str, Any]:
     return {**receipt, "digest": receipt_digest(receipt)}
 
 
-def counts_from_rows(rows: Iterable[dict]) -> dict[str, int]:
-    out: Counter = Counter()
+def counts_from_rows(rows: Iterable[dict[str, Any]]) -> dict[str, int]:
+    out: Counter[str] = Counter()
     for r in rows:
         if r["state"] in ("APPLIED", "RECEIPTED") and r.get("outcome") in _COUNT_OF:
             out[_COUNT_OF[r["outcome"]]] += 1
@@ -98,12 +98,12 @@ def counts_from_rows(rows: Iterable[dict]) -> dict[str, int]:
     return {k: out.get(k, 0) for k in CHANGES}
 
 
-def read_rows(sink: ReceiptSink, key: str | None) -> tuple[bytes | None, list[dict]]:
+def read_rows(sink: ReceiptSink, key: str | None) -> tuple[bytes | None, list[dict[str, Any]]]:
     body = sink.get(key) if key else None
     return body, (pq.read_table(io.BytesIO(body)).to_pylist() if body else [])
 
 
-def verify_evidence(sink: ReceiptSink, run: Any, v: Any) -> list[dict]:
+def verify_evidence(sink: ReceiptSink, run: Any, v: Any) -> list[dict[str, Any]]:
     """The checks the bucket alone allows; problems go to ``v``; returns the Parquet rows."""
     receipt = run.receipt
     if receipt is None:
@@ -161,7 +161,7 @@ def verify_evidence(sink: ReceiptSink, run: Any, v: Any) -> list[dict]:
     return rows
 
 
-def _mismatched(doc: dict, row: dict) -> list[str]:
+def _mismatched(doc: dict[str, Any], row: dict[str, Any]) -> list[str]:
     out = [f for f, col in FIELDS if _norm(doc.get(f)) != _norm(row.get(col))]
     scope = doc.get("scope") or {}
     if (scope.get("actor_id"), scope.get("namespace")) != (
@@ -177,7 +177,7 @@ def _norm(value: Any) -> Any:
 
 
 def verify_journal(
-    rows: list[dict], journal_ops: Sequence[Operation], sink: ReceiptSink, v: Any
+    rows: list[dict[str, Any]], journal_ops: Sequence[Operation], sink: ReceiptSink, v: Any
 ) -> None:
     """Journal <-> Parquet <-> receipts, both ways (the journal is the writer's own record)."""
     by_id = {o.operation_id: o for o in journal_ops}

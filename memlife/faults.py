@@ -20,6 +20,7 @@ import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from memlife.errors import InjectedFault as InjectedFault  # moved; re-exported
 from memlife.settings import settings
@@ -38,7 +39,7 @@ POINTS = (
 )
 
 
-_armed: dict[str, list] = {}  # point -> [remaining skips, mode]
+_armed: dict[str, list[Any]] = {}  # point -> [remaining skips: int, mode: str]
 
 
 def _from_env() -> None:

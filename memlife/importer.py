@@ -27,7 +27,7 @@ from typing import IO, Any
 import numpy as np
 
 from memlife.fast_record import fast_record
-from memlife.journal import OpKind, Outcome
+from memlife.journal import Operation, OpKind, Outcome
 from memlife.model import (
     FUTURE_SKEW,
     MemoryRecord,
@@ -281,7 +281,7 @@ def _apply_updates(
             for _, r in ok
         ]
     )
-    done: list = []
+    done: list[Operation] = []
     for batch in chunked(ops, MAX_BATCH):
         done += run.executor.run_lifecycle(batch, run.tally)
     for o in done:

@@ -26,7 +26,7 @@ QUIET = {
 }
 
 
-def configure(home: str | os.PathLike | None = None) -> None:
+def configure(home: str | os.PathLike[str] | None = None) -> None:
     for key, value in QUIET.items():
         os.environ.setdefault(key, value)
     if "PREFECT_HOME" not in os.environ:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import socket
 from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -25,7 +26,7 @@ def service_identity() -> str:
     return settings().service_identity or f"memlife/{__version__}@{socket.gethostname()}"
 
 
-def operation_receipt(op: Operation, reviewer: str | None = None) -> dict:
+def operation_receipt(op: Operation, reviewer: str | None = None) -> dict[str, Any]:
     return {
         "operation_id": op.operation_id,
         "run_id": op.run_id,

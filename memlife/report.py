@@ -40,7 +40,7 @@ CHUNK = 4 << 20  # JSONL bytes parsed at a time when converting to Parquet
 def encode(decisions: list[Decision]) -> str:
     """JSONL lines for decisions; actor/namespace and reason lists encoded once each."""
     lines = []
-    tails: dict[tuple, str] = {}
+    tails: dict[tuple[str, ...], str] = {}
     heads: dict[tuple[str, str], str] = {}
     for d in decisions:
         scope = (d.actor_id, d.namespace)

@@ -18,7 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memlife.audit import ReceiptSink
 
 TREND_RUNS = 14  # nights shown in the trend charts
 TOP = 12  # rows in the namespace and reason charts
@@ -58,8 +61,8 @@ def colour(name: str) -> str:
 class Breakdown:
     """What the proposed-actions report says, aggregated: no ids, no content."""
 
-    by_namespace: dict[str, Counter] = field(default_factory=dict)  # pattern -> action counts
-    reasons: Counter = field(default_factory=Counter)
+    by_namespace: dict[str, Counter[str]] = field(default_factory=dict)  # pattern -> actions
+    reasons: Counter[str] = field(default_factory=Counter)
 
 
 def namespace_pattern(actor_id: str, namespace: str) -> str:
@@ -95,14 +98,14 @@ def breakdown(report_parquet: str | Path | None) -> Breakdown:
     return out
 
 
-def history(sink: Any, mode: str, run_id: str, n: int = TREND_RUNS) -> list[dict]:
+def history(sink: ReceiptSink, mode: str, run_id: str, n: int = TREND_RUNS) -> list[dict[str, Any]]:
     """The receipts of the last ``n`` runs of ``mode`` before ``run_id`` (oldest first)."""
     from memlife.review import latest_receipt
 
     prefixes = sorted(
         {k.rsplit("/", 1)[0] for k in sink.list("runs/") if k.endswith("/manifest.json")}
     )
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     for prefix in reversed(prefixes):
         if prefix.rsplit("/", 1)[1] == run_id:
             continue
@@ -440,7 +443,7 @@ def _model_table(model: Mapping[str, Any]) -> str:
     return f"<table>{body}</table>"
 
 
-def write_run_report(sink: Any, prefix: str, summary: Mapping[str, Any]) -> str | None:
+def write_run_report(sink: ReceiptSink, prefix: str, summary: Mapping[str, Any]) -> str | None:
     """Render and store ``{prefix}/report.html`` (create-only, like every receipt).
 
     Returns its location; None when the sink refused. A rerun of the same run keeps the

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from memlife.audit import ReceiptSink
 from memlife.journal import Journal, OpKind, OpState
@@ -20,14 +21,14 @@ from memlife.stores.base import MemoryStore
 class RunInfo:
     run_id: str
     prefix: str
-    manifest: dict
-    receipt: dict | None
+    manifest: dict[str, Any]
+    receipt: dict[str, Any] | None
 
     @property
     def started_at(self) -> str:
-        return self.manifest.get("started_at", "")
+        return str(self.manifest.get("started_at", ""))
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         r = self.receipt or {}
         return {
             "run_id": self.run_id, "mode": self.manifest.get("mode"),
@@ -37,7 +38,7 @@ class RunInfo:
         }  # fmt: skip
 
 
-def latest_receipt(sink: ReceiptSink, prefix: str) -> dict | None:
+def latest_receipt(sink: ReceiptSink, prefix: str) -> dict[str, Any] | None:
     """receipt.json, or the newest receipt.N.json written when a rerun completed a failed run."""
     found = None
     for n in range(1, 1000):
@@ -79,7 +80,7 @@ class Verification:
     run_id: str
     operations: int = 0
     checked_records: int = 0
-    problems: list[dict] = field(default_factory=list)
+    problems: list[dict[str, str | None]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -88,7 +89,7 @@ class Verification:
     def problem(self, code: str, **ids: str | None) -> None:
         self.problems.append({"code": code, **ids})
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "ok": self.ok, "operations": self.operations,
                 "checked_records": self.checked_records, "problems": self.problems}  # fmt: skip
 

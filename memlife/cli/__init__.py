@@ -18,9 +18,9 @@ from importlib import import_module
 from typing import Annotated, Any
 
 import typer
+from typer import _click
 from typer.core import TyperCommand, TyperGroup
 from typer.exceptions import TyperException  # click's exceptions (typer vendors click)
-from typer.main import _click
 
 from memlife import __version__
 

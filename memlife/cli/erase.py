@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -24,7 +24,7 @@ from memlife.stores import open_store
 PolicyOpt = Annotated[str, typer.Option("--policy")]
 
 
-def _report(result: dict, json_out: bool) -> None:
+def _report(result: dict[str, Any], json_out: bool) -> None:
     if json_out:
         print_json(result)
         return

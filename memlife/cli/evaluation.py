@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -26,7 +26,7 @@ from memlife.stores import open_store
 PolicyOpt = Annotated[str, typer.Option("--policy", help="Policy file (gate thresholds).")]
 
 
-def gate_table(report: dict, title: str) -> Table:
+def gate_table(report: dict[str, Any], title: str) -> Table:
     table = Table(title=title)
     for col, justify in (
         ("gate", "left"),

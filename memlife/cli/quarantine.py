@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -24,7 +24,7 @@ from memlife.stores import open_store
 PolicyOpt = Annotated[str, typer.Option("--policy")]
 
 
-def _report(result: dict, json_out: bool, verb: str) -> None:
+def _report(result: dict[str, Any], json_out: bool, verb: str) -> None:
     if json_out:
         print_json(result)
     else:

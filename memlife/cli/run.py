@@ -6,7 +6,7 @@ import logging
 import os
 from datetime import timedelta
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -46,7 +46,7 @@ class Engine(StrEnum):
     local = "local"  # the same stages in-process, without Prefect
 
 
-def run_flow(config: RunConfig) -> dict:
+def run_flow(config: RunConfig) -> dict[str, Any]:
     from memlife.prefect_env import configure
 
     configure()
@@ -59,7 +59,7 @@ def run_flow(config: RunConfig) -> dict:
         logging.getLogger("prefect.server").setLevel(logging.CRITICAL)
 
 
-def counts_table(result: dict) -> Table:
+def counts_table(result: dict[str, Any]) -> Table:
     mode = result.get("mode", "dry_run")
     table = Table(
         title=f"memlife {mode.replace('_', ' ')} {result['run_id']}  (policy {result['policy_version']})"

@@ -129,8 +129,7 @@ class AnthropicConsolidator:
         system, messages = build_messages(group)
         try:
             with self._slots:
-                # messages, tool and tool choice are plain dicts of the Messages API's JSON
-                return self.client.messages.create(  # type: ignore[call-overload]
+                return self.client.messages.create(
                     model=self.model,
                     max_tokens=self.max_tokens,
                     system=system,

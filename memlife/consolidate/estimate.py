@@ -14,7 +14,8 @@ CHARS_PER_TOKEN = 4  # a rough, documented ratio for English text under Claude's
 def estimate_input_tokens(group: Group) -> int:
     """Tokens of the request the Anthropic consolidator would send for ``group``."""
     system, messages = build_messages(group)
-    chars = len(system) + sum(len(m["content"]) for m in messages)
+    # build_messages sends text content only (the SDK's type also allows content blocks)
+    chars = len(system) + sum(len(c) for m in messages if isinstance(c := m["content"], str))
     chars += _tool_chars()
     return -(-chars // CHARS_PER_TOKEN)
 

@@ -9,12 +9,15 @@ name so a memory cannot close its own wrapper and speak as the prompt.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from memlife.consolidate.base import Group
 from memlife.model import MemoryRecord
+
+if TYPE_CHECKING:  # the SDK's request shapes (TypedDicts: plain dicts at run time)
+    from anthropic.types import MessageParam, ToolChoiceToolParam, ToolParam
 
 TOOL_NAME = "record_consolidation"
 PROMPT_VERSION = "consolidate.v2"  # bump on any wording change: results depend on it
@@ -65,7 +68,7 @@ def tool_schema() -> dict[str, Any]:
     return ConsolidationOutput.model_json_schema()
 
 
-def tool_definition() -> dict[str, Any]:
+def tool_definition() -> ToolParam:
     return {
         "name": TOOL_NAME,
         "description": "Record the consolidated statement for one memory subject.",
@@ -73,7 +76,7 @@ def tool_definition() -> dict[str, Any]:
     }
 
 
-def tool_choice() -> dict[str, Any]:
+def tool_choice() -> ToolChoiceToolParam:
     # Forced and single: the answer is the tool call, never free text.
     return {"type": "tool", "name": TOOL_NAME, "disable_parallel_tool_use": True}
 
@@ -130,7 +133,7 @@ def render_record(r: MemoryRecord, tag: str) -> str:
     )
 
 
-def build_messages(group: Group) -> tuple[str, list[dict[str, Any]]]:
+def build_messages(group: Group) -> tuple[str, list[MessageParam]]:
     """(system prompt, messages) for one group; records oldest first."""
     tag = delimiter(group)
     records = sorted(group.records, key=lambda r: (r.created_at, r.id))

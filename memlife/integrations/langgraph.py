@@ -60,7 +60,7 @@ from memlife.model import (
     content_sha256,
     utcnow,
 )
-from memlife.stores.base import iter_shard
+from memlife.stores.base import MemoryStore, iter_shard
 
 _EVENT = "langgraph"
 
@@ -115,14 +115,14 @@ def _matches(value: Any, expected: Any) -> bool:
         return isinstance(value, dict) and all(
             _matches(value.get(k), v) for k, v in expected.items()
         )
-    return value == expected
+    return bool(value == expected)
 
 
 def _operator(value: Any, op: str, arg: Any) -> bool:
     if op == "$eq":
-        return value == arg
+        return bool(value == arg)
     if op == "$ne":
-        return value != arg
+        return bool(value != arg)
     if value is None:
         return False
     compare = {"$gt": float.__gt__, "$gte": float.__ge__, "$lt": float.__lt__, "$lte": float.__le__}
@@ -164,7 +164,8 @@ class MemlifeStore(BaseStore):
         self.owner = owner
 
     @property
-    def store(self):  # noqa: ANN201 - the memlife MemoryStore underneath
+    def store(self) -> MemoryStore:
+        """The memlife MemoryStore underneath."""
         return self.memory.store
 
     def close(self) -> None:

@@ -124,13 +124,13 @@ class ReviewQueue:
     def queue(
         self, decisions: Iterable[Decision], *, budget: int, run_id: str, at: datetime,
         dry_run: bool = False,
-    ) -> Counter:  # fmt: skip
+    ) -> Counter[str]:  # fmt: skip
         """Carry open items forward and open new ones by priority up to ``budget``.
 
         Returns counts: review_carried (already open), review_opened, review_waiting
         (over budget), review_closed_earlier (resolved before: not reopened).
         """
-        counts: Counter = Counter()
+        counts: Counter[str] = Counter()
         found: dict[str, tuple[Decision, str]] = {}
         for d in decisions:
             if d.action is not Action.review:

@@ -44,7 +44,7 @@ def item_id(record_id: str, reason: str) -> str:
     return "rv-" + hashlib.sha256(f"{record_id}\x1f{reason}".encode()).hexdigest()[:16]
 
 
-def sort_key(item: ReviewItem) -> tuple:
+def sort_key(item: ReviewItem) -> tuple[float, str, str]:
     """Highest priority first, then oldest, then id: the order `review list` shows."""
     return (-item.priority, item.opened_at, item.item_id)
 
