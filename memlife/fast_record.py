@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Annotated, Any, NotRequired
+from typing import Annotated, Any, NotRequired, TypeVar
 
-from pydantic import AwareDatetime, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from typing_extensions import TypedDict  # pydantic needs this one on Python < 3.12
 
 from memlife.model import (
@@ -89,9 +89,12 @@ _new = object.__new__
 _set = object.__setattr__
 
 
-def _build(cls: type, fields: dict[str, Any], present: set[str]) -> Any:
+M = TypeVar("M", bound=BaseModel)
+
+
+def _build(cls: type[M], fields: dict[str, Any], present: set[str]) -> M:
     """A model instance from values already validated to its schema (no second validation)."""
-    obj: Any = _new(cls)  # pydantic models define no __new__ of their own
+    obj: M = _new(cls)  # pydantic models define no __new__ of their own
     _set(obj, "__dict__", fields)
     _set(obj, "__pydantic_fields_set__", present)
     _set(obj, "__pydantic_extra__", None)

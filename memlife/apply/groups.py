@@ -167,6 +167,8 @@ def consolidate_group(ex: Executor, key: str, members: list[Decision], tally: Ta
 
 
 READ_CHUNK = 1000  # records read at a time while a group is planned: memory stays flat
+# statement keys -> their L2-normalised embedding rows (group_plan.cluster_statements)
+Vectors = Callable[[Sequence[str]], np.ndarray]
 
 
 def read_members(ex: Executor, ids: Sequence[str]) -> list[Member]:
@@ -179,9 +181,7 @@ def read_members(ex: Executor, ids: Sequence[str]) -> list[Member]:
     return out
 
 
-def statement_vectors(
-    ex: Executor, members: Sequence[Member], tally: Tally
-) -> Callable[[Sequence[str]], np.ndarray] | None:
+def statement_vectors(ex: Executor, members: Sequence[Member], tally: Tally) -> Vectors | None:
     """``vectors(statement keys)`` for group_plan: one record per statement is read and
     embedded (cache first), only when asked and a chunk at a time. None: text rules only."""
     if ex.embeddings is None:
@@ -210,7 +210,7 @@ class Reads:
     def members(self) -> list[Member]:
         return read_members(self.ex, self.ids)
 
-    def vectors(self, found: Sequence[Member]):  # noqa: ANN201
+    def vectors(self, found: Sequence[Member]) -> Vectors | None:
         return statement_vectors(self.ex, found, self.tally)
 
     def records(self, ids: Sequence[str]) -> dict[str, MemoryRecord]:
@@ -225,7 +225,7 @@ class _Batched(Reads):
     def members(self) -> list[Member]:
         return self.batch.members[self.i]
 
-    def vectors(self, found: Sequence[Member]):  # noqa: ANN201
+    def vectors(self, found: Sequence[Member]) -> Vectors | None:
         if self.ex.embeddings is None:
             return None
         first = statement_records(found)
