@@ -96,6 +96,17 @@ class StoreError(MemlifeError, RuntimeError):
         super().__init__(message, code)
 
 
+class CorruptRecordError(StoreError):
+    """A stored record that does not decode (bad input already in the store): names the
+    record and the field. Its shard stops and is reported; the rest of the run goes on."""
+
+    def __init__(self, record_id: str, field: str, reason: str):
+        self.record_id, self.field, self.reason = record_id, field, reason
+        super().__init__(
+            f"record {record_id}: field '{field}': {reason}", code=Reason.CORRUPT_RECORD
+        )
+
+
 class BadPageToken(InputError):
     """The paging token was not produced by this store for this actor/namespace."""
 

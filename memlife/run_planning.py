@@ -13,7 +13,7 @@ from memlife import progress
 from memlife.apply import DeleteItem, Executor, Tally
 from memlife.backends import embedding_cache
 from memlife.embed_cache import EmbeddingCache
-from memlife.errors import StoreError
+from memlife.errors import InputError, StoreError
 from memlife.model import PlanView, plan_view
 from memlife.plan import DELETE_ACTIONS, Action, Decision, Planner, Reason, ShardHints
 from memlife.report import ReportWriter
@@ -181,9 +181,19 @@ def process_batch(
                 out.staged += staged
             if not ctx.config.dry_run or ctx.config.eval_cases:  # deletes, or the gate's candidates
                 out.deletions += _deletions(ctx, decisions, out.tally)
-        except (StoreError, OSError, ValueError) as exc:
-            code = getattr(exc, "code", type(exc).__name__)
-            out.failed_shards.append({"shard": str(shard), "code": code})
+        except (StoreError, InputError, OSError) as exc:
+            # Bad data (InputError; a stored record that does not decode: CorruptRecordError,
+            # a StoreError) or a store failure stops this shard only; the rest of the run goes
+            # on. Anything else (a ValueError from our own code) is a bug: it propagates, and
+            # a Prefect task reports its shard as crashed (fanout). Ids and codes only here.
+            failed: dict[str, Any] = {
+                "shard": str(shard),
+                "code": getattr(exc, "code", type(exc).__name__),
+            }
+            for name in ("record_id", "field"):
+                if getattr(exc, name, None) is not None:
+                    failed[name] = getattr(exc, name)
+            out.failed_shards.append(failed)
             continue
         out.counts.update(str(d.action) for d in decisions)
         out.records += len(decisions)

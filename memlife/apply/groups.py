@@ -268,15 +268,14 @@ class GroupReads:
         self.records, self.members, self.vectors = got, {}, {}
         self.loaded_to = stop
         wanted: dict[str, MemoryRecord] = {}  # statement records of groups that get planned
+        cache = self.ex.embeddings  # None: text rules only, no vectors
         for i in range(start, stop):
             recs = [got[rid] for rid in self.groups[i] if rid in got]
             found = [Member.of(r) for r in recs if r.status is Status.active and not is_held(r)]
             self.members[i] = found
-            if len(found) >= 2 and self.ex.embeddings is not None:
+            if len(found) >= 2 and cache is not None:
                 wanted.update((rid, got[rid]) for rid in statement_records(found).values())
-        if wanted:
-            cache = self.ex.embeddings
-            assert cache is not None
+        if wanted and cache is not None:
             misses = cache.stats.misses
             rows = cache.get_or_embed(list(wanted.values()))
             self.tally.counts["embedded"] += cache.stats.misses - misses

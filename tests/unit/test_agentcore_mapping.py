@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from memlife.errors import CorruptRecordError
 from memlife.model import MemoryRecord, Provenance
 from memlife.stores.agentcore.mapping import (
     FIELD_MAP,
@@ -19,6 +20,7 @@ from memlife.stores.agentcore.mapping import (
     META_KEYS,
     PLACED_ELSEWHERE,
     decode_metadata,
+    decode_record,
     encode_metadata,
     invalid_reason,
 )
@@ -72,3 +74,40 @@ def test_invalid_reason_names_the_limit() -> None:
     assert "16000" in (invalid_reason(too_long) or "")
     assert "namespace" in (invalid_reason(bad_ns) or "")
     assert invalid_reason(MemoryRecord(namespace="/a", content="x", **base)) is None
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "field"),
+    [
+        ("created_at", {"stringValue": "yesterday"}, "created_at"),
+        ("access_count", {"stringValue": "many"}, "access_count"),
+        ("status", {"stringValue": "lost"}, "status"),
+    ],
+)
+def test_a_record_that_does_not_decode_names_record_and_field(
+    key: str, value: dict[str, str], field: str
+) -> None:
+    good = MemoryRecord(
+        id="m-1",
+        actor_id="u-1",
+        namespace="/u/1",
+        memory_type="semantic",
+        content="c",
+        created_at=datetime(2026, 1, 2, tzinfo=UTC),
+    )
+    meta, _ = encode_metadata(good)
+    raw = {
+        "memoryRecordId": "mem-9",
+        "namespaces": ["/u/1"],
+        "content": {"text": "c"},
+        "metadata": {**meta, key: value},
+    }
+    assert decode_record({**raw, "metadata": meta}, None) == good  # the untouched one decodes
+    with pytest.raises(CorruptRecordError) as err:
+        decode_record(raw, None)
+    assert (err.value.record_id, err.value.field, err.value.code) == (
+        "mem-9",
+        field,
+        "CORRUPT_RECORD",
+    )
+    assert "lost" not in str(err.value) and "many" not in str(err.value)  # ids and codes only

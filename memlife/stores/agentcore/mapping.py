@@ -17,8 +17,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from memlife.errors import CorruptRecordError
 from memlife.model import MemoryRecord, MemoryType, Source, parse_time
-from memlife.stores.base import BadPageToken, StoreError
+from memlife.stores.base import BadPageToken
 
 # -- AgentCore limits (from the botocore service model, bedrock-agentcore 2024-02-28) ----
 MAX_PAGE = 100  # ListMemoryRecords / ListActors maxResults
@@ -159,8 +160,11 @@ def meta_value(meta: dict[str, Any], key: str) -> Any:
     return None
 
 
-def decode_metadata(meta: dict[str, Any], blob: dict[str, Any] | None) -> dict[str, Any]:
-    """Record fields (nested provenance) from metadata plus the matching overflow blob."""
+def decode_metadata(
+    meta: dict[str, Any], blob: dict[str, Any] | None, record_id: str = "<unknown>"
+) -> dict[str, Any]:
+    """Record fields (nested provenance) from metadata plus the matching overflow blob.
+    A value that does not convert raises CorruptRecordError naming the record and field."""
     out: dict[str, Any] = {"provenance": {}}
     blob = blob or {}
     for f in FIELD_MAP:
@@ -172,12 +176,17 @@ def decode_metadata(meta: dict[str, Any], blob: dict[str, Any] | None) -> dict[s
             value = meta_value(meta, f.key)
             if value is None:
                 continue
-            if f.kind == "ts":
-                value = parse_time(value)
-            elif f.kind == "int":
-                value = int(value)
-            elif f.kind == "num":
-                value = float(value)
+            try:
+                if f.kind == "ts":
+                    value = parse_time(value)
+                elif f.kind == "int":
+                    value = int(value)
+                elif f.kind == "num":
+                    value = float(value)
+            except (ValueError, TypeError, AttributeError) as exc:  # a value of the wrong shape
+                what = {"ts": "an ISO-8601 timestamp with a zone", "int": "an integer"}
+                reason = f"not {what.get(f.kind, 'a number')} ({type(exc).__name__})"
+                raise CorruptRecordError(record_id, f.field, reason) from None
         if f.field.startswith("provenance."):
             out["provenance"][f.field.split(".", 1)[1]] = value
         else:
@@ -197,30 +206,36 @@ def is_ours(raw: dict[str, Any]) -> bool:
 
 def decode_record(raw: dict[str, Any], blob: dict[str, Any] | None) -> MemoryRecord:
     """One of our records from AgentCore's shape plus its overflow blob (if it has one)."""
-    fields = decode_metadata(raw.get("metadata") or {}, blob)
+    rid = str(raw["memoryRecordId"])
+    fields = decode_metadata(raw.get("metadata") or {}, blob, rid)
     fields.update(namespace=first_namespace(raw), content=raw["content"]["text"])
     try:
         return MemoryRecord.model_validate(fields)
     except ValidationError as exc:
-        raise StoreError(
-            f"AgentCore record {raw['memoryRecordId']}: metadata does not decode: "
-            f"{exc.errors()[0]['msg']}",
-            code="CORRUPT_RECORD",
-        ) from None
+        raise _corrupt(rid, exc) from None
+
+
+def _corrupt(record_id: str, exc: ValidationError) -> CorruptRecordError:
+    err = exc.errors(include_url=False)[0]
+    field = ".".join(str(p) for p in err["loc"]) or "<record>"
+    return CorruptRecordError(record_id, field, err["msg"])
 
 
 def decode_native(raw: dict[str, Any], actor_id: str, strategy_type: str | None) -> MemoryRecord:
     """A record AgentCore extracted itself: adopted with lifecycle defaults."""
     created = raw["createdAt"]
-    return MemoryRecord(
-        id=raw["memoryRecordId"],
-        actor_id=actor_id,
-        namespace=first_namespace(raw),
-        memory_type=_NATIVE_TYPE.get(strategy_type or "", MemoryType.semantic),
-        content=raw["content"]["text"],
-        created_at=created if created.tzinfo else created.replace(tzinfo=UTC),
-        source=Source.agent_inferred,
-    )
+    try:
+        return MemoryRecord(
+            id=raw["memoryRecordId"],
+            actor_id=actor_id,
+            namespace=first_namespace(raw),
+            memory_type=_NATIVE_TYPE.get(strategy_type or "", MemoryType.semantic),
+            content=raw["content"]["text"],
+            created_at=created if created.tzinfo else created.replace(tzinfo=UTC),
+            source=Source.agent_inferred,
+        )
+    except ValidationError as exc:
+        raise _corrupt(str(raw["memoryRecordId"]), exc) from None
 
 
 def invalid_reason(record: MemoryRecord) -> str | None:
