@@ -24,6 +24,7 @@ See docs/evaluation.md.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
@@ -214,6 +215,13 @@ def load_cases(path: str | Path) -> list[EvalCase]:
     if not isinstance(data, list):
         raise EvalSetError(f"{name}: expected a list of cases (or a mapping with 'cases:')")
     return _some(parse_cases(data, name), name)
+
+
+def cases_digest(cases: Sequence[EvalCase]) -> str:
+    """sha256 over the cases as parsed (not the file's bytes: a reformatted file is the same
+    set). The consolidation memo keys a gate-blocked group by it: a changed set re-opens it."""
+    canon = json.dumps([c.model_dump(mode="json") for c in cases], sort_keys=True)
+    return hashlib.sha256(canon.encode()).hexdigest()
 
 
 def _some(cases: list[EvalCase], name: str) -> list[EvalCase]:

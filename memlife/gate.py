@@ -514,9 +514,12 @@ def evaluate_changes(
     replacements: Sequence[MemoryRecord] = (),
     cache: EmbeddingCache | None = None,
     answerer: Answerer | None = None,
+    groups: Sequence[tuple[str, Sequence[str]]] = (),
 ) -> dict[str, Any]:
     """Step 8 on everything staged: before (the store as found) vs after (a shadow view
     minus ``deletions`` and ``superseded`` ids, plus the staged ``replacements``).
+    ``groups``: (replacement id, superseded ids) per staged group; when the supersedes
+    block, ``blocking_groups`` names the ones that do (the consolidation memo keeps them).
 
     When blocked, each part's own after view is evaluated too, so that the verdict can
     say which part blocks (``deletions_blocked``, ``supersedes_blocked``): the pipeline
@@ -547,4 +550,60 @@ def evaluate_changes(
             out["deletions_blocked"], out["supersedes_blocked"] = only_dels, only_sups
     elif out["blocked"]:
         out["deletions_blocked"], out["supersedes_blocked"] = bool(dels), bool(sups)
+    if out["supersedes_blocked"] and groups:
+        scope = {r.id: (r.actor_id, r.namespace) for r in replacements}
+        out["blocking_groups"] = blocking_groups(
+            cases, gate, before, groups, scope,
+            lambda exclude, subset: run_set(subset, recall, gate, exclude=exclude,
+                                            include=dels, answerer=answerer, plus=True),
+        )  # fmt: skip
     return out
+
+
+def _worse_case(before: dict[str, Any], after: dict[str, Any]) -> bool:
+    return (
+        (before["passed"] and not after["passed"])
+        or after["score"] < before["score"]
+        or (after["contradiction"] and not before["contradiction"])
+    )
+
+
+def blocking_groups(
+    cases: Sequence[EvalCase],
+    gate: GatePolicy,
+    before: dict[str, Any],
+    groups: Sequence[tuple[str, Sequence[str]]],
+    scope: dict[str, tuple[str, str]],
+    after: Callable[[frozenset[str], Sequence[EvalCase]], dict[str, Any]],
+) -> list[str]:
+    """The staged groups that block the supersedes (their replacement ids), or [] when they
+    cannot be told apart. A group moves only the cases of its own actor (recall is scoped to
+    it), so each group in the scope of a case the run made worse is tried alone on those
+    cases: named when it makes one worse (when none does alone, all of them are named). The
+    gate re-run on the other groups must then pass, or none is named.
+    ``after(exclude, cases)``: run_set on the after view (replacements not excluded added)."""
+    replacements = frozenset(rid for rid, _ in groups)
+
+    def view(chosen: Sequence[tuple[str, Sequence[str]]]) -> frozenset[str]:
+        keep = {rid for rid, _ in chosen}
+        return frozenset({s for _, sups in chosen for s in sups} | (replacements - keep))
+
+    def in_scope(rid: str, c: EvalCase) -> bool:
+        actor, ns = scope.get(rid, ("", ""))
+        return c.actor_id == actor and c.namespace in (None, ns)
+
+    def hurts(results: Sequence[dict[str, Any]]) -> set[str]:
+        return {r["id"] for r in results if _worse_case(was[r["id"]], r)}
+
+    was = {r["id"]: r for r in before["results"]}
+    hurt = hurts(after(view(groups), cases)["results"])
+    suspects = [g for g in groups if any(in_scope(g[0], c) for c in cases if c.id in hurt)]
+    named = [
+        g
+        for g in suspects
+        if hurts(after(view([g]), [c for c in cases if in_scope(g[0], c)])["results"])
+    ] or suspects
+    rest = [g for g in groups if g not in named]
+    if not named or verdict(before, after(view(rest), cases), 0, gate)["blocked"]:
+        return []
+    return sorted(rid for rid, _ in named)

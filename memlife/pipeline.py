@@ -218,7 +218,21 @@ def make_executor(
         evaluated=bool(ctx.config.eval_cases),
         memo_reader=open_memo_reader(store) if dry and consolidator is not None else None,
         memo_as=applied_consolidator_id() if dry else None,
+        eval_digest=eval_digest(ctx.config.eval_cases),
     )  # fmt: skip
+
+
+def eval_digest(location: str | None) -> str | None:
+    """The evaluation set's digest (a gate block is memoised under it); None without one, or
+    when it does not load (the gate step reports that)."""
+    if not location:
+        return None
+    from memlife.evalset import EvalSetError, cases_digest, load_cases
+
+    try:
+        return cases_digest(load_cases(location))
+    except (EvalSetError, OSError):
+        return None
 
 
 def applied_consolidator_id() -> str:

@@ -58,6 +58,7 @@ def run_gate(
         replacements=[g.replacement for g in staged],
         cache=make_embeddings(ctx, store) if ctx.config.dry_run else None,
         answerer=gate.model_answerer_from_env() if paid else None,
+        groups=[(g.replacement.id, g.superseded_ids) for g in staged],
     )
     if verdict["deletions_blocked"] and not ctx.config.dry_run:
         from memlife.quarantine import snapshot
@@ -83,6 +84,7 @@ def commit_run(
     configured = bool(gate) and gate.get("configured", True)
     held_items, held_groups = ([], []) if configured else ungated(ctx, outcomes)
     held_ids = {id(g) for g in held_groups}
+    blocking = set(gate.get("blocking_groups", ()))  # named by the gate: memoised, not re-staged
     for o in outcomes:
         for g in o.staged:
             if (
@@ -91,6 +93,8 @@ def commit_run(
                 and "supersedes_blocked" not in gate
             ):
                 tally.counts["gate_blocked_groups"] += 1
+                if g.replacement.id in blocking:
+                    executor.remember_gate_blocked(g, tally)
             elif id(g) in held_ids:
                 tally.counts["gate_withheld_groups"] += 1
             else:

@@ -41,6 +41,7 @@ class Executor:
         evaluated: bool = True,
         memo_reader: Callable[[Sequence[str]], dict[str, MemoOutcome]] | None = None,
         memo_as: str | None = None,
+        eval_digest: str | None = None,
     ):
         self.run_id, self.run_key, self.policy, self.cutoff = run_id, run_key, policy, cutoff
         self.store, self.journal, self.sink = store, journal, sink
@@ -56,6 +57,8 @@ class Executor:
         # key it (memo_as: the apply run's consolidator), so its estimate skips settled groups
         self.memo_reader = memo_reader
         self.memo_as = memo_as
+        # the run's evaluation set (evalset.cases_digest): a gate block is memoised under it
+        self.eval_digest = eval_digest
         self.reviewer: str | None = None  # a person's decision (review resolve): in receipts
 
     def new_op(
@@ -103,6 +106,9 @@ class Executor:
 
     def commit_group(self, staged: StagedGroup, tally: Tally) -> None:
         groups.commit_group(self, staged, tally)
+
+    def remember_gate_blocked(self, staged: StagedGroup, tally: Tally) -> None:
+        groups.remember_gate_blocked(self, staged, tally)
 
     def delete(self, items: Sequence[DeleteItem], tally: Tally) -> None:
         deletions.delete(self, items, tally)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -49,6 +49,7 @@ class StagedGroup:
     replacement: MemoryRecord
     write: Operation
     supersedes: list[Operation] = field(default_factory=list)
+    memo_key: str | None = None  # the consolidation memo's key: a gate block is kept under it
 
     @property
     def shard(self) -> tuple[str, str]:
@@ -83,8 +84,15 @@ def stage_shard(ex: Executor, decisions: Sequence[Decision], tally: Tally) -> li
         if withheld_by_gate(ex, members[0].namespace):
             tally.counts["gate_withheld_groups"] += 1  # decided before any read or model call
             continue
-        mkey, known = memo.get(key, (None, None))
+        mkey, known, blocked = memo.get(key, (None, None, None))
         if known is not None and _settled(ex, known, tally):
+            continue
+        if (
+            blocked is not None
+            and blocked["retry_at"] is not None
+            and blocked["retry_at"] > ex.cutoff
+        ):
+            tally.counts["consolidation_gate_blocked_unchanged"] += 1  # no read, no model call
             continue
         runnable.append((key, members, mkey))
     # (staging adds nothing to ex.stopped: only a commit does, after the whole shard is staged)
@@ -112,6 +120,12 @@ def withheld_by_gate(ex: Executor, namespace: str) -> bool:
 KEPT_APART = "KEPT_APART"  # the model judged the records complement/unrelated
 NO_MERGE = "NO_MERGE"  # the rules found fewer than two records to merge
 REFUSED = "REFUSED"  # the answer was refused (grounding, schema): retry_at, then review
+# The regression gate named the group as what blocks a run's supersedes: kept under the memo
+# key AND the evaluation set's digest (gate_memo_key), so a changed member, policy, model or
+# evaluation set re-opens it; after GATE_BLOCK_RECHECK it is tried again anyway (the rest of
+# the actor's memory, which the gate also reads, may have changed).
+GATE_BLOCKED = "GATE_BLOCKED"
+GATE_BLOCK_RECHECK = timedelta(days=30)
 
 
 def memo_key(ex: Executor, key: str, members: Sequence[Decision]) -> str:
@@ -125,17 +139,40 @@ def memo_key(ex: Executor, key: str, members: Sequence[Decision]) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
+def gate_memo_key(mkey: str, eval_digest: str) -> str:
+    return hashlib.sha256(f"{mkey}\x1fgate\x1f{eval_digest}".encode()).hexdigest()
+
+
 def _memo(
     ex: Executor, todo: Sequence[tuple[str, Sequence[Decision]]]
-) -> dict[str, tuple[str, MemoOutcome | None]]:
-    """Group key -> (memo key, its settled outcome or None); one batched read per shard.
-    A dry run keeps no journal: it reads the memo (ex.memo_reader) and never writes it."""
+) -> dict[str, tuple[str, MemoOutcome | None, MemoOutcome | None]]:
+    """Group key -> (memo key, its settled outcome, a gate block under this evaluation set);
+    one batched read per shard. A dry run keeps no journal: it reads the memo
+    (ex.memo_reader) and never writes it."""
     read = ex.memo_reader if ex.dry_run else (ex.journal.outcomes if ex.journal else None)
     if read is None or ex.consolidator is None or not todo:
         return {}
     keys = {key: memo_key(ex, key, members) for key, members in todo}
-    known = read(list(keys.values()))
-    return {key: (mk, known.get(mk)) for key, mk in keys.items()}
+    digest = ex.eval_digest
+    gate_keys = {mk: gate_memo_key(mk, digest) for mk in keys.values()} if digest else {}
+    known = read([*keys.values(), *gate_keys.values()])
+    return {
+        key: (mk, known.get(mk), known.get(gate_keys[mk]) if mk in gate_keys else None)
+        for key, mk in keys.items()
+    }
+
+
+def remember_gate_blocked(ex: Executor, staged: StagedGroup, tally: Tally) -> None:
+    """The gate named this group as blocking: not staged again (no model call) until a
+    member, the policy, the consolidator or the evaluation set changes (or the recheck)."""
+    if ex.dry_run or ex.journal is None or not staged.memo_key or not ex.eval_digest:
+        return
+    actor_id, namespace = staged.shard
+    ex.journal.remember_outcome(
+        gate_memo_key(staged.memo_key, ex.eval_digest), actor_id, namespace, GATE_BLOCKED,
+        ex.cutoff + GATE_BLOCK_RECHECK, ex.cutoff,
+    )  # fmt: skip
+    tally.counts["gate_blocked_groups_remembered"] += 1
 
 
 def _settled(ex: Executor, known: MemoOutcome, tally: Tally) -> bool:
@@ -398,7 +435,7 @@ def stage_group(
         )
         for m in plan.members
     ]
-    return StagedGroup(replacement, write, supersedes)
+    return StagedGroup(replacement, write, supersedes, memo_key)
 
 
 def commit_group(ex: Executor, staged: StagedGroup, tally: Tally) -> None:

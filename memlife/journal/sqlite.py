@@ -67,7 +67,7 @@ CREATE TABLE IF NOT EXISTS consolidation_rejections (
     next_attempt_at TEXT,         -- NULL: in review, no more automatic attempts
     updated_at TEXT NOT NULL
 );
--- a group's settled outcome (kept apart, nothing to merge, refused): keyed by the group's
+-- a group's settled outcome (kept apart, nothing to merge, refused, gate-blocked): keyed by the group's
 -- members, their content hashes, the policy version and the consolidator, so an unchanged
 -- group is not sent again and any change re-opens it under a new key (no content here)
 CREATE TABLE IF NOT EXISTS consolidation_outcomes (
