@@ -211,8 +211,7 @@ def make_executor(
         run_id=ctx.run_id, run_key=ctx.run_key, policy=ctx.policy, cutoff=ctx.cutoff,
         store=store, sink=ctx.sink,
         # a dry run never journals: it must not even create the journal table
-        # (the executor's dry-run paths never touch its journal: None is never used)
-        journal=journal if journal is not None or ctx.config.dry_run else open_journal(store),  # type: ignore[arg-type]
+        journal=journal if journal is not None or dry else open_journal(store),
         consolidator=consolidator, dry_run=ctx.config.dry_run,
         embeddings=make_embeddings(ctx, store) if consolidator is not None else None,
         evaluated=bool(ctx.config.eval_cases),

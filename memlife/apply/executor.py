@@ -32,7 +32,7 @@ class Executor:
         policy: Policy,
         cutoff: datetime,
         store: MemoryStore,
-        journal: Journal,
+        journal: Journal | None,
         sink: ReceiptSink,
         consolidator: Consolidator | None = None,
         dry_run: bool = False,
@@ -44,7 +44,9 @@ class Executor:
         eval_digest: str | None = None,
     ):
         self.run_id, self.run_key, self.policy, self.cutoff = run_id, run_key, policy, cutoff
-        self.store, self.journal, self.sink = store, journal, sink
+        if journal is None and not dry_run:
+            raise ValueError("an apply run needs a journal (only a dry run keeps none)")
+        self.store, self._journal, self.sink = store, journal, sink
         self.consolidator = consolidator
         self.dry_run = dry_run
         self.embeddings = embeddings  # near-duplicate analysis; None: text rules only
@@ -60,6 +62,14 @@ class Executor:
         # the run's evaluation set (evalset.cases_digest): a gate block is memoised under it
         self.eval_digest = eval_digest
         self.reviewer: str | None = None  # a person's decision (review resolve): in receipts
+
+    @property
+    def journal(self) -> Journal:
+        """The run's journal. A dry run keeps none (it must not even create the journal
+        table) and its paths never ask for it: asking is a bug, refused here."""
+        if self._journal is None:
+            raise RuntimeError("a dry run keeps no journal")
+        return self._journal
 
     def new_op(
         self,

@@ -149,7 +149,7 @@ def _memo(
     """Group key -> (memo key, its settled outcome, a gate block under this evaluation set);
     one batched read per shard. A dry run keeps no journal: it reads the memo
     (ex.memo_reader) and never writes it."""
-    read = ex.memo_reader if ex.dry_run else (ex.journal.outcomes if ex.journal else None)
+    read = ex.memo_reader if ex.dry_run else ex.journal.outcomes
     if read is None or ex.consolidator is None or not todo:
         return {}
     keys = {key: memo_key(ex, key, members) for key, members in todo}
@@ -165,7 +165,7 @@ def _memo(
 def remember_gate_blocked(ex: Executor, staged: StagedGroup, tally: Tally) -> None:
     """The gate named this group as blocking: not staged again (no model call) until a
     member, the policy, the consolidator or the evaluation set changes (or the recheck)."""
-    if ex.dry_run or ex.journal is None or not staged.memo_key or not ex.eval_digest:
+    if ex.dry_run or not staged.memo_key or not ex.eval_digest:
         return
     actor_id, namespace = staged.shard
     ex.journal.remember_outcome(
@@ -191,7 +191,7 @@ def _settled(ex: Executor, known: MemoOutcome, tally: Tally) -> bool:
 
 def _remember(ex: Executor, mkey: str | None, group: Group, outcome: str,
               retry_at: datetime | None = None) -> None:  # fmt: skip
-    if mkey is not None and not ex.dry_run and ex.journal is not None:
+    if mkey is not None and not ex.dry_run:
         ex.journal.remember_outcome(
             mkey, group.actor_id, group.namespace, outcome, retry_at, ex.cutoff
         )
@@ -351,7 +351,7 @@ def stage_group(
     )
     if plan is None or not plan.roles:
         tally.counts["conflicting_left_for_review"] += len(plan.conflicting) if plan else 0
-        if memo_key is not None and not ex.dry_run and ex.journal is not None:
+        if memo_key is not None and not ex.dry_run:
             ex.journal.remember_outcome(memo_key, actor_id, namespace, NO_MERGE, None, ex.cutoff)
         return None
     if ex.consolidator is None:
@@ -476,7 +476,7 @@ MAX_REJECTIONS = 3  # refused answers for one group before it goes to review
 def _backing_off(ex: Executor, gkey: str, tally: Tally) -> bool:
     """A group whose answers were refused waits (backoff), and after MAX_REJECTIONS waits
     for a reviewer: it is not sent again night after night."""
-    if ex.dry_run or ex.journal is None:
+    if ex.dry_run:
         return False
     seen = ex.journal.rejection(gkey)
     if seen is None:
@@ -492,7 +492,7 @@ def _backing_off(ex: Executor, gkey: str, tally: Tally) -> bool:
 
 def _rejected(ex: Executor, group: Group, gkey: str, code: str, tally: Tally) -> datetime | None:
     """Record a refusal; returns when the group may be sent again (None: in review)."""
-    if ex.dry_run or ex.journal is None:
+    if ex.dry_run:
         return None
     seen = ex.journal.rejection(gkey)
     attempts = (seen["attempts"] if seen else 0) + 1

@@ -438,3 +438,16 @@ def test_ops_failed_lists_terminal_failures_and_resolve_decides(db) -> None:
     assert store.get("m-h") is not None
     res = runner.invoke(app, ["ops", "resolve", "op-nope", "--decision", "dismiss"])
     assert res.exit_code == 1 and "Traceback" not in res.output
+
+
+def test_a_dry_run_keeps_no_journal_and_an_apply_run_needs_one(db) -> None:  # noqa: ANN001
+    store, sink = db
+    base = dict(run_id="r", run_key="k", policy=POLICY, cutoff=T0, store=store, sink=sink)
+    dry = Executor(**base, journal=None, dry_run=True)
+    with pytest.raises(RuntimeError, match="keeps no journal"):
+        dry.journal  # noqa: B018 - asking is the bug this refuses
+    with pytest.raises(ValueError, match="needs a journal"):
+        Executor(**base, journal=None)
+    assert not store.connection.execute(
+        "SELECT 1 FROM sqlite_master WHERE name='operations'"
+    ).fetchall()  # nothing created the journal table
