@@ -31,7 +31,7 @@ import re
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -204,14 +204,18 @@ class AccessLedger:
         self.close()
 
     # -- reading ---------------------------------------------------------------------------
-    def files(self) -> list[Path]:
+    def files(self) -> Sequence[Path | str]:
+        """The stored parts, day by day: file paths here, object keys in the S3 ledger."""
+        return self._paths()
+
+    def _paths(self) -> list[Path]:
         if not self.root.is_dir():
             return []
         return sorted(self.root.glob("date=*/part-*.parquet"))
 
     def dataset(self) -> ds.Dataset:
         return ds.dataset(
-            [str(p) for p in self.files()],
+            [str(p) for p in self._paths()],
             schema=_DATASET_SCHEMA,
             format="parquet",
             partitioning=_PARTITION,
@@ -265,18 +269,28 @@ class AccessLedger:
             removed += len(self._buffer) - len(kept)
             self._buffer = kept
             id_array = pa.array(sorted(ids), type=pa.string())
-            for path in self.files():
-                table = pq.read_table(path, schema=SCHEMA)
+            for part, table in self._parts():
                 hit = pc.is_in(table.column("record_id"), value_set=id_array)
                 n_hit = pc.sum(hit).as_py() or 0
                 if not n_hit:
                     continue
-                rest = table.filter(pc.invert(hit))
-                if rest.num_rows:
-                    self._write_file(path.parent, rest)
-                path.unlink()
+                self._replace_part(part, table.filter(pc.invert(hit)))
                 removed += n_hit
         return removed
+
+    # The storage under erase (the S3 ledger overrides these two: object keys, not paths).
+    def _parts(self) -> Iterator[tuple[str, pa.Table]]:
+        """Each stored part with its rows."""
+        for path in self._paths():
+            yield str(path), pq.read_table(path, schema=SCHEMA)
+
+    def _replace_part(self, part: str, rest: pa.Table) -> None:
+        """``rest`` takes the place of ``part``: written first, then the old part goes (a
+        part left empty is only removed)."""
+        path = Path(part)
+        if rest.num_rows:
+            self._write_file(path.parent, rest)
+        path.unlink()
 
     # -- CloudTrail ------------------------------------------------------------------------
     def ingest_cloudtrail(

@@ -20,7 +20,7 @@ import hashlib
 import io
 import json
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -66,7 +66,7 @@ class S3AccessLedger(AccessLedger):
                     if o["Key"].endswith(".parquet")]  # fmt: skip
         return sorted(out)
 
-    def files(self) -> list[str]:  # type: ignore[override]
+    def files(self) -> list[str]:
         return [k for k, _ in self._objects()]
 
     def _load(self, keys: Iterable[str]) -> dict[str, tuple[pa.Table, set[str]]]:
@@ -129,28 +129,15 @@ class S3AccessLedger(AccessLedger):
         raise TypeError(f"the S3 ledger is read with read(); query {self.url} with DuckDB/Athena")
 
     # -- erasure and compaction ----------------------------------------------------------------
-    def erase(self, record_ids: Iterable[str]) -> int:
-        ids = set(record_ids)
-        if not ids:
-            return 0
-        removed = 0
-        with self._lock:
-            kept = [r for r in self._buffer if r.record_id not in ids]
-            removed += len(self._buffer) - len(kept)
-            self._buffer = kept
-            id_array = pa.array(sorted(ids), type=pa.string())
-            for key, table in self._live(self._load(self.files())).items():
-                hit = pc.is_in(table.column("record_id"), value_set=id_array)
-                n_hit = pc.sum(hit).as_py() or 0
-                if not n_hit:
-                    continue
-                rest = table.filter(pc.invert(hit))
-                if rest.num_rows:
-                    day = key.rsplit("/", 2)[-2]
-                    self._put(f"{self.prefix}/{day}/part-{uuid.uuid4().hex}.parquet", rest, [key])
-                self._delete([key])
-                removed += n_hit
-        return removed
+    # -- erase (AccessLedger.erase: the buffer and the loop are the base's) ----------------------
+    def _parts(self) -> Iterator[tuple[str, pa.Table]]:
+        yield from self._live(self._load(self.files())).items()
+
+    def _replace_part(self, part: str, rest: pa.Table) -> None:
+        if rest.num_rows:  # names the part it replaces: a crash before the delete leaves both
+            day = part.rsplit("/", 2)[-2]
+            self._put(f"{self.prefix}/{day}/part-{uuid.uuid4().hex}.parquet", rest, [part])
+        self._delete([part])
 
     def compact(
         self, min_files: int = 2, small_bytes: int = SMALL_BYTES, before: str | None = None
