@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -39,6 +40,7 @@ CHARS_PER_TOKEN_BOUND = 32
 DIM = 384
 DEFAULT_BATCH = 64
 OPTIMISED_FORMAT = 1  # bump when the derived files below change shape
+STALE_BUILD_SECONDS = 3600  # an unfinished build older than this was abandoned
 
 log = logging.getLogger(__name__)
 
@@ -76,12 +78,15 @@ def default_threads() -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
-def model_cache_dir() -> Path:
+def model_cache_dir() -> Path | None:
     """Where derived model files live: a per-user cache, never MEMLIFE_HOME (which may be
-    remote state, and is per store)."""
+    remote state, and is per store). None when the user has no home (optimise in process)."""
     if configured := settings().model_cache:
         return configured
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    try:
+        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    except RuntimeError:
+        return None
     return Path(base) / "memlife"
 
 
@@ -121,7 +126,7 @@ def _intact(folder: Path) -> bool:
         return False
 
 
-def optimised_model(source: Path, source_sha256: str, cache: Path) -> Path | None:
+def optimised_model(source: Path, source_sha256: str, cache: Path | None) -> Path | None:
     """The pinned model with onnxruntime's graph optimisations already applied, derived once
     into ``cache`` and sha256-checked at every load (missing or corrupt: rebuilt). None when
     it cannot be built (read-only cache, no interpreter): the caller optimises in process.
@@ -137,6 +142,8 @@ def optimised_model(source: Path, source_sha256: str, cache: Path) -> Path | Non
     """
     import onnxruntime as ort
 
+    if cache is None:
+        return None
     key = f"{source_sha256}|onnxruntime {ort.__version__}|extended|{OPTIMISED_FORMAT}"
     folder = cache / f"minilm-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
     if _intact(folder):
@@ -145,6 +152,9 @@ def optimised_model(source: Path, source_sha256: str, cache: Path) -> Path | Non
     try:
         shutil.rmtree(folder, ignore_errors=True)  # partial or corrupt: start again
         cache.mkdir(parents=True, exist_ok=True)
+        for stale in cache.glob(".build-*"):  # a builder killed mid-way left its 90 MB
+            if time.time() - stale.stat().st_mtime > STALE_BUILD_SECONDS:
+                shutil.rmtree(stale, ignore_errors=True)
         build = Path(tempfile.mkdtemp(prefix=".build-", dir=cache))
         if not sys.executable:
             return None

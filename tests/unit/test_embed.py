@@ -156,6 +156,33 @@ def test_corrupt_or_missing_optimised_copy_is_rebuilt(tmp_path: Path, damage: st
     assert not [p for p in (tmp_path / "cache").iterdir() if p.name.startswith(".build")]
 
 
+def test_an_abandoned_build_is_swept_and_a_recent_one_left(tmp_path: Path) -> None:
+    import os
+    import time
+
+    cache = tmp_path / "cache"
+    old, recent = cache / ".build-old", cache / ".build-recent"
+    for d in (old, recent):
+        d.mkdir(parents=True)
+        (d / "weights.bin").write_bytes(b"partial")
+    past = time.time() - embed_mod.STALE_BUILD_SECONDS - 60
+    os.utime(old, (past, past))
+    assert embed_mod.optimised_model(default_embedder()._mpath, MODEL_SHA256, cache) is not None
+    assert not old.exists() and recent.exists()  # another process may still be building it
+
+
+def test_no_home_means_no_cache_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MEMLIFE_MODEL_CACHE", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    assert embed_mod.model_cache_dir() is None
+    assert embed_mod.optimised_model(default_embedder()._mpath, MODEL_SHA256, None) is None
+
+
 def test_unwritable_cache_falls_back_to_optimising_in_process(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
