@@ -1,6 +1,6 @@
 """The dry run's batched reads decide exactly what the per-record reads decide (issue 16).
 
-Staging reads a shard's groups a batch at a time (apply/groups.GroupReads) instead of
+Staging reads a shard's groups a batch at a time (apply/group_reads.GroupReads) instead of
 three reads per group; this runs the same seeded store through both and compares every
 report row and count. A hashed bag-of-words embedder stands in for MiniLM (fast, and
 similar sentences get similar vectors, so near duplicates and contradictions occur).
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import memlife.apply.groups as groups
+import memlife.apply.group_reads as group_reads
 import memlife.embed
 from memlife.demo import generate
 from memlife.pipeline import RunConfig, run_local
@@ -85,8 +85,8 @@ def test_batched_group_reads_decide_as_per_group_reads(
 
     per_group = []
     monkeypatch.setattr(
-        groups.GroupReads, "group",
-        lambda self, i: per_group.append(i) or groups.Reads(self.ex, self.groups[i], self.tally),
+        group_reads.GroupReads, "group",
+        lambda self, i: per_group.append(i) or group_reads.Reads(self.ex, self.groups[i], self.tally),
     )  # fmt: skip
     single = dry_run(demo_db, tmp_path / "single", monkeypatch)
     assert per_group  # every group read on its own
@@ -94,6 +94,6 @@ def test_batched_group_reads_decide_as_per_group_reads(
     monkeypatch.undo()
 
     # tiny batches: batch boundaries everywhere, and groups over the chunk read on their own
-    monkeypatch.setattr(groups, "READ_CHUNK", 3)
+    monkeypatch.setattr(group_reads, "READ_CHUNK", 3)
     small = dry_run(demo_db, tmp_path / "small", monkeypatch)
     assert small == batched
