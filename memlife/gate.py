@@ -23,6 +23,11 @@ blocked verdict names which part blocks: the deletions, the supersedes, or both 
 part's own after view is evaluated, so an innocent part is not held hostage). Replicas re-run the set (``policy.gate.replicas``):
 a case passes only if it passes in every replica. The verdict holds case ids, gate
 names and figures: never a query, a fact or any record content.
+
+Why one module (over 500 lines): the gate is one verdict. Shadow recall, the case runner,
+the per-part verdict, the search for the blocking groups and the staged run's entry point
+all read and write the same report shape; recall's ranking itself is shared
+(``retrieval.rank_sets``), not repeated here.
 """
 
 from __future__ import annotations

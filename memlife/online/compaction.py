@@ -18,6 +18,9 @@ user message when the kept part starts with an assistant message), headed by
 :data:`SUMMARY_HEADER`, so roles keep alternating and the kept blocks stay byte-equal.
 A summariser failure (exception, empty or truncated output) changes nothing and is
 reported in :class:`CompactionResult`; error text never stands in for a summary.
+
+Why one module (over 500 lines): one algorithm, turn-safe compaction, with its two
+summarisers and token counters; split up, the turn rule would be read in three places.
 """
 
 from __future__ import annotations

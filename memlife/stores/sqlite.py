@@ -4,6 +4,10 @@ The journal, the embedding cache and other side tables share the file (see
 ``SqliteStore.connection``) so one backup or one erasure covers everything.
 Rows are trusted on the way out (validated on the way in), so records are built with
 ``model_construct``: paging 1M records must not pay for validation twice.
+
+Why one module (over 500 lines): one backend. Schema, paging, batch writes and the state
+tables that share its transactions (tombstones checked in the write's own transaction)
+belong to the one connection they run on.
 """
 
 from __future__ import annotations

@@ -151,26 +151,33 @@ def test_no_assert_outside_tests() -> None:
     assert not found, f"assert in production code: {found}"
 
 
-# Modules over the 500-line budget, each with the reason it is still long. The test fails on
-# a module that crosses the budget unlisted, and on a listed one that is back under it.
-LONG_MODULES = {
-    "memlife/online/compaction.py": "one algorithm (turn-safe compaction) with its two "
-    "summarisers and token counters; splitting would scatter one idea",
-    "memlife/gate.py": "the regression gate: shadow recall (ranking shared with online recall: "
-    "retrieval.rank_sets), case runner, verdict and the staged run's entry points",
-    "memlife/stores/sqlite.py": "one backend: schema, paging, batch writes and the state tables "
-    "that share its transactions (journal, tombstones) must stay in one connection's module",
-}
+# A module over the 500-line budget says, near its top, why it is one module (a line with
+# WHY_MARK in its docstring or a comment): the reason sits where the next editor reads it.
 MAX_LINES = 500
+WHY_MARK = "Why one module"
+HEAD_LINES = 60  # where "near its top" ends
+
+
+def long_modules_without_why(root: Path) -> list[str]:
+    out = []
+    for p in sorted([*(root / PACKAGE).rglob("*.py"), *(root / "flows").rglob("*.py")]):
+        lines = p.read_text().splitlines()
+        if len(lines) > MAX_LINES and not any(WHY_MARK in x for x in lines[:HEAD_LINES]):
+            out.append(f"{p.relative_to(root)} ({len(lines)} lines)")
+    return out
 
 
 def test_modules_stay_short_or_say_why() -> None:
-    long = {
-        str(p.relative_to(REPO))
-        for p in [*(REPO / PACKAGE).rglob("*.py"), *(REPO / "flows").rglob("*.py")]
-        if len(p.read_text().splitlines()) > MAX_LINES
-    }
-    unlisted = sorted(long - set(LONG_MODULES))
-    assert not unlisted, f"over {MAX_LINES} lines, split or list with why: {unlisted}"
-    back = sorted(set(LONG_MODULES) - long)
-    assert not back, f"now under {MAX_LINES} lines: remove from LONG_MODULES: {back}"
+    silent = long_modules_without_why(REPO)
+    assert not silent, f"over {MAX_LINES} lines: split, or say '{WHY_MARK}' at the top: {silent}"
+
+
+def test_the_length_check_can_fail(tmp_path: Path) -> None:
+    pkg = tmp_path / PACKAGE
+    pkg.mkdir()
+    (tmp_path / "flows").mkdir()
+    body = "\n".join(f"x{i} = {i}" for i in range(MAX_LINES + 1))
+    (pkg / "long.py").write_text(body)
+    (pkg / "short.py").write_text("x = 1\n")
+    (pkg / "why.py").write_text(f'"""{WHY_MARK}: one idea."""\n' + body)
+    assert long_modules_without_why(tmp_path) == [f"{PACKAGE}/long.py ({MAX_LINES + 1} lines)"]
