@@ -65,7 +65,13 @@ def _statement_leaders(
     root = np.arange(n)
     leaders: list[int] = []
     by_norm: dict[str, int] = {}
-    spec = [frozenset(specifics(it.text)) for it in items]
+    spec: dict[int, frozenset[str]] = {}  # computed only for rows that have a candidate
+
+    def spec_of(k: int) -> frozenset[str]:
+        if k not in spec:
+            spec[k] = frozenset(specifics(items[k].text))
+        return spec[k]
+
     for start in range(0, n, _BLOCK):
         stop = min(n, start + _BLOCK)
         lead_arr = np.array(leaders, dtype=np.int64)
@@ -83,7 +89,9 @@ def _statement_leaders(
                 within = vecs[fresh] @ vecs[k]
                 cand += [(float(within[m]), fresh[m]) for m in np.flatnonzero(within >= threshold)]
             cand = [
-                (c, j) for c, j in cand if items[j].negated == it.negated and spec[j] == spec[k]
+                (c, j)
+                for c, j in cand
+                if items[j].negated == it.negated and spec_of(j) == spec_of(k)
             ]
             if cand:
                 root[k] = max(cand)[1]
@@ -91,6 +99,28 @@ def _statement_leaders(
                 leaders.append(k)
                 by_norm[it.norm_sha256] = k
     return root
+
+
+def closest_earlier(
+    vecs: np.ndarray, root: np.ndarray, merge: float, floor: float
+) -> list[tuple[int, int, float]]:
+    """(k, j, cosine) for each row k whose most similar earlier row j (the first on a tie)
+    of another statement, among those below ``merge``, reaches ``floor``; rows in order.
+    Blocked: ``_BLOCK`` rows against the rows before them at a time, never n x n."""
+    out: list[tuple[int, int, float]] = []
+    for start in range(1, len(vecs), _BLOCK):
+        stop = min(len(vecs), start + _BLOCK)
+        sims = vecs[start:stop] @ vecs[:stop].T
+        ks = np.arange(start, stop)
+        keep = np.arange(stop)[None, :] < ks[:, None]
+        keep &= root[None, :stop] != root[ks][:, None]
+        keep &= ~(sims >= merge)
+        sims = np.where(keep, sims, np.float32(-np.inf))
+        best = sims.argmax(axis=1)
+        vals = sims[np.arange(stop - start), best]
+        for r in np.flatnonzero(~(vals < floor)).tolist():
+            out.append((start + r, int(best[r]), float(vals[r])))
+    return out
 
 
 def shared_content_word(newer: str, older: str) -> bool:
@@ -219,22 +249,11 @@ def infer_subjects(
                 for k in ks:
                     statements[items[idx[k]].id] = key
         # probable updates: the closest earlier, different statement with an update cue
-        for start in range(1, len(idx), _BLOCK):
-            stop = min(len(idx), start + _BLOCK)
-            sims = vecs[start:stop] @ vecs[:stop].T
-            for r in range(stop - start):
-                k = start + r
-                row = sims[r, :k].copy()
-                row[(root[:k] == root[k]) | (row >= merge)] = -np.inf
-                if not len(row):
-                    continue
-                j = int(np.argmax(row))
-                if row[j] < cfg.update_cosine:
-                    continue
-                older, newer = items[idx[j]], items[idx[k]]
-                if not looks_like_update(newer.text, older.text):
-                    continue
-                prev = updates.get(older.id)
-                if prev is None or float(row[j]) > prev[1]:
-                    updates[older.id] = (newer.id, float(row[j]))
+        for k, j, sim in closest_earlier(vecs, root, merge, cfg.update_cosine):
+            older, newer = items[idx[j]], items[idx[k]]
+            if not looks_like_update(newer.text, older.text):
+                continue
+            prev = updates.get(older.id)
+            if prev is None or sim > prev[1]:
+                updates[older.id] = (newer.id, sim)
     return SubjectInference(subjects, new, statements, {o: n for o, (n, _) in updates.items()})

@@ -41,6 +41,7 @@ def check_namespace(namespace: str) -> str:
 
 
 @lru_cache(maxsize=4096)
+@lru_cache(maxsize=8192)  # pure; asked per record and per group with a few patterns
 def glob_match(pattern: str, namespace: str) -> bool:
     """True when ``namespace`` matches ``pattern`` segment by segment (see module doc)."""
     if namespace_problem(namespace) is not None:

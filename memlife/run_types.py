@@ -14,11 +14,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memlife.apply import DeleteItem, StagedGroup, Tally
+from memlife.apply.groups import StagedRef as StagedRef  # re-exported: the pipeline's name
 from memlife.audit import ReceiptSink, run_prefix
 from memlife.model import parse_time
 from memlife.plan import Decision
@@ -108,12 +109,6 @@ class RunContext:
 
 def mode_of(config: RunConfig) -> str:
     return "retry" if config.retry_only else ("dry_run" if config.dry_run else "apply")
-
-
-class StagedRef(NamedTuple):
-    """Where a staged group is, without its content: a dry run without a gate needs no more."""
-
-    shard: tuple[str, str]
 
 
 @dataclass

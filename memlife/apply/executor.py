@@ -10,7 +10,7 @@ from datetime import datetime
 
 from memlife.apply import deletions, groups, resume
 from memlife.apply.deletions import DeleteItem
-from memlife.apply.groups import StagedGroup
+from memlife.apply.groups import StagedGroup, StagedRef
 from memlife.apply.lifecycle import run_lifecycle
 from memlife.apply.registry import Result
 from memlife.apply.tally import Tally
@@ -110,7 +110,9 @@ class Executor:
     def consolidate_shard(self, decisions: Sequence[Decision], tally: Tally) -> None:
         groups.consolidate_shard(self, decisions, tally)
 
-    def stage_shard(self, decisions: Sequence[Decision], tally: Tally) -> list[StagedGroup]:
+    def stage_shard(
+        self, decisions: Sequence[Decision], tally: Tally
+    ) -> list[StagedGroup | StagedRef]:
         """Replacements and supersedes computed, nothing written (the gate looks first)."""
         return groups.stage_shard(self, decisions, tally)
 

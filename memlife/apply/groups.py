@@ -20,7 +20,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from memlife.apply.group_reads import GroupReads, Reads
 from memlife.apply.lifecycle import end_terminally, run_lifecycle
@@ -58,14 +58,22 @@ class StagedGroup:
         return [o.record_id for o in self.supersedes]
 
 
+class StagedRef(NamedTuple):
+    """Where a staged group is, without its content: a dry run without a gate needs no more."""
+
+    shard: tuple[str, str]
+
+
 def consolidate_shard(ex: Executor, decisions: Sequence[Decision], tally: Tally) -> None:
     """Stage and commit at once (no gate): callers that evaluate first use stage_shard."""
     for staged in stage_shard(ex, decisions, tally):
         commit_group(ex, staged, tally)
 
 
-def stage_shard(ex: Executor, decisions: Sequence[Decision], tally: Tally) -> list[StagedGroup]:
-    out: list[StagedGroup] = []
+def stage_shard(
+    ex: Executor, decisions: Sequence[Decision], tally: Tally
+) -> list[StagedGroup | StagedRef]:
+    out: list[StagedGroup | StagedRef] = []
     groups: dict[str, list[Decision]] = {}
     for d in decisions:
         if d.action in (Action.supersede_candidate, Action.consolidate_candidate) and d.group:
@@ -208,7 +216,7 @@ def stage_group(
     tally: Tally,
     memo_key: str | None = None,
     reads: Reads | None = None,
-) -> StagedGroup | None:
+) -> StagedGroup | StagedRef | None:
     """Carry out the group's plan (group_plan.plan_group) up to the point of writing."""
     reads = reads or Reads(ex, [d.id for d in members], tally)
     found = reads.members()
@@ -242,7 +250,8 @@ def stage_group(
         recurring=plan.promote,
     )
     tally.counts["over_cap_superseded_by_rule"] += plan.over_cap
-    gkey = model_group.consolidation_key()
+    # a dry run keeps no rejections (_backing_off, _rejected): its key is never looked up
+    gkey = "" if ex.dry_run else model_group.consolidation_key()
     if _backing_off(ex, gkey, tally):
         return None
     try:
@@ -282,6 +291,10 @@ def stage_group(
     # is no such fact, so offline the merged repeats stay episodic
     promoted = plan.promote and result.model is not None
     tally.counts["episodic_promoted"] += int(promoted)
+    if ex.dry_run and not ex.evaluated:
+        # no gate reads it and nothing commits it: only where the group is counts (the
+        # pipeline keeps no more), so its replacement and operations are not built
+        return StagedRef((actor_id, namespace))
     replacement = build_from_members(
         actor_id, namespace, plan.members, plan.survivor_id, result, ex.cutoff,
         ex.policy.version, MemoryType.semantic if promoted else None,
@@ -311,9 +324,9 @@ def stage_group(
     return StagedGroup(replacement, write, supersedes, memo_key)
 
 
-def commit_group(ex: Executor, staged: StagedGroup, tally: Tally) -> None:
+def commit_group(ex: Executor, staged: StagedGroup | StagedRef, tally: Tally) -> None:
     """Carry out a staged group: journal write + supersedes as one unit, then run them."""
-    if ex.dry_run or staged.shard in ex.stopped:
+    if ex.dry_run or not isinstance(staged, StagedGroup) or staged.shard in ex.stopped:
         return
     planned = ex.journal.plan([staged.write, *staged.supersedes])  # one transaction
     checkpoint("after_journal_write")

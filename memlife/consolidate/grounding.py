@@ -101,10 +101,22 @@ def specifics(text: str) -> set[str]:
     found = {m.group() for m in _NUMBER.finditer(text)}
     for m in _WORD.finditer(text):
         w = m.group()
-        start = m.start() == 0 or _SENTENCE_END.search(text[: m.start()]) is not None
-        if (len(w) > 1 and w.isupper()) or (w[0].isupper() and not start and w != "I"):
+        if (len(w) > 1 and w.isupper()) or (
+            w[0].isupper() and w != "I" and not _sentence_start(text, m.start())
+        ):
             found.add(w.lower())
     return found
+
+
+def _sentence_start(text: str, at: int) -> bool:
+    """The text starts at ``at``, or the last non-space before it ends a sentence
+    (``_SENTENCE_END`` on ``text[:at]``, without searching the whole prefix per word)."""
+    if at == 0:
+        return True
+    i = at - 1
+    while i >= 0 and text[i].isspace():
+        i -= 1
+    return i >= 0 and text[i] in ".!?:;"
 
 
 def _vocabulary(texts: Sequence[str]) -> set[str]:

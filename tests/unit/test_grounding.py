@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memlife.consolidate import ConsolidationError, ConsolidationResult, Group, check_grounding
 from memlife.consolidate.grounding import looks_like_instruction, specifics
@@ -160,3 +162,14 @@ def test_specifics_ignore_sentence_initial_capitals() -> None:
         "nasa",
     }
     assert specifics("Drinks tea. It is green.") == set()
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("aZ I.!?:;,-'0 \n\t\u2003\x1c\u00a0Éé")), max_size=40))
+def test_sentence_start_is_the_regex_on_the_prefix(text: str) -> None:
+    """specifics() tests a word's sentence start without regex-searching its whole prefix."""
+    from memlife.consolidate.grounding import _SENTENCE_END, _sentence_start
+
+    for at in range(len(text) + 1):
+        expected = at == 0 or _SENTENCE_END.search(text[:at]) is not None
+        assert _sentence_start(text, at) == expected, (text, at)
