@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from memlife import progress
-from memlife.apply import DeleteItem, Executor, Tally
+from memlife.apply import DeleteItem, Executor, StagedGroup, Tally
 from memlife.backends import embedding_cache
 from memlife.embed_cache import EmbeddingCache
 from memlife.errors import InputError, StoreError
@@ -176,9 +176,11 @@ def process_batch(
                 staged = executor.stage_shard(decisions, out.tally)
                 if ctx.config.dry_run and not ctx.config.eval_cases:
                     # no gate, no commit: only where each group is counts (withheld groups),
-                    # not its records and operations (about 1 KB a record held to the end)
-                    staged = [StagedRef(g.shard) for g in staged]  # type: ignore[misc]
-                out.staged += staged
+                    # not its records and operations (about 1 KB a record held to the end;
+                    # stage_group builds none there: they come back as StagedRefs)
+                    out.staged += [StagedRef(g.shard) for g in staged]  # type: ignore[misc]
+                else:  # StagedRefs come only from such dry runs
+                    out.staged += [g for g in staged if isinstance(g, StagedGroup)]
             if not ctx.config.dry_run or ctx.config.eval_cases:  # deletes, or the gate's candidates
                 out.deletions += _deletions(ctx, decisions, out.tally)
         except (StoreError, InputError, OSError) as exc:
