@@ -5,7 +5,10 @@ apart), so the date and conversation-context terms are timed with the rest. The 
 sets reuse the pool's vectors with a little noise (ranking cost depends on the matrix
 size, not its content), so the 100k run does not spend minutes embedding. Each timed
 query is embedded for real and ranked by ``memlife.retrieval.rank`` against a prebuilt
-``LexicalIndex``, exactly as online recall does; the index build time is reported apart.
+``LexicalIndex`` (and, from ``COARSE_MIN_ROWS`` rows on, the sign codes of
+``memlife.coarse`` that an online shard keeps), exactly as online recall does; the index
+build time is reported apart. ``same top-k`` is the share of queries whose top-k equals the
+exact full computation's (1.0 where the coarse pass is not used).
 
     uv run python bench/recall_latency.py [--sizes 1000 10000 100000] [--queries 200] [--json]
 """
@@ -22,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from memlife.coarse import COARSE_MIN_ROWS, SignCodes
 from memlife.embed import default_embedder
 from memlife.retrieval import LexicalIndex, rank
 
@@ -95,13 +99,14 @@ def main(argv: list[str] | None = None) -> int:
         lexical = LexicalIndex(texts)
         centroid = vecs.mean(axis=0)  # kept as a running mean by the online index, as here
         created = creation_times(size)
+        codes = SignCodes(vecs, center=centroid) if size >= COARSE_MIN_ROWS else None
         build_ms = (time.perf_counter() - t0) * 1000
-        times, rank_times, cpu, cpu_plain = [], [], [], []
+        times, rank_times, cpu, cpu_plain, same = [], [], [], [], []
         for q in qs:
             t0 = time.perf_counter()
             qv = emb.embed([q])[0]
             t1 = time.perf_counter()
-            rank(
+            hits = rank(
                 qv,
                 vecs,
                 k=args.k,
@@ -110,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
                 lexical=lexical,
                 centroid=centroid,
                 created=created,
+                coarse=codes,
             )
             t2 = time.perf_counter()
             times.append((t2 - t0) * 1000)
@@ -122,7 +128,11 @@ def main(argv: list[str] | None = None) -> int:
                 "query_text": q,
                 "lexical": lexical,
                 "centroid": centroid,
+                "coarse": codes,
             }
+            if codes is not None:  # the exact full computation, untimed, for the agreement
+                exact = rank(qv, vecs, **{**args_rank, "coarse": None}, created=created)
+                same.append(list(exact.indices) == list(hits.indices))
             cpu.append(_best_of(5, qv, vecs, created=created, **args_rank))
             cpu_plain.append(_best_of(5, qv, vecs, **args_rank))
         results.append(
@@ -137,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
                 "rank_best5_p50_without_time_terms_ms": round(
                     float(np.percentile(cpu_plain, 50)), 2
                 ),
+                "coarse_pass": codes is not None,
+                "same_top_k_as_exact": round(float(np.mean(same)), 4) if same else 1.0,
             }
         )
     out = {
@@ -155,12 +167,14 @@ def main(argv: list[str] | None = None) -> int:
         f" load={out['load_average_1min']}"
     )
     heads = ("p50 ms", "p95 ms", "rank p50", "rank p95", "index ms", "rank min", "w/o time")
+    heads += ("same top-k",)
     print(f"{'memories':>9s} " + " ".join(f"{h:>9s}" for h in heads))
     for r in results:
         print(
             f"{r['memories']:9d} {r['p50_ms']:9.2f} {r['p95_ms']:9.2f} {r['rank_only_p50_ms']:9.2f}"
             f" {r['rank_only_p95_ms']:9.2f} {r['lexical_index_build_ms']:9.1f}"
             f" {r['rank_best5_p50_ms']:9.2f} {r['rank_best5_p50_without_time_terms_ms']:9.2f}"
+            f" {r['same_top_k_as_exact']:9.4f}"
         )
     return 0
 

@@ -65,6 +65,7 @@ from typing import Protocol
 import numpy as np
 import Stemmer
 
+from memlife.coarse import COARSE_MIN_ROWS, SignCodes, rerank_coarse
 from memlife.embed import Embedder, default_embedder
 from memlife.timeref import day_start, query_date_ranges
 
@@ -280,6 +281,7 @@ def rank(
     created: np.ndarray | None = None,
     date_weight: float = DATE_WEIGHT,
     context_weight: float = CONTEXT_WEIGHT,
+    coarse: SignCodes | None = None,
 ) -> Hits:
     """Rank candidates for one query.
 
@@ -292,7 +294,9 @@ def rank(
     ``centroid_weight=0`` gives the plain cosine. ``created`` (float64 POSIX seconds,
     one per candidate) turns on the two time terms: the date bonus for periods the query
     names and the conversation-context term (module doc); a weight of 0 turns either off.
-    Candidates whose cosine is below ``threshold`` are never returned.
+    Candidates whose cosine is below ``threshold`` are never returned. ``coarse`` (sign
+    codes of the same rows, :mod:`memlife.coarse`) lets a set of COARSE_MIN_ROWS or more
+    score exactly only the rows a cheap estimate ranks best.
     """
     if k <= 0:
         raise ValueError("k must be positive")
@@ -305,41 +309,54 @@ def rank(
         if len(created) != mat.shape[0]:
             raise ValueError(f"{len(created)} creation times for {mat.shape[0]} vectors")
     sims: np.ndarray | None = None  # the cosine of every row, when it was needed anyway
-    fused: np.ndarray
-    if centroid_weight and mat.shape[0]:
+    n = mat.shape[0]
+    w, const = q, None
+    if centroid_weight and n:
         mu = mat.mean(axis=0) if centroid is None else np.asarray(centroid, np.float32)
         if mu.shape != q.shape:
             raise ValueError(f"centroid shape {mu.shape} != query shape {q.shape}")
         # cos - a*(v.mu - mu.mu) = v.(q - a*mu) + a*mu.mu: ONE matrix-vector product, the
         # whole cost of a query at 100k rows (a two-column product costs 2-2.5x as much).
         a = np.float32(centroid_weight)
-        fused = mat @ (q - a * mu) + a * np.float32(mu @ mu)
-    else:
-        sims = mat @ q
-        fused = sims
+        w, const = q - a * mu, a * np.float32(mu @ mu)
+    # The lexical and date terms, added to the dense term in this order (row-wise, exact).
+    terms: list[np.ndarray] = []
     if query_text is not None and lexical_weight and (lexical is not None or texts is not None):
         if lexical is None:
             lexical = LexicalIndex(texts or [])
-        if len(lexical) != len(fused):
-            raise ValueError(f"lexical index has {len(lexical)} texts, {len(fused)} vectors")
+        if len(lexical) != n:
+            raise ValueError(f"lexical index has {len(lexical)} texts, {n} vectors")
         bm = lexical.scores(query_text)
         top_bm = float(bm.max()) if len(bm) else 0.0
         if top_bm > 0:
-            fused = fused + np.float32(lexical_weight / top_bm) * bm
+            terms.append(np.float32(lexical_weight / top_bm) * bm)
     if created is not None and query_text is not None and date_weight and len(created):
         bonus = _date_bonus(query_text, created)
         if bonus is not None:
-            fused = fused + np.float32(date_weight) * bonus
-    context = created is not None and bool(context_weight) and len(fused) > 1
-    pool, pool_sims = _best_eligible(
-        fused, max(CONTEXT_POOL, k) if context else k, mat, q, sims, threshold
-    )
+            terms.append(np.float32(date_weight) * bonus)
+    context = created is not None and bool(context_weight) and n > 1
+    m = max(CONTEXT_POOL, k) if context else k
+    best = None
+    if coarse is not None and n >= COARSE_MIN_ROWS and len(coarse) == n:
+        best = rerank_coarse(coarse, mat, q, w, const, terms, m, threshold, _best_eligible)
+    if best is None:  # the exact product over every row
+        fused = mat @ w
+        if const is None:
+            sims = fused
+        else:
+            fused = fused + const
+        for term in terms:
+            fused = fused + term
+        pool, pool_sims = _best_eligible(fused, m, mat, q, sims, threshold)
+        pool_fused = fused[pool]
+    else:
+        pool, pool_sims, pool_fused = best
     if context and len(pool):
         # Only the best CONTEXT_POOL candidates are reordered: a small pool-by-pool step.
-        scores = _context_scores(fused[pool], created[pool], context_weight)  # type: ignore[index]
+        scores = _context_scores(pool_fused, created[pool], context_weight)  # type: ignore[index]
         order = np.lexsort((pool, -scores))[:k]  # ties: lower index first, as _top
         return Hits(indices=pool[order], scores=scores[order], similarities=pool_sims[order])
-    return Hits(indices=pool[:k], scores=fused[pool[:k]], similarities=pool_sims[:k])
+    return Hits(indices=pool[:k], scores=pool_fused[:k], similarities=pool_sims[:k])
 
 
 def _best_eligible(
@@ -430,6 +447,12 @@ class Ranked:
     row: int
 
 
+def _coarse_of(s: RankSet) -> SignCodes | None:
+    """A set's sign codes when it keeps them (online shards: ``ShardIndex.coarse``)."""
+    get = getattr(s, "coarse", None)
+    return get() if callable(get) else None
+
+
 def rank_sets(
     query_vector: np.ndarray,
     query_text: str,
@@ -456,6 +479,7 @@ def rank_sets(
             lexical=s.lexical,
             centroid=s.centroid,
             created=s.created,
+            coarse=_coarse_of(s),
         )
         out += [
             Ranked(float(sc), float(sim), s.ids[int(i)], which, int(i))

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from memlife.coarse import COARSE_MIN_ROWS, SignCodes
 from memlife.model import content_sha256
 from memlife.retrieval import LexicalIndex
 from memlife.text import negates, norm_sha256
@@ -57,6 +58,14 @@ class ShardIndex:
         self._buf = np.zeros((16, self.dim), dtype=np.float32)
         self._created = np.zeros(16, dtype=np.float64)  # POSIX seconds, row-aligned
         self._sum = np.zeros(self.dim, dtype=np.float64)  # running sum of the rows (centroid)
+        self._coarse: SignCodes | None = None  # built on first use by a large shard
+
+    def coarse(self) -> SignCodes | None:
+        """Sign codes of the rows for rank()'s coarse pass, once the shard is large enough
+        to need them (built once, ~1 s at 100k; then kept in step with every write)."""
+        if self._coarse is None and self.n >= COARSE_MIN_ROWS:
+            self._coarse = SignCodes(self.vectors, center=self.centroid)
+        return self._coarse
 
     @property
     def n(self) -> int:
@@ -93,6 +102,8 @@ class ShardIndex:
         self._buf[row] = vector
         self._created[row] = epoch_seconds(created) if created is not None else time.time()
         self._sum += self._buf[row]
+        if self._coarse is not None:
+            self._coarse.append(self._buf[row])
         nsha = norm_key(content)
         head = content[:ANALYSIS_WINDOW]  # bounded work per record, however large it is
         self.ids.append(rid)
@@ -108,6 +119,8 @@ class ShardIndex:
             return False
         last = self.n - 1
         self._sum -= self._buf[row]
+        if self._coarse is not None:
+            self._coarse.remove(row)  # the same swap as the rows below
         if last == 0:
             self._sum[:] = 0.0  # empty shard: no float drift carried over
         if row != last:
