@@ -168,6 +168,11 @@ class ShadowRecall:
             self._views[key] = view
         return view
 
+    def forget(self, exclude: frozenset[str]) -> None:
+        """Drop the views cached for ``exclude`` (each holds a copy of its vectors)."""
+        for key in [k for k in self._views if k[2] == exclude]:
+            del self._views[key]
+
     def query_vector(self, query: str) -> np.ndarray:
         if query not in self._qvec:  # queries are embedded, never cached in the store
             self._qvec[query] = self.cache.embedder.embed([query])[0]
@@ -557,12 +562,18 @@ def evaluate_changes(
         out["deletions_blocked"], out["supersedes_blocked"] = bool(dels), bool(sups)
     if out["supersedes_blocked"] and groups:
         scope = {r.id: (r.actor_id, r.namespace) for r in replacements}
-        out["blocking_groups"] = blocking_groups(
-            cases, gate, before, groups, scope,
-            lambda exclude, subset: run_set(subset, recall, gate, exclude=exclude,
-                                            include=dels, answerer=answerer, plus=True),
-        )  # fmt: skip
+
+        def after(exclude: frozenset[str], subset: Sequence[EvalCase]) -> dict[str, Any]:
+            rep = run_set(subset, recall, gate, exclude=exclude, include=dels,
+                          answerer=answerer, plus=True)  # fmt: skip
+            recall.forget(exclude)  # one trial view at a time: memory stays bounded
+            return rep
+
+        out["blocking_groups"] = blocking_groups(cases, gate, before, groups, scope, after)
     return out
+
+
+MAX_TRIED_ALONE = 64  # suspect groups blocking_groups evaluates one by one
 
 
 def _worse_case(before: dict[str, Any], after: dict[str, Any]) -> bool:
@@ -603,6 +614,8 @@ def blocking_groups(
     was = {r["id"]: r for r in before["results"]}
     hurt = hurts(after(view(groups), cases)["results"])
     suspects = [g for g in groups if any(in_scope(g[0], c) for c in cases if c.id in hurt)]
+    if len(suspects) > MAX_TRIED_ALONE:
+        return []  # too many to try one by one: none is named (all re-staged next night)
     named = [
         g
         for g in suspects

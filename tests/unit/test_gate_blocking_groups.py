@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import pytest
+
+from memlife import gate as gate_mod
 from memlife.evalset import EvalCase
 from memlife.gate import blocking_groups, run_set
 from memlife.model import MemoryRecord
@@ -76,6 +79,12 @@ def test_the_group_that_loses_a_needed_record_is_named_alone() -> None:
 def test_groups_that_block_only_together_are_named_together() -> None:
     either = case("a-or-b", ["a1", "b1"], min_result=0.5)  # one of the two is enough
     assert named([either], GROUPS) == ["rA", "rB"]  # neither alone, both of this actor
+
+
+def test_more_suspects_than_can_be_tried_alone_names_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gate_mod, "MAX_TRIED_ALONE", 1)
+    assert named([case("needs-a", ["a1"])], GROUPS) == []  # rA and rB are both suspects
+    assert named([case("needs-x", ["x1"], actor="u-2")], GROUPS) == ["rX"]  # one: tried
 
 
 def test_a_group_of_another_actor_is_never_named() -> None:
