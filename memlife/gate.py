@@ -563,13 +563,13 @@ def evaluate_changes(
     if out["supersedes_blocked"] and groups:
         scope = {r.id: (r.actor_id, r.namespace) for r in replacements}
 
-        def after(exclude: frozenset[str], subset: Sequence[EvalCase]) -> dict[str, Any]:
+        def trial(exclude: frozenset[str], subset: Sequence[EvalCase]) -> dict[str, Any]:
             rep = run_set(subset, recall, gate, exclude=exclude, include=dels,
                           answerer=answerer, plus=True)  # fmt: skip
             recall.forget(exclude)  # one trial view at a time: memory stays bounded
             return rep
 
-        out["blocking_groups"] = blocking_groups(cases, gate, before, groups, scope, after)
+        out["blocking_groups"] = blocking_groups(cases, gate, before, groups, scope, trial)
     return out
 
 
