@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "bench"))
+import recall_ideas as ideas  # noqa: E402
 import recall_locomo as bench  # noqa: E402
 
 
@@ -101,3 +103,63 @@ def test_a_second_model_is_mixed_at_the_share_chosen_on_training_data() -> None:
     w = bench.choose([convs[:5]], ("centroid", "second"), grid)
     assert w["second"] > 0
     assert bench._recall5(convs[5:], w) > bench._recall5(convs[5:], {**w, "second": 0.0})
+
+
+def _random_conversation(seed: int) -> bench.Conversation:
+    """40 memories in 4 sessions (so the context term has neighbours), 15 queries, some
+    naming a session's date (so the date term fires), random vectors and words."""
+    rng = np.random.default_rng(seed)
+    words = "tea coffee hike paint dog car trip book song cake park race".split()
+    sessions = [datetime(2023, 5, d, 13, 0, tzinfo=UTC).timestamp() for d in (1, 8, 20, 28)]
+    created = np.repeat(sessions, 10).astype(np.float64)
+    texts = [" ".join(rng.choice(words, size=4)) for _ in range(40)]
+    queries = []
+    for j in range(15):
+        day = (1, 8, 20, 28)[j % 4]
+        when = f" on {day} May, 2023" if j % 3 == 0 else ""
+        question = f"What about the {' '.join(rng.choice(words, size=2))}{when}?"
+        queries.append({"question": question, "evidence": [f"D1:{j}"], "category": 1 + j % 4})
+    c = bench.Conversation(texts, [{f"D1:{i}"} for i in range(40)], created, queries)
+    c.vecs = rng.normal(size=(40, 16)).astype(np.float32)
+    c.vecs /= np.linalg.norm(c.vecs, axis=1, keepdims=True)
+    c.qvecs = rng.normal(size=(15, 16)).astype(np.float32)
+    c.qvecs /= np.linalg.norm(c.qvecs, axis=1, keepdims=True)
+    c.lexical = bench._MemoLexical(texts)
+    c.relevant = [
+        np.fromiter((bool(d & set(q["evidence"])) for d in c.dia), bool, 40) for q in queries
+    ]
+    return c
+
+
+def test_the_ideas_replica_ranks_exactly_like_retrieval_rank() -> None:
+    """bench/recall_ideas.py measures on a vectorised copy of rank(): it must put the first
+    relevant memory where rank() does, for every term on and off."""
+    convs = [_random_conversation(s) for s in range(6)]
+    preps = [ideas.prepare(c) for c in convs]
+    assert any(p.date.any() for p in preps) and all(p.near.any() for p in preps)
+    for w in (
+        bench.DEFAULTS,
+        {"centroid": 0.0, "lexical": 0.0, "date": 0.0, "context": 0.0},
+        {"centroid": 0.5, "lexical": 0.6, "date": 0.3, "context": 0.0},
+        {"centroid": 1.25, "lexical": 0.1, "date": 0.0, "context": 0.6},
+    ):
+        for p in preps:
+            assert ideas.first_hits(p, w).tolist() == bench.first_hits(p.conv, w), w
+    assert ideas.check_replica(preps, bench.DEFAULTS) == 1.0
+    # ... and the check notices a replica that drifts from rank().
+    wrong = [ideas.prepare(c) for c in convs]
+    for p in wrong:
+        p.bm25 = -p.bm25
+    assert ideas.check_replica(wrong, bench.DEFAULTS) < 1.0
+
+
+def test_an_idea_is_weighed_on_the_training_folds_only() -> None:
+    """An added term that finds the relevant memory only in conversations 5-9 is switched on
+    by the fold trained there and left off by the other (a leak would switch on both)."""
+    convs = [_random_conversation(s) for s in range(10)]
+    preps = [ideas.prepare(c) for c in convs]
+    for i, p in enumerate(preps):
+        p.extra = {"oracle": p.relevant.astype(np.float32) * (i >= 5)}
+    r = ideas.held_out(preps, dict(bench.GRID) | {"oracle": (0.0, 1.0)})
+    assert r["idea_weights"][0] == "0"  # trained on 0-4: the term never helps there
+    assert r["idea_weights"][1] == {"oracle": 1.0}
