@@ -27,6 +27,7 @@ any later ``erase`` call (``memlife erase --pending``) once the hold is gone by 
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -217,7 +218,7 @@ def compact(
         checkpoint = getattr(store, "checkpoint", None)
         if checkpoint is not None:
             checkpoint()
-        conns.append((conn, store.lock))  # type: ignore[attr-defined]
+        conns.append((conn, getattr(store, "lock", None) or threading.RLock()))
     caches = [cache] if isinstance(cache, EmbeddingCache) else list(cache or ())
     for c in caches:
         if isinstance(c.connection, sqlite3.Connection) and c.connection is not conn:

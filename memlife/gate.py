@@ -462,11 +462,10 @@ def model_answerer_from_env() -> Answerer | None:
 
     def answer(query: str, contexts: Sequence[str]) -> str:
         memories = "\n".join(f"- {c}" for c in contexts) or "(none)"
-        # the SDK's overloads want its TypedDicts; these plain dicts are the same JSON
-        msg = client.messages.create(  # type: ignore[call-overload]
+        # no temperature: this SDK's Messages.create takes none (the call raised TypeError)
+        msg = client.messages.create(
             model=model,
             max_tokens=300,
-            temperature=0,
             system="Answer the user's question using only the memories given. Be brief.",
             messages=[{"role": "user", "content": f"Memories:\n{memories}\n\nQuestion: {query}"}],
         )

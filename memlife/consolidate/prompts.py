@@ -17,6 +17,8 @@ from memlife.consolidate.base import Group
 from memlife.model import MemoryRecord
 
 if TYPE_CHECKING:  # the SDK's request shapes (TypedDicts: plain dicts at run time)
+    from datetime import datetime
+
     from anthropic.types import MessageParam, ToolChoiceToolParam, ToolParam
 
 TOOL_NAME = "record_consolidation"
@@ -110,8 +112,8 @@ def _attr(value: object) -> str:
     return str(value).replace('"', "'").replace("<", "(").replace(">", ")")
 
 
-def _time(value: object) -> str:
-    return value.isoformat().replace("+00:00", "Z") if value is not None else "never"  # type: ignore[attr-defined]
+def _time(value: datetime | None) -> str:
+    return value.isoformat().replace("+00:00", "Z") if value is not None else "never"
 
 
 def delimiter(group: Group) -> str:

@@ -125,6 +125,13 @@ class GroupInReview(TypedDict):
     since: str
 
 
+def stored(op: Operation | None, operation_id: str) -> Operation:
+    """The operation a backend just wrote, read back: absent means the journal lost it."""
+    if op is None:
+        raise JournalStateError(f"{operation_id}: not in the journal after its write")
+    return op
+
+
 class Journal(Protocol):
     def plan(self, ops: Sequence[Operation]) -> list[Operation]:
         """Insert new operations; return each as stored (an existing one keeps its state)."""

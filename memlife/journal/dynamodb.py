@@ -34,6 +34,7 @@ from memlife.journal.base import (
     OpState,
     Outcome,
     Rejection,
+    stored,
 )
 from memlife.model import utcnow
 from memlife.state.dynamodb import (
@@ -242,7 +243,7 @@ class DynamoJournal:
             if not is_conditional_failure(exc):
                 raise
             raise JournalStateError(f"{operation_id}: not a terminal failure") from None
-        return self.get(operation_id)  # type: ignore[return-value]
+        return stored(self.get(operation_id), operation_id)
 
     # -- consolidation rejections (a group's backoff, then review) ----------------------------
     def rejection(self, group_key: str) -> Rejection | None:

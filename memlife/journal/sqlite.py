@@ -20,6 +20,7 @@ from memlife.journal.base import (
     OpState,
     Outcome,
     Rejection,
+    stored,
 )
 from memlife.model import utcnow
 
@@ -165,7 +166,7 @@ class SqliteJournal:
             except BaseException:
                 self.connection.execute("ROLLBACK")
                 raise
-            return [self.get(op.operation_id) for op in ops]  # type: ignore[misc]
+            return [stored(self.get(op.operation_id), op.operation_id) for op in ops]
 
     def get(self, operation_id: str) -> Operation | None:
         with self.lock:
@@ -208,7 +209,7 @@ class SqliteJournal:
                     operation_id,
                 ),  # fmt: skip
             )
-        return self.get(operation_id)  # type: ignore[return-value]
+        return stored(self.get(operation_id), operation_id)
 
     def by_run(self, run_id: str) -> list[Operation]:
         with self.lock:
@@ -266,7 +267,7 @@ class SqliteJournal:
                 "WHERE operation_id=?",
                 (resolution, when, retry_at.isoformat() if retry_at else None, operation_id),
             )
-        return self.get(operation_id)  # type: ignore[return-value]
+        return stored(self.get(operation_id), operation_id)
 
     # -- the lifecycle lease (memlife/lease.py) ------------------------------------------------
     def lease_acquire(self, name: str, owner: str, run_id: str, purpose: str, now: datetime,

@@ -180,10 +180,11 @@ class LongTermMemory:
             self.store, actor, namespace, page_size=self.page_size, statuses=_ACTIVE
         ):
             records += [r for r in page.records if r.status is Status.active]
-        vectors = self.cache.get_or_embed(records) if records else None
         shard = ShardIndex(actor, namespace, self.embedder.dim)
-        for i, r in enumerate(records):
-            shard.append(r.id, r.content, vectors[i], r.created_at)  # type: ignore[index]
+        if records:
+            vectors = self.cache.get_or_embed(records)
+            for i, r in enumerate(records):
+                shard.append(r.id, r.content, vectors[i], r.created_at)
         shard.fingerprint = fingerprint
         shard.checked_epoch = self._epoch
         shard.loaded_at = time.monotonic()

@@ -20,7 +20,9 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from memlife.model import (
     MemoryRecord,
@@ -186,7 +188,10 @@ _RECORD_FIELDS = set(MemoryRecord.model_fields)
 _PROV_FIELDS = set(Provenance.model_fields)
 
 
-def _trusted(cls: type[Any], fields: dict[str, Any], names: set[str]) -> object:
+M = TypeVar("M", bound=BaseModel)
+
+
+def _trusted(cls: type[M], fields: dict[str, Any], names: set[str]) -> M:
     """Build a pydantic model from already-validated data, ~10x cheaper than model_construct."""
     obj = object.__new__(cls)  # pydantic models define no __new__ of their own
     object.__setattr__(obj, "__dict__", fields)
@@ -221,7 +226,7 @@ def row_to_record(row: tuple[Any, ...]) -> MemoryRecord:
             provenance=prov,
         ),
         _RECORD_FIELDS,
-    )  # type: ignore[return-value]
+    )
 
 
 row_to_view = PlanView._make  # the SELECT is in PlanView's field order

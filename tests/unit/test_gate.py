@@ -373,3 +373,20 @@ def test_eval_init_and_eval_cli_on_demo_data(home: Path, tmp_path: Path) -> None
     assert (
         conn.execute("SELECT count(*) FROM records WHERE status='quarantined'").fetchone()[0] == 0
     )
+
+
+def test_the_model_answerer_calls_the_messages_api(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checked answers (ANTHROPIC_API_KEY set) go through the SDK for real: the call once
+    passed an argument this SDK does not take, hidden by a type: ignore."""
+    from memlife.gate import model_answerer_from_env
+    from tests.fakes.messages_api import MessagesServer, text_reply
+
+    with MessagesServer() as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        answer = model_answerer_from_env()
+        assert answer is not None
+        server.enqueue(text_reply("Green tea."))
+        assert answer("What does she drink?", ["Drinks green tea."]) == "Green tea."
+        (req,) = server.requests
+        assert "Drinks green tea." in req.body["messages"][0]["content"]
