@@ -98,7 +98,7 @@ class SignCodes:
         for j in range(self.words):
             np.bitwise_xor(self._codes[j, :n], qcode[j], out=scratch)
             h += np.bitwise_count(scratch)
-        est = self._norms[:n] * self._cos[h]
+        est: np.ndarray = self._norms[:n] * self._cos[h]
         est *= np.float32(np.linalg.norm(x))
         est += np.float32(self.center @ w)
         return est
