@@ -113,9 +113,27 @@ def first_hits(
         near = p.near[idx[:, :, None], idx[:, None, :]]
         nb = np.where(near, s[:, None, :], -np.inf).max(axis=2)
         s = s + np.float32(w["context"]) * np.where(np.isfinite(nb), nb, s)
-    top = np.take_along_axis(idx, np.argsort(-s, axis=1, kind="stable")[:, :10], 1)
+    if w.get("diversity"):
+        top = _session_diverse(p, idx, s, w["diversity"])
+    else:
+        top = np.take_along_axis(idx, np.argsort(-s, axis=1, kind="stable")[:, :10], 1)
     rel = np.take_along_axis(p.relevant, top, 1)
     return np.where(rel.any(axis=1), rel.argmax(axis=1) + 1, 0)
+
+
+def _session_diverse(p: Prepared, idx: np.ndarray, s: np.ndarray, penalty: float) -> np.ndarray:
+    """Greedy top 10 where each pick costs ``penalty`` to the rest of its session (evidence
+    of a multi-hop question sits in different sessions)."""
+    out = np.empty((len(idx), 10), np.int64)
+    for qi in range(len(idx)):
+        left = s[qi].astype(np.float64)
+        session = p.conv.created[idx[qi]]
+        for r in range(10):
+            j = int(np.argmax(left))
+            out[qi, r] = idx[qi, j]
+            left[j] = -np.inf
+            left[session == session[j]] -= penalty
+    return out
 
 
 def check_replica(preps: Sequence[Prepared], w: dict[str, float]) -> float:
@@ -424,6 +442,12 @@ def main(argv: list[str] | None = None) -> int:
                 lambda kind=kind: held_out(preps, idea("session"), session_score(kind)),
             )
         )
+    runs.append(
+        (
+            "session diversity in the top 10 (greedy)",
+            lambda: held_out(preps, idea("diversity", (0, 0.05, 0.1, 0.2, 0.3))),
+        )
+    )
     for pool in (20, 100, 250):
         runs.append(
             (
