@@ -44,6 +44,11 @@ class CacheStats:
 
 
 class EmbeddingCache:
+    # ``recent``: vectors of the last few thousand contents kept in memory, for one run
+    # that asks for a content twice (a shard's inference, then its groups' analysis)
+    _recent_max = 0
+    _recent: dict[tuple[str, str], np.ndarray] | None = None
+
     def __init__(
         self,
         embedder: Embedder | None = None,
@@ -52,9 +57,11 @@ class EmbeddingCache:
         lock: AbstractContextManager[Any] | None = None,
         path: str | Path | None = None,
         batch_size: int = 256,
+        recent: int = 0,
     ) -> None:
         self._embedder = embedder
         self.batch_size = batch_size
+        self._keep_recent(recent)
         self.stats = CacheStats()
         self._stats_lock = threading.Lock()
         self._own = connection is None
@@ -73,6 +80,39 @@ class EmbeddingCache:
         self.lock: AbstractContextManager[Any] = lock if lock is not None else nullcontext()
         with self.lock:
             self.connection.executescript(SCHEMA)
+
+    def _keep_recent(self, n: int) -> None:
+        self._recent_max, self._recent = n, ({} if n > 0 else None)
+        self._recent_lock = threading.Lock()  # planning threads share a run's cache
+
+    def _from_recent(self, shas: Sequence[str], model_id: str, dim: int) -> dict[str, np.ndarray]:
+        recent = self._recent
+        if not recent:
+            return {}
+        found = {}
+        with self._recent_lock:
+            for s in shas:
+                v = recent.get((s, model_id))
+                if v is not None and len(v) == dim:
+                    found[s] = v
+        return found
+
+    def _remember_recent(self, vectors: dict[str, np.ndarray], model_id: str) -> None:
+        recent = self._recent
+        if recent is None:
+            return
+        with self._recent_lock:
+            if len(recent) + len(vectors) > self._recent_max:
+                recent.clear()  # bounded: what a run asked for last is what it asks again
+            for s, v in list(vectors.items())[: self._recent_max]:
+                recent[(s, model_id)] = v
+
+    def _forget_recent(self, shas: Iterable[str]) -> None:
+        if self._recent:
+            gone = set(shas)
+            with self._recent_lock:
+                for k in [k for k in self._recent if k[0] in gone]:
+                    del self._recent[k]
 
     @property
     def embedder(self) -> Embedder:
@@ -118,7 +158,10 @@ class EmbeddingCache:
         model_id, dim = emb.model_id, emb.dim
         shas = [content_sha256(t) for t in texts]
         unique = list(dict.fromkeys(shas))
-        cached = self._lookup(unique, model_id, dim)
+        cached = self._from_recent(unique, model_id, dim)
+        rest = [s for s in unique if s not in cached] if cached else unique
+        if rest:
+            cached.update(self._lookup(rest, model_id, dim))
         todo = [s for s in unique if s not in cached]
         text_of = dict(zip(shas, texts, strict=True))
         # Longest-first over everything missing, not per chunk: a batch pads to its longest
@@ -133,6 +176,7 @@ class EmbeddingCache:
             batches += 1
             self._store([(s, model_id, dim, v.tobytes()) for s, v in zip(chunk, vecs, strict=True)])
             fresh.update(zip(chunk, vecs, strict=True))
+        self._remember_recent({**cached, **fresh}, model_id)
         with self._stats_lock:
             self.stats.hits += sum(1 for s in shas if s in cached)
             self.stats.misses += len(todo)
@@ -149,6 +193,7 @@ class EmbeddingCache:
     def delete_for(self, shas: Iterable[str]) -> int:
         """Forget the vectors of these contents under every model; returns rows deleted."""
         keys = list(dict.fromkeys(shas))
+        self._forget_recent(keys)
         deleted = 0
         with self.lock:
             for i in range(0, len(keys), _CHUNK):

@@ -37,7 +37,7 @@ from memlife.run_commit import GateFn, commit_run, queue_reviews, run_gate
 from memlife.run_finish import finish_run, gate_verdict, write_failure_receipt
 from memlife.run_finish import gate_line as gate_line  # re-exported: the CLI's one line
 from memlife.run_finish import markdown_summary as markdown_summary  # re-exported
-from memlife.run_planning import make_embeddings, open_report, process_batch
+from memlife.run_planning import embeddings_for, open_report, process_batch
 from memlife.run_start import remote_state, start_run, take_lease
 from memlife.run_types import BatchOutcome, RunConfig, RunContext, RunSummary, Shard
 from memlife.settings import settings
@@ -213,7 +213,8 @@ def make_executor(
         # a dry run never journals: it must not even create the journal table
         journal=journal if journal is not None or dry else open_journal(store),
         consolidator=consolidator, dry_run=ctx.config.dry_run,
-        embeddings=make_embeddings(ctx, store) if consolidator is not None else None,
+        # the run's one cache: the groups' analysis finds what subject inference just read
+        embeddings=embeddings_for(ctx, store) if consolidator is not None else None,
         evaluated=bool(ctx.config.eval_cases),
         memo_reader=open_memo_reader(store) if dry and consolidator is not None else None,
         memo_as=applied_consolidator_id() if dry else None,

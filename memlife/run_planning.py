@@ -128,8 +128,13 @@ def make_embeddings(ctx: RunContext, store: MemoryStore) -> EmbeddingCache:
     """The per-record embedding cache: in the store's file for apply runs; a dry run keeps
     its own file so that it leaves the store file byte-identical."""
     if ctx.config.dry_run and getattr(store, "connection", None) is not None:
-        return EmbeddingCache(path=settings().home / "embeddings.db")
-    return embedding_cache(store)
+        return EmbeddingCache(path=settings().home / "embeddings.db", recent=RECENT_VECTORS)
+    return embedding_cache(store, recent=RECENT_VECTORS)
+
+
+# vectors kept in memory by a run's cache (~6 MB): a shard's groups ask again for what its
+# subject inference just read (episodes), and SQLite reads each back at ~15-30 us
+RECENT_VECTORS = 4096
 
 
 def _deletions(ctx: RunContext, decisions: Sequence[Decision], tally: Tally) -> list[DeleteItem]:

@@ -21,9 +21,10 @@ from memlife.state.dynamodb import DynamoState, key
 
 class DynamoEmbeddingCache(EmbeddingCache):
     def __init__(self, state: DynamoState, embedder: Embedder | None = None, *,
-                 batch_size: int = 256, **_: Any) -> None:  # fmt: skip
+                 batch_size: int = 256, recent: int = 0, **_: Any) -> None:  # fmt: skip
         from memlife.embed_cache import CacheStats
 
+        self._keep_recent(recent)
         self.state = state
         self._embedder = embedder
         self.batch_size = batch_size
@@ -49,6 +50,8 @@ class DynamoEmbeddingCache(EmbeddingCache):
 
     def delete_for(self, shas: Iterable[str]) -> int:
         """Forget the vectors of these contents under every model; returns items deleted."""
+        shas = list(shas)
+        self._forget_recent(shas)
         doomed = [key(i["pk"]["S"], i["sk"]["S"]) for s in dict.fromkeys(shas)
                   for i in self.state.query(f"emb#{s}", ProjectionExpression="pk, sk")]  # fmt: skip
         self.state.batch_write(deletes=doomed)

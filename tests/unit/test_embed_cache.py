@@ -110,3 +110,29 @@ def test_real_model_vectors_round_trip_exactly(tmp_path: Path) -> None:
     cache.get_or_embed(RECORDS)
     cached = EmbeddingCache(emb, path=tmp_path / "e.db").get_or_embed(RECORDS)
     np.testing.assert_allclose(cached, emb.embed(texts), atol=1e-6)
+
+
+def test_recent_vectors_answer_again_without_a_read_and_go_with_an_erasure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    emb = CountingEmbedder()
+    cache = EmbeddingCache(emb, path=tmp_path / "e.db", recent=3)
+    reads: list[int] = []
+    lookup = EmbeddingCache._lookup
+    monkeypatch.setattr(
+        EmbeddingCache, "_lookup", lambda self, shas, m, d: reads.append(len(shas)) or lookup(self, shas, m, d)
+    )  # fmt: skip
+    first = cache.get_or_embed(RECORDS[:2])
+    again = cache.get_or_embed(RECORDS[:2])
+    assert reads == [2]  # the second answer came from memory
+    np.testing.assert_array_equal(first, again)
+    assert (cache.stats.misses, cache.stats.hits) == (2, 2)  # counted as before: hits
+    plain = EmbeddingCache(emb, path=tmp_path / "e.db").get_or_embed(RECORDS[:2])
+    np.testing.assert_array_equal(first, plain)  # the same rows the table holds
+    cache.get_or_embed(RECORDS[3:5])  # over the bound (3): what came before is forgotten
+    cache.get_or_embed(RECORDS[:1])
+    assert reads[-1] == 1
+    cache.delete_for([content_sha256(RECORDS[3].content)])  # erasure: memory forgets it too
+    embedded = len(emb.texts)
+    cache.get_or_embed(RECORDS[3:4])
+    assert len(emb.texts) == embedded + 1  # embedded again: no copy survived the erasure
