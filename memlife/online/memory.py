@@ -185,6 +185,7 @@ class LongTermMemory:
             vectors = self.cache.get_or_embed(records)
             for i, r in enumerate(records):
                 shard.append(r.id, r.content, vectors[i], r.created_at)
+        shard.coarse()  # a large shard builds its sign codes with the load, not in a query
         shard.fingerprint = fingerprint
         shard.checked_epoch = self._epoch
         shard.loaded_at = time.monotonic()
