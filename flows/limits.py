@@ -21,7 +21,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.tasks import exponential_backoff
 
 from memlife import fanout
-from memlife.consolidate.base import Consolidator
+from memlife.consolidate.base import ConsolidationResult, Consolidator, Group
 from memlife.settings import settings
 
 
@@ -75,9 +75,10 @@ class LimitedConsolidator:
 
     def __init__(self, inner: Consolidator, limit: str | None = None):
         self.inner = inner
+        self.name = inner.name
         self.limit = limit or settings().model_calls_limit
 
-    def consolidate(self, group: Any) -> Any:
+    def consolidate(self, group: Group) -> ConsolidationResult:
         with concurrency(self.limit, occupy=1, strict=False):
             return self.inner.consolidate(group)
 
@@ -87,9 +88,9 @@ class LimitedConsolidator:
 
 def limited(consolidator: Consolidator | None) -> Consolidator | None:
     """Wrap a model-calling consolidator; the extractive one (no model) is left alone."""
-    if not fanout.calls_model(consolidator):
+    if consolidator is None or not fanout.calls_model(consolidator):
         return consolidator
-    return LimitedConsolidator(consolidator)  # type: ignore[arg-type]
+    return LimitedConsolidator(consolidator)
 
 
 def task_runner(max_workers: int = 4) -> ThreadPoolTaskRunner[Any]:

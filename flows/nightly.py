@@ -17,6 +17,7 @@ from memlife.run_types import RunConfig  # noqa: E402
 
 
 def as_task(name: str, fn: pipeline.F) -> pipeline.F:
+    # a Task is called as ``fn`` is (same parameters, same result), but its type is Task[P, R]
     return task(name=name, cache_policy=NO_CACHE, persist_result=False)(fn)  # type: ignore[return-value]
 
 

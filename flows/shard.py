@@ -27,6 +27,7 @@ configure()
 from prefect import flow, task  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 from prefect.client.orchestration import get_client  # noqa: E402
+from prefect.client.schemas.objects import FlowRun  # noqa: E402
 from prefect.context import FlowRunContext  # noqa: E402
 from prefect.deployments import run_deployment  # noqa: E402
 
@@ -120,13 +121,15 @@ def fan_out_deployments(
     parent = FlowRunContext.get()
     parent_id = str(parent.flow_run.id) if parent and parent.flow_run else ctx.run_id
     runs = [
-        run_deployment(
-            deployment,
-            timeout=0,
-            as_subflow=True,
-            parameters={"config": params, "shards": fanout.shard_params(g), "part": str(i)},
-            flow_run_name=f"{ctx.run_id}-part-{i}",
-            idempotency_key=f"{parent_id}:{i}",
+        _started(
+            run_deployment(
+                deployment,
+                timeout=0,
+                as_subflow=True,
+                parameters={"config": params, "shards": fanout.shard_params(g), "part": str(i)},
+                flow_run_name=f"{ctx.run_id}-part-{i}",
+                idempotency_key=f"{parent_id}:{i}",
+            )
         )
         for i, g in enumerate(groups)
     ]
@@ -136,7 +139,7 @@ def fan_out_deployments(
             for i, fr in enumerate(runs):
                 if outcomes[i] is not None:
                     continue
-                state = client.read_flow_run(fr.id).state  # type: ignore[union-attr]  # sync call
+                state = client.read_flow_run(fr.id).state
                 if state is None or not state.is_final():
                     continue
                 if state.is_completed():
@@ -149,3 +152,10 @@ def fan_out_deployments(
             if any(o is None for o in outcomes):
                 time.sleep(poll_seconds)
     return [o for o in outcomes if o is not None]
+
+
+def _started(run: object) -> FlowRun:
+    """run_deployment's flow run: called from sync code it returns one, not a coroutine."""
+    if not isinstance(run, FlowRun):
+        raise TypeError(f"run_deployment returned {type(run).__name__}, not a FlowRun")
+    return run

@@ -20,7 +20,15 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Annotated, Any, NotRequired, TypeVar
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    with_config,
+)
 from typing_extensions import TypedDict  # pydantic needs this one on Python < 3.12
 
 from memlife.model import (
@@ -36,8 +44,8 @@ from memlife.namespaces import namespace_problem
 _STRICT = ConfigDict(extra="forbid", strict=True)
 
 
+@with_config(_STRICT)
 class _ProvenanceDict(TypedDict):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
     source_event: NotRequired[str | None]
     policy_version: NotRequired[str | None]
     replaced_by: NotRequired[str | None]
@@ -46,8 +54,8 @@ class _ProvenanceDict(TypedDict):
 
 
 # The same types and bounds as MemoryRecord's fields (test_fast_record checks they match)
+@with_config(_STRICT)
 class _RecordDict(TypedDict):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
     id: Annotated[str, Field(min_length=1, max_length=256)]
     actor_id: Annotated[str, Field(min_length=1, max_length=256)]
     namespace: Annotated[str, Field(min_length=1, max_length=1024)]

@@ -138,9 +138,12 @@ def for_store(store: object, run_id: str, purpose: str) -> Lease:
         return acquire(
             DynamoBackend(remote, store_identity(getattr(store, "url", None))), run_id, purpose
         )
-    from memlife.journal import open_journal
+    from memlife.journal import SqliteJournal, open_journal
 
-    return acquire(open_journal(store), run_id, purpose)  # type: ignore[arg-type]
+    journal = open_journal(store)  # no remote state here: the store's (or home's) SQLite file
+    if not isinstance(journal, SqliteJournal):
+        raise RuntimeError(f"no lease backend for {type(journal).__name__}")
+    return acquire(journal, run_id, purpose)
 
 
 class DynamoBackend:

@@ -250,13 +250,20 @@ class Planner:
         head_cluster, head = ordered[-1], ordered[-1][-1]
         out: dict[str, _GroupOutcome] = {}
 
-        def mark(c: list[PlanView], action: Action, why: list[Reason], **kw: object) -> None:
+        def mark(
+            c: list[PlanView],
+            action: Action,
+            why: list[Reason],
+            contradicted: bool = False,
+            survivor: str | None = None,
+        ) -> None:
             dup = []
             if len(c) > 1:
                 exact = len({r.content_sha256 for r in c}) == 1
                 dup = [Reason.EXACT_DUPLICATE if exact else Reason.NEAR_DUPLICATE]
+            reasons = [Reason.SAME_SUBJECT, *why, *dup]
             for r in c:
-                out[r.id] = _GroupOutcome(action, [Reason.SAME_SUBJECT, *why, *dup], **kw)  # type: ignore[arg-type]
+                out[r.id] = _GroupOutcome(action, list(reasons), contradicted, survivor)
 
         if len(ordered) == 1:  # one statement, said more than once
             mark(head_cluster, Action.consolidate_candidate, [])

@@ -351,9 +351,9 @@ def rank(
         pool_fused = fused[pool]
     else:
         pool, pool_sims, pool_fused = best
-    if context and len(pool):
+    if context and created is not None and len(pool):  # (context implies created)
         # Only the best CONTEXT_POOL candidates are reordered: a small pool-by-pool step.
-        scores = _context_scores(pool_fused, created[pool], context_weight)  # type: ignore[index]
+        scores = _context_scores(pool_fused, created[pool], context_weight)
         order = np.lexsort((pool, -scores))[:k]  # ties: lower index first, as _top
         return Hits(indices=pool[order], scores=scores[order], similarities=pool_sims[order])
     return Hits(indices=pool[:k], scores=pool_fused[:k], similarities=pool_sims[:k])

@@ -23,11 +23,11 @@ from memlife.cli.common import (
 from memlife.importer import MAX_LINE_BYTES, import_file
 from memlife.model import parse_time
 from memlife.stores import open_store
-from memlife.stores.base import chunked
+from memlife.stores.base import MemoryStore, chunked
 
 
-def _holds_records(db: object) -> bool:
-    return next(iter(db.list_actors()), None) is not None  # type: ignore[attr-defined]
+def _holds_records(db: MemoryStore) -> bool:
+    return next(iter(db.list_actors()), None) is not None
 
 
 def register(app: typer.Typer) -> None:

@@ -20,6 +20,7 @@ from memlife.cli.common import (
 )
 from memlife.model import RetentionClass
 from memlife.stores import open_store
+from memlife.stores.base import MemoryStore
 
 PolicyOpt = Annotated[str, typer.Option("--policy")]
 
@@ -39,27 +40,25 @@ def _report(result: dict[str, Any], json_out: bool) -> None:
 
 
 def _erase_preview(
-    db: object, actor: str | None, subject: str | None, ids: Sequence[str], pending: bool
+    db: MemoryStore, actor: str | None, subject: str | None, ids: Sequence[str], pending: bool
 ) -> dict[str, str]:
     """record id -> why (and whether a hold defers it), as erase would select them."""
+    from memlife.apply.appliers.base import is_held as held
     from memlife.erase import pending_erasures, plan_erasure
-
-    def held(r: object) -> bool:
-        return r.retention_class is RetentionClass.legal_hold or r.status.value == "retained"  # type: ignore[attr-defined]
 
     out: dict[str, str] = {}
     if actor and (subject or ids):
-        plan = plan_erasure(db, actor, subject=subject, ids=ids)  # type: ignore[arg-type]
+        plan = plan_erasure(db, actor, subject=subject, ids=ids)
         for r in plan.targets:
             out[r.id] = plan.why[r.id] + ("; held: deferred" if held(r) else "")
         # not erased, changed: rebuilt from kept sources, or back to active
         out |= {r.id: "REBUILT_FROM_KEPT_SOURCES" for r in plan.rebuild}
         out |= {r.id: "REACTIVATED_SOURCE" for r in plan.reactivate}
     if pending:
-        for p in pending_erasures(db, actor):  # type: ignore[arg-type]
-            r = db.get(p["record_id"])  # type: ignore[attr-defined]
-            if r is not None and p["record_id"] not in out and not held(r):
-                out[r.id] = "HOLD_RELEASED"
+        for p in pending_erasures(db, actor):
+            released = db.get(p["record_id"])
+            if released is not None and released.id not in out and not held(released):
+                out[released.id] = "HOLD_RELEASED"
     return out
 
 

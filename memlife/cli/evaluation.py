@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import JustifyMethod
 from rich.table import Table
 
 from memlife.cli.common import (
@@ -28,13 +29,14 @@ PolicyOpt = Annotated[str, typer.Option("--policy", help="Policy file (gate thre
 
 def gate_table(report: dict[str, Any], title: str) -> Table:
     table = Table(title=title)
-    for col, justify in (
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("gate", "left"),
         ("value", "right"),
         ("threshold", "right"),
         ("result", "left"),
-    ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    )
+    for col, justify in columns:
+        table.add_column(col, justify=justify)
     for name, g in report["gates"].items():
         before = f" (before {g['before']:.3f})" if "before" in g else ""
         table.add_row(

@@ -251,5 +251,8 @@ def resolve(
     run.extra["reviewer"] = reviewer
     run.extra["item_id"] = iid
     summary = run.finish()
-    summary["item"] = queue.get(iid).as_json()  # type: ignore[union-attr]
+    resolved = queue.get(iid)
+    if resolved is None:  # the queue lost the item it just closed: not a reviewer's mistake
+        raise RuntimeError(f"review item {iid} vanished while it was resolved")
+    summary["item"] = resolved.as_json()
     return summary
