@@ -14,7 +14,7 @@ from memlife.apply import DeleteItem, Executor, StagedGroup, Tally
 from memlife.backends import embedding_cache
 from memlife.embed_cache import EmbeddingCache
 from memlife.errors import InputError, StoreError
-from memlife.model import PlanView, plan_view
+from memlife.model import MemoryRecord, PlanView, plan_view
 from memlife.plan import DELETE_ACTIONS, Action, Decision, Planner, Reason, ShardHints
 from memlife.report import ReportWriter
 from memlife.run_types import BatchOutcome, RunContext, Shard, StagedRef
@@ -63,20 +63,33 @@ def _merge_native(
 
 
 def plan_shard(
-    ctx: RunContext, store: MemoryStore, shard: Shard, planner: Planner | None = None
+    ctx: RunContext,
+    store: MemoryStore,
+    shard: Shard,
+    planner: Planner | None = None,
+    read: dict[str, MemoryRecord] | None = None,
 ) -> list[Decision]:
-    """Steps 2-5 for one shard: page it, infer missing subjects, then expire/score/group/plan."""
+    """Steps 2-5 for one shard: page it, infer missing subjects, then expire/score/group/plan.
+    ``read`` receives the records inference read (staging need not read them again)."""
     planner = planner or Planner(ctx.policy, ctx.cutoff)
     pages = list(iter_views(store, shard, ctx.config.page_size, ctx.access_stats))
-    hints = shard_hints(ctx, store, shard, pages)
+    hints = shard_hints(ctx, store, shard, pages, read)
     return planner.plan_shard(pages, hints)
 
 
+KEEP_READ = 4096  # records of a shard handed from inference to staging, at most
+
+
 def shard_hints(
-    ctx: RunContext, store: MemoryStore, shard: Shard, pages: Sequence[Sequence[PlanView]]
+    ctx: RunContext,
+    store: MemoryStore,
+    shard: Shard,
+    pages: Sequence[Sequence[PlanView]],
+    read: dict[str, MemoryRecord] | None = None,
 ) -> ShardHints:
     """Inferred subjects for records without one (group.infer_subjects; stored as inferred in
-    apply runs) and the review queue's disputed records. Reads content only when needed."""
+    apply runs) and the review queue's disputed records. Reads content only when needed;
+    what it read goes to ``read`` (up to KEEP_READ records)."""
     from memlife.inferred import InferredSubjects, needs_inference
     from memlife.review_queue import ReviewQueue
 
@@ -94,7 +107,10 @@ def shard_hints(
         ctx, store, "inferred", lambda: InferredSubjects.for_store(store, create=write)
     )
     known = table.get(todo)
-    records = [r for r in get_many(store, todo).values()]
+    got = get_many(store, todo)
+    if read is not None and len(got) <= KEEP_READ:
+        read.update(got)
+    records = list(got.values())
     records.sort(key=lambda r: (r.created_at, r.id))
     by_id = {v.id: v for v in views}
     items = [InferenceItem(r.id, r.content, r.created_at.timestamp(), by_id[r.id].norm_sha256,
@@ -174,11 +190,12 @@ def process_batch(
     planner = Planner(ctx.policy, ctx.cutoff, model_decides=model)
     for shard in shards:
         try:
-            decisions = plan_shard(ctx, store, shard, planner)
+            read: dict[str, MemoryRecord] = {}  # what planning read: staging reuses it
+            decisions = plan_shard(ctx, store, shard, planner, read)
             report.write(decisions)
             out.reviews += [d for d in decisions if d.action is Action.review]
             if executor is not None:
-                staged = executor.stage_shard(decisions, out.tally)
+                staged = executor.stage_shard(decisions, out.tally, read)
                 if ctx.config.dry_run and not ctx.config.eval_cases:
                     # no gate, no commit: only where each group is counts (withheld groups),
                     # not its records and operations (about 1 KB a record held to the end;

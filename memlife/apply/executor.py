@@ -5,7 +5,7 @@ resume.py (the retry queue)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 
 from memlife.apply import deletions, groups, resume
@@ -18,6 +18,7 @@ from memlife.audit import ReceiptSink
 from memlife.consolidate.base import Consolidator
 from memlife.embed_cache import EmbeddingCache
 from memlife.journal import Journal, MemoOutcome, Operation, OpKind, operation_id
+from memlife.model import MemoryRecord
 from memlife.plan import Decision
 from memlife.policy import Policy
 from memlife.stores.base import MemoryStore
@@ -111,10 +112,14 @@ class Executor:
         groups.consolidate_shard(self, decisions, tally)
 
     def stage_shard(
-        self, decisions: Sequence[Decision], tally: Tally
+        self,
+        decisions: Sequence[Decision],
+        tally: Tally,
+        read: Mapping[str, MemoryRecord] | None = None,
     ) -> list[StagedGroup | StagedRef]:
-        """Replacements and supersedes computed, nothing written (the gate looks first)."""
-        return groups.stage_shard(self, decisions, tally)
+        """Replacements and supersedes computed, nothing written (the gate looks first);
+        ``read``: records of the shard read moments ago (not read again)."""
+        return groups.stage_shard(self, decisions, tally, read)
 
     def commit_group(self, staged: StagedGroup, tally: Tally) -> None:
         groups.commit_group(self, staged, tally)

@@ -5,7 +5,7 @@ sees. ``Reads`` reads one group; ``GroupReads`` answers a shard's groups a batch
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -95,8 +95,15 @@ class GroupReads:
     larger than READ_CHUNK is read on its own, a chunk at a time (Reads): memory stays
     flat. Same records, members and vectors as per group (tests/e2e/test_dry_run_fast_paths)."""
 
-    def __init__(self, ex: Executor, groups: Sequence[Sequence[str]], tally: Tally) -> None:
+    def __init__(
+        self,
+        ex: Executor,
+        groups: Sequence[Sequence[str]],
+        tally: Tally,
+        read: Mapping[str, MemoryRecord] | None = None,
+    ) -> None:
         self.ex, self.groups, self.tally = ex, groups, tally
+        self.read = read or {}  # records read moments ago (subject inference): not re-read
         self.records: dict[str, MemoryRecord] = {}
         self.members: dict[int, list[Member]] = {}
         self.vectors: dict[str, np.ndarray] = {}
@@ -116,7 +123,10 @@ class GroupReads:
                 break
             total += len(self.groups[stop])
             stop += 1
-        got = get_many(self.ex.store, [rid for g in self.groups[start:stop] for rid in g])
+        ids = [rid for g in self.groups[start:stop] for rid in g]
+        known = self.read
+        got = get_many(self.ex.store, [rid for rid in ids if rid not in known])
+        got.update((rid, known[rid]) for rid in ids if rid in known)
         self.records, self.members, self.vectors = got, {}, {}
         self.loaded_to = stop
         wanted: dict[str, MemoryRecord] = {}  # statement records of groups that get planned

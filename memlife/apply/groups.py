@@ -17,7 +17,7 @@ a crash before commit leaves nothing behind, and a rerun stages the same replace
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, NamedTuple
@@ -71,7 +71,10 @@ def consolidate_shard(ex: Executor, decisions: Sequence[Decision], tally: Tally)
 
 
 def stage_shard(
-    ex: Executor, decisions: Sequence[Decision], tally: Tally
+    ex: Executor,
+    decisions: Sequence[Decision],
+    tally: Tally,
+    read: Mapping[str, MemoryRecord] | None = None,
 ) -> list[StagedGroup | StagedRef]:
     out: list[StagedGroup | StagedRef] = []
     groups: dict[str, list[Decision]] = {}
@@ -102,7 +105,7 @@ def stage_shard(
             continue
         runnable.append((key, members, mkey))
     # (staging adds nothing to ex.stopped: only a commit does, after the whole shard is staged)
-    reads = GroupReads(ex, [[d.id for d in members] for _, members, _ in runnable], tally)
+    reads = GroupReads(ex, [[d.id for d in members] for _, members, _ in runnable], tally, read)
     for i, (key, members, mkey) in enumerate(runnable):
         staged = stage_group(ex, key, members, tally, memo_key=mkey, reads=reads.group(i))
         if staged is not None:
