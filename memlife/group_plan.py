@@ -140,25 +140,27 @@ def cluster_statements(
     if vectors is None:
         return {k: i for i, (k, _) in enumerate(statements)}
     leaders: np.ndarray | None = None
-    polarity: list[bool] = []
+    # as many rows as there can be leaders (a group of 3 statements allocates 3, not 4096)
+    rows = min(MAX_LEADERS, len(statements))
+    polarity = np.zeros(rows, dtype=bool)
     n = 0
     for start in range(0, len(statements), chunk):
         part = statements[start : start + chunk]
         vecs = vectors([k for k, _ in part])
         if leaders is None:
-            leaders = np.empty((MAX_LEADERS, vecs.shape[1]), dtype=np.float32)
+            leaders = np.empty((rows, vecs.shape[1]), dtype=np.float32)
         for (k, neg), v in zip(part, vecs, strict=True):
             best = -1
             if n:
                 sims = leaders[:n] @ v
-                sims[np.asarray(polarity) != neg] = -np.inf
-                j = int(np.argmax(sims))
+                sims[polarity[:n] != neg] = -np.inf
+                j = int(sims.argmax())
                 if sims[j] >= threshold:
                     best = j
             if best < 0:
                 if n < MAX_LEADERS:
                     leaders[n] = v
-                    polarity.append(neg)
+                    polarity[n] = neg
                     best, n = n, n + 1
                 else:
                     best = MAX_LEADERS + len(out)  # alone: no more leaders are kept
