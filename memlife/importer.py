@@ -17,6 +17,7 @@ imported but reported (FUTURE_CREATED_AT); consolidation never lets it win.
 from __future__ import annotations
 
 import re
+import sqlite3
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -138,7 +139,6 @@ def import_file(
     pol = policy if isinstance(policy, Policy) else load_policy(policy)
     now = now or utcnow()
     report = ImportReport()
-    seen: dict[str, int] = {}
     updates: list[tuple[int, MemoryRecord]] = []
 
     def flush(batch: list[tuple[int, MemoryRecord]]) -> _Flushed:
@@ -177,8 +177,32 @@ def import_file(
         report.conflicts.extend(held)
         held.clear()
 
-    batch: list[tuple[int, MemoryRecord]] = []
+    def hand_over(parsed: list[tuple[int, MemoryRecord]]) -> None:
+        """Drop repeated ids (DUPLICATE_ID, first line wins), then queue the rest to store."""
+        nonlocal pending
+        earlier = seen.first_lines([r.id for _, r in parsed])
+        batch: list[tuple[int, MemoryRecord]] = []
+        for n, record in parsed:
+            first = earlier.get(record.id)
+            if first is not None:
+                held.append(
+                    {"line": n, "id": record.id, "code": "DUPLICATE_ID", "first_line": first}
+                )
+                continue
+            earlier[record.id] = n
+            if record.created_at > now + FUTURE_SKEW:
+                report.warnings.append(
+                    {"line": n, "id": record.id, "field": "created_at", "code": "FUTURE_CREATED_AT"}
+                )
+            batch.append((n, record))
+        seen.add([(r.id, n) for n, r in batch])
+        merge_pending()
+        if batch:
+            pending = writer.submit(flush, batch)
+
+    parsed: list[tuple[int, MemoryRecord]] = []
     with (
+        _SeenIds() as seen,
         ThreadPoolExecutor(max_workers=1, thread_name_prefix="memlife-import") as writer,
         path.open("rb") as fh,
     ):
@@ -191,37 +215,45 @@ def import_file(
             if not raw.strip():
                 continue
             try:
-                record = parse_line(raw, n, content_max=pol.limits.content_max_bytes)
+                parsed.append((n, parse_line(raw, n, content_max=pol.limits.content_max_bytes)))
             except RecordError as exc:
                 report.invalid.append(exc)
                 continue
-            if record.id in seen:
-                held.append(
-                    {
-                        "line": n,
-                        "id": record.id,
-                        "code": "DUPLICATE_ID",
-                        "first_line": seen[record.id],
-                    }
-                )
-                continue
-            seen[record.id] = n
-            if record.created_at > now + FUTURE_SKEW:
-                report.warnings.append(
-                    {"line": n, "id": record.id, "field": "created_at", "code": "FUTURE_CREATED_AT"}
-                )
-            batch.append((n, record))
-            if len(batch) >= BATCH:
-                pending_batch, batch = batch, []
-                merge_pending()
-                pending = writer.submit(flush, pending_batch)
+            if len(parsed) >= BATCH:
+                hand_over(parsed)
+                parsed = []
+        hand_over(parsed)
         merge_pending()
-        if batch:
-            pending = writer.submit(flush, batch)
-            merge_pending()
     if updates:
         _apply_updates(store, updates, report, pol, allow_held, now, receipts)
     return report
+
+
+class _SeenIds:
+    """Each id of the file's valid lines with its first line, in a private temporary SQLite
+    database (on disk, a small page cache): a dict of a 1M-line file's ids would hold
+    ~130 MB, and import memory must stay flat in the number of records."""
+
+    def __init__(self) -> None:
+        self._con = sqlite3.connect("")  # "": a temporary database, deleted on close
+        self._con.execute("CREATE TABLE seen (id TEXT PRIMARY KEY, line INTEGER) WITHOUT ROWID")
+
+    def first_lines(self, ids: list[str]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            q = f"SELECT id, line FROM seen WHERE id IN ({', '.join('?' * len(chunk))})"
+            out.update(self._con.execute(q, chunk).fetchall())
+        return out
+
+    def add(self, pairs: list[tuple[str, int]]) -> None:
+        self._con.executemany("INSERT INTO seen VALUES (?, ?)", pairs)
+
+    def __enter__(self) -> _SeenIds:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._con.close()
 
 
 @dataclass

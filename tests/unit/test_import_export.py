@@ -172,3 +172,32 @@ def test_import_reports_a_non_utf8_line(home: Path, tmp_path: Path, runner: CliR
     out = json.loads(res.stdout)
     assert out["imported"] == 1
     assert [e["line"] for e in out["invalid"]] == [1]
+
+
+def test_report_keeps_file_order_across_batches(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches are parsed on one thread and written on another, and repeated ids are found
+    through an on-disk table: across batch boundaries the report is still in file order,
+    the first line of an id still wins, and a repeat is named with that first line."""
+    import memlife.importer as importer
+
+    monkeypatch.setattr(importer, "BATCH", 2)
+    store = SqliteStore(tmp_path / "s.db")
+    store.put_many([parse_record_line(json.dumps(good("m-x", content="Stored first.")))])
+    ids = ["m-a", "m-x", "m-a", "m-c", "m-b", "m-b", "m-a"]
+    src = write_jsonl(
+        tmp_path / "in.jsonl",
+        [json.dumps(good(i, content=f"Line {n} about {i}.")) for n, i in enumerate(ids, 1)],
+    )
+    rep = importer.import_file(store, src, now=datetime(2026, 6, 1, tzinfo=UTC))
+    assert rep.imported == 3
+    assert rep.conflicts == [
+        {"line": 2, "id": "m-x", "code": "ID_EXISTS"},
+        {"line": 3, "id": "m-a", "code": "DUPLICATE_ID", "first_line": 1},
+        {"line": 6, "id": "m-b", "code": "DUPLICATE_ID", "first_line": 5},
+        {"line": 7, "id": "m-a", "code": "DUPLICATE_ID", "first_line": 1},
+    ]
+    got = store.get("m-a")
+    assert got is not None and got.content == "Line 1 about m-a."
+    store.close()
