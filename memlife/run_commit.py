@@ -13,7 +13,7 @@ from memlife.apply import DeleteItem, Executor, StagedGroup, Tally
 from memlife.evalset import load_cases
 from memlife.faults import checkpoint
 from memlife.run_planning import make_embeddings
-from memlife.run_types import BatchOutcome, RunContext
+from memlife.run_types import BatchOutcome, RunContext, StagedRef
 from memlife.stores import MemoryStore
 
 GateFn = Callable[[RunContext, MemoryStore, Sequence[DeleteItem]], dict[str, Any]]
@@ -25,7 +25,7 @@ def _obligation(item: DeleteItem) -> bool:
 
 def ungated(
     ctx: RunContext, outcomes: Sequence[BatchOutcome]
-) -> tuple[list[DeleteItem], list[StagedGroup]]:
+) -> tuple[list[DeleteItem], list[StagedGroup | StagedRef]]:
     """What a run without an evaluation set must withhold (policy gate.required): every
     judgement in an enforced namespace: deletions other than obligations (hard expiry, a
     user's forget), and consolidations. Obligations go ahead."""
@@ -46,7 +46,8 @@ def run_gate(
         # apply runs withhold such groups before staging them (groups.withheld_by_gate)
         early = sum(o.tally.counts.get("gate_withheld_groups", 0) for o in outcomes)
         return gate.not_configured(ctx.policy.gate, len(items), len(groups) + early)
-    staged = [g for o in outcomes for g in o.staged]
+    # with an evaluation set every staged group is whole (StagedRefs: dry runs without one)
+    staged = [g for o in outcomes for g in o.staged if isinstance(g, StagedGroup)]
     deletions = sorted({i.id for o in outcomes for i in o.deletions})
     paid = not ctx.config.dry_run or ctx.config.with_model  # a dry run calls no model unasked
     verdict = gate.evaluate_changes(
@@ -87,6 +88,8 @@ def commit_run(
     blocking = set(gate.get("blocking_groups", ()))  # named by the gate: memoised, not re-staged
     for o in outcomes:
         for g in o.staged:
+            if not isinstance(g, StagedGroup):  # a StagedRef: dry runs only, which return above
+                continue
             if (
                 gate.get("supersedes_blocked")
                 or gate.get("blocked")

@@ -200,7 +200,7 @@ def process_batch(
                     # no gate, no commit: only where each group is counts (withheld groups),
                     # not its records and operations (about 1 KB a record held to the end;
                     # stage_group builds none there: they come back as StagedRefs)
-                    out.staged += [StagedRef(g.shard) for g in staged]  # type: ignore[misc]
+                    out.staged += [StagedRef(g.shard) for g in staged]
                 else:  # StagedRefs come only from such dry runs
                     out.staged += [g for g in staged if isinstance(g, StagedGroup)]
             if not ctx.config.dry_run or ctx.config.eval_cases:  # deletes, or the gate's candidates

@@ -118,7 +118,8 @@ class BatchOutcome:
     shards: int = 0
     failed_shards: list[dict[str, Any]] = field(default_factory=list)
     deletions: list[DeleteItem] = field(default_factory=list)
-    staged: list[StagedGroup] = field(default_factory=list)  # consolidations awaiting the gate
+    # consolidations awaiting the gate (StagedRefs: a dry run without one only counts them)
+    staged: list[StagedGroup | StagedRef] = field(default_factory=list)
     tally: Tally = field(default_factory=Tally)
     reviews: list[Decision] = field(default_factory=list)  # queued after planning (budget)
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anthropic
+from anthropic.types import ToolParam
 
 from memlife.online.compaction import (
     CompactionResult,
@@ -28,7 +29,7 @@ from memlife.online.compaction import (
 from memlife.online.memory import Hit, LongTermMemory, RememberRefused, default_namespace
 from memlife.settings import settings
 
-REMEMBER_TOOL: dict[str, Any] = {
+REMEMBER_TOOL: ToolParam = {
     "name": "remember",
     "description": (
         "Save one durable fact about the user (a preference, a standing instruction, a "
@@ -168,7 +169,9 @@ class MemoryAgent:
                 model=self.model,
                 max_tokens=self.max_tokens,
                 system=system,
-                tools=[REMEMBER_TOOL],  # type: ignore[list-item]
+                tools=[REMEMBER_TOOL],
+                # the history is plain Messages API JSON (compaction edits any such dict);
+                # the SDK's TypedDicts describe that same JSON, which a dict is not typed as
                 messages=self.messages,  # type: ignore[arg-type]
             )
             reply.steps += 1
