@@ -76,10 +76,18 @@ class EmbeddingCache:
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA secure_delete=ON")  # erased vectors are zeroed
             lock = threading.RLock()
-        self.connection = connection
+        # None only in a cache kept elsewhere (state/embeddings.py): no file to compact or vacuum
+        self.connection: sqlite3.Connection | None = connection
         self.lock: AbstractContextManager[Any] = lock if lock is not None else nullcontext()
         with self.lock:
-            self.connection.executescript(SCHEMA)
+            connection.executescript(SCHEMA)
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        """The SQLite connection; a cache kept elsewhere overrides every method that asks."""
+        if self.connection is None:
+            raise RuntimeError(f"{type(self).__name__} has no SQLite connection")
+        return self.connection
 
     def _keep_recent(self, n: int) -> None:
         self._recent_max, self._recent = n, ({} if n > 0 else None)
@@ -132,14 +140,14 @@ class EmbeddingCache:
                     "SELECT content_sha256, dim, vector FROM embeddings WHERE model_id=? "
                     f"AND content_sha256 IN ({','.join('?' * len(chunk))})"
                 )
-                for sha, d, blob in self.connection.execute(q, (model_id, *chunk)):
+                for sha, d, blob in self._db.execute(q, (model_id, *chunk)):
                     if d == dim and len(blob) == 4 * dim:  # else stale: re-embed
                         found[sha] = np.frombuffer(blob, dtype=np.float32)
         return found
 
     def _store(self, rows: list[tuple[str, str, int, bytes]]) -> None:
         with self.lock:
-            conn = self.connection
+            conn = self._db
             owner = not conn.in_transaction  # nest inside a caller's transaction
             if owner:
                 conn.execute("BEGIN IMMEDIATE")
@@ -198,7 +206,7 @@ class EmbeddingCache:
         with self.lock:
             for i in range(0, len(keys), _CHUNK):
                 chunk = keys[i : i + _CHUNK]
-                cur = self.connection.execute(
+                cur = self._db.execute(
                     f"DELETE FROM embeddings WHERE content_sha256 IN ({','.join('?' * len(chunk))})",
                     chunk,
                 )
@@ -207,9 +215,9 @@ class EmbeddingCache:
 
     def __len__(self) -> int:
         with self.lock:
-            return int(self.connection.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0])
+            return int(self._db.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0])
 
     def close(self) -> None:
         if self._own:
             with self.lock:
-                self.connection.close()
+                self._db.close()

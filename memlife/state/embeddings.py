@@ -31,7 +31,7 @@ class DynamoEmbeddingCache(EmbeddingCache):
         self.stats = CacheStats()
         self._stats_lock = threading.Lock()
         self._own = False
-        self.connection = None  # type: ignore[assignment]  # no file to compact or vacuum
+        self.connection = None  # no file to compact or vacuum
         self.lock = threading.RLock()
 
     def _lookup(self, shas: Sequence[str], model_id: str, dim: int) -> dict[str, np.ndarray]:
