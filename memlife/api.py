@@ -191,7 +191,7 @@ class Memory:
         from memlife.online.compaction import compact
 
         return compact(
-            messages,  # type: ignore[arg-type]  # read only: any mapping per message works
+            messages,
             budget_tokens=budget_tokens,
             keep_last_turns=keep_last_turns,
             summarizer=summarizer,

@@ -457,7 +457,7 @@ def _merge_summary(kept: list[Message], summary: str) -> tuple[list[Message], bo
 
 
 def compact(
-    conversation: Conversation | Sequence[Message],
+    conversation: Conversation | Sequence[Mapping[str, Any]],
     *,
     budget_tokens: int,
     keep_last_turns: int = 2,
