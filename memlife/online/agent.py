@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anthropic
-from anthropic.types import ToolParam
+from anthropic.types import MessageParam, ToolParam
 
 from memlife.online.compaction import (
     CompactionResult,
@@ -49,6 +49,17 @@ REMEMBER_TOOL: ToolParam = {
         "required": ["fact"],
     },
 }
+
+
+def api_message(m: Message) -> MessageParam:
+    """One message of the history (plain JSON: compaction edits any such dict) as the SDK's
+    request type; a role the Messages API does not take is refused, not sent."""
+    if m["role"] == "user":
+        return {"role": "user", "content": m["content"]}
+    if m["role"] == "assistant":
+        return {"role": "assistant", "content": m["content"]}
+    raise ValueError(f"a message with role {m['role']!r} cannot go to the Messages API")
+
 
 SYSTEM_PROMPT = (
     "You are a helpful assistant with long-term memory of this user. Use the remembered "
@@ -170,9 +181,7 @@ class MemoryAgent:
                 max_tokens=self.max_tokens,
                 system=system,
                 tools=[REMEMBER_TOOL],
-                # the history is plain Messages API JSON (compaction edits any such dict);
-                # the SDK's TypedDicts describe that same JSON, which a dict is not typed as
-                messages=self.messages,  # type: ignore[arg-type]
+                messages=[api_message(m) for m in self.messages],
             )
             reply.steps += 1
             blocks = _block_dicts(msg.content)

@@ -136,3 +136,16 @@ def test_compaction_runs_before_calls(messages_server: MessagesServer, mem: Long
 def test_max_steps_must_be_positive(messages_server: MessagesServer, mem: LongTermMemory) -> None:
     with pytest.raises(ValueError):
         make_agent(messages_server, mem, max_steps=0)
+
+
+def test_a_history_message_goes_to_the_api_as_is_or_is_refused() -> None:
+    from memlife.online.agent import api_message
+
+    blocks = [{"type": "text", "text": "hi"}]
+    assert api_message({"role": "user", "content": blocks}) == {"role": "user", "content": blocks}
+    assert api_message({"role": "assistant", "content": "ok"}) == {
+        "role": "assistant",
+        "content": "ok",
+    }
+    with pytest.raises(ValueError, match="role 'system'"):
+        api_message({"role": "system", "content": "be nice"})
