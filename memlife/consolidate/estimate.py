@@ -6,17 +6,14 @@ import json
 from functools import cache
 
 from memlife.consolidate.base import Group
-from memlife.consolidate.prompts import build_messages, tool_definition
+from memlife.consolidate.prompts import request_chars, tool_definition
 
 CHARS_PER_TOKEN = 4  # a rough, documented ratio for English text under Claude's tokenizer
 
 
 def estimate_input_tokens(group: Group) -> int:
     """Tokens of the request the Anthropic consolidator would send for ``group``."""
-    system, messages = build_messages(group)
-    # build_messages sends text content only (the SDK's type also allows content blocks)
-    chars = len(system) + sum(len(c) for m in messages if isinstance(c := m["content"], str))
-    chars += _tool_chars()
+    chars = request_chars(group) + _tool_chars()  # = len of build_messages' texts (a test)
     return -(-chars // CHARS_PER_TOKEN)
 
 

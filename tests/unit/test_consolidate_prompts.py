@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from memlife.consolidate import Group
 from memlife.consolidate.prompts import (
     ConsolidationOutput,
     build_messages,
     delimiter,
     render_record,
+    request_chars,
     tool_definition,
 )
 from memlife.model import MemoryRecord
@@ -56,3 +60,37 @@ def test_tool_schema_is_the_response_model() -> None:
         "source_ids",
     }
     assert tool["input_schema"]["additionalProperties"] is False
+
+
+_TEXT = st.lists(st.sampled_from([*"ab <>/\"'\n{}é✓", "<memory_", "</memory_"]), max_size=12).map(
+    "".join
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    contents=st.lists(_TEXT.filter(str.strip), min_size=1, max_size=5),
+    subject=_TEXT,
+    micro=st.integers(0, 999_999),
+    verified=st.booleans(),
+    survivor=st.booleans(),
+    recurring=st.booleans(),
+)
+def test_request_chars_is_the_rendered_length(
+    contents: list[str], subject: str, micro: int, verified: bool, survivor: bool, recurring: bool
+) -> None:
+    """The dry run's token estimate counts characters without rendering; it must count
+    exactly what build_messages renders (quotes, the tag guard, times with or without
+    microseconds, no verification, the planner's hint, a recurring event)."""
+    records = [
+        MemoryRecord(
+            id=f'r"{i}<', actor_id="u-1", namespace="/n", memory_type="episodic", subject="s",
+            content=c, created_at=T0.replace(microsecond=micro * (i % 2)),
+            last_verified_at=T0 if verified else None, source="agent_inferred",
+        )
+        for i, c in enumerate(contents)
+    ]  # fmt: skip
+    group = Group("k", "u-1", "/n", subject, records, survivor_id=records[0].id if survivor else None,
+                  superseded_ids=[r.id for r in records[1:]], recurring=recurring)  # fmt: skip
+    system, messages = build_messages(group)
+    assert request_chars(group) == len(system) + len(str(messages[0]["content"]))
