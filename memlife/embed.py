@@ -116,6 +116,18 @@ if not np.allclose(ref.run(None, feeds)[0], opt.run(None, feeds)[0], atol=1e-4):
     sys.exit("optimised model differs from its source")
 """
 _OPTIMISED_FILES = ("model.onnx", "weights.bin")
+_PROBE_IDS = np.arange(101, 133, dtype=np.int64).reshape(2, 16)  # the child's probe batch
+# The pinned model's mean-pooled output on that batch, first 8 dimensions (onnxruntime
+# 1.32, optimised or not: within 3e-6). The manifest beside a derived copy only proves that
+# the files are the ones written there; anyone who can rewrite them can rewrite it too.
+# This answer lives in the code, so a derived copy that computes something else is dropped.
+_PROBE_ANSWER = np.array(
+    [
+        [-0.1636, -0.0250, -0.1334, 0.1761, -1.2247, -0.2992, -0.0674, -0.2251],
+        [-0.1148, 0.0010, 0.0112, 0.2884, -0.8120, -0.4876, 0.0430, -0.2897],
+    ],
+    dtype=np.float32,
+)
 
 
 def _intact(folder: Path) -> bool:
@@ -126,9 +138,33 @@ def _intact(folder: Path) -> bool:
         return False
 
 
+def discard(folder: Path) -> None:
+    """Move a derived copy aside, then delete it. Moved first because another process may
+    have just renamed a fresh build to that name and be loading it: a rename leaves the
+    files it opened readable, and if it had not opened them yet its load falls back."""
+    aside = folder.with_name(f".build-discard-{os.getpid()}-{threading.get_ident()}")
+    try:
+        folder.rename(aside)
+    except OSError:
+        return  # not there (or not ours to move): nothing to delete
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def answers_probe(sess: ort.InferenceSession) -> bool:
+    """Whether a session computes what the pinned model computes on the probe batch."""
+    feeds = {"input_ids": _PROBE_IDS, "attention_mask": np.ones_like(_PROBE_IDS)}
+    if "token_type_ids" in {i.name for i in sess.get_inputs()}:
+        feeds["token_type_ids"] = np.zeros_like(_PROBE_IDS)
+    out = np.asarray(sess.run(None, feeds)[0])
+    if out.shape != (2, 16, DIM):
+        return False
+    return bool(np.allclose(out.mean(axis=1)[:, :8], _PROBE_ANSWER, atol=1e-3))
+
+
 def optimised_model(source: Path, source_sha256: str, cache: Path | None) -> Path | None:
     """The pinned model with onnxruntime's graph optimisations already applied, derived once
-    into ``cache`` and sha256-checked at every load (missing or corrupt: rebuilt). None when
+    into ``cache`` and sha256-checked at every load (missing or corrupt: rebuilt; the loader
+    also checks its answer to a probe pinned in the code, :func:`answers_probe`). None when
     it cannot be built (read-only cache, no interpreter): the caller optimises in process.
 
     Why (bench/one_subject_memory.py, 50k records on one subject, cold dry run): optimising
@@ -150,7 +186,7 @@ def optimised_model(source: Path, source_sha256: str, cache: Path | None) -> Pat
         return folder / "model.onnx"
     build: Path | None = None
     try:
-        shutil.rmtree(folder, ignore_errors=True)  # partial or corrupt: start again
+        discard(folder)  # partial or corrupt: start again
         cache.mkdir(parents=True, exist_ok=True)
         for stale in cache.glob(".build-*"):  # a builder killed mid-way left its 90 MB
             if time.time() - stale.stat().st_mtime > STALE_BUILD_SECONDS:
@@ -250,21 +286,36 @@ class MiniLMEmbedder:
         spin_flag = "1" if self._spin else "0"
         opts.add_session_config_entry("session.intra_op.allow_spinning", spin_flag)
         opts.add_session_config_entry("session.inter_op.allow_spinning", spin_flag)
-        # The graph-optimised copy, loaded as is (see optimised_model: -52 MB of peak RSS);
-        # without one, optimise here.
-        model = optimised_model(self._mpath, self._model_sha256, model_cache_dir())
-        if model is not None:
-            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        else:
-            model = self._mpath
-            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         # No arena, no memory-pattern plan: freed buffers go back to the allocator instead of
         # staying reserved at their peak (~25 MB less; same texts/s, measured)
         opts.enable_cpu_mem_arena = False
         opts.enable_mem_pattern = False
-        sess = ort.InferenceSession(
-            str(model), sess_options=opts, providers=["CPUExecutionProvider"]
-        )
+        # The graph-optimised copy, loaded as is (see optimised_model: -52 MB of peak RSS),
+        # only for the pinned model, whose answer to the probe is known; else optimise here.
+        derived = None
+        if self._model_sha256 == MODEL_SHA256:
+            derived = optimised_model(self._mpath, self._model_sha256, model_cache_dir())
+        sess = None
+        if derived is not None:
+            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            try:
+                sess = ort.InferenceSession(
+                    str(derived), sess_options=opts, providers=["CPUExecutionProvider"]
+                )
+                if not answers_probe(sess):
+                    sess = None
+                    log.warning("derived embedding model at %s answers the probe wrongly", derived)
+            # any failure of a cached derived file means: not this copy (the pinned source
+            # below is checked and loads as before); onnxruntime raises its own classes
+            except Exception as exc:
+                log.warning("derived embedding model at %s not loaded (%s)", derived, exc)
+            if sess is None:
+                discard(derived.parent)  # the next process rebuilds it
+        if sess is None:
+            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            sess = ort.InferenceSession(
+                str(self._mpath), sess_options=opts, providers=["CPUExecutionProvider"]
+            )
         self._inputs = {i.name for i in sess.get_inputs()}
         return sess
 

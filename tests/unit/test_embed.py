@@ -192,3 +192,64 @@ def test_unwritable_cache_falls_back_to_optimising_in_process(
     assert embed_mod.optimised_model(default_embedder()._mpath, MODEL_SHA256, blocker) is None
     e = MiniLMEmbedder(intra_op_threads=1)
     np.testing.assert_allclose(e.embed(["tea"]), default_embedder().embed(["tea"]), atol=1e-5)
+
+
+def _rewrite_manifest(folder: Path) -> None:
+    """What someone who can write the cache does: change a file, then its manifest entry."""
+    import json
+
+    manifest = {
+        n: hashlib.sha256((folder / n).read_bytes()).hexdigest()
+        for n in ("model.onnx", "weights.bin")
+    }
+    (folder / "sha256.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("tamper", ["zero weights", "garbage graph"])
+def test_a_derived_copy_tampered_with_its_manifest_is_never_used(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tamper: str
+) -> None:
+    texts = ["I only drink green tea.", "The budget meeting moved to Thursday."]
+    folder = tmp_path / "cache" / _default_optimised().name
+    shutil.copytree(_default_optimised(), folder)
+    if tamper == "zero weights":
+        with (folder / "weights.bin").open("r+b") as f:
+            f.seek(1 << 20)
+            f.write(bytes(8 << 20))  # loads fine, computes something else
+    else:
+        (folder / "model.onnx").write_bytes(b"not a graph")
+    _rewrite_manifest(folder)
+    assert embed_mod._intact(folder)  # the manifest cannot tell
+    monkeypatch.setenv("MEMLIFE_MODEL_CACHE", str(tmp_path / "cache"))
+    got = MiniLMEmbedder(intra_op_threads=1).embed(texts)
+    np.testing.assert_allclose(got, default_embedder().embed(texts), atol=1e-5)
+    assert not folder.exists()  # dropped: the next process builds a fresh copy
+    assert embed_mod.optimised_model(default_embedder()._mpath, MODEL_SHA256, tmp_path / "cache")
+    assert embed_mod._intact(folder)
+
+
+def test_the_pinned_probe_answer_is_what_the_model_computes() -> None:
+    import onnxruntime as ort
+
+    for path, level in (
+        (default_embedder()._mpath, ort.GraphOptimizationLevel.ORT_ENABLE_ALL),
+        (_default_optimised() / "model.onnx", ort.GraphOptimizationLevel.ORT_DISABLE_ALL),
+    ):
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = level
+        sess = ort.InferenceSession(
+            str(path), sess_options=opts, providers=["CPUExecutionProvider"]
+        )
+        assert embed_mod.answers_probe(sess)
+
+
+def test_discarding_moves_the_copy_aside_before_deleting_it(tmp_path: Path) -> None:
+    # another process may hold the files open: a rename keeps them readable for it
+    folder = tmp_path / "minilm-x"
+    folder.mkdir()
+    (folder / "weights.bin").write_bytes(b"w")
+    held = (folder / "weights.bin").open("rb")
+    embed_mod.discard(folder)
+    assert not folder.exists() and held.read() == b"w"
+    assert not list(tmp_path.iterdir())
+    embed_mod.discard(folder)  # already gone: nothing to do
