@@ -10,7 +10,7 @@ from typing import Any
 
 from memlife import gate
 from memlife.apply import DeleteItem, Executor, StagedGroup, Tally
-from memlife.evalset import load_cases
+from memlife.evalset import cases_digest, load_cases
 from memlife.faults import checkpoint
 from memlife.run_planning import make_embeddings
 from memlife.run_types import BatchOutcome, RunContext, StagedRef
@@ -50,9 +50,10 @@ def run_gate(
     staged = [g for o in outcomes for g in o.staged if isinstance(g, StagedGroup)]
     deletions = sorted({i.id for o in outcomes for i in o.deletions})
     paid = not ctx.config.dry_run or ctx.config.with_model  # a dry run calls no model unasked
+    cases = load_cases(ctx.config.eval_cases)
     verdict = gate.evaluate_changes(
         store,
-        load_cases(ctx.config.eval_cases),
+        cases,
         ctx.policy.gate,
         deletions=deletions,
         superseded=[rid for g in staged for rid in g.superseded_ids],
@@ -61,6 +62,8 @@ def run_gate(
         answerer=gate.model_answerer_from_env() if paid else None,
         groups=[(g.replacement.id, g.superseded_ids) for g in staged],
     )
+    # the set this verdict judged: the memo of a blocked group is keyed by it (commit_run)
+    verdict["eval_digest"] = cases_digest(cases)
     if verdict["deletions_blocked"] and not ctx.config.dry_run:
         from memlife.quarantine import snapshot
 
@@ -86,6 +89,9 @@ def commit_run(
     held_items, held_groups = ([], []) if configured else ungated(ctx, outcomes)
     held_ids = {id(g) for g in held_groups}
     blocking = set(gate.get("blocking_groups", ()))  # named by the gate: memoised, not re-staged
+    # The memo is keyed by the set read when the run started; should the file have changed
+    # before the gate read it, this verdict is another set's: remember nothing.
+    same_set = gate.get("eval_digest") == executor.eval_digest
     for o in outcomes:
         for g in o.staged:
             if not isinstance(g, StagedGroup):  # a StagedRef: dry runs only, which return above
@@ -96,8 +102,10 @@ def commit_run(
                 and "supersedes_blocked" not in gate
             ):
                 tally.counts["gate_blocked_groups"] += 1
-                if g.replacement.id in blocking:
+                if g.replacement.id in blocking and same_set:
                     executor.remember_gate_blocked(g, tally)
+                elif g.replacement.id in blocking:
+                    tally.counts["gate_blocked_not_remembered"] += 1
             elif id(g) in held_ids:
                 tally.counts["gate_withheld_groups"] += 1
             else:

@@ -170,3 +170,32 @@ def test_a_dry_run_reads_the_memo_and_never_writes_it(env: dict[str, Any]) -> No
     dry, calls = night(env, 2, dry=True)  # and a later dry run sees the memo
     assert calls == 1 and dry["other"]["consolidation_gate_blocked_unchanged"] == 1
     assert memo_outcomes(env["home"]) == ["GATE_BLOCKED"]
+
+
+def test_an_evaluation_set_swapped_during_the_run_memoises_nothing(
+    env: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The run keys the memo by the set it read at start (harmless: the dog case only); the
+    # gate then reads the file again, now a set that blocks the beverage group. Remembered
+    # under the first set's digest, the group would skip that set's nights for 30 days
+    # although that set never judged it.
+    import memlife.run_commit as run_commit
+
+    harmless = cases(tmp_path, [DOG_CASE], "harmless.jsonl")
+    real_load = run_commit.load_cases
+
+    def swapped(location: str) -> Any:
+        Path(location).write_text(json.dumps(TEA_CASE) + "\n" + json.dumps(DOG_CASE) + "\n")
+        return real_load(location)
+
+    monkeypatch.setattr(run_commit, "load_cases", swapped)
+    first, _ = night(env, 0, eval_cases=harmless)
+    assert first["gate"]["blocked"] is True and len(first["gate"]["blocking_groups"]) == 1
+    assert "gate_blocked_groups_remembered" not in first["other"]
+    assert first["other"]["gate_blocked_not_remembered"] == 1
+    assert memo_outcomes(env["home"]) == []
+    monkeypatch.setattr(run_commit, "load_cases", real_load)
+    Path(harmless).write_text(json.dumps(DOG_CASE) + "\n")
+    second, calls = night(env, 1, eval_cases=harmless)
+    assert calls == 2  # the beverage group is judged by the set in force, not skipped
+    assert "consolidation_gate_blocked_unchanged" not in second["other"]
