@@ -41,6 +41,7 @@ DIM = 384
 DEFAULT_BATCH = 64
 OPTIMISED_FORMAT = 1  # bump when the derived files below change shape
 STALE_BUILD_SECONDS = 3600  # an unfinished build older than this was abandoned
+BUILD_TIMEOUT_SECONDS = 600  # a hung child is killed; the caller then optimises in process
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +199,7 @@ def optimised_model(source: Path, source_sha256: str, cache: Path | None) -> Pat
             [sys.executable, "-c", _OPTIMISE, str(source), str(build / "model.onnx")],
             check=True,
             capture_output=True,
-            timeout=600,
+            timeout=BUILD_TIMEOUT_SECONDS,
         )
         manifest = {name: _sha256(build / name) for name in _OPTIMISED_FILES}
         (build / "sha256.json").write_text(json.dumps(manifest))

@@ -253,3 +253,21 @@ def test_discarding_moves_the_copy_aside_before_deleting_it(tmp_path: Path) -> N
     assert not folder.exists() and held.read() == b"w"
     assert not list(tmp_path.iterdir())
     embed_mod.discard(folder)  # already gone: nothing to do
+
+
+@pytest.mark.parametrize("child", ["import sys; sys.exit(3)", "import time; time.sleep(60)"])
+def test_a_failing_or_hung_build_falls_back_and_leaves_nothing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, child: str
+) -> None:
+    import time
+
+    monkeypatch.setattr(embed_mod, "_OPTIMISE", child)
+    monkeypatch.setattr(embed_mod, "BUILD_TIMEOUT_SECONDS", 2)
+    cache = tmp_path / "cache"
+    started = time.monotonic()
+    assert embed_mod.optimised_model(default_embedder()._mpath, MODEL_SHA256, cache) is None
+    assert time.monotonic() - started < 30  # the hung child was killed, not waited for
+    assert list(cache.iterdir()) == []  # no partial build left behind
+    monkeypatch.setenv("MEMLIFE_MODEL_CACHE", str(cache))
+    e = MiniLMEmbedder(intra_op_threads=1)
+    np.testing.assert_allclose(e.embed(["tea"]), default_embedder().embed(["tea"]), atol=1e-5)
