@@ -71,30 +71,32 @@ def namespace_pattern(actor_id: str, namespace: str) -> str:
     return "/".join("*" if p == actor_id else p for p in parts)
 
 
-def breakdown(report_parquet: str | Path | None) -> Breakdown:
+def breakdown(report_parquet: str | Path | None, batch_rows: int = 65_536) -> Breakdown:
     """Counts by namespace pattern and action, and reason codes, from the run's Parquet.
 
-    Aggregated in Arrow first (one row per actor/namespace/action), so 1M records cost
-    one pass in C++ and a loop over shards, not over records.
+    Read ``batch_rows`` rows at a time and aggregated in Arrow per batch (one row per
+    actor/namespace/action), so 1M records cost one pass in C++ and a loop over shards, and
+    memory stays flat: reading the whole table added ~280 MB at 1M to the run's peak.
     """
     out = Breakdown()
     if not report_parquet or not Path(report_parquet).exists():
         return out
+    import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    table = pq.read_table(report_parquet, columns=["actor_id", "namespace", "action", "reasons"])
-    if table.num_rows == 0:
-        return out
-    grouped = table.group_by(["actor_id", "namespace", "action"]).aggregate([([], "count_all")])
-    for actor, ns, action, n in zip(
-        *(grouped.column(c).to_pylist() for c in ("actor_id", "namespace", "action", "count_all")),
-        strict=True,
-    ):
-        out.by_namespace.setdefault(namespace_pattern(actor, ns), Counter())[action] += n
-    counts = pc.value_counts(pc.list_flatten(table.column("reasons")))
-    for item in counts.to_pylist():
-        out.reasons[item["values"]] += item["counts"]
+    columns = ["actor_id", "namespace", "action", "reasons"]
+    keys = columns[:3]
+    with pq.ParquetFile(report_parquet) as source:
+        for batch in source.iter_batches(batch_size=batch_rows, columns=columns, use_threads=False):
+            table = pa.Table.from_batches([batch])
+            grouped = table.group_by(keys).aggregate([([], "count_all")])
+            for actor, ns, action, n in zip(
+                *(grouped.column(c).to_pylist() for c in (*keys, "count_all")), strict=True
+            ):
+                out.by_namespace.setdefault(namespace_pattern(actor, ns), Counter())[action] += n
+            for item in pc.value_counts(pc.list_flatten(table.column("reasons"))).to_pylist():
+                out.reasons[item["values"]] += item["counts"]
     return out
 
 

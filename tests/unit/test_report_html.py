@@ -92,6 +92,14 @@ def test_breakdown_matches_the_report_rows(seeded: list) -> None:
     assert all("*" in p for p in detail.by_namespace)
 
 
+def test_breakdown_read_in_small_batches_equals_one_pass(seeded: list) -> None:
+    # the breakdown streams the Parquet: batches of 3 rows must add up to the same counts
+    summary = dry_run()
+    whole, batched = breakdown(summary.report_parquet), breakdown(summary.report_parquet, 3)
+    assert sum(sum(c.values()) for c in batched.by_namespace.values()) == summary.records > 3
+    assert batched.by_namespace == whole.by_namespace and batched.reasons == whole.reasons
+
+
 def test_namespace_pattern() -> None:
     assert namespace_pattern("u-1", "/users/u-1/prefs") == "/users/*/prefs"
     assert namespace_pattern("u-1", "/teams/t-9/u-10") == "/teams/t-9/u-10"
