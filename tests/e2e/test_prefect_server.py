@@ -10,9 +10,7 @@ counts artifact and write a success receipt into the temporary receipts folder.
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -23,7 +21,7 @@ import pytest
 
 from memlife.demo import generate
 from memlife.stores import open_store
-from tests.support.prefect_server import free_port, prefect_env
+from tests.support.prefect_server import free_port, prefect_env, start, stop
 
 REPO = Path(__file__).resolve().parents[2]
 PREFECT = str(Path(sys.executable).parent / "prefect")
@@ -31,22 +29,6 @@ POOL = "memlife-process"
 CUTOFF = "2026-03-01T00:00:00+00:00"
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
-
-
-def _stop(proc: subprocess.Popen | None) -> None:
-    """Stop a process group we started (by its leader's pid), escalating to SIGKILL."""
-    if proc is None or proc.poll() is not None:
-        return
-    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def _cli(args: list[str], env: dict, timeout: float = 120) -> str:
@@ -87,13 +69,11 @@ def test_dry_run_deployment_on_a_real_server(tmp_path: Path):
     server = worker = None
     logs = {name: (tmp_path / f"{name}.log").open("w") for name in ("server", "worker")}
     try:
-        server = subprocess.Popen(
+        server = start(
             [PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=tmp_path,
-            env=env,
-            stdout=logs["server"],
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+            env,
+            logs["server"],
+            tmp_path,
         )
         deadline = time.monotonic() + 300
         while True:
@@ -138,13 +118,11 @@ def test_dry_run_deployment_on_a_real_server(tmp_path: Path):
         assert dry["parameters"]["config"]["with_model"] is False
 
         phases["deployed"] = time.monotonic() - t0
-        worker = subprocess.Popen(
+        worker = start(
             [PREFECT, "worker", "start", "--pool", POOL, "--type", "process"],
-            cwd=tmp_path,
-            env=env,
-            stdout=logs["worker"],
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+            env,
+            logs["worker"],
+            tmp_path,
         )
 
         # --params replaces the config as a whole: start from the deployment's own
@@ -229,7 +207,7 @@ def test_dry_run_deployment_on_a_real_server(tmp_path: Path):
         assert (receipt_path.parent / "manifest.json").exists()
         print("\n" + ", ".join(f"{k} {v:.1f}s" for k, v in phases.items()))
     finally:
-        _stop(worker)
-        _stop(server)
+        stop(worker)
+        stop(server)
         for fh in logs.values():
             fh.close()
