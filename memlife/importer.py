@@ -240,8 +240,7 @@ class _SeenIds:
 
     def first_lines(self, ids: list[str]) -> dict[str, int]:
         out: dict[str, int] = {}
-        for i in range(0, len(ids), 500):
-            chunk = ids[i : i + 500]
+        for chunk in chunked(ids, 500):
             q = f"SELECT id, line FROM seen WHERE id IN ({', '.join('?' * len(chunk))})"
             out.update(self._con.execute(q, chunk).fetchall())
         return out

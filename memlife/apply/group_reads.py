@@ -14,6 +14,7 @@ from memlife.apply.appliers.base import get_many, is_held
 from memlife.apply.tally import Tally
 from memlife.group_plan import Member
 from memlife.model import MemoryRecord, Status
+from memlife.stores.base import chunked
 
 if TYPE_CHECKING:
     from memlife.apply.executor import Executor
@@ -26,8 +27,8 @@ Vectors = Callable[[Sequence[str]], np.ndarray]
 def read_members(ex: Executor, ids: Sequence[str]) -> list[Member]:
     """The group's active, unheld records as Members, read a chunk at a time (no content kept)."""
     out: list[Member] = []
-    for i in range(0, len(ids), READ_CHUNK):
-        for r in get_many(ex.store, ids[i : i + READ_CHUNK]).values():
+    for chunk in chunked(ids, READ_CHUNK):
+        for r in get_many(ex.store, chunk).values():
             if r.status is Status.active and not is_held(r):
                 out.append(Member.of(r))
     return out
