@@ -8,6 +8,8 @@ fall back to a default.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -187,6 +189,14 @@ class Policy(_Strict):
         if missing:
             raise ValueError(f"source_weights is missing {', '.join(missing)}")
         return self
+
+    def fingerprint(self) -> str:
+        """sha256 of the policy as parsed (not the file: comments and layout do not count).
+        Run keys and the consolidation memo use it beside ``version``: a threshold edited
+        without a new version is still another policy, never a replay of the old one's.
+        Not cached on the model: ``model_copy(update=...)`` would carry a stale value."""
+        canon = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        return hashlib.sha256(canon.encode()).hexdigest()
 
     def deletion_enforced(self, namespace: str) -> bool:
         return any(glob_match(pat, namespace) for pat in self.enforce_deletion_in)

@@ -25,6 +25,7 @@ from memlife.settings import settings
 from memlife.stores import MemoryStore, resolve_store_url, store_identity
 
 if TYPE_CHECKING:
+    from memlife.policy import Policy
     from memlife.state.dynamodb import DynamoState
 
 
@@ -32,14 +33,13 @@ def scope(config: RunConfig) -> dict[str, Any]:
     return {"namespaces": sorted(config.namespaces), "actors": sorted(config.actors)}
 
 
-def run_key(
-    policy_version: str, cutoff: datetime, scope: dict[str, Any], mode: str, store: str
-) -> str:
+def run_key(policy: Policy, cutoff: datetime, scope: dict[str, Any], mode: str, store: str) -> str:
     """Deterministic: the same policy, cutoff, scope, mode and store give the same run (reruns
-    resume); two stores never share a run (``store`` is :func:`store_identity`)."""
+    resume); two stores never share a run (``store`` is :func:`store_identity`). The policy
+    counts by version AND content: an edited threshold under an old version is a new run."""
     raw = json.dumps(
-        {"policy": policy_version, "cutoff": cutoff.isoformat(), "scope": scope, "mode": mode,
-         "store": store},
+        {"policy": policy.version, "policy_fingerprint": policy.fingerprint(),
+         "cutoff": cutoff.isoformat(), "scope": scope, "mode": mode, "store": store},
         sort_keys=True,
     )  # fmt: skip
     return hashlib.sha256(raw.encode()).hexdigest()
@@ -68,7 +68,7 @@ def start_run(config: RunConfig, sink: ReceiptSink | None = None) -> RunContext:
     run_scope = scope(config)
     mode = mode_of(config)
     store_url = resolve_store_url(config.store)
-    key = run_key(policy.version, cutoff, run_scope, mode, store_identity(store_url))
+    key = run_key(policy, cutoff, run_scope, mode, store_identity(store_url))
     run_id = f"{cutoff:%Y%m%dT%H%M%SZ}-{mode.replace('_run', '')}-{key[:10]}"
     sink = sink or open_sink(config.receipts)
     started = utcnow()

@@ -45,6 +45,7 @@ class Executor:
         eval_digest: str | None = None,
     ):
         self.run_id, self.run_key, self.policy, self.cutoff = run_id, run_key, policy, cutoff
+        self.policy_fingerprint = policy.fingerprint()  # once a run: the memo keys use it
         if journal is None and not dry_run:
             raise ValueError("an apply run needs a journal (only a dry run keeps none)")
         self.store, self._journal, self.sink = store, journal, sink

@@ -138,13 +138,14 @@ GATE_BLOCK_RECHECK = timedelta(days=30)
 
 
 def memo_key(ex: Executor, key: str, members: Sequence[Decision]) -> str:
-    """Members, their content hashes and the planner's roles, the policy version and the
+    """Members, their content hashes and the planner's roles, the policy (version and
+    content: a threshold edited under the same version is another policy) and the
     consolidator: a new member, an edited one, a new policy or another model re-opens it."""
     c = ex.consolidator
     who = ex.memo_as or f"{getattr(c, 'name', type(c).__name__)}:{getattr(c, 'model', '')}"
     parts = sorted(f"{d.id}:{d.content_sha256}:{d.action}:{d.survivor}" for d in members)
-    raw = "\x1f".join([members[0].actor_id, members[0].namespace, key, ex.policy.version, who,
-                       *parts])  # fmt: skip
+    raw = "\x1f".join([members[0].actor_id, members[0].namespace, key, ex.policy.version,
+                       ex.policy_fingerprint, who, *parts])  # fmt: skip
     return hashlib.sha256(raw.encode()).hexdigest()
 
 

@@ -22,6 +22,7 @@ import pytest
 from memlife.consolidate.prompts import TOOL_NAME
 from memlife.model import Status
 from memlife.pipeline import RunConfig, run_local
+from memlife.policy import DEFAULT_POLICY, load_policy, resolve_policy_path
 from memlife.stores.sqlite import SqliteStore
 from tests.fakes.messages_api import MessagesServer, tool_use_reply
 from tests.support.gate import ACTOR, NOW, rec
@@ -74,12 +75,12 @@ def cases(tmp_path: Path, items: list[dict[str, Any]], name: str = "cases.jsonl"
     return str(path)
 
 
-def night(env: dict[str, Any], day: int, *, dry: bool = False, eval_cases: str | None = None
-          ) -> tuple[dict[str, Any], int]:  # fmt: skip
+def night(env: dict[str, Any], day: int, *, dry: bool = False, eval_cases: str | None = None,
+          policy: str | None = None) -> tuple[dict[str, Any], int]:  # fmt: skip
     sent = len(env["server"].message_requests)
     summary = run_local(RunConfig(
         dry_run=dry, with_model=dry, now=NOW + timedelta(days=day),
-        eval_cases=eval_cases or env["cases"],
+        eval_cases=eval_cases or env["cases"], policy=policy or DEFAULT_POLICY,
     ))  # fmt: skip
     receipt = json.loads(Path(summary.receipt).read_text()) if summary.receipt else {}
     out = {"gate": summary.gate or {}, "other": summary.other, "receipt": receipt}
@@ -157,6 +158,27 @@ def test_a_changed_member_reopens_the_blocked_group(env: dict[str, Any]) -> None
     again, calls = night(env, 1)
     assert calls == 2  # the edited beverage group (blocked again) and the pet group
     assert again["gate"]["blocked"] is True and len(again["gate"]["blocking_groups"]) == 1
+
+
+def test_a_gate_threshold_edited_under_the_same_version_reopens_the_blocked_group(
+    env: dict[str, Any], tmp_path: Path
+) -> None:
+    # An operator loosens a threshold and forgets to bump `version`: the blocked group must
+    # be judged under the policy in force, not skipped for 30 days under the old verdict.
+    night(env, 0)
+    _, calls = night(env, 1)
+    assert calls == 1  # the pet group; beverage is remembered as blocked
+    text = resolve_policy_path(None).read_text()
+    edited = tmp_path / "edited.yaml"
+    edited.write_text(text.replace("aggregate_score_min: 0.9", "aggregate_score_min: 0.5"))
+    assert load_policy(edited).version == load_policy(None).version
+    _, calls = night(env, 2, policy=str(edited))
+    assert calls == 1  # the beverage group, judged again
+    # the same policy with other comments and layout is the same policy
+    relaid = tmp_path / "relaid.yaml"
+    relaid.write_text("# copied\n" + edited.read_text().replace("  replicas: 1", "  replicas:   1"))
+    _, calls = night(env, 3, policy=str(relaid))
+    assert calls == 0
 
 
 def test_a_dry_run_reads_the_memo_and_never_writes_it(env: dict[str, Any]) -> None:

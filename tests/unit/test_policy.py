@@ -246,3 +246,30 @@ def test_namespace_globs_match_whole_segments() -> None:
     deep = pol.model_copy(update={"enforce_deletion_in": ["/users/**/facts"]})
     assert deep.deletion_enforced("/users/a/b/facts") and deep.deletion_enforced("/users/facts")
     assert not deep.deletion_enforced("/users/a/./facts")
+
+
+def test_the_fingerprint_is_the_policy_as_parsed_not_the_file(tmp_path: Path) -> None:
+    base = load_policy(DEFAULT)
+    data = _default()
+    data["gate"]["aggregate_score_min"] = 0.5  # a threshold edited, version left as it was
+    edited = load_policy(_write(tmp_path, data))
+    assert edited.version == base.version and edited.fingerprint() != base.fingerprint()
+    relaid = tmp_path / "relaid.yaml"
+    relaid.write_text("# a comment\n" + Path(DEFAULT).read_text().replace(": ", ":   "))
+    assert load_policy(relaid).fingerprint() == base.fingerprint()
+    # a copy with an update is another policy (nothing stale carried over by model_copy)
+    copied = base.model_copy(update={"contradiction_penalty": 0.5})
+    assert copied.fingerprint() != base.fingerprint()
+
+
+def test_a_policy_edited_under_the_same_version_is_another_run() -> None:
+    from datetime import UTC, datetime
+
+    from memlife.run_start import run_key
+
+    base = load_policy(DEFAULT)
+    edited = base.model_copy(update={"contradiction_penalty": 0.5})
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    args = (now, {"namespaces": [], "actors": []}, "dry_run", "sqlite:x")
+    assert run_key(base, *args) == run_key(load_policy(DEFAULT), *args)
+    assert run_key(edited, *args) != run_key(base, *args)
