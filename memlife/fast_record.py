@@ -21,7 +21,6 @@ from functools import lru_cache
 from typing import Annotated, Any, NotRequired, TypeVar
 
 from pydantic import (
-    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
@@ -32,6 +31,7 @@ from pydantic import (
 from typing_extensions import TypedDict  # pydantic needs this one on Python < 3.12
 
 from memlife.model import (
+    Instant,
     MemoryRecord,
     MemoryType,
     Provenance,
@@ -61,18 +61,18 @@ class _RecordDict(TypedDict):
     namespace: Annotated[str, Field(min_length=1, max_length=1024)]
     memory_type: MemoryType
     content: Annotated[str, Field(min_length=1)]
-    created_at: AwareDatetime
+    created_at: Instant
     subject: NotRequired[str | None]
     owner: NotRequired[str | None]
     confidence: NotRequired[Annotated[float, Field(ge=0.0, le=1.0)]]
     source: NotRequired[Source]
-    last_accessed_at: NotRequired[AwareDatetime | None]
+    last_accessed_at: NotRequired[Instant | None]
     access_count: NotRequired[Annotated[int, Field(ge=0, le=2**63 - 1)]]
-    last_verified_at: NotRequired[AwareDatetime | None]
-    expires_at: NotRequired[AwareDatetime | None]
+    last_verified_at: NotRequired[Instant | None]
+    expires_at: NotRequired[Instant | None]
     retention_class: NotRequired[RetentionClass]
     status: NotRequired[Status]
-    status_changed_at: NotRequired[AwareDatetime | None]
+    status_changed_at: NotRequired[Instant | None]
     provenance: NotRequired[_ProvenanceDict]
 
 

@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import secrets
 import time
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import Annotated, Any, NamedTuple
 
 from pydantic import (
     AwareDatetime,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    TypeAdapter,
     ValidationError,
     field_validator,
 )
@@ -68,6 +71,31 @@ def _utc(value: datetime | None) -> datetime | None:
         raise ValueError("timestamp out of range once converted to UTC") from None
 
 
+_EPOCH_TEXT = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
+
+
+def _iso_only(value: Any) -> Any:
+    """A record's times are ISO-8601 text with a zone (or datetimes, from Python). Strict
+    JSON mode would still read a numeric string as epoch seconds ("1700000000" becomes
+    2023-11-14): a number is never guessed into a time, as text or not. The text itself is
+    parsed by pydantic's own datetime parser, so every other form keeps its rules."""
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"expected an ISO-8601 timestamp, got {type(value).__name__}")
+    if _EPOCH_TEXT.fullmatch(value):
+        raise ValueError("expected an ISO-8601 timestamp with a time zone, got a number as text")
+    try:
+        return _PARSE_TIME(value, strict=False)
+    except ValidationError as exc:
+        raise ValueError(exc.errors(include_url=False)[0]["msg"]) from None
+
+
+_PARSE_TIME = TypeAdapter(datetime).validate_python
+# A point in time as records carry it; the zone is required (AwareDatetime).
+Instant = Annotated[AwareDatetime, BeforeValidator(_iso_only)]
+
+
 def content_sha256(content: str) -> str:
     return hashlib.sha256(content.encode("utf-8")).hexdigest()
 
@@ -92,18 +120,18 @@ class MemoryRecord(BaseModel):
     namespace: str = Field(min_length=1, max_length=1024)
     memory_type: MemoryType
     content: str = Field(min_length=1)
-    created_at: AwareDatetime
+    created_at: Instant
     subject: str | None = None  # what the fact is about; groups never cross subjects
     owner: str | None = None  # team answerable; missing -> review, never deletion
     confidence: float = Field(default=1.0, ge=0.0, le=1.0)
     source: Source = Source.user_stated
-    last_accessed_at: AwareDatetime | None = None
+    last_accessed_at: Instant | None = None
     access_count: int = Field(default=0, ge=0, le=2**63 - 1)  # SQLite INTEGER
-    last_verified_at: AwareDatetime | None = None
-    expires_at: AwareDatetime | None = None
+    last_verified_at: Instant | None = None
+    expires_at: Instant | None = None
     retention_class: RetentionClass = RetentionClass.standard
     status: Status = Status.active
-    status_changed_at: AwareDatetime | None = None  # when status last changed (grace periods)
+    status_changed_at: Instant | None = None  # when status last changed (grace periods)
     provenance: Provenance = Field(default_factory=Provenance)
 
     @field_validator("content", "id", "actor_id", "namespace")

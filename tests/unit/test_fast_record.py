@@ -40,6 +40,9 @@ _TIMES = st.one_of(
             "2025-01-02T23:59:60Z",
             "2025-01-02T10:00:00.1234567891Z",
             "",
+            "1700000000",  # a number as text: refused on both paths, never epoch seconds
+            " 1700000000.5 ",
+            "1.7e9",
         ]
     ),
     st.datetimes(timezones=st.timezones()).map(lambda d: d.isoformat()),

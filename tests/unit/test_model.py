@@ -182,8 +182,19 @@ def test_record_error_is_a_value_error() -> None:
         ("access_count", True),
         ("access_count", "5"),
         ("created_at", 1767348000),
+        ("created_at", "1767348000"),
+        ("expires_at", " 1767348000.5 "),
+        ("last_accessed_at", "1.7e9"),
     ],
-    ids=["confidence-bool", "access_count-bool", "access_count-string", "created_at-epoch-int"],
+    ids=[
+        "confidence-bool",
+        "access_count-bool",
+        "access_count-string",
+        "created_at-epoch-int",
+        "created_at-epoch-text",
+        "expires_at-epoch-text",
+        "last_accessed_at-exponent-text",
+    ],
 )
 def test_wrong_json_types_are_not_coerced(field: str, value: object) -> None:
     with pytest.raises(RecordError) as info:
