@@ -7,7 +7,8 @@ What goes, per erased record:
     replacement of erased AND kept records is rebuilt from the kept ones (extractive
     text) or withdrawn, its kept sources reactivated (model text): see plan_erasure;
   - embedding-cache rows of its content (by content sha256, every model), the dry-run
-    cache ($MEMLIFE_HOME/embeddings.db) included;
+    cache ($MEMLIFE_HOME/embeddings.db) included, and every derived result kept beside
+    them for the record's shard (memlife/derived.py: inferred subject keys hold words);
   - access-ledger rows (``memlife.ledger.erase``, when the ledger module is installed);
   - journal payloads that mention it (``journal.forget_payloads``), quarantine snapshots
     and pending-erasure rows;
@@ -38,6 +39,7 @@ from memlife.apply.appliers.hold_release import release_payload
 from memlife.audit import ReceiptSink, ReceiptWriteError, dumps
 from memlife.backends import embedding_cache
 from memlife.consolidate.base import Group, pick_survivor
+from memlife.derived import forget_for
 from memlife.embed_cache import EmbeddingCache
 from memlife.errors import EraseError as EraseError  # moved; re-exported
 from memlife.journal import Operation, OpKind, OpState, Outcome
@@ -300,6 +302,9 @@ def _erase_now(run: ManualRun, records: Sequence[MemoryRecord], why: dict[str, s
         cache.delete_for(
             [s for r in records if r.id in gone for s in (r.sha256, content_sha256(r.content))]
         )
+        run.tally.counts["derived_rows_forgotten"] += forget_for(
+            cache, {(r.actor_id, r.namespace) for r in records if r.id in gone}
+        )
     return done
 
 
@@ -425,6 +430,7 @@ def _rebuild_now(
     run.tally.counts["journal_payloads_forgotten"] += run.journal.forget_payloads(ids)
     for cache in caches:
         cache.delete_for(old_shas)
+        forget_for(cache, {(r.actor_id, r.namespace) for r in rebuilt})
 
 
 def _reactivate_now(run: ManualRun, records: Sequence[MemoryRecord]) -> None:

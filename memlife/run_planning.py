@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from memlife import progress
 from memlife.apply import DeleteItem, Executor, StagedGroup, Tally
 from memlife.backends import embedding_cache
+from memlife.derived import flush_for
 from memlife.embed_cache import EmbeddingCache
 from memlife.errors import InputError, StoreError
 from memlife.model import MemoryRecord, PlanView, plan_view
@@ -68,11 +69,15 @@ def plan_shard(
     shard: Shard,
     planner: Planner | None = None,
     read: dict[str, MemoryRecord] | None = None,
+    views: dict[str, PlanView] | None = None,
 ) -> list[Decision]:
     """Steps 2-5 for one shard: page it, infer missing subjects, then expire/score/group/plan.
-    ``read`` receives the records inference read (staging need not read them again)."""
+    ``read`` receives the records inference read (staging need not read them again),
+    ``views`` the planning views by id (staging's derived-cache digests)."""
     planner = planner or Planner(ctx.policy, ctx.cutoff)
     pages = list(iter_views(store, shard, ctx.config.page_size, ctx.access_stats))
+    if views is not None:
+        views.update((v.id, v) for p in pages for v in p)
     hints = shard_hints(ctx, store, shard, pages, read)
     return planner.plan_shard(pages, hints)
 
@@ -100,24 +105,14 @@ def shard_hints(
     todo = needs_inference(views) if ctx.policy.inference.enabled else []
     if len(todo) < 2:
         return ShardHints(disputed=disputed)
-    from memlife.apply.appliers.base import get_many
-    from memlife.group import InferenceItem, infer_subjects
+    from memlife.inferred.cached import infer_shard
 
     table = per_store(
         ctx, store, "inferred", lambda: InferredSubjects.for_store(store, create=write)
     )
-    known = table.get(todo)
-    got = get_many(store, todo)
-    if read is not None and len(got) <= KEEP_READ:
-        read.update(got)
-    records = list(got.values())
-    records.sort(key=lambda r: (r.created_at, r.id))
     by_id = {v.id: v for v in views}
-    items = [InferenceItem(r.id, r.content, r.created_at.timestamp(), by_id[r.id].norm_sha256,
-                           bool(by_id[r.id].negated)) for r in records]  # fmt: skip
-    vectors = embeddings_for(ctx, store).get_or_embed(records)
-    found = infer_subjects(items, vectors, known=known, inference=ctx.policy.inference,
-                           near_duplicate=ctx.policy.grouping.near_duplicate_cosine)  # fmt: skip
+    found = infer_shard(store, (shard.actor_id, shard.namespace), [by_id[i] for i in todo],
+                        table.get(todo), ctx.policy, embeddings_for(ctx, store), read, KEEP_READ)  # fmt: skip
     if write:
         table.put(shard.actor_id, shard.namespace, found.new, "nightly")
     return ShardHints(found.subjects, found.statements, found.updates, disputed)
@@ -191,11 +186,12 @@ def process_batch(
     for shard in shards:
         try:
             read: dict[str, MemoryRecord] = {}  # what planning read: staging reuses it
-            decisions = plan_shard(ctx, store, shard, planner, read)
+            views: dict[str, PlanView] = {}
+            decisions = plan_shard(ctx, store, shard, planner, read, views)
             report.write(decisions)
             out.reviews += [d for d in decisions if d.action is Action.review]
             if executor is not None:
-                staged = executor.stage_shard(decisions, out.tally, read)
+                staged = executor.stage_shard(decisions, out.tally, read, views)
                 if ctx.config.dry_run and not ctx.config.eval_cases:
                     # no gate, no commit: only where each group is counts (withheld groups),
                     # not its records and operations (about 1 KB a record held to the end;
@@ -223,6 +219,7 @@ def process_batch(
         out.records += len(decisions)
         out.shards += 1
         progress.advance(len(decisions))
+    flush_for(ctx.__dict__.get("_embeddings"))  # derived results of this batch, one commit
     return out
 
 

@@ -18,7 +18,7 @@ from memlife.audit import ReceiptSink
 from memlife.consolidate.base import Consolidator
 from memlife.embed_cache import EmbeddingCache
 from memlife.journal import Journal, MemoOutcome, Operation, OpKind, operation_id
-from memlife.model import MemoryRecord
+from memlife.model import MemoryRecord, PlanView
 from memlife.plan import Decision
 from memlife.policy import Policy
 from memlife.stores.base import MemoryStore
@@ -117,10 +117,13 @@ class Executor:
         decisions: Sequence[Decision],
         tally: Tally,
         read: Mapping[str, MemoryRecord] | None = None,
+        views: Mapping[str, PlanView] | None = None,
     ) -> list[StagedGroup | StagedRef]:
         """Replacements and supersedes computed, nothing written (the gate looks first);
-        ``read``: records of the shard read moments ago (not read again)."""
-        return groups.stage_shard(self, decisions, tally, read)
+        ``read``: records of the shard read moments ago (not read again); ``views``: the
+        shard's planning views by id (a dry run's unchanged groups are then counted from
+        the derived cache)."""
+        return groups.stage_shard(self, decisions, tally, read, views)
 
     def commit_group(self, staged: StagedGroup, tally: Tally) -> None:
         groups.commit_group(self, staged, tally)

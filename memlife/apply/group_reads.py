@@ -59,9 +59,12 @@ class Reads:
 
     def __init__(self, ex: Executor, ids: Sequence[str], tally: Tally) -> None:
         self.ex, self.ids, self.tally = ex, ids, tally
+        self._members: list[Member] | None = None
 
     def members(self) -> list[Member]:
-        return read_members(self.ex, self.ids)
+        if self._members is None:  # read once: asked again by the stage cache
+            self._members = read_members(self.ex, self.ids)
+        return self._members
 
     def vectors(self, found: Sequence[Member]) -> Vectors | None:
         return statement_vectors(self.ex, found, self.tally)

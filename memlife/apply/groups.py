@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from memlife.apply.group_reads import GroupReads, Reads
 from memlife.apply.lifecycle import end_terminally, run_lifecycle
 from memlife.apply.retry import next_retry
+from memlife.apply.stage_cache import StageCache
 from memlife.apply.tally import Tally
 from memlife.consolidate.base import ConsolidationError, Group
 from memlife.consolidate.grounding import KEEP_APART
@@ -32,7 +33,7 @@ from memlife.consolidate.replacement import build_from_members
 from memlife.faults import checkpoint
 from memlife.group_plan import CONTRADICTION, plan_group
 from memlife.journal import MemoOutcome, Operation, OpKind, OpState, Outcome
-from memlife.model import MemoryRecord, MemoryType, content_sha256
+from memlife.model import MemoryRecord, MemoryType, PlanView, content_sha256
 from memlife.plan import Action, Decision
 
 if TYPE_CHECKING:
@@ -75,7 +76,11 @@ def stage_shard(
     decisions: Sequence[Decision],
     tally: Tally,
     read: Mapping[str, MemoryRecord] | None = None,
+    views: Mapping[str, PlanView] | None = None,
 ) -> list[StagedGroup | StagedRef]:
+    """Each group of the shard staged (or, in a dry run without a gate, counted: from the
+    derived cache when the group is unchanged, apply/stage_cache.py). ``views``: the
+    shard's planning views by id (what the cache's digest is made of)."""
     out: list[StagedGroup | StagedRef] = []
     groups: dict[str, list[Decision]] = {}
     for d in decisions:
@@ -105,11 +110,32 @@ def stage_shard(
             continue
         runnable.append((key, members, mkey))
     # (staging adds nothing to ex.stopped: only a commit does, after the whole shard is staged)
+    cache = StageCache.open(ex, decisions, views)
+    keys: list[str | None] = []
+    if cache is not None:  # a dry run without a gate: unchanged groups are counted as before
+        misses = []
+        for key, members, mkey in runnable:
+            ckey = cache.key(key, members)
+            hit = cache.replay(ckey, tally)
+            if hit is None:
+                misses.append((key, members, mkey))
+                keys.append(ckey)
+            elif hit:
+                out.append(StagedRef((members[0].actor_id, members[0].namespace)))
+        runnable = misses
     reads = GroupReads(ex, [[d.id for d in members] for _, members, _ in runnable], tally, read)
     for i, (key, members, mkey) in enumerate(runnable):
-        staged = stage_group(ex, key, members, tally, memo_key=mkey, reads=reads.group(i))
+        r = reads.group(i)
+        t = Tally() if cache is not None else tally
+        staged = stage_group(ex, key, members, t, memo_key=mkey, reads=r)
+        if cache is not None:
+            read_vectors = ex.embeddings is not None and len(r.members()) >= 2
+            cache.record(keys[i], t, staged is not None, read_vectors)
+            tally.merge(t)
         if staged is not None:
             out.append(staged)
+    if cache is not None:
+        cache.save()
     return out
 
 

@@ -53,16 +53,22 @@ class Erase(BaseApplier):
             out[by_record[f.id].operation_id] = f
         gone = [*res.succeeded, *res.missing]
         if gone:
-            _forget_derived(ex, gone, [s for rid in gone for s in shas[rid]], tally)
+            shards = {(by_record[rid].actor_id, by_record[rid].namespace) for rid in gone}
+            _forget_derived(ex, gone, [s for rid in gone for s in shas[rid]], tally, shards)
         return out
 
 
-def _forget_derived(ex: Executor, gone: list[str], shas: list[str], tally: Tally) -> None:
+def _forget_derived(
+    ex: Executor, gone: list[str], shas: list[str], tally: Tally, shards: set[tuple[str, str]]
+) -> None:
     from memlife.backends import embedding_cache, open_ledger
+    from memlife.derived import forget_for
     from memlife.state.side import side_tables
 
     cache = ex.erase_cache or embedding_cache(ex.store)
     cache.delete_for(shas)
+    # results derived from the shard (an inferred subject key holds content words)
+    tally.counts["derived_rows_forgotten"] += forget_for(cache, shards)
     # the access ledger forgets them (on S3 with $MEMLIFE_STATE)
     tally.counts["ledger_rows_erased"] += int(open_ledger(store=ex.store).erase(list(gone)))
     tally.counts["journal_payloads_forgotten"] += ex.journal.forget_payloads(gone)

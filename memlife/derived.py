@@ -1,0 +1,204 @@
+"""Results of pure functions over one shard, kept by a digest of everything they read.
+
+A night on an unchanged shard asks the same questions again: which subjects its records
+without one get (group.infer_subjects), and what staging a consolidation group comes to in
+a dry run (apply/groups.py). Both are pure functions of what the store holds (ids, content
+hashes, times, polarity), the policy, the embedding model and this code; the answer is
+kept here under a sha256 digest of exactly those inputs, one row per shard and kind. A
+changed record, a new record, another policy, model or code version changes the digest:
+the row simply misses and is recomputed and replaced. Nothing here is a memory change: a
+dry run writes it too, like the embedding cache, in the same SQLite file as the run's
+embedding cache (the store's file for apply runs, ``$MEMLIFE_HOME/embeddings.db`` for a
+dry run, so a dry run leaves the store file byte-identical).
+
+No content is kept, only ids, keys and counts. An inferred subject key does hold a few
+content words (memlife/inferred), so erasure drops every row of an erased record's shard
+(:meth:`DerivedCache.forget_shards`, called wherever the embedding cache forgets vectors).
+Time-dependent decisions (the cutoff, expiry, scores) are never kept here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Iterable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import memlife
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS derived (
+    actor_id TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    kind TEXT NOT NULL,          -- 'inference' or 'staging'
+    digest TEXT NOT NULL,        -- sha256 of every input the function reads
+    value TEXT NOT NULL,         -- JSON: ids, keys and counts only
+    PRIMARY KEY (actor_id, namespace, kind)
+) WITHOUT ROWID;
+"""
+# Bumped whenever what a kept function computes changes (with the package version).
+VERSION = f"derived-1:{memlife.__version__}"
+FLUSH_ROWS = 256  # rows written per transaction (one commit, not one per shard)
+
+Shard = tuple[str, str]
+
+
+@dataclass
+class DerivedStats:
+    hits: int = 0
+    misses: int = 0
+    written: int = 0
+
+
+class DerivedCache:
+    """One table beside the embedding cache (same connection and lock)."""
+
+    def __init__(self, connection: sqlite3.Connection, lock: AbstractContextManager[Any]) -> None:
+        self.connection, self.lock = connection, lock
+        with lock:
+            connection.executescript(SCHEMA)
+        self.stats = DerivedStats()
+        self._pending: dict[tuple[str, str, str], tuple[str, str]] = {}
+        self._last: tuple[Shard, dict[str, tuple[str, str]]] | None = None
+
+    def _rows(self, shard: Shard) -> dict[str, tuple[str, str]]:
+        """kind -> (digest, value) of one shard; the last shard's rows are kept, because
+        inference and then staging ask about the same shard one after the other."""
+        if self._last is not None and self._last[0] == shard:
+            return self._last[1]
+        q = "SELECT kind, digest, value FROM derived WHERE actor_id=? AND namespace=?"
+        with self.lock:
+            rows = {k: (d, v) for k, d, v in self.connection.execute(q, shard)}
+        self._last = (shard, rows)
+        return rows
+
+    def get(self, shard: Shard, kind: str, digest: str) -> Any | None:
+        """The kept value (decoded JSON) when the digest matches, else None."""
+        found = self._pending.get((*shard, kind)) or self._rows(shard).get(kind)
+        if found is None or found[0] != digest:
+            self.stats.misses += 1
+            return None
+        self.stats.hits += 1
+        return json.loads(found[1])
+
+    def entries(self, shard: Shard, kind: str, digest: str) -> dict[str, Any]:
+        """A shard's row that maps many digests (one per group) to values, when the row's
+        own digest (what every entry shares: policy, model, version) matches; else {}."""
+        found = self._pending.get((*shard, kind)) or self._rows(shard).get(kind)
+        if found is None or found[0] != digest:
+            return {}
+        value = json.loads(found[1])
+        return value if isinstance(value, dict) else {}
+
+    def put(self, shard: Shard, kind: str, digest: str, value: Any) -> None:
+        """Keep ``value`` (JSON-able: ids, keys, counts) under ``digest``; written in batches."""
+        text = json.dumps(value, separators=(",", ":"))
+        old = self._pending.get((*shard, kind)) or self._rows(shard).get(kind)
+        if old == (digest, text):
+            return
+        self._pending[(*shard, kind)] = (digest, text)
+        if self._last is not None and self._last[0] == shard:
+            self._last[1][kind] = (digest, text)
+        if len(self._pending) >= FLUSH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
+        rows = [(a, n, k, d, v) for (a, n, k), (d, v) in self._pending.items()]
+        self._pending = {}
+        with self.lock:
+            conn = self.connection
+            owner = not conn.in_transaction
+            if owner:
+                conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany("INSERT OR REPLACE INTO derived VALUES (?, ?, ?, ?, ?)", rows)
+            except BaseException:
+                if owner:
+                    conn.execute("ROLLBACK")
+                raise
+            if owner:
+                conn.execute("COMMIT")
+        self.stats.written += len(rows)
+
+    def forget_shards(self, shards: Iterable[Shard]) -> int:
+        """Drop every row of these shards (erasure: a subject key holds content words)."""
+        gone = set(shards)
+        self._pending = {k: v for k, v in self._pending.items() if (k[0], k[1]) not in gone}
+        self._last = None
+        n = 0
+        with self.lock:
+            for actor_id, namespace in sorted(gone):
+                cur = self.connection.execute(
+                    "DELETE FROM derived WHERE actor_id=? AND namespace=?", (actor_id, namespace)
+                )
+                n += cur.rowcount
+        return n
+
+    def __len__(self) -> int:
+        with self.lock:
+            return int(self.connection.execute("SELECT COUNT(*) FROM derived").fetchone()[0])
+
+
+def derived_for(cache: object) -> DerivedCache | None:
+    """The derived cache beside an embedding cache (its SQLite file); None when that cache
+    keeps no SQLite file (the state backend's), or is None."""
+    if cache is None:
+        return None
+    found = cache.__dict__.get("_derived")
+    if found is None:
+        conn = getattr(cache, "connection", None)
+        if not isinstance(conn, sqlite3.Connection):
+            return None
+        found = cache.__dict__["_derived"] = DerivedCache(conn, cache.lock)  # type: ignore[attr-defined]
+    return found if isinstance(found, DerivedCache) else None
+
+
+def forget_for(cache: object, shards: Iterable[Shard]) -> int:
+    """Erasure: drop the derived rows of these shards in ``cache``'s SQLite file (creating
+    nothing where no derived table exists); returns how many rows went."""
+    found = cache.__dict__.get("_derived") if cache is not None else None
+    if isinstance(found, DerivedCache):
+        return found.forget_shards(shards)
+    conn = getattr(cache, "connection", None)
+    if not isinstance(conn, sqlite3.Connection):
+        return 0
+    with getattr(cache, "lock", None) or nullcontext():
+        q = "SELECT 1 FROM sqlite_master WHERE type='table' AND name='derived'"
+        if conn.execute(q).fetchone() is None:
+            return 0
+    return DerivedCache(conn, getattr(cache, "lock", None) or nullcontext()).forget_shards(shards)
+
+
+def flush_for(cache: object) -> None:
+    """Write what the derived cache beside ``cache`` holds back (end of a batch of shards)."""
+    derived = derived_for(cache)
+    if derived is not None:
+        derived.flush()
+
+
+def digest(*parts: str) -> str:
+    """sha256 over the version and the parts, joined by \\x1d (callers join their fields
+    with \\x1f and \\x1e: ids, keys and namespaces are printable text)."""
+    return hashlib.sha256("\x1d".join((VERSION, *parts)).encode()).hexdigest()
+
+
+_policies: dict[int, tuple[Any, str]] = {}
+
+
+def policy_digest(policy: Any) -> str:
+    """The whole policy (every threshold, weight and version): any change misses. Computed
+    once per policy object (a run loads its policy once and never changes it)."""
+    found = _policies.get(id(policy))
+    if found is None or found[0] is not policy:
+        if len(_policies) > 64:
+            _policies.clear()
+        found = _policies[id(policy)] = (
+            policy,
+            hashlib.sha256(policy.model_dump_json().encode()).hexdigest(),
+        )
+    return found[1]
