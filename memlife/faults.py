@@ -4,7 +4,8 @@ Points: after_journal_write, after_replacement_write, after_supersede, after_del
 before_receipt, after_receipt; and the run's stages (pipeline): after_stage (everything
 staged, nothing written), after_gate (verdict known, nothing committed),
 after_commit_groups (replacements and supersedes committed, deletions not yet),
-after_shard_reported (a shard's decisions are in the batch's report: between shards).
+after_shard_reported (a shard's decisions are in the batch's report: between shards);
+import_chunk (an import worker process, before it parses a block of lines).
 Armed by `inject()` in-process, or for a subprocess by MEMLIFE_FAULT=<point>[:<skip>] and
 MEMLIFE_FAULT_MODE=raise|kill|hang (kill = SIGKILL, no cleanup; hang = create the file
 MEMLIFE_FAULT_MARK holding this process id, then sleep until killed: a holder that stalls
@@ -36,6 +37,7 @@ POINTS = (
     "after_gate",
     "after_commit_groups",
     "after_shard_reported",
+    "import_chunk",
 )
 
 

@@ -16,18 +16,21 @@ imported but reported (FUTURE_CREATED_AT); consolidation never lets it win.
 
 from __future__ import annotations
 
-import re
+import os
 import sqlite3
-from collections.abc import Iterator
+import sys
+from collections import deque
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Generic, TypeVar
 
-import numpy as np
-
+from memlife.errors import MemlifeError
 from memlife.fast_record import fast_record
+from memlife.import_parse import MAX_DEPTH, Chunk, Parsed, WorkerFailed, Workers, checked_text
+from memlife.import_parse import json_depth as json_depth  # re-exported
 from memlife.journal import Operation, OpKind, Outcome
 from memlife.model import (
     FUTURE_SKEW,
@@ -39,16 +42,30 @@ from memlife.model import (
     utcnow,
 )
 from memlife.policy import Policy, load_policy
-from memlife.stores.base import MAX_BATCH, MemoryStore, chunked
+from memlife.stores.base import MAX_BATCH, BatchResult, MemoryStore, chunked
+from memlife.stores.sqlite import SqliteStore, row_to_record
 from memlife.tombstones import insert_new
 
 MAX_LINE_BYTES = 1 << 20
-MAX_DEPTH = 16  # a record is 3 deep; 16 leaves room and stops a 100,000-deep line cold
 BATCH = 500
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_OPEN = np.zeros(256, np.int8)
-_OPEN[[ord("{"), ord("[")]] = 1
-_OPEN[[ord("}"), ord("]")]] = -1
+# Worker processes parse files from this size on: a spawned worker costs ~0.5 s of start-up
+# (interpreter, pydantic), about what this process parses of a 16 MiB file meanwhile.
+PARALLEL_MIN_BYTES = 16 << 20
+BLOCK_BYTES = 512 << 10  # a worker's unit: whole lines, ~900 demo records
+
+
+def default_workers() -> int:
+    """Parsing processes beside this one (which reads, checks repeated ids and writes):
+    one per CPU but one, at least one, at most four (the writer is the limit beyond)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(4, cpus - 1))
+
+
+class ImportWorkerError(MemlifeError, RuntimeError):
+    """A parsing worker process failed: the import stopped; what was stored stays stored."""
 
 
 @dataclass
@@ -79,15 +96,6 @@ class ImportReport:
         return not self.invalid and not self.conflicts
 
 
-def json_depth(raw: bytes) -> int:
-    """Deepest nesting of objects/arrays in a JSON text, brackets inside strings ignored."""
-    bare = _STRING.sub(b'""', raw)
-    if not bare:
-        return 0
-    steps = _OPEN[np.frombuffer(bare, np.uint8)].astype(np.int64)
-    return int(np.cumsum(steps).max(initial=0))
-
-
 def bounded_lines(fh: IO[bytes], max_bytes: int) -> Iterator[tuple[int, bytes | None]]:
     """(line number, raw line) pairs; None for a line over ``max_bytes`` (skipped unread)."""
     n = 0
@@ -104,16 +112,39 @@ def bounded_lines(fh: IO[bytes], max_bytes: int) -> Iterator[tuple[int, bytes | 
         yield n, raw
 
 
+def line_blocks(fh: IO[bytes], max_bytes: int, block: int) -> Iterator[tuple[int, bytes] | int]:
+    """(first line number, whole lines) blocks, or the number of a line over ``max_bytes``,
+    which is drained, never held (a longer line inside a block is the worker's to report).
+    What is held is bounded by ``max_bytes + block``."""
+    n, buf = 1, b""
+    while True:
+        data = fh.read(block)
+        if not data:
+            if buf:
+                yield n, buf  # the last line, without a newline
+            return
+        buf += data
+        cut = buf.rfind(b"\n") + 1
+        if cut:
+            yield n, buf[:cut]
+            n += buf.count(b"\n", 0, cut)
+            buf = buf[cut:]
+        if len(buf) > max_bytes:  # a line longer than the bound, its newline not yet read
+            yield n
+            n, buf = n + 1, b""
+            while data:
+                data = fh.read(block)
+                end = data.find(b"\n")
+                if end >= 0:
+                    buf = data[end + 1 :]
+                    break
+            if not data:
+                return
+
+
 def parse_line(raw: bytes, n: int, *, content_max: int, max_depth: int = MAX_DEPTH) -> MemoryRecord:
     """One line -> a record, or RecordError naming line, id and field."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise RecordError(None, "<encoding>", f"not UTF-8 at byte {exc.start}", n) from None
-    # depth <= number of opening brackets (those inside strings only overcount): a record
-    # line has 3, so the regex-and-numpy depth scan runs only for unusual lines
-    if raw.count(b"{") + raw.count(b"[") > max_depth and json_depth(raw) > max_depth:
-        raise RecordError(None, "<json>", f"nested deeper than {max_depth} levels", n)
+    text = checked_text(raw, n, max_depth)
     record = fast_record(raw)  # None: not plainly valid, the checked path below decides
     try:
         record = record or parse_record_line(text, n)
@@ -135,77 +166,28 @@ def import_file(
     now: datetime | None = None,
     receipts: str | None = None,
     max_line_bytes: int = MAX_LINE_BYTES,
+    workers: int | None = None,
 ) -> ImportReport:
+    """Import a JSONL file; ``workers``: parsing processes (None: :func:`default_workers`
+    for a SQLite store and a file of at least PARALLEL_MIN_BYTES; 0: parse in this one).
+    Either way the stored rows and the report are the same."""
     pol = policy if isinstance(policy, Policy) else load_policy(policy)
     now = now or utcnow()
     report = ImportReport()
-    updates: list[tuple[int, MemoryRecord]] = []
+    content_max = pol.limits.content_max_bytes
+    future_after = now + FUTURE_SKEW
+    if workers is None:
+        big = path.stat().st_size >= PARALLEL_MIN_BYTES
+        workers = default_workers() if big else 0
+    # --update and other stores take records (and --update is a receipted manual run)
+    if workers > 0 and sys.executable and isinstance(store, SqliteStore) and not update:
+        _import_rows(store, path, report, workers, content_max, max_line_bytes, future_after)
+        return report
 
-    def flush(batch: list[tuple[int, MemoryRecord]]) -> _Flushed:
-        """On the writer thread: the only code that touches the store during the loop."""
-        out = _Flushed()
-        res = insert_new(store, [r for _, r in batch])
-        out.imported = len(res.succeeded)
-        line_of = {r.id: n for n, r in batch}
-        by_id = {r.id: r for _, r in batch}
-        existing = [f.id for f in res.failed if f.code == "ID_EXISTS"]
-        current = {i: store.get(i) for i in existing}
-        for f in res.failed:
-            if f.code == "ID_EXISTS" and current.get(f.id) == by_id[f.id]:
-                out.unchanged += 1
-            elif f.code == "ID_EXISTS" and update:
-                out.updates.append((line_of[f.id], by_id[f.id]))
-            else:
-                out.conflicts.append({"line": line_of[f.id], "id": f.id, "code": f.code})
-        return out
-
-    # The store writes a batch on one writer thread while this thread parses the next
-    # (SQLite releases the GIL while it writes). At most two batches are in memory, and
-    # the report is merged here in file order: a batch's DUPLICATE_ID lines, then its flush.
-    pending: Future[_Flushed] | None = None
-    held: list[dict[str, Any]] = []
-
-    def merge_pending() -> None:
-        nonlocal pending
-        if pending is not None:
-            done = pending.result()
-            pending = None
-            report.imported += done.imported
-            report.unchanged += done.unchanged
-            updates.extend(done.updates)
-            report.conflicts.extend(done.conflicts)
-        report.conflicts.extend(held)
-        held.clear()
-
-    def hand_over(parsed: list[tuple[int, MemoryRecord]]) -> None:
-        """Drop repeated ids (DUPLICATE_ID, first line wins), then queue the rest to store."""
-        nonlocal pending
-        earlier = seen.first_lines([r.id for _, r in parsed])
-        batch: list[tuple[int, MemoryRecord]] = []
-        for n, record in parsed:
-            first = earlier.get(record.id)
-            if first is not None:
-                held.append(
-                    {"line": n, "id": record.id, "code": "DUPLICATE_ID", "first_line": first}
-                )
-                continue
-            earlier[record.id] = n
-            if record.created_at > now + FUTURE_SKEW:
-                report.warnings.append(
-                    {"line": n, "id": record.id, "field": "created_at", "code": "FUTURE_CREATED_AT"}
-                )
-            batch.append((n, record))
-        seen.add([(r.id, n) for n, r in batch])
-        merge_pending()
-        if batch:
-            pending = writer.submit(flush, batch)
-
-    parsed: list[tuple[int, MemoryRecord]] = []
-    with (
-        _SeenIds() as seen,
-        ThreadPoolExecutor(max_workers=1, thread_name_prefix="memlife-import") as writer,
-        path.open("rb") as fh,
-    ):
+    batches = _Batches[MemoryRecord](
+        store, report, update, lambda rs: insert_new(store, rs), lambda r: r
+    )
+    with batches, path.open("rb") as fh:
         for n, raw in bounded_lines(fh, max_line_bytes):
             if raw is None:
                 report.invalid.append(
@@ -215,18 +197,156 @@ def import_file(
             if not raw.strip():
                 continue
             try:
-                parsed.append((n, parse_line(raw, n, content_max=pol.limits.content_max_bytes)))
+                record = parse_line(raw, n, content_max=content_max)
             except RecordError as exc:
                 report.invalid.append(exc)
                 continue
-            if len(parsed) >= BATCH:
-                hand_over(parsed)
-                parsed = []
-        hand_over(parsed)
-        merge_pending()
-    if updates:
-        _apply_updates(store, updates, report, pol, allow_held, now, receipts)
+            batches.add(n, record.id, record.created_at > future_after, record)
+    if batches.updates:
+        _apply_updates(store, batches.updates, report, pol, allow_held, now, receipts)
     return report
+
+
+def _import_rows(
+    store: SqliteStore,
+    path: Path,
+    report: ImportReport,
+    workers: int,
+    content_max: int,
+    max_line_bytes: int,
+    future_after: datetime,
+) -> None:
+    """The parallel path: worker processes turn blocks of lines into rows; this process
+    merges them in file order into the very batches the serial loop makes (BATCH valid
+    lines), so repeated ids, conflicts, warnings and the report come out the same.
+    At most ``2 * workers + 1`` blocks are in flight (memory stays flat)."""
+    batches = _Batches[tuple[Any, ...]](store, report, False, store.insert_rows, row_to_record)
+    ready: deque[tuple[int, Parsed | None]] = deque()  # None: the workers' next result
+
+    def take(first_line: int, parsed: Parsed | None) -> None:
+        if parsed is None:
+            try:
+                parsed = pool.result()
+            except WorkerFailed as exc:
+                raise ImportWorkerError(
+                    f"import stopped at line {first_line}: a parsing worker failed ({exc}); "
+                    "the batches before it are stored whole; running the same import again "
+                    "finishes it (stored lines count as unchanged)"
+                ) from exc
+        for args in parsed.errors:
+            report.invalid.append(RecordError(*args))
+        for n, row, future in parsed.rows:
+            batches.add(n, row[0], future, row)
+
+    with batches, Workers(workers) as pool, path.open("rb") as fh:
+        for item in line_blocks(fh, max_line_bytes, BLOCK_BYTES):
+            if isinstance(item, int):
+                bad = (None, "<line>", f"longer than {max_line_bytes} bytes", item)
+                ready.append((item, Parsed(errors=[bad])))
+            else:
+                pool.submit(Chunk(item[0], item[1], content_max, max_line_bytes, future_after))
+                ready.append((item[0], None))
+            while pool.in_flight > 2 * workers:
+                take(*ready.popleft())
+        while ready:
+            take(*ready.popleft())
+
+
+T = TypeVar("T")
+
+
+class _Batches(Generic[T]):
+    """Valid lines in file order -> batches of BATCH written on one writer thread while the
+    caller parses the next (SQLite releases the GIL while it writes). At most two batches
+    are in memory, and the report is merged in file order: a batch's DUPLICATE_ID lines,
+    then its write. ``T``: a record (serial path) or its store row (parallel path)."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        report: ImportReport,
+        update: bool,
+        write: Callable[[list[T]], BatchResult],
+        record_of: Callable[[T], MemoryRecord],
+    ):
+        self.store, self.report, self.update = store, report, update
+        self.write, self.record_of = write, record_of
+        self.parsed: list[tuple[int, str, bool, T]] = []
+        self.updates: list[tuple[int, MemoryRecord]] = []
+        self.pending: Future[_Flushed] | None = None
+        self.held: list[dict[str, Any]] = []
+
+    def add(self, n: int, record_id: str, future: bool, item: T) -> None:
+        self.parsed.append((n, record_id, future, item))
+        if len(self.parsed) >= BATCH:
+            self.hand_over()
+
+    def flush(self, batch: list[tuple[int, str, T]]) -> _Flushed:
+        """On the writer thread: the only code that touches the store during the loop."""
+        out = _Flushed()
+        res = self.write([item for _, _, item in batch])
+        out.imported = len(res.succeeded)
+        line_of = {rid: n for n, rid, _ in batch}
+        by_id = {rid: item for _, rid, item in batch}
+        existing = [f.id for f in res.failed if f.code == "ID_EXISTS"]
+        current = {i: self.store.get(i) for i in existing}
+        for f in res.failed:
+            if f.code == "ID_EXISTS" and current.get(f.id) == self.record_of(by_id[f.id]):
+                out.unchanged += 1
+            elif f.code == "ID_EXISTS" and self.update:
+                out.updates.append((line_of[f.id], self.record_of(by_id[f.id])))
+            else:
+                out.conflicts.append({"line": line_of[f.id], "id": f.id, "code": f.code})
+        return out
+
+    def merge_pending(self) -> None:
+        report = self.report
+        if self.pending is not None:
+            done = self.pending.result()
+            self.pending = None
+            report.imported += done.imported
+            report.unchanged += done.unchanged
+            self.updates.extend(done.updates)
+            report.conflicts.extend(done.conflicts)
+        report.conflicts.extend(self.held)
+        self.held.clear()
+
+    def hand_over(self) -> None:
+        """Drop repeated ids (DUPLICATE_ID, first line wins), then queue the rest to store."""
+        parsed, self.parsed = self.parsed, []
+        earlier = self.seen.first_lines([rid for _, rid, _, _ in parsed])
+        batch: list[tuple[int, str, T]] = []
+        for n, rid, future, item in parsed:
+            first = earlier.get(rid)
+            if first is not None:
+                self.held.append(
+                    {"line": n, "id": rid, "code": "DUPLICATE_ID", "first_line": first}
+                )
+                continue
+            earlier[rid] = n
+            if future:
+                self.report.warnings.append(
+                    {"line": n, "id": rid, "field": "created_at", "code": "FUTURE_CREATED_AT"}
+                )
+            batch.append((n, rid, item))
+        self.seen.add([(rid, n) for n, rid, _ in batch])
+        self.merge_pending()
+        if batch:
+            self.pending = self.writer.submit(self.flush, batch)
+
+    def __enter__(self) -> _Batches[T]:
+        self.seen = _SeenIds()
+        self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memlife-import")
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        try:
+            if exc_type is None:
+                self.hand_over()
+                self.merge_pending()
+        finally:
+            self.writer.shutdown(wait=True)  # a batch being written commits or rolls back whole
+            self.seen.close()
 
 
 class _SeenIds:
@@ -248,10 +368,7 @@ class _SeenIds:
     def add(self, pairs: list[tuple[str, int]]) -> None:
         self._con.executemany("INSERT INTO seen VALUES (?, ?)", pairs)
 
-    def __enter__(self) -> _SeenIds:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
+    def close(self) -> None:
         self._con.close()
 
 

@@ -26,13 +26,36 @@ def normalise(text: str) -> str:
     return f"{normalise(text[:ANALYSIS_WINDOW])} #{tail}"
 
 
+# normalise() on UTF-8 bytes: every byte outside [a-z0-9] (multi-byte characters included)
+# becomes a space, and split/join folds the runs: the same text, without a regex (import)
+_FOLD = bytes(b if 0x61 <= b <= 0x7A or 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+
+
 def norm_sha256(text: str) -> str:
-    return hashlib.sha256(normalise(text).encode()).hexdigest()
+    if len(text) > ANALYSIS_WINDOW:
+        return hashlib.sha256(normalise(text).encode()).hexdigest()
+    folded = text.lower().encode("utf-8", "surrogatepass").translate(_FOLD)
+    return hashlib.sha256(b" ".join(folded.split())).hexdigest()
+
+
+# Every match of _NEGATION contains one of these; in ASCII text, case-insensitive matching
+# is matching the lowered text (outside ASCII, e.g. U+017F matches "s": the regex decides)
+_NEGATION_CUES = ("no", "never", "stopped", "quit", "without", "anymore", "unsubscribed", "n't")
+
+
+_NEGATION_LOWER = re.compile(_NEGATION.pattern)
 
 
 def negates(text: str) -> bool:
     """A cheap rule hint for contradiction: does the statement negate?"""
-    return _NEGATION.search(text[:ANALYSIS_WINDOW]) is not None
+    text = text[:ANALYSIS_WINDOW]
+    if not text.isascii():
+        return _NEGATION.search(text) is not None
+    lowered = text.lower()
+    for cue in _NEGATION_CUES:
+        if cue in lowered:
+            return _NEGATION_LOWER.search(lowered) is not None
+    return False
 
 
 def query_sha256(query: str) -> str:

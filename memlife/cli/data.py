@@ -43,6 +43,15 @@ def register(app: typer.Typer) -> None:
             bool, typer.Option("--allow-held", help="With --update: also held records")
         ] = False,
         max_line_bytes: Annotated[int, typer.Option("--max-line-bytes", min=1)] = MAX_LINE_BYTES,
+        workers: Annotated[
+            int | None,
+            typer.Option(
+                "--workers",
+                min=0,
+                help="Parsing processes (0: none; default: one per CPU but one, for files "
+                "of 16 MiB or more into a SQLite store)",
+            ),
+        ] = None,
         policy: Annotated[
             str | None, typer.Option("--policy", help="Policy (content size limit)")
         ] = None,
@@ -65,6 +74,7 @@ def register(app: typer.Typer) -> None:
                 allow_held=allow_held,
                 receipts=receipts,
                 max_line_bytes=max_line_bytes,
+                workers=workers,
             )
         except PolicyError as exc:
             raise fail(str(exc)) from None

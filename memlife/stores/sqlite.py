@@ -481,8 +481,17 @@ class SqliteStore:
         Tombstoned content (or sources) fail with ERASED_CONTENT / ERASED_SOURCE, checked in
         the same transaction as the insert.
         """
+        return self.insert_rows(
+            [record_to_row(r) for r in records], check_tombstones=check_tombstones
+        )
+
+    def insert_rows(
+        self, rows: Sequence[tuple[Any, ...]], *, check_tombstones: bool = True
+    ) -> BatchResult:
+        """:meth:`insert_new` for rows already built by ``record_to_row`` (the import's
+        worker processes send rows, not records)."""
         result = BatchResult()
-        rows = []
+        fresh = []
         with self.lock, self.transaction():
             con = self.connection
             # One query per batch, not per record (import speed); same transaction as the
@@ -492,8 +501,8 @@ class SqliteStore:
             )
             taken: set[str] = set()
             tombstoned_actors: set[str] = set()
-            ids = [r.id for r in records]
-            actors = list({r.actor_id for r in records}) if check_tombstones else []
+            ids = [row[0] for row in rows]
+            actors = list({row[1] for row in rows}) if check_tombstones else []
             for i in range(0, len(ids), 500):
                 chunk = ids[i : i + 500]
                 q = f"SELECT id FROM records WHERE id IN ({', '.join('?' * len(chunk))})"
@@ -502,26 +511,26 @@ class SqliteStore:
                 chunk = actors[i : i + 500]
                 q = f"SELECT DISTINCT actor_id FROM tombstones WHERE actor_id IN ({', '.join('?' * len(chunk))})"
                 tombstoned_actors.update(row[0] for row in con.execute(q, chunk))
-            for r in records:
+            for row in rows:
+                rid = row[0]
+                code = None
                 # content tombstones are per actor: only an actor that has some (or a record
                 # naming sources) needs the per-record query; the answer is the same
-                code = (
-                    self._tombstone_refusal(r, r.provenance.supersedes)
-                    if check_tombstones
-                    and (r.actor_id in tombstoned_actors or r.provenance.supersedes)
-                    else None
-                )
-                if code is None and r.id in taken:
+                if check_tombstones:
+                    r = row_to_record(row)  # the record the row holds (the same values)
+                    if r.actor_id in tombstoned_actors or r.provenance.supersedes:
+                        code = self._tombstone_refusal(r, r.provenance.supersedes)
+                if code is None and rid in taken:
                     code = "ID_EXISTS"
                 if code is not None:
-                    result.failed.append(ItemFailure(r.id, code, retryable=False))
+                    result.failed.append(ItemFailure(rid, code, retryable=False))
                     continue
-                taken.add(r.id)  # a second copy in the same batch is ID_EXISTS, as before
-                rows.append(record_to_row(r))
-                result.succeeded.append(r.id)
+                taken.add(rid)  # a second copy in the same batch is ID_EXISTS, as before
+                fresh.append(row)
+                result.succeeded.append(rid)
             # a plain INSERT: every id was checked absent in this transaction, and should
             # one not be, the write fails whole rather than overwriting a record
-            con.executemany(_INSERT, rows)
+            con.executemany(_INSERT, fresh)
         return result
 
     # -- plumbing ------------------------------------------------------------------------

@@ -1,0 +1,194 @@
+"""The parallel import (worker processes build rows) stores what the serial import stores.
+
+The same mixed file (good, hostile, over-long, repeated ids, existing ids, erased content,
+a last line without newline) imported with ``workers=0`` (this process) and with worker
+processes gives byte-identical rows and the same report. Small blocks and small batches
+put lines across block and batch boundaries. A worker that raises or dies stops the
+import with whole batches stored, and running the import again finishes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import memlife.importer as importer
+from memlife import text
+from memlife.demo import generate
+from memlife.fast_record import fast_record, fast_row
+from memlife.importer import ImportWorkerError, import_file
+from memlife.model import parse_record_line
+from memlife.stores.sqlite import SqliteStore, record_to_row
+from memlife.tombstones import add as add_tombstones
+from tests.support.records import good
+from tests.unit.test_fast_record import lines
+
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
+MAX_LINE = 3000
+
+
+def _mixed_lines() -> list[bytes]:
+    rng = random.Random(7)
+    out = [r.to_json().encode() for r in generate(300, seed=9, anchor=NOW)]
+    hostile = [
+        b'{"id": "m-trunc", "actor_id": "u-1",',  # malformed: the column counts the newline
+        b"\xff\xfe not utf-8",
+        b"[" * 40 + b"]" * 40,
+        b"   ",
+        b"",
+        b"x" * (MAX_LINE + 1),  # over the bound by one
+        b"y" * (MAX_LINE + 700),
+        b'{"id": "' + b"z" * (3 * MAX_LINE) + b'"}',  # spans several blocks
+        json.dumps(good("m-naive", created_at="2026-01-02T10:00:00")).encode(),
+        json.dumps(good("m-offset", created_at="2026-01-02T10:00:00+05:30")).encode(),
+        json.dumps(good("m-future", created_at="2027-01-01T00:00:00Z")).encode(),
+        json.dumps(good("m-super", status="superseded")).encode(),
+        json.dumps(good("m-ns", namespace="/users/../x")).encode(),
+        json.dumps(good("m-big", content="w" * (MAX_LINE - 600))).encode(),
+        json.dumps(good("m-erased", content="Erased statement.")).encode(),
+        json.dumps(good("m-src", provenance={"supersedes": ["m-gone"]})).encode(),
+        json.dumps(good("m-exists", content="Another text.")).encode(),
+        json.dumps(good("m-same", content="Same text.")).encode(),
+        json.dumps(good("m-ok", content="Caf\u00e9 \u2028 ok.", subject=None)).encode(),
+    ]
+    for line in hostile:
+        out.insert(rng.randrange(len(out)), line)
+    for _ in range(40):  # repeated ids, some far apart
+        out.insert(rng.randrange(len(out)), out[rng.randrange(len(out))])
+    return out
+
+
+def _store(path: Path) -> SqliteStore:
+    """A store holding an existing id, an identical record and tombstones."""
+    store = SqliteStore(path)
+    store.put_many(
+        [
+            parse_record_line(json.dumps(good("m-exists", content="Stored text."))),
+            parse_record_line(json.dumps(good("m-same", content="Same text."))),
+        ]
+    )
+    erased = [
+        parse_record_line(json.dumps(good("m-gone", content="Erased statement."))),
+        parse_record_line(json.dumps(good("m-g2", actor_id="u-000001", content="Gone too."))),
+    ]
+    add_tombstones(store, erased)
+    return store
+
+
+def _import(tmp_path: Path, name: str, src: Path, workers: int) -> tuple[list[tuple], dict]:
+    store = _store(tmp_path / f"{name}.db")
+    try:
+        rep = import_file(store, src, now=NOW, max_line_bytes=MAX_LINE, workers=workers)
+        rows = store.connection.execute("SELECT * FROM records ORDER BY id").fetchall()
+        return rows, {**rep.as_json(), "text": [str(e) for e in rep.invalid]}
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_worker_processes_store_the_serial_rows_and_report(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    monkeypatch.setattr(importer, "BATCH", 37)
+    monkeypatch.setattr(importer, "BLOCK_BYTES", 4096)
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"\n".join(_mixed_lines()))  # the last line has no newline
+    serial_rows, serial = _import(tmp_path, "serial", src, workers=0)
+    rows, report = _import(tmp_path, f"w{workers}", src, workers=workers)
+    assert rows == serial_rows
+    assert report == serial
+    # the file exercises what it should: each kind of outcome is there
+    codes = {c["code"] for c in serial["conflicts"]}
+    assert {"DUPLICATE_ID", "ID_EXISTS", "ERASED_CONTENT", "ERASED_SOURCE"} <= codes
+    fields = {e["field"] for e in serial["invalid"]}
+    assert {"<line>", "<json>", "<encoding>", "created_at", "namespace"} <= fields
+    assert serial["unchanged"] == 1 and serial["warnings"]
+    assert any("column" in e["reason"] for e in serial["invalid"])
+
+
+def test_small_files_start_no_worker(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: list[int] = []
+
+    class Counting(importer.Workers):
+        def __init__(self, count: int):
+            started.append(count)
+            super().__init__(count)
+
+    monkeypatch.setattr(importer, "Workers", Counting)
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(r.to_json() + "\n" for r in generate(50, seed=1, anchor=NOW)))
+    with SqliteStore(tmp_path / "a.db") as store:
+        assert import_file(store, src, now=NOW).imported == 50
+    assert started == []
+    monkeypatch.setattr(importer, "PARALLEL_MIN_BYTES", src.stat().st_size)
+    with SqliteStore(tmp_path / "b.db") as store:
+        assert import_file(store, src, now=NOW).imported == 50
+    assert started == [importer.default_workers()]
+
+
+@pytest.mark.parametrize("mode", ["raise", "kill"])
+def test_a_failing_worker_leaves_whole_batches_and_a_rerun_finishes(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    monkeypatch.setattr(importer, "BATCH", 40)
+    monkeypatch.setattr(importer, "BLOCK_BYTES", 8192)
+    records = list(generate(600, seed=4, anchor=NOW))
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(r.to_json() + "\n" for r in records))
+    expected = {record_to_row(r)[0]: record_to_row(r) for r in records}
+    monkeypatch.setenv("MEMLIFE_FAULT", "import_chunk:6")  # the 7th block fails
+    monkeypatch.setenv("MEMLIFE_FAULT_MODE", mode)
+    store = SqliteStore(tmp_path / "s.db")
+    with pytest.raises(ImportWorkerError, match="running the same import again"):
+        import_file(store, src, now=NOW, workers=1)
+    stored = store.connection.execute("SELECT * FROM records").fetchall()
+    assert 0 < len(stored) < len(records)
+    assert len(stored) % 40 == 0  # whole batches only
+    assert all(row == expected[row[0]] for row in stored)  # and each row whole
+    monkeypatch.delenv("MEMLIFE_FAULT")
+    rep = import_file(store, src, now=NOW, workers=1)
+    assert rep.ok and rep.unchanged == len(stored)
+    assert rep.imported + rep.unchanged == len(records)
+    final = store.connection.execute("SELECT * FROM records ORDER BY id").fetchall()
+    assert final == sorted(expected.values())
+    store.close()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lines())
+def test_fast_row_is_the_fast_records_row(line: bytes) -> None:
+    record = fast_record(line)
+    row = fast_row(line)
+    assert (row is None) == (record is None)
+    if record is not None:
+        assert row == record_to_row(record)
+        assert [type(v) for v in row] == [type(v) for v in record_to_row(record)]
+
+
+def test_fast_row_takes_ordinary_records() -> None:
+    for r in generate(300, seed=3, anchor=NOW):
+        assert fast_row(r.to_json().encode()) == record_to_row(r)
+
+
+_WORDS = st.sampled_from(
+    ["not", "NOT", "Never", "no longer", "don't", "won\u2019t", "n't", "knot", "snow", "quit",
+     "\u017ftopped", "\u212a", "\u0130not", "stopped", "unsubscribed", "anymore", "caf\u00e9",
+     "_no", "no_", "no1", "\ud800", "nothing", "\u00a0", "\t", ".", "'", "A", "z9"]
+)  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(st.text(max_size=40), st.lists(_WORDS, max_size=8).map(" ".join)))
+def test_the_fast_text_signals_are_the_regex_ones(value: str) -> None:
+    assert text.negates(value) == (text._NEGATION.search(value) is not None)
+    reference = hashlib.sha256(text.normalise(value).encode()).hexdigest()
+    assert text.norm_sha256(value) == reference
