@@ -1,0 +1,163 @@
+"""Embedding models for LoCoMo recall, each measured held out (issue 19, third round).
+
+For each model's vectors (an .npz from bench/second_model_vectors.py), three held-out
+figures, judged exactly like bench/recall_locomo.py's headline (all weights chosen on
+conversations 0-4 by coordinate ascent on recall@5, scored on 5-9, then the reverse; the
+mean of the two held-out scores), on the vectorised replica of ``retrieval.rank`` from
+bench/recall_ideas.py (checked against ``rank`` for every model before it is measured):
+
+- ``alone``: the model in place of MiniLM, every other term as shipped;
+- ``+ MiniLM, share per fold``: both vectors concatenated, ``[sqrt(1-s) minilm, sqrt(s)
+  model]`` (cosine = (1-s) cos_minilm + s cos_model), s chosen on the training half from
+  recall_locomo.SECOND_GRID with the other weights chosen anew for each s;
+- ``+ MiniLM, equal shares``: s = 1/2, fixed beforehand.
+
+``--query-cost`` also times embedding one question at a time (one thread, CPU and wall
+time, the machine's load printed beside them) for the models named on the command line.
+
+    uv run python bench/recall_models.py ../shared/data/locomo10.json \\
+        --vectors fp32=/tmp/minilm-fp32.npz e5=/tmp/e5.npz [--granularity turns]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import recall_ideas as ideas
+import recall_locomo as bench
+
+
+def attach(convs: Sequence[bench.Conversation], path: Path) -> list[bench.Conversation]:
+    """Copies of ``convs`` whose second vectors are the model's in ``path``."""
+    out = [dataclasses.replace(c, _mixed={}) for c in convs]
+    bench.load_second(path, out)
+    return out
+
+
+def mixed(convs: Sequence[bench.Conversation], share: float) -> list[ideas.Prepared]:
+    """Prepared conversations ranked over the MiniLM/model mix at ``share`` (1 = alone)."""
+    preps = []
+    for c in convs:
+        assert c.second is not None
+        if share >= 1.0:
+            vecs, qvecs = c.second
+        else:
+            vecs, qvecs = c.vectors(share)
+        preps.append(ideas.prepare(dataclasses.replace(c, vecs=vecs, qvecs=qvecs, _mixed={})))
+    return preps
+
+
+def held_out_shares(by_share: dict[float, list[ideas.Prepared]]) -> dict:
+    """Like ideas.held_out, with the share chosen per training fold (outer loop)."""
+    grid = dict(bench.GRID)
+    pooled = {"hits": {k: Counter() for k in bench.KS}, "total": Counter()}
+    means: dict[int, list[float]] = {k: [] for k in bench.KS}
+    chosen = []
+    for train, test in bench.FOLDS:
+        best: tuple[float, float, dict] | None = None
+        for share, preps in by_share.items():
+            w = ideas.choose([preps[i] for i in train], grid, None, ideas.CONTEXT_POOL)
+            r = ideas._recall5([preps[i] for i in train], w, None, ideas.CONTEXT_POOL)
+            if best is None or r > best[0] + 1e-12:
+                best = (r, share, w)
+        assert best is not None
+        _, share, w = best
+        chosen.append({"share": round(share, 3), "train_r5": round(best[0], 4)} | w)
+        s = ideas._score([by_share[share][i] for i in test], w, None, ideas.CONTEXT_POOL)
+        n = sum(s["total"].values())
+        for k in bench.KS:
+            means[k].append(sum(s["hits"][k].values()) / n)
+            pooled["hits"][k].update(s["hits"][k])
+        pooled["total"].update(s["total"])
+    return {
+        "mean": {k: float(np.mean(v)) for k, v in means.items()},
+        "pooled": bench.summarise(pooled),
+        "chosen": chosen,
+    }
+
+
+def _line(label: str, r: dict) -> str:
+    m = " ".join(f"{r['mean'][k]:.4f}" for k in bench.KS)
+    cats = " ".join(
+        f"{c.split()[1]} {v['recall@5']:.3f}" for c, v in r["pooled"]["per_category"].items()
+    )
+    return f"{label:44s} {m}   r@5: {cats}"
+
+
+def query_cost(models: Sequence[str], questions: Sequence[str], args: argparse.Namespace) -> None:
+    """Embed each question alone, one thread: p50/p95 CPU and wall ms per model."""
+    import second_model_vectors as smv
+
+    for model in models:
+        vec_args = argparse.Namespace(
+            threads=1, wheel_dir=args.wheel_dirs.get(model), work=args.work
+        )
+        _, query = smv.embedder(model, vec_args)
+        query(list(questions[:5]))  # session start, first-run allocations
+        cpu, wall = [], []
+        for q in questions:
+            c0, w0 = time.process_time(), time.perf_counter()
+            query([q])
+            cpu.append(time.process_time() - c0)
+            wall.append(time.perf_counter() - w0)
+        print(
+            f"{model:14s} query embed, {len(questions)} questions, 1 thread: CPU p50 "
+            f"{np.percentile(cpu, 50) * 1e3:.1f} / p95 {np.percentile(cpu, 95) * 1e3:.1f} ms, "
+            f"wall p50 {np.percentile(wall, 50) * 1e3:.1f} / p95 "
+            f"{np.percentile(wall, 95) * 1e3:.1f} ms (load {os.getloadavg()[0]:.1f})",
+            flush=True,
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("path", type=Path)
+    ap.add_argument("--granularity", choices=["observations", "turns"], default="observations")
+    ap.add_argument("--embed-cache", type=Path, help="MiniLM vectors kept between runs")
+    ap.add_argument("--vectors", nargs="*", default=[], help="NAME=FILE.npz per model")
+    ap.add_argument("--query-cost", nargs="*", default=[], help="second_model_vectors models")
+    ap.add_argument("--wheel-dir", nargs="*", default=[], help="MODEL=FOLDER for --query-cost")
+    ap.add_argument("--work", type=Path, default=Path("/tmp"))
+    ap.add_argument("--questions", type=int, default=200)
+    args = ap.parse_args(argv)
+    args.wheel_dirs = {k: Path(v) for k, v in (s.split("=", 1) for s in args.wheel_dir)}
+    convs = bench.load(args.path, args.granularity)
+    if args.query_cost:
+        qs = [q["question"] for c in convs for q in c.queries][::7][: args.questions]
+        query_cost(args.query_cost, qs, args)
+    if not args.vectors:
+        return 0
+    cache = bench._VectorCache(args.embed_cache)
+    bench.prepare(convs, cache)
+    minilm = [ideas.prepare(c) for c in convs]
+    print(f"{'held out, ' + args.granularity:44s} " + " ".join(f"r@{k:<4d}" for k in bench.KS))
+    print(_line("MiniLM int8 (shipped)", ideas.held_out(minilm, dict(bench.GRID))), flush=True)
+    for spec in args.vectors:
+        name, file = spec.split("=", 1)
+        withm = attach(convs, Path(file))
+        alone = mixed(withm, 1.0)
+        agree = ideas.check_replica(alone, bench.DEFAULTS)  # rank() over the model's vectors
+        if agree < 0.999:
+            print(f"{name}: replica disagrees with rank() ({agree:.4f}): skipped", file=sys.stderr)
+            continue
+        print(_line(f"{name} alone", ideas.held_out(alone, dict(bench.GRID))), flush=True)
+        by_share = {s: mixed(withm, s) for s in bench.SECOND_GRID}
+        r = held_out_shares(by_share)
+        print(_line(f"{name} + MiniLM, share per fold", r), flush=True)
+        print(f"{'':44s} chosen per fold: {r['chosen']}")
+        half = ideas.held_out(by_share[0.5], dict(bench.GRID))
+        print(_line(f"{name} + MiniLM, equal shares", half), flush=True)
+    cache.save()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
