@@ -119,6 +119,12 @@ class Decision:
         }
 
 
+def _inferred_view(r: PlanView, subject: str, statement: str) -> PlanView:
+    """``r._replace(subject=subject, norm_sha256=statement, subject_inferred=True)``, built
+    directly (_replace costs several times more, once per inferred record)."""
+    return tuple.__new__(PlanView, (*r[:4], subject, *r[5:16], statement, r[17], r[18], True))
+
+
 def group_key(actor_id: str, namespace: str, subject: str, memory_type: str = "semantic") -> str:
     """One group per actor + namespace + subject + memory type (a fact never merges a procedure)."""
     raw = f"{actor_id}\x1f{namespace}\x1f{subject.strip().lower()}\x1f{memory_type}".encode()
@@ -369,7 +375,10 @@ class Planner:
     def plan_shard(
         self, pages: Iterable[list[PlanView]], hints: ShardHints | None = None
     ) -> list[Decision]:
-        """Every record of one actor/namespace, streamed page by page, gets one decision."""
+        """Every record of one actor/namespace, streamed page by page, gets one decision.
+
+        Hot (once per record of the store): fields are read by position (PlanView order)
+        and the policy's per-record lookups are hoisted out of the loops."""
         hints = hints or ShardHints()
         decisions: list[Decision] = []
         live: list[PlanView] = []
@@ -380,13 +389,15 @@ class Planner:
         for page in pages:
             for r in page:
                 # Inline fast path (most records): active, not held, not expired -> live.
-                fast = r.status == "active" and r.retention_class != "legal_hold"
+                # r[3] memory_type, r[4] subject, r[7] created, r[11] expires
+                fast = r[13] == "active" and r[12] != "legal_hold"
                 if fast:
-                    if r.expires is None:
-                        t = ttl[r.memory_type]
-                        fast = t is None or r.created + t > now
+                    expires = r[11]
+                    if expires is None:
+                        t = ttl[r[3]]
+                        fast = t is None or r[7] + t > now
                     else:
-                        fast = r.expires > now
+                        fast = expires > now
                 if not fast:
                     early = self._early(r)
                     if early is not None:
@@ -395,16 +406,17 @@ class Planner:
                             early.reasons.append(Reason.DISPUTED)
                         decisions.append(early)
                         continue
-                if r.subject:
+                subject = r[4]
+                if subject:
                     live.append(r)
                     # one group per subject AND memory type: a fact never supersedes a procedure
-                    by_subject[f"{r.subject.strip().lower()}\x1f{r.memory_type}"].append(r)
-                elif r.id in inferred:
+                    by_subject[f"{subject.strip().lower()}\x1f{r[3]}"].append(r)
+                elif inferred and r[0] in inferred:
                     # a person's subject always wins; this one is inferred and marked so
-                    r = r._replace(subject=inferred[r.id], subject_inferred=True,
-                                   norm_sha256=statements.get(r.id, r.norm_sha256))  # fmt: skip
+                    subject = inferred[r[0]]
+                    r = _inferred_view(r, subject, statements.get(r[0], r[16]))
                     live.append(r)
-                    by_inferred[f"{r.subject}\x1f{r.memory_type}"].append(r)
+                    by_inferred[f"{subject}\x1f{r[3]}"].append(r)
                 else:
                     live.append(r)
         outcomes: dict[str, _GroupOutcome] = {}
@@ -427,44 +439,77 @@ class Planner:
             outcomes.update(found)
             for rid, raw in keys.items():
                 groups[rid] = group_key(head.actor_id, head.namespace, raw, head.memory_type)
-        scorer, now, stale_before = self.scorer, self._now, self._stale_before
-        score_of = scorer.score
+        self._decide_live(live, outcomes, groups, decisions)
+        return decisions
+
+    def _decide_live(
+        self,
+        live: list[PlanView],
+        outcomes: dict[str, _GroupOutcome],
+        groups: dict[str, str],
+        decisions: list[Decision],
+    ) -> None:
+        """Score, review reasons and the decision of each live record (after its group's)."""
+        now, stale_before, low = self._now, self._stale_before, self._low
+        score_of = self.scorer.score
         owner_for = self.policy.owner_for
-        changing = (Action.consolidate_candidate, Action.supersede_candidate)
+        owners: dict[tuple[str, str, str], str | None] = {}  # the policy's owner: once per type
+        types, classes = self._stale_matters_types, self._stale_matters_classes
+        frequent = self.policy.review.frequent_access_count
+        retain, review_action, consolidate = (
+            Action.retain,
+            Action.review,
+            Action.consolidate_candidate,
+        )
+        changing = (consolidate, Action.supersede_candidate)
+        stale_reason, low_reason, score_ok = (
+            Reason.STALE_VERIFICATION, Reason.LOW_SCORE, Reason.SCORE_OK
+        )  # fmt: skip
+        get = outcomes.get
         for r in live:
-            g = outcomes.get(r.id)
+            # PlanView by position: 0 id, 1 actor, 2 namespace, 3 memory_type, 5 owner,
+            # 9 access_count, 10 last_verified, 12 retention_class, 15 content_sha256
+            rid, mt = r[0], r[3]
+            g = get(rid) if outcomes else None
             score = score_of(r, now, g is not None and g.contradicted)
             review: list[Reason] = []
             noted: list[Reason] = []  # lowers the score only: not a review item here
-            owner = r.owner if r.owner and r.owner.strip() else owner_for(
-                r.actor_id, r.namespace, r.memory_type)  # fmt: skip
+            owner = r[5]
+            if not (owner and owner.strip()):
+                scope = (r[1], r[2], mt)
+                if scope not in owners:
+                    owners[scope] = owner_for(r[1], r[2], mt)
+                owner = owners[scope]
             if not owner:
                 review.append(Reason.MISSING_OWNER)
-            matters = self._matters(r) or (g is not None and g.action in changing)
-            limit = stale_before[r.memory_type]
-            if limit is not None and (r.last_verified is None or r.last_verified < limit):
-                (review if matters else noted).append(Reason.STALE_VERIFICATION)
-            if score < self._low[r.memory_type]:
-                (review if matters else noted).append(Reason.LOW_SCORE)
-            mt = str(r.memory_type)
+            # acting on a stale or low-scoring record matters: strict types and classes,
+            # records the agent keeps recalling, records a group changes (_matters)
+            matters = (
+                mt in types or r[12] in classes or r[9] >= frequent
+                or (g is not None and g.action in changing)
+            )  # fmt: skip
+            limit = stale_before[mt]
+            if limit is not None and (r[10] is None or r[10] < limit):
+                (review if matters else noted).append(stale_reason)
+            if score < low[mt]:
+                (review if matters else noted).append(low_reason)
+            smt = str(mt)
             if g is not None:
                 # noted reasons stay off review decisions: each review reason opens an item
-                extra = review if g.action is Action.review else review + noted
+                extra = review if g.action is review_action else review + noted
                 d = Decision(
-                    r.id, r.actor_id, r.namespace, g.action, g.reasons + extra, score,
-                    groups.get(r.id), g.survivor, r.content_sha256, owner=owner, memory_type=mt,
+                    rid, r[1], r[2], g.action, g.reasons + extra, score,
+                    groups.get(rid), g.survivor, r[15], owner=owner, memory_type=smt,
                 )  # fmt: skip
-                if g.action is Action.review and Reason.POSSIBLE_UPDATE in g.reasons:
+                if g.action is review_action and Reason.POSSIBLE_UPDATE in g.reasons:
                     d.pair = g.survivor
                     d.survivor = None
             elif review:
-                d = Decision(r.id, r.actor_id, r.namespace, Action.review, review, score,
-                             content_sha256=r.content_sha256, owner=owner, memory_type=mt)  # fmt: skip
+                d = Decision(rid, r[1], r[2], review_action, review, score,
+                             content_sha256=r[15], owner=owner, memory_type=smt)  # fmt: skip
             else:
-                d = Decision(r.id, r.actor_id, r.namespace, Action.retain, noted or [Reason.SCORE_OK],
-                             score, content_sha256=r.content_sha256, owner=owner,
-                             memory_type=mt)  # fmt: skip
-            if d.action is Action.review:
+                d = Decision(rid, r[1], r[2], retain, noted or [score_ok], score,
+                             content_sha256=r[15], owner=owner, memory_type=smt)  # fmt: skip
+            if d.action is review_action:
                 d.priority = round(self.priority(r), 6)
             decisions.append(d)
-        return decisions

@@ -116,20 +116,24 @@ class Scorer:
         return ScoreParts(creation, access, freq, verify, source, score)
 
     def score(self, r: PlanView, now: float, contradicted: bool = False) -> float:
-        """Same formula as :meth:`parts`, without building the breakdown (hot path)."""
-        c = self._types[r.memory_type]
+        """Same formula as :meth:`parts`, without building the breakdown (hot path: once per
+        record of the store, so the view's fields are read by position, in PlanView order:
+        3 memory_type, 6 source, 7 created, 8 last_accessed, 9 access_count,
+        10 last_verified, 12 retention_class, 18 confidence)."""
+        c = self._types[r[3]]
         exp = math.exp
-        total = c.w_creation * exp(-c.creation_rate * max(0.0, (now - r.created) / _DAY))
-        if r.last_accessed is not None:
-            total += c.w_access * exp(-c.access_rate * max(0.0, (now - r.last_accessed) / _DAY))
-        total += c.w_freq * (1.0 - exp(-r.access_count / c.freq_scale))
+        total = c.w_creation * exp(-c.creation_rate * max(0.0, (now - r[7]) / _DAY))
+        accessed = r[8]
+        if accessed is not None:
+            total += c.w_access * exp(-c.access_rate * max(0.0, (now - accessed) / _DAY))
+        total += c.w_freq * (1.0 - exp(-r[9] / c.freq_scale))
         if c.stale_days is None:
             total += c.w_verify
-        elif r.last_verified is not None:
-            since = max(0.0, (now - r.last_verified) / _DAY)
+        elif r[10] is not None:
+            since = max(0.0, (now - r[10]) / _DAY)
             total += c.w_verify * (1.0 - min(1.0, since / c.stale_days))
-        raw = (total + c.w_source * self._source[r.source] + c.w_conf * r.confidence) / c.w_total
-        raw -= self._sensitivity.get(r.retention_class, 0.0)
+        raw = (total + c.w_source * self._source[r[6]] + c.w_conf * r[18]) / c.w_total
+        raw -= self._sensitivity.get(r[12], 0.0)
         if contradicted:
             raw -= self.policy.contradiction_penalty
         return 1.0 if raw > 1.0 else (0.0 if raw < 0.0 else raw)

@@ -112,10 +112,14 @@ def stage_shard(
     # (staging adds nothing to ex.stopped: only a commit does, after the whole shard is staged)
     cache = StageCache.open(ex, decisions, views)
     keys: list[str | None] = []
+    all_keys: list[str | None] = []
     if cache is not None:  # a dry run without a gate: unchanged groups are counted as before
+        all_keys = [cache.key(key, members) for key, members, _ in runnable]
+        staged_n = cache.replay_shard(all_keys, tally)
+        if staged_n is not None:  # every group unchanged: their sum
+            return out + [StagedRef(cache.shard)] * staged_n
         misses = []
-        for key, members, mkey in runnable:
-            ckey = cache.key(key, members)
+        for (key, members, mkey), ckey in zip(runnable, all_keys, strict=True):
             hit = cache.replay(ckey, tally)
             if hit is None:
                 misses.append((key, members, mkey))
@@ -135,7 +139,7 @@ def stage_shard(
         if staged is not None:
             out.append(staged)
     if cache is not None:
-        cache.save()
+        cache.save(all_keys)
     return out
 
 

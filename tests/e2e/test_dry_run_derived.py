@@ -123,7 +123,7 @@ def test_second_dry_run_is_answered_from_the_cache(
     assert infer_all > 10 and stage_all > 20  # the paths under test ran
     assert first["other"]["consolidation_proposed"] > 20
     assert first["other"]["merged_duplicates"] > 0
-    assert {k for _, _, k, _ in derived_rows(home)} == {"inference", "staging"}
+    assert {k for _, _, k, _ in derived_rows(home)} == {"inference", "staging", "staging_total"}
 
     calls.reset()
     second = dry_run(db, home, monkeypatch)
