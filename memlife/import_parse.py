@@ -72,16 +72,22 @@ def checked_text(raw: bytes, n: int, max_depth: int = MAX_DEPTH) -> str:
 
 def line_row(raw: bytes, n: int, *, content_max: int) -> tuple[Any, ...]:
     """One line -> its store row, or RecordError naming line, id and field."""
-    text = checked_text(raw, n)
+    # A line the fast path takes is UTF-8 (its JSON parser refuses anything else) and 3
+    # deep, so checking those first, as importer.parse_line does, could not refuse it
     row = fast_row(raw)  # None: not plainly valid, the checked path below decides
     if row is None:
+        text = checked_text(raw, n)
         try:
             row = record_to_row(parse_record_line(text, n))
         except RecursionError:  # belt and braces: the depth check should have caught it
             raise RecordError(None, "<json>", "nested too deeply", n) from None
-    size = len(row[_CONTENT].encode("utf-8"))
-    if size > content_max:
-        raise RecordError(row[0], "content", f"{size} bytes, over the limit of {content_max}", n)
+    content: str = row[_CONTENT]
+    if len(content) * 4 > content_max:  # a character is at most 4 bytes of UTF-8
+        size = len(content.encode("utf-8"))
+        if size > content_max:
+            raise RecordError(
+                row[0], "content", f"{size} bytes, over the limit of {content_max}", n
+            )
     return row
 
 

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 import memlife.importer as importer
 from memlife import text
 from memlife.demo import generate
+from memlife.errors import RecordError
 from memlife.fast_record import fast_record, fast_row
 from memlife.importer import ImportWorkerError, import_file
 from memlife.model import parse_record_line
@@ -40,6 +41,7 @@ def _mixed_lines() -> list[bytes]:
     hostile = [
         b'{"id": "m-trunc", "actor_id": "u-1",',  # malformed: the column counts the newline
         b"\xff\xfe not utf-8",
+        json.dumps(good("m-latin1", content="Caf.")).encode().replace(b"Caf.", b"Caf\xe9."),
         b"[" * 40 + b"]" * 40,
         b"   ",
         b"",
@@ -192,3 +194,42 @@ def test_the_fast_text_signals_are_the_regex_ones(value: str) -> None:
     assert text.negates(value) == (text._NEGATION.search(value) is not None)
     reference = hashlib.sha256(text.normalise(value).encode()).hexdigest()
     assert text.norm_sha256(value) == reference
+
+
+def _two(lo: int, hi: int) -> st.SearchStrategy[str]:
+    return st.integers(lo, hi).map(lambda i: f"{i:02d}")
+
+
+_FRACTION = st.integers(1, 6).flatmap(
+    lambda k: st.integers(0, 10**k - 1).map(lambda v: "." + str(v).zfill(k))
+)
+_ZONE = st.one_of(
+    st.just("Z"), st.builds("{}{}:{}".format, st.sampled_from("+-"), _two(0, 23), _two(0, 59))
+)
+_PLAIN_TIME = st.builds(
+    "{:04d}-{}-{}T{}:{}:{}{}{}".format,
+    st.one_of(st.integers(0, 9999), st.sampled_from([0, 1, 1970, 9999])),
+    _two(1, 12),
+    _two(1, 31),
+    _two(0, 23),
+    _two(0, 59),
+    _two(0, 59),
+    st.one_of(st.just(""), _FRACTION),
+    _ZONE,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_PLAIN_TIME, st.sampled_from(["created_at", "expires_at", "last_verified_at"]))
+def test_the_fast_paths_time_shape_agrees_with_the_model(value: str, name: str) -> None:
+    """Times of the shape the fast path parses itself (datetime.fromisoformat): what it
+    takes is the checked path's value, and what it declines the checked path refuses
+    (Feb 30, year 0, past datetime.max once in UTC), so no valid shape is slowed down."""
+    line = json.dumps({**good("m-1"), name: value}).encode()
+    record = fast_record(line)
+    if record is None:
+        with pytest.raises(RecordError):
+            parse_record_line(line.decode())
+    else:
+        assert record == parse_record_line(line.decode())
+        assert fast_row(line) == record_to_row(record)
