@@ -13,7 +13,7 @@ from memlife.apply import DeleteItem, Executor, StagedGroup, Tally
 from memlife.evalset import cases_digest, load_cases
 from memlife.faults import checkpoint
 from memlife.run_planning import make_embeddings
-from memlife.run_types import BatchOutcome, RunContext, StagedRef
+from memlife.run_types import BatchOutcome, RunContext
 from memlife.stores import MemoryStore
 
 GateFn = Callable[[RunContext, MemoryStore, Sequence[DeleteItem]], dict[str, Any]]
@@ -25,15 +25,18 @@ def _obligation(item: DeleteItem) -> bool:
 
 def ungated(
     ctx: RunContext, outcomes: Sequence[BatchOutcome]
-) -> tuple[list[DeleteItem], list[StagedGroup | StagedRef]]:
+) -> tuple[list[DeleteItem], list[StagedGroup], int]:
     """What a run without an evaluation set must withhold (policy gate.required): every
     judgement in an enforced namespace: deletions other than obligations (hard expiry, a
-    user's forget), and consolidations. Obligations go ahead."""
+    user's forget), and consolidations (staged groups, and how many a dry run only counted).
+    Obligations go ahead."""
     if ctx.config.eval_cases or not ctx.policy.gate.required:
-        return [], []
+        return [], [], 0
+    enforced = ctx.policy.deletion_enforced
     items = [i for o in outcomes for i in o.deletions if not _obligation(i)]
-    groups = [g for o in outcomes for g in o.staged if ctx.policy.deletion_enforced(g.shard[1])]
-    return items, groups
+    groups = [g for o in outcomes for g in o.staged if enforced(g.shard[1])]
+    counted = sum(n for o in outcomes for ns, n in o.staged_refs.items() if enforced(ns))
+    return items, groups, counted
 
 
 def run_gate(
@@ -42,12 +45,12 @@ def run_gate(
     """Step 8: the before/after regression gate on everything the run staged. When it holds
     the deletions back, their records are snapshotted first (so a restore is exact)."""
     if not ctx.config.eval_cases:
-        items, groups = ungated(ctx, outcomes)
+        items, groups, counted = ungated(ctx, outcomes)
         # apply runs withhold such groups before staging them (groups.withheld_by_gate)
         early = sum(o.tally.counts.get("gate_withheld_groups", 0) for o in outcomes)
-        return gate.not_configured(ctx.policy.gate, len(items), len(groups) + early)
-    # with an evaluation set every staged group is whole (StagedRefs: dry runs without one)
-    staged = [g for o in outcomes for g in o.staged if isinstance(g, StagedGroup)]
+        return gate.not_configured(ctx.policy.gate, len(items), len(groups) + counted + early)
+    # with an evaluation set every staged group is whole (refs: dry runs without one)
+    staged = [g for o in outcomes for g in o.staged]
     deletions = sorted({i.id for o in outcomes for i in o.deletions})
     paid = not ctx.config.dry_run or ctx.config.with_model  # a dry run calls no model unasked
     cases = load_cases(ctx.config.eval_cases)
@@ -86,7 +89,7 @@ def commit_run(
         return tally
     gate = gate or {}
     configured = bool(gate) and gate.get("configured", True)
-    held_items, held_groups = ([], []) if configured else ungated(ctx, outcomes)
+    held_items, held_groups, _ = ([], [], 0) if configured else ungated(ctx, outcomes)
     held_ids = {id(g) for g in held_groups}
     blocking = set(gate.get("blocking_groups", ()))  # named by the gate: memoised, not re-staged
     # The memo is keyed by the set read when the run started; should the file have changed
@@ -94,8 +97,6 @@ def commit_run(
     same_set = gate.get("eval_digest") == executor.eval_digest
     for o in outcomes:
         for g in o.staged:
-            if not isinstance(g, StagedGroup):  # a StagedRef: dry runs only, which return above
-                continue
             if (
                 gate.get("supersedes_blocked")
                 or gate.get("blocked")
@@ -126,16 +127,17 @@ def commit_run(
 
 def queue_reviews(ctx: RunContext, store: MemoryStore, outcomes: Sequence[BatchOutcome]) -> Tally:
     """Review items persist across nights: carry open ones, open new ones by priority up to
-    the policy's nightly budget; the rest wait (counted). A dry run only counts."""
-    from memlife.review_queue import ReviewQueue
+    the policy's nightly budget; the rest wait (counted). A dry run only counts.
+    Each batch kept only its best new items (ReviewCandidates): merged, the same ones."""
+    from memlife.review_queue import ReviewCandidates, ReviewQueue
 
     tally = Tally()
-    reviews = [d for o in outcomes for d in o.reviews]
     if ctx.config.retry_only:
         return tally
     queue = ReviewQueue.for_store(store, create=not ctx.config.dry_run)
+    budget = ctx.policy.review.nightly_budget
+    found = ReviewCandidates.merge([o.reviews for o in outcomes], budget, queue.backend)
     tally.counts.update(queue.queue(
-        reviews, budget=ctx.policy.review.nightly_budget, run_id=ctx.run_id, at=ctx.cutoff,
-        dry_run=ctx.config.dry_run,
+        found, budget=budget, run_id=ctx.run_id, at=ctx.cutoff, dry_run=ctx.config.dry_run,
     ))  # fmt: skip
     return tally

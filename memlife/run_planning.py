@@ -18,7 +18,9 @@ from memlife.errors import InputError, StoreError
 from memlife.model import MemoryRecord, PlanView, plan_view
 from memlife.plan import DELETE_ACTIONS, Action, Decision, Planner, Reason, ShardHints
 from memlife.report import ReportWriter
-from memlife.run_types import BatchOutcome, RunContext, Shard, StagedRef
+from memlife.review_queue import ReviewQueue
+from memlife.review_queue.candidates import ReviewCandidates
+from memlife.run_types import BatchOutcome, RunContext, Shard
 from memlife.settings import settings
 from memlife.stores import MemoryStore, iter_shard
 
@@ -96,11 +98,9 @@ def shard_hints(
     apply runs) and the review queue's disputed records. Reads content only when needed;
     what it read goes to ``read`` (up to KEEP_READ records)."""
     from memlife.inferred import InferredSubjects, needs_inference
-    from memlife.review_queue import ReviewQueue
 
     write = not ctx.config.dry_run
-    reviews = per_store(ctx, store, "reviews", lambda: ReviewQueue.for_store(store, create=write))
-    disputed = reviews.disputed(shard.actor_id, shard.namespace)
+    disputed = review_queue(ctx, store).disputed(shard.actor_id, shard.namespace)
     views = [v for p in pages for v in p]
     todo = needs_inference(views) if ctx.policy.inference.enabled else []
     if len(todo) < 2:
@@ -116,6 +116,14 @@ def shard_hints(
     if write:
         table.put(shard.actor_id, shard.namespace, found.new, "nightly")
     return ShardHints(found.subjects, found.statements, found.updates, disputed)
+
+
+def review_queue(ctx: RunContext, store: MemoryStore) -> ReviewQueue:
+    """The store's review queue, opened once a run (a dry run creates nothing)."""
+    from memlife.review_queue import ReviewQueue
+
+    write = not ctx.config.dry_run
+    return per_store(ctx, store, "reviews", lambda: ReviewQueue.for_store(store, create=write))
 
 
 def per_store(ctx: RunContext, store: MemoryStore, name: str, open_: Callable[[], T]) -> T:
@@ -176,7 +184,7 @@ def process_batch(
 
     A failing shard is recorded and skipped; the other shards go on.
     """
-    out = BatchOutcome()
+    out = BatchOutcome(reviews=ReviewCandidates(ctx.policy.review.nightly_budget))
     from memlife.consolidate.extractive import ExtractiveConsolidator
 
     # a model judges possible updates (duplicate / update / complement); offline: review
@@ -189,14 +197,14 @@ def process_batch(
             views: dict[str, PlanView] = {}
             decisions = plan_shard(ctx, store, shard, planner, read, views)
             report.write(decisions)
-            out.reviews += [d for d in decisions if d.action is Action.review]
+            out.reviews.add(decisions, review_queue(ctx, store).backend)
             if executor is not None:
                 staged = executor.stage_shard(decisions, out.tally, read, views)
                 if ctx.config.dry_run and not ctx.config.eval_cases:
                     # no gate, no commit: only where each group is counts (withheld groups),
                     # not its records and operations (about 1 KB a record held to the end;
                     # stage_group builds none there: they come back as StagedRefs)
-                    out.staged += [StagedRef(g.shard) for g in staged]
+                    out.staged_refs.update(g.shard[1] for g in staged)
                 else:  # StagedRefs come only from such dry runs
                     out.staged += [g for g in staged if isinstance(g, StagedGroup)]
             if not ctx.config.dry_run or ctx.config.eval_cases:  # deletes, or the gate's candidates

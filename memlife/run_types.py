@@ -22,8 +22,8 @@ from memlife.apply import DeleteItem, StagedGroup, Tally
 from memlife.apply.groups import StagedRef as StagedRef  # re-exported: the pipeline's name
 from memlife.audit import ReceiptSink, run_prefix
 from memlife.model import parse_time
-from memlife.plan import Decision
 from memlife.policy import DEFAULT_POLICY, Policy
+from memlife.review_queue.candidates import ReviewCandidates
 
 
 class RunConfig(BaseModel):
@@ -118,10 +118,13 @@ class BatchOutcome:
     shards: int = 0
     failed_shards: list[dict[str, Any]] = field(default_factory=list)
     deletions: list[DeleteItem] = field(default_factory=list)
-    # consolidations awaiting the gate (StagedRefs: a dry run without one only counts them)
-    staged: list[StagedGroup | StagedRef] = field(default_factory=list)
+    staged: list[StagedGroup] = field(default_factory=list)  # consolidations awaiting the gate
+    # a dry run without an evaluation set only counts its staged groups: how many per namespace
+    # (whether each would be withheld), not a StagedRef each (~110 B apiece held to the end)
+    staged_refs: Counter[str] = field(default_factory=Counter)
     tally: Tally = field(default_factory=Tally)
-    reviews: list[Decision] = field(default_factory=list)  # queued after planning (budget)
+    # review findings, queued after planning: the budget's best only, counts of the rest
+    reviews: ReviewCandidates = field(default_factory=ReviewCandidates)
 
 
 @dataclass

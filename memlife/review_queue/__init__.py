@@ -34,7 +34,7 @@ from typing import Any
 
 from memlife.errors import InputError
 from memlife.model import RetentionClass, Status
-from memlife.plan import REVIEW_REASONS, Action, Decision
+from memlife.plan import REVIEW_REASONS, Decision
 from memlife.review_queue.base import (
     COLUMNS,
     OPEN_STATES,
@@ -43,10 +43,12 @@ from memlife.review_queue.base import (
     item_id,
     sort_key,
 )
+from memlife.review_queue.candidates import ReviewCandidates
 
 __all__ = [
     "COLUMNS",
     "ReviewBackend",
+    "ReviewCandidates",
     "ReviewDecision",
     "ReviewError",
     "ReviewItem",
@@ -122,48 +124,43 @@ class ReviewQueue:
 
     # -- the nightly queueing ------------------------------------------------------------------
     def queue(
-        self, decisions: Iterable[Decision], *, budget: int, run_id: str, at: datetime,
-        dry_run: bool = False,
+        self, decisions: Iterable[Decision] | ReviewCandidates, *, budget: int, run_id: str,
+        at: datetime, dry_run: bool = False,
     ) -> Counter[str]:  # fmt: skip
         """Carry open items forward and open new ones by priority up to ``budget``.
 
+        ``decisions``: a run's decisions, or its findings already gathered while planning
+        (ReviewCandidates: bounded, merged over the run's processes).
         Returns counts: review_carried (already open), review_opened, review_waiting
         (over budget), review_closed_earlier (resolved before: not reopened).
         """
         counts: Counter[str] = Counter()
-        found: dict[str, tuple[Decision, str]] = {}
-        for d in decisions:
-            if d.action is not Action.review:
-                continue
-            for reason in d.reasons:
-                if reason in REVIEW_REASONS:
-                    found[item_id(d.id, reason.value)] = (d, reason.value)
-        if not found:
+        if isinstance(decisions, ReviewCandidates):
+            found = decisions
+        else:
+            found = ReviewCandidates()
+            found.add(decisions)
+        found.settle(self.backend)
+        if not found.found:
             return counts
-        ids = list(found)
-        existing = {i: item.state for i, item in self.backend.get_many(ids).items()}
-        carried = [i for i in ids if existing.get(i) in OPEN_STATES]
-        counts["review_carried"] = len(carried)
-        counts["review_closed_earlier"] = sum(1 for i in ids if existing.get(i) == "resolved")
-        new = [i for i in ids if i not in existing]
-        new.sort(key=lambda i: (-(found[i][0].priority or 0.0), found[i][0].id, found[i][1]))
-        opened, waiting = new[:budget], new[budget:]
+        opened = found.opened(budget)
+        counts["review_carried"] = len(found.carried)
+        counts["review_closed_earlier"] = found.closed_earlier
         counts["review_opened"] = len(opened)
-        counts["review_waiting"] = len(waiting)
-        for i in opened:
-            counts[f"review_reason:{found[i][1]}"] += 1
+        counts["review_waiting"] = found.new - len(opened)
+        for _, _, code, _, _ in opened:
+            counts[f"review_reason:{code}"] += 1
         if dry_run:
             return counts
         now = at.isoformat()
         items = []
-        for i in opened:
-            d, code = found[i]
+        for _, _, code, i, d in opened:
             items.append(ReviewItem(
                 i, d.id, code, d.pair, d.actor_id, d.namespace, d.memory_type, d.owner,
                 float(d.priority or 0.0), "open", None, None, 1, run_id, now, run_id, now,
                 None, None,
             ))  # fmt: skip
-        self.backend.write_night(carried, items, run_id, now)
+        self.backend.write_night(found.carried, items, run_id, now)
         return counts
 
     def close(self, iid: str, *, state: str, decision: str, reviewer: str, at: datetime,

@@ -590,3 +590,30 @@ def test_evaluation_set_in_s3(home: Path, tmp_path: Path, monkeypatch: pytest.Mo
         assert res.exit_code == 2 and "s3://gate/eval/missing.yaml: no such object" in res.output
     manifest = json.loads(Path(summary.manifest).read_text())
     assert manifest["eval_cases"] == "s3://gate/eval/cases.yaml"
+
+
+def test_dry_run_counts_withheld_groups_per_enforced_namespace_as_apply_does(
+    home: Path, tmp_path: Path
+) -> None:
+    """A dry run without an evaluation set keeps only a count of staged groups per namespace:
+    it reports as withheld exactly the groups an apply run withholds (enforced namespaces)."""
+    milk = rec("m-milk", "notes", "Drinks oat milk only.", subject="milk", age=300)
+    milk2 = rec("m-milk2", "notes", "Switched to soy milk; no more oat milk.", subject="milk",
+                age=10)  # fmt: skip
+    seed(home, [TEA, COFFEE, DOG, milk, milk2])
+    policy = yaml.safe_load(Path("policies/default.yaml").read_text())
+    found = {}
+    for enforced in (["/users/*/preferences"], ["/users/*/preferences", "/users/*/notes"], []):
+        policy["enforce_deletion_in"] = enforced
+        policy["version"] = f"test-enforced-{len(enforced)}"
+        path = tmp_path / f"p{len(enforced)}.yaml"
+        path.write_text(yaml.safe_dump(policy))
+        dry = run_local(RunConfig(dry_run=True, now=NOW, policy=str(path)))
+        assert dry.gate is not None
+        found[len(enforced)] = dry.gate["withheld_groups"]
+    assert found == {1: 1, 2: 2, 0: 0}
+    policy["enforce_deletion_in"] = ["/users/*/preferences"]
+    policy["version"] = "test-enforced-apply"
+    (tmp_path / "pa.yaml").write_text(yaml.safe_dump(policy))
+    applied = run_local(RunConfig(dry_run=False, now=NOW, policy=str(tmp_path / "pa.yaml")))
+    assert applied.gate is not None and applied.gate["withheld_groups"] == found[1]
