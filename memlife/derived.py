@@ -41,7 +41,13 @@ CREATE TABLE IF NOT EXISTS derived (
 """
 # Bumped whenever what a kept function computes changes (with the package version).
 VERSION = f"derived-1:{memlife.__version__}"
-FLUSH_ROWS = 256  # rows written per transaction (one commit, not one per shard)
+FLUSH_ROWS = 256
+READ_AHEAD = 128  # shards whose rows one query reads
+KINDS = ("inference", "staging", "staging_total")  # the kinds kept (rows per shard)
+_END = (
+    "\U0010ffff",
+    "",
+)  # after every shard  # rows written per transaction (one commit, not one per shard)
 
 Shard = tuple[str, str]
 
@@ -62,18 +68,38 @@ class DerivedCache:
             connection.executescript(SCHEMA)
         self.stats = DerivedStats()
         self._pending: dict[tuple[str, str, str], tuple[str, str]] = {}
-        self._last: tuple[Shard, dict[str, tuple[str, str]]] | None = None
+        # rows read ahead, in shard order (a run plans its shards in that order): one query
+        # per READ_AHEAD shards, not one per shard; ``_span`` is the (first, last) shard
+        # they cover completely (a shard in it without rows has none)
+        self._ahead: dict[Shard, dict[str, tuple[str, str]]] = {}
+        self._span: tuple[Shard, Shard | None] | None = None  # None: to the end
 
     def _rows(self, shard: Shard) -> dict[str, tuple[str, str]]:
-        """kind -> (digest, value) of one shard; the last shard's rows are kept, because
-        inference and then staging ask about the same shard one after the other."""
-        if self._last is not None and self._last[0] == shard:
-            return self._last[1]
-        q = "SELECT kind, digest, value FROM derived WHERE actor_id=? AND namespace=?"
+        """kind -> (digest, value) of one shard."""
+        found = self._ahead.get(shard)
+        if found is not None:
+            return found
+        span = self._span
+        if span is not None and span[0] <= shard and (span[1] is None or shard <= span[1]):
+            return self._ahead.setdefault(shard, {})
+        q = (
+            "SELECT actor_id, namespace, kind, digest, value FROM derived "
+            "WHERE (actor_id, namespace) >= (?, ?) ORDER BY actor_id, namespace, kind LIMIT ?"
+        )
+        limit = READ_AHEAD * len(KINDS)
         with self.lock:
-            rows = {k: (d, v) for k, d, v in self.connection.execute(q, shard)}
-        self._last = (shard, rows)
-        return rows
+            rows = self.connection.execute(q, (*shard, limit)).fetchall()
+        ahead: dict[Shard, dict[str, tuple[str, str]]] = {}
+        for a, n, k, d, v in rows:
+            ahead.setdefault((a, n), {})[k] = (d, v)
+        end: Shard | None = None  # fewer rows than asked: every shard after is covered
+        if len(rows) == limit:
+            cut = (rows[-1][0], rows[-1][1])
+            if cut != shard:
+                ahead.pop(cut, None)  # perhaps cut short by the limit: read again when asked
+            end = max(ahead) if ahead else shard
+        self._ahead, self._span = ahead, (shard, end)
+        return self._ahead.setdefault(shard, {})
 
     def get(self, shard: Shard, kind: str, digest: str) -> Any | None:
         """The kept value (decoded JSON) when the digest matches, else None."""
@@ -100,8 +126,8 @@ class DerivedCache:
         if old == (digest, text):
             return
         self._pending[(*shard, kind)] = (digest, text)
-        if self._last is not None and self._last[0] == shard:
-            self._last[1][kind] = (digest, text)
+        if shard in self._ahead:
+            self._ahead[shard][kind] = (digest, text)
         if len(self._pending) >= FLUSH_ROWS:
             self.flush()
 
@@ -129,7 +155,7 @@ class DerivedCache:
         """Drop every row of these shards (erasure: a subject key holds content words)."""
         gone = set(shards)
         self._pending = {k: v for k, v in self._pending.items() if (k[0], k[1]) not in gone}
-        self._last = None
+        self._ahead, self._span = {}, None
         n = 0
         with self.lock:
             for actor_id, namespace in sorted(gone):

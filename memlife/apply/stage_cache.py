@@ -164,7 +164,7 @@ def _context(ex: Executor) -> str:
 
     if type(ex.consolidator) is not ExtractiveConsolidator or ex.embeddings is None:
         return ""
-    model = ex.embeddings.embedder.model_id
+    model = ex.embeddings.model_id
     return digest(KIND, policy_digest(ex.policy), model, ex.consolidator.name)
 
 

@@ -57,7 +57,7 @@ def infer_shard(
     derived = derived_for(embeddings)
     key = ""
     if derived is not None:
-        key = inference_digest(views, known, policy, embeddings.embedder.model_id)
+        key = inference_digest(views, known, policy, embeddings.model_id)
         hit = derived.get(shard, KIND, key)
         if hit is not None:
             return decode(hit)

@@ -205,3 +205,47 @@ def test_stage_key_reads_every_field_staging_reads() -> None:
         assert key({"e-1": v._replace(**{name: value}), "e-2": w}) == k0, name
     assert key({"e-1": v, "e-2": w}, survivor="e-2") != k0
     assert key({"e-1": v}) is None  # a member without a view: never kept
+
+
+def test_model_id_without_loading_the_model_is_the_loaded_ones(tmp_path: Path) -> None:
+    import memlife.embed
+
+    cache = EmbeddingCache(path=tmp_path / "e.db")
+    unloaded = cache.model_id
+    assert cache._embedder is None  # learnt without loading the model
+    assert unloaded == memlife.embed.default_embedder().model_id
+    assert EmbeddingCache(WordHashEmbedder(), path=tmp_path / "w.db").model_id == "word-hash-v1"  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("order", ["sorted", "shuffled", "reversed"])
+def test_read_ahead_answers_every_shard_as_one_query_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, order: str
+) -> None:
+    import random
+    import threading
+
+    import memlife.derived as derived_mod
+
+    monkeypatch.setattr(derived_mod, "READ_AHEAD", 3)  # a read-ahead boundary every few shards
+    conn = sqlite3.connect(tmp_path / "d.db", isolation_level=None)
+    writer = DerivedCache(conn, threading.RLock())
+    rng = random.Random(5)
+    shards = [(f"u-{a:02d}", f"/users/u-{a:02d}/n{n}") for a in range(12) for n in range(3)]
+    kept: dict[tuple[str, str, str], str] = {}
+    for sh in shards:
+        for kind in derived_mod.KINDS:
+            if rng.random() < 0.5:  # gaps: shards with some kinds, none, or all
+                kept[(*sh, kind)] = f"d-{sh}-{kind}"
+                writer.put(sh, kind, kept[(*sh, kind)], [sh[0], kind])
+    writer.flush()
+    reader = DerivedCache(sqlite3.connect(tmp_path / "d.db"), threading.RLock())
+    asked = list(shards)
+    if order == "shuffled":
+        rng.shuffle(asked)
+    elif order == "reversed":
+        asked.reverse()
+    for sh in asked:
+        for kind in derived_mod.KINDS:
+            want = kept.get((*sh, kind))
+            got = reader.get(sh, kind, want or "none")
+            assert got == ([sh[0], kind] if want else None), (sh, kind)
