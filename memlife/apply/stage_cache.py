@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memlife.apply.tally import Tally
-from memlife.derived import DerivedCache, derived_for, digest, policy_digest
+from memlife.derived import DerivedCache, derived_for, digest, digest_rows, policy_digest
 from memlife.model import PlanView
 from memlife.plan import Decision
 
@@ -74,17 +74,19 @@ class StageCache:
         12 retention_class, 13 status, 15 content_sha256, 16 statement key, 17 polarity)
         and the planner's survivor; None when a member has no view."""
         views = self.views
-        rows = []
+        rows: list[str] = []
+        times: list[float | None] = []
         for d in members:
             v = views.get(d.id)
             if v is None:
                 return None
             rows.append(
-                f"{len(v[0])}:{v[0]}\x1f{v[3]}\x1f{_text(v[4])}\x1f{v[6]}\x1f{v[7]!r}"
-                f"\x1f{v[10]!r}\x1f{v[12]}\x1f{v[13]}\x1f{v[15]}\x1f{v[16]}\x1f{int(bool(v[17]))}"
+                f"{len(v[0])}:{v[0]}\x1f{v[3]}\x1f{_text(v[4])}\x1f{v[6]}\x1f{v[12]}\x1f{v[13]}"
+                f"\x1f{v[15]}\x1f{v[16]}\x1f{1 if v[17] else 0}"
             )
+            times += (v[7], v[10])
         survivor = next((d.survivor for d in members if d.survivor), None)
-        return digest(self.context, f"{len(group)}:{group}", _text(survivor), "\x1e".join(rows))
+        return digest_rows((self.context, f"{len(group)}:{group}", _text(survivor)), rows, times)
 
     def replay_shard(self, keys: Sequence[str | None], tally: Tally) -> int | None:
         """Every group unchanged: their kept sum added to ``tally``; returns how many were

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memlife.derived import DerivedCache, derived_for, digest, policy_digest
+from memlife.derived import DerivedCache, derived_for, digest_rows, policy_digest
 from memlife.embed_cache import EmbeddingCache
 from memlife.group import InferenceItem, SubjectInference, infer_subjects
 from memlife.model import MemoryRecord, PlanView
@@ -29,13 +29,14 @@ def inference_digest(
     """Everything infer_subjects reads for these records: id, content (its sha256; the
     statement key and polarity are derived from it), creation time, a known key; the
     policy (inference and grouping thresholds) and the embedding model. Ids and keys are
-    length-prefixed: no id can make two inputs read alike."""
-    rows = sorted(
-        f"{len(v.id)}:{v.id}\x1f{v.content_sha256}\x1f{v.created!r}\x1f{v.norm_sha256}"
-        f"\x1f{int(bool(v.negated))}\x1f{_known(known.get(v.id))}"
-        for v in views
-    )
-    return digest(KIND, policy_digest(policy), model_id, "\x1e".join(rows))
+    length-prefixed: no id can make two inputs read alike. PlanView by position: 0 id,
+    7 created, 15 content_sha256, 16 statement key, 17 polarity."""
+    ordered = sorted(views, key=lambda v: v[0])
+    rows = [
+        f"{len(v[0])}:{v[0]}\x1f{v[15]}\x1f{v[16]}\x1f{1 if v[17] else 0}\x1f{_known(known.get(v[0]))}"
+        for v in ordered
+    ]
+    return digest_rows((KIND, policy_digest(policy), model_id), rows, [v[7] for v in ordered])
 
 
 def _known(key: str | None) -> str:
