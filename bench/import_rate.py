@@ -1,0 +1,102 @@
+"""JSONL import alone (issue 16's import row), for several worker counts in turn.
+
+Each run is a fresh child process importing the whole file into a new SQLite store with
+``memlife.importer.import_file`` (``now`` = bench/table.py's NOW, so no demo record is
+dated in the future); the parent samples the RSS of the child and its worker processes
+every 20 ms (peak of the sum). Printed per run: records/s (wall), CPU a record summed
+over the processes and split into main and workers, peak RSS summed.
+
+    uv run python bench/import_rate.py /tmp/memlife-bench/n1000000/imp/records.jsonl \\
+        --workers default 1 2 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+NOW = "2026-11-01T00:00:00+00:00"  # bench/table.py's
+
+
+def child(src: Path, db: Path, workers: str) -> dict:
+    from memlife.importer import import_file
+    from memlife.stores.sqlite import SqliteStore
+
+    store = SqliteStore(db)
+    kw = {} if workers == "default" else {"workers": int(workers)}
+    t0, c0 = time.perf_counter(), os.times()
+    rep = import_file(store, src, now=datetime.fromisoformat(NOW), **kw)
+    s, c1 = time.perf_counter() - t0, os.times()
+    store.close()
+    main = c1.user - c0.user + c1.system - c0.system
+    kids = c1.children_user - c0.children_user + c1.children_system - c0.children_system
+    n = max(rep.imported, 1)
+    return {
+        "workers": workers,
+        "records": rep.imported,
+        "invalid": len(rep.invalid),
+        "seconds": round(s, 2),
+        "per_s": round(n / s),
+        "cpu_us_a_record": round((main + kids) / n * 1e6, 1),
+        "main_us": round(main / n * 1e6, 1),
+        "workers_us": round(kids / n * 1e6, 1),
+    }
+
+
+def run(src: Path, workers: str) -> dict:
+    import psutil
+
+    with tempfile.TemporaryDirectory(prefix="memlife-import-") as tmp:
+        cmd = [sys.executable, __file__, "--_child", str(src), str(Path(tmp) / "s.db"), workers]
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        proc = psutil.Popen(cmd, stdout=subprocess.PIPE, env=env)
+        peak, stop = 0, threading.Event()
+
+        def sample() -> None:
+            nonlocal peak
+            while not stop.is_set():
+                total = 0
+                try:
+                    for p in [proc, *proc.children(recursive=True)]:
+                        total += p.memory_info().rss
+                except psutil.Error:
+                    pass
+                peak = max(peak, total)
+                stop.wait(0.02)
+
+        t = threading.Thread(target=sample, daemon=True)
+        t.start()
+        out, _ = proc.communicate()
+        stop.set()
+        t.join()
+        if proc.returncode:
+            raise SystemExit(f"import failed ({proc.returncode})")
+    res: dict = json.loads(out.decode().strip().splitlines()[-1])
+    res["peak_rss_mb_summed"] = round(peak / 2**20, 1)
+    res["load_avg"] = [round(x, 2) for x in os.getloadavg()]
+    return res
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--_child":
+        print(json.dumps(child(Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4])))
+        return
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("jsonl", type=Path)
+    ap.add_argument("--workers", nargs="+", default=["default"], help="'default' or a number")
+    args = ap.parse_args()
+    for w in args.workers:
+        print(json.dumps(run(args.jsonl.resolve(), w)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
