@@ -466,6 +466,8 @@ class Planner:
             Reason.STALE_VERIFICATION, Reason.LOW_SCORE, Reason.SCORE_OK
         )  # fmt: skip
         get = outcomes.get
+        # Decision's fields by position: id, actor_id, namespace, action, reasons, score,
+        # group, survivor, content_sha256, pair, priority, owner, memory_type
         for r in live:
             # PlanView by position: 0 id, 1 actor, 2 namespace, 3 memory_type, 5 owner,
             # 9 access_count, 10 last_verified, 12 retention_class, 15 content_sha256
@@ -499,17 +501,17 @@ class Planner:
                 extra = review if g.action is review_action else review + noted
                 d = Decision(
                     rid, r[1], r[2], g.action, g.reasons + extra, score,
-                    groups.get(rid), g.survivor, r[15], owner=owner, memory_type=smt,
+                    groups.get(rid), g.survivor, r[15], None, None, owner, smt,
                 )  # fmt: skip
                 if g.action is review_action and Reason.POSSIBLE_UPDATE in g.reasons:
                     d.pair = g.survivor
                     d.survivor = None
             elif review:
                 d = Decision(rid, r[1], r[2], review_action, review, score,
-                             content_sha256=r[15], owner=owner, memory_type=smt)  # fmt: skip
+                             None, None, r[15], None, None, owner, smt)  # fmt: skip
             else:
                 d = Decision(rid, r[1], r[2], retain, noted or [score_ok], score,
-                             content_sha256=r[15], owner=owner, memory_type=smt)  # fmt: skip
+                             None, None, r[15], None, None, owner, smt)  # fmt: skip
             if d.action is review_action:
                 d.priority = round(self.priority(r), 6)
             decisions.append(d)

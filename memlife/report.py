@@ -38,15 +38,21 @@ CHUNK = 4 << 20  # JSONL bytes parsed at a time when converting to Parquet
 
 
 def encode(decisions: list[Decision]) -> str:
-    """JSONL lines for decisions; actor/namespace and reason lists encoded once each."""
-    lines = []
+    """JSONL lines for decisions; actor/namespace and reason lists encoded once each (hot:
+    once per record of the store)."""
+    lines: list[str] = []
+    append = lines.append
     tails: dict[tuple[str, ...], str] = {}
     heads: dict[tuple[str, str], str] = {}
+    last_scope: tuple[str, str] | None = None
+    head = ""
     for d in decisions:
         scope = (d.actor_id, d.namespace)
-        head = heads.get(scope)
-        if head is None:
-            head = heads[scope] = f',"actor_id":{_q(d.actor_id)},"namespace":{_q(d.namespace)}'
+        if scope != last_scope:  # a shard's decisions share one scope
+            last_scope = scope
+            head = heads.get(scope) or heads.setdefault(
+                scope, f',"actor_id":{_q(d.actor_id)},"namespace":{_q(d.namespace)}'
+            )
         key = (d.action, *d.reasons)
         tail = tails.get(key)
         if tail is None:  # reason codes and actions are plain ASCII
@@ -55,8 +61,10 @@ def encode(decisions: list[Decision]) -> str:
                 + ",".join(f'"{r}"' for r in d.reasons)
                 + '],"score":'
             )
-        score = "null" if d.score is None else repr(round(d.score, 6))
-        lines.append(f'{{"id":{_q(d.id)}{head}{tail}{score}}}\n')
+        score = d.score
+        append(
+            f'{{"id":{_q(d.id)}{head}{tail}{"null" if score is None else repr(round(score, 6))}}}\n'
+        )
     return "".join(lines)
 
 

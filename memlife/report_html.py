@@ -87,6 +87,7 @@ def breakdown(report_parquet: str | Path | None, batch_rows: int = 65_536) -> Br
 
     columns = ["actor_id", "namespace", "action", "reasons"]
     keys = columns[:3]
+    patterns: dict[tuple[str, str], str] = {}  # a shard has several actions: one split each
     with pq.ParquetFile(report_parquet) as source:
         for batch in source.iter_batches(batch_size=batch_rows, columns=columns, use_threads=False):
             table = pa.Table.from_batches([batch])
@@ -94,7 +95,12 @@ def breakdown(report_parquet: str | Path | None, batch_rows: int = 65_536) -> Br
             for actor, ns, action, n in zip(
                 *(grouped.column(c).to_pylist() for c in (*keys, "count_all")), strict=True
             ):
-                out.by_namespace.setdefault(namespace_pattern(actor, ns), Counter())[action] += n
+                pattern = patterns.get((actor, ns))
+                if pattern is None:
+                    if len(patterns) > 65_536:  # bounded: shards arrive in order
+                        patterns.clear()
+                    pattern = patterns[(actor, ns)] = namespace_pattern(actor, ns)
+                out.by_namespace.setdefault(pattern, Counter())[action] += n
             for item in pc.value_counts(pc.list_flatten(table.column("reasons"))).to_pylist():
                 out.reasons[item["values"]] += item["counts"]
     return out
