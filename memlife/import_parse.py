@@ -179,6 +179,10 @@ class Workers:
             raise
 
     @property
+    def count(self) -> int:
+        return len(self._procs)
+
+    @property
     def in_flight(self) -> int:
         return len(self._order)
 

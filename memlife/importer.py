@@ -181,8 +181,14 @@ def import_file(
         workers = default_workers() if big else 0
     # --update and other stores take records (and --update is a receipted manual run)
     if workers > 0 and sys.executable and isinstance(store, SqliteStore) and not update:
-        _import_rows(store, path, report, workers, content_max, max_line_bytes, future_after)
-        return report
+        try:
+            pool = Workers(workers)
+        except OSError:  # no child processes allowed here: parse in this process
+            pool = None
+        if pool is not None:
+            with pool:
+                _import_rows(store, path, report, pool, content_max, max_line_bytes, future_after)
+            return report
 
     batches = _Batches[MemoryRecord](
         store, report, update, lambda rs: insert_new(store, rs), lambda r: r
@@ -211,7 +217,7 @@ def _import_rows(
     store: SqliteStore,
     path: Path,
     report: ImportReport,
-    workers: int,
+    pool: Workers,
     content_max: int,
     max_line_bytes: int,
     future_after: datetime,
@@ -238,7 +244,7 @@ def _import_rows(
         for n, row, future in parsed.rows:
             batches.add(n, row[0], future, row)
 
-    with batches, Workers(workers) as pool, path.open("rb") as fh:
+    with batches, path.open("rb") as fh:
         for item in line_blocks(fh, max_line_bytes, BLOCK_BYTES):
             if isinstance(item, int):
                 bad = (None, "<line>", f"longer than {max_line_bytes} bytes", item)
@@ -246,7 +252,7 @@ def _import_rows(
             else:
                 pool.submit(Chunk(item[0], item[1], content_max, max_line_bytes, future_after))
                 ready.append((item[0], None))
-            while pool.in_flight > 2 * workers:
+            while pool.in_flight > 2 * pool.count:
                 take(*ready.popleft())
         while ready:
             take(*ready.popleft())

@@ -18,9 +18,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
 import memlife.importer as importer
 from memlife import text
+from memlife.cli import app
 from memlife.demo import generate
 from memlife.errors import RecordError
 from memlife.fast_record import fast_record, fast_row
@@ -135,6 +137,34 @@ def test_small_files_start_no_worker(
     with SqliteStore(tmp_path / "b.db") as store:
         assert import_file(store, src, now=NOW).imported == 50
     assert started == [importer.default_workers()]
+
+
+def test_the_cli_takes_workers_and_reports_the_same(home: Path, tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"\n".join(_mixed_lines()))
+    out = {}
+    for workers in ("0", "2"):
+        res = CliRunner().invoke(
+            app,
+            ["import", str(src), "--store", f"sqlite:///{tmp_path / workers}.db", "--json",
+             "--max-line-bytes", str(MAX_LINE), "--workers", workers],
+        )  # fmt: skip
+        assert res.exit_code == 1  # invalid and skipped lines
+        out[workers] = json.loads(res.stdout)
+    assert out["2"] == out["0"] and out["0"]["imported"] > 250
+
+
+def test_no_child_processes_means_parsing_in_process(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(*a: object, **kw: object) -> None:
+        raise PermissionError("no processes here")
+
+    monkeypatch.setattr("memlife.import_parse.subprocess.Popen", refuse)
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"\n".join(_mixed_lines()))
+    serial_rows, serial = _import(tmp_path, "serial", src, workers=0)
+    assert _import(tmp_path, "refused", src, workers=1) == (serial_rows, serial)
 
 
 @pytest.mark.parametrize("mode", ["raise", "kill"])
