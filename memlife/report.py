@@ -115,13 +115,15 @@ class ReportWriter:
             shutil.rmtree(parts)
         return merged
 
-    def close(self) -> None:
+    def close(self, parquet: bool = True) -> None:
+        """``parquet=False``: a part another process merges (merge_parts reads its JSONL)."""
         with self._lock:
             if self.closed:
                 return
             self.closed = True
             self._jsonl.close()
-            jsonl_to_parquet(self.jsonl_path, self.parquet_path)
+            if parquet:
+                jsonl_to_parquet(self.jsonl_path, self.parquet_path)
 
 
 def jsonl_to_parquet(src: Path, dst: Path, chunk_bytes: int = CHUNK) -> int:

@@ -96,6 +96,21 @@ def test_tampered_tokenizer_raises(tmp_path: Path) -> None:
         MiniLMEmbedder(tokenizer_path=bad)
 
 
+def test_tokenizer_is_parsed_on_first_use_from_the_bytes_checked(tmp_path: Path) -> None:
+    """A warm night never tokenizes: construction checks the file but parses nothing (~12 MB
+    a process); the first text parses the very bytes that were checked, even if the file
+    changes afterwards."""
+    copy = tmp_path / "tokenizer.json"
+    shutil.copy(TOKENIZER_PATH, copy)
+    fresh = MiniLMEmbedder(tokenizer_path=copy)
+    assert fresh._tok_parsed is None
+    copy.write_text("{}")  # swapped after the check: not what gets parsed
+    ids, mask = fresh.tokenize(["green tea, never coffee"])
+    assert fresh._tok_parsed is not None
+    want_ids, want_mask = default_embedder().tokenize(["green tea, never coffee"])
+    assert ids.tolist() == want_ids.tolist() and mask.tolist() == want_mask.tolist()
+
+
 def test_missing_model_raises(tmp_path: Path) -> None:
     with pytest.raises(EmbeddingModelError, match="not found"):
         MiniLMEmbedder(model_path=tmp_path / "nope.onnx")
