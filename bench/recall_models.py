@@ -10,7 +10,8 @@ bench/recall_ideas.py (checked against ``rank`` for every model before it is mea
 - ``+ MiniLM, share per fold``: both vectors concatenated, ``[sqrt(1-s) minilm, sqrt(s)
   model]`` (cosine = (1-s) cos_minilm + s cos_model), s chosen on the training half from
   recall_locomo.SECOND_GRID with the other weights chosen anew for each s;
-- ``+ MiniLM, equal shares``: s = 1/2, fixed beforehand.
+- ``+ MiniLM, equal shares``: s = 1/2, fixed beforehand;
+- ``--equal-mix A,B``: MiniLM, A and B concatenated with equal shares (1/3 each).
 
 ``--query-cost`` also times embedding one question at a time (one thread, CPU and wall
 time, the machine's load printed beside them) for the models named on the command line.
@@ -51,6 +52,21 @@ def mixed(convs: Sequence[bench.Conversation], share: float) -> list[ideas.Prepa
             vecs, qvecs = c.second
         else:
             vecs, qvecs = c.vectors(share)
+        preps.append(ideas.prepare(dataclasses.replace(c, vecs=vecs, qvecs=qvecs, _mixed={})))
+    return preps
+
+
+def equal_mix(convs: Sequence[bench.Conversation], files: Sequence[Path]) -> list[ideas.Prepared]:
+    """MiniLM and every model in ``files`` concatenated with equal shares (fixed
+    beforehand, nothing chosen on the data)."""
+    parts = [attach(convs, f) for f in files]
+    scale = np.float32(np.sqrt(1.0 / (len(files) + 1)))
+    preps = []
+    for i, c in enumerate(convs):
+        vs = [c.vecs, *(p[i].second[0] for p in parts)]  # type: ignore[index]
+        qs = [c.qvecs, *(p[i].second[1] for p in parts)]  # type: ignore[index]
+        vecs = np.ascontiguousarray(np.hstack(vs) * scale)
+        qvecs = np.ascontiguousarray(np.hstack(qs) * scale)
         preps.append(ideas.prepare(dataclasses.replace(c, vecs=vecs, qvecs=qvecs, _mixed={})))
     return preps
 
@@ -123,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--granularity", choices=["observations", "turns"], default="observations")
     ap.add_argument("--embed-cache", type=Path, help="MiniLM vectors kept between runs")
     ap.add_argument("--vectors", nargs="*", default=[], help="NAME=FILE.npz per model")
+    ap.add_argument(
+        "--equal-mix", nargs="*", default=[], help="NAME,NAME: MiniLM + these, equal shares"
+    )
     ap.add_argument("--query-cost", nargs="*", default=[], help="second_model_vectors models")
     ap.add_argument("--wheel-dir", nargs="*", default=[], help="MODEL=FOLDER for --query-cost")
     ap.add_argument("--work", type=Path, default=Path("/tmp"))
@@ -155,6 +174,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'':44s} chosen per fold: {r['chosen']}")
         half = ideas.held_out(by_share[0.5], dict(bench.GRID))
         print(_line(f"{name} + MiniLM, equal shares", half), flush=True)
+    files = dict(spec.split("=", 1) for spec in args.vectors)
+    for names in args.equal_mix:
+        preps = equal_mix(convs, [Path(files[n]) for n in names.split(",")])
+        agree = ideas.check_replica(preps, bench.DEFAULTS)
+        if agree < 0.999:
+            print(f"{names}: replica disagrees with rank() ({agree:.4f})", file=sys.stderr)
+            continue
+        label = f"MiniLM + {' + '.join(names.split(','))}, equal shares"
+        print(_line(label, ideas.held_out(preps, dict(bench.GRID))), flush=True)
     cache.save()
     return 0
 

@@ -163,3 +163,27 @@ def test_an_idea_is_weighed_on_the_training_folds_only() -> None:
     r = ideas.held_out(preps, dict(bench.GRID) | {"oracle": (0.0, 1.0)})
     assert r["idea_weights"][0] == "0"  # trained on 0-4: the term never helps there
     assert r["idea_weights"][1] == {"oracle": 1.0}
+
+
+def test_a_model_share_is_chosen_on_the_training_folds_only() -> None:
+    """bench/recall_models.py: a second model that finds the relevant memory only in
+    conversations 5-9 gets a share from the fold trained there and none from the other."""
+    import recall_models as models
+
+    convs = [_random_conversation(s) for s in range(10)]
+    for i, c in enumerate(convs):
+        rng = np.random.default_rng(1000 + i)
+        vecs = rng.normal(size=(40, 16)).astype(np.float32)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        first = [int(np.flatnonzero(r)[0]) if r.any() else 0 for r in c.relevant]
+        # the query is its relevant memory itself (5-9) or an unrelated one (0-4)
+        qvecs = vecs[first] if i >= 5 else vecs[[(j + 7) % 40 for j in first]]
+        c.second = (vecs, np.ascontiguousarray(qvecs))
+    by_share = {s: models.mixed(convs, s) for s in bench.SECOND_GRID}
+    r = models.held_out_shares(by_share)
+    assert r["chosen"][0]["share"] == 0.0  # trained on 0-4, where the model is noise
+    assert r["chosen"][1]["share"] > 0.0  # trained on 5-9, where it is an oracle
+    # alone, the model's vectors replace MiniLM's; rank() agrees with the replica on them
+    alone = models.mixed(convs, 1.0)
+    assert alone[7].conv.vecs is convs[7].second[0]
+    assert ideas.check_replica(alone, bench.DEFAULTS) == 1.0
