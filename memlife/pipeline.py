@@ -155,7 +155,12 @@ def _steps(
         outcomes = plan_in_processes(ctx, shards, workers,
                                      lambda part: process_batch(ctx, store, part, report, executor))  # fmt: skip
     else:
-        outcomes = [process_batch(ctx, store, b, report, executor) for b in groups]
+        outcomes = []
+        for b in groups:
+            outcome = process_batch(ctx, store, b, report, executor)
+            if outcomes:  # one bounded set of review findings for the run, not one per batch
+                outcomes[0].reviews.absorb(outcome.reviews)
+            outcomes.append(outcome)
     logger.info("planned %d records", sum(o.records for o in outcomes))
     checkpoint("after_stage")  # staged: nothing written yet
     progress.phase("regression gate" if config.eval_cases else "finishing")

@@ -228,6 +228,7 @@ def process_batch(
         out.shards += 1
         progress.advance(len(decisions))
     flush_for(ctx.__dict__.get("_embeddings"))  # derived results of this batch, one commit
+    out.reviews.compact(review_queue(ctx, store).backend)  # held until the queue step
     return out
 
 

@@ -78,6 +78,25 @@ class ReviewCandidates:
         if self.budget is not None and len(self.best) >= 2 * self.budget + CHUNK:
             self.best = self.opened(self.budget)
 
+    def compact(self, backend: ReviewBackend) -> None:
+        """Settle, and keep only the budget's best (a batch's outcome, before it is held)."""
+        self.settle(backend)
+        if self.budget is not None:
+            self.best = self.opened(self.budget)
+
+    def absorb(self, other: ReviewCandidates) -> None:
+        """Take ``other``'s findings (it is left empty): a run that plans batch after batch
+        holds one bounded set, not one per batch (a batch of 100 shards keeps all of its own)."""
+        self.best += other.best
+        self.new += other.new
+        self.carried += other.carried
+        self.closed_earlier += other.closed_earlier
+        self.pending.update(other.pending)
+        other.best, other.new, other.carried, other.closed_earlier = [], 0, [], 0
+        other.pending = {}
+        if self.budget is not None and len(self.best) >= 2 * self.budget + CHUNK:
+            self.best = self.opened(self.budget)
+
     @property
     def found(self) -> int:
         """Items found (settled ones): new, carried and closed earlier."""

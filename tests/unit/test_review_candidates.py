@@ -76,9 +76,11 @@ decision_lists = st.lists(
     chunk=st.integers(1, 5),
     existing_states=st.lists(st.sampled_from(["open", "disputed", "resolved", None]), max_size=40),
     dry_run=st.booleans(),
+    compacted=st.booleans(),
+    sequential=st.booleans(),
 )
 def test_bounded_and_merged_equals_sort_then_cap(
-    spec, budget, processes, chunk, existing_states, dry_run
+    spec, budget, processes, chunk, existing_states, dry_run, compacted, sequential
 ) -> None:
     decisions = [
         Decision(f"r{n:02d}", "a", "/n", action, reasons, 0.5, priority=priority)
@@ -95,9 +97,17 @@ def test_bounded_and_merged_equals_sort_then_cap(
         parts = [ReviewCandidates(budget) for _ in range(processes)]
         for n, d in enumerate(decisions):  # shard by shard, round the processes
             parts[n % processes].add([d], one)
-        parts = [pickle.loads(pickle.dumps(p)) for p in parts]  # as a child hands it back
         for p in parts:
             assert len(p.best) < 2 * budget + chunk  # bounded while planning
+            if compacted:  # a batch's end (process_batch)
+                p.compact(one)
+                assert len(p.best) <= budget and not p.pending
+        parts = [pickle.loads(pickle.dumps(p)) for p in parts]  # as a child hands it back
+        if sequential:  # batch after batch in one process: one set (pipeline's local loop)
+            for p in parts[1:]:
+                parts[0].absorb(p)
+                assert p.found == 0 and not p.pending and not p.best
+                assert len(parts[0].best) < 2 * budget + chunk
         merged = ReviewCandidates.merge(parts, budget, one)
         got = ReviewQueue(one).queue(merged, budget=budget, run_id="n1", at=NIGHT, dry_run=dry_run)
         opened = merged.opened(budget)
