@@ -71,7 +71,7 @@ class RunConfig(BaseModel):
         return () if value is None else value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Shard:
     actor_id: str
     namespace: str
