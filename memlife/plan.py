@@ -26,6 +26,9 @@ A low score alone never deletes; procedural records are never deleted by score.
 A superseded original is deleted superseded_retention_days after it was superseded.
 A disputed record (review queue) is never deleted while its dispute is open.
 Groups never cross an actor or a namespace: planning works one shard at a time.
+
+Why one module (over 500 lines): one decision, the precedence above, and every rule that
+implements it; split, a reader would chase a record's action across files.
 """
 
 from __future__ import annotations
