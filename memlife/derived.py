@@ -166,6 +166,19 @@ class DerivedCache:
                 n += cur.rowcount
         return n
 
+    def forget_actors(self, actors: Iterable[str]) -> int:
+        """Drop every row of these actors, all namespaces (a dry run racing an erasure:
+        memlife/erase_sweep.py; a tombstone names the actor, not the namespace)."""
+        gone = set(actors)
+        self._pending = {k: v for k, v in self._pending.items() if k[0] not in gone}
+        self._last = None
+        n = 0
+        with self.lock:
+            for actor_id in sorted(gone):
+                cur = self.connection.execute("DELETE FROM derived WHERE actor_id=?", (actor_id,))
+                n += cur.rowcount
+        return n
+
     def __len__(self) -> int:
         with self.lock:
             return int(self.connection.execute("SELECT COUNT(*) FROM derived").fetchone()[0])

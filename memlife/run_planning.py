@@ -14,6 +14,7 @@ from memlife.apply import DeleteItem, Executor, StagedGroup, Tally
 from memlife.backends import embedding_cache
 from memlife.derived import flush_for
 from memlife.embed_cache import EmbeddingCache
+from memlife.erase_sweep import sweep_after_write
 from memlife.errors import InputError, StoreError
 from memlife.model import MemoryRecord, PlanView, plan_view
 from memlife.plan import DELETE_ACTIONS, Action, Decision, Planner, Reason, ShardHints
@@ -227,7 +228,10 @@ def process_batch(
         out.records += len(decisions)
         out.shards += 1
         progress.advance(len(decisions))
-    flush_for(ctx.__dict__.get("_embeddings"))  # derived results of this batch, one commit
+    cache = ctx.__dict__.get("_embeddings")
+    flush_for(cache)  # derived results of this batch, one commit
+    if ctx.config.dry_run:  # no lease: an erasure may have run meanwhile (erase_sweep.py)
+        sweep_after_write(store, cache, {s.actor_id for s in shards}, ctx.started_at)
     out.reviews.compact(review_queue(ctx, store).backend)  # held until the queue step
     return out
 

@@ -221,3 +221,41 @@ def test_erasure_leaves_no_derived_row_of_the_shard(
     after = dry_run(db, home, monkeypatch)
     assert calls.infer == 1  # the erased shard is computed again, from what is left
     assert after == recomputed(db, home, monkeypatch)
+
+
+def test_an_erasure_racing_a_dry_run_leaves_nothing_the_run_wrote_after_it(
+    db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The adversary's timing: the dry run has read and inferred the canary shard, then the
+    # erasure runs to the end (tombstones, deletes, drops every cache row it can see), and
+    # only then does the dry run write the shard's inferred key (a few content words).
+    import memlife.derived as derived
+    from memlife.model import content_sha256
+
+    home = tmp_path / "home"
+    real_put = derived.DerivedCache.put
+    raced: list[dict] = []
+
+    def put_after_erasure(self, shard, kind, digest, value):  # type: ignore[no-untyped-def]
+        if shard == CANARY_SHARD and kind == "inference" and not raced:
+            store = SqliteStore(db)
+            try:
+                raced.append(erase(store, CANARY_SHARD[0], ids=["c-0", "c-1"], now=ANCHOR))
+            finally:
+                store.close()
+        return real_put(self, shard, kind, digest, value)
+
+    monkeypatch.setattr(derived.DerivedCache, "put", put_after_erasure)
+    dry_run(db, home, monkeypatch)
+    assert raced and sorted(raced[0]["erased"]) == ["c-0", "c-1"]
+    assert not any(CANARY in r[3] for r in derived_rows(home))
+    con = sqlite3.connect(home / "embeddings.db")
+    try:
+        erased = [content_sha256(r.content) for r in canary_records()[:2]]
+        q = "SELECT COUNT(*) FROM embeddings WHERE content_sha256 IN (?, ?)"
+        assert con.execute(q, erased).fetchone()[0] == 0
+    finally:
+        con.close()
+    for suffix in ("", "-wal"):
+        f = Path(f"{home / 'embeddings.db'}{suffix}")
+        assert not f.exists() or CANARY.encode() not in f.read_bytes()
