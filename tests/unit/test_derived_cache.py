@@ -249,3 +249,28 @@ def test_read_ahead_answers_every_shard_as_one_query_would(
             want = kept.get((*sh, kind))
             got = reader.get(sh, kind, want or "none")
             assert got == ([sh[0], kind] if want else None), (sh, kind)
+
+
+def test_known_keys_change_no_answer(
+    store: SqliteStore, embeddings: EmbeddingCache, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    # An apply run stores found.new as known keys; the next night asks with known | new.
+    # The row kept for that question must be what recomputing it gives.
+    policy = load_policy()
+    views = views_of(store)
+    some = {views[0].id: "kept key ~abc123"}  # a key a person's earlier night left
+    first = cached.infer_shard(store, SHARD, views, some, policy, embeddings, stores_new=True)
+    assert first.new  # something new to store, so the question changes
+    known = {**some, **first.new}
+    calls = counting(monkeypatch)
+    hit = cached.infer_shard(store, SHARD, views, known, policy, embeddings)
+    assert calls == []  # the night after: answered from the cache
+    plain = tmp_path / "plain.db"
+    recomputed = cached.infer_shard(
+        store, SHARD, views, known, policy,
+        EmbeddingCache(WordHashEmbedder(), path=plain),  # type: ignore[arg-type]
+    )  # fmt: skip
+    assert calls == [1] and hit == recomputed and recomputed.new == {}
+    assert hit.subjects == first.subjects and hit.statements == first.statements
+    assert hit.updates == first.updates
