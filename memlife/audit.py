@@ -15,6 +15,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import parse_qs, urlparse
@@ -52,9 +53,13 @@ class FileSink:
         self.root = Path(root)
         self.url = f"file://{self.root}"
 
+    @cached_property
+    def _real_root(self) -> Path:
+        return self.root.resolve()  # once: a run's evidence chain reads every receipt
+
     def _path(self, key: str) -> Path:
         p = (self.root / key).resolve()
-        if not p.is_relative_to(self.root.resolve()):  # a string prefix let receipts2/ pass
+        if not p.is_relative_to(self._real_root):  # a string prefix let receipts2/ pass
             raise ValueError(f"receipt key {key!r} escapes the receipts folder")
         return p
 
