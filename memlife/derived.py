@@ -249,8 +249,5 @@ def policy_digest(policy: Any) -> str:
     if found is None or found[0] is not policy:
         if len(_policies) > 64:
             _policies.clear()
-        found = _policies[id(policy)] = (
-            policy,
-            hashlib.sha256(policy.model_dump_json().encode()).hexdigest(),
-        )
+        found = _policies[id(policy)] = (policy, policy.fingerprint())
     return found[1]
