@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import memlife
+from memlife.embed_cache import write_many
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS derived (
@@ -138,18 +139,9 @@ class DerivedCache:
         rows = [(a, n, k, d, v) for (a, n, k), (d, v) in self._pending.items()]
         self._pending = {}
         with self.lock:
-            conn = self.connection
-            owner = not conn.in_transaction
-            if owner:
-                conn.execute("BEGIN IMMEDIATE")
-            try:
-                conn.executemany("INSERT OR REPLACE INTO derived VALUES (?, ?, ?, ?, ?)", rows)
-            except BaseException:
-                if owner:
-                    conn.execute("ROLLBACK")
-                raise
-            if owner:
-                conn.execute("COMMIT")
+            write_many(
+                self.connection, "INSERT OR REPLACE INTO derived VALUES (?, ?, ?, ?, ?)", rows
+            )
         self.stats.written += len(rows)
 
     def forget_shards(self, shards: Iterable[Shard]) -> int:

@@ -36,6 +36,21 @@ CREATE TABLE IF NOT EXISTS embeddings (
 _CHUNK = 500  # SQLite's bound-parameter limit is 999 on old builds
 
 
+def write_many(conn: sqlite3.Connection, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+    """executemany in one transaction: the caller's when one is open (nested), else its own."""
+    owner = not conn.in_transaction
+    if owner:
+        conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.executemany(sql, rows)
+    except BaseException:
+        if owner:
+            conn.execute("ROLLBACK")
+        raise
+    if owner:
+        conn.execute("COMMIT")
+
+
 @dataclass
 class CacheStats:
     hits: int = 0  # items answered from the table
@@ -160,18 +175,7 @@ class EmbeddingCache:
 
     def _store(self, rows: list[tuple[str, str, int, bytes]]) -> None:
         with self.lock:
-            conn = self._db
-            owner = not conn.in_transaction  # nest inside a caller's transaction
-            if owner:
-                conn.execute("BEGIN IMMEDIATE")
-            try:
-                conn.executemany("INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?)", rows)
-            except BaseException:
-                if owner:
-                    conn.execute("ROLLBACK")
-                raise
-            if owner:
-                conn.execute("COMMIT")
+            write_many(self._db, "INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?)", rows)
 
     def get_or_embed_texts(self, texts: Sequence[str]) -> np.ndarray:
         """float32 (len(texts), dim), L2-normalised rows; embeds only what is not cached."""
