@@ -180,6 +180,9 @@ def fast_record(raw: bytes | str) -> MemoryRecord | None:
     fields["provenance"] = _build(Provenance, pfields, set(prov or ()))
     if fields["status"] is Status.superseded and not pfields["replaced_by"]:
         return None  # invariant 3 at the door (parse_record): the checked path names it
+    declared = pfields["content_sha256"]
+    if declared and declared != content_sha256(fields["content"]):
+        return None  # another content's hash (import_parse.check_declared_sha256 names it)
     return _build(MemoryRecord, fields, present)
 
 
@@ -230,6 +233,10 @@ def fast_row(raw: bytes | str) -> tuple[Any, ...] | None:
     status = get("status", Status.active)
     if status is Status.superseded and not pfields["replaced_by"]:
         return None  # invariant 3 at the door (parse_record): the checked path names it
+    sha = content_sha256(content)
+    declared = pfields["content_sha256"]
+    if declared and declared != sha:
+        return None  # another content's hash (import_parse.check_declared_sha256 names it)
     # the columns of stores.sqlite.record_to_row, in its order
     return (
         rid,
@@ -250,7 +257,7 @@ def fast_row(raw: bytes | str) -> tuple[Any, ...] | None:
         str.__str__(status),
         iso[4],
         _PROV_JSON(pfields).decode(),
-        pfields["content_sha256"] or content_sha256(content),
+        sha,
         norm_sha256(content),
         int(negates(content)),
         ts[0],

@@ -14,7 +14,8 @@ module imports no numpy, policy or store connection, so a worker starts small.
 
 Each line goes through the same checks in the same order as ``importer.parse_line``:
 UTF-8, nesting depth, the fast path (``fast_record.fast_row``), else the checked path
-(``model.parse_record_line``, which names the error), then the content size bound.
+(``model.parse_record_line``, which names the error, then :func:`check_declared_sha256`),
+then the content size bound.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from typing import IO, Any, cast
 from memlife import faults
 from memlife.errors import MemlifeError, RecordError
 from memlife.fast_record import fast_row
-from memlife.model import parse_record_line
+from memlife.model import MemoryRecord, content_sha256, parse_record_line
 from memlife.stores.sqlite import record_to_row
 
 MAX_DEPTH = 16  # a record is 3 deep; 16 leaves room and stops a 100,000-deep line cold
@@ -70,6 +71,22 @@ def checked_text(raw: bytes, n: int, max_depth: int = MAX_DEPTH) -> str:
     return text
 
 
+def check_declared_sha256(record: MemoryRecord, n: int | None) -> None:
+    """A declared ``provenance.content_sha256`` must be the content's: consolidation memos,
+    derived digests and tombstone matching trust it, so a line declaring another content's
+    hash would alias that content. Refused at import (RecordError), never stored."""
+    declared = record.provenance.content_sha256
+    if declared:  # None or "": not declared, the store computes it
+        actual = content_sha256(record.content)
+        if declared != actual:
+            raise RecordError(
+                record.id,
+                "provenance.content_sha256",
+                f"does not match the content (its sha256 is {actual})",
+                n,
+            )
+
+
 def line_row(raw: bytes, n: int, *, content_max: int) -> tuple[Any, ...]:
     """One line -> its store row, or RecordError naming line, id and field."""
     # A line the fast path takes is UTF-8 (its JSON parser refuses anything else) and 3
@@ -78,9 +95,11 @@ def line_row(raw: bytes, n: int, *, content_max: int) -> tuple[Any, ...]:
     if row is None:
         text = checked_text(raw, n)
         try:
-            row = record_to_row(parse_record_line(text, n))
+            record = parse_record_line(text, n)
         except RecursionError:  # belt and braces: the depth check should have caught it
             raise RecordError(None, "<json>", "nested too deeply", n) from None
+        check_declared_sha256(record, n)
+        row = record_to_row(record)
     content: str = row[_CONTENT]
     if len(content) * 4 > content_max:  # a character is at most 4 bytes of UTF-8
         size = len(content.encode("utf-8"))

@@ -11,7 +11,9 @@ actors and never through a held (legal_hold / retained) record unless ``allow_he
 A second line with an id seen earlier in the same file is reported (DUPLICATE_ID) and
 skipped: the first line wins, and nobody wonders which. Content erased for that actor
 is refused (ERASED_CONTENT). A ``created_at`` more than a small skew after ``now`` is
-imported but reported (FUTURE_CREATED_AT); consolidation never lets it win.
+imported but reported (FUTURE_CREATED_AT); consolidation never lets it win. A declared
+``provenance.content_sha256`` that is not the content's hash is a field error: the
+pipeline trusts that hash, so it must not name another content.
 """
 
 from __future__ import annotations
@@ -29,7 +31,15 @@ from typing import IO, Any, Generic, TypeVar
 
 from memlife.errors import MemlifeError
 from memlife.fast_record import fast_record
-from memlife.import_parse import MAX_DEPTH, Chunk, Parsed, WorkerFailed, Workers, checked_text
+from memlife.import_parse import (
+    MAX_DEPTH,
+    Chunk,
+    Parsed,
+    WorkerFailed,
+    Workers,
+    check_declared_sha256,
+    checked_text,
+)
 from memlife.import_parse import json_depth as json_depth  # re-exported
 from memlife.journal import Operation, OpKind, Outcome
 from memlife.model import (
@@ -146,10 +156,12 @@ def parse_line(raw: bytes, n: int, *, content_max: int, max_depth: int = MAX_DEP
     """One line -> a record, or RecordError naming line, id and field."""
     text = checked_text(raw, n, max_depth)
     record = fast_record(raw)  # None: not plainly valid, the checked path below decides
-    try:
-        record = record or parse_record_line(text, n)
-    except RecursionError:  # belt and braces: the depth check should have caught it
-        raise RecordError(None, "<json>", "nested too deeply", n) from None
+    if record is None:
+        try:
+            record = parse_record_line(text, n)
+        except RecursionError:  # belt and braces: the depth check should have caught it
+            raise RecordError(None, "<json>", "nested too deeply", n) from None
+        check_declared_sha256(record, n)
     size = len(record.content.encode("utf-8"))
     if size > content_max:
         raise RecordError(record.id, "content", f"{size} bytes, over the limit of {content_max}", n)

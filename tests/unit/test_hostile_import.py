@@ -3,6 +3,7 @@ sinks a file; malformed namespaces never enter. Each test failed on the code bef
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -202,3 +203,34 @@ def test_status_retained_counts_as_held_for_update(home: Path, tmp_path: Path) -
         rep = import_file(s, src, update=True)
         assert [c["code"] for c in rep.conflicts] == ["HELD"]
         assert s.get("m-r").status is Status.retained
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_declared_content_sha256_of_another_content_is_refused(
+    home: Path, tmp_path: Path, workers: int
+) -> None:
+    """The pipeline trusts provenance.content_sha256 (consolidation memo, derived digests,
+    tombstones): a line declaring another content's hash would alias that content."""
+    other = hashlib.sha256(b"Victim statement.").hexdigest()
+    own = hashlib.sha256(b"Honest statement.").hexdigest()
+    lines = [
+        json.dumps(good("m-alias", content="Attacker text.", provenance={"content_sha256": other})),
+        json.dumps(
+            good("m-upper", content="Honest statement.", provenance={"content_sha256": own.upper()})
+        ),
+        json.dumps(good("m-own", content="Honest statement.", provenance={"content_sha256": own})),
+        json.dumps(good("m-blank", content="Blank hash.", provenance={"content_sha256": ""})),
+    ]
+    src = write_jsonl(tmp_path / "a.jsonl", lines)
+    with SqliteStore(tmp_path / "a.db") as s:
+        rep = import_file(s, src, workers=workers)
+        stored = dict(s.connection.execute("SELECT id, content_sha256 FROM records").fetchall())
+    got = [(e.line, e.record_id, e.field) for e in rep.invalid]
+    assert got == [
+        (1, "m-alias", "provenance.content_sha256"),
+        (2, "m-upper", "provenance.content_sha256"),
+    ]
+    assert stored == {
+        "m-own": own,
+        "m-blank": hashlib.sha256(b"Blank hash.").hexdigest(),
+    }
