@@ -23,7 +23,7 @@ import hashlib
 import io
 import json
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -52,16 +52,30 @@ def receipt_digest(receipt: dict[str, Any]) -> str:
 
 
 def chain(sink: ReceiptSink, operation_ids: Iterable[str]) -> tuple[int, str, dict[str, bytes]]:
-    """(receipts found, chain head, their bodies) over the operation receipts, id order."""
+    """(receipts found, chain head, their bodies) over the operation receipts, id order.
+    Bodies are fetched a few at a time (an S3 GET is a round trip; order is kept)."""
     head, n, bodies = "0" * 64, 0, {}
-    for oid in sorted(set(operation_ids)):
-        body = sink.get(operation_key(oid))
+    ids = sorted(set(operation_ids))
+    for oid, body in zip(ids, fetch_all(sink, [operation_key(oid) for oid in ids]), strict=True):
         if body is None:
             continue
         head = sha256(f"{head}|{oid}|{sha256(body)}".encode())
         n += 1
         bodies[oid] = body
     return n, head, bodies
+
+
+def fetch_all(sink: ReceiptSink, keys: Sequence[str]) -> Iterator[bytes | None]:
+    """``sink.get`` of each key, in order; a sink whose reads are round trips (S3) says how
+    many may be in flight (``concurrent_gets``). Local files read fastest one by one."""
+    threads = getattr(sink, "concurrent_gets", 1)
+    if threads < 2 or len(keys) < 2 * threads:
+        yield from map(sink.get, keys)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(threads, thread_name_prefix="memlife-receipts") as pool:
+        yield from pool.map(sink.get, keys)
 
 
 def seal(sink: ReceiptSink, prefix: str, ops: Sequence[Operation]) -> dict[str, Any]:

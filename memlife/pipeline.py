@@ -326,8 +326,10 @@ def process_isolated(
 
 
 def planning_workers(config: RunConfig, shards: int) -> int:
-    """Processes for planning: dry runs only (apply runs write through one journal)."""
-    if not config.dry_run or config.retry_only:
+    """Processes for planning, dry and apply runs alike: planning and staging only read
+    (an apply child writes keyed, idempotent rows: inferred subjects, the consolidation
+    memo); the parent alone commits, after the gate, through its journal."""
+    if config.retry_only:
         return 1
     wanted = config.workers or min(4, os.cpu_count() or 1)
     # a spawned child costs ~2.5 s of imports and ~120 MB: by default only for 250+ shards
@@ -342,8 +344,10 @@ def plan_in_processes(
     workers: int,
     local: Callable[[list[Shard]], BatchOutcome] | None = None,
 ) -> list[BatchOutcome]:
-    """Dry-run planning fanned out over processes, each with its own store connection and
-    report part (merged by finish_run). Same run id and cutoff in every process.
+    """Planning fanned out over processes, each with its own store connection and report
+    part (merged by finish_run). Same run id and cutoff in every process. An apply run's
+    children stage as the Prefect fan-out's do (process_isolated); what they staged comes
+    back in their outcomes and the parent's gate and commit take it from there.
 
     With ``local`` the parent is one of the ``workers``: it plans parts itself from the far
     end of the list, taking back each one no child has started (a cancelled future), so no
@@ -353,8 +357,9 @@ def plan_in_processes(
 
     params = ctx.config.model_copy(update={"now": ctx.cutoff, "workers": 1})
     parts = batches(shards, max(1, -(-len(shards) // (workers * 4))))
-    # fork is cheap and safe here: no model or thread pool is loaded before planning starts
-    method = "fork" if not ctx.config.consolidate else "spawn"
+    # fork is cheap and safe in a dry run without consolidation: no model, thread pool or
+    # lease heartbeat (an apply run's) exists before planning starts
+    method = "fork" if ctx.config.dry_run and not ctx.config.consolidate else "spawn"
     children = workers - 1 if local is not None else workers
     outcomes: list[BatchOutcome] = []
     with ProcessPoolExecutor(children, mp_context=multiprocessing.get_context(method)) as pool:

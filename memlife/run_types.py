@@ -46,7 +46,7 @@ class RunConfig(BaseModel):
     with_model: bool = Field(False, description="Let a dry run call the model")
     metrics_namespace: str | None = Field(None, description="CloudWatch namespace for counts")
     cloudtrail: str | None = Field(None, description="CloudTrail logs to ingest first")
-    workers: int = Field(0, ge=0, description="Dry-run planning processes (local); 0 = auto")
+    workers: int = Field(0, ge=0, description="Planning processes (local engine); 0 = auto")
     fan_out: Literal["tasks", "deployments"] = Field(
         "tasks", description="Prefect: batches as tasks, or child runs of the shard deployment"
     )

@@ -135,3 +135,27 @@ def test_file_sink_refuses_a_sibling_folder_with_the_same_prefix(tmp_path) -> No
         sink.put_new("../receipts2/x.json", b"{}")
     assert not (tmp_path / "receipts2" / "x.json").exists()
     assert sink.put_new("runs/a.json", b"{}")
+
+
+def test_file_sink_refuses_keys_and_links_that_leave_the_folder(tmp_path) -> None:
+    """The folder part of a key is resolved once per folder (the evidence chain reads
+    thousands of receipts): that shortcut must refuse what the full resolve refused."""
+    from memlife.audit import FileSink
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.json").write_bytes(b"{}")
+    sink = FileSink(tmp_path / "receipts")
+    assert sink.put_new("operations/a.json", b"{}")
+    for key in ("operations/..", "operations/", "/etc/passwd", "operations/../../outside/x.json",
+                "a/../../outside/secret.json"):  # fmt: skip
+        with pytest.raises(ValueError):
+            sink.get(key)
+    (tmp_path / "receipts" / "operations" / "link.json").symlink_to(outside / "secret.json")
+    with pytest.raises(ValueError, match="escapes"):
+        sink.get("operations/link.json")  # a file link out of the folder
+    (tmp_path / "receipts" / "runs").symlink_to(outside)
+    with pytest.raises(ValueError, match="escapes"):
+        sink.put_new("runs/new.json", b"{}")  # a folder link out of the folder
+    assert not (outside / "new.json").exists()
+    assert sink.get("operations/a.json") == b"{}" and sink.get("operations/none.json") is None
