@@ -23,6 +23,7 @@ import numpy as np
 from memlife.embed import Embedder
 from memlife.model import MemoryRecord, content_sha256
 from memlife.settings import settings
+from memlife.sql_in import in_chunks
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS embeddings (
@@ -33,7 +34,6 @@ CREATE TABLE IF NOT EXISTS embeddings (
     PRIMARY KEY (content_sha256, model_id)
 ) WITHOUT ROWID;
 """
-_CHUNK = 500  # SQLite's bound-parameter limit is 999 on old builds
 
 
 def write_many(conn: sqlite3.Connection, sql: str, rows: Sequence[Sequence[Any]]) -> None:
@@ -162,11 +162,10 @@ class EmbeddingCache:
     def _lookup(self, shas: Sequence[str], model_id: str, dim: int) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
         with self.lock:
-            for i in range(0, len(shas), _CHUNK):
-                chunk = shas[i : i + _CHUNK]
+            for qs, chunk in in_chunks(shas):
                 q = (
                     "SELECT content_sha256, dim, vector FROM embeddings WHERE model_id=? "
-                    f"AND content_sha256 IN ({','.join('?' * len(chunk))})"
+                    f"AND content_sha256 IN ({qs})"
                 )
                 for sha, d, blob in self._db.execute(q, (model_id, *chunk)):
                     if d == dim and len(blob) == 4 * dim:  # else stale: re-embed
@@ -221,11 +220,9 @@ class EmbeddingCache:
         self._forget_recent(keys)
         deleted = 0
         with self.lock:
-            for i in range(0, len(keys), _CHUNK):
-                chunk = keys[i : i + _CHUNK]
+            for qs, chunk in in_chunks(keys):
                 cur = self._db.execute(
-                    f"DELETE FROM embeddings WHERE content_sha256 IN ({','.join('?' * len(chunk))})",
-                    chunk,
+                    f"DELETE FROM embeddings WHERE content_sha256 IN ({qs})", chunk
                 )
                 deleted += cur.rowcount
         return deleted

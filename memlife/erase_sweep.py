@@ -22,7 +22,8 @@ from datetime import UTC, datetime, timedelta
 
 from memlife.derived import derived_for
 from memlife.embed_cache import EmbeddingCache
-from memlife.stores.base import MemoryStore, chunked
+from memlife.sql_in import in_chunks
+from memlife.stores.base import MemoryStore
 from memlife.stores.sqlite import SqliteStore
 
 RECENT = timedelta(days=1)
@@ -44,10 +45,10 @@ def recent_tombstones(
         con = backend.connection
         if con.execute("SELECT 1 FROM tombstones LIMIT 1").fetchone() is None:
             return []
-        for chunk in chunked(sorted(set(actors)), 500):
+        for qs, chunk in in_chunks(sorted(set(actors))):
             q = (
                 "SELECT actor_id, content_sha256 FROM tombstones "
-                f"WHERE actor_id IN ({', '.join('?' * len(chunk))}) AND erased_at >= ?"
+                f"WHERE actor_id IN ({qs}) AND erased_at >= ?"
             )
             out += con.execute(q, [*chunk, since.astimezone(UTC).isoformat()]).fetchall()
     return out

@@ -8,6 +8,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from memlife.model import utcnow
+from memlife.sql_in import in_chunks
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS inferred_subjects (
@@ -22,7 +23,6 @@ CREATE INDEX IF NOT EXISTS inferred_subjects_shard ON inferred_subjects (actor_i
 """
 TABLE = "inferred_subjects"
 FILENAME = "inferred.db"
-_CHUNK = 500
 
 
 class SqliteSubjects:
@@ -45,9 +45,8 @@ class SqliteSubjects:
             return {}
         out: dict[str, str] = {}
         with self.lock:
-            for i in range(0, len(ids), _CHUNK):
-                chunk = list(ids[i : i + _CHUNK])
-                q = f"SELECT record_id, subject FROM inferred_subjects WHERE record_id IN ({','.join('?' * len(chunk))})"
+            for qs, chunk in in_chunks(ids):
+                q = f"SELECT record_id, subject FROM inferred_subjects WHERE record_id IN ({qs})"
                 out.update(self.connection.execute(q, chunk).fetchall())
         return out
 
@@ -63,11 +62,9 @@ class SqliteSubjects:
     def forget(self, ids: Sequence[str]) -> int:
         n = 0
         with self.lock:
-            for i in range(0, len(ids), _CHUNK):
-                chunk = list(ids[i : i + _CHUNK])
+            for qs, chunk in in_chunks(ids):
                 cur = self.connection.execute(
-                    f"DELETE FROM inferred_subjects WHERE record_id IN ({','.join('?' * len(chunk))})",
-                    chunk,
+                    f"DELETE FROM inferred_subjects WHERE record_id IN ({qs})", chunk
                 )
                 n += cur.rowcount
         return n

@@ -23,6 +23,7 @@ from memlife.journal.base import (
     stored,
 )
 from memlife.model import utcnow
+from memlife.sql_in import in_chunks
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS operations (
@@ -395,11 +396,10 @@ def read_outcomes(
     out: dict[str, MemoOutcome] = {}
     keys = list(dict.fromkeys(memo_keys))
     with lock:
-        for i in range(0, len(keys), 500):
-            chunk = keys[i : i + 500]
+        for qs, chunk in in_chunks(keys):
             rows = connection.execute(
                 "SELECT memo_key, outcome, retry_at FROM consolidation_outcomes WHERE "
-                f"memo_key IN ({','.join('?' * len(chunk))})", chunk,
+                f"memo_key IN ({qs})", chunk,
             ).fetchall()  # fmt: skip
             out.update({k: MemoOutcome(outcome=o, retry_at=_dt(r)) for k, o, r in rows})
     return out

@@ -8,6 +8,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from memlife.review_queue.base import COLUMNS, ReviewItem
+from memlife.sql_in import in_chunks, marks
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS review_items (
@@ -36,7 +37,6 @@ CREATE INDEX IF NOT EXISTS review_items_state ON review_items (state, actor_id, 
 """
 TABLE = "review_items"
 FILENAME = "reviews.db"
-_CHUNK = 500
 
 
 class SqliteReviews:
@@ -53,15 +53,14 @@ class SqliteReviews:
 
     def get_many(self, ids: Sequence[str]) -> dict[str, ReviewItem]:
         out: dict[str, ReviewItem] = {}
-        for i in range(0, len(ids), _CHUNK):
-            chunk = list(ids[i : i + _CHUNK])
-            for item in self._select(f"item_id IN ({','.join('?' * len(chunk))})", chunk):
+        for qs, chunk in in_chunks(ids):
+            for item in self._select(f"item_id IN ({qs})", chunk):
                 out[item.item_id] = item
         return out
 
     def list(self, states: Iterable[str]) -> list[ReviewItem]:
         states = [*states]
-        return self._select(f"state IN ({','.join('?' * len(states))})", states)
+        return self._select(f"state IN ({marks(len(states))})", states)
 
     def disputed(self, actor_id: str, namespace: str) -> frozenset[str]:
         with self.lock:

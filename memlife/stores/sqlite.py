@@ -35,6 +35,7 @@ from memlife.model import (
     content_sha256,
     utcnow,
 )
+from memlife.sql_in import in_chunks, marks
 from memlife.stores.base import DEFAULT_PAGE_SIZE, BadPageToken, BatchResult, ItemFailure, Page
 from memlife.text import negates, norm_sha256, normalise
 
@@ -299,7 +300,7 @@ class SqliteStore:
         sql = f"{select} WHERE actor_id=? AND namespace=? AND id>?"
         args: list[Any] = [actor_id, namespace, after]
         if statuses:
-            sql += f" AND status IN ({', '.join('?' * len(statuses))})"
+            sql += f" AND status IN ({marks(len(statuses))})"
             args += [Status(s).value for s in statuses]
         sql += " ORDER BY id LIMIT ?"
         args.append(page_size + 1)  # one extra row tells whether another page exists
@@ -342,17 +343,15 @@ class SqliteStore:
     def get_many(self, ids: Sequence[str]) -> dict[str, MemoryRecord]:
         out: dict[str, MemoryRecord] = {}
         with self.lock:
-            for i in range(0, len(ids), 500):
-                chunk = list(ids[i : i + 500])
-                q = f"{_SELECT} WHERE id IN ({', '.join('?' * len(chunk))})"
-                for row in self.connection.execute(q, chunk):
+            for qs, chunk in in_chunks(ids):
+                for row in self.connection.execute(f"{_SELECT} WHERE id IN ({qs})", chunk):
                     out[row[0]] = row_to_record(row)
         return out
 
     def count(self, statuses: Sequence[Status] | None = None) -> int:
         sql, args = "SELECT count(*) FROM records", []
         if statuses:
-            sql += f" WHERE status IN ({', '.join('?' * len(statuses))})"
+            sql += f" WHERE status IN ({marks(len(statuses))})"
             args = [Status(s).value for s in statuses]
         with self.lock:
             n: int = self.connection.execute(sql, args).fetchone()[0]
@@ -452,9 +451,8 @@ class SqliteStore:
         ).fetchone()
         if hit:
             return "ERASED_CONTENT"
-        for i in range(0, len(sources), 500):
-            chunk = list(sources[i : i + 500])
-            q = f"SELECT 1 FROM tombstones WHERE record_id IN ({', '.join('?' * len(chunk))}) LIMIT 1"
+        for qs, chunk in in_chunks(sources):
+            q = f"SELECT 1 FROM tombstones WHERE record_id IN ({qs}) LIMIT 1"
             if self.connection.execute(q, chunk).fetchone():
                 return "ERASED_SOURCE"
         return None
@@ -503,13 +501,11 @@ class SqliteStore:
             tombstoned_actors: set[str] = set()
             ids = [row[0] for row in rows]
             actors = list({row[1] for row in rows}) if check_tombstones else []
-            for i in range(0, len(ids), 500):
-                chunk = ids[i : i + 500]
-                q = f"SELECT id FROM records WHERE id IN ({', '.join('?' * len(chunk))})"
+            for qs, chunk in in_chunks(ids):
+                q = f"SELECT id FROM records WHERE id IN ({qs})"
                 taken.update(row[0] for row in con.execute(q, chunk))
-            for i in range(0, len(actors), 500):
-                chunk = actors[i : i + 500]
-                q = f"SELECT DISTINCT actor_id FROM tombstones WHERE actor_id IN ({', '.join('?' * len(chunk))})"
+            for qs, chunk in in_chunks(actors):
+                q = f"SELECT DISTINCT actor_id FROM tombstones WHERE actor_id IN ({qs})"
                 tombstoned_actors.update(row[0] for row in con.execute(q, chunk))
             for row in rows:
                 rid = row[0]
