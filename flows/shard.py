@@ -33,7 +33,7 @@ from prefect.deployments import run_deployment  # noqa: E402
 
 from flows import limits  # noqa: E402
 from memlife import fanout, run_planning  # noqa: E402
-from memlife.run_types import BatchOutcome, RunConfig, RunContext, Shard  # noqa: E402
+from memlife.run_types import BatchOutcome, RunConfig, RunContext, Shard, collect  # noqa: E402
 
 _task: Any = dict(cache_policy=NO_CACHE, persist_result=False)
 
@@ -61,15 +61,15 @@ def shard(config: dict[str, Any], shards: list[dict[str, str]], part: str = "0")
 
 def _settle(futures: list[Any], groups: Sequence[Sequence[Shard]]) -> list[BatchOutcome]:
     """Wait for every batch; a failed one becomes failed-shard entries instead of an error."""
-    outcomes = []
+    outcomes: list[BatchOutcome] = []
     for fut, group in zip(futures, groups, strict=True):
         result = fut.result(raise_on_failure=False)
         if isinstance(result, BatchOutcome):
-            outcomes.append(result)
+            collect(outcomes, result)
         elif isinstance(result, BaseException):
-            outcomes.append(fanout.failed_outcome(group, result))
+            collect(outcomes, fanout.failed_outcome(group, result))
         else:
-            outcomes.append(fanout.failed_outcome(group, f"TASK_{fut.state.type.value}"))
+            collect(outcomes, fanout.failed_outcome(group, f"TASK_{fut.state.type.value}"))
     return outcomes
 
 
@@ -134,6 +134,7 @@ def fan_out_deployments(
         for i, g in enumerate(groups)
     ]
     outcomes: list[BatchOutcome | None] = [None] * len(runs)
+    done: list[BatchOutcome] = []  # in the order they finish
     with get_client(sync_client=True) as client:
         while any(o is None for o in outcomes):
             for i, fr in enumerate(runs):
@@ -144,14 +145,16 @@ def fan_out_deployments(
                     continue
                 if state.is_completed():
                     try:
-                        outcomes[i] = fanout.child_outcome(ctx, str(i), state.result)
+                        outcome = fanout.child_outcome(ctx, str(i), state.result)
                     except Exception as exc:  # result storage not shared with the parent
-                        outcomes[i] = fanout.failed_outcome(groups[i], exc)
+                        outcome = fanout.failed_outcome(groups[i], exc)
                 else:
-                    outcomes[i] = fanout.failed_outcome(groups[i], f"CHILD_{state.type.value}")
+                    outcome = fanout.failed_outcome(groups[i], f"CHILD_{state.type.value}")
+                outcomes[i] = outcome
+                collect(done, outcome)
             if any(o is None for o in outcomes):
                 time.sleep(poll_seconds)
-    return [o for o in outcomes if o is not None]
+    return done
 
 
 def _started(run: object) -> FlowRun:

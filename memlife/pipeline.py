@@ -39,7 +39,7 @@ from memlife.run_finish import gate_line as gate_line  # re-exported: the CLI's 
 from memlife.run_finish import markdown_summary as markdown_summary  # re-exported
 from memlife.run_planning import embeddings_for, open_report, process_batch
 from memlife.run_start import remote_state, start_run, take_lease
-from memlife.run_types import BatchOutcome, RunConfig, RunContext, RunSummary, Shard
+from memlife.run_types import BatchOutcome, RunConfig, RunContext, RunSummary, Shard, collect
 from memlife.settings import settings
 from memlife.stores import MemoryStore, open_store
 
@@ -157,10 +157,7 @@ def _steps(
     else:
         outcomes = []
         for b in groups:
-            outcome = process_batch(ctx, store, b, report, executor)
-            if outcomes:  # one bounded set of review findings for the run, not one per batch
-                outcomes[0].reviews.absorb(outcome.reviews)
-            outcomes.append(outcome)
+            collect(outcomes, process_batch(ctx, store, b, report, executor))
     logger.info("planned %d records", sum(o.records for o in outcomes))
     checkpoint("after_stage")  # staged: nothing written yet
     progress.phase("regression gate" if config.eval_cases else "finishing")
@@ -372,11 +369,11 @@ def plan_in_processes(
                     break  # a child has it, and every part before it
                 outcome = local(part)
                 progress.advance(outcome.records)
-                outcomes.append(outcome)
+                collect(outcomes, outcome)
         for future in as_completed([f for f in futures if not f.cancelled()]):
             outcome = future.result()
             progress.advance(outcome.records)
-            outcomes.append(outcome)
+            collect(outcomes, outcome)
     return outcomes
 
 

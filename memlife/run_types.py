@@ -127,6 +127,18 @@ class BatchOutcome:
     reviews: ReviewCandidates = field(default_factory=ReviewCandidates)
 
 
+def collect(outcomes: list[BatchOutcome], outcome: BatchOutcome) -> None:
+    """Add a batch's outcome to the run's; its review findings join the first outcome's,
+    so a run holds one bounded set of them however many batches it plans (every path:
+    one process, planning children, Prefect tasks and child flow runs)."""
+    if outcomes:
+        kept = outcomes[0].reviews
+        if kept.budget is None:  # the first was a failed batch's (no findings, no budget)
+            kept.budget = outcome.reviews.budget
+        kept.absorb(outcome.reviews)
+    outcomes.append(outcome)
+
+
 @dataclass
 class RunSummary:
     run_id: str

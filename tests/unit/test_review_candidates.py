@@ -16,6 +16,7 @@ from memlife.plan import REVIEW_REASONS, Action, Decision, Reason
 from memlife.review_queue import ReviewCandidates, ReviewItem, ReviewQueue, item_id
 from memlife.review_queue import candidates as candidates_mod
 from memlife.review_queue.sqlite import SCHEMA, SqliteReviews
+from memlife.run_types import BatchOutcome, collect
 
 NIGHT = datetime(2026, 11, 1, 2, 15, tzinfo=UTC)
 REASONS = sorted(REVIEW_REASONS, key=str) + [Reason.HARD_EXPIRED]
@@ -78,9 +79,10 @@ decision_lists = st.lists(
     dry_run=st.booleans(),
     compacted=st.booleans(),
     sequential=st.booleans(),
+    failed_first=st.booleans(),
 )
 def test_bounded_and_merged_equals_sort_then_cap(
-    spec, budget, processes, chunk, existing_states, dry_run, compacted, sequential
+    spec, budget, processes, chunk, existing_states, dry_run, compacted, sequential, failed_first
 ) -> None:
     decisions = [
         Decision(f"r{n:02d}", "a", "/n", action, reasons, 0.5, priority=priority)
@@ -103,11 +105,16 @@ def test_bounded_and_merged_equals_sort_then_cap(
                 p.compact(one)
                 assert len(p.best) <= budget and not p.pending
         parts = [pickle.loads(pickle.dumps(p)) for p in parts]  # as a child hands it back
-        if sequential:  # batch after batch in one process: one set (pipeline's local loop)
-            for p in parts[1:]:
-                parts[0].absorb(p)
-                assert p.found == 0 and not p.pending and not p.best
-                assert len(parts[0].best) < 2 * budget + chunk
+        if sequential:  # batch after batch: one set (run_types.collect, every fan-out path)
+            outcomes: list[BatchOutcome] = []
+            if failed_first:  # a batch that failed as a whole: no findings, no budget
+                collect(outcomes, BatchOutcome(failed_shards=[{"shard": "x", "code": "E"}]))
+            for p in parts:
+                collect(outcomes, BatchOutcome(reviews=p))
+                assert len(outcomes[0].reviews.best) < 2 * budget + chunk
+            for o in outcomes[1:]:
+                assert o.reviews.found == 0 and not o.reviews.pending and not o.reviews.best
+            parts = [o.reviews for o in outcomes]
         merged = ReviewCandidates.merge(parts, budget, one)
         got = ReviewQueue(one).queue(merged, budget=budget, run_id="n1", at=NIGHT, dry_run=dry_run)
         opened = merged.opened(budget)
