@@ -151,7 +151,11 @@ def _steps(
     progress.phase(f"planning {len(shards):,} shards", records_in_scope(store, config))
     if fan_out is not None:
         outcomes = fan_out(ctx, store, groups, report, executor)
-    elif (workers := planning_workers(config, len(shards))) > 1:
+    elif (
+        consolidator is None  # an injected one (tests) or a wrapped one lives in this process
+        and limit_model is None
+        and (workers := planning_workers(config, len(shards))) > 1
+    ):
         outcomes = plan_in_processes(ctx, shards, workers,
                                      lambda part: process_batch(ctx, store, part, report, executor))  # fmt: skip
     else:

@@ -92,3 +92,35 @@ def test_two_processes_apply_what_one_applies(
     assert again.lifecycle["consolidated"] == again.lifecycle["deleted"] == 0
     assert snapshot(tmp_path / "two" / "memlife.db") == after
     assert set(operation_receipts(tmp_path / "two" / "receipts")) == receipts
+
+
+def test_an_injected_consolidator_sees_every_group(
+    tmp_path: Path, seeded: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A consolidator handed to run() lives in this process: planning stays here (children
+    would build the default one and the injected one would see only the parent's share)."""
+    from memlife.consolidate.extractive import ExtractiveConsolidator
+    from memlife.policy import load_policy
+
+    monkeypatch.setenv("MEMLIFE_HOME", str(tmp_path / "home"))
+    inner = ExtractiveConsolidator(policy=load_policy(None))
+    seen: list[str] = []
+
+    class Counting:
+        name = inner.name
+
+        def consolidate(self, group):  # noqa: ANN001, ANN202
+            seen.append(group.key)
+            return inner.consolidate(group)
+
+    base = tmp_path / "injected"
+    base.mkdir()
+    db = base / "memlife.db"
+    shutil.copyfile(seeded, db)
+    cfg = RunConfig(dry_run=False, now=CUTOFF, store=f"sqlite:///{db}",
+                    receipts=f"file://{base / 'receipts'}", eval_cases=gate_cases(db), workers=2)  # fmt: skip
+    summary = pipeline.run(cfg, consolidator=Counting())
+    assert summary.lifecycle["consolidated"] > 0
+    reference = _apply(tmp_path / "ref", seeded, 1)
+    assert summary.lifecycle == reference.lifecycle
+    assert len(seen) == len(set(seen)) >= summary.lifecycle["consolidated"]
