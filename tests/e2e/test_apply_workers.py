@@ -24,6 +24,7 @@ from tests.support.lifecycle import (
     seed,
     snapshot,
 )
+from tests.support.planning import parent_parts
 
 RECORDS = 2000  # 20 actors, ~240 shards: two planning processes with workers=2
 
@@ -62,14 +63,7 @@ def test_two_processes_apply_what_one_applies(
     monkeypatch.setenv("MEMLIFE_HOME", str(tmp_path / "home"))
     before = snapshot(seeded)
     one = _apply(tmp_path / "one", seeded, 1)
-    local_parts: list[int] = []
-    process_batch = pipeline.process_batch
-
-    def counted(ctx, store, shards, report, executor=None):  # the parent's own parts
-        local_parts.append(len(shards))
-        return process_batch(ctx, store, shards, report, executor)
-
-    monkeypatch.setattr(pipeline, "process_batch", counted)
+    local_parts = parent_parts(monkeypatch)
     two = _apply(tmp_path / "two", seeded, 2)
     assert (
         local_parts and sum(local_parts) < two.shards

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from memlife import pipeline
 from memlife.demo import generate
 from memlife.pipeline import RunConfig, planning_workers, run_local
 from memlife.stores.sqlite import SqliteStore
+from tests.support.planning import parent_parts
 
 ANCHOR = datetime(2026, 11, 1, tzinfo=UTC)
 N = 5000  # 50 actors, 250 shards: two planning processes
@@ -46,14 +46,7 @@ def test_two_processes_plan_what_one_plans(
 ) -> None:
     assert planning_workers(RunConfig(dry_run=True, workers=2), 250) == 2
     one, rows_one = _run(home, demo_db, 1, "one")
-    local_parts: list[int] = []
-    process_batch = pipeline.process_batch
-
-    def counted(ctx, store, shards, report, executor=None):  # the parent's own parts
-        local_parts.append(len(shards))
-        return process_batch(ctx, store, shards, report, executor)
-
-    monkeypatch.setattr(pipeline, "process_batch", counted)
+    local_parts = parent_parts(monkeypatch)
     two, rows_two = _run(home, demo_db, 2, "two")
     assert len(rows_one) == len(rows_two) == N
     assert rows_two == rows_one
