@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -131,8 +132,16 @@ class Parsed:
 
 
 def parse_chunk(chunk: Chunk) -> Parsed:
-    """In a worker: the rows and errors of a chunk's lines (the serial loop's checks)."""
+    """In a worker: the rows and errors of a chunk's lines (the serial loop's checks),
+    through the columnar path when the block allows (``import_columnar.parse_block``)."""
     faults.checkpoint("import_chunk")
+    from memlife.import_columnar import parse_block  # pyarrow: loaded on the first block
+
+    return parse_block(chunk)
+
+
+def parse_lines(chunk: Chunk) -> Parsed:
+    """The rows and errors of a chunk's lines, line by line (:func:`line_row`)."""
     out = Parsed()
     pieces = chunk.data.split(b"\n")
     last = len(pieces) - 1
@@ -241,6 +250,46 @@ class Workers:
                 proc.wait()
 
     def __enter__(self) -> Workers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Threads:
+    """:class:`Workers`' interface, parsing on threads of this process: pyarrow's reader
+    and SQLite's writes release the GIL, so on few cores this beats a worker process
+    (no pickling of rows); results are taken in the order the chunks were given."""
+
+    def __init__(self, count: int = 1):
+        self.count = count
+        self._pool = ThreadPoolExecutor(
+            max_workers=max(1, count), thread_name_prefix="memlife-parse"
+        )
+        self._order: deque[Future[Parsed]] = deque()
+        self._inline: deque[Chunk] = deque()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._order) + len(self._inline)
+
+    def submit(self, chunk: Chunk) -> None:
+        if self.count == 0:
+            self._inline.append(chunk)
+            return
+        self._order.append(self._pool.submit(parse_chunk, chunk))
+
+    def result(self) -> Parsed:
+        if self.count == 0:
+            return parse_chunk(self._inline.popleft())
+        return self._order.popleft().result()
+
+    def close(self) -> None:
+        for pending in self._order:
+            pending.cancel()
+        self._pool.shutdown(wait=True)
+
+    def __enter__(self) -> Threads:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -35,6 +35,7 @@ from memlife.import_parse import (
     MAX_DEPTH,
     Chunk,
     Parsed,
+    Threads,
     WorkerFailed,
     Workers,
     check_declared_sha256,
@@ -61,7 +62,10 @@ BATCH = 500
 # Worker processes parse files from this size on: a spawned worker costs ~0.5 s of start-up
 # (interpreter, pydantic), about what this process parses of a 16 MiB file meanwhile.
 PARALLEL_MIN_BYTES = 16 << 20
-BLOCK_BYTES = 512 << 10  # a worker's unit: whole lines, ~900 demo records
+# a parser's unit: whole lines, ~7,000 demo records (pyarrow's per-call costs amortised)
+BLOCK_BYTES = 4 << 20
+PARSE_THREADS = 1  # in this process: a parsing thread beside the reader and the writer
+ROWS_PATH = True  # False: the record path for every store (tests compare the two)
 
 
 def default_workers() -> int:
@@ -181,26 +185,28 @@ def import_file(
     workers: int | None = None,
 ) -> ImportReport:
     """Import a JSONL file; ``workers``: parsing processes (None: :func:`default_workers`
-    for a SQLite store and a file of at least PARALLEL_MIN_BYTES; 0: parse in this one).
-    Either way the stored rows and the report are the same."""
+    for a SQLite store and a file of at least PARALLEL_MIN_BYTES; 0: parse in this one, on
+    a thread). Either way the stored rows and the report are the same."""
     pol = policy if isinstance(policy, Policy) else load_policy(policy)
     now = now or utcnow()
     report = ImportReport()
     content_max = pol.limits.content_max_bytes
     future_after = now + FUTURE_SKEW
-    if workers is None:
-        big = path.stat().st_size >= PARALLEL_MIN_BYTES
-        workers = default_workers() if big else 0
-    # --update and other stores take records (and --update is a receipted manual run)
-    if workers > 0 and sys.executable and isinstance(store, SqliteStore) and not update:
-        try:
-            pool = Workers(workers)
-        except OSError:  # no child processes allowed here: parse in this process
-            pool = None
-        if pool is not None:
-            with pool:
-                _import_rows(store, path, report, pool, content_max, max_line_bytes, future_after)
-            return report
+    # a SQLite store takes rows built by import_parse (columnar where it can); --update
+    # and other stores take records (and --update is a receipted manual run)
+    if isinstance(store, SqliteStore) and not update and ROWS_PATH:
+        if workers is None:
+            big = path.stat().st_size >= PARALLEL_MIN_BYTES
+            workers = default_workers() if big else 0
+        pool: Workers | Threads | None = None
+        if workers > 0 and sys.executable:
+            try:
+                pool = Workers(workers)
+            except OSError:  # no child processes allowed here: parse in this process
+                pool = None
+        with pool or Threads(PARSE_THREADS) as parsers:
+            _import_rows(store, path, report, parsers, content_max, max_line_bytes, future_after)
+        return report
 
     batches = _Batches[MemoryRecord](
         store, report, update, lambda rs: insert_new(store, rs), lambda r: r
@@ -229,7 +235,7 @@ def _import_rows(
     store: SqliteStore,
     path: Path,
     report: ImportReport,
-    pool: Workers,
+    pool: Workers | Threads,
     content_max: int,
     max_line_bytes: int,
     future_after: datetime,

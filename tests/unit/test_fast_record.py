@@ -211,6 +211,8 @@ def test_import_through_either_path_stores_the_same_rows(home, tmp_path, monkeyp
         finally:
             store.close()
 
-    fast_rows = rows("fast.db")
+    fast_rows = rows("fast.db")  # a SQLite store: rows, built by the columnar path
+    monkeypatch.setattr("memlife.importer.ROWS_PATH", False)  # records, line by line
+    assert rows("records.db") == fast_rows
     monkeypatch.setattr("memlife.importer.fast_record", lambda raw: None)  # checked path only
     assert rows("checked.db") == fast_rows

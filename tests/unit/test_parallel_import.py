@@ -86,17 +86,23 @@ def _store(path: Path) -> SqliteStore:
     return store
 
 
-def _import(tmp_path: Path, name: str, src: Path, workers: int) -> tuple[list[tuple], dict]:
+def _import(
+    tmp_path: Path, name: str, src: Path, workers: int, *, records: bool = False
+) -> tuple[list[tuple], dict]:
+    """``records``: the record path (parse_line, insert_new) every store other than
+    SQLite takes; else the rows path (columnar, or per line; here or in workers)."""
     store = _store(tmp_path / f"{name}.db")
     try:
+        importer.ROWS_PATH = not records
         rep = import_file(store, src, now=NOW, max_line_bytes=MAX_LINE, workers=workers)
         rows = store.connection.execute("SELECT * FROM records ORDER BY id").fetchall()
         return rows, {**rep.as_json(), "text": [str(e) for e in rep.invalid]}
     finally:
+        importer.ROWS_PATH = True
         store.close()
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [0, 1, 2])
 def test_worker_processes_store_the_serial_rows_and_report(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
 ) -> None:
@@ -104,7 +110,7 @@ def test_worker_processes_store_the_serial_rows_and_report(
     monkeypatch.setattr(importer, "BLOCK_BYTES", 4096)
     src = tmp_path / "in.jsonl"
     src.write_bytes(b"\n".join(_mixed_lines()))  # the last line has no newline
-    serial_rows, serial = _import(tmp_path, "serial", src, workers=0)
+    serial_rows, serial = _import(tmp_path, "serial", src, workers=0, records=True)
     rows, report = _import(tmp_path, f"w{workers}", src, workers=workers)
     assert rows == serial_rows
     assert report == serial
@@ -163,7 +169,7 @@ def test_no_child_processes_means_parsing_in_process(
     monkeypatch.setattr("memlife.import_parse.subprocess.Popen", refuse)
     src = tmp_path / "in.jsonl"
     src.write_bytes(b"\n".join(_mixed_lines()))
-    serial_rows, serial = _import(tmp_path, "serial", src, workers=0)
+    serial_rows, serial = _import(tmp_path, "serial", src, workers=0, records=True)
     assert _import(tmp_path, "refused", src, workers=1) == (serial_rows, serial)
 
 
