@@ -290,7 +290,7 @@ class _Block:
             col[name] = pc.fill_null(col[name], default)
         prov = {k: v.filter(take) for k, v in self.prov.items()}
         contents: list[str] = col["content"].to_pylist()
-        shas = [_sha256(c.encode()).hexdigest() for c in contents]
+        shas, norms, negs = _content_keys(contents)
         times: list[list[Any]] = []
         for name, stamp in zip(_TIMES, stamps, strict=True):
             times += _iso_and_seconds(col[name], stamp.filter(take))
@@ -302,8 +302,7 @@ class _Block:
             col["owner"].to_pylist(), col["confidence"].to_pylist(), col["source"].to_pylist(),
             times[0], times[2], col["access_count"].to_pylist(), times[4], times[6],
             col["retention_class"].to_pylist(), col["status"].to_pylist(), times[8],
-            self.provenance_json(prov), shas, [norm_sha256(c) for c in contents],
-            [int(negates(c)) for c in contents], times[1], times[3], times[5], times[7],
+            self.provenance_json(prov), shas, norms, negs, times[1], times[3], times[5], times[7],
             times[9],
             strict=True,
         )  # fmt: skip
@@ -333,6 +332,21 @@ class _Block:
                 continue
             out.rows.append((n, row, datetime.fromisoformat(row[9]) > chunk.future_after))
         return out
+
+
+def _content_keys(contents: list[str]) -> tuple[list[str], list[str], list[int]]:
+    """content_sha256, norm_sha256 and negated of each content; a text repeated in the
+    block (the same statement for many actors) is hashed once."""
+    keys: dict[str, tuple[str, str, int]] = {}
+    for c in contents:
+        if c not in keys:
+            keys[c] = (_sha256(c.encode()).hexdigest(), norm_sha256(c), int(negates(c)))
+    if len(keys) == len(contents):
+        values = list(keys.values())
+    else:
+        values = [keys[c] for c in contents]
+    shas, norms, negs = (list(v) for v in zip(*values, strict=True)) if values else ([], [], [])
+    return shas, norms, negs
 
 
 def _real_date(text: str | None) -> bool:

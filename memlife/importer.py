@@ -18,7 +18,6 @@ pipeline trusts that hash, so it must not name another content.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import sys
 from collections import deque
@@ -59,23 +58,10 @@ from memlife.tombstones import insert_new
 
 MAX_LINE_BYTES = 1 << 20
 BATCH = 500
-# Worker processes parse files from this size on: a spawned worker costs ~0.5 s of start-up
-# (interpreter, pydantic), about what this process parses of a 16 MiB file meanwhile.
-PARALLEL_MIN_BYTES = 16 << 20
 # a parser's unit: whole lines, ~7,000 demo records (pyarrow's per-call costs amortised)
 BLOCK_BYTES = 4 << 20
 PARSE_THREADS = 1  # in this process: a parsing thread beside the reader and the writer
 ROWS_PATH = True  # False: the record path for every store (tests compare the two)
-
-
-def default_workers() -> int:
-    """Parsing processes beside this one (which reads, checks repeated ids and writes):
-    one per CPU but one, at least one, at most four (the writer is the limit beyond)."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cpus = os.cpu_count() or 1
-    return max(1, min(4, cpus - 1))
 
 
 class ImportWorkerError(MemlifeError, RuntimeError):
@@ -184,9 +170,9 @@ def import_file(
     max_line_bytes: int = MAX_LINE_BYTES,
     workers: int | None = None,
 ) -> ImportReport:
-    """Import a JSONL file; ``workers``: parsing processes (None: :func:`default_workers`
-    for a SQLite store and a file of at least PARALLEL_MIN_BYTES; 0: parse in this one, on
-    a thread). Either way the stored rows and the report are the same."""
+    """Import a JSONL file; ``workers``: parsing processes (None or 0: parse in this one, on
+    a thread beside the reader and the writer: measured faster than a worker process on two
+    cores, which pickles every row back). Either way the stored rows and report are the same."""
     pol = policy if isinstance(policy, Policy) else load_policy(policy)
     now = now or utcnow()
     report = ImportReport()
@@ -195,11 +181,8 @@ def import_file(
     # a SQLite store takes rows built by import_parse (columnar where it can); --update
     # and other stores take records (and --update is a receipted manual run)
     if isinstance(store, SqliteStore) and not update and ROWS_PATH:
-        if workers is None:
-            big = path.stat().st_size >= PARALLEL_MIN_BYTES
-            workers = default_workers() if big else 0
         pool: Workers | Threads | None = None
-        if workers > 0 and sys.executable:
+        if workers and sys.executable:
             try:
                 pool = Workers(workers)
             except OSError:  # no child processes allowed here: parse in this process

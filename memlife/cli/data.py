@@ -48,8 +48,8 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--workers",
                 min=0,
-                help="Parsing processes (0: none; default: one per CPU but one, for files "
-                "of 16 MiB or more into a SQLite store)",
+                help="Parsing processes (default 0: parse in this process, on a thread; "
+                "a SQLite store only)",
             ),
         ] = None,
         policy: Annotated[

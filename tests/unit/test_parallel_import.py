@@ -123,7 +123,7 @@ def test_worker_processes_store_the_serial_rows_and_report(
     assert any("column" in e["reason"] for e in serial["invalid"])
 
 
-def test_small_files_start_no_worker(
+def test_worker_processes_start_only_when_asked(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     started: list[int] = []
@@ -134,15 +134,15 @@ def test_small_files_start_no_worker(
             super().__init__(count)
 
     monkeypatch.setattr(importer, "Workers", Counting)
+    monkeypatch.setattr(importer, "BLOCK_BYTES", 4096)  # several blocks, still no process
     src = tmp_path / "in.jsonl"
     src.write_text("".join(r.to_json() + "\n" for r in generate(50, seed=1, anchor=NOW)))
     with SqliteStore(tmp_path / "a.db") as store:
         assert import_file(store, src, now=NOW).imported == 50
     assert started == []
-    monkeypatch.setattr(importer, "PARALLEL_MIN_BYTES", src.stat().st_size)
     with SqliteStore(tmp_path / "b.db") as store:
-        assert import_file(store, src, now=NOW).imported == 50
-    assert started == [importer.default_workers()]
+        assert import_file(store, src, now=NOW, workers=2).imported == 50
+    assert started == [2]
 
 
 def test_the_cli_takes_workers_and_reports_the_same(home: Path, tmp_path: Path) -> None:
