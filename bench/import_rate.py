@@ -4,10 +4,11 @@ Each run is a fresh child process importing the whole file into a new SQLite sto
 ``memlife.importer.import_file`` (``now`` = bench/table.py's NOW, so no demo record is
 dated in the future); the parent samples the RSS of the child and its worker processes
 every 20 ms (peak of the sum). Printed per run: records/s (wall), CPU a record summed
-over the processes and split into main and workers, peak RSS summed.
+over the processes and split into main and workers, peak RSS summed. ``default`` (and 0)
+parse in the importing process, on a thread; N starts N worker processes.
 
     uv run python bench/import_rate.py /tmp/memlife-bench/n1000000/imp/records.jsonl \\
-        --workers default 1 2 0
+        --workers default 1
 """
 
 from __future__ import annotations

@@ -232,6 +232,10 @@ _UNUSUAL = [
     b' "actor_id": "u-1"}',
     json.dumps(good("m-latin")).encode().replace(b"Statement", b"St\xe9tement"),
     json.dumps(good("m-esc")).encode().replace(b'"id"', b'"\\u0069d"'),
+    # an escaped key holding an explicit null: an error, though "confidence" is not in the text
+    json.dumps(good("m-escnull", confidence=None))
+    .encode()
+    .replace(b'"confidence"', b'"\\u0063onfidence"'),
     json.dumps(good("m-sur", content="x")).encode().replace(b'"x"', b'"\\ud800"'),
     json.dumps(good("m-nul", content="x")).encode().replace(b'"x"', b'"a\\u0000b"'),
     json.dumps(good("m-dup")).encode().replace(b'{"id"', b'{"id": "m-other", "id"'),
