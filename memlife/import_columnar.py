@@ -41,7 +41,7 @@ import pydantic_core
 
 from memlife.errors import RecordError
 from memlife.fast_record import _ISO_TIME, _namespace_ok
-from memlife.import_parse import Chunk, Parsed, line_row, parse_lines
+from memlife.import_lines import Chunk, Parsed, line_row, parse_lines
 from memlife.model import MemoryType, RetentionClass, Source, Status
 from memlife.text import negates, norm_sha256
 
