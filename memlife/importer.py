@@ -52,6 +52,7 @@ from memlife.model import (
     utcnow,
 )
 from memlife.policy import Policy, load_policy
+from memlife.sql_in import in_chunks
 from memlife.stores.base import MAX_BATCH, BatchResult, MemoryStore, chunked
 from memlife.stores.sqlite import SqliteStore, row_to_record
 from memlife.tombstones import insert_new
@@ -367,9 +368,8 @@ class _SeenIds:
 
     def first_lines(self, ids: list[str]) -> dict[str, int]:
         out: dict[str, int] = {}
-        for chunk in chunked(ids, 500):
-            q = f"SELECT id, line FROM seen WHERE id IN ({', '.join('?' * len(chunk))})"
-            out.update(self._con.execute(q, chunk).fetchall())
+        for qs, chunk in in_chunks(ids):
+            out.update(self._con.execute(f"SELECT id, line FROM seen WHERE id IN ({qs})", chunk))
         return out
 
     def add(self, pairs: list[tuple[str, int]]) -> None:

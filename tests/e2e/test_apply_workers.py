@@ -118,3 +118,72 @@ def test_an_injected_consolidator_sees_every_group(
     reference = _apply(tmp_path / "ref", seeded, 1)
     assert summary.lifecycle == reference.lifecycle
     assert len(seen) == len(set(seen)) >= summary.lifecycle["consolidated"]
+
+
+def test_an_erasure_between_the_childrens_staging_and_the_commit(
+    tmp_path: Path, seeded: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An adversary erases, on another connection, sources of replacements that a child
+    process staged, after every child has returned and before the parent commits: the
+    parent's commit refuses those replacements (tombstones, checked in the write's own
+    transaction), the erased content is active nowhere, and every other actor ends as a
+    run without the erasure leaves it."""
+    from memlife.erase import erase
+    from memlife.model import Status, content_sha256
+    from memlife.stores.sqlite import SqliteStore, tombstone_norm
+    from memlife.tombstones import listing
+
+    monkeypatch.setenv("MEMLIFE_HOME", str(tmp_path / "home"))
+    before = snapshot(seeded)
+    ref = _apply(tmp_path / "ref", seeded, 1)
+    ref_after = snapshot(tmp_path / "ref" / "memlife.db")
+    assert ref.lifecycle["consolidated"] > 0
+    # the first actor's shards make the first part, which the child takes first: erase the
+    # sources of every replacement the reference run built for that actor
+    first_actor = min(r["actor_id"] for r in before.values())
+    sources = sorted(
+        rid
+        for rid, rec in ref_after.items()
+        if rec["actor_id"] == first_actor and rec["status"] == Status.superseded.value
+    )
+    assert sources, "the first actor has a consolidation to race"
+
+    race = tmp_path / "race"
+    erased: list[str] = []
+    checkpoint = pipeline.checkpoint
+
+    def erase_then(point: str) -> None:
+        if point == "after_stage" and not erased:
+            with SqliteStore(race / "memlife.db") as other:
+                erase(other, first_actor, ids=sources, receipts=f"file://{race / 'receipts'}",
+                      now=CUTOFF)  # fmt: skip
+            erased.extend(sources)
+        checkpoint(point)
+
+    monkeypatch.setattr(pipeline, "checkpoint", erase_then)
+    local_parts = parent_parts(monkeypatch)
+    summary = _apply(race, seeded, 2)
+    assert erased == sources
+    assert local_parts and sum(local_parts) < summary.shards  # a child planned a part
+
+    after = snapshot(race / "memlife.db")
+    assert not set(sources) & set(after), "an erased record survived"
+    with SqliteStore(race / "memlife.db") as store:
+        stones = listing(store, first_actor)
+    shas = {t["content_sha256"] for t in stones}
+    norms = {t["norm_sha256"] for t in stones} - {None}
+    for rid, rec in after.items():
+        if rec["actor_id"] == first_actor and rec["status"] == Status.active.value:
+            assert content_sha256(rec["content"]) not in shas, f"erased content active in {rid}"
+            assert tombstone_norm(rec["content"]) not in norms, f"erased text active in {rid}"
+            assert not set(rec["provenance"]["supersedes"]) & set(sources), rid
+    check_invariants(before, after, race / "receipts")
+    # the refusals are counted, never retried, and nothing else moved
+    assert summary.lifecycle["consolidated"] < ref.lifecycle["consolidated"]
+    others = {rid: rec for rid, rec in ref_after.items() if rec["actor_id"] != first_actor}
+    assert {rid: rec for rid, rec in after.items() if rec["actor_id"] != first_actor} == others
+
+    # the night after: the store is settled, a rerun changes nothing
+    again = _apply(race, seeded, 2, now=CUTOFF + timedelta(hours=1))
+    assert again.lifecycle["consolidated"] == again.lifecycle["superseded"] == 0
+    assert snapshot(race / "memlife.db") == after
