@@ -6,13 +6,15 @@ process*, while the parent samples the RSS of that process and all its children
 the same run: a plain ``sqlite3`` ordered scan of the same store file, all columns.
 
 Measures
-- raw scan: ``SELECT * FROM records ORDER BY actor_id, namespace, id`` (Python sqlite3)
+- raw scan: ``SELECT * FROM records ORDER BY actor_id, namespace, id`` (Python sqlite3),
+  the median of three runs
 - default dry run: ``memlife run --dry-run`` as the CLI runs it with no flags (engine
   local when no Prefect API is configured; consolidation/group analysis on), warm caches
   (a first dry run warms the embedding cache and the derived results, memlife/derived.py;
-  the second, on the unchanged store, is timed)
+  three more on the unchanged store are timed, and the median is given)
 - second-night apply: apply once (first night), then apply again on the unchanged store
-  and time that; model calls, texts embedded and store writes are counted (target 0)
+  in a new process (a scheduler starts each night afresh) and time that; model calls,
+  texts embedded and store writes are counted (target 0)
 - first-night embedding throughput: distinct demo texts through the default embedder
 - JSONL import: ``memlife.importer.import_file`` of N demo records, with peak RSS
 - recall p95 at 100k (``bench/recall_latency.py``'s path), ``--recall`` to include it
@@ -45,6 +47,9 @@ NOW = "2026-11-01T00:00:00+00:00"
 
 
 # -- parent: run a child, sample RSS over the process tree --------------------------------
+WARM_RUNS = 3  # warm dry runs; the table gives the median
+
+
 def run_child(kind: str, *args: str, env_extra: dict | None = None) -> dict:
     import psutil
 
@@ -220,8 +225,9 @@ def child(kind: str, args: list[str]) -> dict:
         os.environ["MEMLIFE_HOME"] = str(home)
     if kind in ("dry", "dry_cold"):  # cold: the first night fills the embedding cache
         return run_default(db, home, dry_run=True)
-    if kind == "apply2":
-        first = run_default(db, home, dry_run=False)
+    if kind == "apply1":  # the first night, in its own process
+        return run_default(db, home, dry_run=False)
+    if kind == "apply2":  # the next night: a new process, as a scheduler starts one
         before = records_digest(db)
         c = Counters()
         r = run_default(db, home, dry_run=False)
@@ -230,7 +236,6 @@ def child(kind: str, args: list[str]) -> dict:
             embedded=c.embedded,
             writes=c.writes,
             records_changed=records_digest(db) != before,
-            first_apply_seconds=round(first["seconds"], 3),
         )
         return r
     if kind == "embed":
@@ -402,7 +407,9 @@ def main(argv: list[str] | None = None) -> int:
             run_child("build", str(db), str(n))
             (tmp / "built").touch()
         print("raw scan ...", file=sys.stderr)
-        res["raw_scan"] = run_child("raw", str(db))
+        res["raw_scan"] = sorted(
+            (run_child("raw", str(db)) for _ in range(WARM_RUNS)), key=lambda r: r["seconds"]
+        )[WARM_RUNS // 2]
         raw_s = res["raw_scan"]["seconds"]
         dry_home = tmp / "dry"
         if (dry_home / "embeddings.db").exists() and (tmp / "warm").exists():
@@ -419,8 +426,14 @@ def main(argv: list[str] | None = None) -> int:
             # night with the embeddings warm fills them, as the first night does otherwise
             print("default dry run, derived results cold (embeddings warm) ...", file=sys.stderr)
             res["dry_fill"] = run_child("dry", str(db), str(dry_home))
-        print("default dry run, warm caches ...", file=sys.stderr)
-        res["dry_run"] = run_child("dry", str(db), str(dry_home))
+        print(f"default dry run, warm caches, {WARM_RUNS} times ...", file=sys.stderr)
+        # the median of three: one run on this shared VM can take 1.6x another; the second
+        # night is judged against this figure
+        warm = sorted(
+            (run_child("dry", str(db), str(dry_home)) for _ in range(WARM_RUNS)),
+            key=lambda r: r["seconds"],
+        )
+        res["dry_run"] = {**warm[len(warm) // 2], "all_seconds": [r["seconds"] for r in warm]}
         shutil.rmtree(dry_home / "reports", ignore_errors=True)  # reports of reruns pile up
         if args.skip_apply:
             res["apply2"] = None
@@ -434,7 +447,9 @@ def main(argv: list[str] | None = None) -> int:
                 tmp / "apply",
                 ignore=shutil.ignore_patterns("receipts*", "reports*", "runs*"),
             )  # reuses the warm embedding cache
+            first = run_child("apply1", str(adb), str(tmp / "apply"))
             res["apply2"] = run_child("apply2", str(adb), str(tmp / "apply"))
+            res["apply2"]["first_apply_seconds"] = round(first["seconds"], 3)
             adb.unlink()
             shutil.rmtree(tmp / "apply", ignore_errors=True)
         print("embedding throughput ...", file=sys.stderr)
@@ -508,13 +523,13 @@ def table_rows(res: dict, raw_s: float) -> list[dict]:
     d, a, e, i = res["dry_run"], res["apply2"], res["embed"], res["import"]
     rows = [
         (
-            "raw scan (sqlite3, all columns, ordered)",
+            f"raw scan (sqlite3, all columns, ordered, median of {WARM_RUNS})",
             f"{res['raw_scan']['per_s']:,} rec/s",
             "baseline",
             1.0,
         ),
         (
-            f"default dry run, {n:,} records, warm caches",
+            f"default dry run, {n:,} records, warm caches (median of {WARM_RUNS})",
             f"{n / d['seconds']:,.0f} rec/s ({d['cpu_s']:.0f} s CPU, all processes)",
             ">= 50k rec/s; <= 5x raw",
             d["seconds"] / raw_s,
