@@ -401,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         db = tmp / "store.db"
         res: dict = {"records": n, "cpus": os.cpu_count(), "started": time.strftime("%FT%TZ")}
+        res["cpu_probe_s"] = [cpu_probe()]
         if not (db.exists() and (tmp / "built").exists()):
             print(f"generating {n:,} demo records ...", file=sys.stderr)
             db.unlink(missing_ok=True)
@@ -496,6 +497,7 @@ def main(argv: list[str] | None = None) -> int:
         if not keep:
             shutil.rmtree(tmp, ignore_errors=True)
     res["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    res["cpu_probe_s"].append(cpu_probe())
     rows = table_rows(res, raw_s)
     print(render(rows, res))
     res["table"] = rows
@@ -624,12 +626,26 @@ def table_rows(res: dict, raw_s: float) -> list[dict]:
     ]
 
 
+def cpu_probe() -> float:
+    """Seconds for a fixed pure-Python loop (10M additions), best of three: how fast this
+    machine's cores were at the time. A shared VM's speed drifts by 1.5x within an hour;
+    two tables compare only where their probes agree."""
+    best = float("inf")
+    for _ in range(3):
+        t0, total = time.perf_counter(), 0
+        for i in range(10_000_000):
+            total += i
+        best = min(best, time.perf_counter() - t0)
+    return round(best, 3)
+
+
 def render(rows: list[dict], res: dict) -> str:
     lines = ["| measure | figure | target | time / raw scan |", "|---|---|---|---|"]
     for r in rows:
         x = "" if r["x_raw_scan"] is None else f"{r['x_raw_scan']}x"
         lines.append(f"| {r['measure']} | {r['figure']} | {r['target']} | {x} |")
-    lines.append(f"\n{res['cpus']} CPUs; load average at end {res['load_avg_at_end']}")
+    lines.append(f"\n{res['cpus']} CPUs; load average at end {res['load_avg_at_end']}; CPU probe at "
+                 f"start / end {res['cpu_probe_s'][0]} / {res['cpu_probe_s'][-1]} s")  # fmt: skip
     return "\n".join(lines)
 
 
