@@ -18,6 +18,8 @@ Measures
 - first-night embedding throughput: distinct demo texts through the default embedder
 - JSONL import: ``memlife.importer.import_file`` of N demo records, with peak RSS
 - recall p95 at 100k (``bench/recall_latency.py``'s path), ``--recall`` to include it
+- grouping, one actor with 25k and 50k records on one subject (``bench/one_subject_memory.py``,
+  three nights each in a fresh process): peak RSS and how time grows, ``--grouping``
 - Prefect flow overhead on a running server (``--prefect``): 13 records, flow minus local
 
     uv run python bench/table.py [--records 20000] [--recall] [--json out.json]
@@ -376,6 +378,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--records", type=int, default=20_000, help="demo records (1000000: full)")
     ap.add_argument("--embed-texts", type=int, default=1000)
     ap.add_argument("--recall", action="store_true", help="also recall p95 at 100k (slow)")
+    ap.add_argument(
+        "--grouping",
+        action="store_true",
+        help="also one actor with 25k and 50k records on one subject (~1 min)",
+    )
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
     ap.add_argument(
         "--db-dir",
@@ -475,6 +482,9 @@ def main(argv: list[str] | None = None) -> int:
                 )
             finally:
                 stop_server(server)
+        if args.grouping:
+            print("grouping, one actor on one subject, 25k and 50k records ...", file=sys.stderr)
+            res["grouping"] = {str(k): one_subject(k) for k in GROUPING_SIZES}
         if args.recall:
             print("recall p95 at 100k ...", file=sys.stderr)
             out = subprocess.run(
@@ -609,6 +619,7 @@ def table_rows(res: dict, raw_s: float) -> list[dict]:
         )
     else:
         rows.append(("recall p95, 100k memories", "not run (--recall)", "<= 25 ms", None))
+    rows += grouping_rows(res.get("grouping"))
     pf = res.get("prefect")
     rows.append(
         (
@@ -623,6 +634,47 @@ def table_rows(res: dict, raw_s: float) -> list[dict]:
     return [
         {"measure": m, "figure": f, "target": t, "x_raw_scan": None if r is None else round(r, 1)}
         for m, f, t, r in rows
+    ]
+
+
+GROUPING_SIZES = (25_000, 50_000)  # twice the records: near-linear time is about twice the time
+
+
+def one_subject(n: int) -> dict:
+    """``bench/one_subject_memory.py --records n``: three nights (first, cold, warm), each a
+    default dry run in a fresh process, with its own peak RSS."""
+    out = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "one_subject_memory.py"), "--records", str(n), "--json"],
+        cwd=REPO, capture_output=True, text=True,
+    )  # fmt: skip
+    if out.returncode not in (0, 1):  # 1: ran, over the memory target (the row shows it)
+        raise RuntimeError(out.stderr[-2000:])
+    return dict(json.loads(out.stdout))
+
+
+def grouping_rows(g: dict | None) -> list[tuple]:
+    if not g:
+        return [("grouping, one actor, 50,000 records on one subject", "not run (--grouping)",
+                 "<= 400 MB; near-linear", None)]  # fmt: skip
+    small, big = (g[str(k)] for k in GROUPING_SIZES)
+    nights = ("first", "cold", "warm")
+    return [
+        (
+            f"grouping, one actor, {GROUPING_SIZES[1]:,} records on one subject: "
+            "peak RSS first / cold / warm night",
+            " / ".join(f"{big[k]['peak_rss_mb']:.0f}" for k in nights) + " MB",
+            "<= 400 MB",
+            None,
+        ),
+        (
+            f"  dry run time, {GROUPING_SIZES[0]:,} -> {GROUPING_SIZES[1]:,} records (cold / warm)",
+            " / ".join(
+                f"{small[k]['seconds']} -> {big[k]['seconds']} s ({big[k]['seconds'] / small[k]['seconds']:.2f}x)"
+                for k in ("cold", "warm")
+            ),
+            "near-linear (~2x)",
+            None,
+        ),
     ]
 
 
