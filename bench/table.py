@@ -23,9 +23,10 @@ Measures
 - Prefect flow overhead on a running server (``--prefect``): 13 records, flow minus local
 
     uv run python bench/table.py [--records 20000] [--recall] [--json out.json]
-    uv run python bench/table.py --records 1000000 --skip-apply --recall --prefect \
-        --db-dir /tmp/memlife-bench      # 1M; then the apply nights at 100k:
-    uv run python bench/table.py --records 100000 --db-dir /tmp/memlife-bench
+    # README's table: 100k with every measure, then 1M without the apply nights
+    uv run python bench/table.py --records 100000 --prefect --recall --grouping \
+        --db-dir /tmp/memlife-bench
+    uv run python bench/table.py --records 1000000 --skip-apply --db-dir /tmp/memlife-bench
 """
 
 from __future__ import annotations
