@@ -50,7 +50,14 @@ NOW = "2026-11-01T00:00:00+00:00"
 
 
 # -- parent: run a child, sample RSS over the process tree --------------------------------
-WARM_RUNS = 3  # warm dry runs; the table gives the median
+WARM_RUNS = 3  # runs of the raw scan and the warm dry run; the table gives the median
+
+
+def median_run(kind: str, *args: str) -> dict:
+    """The run of median time among WARM_RUNS children (one run on this shared VM can take
+    1.6x another), with every run's seconds beside it."""
+    runs = sorted((run_child(kind, *args) for _ in range(WARM_RUNS)), key=lambda r: r["seconds"])
+    return {**runs[len(runs) // 2], "all_seconds": [r["seconds"] for r in runs]}
 
 
 def run_child(kind: str, *args: str, env_extra: dict | None = None) -> dict:
@@ -416,9 +423,7 @@ def main(argv: list[str] | None = None) -> int:
             run_child("build", str(db), str(n))
             (tmp / "built").touch()
         print("raw scan ...", file=sys.stderr)
-        res["raw_scan"] = sorted(
-            (run_child("raw", str(db)) for _ in range(WARM_RUNS)), key=lambda r: r["seconds"]
-        )[WARM_RUNS // 2]
+        res["raw_scan"] = median_run("raw", str(db))
         raw_s = res["raw_scan"]["seconds"]
         dry_home = tmp / "dry"
         if (dry_home / "embeddings.db").exists() and (tmp / "warm").exists():
@@ -436,13 +441,7 @@ def main(argv: list[str] | None = None) -> int:
             print("default dry run, derived results cold (embeddings warm) ...", file=sys.stderr)
             res["dry_fill"] = run_child("dry", str(db), str(dry_home))
         print(f"default dry run, warm caches, {WARM_RUNS} times ...", file=sys.stderr)
-        # the median of three: one run on this shared VM can take 1.6x another; the second
-        # night is judged against this figure
-        warm = sorted(
-            (run_child("dry", str(db), str(dry_home)) for _ in range(WARM_RUNS)),
-            key=lambda r: r["seconds"],
-        )
-        res["dry_run"] = {**warm[len(warm) // 2], "all_seconds": [r["seconds"] for r in warm]}
+        res["dry_run"] = median_run("dry", str(db), str(dry_home))  # the second night's yardstick
         shutil.rmtree(dry_home / "reports", ignore_errors=True)  # reports of reruns pile up
         if args.skip_apply:
             res["apply2"] = None

@@ -21,11 +21,11 @@ from memlife.consolidate.base import ConsolidationResult, Group
 from memlife.consolidate.extractive import ExtractiveConsolidator
 from memlife.erase import erase
 from memlife.importer import import_file
-from memlife.model import Status, content_sha256
+from memlife.model import Status
 from memlife.online.memory import LongTermMemory, RememberRefused
 from memlife.pipeline import RunConfig, run_local
-from memlife.stores.sqlite import SqliteStore, tombstone_norm
-from memlife.tombstones import listing
+from memlife.stores.sqlite import SqliteStore
+from tests.support.lifecycle import assert_no_erased_content_active
 
 NOW = datetime(2026, 11, 1, 12, tzinfo=UTC)
 NS = "/users/u1/facts"
@@ -87,13 +87,8 @@ def isolated_home() -> Iterator[Path]:
 
 
 def check(store: SqliteStore) -> None:
-    stones = listing(store, "u1")
-    shas = {t["content_sha256"] for t in stones}
-    norms = {t["norm_sha256"] for t in stones} - {None}
+    assert_no_erased_content_active(store, "u1")
     for r in store.iter_all():
-        if r.status is Status.active:
-            assert content_sha256(r.content) not in shas, f"erased content active in {r.id}"
-            assert tombstone_norm(r.content) not in norms, f"erased text active in {r.id}"
         if r.status is Status.superseded:  # its replaced_by chain ends at an active record
             seen, cur = {r.id}, r
             while cur is not None and cur.status is Status.superseded:

@@ -9,9 +9,10 @@ from pathlib import Path
 
 from memlife.audit import FileSink
 from memlife.demo import generate
-from memlife.model import MemoryRecord, RetentionClass, Status
+from memlife.model import MemoryRecord, RetentionClass, Status, content_sha256
 from memlife.stores.base import chunked
-from memlife.stores.sqlite import SqliteStore
+from memlife.stores.sqlite import SqliteStore, tombstone_norm
+from memlife.tombstones import listing
 
 ANCHOR = datetime(2026, 11, 1, tzinfo=UTC)
 CUTOFF = datetime(2026, 11, 1, 12, tzinfo=UTC)
@@ -180,3 +181,15 @@ def gate_cases(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump({"cases": cases}, sort_keys=False))
     return str(path)
+
+
+def assert_no_erased_content_active(store: SqliteStore, actor_id: str) -> None:
+    """Invariant 11: no active record of the actor holds content an erasure tombstoned,
+    exactly or once case and punctuation are folded."""
+    stones = listing(store, actor_id)
+    shas = {t["content_sha256"] for t in stones}
+    norms = {t["norm_sha256"] for t in stones} - {None}
+    for r in store.iter_all():
+        if r.actor_id == actor_id and r.status is Status.active:
+            assert content_sha256(r.content) not in shas, f"erased content active in {r.id}"
+            assert tombstone_norm(r.content) not in norms, f"erased text active in {r.id}"
