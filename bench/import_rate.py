@@ -7,8 +7,12 @@ every 20 ms (peak of the sum). Printed per run: records/s (wall), CPU a record s
 over the processes and split into main and workers, peak RSS summed. ``default`` (and 0)
 parse in the importing process, on a thread; N starts N worker processes.
 
+``--shuffled`` imports the same lines in a random order (a fixed seed; the copy is written
+once beside the file): ids arrive as a store's export of uuids would, not in the demo's
+id order.
+
     uv run python bench/import_rate.py /tmp/memlife-bench/n1000000/imp/records.jsonl \\
-        --workers default 1
+        --workers default 1 [--shuffled]
 """
 
 from __future__ import annotations
@@ -94,9 +98,30 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("jsonl", type=Path)
     ap.add_argument("--workers", nargs="+", default=["default"], help="'default' or a number")
+    ap.add_argument("--shuffled", action="store_true", help="the lines in a random order")
     args = ap.parse_args()
+    src = shuffled(args.jsonl.resolve()) if args.shuffled else args.jsonl.resolve()
     for w in args.workers:
-        print(json.dumps(run(args.jsonl.resolve(), w)), flush=True)
+        print(
+            json.dumps({**run(src, w), "order": "shuffled" if args.shuffled else "file"}),
+            flush=True,
+        )
+
+
+def shuffled(src: Path, seed: int = 7) -> Path:
+    """The file's lines in a random order (seeded), written once as ``<name>.shuffled``."""
+    import random
+
+    out = src.with_name(src.name + ".shuffled")
+    if not out.exists() or out.stat().st_mtime < src.stat().st_mtime:
+        lines = src.read_bytes().splitlines(keepends=True)
+        if lines and not lines[-1].endswith(b"\n"):
+            lines[-1] += b"\n"
+        random.Random(seed).shuffle(lines)
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_bytes(b"".join(lines))
+        tmp.replace(out)
+    return out
 
 
 if __name__ == "__main__":

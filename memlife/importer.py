@@ -58,7 +58,12 @@ from memlife.stores.sqlite import SqliteStore, row_to_record
 from memlife.tombstones import insert_new
 
 MAX_LINE_BYTES = 1 << 20
-BATCH = 500
+BATCH = 500  # records a write (the record path: any store)
+# rows a transaction on the SQLite row path. Large on purpose: ids in real files are often
+# random (uuids), and each commit writes every index page its rows touched; at 500 rows a
+# commit a shuffled 1M-line file imported ~6x slower than the same file in id order
+# (BENCHMARKS.md, "Import in random id order"). ~25 MB of rows in flight per batch.
+ROWS_BATCH = 20_000
 # a parser's unit: whole lines, ~7,000 demo records (pyarrow's per-call costs amortised)
 BLOCK_BYTES = 4 << 20
 PARSE_THREADS = 1  # in this process: a parsing thread beside the reader and the writer
@@ -228,7 +233,9 @@ def _import_rows(
     merges them in file order into the very batches the serial loop makes (BATCH valid
     lines), so repeated ids, conflicts, warnings and the report come out the same.
     At most ``2 * workers + 1`` blocks are in flight (memory stays flat)."""
-    batches = _Batches[tuple[Any, ...]](store, report, False, store.insert_rows, row_to_record)
+    batches = _Batches[tuple[Any, ...]](
+        store, report, False, store.insert_rows, row_to_record, size=ROWS_BATCH
+    )
     ready: deque[tuple[int, Parsed | None]] = deque()  # None: the workers' next result
 
     def take(first_line: int, parsed: Parsed | None) -> None:
@@ -276,8 +283,10 @@ class _Batches(Generic[T]):
         update: bool,
         write: Callable[[list[T]], BatchResult],
         record_of: Callable[[T], MemoryRecord],
+        size: int | None = None,
     ):
         self.store, self.report, self.update = store, report, update
+        self.size = size or BATCH  # read at construction: tests set BATCH
         self.write, self.record_of = write, record_of
         self.parsed: list[tuple[int, str, bool, T]] = []
         self.updates: list[tuple[int, MemoryRecord]] = []
@@ -286,7 +295,7 @@ class _Batches(Generic[T]):
 
     def add(self, n: int, record_id: str, future: bool, item: T) -> None:
         self.parsed.append((n, record_id, future, item))
-        if len(self.parsed) >= BATCH:
+        if len(self.parsed) >= self.size:
             self.hand_over()
 
     def flush(self, batch: list[tuple[int, str, T]]) -> _Flushed:
@@ -360,20 +369,25 @@ class _Batches(Generic[T]):
 class _SeenIds:
     """Each id of the file's valid lines with its first line, in a private temporary SQLite
     database (on disk, a small page cache): a dict of a 1M-line file's ids would hold
-    ~130 MB, and import memory must stay flat in the number of records."""
+    ~130 MB, and import memory must stay flat in the number of records. Lookups and
+    inserts go in id order: with random ids (uuids) that halves their cost (BENCHMARKS.md,
+    "Import in random id order")."""
+
+    CACHE_KIB = 16 << 10  # the table's page cache: 16 MiB, bounded
 
     def __init__(self) -> None:
         self._con = sqlite3.connect("")  # "": a temporary database, deleted on close
+        self._con.execute(f"PRAGMA cache_size=-{self.CACHE_KIB}")
         self._con.execute("CREATE TABLE seen (id TEXT PRIMARY KEY, line INTEGER) WITHOUT ROWID")
 
     def first_lines(self, ids: list[str]) -> dict[str, int]:
         out: dict[str, int] = {}
-        for qs, chunk in in_chunks(ids):
+        for qs, chunk in in_chunks(sorted(ids)):
             out.update(self._con.execute(f"SELECT id, line FROM seen WHERE id IN ({qs})", chunk))
         return out
 
     def add(self, pairs: list[tuple[str, int]]) -> None:
-        self._con.executemany("INSERT INTO seen VALUES (?, ?)", pairs)
+        self._con.executemany("INSERT INTO seen VALUES (?, ?)", sorted(pairs))
 
     def close(self) -> None:
         self._con.close()

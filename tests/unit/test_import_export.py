@@ -183,6 +183,7 @@ def test_report_keeps_file_order_across_batches(
     import memlife.importer as importer
 
     monkeypatch.setattr(importer, "BATCH", 2)
+    monkeypatch.setattr(importer, "ROWS_BATCH", 2)  # the SQLite row path's
     store = SqliteStore(tmp_path / "s.db")
     store.put_many([parse_record_line(json.dumps(good("m-x", content="Stored first.")))])
     ids = ["m-a", "m-x", "m-a", "m-c", "m-b", "m-b", "m-a"]

@@ -107,6 +107,7 @@ def test_worker_processes_store_the_serial_rows_and_report(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
 ) -> None:
     monkeypatch.setattr(importer, "BATCH", 37)
+    monkeypatch.setattr(importer, "ROWS_BATCH", 37)  # the SQLite row path's
     monkeypatch.setattr(importer, "BLOCK_BYTES", 4096)
     src = tmp_path / "in.jsonl"
     src.write_bytes(b"\n".join(_mixed_lines()))  # the last line has no newline
@@ -121,6 +122,24 @@ def test_worker_processes_store_the_serial_rows_and_report(
     assert {"<line>", "<json>", "<encoding>", "created_at", "namespace"} <= fields
     assert serial["unchanged"] == 1 and serial["warnings"]
     assert any("column" in e["reason"] for e in serial["invalid"])
+
+
+def test_lines_in_random_id_order_store_what_the_serial_import_stores(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ids in a real file are in no order (uuids): the row path writes each batch sorted by
+    id, and every row, conflict and line number must still be the line's own."""
+    monkeypatch.setattr(importer, "BATCH", 29)
+    monkeypatch.setattr(importer, "ROWS_BATCH", 29)
+    lines = _mixed_lines()
+    random.Random(11).shuffle(lines)
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"\n".join(lines))
+    serial_rows, serial = _import(tmp_path, "serial", src, workers=0, records=True)
+    rows, report = _import(tmp_path, "rows", src, workers=0)
+    assert rows == serial_rows
+    assert report == serial
+    assert {c["code"] for c in serial["conflicts"]} >= {"DUPLICATE_ID", "ID_EXISTS"}
 
 
 def test_worker_processes_start_only_when_asked(
@@ -178,6 +197,7 @@ def test_a_failing_worker_leaves_whole_batches_and_a_rerun_finishes(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:
     monkeypatch.setattr(importer, "BATCH", 40)
+    monkeypatch.setattr(importer, "ROWS_BATCH", 40)  # the SQLite row path's
     monkeypatch.setattr(importer, "BLOCK_BYTES", 8192)
     records = list(generate(600, seed=4, anchor=NOW))
     src = tmp_path / "in.jsonl"
