@@ -417,6 +417,7 @@ def main(argv: list[str] | None = None) -> int:
         db = tmp / "store.db"
         res: dict = {"records": n, "cpus": os.cpu_count(), "started": time.strftime("%FT%TZ")}
         res["cpu_probe_s"] = [cpu_probe()]
+        res["bytecode_missing"] = bytecode_missing()
         if not (db.exists() and (tmp / "built").exists()):
             print(f"generating {n:,} demo records ...", file=sys.stderr)
             db.unlink(missing_ok=True)
@@ -691,6 +692,21 @@ def cpu_probe() -> float:
     return round(best, 3)
 
 
+def bytecode_missing() -> list[str]:
+    """Packages the runs import whose bytecode is not cached. Users' installs have it (pip
+    compiles at install; `./dev` syncs with --compile-bytecode); without it each process
+    start compiles its imports again, ~1 s of CPU a process here, and the table says so."""
+    import importlib
+    import importlib.util
+
+    missing = []
+    for name in ("memlife.pipeline", "numpy", "pydantic", "pyarrow", "anthropic", "prefect"):
+        origin = importlib.util.find_spec(name.split(".")[0]).origin
+        if origin and not Path(importlib.util.cache_from_source(origin)).exists():
+            missing.append(name.split(".")[0])
+    return missing
+
+
 def render(rows: list[dict], res: dict) -> str:
     lines = ["| measure | figure | target | time / raw scan |", "|---|---|---|---|"]
     for r in rows:
@@ -698,6 +714,9 @@ def render(rows: list[dict], res: dict) -> str:
         lines.append(f"| {r['measure']} | {r['figure']} | {r['target']} | {x} |")
     lines.append(f"\n{res['cpus']} CPUs; load average at end {res['load_avg_at_end']}; CPU probe at "
                  f"start / end {res['cpu_probe_s'][0]} / {res['cpu_probe_s'][-1]} s")  # fmt: skip
+    if res.get("bytecode_missing"):
+        lines.append(f"NOT COMPARABLE: no cached bytecode for {', '.join(res['bytecode_missing'])} "
+                     "(every process start compiles them; run ./dev, or uv sync --compile-bytecode)")  # fmt: skip
     return "\n".join(lines)
 
 
