@@ -54,7 +54,7 @@ from memlife.model import (
 from memlife.policy import Policy, load_policy
 from memlife.sql_in import in_chunks
 from memlife.stores.base import MAX_BATCH, BatchResult, MemoryStore, chunked
-from memlife.stores.sqlite import SqliteStore, row_to_record
+from memlife.stores.sqlite import COLUMNS, SqliteStore, row_to_record
 from memlife.tombstones import insert_new
 
 MAX_LINE_BYTES = 1 << 20
@@ -62,8 +62,10 @@ BATCH = 500  # records a write (the record path: any store)
 # rows a transaction on the SQLite row path. Large on purpose: ids in real files are often
 # random (uuids), and each commit writes every index page its rows touched; at 500 rows a
 # commit a shuffled 1M-line file imported ~6x slower than the same file in id order
-# (BENCHMARKS.md, "Import in random id order"). ~25 MB of rows in flight per batch.
+# (BENCHMARKS.md, "Import in random id order"). ~25 MB of demo rows a batch; two in flight.
 ROWS_BATCH = 20_000
+# ... and at most this much content a batch: 20,000 memories of 64 KiB would hold 1.3 GB
+ROWS_BATCH_CHARS = 8_000_000
 # a parser's unit: whole lines, ~7,000 demo records (pyarrow's per-call costs amortised)
 BLOCK_BYTES = 4 << 20
 PARSE_THREADS = 1  # in this process: a parsing thread beside the reader and the writer
@@ -234,8 +236,9 @@ def _import_rows(
     lines), so repeated ids, conflicts, warnings and the report come out the same.
     At most ``2 * workers + 1`` blocks are in flight (memory stays flat)."""
     batches = _Batches[tuple[Any, ...]](
-        store, report, False, store.insert_rows, row_to_record, size=ROWS_BATCH
-    )
+        store, report, False, store.insert_rows, row_to_record,
+        size=ROWS_BATCH, max_chars=ROWS_BATCH_CHARS, chars_of=_row_content_chars,
+    )  # fmt: skip
     ready: deque[tuple[int, Parsed | None]] = deque()  # None: the workers' next result
 
     def take(first_line: int, parsed: Parsed | None) -> None:
@@ -268,6 +271,11 @@ def _import_rows(
 
 
 T = TypeVar("T")
+_CONTENT = COLUMNS.index("content")
+
+
+def _row_content_chars(row: tuple[Any, ...]) -> int:
+    return len(row[_CONTENT])
 
 
 class _Batches(Generic[T]):
@@ -284,9 +292,12 @@ class _Batches(Generic[T]):
         write: Callable[[list[T]], BatchResult],
         record_of: Callable[[T], MemoryRecord],
         size: int | None = None,
+        max_chars: int | None = None,
+        chars_of: Callable[[T], int] | None = None,
     ):
         self.store, self.report, self.update = store, report, update
         self.size = size or BATCH  # read at construction: tests set BATCH
+        self.max_chars, self.chars_of, self.chars = max_chars, chars_of, 0
         self.write, self.record_of = write, record_of
         self.parsed: list[tuple[int, str, bool, T]] = []
         self.updates: list[tuple[int, MemoryRecord]] = []
@@ -295,7 +306,9 @@ class _Batches(Generic[T]):
 
     def add(self, n: int, record_id: str, future: bool, item: T) -> None:
         self.parsed.append((n, record_id, future, item))
-        if len(self.parsed) >= self.size:
+        if self.chars_of is not None:
+            self.chars += self.chars_of(item)
+        if len(self.parsed) >= self.size or (self.max_chars and self.chars >= self.max_chars):
             self.hand_over()
 
     def flush(self, batch: list[tuple[int, str, T]]) -> _Flushed:
@@ -330,7 +343,7 @@ class _Batches(Generic[T]):
 
     def hand_over(self) -> None:
         """Drop repeated ids (DUPLICATE_ID, first line wins), then queue the rest to store."""
-        parsed, self.parsed = self.parsed, []
+        parsed, self.parsed, self.chars = self.parsed, [], 0
         earlier = self.seen.first_lines([rid for _, rid, _, _ in parsed])
         batch: list[tuple[int, str, T]] = []
         for n, rid, future, item in parsed:

@@ -142,6 +142,37 @@ def test_lines_in_random_id_order_store_what_the_serial_import_stores(
     assert {c["code"] for c in serial["conflicts"]} >= {"DUPLICATE_ID", "ID_EXISTS"}
 
 
+def test_a_batch_is_bounded_by_its_content_as_well_as_its_rows(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Large memories: a batch of ROWS_BATCH rows would hold ROWS_BATCH x 64 KiB; the
+    writer is handed a batch once its content reaches ROWS_BATCH_CHARS."""
+    monkeypatch.setattr(importer, "ROWS_BATCH_CHARS", 5_000)
+    records = list(generate(120, seed=3, anchor=NOW))
+    src = tmp_path / "in.jsonl"
+    lines = []
+    for i, r in enumerate(records):  # every fifth memory is long
+        obj = json.loads(r.to_json())
+        obj["content"] = obj["content"] + (" and more" * 200 if i % 5 == 0 else "")
+        obj["provenance"].pop("content_sha256", None)
+        lines.append(json.dumps(obj))
+    src.write_text("\n".join(lines) + "\n")
+    sizes: list[tuple[int, int]] = []
+    real = SqliteStore.insert_rows
+
+    def spy(self: SqliteStore, rows, **kw):  # type: ignore[no-untyped-def]
+        sizes.append((len(rows), sum(len(row[5]) for row in rows)))
+        return real(self, rows, **kw)
+
+    monkeypatch.setattr(SqliteStore, "insert_rows", spy)
+    with SqliteStore(tmp_path / "s.db") as store:
+        rep = import_file(store, src, now=NOW)
+        assert rep.ok and rep.imported == len(records)
+    assert len(sizes) > 5 and sum(n for n, _ in sizes) == len(records)
+    longest = max(len(json.loads(line)["content"]) for line in lines)
+    assert all(chars < 5_000 + longest for _, chars in sizes)
+
+
 def test_worker_processes_start_only_when_asked(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
