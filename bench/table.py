@@ -16,7 +16,8 @@ Measures
   in a new process (a scheduler starts each night afresh) and time that; model calls,
   texts embedded and store writes are counted (target 0)
 - first-night embedding throughput: distinct demo texts through the default embedder
-- JSONL import: ``memlife.importer.import_file`` of N demo records, with peak RSS
+- JSONL import: ``memlife.importer.import_file`` of N demo records, with peak RSS; then the
+  same lines shuffled (ids in random order, as a store's export of uuids holds them)
 - recall p95 at 100k (``bench/recall_latency.py``'s path), ``--recall`` to include it
 - grouping, one actor with 25k and 50k records on one subject (``bench/one_subject_memory.py``,
   three nights each in a fresh process): peak RSS and how time grows, ``--grouping``
@@ -273,7 +274,8 @@ def child(kind: str, args: list[str]) -> dict:
 
         store = SqliteStore(db)
         t0 = time.perf_counter()
-        rep = import_file(store, home / "records.jsonl", now=datetime.fromisoformat(NOW))
+        src = home / (args[2] if len(args) > 2 else "records.jsonl")
+        rep = import_file(store, src, now=datetime.fromisoformat(NOW))
         s = time.perf_counter() - t0
         store.close()
         return {
@@ -471,6 +473,15 @@ def main(argv: list[str] | None = None) -> int:
         for f in (tmp / "imp").glob("new.db*"):
             f.unlink()
         res["import"] = run_child("import", str(tmp / "imp" / "new.db"), str(tmp / "imp"))
+        print("JSONL import, the same lines in random id order ...", file=sys.stderr)
+        from import_rate import shuffled  # bench/import_rate.py (this script's folder)
+
+        for f in (tmp / "imp").glob("new.db*"):
+            f.unlink()
+        name = shuffled(tmp / "imp" / "records.jsonl").name
+        res["import_shuffled"] = run_child(
+            "import", str(tmp / "imp" / "new.db"), str(tmp / "imp"), name
+        )
         if args.prefect:
             print("Prefect flow on a running server (starting it) ...", file=sys.stderr)
             (tmp / "pf").mkdir(exist_ok=True)
@@ -609,6 +620,12 @@ def table_rows(res: dict, raw_s: float) -> list[dict]:
         ),
         ("  peak RSS, import", f"{i['peak_rss_mb']:.0f} MB", "flat", None),
     ]
+    if "import_shuffled" in res:  # ids as a store's export holds them (uuids), not sorted
+        sh = res["import_shuffled"]
+        rows += [
+            (f"  same lines, random id order ({sh['peak_rss_mb']:.0f} MB)",
+             f"{sh['per_s']:,} rec/s", ">= 50k rec/s", sh["seconds"] / raw_s),
+        ]  # fmt: skip
     if "recall" in res:
         rows.append(
             (
