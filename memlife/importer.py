@@ -232,8 +232,9 @@ def _import_rows(
     future_after: datetime,
 ) -> None:
     """The parallel path: worker processes turn blocks of lines into rows; this process
-    merges them in file order into the very batches the serial loop makes (BATCH valid
-    lines), so repeated ids, conflicts, warnings and the report come out the same.
+    merges them in file order into batches (ROWS_BATCH valid lines or ROWS_BATCH_CHARS of
+    content, one transaction each), and repeated ids, conflicts, warnings and the report
+    come out as the serial loop's (tests/unit/test_parallel_import.py).
     At most ``2 * workers + 1`` blocks are in flight (memory stays flat)."""
     batches = _Batches[tuple[Any, ...]](
         store, report, False, store.insert_rows, row_to_record,
@@ -279,10 +280,10 @@ def _row_content_chars(row: tuple[Any, ...]) -> int:
 
 
 class _Batches(Generic[T]):
-    """Valid lines in file order -> batches of BATCH written on one writer thread while the
-    caller parses the next (SQLite releases the GIL while it writes). At most two batches
-    are in memory, and the report is merged in file order: a batch's DUPLICATE_ID lines,
-    then its write. ``T``: a record (serial path) or its store row (parallel path)."""
+    """Valid lines in file order -> batches (``size`` lines, or ``max_chars`` of content as
+    ``chars_of`` counts it) written on one writer thread while the caller parses the next
+    (SQLite releases the GIL while it writes). At most two batches are in memory, and the
+    report is merged in file order: a batch's DUPLICATE_ID lines, then its write. ``T``: a record (serial path) or its store row (parallel path)."""
 
     def __init__(
         self,
