@@ -713,14 +713,14 @@ def bytecode_missing() -> list[str]:
     """Packages the runs import whose bytecode is not cached. Users' installs have it (pip
     compiles at install; `./dev` syncs with --compile-bytecode); without it each process
     start compiles its imports again, ~1 s of CPU a process here, and the table says so."""
-    import importlib
     import importlib.util
 
     missing = []
-    for name in ("memlife.pipeline", "numpy", "pydantic", "pyarrow", "anthropic", "prefect"):
-        origin = importlib.util.find_spec(name.split(".")[0]).origin
+    for name in ("memlife", "numpy", "pydantic", "pyarrow", "anthropic", "prefect"):
+        spec = importlib.util.find_spec(name)
+        origin = spec.origin if spec else None
         if origin and not Path(importlib.util.cache_from_source(origin)).exists():
-            missing.append(name.split(".")[0])
+            missing.append(name)
     return missing
 
 

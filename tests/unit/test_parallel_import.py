@@ -161,7 +161,7 @@ def test_a_batch_is_bounded_by_its_content_as_well_as_its_rows(
     real = SqliteStore.insert_rows
 
     def spy(self: SqliteStore, rows, **kw):  # type: ignore[no-untyped-def]
-        sizes.append((len(rows), sum(len(row[5]) for row in rows)))
+        sizes.append((len(rows), sum(importer._row_content_chars(row) for row in rows)))
         return real(self, rows, **kw)
 
     monkeypatch.setattr(SqliteStore, "insert_rows", spy)
