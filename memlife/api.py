@@ -172,7 +172,8 @@ class Memory:
     def forget(self, ids: str | Sequence[str], *, actor: str) -> list[str]:
         """Mark ``actor``'s memories ``pending_delete``: invisible to recall at once, deleted
         (with a receipt) by the next nightly run. Returns the ids changed; ids of another
-        actor, unknown ids and inactive records are left alone and not returned."""
+        actor, unknown ids, inactive and held (legal_hold, retained) records are left alone
+        and not returned."""
         _need_actor(actor)
         wanted = [ids] if isinstance(ids, str) else list(ids)
         mine = [rid for rid in wanted if self.get(rid, actor=actor) is not None]

@@ -214,7 +214,9 @@ def resolve_policy_path(path: str | Path | None) -> Path:
     p = Path(path or DEFAULT_POLICY)
     if p.exists():
         return p
-    if path in (None, DEFAULT_POLICY) or p.name in {"default.yaml", "rollout-example.yaml"}:
+    # only the shipped policies' own relative names fall back to the installed copies: a
+    # missing my-team/default.yaml is an error, never silently the bundled default
+    if p in _SHIPPED:
         for base in (
             Path(__file__).parent.parent / "policies",
             Path(__file__).parent / "_policies",
@@ -224,10 +226,31 @@ def resolve_policy_path(path: str | Path | None) -> Path:
     raise PolicyError(f"policy file {p} not found")
 
 
+_SHIPPED = {Path(DEFAULT_POLICY), Path("policies/rollout-example.yaml")}
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no types
+    """safe_load that refuses a key written twice in one mapping (PyYAML keeps the last:
+    a repeated ``enforce_deletion_in: []`` further down would silently win)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[object, object]:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                line = key_node.start_mark.line + 1
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} repeated (line {line})", key_node.start_mark
+                )
+            seen.add(key)
+        mapping: dict[object, object] = super().construct_mapping(node, deep=deep)
+        return mapping
+
+
 def load_policy(path: str | Path | None = None) -> Policy:
     p = resolve_policy_path(path)
     try:
-        data = yaml.safe_load(p.read_text())
+        data = yaml.load(p.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as exc:
         raise PolicyError(f"{p}: not valid YAML: {exc}") from None
     if not isinstance(data, dict):

@@ -170,7 +170,9 @@ def manual_run(
     try:
         sink.put_new(f"{run.prefix}/manifest.json", dumps(manifest))
     except ReceiptWriteError:
-        run.tally.counts["receipt_failed"] += 1
+        # invariant 2, as the nightly run: no evidence can be written, so nothing changes
+        run.release()
+        raise
     _resume_own(run)
     return run
 

@@ -389,12 +389,16 @@ class LongTermMemory:
     def set_status(
         self, record_ids: Sequence[str], status: Status | str, *, replaced_by: str | None = None
     ) -> list[str]:
-        """Change status through the store and keep the index in step; returns ids changed."""
+        """Change status through the store and keep the index in step; returns ids changed.
+        A held record (legal_hold, retained) only ever goes back to active: it is never
+        forgotten, superseded or quarantined from here (invariant 1)."""
         status = Status(status)
         with self._lock:
             self._check_marker()
             before = self._marker()
             records = self._get_many(record_ids)
+            if status is not Status.active:
+                record_ids = [i for i in record_ids if i not in records or not _held(records[i])]
             result = self.store.set_status(list(record_ids), status, replaced_by=replaced_by)
             touched: set[tuple[str, str]] = set()
             for rid in result.succeeded:
@@ -496,3 +500,7 @@ class LongTermMemory:
 def default_namespace(actor: str) -> str:
     """Where the CLI and the example agent put memories without an explicit namespace."""
     return settings().namespace.replace("{actor}", actor)
+
+
+def _held(record: MemoryRecord) -> bool:
+    return record.retention_class is RetentionClass.legal_hold or record.status is Status.retained

@@ -200,6 +200,8 @@ def resolve(
     if decision is ReviewDecision.supersede:
         if not replacement:
             raise ReviewError(f"review item {iid}: supersede needs a pair item or --by RECORD_ID")
+        if replacement == item.record_id:  # invariant 3: a record cannot replace itself
+            raise ReviewError(f"review item {iid}: a record cannot be superseded by itself")
         newer = store.get(replacement)
         if newer is None or newer.status is not Status.active:
             raise ReviewError(

@@ -183,7 +183,10 @@ def test_held_record_is_never_rewritten(stores: tuple[MemlifeStore, InMemoryStor
     ours.store.put_many([rec.model_copy(update={"retention_class": RetentionClass.legal_hold})])
     with pytest.raises(PermissionError):
         ours.put(ns, "diet", {"content": "Eats meat again."})
+    with pytest.raises(PermissionError):  # nor deleted (a delete is a pending_delete)
+        ours.delete(ns, "diet")
     assert ours.get(ns, "diet").value == ITEMS[1][2]  # unchanged
+    assert ours.store.get(rid).status is Status.active
 
 
 def test_namespace_rules(stores: tuple[MemlifeStore, InMemoryStore]) -> None:

@@ -385,6 +385,10 @@ def test_review_list_filters_and_every_decision(home: Path) -> None:
         app, ["review", "resolve", item("p3"), "--decision", "supersede", "--reviewer", "bo"]
     )
     assert no_pair.exit_code == 2 and "--by" in no_pair.output
+    itself = cli.invoke(app, ["review", "resolve", item("p3"), "--decision", "supersede", "--by",
+                              "p3", "--reviewer", "bo"])  # fmt: skip
+    assert itself.exit_code == 2 and "by itself" in itself.output  # invariant 3
+    assert _records(home)["p3"].status is Status.active
     resolve(item("p3"), "supersede", "--by", "p6")
     assert (
         _records(home)["p3"].status is Status.superseded

@@ -12,6 +12,7 @@ import pytest
 import memlife
 from memlife import AsyncMemory, Memory, MemoryRecord, Recollection, Remembered, Status
 from memlife.ledger import AccessLedger
+from memlife.model import RetentionClass
 from memlife.stores.sqlite import SqliteStore
 
 TEA = "I only drink green tea, never coffee."
@@ -68,6 +69,18 @@ def test_forget_only_touches_the_actors_own(memory: Memory) -> None:
     assert memory.get(mine, actor="u1") is None  # no longer active
     assert memory.store.get(mine).status is Status.pending_delete  # the nightly run deletes it
     assert all(h.id != mine for h in memory.recall("green tea", actor="u1", threshold=-1.0))
+
+
+def test_forget_leaves_a_held_record_alone(memory: Memory) -> None:
+    """Invariant 1 from the library: forget would have hidden a legal_hold record with no
+    receipt (pending_delete is invisible to recall)."""
+    held = memory.remember(TEA, actor="u1").id
+    free = memory.remember("I drink coffee every morning.", actor="u1").id
+    rec = memory.store.get(held)
+    memory.store.put_many([rec.model_copy(update={"retention_class": RetentionClass.legal_hold})])
+    assert memory.forget([held, free], actor="u1") == [free]
+    assert memory.store.get(held).status is Status.active
+    assert any(h.id == held for h in memory.recall("green tea", actor="u1", threshold=-1.0))
 
 
 def test_passed_store_is_not_closed(tmp_path: Path) -> None:

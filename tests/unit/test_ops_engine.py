@@ -225,6 +225,30 @@ def test_erase_during_receipt_outage_is_receipted_by_the_next_erase(db, home: Pa
     assert flaky.get(operation_key(op.operation_id)) is not None
 
 
+class NoManifestSink(FileSink):
+    """The receipts bucket is gone: every write fails (the manifest first)."""
+
+    def put_new(self, key: str, body: bytes, content_type: str = "application/json") -> bool:
+        raise ReceiptWriteError(f"{key}: NoSuchBucket")
+
+
+def test_erase_changes_nothing_when_its_manifest_cannot_be_written(db, home: Path) -> None:
+    """Invariant 2 for manual runs (erase, restore, purge, hold release, import --update):
+    a swallowed manifest failure once let erase delete with no evidence at all."""
+    from memlife.erase import erase
+    from memlife.lease import for_store
+
+    store, _ = db
+    store.put_many([rec("m-x", subject="cats")])
+    with pytest.raises(ReceiptWriteError):
+        erase(store, "u-1", subject="cats", policy=POLICY, receipts=NoManifestSink(home / "r"),
+              now=T0)  # fmt: skip
+    assert store.get("m-x") is not None
+    assert not [o for o in open_journal(store).for_record("m-x") if o.kind is OpKind.erase]
+    lease = for_store(store, "next", "manual:erase")  # the failed run gave its lease back
+    lease.release()
+
+
 def test_purge_and_erase_resume_in_the_nightly_retry_queue(db, home: Path) -> None:
     from memlife.erase import erase
     from memlife.pipeline import RunConfig, run_local

@@ -81,6 +81,29 @@ def test_missing_file(tmp_path: Path) -> None:
         load_policy(tmp_path / "nope.yaml")
 
 
+@pytest.mark.parametrize("name", ["default.yaml", "rollout-example.yaml"])
+def test_a_missing_policy_named_like_a_shipped_one_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """my-team/default.yaml missing must not run silently under the bundled default."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(PolicyError, match="not found"):
+        load_policy(tmp_path / "my-team" / name)
+    assert load_policy(f"policies/{name}").version  # the shipped names still fall back
+
+
+def test_a_key_written_twice_is_an_error_naming_it(tmp_path: Path) -> None:
+    """PyYAML keeps the last of two equal keys: a second enforce_deletion_in further down
+    would silently turn deletion off."""
+    text = DEFAULT.read_text() + "\nenforce_deletion_in: []\n"
+    with pytest.raises(PolicyError, match="enforce_deletion_in") as info:
+        load_policy(_write(tmp_path, text))
+    assert "repeated" in str(info.value)
+    nested = "version: '1'\nlimits:\n  content_max_bytes: 10\n  content_max_bytes: 20\n"
+    with pytest.raises(PolicyError, match="content_max_bytes"):
+        load_policy(_write(tmp_path, nested))
+
+
 @pytest.mark.parametrize(
     ("mutate", "key"),
     [

@@ -42,7 +42,8 @@ def set_status(
             continue
         if status is Status.superseded:
             repl = found.get(o.replacement_id or "")
-            if repl is None or repl.status is not Status.active:
+            # invariant 3: the replacement is another record, and active
+            if repl is None or repl.id == o.record_id or repl.status is not Status.active:
                 out[o.operation_id] = ItemFailure(o.record_id, "REPLACEMENT_MISSING")
                 continue
         ready.setdefault(o.replacement_id, []).append(o)
