@@ -314,6 +314,28 @@ def home_caches() -> list[EmbeddingCache]:
     return [EmbeddingCache(path=path)] if path.exists() else []
 
 
+def _split_held(plan: ErasurePlan) -> tuple[list[MemoryRecord], list[MemoryRecord]]:
+    """(deferred, erased now). A legal hold wins over erasure (invariant 1), and what it
+    protects must stay whole (invariant 3): a held replacement is not rebuilt (it leaves
+    ``plan.rebuild``, deferred as TAINTED_REPLACEMENT), and a replacement that a held,
+    superseded source points to is not erased while that hold stands."""
+    for r in [r for r in plan.rebuild if _is_held(r)]:
+        plan.rebuild.remove(r)
+        plan.why[r.id] = "TAINTED_REPLACEMENT"
+        plan.targets.append(r)
+    held = [r for r in plan.targets if _is_held(r)]
+    pinned = {r.provenance.replaced_by for r in held if r.status is Status.superseded}
+    free = []
+    for r in plan.targets:
+        if _is_held(r):
+            continue
+        if r.id in pinned:
+            held.append(r)  # deferred with its held source; erased once that hold is released
+        else:
+            free.append(r)
+    return held, free
+
+
 def _merge(a: ErasurePlan, b: ErasurePlan) -> ErasurePlan:
     why = {**b.why, **a.why}
     by_id = {r.id: r for r in [*b.targets, *a.targets]}
@@ -358,13 +380,12 @@ def erase(
     if (subject or ids) and not actor_id:
         raise EraseError("--actor is required with --subject/--id")
     plan, released = _select(store, actor_id, subject, ids, pending)
-    tombstones.add(store, [r for r in plan.targets if not _is_held(r)])
+    tombstones.add(store, _split_held(plan)[1])
     again, released2 = _select(store, actor_id, subject, ids, pending)
     plan = _merge(plan, again)
     released = list(dict.fromkeys([*released, *released2]))
+    held, free = _split_held(plan)
     targets, why = plan.targets, plan.why
-    held = [r for r in targets if _is_held(r)]
-    free = [r for r in targets if not _is_held(r)]
     tombstones.add(store, free)
     caches = [cache or embedding_cache(store), *home_caches()]
     run = manual_run(

@@ -211,6 +211,41 @@ def test_erase_by_id_takes_the_sources_of_an_erased_replacement(home: Path) -> N
     store.close()
 
 
+def _replacement_of_two(retention: tuple[RetentionClass, RetentionClass]) -> list[MemoryRecord]:
+    """m-a and m-b (same subject) consolidated into r-1, whose text is m-a's verbatim."""
+    held_r, held_b = retention
+    return [
+        rec("m-a", "The user lives in Berlin.", subject="city", status=Status.superseded,
+            replaced_by="r-1"),
+        rec("m-b", "The user lives in Berlin, Germany.", subject="city", status=Status.superseded,
+            replaced_by="r-1", retention=held_b),
+        rec("r-1", "The user lives in Berlin.", subject="city", supersedes=("m-a", "m-b"),
+            retention=held_r, age=10),
+    ]  # fmt: skip
+
+
+def test_a_held_replacement_is_not_rebuilt_by_an_erasure(home: Path) -> None:
+    """Adversarial review: erasing m-a once rewrote the held r-1 (its text and supersedes)."""
+    store = SqliteStore(home / "memlife.db")
+    records = _replacement_of_two((RetentionClass.legal_hold, RetentionClass.standard))
+    store.put_many(records)
+    out = erase(store, "u-1", ids=["m-a"], now=NOW)
+    assert out["deferred"] == ["r-1"] and out["rebuilt"] == [] and out["erased"] == ["m-a"]
+    assert store.get("r-1") == records[2]  # untouched, byte for byte
+    store.close()
+
+
+def test_a_replacement_a_held_source_points_to_is_not_erased(home: Path) -> None:
+    """Invariant 3 under a hold: erasing r-1 would leave the held m-b superseded by nothing."""
+    store = SqliteStore(home / "memlife.db")
+    store.put_many(_replacement_of_two((RetentionClass.standard, RetentionClass.legal_hold)))
+    out = erase(store, "u-1", ids=["r-1"], now=NOW)
+    assert sorted(out["deferred"]) == ["m-b", "r-1"] and out["erased"] == ["m-a"]
+    m_b, r_1 = store.get("m-b"), store.get("r-1")
+    assert m_b.provenance.replaced_by == "r-1" and r_1.status is Status.active
+    store.close()
+
+
 def test_legal_hold_defers_the_erasure_until_released(home: Path) -> None:
     db = home / "memlife.db"
     store = SqliteStore(db)

@@ -435,6 +435,36 @@ def test_a_crash_at_any_staged_step_resumes_to_the_clean_result(
     assert ops == []
 
 
+def test_a_hold_placed_on_a_written_replacement_before_the_rerun_is_kept(
+    home: Path, tmp_path: Path
+) -> None:
+    """Adversarial review: the rerun's replacement write was an upsert of the planned payload,
+    and wiped a legal hold placed on the replacement after the crash (invariant 1)."""
+    from memlife.holds import place_hold
+
+    cases = write_cases(tmp_path / "cases.yaml", [
+        {"id": "dog", "query": "What is the dog called?", "actor_id": ACTOR,
+         "must_retrieve": ["m-dog"], "impact": "high"},
+    ])  # fmt: skip
+    seed(home)
+    with inject("after_replacement_write"), pytest.raises(InjectedFault):
+        run_local(RunConfig(dry_run=False, now=NOW, eval_cases=cases))
+    store = SqliteStore(home / "memlife.db")
+    (rid,) = [r for (r,) in store.connection.execute("SELECT id FROM records WHERE id LIKE 'r-%'")]
+    place_hold(store, ids=[rid])
+    held = store.get(rid)
+    store.close()
+    again = run_local(RunConfig(dry_run=False, now=NOW, eval_cases=cases))
+    assert again.status == "success", again.as_json()
+    store = SqliteStore(home / "memlife.db")
+    try:
+        assert store.get(rid) == held  # still held, not rewritten
+        for source in ("m-tea", "m-coffee"):
+            assert store.get(source).provenance.replaced_by == rid  # type: ignore[union-attr]
+    finally:
+        store.close()
+
+
 # -- the shipped deployments carry the gate -------------------------------------------------------
 def test_nightly_and_dry_run_deployments_carry_the_gate_configuration() -> None:
     data = yaml.safe_load(Path("deploy/prefect.yaml").read_text())

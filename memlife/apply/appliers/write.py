@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memlife.apply.appliers.base import BaseApplier
+from memlife.apply.appliers.base import BaseApplier, is_held
 from memlife.apply.registry import Result, register
 from memlife.faults import checkpoint
 from memlife.journal import Operation, OpKind, Outcome
@@ -29,6 +29,19 @@ class WriteReplacement(BaseApplier):
                 out[o.operation_id] = ItemFailure(o.record_id, "NO_PAYLOAD", retryable=False)
                 continue
             record = MemoryRecord.model_validate_json(o.payload)
+            current = ex.store.get(record.id)
+            if is_held(current):  # held since it was written (a crash, then a hold, then the
+                # rerun) or an erasure's rebuild: never rewritten (invariant 1)
+                assert current is not None
+                written = current.content == record.content and set(
+                    current.provenance.supersedes
+                ) == set(record.provenance.supersedes)
+                out[o.operation_id] = (
+                    Outcome.written
+                    if written
+                    else ItemFailure(o.record_id, "LEGAL_HOLD", retryable=False)
+                )
+                continue
             # tombstones are checked in the write's own transaction: an erasure that landed
             # since the group was read wins, and the refused payload is forgotten
             res = write_replacement(ex.store, record)
