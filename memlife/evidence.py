@@ -24,6 +24,7 @@ import io
 import json
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -89,12 +90,50 @@ def seal(sink: ReceiptSink, prefix: str, ops: Sequence[Operation]) -> dict[str, 
             if sink.put_new(key, body, "application/vnd.apache.parquet"):
                 parquet_key, parquet_sha = key, sha256(body)
                 break
-    count, head, _ = chain(sink, [o.operation_id for o in ops])
+    # only receipts of RECEIPTED operations: a retry that later receipts a FAILED or APPLIED
+    # operation of this run must not change what this seal covers
+    count, head, _ = chain(sink, [o.operation_id for o in ops if o.state.value == "RECEIPTED"])
+    earlier = run_receipts(sink, prefix)  # the receipt this one follows (a failed attempt's)
     return {
         "manifest_sha256": sha256(manifest) if manifest is not None else None,
         "parquet_key": parquet_key, "parquet_sha256": parquet_sha,
-        "operations": {"count": count, "chain_sha256": head},
+        "operations": {"count": count, "chain_sha256": head, "over": "RECEIPTED"},
+        "previous_receipt_sha256": sha256(earlier[-1][1]) if earlier else None,
     }  # fmt: skip
+
+
+def receipt_key(prefix: str, n: int) -> str:
+    return f"{prefix}/receipt.json" if n == 1 else f"{prefix}/receipt.{n}.json"
+
+
+def run_receipts(sink: ReceiptSink, prefix: str) -> list[tuple[str, bytes]]:
+    """(key, bytes) of receipt.json, receipt.2.json, ... in order, up to the first missing."""
+    out: list[tuple[str, bytes]] = []
+    for n in range(1, 1000):
+        key = receipt_key(prefix, n)
+        body = sink.get(key)
+        if body is None:
+            break
+        out.append((key, body))
+    return out
+
+
+def loads(body: bytes | None) -> dict[str, Any] | None:
+    """A JSON object, or None (missing, unreadable or not an object)."""
+    try:
+        doc = json.loads(body) if body is not None else None
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def effective_receipt(receipts: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The run's result: the first completed receipt (nothing may follow it), else the last
+    failure. Only a failed attempt is ever followed by another receipt."""
+    for r in receipts:
+        if r.get("status") != "failure":
+            return r
+    return receipts[-1] if receipts else None
 
 
 def sealed(receipt: dict[str, Any]) -> dict[str, Any]:
@@ -118,15 +157,72 @@ def read_rows(sink: ReceiptSink, key: str | None) -> tuple[bytes | None, list[di
 
 
 def verify_evidence(sink: ReceiptSink, run: Any, v: Any) -> list[dict[str, Any]]:
-    """The checks the bucket alone allows; problems go to ``v``; returns the Parquet rows."""
-    receipt = run.receipt
-    if receipt is None:
+    """The checks the bucket alone allows; problems go to ``v``; returns the Parquet rows of
+    the run's result (its completed receipt, else its last sealed one).
+
+    Every receipt of the run is checked, in order: only a ``failure`` may be followed by
+    another receipt, each names this run, and a sealed later receipt names the digest of
+    the one before it (``previous_receipt_sha256``; receipts sealed before that field are
+    accepted without it)."""
+    manifest = loads(sink.get(f"{run.prefix}/manifest.json"))
+    if manifest is not None and manifest.get("run_id") != run.run_id:
+        v.problem("MANIFEST_RUN_ID_MISMATCH", run_id=str(manifest.get("run_id")))
+    found = run_receipts(sink, run.prefix)
+    if not found:
         v.problem("RUN_RECEIPT_MISSING")
         return []
+    result: list[dict[str, Any]] = []
+    known: set[str] = set()
+    completed: str | None = None  # the key of the receipt that completed the run
+    sealed_any = False
+    previous: bytes | None = None
+    for key, body in found:
+        receipt = loads(body)
+        if receipt is None:
+            v.problem("RECEIPT_UNREADABLE", key=key)
+            previous = body
+            continue
+        if completed is not None:
+            v.problem("RECEIPT_AFTER_COMPLETION", key=key, after=completed,
+                      status=str(receipt.get("status")))  # fmt: skip
+        if receipt.get("run_id") != run.run_id:
+            v.problem("RECEIPT_RUN_ID_MISMATCH", key=key, run_id=str(receipt.get("run_id")))
+        ev = receipt.get("evidence")
+        if isinstance(ev, dict) and "previous_receipt_sha256" in ev:
+            expected = sha256(previous) if previous is not None else None
+            if ev["previous_receipt_sha256"] != expected:
+                v.problem("RECEIPT_CHAIN_MISMATCH", key=key)
+        previous = body
+        if receipt.get("status") == "failure" and ev is None:
+            continue  # this attempt could not finish: it sealed nothing
+        sealed_any = sealed_any or ev is not None
+        rows = _verify_receipt(sink, run, receipt, v)
+        if completed is None:  # what a receipt after the completed one lists proves nothing
+            known.update(r["operation_id"] for r in rows)
+            result = rows
+            if receipt.get("status") != "failure":
+                completed = key
+    if not sealed_any:  # only failures: a Parquet here was never bound to a receipt
+        for key in sink.list(f"{run.prefix}/"):
+            name = key.rsplit("/", 1)[-1]
+            if name.startswith("operations.") and name.endswith(".parquet"):
+                v.problem("PARQUET_NOT_SEALED", key=key)
+    for key in sink.list("operations/"):  # a receipt that claims this run but is not in it
+        oid = key.rsplit("/", 1)[-1].removesuffix(".json")
+        if oid in known:
+            continue
+        doc = loads(sink.get(key)) or {}
+        if doc.get("run_id") == run.run_id:
+            v.problem("RECEIPT_NOT_IN_RUN", operation_id=oid, record_id=doc.get("record_id"))
+    return result
+
+
+def _verify_receipt(
+    sink: ReceiptSink, run: Any, receipt: dict[str, Any], v: Any
+) -> list[dict[str, Any]]:
+    """One sealed receipt: digest, manifest, Parquet, operation receipts, counts."""
     ev = receipt.get("evidence")
-    if receipt.get("status") == "failure" and ev is None:
-        return []  # the run could not finish: nothing was sealed
-    if ev is None or "digest" not in receipt:
+    if not isinstance(ev, dict) or "digest" not in receipt:
         v.problem("EVIDENCE_UNSEALED")
         body, rows = read_rows(sink, f"{run.prefix}/operations.parquet")
         return rows
@@ -143,10 +239,17 @@ def verify_evidence(sink: ReceiptSink, run: Any, v: Any) -> list[dict[str, Any]]
     changed = sum(receipt.get("counts", {}).get(k, 0) for k in CHANGES if k != "failed")
     if not ev.get("parquet_key") and changed:
         v.problem("OPERATIONS_PARQUET_MISSING")
-    ids = [r["operation_id"] for r in rows]
-    count, head, bodies = chain(sink, ids)
-    if (count, head) != (ev["operations"]["count"], ev["operations"]["chain_sha256"]):
+    ops = ev.get("operations") or {}
+    receipted = [r["operation_id"] for r in rows if r["state"] == "RECEIPTED"]
+    count, head, bodies = chain(sink, receipted)
+    if (count, head) != (ops.get("count"), ops.get("chain_sha256")) and ops.get("over") is None:
+        # sealed before "over": the chain covered every receipt there was, whatever its state
+        count, head, _ = chain(sink, [r["operation_id"] for r in rows])
+    if (count, head) != (ops.get("count"), ops.get("chain_sha256")):
         v.problem("OPERATIONS_DIGEST_MISMATCH")
+    later = [r["operation_id"] for r in rows if r["state"] != "RECEIPTED"]
+    bodies.update({oid: b for oid, b in zip(later, fetch_all(sink, [operation_key(o) for o in later]),
+                                            strict=True) if b is not None})  # fmt: skip
     for r in rows:
         oid = r["operation_id"]
         if r["state"] == "RECEIPTED" and oid not in bodies:
@@ -154,7 +257,9 @@ def verify_evidence(sink: ReceiptSink, run: Any, v: Any) -> list[dict[str, Any]]
             continue
         if oid in bodies:
             doc = json.loads(bodies[oid])
-            for field_name in _mismatched(doc, r):
+            # an operation receipted after the seal (a retry) may differ in its outcome only
+            skip = () if r["state"] == "RECEIPTED" else ("outcome",)
+            for field_name in _mismatched(doc, r, skip):
                 v.problem(
                     "RECEIPT_FIELD_MISMATCH", operation_id=oid, field=field_name, against="parquet"
                 )
@@ -164,19 +269,12 @@ def verify_evidence(sink: ReceiptSink, run: Any, v: Any) -> list[dict[str, Any]]
             if receipt.get("counts", {}).get(k, 0) != expected[k]:
                 v.problem("COUNTS_MISMATCH", count=k, receipt=str(receipt.get("counts", {}).get(k)),
                           operations=str(expected[k]))  # fmt: skip
-    known = set(ids)
-    for key in sink.list("operations/"):  # a receipt that claims this run but is not in it
-        oid = key.rsplit("/", 1)[-1].removesuffix(".json")
-        if oid in known:
-            continue
-        doc = json.loads(sink.get(key) or b"{}")
-        if doc.get("run_id") == run.run_id:
-            v.problem("RECEIPT_NOT_IN_RUN", operation_id=oid, record_id=doc.get("record_id"))
     return rows
 
 
-def _mismatched(doc: dict[str, Any], row: dict[str, Any]) -> list[str]:
-    out = [f for f, col in FIELDS if _norm(doc.get(f)) != _norm(row.get(col))]
+def _mismatched(doc: dict[str, Any], row: dict[str, Any], skip: Sequence[str] = ()) -> list[str]:
+    out = [f for f, col in FIELDS
+           if f not in skip and _norm(doc.get(f)) != _norm(row.get(col))]  # fmt: skip
     scope = doc.get("scope") or {}
     if (scope.get("actor_id"), scope.get("namespace")) != (
         row.get("actor_id"),
@@ -191,34 +289,46 @@ def _norm(value: Any) -> Any:
 
 
 def verify_journal(
-    rows: list[dict[str, Any]], journal_ops: Sequence[Operation], sink: ReceiptSink, v: Any
-) -> None:
-    """Journal <-> Parquet <-> receipts, both ways (the journal is the writer's own record)."""
+    rows: list[dict[str, Any]], journal_ops: Sequence[Operation], sink: ReceiptSink, v: Any,
+    finished_at: str | None = None,
+) -> None:  # fmt: skip
+    """Journal <-> Parquet <-> receipts, both ways (the journal is the writer's own record).
+
+    A row is the operation as it was when the run sealed (``updated_at`` included). An
+    operation the journal has not changed since must equal its row; one changed since (a
+    retry completing it) may only have moved on, and only after the run finished."""
     by_id = {o.operation_id: o for o in journal_ops}
     later = {"PLANNED": {"PLANNED", "APPLIED", "FAILED", "RECEIPTED"},
              "FAILED": {"FAILED", "APPLIED", "RECEIPTED"}, "APPLIED": {"APPLIED", "RECEIPTED"},
              "RECEIPTED": {"RECEIPTED"}}  # fmt: skip
-    seen = set()
+    sealed = _when(finished_at)
+    seen: dict[str, str] = {}
     for r in rows:
         oid = r["operation_id"]
-        seen.add(oid)
+        seen[oid] = r["state"]
         o = by_id.get(oid)
         if o is None:
             v.problem("PARQUET_OP_NOT_IN_JOURNAL", operation_id=oid, record_id=r["record_id"])
             continue
-        if o.state.value not in later.get(r["state"], set()) or (
-            r["state"] == "RECEIPTED"
-            and (o.outcome.value if o.outcome else None) != r.get("outcome")
+        outcome = o.outcome.value if o.outcome else None
+        changed = (o.state.value, outcome) != (r["state"], r.get("outcome"))
+        then, now = _when(r.get("updated_at")), _when(o.updated_at)
+        unchanged_since = then is not None and now is not None and now <= then
+        moved_in_run = changed and sealed is not None and now is not None and now <= sealed
+        if (
+            o.state.value not in later.get(r["state"], set())
+            or (r["state"] == "RECEIPTED" and outcome != r.get("outcome"))
+            or (changed and (unchanged_since or moved_in_run))
         ):
             v.problem("JOURNAL_PARQUET_MISMATCH", operation_id=oid, record_id=r["record_id"])
     for oid, o in by_id.items():
-        if oid not in seen and o.state.value in ("APPLIED", "RECEIPTED"):
+        if oid not in seen and o.state.value in ("APPLIED", "RECEIPTED", "FAILED"):
             v.problem("JOURNAL_OP_NOT_IN_PARQUET", operation_id=oid, record_id=o.record_id)
         if o.state.value != "RECEIPTED":
             continue
         body = sink.get(operation_key(oid))
         if body is None:
-            if oid not in seen:
+            if seen.get(oid) != "RECEIPTED":  # else reported with the Parquet row
                 v.problem("OPERATION_RECEIPT_MISSING", operation_id=oid, record_id=o.record_id)
             continue
         doc = json.loads(body)
@@ -230,3 +340,14 @@ def verify_journal(
             v.problem(
                 "RECEIPT_FIELD_MISMATCH", operation_id=oid, field=field_name, against="journal"
             )
+
+
+def _when(value: Any) -> datetime | None:
+    """An aware UTC datetime from a datetime or an ISO string; None when there is none."""
+    if value is None:
+        return None
+    try:
+        when = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)

@@ -39,14 +39,13 @@ class RunInfo:
 
 
 def latest_receipt(sink: ReceiptSink, prefix: str) -> dict[str, Any] | None:
-    """receipt.json, or the newest receipt.N.json written when a rerun completed a failed run."""
-    found = None
-    for n in range(1, 1000):
-        body = sink.get(f"{prefix}/receipt.json" if n == 1 else f"{prefix}/receipt.{n}.json")
-        if body is None:
-            return found
-        found = json.loads(body)
-    return found
+    """The run's result: receipt.json, or the receipt.N.json with which a rerun completed a
+    failed attempt. A receipt added after a completed one is not the result (``verify``
+    reports it: RECEIPT_AFTER_COMPLETION)."""
+    from memlife.evidence import effective_receipt, loads, run_receipts
+
+    docs = [loads(body) or {} for _, body in run_receipts(sink, prefix)]
+    return effective_receipt(docs)
 
 
 def list_runs(sink: ReceiptSink, since: datetime | None = None) -> list[RunInfo]:
@@ -113,7 +112,8 @@ def verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal | 
     if evidence_only or store is None:
         return v
     if journal is not None:
-        verify_journal(ops, journal.by_run(run_id), sink, v)
+        finished_at = (run.receipt or {}).get("finished_at")
+        verify_journal(ops, journal.by_run(run_id), sink, v, finished_at)
     for op in ops:
         oid, rid = op["operation_id"], op["record_id"]
         if sink.get(operation_key(oid)) is None:

@@ -211,15 +211,16 @@ def write_run_receipt(ctx: RunContext, receipt: dict[str, Any]) -> str | None:
     """Create-only: receipt.json, or receipt.N.json when a rerun completes an earlier failure.
 
     Evidence is never overwritten. A rerun that finds a receipt of a completed attempt
-    (success / partial_failure) moves on without writing another.
+    (success / partial_failure / blocked) moves on without writing another, a failure
+    included: only a failed attempt is ever followed by another receipt (``verify``:
+    RECEIPT_AFTER_COMPLETION).
     """
     for n in range(1, 1000):
         key = f"{ctx.prefix}/receipt.json" if n == 1 else f"{ctx.prefix}/receipt.{n}.json"
         if ctx.sink.put_new(key, dumps(receipt)):
             return key
         existing = json.loads(ctx.sink.get(key) or b"{}")
-        done = ("success", "partial_failure", "blocked")
-        if existing.get("status") in done and receipt["status"] != "failure":
+        if existing.get("status") != "failure":
             return key  # an earlier attempt of this same run already completed
     return None
 
