@@ -23,6 +23,12 @@ operation in FAILED state with code LEGAL_HOLD, a receipt with outcome ``deferre
 written (``deferrals/{operation_id}.json``), and a row in ``pending_erasures`` remembers it. The deferred erasure is applied
 by ``memlife hold release --id ID`` (which lifts the hold and erases at once), and also by
 any later ``erase`` call (``memlife erase --pending``) once the hold is gone by other means.
+A hold also protects what it depends on: a held replacement is deferred, not rebuilt, and a
+replacement that a held superseded source points to is deferred with it (_split_held).
+
+Why one module (over 500 lines): selection, the hold split and the application share one
+plan (ErasurePlan) and must agree on it step by step: tombstones are written between two
+selections, and what a hold defers must be exactly what is not erased.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -55,6 +56,15 @@ class LeaseHeld(MemlifeError, RuntimeError):
         )
 
 
+class LeaseLost(MemlifeError, RuntimeError):
+    """This writer's lease expired (a pause longer than its TTL) and another writer took it
+    over: it stops before its next write (invariant 9 holds for writes, not just starts)."""
+
+    default_code = Reason.LEASE_HELD
+
+    exit_code = EXIT_LEASE_HELD
+
+
 class LeaseBackend(Protocol):
     def lease_acquire(self, name: str, owner: str, run_id: str, purpose: str, now: datetime,
                       expires: datetime, takeover: str | None = None,
@@ -84,6 +94,8 @@ class Lease:
     depth: int = 1
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    lost: bool = False  # sticky: a renewal found another owner
+    _confirmed: float = field(default_factory=time.monotonic)  # last renewal that held
 
     def bind(self, run_id: str) -> None:
         """Name the run once its id is known (the lease is taken before the manifest)."""
@@ -96,12 +108,29 @@ class Lease:
             now = utcnow()
             try:
                 if not self.backend.lease_renew(NAME, OWNER, now, now + self.ttl):
+                    self.lost = True
                     log.warning(
                         "lifecycle lease of run %s was lost (expired and taken over)", self.run_id
                     )
                     return
+                self._confirmed = time.monotonic()
             except Exception as exc:  # a busy database: try again next beat
                 log.warning("lease heartbeat failed: %s", type(exc).__name__)
+
+    def check(self) -> None:
+        """Before a write: LeaseLost unless this process still holds the lease. A renewal
+        confirmed within a third of the TTL stands (the heartbeat's own pace); an older one
+        (the process was paused, e.g. a stopped VM) is renewed now or found taken over."""
+        if not self.lost and time.monotonic() - self._confirmed < self.ttl.total_seconds() / 3:
+            return
+        now = utcnow()
+        if self.lost or not self.backend.lease_renew(NAME, OWNER, now, now + self.ttl):
+            self.lost = True
+            raise LeaseLost(
+                f"the lifecycle lease of run {self.run_id} was lost (it expired and another "
+                "writer took it over): stopped before writing; run it again to finish"
+            )
+        self._confirmed = time.monotonic()
 
     def release(self) -> None:
         self.depth -= 1
@@ -124,6 +153,15 @@ class Lease:
 
 _HELD: dict[Any, Lease] = {}
 _HELD_LOCK = threading.Lock()
+
+
+def check_held() -> None:
+    """Before a write: every lease this process holds is still its own (Lease.check); a
+    process that holds none (a planning worker, a test without a lease) passes."""
+    with _HELD_LOCK:
+        held = list(_HELD.values())
+    for lease in held:
+        lease.check()
 
 
 def for_store(store: object, run_id: str, purpose: str) -> Lease:

@@ -18,6 +18,7 @@ from memlife.audit import ReceiptSink
 from memlife.consolidate.base import Consolidator
 from memlife.embed_cache import EmbeddingCache
 from memlife.journal import Journal, MemoOutcome, Operation, OpKind, operation_id
+from memlife.lease import check_held
 from memlife.model import MemoryRecord, PlanView
 from memlife.plan import Decision
 from memlife.policy import Policy
@@ -53,6 +54,8 @@ class Executor:
         self.dry_run = dry_run
         self.embeddings = embeddings  # near-duplicate analysis; None: text rules only
         self.erase_cache = erase_cache  # the cache erasure cleans; None: the store's own
+        # called before each batch of changes: raises when this writer lost its lease
+        self.fence: Callable[[], None] | None = None if dry_run else check_held
         # Shards a StoreError (e.g. QUOTA_EXCEEDED) stopped: no further groups or deletes.
         self.stopped: set[tuple[str, str]] = set()
         # False: an apply run without an evaluation set (groups.withheld_by_gate)

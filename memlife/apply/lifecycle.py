@@ -38,6 +38,8 @@ def run_lifecycle(ex: Executor, ops: list[Operation], tally: Tally,
     ``apply`` overrides the registered applier (tests); normally the kind decides.
     """
     todo = [o for o in ops if o.state is OpState.PLANNED or retryable(o)]
+    if todo and ex.fence is not None:
+        ex.fence()  # still the store's one writer (a lease taken over while paused: stop)
     if todo:
         applier = applier_for(todo[0].kind)
         fn = apply or (lambda batch: applier.apply(ex, batch, tally))

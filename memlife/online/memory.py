@@ -19,6 +19,9 @@ return it.
 
 Recall without a namespace ranks each of the actor's namespaces separately and merges by
 fused score (BM25 is max-normalised per namespace, a slight approximation).
+
+Why one module (over 500 lines): remember, set_status and recall all keep the same shard
+indexes in step with the store under one lock; split, each would need the others' locking.
 """
 
 from __future__ import annotations

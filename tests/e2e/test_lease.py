@@ -136,3 +136,26 @@ def test_lease_is_reentrant_in_process_and_released(tmp_path: Path) -> None:
     with pytest.raises(LeaseHeld, match="another run holds the lock: run-other since 2026-01-01"):
         acquire(journal, "run-3", "test")
     store.close()
+
+
+def test_a_writer_whose_lease_was_taken_over_stops_before_its_next_write(tmp_path: Path) -> None:
+    """Adversarial review: a run paused past its TTL (a stopped VM) kept writing after
+    another run took the lease over; two writers at once (invariant 9)."""
+    from memlife.lease import LeaseLost, check_held
+
+    store = SqliteStore(tmp_path / "s.db")
+    journal = open_journal(store)
+    lease = acquire(journal, "run-paused", "test")
+    check_held()  # ours: passes
+    # the pause: the lease expired and another writer took it (its row, its owner)
+    store.connection.execute(
+        "UPDATE leases SET owner='elsewhere:2:y', run_id='run-other', "
+        "expires_at='2999-01-01T00:00:00+00:00'"
+    )
+    lease._confirmed -= lease.ttl.total_seconds()  # the last renewal was before the pause
+    with pytest.raises(LeaseLost, match="run-paused"):
+        check_held()
+    with pytest.raises(LeaseLost):  # sticky: never writes again
+        lease.check()
+    lease.release()
+    store.close()

@@ -30,9 +30,8 @@ class WriteReplacement(BaseApplier):
                 continue
             record = MemoryRecord.model_validate_json(o.payload)
             current = ex.store.get(record.id)
-            if is_held(current):  # held since it was written (a crash, then a hold, then the
-                # rerun) or an erasure's rebuild: never rewritten (invariant 1)
-                assert current is not None
+            if current is not None and is_held(current):  # held since it was written (a
+                # crash, a hold, the rerun) or an erasure's rebuild: never rewritten (invariant 1)
                 written = current.content == record.content and set(
                     current.provenance.supersedes
                 ) == set(record.provenance.supersedes)
