@@ -42,7 +42,9 @@ CREATE TABLE IF NOT EXISTS derived (
 ) WITHOUT ROWID;
 """
 # Bumped whenever what a kept function computes changes (with the package version).
-VERSION = f"derived-2:{memlife.__version__}"
+# 3: statement keys (text.norm_sha256) by the Unicode-aware fold; a value computed with
+# the old keys (two different non-ASCII statements as one) is never read again.
+VERSION = f"derived-3:{memlife.__version__}"
 FLUSH_ROWS = 256
 READ_AHEAD = 128  # shards whose rows one query reads
 KINDS = ("inference", "staging", "staging_total")  # the kinds kept (rows per shard)

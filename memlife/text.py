@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 
 _NORMALISE = re.compile(r"[^a-z0-9]+")
 _NEGATION = re.compile(
@@ -19,23 +20,95 @@ ANALYSIS_WINDOW = 64 * 1024
 
 
 def normalise(text: str) -> str:
-    """Lower case, punctuation and spacing folded: 'Is vegetarian.' == 'is  vegetarian'."""
+    """Case, punctuation and spacing folded: 'Is vegetarian.' == 'is  vegetarian', and
+    'Зелёный-Кот!' == 'зелёный кот'. ASCII text folds to exactly what it always did (the
+    [a-z0-9] fold); other text by :func:`unicode_fold`."""
     if len(text) <= ANALYSIS_WINDOW:
-        return _NORMALISE.sub(" ", text.lower()).strip()
+        if text.isascii():
+            return _NORMALISE.sub(" ", text.lower()).strip()
+        return unicode_fold(text)
     tail = hashlib.sha256(text[ANALYSIS_WINDOW:].encode("utf-8", "surrogatepass")).hexdigest()
     return f"{normalise(text[:ANALYSIS_WINDOW])} #{tail}"
 
 
-# normalise() on UTF-8 bytes: every byte outside [a-z0-9] (multi-byte characters included)
-# becomes a space, and split/join folds the runs: the same text, without a regex (import)
+class _FoldTable(dict[int, str | None]):
+    """str.translate's table for :func:`unicode_fold`, filled as characters are met:
+    a letter or digit (str.isalnum, what \\w means without '_') stays, as does a
+    combining mark (Mn, Mc: Python's \\w leaves them out, and dropping them would fold
+    Thai 'ไม่' (not) to 'ไม', Hindi 'हिन्दी' to 'ह न द'); an invisible character (format
+    characters: zero-width space and joiners, soft hyphen, BOM; variation selectors;
+    enclosing marks such as keycaps) goes, so 'pass\\u200bword' == 'password' and a
+    keycap '4\\ufe0f\\u20e3' is '4' (an erased text cannot come back with an invisible
+    character slipped into a word); anything else is a space. A translation, not a regex:
+    a character class of every mark makes a regex ~10x slower (import folds every text).
+    """
+
+    LIMIT = 1 << 17  # characters kept (a few MB): a text of rarer ones is classified anew
+
+    def __missing__(self, cp: int) -> str | None:
+        ch = chr(cp)
+        out: str | None = " "
+        if ch.isalnum():
+            out = ch
+        else:
+            cat = unicodedata.category(ch)
+            if cat in ("Cf", "Me") or 0xFE00 <= cp <= 0xFE0F or 0xE0100 <= cp <= 0xE01EF:
+                out = None
+            elif cat in ("Mn", "Mc"):
+                out = ch
+                _MARKS.add(ch)
+        if len(self) < self.LIMIT:
+            self[cp] = out
+        return out
+
+
+_MARKS: set[str] = set()  # the combining marks the table has kept (token starts, below)
+_TABLE = _FoldTable()
+
+
+def unicode_fold(text: str) -> str:
+    """NFKC, case-folded ('ß' == 'ss', 'Ｆｕｌｌ' == 'full'), invisible characters
+    dropped, every run of other characters one space (see _FoldTable), NFKC again,
+    stripped; a mark that follows no letter or digit (after a space or symbol) goes with
+    the separators. On ASCII text it is the [a-z0-9] fold (casefold is lower() there,
+    NFKC changes nothing). A fold folds to itself."""
+    folded = unicodedata.normalize("NFKC", text).casefold().translate(_TABLE)
+    # again: a mark an invisible character kept from its letter ('e\u200b\u0301') joins it
+    words = unicodedata.normalize("NFKC", folded).split()
+    if _MARKS and any(w[0] in _MARKS for w in words):
+        marks = "".join(_MARKS)
+        words = [k for k in (w.lstrip(marks) for w in words) if k]
+    return " ".join(words)
+
+
+# normalise() on ASCII bytes: every byte outside [a-z0-9] becomes a space, and split/join
+# folds the runs: the same text, without a regex (import). Only for ASCII text: on UTF-8
+# bytes it would fold every non-ASCII letter away ('Я пью чай.' == 'У меня 5 кошек.'
+# minus the digits), so other text takes unicode_fold.
 _FOLD = bytes(b if 0x61 <= b <= 0x7A or 0x30 <= b <= 0x39 else 0x20 for b in range(256))
 
 
 def norm_sha256(text: str) -> str:
+    """The statement key: sha256 of the folded text (records with the same key say the
+    same thing, up to case, punctuation and spacing).
+
+    A text that folds to nothing (only punctuation, symbols or emoji) is keyed by its
+    exact content instead, so '👍' and '👎' are not one statement. Such a key cannot
+    meet a folded one: a fold folds to itself, so no text that folds to nothing is one.
+    A text that folds to its digits alone ('4821!', '#4821') needs no such case: its other
+    characters are punctuation or symbols, which any fold drops ('$5' == '5' in ASCII
+    too), and a letter in any script now survives the fold, so 'Мой код 4821' and
+    'Номер 4821' no longer meet on '4821'.
+    """
     if len(text) > ANALYSIS_WINDOW:
         return hashlib.sha256(normalise(text).encode()).hexdigest()
-    folded = text.lower().encode("utf-8", "surrogatepass").translate(_FOLD)
-    return hashlib.sha256(b" ".join(folded.split())).hexdigest()
+    if text.isascii():
+        folded = b" ".join(text.lower().encode("ascii").translate(_FOLD).split())
+    else:
+        folded = unicode_fold(text).encode("utf-8", "surrogatepass")
+    if not folded:
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return hashlib.sha256(folded).hexdigest()
 
 
 # Every match of _NEGATION contains one of these; in ASCII text, case-insensitive matching

@@ -86,6 +86,24 @@ CREATE INDEX IF NOT EXISTS tombstones_sha ON tombstones (actor_id, content_sha25
 CREATE INDEX IF NOT EXISTS tombstones_norm ON tombstones (actor_id, norm_sha256);
 """
 
+# The store file's version, in ``PRAGMA user_version`` (0 in a file from before it was
+# kept; nothing else in the file uses the pragma). The tables themselves are created with
+# IF NOT EXISTS and columns added in place (the journal's ``_ADDED``); the version marks
+# what the derived columns were computed with, and an older file is brought up to date
+# once, when opened (:meth:`SqliteStore._upgrade`):
+#   1: norm_sha256 by the Unicode-aware fold (memlife.text.unicode_fold). Before it,
+#      non-ASCII letters folded away ('Я пью чай.' had the key of '', 'У меня 2 кота.'
+#      that of '2'), and every text folding to nothing had sha256(''); the rows that can
+#      carry such a key (non-ASCII content, or that key) are recomputed from their content.
+#      Tombstones cannot be: their content is gone. An older tombstone of non-ASCII
+#      content keeps its exact content hash (an identical text stays refused) and the
+#      old folded key it was written with: a case/punctuation variant of that text is no
+#      longer refused by it (its new key differs), and a text whose new fold is that old
+#      key ('1234' for an erased 'Мой код 1234') still is. Erasing again writes new keys.
+STORE_VERSION = 1
+_REFOLD_BATCH = 2000
+_OLD_EMPTY_KEY = content_sha256("")  # before version 1, the key of every empty fold
+
 COLUMNS = (
     "id",
     "actor_id",
@@ -269,6 +287,34 @@ class SqliteStore:
         c.execute("PRAGMA secure_delete=ON")  # erased content is zeroed, not left in free pages
         c.execute("PRAGMA busy_timeout=30000")
         c.executescript(SCHEMA)
+        self._upgrade()
+
+    def _upgrade(self) -> None:
+        """Bring an older file's derived columns up to :data:`STORE_VERSION`, once.
+
+        A file at the version costs one pragma read. Else the rows are recomputed in
+        batches, each its own write transaction (BEGIN IMMEDIATE) that reads and rewrites
+        its rows, so no writer waits on more than one batch (a large store takes seconds)
+        and every batch is idempotent: two processes opening the file at once may both
+        work through it and write the same keys; the version, set last, says it is done.
+        A file that cannot be written (read-only) is read as it is.
+        """
+        c = self.connection
+        if c.execute("PRAGMA user_version").fetchone()[0] >= STORE_VERSION:
+            return
+        try:
+            after: int | None = 0
+            while after is not None:
+                with self.lock, self.transaction():
+                    if c.execute("PRAGMA user_version").fetchone()[0] >= 1:
+                        break  # another process finished it meanwhile
+                    after = _refold(c, after)
+            with self.lock, self.transaction():
+                if c.execute("PRAGMA user_version").fetchone()[0] < STORE_VERSION:
+                    c.execute(f"PRAGMA user_version={STORE_VERSION}")
+        except sqlite3.OperationalError as exc:
+            if "readonly" not in str(exc):
+                raise
 
     # -- reads ---------------------------------------------------------------------------
     def list_actors(self) -> Iterator[str]:
@@ -576,6 +622,26 @@ class SqliteStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _refold(c: sqlite3.Connection, after: int) -> int | None:
+    """Recompute norm_sha256 where the fold changed (store version 1), for one batch of
+    rows past rowid ``after``; the rowid to go on after, None at the end of the table.
+
+    Only non-ASCII content (more UTF-8 bytes than characters; a NUL also counts, harmlessly)
+    or the old key of an empty fold can carry a key the new fold does not give: ASCII text
+    folds exactly as before. The rows are read whole before any is written (no row is
+    updated under an open cursor); one pass over the table, once per file.
+    """
+    q = (
+        "SELECT rowid, content, norm_sha256 FROM records WHERE rowid > ? AND "
+        "(norm_sha256 = ? OR length(CAST(content AS BLOB)) <> length(content)) "
+        "ORDER BY rowid LIMIT ?"
+    )
+    rows = c.execute(q, (after, _OLD_EMPTY_KEY, _REFOLD_BATCH)).fetchall()
+    new = [(key, rowid) for rowid, content, old in rows if (key := norm_sha256(content)) != old]
+    c.executemany("UPDATE records SET norm_sha256=? WHERE rowid=?", new)
+    return int(rows[-1][0]) if len(rows) == _REFOLD_BATCH else None
 
 
 class _Transaction:

@@ -1,0 +1,361 @@
+"""The statement fold outside ASCII: letters of every script are kept, so different
+non-Latin statements never share a key (duplicate check, nightly grouping, tombstones),
+case/punctuation variants still do, and ASCII text keys exactly as before. Each test but
+the ASCII one failed on the [a-z0-9] fold."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memlife.erase import erase
+from memlife.import_columnar import _content_keys
+from memlife.ledger import AccessLedger
+from memlife.model import MemoryRecord, MemoryType, Source, parse_record_line, plan_view
+from memlife.online.index import norm_key
+from memlife.online.memory import LongTermMemory, RememberRefused
+from memlife.plan import Action, Planner, Reason
+from memlife.policy import load_policy
+from memlife.stores.sqlite import STORE_VERSION, SqliteStore, record_to_row, tombstone_norm
+from memlife.text import ANALYSIS_WINDOW, norm_sha256, normalise
+from memlife.tombstones import add as add_tombstones
+from memlife.tombstones import insert_new
+
+NS = "/users/u1/facts"
+
+
+# -- the fold before the fix, the reference for ASCII text ---------------------------------
+_OLD_NORMALISE = re.compile(r"[^a-z0-9]+")
+_OLD_FOLD = bytes(b if 0x61 <= b <= 0x7A or 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+
+
+def old_normalise(text: str) -> str:
+    if len(text) <= ANALYSIS_WINDOW:
+        return _OLD_NORMALISE.sub(" ", text.lower()).strip()
+    tail = hashlib.sha256(text[ANALYSIS_WINDOW:].encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{old_normalise(text[:ANALYSIS_WINDOW])} #{tail}"
+
+
+def old_norm_sha256(text: str) -> str:
+    if len(text) > ANALYSIS_WINDOW:
+        return hashlib.sha256(old_normalise(text).encode()).hexdigest()
+    folded = text.lower().encode("utf-8", "surrogatepass").translate(_OLD_FOLD)
+    return hashlib.sha256(b" ".join(folded.split())).hexdigest()
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=200))
+def test_ascii_text_folds_and_keys_exactly_as_before(text: str) -> None:
+    assert normalise(text) == old_normalise(text)
+    if old_normalise(text):
+        assert norm_sha256(text) == old_norm_sha256(text)  # stored ASCII keys stay valid
+    else:  # only punctuation: keyed by the exact text, no longer by sha256("")
+        assert norm_sha256(text) == hashlib.sha256(text.encode()).hexdigest()
+
+
+_PIECES = st.sampled_from(
+    ["Зелёный", "КОТ", "ไม่", "हिन्दी", "東京", "ß", "Ｆｕｌｌ", "e\u0301", "\u0301", "\u200b",
+     "\ufe0f", "\u20e3", "👍", "\ud800", "_", "-", " ", "\t", ".", "4821", "a", "İ", "ǰ"]
+)  # fmt: skip
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.one_of(st.text(max_size=40), st.lists(_PIECES, max_size=10).map("".join)))
+def test_the_key_is_the_hash_of_the_fold_or_of_the_text(value: str) -> None:
+    folded = normalise(value)
+    assert normalise(folded) == folded  # a fold folds to itself
+    raw = value.encode("utf-8", "surrogatepass")
+    want = hashlib.sha256(folded.encode("utf-8", "surrogatepass") if folded else raw)
+    assert norm_sha256(value) == want.hexdigest()
+
+
+def test_oversized_ascii_text_keys_as_before() -> None:
+    text = "Is vegetarian. " * (ANALYSIS_WINDOW // 10)
+    assert normalise(text) == old_normalise(text)
+    assert norm_sha256(text) == old_norm_sha256(text)
+
+
+# -- the fold itself -----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("Пароль от банка: Зелёный-Кот.", "  пароль от БАНКА зелёный кот!"),
+        ("私の住所は東京です。", "私の住所は東京です"),
+        ("Ο κωδικός είναι ΑΛΦΑ.", "ο κωδικός είναι αλφα"),
+        ("Die Straße.", "die strasse"),  # case folding, not only lower()
+        ("Ｆｕｌｌ ｗｉｄｔｈ ２", "full width 2"),  # NFKC
+        ("Zoé", "Zoe\u0301"),  # composed and decomposed
+        ("pass\u200bword ok", "password ok"),  # an invisible character changes no word
+        ("Cafe\u200b\u0301", "café"),
+        ("PIN 4\ufe0f\u20e38\ufe0f\u20e3", "pin 48"),  # keycap emoji
+    ],
+)
+def test_variants_share_a_key(a: str, b: str) -> None:
+    assert normalise(a) == normalise(b) != ""
+    assert norm_sha256(a) == norm_sha256(b)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("Я пью только зелёный чай.", "У меня аллергия на арахис."),
+        ("我只喝绿茶。", "我对花生过敏。"),
+        ("Мой код 4821.", "Номер моей квартиры 4821."),
+        ("Мой код 4821.", "4821"),
+        ("Ma fille s'appelle Zoé.", "Ma fille s'appelle Zoë."),
+        ("ฉันไม่ชอบกาแฟ", "ฉันชอบกาแฟ"),  # Thai: the tone mark of ไม่ (not) is kept
+        ("हिन्दी", "हन्द"),  # Devanagari vowel signs are kept
+        ("👍", "👎"),  # folds to nothing: keyed by the exact text
+        ("!!!", "???"),
+    ],
+)
+def test_different_statements_never_share_a_key(a: str, b: str) -> None:
+    assert norm_sha256(a) != norm_sha256(b)
+
+
+def test_every_writer_computes_the_same_key() -> None:
+    """Store rows, plan views, the columnar import and the online index agree."""
+    texts = ["Я пью только зелёный чай.", "👍", "Lives in Lisbon.", "東京 2026", "!!!"]
+    shas, norms, _ = _content_keys(texts)
+    for text, key in zip(texts, norms, strict=True):
+        r = rec("m-" + hashlib.sha256(text.encode()).hexdigest()[:8], text)
+        assert key == norm_sha256(text) == norm_key(text) == plan_view(r).norm_sha256
+        assert record_to_row(r)[19] == key
+    assert tombstone_norm("👍") is None  # no folded key: the exact hash protects it
+    assert tombstone_norm("Зелёный кот") == norm_sha256("зелёный  КОТ.")
+    assert len(set(shas)) == len(texts)
+
+
+# -- remember ------------------------------------------------------------------------------
+class HashEmbedder:
+    """A unit vector per exact text: different texts are never near duplicates."""
+
+    model_id = "test-hash"
+    dim = 64
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        rows = []
+        for t in texts:
+            seed = int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little")
+            v = np.random.default_rng(seed).standard_normal(self.dim)
+            rows.append(v / np.linalg.norm(v))
+        return np.asarray(rows, dtype=np.float32)
+
+
+@pytest.fixture()
+def store(home: Path) -> Iterator[SqliteStore]:
+    s = SqliteStore(home / "memlife.db")
+    yield s
+    s.close()
+
+
+@pytest.fixture()
+def mem(store: SqliteStore, home: Path) -> Iterator[LongTermMemory]:
+    m = LongTermMemory(store, embedder=HashEmbedder(), ledger=AccessLedger(home / "ledger"))
+    yield m
+    m.close()
+
+
+def test_remember_keeps_two_different_non_latin_facts(
+    mem: LongTermMemory, store: SqliteStore
+) -> None:
+    for i, (a, b) in enumerate(
+        [
+            ("Я пью только зелёный чай.", "У меня аллергия на арахис."),
+            ("我只喝绿茶。", "我对花生过敏。"),
+            ("👍", "👎"),
+        ]
+    ):
+        ns = f"/users/u1/facts{i}"
+        first = mem.remember("u1", ns, None, a)
+        second = mem.remember("u1", ns, None, b)
+        assert first.created and second.created, (a, b)
+        assert second.refreshed_duplicate_of is None
+        assert sorted(r.content for r in store.page("u1", ns).records) == sorted([a, b])
+
+
+def test_remember_refreshes_a_non_latin_variant(mem: LongTermMemory, store: SqliteStore) -> None:
+    first = mem.remember("u1", NS, None, "Я пью только зелёный чай.")
+    again = mem.remember("u1", NS, None, "я пью ТОЛЬКО зелёный чай")
+    assert not again.created and again.refreshed_duplicate_of == first.record_id
+    assert [r.content for r in store.page("u1", NS).records] == ["Я пью только зелёный чай."]
+
+
+# -- tombstones ----------------------------------------------------------------------------
+def rec(rid: str, content: str, **kw: object) -> MemoryRecord:
+    line = {
+        "id": rid,
+        "actor_id": "u1",
+        "namespace": NS,
+        "memory_type": "semantic",
+        "content": content,
+        "created_at": "2026-01-02T10:00:00Z",
+        **kw,
+    }
+    return parse_record_line(json.dumps(line))
+
+
+def test_an_erased_fact_does_not_block_another_with_the_same_digits(store: SqliteStore) -> None:
+    add_tombstones(store, [rec("m-old", "Мой код 4821.")])
+    res = insert_new(store, [rec("m-new", "Номер моей квартиры 4821."), rec("m-d", "4821")])
+    assert res.succeeded == ["m-new", "m-d"] and res.failed == []
+    again = insert_new(store, [rec("m-var", "мой КОД: 4821")])
+    assert [(f.id, f.code) for f in again.failed] == [("m-var", "ERASED_CONTENT")]
+
+
+@pytest.mark.parametrize(
+    ("text", "variant"),
+    [
+        ("Пароль от банка: Зелёный-Кот.", "пароль от банка зелёный кот"),
+        ("私の住所は東京です。", "私の住所は東京です"),
+        ("Ο κωδικός είναι ΑΛΦΑ.", "ο κωδικός είναι αλφα"),
+    ],
+)
+def test_an_erased_non_latin_text_is_refused_in_any_case_or_punctuation(
+    mem: LongTermMemory, store: SqliteStore, text: str, variant: str
+) -> None:
+    rid = mem.remember("u1", NS, "secret", text).record_id
+    erase(store, "u1", ids=[rid])
+    mem.invalidate()
+    with pytest.raises(RememberRefused) as info:
+        mem.remember("u1", NS, "secret", variant)
+    assert info.value.code == "ERASED_CONTENT"
+    assert store.count() == 0
+
+
+# -- nightly grouping ----------------------------------------------------------------------
+POLICY = load_policy("policies/default.yaml")
+NOW = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+def plan(*records: MemoryRecord) -> dict[str, tuple[Action, list[Reason]]]:
+    views = [plan_view(r) for r in records]
+    decisions = Planner(POLICY, NOW).plan_shard([views], None)
+    return {d.id: (d.action, list(d.reasons)) for d in decisions}
+
+
+def _facts(a: str, b: str, subject: str | None) -> tuple[MemoryRecord, MemoryRecord]:
+    kw = dict(
+        actor_id="u1", namespace=NS, memory_type=MemoryType.semantic, subject=subject,
+        owner="team-a", source=Source.user_stated, access_count=8,
+        last_accessed_at=NOW - timedelta(days=1), last_verified_at=NOW - timedelta(days=5),
+    )  # fmt: skip
+    return (
+        MemoryRecord(id="a", content=a, created_at=NOW - timedelta(days=20), **kw),
+        MemoryRecord(id="b", content=b, created_at=NOW - timedelta(days=10), **kw),
+    )
+
+
+def test_two_different_russian_facts_plan_like_two_english_ones() -> None:
+    ru = plan(*_facts("У меня аллергия на арахис.", "Я принимаю инсулин каждое утро.", "health"))
+    en = plan(*_facts("I am allergic to peanuts.", "I take insulin every morning.", "health"))
+    assert ru == en  # a newer statement on the subject, not one statement said twice
+    assert all(Reason.NEAR_DUPLICATE not in why for _, why in ru.values())
+    # without a subject, no group at all: nothing is merged
+    ru = plan(*_facts("У меня аллергия на арахис.", "Я принимаю инсулин каждое утро.", None))
+    assert all(action is not Action.consolidate_candidate for action, _ in ru.values())
+
+
+def test_a_russian_restatement_is_still_one_statement() -> None:
+    got = plan(*_facts("У меня аллергия на арахис.", "у меня АЛЛЕРГИЯ на арахис", "health"))
+    assert all(
+        action is Action.consolidate_candidate and Reason.NEAR_DUPLICATE in why
+        for action, why in got.values()
+    )
+
+
+# -- the store migration -------------------------------------------------------------------
+def _old_file(path: Path, records: Sequence[MemoryRecord]) -> None:
+    """A store file as the old code left it: old keys, no version."""
+    with SqliteStore(path) as s:
+        s.put_many(records)
+        for r in records:
+            s.connection.execute(
+                "UPDATE records SET norm_sha256=? WHERE id=?", (old_norm_sha256(r.content), r.id)
+            )
+        s.connection.execute("PRAGMA user_version=0")
+
+
+def _keys(path: Path) -> dict[str, str]:
+    con = sqlite3.connect(path)
+    try:
+        return dict(con.execute("SELECT id, norm_sha256 FROM records").fetchall())
+    finally:
+        con.close()
+
+
+def _version(path: Path) -> int:
+    con = sqlite3.connect(path)
+    try:
+        return int(con.execute("PRAGMA user_version").fetchone()[0])
+    finally:
+        con.close()
+
+
+TEXTS = {
+    "m-ru": "Я пью только зелёный чай.",
+    "m-ja": "我只喝绿茶。",
+    "m-en": "Lives in Lisbon.",
+    "m-punct": "!!!",
+    "m-emoji": "👍",
+}
+
+
+def test_reopening_an_old_store_recomputes_its_keys(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    _old_file(path, [rec(rid, text) for rid, text in TEXTS.items()])
+    before = _keys(path)
+    assert before["m-ja"] == before["m-punct"] == before["m-emoji"]  # the old collision
+    assert _version(path) == 0
+    with SqliteStore(path) as s:
+        views = {v.id: v for v in s.page_views("u1", NS)[0]}
+    after = _keys(path)
+    assert after == {rid: norm_sha256(text) for rid, text in TEXTS.items()}
+    assert after["m-en"] == before["m-en"]  # ASCII keys are untouched
+    assert {i: v.norm_sha256 for i, v in views.items()} == after
+    assert _version(path) == STORE_VERSION
+    # once: a file at the version is not rewritten (no write, no scan)
+    mtime = path.stat().st_mtime_ns
+    with SqliteStore(path) as s:
+        assert s.connection.total_changes == 0
+    assert path.stat().st_mtime_ns == mtime
+
+
+def test_two_processes_opening_an_old_store_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    _old_file(path, [rec(f"m-{i}", f"Факт номер {i}.") for i in range(3000)])
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def open_it() -> None:
+        try:
+            start.wait()
+            SqliteStore(path).close()  # a connection of its own, as another process has
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_it) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert _keys(path) == {f"m-{i}": norm_sha256(f"Факт номер {i}.") for i in range(3000)}
+    assert _version(path) == STORE_VERSION
+
+
+def test_a_new_store_is_at_the_version(tmp_path: Path) -> None:
+    with SqliteStore(tmp_path / "m.db"):
+        pass
+    assert _version(tmp_path / "m.db") == STORE_VERSION
