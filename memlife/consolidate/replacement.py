@@ -55,7 +55,10 @@ def build_from_members(
         last_accessed_at=max(accessed) if accessed else None,
         access_count=sum(m.access_count for m in members),
         last_verified_at=max(verified) if verified else None,
-        expires_at=survivor.expires_at,
+        # it carries every member's claim, so it lives as long as the longest-lived one:
+        # expiring with one member would delete it under the others, still superseded by
+        # it (invariant 3); a member without a deadline gives it none
+        expires_at=_latest_expiry(members),
         retention_class=RetentionClass.sensitive if sensitive else RetentionClass.standard,
         status=Status.active,
         provenance=Provenance(
@@ -64,3 +67,8 @@ def build_from_members(
             content_sha256=content_sha256(result.summary),
         ),
     )
+
+
+def _latest_expiry(members: Sequence[Member]) -> datetime | None:
+    expiries = [m.expires_at for m in members if m.expires_at is not None]
+    return max(expiries) if expiries and len(expiries) == len(members) else None

@@ -465,6 +465,37 @@ def test_a_hold_placed_on_a_written_replacement_before_the_rerun_is_kept(
         store.close()
 
 
+def test_a_replacement_outlives_the_member_with_the_earliest_deadline(
+    home: Path, tmp_path: Path
+) -> None:
+    """Adversarial review: the replacement took its survivor's expires_at, so on the night it
+    expired it was deleted while the member without a deadline still pointed at it."""
+    cases = write_cases(tmp_path / "cases.yaml", [
+        {"id": "dog", "query": "What is the dog called?", "actor_id": ACTOR,
+         "must_retrieve": ["m-dog"]},
+    ])  # fmt: skip
+    deadline = NOW + timedelta(days=5)
+    soon = rec("m-berlin", "facts", "The user lives in Berlin.", subject="city", age=10,
+               expires=deadline)  # fmt: skip
+    kept = rec("m-berlin2", "facts", "the user lives in berlin", subject="city", age=90)
+    seed(home, [soon, kept, DOG])
+    first = run_local(RunConfig(dry_run=False, now=NOW, eval_cases=cases))
+    assert first.status == "success" and first.lifecycle["superseded"] == 2, first.as_json()
+    store = SqliteStore(home / "memlife.db")
+    replacement = store.get(store.get("m-berlin2").provenance.replaced_by or "")  # type: ignore[union-attr]
+    assert replacement is not None and replacement.expires_at is None
+    store.close()
+    later = run_local(RunConfig(dry_run=False, now=deadline + timedelta(days=1), eval_cases=cases))
+    assert later.status == "success", later.as_json()
+    store = SqliteStore(home / "memlife.db")
+    try:  # invariant 3 after the deadline: what is superseded points to an active record
+        for r in store.iter_all():
+            if r.status is Status.superseded:
+                assert store.get(r.provenance.replaced_by or "").status is Status.active  # type: ignore[union-attr]
+    finally:
+        store.close()
+
+
 # -- the shipped deployments carry the gate -------------------------------------------------------
 def test_nightly_and_dry_run_deployments_carry_the_gate_configuration() -> None:
     data = yaml.safe_load(Path("deploy/prefect.yaml").read_text())
