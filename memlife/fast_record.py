@@ -39,6 +39,7 @@ from memlife.model import (
     Source,
     Status,
     content_sha256,
+    repeats_a_key,
 )
 from memlife.namespaces import namespace_problem
 from memlife.text import negates, norm_sha256
@@ -127,8 +128,25 @@ def _build(cls: type[M], fields: dict[str, Any], present: set[str]) -> M:
     return obj
 
 
+# every key the model knows, quoted: a line naming one twice goes the checked way, which
+# refuses a repeated key (JSON parsers keep the last: a second "retention_class" would
+# silently drop a legal hold). A content that merely quotes a key name only goes slower.
+_QUOTED_KEYS = tuple(
+    f'"{k}"'.encode() for k in (*MemoryRecord.model_fields, *Provenance.model_fields)
+)
+
+
+def _may_repeat_a_key(raw: bytes | str) -> bool:
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    if b"\\u" in data:  # a key may be spelled with escapes: parse to know
+        return repeats_a_key(data)
+    return any(data.count(k) > 1 for k in _QUOTED_KEYS)
+
+
 def fast_record(raw: bytes | str) -> MemoryRecord | None:
     """The record on this line, or None: then the checked path decides (and names the error)."""
+    if _may_repeat_a_key(raw):
+        return None
     try:
         d = _VALIDATE(raw)
     except ValidationError:
@@ -197,6 +215,8 @@ def fast_row(raw: bytes | str) -> tuple[Any, ...] | None:
     worker processes send rows, and the record is only needed for the rare line that
     meets an existing id (rebuilt from the row, ``row_to_record``).
     """
+    if _may_repeat_a_key(raw):
+        return None
     try:
         d = _VALIDATE(raw)
     except ValidationError:

@@ -240,14 +240,55 @@ def parse_record(data: Any, line: int | None = None) -> MemoryRecord:
 
 
 def parse_record_line(text: str, line: int | None = None) -> MemoryRecord:
-    """Parse one JSONL line; malformed JSON is a RecordError on field '<json>'."""
+    """Parse one JSONL line; malformed JSON is a RecordError on field '<json>', and a key
+    written twice in one object is a RecordError on that key (JSON parsers keep the last
+    value: a second "retention_class" would silently drop a legal hold)."""
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise RecordError(
             None, "<json>", f"malformed JSON: {exc.msg} at column {exc.colno}", line
         ) from None
+    except _RepeatedKey as exc:
+        rid = _id_in(text)
+        raise RecordError(rid, exc.key, "key repeated in the line", line) from None
     return parse_record(data, line)
+
+
+class _RepeatedKey(ValueError):
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _RepeatedKey(key)
+        out[key] = value
+    return out
+
+
+def repeats_a_key(raw: bytes | str) -> bool:
+    """Does some object of this JSON line name a key twice (escapes decoded)?"""
+    try:
+        json.loads(raw, object_pairs_hook=_unique_keys)
+    except _RepeatedKey:
+        return True
+    except ValueError:  # malformed, or not UTF-8: the validating parser refuses it anyway
+        return False
+    return False
+
+
+def _id_in(text: str) -> str | None:
+    """The line's id for the error, when the line parses with repeats allowed."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    rid = data.get("id") if isinstance(data, dict) else None
+    return rid if isinstance(rid, str) else None
 
 
 def utcnow() -> datetime:

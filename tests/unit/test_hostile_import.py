@@ -122,6 +122,39 @@ def test_duplicate_ids_in_one_file_are_reported_and_the_first_wins(
         assert s.get("m-1").content == "First."
 
 
+@pytest.mark.parametrize("rows_path", [True, False])
+def test_a_key_written_twice_is_an_error_naming_it_on_every_path(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows_path: bool
+) -> None:
+    """JSON parsers keep the last of two equal keys: a second retention_class once dropped
+    a legal hold silently, a second content replaced the fact; an escaped spelling of the
+    key is the same key."""
+    monkeypatch.setattr("memlife.importer.ROWS_PATH", rows_path)
+    held = json.dumps(good("m-held", retention_class="legal_hold"))
+    lines = [
+        json.dumps(good("m-ok1")),
+        held[:-1] + ', "retention_class": "standard"}',
+        held.replace("m-held", "m-esc")[:-1] + ', "retention\\u005fclass": "standard"}',
+        json.dumps(good("m-fact"))[:-1] + ', "content": "Likes jazz."}',
+        json.dumps(good("m-prov")).replace('"replaced_by": null', '"replaced_by": null, "replaced_by": "m-ok1"'),
+        json.dumps(good("m-quoted", content='She said "status" and "status" again.')),
+        json.dumps(good("m-ok2")),
+    ]  # fmt: skip
+    assert '"replaced_by": null, "replaced_by"' in lines[4]
+    src = write_jsonl(tmp_path / "dup.jsonl", lines)
+    code, out = _import(CliRunner(), src, tmp_path / "k.db")
+    assert code == 1 and out["imported"] == 3
+    assert {(e["line"], e["id"], e["field"]) for e in out["invalid"]} == {
+        (2, "m-held", "retention_class"),
+        (3, "m-esc", "retention_class"),
+        (4, "m-fact", "content"),
+        (5, "m-prov", "replaced_by"),
+    }
+    with SqliteStore(tmp_path / "k.db") as s:
+        assert s.get("m-quoted").content == 'She said "status" and "status" again.'
+        assert s.get("m-held") is None and s.get("m-fact") is None
+
+
 def test_every_bad_line_is_reported_and_the_rest_imported(home: Path, tmp_path: Path) -> None:
     lines = [
         json.dumps(good("m-ok1")),
