@@ -385,7 +385,12 @@ class LongTermMemory:
             update["last_verified_at"] = now  # the user said it again: that verifies it
         if rec.subject is None and subject:
             update["subject"] = subject
-        result = self.store.put_many([rec.model_copy(update=update)])
+        refreshed = rec.model_copy(update=update)
+        refresh = getattr(self.store, "refresh_active", None)
+        if refresh is not None:  # conditional: a record deleted or erased since the read
+            # stays gone (False: the caller looks again, then inserts, tombstones checked)
+            return bool(refresh(refreshed, rec.sha256))
+        result = self.store.put_many([refreshed])  # stores without one: last writer wins
         return record_id in result.succeeded
 
     # -- status changes --------------------------------------------------------------------

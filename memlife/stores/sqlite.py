@@ -150,6 +150,12 @@ _UPSERT = (
     "ON CONFLICT(id) DO UPDATE SET " + ", ".join(f"{c}=excluded.{c}" for c in COLUMNS if c != "id")
 )
 
+# online refresh: the row as read, only while it is still that row (active, unheld, same text)
+_REFRESH = (
+    f"UPDATE records SET {', '.join(f'{c}=?' for c in COLUMNS[1:])} WHERE id=? "
+    "AND status='active' AND retention_class!='legal_hold' AND content_sha256=?"
+)
+
 _MT = {m.value: m for m in MemoryType}
 _SRC = {s.value: s for s in Source}
 _RC = {r.value: r for r in RetentionClass}
@@ -423,6 +429,15 @@ class SqliteStore:
         with self.lock, self.transaction():
             self.connection.executemany(_UPSERT, rows)
         return BatchResult(succeeded=[r.id for r in records])
+
+    def refresh_active(self, record: MemoryRecord, expected_sha256: str) -> bool:
+        """Write ``record`` over its row only if that row is still active, not held and holds
+        ``expected_sha256``: online remember's read-modify-write of a duplicate. A record
+        deleted, erased, superseded or held since it was read is not brought back."""
+        row = record_to_row(record)
+        with self.lock, self.transaction():
+            cur = self.connection.execute(_REFRESH, (*row[1:], row[0], expected_sha256))
+        return cur.rowcount == 1
 
     def set_status(
         self,

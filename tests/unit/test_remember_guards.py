@@ -81,6 +81,39 @@ def test_remember_refuses_erased_content_with_a_code(
     assert mem.remember("u2", "/users/u2/facts", "contact", "My phone number is 555-0199.").created
 
 
+@pytest.mark.parametrize("how", ["deleted", "erased"])
+def test_a_refresh_racing_a_delete_never_brings_the_record_back(
+    store: SqliteStore, mem: LongTermMemory, home: Path, how: str
+) -> None:
+    """Adversarial review: remember read the duplicate, a nightly delete (or an erasure)
+    landed, and the refresh's upsert wrote the whole row back: active again, after its
+    delete receipt (invariant 2) or under its tombstone (invariant 11)."""
+    fact = "My locker code is 4471."
+    rid = mem.remember("u1", NS, "locker", fact).record_id
+    other = SqliteStore(home / "memlife.db")  # the other writer (the nightly run, an erase)
+    real_get = store.get
+
+    def get_then_lose_it(record_id: str) -> MemoryRecord | None:
+        got = real_get(record_id)
+        if record_id == rid and got is not None:
+            if how == "deleted":
+                other.delete_many([rid])
+            else:
+                erase(other, "u1", ids=[rid])
+        return got
+
+    store.get = get_then_lose_it  # type: ignore[method-assign]
+    if how == "erased":
+        with pytest.raises(RememberRefused):  # looked again: the insert meets the tombstone
+            mem.remember("u1", NS, "locker", fact)
+    else:
+        res = mem.remember("u1", NS, "locker", fact)
+        assert res.created and res.record_id != rid  # a new record, not the deleted one
+    store.get = real_get  # type: ignore[method-assign]
+    assert store.get(rid) is None
+    other.close()
+
+
 def test_remember_enforces_the_content_bound(mem: LongTermMemory, store: SqliteStore) -> None:
     with pytest.raises(RememberRefused) as info:
         mem.remember("u1", NS, None, "x" * (64 * 1024 + 1))
