@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from memlife.apply import APPLIERS, applier_for
@@ -101,6 +103,26 @@ def test_due_has_no_terminal_failure_and_pages_through_everything(db) -> None:
     assert len(pages) == 4 and len(seen) == len(set(seen)) == 23
     assert ops[0].operation_id not in seen and ops[2].operation_id not in seen
     assert ops[1].operation_id in seen
+
+
+def test_a_record_another_operation_deleted_is_not_claimed_by_the_rerun(db, home: Path) -> None:
+    """Adversarial review: the run's delete was planned, the run crashed before deleting,
+    an erasure then deleted the record with its own receipt; the rerun receipted a second
+    'deleted' for it (invariant 2: no receipt claims a delete that did not happen)."""
+    from memlife.apply.lifecycle import run_lifecycle
+    from memlife.erase import erase
+
+    store, sink = db
+    r = rec("m-exp", expires_at=T0 - timedelta(days=1))
+    store.put_many([r, rec("m-other", "Likes jazz.")])
+    ex = executor(store, sink, T0)
+    (op,) = ex.journal.plan([ex.new_op(OpKind.delete, r.actor_id, r.namespace, r.id,
+                                       ["HARD_EXPIRED"], r.sha256)])  # fmt: skip
+    erase(store, "u-1", ids=["m-exp"], policy=POLICY, receipts=sink, now=T0)  # the crash gap
+    (done,) = run_lifecycle(ex, [op], Tally())
+    assert done.outcome is Outcome.already_absent
+    body = json.loads(sink.get(operation_key(op.operation_id)) or b"{}")
+    assert body["outcome"] == "already_absent"
 
 
 def test_hold_placed_mid_run_defers_the_delete_for_good(db, home: Path) -> None:

@@ -33,12 +33,29 @@ def delete_records(ex: Executor, ops: list[Operation]) -> dict[str, Result]:
         for rid in res.succeeded:
             out[by_record[rid].operation_id] = Outcome.deleted
         for rid in res.missing:
-            # PLANNED by us and now gone: our earlier attempt (crash) or someone else.
-            first = by_record[rid].attempts == 0 and by_record[rid].state is OpState.PLANNED
-            out[by_record[rid].operation_id] = Outcome.deleted if first else Outcome.already_absent
+            # PLANNED by us and now gone: our earlier attempt (crash) or someone else. An
+            # erase, purge or delete journaled by another operation took it: theirs is the
+            # receipt that says deleted (invariant 2: one deletion, one claim)
+            o = by_record[rid]
+            first = o.attempts == 0 and o.state is OpState.PLANNED
+            if first and _removed_by_another(ex, o):
+                first = False
+            out[o.operation_id] = Outcome.deleted if first else Outcome.already_absent
         for f in res.failed:
             out[by_record[f.id].operation_id] = f
     return out
+
+
+_REMOVALS = (OpKind.delete, OpKind.erase, OpKind.purge)
+
+
+def _removed_by_another(ex: Executor, op: Operation) -> bool:
+    return any(
+        other.operation_id != op.operation_id
+        and other.kind in _REMOVALS
+        and other.outcome is Outcome.deleted
+        for other in ex.journal.for_record(op.record_id)
+    )
 
 
 @register
