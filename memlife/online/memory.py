@@ -251,7 +251,7 @@ class LongTermMemory:
         drinks coffee") is refreshed instead: ``last_verified_at`` set, access count
         bumped, confidence raised to ``confidence`` if lower, a missing subject filled in.
         """
-        fact = fact.strip()
+        fact = _unicode(fact, "fact").strip()
         if not fact:
             raise ValueError("fact is blank")
         check_namespace(namespace)  # no '.', '..' or empty segments (globs must not be fooled)
@@ -459,6 +459,7 @@ class LongTermMemory:
         """
         if k <= 0:
             raise ValueError("k must be positive")
+        _unicode(query, "query")
         thr = self.threshold if threshold is None else threshold
         qv = self.embedder.embed([query])[0]
         with self._lock:
@@ -512,3 +513,15 @@ def default_namespace(actor: str) -> str:
 
 def _held(record: MemoryRecord) -> bool:
     return record.retention_class is RetentionClass.legal_hold or record.status is Status.retained
+
+
+def _unicode(text: str, what: str) -> str:
+    """``text`` when it is valid Unicode; a lone surrogate (from a bad decode upstream) is an
+    InputError naming where, not a tokenizer's TypeError or a bare UnicodeEncodeError."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(
+            f"{what} is not valid Unicode: a lone surrogate at character {exc.start}"
+        ) from None
+    return text

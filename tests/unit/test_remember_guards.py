@@ -114,6 +114,16 @@ def test_a_refresh_racing_a_delete_never_brings_the_record_back(
     other.close()
 
 
+def test_text_that_is_not_valid_unicode_is_a_clear_input_error(mem: LongTermMemory) -> None:
+    """A lone surrogate (a bad decode upstream) once surfaced as the tokenizer's TypeError."""
+    from memlife.errors import InputError
+
+    with pytest.raises(InputError, match="fact is not valid Unicode.*character 4"):
+        mem.remember("u1", NS, None, "tea \ud800")
+    with pytest.raises(InputError, match="query is not valid Unicode"):
+        mem.recall("u1", "\ud800")
+
+
 def test_remember_enforces_the_content_bound(mem: LongTermMemory, store: SqliteStore) -> None:
     with pytest.raises(RememberRefused) as info:
         mem.remember("u1", NS, None, "x" * (64 * 1024 + 1))
