@@ -85,6 +85,8 @@ def _iso_only(value: Any) -> Any:
         raise ValueError(f"expected an ISO-8601 timestamp, got {type(value).__name__}")
     if _EPOCH_TEXT.fullmatch(value):
         raise ValueError("expected an ISO-8601 timestamp with a time zone, got a number as text")
+    if _SUB_MICROSECOND.search(value):  # the parser would cut them silently
+        raise ValueError("more than 6 digits of fractional seconds (microseconds are kept)")
     try:
         return _PARSE_TIME(value, strict=False)
     except ValidationError as exc:
@@ -92,6 +94,7 @@ def _iso_only(value: Any) -> Any:
 
 
 _PARSE_TIME = TypeAdapter(datetime).validate_python
+_SUB_MICROSECOND = re.compile(r":[0-9]{2}[.,][0-9]{7,}")
 # A point in time as records carry it; the zone is required (AwareDatetime).
 Instant = Annotated[AwareDatetime, BeforeValidator(_iso_only)]
 

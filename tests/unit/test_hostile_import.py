@@ -155,6 +155,20 @@ def test_a_key_written_twice_is_an_error_naming_it_on_every_path(
         assert s.get("m-held") is None and s.get("m-fact") is None
 
 
+@pytest.mark.parametrize("rows_path", [True, False])
+def test_sub_microsecond_times_are_refused_not_cut(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows_path: bool
+) -> None:
+    monkeypatch.setattr("memlife.importer.ROWS_PATH", rows_path)
+    lines = [
+        json.dumps(good("m-7", created_at="2026-01-02T10:00:00.9999999Z")),
+        json.dumps(good("m-6", created_at="2026-01-02T10:00:00.999999Z")),
+    ]
+    code, out = _import(CliRunner(), write_jsonl(tmp_path / "t.jsonl", lines), tmp_path / "t.db")
+    assert out["imported"] == 1
+    assert [(e["id"], e["field"]) for e in out["invalid"]] == [("m-7", "created_at")]
+
+
 def test_every_bad_line_is_reported_and_the_rest_imported(home: Path, tmp_path: Path) -> None:
     lines = [
         json.dumps(good("m-ok1")),
