@@ -13,7 +13,10 @@ skipped: the first line wins, and nobody wonders which. Content erased for that 
 is refused (ERASED_CONTENT). A ``created_at`` more than a small skew after ``now`` is
 imported but reported (FUTURE_CREATED_AT); consolidation never lets it win. A declared
 ``provenance.content_sha256`` that is not the content's hash is a field error: the
-pipeline trusts that hash, so it must not name another content.
+pipeline trusts that hash, so it must not name another content. A record imported as
+superseded whose ``replaced_by`` is not an active record of its own actor and namespace
+(in the store or the same file) is imported as written and reported (REPLACEMENT_NOT_ACTIVE,
+REPLACEMENT_OUT_OF_SCOPE): invariants 3 and 8 are the file's to keep, and it is told.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import IO, Any, Generic, TypeVar
 
 from memlife.errors import MemlifeError
 from memlife.fast_record import fast_record
+from memlife.import_links import check_links
 from memlife.import_parse import (
     MAX_DEPTH,
     Chunk,
@@ -217,6 +221,7 @@ def import_file(
                 report.invalid.append(exc)
                 continue
             batches.add(n, record.id, record.created_at > future_after, record)
+    check_links(store, batches.superseded, report)
     if batches.updates:
         _apply_updates(store, batches.updates, report, pol, allow_held, now, receipts)
     return report
@@ -239,6 +244,7 @@ def _import_rows(
     batches = _Batches[tuple[Any, ...]](
         store, report, False, store.insert_rows, row_to_record,
         size=ROWS_BATCH, max_chars=ROWS_BATCH_CHARS, chars_of=_row_content_chars,
+        is_superseded=_row_superseded,
     )  # fmt: skip
     ready: deque[tuple[int, Parsed | None]] = deque()  # None: the workers' next result
 
@@ -269,6 +275,7 @@ def _import_rows(
                 take(*ready.popleft())
         while ready:
             take(*ready.popleft())
+    check_links(store, batches.superseded, report)
 
 
 T = TypeVar("T")
@@ -277,6 +284,13 @@ _CONTENT = COLUMNS.index("content")
 
 def _row_content_chars(row: tuple[Any, ...]) -> int:
     return len(row[_CONTENT])
+
+
+_STATUS = COLUMNS.index("status")
+
+
+def _row_superseded(row: tuple[Any, ...]) -> bool:
+    return bool(row[_STATUS] == Status.superseded.value)
 
 
 class _Batches(Generic[T]):
@@ -295,6 +309,7 @@ class _Batches(Generic[T]):
         size: int | None = None,
         max_chars: int | None = None,
         chars_of: Callable[[T], int] | None = None,
+        is_superseded: Callable[[T], bool] | None = None,
     ):
         self.store, self.report, self.update = store, report, update
         self.size = size or BATCH  # read at construction: tests set BATCH
@@ -304,6 +319,8 @@ class _Batches(Generic[T]):
         self.updates: list[tuple[int, MemoryRecord]] = []
         self.pending: Future[_Flushed] | None = None
         self.held: list[dict[str, Any]] = []
+        self.is_superseded = is_superseded or (lambda r: r.status is Status.superseded)  # type: ignore[attr-defined]
+        self.superseded: list[tuple[int, str]] = []  # (line, id) imported as superseded
 
     def add(self, n: int, record_id: str, future: bool, item: T) -> None:
         self.parsed.append((n, record_id, future, item))
@@ -319,6 +336,9 @@ class _Batches(Generic[T]):
         out.imported = len(res.succeeded)
         line_of = {rid: n for n, rid, _ in batch}
         by_id = {rid: item for _, rid, item in batch}
+        out.superseded = [
+            (line_of[rid], rid) for rid in res.succeeded if self.is_superseded(by_id[rid])
+        ]
         existing = [f.id for f in res.failed if f.code == "ID_EXISTS"]
         current = {i: self.store.get(i) for i in existing}
         for f in res.failed:
@@ -337,6 +357,7 @@ class _Batches(Generic[T]):
             self.pending = None
             report.imported += done.imported
             report.unchanged += done.unchanged
+            self.superseded.extend(done.superseded)
             self.updates.extend(done.updates)
             report.conflicts.extend(done.conflicts)
         report.conflicts.extend(self.held)
@@ -415,6 +436,7 @@ class _Flushed:
     unchanged: int = 0
     updates: list[tuple[int, MemoryRecord]] = field(default_factory=list)
     conflicts: list[dict[str, Any]] = field(default_factory=list)
+    superseded: list[tuple[int, str]] = field(default_factory=list)
 
 
 def _is_held(r: MemoryRecord) -> bool:

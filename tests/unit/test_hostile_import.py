@@ -169,6 +169,34 @@ def test_sub_microsecond_times_are_refused_not_cut(
     assert [(e["id"], e["field"]) for e in out["invalid"]] == [("m-7", "created_at")]
 
 
+@pytest.mark.parametrize("rows_path", [True, False])
+def test_a_superseded_line_whose_replacement_is_missing_or_foreign_is_reported(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows_path: bool
+) -> None:
+    """Invariants 3 and 8 at the door: replaced_by must name an active record of the same
+    actor and namespace, here or in the store (a replacement later in the file counts)."""
+    monkeypatch.setattr("memlife.importer.ROWS_PATH", rows_path)
+
+    def superseded(rid: str, by: str) -> str:
+        d = good(rid, status="superseded")
+        d["provenance"] = {**d["provenance"], "replaced_by": by}
+        return json.dumps(d)
+
+    lines = [
+        superseded("m-ok", "r-later"),
+        superseded("m-dangling", "r-nowhere"),
+        superseded("m-cross", "r-other-actor"),
+        json.dumps(good("r-later")),
+        json.dumps(good("r-other-actor", actor_id="u-2", namespace="/users/u-2/preferences")),
+    ]
+    code, out = _import(CliRunner(), write_jsonl(tmp_path / "s.jsonl", lines), tmp_path / "s.db")
+    assert out["imported"] == 5 and out["invalid"] == []
+    assert [(w["line"], w["id"], w["code"]) for w in out["warnings"]] == [
+        (2, "m-dangling", "REPLACEMENT_NOT_ACTIVE"),
+        (3, "m-cross", "REPLACEMENT_OUT_OF_SCOPE"),
+    ]
+
+
 def test_every_bad_line_is_reported_and_the_rest_imported(home: Path, tmp_path: Path) -> None:
     lines = [
         json.dumps(good("m-ok1")),
