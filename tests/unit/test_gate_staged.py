@@ -496,6 +496,42 @@ def test_a_replacement_outlives_the_member_with_the_earliest_deadline(
         store.close()
 
 
+def test_a_source_edited_between_the_crash_and_the_rerun_withdraws_the_group(
+    home: Path, tmp_path: Path
+) -> None:
+    """Adversarial review: the rerun wrote the replacement planned before the crash, with
+    the text the edited source no longer says (invariant 6); now the group is withdrawn and
+    the next night regroups what the records say."""
+    cases = write_cases(tmp_path / "cases.yaml", [
+        {"id": "dog", "query": "What is the dog called?", "actor_id": ACTOR,
+         "must_retrieve": ["m-dog"], "impact": "high"},
+    ])  # fmt: skip
+    seed(home)
+    with inject("after_journal_write"), pytest.raises(InjectedFault):
+        run_local(RunConfig(dry_run=False, now=NOW, eval_cases=cases))
+    store = SqliteStore(home / "memlife.db")
+    edited = "Switched to oat milk lattes; no longer drinks tea."
+    store.put_many([COFFEE.model_copy(update={"content": edited})])
+    store.close()
+    again = run_local(RunConfig(dry_run=False, now=NOW, eval_cases=cases))
+    assert again.status == "success", again.as_json()
+    store = SqliteStore(home / "memlife.db")
+    try:
+        active = [r for r in store.iter_all() if r.status is Status.active]
+        assert all(r.content != COFFEE.content for r in active)  # the old text is nowhere
+        assert {"m-tea", "m-coffee"} <= {r.id for r in active}
+    finally:
+        store.close()
+    night2 = run_local(RunConfig(dry_run=False, now=NOW + timedelta(days=1), eval_cases=cases))
+    assert night2.status == "success" and night2.lifecycle["superseded"] == 2
+    store = SqliteStore(home / "memlife.db")
+    try:
+        replacement = store.get(store.get("m-coffee").provenance.replaced_by or "")  # type: ignore[union-attr]
+        assert replacement is not None and replacement.content == edited
+    finally:
+        store.close()
+
+
 # -- the shipped deployments carry the gate -------------------------------------------------------
 def test_nightly_and_dry_run_deployments_carry_the_gate_configuration() -> None:
     data = yaml.safe_load(Path("deploy/prefect.yaml").read_text())
