@@ -105,7 +105,7 @@ class Lease:
 
     def _beat(self) -> None:
         while not self._stop.wait(self.ttl.total_seconds() / 3):
-            now = utcnow()
+            now, asked = utcnow(), time.monotonic()  # the renewal holds from when it was asked
             try:
                 if not self.backend.lease_renew(NAME, OWNER, now, now + self.ttl):
                     self.lost = True
@@ -113,7 +113,7 @@ class Lease:
                         "lifecycle lease of run %s was lost (expired and taken over)", self.run_id
                     )
                     return
-                self._confirmed = time.monotonic()
+                self._confirmed = asked
             except Exception as exc:  # a busy database: try again next beat
                 log.warning("lease heartbeat failed: %s", type(exc).__name__)
 
@@ -123,14 +123,15 @@ class Lease:
         (the process was paused, e.g. a stopped VM) is renewed now or found taken over."""
         if not self.lost and time.monotonic() - self._confirmed < self.ttl.total_seconds() / 3:
             return
-        now = utcnow()
+        # the renewal holds from when it was asked: a pause after it must not look fresh
+        now, asked = utcnow(), time.monotonic()
         if self.lost or not self.backend.lease_renew(NAME, OWNER, now, now + self.ttl):
             self.lost = True
             raise LeaseLost(
                 f"the lifecycle lease of run {self.run_id} was lost (it expired and another "
                 "writer took it over): stopped before writing; run it again to finish"
             )
-        self._confirmed = time.monotonic()
+        self._confirmed = asked
 
     def release(self) -> None:
         self.depth -= 1

@@ -446,15 +446,16 @@ class DynamoJournal:
     def forget_payloads(self, record_ids: Sequence[str]) -> int:
         n = 0
         for rid in record_ids:
-            ids = set(self._members(f"jrec#{rid}"))
-            # payloads naming the record (e.g. a replacement superseding it): open operations only
-            ids |= set(
-                self._open_ids(
+            # payloads naming the record (e.g. a replacement superseding it): open operations
+            # only. Payloads are raw UTF-8 JSON (pydantic) and json.dumps escapes: both forms
+            found = {op_id: json.dumps(rid) for op_id in self._members(f"jrec#{rid}")}
+            for quoted in (json.dumps(rid), json.dumps(rid, ensure_ascii=False)):
+                for op_id in self._open_ids(
                     FilterExpression="contains(payload, :q)",
-                    ExpressionAttributeValues={":q": {"S": json.dumps(rid)}},
-                )
-            )
-            for op_id in sorted(ids):
+                    ExpressionAttributeValues={":q": {"S": quoted}},
+                ):
+                    found[op_id] = quoted
+            for op_id, quoted in sorted(found.items()):
                 try:
                     self.state.ddb.update_item(
                         TableName=self.state.table,
@@ -462,7 +463,7 @@ class DynamoJournal:
                         UpdateExpression="REMOVE payload",
                         ConditionExpression="attribute_exists(payload) AND (record_id = :r OR "
                         "replacement_id = :r OR contains(payload, :q))",
-                        ExpressionAttributeValues={":r": {"S": rid}, ":q": {"S": json.dumps(rid)}},
+                        ExpressionAttributeValues={":r": {"S": rid}, ":q": {"S": quoted}},
                     )
                     n += 1
                 except ClientError as exc:

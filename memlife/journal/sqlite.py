@@ -380,10 +380,12 @@ class SqliteJournal:
         n = 0
         with self.lock:
             for rid in record_ids:
+                # payloads are pydantic JSON (raw UTF-8); json.dumps escapes: look for both
                 cur = self.connection.execute(
                     "UPDATE operations SET payload=NULL WHERE payload IS NOT NULL AND "
-                    "(record_id=? OR replacement_id=? OR instr(payload, ?) > 0)",
-                    (rid, rid, json.dumps(rid)),
+                    "(record_id=? OR replacement_id=? OR instr(payload, ?) > 0 "
+                    "OR instr(payload, ?) > 0)",
+                    (rid, rid, json.dumps(rid), json.dumps(rid, ensure_ascii=False)),
                 )
                 n += cur.rowcount
         return n

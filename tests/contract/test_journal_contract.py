@@ -139,6 +139,20 @@ def test_forget_payloads_drops_every_payload_naming_the_record(journal) -> None:
     assert journal.forget_payloads(["m-1"]) == 0
 
 
+def test_forget_payloads_finds_a_non_ascii_id_as_payloads_write_it(journal) -> None:
+    """Adversarial review: payloads are pydantic JSON (raw UTF-8) and the search used
+    json.dumps (escaped): an erased source "src-é" left its replacement's text behind."""
+    replacing = op(
+        "m-r2",
+        kind=OpKind.write_replacement,
+        replacement_id="m-r2",
+        payload=json.dumps({"id": "m-r2", "supersedes": ["src-é"]}, ensure_ascii=False),
+    )
+    journal.plan([replacing])
+    assert journal.forget_payloads(["src-é"]) == 1
+    assert journal.get(replacing.operation_id).payload is None
+
+
 # -- DynamoDB only -------------------------------------------------------------------------------
 @pytest.fixture()
 def ddb() -> Iterator[object]:

@@ -159,3 +159,35 @@ def test_a_writer_whose_lease_was_taken_over_stops_before_its_next_write(tmp_pat
         lease.check()
     lease.release()
     store.close()
+
+
+def test_a_renewal_is_as_old_as_its_asking_not_its_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Adversarial review: a pause right after a renewal returned made that renewal look
+    fresh, so the fence skipped the next check while another writer held the lease."""
+    import memlife.lease as lease_mod
+    from memlife.lease import LeaseLost
+
+    clock = [1000.0]
+    monkeypatch.setattr(lease_mod.time, "monotonic", lambda: clock[0])
+    store = SqliteStore(tmp_path / "s.db")
+    lease = acquire(open_journal(store), "run-paused", "test")
+    lease._stop.set()  # no heartbeat thread in this test: the fence alone
+    lease._confirmed = clock[0]
+    renew = lease.backend.lease_renew
+
+    def renew_then_pause(*args: object, **kw: object) -> bool:
+        ok = renew(*args, **kw)  # type: ignore[arg-type]
+        clock[0] += 2 * lease.ttl.total_seconds()  # paused past the TTL after the answer
+        store.connection.execute("UPDATE leases SET owner='elsewhere:2:y'")  # taken over
+        return ok
+
+    clock[0] += lease.ttl.total_seconds()  # the last confirmation is old: check() renews
+    monkeypatch.setattr(lease.backend, "lease_renew", renew_then_pause)
+    lease.check()  # renewed (ours then), but the pause came after
+    monkeypatch.setattr(lease.backend, "lease_renew", renew)
+    with pytest.raises(LeaseLost):
+        lease.check()
+    lease.release()
+    store.close()
