@@ -330,7 +330,10 @@ def _split_held(plan: ErasurePlan) -> tuple[list[MemoryRecord], list[MemoryRecor
         plan.why[r.id] = "TAINTED_REPLACEMENT"
         plan.targets.append(r)
     held = [r for r in plan.targets if _is_held(r)]
-    pinned = {r.provenance.replaced_by for r in held if r.status is Status.superseded}
+    # held superseded records: targets, and kept sources of a withdrawn replacement (never
+    # reactivated while held: that would rewrite them)
+    staying = [*held, *(r for r in plan.reactivate if _is_held(r))]
+    pinned = {r.provenance.replaced_by for r in staying if r.status is Status.superseded}
     free = []
     for r in plan.targets:
         if _is_held(r):
@@ -339,6 +342,10 @@ def _split_held(plan: ErasurePlan) -> tuple[list[MemoryRecord], list[MemoryRecor
             held.append(r)  # deferred with its held source; erased once that hold is released
         else:
             free.append(r)
+    # a deferred replacement keeps its sources: none of them comes back active beside it
+    plan.reactivate = [
+        r for r in plan.reactivate if not _is_held(r) and r.provenance.replaced_by not in pinned
+    ]
     return held, free
 
 

@@ -246,6 +246,26 @@ def test_a_replacement_a_held_source_points_to_is_not_erased(home: Path) -> None
     store.close()
 
 
+def test_a_withdrawn_replacement_a_held_source_points_to_is_deferred(home: Path) -> None:
+    """Adversarial review: R (model text) of held A and B; erasing B withdrew R and tried
+    to reactivate A (refused: held), leaving A superseded by nothing."""
+    store = SqliteStore(home / "memlife.db")
+    store.put_many([
+        rec("m-a", "Has a dog named Rex.", subject="pets", status=Status.superseded,
+            replaced_by="r-1", retention=RetentionClass.legal_hold),
+        rec("m-b", "Has a cat named Tom.", subject="pets", status=Status.superseded,
+            replaced_by="r-1"),
+        rec("r-1", "Has a dog named Rex and a cat named Tom.", subject="pets",
+            supersedes=("m-a", "m-b"), age=10),
+    ])  # fmt: skip
+    out = erase(store, "u-1", ids=["m-b"], now=NOW)
+    assert out["status"] == "success" and out["erased"] == ["m-b"]
+    assert out["deferred"] == ["r-1"] and out["reactivated"] == []
+    assert store.get("m-a").provenance.replaced_by == "r-1"
+    assert store.get("r-1").status is Status.active  # invariant 3 while the hold stands
+    store.close()
+
+
 def test_legal_hold_defers_the_erasure_until_released(home: Path) -> None:
     db = home / "memlife.db"
     store = SqliteStore(db)
