@@ -191,7 +191,11 @@ def test_an_erase_between_group_read_and_replacement_write_is_never_undone(
     assert racer.fired
     assert night.status == "success"
     receipt = json.loads(Path(night.receipt or "").read_text())
-    assert receipt["other_counts"]["consolidation_withdrawn_erased"] == 1  # refused at the write
+    counts = receipt["other_counts"]
+    # withdrawn before the write (its source is gone: groups._sources_moved); an erasure
+    # landing later still meets the tombstones inside the write (withdrawn_erased)
+    withdrawn = counts.get("consolidation_withdrawn_changed", 0)
+    assert withdrawn + counts.get("consolidation_withdrawn_erased", 0) == 1
     with SqliteStore(db) as s:
         assert all(MARKER not in r.content for r in active(s))
         assert s.get("m-a") is None
@@ -211,6 +215,38 @@ def test_an_erase_between_group_read_and_replacement_write_is_never_undone(
         assert all(MARKER not in r.content for r in s.iter_all())
         s.checkpoint()
     assert everywhere(Path(os.environ["MEMLIFE_HOME"]), MARKER) == []
+
+
+def test_an_erase_after_the_source_check_is_refused_inside_the_write(
+    db: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second line of defence: an erasure landing after the sources were re-checked
+    meets the tombstones in the write's own transaction (withdrawn, payload forgotten)."""
+    from memlife.apply import groups
+
+    checked = groups._sources_moved
+    fired: list[str] = []
+
+    def check_then_erase(ex, write, rest):  # type: ignore[no-untyped-def]
+        moved = checked(ex, write, rest)
+        if not fired and any(o.record_id == "m-a" for o in rest):
+            fired.append("m-a")
+            with SqliteStore(db) as other:
+                assert erase(other, "u-1", ids=["m-a"], now=NOW)["erased"] == ["m-a"]
+        return moved
+
+    monkeypatch.setattr(groups, "_sources_moved", check_then_erase)
+    night = run_local(RunConfig(dry_run=False, now=NOW, eval_cases=gate_cases(db)))
+    assert fired and night.status == "success"
+    receipt = json.loads(Path(night.receipt or "").read_text())
+    assert receipt["other_counts"]["consolidation_withdrawn_erased"] == 1
+    with SqliteStore(db) as s:
+        assert all(MARKER not in r.content for r in active(s))
+        superseded_point_to_active(s)
+        assert all(
+            MARKER not in (o[0] or "")
+            for o in s.connection.execute("SELECT payload FROM operations").fetchall()
+        )
 
 
 def test_the_cli_previews_and_then_reports_the_rebuild(db: Path, home: Path) -> None:
