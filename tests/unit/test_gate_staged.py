@@ -532,6 +532,33 @@ def test_a_source_edited_between_the_crash_and_the_rerun_withdraws_the_group(
         store.close()
 
 
+def test_a_replacement_superseded_in_its_turn_hands_over_its_sources(
+    home: Path, tmp_path: Path
+) -> None:
+    """Adversarial review: night 2 superseded night 1's replacement, and tea and coffee kept
+    pointing to it, a superseded record (invariant 3 asks for an active one)."""
+    cases = write_cases(tmp_path / "cases.yaml", [
+        {"id": "dog", "query": "What is the dog called?", "actor_id": ACTOR,
+         "must_retrieve": ["m-dog"]},
+    ])  # fmt: skip
+    seed(home, [TEA, COFFEE, DOG])
+    assert run_local(RunConfig(dry_run=False, now=NOW, eval_cases=cases)).status == "success"
+    water = rec("m-water", "preferences", "Now drinks only water; no longer drinks coffee.",
+                subject="beverage", age=-1)  # fmt: skip
+    seed(home, [water])
+    later = NOW + timedelta(days=2)
+    night2 = run_local(RunConfig(dry_run=False, now=later, eval_cases=cases))
+    assert night2.status == "success" and night2.lifecycle["superseded"] == 2, night2.as_json()
+    store = SqliteStore(home / "memlife.db")
+    try:
+        for r in store.iter_all():
+            if r.status is Status.superseded:
+                target = store.get(r.provenance.replaced_by or "")
+                assert target is not None and target.status is Status.active, r.id
+    finally:
+        store.close()
+
+
 # -- the shipped deployments carry the gate -------------------------------------------------------
 def test_nightly_and_dry_run_deployments_carry_the_gate_configuration() -> None:
     data = yaml.safe_load(Path("deploy/prefect.yaml").read_text())

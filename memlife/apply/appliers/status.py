@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memlife.apply.appliers.base import STALE, get_many, stale
+from memlife.apply.appliers.base import STALE, get_many, is_held, stale
 from memlife.apply.registry import Result
 from memlife.faults import checkpoint
 from memlife.journal import Operation, Outcome
-from memlife.model import Status
+from memlife.model import MemoryRecord, Status
 from memlife.stores.base import ItemFailure
 
 if TYPE_CHECKING:
@@ -24,6 +24,7 @@ def set_status(
         wanted += [o.replacement_id for o in ops if o.replacement_id]
     found = get_many(ex.store, list(dict.fromkeys(wanted)))
     ready: dict[str | None, list[Operation]] = {}
+    replaced: list[tuple[MemoryRecord, str]] = []  # (record now superseded, by)
     for o in ops:
         current = found.get(o.record_id)
         if current is None:
@@ -33,6 +34,8 @@ def set_status(
             o.replacement_id if status is Status.superseded else current.provenance.replaced_by
         ):
             out[o.operation_id] = outcome  # done already (a crash before the journal knew)
+            if status is Status.superseded:
+                replaced.append((current, o.replacement_id or ""))
             continue
         refused = stale(o, current)
         if refused is None and status is Status.superseded and current.status is not Status.active:
@@ -59,4 +62,31 @@ def set_status(
         failed = {f.id: f for f in res.failed}
         for o in group:
             out[o.operation_id] = failed.get(o.record_id, outcome)
+            if status is Status.superseded and o.record_id not in failed:
+                replaced.append((found[o.record_id], replacement or ""))
+    if replaced:
+        _repoint(ex, replaced)
     return out
+
+
+def _repoint(ex: Executor, replaced: list[tuple[MemoryRecord, str]]) -> None:
+    """Invariant 3 across nights: a replacement superseded in its turn hands its own
+    superseded sources to the new replacement, so none points to a superseded record.
+    Idempotent (a rerun re-points what a crash left); a held source is never rewritten."""
+    sources = get_many(ex.store, sorted({s for r, _ in replaced for s in r.provenance.supersedes}))
+    moves: dict[str, list[str]] = {}
+    for r, by in replaced:
+        for sid in r.provenance.supersedes:
+            s = sources.get(sid)
+            if (
+                s is not None
+                and s.status is Status.superseded
+                and s.provenance.replaced_by == r.id
+                and not is_held(s)
+            ):
+                moves.setdefault(by, []).append(sid)
+    for by, ids in sorted(moves.items()):
+        ex.store.set_status(
+            ids, Status.superseded, replaced_by=by, policy_version=ex.policy.version,
+            at=ex.cutoff,
+        )  # fmt: skip
