@@ -10,7 +10,7 @@ from typing import Any
 
 from memlife import gate
 from memlife.apply import DeleteItem, Executor, StagedGroup, Tally
-from memlife.evalset import cases_digest, load_cases
+from memlife.evalset import EvalCase, cases_digest, load_cases
 from memlife.faults import checkpoint
 from memlife.run_planning import make_embeddings
 from memlife.run_types import BatchOutcome, RunContext
@@ -37,6 +37,31 @@ def ungated(
     groups = [g for o in outcomes for g in o.staged if enforced(g.shard[1])]
     counted = sum(n for o in outcomes for ns, n in o.staged_refs.items() if enforced(ns))
     return items, groups, counted
+
+
+def uncovered(
+    ctx: RunContext,
+    store: MemoryStore,
+    outcomes: Sequence[BatchOutcome],
+    cases: Sequence[EvalCase],
+) -> dict[str, list[str]]:
+    """Judgements an evaluation set cannot see at all: when no case of the set names an
+    actor of this store (a set written for another deployment, a typo in every actor id),
+    the set checks nothing and would still satisfy a required gate; what it would have
+    gated waits, as without a set (GATE_UNCOVERED). A set that samples some actors gates
+    the whole run, as a regression test does: per-actor coverage is not asked for."""
+    nothing: dict[str, list[str]] = {"deletions": [], "groups": []}
+    if not ctx.policy.gate.required:
+        return nothing
+    if any(store.list_namespaces(actor) for actor in sorted({c.actor_id for c in cases})):
+        return nothing
+    enforced = ctx.policy.deletion_enforced
+    return {
+        "deletions": sorted(i.id for o in outcomes for i in o.deletions if not _obligation(i)),
+        "groups": sorted(
+            g.replacement.id for o in outcomes for g in o.staged if enforced(g.shard[1])
+        ),
+    }
 
 
 def run_gate(
@@ -67,6 +92,7 @@ def run_gate(
     )
     # the set this verdict judged: the memo of a blocked group is keyed by it (commit_run)
     verdict["eval_digest"] = cases_digest(cases)
+    verdict["uncovered"] = uncovered(ctx, store, outcomes, cases)
     if verdict["deletions_blocked"] and not ctx.config.dry_run:
         from memlife.quarantine import snapshot
 
@@ -90,7 +116,16 @@ def commit_run(
     gate = gate or {}
     configured = bool(gate) and gate.get("configured", True)
     held_items, held_groups, _ = ([], [], 0) if configured else ungated(ctx, outcomes)
-    held_ids = {id(g) for g in held_groups}
+    held_ids = {g.replacement.id for g in held_groups}
+    held = {i.id for i in held_items}
+    reason = "GATE_NOT_CONFIGURED"
+    if configured:  # what no case of the set looks at waits too
+        unseen = gate.get("uncovered") or {}
+        held_ids, held, reason = (
+            set(unseen.get("groups", ())),
+            set(unseen.get("deletions", ())),
+            "GATE_UNCOVERED",
+        )
     blocking = set(gate.get("blocking_groups", ()))  # named by the gate: memoised, not re-staged
     # The memo is keyed by the set read when the run started; should the file have changed
     # before the gate read it, this verdict is another set's: remember nothing.
@@ -107,19 +142,18 @@ def commit_run(
                     executor.remember_gate_blocked(g, tally)
                 elif g.replacement.id in blocking:
                     tally.counts["gate_blocked_not_remembered"] += 1
-            elif id(g) in held_ids:
+            elif g.replacement.id in held_ids:
                 tally.counts["gate_withheld_groups"] += 1
             else:
                 executor.commit_group(g, tally)
     checkpoint("after_commit_groups")
-    held = {i.id for i in held_items}
     items = [i for o in outcomes for i in o.deletions]
     if gate.get("deletions_blocked", gate.get("blocked")):
         executor.quarantine(items, tally, "GATE_BLOCKED")
         return tally
     for i in items:
         if i.id in held:
-            tally.ids_not_deleted.append({"id": i.id, "reason": "GATE_NOT_CONFIGURED"})
+            tally.ids_not_deleted.append({"id": i.id, "reason": reason})
             tally.counts["gate_withheld_deletions"] += 1
     executor.delete([i for i in items if i.id not in held], tally)
     return tally

@@ -257,6 +257,11 @@ def gate_line(result: dict[str, Any]) -> str | None:
     agg = g.get("gates", {}).get("aggregate_score", {}).get("value")
     head = f"gate: {g.get('status', 'pass')} ({g.get('cases', 0)} cases"
     head += f", aggregate_score {agg:.3f})" if agg is not None else ")"
+    unseen = g.get("uncovered") or {}
+    if unseen.get("deletions") or unseen.get("groups"):
+        figures.append(f"GATE_UNCOVERED: {len(unseen.get('deletions', []))} deletions and "
+                       f"{len(unseen.get('groups', []))} consolidations wait: no case of the set "
+                       "names an actor of this store")  # fmt: skip
     return head + (": " + "; ".join(figures) if figures else "")
 
 

@@ -559,6 +559,29 @@ def test_a_replacement_superseded_in_its_turn_hands_over_its_sources(
         store.close()
 
 
+def test_a_set_that_names_no_actor_of_the_store_gates_nothing(
+    home: Path, tmp_path: Path
+) -> None:
+    """Adversarial review: a set for another deployment's actor satisfied the required gate
+    while checking nothing, and u-1's consolidation went ahead."""
+    cases = write_cases(tmp_path / "cases.yaml", [
+        {"id": "elsewhere", "query": "What does the user drink?", "actor_id": "nobody",
+         "must_retrieve": [{"fact": "tea"}]},
+    ])  # fmt: skip
+    seed(home, [TEA, COFFEE, DOG])
+    night = run_local(RunConfig(dry_run=False, now=NOW, eval_cases=cases))
+    assert night.status == "success", night.as_json()
+    assert night.lifecycle["superseded"] == 0
+    assert night.gate is not None and night.gate["uncovered"]["groups"]
+    assert _final_state(home) == {"m-coffee": "active", "m-dog": "active", "m-tea": "active"}
+    covering = write_cases(tmp_path / "mine.yaml", [
+        {"id": "dog", "query": "What is the dog called?", "actor_id": ACTOR,
+         "must_retrieve": ["m-dog"]},
+    ])  # fmt: skip
+    later = run_local(RunConfig(dry_run=False, now=NOW + timedelta(hours=1), eval_cases=covering))
+    assert later.status == "success" and later.lifecycle["superseded"] == 2
+
+
 # -- the shipped deployments carry the gate -------------------------------------------------------
 def test_nightly_and_dry_run_deployments_carry_the_gate_configuration() -> None:
     data = yaml.safe_load(Path("deploy/prefect.yaml").read_text())
