@@ -248,13 +248,50 @@ def restore(
         run.release()
 
 
+def _snapshot_times(store: MemoryStore, ids: Sequence[str]) -> dict[str, str]:
+    """When each record's quarantine snapshot was taken (wall clock: :func:`snapshot`)."""
+    from memlife.sql_in import in_chunks
+    from memlife.state.dynamodb import key
+    from memlife.state.side import DynamoSideTables, side_tables
+
+    side = side_tables(store)
+    if isinstance(side, DynamoSideTables):
+        items = side.state.batch_get([key(f"qsnap#{i}", "snap") for i in ids])
+        return {i["pk"]["S"][6:]: i["taken_at"]["S"] for i in items if "taken_at" in i}
+    out: dict[str, str] = {}
+    with side.lock:
+        for qs, chunk in in_chunks(ids):
+            rows = side.connection.execute(
+                f"SELECT record_id, taken_at FROM quarantine_snapshots WHERE record_id IN ({qs})",
+                chunk,
+            )
+            out.update({r[0]: r[1] for r in rows if r[1]})
+    return out
+
+
 def purge_candidates(
     store: MemoryStore, older_than_days: float, now: datetime | None = None
 ) -> list[dict[str, Any]]:
-    """The quarantined records :func:`purge` would delete (rows of :func:`list_quarantined`)."""
+    """The quarantined records :func:`purge` would delete (rows of :func:`list_quarantined`,
+    each with ``quarantined_since``: the time its grace is measured from).
+
+    The grace is real time in quarantine. ``quarantined_at`` (status_changed_at) is the
+    quarantining run's cutoff, which a replay (``run --now`` in the past) puts long before
+    the quarantine happened; so the wall-clock time the gate took the record's snapshot,
+    just before quarantining it, counts instead, or the cutoff where that is later (a run
+    with --allow-future-cutoff). A record without a snapshot falls back to its cutoff.
+    """
     limit = (now or utcnow()) - timedelta(days=older_than_days)
-    return [q for q in list_quarantined(store)
-            if q["quarantined_at"] and datetime.fromisoformat(q["quarantined_at"]) <= limit]  # fmt: skip
+    rows = [q for q in list_quarantined(store) if q["quarantined_at"]]
+    taken = _snapshot_times(store, [q["id"] for q in rows]) if rows else {}
+    out = []
+    for q in rows:
+        since = datetime.fromisoformat(q["quarantined_at"])
+        if q["id"] in taken:
+            since = max(since, datetime.fromisoformat(taken[q["id"]]))
+        if since <= limit:
+            out.append({**q, "quarantined_since": since.isoformat()})
+    return out
 
 
 def purge(

@@ -15,10 +15,11 @@ from memlife.cli.common import (
     check_store,
     console,
     err_console,
+    fail,
     preview,
     print_json,
 )
-from memlife.model import parse_time
+from memlife.model import parse_time, utcnow
 from memlife.stores import open_store
 
 PolicyOpt = Annotated[str, typer.Option("--policy")]
@@ -101,7 +102,12 @@ def register(app: typer.Typer) -> None:
         older_than: Annotated[
             float, typer.Option("--older-than", min=0, help="Days in quarantine")
         ],
-        now: Annotated[str | None, typer.Option("--now", help="Reference time, ISO-8601")] = None,
+        now: Annotated[
+            str | None,
+            typer.Option(
+                "--now", help="Reference time, ISO-8601 (at most 48 h ahead of the clock)"
+            ),
+        ] = None,
         policy: PolicyOpt = "policies/default.yaml",
         store: StoreOpt = None,
         receipts: ReceiptsOpt = None,
@@ -109,13 +115,22 @@ def register(app: typer.Typer) -> None:
         json_out: JsonOpt = False,
     ) -> None:
         """Delete records quarantined at least DAYS ago (legal holds excepted); --yes to do it."""
+        from memlife.cli.run import MAX_AHEAD  # the guard of `memlife run --now`
         from memlife.quarantine import purge as do_purge
         from memlife.quarantine import purge_candidates
 
+        at = parse_time(now) if now else None
+        # a reference time far ahead makes every quarantined record look old enough at once;
+        # a time in the past is harmless (less is due). A preview changes nothing.
+        if yes and at is not None and at > utcnow() + MAX_AHEAD:
+            raise fail(
+                f"--now {at.isoformat()} is more than 48 h ahead of the clock: the quarantine "
+                "grace is real time; purge with a reference time near now"
+            )
         db = open_store(check_store(store, must_exist=True))
         if not yes:  # a preview: what would go, nothing changed
             try:
-                due = purge_candidates(db, older_than, parse_time(now) if now else None)
+                due = purge_candidates(db, older_than, at)
             finally:
                 db.close()
             preview("purge", [q["id"] for q in due], json_out)
@@ -126,7 +141,7 @@ def register(app: typer.Typer) -> None:
                 older_than,
                 policy=policy,
                 receipts=receipts,
-                now=parse_time(now) if now else None,
+                now=at,
             )
         finally:
             db.close()

@@ -1,8 +1,10 @@
 """Review as a workflow: items that persist across nights until a reviewer resolves them.
 
 An item is keyed by (record, reason), so the same finding on the next night updates the
-open item (``nights`` + 1, last seen) instead of queueing it again. A POSSIBLE_UPDATE item
-is a *pair*: the older record and ``pair_id``, the newer one that probably replaces it.
+open item (``nights`` + 1, last seen) instead of queueing it again; if the record's
+content changed since the item was opened, the item is renewed for the new content (nights
+from 1). A POSSIBLE_UPDATE item is a *pair*: the older record and ``pair_id``, the newer
+one that probably replaces it.
 New items are opened by priority (plan.Planner.priority: type, sensitivity, confidence,
 access) up to the policy's nightly budget; what does not fit waits and is counted.
 
@@ -16,9 +18,14 @@ the reviewer's identity, plus a run manifest and receipt:
     dispute   the item stays unresolved as *disputed*: the record is never deleted
               (the planner turns any delete into retain + DISPUTED) until resolved
 
+Each item holds the content hash of the record it was opened on. verify, supersede and
+delete act on that content only: refused when the record changed since (a later night renews
+the item for the new content), or when the item predates hashes (unknown until the next
+night records it). keep and dispute change no record and are never refused for that.
+
 Items live in the store's SQLite file (sqlite.py), else, with ``MEMLIFE_STATE=dynamodb://…``,
 in the state table (dynamodb.py), else in ``$MEMLIFE_HOME/reviews.db``. Items hold ids,
-codes and numbers, never content.
+codes, numbers and content hashes, never content.
 """
 
 from __future__ import annotations
@@ -71,6 +78,11 @@ class ReviewError(InputError):
     """A resolve request that cannot be carried out; the message names the item and why."""
 
 
+# decisions that act on the record's content as reviewed: they need the record to hold the
+# content the item was opened on (keep and dispute change no record and always proceed)
+ACTS_ON_CONTENT = frozenset({"verify", "supersede", "delete"})
+
+
 def open_backend(store: object, *, create: bool = True) -> ReviewBackend:
     """The store's SQLite file; else the state table of $MEMLIFE_STATE; else a file under
     $MEMLIFE_HOME (one machine only). ``create=False`` (a dry run) creates nothing."""
@@ -84,7 +96,8 @@ def open_backend(store: object, *, create: bool = True) -> ReviewBackend:
     from memlife.review_queue.sqlite import FILENAME, SCHEMA, TABLE, SqliteReviews
     from memlife.state.local import side_connection
 
-    return SqliteReviews(*side_connection(store, FILENAME, SCHEMA, TABLE, create=create))
+    conn, lock = side_connection(store, FILENAME, SCHEMA, TABLE, create=create)
+    return SqliteReviews(conn, lock, migrate=create)
 
 
 class ReviewQueue:
@@ -132,7 +145,9 @@ class ReviewQueue:
         ``decisions``: a run's decisions, or its findings already gathered while planning
         (ReviewCandidates: bounded, merged over the run's processes).
         Returns counts: review_carried (already open), review_opened, review_waiting
-        (over budget), review_closed_earlier (resolved before: not reopened).
+        (over budget), review_closed_earlier (resolved before: not reopened), and, where
+        any, review_content_changed (carried items whose record's content changed since
+        they were opened: renewed for the new content, nights from 1; counted in carried).
         """
         counts: Counter[str] = Counter()
         if isinstance(decisions, ReviewCandidates):
@@ -144,23 +159,30 @@ class ReviewQueue:
         if not found.found:
             return counts
         opened = found.opened(budget)
-        counts["review_carried"] = len(found.carried)
+        counts["review_carried"] = len(found.carried) + len(found.changed)
         counts["review_closed_earlier"] = found.closed_earlier
         counts["review_opened"] = len(opened)
         counts["review_waiting"] = found.new - len(opened)
         for _, _, code, _, _ in opened:
             counts[f"review_reason:{code}"] += 1
+        if found.changed:
+            counts["review_content_changed"] = len(found.changed)
         if dry_run:
             return counts
         now = at.isoformat()
-        items = []
-        for _, _, code, i, d in opened:
-            items.append(ReviewItem(
+
+        def item(i: str, code: str, d: Decision, state: str = "open") -> ReviewItem:
+            return ReviewItem(
                 i, d.id, code, d.pair, d.actor_id, d.namespace, d.memory_type, d.owner,
-                float(d.priority or 0.0), "open", None, None, 1, run_id, now, run_id, now,
-                None, None,
-            ))  # fmt: skip
-        self.backend.write_night(found.carried, items, run_id, now)
+                float(d.priority or 0.0), state, None, None, 1, run_id, now, run_id, now,
+                None, None, d.content_sha256,
+            )  # fmt: skip
+
+        items = [item(i, code, d) for _, _, code, i, d in opened]
+        # the record changed since the item was opened: the finding is about the new content
+        # now (a reviewer's resolve of the old one is refused); state and decision stay
+        renewed = [(old, item(i, code, d)) for i, old, d, code in found.changed]
+        self.backend.write_night(found.carried, items, run_id, now, renewed)
         return counts
 
     def close(self, iid: str, *, state: str, decision: str, reviewer: str, at: datetime,
@@ -211,6 +233,24 @@ def resolve(
             raise ReviewError(
                 f"review item {iid}: replacement {replacement} is in another actor/namespace"
             )
+    if record is not None and decision.value in ACTS_ON_CONTENT:
+        # The item is about the content it was opened on (or last renewed for by a night).
+        # A hash of None is an item opened before hashes were kept: which content it was
+        # about is unknown, so, as for changed content, it is refused until the next night
+        # records the hash on it (keep and dispute are not affected).
+        if item.content_sha256 is None:
+            raise ReviewError(
+                f"review item {iid}: opened before content hashes were kept, so the content "
+                f"it was about is unknown; {decision.value} is refused until the next nightly "
+                "run records it (keep or dispute may proceed)"
+            )
+        if record.sha256 != item.content_sha256:
+            raise ReviewError(
+                f"review item {iid}: record {item.record_id} changed since the item was opened "
+                f"(content sha256 {item.content_sha256[:12]}… now {record.sha256[:12]}…); "
+                f"{decision.value} is refused: the next nightly run reopens the item for the "
+                "new content (keep or dispute may proceed)"
+            )
     held = record is not None and (
         record.retention_class is RetentionClass.legal_hold or record.status is Status.retained
     )
@@ -229,7 +269,10 @@ def resolve(
     op = run.executor.new_op(
         kind, item.actor_id, item.namespace, item.record_id,
         [f"REVIEW_{decision.value.upper()}", item.reason],
-        record.sha256 if record is not None else None,
+        # the precondition the applier re-checks (stale()): the reviewed content, so a change
+        # between this check and the apply is STALE_PRECONDITION and nothing is done
+        item.content_sha256 if decision.value in ACTS_ON_CONTENT
+        else record.sha256 if record is not None else None,
         replacement=replacement if decision is ReviewDecision.supersede else None,
         payload=json.dumps({"decision": decision.value}),
         key_ids=[item.item_id, decision.value, reviewer],

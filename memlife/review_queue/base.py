@@ -32,12 +32,25 @@ class ReviewItem:
     last_seen_at: str
     resolved_at: str | None
     operation_id: str | None
+    # the record's content hash the finding is about: set when the item is opened, refreshed
+    # when a later night carries it for the same content, renewed when the content changed
+    # (RENEWED below). None: an item opened before hashes were kept ("unknown"; see resolve).
+    content_sha256: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
 COLUMNS = tuple(f.name for f in fields(ReviewItem))
+# what a night changes on an open (or disputed) item whose record's content changed since it
+# was opened: the item is about the new content from now on, a new finding (nights from 1);
+# state, decision and reviewer stay (a disputed record stays protected)
+RENEWED = ("pair_id", "owner", "memory_type", "priority", "nights", "opened_run", "opened_at",
+           "last_seen_run", "last_seen_at", "content_sha256")  # fmt: skip
+# (item id, the record's content hash this night; None where unknown)
+Carried = tuple[str, str | None]
+# (the content hash the item holds now, the item as renewed for the new content)
+Renewal = tuple[str, ReviewItem]
 
 
 def item_id(record_id: str, reason: str) -> str:
@@ -63,10 +76,13 @@ class ReviewBackend(Protocol):
         """Record ids with a disputed item in this actor/namespace."""
         ...
 
-    def write_night(self, carried: Sequence[str], opened: Sequence[ReviewItem], run_id: str,
-                    at: str) -> None:  # fmt: skip
-        """Carried items: nights + 1 once per run (not when last seen by ``run_id``).
-        Opened items: inserted unless the id exists (an insert never overwrites)."""
+    def write_night(self, carried: Sequence[Carried], opened: Sequence[ReviewItem], run_id: str,
+                    at: str, renewed: Sequence[Renewal] = ()) -> None:  # fmt: skip
+        """Carried items: nights + 1 once per run (not when last seen by ``run_id``), and the
+        content hash recorded where the item had none.
+        Opened items: inserted unless the id exists (an insert never overwrites).
+        Renewed items (the record's content changed): the RENEWED fields set, only while the
+        item is not resolved and still holds the old hash (a rerun changes nothing twice)."""
         ...
 
     def close(self, iid: str, *, state: str, decision: str, reviewer: str,

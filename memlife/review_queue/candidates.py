@@ -19,10 +19,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from memlife.plan import REVIEW_REASONS, Action, Decision
-from memlife.review_queue.base import OPEN_STATES, ReviewBackend, item_id
+from memlife.review_queue.base import OPEN_STATES, Carried, ReviewBackend, item_id
 
 # (-priority, record id, reason, item id, decision): the queue's order, ties included
 Entry = tuple[float, str, str, str, Decision]
+# (item id, the content hash the open item holds, this night's decision, reason): an open
+# item whose record's content changed since it was opened (renewed by the queue)
+Changed = tuple[str, str, Decision, str]
 
 CHUNK = 1024  # findings looked up in the backend at a time
 
@@ -43,7 +46,8 @@ class ReviewCandidates:
     budget: int | None = None
     best: list[Entry] = field(default_factory=list)  # new items, pruned to budget
     new: int = 0  # new items found: opened + waiting
-    carried: list[str] = field(default_factory=list)  # ids of open or disputed items
+    carried: list[Carried] = field(default_factory=list)  # open or disputed, same content
+    changed: list[Changed] = field(default_factory=list)  # open or disputed, content changed
     closed_earlier: int = 0  # resolved before: never reopened
     pending: dict[str, tuple[Decision, str]] = field(default_factory=dict)  # not looked up
 
@@ -59,19 +63,26 @@ class ReviewCandidates:
             self.settle(backend)
 
     def settle(self, backend: ReviewBackend) -> None:
-        """Look the pending findings up: carried, closed earlier, or new."""
+        """Look the pending findings up: carried (content changed or not), closed earlier,
+        or new. An item without a hash (opened before hashes were kept) is carried: the
+        queue records this night's hash on it."""
         if not self.pending:
             return
         ids = list(self.pending)
-        existing = {i: item.state for i, item in backend.get_many(ids).items()}
+        existing = backend.get_many(ids)
         for i in ids:
-            state = existing.get(i)
-            if state is None:
-                d, reason = self.pending[i]
+            d, reason = self.pending[i]
+            item = existing.get(i)
+            state = item.state if item is not None else None
+            if item is None:
                 self.best.append(order(d, reason, i))
                 self.new += 1
             elif state in OPEN_STATES:
-                self.carried.append(i)
+                old, now = item.content_sha256, d.content_sha256
+                if old is not None and now is not None and old != now:
+                    self.changed.append((i, old, d, reason))
+                else:
+                    self.carried.append((i, now))
             elif state == "resolved":
                 self.closed_earlier += 1
         self.pending.clear()
@@ -90,17 +101,19 @@ class ReviewCandidates:
         self.best += other.best
         self.new += other.new
         self.carried += other.carried
+        self.changed += other.changed
         self.closed_earlier += other.closed_earlier
         self.pending.update(other.pending)
         other.best, other.new, other.carried, other.closed_earlier = [], 0, [], 0
+        other.changed = []
         other.pending = {}
         if self.budget is not None and len(self.best) >= 2 * self.budget + CHUNK:
             self.best = self.opened(self.budget)
 
     @property
     def found(self) -> int:
-        """Items found (settled ones): new, carried and closed earlier."""
-        return self.new + len(self.carried) + self.closed_earlier
+        """Items found (settled ones): new, carried (changed or not) and closed earlier."""
+        return self.new + len(self.carried) + len(self.changed) + self.closed_earlier
 
     def opened(self, budget: int) -> list[Entry]:
         """The ``budget`` best new items, best first (settle first)."""
@@ -117,6 +130,7 @@ class ReviewCandidates:
             out.best += p.opened(budget)
             out.new += p.new
             out.carried += p.carried
+            out.changed += p.changed
             out.closed_earlier += p.closed_earlier
         out.best = out.opened(budget)
         return out

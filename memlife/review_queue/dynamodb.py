@@ -21,7 +21,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from memlife.review_queue.base import COLUMNS, ReviewItem
+from memlife.review_queue.base import COLUMNS, RENEWED, Carried, Renewal, ReviewItem
 from memlife.state.dynamodb import DynamoState, is_conditional_failure, key
 
 BUCKETS = 8
@@ -82,20 +82,22 @@ class DynamoReviews:
         rows = self.state.query(f"rvd#{actor_id}\x1f{namespace}")
         return frozenset(r["record_id"]["S"] for r in rows)
 
-    def write_night(self, carried: Sequence[str], opened: Sequence[ReviewItem], run_id: str,
-                    at: str) -> None:  # fmt: skip
+    def write_night(self, carried: Sequence[Carried], opened: Sequence[ReviewItem], run_id: str,
+                    at: str, renewed: Sequence[Renewal] = ()) -> None:  # fmt: skip
         ddb, table = self.state.ddb, self.state.table
-        for iid in carried:
+        for iid, sha in carried:
+            values = {":one": {"N": "1"}, ":r": {"S": run_id}, ":t": {"S": at},
+                      ":resolved": {"S": "resolved"}}  # fmt: skip
+            update = "SET nights = nights + :one, last_seen_run = :r, last_seen_at = :t"
+            if sha is not None:  # recorded where the item had none (opened before hashes)
+                update += ", content_sha256 = if_not_exists(content_sha256, :h)"
+                values[":h"] = {"S": sha}
             try:
                 ddb.update_item(
-                    TableName=table, Key=item_key(iid),
-                    UpdateExpression="SET nights = nights + :one, last_seen_run = :r, "
-                                     "last_seen_at = :t",
+                    TableName=table, Key=item_key(iid), UpdateExpression=update,
                     ConditionExpression="attribute_exists(pk) AND last_seen_run <> :r "
                                         "AND #s <> :resolved",
-                    ExpressionAttributeNames={"#s": "state"},
-                    ExpressionAttributeValues={":one": {"N": "1"}, ":r": {"S": run_id},
-                                               ":t": {"S": at}, ":resolved": {"S": "resolved"}},
+                    ExpressionAttributeNames={"#s": "state"}, ExpressionAttributeValues=values,
                 )  # fmt: skip
             except ClientError as exc:  # already counted for this run, or resolved meanwhile
                 if not is_conditional_failure(exc):
@@ -105,6 +107,25 @@ class DynamoReviews:
                 ddb.put_item(TableName=table, Item=to_item(item),
                              ConditionExpression="attribute_not_exists(pk)")  # fmt: skip
             except ClientError as exc:  # opened already (a rerun of the same night)
+                if not is_conditional_failure(exc):
+                    raise
+        for old, item in renewed:
+            raw = to_item(item)
+            # names as placeholders: some (owner) are reserved words in DynamoDB
+            names = {"#s": "state", **{f"#{c}": c for c in RENEWED}}
+            sets = [f"#{c} = :{c}" for c in RENEWED if c in raw]
+            removes = [f"#{c}" for c in RENEWED if c not in raw]
+            values = {f":{c}": raw[c] for c in RENEWED if c in raw}
+            values.update({":old": {"S": old}, ":resolved": {"S": "resolved"}})
+            update = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+            try:
+                ddb.update_item(
+                    TableName=table, Key=item_key(item.item_id), UpdateExpression=update,
+                    ConditionExpression="attribute_exists(pk) AND #s <> :resolved "
+                                        "AND #content_sha256 = :old",
+                    ExpressionAttributeNames=names, ExpressionAttributeValues=values,
+                )  # fmt: skip
+            except ClientError as exc:  # renewed already (a rerun), or resolved meanwhile
                 if not is_conditional_failure(exc):
                     raise
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
-from memlife.review_queue.base import COLUMNS, ReviewItem
+from memlife.review_queue.base import COLUMNS, RENEWED, Carried, Renewal, ReviewItem
 from memlife.sql_in import in_chunks, marks
 
 SCHEMA = """
@@ -30,24 +30,41 @@ CREATE TABLE IF NOT EXISTS review_items (
     last_seen_run TEXT NOT NULL,
     last_seen_at TEXT NOT NULL,
     resolved_at TEXT,
-    operation_id TEXT
+    operation_id TEXT,
+    content_sha256 TEXT           -- the record's content the finding is about (NULL: unknown)
 );
 CREATE INDEX IF NOT EXISTS review_items_record ON review_items (record_id);
 CREATE INDEX IF NOT EXISTS review_items_state ON review_items (state, actor_id, namespace);
 """
 TABLE = "review_items"
 FILENAME = "reviews.db"
+# columns added after the first schema: (name, SQL type); a table of before gets them with
+# ALTER TABLE (NULL for the items it holds), or, read-only (a dry run), reads them as NULL
+ADDED = (("content_sha256", "TEXT"),)
 
 
 class SqliteReviews:
     def __init__(
-        self, connection: sqlite3.Connection, lock: AbstractContextManager[Any] | None = None
-    ) -> None:
+        self, connection: sqlite3.Connection, lock: AbstractContextManager[Any] | None = None,
+        *, migrate: bool = True,
+    ) -> None:  # fmt: skip
         self.connection = connection
         self.lock: AbstractContextManager[Any] = lock if lock is not None else nullcontext()
+        with self.lock:
+            have = {r[1] for r in connection.execute(f"PRAGMA table_info({TABLE})")}
+            for name, sql_type in ADDED:
+                if name in have or not migrate:
+                    continue
+                try:
+                    connection.execute(f"ALTER TABLE {TABLE} ADD COLUMN {name} {sql_type}")
+                except sqlite3.OperationalError as exc:  # another process added it first
+                    if "duplicate column" not in str(exc):
+                        raise
+                have.add(name)
+        self._select_list = ", ".join(c if c in have else f"NULL AS {c}" for c in COLUMNS)
 
     def _select(self, where: str, args: Sequence[Any]) -> list[ReviewItem]:
-        q = f"SELECT {', '.join(COLUMNS)} FROM review_items WHERE {where}"
+        q = f"SELECT {self._select_list} FROM review_items WHERE {where}"
         with self.lock:
             return [ReviewItem(*row) for row in self.connection.execute(q, list(args))]
 
@@ -70,8 +87,8 @@ class SqliteReviews:
             ).fetchall()  # fmt: skip
         return frozenset(r[0] for r in rows)
 
-    def write_night(self, carried: Sequence[str], opened: Sequence[ReviewItem], run_id: str,
-                    at: str) -> None:  # fmt: skip
+    def write_night(self, carried: Sequence[Carried], opened: Sequence[ReviewItem], run_id: str,
+                    at: str, renewed: Sequence[Renewal] = ()) -> None:  # fmt: skip
         with self.lock:
             conn = self.connection
             own = not conn.in_transaction  # inside the store's transaction: join it
@@ -79,14 +96,22 @@ class SqliteReviews:
                 conn.execute("BEGIN IMMEDIATE")
             try:
                 conn.executemany(
-                    "UPDATE review_items SET nights=nights+1, last_seen_run=?, last_seen_at=? "
+                    "UPDATE review_items SET nights=nights+1, last_seen_run=?, last_seen_at=?, "
+                    "content_sha256=COALESCE(content_sha256, ?) "
                     "WHERE item_id=? AND last_seen_run<>? AND state<>'resolved'",
-                    [(run_id, at, i, run_id) for i in carried],
+                    [(run_id, at, sha, i, run_id) for i, sha in carried],
                 )
                 conn.executemany(
-                    f"INSERT OR IGNORE INTO review_items VALUES ({','.join('?' * len(COLUMNS))})",
+                    f"INSERT OR IGNORE INTO review_items ({', '.join(COLUMNS)}) "
+                    f"VALUES ({','.join('?' * len(COLUMNS))})",
                     [tuple(getattr(item, c) for c in COLUMNS) for item in opened],
                 )
+                conn.executemany(
+                    f"UPDATE review_items SET {', '.join(f'{c}=?' for c in RENEWED)} "
+                    "WHERE item_id=? AND state<>'resolved' AND content_sha256=?",
+                    [(*(getattr(item, c) for c in RENEWED), item.item_id, old)
+                     for old, item in renewed],
+                )  # fmt: skip
             except BaseException:
                 if own:
                     conn.execute("ROLLBACK")

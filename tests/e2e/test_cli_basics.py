@@ -207,6 +207,8 @@ def test_purge_previews_without_yes(home: Path) -> None:
     with SqliteStore(home / "memlife.db") as store:
         assert store.count() == 5  # nothing deleted
     code, _, err = invoke("quarantine", "purge", "--older-than", "0", "--now", later, "--yes")
+    assert code == 2 and "ahead" in err  # a purge never runs on a clock far in the future
+    code, _, err = invoke("quarantine", "purge", "--older-than", "0", "--yes")
     with SqliteStore(home / "memlife.db") as store:
         assert store.count() == 3, err
 

@@ -42,7 +42,9 @@ def setup(store: SqliteStore, action: str) -> dict[str, MemoryRecord]:
             [rec(i, status=Status.pending_delete, status_changed_at=changed) for i in IDS]
         )
         before = {i: store.get(i) for i in IDS}
-        snapshot(store, IDS)
+        with pytest.MonkeyPatch.context() as mp:  # quarantined 40 days before T, by the clock
+            mp.setattr("memlife.quarantine.utcnow", lambda: T - timedelta(days=40))
+            snapshot(store, IDS)
         store.set_status(IDS, Status.quarantined, at=T - timedelta(days=40))
         return before  # type: ignore[return-value]
     else:

@@ -6,15 +6,17 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
+import memlife.quarantine as quarantine_mod
 from memlife.audit import open_sink
 from memlife.backends import embedding_cache
 from memlife.cli import app
 from memlife.journal import OpKind, OpState, open_journal
-from memlife.model import RetentionClass, Status
+from memlife.model import RetentionClass, Status, utcnow
 from memlife.pipeline import RunConfig, run_local
-from memlife.quarantine import list_quarantined, purge
+from memlife.quarantine import forget_snapshots, list_quarantined, purge, purge_candidates
 from memlife.review import verify_run
 from memlife.stores.sqlite import SqliteStore
 from tests.support.gate import ALLERGY_KEPT, FACTS, NOW, ttl_policy, vector_row, write_cases
@@ -99,9 +101,13 @@ def test_cli_list_restore_exactly_and_the_next_night_quarantines_again(
     assert res.exit_code == 3
 
 
-def test_purge_deletes_old_quarantine_only_and_respects_holds(home: Path, tmp_path: Path) -> None:
+def test_purge_deletes_old_quarantine_only_and_respects_holds(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     seed(home)
-    blocked_run(home, tmp_path)
+    with monkeypatch.context() as m:  # quarantined (snapshot taken) when the run says
+        m.setattr(quarantine_mod, "utcnow", lambda: NOW)
+        blocked_run(home, tmp_path)
     store = SqliteStore(home / "memlife.db")
     # a hold placed while quarantined: purge must not delete it
     dog = store.get("m-dog")
@@ -141,4 +147,52 @@ def test_purge_deletes_old_quarantine_only_and_respects_holds(home: Path, tmp_pa
             assert (
                 doc["action"] == "purge" and doc["outcome"] == "deleted" and doc["content_sha256"]
             )
+    store.close()
+
+
+def test_purge_refuses_a_reference_time_far_ahead(home: Path, tmp_path: Path) -> None:
+    """--now years ahead would make minutes of quarantine look like years: refused (exit 2),
+    as `memlife run` refuses it; within 48 h it runs (and nothing is old enough)."""
+    seed(home)
+    blocked_run(home, tmp_path)
+    runner = CliRunner()
+    for ahead in (timedelta(days=3), timedelta(days=365 * 5)):
+        res = runner.invoke(app, ["quarantine", "purge", "--older-than", "30", "--now",
+                                  (utcnow() + ahead).isoformat(), "--yes"])  # fmt: skip
+        assert res.exit_code == 2, res.output
+        assert "48 h ahead of the clock" in " ".join(res.output.split())
+    res = runner.invoke(app, ["quarantine", "purge", "--older-than", "30", "--now",
+                              (utcnow() + timedelta(hours=47)).isoformat(), "--yes", "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["operations"] == []
+    store = SqliteStore(home / "memlife.db")
+    assert store.count([Status.quarantined]) == 3
+    store.close()
+
+
+def test_grace_is_real_time_in_quarantine_not_the_runs_cutoff(home: Path, tmp_path: Path) -> None:
+    """A replay (run --now months ago) stamps status_changed_at with its cutoff; the grace
+    counts from when the records were really quarantined (the snapshot's wall clock)."""
+    seed(home)
+    blocked_run(home, tmp_path)  # NOW: months before the clock
+    store = SqliteStore(home / "memlife.db")
+    assert all(q["quarantined_at"] == NOW.isoformat() for q in list_quarantined(store))
+    assert purge_candidates(store, 30) == []
+    store.close()
+    res = CliRunner().invoke(app, ["quarantine", "purge", "--older-than", "30", "--yes", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["operations"] == []
+    store = SqliteStore(home / "memlife.db")
+    assert store.count([Status.quarantined]) == 3
+    # 31 days of real time later they are due (the library takes any reference time)
+    later = utcnow() + timedelta(days=31)
+    due = purge_candidates(store, 30, later)
+    assert sorted(q["id"] for q in due) == IDS
+    assert all(q["quarantined_since"] > NOW.isoformat() for q in due)
+    # without a snapshot (taken by an older version, say) the run's cutoff is all there is
+    forget_snapshots(store, ["m-dog"])
+    assert [q["id"] for q in purge_candidates(store, 30)] == ["m-dog"]
+    out = purge(store, 30, now=later)
+    assert sorted(o["record_id"] for o in out["operations"]) == IDS
+    assert store.count([Status.quarantined]) == 0
     store.close()

@@ -196,3 +196,78 @@ def test_dry_run_creates_no_file_under_home(tmp_path: Path, monkeypatch) -> None
     assert sorted(p.name for p in home.iterdir()) == ["inferred.db", "reviews.db"]
     # and the dry run now reads what exists
     assert ReviewQueue.for_store(RemoteStore(), create=False).get(item_id("r1", "MISSING_OWNER"))
+
+
+def _h(d: Decision, sha: str | None) -> Decision:
+    d.content_sha256 = sha
+    return d
+
+
+def test_content_hash_kept_refreshed_and_renewed(store) -> None:
+    """An item holds the content hash it was opened on; a later night with the same content
+    carries it; with changed content it is renewed for the new content (nights from 1, a new
+    opened run), once, whatever reruns; a disputed item stays disputed."""
+    queue = ReviewQueue.for_store(store)
+    iid, other = item_id("r1", "MISSING_OWNER"), item_id("r2", "MISSING_OWNER")
+    queue.queue([_h(_d("r1", 1.0), "v1"), _h(_d("r2", 2.0), "w1")], budget=5, run_id="night-1",
+                at=NIGHT)  # fmt: skip
+    assert queue.get(iid).content_sha256 == "v1"  # type: ignore[union-attr]
+    queue.close(other, state="disputed", decision="dispute", reviewer="cy", at=NIGHT,
+                operation_id="op-1")  # fmt: skip
+    night2 = NIGHT + timedelta(days=1)
+    same = queue.queue([_h(_d("r1", 1.0), "v1"), _h(_d("r2", 2.0), "w1")], budget=5,
+                       run_id="night-2", at=night2)  # fmt: skip
+    assert same["review_carried"] == 2 and "review_content_changed" not in same
+    assert (queue.get(iid).nights, queue.get(iid).content_sha256) == (2, "v1")  # type: ignore[union-attr]
+    night3 = NIGHT + timedelta(days=2)
+    seen = []
+    for _ in range(2):  # a rerun of the same night renews nothing twice
+        changed = queue.queue([_h(_d("r1", 4.0), "v2"), _h(_d("r2", 2.0), "w2")], budget=5,
+                              run_id="night-3", at=night3)  # fmt: skip
+        assert changed["review_carried"] == 2 and changed["review_opened"] == 0
+        seen.append(changed["review_content_changed"])
+        item, disputed = queue.get(iid), queue.get(other)
+        assert item is not None and disputed is not None
+        assert (item.content_sha256, item.nights, item.opened_run, item.opened_at) == (
+            "v2", 1, "night-3", night3.isoformat(),
+        )  # fmt: skip
+        assert (item.state, item.priority, item.last_seen_run) == ("open", 4.0, "night-3")
+        assert (disputed.state, disputed.reviewer, disputed.content_sha256) == (
+            "disputed", "cy", "w2",
+        )  # fmt: skip
+        assert queue.disputed("a", "/n") == {"r2"}
+    assert seen == [2, 0]  # the rerun finds the items already about the new content
+    # an item without a hash (opened before hashes were kept) gets this night's
+    legacy = item_id("r3", "MISSING_OWNER")
+    queue.queue([_h(_d("r3", 1.0), None)], budget=5, run_id="night-3", at=night3)
+    assert queue.get(legacy).content_sha256 is None  # type: ignore[union-attr]
+    counts = queue.queue([_h(_d("r3", 1.0), "u1")], budget=5, run_id="night-4", at=night3)
+    assert "review_content_changed" not in counts
+    got = queue.get(legacy)
+    assert got is not None and (got.content_sha256, got.nights) == ("u1", 2)
+
+
+def test_a_table_of_before_gets_the_hash_column(tmp_path: Path) -> None:
+    """A review table made before content hashes: read as unknown (None) without writing in
+    a dry run; migrated (ALTER TABLE, NULL for old items) by a run that writes."""
+    from memlife.review_queue.sqlite import SCHEMA, SqliteReviews
+
+    path = tmp_path / "reviews.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.executescript(SCHEMA.replace(
+        ",\n    content_sha256 TEXT           -- the record's content the finding is about "
+        "(NULL: unknown)", "",
+    ))  # fmt: skip
+    assert "content_sha256" not in {r[1] for r in conn.execute("PRAGMA table_info(review_items)")}
+    conn.execute(
+        "INSERT INTO review_items VALUES ('rv-1', 'r1', 'MISSING_OWNER', NULL, 'a', '/n', NULL, "
+        "NULL, 1.0, 'open', NULL, NULL, 1, 'n0', 't', 'n0', 't', NULL, NULL)"
+    )
+    ro = SqliteReviews(conn, migrate=False)
+    assert ro.get_many(["rv-1"])["rv-1"].content_sha256 is None
+    assert "content_sha256" not in {r[1] for r in conn.execute("PRAGMA table_info(review_items)")}
+    rw = SqliteReviews(conn)
+    SqliteReviews(conn)  # a second opener finds the column there
+    assert rw.get_many(["rv-1"])["rv-1"].content_sha256 is None
+    rw.write_night([("rv-1", "v1")], [], "n1", "t1")
+    assert rw.get_many(["rv-1"])["rv-1"].content_sha256 == "v1"

@@ -1,0 +1,129 @@
+"""A review item is about the content it was opened on: verify, supersede and delete are
+refused (exit 2) once the record changed, and refused for an item that predates content
+hashes; keep and dispute proceed. The next night renews the item for the new content, and
+a change between the check and the apply is a STALE_PRECONDITION (nothing done)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from memlife.cli import app
+from memlife.model import MemoryRecord, Status
+from memlife.plan import Action, Decision, Reason
+from memlife.review_queue import ReviewQueue, item_id, resolve
+from memlife.stores.sqlite import SqliteStore
+
+T0 = datetime(2026, 11, 1, 2, tzinfo=UTC)
+V1 = "To reset the router: unplug it, wait 30 seconds, plug it in."
+V2 = "To reset the router: hold the reset button for 10 seconds."
+
+
+def rec(rid: str, content: str = V1) -> MemoryRecord:
+    return MemoryRecord.model_validate({
+        "id": rid, "actor_id": "u-1", "namespace": "/users/u-1/procedures",
+        "memory_type": "procedural", "content": content, "created_at": T0 - timedelta(days=9),
+        "subject": "router_reset", "owner": None,
+    })  # fmt: skip
+
+
+def night(store: SqliteStore, run_id: str, at: datetime, *records: MemoryRecord,
+          sha: bool = True) -> None:  # fmt: skip
+    """A night's findings: MISSING_OWNER on each record, with its content hash."""
+    ds = [Decision(r.id, r.actor_id, r.namespace, Action.review, [Reason.MISSING_OWNER], 0.5,
+                   content_sha256=r.sha256 if sha else None, priority=1.0,
+                   memory_type="procedural") for r in records]  # fmt: skip
+    ReviewQueue.for_store(store).queue(ds, budget=10, run_id=run_id, at=at)
+
+
+def cli(*args: str) -> tuple[int, str]:
+    res = CliRunner().invoke(app, ["review", "resolve", *args, "--reviewer", "eve@example.com"])
+    return res.exit_code, " ".join(res.output.split())
+
+
+def test_changed_record_refused_then_renewed_by_the_next_night(home: Path) -> None:
+    store = SqliteStore(home / "memlife.db")
+    v1, pair = rec("m-proc"), rec("m-new", "To reset the router: call support.")
+    store.put_many([v1, pair])
+    night(store, "night-1", T0, v1)
+    iid = item_id("m-proc", "MISSING_OWNER")
+    assert ReviewQueue.for_store(store).get(iid).content_sha256 == v1.sha256  # type: ignore[union-attr]
+    store.put_many([v1.model_copy(update={"content": V2})])  # import --update
+    v2 = store.get("m-proc")
+    assert v2 is not None and v2.sha256 != v1.sha256
+    store.close()
+
+    for args in (["--decision", "delete"], ["--decision", "verify"],
+                 ["--decision", "supersede", "--by", "m-new"]):  # fmt: skip
+        code, out = cli(iid, *args)
+        assert code == 2, out
+        assert "changed since the item was opened" in out and args[1] + " is refused" in out
+    store = SqliteStore(home / "memlife.db")
+    assert store.get("m-proc") == v2  # untouched
+    item = ReviewQueue.for_store(store).get(iid)
+    assert item is not None and item.state == "open"
+    store.close()
+
+    # dispute changes no record: it proceeds on the changed record
+    code, out = cli(iid, "--decision", "dispute")
+    assert code == 0, out
+
+    # the next night renews the item for the new content; now delete acts on what it says
+    store = SqliteStore(home / "memlife.db")
+    night(store, "night-2", T0 + timedelta(days=1), v2)
+    item = ReviewQueue.for_store(store).get(iid)
+    assert item is not None and (item.content_sha256, item.state, item.nights) == (
+        v2.sha256, "disputed", 1,
+    )  # fmt: skip
+    store.close()
+    res = CliRunner().invoke(app, ["review", "resolve", iid, "--decision", "delete",
+                                   "--reviewer", "eve@example.com", "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["item"]["state"] == "resolved"
+    store = SqliteStore(home / "memlife.db")
+    assert store.get("m-proc") is None
+    store.close()
+
+
+def test_an_item_without_a_hash_is_unknown_keep_proceeds(home: Path) -> None:
+    store = SqliteStore(home / "memlife.db")
+    r, s = rec("m-a"), rec("m-b", "Another procedure.")
+    store.put_many([r, s])
+    night(store, "night-1", T0, r, s, sha=False)  # items opened before hashes were kept
+    store.close()
+    a, b = item_id("m-a", "MISSING_OWNER"), item_id("m-b", "MISSING_OWNER")
+    code, out = cli(a, "--decision", "delete")
+    assert code == 2 and "content it was about is unknown" in out, out
+    code, out = cli(b, "--decision", "keep")
+    assert code == 0, out
+    # the next night records the hash: delete proceeds
+    store = SqliteStore(home / "memlife.db")
+    night(store, "night-2", T0 + timedelta(days=1), r)
+    assert ReviewQueue.for_store(store).get(a).content_sha256 == r.sha256  # type: ignore[union-attr]
+    store.close()
+    code, out = cli(a, "--decision", "delete")
+    assert code == 0, out
+
+
+def test_a_change_after_the_check_is_a_stale_precondition(home: Path) -> None:
+    """The operation carries the item's hash as its precondition: the applier re-checks it
+    against the record as it is at apply time."""
+    store = SqliteStore(home / "memlife.db")
+    v1 = rec("m-proc")
+    store.put_many([v1])
+    night(store, "night-1", T0, v1)
+    store.put_many([v1.model_copy(update={"content": V2})])
+    store.get = lambda rid: v1 if rid == "m-proc" else None  # type: ignore[method-assign]
+    iid = item_id("m-proc", "MISSING_OWNER")
+    out = resolve(store, iid, "delete", "eve@example.com", policy="policies/default.yaml",
+                  now=T0 + timedelta(hours=1))  # fmt: skip
+    assert out["status"] != "success"
+    assert [o["error"] for o in out["operations"]] == ["STALE_PRECONDITION"]
+    assert out["item"]["state"] == "open"
+    del store.get
+    current = store.get("m-proc")
+    assert current is not None and current.status is Status.active and current.content == V2
+    store.close()
