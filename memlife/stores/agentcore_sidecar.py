@@ -9,7 +9,8 @@ pk                      sk        holds
                                   a create is in flight: ``state = pending``), ``actor_id``,
                                   ``namespace``, ``version`` (N), ``blobs`` (the fields that
                                   did not fit AgentCore metadata, by content hash),
-                                  ``updated_at``
+                                  ``create_nonce`` (while pending: names the create
+                                  attempt in its ``clientToken``), ``updated_at``
 ``actors``              actor id  the actor registry (actors written through this store)
 ``ns#{actor id}``       namespace the namespaces written for that actor
 ======================  ========  ===========================================================
@@ -56,6 +57,11 @@ class SidecarItem:
     memory_record_id: str | None = None  # None: create in flight (pending)
     # overflow blobs by content hash, newest last (a few kept: see AgentCoreStore)
     blobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # While pending: the create attempt this item stands for. Part of the BatchCreate
+    # clientToken, so a retry of the same attempt (botocore's, or ours after a crash) is
+    # deduplicated by the service while a new attempt (the record was deleted and is
+    # written again) is not answered with the first attempt's record.
+    create_nonce: str | None = None
 
     @property
     def pending(self) -> bool:
@@ -79,6 +85,8 @@ def _to_ddb(item: SidecarItem) -> dict[str, Any]:
     }
     if item.memory_record_id is not None:
         out["memory_record_id"] = {"S": item.memory_record_id}
+    elif item.create_nonce is not None:
+        out["create_nonce"] = {"S": item.create_nonce}
     return out
 
 
@@ -91,6 +99,7 @@ def _from_ddb(raw: dict[str, Any]) -> SidecarItem:
         version=int(raw["version"]["N"]),
         memory_record_id=raw["memory_record_id"]["S"] if "memory_record_id" in raw else None,
         blobs=dict(json.loads(raw["blobs"]["S"])) if "blobs" in raw else {},
+        create_nonce=raw["create_nonce"]["S"] if "create_nonce" in raw else None,
     )
 
 

@@ -457,13 +457,17 @@ def test_interrupted_create_is_recovered_not_duplicated(
     assert got is not None and got.content == "after crash"
 
 
-def test_client_token_is_deterministic(harness: AgentCoreHarness) -> None:
+def test_each_create_attempt_has_its_own_client_token(harness: AgentCoreHarness) -> None:
+    """The same records written twice are two attempts: one token would let the service
+    answer the second with the first (a record written, deleted, written again would never
+    exist again). A retry of one attempt keeps its token
+    (test_agentcore_create_attempts_and_actors)."""
     tokens = []
     for _ in range(2):
         store, fake = harness.store(), harness.fake
         store.put_many([rec(1), rec(2)])
         tokens.append(fake.ops("create")[0]["clientToken"])
-    assert tokens[0] == tokens[1]
+    assert tokens[0] != tokens[1]
 
 
 def test_fake_honours_client_token(ac: tuple[AgentCoreStore, FakeAgentCore]) -> None:

@@ -3,6 +3,14 @@
 A strategy's ``namespaceTemplates`` (older API: ``namespaces``) look like
 ``/strategies/{memoryStrategyId}/actors/{actorId}``. Records AgentCore extracts by itself
 carry no ``actor_id`` metadata; the template that matches their namespace names the actor.
+
+An AgentCore ``actorId`` may contain ``/`` (pattern ``ACTOR_ID_RE``), so ``{actorId}`` can
+span several namespace segments, while the other slots (``{sessionId}``,
+``{memoryStrategyId}``) never contain ``/``. When templates overlap (``/users/{actorId}``
+and ``/users/{actorId}/facts`` both match ``/users/a/facts``) one reading is chosen,
+always the same: the actor with the fewest ``/``, then the earliest template, then the
+shortest actor. ``actor_owns`` uses the same reading, so a native record is listed under
+exactly one actor and decoded with that actor.
 """
 
 from __future__ import annotations
@@ -10,18 +18,57 @@ from __future__ import annotations
 import re
 from typing import Any
 
+# botocore model, bedrock-agentcore 2024-02-28, shape ActorId (1..255 chars)
+ACTOR_ID_RE = re.compile(
+    r"[a-zA-Z0-9][a-zA-Z0-9\-_/]*(?::[a-zA-Z0-9\-_/]+)*[a-zA-Z0-9\-_/]*", re.ASCII
+)
+MAX_ACTOR_ID = 255
+_SLOT = re.compile(r"(\{[a-zA-Z][a-zA-Z0-9]*\})")
 
-def _template_re(template: str, actor_id: str | None) -> re.Pattern[str]:
-    """The template as a regex; ``actor_id`` None captures the actor as group ``actor``."""
+
+def _slots_re(template: str, actor_id: str | None) -> str:
+    """A template fragment as regex source; ``{actorId}`` as the literal ``actor_id``."""
     rx = ""
-    for part in re.split(r"(\{[a-zA-Z][a-zA-Z0-9]*\})", template):
+    for part in _SLOT.split(template):
         if part == "{actorId}":
-            rx += re.escape(actor_id) if actor_id is not None else "(?P<actor>[^/]+)"
-        elif part.startswith("{"):
+            if actor_id is None:
+                raise ValueError("an actor slot needs an actor")
+            rx += re.escape(actor_id)
+        elif _SLOT.fullmatch(part):
             rx += "[^/]+"
         else:
             rx += re.escape(part)
-    return re.compile(rx)
+    return rx
+
+
+def _template_re(template: str, actor_id: str) -> re.Pattern[str]:
+    """The template as a regex for one actor."""
+    return re.compile(_slots_re(template, actor_id))
+
+
+def _actors_in(template: str, namespace: str) -> list[str]:
+    """Every actor id for which ``template`` yields ``namespace`` (usually one)."""
+    head, _, rest = template.partition("{actorId}")
+    head_re = re.compile(_slots_re(head, None))
+    rest_fixed = re.compile(_slots_re(rest, None)) if "{actorId}" not in rest else None
+    starts = [s for s in range(len(namespace) + 1) if head_re.fullmatch(namespace[:s])]
+    ends = (
+        {e for e in range(len(namespace) + 1) if rest_fixed.fullmatch(namespace[e:])}
+        if rest_fixed is not None
+        else None
+    )
+    out = []
+    for s in starts:
+        for e in range(s + 1, min(len(namespace), s + MAX_ACTOR_ID) + 1):
+            actor = namespace[s:e]
+            if not ACTOR_ID_RE.fullmatch(actor):
+                continue
+            if ends is not None:
+                if e in ends:
+                    out.append(actor)
+            elif _template_re(rest, actor).fullmatch(namespace[e:]):
+                out.append(actor)
+    return out
 
 
 class Strategies:
@@ -35,16 +82,27 @@ class Strategies:
             for t in s.get("namespaceTemplates") or s.get("namespaces") or []
         ]
         self._actor_templates = [t for _, t in self.templates if "{actorId}" in t]
+        self._actor_of: dict[str, str | None] = {}  # namespace -> its actor (few namespaces)
 
     def actor_owns(self, actor_id: str, namespace: str) -> bool:
-        """Whether a strategy template puts ``namespace`` under ``actor_id``."""
-        return any(_template_re(t, actor_id).fullmatch(namespace) for t in self._actor_templates)
+        """Whether a strategy template puts ``namespace`` under ``actor_id`` (and under no
+        other reading that ``actor_of`` prefers)."""
+        return self.actor_of(namespace) == actor_id
 
     def actor_of(self, namespace: str) -> str | None:
-        for t in self._actor_templates:
-            if m := _template_re(t, None).fullmatch(namespace):
-                return m.group("actor")
-        return None
+        """The actor a template puts ``namespace`` under, None when no template matches.
+        Overlapping readings: fewest ``/`` in the actor, earliest template, shortest."""
+        if namespace in self._actor_of:
+            return self._actor_of[namespace]
+        candidates = [
+            (actor.count("/"), i, len(actor), actor)
+            for i, t in enumerate(self._actor_templates)
+            for actor in _actors_in(t, namespace)
+        ]
+        found = min(candidates)[3] if candidates else None
+        if len(self._actor_of) < 10_000:
+            self._actor_of[namespace] = found
+        return found
 
     def resolved_for(self, actor_id: str) -> list[str]:
         """The actor's namespaces that are fully determined by a template (no other slot)."""

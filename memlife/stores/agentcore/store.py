@@ -93,6 +93,7 @@ class AgentCoreStore:
                 query[k] = v
         self.url = f"agentcore://{memory_id}?{urlencode(query)}"
         self._memory: dict[str, Any] | None = None
+        self._strategies: tuple[dict[str, Any], Strategies] | None = None
         self._cache = ReadCache()
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
@@ -159,7 +160,12 @@ class AgentCoreStore:
         return self._memory
 
     def strategies(self) -> Strategies:
-        return Strategies(self.memory())
+        """The memory's strategies (one view per GetMemory answer: it caches namespaces)."""
+        memory = self.memory()
+        cached = self._strategies
+        if cached is None or cached[0] is not memory:
+            cached = self._strategies = (memory, Strategies(memory))
+        return cached[1]
 
     def missing_indexed_keys(self) -> list[str]:
         """Keys of ``INDEXED_KEYS`` the memory does not declare (a deployment check)."""
@@ -324,8 +330,19 @@ class AgentCoreStore:
         return decode_record(raw, blob)
 
     def _decode_native(self, raw: dict[str, Any], actor_hint: str | None) -> MemoryRecord:
+        """A native record's actor is the one its namespace's template names (the reading
+        ``page`` lists it under), else the one the caller or the sidecar established
+        (``actor_hint``). Never a guess: a record decoded with a made-up actor would be
+        written back under it by ``set_status`` and leave its actor."""
         strategies = self.strategies()
-        actor = strategies.actor_of(first_namespace(raw)) or actor_hint or "unknown"
+        ns = first_namespace(raw)
+        actor = strategies.actor_of(ns) or actor_hint
+        if not actor:
+            raise StoreError(
+                f"AgentCore record {raw.get('memoryRecordId')}: no strategy namespace template "
+                f"names the actor of namespace {ns!r}, and memlife never wrote it",
+                code="NATIVE_ACTOR_UNKNOWN",
+            )
         return decode_native(raw, actor, strategies.type_of(raw.get("memoryStrategyId")))
 
     # -- id resolution ---------------------------------------------------------------------

@@ -42,6 +42,7 @@ class Outcome:
 class Entry:
     key: str  # sidecar key of our record
     body: dict[str, Any]  # the request item
+    nonce: str = ""  # creates: the attempt (the sidecar item's ``create_nonce``)
 
 
 @contextmanager
@@ -70,10 +71,12 @@ def in_chunks(
 
 
 def create_token(entries: Sequence[Entry]) -> str:
-    """Same records, same content, same lifecycle values -> same token, so a retry of a
-    request whose response was lost creates nothing twice."""
+    """Same create attempts, same content, same lifecycle values -> same token, so a retry
+    of a request whose response was lost creates nothing twice. The attempt's nonce keeps
+    a later create of the same values (after a delete) from being answered with the
+    first create's, long-deleted, record."""
     lines = (
-        f"{e.key}|{content_sha256(e.body['content']['text'])}|"
+        f"{e.key}|{e.nonce}|{content_sha256(e.body['content']['text'])}|"
         f"{json.dumps(e.body['metadata'], sort_keys=True)}"
         for e in entries
     )

@@ -4,10 +4,16 @@ Upsert: the sidecar's new version first (conditional: a lost race is a CONFLICT 
 then BatchUpdate for records AgentCore has and BatchCreate for the rest, then the sidecar
 records the new ``memoryRecordId``. A create interrupted between the two is ``pending``
 in the sidecar and is recovered by its indexed ``memlife_id`` before anything else.
+
+Each create attempt has a nonce (``SidecarItem.create_nonce``), drawn when the pending
+item is staged and kept while it stays pending; it is part of the request's
+``clientToken``. A retry of the same attempt is deduplicated by the service; a new attempt
+(the record was deleted, then written again with the same values) is a new request.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,6 +33,10 @@ from memlife.stores.agentcore_sidecar import Sidecar, SidecarItem
 from memlife.stores.base import BatchResult, ItemFailure
 
 KEEP_BLOBS = 4  # overflow versions kept in the sidecar (package docstring)
+
+
+def new_nonce() -> str:
+    return uuid.uuid4().hex
 
 
 class ChunkWriter:
@@ -111,14 +121,19 @@ class ChunkWriter:
                 blobs.pop(h, None)
                 blobs[h] = blob
                 blobs = dict(list(blobs.items())[-KEEP_BLOBS:])
+            mrid = old.memory_record_id if old else None
+            nonce = None
+            if mrid is None:  # a create: the pending attempt's nonce, or a new attempt
+                nonce = (old.create_nonce if old else None) or new_nonce()
             new = SidecarItem(
                 key=key,
                 record_id=r.id,
                 actor_id=r.actor_id,
                 namespace=r.namespace,
                 version=(old.version if old else 0) + 1,
-                memory_record_id=old.memory_record_id if old else None,
+                memory_record_id=mrid,
                 blobs=blobs,
+                create_nonce=nonce,
             )
             writes.append((new, old.version if old else 0))
         conflicts = self.sidecar.put_many(writes)
@@ -153,7 +168,7 @@ class ChunkWriter:
                 body["sourceNamespaces"] = [old_ns[k]]
             entries.append(Entry(k, body))
         outcomes = self.transport.batch("update", entries)
-        recreate = []
+        gone = []
         for k in keys:
             o = outcomes[k]
             if o.ok:
@@ -162,12 +177,43 @@ class ChunkWriter:
                 self.cache.remember_blobs(staged[k].blobs)
             elif o.http == 404:
                 self.cache.forget([k])
-                staged[k].memory_record_id = None
-                recreate.append(k)
+                gone.append(k)
             else:
                 code, retry = item_code(o.http)
                 result.failed.append(ItemFailure(by_key[k].id, code, o.message, retry))
-        return recreate
+        return self._restage_pending(gone, by_key, staged, result)
+
+    def _restage_pending(
+        self,
+        keys: list[str],
+        by_key: dict[str, MemoryRecord],
+        staged: dict[str, SidecarItem],
+        result: BatchResult,
+    ) -> list[str]:
+        """Records deleted behind our back become new create attempts: pending in the
+        sidecar (a crash before step 3 is then recovered, not duplicated) with a new nonce
+        (the service must not answer with the deleted record). Returns the keys staged."""
+        writes = []
+        for k in keys:
+            it = staged[k]
+            new = SidecarItem(
+                key=k,
+                record_id=it.record_id,
+                actor_id=it.actor_id,
+                namespace=it.namespace,
+                version=it.version + 1,
+                memory_record_id=None,
+                blobs=it.blobs,
+                create_nonce=new_nonce(),
+            )
+            writes.append((new, it.version))
+        conflicts = self.sidecar.put_many(writes) if writes else {}
+        for key, why in conflicts.items():
+            result.failed.append(ItemFailure(by_key[key].id, why, "sidecar changed concurrently"))
+        for new, _ in writes:
+            if new.key not in conflicts:
+                staged[new.key] = new
+        return [k for k in keys if k not in conflicts]
 
     def _create(
         self,
@@ -191,7 +237,7 @@ class ChunkWriter:
             }
             if self.strategy_id:
                 body["memoryStrategyId"] = self.strategy_id
-            entries.append(Entry(k, body))
+            entries.append(Entry(k, body, staged[k].create_nonce or ""))
         outcomes = self.transport.batch("create", entries)
         done: list[tuple[SidecarItem, int]] = []
         for k in keys:
