@@ -44,7 +44,9 @@ CREATE TABLE IF NOT EXISTS derived (
 # Bumped whenever what a kept function computes changes (with the package version).
 # 3: statement keys (text.norm_sha256) by the Unicode-aware fold; a value computed with
 # the old keys (two different non-ASCII statements as one) is never read again.
-VERSION = f"derived-3:{memlife.__version__}"
+# 4: that fold drops every default-ignorable code point, makes digits of every script
+# ASCII and Turkish i 'i', and keeps superscripts and fractions apart (store version 2).
+VERSION = f"derived-4:{memlife.__version__}"
 FLUSH_ROWS = 256
 READ_AHEAD = 128  # shards whose rows one query reads
 KINDS = ("inference", "staging", "staging_total")  # the kinds kept (rows per shard)

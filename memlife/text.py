@@ -31,16 +31,38 @@ def normalise(text: str) -> str:
     return f"{normalise(text[:ANALYSIS_WINDOW])} #{tail}"
 
 
+# Default_Ignorable_Code_Point (Unicode DerivedCoreProperties.txt): code points a renderer
+# shows as nothing when it does not support them. Every one is dropped by the fold, not
+# only the format characters (Cf): a combining grapheme joiner, a Mongolian free variation
+# selector, a Khmer inherent vowel or a Hangul filler slipped into a word changes nothing
+# a reader sees, so it must not give an erased text a new key.
+DEFAULT_IGNORABLE = (
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160),
+    (0x17B4, 0x17B5), (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E),
+    (0x2060, 0x206F), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+)  # fmt: skip
+
+
+def _ignorable(cp: int) -> bool:
+    return any(lo <= cp <= hi for lo, hi in DEFAULT_IGNORABLE)
+
+
 class _FoldTable(dict[int, str | None]):
     """str.translate's table for :func:`unicode_fold`, filled as characters are met:
-    a letter or digit (str.isalnum, what \\w means without '_') stays, as does a
-    combining mark (Mn, Mc: Python's \\w leaves them out, and dropping them would fold
-    Thai 'ไม่' (not) to 'ไม', Hindi 'हिन्दी' to 'ह न द'); an invisible character (format
-    characters: zero-width space and joiners, soft hyphen, BOM; variation selectors;
-    enclosing marks such as keycaps) goes, so 'pass\\u200bword' == 'password' and a
-    keycap '4\\ufe0f\\u20e3' is '4' (an erased text cannot come back with an invisible
-    character slipped into a word); anything else is a space. A translation, not a regex:
-    a character class of every mark makes a regex ~10x slower (import folds every text).
+    a default-ignorable code point (DEFAULT_IGNORABLE: zero-width space and joiners, soft
+    hyphen, BOM, variation selectors, combining grapheme joiner, Hangul fillers...) goes,
+    as does any other format character (Cf) or enclosing mark (keycaps), so
+    'pass\\u200bword' == 'password' and a keycap '4\\ufe0f\\u20e3' is '4' (an erased text
+    cannot come back with an invisible character slipped into a word); a decimal digit of
+    any script (Nd: Arabic-Indic '٤', Devanagari '४') is its ASCII digit ('PIN ٤٨٢١' ==
+    'PIN 4821'); Turkish dotless 'ı' is 'i' (casefold keeps it apart, so 'IŞIK' and 'ışık'
+    would not meet); any other letter or digit (str.isalnum, what \\w means without '_')
+    stays, as does a combining mark (Mn, Mc: Python's \\w leaves them out, and dropping
+    them would fold Thai 'ไม่' (not) to 'ไม', Hindi 'हिन्दी' to 'ह न द'); anything else is a
+    space. A translation, not a regex: a character class of every mark makes a regex
+    ~10x slower (import folds every text).
     """
 
     LIMIT = 1 << 17  # characters kept (a few MB): a text of rarer ones is classified anew
@@ -48,11 +70,17 @@ class _FoldTable(dict[int, str | None]):
     def __missing__(self, cp: int) -> str | None:
         ch = chr(cp)
         out: str | None = " "
-        if ch.isalnum():
+        if _ignorable(cp):
+            out = None
+        elif cp == 0x0131:  # dotless i
+            out = "i"
+        elif ch.isalnum():
             out = ch
+            if unicodedata.category(ch) == "Nd":
+                out = str(unicodedata.decimal(ch))
         else:
             cat = unicodedata.category(ch)
-            if cat in ("Cf", "Me") or 0xFE00 <= cp <= 0xFE0F or 0xE0100 <= cp <= 0xE01EF:
+            if cat in ("Cf", "Me") or 0xE0100 <= cp <= 0xE01EF:
                 out = None
             elif cat in ("Mn", "Mc"):
                 out = ch
@@ -65,16 +93,70 @@ class _FoldTable(dict[int, str | None]):
 _MARKS: set[str] = set()  # the combining marks the table has kept (token starts, below)
 _TABLE = _FoldTable()
 
+_SCRIPT_TAGS = {"<super>": "sup", "<sub>": "sub"}
+
+
+class _ScriptTable(dict[int, str]):
+    """str.translate's table for a text NFKC would change, applied before NFKC: a
+    superscript, subscript or vulgar fraction (compatibility decomposition tagged
+    <super>, <sub>, <fraction>) becomes a word of its own that says what it was, so NFKC
+    does not merge it with the digits next to it: '10²' is '10 sup2', not '102';
+    '2½' is '2 1frac2', not '21 2'; 'H₂O' is 'h sub2 o'. Every other character is itself.
+    """
+
+    LIMIT = 1 << 16
+
+    def __missing__(self, cp: int) -> str:
+        ch = chr(cp)
+        out = ch
+        tag, _, rest = unicodedata.decomposition(ch).partition(" ")
+        if rest and tag in ("<super>", "<sub>", "<fraction>"):
+            chars = "".join(chr(int(h, 16)) for h in rest.split())
+            if tag == "<fraction>":
+                out = " " + "frac".join(chars.split("\u2044")) + " "
+            else:
+                out = f" {_SCRIPT_TAGS[tag]}{chars} "
+        if len(self) < self.LIMIT:
+            self[cp] = out
+        return out
+
+
+_SCRIPTS = _ScriptTable()
+
+
+def _drop_dot_above_i(text: str) -> str:
+    """U+0307 (combining dot above) on an 'i' dropped: 'İ' casefolds to 'i\u0307', and
+    'İSTANBUL' must meet 'istanbul'. ``text`` is NFKC; so is the result."""
+    out = []
+    on_i = False
+    for ch in unicodedata.normalize("NFD", text):
+        if ch == "\u0307" and on_i:
+            continue
+        if not unicodedata.combining(ch):
+            on_i = ch == "i"
+        out.append(ch)
+    return unicodedata.normalize("NFC", "".join(out))
+
 
 def unicode_fold(text: str) -> str:
-    """NFKC, case-folded ('ß' == 'ss', 'Ｆｕｌｌ' == 'full'), invisible characters
-    dropped, every run of other characters one space (see _FoldTable), NFKC again,
-    stripped; a mark that follows no letter or digit (after a space or symbol) goes with
-    the separators. On ASCII text it is the [a-z0-9] fold (casefold is lower() there,
-    NFKC changes nothing). A fold folds to itself."""
-    folded = unicodedata.normalize("NFKC", text).casefold().translate(_TABLE)
+    """NFKC (a superscript, subscript or fraction first made a word of its own, see
+    _ScriptTable), case-folded ('ß' == 'ss', 'Ｆｕｌｌ' == 'full'), invisible characters
+    dropped, digits of every script made ASCII, dotless and dotted Turkish i made 'i',
+    every run of other characters one space (see _FoldTable), NFKC again, stripped; a
+    mark that follows no letter or digit (after a space or symbol) goes with the
+    separators. On ASCII text it is the [a-z0-9] fold (casefold is lower() there, NFKC
+    changes nothing). A fold folds to itself."""
+    normal = unicodedata.normalize("NFKC", text)
+    if normal != text:  # a superscript, subscript or fraction is no NFKC character
+        normal = unicodedata.normalize("NFKC", text.translate(_SCRIPTS))
+    folded = normal.casefold().translate(_TABLE)
     # again: a mark an invisible character kept from its letter ('e\u200b\u0301') joins it
-    words = unicodedata.normalize("NFKC", folded).split()
+    folded = unicodedata.normalize("NFKC", folded)
+    if "\u0307" in folded:  # 'İ' casefolded: 'i\u0307' (a loop only for a rarer mark order)
+        folded = unicodedata.normalize("NFC", folded.replace("i\u0307", "i"))
+        if "\u0307" in folded:
+            folded = _drop_dot_above_i(folded)
+    words = folded.split()
     if _MARKS and any(w[0] in _MARKS for w in words):
         marks = "".join(_MARKS)
         words = [k for k in (w.lstrip(marks) for w in words) if k]

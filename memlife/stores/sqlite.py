@@ -100,7 +100,17 @@ CREATE INDEX IF NOT EXISTS tombstones_norm ON tombstones (actor_id, norm_sha256)
 #      old folded key it was written with: a case/punctuation variant of that text is no
 #      longer refused by it (its new key differs), and a text whose new fold is that old
 #      key ('1234' for an erased 'Мой код 1234') still is. Erasing again writes new keys.
-STORE_VERSION = 1
+#   2: the fold also drops every default-ignorable code point, makes digits of every
+#      script ASCII and Turkish dotless/dotted i 'i', and keeps superscripts, subscripts
+#      and fractions apart from neighbouring digits ('10²' is no longer '102'). Only
+#      non-ASCII content folds differently: those rows are recomputed (the same pass as
+#      for version 1, which a file at version 0 still takes once). Tombstones keep their
+#      keys, as above: one of ASCII content is still right (and now also refuses, say,
+#      the Arabic-Indic digits of its PIN); one of non-ASCII content written at version 1
+#      refuses the identical text (exact hash) and the variants whose new fold equals its
+#      old one, but not a variant only the new fold equates ('istanbul' for an erased
+#      'İstanbul'). Erasing again writes new keys.
+STORE_VERSION = 2
 _REFOLD_BATCH = 2000
 _OLD_EMPTY_KEY = content_sha256("")  # before version 1, the key of every empty fold
 
@@ -312,7 +322,7 @@ class SqliteStore:
             after: int | None = 0
             while after is not None:
                 with self.lock, self.transaction():
-                    if c.execute("PRAGMA user_version").fetchone()[0] >= 1:
+                    if c.execute("PRAGMA user_version").fetchone()[0] >= STORE_VERSION:
                         break  # another process finished it meanwhile
                     after = _refold(c, after)
             with self.lock, self.transaction():
@@ -640,13 +650,14 @@ class SqliteStore:
 
 
 def _refold(c: sqlite3.Connection, after: int) -> int | None:
-    """Recompute norm_sha256 where the fold changed (store version 1), for one batch of
-    rows past rowid ``after``; the rowid to go on after, None at the end of the table.
+    """Recompute norm_sha256 where the fold changed (store versions 1 and 2), for one batch
+    of rows past rowid ``after``; the rowid to go on after, None at the end of the table.
 
     Only non-ASCII content (more UTF-8 bytes than characters; a NUL also counts, harmlessly)
-    or the old key of an empty fold can carry a key the new fold does not give: ASCII text
-    folds exactly as before. The rows are read whole before any is written (no row is
-    updated under an open cursor); one pass over the table, once per file.
+    or the version-0 key of an empty fold can carry a key the current fold does not give:
+    ASCII text folds exactly as it always did (in a version-1 file that key is only on
+    empty content, recomputed unchanged). The rows are read whole before any is written
+    (no row is updated under an open cursor); one pass over the table, once per file.
     """
     q = (
         "SELECT rowid, content, norm_sha256 FROM records WHERE rowid > ? AND "

@@ -559,9 +559,7 @@ def test_a_replacement_superseded_in_its_turn_hands_over_its_sources(
         store.close()
 
 
-def test_a_set_that_names_no_actor_of_the_store_gates_nothing(
-    home: Path, tmp_path: Path
-) -> None:
+def test_a_set_that_names_no_actor_of_the_store_gates_nothing(home: Path, tmp_path: Path) -> None:
     """Adversarial review: a set for another deployment's actor satisfied the required gate
     while checking nothing, and u-1's consolidation went ahead."""
     cases = write_cases(tmp_path / "cases.yaml", [

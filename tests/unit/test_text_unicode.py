@@ -9,7 +9,9 @@ import hashlib
 import json
 import re
 import sqlite3
+import sys
 import threading
+import unicodedata
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,7 +30,7 @@ from memlife.online.memory import LongTermMemory, RememberRefused
 from memlife.plan import Action, Planner, Reason
 from memlife.policy import load_policy
 from memlife.stores.sqlite import STORE_VERSION, SqliteStore, record_to_row, tombstone_norm
-from memlife.text import ANALYSIS_WINDOW, norm_sha256, normalise
+from memlife.text import ANALYSIS_WINDOW, DEFAULT_IGNORABLE, norm_sha256, normalise
 from memlife.tombstones import add as add_tombstones
 from memlife.tombstones import insert_new
 
@@ -66,7 +68,9 @@ def test_ascii_text_folds_and_keys_exactly_as_before(text: str) -> None:
 
 _PIECES = st.sampled_from(
     ["Зелёный", "КОТ", "ไม่", "हिन्दी", "東京", "ß", "Ｆｕｌｌ", "e\u0301", "\u0301", "\u200b",
-     "\ufe0f", "\u20e3", "👍", "\ud800", "_", "-", " ", "\t", ".", "4821", "a", "İ", "ǰ"]
+     "\ufe0f", "\u20e3", "👍", "\ud800", "_", "-", " ", "\t", ".", "4821", "a", "İ", "ǰ",
+     "ı", "I", "i", "\u0307", "\u0301", "\u0323", "²", "₂", "½", "⅟", "™", "٤", "४", "\u034f",
+     "\u3164", "\uffa0", "\u115f", "\u17b4", "\u180b", "\U000e0041"]
 )  # fmt: skip
 
 
@@ -122,6 +126,76 @@ def test_variants_share_a_key(a: str, b: str) -> None:
 )
 def test_different_statements_never_share_a_key(a: str, b: str) -> None:
     assert norm_sha256(a) != norm_sha256(b)
+
+
+# -- what the review found: variants that came back, facts that merged ----------------------
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("ışık var", "IŞIK VAR"),  # casefold keeps dotless ı apart from i
+        ("istanbul'da yaşıyor", "İSTANBUL'DA YAŞIYOR"),  # İ casefolds to i + U+0307
+        ("istanbul", "İstanbul"),
+        ("Kızı Işıl'ın şifresi hunter2", "KIZI IŞIL'IN ŞİFRESİ HUNTER2"),
+        ("İ\u0301", "ı\u0301"),  # a dot above an i goes, whatever mark follows it
+        ("İ\u0323", "ị"),  # or comes before it (dot below)
+    ],
+)
+def test_turkish_case_variants_share_a_key(a: str, b: str) -> None:
+    assert normalise(a) == normalise(b) != ""
+    assert norm_sha256(a) == norm_sha256(b)
+
+
+def test_every_default_ignorable_code_point_is_dropped() -> None:
+    """Not only format characters (Cf): a combining grapheme joiner, a Mongolian free
+    variation selector, a Khmer inherent vowel, a Hangul filler change no word."""
+    covered = {cp for lo, hi in DEFAULT_IGNORABLE for cp in range(lo, hi + 1)}
+    assert {0x034F, 0x180B, 0x180F, 0x17B4, 0x17B5, 0x3164, 0xFFA0, 0x115F, 0x1160} <= covered
+    want = norm_sha256("Her password is hunter2")
+    for cp in sorted(covered):
+        text = f"Her pass{chr(cp)}word is hunter2"
+        assert normalise(text) == "her password is hunter2", hex(cp)
+        assert norm_sha256(text) == want, hex(cp)
+
+
+def test_a_decimal_digit_of_any_script_is_its_ascii_digit() -> None:
+    digits = [ch for ch in map(chr, range(sys.maxunicode + 1)) if unicodedata.category(ch) == "Nd"]
+    assert {"٤", "۴", "४", "４", "৪", "๔"} <= set(digits)
+    for ch in digits:
+        value = unicodedata.decimal(ch)
+        assert normalise(f"PIN {ch}{ch}") == f"pin {value}{value}", hex(ord(ch))
+    want = norm_sha256("Her PIN is 4821")
+    for variant in ("Her PIN is ٤٨٢١", "Her PIN is ۴۸۲۱", "Her PIN is ४८२१", "HER PIN IS ４８２１"):
+        assert norm_sha256(variant) == want, variant
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("The flat measures 102 m2.", "The flat measures 10² m²."),
+        ("It costs 102 dollars.", "It costs 10² dollars."),
+        ("21 2 cups of flour", "2½ cups of flour"),
+        ("Drink H2O", "Drink H₂O"),
+        ("x2", "x²"),
+        ("The flat measures 10 2 m 2.", "The flat measures 10² m²."),
+    ],
+)
+def test_a_superscript_subscript_or_fraction_is_not_merged_with_digits(a: str, b: str) -> None:
+    assert normalise(a) != normalise(b)
+    assert norm_sha256(a) != norm_sha256(b)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("The flat measures 10² m².", "the flat measures 10² M²"),
+        ("2½ cups of flour", "2½  CUPS of flour!"),
+        ("Drink H₂O", "drink h₂o."),
+    ],
+)
+def test_a_superscript_or_fraction_still_matches_itself(a: str, b: str) -> None:
+    assert normalise(a) == normalise(b) != ""
+    assert norm_sha256(a) == norm_sha256(b)
+    assert normalise(normalise(a)) == normalise(a)
 
 
 def test_every_writer_computes_the_same_key() -> None:
@@ -232,6 +306,40 @@ def test_an_erased_non_latin_text_is_refused_in_any_case_or_punctuation(
         mem.remember("u1", NS, "secret", variant)
     assert info.value.code == "ERASED_CONTENT"
     assert store.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "variant"),
+    [
+        ("Kızı Işıl'ın şifresi hunter2", "KIZI IŞIL'IN ŞİFRESİ HUNTER2"),
+        ("Kızı Işıl'ın şifresi hunter2", "kızı ışıl'ın şifresi hunter2"),
+        ("Her PIN is 4821", "Her PIN is ٤٨٢١"),
+        ("Her PIN is 4821", "Her PIN is ४८२१"),
+        ("Her password is hunter2", "Her pass\u034fword is hunter2"),
+        ("Her password is hunter2", "Her pass\u3164word is hunter2"),
+    ],
+)
+def test_an_erased_text_is_refused_in_turkish_case_other_digits_or_with_ignorables(
+    mem: LongTermMemory, store: SqliteStore, text: str, variant: str
+) -> None:
+    rid = mem.remember("u1", NS, "secret", text).record_id
+    erase(store, "u1", ids=[rid])
+    mem.invalidate()
+    with pytest.raises(RememberRefused) as info:
+        mem.remember("u1", NS, "secret", variant)
+    assert info.value.code == "ERASED_CONTENT"
+    assert store.count() == 0
+
+
+def test_remember_keeps_a_fact_that_differs_by_a_superscript(
+    mem: LongTermMemory, store: SqliteStore
+) -> None:
+    first = mem.remember("u1", NS, None, "The flat measures 102 m2.")
+    second = mem.remember("u1", NS, None, "The flat measures 10² m².")
+    assert first.created and second.created and second.refreshed_duplicate_of is None
+    again = mem.remember("u1", NS, None, "the flat measures 10² M²")
+    assert not again.created and again.refreshed_duplicate_of == second.record_id
+    assert store.count() == 2
 
 
 # -- nightly grouping ----------------------------------------------------------------------
@@ -359,3 +467,33 @@ def test_a_new_store_is_at_the_version(tmp_path: Path) -> None:
     with SqliteStore(tmp_path / "m.db"):
         pass
     assert _version(tmp_path / "m.db") == STORE_VERSION
+
+
+def test_reopening_a_version_1_store_recomputes_its_non_ascii_keys(tmp_path: Path) -> None:
+    """Keys the version-1 fold wrote (digits of other scripts kept, İ as 'i\u0307', '10²'
+    as '102') are recomputed; ASCII rows are not even read (their keys cannot change)."""
+    path = tmp_path / "m.db"
+    v1 = {  # content: what the version-1 fold made of it
+        "m-pin": ("Her PIN is ٤٨٢١", "her pin is ٤٨٢١"),
+        "m-tr": ("İstanbul'da yaşıyor", "i\u0307stanbul da yaşıyor"),
+        "m-sup": ("The flat measures 10² m².", "the flat measures 102 m2"),
+        "m-cgj": ("pass\u034fword", "pass\u034fword"),
+        "m-ru": ("Я пью только зелёный чай.", "я пью только зелёный чай"),
+    }
+    sentinel = "0" * 64
+    with SqliteStore(path) as s:
+        s.put_many([rec(rid, text) for rid, (text, _) in v1.items()] + [rec("m-en", "Lives.")])
+        for rid, (_, old) in v1.items():
+            key = hashlib.sha256(old.encode()).hexdigest()
+            s.connection.execute("UPDATE records SET norm_sha256=? WHERE id=?", (key, rid))
+        s.connection.execute("UPDATE records SET norm_sha256=? WHERE id='m-en'", (sentinel,))
+        s.connection.execute("PRAGMA user_version=1")
+    assert _keys(path)["m-ru"] == norm_sha256(v1["m-ru"][0])  # that fold is unchanged
+    with SqliteStore(path):
+        pass
+    after = _keys(path)
+    assert after == {rid: norm_sha256(text) for rid, (text, _) in v1.items()} | {"m-en": sentinel}
+    assert after["m-pin"] == norm_sha256("Her PIN is 4821")
+    assert after["m-tr"] == norm_sha256("istanbul'da yaşıyor")
+    assert after["m-sup"] != norm_sha256("The flat measures 102 m2.")
+    assert _version(path) == STORE_VERSION == 2
