@@ -27,6 +27,7 @@ from pydantic import (
     field_validator,
 )
 
+from memlife.errors import MemlifeError
 from memlife.errors import RecordError as RecordError  # moved; re-exported
 
 
@@ -258,7 +259,10 @@ def parse_record_line(text: str, line: int | None = None) -> MemoryRecord:
     return parse_record(data, line)
 
 
-class _RepeatedKey(ValueError):
+class _RepeatedKey(MemlifeError, ValueError):
+    """Raised inside json.loads by the pairs hook; parse_record_line turns it into a
+    RecordError naming the key."""
+
     def __init__(self, key: str):
         super().__init__(key)
         self.key = key
