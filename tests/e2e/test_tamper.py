@@ -17,26 +17,14 @@ from memlife.audit import FileSink
 from memlife.cli import app
 from memlife.evidence import chain, counts_from_rows, receipt_digest, sha256
 from memlife.journal import open_journal
-from memlife.pipeline import RunConfig, run_local
 from memlife.review import verify_run
 from memlife.stores.sqlite import SqliteStore
-from tests.support.lifecycle import CUTOFF, seed
+from tests.support.evidence import sealed_nightly_run
 
 
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    import os
-
-    base = tmp_path_factory.mktemp("pristine")
-    os.environ["MEMLIFE_HOME"] = str(base)
-    try:
-        seed(base / "memlife.db")
-        summary = run_local(RunConfig(dry_run=False, now=CUTOFF, store=f"sqlite:///{base / 'memlife.db'}",
-                                      receipts=f"file://{base / 'receipts'}"))  # fmt: skip
-    finally:
-        del os.environ["MEMLIFE_HOME"]
-    assert summary.status == "success" and summary.lifecycle["deleted"] > 0
-    return {"base": base, "run_id": summary.run_id, "receipt": Path(summary.receipt)}
+    return sealed_nightly_run(tmp_path_factory.mktemp("pristine"))
 
 
 @pytest.fixture()

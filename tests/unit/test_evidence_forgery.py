@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -23,21 +22,13 @@ from memlife.review import find_run, verify_run
 from memlife.run_types import RunSummary
 from memlife.stores.base import BatchResult, ItemFailure
 from memlife.stores.sqlite import SqliteStore
+from tests.support.evidence import sealed_nightly_run
 from tests.support.lifecycle import CUTOFF, seed
 
 
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    base = tmp_path_factory.mktemp("forgery")
-    os.environ["MEMLIFE_HOME"] = str(base)
-    try:
-        seed(base / "memlife.db")
-        summary = run_local(RunConfig(dry_run=False, now=CUTOFF, store=f"sqlite:///{base / 'memlife.db'}",
-                                      receipts=f"file://{base / 'receipts'}"))  # fmt: skip
-    finally:
-        del os.environ["MEMLIFE_HOME"]
-    assert summary.status == "success" and summary.lifecycle["deleted"] > 0
-    return {"base": base, "run_id": summary.run_id, "receipt": Path(summary.receipt)}
+    return sealed_nightly_run(tmp_path_factory.mktemp("forgery"))
 
 
 @pytest.fixture()

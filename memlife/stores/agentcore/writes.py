@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from memlife.model import MemoryRecord
@@ -196,15 +197,8 @@ class ChunkWriter:
         writes = []
         for k in keys:
             it = staged[k]
-            new = SidecarItem(
-                key=k,
-                record_id=it.record_id,
-                actor_id=it.actor_id,
-                namespace=it.namespace,
-                version=it.version + 1,
-                memory_record_id=None,
-                blobs=it.blobs,
-                create_nonce=new_nonce(),
+            new = replace(
+                it, version=it.version + 1, memory_record_id=None, create_nonce=new_nonce()
             )
             writes.append((new, it.version))
         conflicts = self.sidecar.put_many(writes) if writes else {}
@@ -243,15 +237,10 @@ class ChunkWriter:
         for k in keys:
             o, it = outcomes[k], staged[k]
             if o.ok and o.memory_record_id:
-                live = SidecarItem(
-                    key=k,
-                    record_id=it.record_id,
-                    actor_id=it.actor_id,
-                    namespace=it.namespace,
-                    version=it.version + 1,
-                    memory_record_id=o.memory_record_id,
-                    blobs=it.blobs,
-                )
+                live = replace(
+                    it, version=it.version + 1, memory_record_id=o.memory_record_id,
+                    create_nonce=None,
+                )  # fmt: skip
                 done.append((live, it.version))
             else:
                 code, retry = item_code(o.http)
