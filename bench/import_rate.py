@@ -4,8 +4,10 @@ Each run is a fresh child process importing the whole file into a new SQLite sto
 ``memlife.importer.import_file`` (``now`` = bench/table.py's NOW, so no demo record is
 dated in the future); the parent samples the RSS of the child and its worker processes
 every 20 ms (peak of the sum). Printed per run: records/s (wall), CPU a record summed
-over the processes and split into main and workers, peak RSS summed. ``default`` (and 0)
-parse in the importing process, on a thread; N starts N worker processes.
+over the processes and split into main and workers, peak RSS summed. ``default``: what
+``memlife import`` does (two processes that parse and write in turn for a file of 16 MiB
+or more, memlife/import_turns.py); 0: parse and write in the importing process (threads);
+N: N processes in turn.
 
 ``--shuffled`` imports the same lines in a random order (a fixed seed; the copy is written
 once beside the file): ids arrive as a store's export of uuids would, not in the demo's

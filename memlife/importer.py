@@ -21,7 +21,7 @@ REPLACEMENT_OUT_OF_SCOPE): invariants 3 and 8 are the file's to keep, and it is 
 
 from __future__ import annotations
 
-import sqlite3
+import os
 import sys
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -39,12 +39,19 @@ from memlife.import_parse import (
     Chunk,
     Parsed,
     Threads,
-    WorkerFailed,
-    Workers,
     check_declared_sha256,
     checked_text,
 )
 from memlife.import_parse import json_depth as json_depth  # re-exported
+from memlife.import_turns import TurnFailed, import_in_turns
+from memlife.import_write import (
+    Flushed,
+    SeenIds,
+    drop_repeats,
+    row_content_chars,
+    row_superseded,
+    write_batch,
+)
 from memlife.journal import Operation, OpKind, Outcome
 from memlife.model import (
     FUTURE_SKEW,
@@ -56,9 +63,8 @@ from memlife.model import (
     utcnow,
 )
 from memlife.policy import Policy, load_policy
-from memlife.sql_in import in_chunks
 from memlife.stores.base import MAX_BATCH, BatchResult, MemoryStore, chunked
-from memlife.stores.sqlite import COLUMNS, SqliteStore, row_to_record
+from memlife.stores.sqlite import SqliteStore, row_to_record
 from memlife.tombstones import insert_new
 
 MAX_LINE_BYTES = 1 << 20
@@ -73,6 +79,9 @@ ROWS_BATCH_CHARS = 8_000_000
 # a parser's unit: whole lines, ~7,000 demo records (pyarrow's per-call costs amortised)
 BLOCK_BYTES = 4 << 20
 PARSE_THREADS = 1  # in this process: a parsing thread beside the reader and the writer
+TURN_WORKERS = 2  # the default: two processes parsing and writing in turn (import_turns)
+# a smaller file imports in this process: starting two workers costs ~1 s
+TURNS_MIN_BYTES = 16 << 20
 ROWS_PATH = True  # False: the record path for every store (tests compare the two)
 
 
@@ -182,9 +191,10 @@ def import_file(
     max_line_bytes: int = MAX_LINE_BYTES,
     workers: int | None = None,
 ) -> ImportReport:
-    """Import a JSONL file; ``workers``: parsing processes (None or 0: parse in this one, on
-    a thread beside the reader and the writer: measured faster than a worker process on two
-    cores, which pickles every row back). Either way the stored rows and report are the same."""
+    """Import a JSONL file. ``workers`` (a SQLite store): processes that parse and write in
+    turn (import_turns); 0: parse in this process, on a thread beside the reader and the
+    writer; None: two processes for a file of TURNS_MIN_BYTES or more on two cores or
+    more, else 0. Either way the stored rows and report are the same."""
     pol = policy if isinstance(policy, Policy) else load_policy(policy)
     now = now or utcnow()
     report = ImportReport()
@@ -193,15 +203,17 @@ def import_file(
     # a SQLite store takes rows built by import_parse (columnar where it can); --update
     # and other stores take records (and --update is a receipted manual run)
     if isinstance(store, SqliteStore) and not update and ROWS_PATH:
-        pool: Workers | Threads | None = None
-        if workers and sys.executable:
-            try:
-                pool = Workers(workers)
-            except OSError:  # no child processes allowed here: parse in this process
-                pool = None
-        with pool or Threads(PARSE_THREADS) as parsers:
+        count = _turn_workers(workers, path)
+        try:
+            if count and sys.executable:
+                _import_in_turns(store, path, report, count, content_max, max_line_bytes,
+                                 future_after)  # fmt: skip
+                return _in_line_order(report)
+        except OSError:  # no child processes allowed here: parse in this process
+            pass
+        with Threads(PARSE_THREADS) as parsers:
             _import_rows(store, path, report, parsers, content_max, max_line_bytes, future_after)
-        return report
+        return _in_line_order(report)
 
     batches = _Batches[MemoryRecord](
         store, report, update, lambda rs: insert_new(store, rs), lambda r: r
@@ -224,40 +236,82 @@ def import_file(
     check_links(store, batches.superseded, report)
     if batches.updates:
         _apply_updates(store, batches.updates, report, pol, allow_held, now, receipts)
+    return _in_line_order(report)
+
+
+def _in_line_order(report: ImportReport) -> ImportReport:
+    """Skipped lines by line number: the same report whatever the batches were."""
+    report.conflicts.sort(key=lambda c: int(c["line"]))
     return report
+
+
+def _turn_workers(workers: int | None, path: Path) -> int:
+    if workers is not None:
+        return workers
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if (cores or 1) < 2 or path.stat().st_size < TURNS_MIN_BYTES:
+        return 0
+    return TURN_WORKERS
+
+
+def _import_in_turns(
+    store: SqliteStore,
+    path: Path,
+    report: ImportReport,
+    count: int,
+    content_max: int,
+    max_line_bytes: int,
+    future_after: datetime,
+) -> None:
+    def chunk(first_line: int, data: bytes) -> Chunk:
+        return Chunk(first_line, data, content_max, max_line_bytes, future_after)
+
+    def over_long(n: int) -> tuple[None, str, str, int]:
+        return (None, "<line>", f"longer than {max_line_bytes} bytes", n)
+
+    with path.open("rb") as fh:
+        try:
+            out = import_in_turns(
+                store.path, line_blocks(fh, max_line_bytes, BLOCK_BYTES), count, chunk,
+                over_long, ROWS_BATCH, ROWS_BATCH_CHARS,
+            )  # fmt: skip
+        except TurnFailed as exc:
+            raise ImportWorkerError(
+                f"import stopped {exc}; the transactions before it are stored whole; "
+                "running the same import again finishes it (stored lines count as unchanged)"
+            ) from exc
+    report.invalid += out.invalid
+    report.conflicts += out.held + out.written.conflicts
+    report.warnings += out.warnings
+    report.imported += out.written.imported
+    report.unchanged += out.written.unchanged
+    check_links(store, out.written.superseded, report)
 
 
 def _import_rows(
     store: SqliteStore,
     path: Path,
     report: ImportReport,
-    pool: Workers | Threads,
+    pool: Threads,
     content_max: int,
     max_line_bytes: int,
     future_after: datetime,
 ) -> None:
-    """The parallel path: worker processes turn blocks of lines into rows; this process
-    merges them in file order into batches (ROWS_BATCH valid lines or ROWS_BATCH_CHARS of
-    content, one transaction each), and repeated ids, conflicts, warnings and the report
-    come out as the serial loop's (tests/unit/test_parallel_import.py).
-    At most ``2 * workers + 1`` blocks are in flight (memory stays flat)."""
+    """The row path in this process: parsing threads turn blocks of lines into rows; this
+    thread merges them in file order into batches (ROWS_BATCH valid lines or
+    ROWS_BATCH_CHARS of content, one transaction each), and repeated ids, conflicts,
+    warnings and the report come out as the serial loop's
+    (tests/unit/test_parallel_import.py). At most ``2 * threads + 1`` blocks are in flight."""
     batches = _Batches[tuple[Any, ...]](
         store, report, False, store.insert_rows, row_to_record,
-        size=ROWS_BATCH, max_chars=ROWS_BATCH_CHARS, chars_of=_row_content_chars,
-        is_superseded=_row_superseded,
+        size=ROWS_BATCH, max_chars=ROWS_BATCH_CHARS, chars_of=row_content_chars,
+        is_superseded=row_superseded,
     )  # fmt: skip
     ready: deque[tuple[int, Parsed | None]] = deque()  # None: the workers' next result
 
     def take(first_line: int, parsed: Parsed | None) -> None:
         if parsed is None:
-            try:
-                parsed = pool.result()
-            except WorkerFailed as exc:
-                raise ImportWorkerError(
-                    f"import stopped at line {first_line}: a parsing worker failed ({exc}); "
-                    "the batches before it are stored whole; running the same import again "
-                    "finishes it (stored lines count as unchanged)"
-                ) from exc
+            parsed = pool.result()
         for args in parsed.errors:
             report.invalid.append(RecordError(*args))
         for n, row, future in parsed.rows:
@@ -279,18 +333,6 @@ def _import_rows(
 
 
 T = TypeVar("T")
-_CONTENT = COLUMNS.index("content")
-
-
-def _row_content_chars(row: tuple[Any, ...]) -> int:
-    return len(row[_CONTENT])
-
-
-_STATUS = COLUMNS.index("status")
-
-
-def _row_superseded(row: tuple[Any, ...]) -> bool:
-    return bool(row[_STATUS] == Status.superseded.value)
 
 
 class _Batches(Generic[T]):
@@ -317,7 +359,7 @@ class _Batches(Generic[T]):
         self.write, self.record_of = write, record_of
         self.parsed: list[tuple[int, str, bool, T]] = []
         self.updates: list[tuple[int, MemoryRecord]] = []
-        self.pending: Future[_Flushed] | None = None
+        self.pending: Future[Flushed] | None = None
         self.held: list[dict[str, Any]] = []
         self.is_superseded = is_superseded or (lambda r: r.status is Status.superseded)  # type: ignore[attr-defined]
         self.superseded: list[tuple[int, str]] = []  # (line, id) imported as superseded
@@ -329,26 +371,11 @@ class _Batches(Generic[T]):
         if len(self.parsed) >= self.size or (self.max_chars and self.chars >= self.max_chars):
             self.hand_over()
 
-    def flush(self, batch: list[tuple[int, str, T]]) -> _Flushed:
+    def flush(self, batch: list[tuple[int, str, T]]) -> Flushed:
         """On the writer thread: the only code that touches the store during the loop."""
-        out = _Flushed()
-        res = self.write([item for _, _, item in batch])
-        out.imported = len(res.succeeded)
-        line_of = {rid: n for n, rid, _ in batch}
-        by_id = {rid: item for _, rid, item in batch}
-        out.superseded = [
-            (line_of[rid], rid) for rid in res.succeeded if self.is_superseded(by_id[rid])
-        ]
-        existing = [f.id for f in res.failed if f.code == "ID_EXISTS"]
-        current = {i: self.store.get(i) for i in existing}
-        for f in res.failed:
-            if f.code == "ID_EXISTS" and current.get(f.id) == self.record_of(by_id[f.id]):
-                out.unchanged += 1
-            elif f.code == "ID_EXISTS" and self.update:
-                out.updates.append((line_of[f.id], self.record_of(by_id[f.id])))
-            else:
-                out.conflicts.append({"line": line_of[f.id], "id": f.id, "code": f.code})
-        return out
+        return write_batch(
+            self.store, batch, self.write, self.record_of, self.is_superseded, self.update
+        )
 
     def merge_pending(self) -> None:
         report = self.report
@@ -366,28 +393,17 @@ class _Batches(Generic[T]):
     def hand_over(self) -> None:
         """Drop repeated ids (DUPLICATE_ID, first line wins), then queue the rest to store."""
         parsed, self.parsed, self.chars = self.parsed, [], 0
-        earlier = self.seen.first_lines([rid for _, rid, _, _ in parsed])
-        batch: list[tuple[int, str, T]] = []
-        for n, rid, future, item in parsed:
-            first = earlier.get(rid)
-            if first is not None:
-                self.held.append(
-                    {"line": n, "id": rid, "code": "DUPLICATE_ID", "first_line": first}
-                )
-                continue
-            earlier[rid] = n
-            if future:
-                self.report.warnings.append(
-                    {"line": n, "id": rid, "field": "created_at", "code": "FUTURE_CREATED_AT"}
-                )
-            batch.append((n, rid, item))
-        self.seen.add([(rid, n) for n, rid, _ in batch])
+        seen = drop_repeats(self.seen, [(n, rid, future) for n, rid, future, _ in parsed])
+        self.held += seen.held
+        self.report.warnings += seen.warnings
+        kept = set(seen.kept)
+        batch = [(n, rid, item) for n, rid, _, item in parsed if n in kept]
         self.merge_pending()
         if batch:
             self.pending = self.writer.submit(self.flush, batch)
 
     def __enter__(self) -> _Batches[T]:
-        self.seen = _SeenIds()
+        self.seen = SeenIds()
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memlife-import")
         return self
 
@@ -399,44 +415,6 @@ class _Batches(Generic[T]):
         finally:
             self.writer.shutdown(wait=True)  # a batch being written commits or rolls back whole
             self.seen.close()
-
-
-class _SeenIds:
-    """Each id of the file's valid lines with its first line, in a private temporary SQLite
-    database (on disk, a small page cache): a dict of a 1M-line file's ids would hold
-    ~130 MB, and import memory must stay flat in the number of records. Lookups and
-    inserts go in id order: with random ids (uuids) that halves their cost (BENCHMARKS.md,
-    "Import in random id order")."""
-
-    CACHE_KIB = 16 << 10  # the table's page cache: 16 MiB, bounded
-
-    def __init__(self) -> None:
-        self._con = sqlite3.connect("")  # "": a temporary database, deleted on close
-        self._con.execute(f"PRAGMA cache_size=-{self.CACHE_KIB}")
-        self._con.execute("CREATE TABLE seen (id TEXT PRIMARY KEY, line INTEGER) WITHOUT ROWID")
-
-    def first_lines(self, ids: list[str]) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for qs, chunk in in_chunks(sorted(ids)):
-            out.update(self._con.execute(f"SELECT id, line FROM seen WHERE id IN ({qs})", chunk))
-        return out
-
-    def add(self, pairs: list[tuple[str, int]]) -> None:
-        self._con.executemany("INSERT INTO seen VALUES (?, ?)", sorted(pairs))
-
-    def close(self) -> None:
-        self._con.close()
-
-
-@dataclass
-class _Flushed:
-    """What one batch's write found, merged into the report on the reading thread."""
-
-    imported: int = 0
-    unchanged: int = 0
-    updates: list[tuple[int, MemoryRecord]] = field(default_factory=list)
-    conflicts: list[dict[str, Any]] = field(default_factory=list)
-    superseded: list[tuple[int, str]] = field(default_factory=list)
 
 
 def _is_held(r: MemoryRecord) -> bool:

@@ -48,8 +48,8 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--workers",
                 min=0,
-                help="Parsing processes (default 0: parse in this process, on a thread; "
-                "a SQLite store only)",
+                help="Processes that parse and write in turn (a SQLite store only; 0: this "
+                "process; default: 2 for a file of 16 MiB or more on 2+ cores, else 0)",
             ),
         ] = None,
         policy: Annotated[

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,12 +21,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+import memlife.import_turns as import_turns
 import memlife.importer as importer
 from memlife import text
 from memlife.cli import app
 from memlife.demo import generate
 from memlife.errors import RecordError
 from memlife.fast_record import fast_record, fast_row
+from memlife.import_write import batches_of, row_content_chars
 from memlife.importer import ImportWorkerError, import_file
 from memlife.model import parse_record_line
 from memlife.stores.sqlite import SqliteStore, record_to_row
@@ -124,8 +127,9 @@ def test_worker_processes_store_the_serial_rows_and_report(
     assert any("column" in e["reason"] for e in serial["invalid"])
 
 
+@pytest.mark.parametrize("workers", [0, 2])
 def test_lines_in_random_id_order_store_what_the_serial_import_stores(
-    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
 ) -> None:
     """Ids in a real file are in no order (uuids): the row path writes each batch sorted by
     id, and every row, conflict and line number must still be the line's own."""
@@ -136,7 +140,7 @@ def test_lines_in_random_id_order_store_what_the_serial_import_stores(
     src = tmp_path / "in.jsonl"
     src.write_bytes(b"\n".join(lines))
     serial_rows, serial = _import(tmp_path, "serial", src, workers=0, records=True)
-    rows, report = _import(tmp_path, "rows", src, workers=0)
+    rows, report = _import(tmp_path, "rows", src, workers=workers)
     assert rows == serial_rows
     assert report == serial
     assert {c["code"] for c in serial["conflicts"]} >= {"DUPLICATE_ID", "ID_EXISTS"}
@@ -161,7 +165,7 @@ def test_a_batch_is_bounded_by_its_content_as_well_as_its_rows(
     real = SqliteStore.insert_rows
 
     def spy(self: SqliteStore, rows, **kw):  # type: ignore[no-untyped-def]
-        sizes.append((len(rows), sum(importer._row_content_chars(row) for row in rows)))
+        sizes.append((len(rows), sum(row_content_chars(row) for row in rows)))
         return real(self, rows, **kw)
 
     monkeypatch.setattr(SqliteStore, "insert_rows", spy)
@@ -173,26 +177,50 @@ def test_a_batch_is_bounded_by_its_content_as_well_as_its_rows(
     assert all(chars < 5_000 + longest for _, chars in sizes)
 
 
-def test_worker_processes_start_only_when_asked(
+def test_worker_processes_start_for_a_large_file_or_when_asked(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A small file imports in this process (starting workers costs ~1 s); a file of
+    TURNS_MIN_BYTES or more takes TURN_WORKERS processes on two cores or more; ``workers``
+    overrides both ways."""
     started: list[int] = []
 
-    class Counting(importer.Workers):
-        def __init__(self, count: int):
+    class Counting(import_turns._Pool):
+        def __init__(self, count: int, store_path: Path):
             started.append(count)
-            super().__init__(count)
+            super().__init__(count, store_path)
 
-    monkeypatch.setattr(importer, "Workers", Counting)
+    monkeypatch.setattr(import_turns, "_Pool", Counting)
     monkeypatch.setattr(importer, "BLOCK_BYTES", 4096)  # several blocks, still no process
     src = tmp_path / "in.jsonl"
     src.write_text("".join(r.to_json() + "\n" for r in generate(50, seed=1, anchor=NOW)))
-    with SqliteStore(tmp_path / "a.db") as store:
-        assert import_file(store, src, now=NOW).imported == 50
+    size = src.stat().st_size
+
+    def run(name: str, workers: int | None = None) -> None:
+        with SqliteStore(tmp_path / f"{name}.db") as store:
+            assert import_file(store, src, now=NOW, workers=workers).imported == 50
+
+    run("small")
     assert started == []
-    with SqliteStore(tmp_path / "b.db") as store:
-        assert import_file(store, src, now=NOW, workers=2).imported == 50
+    monkeypatch.setattr(importer, "TURNS_MIN_BYTES", size)
+    run("large")
+    cores = len(os.sched_getaffinity(0))
+    assert started == ([importer.TURN_WORKERS] if cores >= 2 else [])
+    started.clear()
+    run("asked-none", workers=0)
+    assert started == []
+    monkeypatch.setattr(importer, "TURNS_MIN_BYTES", size + 1)
+    run("asked", workers=2)
     assert started == [2]
+
+
+def test_batches_are_bounded_by_rows_and_by_content() -> None:
+    """What the workers write a transaction: ``size`` rows or ``max_chars`` of content."""
+    items = [(n, f"id-{n}", "x" * (100 if n % 4 else 1000)) for n in range(1, 41)]
+    out = batches_of(items, 7, 1500, len)
+    assert [i for batch in out for i in batch] == items  # nothing lost, order kept
+    assert all(len(b) <= 7 and sum(len(x) for _, _, x in b[:-1]) < 1500 for b in out)
+    assert len(out) > 40 // 7 + 1  # the content bound cut some batches short
 
 
 def test_the_cli_takes_workers_and_reports_the_same(home: Path, tmp_path: Path) -> None:
@@ -216,7 +244,7 @@ def test_no_child_processes_means_parsing_in_process(
     def refuse(*a: object, **kw: object) -> None:
         raise PermissionError("no processes here")
 
-    monkeypatch.setattr("memlife.import_parse.subprocess.Popen", refuse)
+    monkeypatch.setattr("memlife.import_turns.subprocess.Popen", refuse)
     src = tmp_path / "in.jsonl"
     src.write_bytes(b"\n".join(_mixed_lines()))
     serial_rows, serial = _import(tmp_path, "serial", src, workers=0, records=True)
@@ -241,7 +269,8 @@ def test_a_failing_worker_leaves_whole_batches_and_a_rerun_finishes(
         import_file(store, src, now=NOW, workers=1)
     stored = store.connection.execute("SELECT * FROM records").fetchall()
     assert 0 < len(stored) < len(records)
-    assert len(stored) % 40 == 0  # whole batches only
+    # whole transactions, written in file order: what is stored is a prefix of the file
+    assert {row[0] for row in stored} == {r.id for r in records[: len(stored)]}
     assert all(row == expected[row[0]] for row in stored)  # and each row whole
     monkeypatch.delenv("MEMLIFE_FAULT")
     rep = import_file(store, src, now=NOW, workers=1)

@@ -1,0 +1,309 @@
+"""The import's default on a SQLite file: worker processes that parse *and* write, in turn.
+
+Why: parsing a line and writing its row cost about the same (~15 us each on the quiet
+2-core machine), and in one process the two share one GIL; a worker that only parsed had
+to pickle every 26-column row back, which cost what it saved (BENCHMARKS.md, "Import:
+workers that write"). Here rows never cross a pipe.
+
+The shape, for ``count`` workers:
+- this process reads the file in blocks of whole lines (``importer.line_blocks``) and
+  hands a group of up to ``GROUP_BLOCKS`` blocks to an idle worker;
+- the worker parses the group (``import_parse.parse_chunk``, the same code as every path),
+  keeps the rows and sends back each valid line's (line, id, future) and the invalid lines;
+- in file order, this process drops repeated ids (first line wins; ``import_write``) and
+  gives the group its turn once the group before it is committed;
+- the worker writes the kept rows on its own connection, in transactions of ``rows_batch``
+  rows or ``rows_chars`` of content (``SqliteStore.insert_rows``: tombstones and existing
+  ids checked in the same transaction), and says what the write found.
+
+So groups are written strictly in file order, one at a time: a failure leaves a prefix of
+the file stored in whole transactions, and running the import again finishes it. While
+one worker writes, the other parses. Workers are child Python processes reading pickled
+messages on stdin and answering on stdout (never a fork of this threaded process).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import queue
+import subprocess
+import sys
+import threading
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, cast
+
+from memlife.errors import MemlifeError, RecordError
+from memlife.import_parse import Chunk, parse_chunk
+from memlife.import_write import Flushed, SeenIds, batches_of, drop_repeats, write_batch
+
+# blocks a turn: ~14,000 demo lines. 1M lines, one run each: 1 block 24.8k records/s and
+# 483 MB summed; 2 blocks 27.9k, 569 MB; 3 blocks 27.7k, 657 MB (the held rows are
+# Python objects, ~1.7 kB each)
+GROUP_BLOCKS = 2
+
+
+class TurnFailed(MemlifeError, RuntimeError):
+    """A worker raised or died; the message says which, how and at which line."""
+
+
+@dataclass
+class Outcome:
+    """What the turns found, for the caller's report (each list in file order)."""
+
+    invalid: list[RecordError] = field(default_factory=list)
+    held: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+    written: Flushed = field(default_factory=Flushed)
+
+
+@dataclass
+class _Group:
+    index: int
+    first_line: int
+    worker: int
+    errors: list[tuple[str | None, str, str, int | None]] | None = None
+    lines: list[tuple[int, str, bool]] | None = None
+
+
+def import_in_turns(
+    store_path: Path,
+    items: Iterator[tuple[int, bytes] | int],
+    count: int,
+    make_chunk: Any,
+    over_long: Any,
+    rows_batch: int,
+    rows_chars: int,
+) -> Outcome:
+    """Import the blocks ``items`` yields (``importer.line_blocks``: a block, or the number
+    of an over-long line) through ``count`` workers writing into the store at
+    ``store_path``. ``make_chunk(first_line, data)`` builds a block's Chunk;
+    ``over_long(line)`` the error arguments of an over-long line."""
+    out = Outcome()
+    seen = SeenIds()
+    ordered: deque[_Group | tuple[str | None, str, str, int | None]] = deque()
+    idle = list(range(count))
+    writing: _Group | None = None
+    groups: dict[int, _Group] = {}  # dealt, not yet written
+    dealt = 0
+    source = _groups(items, make_chunk, over_long)
+    exhausted = False
+    with _Pool(count, store_path) as pool:
+        while True:
+            while idle and not exhausted:  # deal the next groups to idle workers
+                for unit in source:
+                    if isinstance(unit, tuple):
+                        ordered.append(unit)
+                        continue
+                    chunks = unit
+                    group = _Group(dealt, chunks[0].first_line, idle.pop(0))
+                    dealt += 1
+                    groups[group.index] = group
+                    ordered.append(group)
+                    pool.send(group.worker, ("parse", group.index, chunks))
+                    break
+                else:
+                    exhausted = True
+            # in file order: report what is known, give the next parsed group its turn
+            while ordered and writing is None:
+                head = ordered[0]
+                if isinstance(head, tuple):
+                    out.invalid.append(RecordError(*head))
+                    ordered.popleft()
+                    continue
+                if head.lines is None:
+                    break
+                out.invalid += [RecordError(*e) for e in head.errors or []]
+                repeats = drop_repeats(seen, head.lines)
+                out.held += repeats.held
+                out.warnings += repeats.warnings
+                kept = set(repeats.kept)
+                dropped = [n for n, _, _ in head.lines if n not in kept]
+                pool.send(head.worker, ("write", head.index, dropped, rows_batch, rows_chars))
+                writing = head
+            if writing is None and not ordered and exhausted:
+                break
+            kind, worker, value = pool.receive()
+            if kind == "parsed":
+                index, errors, lines = value
+                groups[index].errors, groups[index].lines = errors, lines
+            elif kind == "written" and writing is not None and worker == writing.worker:
+                out.written.extend(value)
+                ordered.popleft()
+                del groups[writing.index]
+                writing = None
+                idle.append(worker)
+            else:
+                at = next((g.first_line for g in groups.values() if g.worker == worker), None)
+                raise TurnFailed(f"at line {at}: {value}")
+    seen.close()
+    return out
+
+
+def _groups(
+    items: Iterator[tuple[int, bytes] | int], make_chunk: Any, over_long: Any
+) -> Iterator[list[Chunk] | tuple[str | None, str, str, int | None]]:
+    """Groups of up to GROUP_BLOCKS consecutive blocks, and an over-long line's error
+    between them, in file order."""
+    group: list[Chunk] = []
+    for item in items:
+        if isinstance(item, int):
+            if group:
+                yield group
+                group = []
+            yield over_long(item)
+            continue
+        group.append(make_chunk(*item))
+        if len(group) >= GROUP_BLOCKS:
+            yield group
+            group = []
+    if group:
+        yield group
+
+
+class _Pool:
+    """``count`` worker processes; their answers arrive on one queue, each tagged with the
+    worker's number (a reader thread per worker drains its pipe, so a worker never blocks
+    writing to us while we write to it)."""
+
+    def __init__(self, count: int, store_path: Path):
+        here = str(Path(__file__).resolve().parent.parent)  # the directory holding memlife/
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
+        self._procs: list[subprocess.Popen[bytes]] = []
+        self._answers: queue.Queue[tuple[str, int, Any]] = queue.Queue()
+        self._readers: list[threading.Thread] = []
+        try:
+            for k in range(count):
+                proc = subprocess.Popen(
+                    [sys.executable, "-c", "from memlife.import_turns import serve; serve()"],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    env=env,
+                )
+                self._procs.append(proc)
+                reader = threading.Thread(target=self._read, args=(k, proc), daemon=True)
+                reader.start()
+                self._readers.append(reader)
+                self.send(k, ("open", str(store_path)))
+        except BaseException:
+            self.close()
+            raise
+
+    def _read(self, k: int, proc: subprocess.Popen[bytes]) -> None:
+        pipe = cast(IO[bytes], proc.stdout)
+        while True:
+            try:
+                kind, value = pickle.load(pipe)
+            except (EOFError, pickle.UnpicklingError, OSError, ValueError):
+                code = proc.wait()
+                self._answers.put(("died", k, f"worker process {proc.pid} exited with code {code}"))
+                return
+            if kind == "error":
+                self._answers.put(("error", k, f"worker process {proc.pid} raised {value}"))
+                return
+            if kind != "opened":
+                self._answers.put((kind, k, value))
+
+    def send(self, k: int, message: tuple[Any, ...]) -> None:
+        pipe = cast(IO[bytes], self._procs[k].stdin)
+        try:
+            pickle.dump(message, pipe, protocol=pickle.HIGHEST_PROTOCOL)
+            pipe.flush()
+        except (BrokenPipeError, OSError):  # it died: its reader says how
+            pass
+
+    def receive(self) -> tuple[str, int, Any]:
+        return self._answers.get()
+
+    def close(self) -> None:
+        """End of input for every worker: a write in progress commits or rolls back whole,
+        then the worker exits; one that hangs is killed."""
+        for proc in self._procs:
+            try:
+                if proc.stdin is not None:
+                    proc.stdin.close()
+            except OSError:
+                pass
+        for proc in self._procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def __enter__(self) -> _Pool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _release_arrow_memory() -> None:
+    """pyarrow's allocator keeps freed blocks for reuse; the rows are Python objects by
+    now, so hand them back while they wait for their turn (1M lines: 569 -> 540 MB summed
+    over the three processes, one run each)."""
+    arrow = sys.modules.get("pyarrow")
+    if arrow is not None:
+        arrow.default_memory_pool().release_unused()
+
+
+def serve() -> None:
+    """The worker: ("open", path), ("parse", group, chunks), ("write", group, dropped lines,
+    rows a transaction, content a transaction) in on stdin; answers out on stdout."""
+    from memlife.import_write import row_content_chars, row_superseded
+    from memlife.stores.sqlite import SqliteStore, row_to_record
+
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # anything printed goes to stderr, never into the answers
+    source = sys.stdin.buffer
+    store: SqliteStore | None = None
+    rows: dict[int, list[tuple[int, tuple[Any, ...], bool]]] = {}
+    try:
+        while True:
+            try:
+                message = pickle.load(source)
+            except EOFError:
+                return
+            kind = message[0]
+            try:
+                answer: tuple[str, Any]
+                if kind == "open":
+                    store = SqliteStore(message[1])
+                    answer = ("opened", None)
+                elif kind == "parse":
+                    _, index, chunks = message
+                    parsed = [parse_chunk(c) for c in chunks]
+                    _release_arrow_memory()
+                    rows[index] = [r for p in parsed for r in p.rows]
+                    errors = [e for p in parsed for e in p.errors]
+                    lines = [(n, row[0], future) for n, row, future in rows[index]]
+                    answer = ("parsed", (index, errors, lines))
+                elif store is not None:
+                    _, index, dropped, size, max_chars = message
+                    skip = set(dropped)
+                    items = [(n, row[0], row) for n, row, _ in rows.pop(index) if n not in skip]
+                    written = Flushed()
+                    for batch in batches_of(items, size, max_chars, row_content_chars):
+                        written.extend(
+                            write_batch(
+                                store, batch, store.insert_rows, row_to_record, row_superseded,
+                                False,
+                            )
+                        )  # fmt: skip
+                    answer = ("written", written)
+                else:
+                    answer = ("error", "a write before the store was opened")
+            except Exception as exc:  # reported to the parent, which stops the import
+                answer = ("error", f"{type(exc).__name__}: {exc}")
+            try:
+                pickle.dump(answer, out, protocol=pickle.HIGHEST_PROTOCOL)
+                out.flush()
+            except BrokenPipeError:  # the parent stopped reading (it stopped the import)
+                return
+    finally:
+        if store is not None:
+            store.close()

@@ -1,0 +1,151 @@
+"""What every import path does once its lines are parsed: drop repeated ids, write a batch,
+and say what the write found. The serial loop (importer._Batches) and the worker processes
+that write in turn (import_turns) share these, so their reports cannot drift apart."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from memlife.model import MemoryRecord, Status
+from memlife.sql_in import in_chunks
+from memlife.stores.base import BatchResult, MemoryStore
+from memlife.stores.sqlite import COLUMNS
+
+T = TypeVar("T")
+_CONTENT = COLUMNS.index("content")
+_STATUS = COLUMNS.index("status")
+
+
+def row_content_chars(row: tuple[Any, ...]) -> int:
+    """A store row's content length (a batch is bounded by content as well as rows)."""
+    return len(row[_CONTENT])
+
+
+def row_superseded(row: tuple[Any, ...]) -> bool:
+    return bool(row[_STATUS] == Status.superseded.value)
+
+
+class SeenIds:
+    """Each id of the file's valid lines with its first line, in a private temporary SQLite
+    database (on disk, a small page cache): a dict of a 1M-line file's ids would hold
+    ~130 MB, and import memory must stay flat in the number of records. Lookups and
+    inserts go in id order: with random ids (uuids) that halves their cost (BENCHMARKS.md,
+    "Import in random id order")."""
+
+    CACHE_KIB = 16 << 10  # the table's page cache: 16 MiB, bounded
+
+    def __init__(self) -> None:
+        self._con = sqlite3.connect("")  # "": a temporary database, deleted on close
+        self._con.execute(f"PRAGMA cache_size=-{self.CACHE_KIB}")
+        self._con.execute("CREATE TABLE seen (id TEXT PRIMARY KEY, line INTEGER) WITHOUT ROWID")
+
+    def first_lines(self, ids: list[str]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for qs, chunk in in_chunks(sorted(ids)):
+            out.update(self._con.execute(f"SELECT id, line FROM seen WHERE id IN ({qs})", chunk))
+        return out
+
+    def add(self, pairs: list[tuple[str, int]]) -> None:
+        self._con.executemany("INSERT INTO seen VALUES (?, ?)", sorted(pairs))
+
+    def close(self) -> None:
+        self._con.close()
+
+
+@dataclass
+class Repeats:
+    """One run of valid lines after the repeated-id check: the lines to write, the lines
+    skipped (DUPLICATE_ID, first line named) and FUTURE_CREATED_AT warnings."""
+
+    kept: list[int] = field(default_factory=list)
+    held: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+
+
+def drop_repeats(seen: SeenIds, lines: list[tuple[int, str, bool]]) -> Repeats:
+    """``lines``: (line, id, created in the future) in file order. The first line of an
+    id wins, here and in every later call on the same ``seen``."""
+    out = Repeats()
+    earlier = seen.first_lines([rid for _, rid, _ in lines])
+    added: list[tuple[str, int]] = []
+    for n, rid, future in lines:
+        first = earlier.get(rid)
+        if first is not None:
+            out.held.append({"line": n, "id": rid, "code": "DUPLICATE_ID", "first_line": first})
+            continue
+        earlier[rid] = n
+        if future:
+            out.warnings.append(
+                {"line": n, "id": rid, "field": "created_at", "code": "FUTURE_CREATED_AT"}
+            )
+        out.kept.append(n)
+        added.append((rid, n))
+    seen.add(added)
+    return out
+
+
+@dataclass
+class Flushed:
+    """What one or more batch writes found, merged into the report in file order."""
+
+    imported: int = 0
+    unchanged: int = 0
+    updates: list[tuple[int, MemoryRecord]] = field(default_factory=list)
+    conflicts: list[dict[str, Any]] = field(default_factory=list)
+    superseded: list[tuple[int, str]] = field(default_factory=list)
+
+    def extend(self, other: Flushed) -> None:
+        self.imported += other.imported
+        self.unchanged += other.unchanged
+        self.updates += other.updates
+        self.conflicts += other.conflicts
+        self.superseded += other.superseded
+
+
+def write_batch(
+    store: MemoryStore,
+    batch: list[tuple[int, str, T]],
+    write: Callable[[list[T]], BatchResult],
+    record_of: Callable[[T], MemoryRecord],
+    is_superseded: Callable[[T], bool],
+    update: bool,
+) -> Flushed:
+    """Write one batch of (line, id, item) and sort what came back: stored, unchanged (the
+    id holds exactly this record), an update to make (``update``) or a conflict."""
+    out = Flushed()
+    res = write([item for _, _, item in batch])
+    out.imported = len(res.succeeded)
+    line_of = {rid: n for n, rid, _ in batch}
+    by_id = {rid: item for _, rid, item in batch}
+    out.superseded = [(line_of[rid], rid) for rid in res.succeeded if is_superseded(by_id[rid])]
+    existing = [f.id for f in res.failed if f.code == "ID_EXISTS"]
+    current = {i: store.get(i) for i in existing}
+    for f in res.failed:
+        if f.code == "ID_EXISTS" and current.get(f.id) == record_of(by_id[f.id]):
+            out.unchanged += 1
+        elif f.code == "ID_EXISTS" and update:
+            out.updates.append((line_of[f.id], record_of(by_id[f.id])))
+        else:
+            out.conflicts.append({"line": line_of[f.id], "id": f.id, "code": f.code})
+    return out
+
+
+def batches_of(
+    items: list[tuple[int, str, T]], size: int, max_chars: int | None, chars_of: Callable[[T], int]
+) -> list[list[tuple[int, str, T]]]:
+    """``items`` cut into batches of ``size`` items or ``max_chars`` of content, in order."""
+    out: list[list[tuple[int, str, T]]] = []
+    batch: list[tuple[int, str, T]] = []
+    chars = 0
+    for item in items:
+        batch.append(item)
+        chars += chars_of(item[2])
+        if len(batch) >= size or (max_chars and chars >= max_chars):
+            out.append(batch)
+            batch, chars = [], 0
+    if batch:
+        out.append(batch)
+    return out
