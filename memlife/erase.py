@@ -65,10 +65,6 @@ def pending_erasures(store: MemoryStore, actor_id: str | None = None) -> list[di
     return side_tables(store).pending(actor_id)
 
 
-def _is_held(r: MemoryRecord) -> bool:
-    return r.retention_class is RetentionClass.legal_hold or r.status is Status.retained
-
-
 def _actor_records(store: MemoryStore, actor_id: str) -> list[MemoryRecord]:
     out: list[MemoryRecord] = []
     for ns in store.list_namespaces(actor_id):
@@ -325,18 +321,18 @@ def _split_held(plan: ErasurePlan) -> tuple[list[MemoryRecord], list[MemoryRecor
     protects must stay whole (invariant 3): a held replacement is not rebuilt (it leaves
     ``plan.rebuild``, deferred as TAINTED_REPLACEMENT), and a replacement that a held,
     superseded source points to is not erased while that hold stands."""
-    for r in [r for r in plan.rebuild if _is_held(r)]:
+    for r in [r for r in plan.rebuild if r.held]:
         plan.rebuild.remove(r)
         plan.why[r.id] = "TAINTED_REPLACEMENT"
         plan.targets.append(r)
-    held = [r for r in plan.targets if _is_held(r)]
+    held = [r for r in plan.targets if r.held]
     # held superseded records: targets, and kept sources of a withdrawn replacement (never
     # reactivated while held: that would rewrite them)
-    staying = [*held, *(r for r in plan.reactivate if _is_held(r))]
+    staying = [*held, *(r for r in plan.reactivate if r.held)]
     pinned = {r.provenance.replaced_by for r in staying if r.status is Status.superseded}
     free = []
     for r in plan.targets:
-        if _is_held(r):
+        if r.held:
             continue
         if r.id in pinned:
             held.append(r)  # deferred with its held source; erased once that hold is released
@@ -344,7 +340,7 @@ def _split_held(plan: ErasurePlan) -> tuple[list[MemoryRecord], list[MemoryRecor
             free.append(r)
     # a deferred replacement keeps its sources: none of them comes back active beside it
     plan.reactivate = [
-        r for r in plan.reactivate if not _is_held(r) and r.provenance.replaced_by not in pinned
+        r for r in plan.reactivate if not r.held and r.provenance.replaced_by not in pinned
     ]
     return held, free
 
@@ -368,7 +364,7 @@ def _select(
     if pending:
         for p in pending_erasures(store, actor_id):
             r = store.get(p["record_id"])
-            if r is not None and r.id not in plan.why and not _is_held(r):
+            if r is not None and r.id not in plan.why and not r.held:
                 released.setdefault(r.actor_id, []).append(r.id)
     for actor, rids in sorted(released.items()):
         more = plan_erasure(store, actor, ids=rids)
@@ -502,7 +498,7 @@ def _release(run: ManualRun, store: MemoryStore, ids: Sequence[str],
         r = store.get(rid)
         if r is None:
             missing.append(rid)
-        elif not _is_held(r):
+        elif not r.held:
             not_held.append(rid)
         else:
             ops.append(run.executor.new_op(OpKind.hold_release, r.actor_id, r.namespace, r.id,

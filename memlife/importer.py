@@ -57,7 +57,6 @@ from memlife.model import (
     FUTURE_SKEW,
     MemoryRecord,
     RecordError,
-    RetentionClass,
     Status,
     parse_record_line,
     utcnow,
@@ -417,10 +416,6 @@ class _Batches(Generic[T]):
             self.seen.close()
 
 
-def _is_held(r: MemoryRecord) -> bool:
-    return r.retention_class is RetentionClass.legal_hold or r.status is Status.retained
-
-
 def _apply_updates(
     store: MemoryStore,
     updates: list[tuple[int, MemoryRecord]],
@@ -441,7 +436,7 @@ def _apply_updates(
             code = "ACTOR_MISMATCH"
         elif old is not None and old.namespace != new.namespace:
             code = "NAMESPACE_MISMATCH"
-        elif old is not None and (_is_held(old) or _is_held(new)) and not allow_held:
+        elif old is not None and (old.held or new.held) and not allow_held:
             code = "HELD"
         if code:
             report.conflicts.append({"line": n, "id": new.id, "code": code})

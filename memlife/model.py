@@ -166,6 +166,12 @@ class MemoryRecord(BaseModel):
     def sha256(self) -> str:
         return self.provenance.content_sha256 or content_sha256(self.content)
 
+    @property
+    def held(self) -> bool:
+        """Under legal hold or retained: nothing changes or removes it (invariant 1). The
+        one place this is decided; every writer asks the record."""
+        return self.retention_class is RetentionClass.legal_hold or self.status is Status.retained
+
     def to_json(self) -> str:
         return self.model_dump_json()
 

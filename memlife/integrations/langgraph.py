@@ -232,7 +232,7 @@ class MemlifeStore(BaseStore):
             raise InvalidNamespaceError("namespace cannot be empty")
         if op.value is None:
             rec = self._locate(namespace, op.key)
-            if rec is not None and _held(rec):  # as a put: a held record is never deleted
+            if rec is not None and rec.held:  # as a put: a held record is never deleted
                 raise PermissionError(f"record {rec.id} is held; it cannot be deleted")
             if rec is not None:
                 self.memory.forget(rec.id, actor=rec.actor_id)
@@ -242,7 +242,7 @@ class MemlifeStore(BaseStore):
         content, kind = encode_value(dict(op.value))
         now = utcnow()
         existing = self.store.get(rid)
-        if existing is not None and _held(existing):
+        if existing is not None and existing.held:
             raise PermissionError(f"record {rid} is held; it cannot be rewritten")
         expires = now + timedelta(minutes=op.ttl) if isinstance(op.ttl, int | float) else None
         record = MemoryRecord(
@@ -351,7 +351,3 @@ class MemlifeStore(BaseStore):
             if any(r.status is Status.active for r in page.records):
                 return True
         return False
-
-
-def _held(record: MemoryRecord) -> bool:
-    return record.retention_class is RetentionClass.legal_hold or record.status is Status.retained

@@ -406,7 +406,7 @@ class LongTermMemory:
             before = self._marker()
             records = self._get_many(record_ids)
             if status is not Status.active:
-                record_ids = [i for i in record_ids if i not in records or not _held(records[i])]
+                record_ids = [i for i in record_ids if i not in records or not records[i].held]
             result = self.store.set_status(list(record_ids), status, replaced_by=replaced_by)
             touched: set[tuple[str, str]] = set()
             for rid in result.succeeded:
@@ -509,10 +509,6 @@ class LongTermMemory:
 def default_namespace(actor: str) -> str:
     """Where the CLI and the example agent put memories without an explicit namespace."""
     return settings().namespace.replace("{actor}", actor)
-
-
-def _held(record: MemoryRecord) -> bool:
-    return record.retention_class is RetentionClass.legal_hold or record.status is Status.retained
 
 
 def _unicode(text: str, what: str) -> str:

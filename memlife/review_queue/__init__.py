@@ -40,7 +40,7 @@ from enum import StrEnum
 from typing import Any
 
 from memlife.errors import InputError
-from memlife.model import RetentionClass, Status
+from memlife.model import Status
 from memlife.plan import REVIEW_REASONS, Decision
 from memlife.review_queue.base import (
     COLUMNS,
@@ -251,9 +251,7 @@ def resolve(
                 f"{decision.value} is refused: the next nightly run reopens the item for the "
                 "new content (keep or dispute may proceed)"
             )
-    held = record is not None and (
-        record.retention_class is RetentionClass.legal_hold or record.status is Status.retained
-    )
+    held = record is not None and record.held
     if held and decision in (
         ReviewDecision.supersede,
         ReviewDecision.delete,

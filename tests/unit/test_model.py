@@ -206,3 +206,16 @@ def test_superseded_requires_replaced_by() -> None:
     with pytest.raises(RecordError) as info:
         parse_record(with_(status="superseded"))
     assert "replaced_by" in info.value.field or "replaced_by" in info.value.reason
+
+
+@pytest.mark.parametrize("retention", list(RetentionClass))
+@pytest.mark.parametrize("status", list(Status))
+def test_held_is_legal_hold_or_retained_and_nothing_else(
+    retention: RetentionClass, status: Status
+) -> None:
+    """Invariant 1 is decided in one place (every writer asks ``record.held``): each
+    retention class against each status."""
+    fields = {"retention_class": retention.value, "status": status.value}
+    record = parse_record_line(json.dumps(good("m-h", provenance={"replaced_by": "m-r"}, **fields)))
+    expected = retention is RetentionClass.legal_hold or status is Status.retained
+    assert record.held is expected

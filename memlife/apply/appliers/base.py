@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from memlife.journal import Operation, OpKind
-from memlife.model import MemoryRecord, RetentionClass, Status
+from memlife.model import MemoryRecord
 from memlife.stores.base import ItemFailure, MemoryStore
 
 STALE = "STALE_PRECONDITION"
@@ -24,9 +24,8 @@ class BaseApplier:
 
 
 def is_held(record: MemoryRecord | None) -> bool:
-    return record is not None and (
-        record.retention_class is RetentionClass.legal_hold or record.status is Status.retained
-    )
+    """``MemoryRecord.held``, for a record that may be gone."""
+    return record is not None and record.held
 
 
 def stale(op: Operation, record: MemoryRecord) -> ItemFailure | None:
