@@ -86,6 +86,7 @@ def import_in_turns(
     seen = SeenIds()
     ordered: deque[_Group | tuple[str | None, str, str, int | None]] = deque()
     idle = list(range(count))
+    ready: deque[tuple[_Group, list[int]]] = deque()  # checked, with the lines dropped
     writing: _Group | None = None
     groups: dict[int, _Group] = {}  # dealt, not yet written
     dealt = 0
@@ -107,8 +108,9 @@ def import_in_turns(
                     break
                 else:
                     exhausted = True
-            # in file order: report what is known, give the next parsed group its turn
-            while ordered and writing is None:
+            # in file order, as soon as each group is parsed (not between two turns):
+            # report its invalid lines, drop its repeated ids
+            while ordered:
                 head = ordered[0]
                 if isinstance(head, tuple):
                     out.invalid.append(RecordError(*head))
@@ -121,9 +123,12 @@ def import_in_turns(
                 out.held += repeats.held
                 out.warnings += repeats.warnings
                 kept = set(repeats.kept)
-                dropped = [n for n, _, _ in head.lines if n not in kept]
-                pool.send(head.worker, ("write", head.index, dropped, rows_batch, rows_chars))
-                writing = head
+                ready.append((head, [n for n, _, _ in head.lines if n not in kept]))
+                head.lines = []
+                ordered.popleft()
+            if writing is None and ready:  # the next group's turn: the one before is committed
+                writing, dropped = ready.popleft()
+                pool.send(writing.worker, ("write", writing.index, dropped, rows_batch, rows_chars))
             if writing is None and not ordered and exhausted:
                 break
             kind, worker, value = pool.receive()
@@ -132,7 +137,6 @@ def import_in_turns(
                 groups[index].errors, groups[index].lines = errors, lines
             elif kind == "written" and writing is not None and worker == writing.worker:
                 out.written.extend(value)
-                ordered.popleft()
                 del groups[writing.index]
                 writing = None
                 idle.append(worker)
@@ -273,6 +277,9 @@ def serve() -> None:
                 answer: tuple[str, Any]
                 if kind == "open":
                     store = SqliteStore(message[1])
+                    # the WAL is folded into the file after the turn is handed on, not
+                    # inside the commit (see the end of the loop)
+                    store.connection.execute("PRAGMA wal_autocheckpoint=0")
                     answer = ("opened", None)
                 elif kind == "parse":
                     _, index, chunks = message
@@ -304,6 +311,10 @@ def serve() -> None:
                 out.flush()
             except BrokenPipeError:  # the parent stopped reading (it stopped the import)
                 return
+            if answer[0] == "written" and store is not None:
+                # while the other worker takes its turn: a PASSIVE checkpoint never blocks
+                # its writes, and the WAL restarts once one has caught up
+                store.connection.execute("PRAGMA wal_checkpoint(PASSIVE)")
     finally:
         if store is not None:
             store.close()

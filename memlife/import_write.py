@@ -17,6 +17,7 @@ from memlife.stores.sqlite import COLUMNS
 T = TypeVar("T")
 _CONTENT = COLUMNS.index("content")
 _STATUS = COLUMNS.index("status")
+_SUPERSEDED = Status.superseded.value  # read once: an enum member's .value is a descriptor call
 
 
 def row_content_chars(row: tuple[Any, ...]) -> int:
@@ -25,7 +26,7 @@ def row_content_chars(row: tuple[Any, ...]) -> int:
 
 
 def row_superseded(row: tuple[Any, ...]) -> bool:
-    return bool(row[_STATUS] == Status.superseded.value)
+    return bool(row[_STATUS] == _SUPERSEDED)
 
 
 class SeenIds:

@@ -272,3 +272,22 @@ def test_insert_new_checks_tombstones_per_actor_and_sources_of_any_actor(tmp_pat
     assert sorted(res.succeeded) == ["m-3", "m-5", "m-erased"]
     assert store.get("m-3") is not None and store.get("m-1") is None
     store.close()
+
+
+def test_none_still_binds_as_sql_null_with_the_store_s_adapter(tmp_path: Path) -> None:
+    """The store registers an adapter for None (a write-speed fix): a None must still be
+    NULL in SQL, for IS NULL filters, for NOT NULL constraints and on the way back."""
+    import sqlite3
+
+    assert (type(None), sqlite3.PrepareProtocol) in sqlite3.adapters
+    con = sqlite3.connect(tmp_path / "n.db")
+    con.execute("CREATE TABLE t (a TEXT, b TEXT NOT NULL)")
+    con.execute("INSERT INTO t VALUES (?, ?)", (None, "x"))
+    assert con.execute("SELECT count(*) FROM t WHERE a IS NULL").fetchone() == (1,)
+    assert con.execute("SELECT a, typeof(a) FROM t").fetchone() == (None, "null")
+    with pytest.raises(sqlite3.IntegrityError):
+        con.execute("INSERT INTO t VALUES (?, ?)", ("y", None))
+    with SqliteStore(tmp_path / "s.db") as store:
+        store.put_many([rec("m-1", subject=None)])
+        raw = store.connection.execute("SELECT typeof(subject) FROM records").fetchone()
+        assert raw == ("null",) and store.get("m-1").subject is None  # type: ignore[union-attr]
