@@ -31,8 +31,9 @@ import subprocess
 import sys
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, cast
 
@@ -60,6 +61,24 @@ class Outcome:
     written: Flushed = field(default_factory=Flushed)
 
 
+@dataclass(frozen=True)
+class Span:
+    """A block of whole lines: where it is in the file and the number of its first line."""
+
+    first_line: int
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What every block's parse needs besides its lines (import_lines.Chunk's fields)."""
+
+    content_max: int
+    max_line_bytes: int
+    future_after: datetime
+
+
 @dataclass
 class _Group:
     index: int
@@ -71,17 +90,19 @@ class _Group:
 
 def import_in_turns(
     store_path: Path,
-    items: Iterator[tuple[int, bytes] | int],
+    source: Path,
+    items: Iterator[tuple[int, int, bytes] | int],
     count: int,
-    make_chunk: Any,
-    over_long: Any,
+    limits: Limits,
+    over_long: Callable[[int], tuple[str | None, str, str, int | None]],
     rows_batch: int,
     rows_chars: int,
 ) -> Outcome:
-    """Import the blocks ``items`` yields (``importer.line_blocks``: a block, or the number
-    of an over-long line) through ``count`` workers writing into the store at
-    ``store_path``. ``make_chunk(first_line, data)`` builds a block's Chunk;
-    ``over_long(line)`` the error arguments of an over-long line."""
+    """Import the blocks of ``source`` that ``items`` yields (``importer.line_spans``: first
+    line, offset, lines; or the number of an over-long line) through ``count`` workers
+    writing into the store at ``store_path``. A worker reads its blocks from the file
+    itself: only their offsets cross the pipe. ``over_long(line)``: the error arguments of
+    an over-long line."""
     out = Outcome()
     seen = SeenIds()
     ordered: deque[_Group | tuple[str | None, str, str, int | None]] = deque()
@@ -90,21 +111,20 @@ def import_in_turns(
     writing: _Group | None = None
     groups: dict[int, _Group] = {}  # dealt, not yet written
     dealt = 0
-    source = _groups(items, make_chunk, over_long)
+    units = _groups(items, over_long)
     exhausted = False
-    with _Pool(count, store_path) as pool:
+    with _Pool(count, ("open", str(store_path), str(source), limits)) as pool:
         while True:
             while idle and not exhausted:  # deal the next groups to idle workers
-                for unit in source:
+                for unit in units:
                     if isinstance(unit, tuple):
                         ordered.append(unit)
                         continue
-                    chunks = unit
-                    group = _Group(dealt, chunks[0].first_line, idle.pop(0))
+                    group = _Group(dealt, unit[0].first_line, idle.pop(0))
                     dealt += 1
                     groups[group.index] = group
                     ordered.append(group)
-                    pool.send(group.worker, ("parse", group.index, chunks))
+                    pool.send(group.worker, ("parse", group.index, unit))
                     break
                 else:
                     exhausted = True
@@ -148,11 +168,12 @@ def import_in_turns(
 
 
 def _groups(
-    items: Iterator[tuple[int, bytes] | int], make_chunk: Any, over_long: Any
-) -> Iterator[list[Chunk] | tuple[str | None, str, str, int | None]]:
+    items: Iterator[tuple[int, int, bytes] | int],
+    over_long: Callable[[int], tuple[str | None, str, str, int | None]],
+) -> Iterator[list[Span] | tuple[str | None, str, str, int | None]]:
     """Groups of up to GROUP_BLOCKS consecutive blocks, and an over-long line's error
     between them, in file order."""
-    group: list[Chunk] = []
+    group: list[Span] = []
     for item in items:
         if isinstance(item, int):
             if group:
@@ -160,7 +181,8 @@ def _groups(
                 group = []
             yield over_long(item)
             continue
-        group.append(make_chunk(*item))
+        first_line, offset, data = item
+        group.append(Span(first_line, offset, len(data)))
         if len(group) >= GROUP_BLOCKS:
             yield group
             group = []
@@ -173,7 +195,7 @@ class _Pool:
     worker's number (a reader thread per worker drains its pipe, so a worker never blocks
     writing to us while we write to it)."""
 
-    def __init__(self, count: int, store_path: Path):
+    def __init__(self, count: int, opening: tuple[Any, ...]):
         here = str(Path(__file__).resolve().parent.parent)  # the directory holding memlife/
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
@@ -192,7 +214,7 @@ class _Pool:
                 reader = threading.Thread(target=self._read, args=(k, proc), daemon=True)
                 reader.start()
                 self._readers.append(reader)
-                self.send(k, ("open", str(store_path)))
+                self.send(k, opening)
         except BaseException:
             self.close()
             raise
@@ -256,34 +278,38 @@ def _release_arrow_memory() -> None:
 
 
 def serve() -> None:
-    """The worker: ("open", path), ("parse", group, chunks), ("write", group, dropped lines,
-    rows a transaction, content a transaction) in on stdin; answers out on stdout."""
+    """The worker: ("open", store, source file, limits), ("parse", group, spans), ("write",
+    group, dropped lines, rows a transaction, content a transaction) in on stdin; answers
+    out on stdout."""
     from memlife.import_write import row_content_chars, row_superseded
     from memlife.stores.sqlite import SqliteStore, row_to_record
 
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything printed goes to stderr, never into the answers
-    source = sys.stdin.buffer
+    inbox = sys.stdin.buffer
     store: SqliteStore | None = None
+    source: IO[bytes] | None = None
+    limits: Limits | None = None
     rows: dict[int, list[tuple[int, tuple[Any, ...], bool]]] = {}
     try:
         while True:
             try:
-                message = pickle.load(source)
+                message = pickle.load(inbox)
             except EOFError:
                 return
             kind = message[0]
             try:
                 answer: tuple[str, Any]
                 if kind == "open":
-                    store = SqliteStore(message[1])
+                    store, limits = SqliteStore(message[1]), message[3]
+                    source = open(message[2], "rb")  # noqa: SIM115 (closed in finally)
                     # the WAL is folded into the file after the turn is handed on, not
                     # inside the commit (see the end of the loop)
                     store.connection.execute("PRAGMA wal_autocheckpoint=0")
                     answer = ("opened", None)
-                elif kind == "parse":
-                    _, index, chunks = message
-                    parsed = [parse_chunk(c) for c in chunks]
+                elif kind == "parse" and source is not None and limits is not None:
+                    _, index, spans = message
+                    parsed = [parse_chunk(_chunk(source, span, limits)) for span in spans]
                     _release_arrow_memory()
                     rows[index] = [r for p in parsed for r in p.rows]
                     errors = [e for p in parsed for e in p.errors]
@@ -303,7 +329,7 @@ def serve() -> None:
                         )  # fmt: skip
                     answer = ("written", written)
                 else:
-                    answer = ("error", "a write before the store was opened")
+                    answer = ("error", f"{kind} before the store was opened")
             except Exception as exc:  # reported to the parent, which stops the import
                 answer = ("error", f"{type(exc).__name__}: {exc}")
             try:
@@ -318,3 +344,14 @@ def serve() -> None:
     finally:
         if store is not None:
             store.close()
+        if source is not None:
+            source.close()
+
+
+def _chunk(source: IO[bytes], span: Span, limits: Limits) -> Chunk:
+    source.seek(span.offset)
+    data = source.read(span.length)
+    if len(data) != span.length:  # the file changed under the import
+        raise OSError(f"expected {span.length} bytes at offset {span.offset}, read {len(data)}")
+    return Chunk(span.first_line, data, limits.content_max, limits.max_line_bytes,
+                 limits.future_after)  # fmt: skip

@@ -43,7 +43,7 @@ from memlife.import_parse import (
     checked_text,
 )
 from memlife.import_parse import json_depth as json_depth  # re-exported
-from memlife.import_turns import TurnFailed, import_in_turns
+from memlife.import_turns import Limits, TurnFailed, import_in_turns
 from memlife.import_write import (
     Flushed,
     SeenIds,
@@ -136,19 +136,25 @@ def line_blocks(fh: IO[bytes], max_bytes: int, block: int) -> Iterator[tuple[int
     """(first line number, whole lines) blocks, or the number of a line over ``max_bytes``,
     which is drained, never held (a longer line inside a block is the worker's to report).
     What is held is bounded by ``max_bytes + block``."""
-    n, buf = 1, b""
+    for item in line_spans(fh, max_bytes, block):
+        yield item if isinstance(item, int) else (item[0], item[2])
+
+
+def line_spans(fh: IO[bytes], max_bytes: int, block: int) -> Iterator[tuple[int, int, bytes] | int]:
+    """:func:`line_blocks` with each block's offset in the file: (first line, offset, lines)."""
+    n, buf, start = 1, b"", fh.tell()  # start: the file offset of buf[0]
     while True:
         data = fh.read(block)
         if not data:
             if buf:
-                yield n, buf  # the last line, without a newline
+                yield n, start, buf  # the last line, without a newline
             return
         buf += data
         cut = buf.rfind(b"\n") + 1
         if cut:
-            yield n, buf[:cut]
+            yield n, start, buf[:cut]
             n += buf.count(b"\n", 0, cut)
-            buf = buf[cut:]
+            buf, start = buf[cut:], start + cut
         if len(buf) > max_bytes:  # a line longer than the bound, its newline not yet read
             yield n
             n, buf = n + 1, b""
@@ -158,8 +164,7 @@ def line_blocks(fh: IO[bytes], max_bytes: int, block: int) -> Iterator[tuple[int
                 if end >= 0:
                     buf = data[end + 1 :]
                     break
-            if not data:
-                return
+            start = fh.tell() - len(buf)
 
 
 def parse_line(raw: bytes, n: int, *, content_max: int, max_depth: int = MAX_DEPTH) -> MemoryRecord:
@@ -262,17 +267,15 @@ def _import_in_turns(
     max_line_bytes: int,
     future_after: datetime,
 ) -> None:
-    def chunk(first_line: int, data: bytes) -> Chunk:
-        return Chunk(first_line, data, content_max, max_line_bytes, future_after)
-
     def over_long(n: int) -> tuple[None, str, str, int]:
         return (None, "<line>", f"longer than {max_line_bytes} bytes", n)
 
     with path.open("rb") as fh:
         try:
             out = import_in_turns(
-                store.path, line_blocks(fh, max_line_bytes, BLOCK_BYTES), count, chunk,
-                over_long, ROWS_BATCH, ROWS_BATCH_CHARS,
+                store.path, path, line_spans(fh, max_line_bytes, BLOCK_BYTES), count,
+                Limits(content_max, max_line_bytes, future_after), over_long, ROWS_BATCH,
+                ROWS_BATCH_CHARS,
             )  # fmt: skip
         except TurnFailed as exc:
             raise ImportWorkerError(

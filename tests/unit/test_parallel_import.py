@@ -350,3 +350,26 @@ def test_the_fast_paths_time_shape_agrees_with_the_model(value: str, name: str) 
     else:
         assert record == parse_record_line(line.decode())
         assert fast_row(line) == record_to_row(record)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.binary(max_size=60).map(lambda b: b.replace(b"\n", b"")), max_size=40),
+    st.integers(8, 64),
+    st.integers(4, 40),
+    st.booleans(),
+)
+def test_each_span_is_the_bytes_at_its_offset(
+    lines: list[bytes], block: int, bound: int, last_newline: bool
+) -> None:
+    """Workers read their blocks from the file by offset: every block line_spans yields
+    must be exactly the file's bytes there, also after an over-long line is drained."""
+    import io
+
+    data = b"\n".join(lines) + (b"\n" if last_newline and lines else b"")
+    for item in importer.line_spans(io.BytesIO(data), bound, block):
+        if isinstance(item, int):
+            continue
+        first_line, offset, chunk = item
+        assert data[offset : offset + len(chunk)] == chunk
+        assert first_line == data.count(b"\n", 0, offset) + 1
