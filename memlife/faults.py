@@ -5,7 +5,8 @@ before_receipt, after_receipt; and the run's stages (pipeline): after_stage (eve
 staged, nothing written), after_gate (verdict known, nothing committed),
 after_commit_groups (replacements and supersedes committed, deletions not yet),
 after_shard_reported (a shard's decisions are in the batch's report: between shards);
-import_chunk (an import worker process, before it parses a block of lines).
+import_chunk (an import worker process, before it parses a block of lines),
+import_commit (the row path's write, its rows inserted, before the transaction commits).
 Armed by `inject()` in-process, or for a subprocess by MEMLIFE_FAULT=<point>[:<skip>] and
 MEMLIFE_FAULT_MODE=raise|kill|hang (kill = SIGKILL, no cleanup; hang = create the file
 MEMLIFE_FAULT_MARK holding this process id, then sleep until killed: a holder that stalls
@@ -38,8 +39,9 @@ POINTS = (
     "after_commit_groups",
     "after_shard_reported",
     "import_chunk",
+    "import_commit",
 )
-IMPORT_POINTS = ("import_chunk",)  # in the importer only: a nightly run never passes them
+IMPORT_POINTS = ("import_chunk", "import_commit")  # in the importer only: a nightly run never passes them
 
 
 _armed: dict[str, list[Any]] = {}  # point -> [remaining skips: int, mode: str]

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from memlife import faults
 from memlife.model import (
     MemoryRecord,
     MemoryType,
@@ -617,6 +618,7 @@ class SqliteStore:
             # then takes each batch as one sweep, not as scattered page writes
             fresh.sort(key=_row_id)
             con.executemany(_INSERT, fresh)
+            faults.checkpoint("import_commit")  # killed here: the transaction never was
         return result
 
     # -- plumbing ------------------------------------------------------------------------

@@ -251,9 +251,22 @@ def test_no_child_processes_means_parsing_in_process(
     assert _import(tmp_path, "refused", src, workers=1) == (serial_rows, serial)
 
 
-@pytest.mark.parametrize("mode", ["raise", "kill"])
+@pytest.mark.parametrize(
+    ("point", "mode", "workers"),
+    [
+        ("import_chunk:6", "raise", 1),  # the 7th block's parse fails
+        ("import_chunk:6", "kill", 1),
+        ("import_commit:3", "kill", 1),  # killed inside the 4th transaction, rows inserted
+        ("import_commit:3", "kill", 2),  # ... with the other worker parsing meanwhile
+    ],
+)
 def test_a_failing_worker_leaves_whole_batches_and_a_rerun_finishes(
-    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+    home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    point: str,
+    mode: str,
+    workers: int,
 ) -> None:
     monkeypatch.setattr(importer, "BATCH", 40)
     monkeypatch.setattr(importer, "ROWS_BATCH", 40)  # the SQLite row path's
@@ -262,18 +275,18 @@ def test_a_failing_worker_leaves_whole_batches_and_a_rerun_finishes(
     src = tmp_path / "in.jsonl"
     src.write_text("".join(r.to_json() + "\n" for r in records))
     expected = {record_to_row(r)[0]: record_to_row(r) for r in records}
-    monkeypatch.setenv("MEMLIFE_FAULT", "import_chunk:6")  # the 7th block fails
+    monkeypatch.setenv("MEMLIFE_FAULT", point)
     monkeypatch.setenv("MEMLIFE_FAULT_MODE", mode)
     store = SqliteStore(tmp_path / "s.db")
     with pytest.raises(ImportWorkerError, match="running the same import again"):
-        import_file(store, src, now=NOW, workers=1)
+        import_file(store, src, now=NOW, workers=workers)
     stored = store.connection.execute("SELECT * FROM records").fetchall()
     assert 0 < len(stored) < len(records)
     # whole transactions, written in file order: what is stored is a prefix of the file
     assert {row[0] for row in stored} == {r.id for r in records[: len(stored)]}
     assert all(row == expected[row[0]] for row in stored)  # and each row whole
     monkeypatch.delenv("MEMLIFE_FAULT")
-    rep = import_file(store, src, now=NOW, workers=1)
+    rep = import_file(store, src, now=NOW, workers=workers)
     assert rep.ok and rep.unchanged == len(stored)
     assert rep.imported + rep.unchanged == len(records)
     final = store.connection.execute("SELECT * FROM records ORDER BY id").fetchall()
