@@ -43,14 +43,18 @@ class SeenIds:
         self._con.execute(f"PRAGMA cache_size=-{self.CACHE_KIB}")
         self._con.execute("CREATE TABLE seen (id TEXT PRIMARY KEY, line INTEGER) WITHOUT ROWID")
 
-    def first_lines(self, ids: list[str]) -> dict[str, int]:
+    def claim(self, pairs: list[tuple[str, int]]) -> dict[str, int] | None:
+        """Record each (id, line) not seen before; None when every id was new (the common
+        case: one insert pass, no lookup), else each id's first line. In (id, line) order,
+        so of two lines with one id here the first is kept."""
+        before = self._con.total_changes
+        self._con.executemany("INSERT OR IGNORE INTO seen VALUES (?, ?)", sorted(pairs))
+        if self._con.total_changes - before == len(pairs):
+            return None
         out: dict[str, int] = {}
-        for qs, chunk in in_chunks(sorted(ids)):
+        for qs, chunk in in_chunks(sorted({rid for rid, _ in pairs})):
             out.update(self._con.execute(f"SELECT id, line FROM seen WHERE id IN ({qs})", chunk))
         return out
-
-    def add(self, pairs: list[tuple[str, int]]) -> None:
-        self._con.executemany("INSERT INTO seen VALUES (?, ?)", sorted(pairs))
 
     def close(self) -> None:
         self._con.close()
@@ -70,21 +74,18 @@ def drop_repeats(seen: SeenIds, lines: list[tuple[int, str, bool]]) -> Repeats:
     """``lines``: (line, id, created in the future) in file order. The first line of an
     id wins, here and in every later call on the same ``seen``."""
     out = Repeats()
-    earlier = seen.first_lines([rid for _, rid, _ in lines])
-    added: list[tuple[str, int]] = []
+    first = seen.claim([(rid, n) for n, rid, _ in lines])
     for n, rid, future in lines:
-        first = earlier.get(rid)
-        if first is not None:
-            out.held.append({"line": n, "id": rid, "code": "DUPLICATE_ID", "first_line": first})
+        if first is not None and first[rid] != n:
+            out.held.append(
+                {"line": n, "id": rid, "code": "DUPLICATE_ID", "first_line": first[rid]}
+            )
             continue
-        earlier[rid] = n
         if future:
             out.warnings.append(
                 {"line": n, "id": rid, "field": "created_at", "code": "FUTURE_CREATED_AT"}
             )
         out.kept.append(n)
-        added.append((rid, n))
-    seen.add(added)
     return out
 
 

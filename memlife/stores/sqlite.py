@@ -576,8 +576,6 @@ class SqliteStore:
     ) -> BatchResult:
         """:meth:`insert_new` for rows already built by ``record_to_row`` (the import's
         worker processes send rows, not records)."""
-        result = BatchResult()
-        fresh = []
         with self.lock, self.transaction():
             con = self.connection
             # One query per batch, not per record (import speed); same transaction as the
@@ -585,39 +583,53 @@ class SqliteStore:
             check_tombstones = check_tombstones and bool(
                 con.execute("SELECT 1 FROM tombstones LIMIT 1").fetchone()
             )
-            taken: set[str] = set()
             tombstoned_actors: set[str] = set()
-            ids = [row[0] for row in rows]
             actors = list({row[1] for row in rows}) if check_tombstones else []
-            for qs, chunk in in_chunks(ids):
-                q = f"SELECT id FROM records WHERE id IN ({qs})"
-                taken.update(row[0] for row in con.execute(q, chunk))
             for qs, chunk in in_chunks(actors):
                 q = f"SELECT DISTINCT actor_id FROM tombstones WHERE actor_id IN ({qs})"
                 tombstoned_actors.update(row[0] for row in con.execute(q, chunk))
-            for row in rows:
-                rid = row[0]
-                code = None
-                # content tombstones are per actor: only an actor that has some (or a record
-                # naming sources) needs the per-record query; the answer is the same
-                if check_tombstones:
-                    r = row_to_record(row)  # the record the row holds (the same values)
-                    if r.actor_id in tombstoned_actors or r.provenance.supersedes:
-                        code = self._tombstone_refusal(r, r.provenance.supersedes)
-                if code is None and rid in taken:
-                    code = "ID_EXISTS"
-                if code is not None:
-                    result.failed.append(ItemFailure(rid, code, retryable=False))
-                    continue
-                taken.add(rid)  # a second copy in the same batch is ID_EXISTS, as before
-                fresh.append(row)
-                result.succeeded.append(rid)
-            # a plain INSERT: every id was checked absent in this transaction, and should
-            # one not be, the write fails whole rather than overwriting a record. In id
-            # order: ids in a file are often random (uuids), and the primary key's B-tree
-            # then takes each batch as one sweep, not as scattered page writes
-            fresh.sort(key=_row_id)
-            con.executemany(_INSERT, fresh)
+
+            def sort_out(taken: set[str]) -> tuple[BatchResult, list[tuple[Any, ...]]]:
+                result, fresh = BatchResult(), []
+                for row in rows:
+                    rid = row[0]
+                    code = None
+                    # content tombstones are per actor: only an actor that has some (or a
+                    # record naming sources) needs the per-record query; same answer
+                    if check_tombstones:
+                        r = row_to_record(row)  # the record the row holds (the same values)
+                        if r.actor_id in tombstoned_actors or r.provenance.supersedes:
+                            code = self._tombstone_refusal(r, r.provenance.supersedes)
+                    if code is None and rid in taken:
+                        code = "ID_EXISTS"
+                    if code is not None:
+                        result.failed.append(ItemFailure(rid, code, retryable=False))
+                        continue
+                    taken.add(rid)  # a second copy in the same batch is ID_EXISTS, as before
+                    fresh.append(row)
+                    result.succeeded.append(rid)
+                # In id order: ids in a file are often random (uuids), and the primary key's
+                # B-tree then takes each batch as one sweep, not as scattered page writes
+                fresh.sort(key=_row_id)
+                return result, fresh
+
+            # A plain INSERT, first as if no id were stored yet (an import of new records:
+            # no lookup). Should one be, the primary key refuses it and the attempt is
+            # undone whole; then the stored ids are looked up and refused (ID_EXISTS). A
+            # record is never overwritten either way.
+            result, fresh = sort_out(set())
+            con.execute("SAVEPOINT insert_rows")
+            try:
+                con.executemany(_INSERT, fresh)
+            except sqlite3.IntegrityError:
+                con.execute("ROLLBACK TO insert_rows")
+                taken: set[str] = set()
+                for qs, chunk in in_chunks([row[0] for row in rows]):
+                    q = f"SELECT id FROM records WHERE id IN ({qs})"
+                    taken.update(row[0] for row in con.execute(q, chunk))
+                result, fresh = sort_out(taken)
+                con.executemany(_INSERT, fresh)
+            con.execute("RELEASE insert_rows")
             faults.checkpoint("import_commit")  # killed here: the transaction never was
         return result
 

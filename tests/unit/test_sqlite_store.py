@@ -291,3 +291,23 @@ def test_none_still_binds_as_sql_null_with_the_store_s_adapter(tmp_path: Path) -
         store.put_many([rec("m-1", subject=None)])
         raw = store.connection.execute("SELECT typeof(subject) FROM records").fetchone()
         assert raw == ("null",) and store.get("m-1").subject is None  # type: ignore[union-attr]
+
+
+def test_insert_rows_refuses_stored_ids_and_writes_the_rest_once(tmp_path: Path) -> None:
+    """insert_rows first writes as if every id were new; a stored id makes it undo that
+    attempt whole and refuse just the stored ids (ID_EXISTS), never overwriting them. The
+    rows before and after the stored one in the batch are written exactly once."""
+    from memlife.stores.sqlite import record_to_row
+
+    with SqliteStore(tmp_path / "s.db") as store:
+        store.put_many([rec("m-2", content="Stored first.")])
+        batch = [rec(f"m-{i}", content=f"New text {i}.") for i in range(1, 5)]
+        result = store.insert_rows([record_to_row(r) for r in batch])
+        assert sorted(result.succeeded) == ["m-1", "m-3", "m-4"]
+        assert [(f.id, f.code) for f in result.failed] == [("m-2", "ID_EXISTS")]
+        assert store.get("m-2").content == "Stored first."  # type: ignore[union-attr]
+        rows = store.connection.execute("SELECT id FROM records ORDER BY id").fetchall()
+        assert rows == [("m-1",), ("m-2",), ("m-3",), ("m-4",)]
+        # a second copy of an id inside one batch: the first is written, the second refused
+        again = store.insert_rows([record_to_row(rec("m-5")), record_to_row(rec("m-5"))])
+        assert again.succeeded == ["m-5"] and [f.code for f in again.failed] == ["ID_EXISTS"]
