@@ -41,7 +41,8 @@ POINTS = (
     "import_chunk",
     "import_commit",
 )
-IMPORT_POINTS = ("import_chunk", "import_commit")  # in the importer only: a nightly run never passes them
+# in the importer only: a nightly run never passes them
+IMPORT_POINTS = ("import_chunk", "import_commit")
 
 
 _armed: dict[str, list[Any]] = {}  # point -> [remaining skips: int, mode: str]
