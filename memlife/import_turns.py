@@ -32,6 +32,7 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -113,7 +114,7 @@ def import_in_turns(
     dealt = 0
     units = _groups(items, over_long)
     exhausted = False
-    with _Pool(count, ("open", str(store_path), str(source), limits)) as pool:
+    with _Pool(count, ("open", str(store_path), str(source), limits)) as pool, closing(seen):
         while True:
             while idle and not exhausted:  # deal the next groups to idle workers
                 for unit in units:
@@ -162,8 +163,8 @@ def import_in_turns(
                 idle.append(worker)
             else:
                 at = next((g.first_line for g in groups.values() if g.worker == worker), None)
-                raise TurnFailed(f"at line {at}: {value}")
-    seen.close()
+                where = f"at line {at}" if at is not None else "(a worker without a group)"
+                raise TurnFailed(f"{where}: {value}")
     return out
 
 

@@ -386,3 +386,20 @@ def test_each_span_is_the_bytes_at_its_offset(
         first_line, offset, chunk = item
         assert data[offset : offset + len(chunk)] == chunk
         assert first_line == data.count(b"\n", 0, offset) + 1
+
+
+def test_a_worker_that_cannot_open_the_store_stops_the_import_with_nothing_written(
+    home: Path, tmp_path: Path
+) -> None:
+    """The store file made unreadable for the workers (a directory where they expect it):
+    the import stops with the worker's reason, and nothing is half done."""
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(r.to_json() + "\n" for r in generate(30, seed=2, anchor=NOW)))
+    with SqliteStore(tmp_path / "s.db") as store:
+        real = store.path
+        store.path = tmp_path / "not-a-file"  # what the workers are told to open
+        store.path.mkdir()
+        with pytest.raises(ImportWorkerError, match="unable to open database file"):
+            import_file(store, src, now=NOW, workers=2)
+        store.path = real
+        assert store.connection.execute("SELECT count(*) FROM records").fetchone() == (0,)
