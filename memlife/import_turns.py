@@ -52,6 +52,11 @@ class TurnFailed(MemlifeError, RuntimeError):
     """A worker raised or died; the message says which, how and at which line."""
 
 
+class NoWorkers(MemlifeError, OSError):
+    """No child process could be started here: nothing was read or written yet, and the
+    caller imports in its own process instead."""
+
+
 @dataclass
 class Outcome:
     """What the turns found, for the caller's report (each list in file order)."""
@@ -216,6 +221,9 @@ class _Pool:
                 reader.start()
                 self._readers.append(reader)
                 self.send(k, opening)
+        except OSError as exc:
+            self.close()
+            raise NoWorkers(f"cannot start an import worker: {exc}") from exc
         except BaseException:
             self.close()
             raise

@@ -43,7 +43,7 @@ from memlife.import_parse import (
     checked_text,
 )
 from memlife.import_parse import json_depth as json_depth  # re-exported
-from memlife.import_turns import Limits, TurnFailed, import_in_turns
+from memlife.import_turns import Limits, NoWorkers, TurnFailed, import_in_turns
 from memlife.import_write import (
     Flushed,
     SeenIds,
@@ -213,7 +213,7 @@ def import_file(
                 _import_in_turns(store, path, report, count, content_max, max_line_bytes,
                                  future_after)  # fmt: skip
                 return _in_line_order(report)
-        except OSError:  # no child processes allowed here: parse in this process
+        except NoWorkers:  # no child processes allowed here: parse in this process
             pass
         with Threads(PARSE_THREADS) as parsers:
             _import_rows(store, path, report, parsers, content_max, max_line_bytes, future_after)

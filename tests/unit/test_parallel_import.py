@@ -403,3 +403,20 @@ def test_a_worker_that_cannot_open_the_store_stops_the_import_with_nothing_writt
             import_file(store, src, now=NOW, workers=2)
         store.path = real
         assert store.connection.execute("SELECT count(*) FROM records").fetchone() == (0,)
+
+
+def test_an_io_error_during_the_import_is_raised_not_retried_in_process(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a worker that cannot start sends the import to the in-process path; an I/O
+    error once workers run is the caller's to see (a second pass would report the first
+    pass's rows as unchanged)."""
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(r.to_json() + "\n" for r in generate(20, seed=5, anchor=NOW)))
+
+    def broken(*a: object, **kw: object) -> None:
+        raise OSError("the disk went away")
+
+    monkeypatch.setattr(importer, "import_in_turns", broken)
+    with SqliteStore(tmp_path / "s.db") as store, pytest.raises(OSError, match="disk"):
+        import_file(store, src, now=NOW, workers=2)
