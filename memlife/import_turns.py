@@ -2,8 +2,8 @@
 
 Why: parsing a line and writing its row cost about the same (~15 us each on the quiet
 2-core machine), and in one process the two share one GIL; a worker that only parsed had
-to pickle every 26-column row back, which cost what it saved (BENCHMARKS.md, "Import:
-workers that write"). Here rows never cross a pipe.
+to pickle every 26-column row back, which cost what it saved (BENCHMARKS.md, "Seventh
+pass: the import in turns"). Here rows never cross a pipe.
 
 The shape, for ``count`` workers:
 - this process reads the file in blocks of whole lines (``importer.line_blocks``) and
@@ -148,8 +148,7 @@ def import_in_turns(
                 repeats = drop_repeats(seen, head.lines)
                 out.held += repeats.held
                 out.warnings += repeats.warnings
-                kept = set(repeats.kept)
-                ready.append((head, [n for n, _, _ in head.lines if n not in kept]))
+                ready.append((head, sorted(repeats.dropped)))
                 head.lines = []
                 ordered.popleft()
             if writing is None and ready:  # the next group's turn: the one before is committed
@@ -324,7 +323,7 @@ def serve() -> None:
                     errors = [e for p in parsed for e in p.errors]
                     lines = [(n, row[0], future) for n, row, future in rows[index]]
                     answer = ("parsed", (index, errors, lines))
-                elif store is not None:
+                elif kind == "write" and store is not None:
                     _, index, dropped, size, max_chars = message
                     skip = set(dropped)
                     items = [(n, row[0], row) for n, row, _ in rows.pop(index) if n not in skip]
@@ -338,7 +337,7 @@ def serve() -> None:
                         )  # fmt: skip
                     answer = ("written", written)
                 else:
-                    answer = ("error", f"{kind} before the store was opened")
+                    answer = ("error", f"unexpected {kind!r} (before the store was opened?)")
             except Exception as exc:  # reported to the parent, which stops the import
                 answer = ("error", f"{type(exc).__name__}: {exc}")
             try:

@@ -62,12 +62,15 @@ class SeenIds:
 
 @dataclass
 class Repeats:
-    """One run of valid lines after the repeated-id check: the lines to write, the lines
-    skipped (DUPLICATE_ID, first line named) and FUTURE_CREATED_AT warnings."""
+    """One run of valid lines after the repeated-id check: the lines skipped (DUPLICATE_ID,
+    first line named) and FUTURE_CREATED_AT warnings; every other line is written."""
 
-    kept: list[int] = field(default_factory=list)
     held: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def dropped(self) -> set[int]:
+        return {h["line"] for h in self.held}
 
 
 def drop_repeats(seen: SeenIds, lines: list[tuple[int, str, bool]]) -> Repeats:
@@ -85,7 +88,6 @@ def drop_repeats(seen: SeenIds, lines: list[tuple[int, str, bool]]) -> Repeats:
             out.warnings.append(
                 {"line": n, "id": rid, "field": "created_at", "code": "FUTURE_CREATED_AT"}
             )
-        out.kept.append(n)
     return out
 
 

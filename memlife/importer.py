@@ -398,8 +398,8 @@ class _Batches(Generic[T]):
         seen = drop_repeats(self.seen, [(n, rid, future) for n, rid, future, _ in parsed])
         self.held += seen.held
         self.report.warnings += seen.warnings
-        kept = set(seen.kept)
-        batch = [(n, rid, item) for n, rid, _, item in parsed if n in kept]
+        dropped = seen.dropped
+        batch = [(n, rid, item) for n, rid, _, item in parsed if n not in dropped]
         self.merge_pending()
         if batch:
             self.pending = self.writer.submit(self.flush, batch)

@@ -60,6 +60,26 @@ def pending_item(store: AgentCoreStore, key: str = "r1") -> dict[str, Any]:
 
 
 # -- create attempts ------------------------------------------------------------------------
+def put_crashing_at_sidecar_write(store: AgentCoreStore, r: MemoryRecord, call: int) -> None:
+    """``store.put_many([r])`` with the sidecar's ``call``-th write raising (a crash between
+    steps); the sidecar is restored afterwards."""
+    real_put = store.sidecar.put_many
+    calls: list[int] = []
+
+    def crash(items: Any) -> dict[str, str]:
+        calls.append(len(items))
+        if len(calls) == call:
+            raise RuntimeError("crash")
+        return real_put(items)
+
+    store.sidecar.put_many = crash  # type: ignore[method-assign]
+    try:
+        with pytest.raises(RuntimeError):
+            store.put_many([r])
+    finally:
+        store.sidecar.put_many = real_put  # type: ignore[method-assign]
+
+
 def test_written_deleted_written_again_exists(ac: tuple[AgentCoreStore, FakeAgentCore]) -> None:
     store, fake = ac
     r = rec()
@@ -90,28 +110,14 @@ def test_deleted_behind_our_back_is_recreated_with_a_new_attempt(
     assert len(tokens) == 2 and tokens[0] != tokens[1]
 
 
-def test_recreate_after_404_is_pending_first(
-    ac: tuple[AgentCoreStore, FakeAgentCore], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_recreate_after_404_is_pending_first(ac: tuple[AgentCoreStore, FakeAgentCore]) -> None:
     """A crash right after the re-create leaves a pending item: recovered, not duplicated."""
     store, fake = ac
     r = rec()
     store.put_many([r])
     with fake.lock:
         fake.records.clear()
-    real_put = store.sidecar.put_many
-    calls: list[int] = []
-
-    def crash_on_step_3(items: Any) -> dict[str, str]:
-        calls.append(len(items))
-        if len(calls) == 3:  # stage, re-stage pending, (crash) record the new id
-            raise RuntimeError("crash")
-        return real_put(items)
-
-    monkeypatch.setattr(store.sidecar, "put_many", crash_on_step_3)
-    with pytest.raises(RuntimeError):
-        store.put_many([r])
-    monkeypatch.setattr(store.sidecar, "put_many", real_put)
+    put_crashing_at_sidecar_write(store, r, 3)  # stage, re-stage pending, (crash) new id
     assert pending_item(store)["state"]["S"] == "pending"
     assert store.get("r1") == r
     assert store.put_many([r.model_copy(update={"content": "after crash"})]).succeeded
@@ -153,19 +159,7 @@ def test_retry_after_crash_reuses_the_pending_attempt(
     so the service answers with the record it created and nothing is created twice."""
     store, fake = ac
     r = rec()
-    real_put = store.sidecar.put_many
-    calls: list[int] = []
-
-    def crash_on_step_3(items: Any) -> dict[str, str]:
-        calls.append(len(items))
-        if len(calls) == 2:
-            raise RuntimeError("crash")
-        return real_put(items)
-
-    monkeypatch.setattr(store.sidecar, "put_many", crash_on_step_3)
-    with pytest.raises(RuntimeError):
-        store.put_many([r])
-    monkeypatch.setattr(store.sidecar, "put_many", real_put)
+    put_crashing_at_sidecar_write(store, r, 2)  # stage, (crash) record the new id
     item = pending_item(store)
     assert item["state"]["S"] == "pending" and item["create_nonce"]["S"]
     assert len(fake.records) == 1
