@@ -15,6 +15,7 @@ import os
 import random
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -420,3 +421,26 @@ def test_an_io_error_during_the_import_is_raised_not_retried_in_process(
     monkeypatch.setattr(importer, "import_in_turns", broken)
     with SqliteStore(tmp_path / "s.db") as store, pytest.raises(OSError, match="disk"):
         import_file(store, src, now=NOW, workers=2)
+
+
+def test_a_file_cut_short_under_the_import_stops_it_and_is_not_misread(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Workers read their blocks by offset after the importing process found them: a file
+    truncated in between must stop the import (a short read), never parse other bytes."""
+    monkeypatch.setattr(importer, "BLOCK_BYTES", 4096)
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(r.to_json() + "\n" for r in generate(80, seed=6, anchor=NOW)))
+    real = importer.line_spans
+
+    def cut_after_first(*a: Any, **kw: Any) -> Any:
+        for i, item in enumerate(real(*a, **kw)):
+            yield item
+            if i == 0:
+                src.write_bytes(b"")  # another process truncates the file
+
+    monkeypatch.setattr(importer, "line_spans", cut_after_first)
+    with SqliteStore(tmp_path / "s.db") as store:
+        with pytest.raises(ImportWorkerError, match="expected .* bytes at offset 0"):
+            import_file(store, src, now=NOW, workers=1)
+        assert store.connection.execute("SELECT count(*) FROM records").fetchone() == (0,)
