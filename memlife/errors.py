@@ -96,6 +96,16 @@ class StoreError(MemlifeError, RuntimeError):
         super().__init__(message, code)
 
 
+class ShardStopped(MemlifeError, RuntimeError):
+    """An applier's batch that a StoreError stopped part-way: ``results`` (operation id ->
+    outcome or ItemFailure) for what the store did before it stopped, so those are
+    journaled as done, not failed; the rest of the batch fails with ``error``'s code."""
+
+    def __init__(self, error: StoreError, results: dict[str, Any]):
+        super().__init__(str(error), error.code)
+        self.error, self.results = error, results
+
+
 class CorruptRecordError(StoreError):
     """A stored record that does not decode (bad input already in the store): names the
     record and the field. Its shard stops and is reported; the rest of the run goes on."""

@@ -198,8 +198,10 @@ class ShadowRecall:
         ranked = rank_sets(self.query_vector(query), query, views, k=k, threshold=thr)
         return [views[r.which].records[r.row] for r in ranked[:k]]
 
-    def lineage(self, record: MemoryRecord) -> set[str]:
-        """The record's id and every id it supersedes, transitively (replacement chains)."""
+    def lineage(self, record: MemoryRecord, gone: frozenset[str] = frozenset()) -> set[str]:
+        """The record's id and every id it supersedes, transitively (replacement chains).
+        ``gone``: ids the view has deleted; the chain stops there, as it will on the
+        committed store (a deleted record names no sources)."""
         out = {record.id}
         todo = list(record.provenance.supersedes)
         while todo:
@@ -207,6 +209,8 @@ class ShadowRecall:
             if rid in out:
                 continue
             out.add(rid)
+            if rid in gone:
+                continue
             if rid not in self._prov:
                 self._prov[rid] = self.store.get(rid)
             src = self._prov[rid]
@@ -253,9 +257,12 @@ def run_case(
         include=include,
         plus=plus,
     )
+    # ``include``: the records the run deletes (loaded so a view can leave them out); the
+    # ones this view leaves out are gone once it commits, and no lineage passes through them
+    gone = frozenset(exclude) & frozenset(include)
     covered: set[str] = set()
     for r in got:
-        covered |= recall.lineage(r)
+        covered |= recall.lineage(r, gone)
     must_hits = [
         t
         for t in case.must_retrieve

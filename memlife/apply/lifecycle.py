@@ -17,7 +17,7 @@ from memlife.apply.registry import Result, applier_for
 from memlife.apply.retry import next_retry
 from memlife.apply.tally import COUNT, Tally
 from memlife.audit import ReceiptWriteError
-from memlife.errors import JournalStateError
+from memlife.errors import JournalStateError, ShardStopped
 from memlife.faults import checkpoint
 from memlife.journal import Operation, OpState, Outcome
 from memlife.receipts import write_operation_receipt
@@ -87,8 +87,10 @@ def _count_failure(o: Operation, r: ItemFailure, retry_at: datetime | None, tall
 def _apply(ex: Executor, todo: list[Operation], fn: ApplyFn, tally: Tally) -> None:
     try:
         results = fn(todo)
-    except StoreError as exc:  # e.g. quota: the whole batch fails, the shard stops
-        results = {o.operation_id: ItemFailure(o.record_id, exc.code) for o in todo}
+    except (StoreError, ShardStopped) as exc:  # e.g. quota: the shard stops
+        # what the store did before it stopped stands; the rest of the batch fails
+        done = exc.results if isinstance(exc, ShardStopped) else {}
+        results = {o.operation_id: ItemFailure(o.record_id, exc.code) for o in todo} | done
         shard = (todo[0].actor_id, todo[0].namespace)
         if shard not in ex.stopped:  # named once in the run receipt
             ex.stopped.add(shard)

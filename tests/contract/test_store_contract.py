@@ -354,7 +354,42 @@ def test_quota_partial_result_names_done_items(ac: tuple[AgentCoreStore, FakeAge
     with pytest.raises(QuotaExceeded) as exc:
         store.delete_many([f"m-{i:04d}" for i in range(102)])
     assert len(exc.value.partial.succeeded) == 99
-    assert [f.id for f in exc.value.partial.failed] == ["m-0000"]
+    # every item has a fate: the one the service failed, and the two the stop left undone
+    failed = {f.id: (f.code, f.retryable) for f in exc.value.partial.failed}
+    assert failed == {
+        "m-0000": ("SERVICE", True),
+        "m-0100": ("QUOTA_EXCEEDED", True),
+        "m-0101": ("QUOTA_EXCEEDED", True),
+    }
+
+
+@pytest.mark.parametrize("op", ["delete", "create", "update"])
+def test_a_quota_stop_on_a_retry_keeps_what_the_first_attempt_did(
+    ac: tuple[AgentCoreStore, FakeAgentCore], op: str
+) -> None:
+    """The service does most of a batch and throttles three items; the request retrying
+    those hits the quota. The partial result names what was done (and the sidecar knows
+    it: a write is readable, a delete is gone), and only the three as stopped."""
+    store, fake = ac
+    ids = [f"m-{i:04d}" for i in range(20)]
+    if op != "create":
+        store.put_many([rec(i) for i in range(20)])
+    throttled = set(ids[:3])
+    fake.fail_next_items(op, throttled, 429)
+    fake.quota_next(1, op=op, skip=1)
+    with pytest.raises(QuotaExceeded) as exc:
+        if op == "delete":
+            store.delete_many(ids)
+        else:
+            store.put_many([rec(i, content=f"Version two of {i}.") for i in range(20)])
+    done = set(ids) - throttled
+    assert set(exc.value.partial.succeeded) == done
+    assert {f.id: (f.code, f.retryable) for f in exc.value.partial.failed} == {
+        i: ("QUOTA_EXCEEDED", True) for i in throttled
+    }
+    for i in done:
+        got = store.get(i)
+        assert got is None if op == "delete" else got.content == f"Version two of {int(i[2:])}."
 
 
 def test_validation_names_the_record(ac: tuple[AgentCoreStore, FakeAgentCore]) -> None:

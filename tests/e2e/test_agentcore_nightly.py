@@ -363,6 +363,58 @@ def test_quota_exceeded_stops_the_shard_and_the_others_complete(ac: dict) -> Non
     assert set(delete_receipts(ac)) == {r.id for rs in recs.values() for r in rs}
 
 
+def test_a_quota_stop_after_part_of_a_batch_keeps_what_was_done(ac: dict) -> None:
+    """AgentCore deletes most of a batch and throttles a few; the retry of those hits the
+    quota. What it did delete is journaled and receipted ``deleted`` tonight (before: the
+    whole batch was journaled failed and the next night receipted those records
+    ``already_absent``, as if someone else had deleted them); the throttled ones wait for
+    the next night, which deletes them."""
+    store, fake = ac["store"], ac["fake"]
+    recs = [expired(i, "u-q") for i in range(30)]
+    bulk_load(store, fake, recs)
+    throttled = {r.id for r in recs[:4]}
+    fake.fail_next_deletes(throttled, 429)
+    fake.quota_next(1, "delete", skip=1)  # the request retrying the throttled four
+
+    first = apply(ac)
+    assert first.failed_shards == [{"shard": "u-q:/users/u-q/episodes", "code": "QUOTA_EXCEEDED"}]
+    assert first.lifecycle["deleted"] == 26 and first.lifecycle["failed"] == 4
+    got = delete_receipts(ac)
+    assert set(got) == {r.id for r in recs} - throttled
+    assert {o["outcome"] for o in got.values()} == {"deleted"}
+    assert all(present(fake, i) for i in throttled)
+    assert not any(present(fake, r.id) for r in recs if r.id not in throttled)
+    assert {f["code"] for f in receipt(first)["failures"]} == {"QUOTA_EXCEEDED"}
+
+    later = apply(ac, now=CUTOFF + timedelta(days=1))
+    assert later.status == "success" and later.other["retry_queue_deleted"] == 4
+    got = delete_receipts(ac)
+    assert set(got) == {r.id for r in recs}
+    assert {o["outcome"] for o in got.values()} == {"deleted"}, "each deletion claimed once"
+    assert not any(present(fake, r.id) for r in recs)
+
+
+def test_an_erasure_stopped_by_the_quota_part_way_keeps_what_it_erased(ac: dict) -> None:
+    """The same stop inside an erasure: what AgentCore deleted is receipted ``deleted`` by
+    this erasure; the rest is erased when the erasure is run again."""
+    from memlife.erase import erase
+
+    store, fake = ac["store"], ac["fake"]
+    recs = [expired(i, "u-e", days_past=-30, subject="pets") for i in range(12)]
+    bulk_load(store, fake, recs)
+    throttled = {r.id for r in recs[:3]}
+    fake.fail_next_deletes(throttled, 429)
+    fake.quota_next(1, "delete", skip=1)
+    first = erase(store, "u-e", subject="pets", receipts=ac["sink"], now=CUTOFF)
+    erased = {o["record_id"]: o["outcome"] for o in operation_receipts(ac["receipts"]).values()}
+    assert erased == {r.id: "deleted" for r in recs if r.id not in throttled}, first
+    assert all(present(fake, i) for i in throttled)
+    again = erase(store, "u-e", subject="pets", receipts=ac["sink"], now=CUTOFF)
+    erased = {o["record_id"]: o["outcome"] for o in operation_receipts(ac["receipts"]).values()}
+    assert erased == {r.id: "deleted" for r in recs}, again
+    assert not any(present(fake, r.id) for r in recs)
+
+
 # -- (d) ResourceNotFound on delete = already deleted -------------------------------------------
 @pytest.mark.parametrize("answer", ["item", "request"])
 def test_not_found_on_delete_counts_as_already_deleted(ac: dict, answer: str) -> None:

@@ -390,3 +390,39 @@ def test_the_model_answerer_calls_the_messages_api(monkeypatch: pytest.MonkeyPat
         assert answer("What does she drink?", ["Drinks green tea."]) == "Green tea."
         (req,) = server.requests
         assert "Drinks green tea." in req.body["messages"][0]["content"]
+
+
+def test_the_after_view_does_not_count_lineage_through_a_record_the_run_deletes(
+    home: Path,
+) -> None:
+    """A case pinned on an original is satisfied through a chain of replacements (R2
+    supersedes R1, which superseded the original). A run that deletes R1 breaks the chain
+    on the committed store, so its after view must not pass through R1 either: the gate
+    sees the regression before the deletion, not on the next night's before view."""
+    from memlife.gate import evaluate_changes
+    from memlife.model import Provenance
+
+    tea = "The user drinks green tea every morning."
+    original = rec("m-orig", "prefs", tea, subject="tea").model_copy(update={
+        "status": Status.superseded,
+        "provenance": Provenance(replaced_by="m-r1"),
+    })  # fmt: skip
+    r1 = rec("m-r1", "prefs", tea, subject="tea").model_copy(update={
+        "status": Status.superseded,
+        "provenance": Provenance(replaced_by="m-r2", supersedes=["m-orig"]),
+    })  # fmt: skip
+    r2 = rec("m-r2", "prefs", tea + " Oolong on weekends.", subject="tea").model_copy(
+        update={"provenance": Provenance(supersedes=["m-r1"])}
+    )
+    store = store_at(home)
+    store.put_many([original, r1, r2])
+    cases = parse_cases([{"id": "tea", "query": "What tea does the user drink?",
+                          "actor_id": ACTOR, "must_retrieve": ["m-orig"], "impact": "high"}])  # fmt: skip
+    gate = load_policy().gate
+    assert evaluate(store, cases)["failed_cases"] == []  # the chain holds as stored
+    verdict = evaluate_changes(store, cases, gate, deletions=["m-r1"])
+    assert verdict["blocked"] is True and verdict["deletions_blocked"] is True, verdict
+    # what the after view predicted is what the committed store gives
+    store.delete_many(["m-r1"])
+    assert evaluate(store, cases)["failed_cases"] == ["tea"]
+    store.close()

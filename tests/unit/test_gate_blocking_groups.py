@@ -47,7 +47,7 @@ class ViewRecall:
             and (namespace is None or self.ignore_namespace or r.namespace == namespace)
         ][:k]  # fmt: skip
 
-    def lineage(self, record: MemoryRecord) -> set[str]:
+    def lineage(self, record: MemoryRecord, gone: frozenset[str] = frozenset()) -> set[str]:
         return {record.id}
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from memlife.journal import Operation, OpKind
 from memlife.model import MemoryRecord
-from memlife.stores.base import ItemFailure, MemoryStore
+from memlife.stores.base import BatchResult, ItemFailure, MemoryStore, StoreError
 
 STALE = "STALE_PRECONDITION"
 
@@ -39,6 +39,18 @@ def stale(op: Operation, record: MemoryRecord) -> ItemFailure | None:
     if op.content_sha256 and record.sha256 != op.content_sha256:
         return ItemFailure(op.record_id, STALE, retryable=False)
     return None
+
+
+def until_stopped(write: Callable[[], BatchResult]) -> tuple[BatchResult, StoreError | None]:
+    """A batched store write that may stop the shard part-way (an AgentCore quota): what
+    it did (the error's ``partial``; nothing known otherwise) and the stop. The applier
+    maps the result as usual, then raises ``ShardStopped`` with it: a record the store
+    did delete is journaled deleted tonight, not ``already_absent`` on the next night."""
+    try:
+        return write(), None
+    except StoreError as exc:
+        partial = getattr(exc, "partial", None)
+        return (partial if isinstance(partial, BatchResult) else BatchResult()), exc
 
 
 def get_many(store: MemoryStore, ids: Sequence[str]) -> dict[str, MemoryRecord]:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memlife.apply.appliers.base import BaseApplier, get_many, stale
+from memlife.apply.appliers.base import BaseApplier, get_many, stale, until_stopped
 from memlife.apply.registry import Result, register
+from memlife.errors import ShardStopped
 from memlife.faults import checkpoint
 from memlife.journal import Operation, OpKind, OpState, Outcome
 
@@ -28,7 +29,7 @@ def delete_records(ex: Executor, ops: list[Operation]) -> dict[str, Result]:
         else:
             ids.append(rid)
     if ids:
-        res = ex.store.delete_many(ids)
+        res, stop = until_stopped(lambda: ex.store.delete_many(ids))
         checkpoint("after_delete")
         for rid in res.succeeded:
             out[by_record[rid].operation_id] = Outcome.deleted
@@ -43,6 +44,8 @@ def delete_records(ex: Executor, ops: list[Operation]) -> dict[str, Result]:
             out[o.operation_id] = Outcome.deleted if first else Outcome.already_absent
         for f in res.failed:
             out[by_record[f.id].operation_id] = f
+        if stop is not None:
+            raise ShardStopped(stop, out)
     return out
 
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 from contextlib import suppress
 from typing import TYPE_CHECKING
 
-from memlife.apply.appliers.base import BaseApplier, get_many, is_held
+from memlife.apply.appliers.base import BaseApplier, get_many, is_held, until_stopped
 from memlife.apply.registry import Result, register
+from memlife.errors import ShardStopped
 from memlife.faults import checkpoint
 from memlife.journal import JournalStateError, Operation, OpKind, Outcome
 from memlife.model import content_sha256
@@ -43,7 +44,7 @@ class Erase(BaseApplier):
                 shas[o.record_id] |= {r.sha256, content_sha256(r.content)}
             ids.append(o.record_id)
         by_record = {o.record_id: o for o in ops}
-        res = ex.store.delete_many(ids)
+        res, stop = until_stopped(lambda: ex.store.delete_many(ids))
         checkpoint(self.checkpoint)
         for rid in res.succeeded:
             out[by_record[rid].operation_id] = Outcome.deleted
@@ -55,6 +56,8 @@ class Erase(BaseApplier):
         if gone:
             shards = {(by_record[rid].actor_id, by_record[rid].namespace) for rid in gone}
             _forget_derived(ex, gone, [s for rid in gone for s in shas[rid]], tally, shards)
+        if stop is not None:  # what it did delete is forgotten above, then the shard stops
+            raise ShardStopped(stop, out)
         return out
 
 

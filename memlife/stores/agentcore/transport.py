@@ -20,7 +20,7 @@ from typing import Any, Literal, TypeVar
 from botocore.exceptions import BotoCoreError, ClientError
 
 from memlife.model import content_sha256
-from memlife.stores.agentcore.errors import QuotaExceeded, error_code, store_error
+from memlife.stores.agentcore.errors import QuotaExceeded, error_code, item_code, store_error
 from memlife.stores.agentcore.mapping import ID_KEY, MAX_PAGE, meta_value
 from memlife.stores.base import MAX_BATCH, BatchResult, chunked
 
@@ -36,6 +36,7 @@ class Outcome:
     http: int | None = None
     message: str = ""
     memory_record_id: str | None = None
+    stopped: bool = False  # not done: a quota stop came first (message: the stop's)
 
 
 @dataclass
@@ -43,6 +44,21 @@ class Entry:
     key: str  # sidecar key of our record
     body: dict[str, Any]  # the request item
     nonce: str = ""  # creates: the attempt (the sidecar item's ``create_nonce``)
+
+
+def stop_of(outcomes: dict[str, Outcome]) -> str | None:
+    """The quota stop's message when one cut the batch short, else None."""
+    return next((o.message for o in outcomes.values() if o.stopped), None)
+
+
+def _stopped(entries: Sequence[Entry], exc: QuotaExceeded) -> dict[str, Outcome]:
+    return {e.key: Outcome(False, message=str(exc), stopped=True) for e in entries}
+
+
+def failure_of(o: Outcome) -> tuple[str, bool]:
+    """(our code, retryable) of an item that failed; one a quota stop left undone is
+    retried on a later run, like the rest of its stopped shard."""
+    return ("QUOTA_EXCEEDED", True) if o.stopped else item_code(o.http)
 
 
 @contextmanager
@@ -147,11 +163,18 @@ class Transport:
             kwargs["nextToken"] = resp["nextToken"]
 
     def batch(self, op: Op, entries: list[Entry]) -> dict[str, Outcome]:
-        """One logical batch with bounded, jittered retry of throttled items."""
+        """One logical batch with bounded, jittered retry of throttled items. A quota stop
+        does not lose what the service already did: the items it left undone come back
+        ``stopped`` (``stop_of``), the rest with their outcome, and the caller records
+        both before it stops the shard."""
         outcomes: dict[str, Outcome] = {}
         todo = entries
         for attempt in range(self.item_retries + 1):
-            got = self._call(op, todo)
+            try:
+                got = self._call(op, todo)
+            except QuotaExceeded as exc:
+                outcomes.update(_stopped(todo, exc))
+                break
             outcomes.update(got)
             todo = [e for e in todo if got[e.key].http == 429]
             if not todo or attempt == self.item_retries:
@@ -182,7 +205,15 @@ class Transport:
             if len(entries) == 1:
                 return {entries[0].key: Outcome(False, http, msg)}
             mid = len(entries) // 2
-            return {**self._call(op, entries[:mid]), **self._call(op, entries[mid:])}
+            first = self._call(op, entries[:mid])
+            stop = stop_of(first)
+            try:  # what the first half did stands, whatever stops the second
+                if stop is not None:
+                    raise QuotaExceeded(stop)
+                second = self._call(op, entries[mid:])
+            except QuotaExceeded as stopped:
+                second = _stopped(entries[mid:], stopped)
+            return {**first, **second}
         if code == "ThrottledException":
             return {e.key: Outcome(False, 429, msg) for e in entries}
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)

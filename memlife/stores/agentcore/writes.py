@@ -20,7 +20,7 @@ from typing import Any
 
 from memlife.model import MemoryRecord
 from memlife.stores.agentcore.cache import ReadCache
-from memlife.stores.agentcore.errors import item_code
+from memlife.stores.agentcore.errors import QuotaExceeded
 from memlife.stores.agentcore.mapping import (
     MEMORY_RECORD_ID_RE,
     blob_hash,
@@ -29,7 +29,7 @@ from memlife.stores.agentcore.mapping import (
     is_ours,
     safe_value,
 )
-from memlife.stores.agentcore.transport import Entry, Transport
+from memlife.stores.agentcore.transport import Entry, Transport, failure_of, stop_of
 from memlife.stores.agentcore_sidecar import Sidecar, SidecarItem
 from memlife.stores.base import BatchResult, ItemFailure
 
@@ -74,12 +74,18 @@ class ChunkWriter:
         old_ns = {k: current[k].namespace if k in current else None for k in staged}
         creates = [k for k, it in staged.items() if not it.memory_record_id]
         updates = [k for k, it in staged.items() if it.memory_record_id]
-        creates += self._update(updates, by_key, staged, metadata, old_ns, result)
-        self._create(creates, by_key, staged, metadata, result)
+        recreate, stop = self._update(updates, by_key, staged, metadata, old_ns, result)
+        creates += recreate
+        if stop is None:
+            stop = self._create(creates, by_key, staged, metadata, result)
+        else:  # the shard stops: no create goes out after the quota stop
+            result.failed += [ItemFailure(by_key[k].id, "QUOTA_EXCEEDED", stop) for k in creates]
         done = set(result.succeeded)
         self.register(
             {(r.actor_id, r.namespace) for k, r in by_key.items() if k in staged and r.id in done}
         )
+        if stop is not None:  # after the bookkeeping: what was done is recorded, then stop
+            raise QuotaExceeded(stop, partial=result)
         return result
 
     def _current_items(
@@ -150,11 +156,11 @@ class ChunkWriter:
         metadata: dict[str, dict[str, Any]],
         old_ns: dict[str, str | None],
         result: BatchResult,
-    ) -> list[str]:
+    ) -> tuple[list[str], str | None]:
         """Step 2a: BatchUpdate the records AgentCore has. Returns the keys to re-create
-        (deleted behind our back: an upsert re-creates them)."""
+        (deleted behind our back: an upsert re-creates them) and a quota stop's message."""
         if not keys:
-            return []
+            return [], None
         entries = []
         for k in keys:
             r = by_key[k]
@@ -180,9 +186,9 @@ class ChunkWriter:
                 self.cache.forget([k])
                 gone.append(k)
             else:
-                code, retry = item_code(o.http)
+                code, retry = failure_of(o)
                 result.failed.append(ItemFailure(by_key[k].id, code, o.message, retry))
-        return self._restage_pending(gone, by_key, staged, result)
+        return self._restage_pending(gone, by_key, staged, result), stop_of(outcomes)
 
     def _restage_pending(
         self,
@@ -216,10 +222,11 @@ class ChunkWriter:
         staged: dict[str, SidecarItem],
         metadata: dict[str, dict[str, Any]],
         result: BatchResult,
-    ) -> None:
-        """Step 2b: BatchCreate the rest; step 3: record the new ids in the sidecar."""
+    ) -> str | None:
+        """Step 2b: BatchCreate the rest; step 3: record the new ids in the sidecar.
+        Returns a quota stop's message (the creates it left undone stay pending)."""
         if not keys:
-            return
+            return None
         entries = []
         for k in keys:
             r = by_key[k]
@@ -243,7 +250,7 @@ class ChunkWriter:
                 )  # fmt: skip
                 done.append((live, it.version))
             else:
-                code, retry = item_code(o.http)
+                code, retry = failure_of(o)
                 result.failed.append(ItemFailure(by_key[k].id, code, o.message, retry))
         lost = self.sidecar.put_many(done)
         for it, _ in done:
@@ -255,6 +262,7 @@ class ChunkWriter:
                 result.succeeded.append(it.record_id)
                 self.cache.remember(it.key, str(it.memory_record_id), it.namespace)
                 self.cache.remember_blobs(it.blobs)
+        return stop_of(outcomes)
 
     def register(self, shards: set[tuple[str, str]]) -> None:
         new = shards - self._registered
@@ -292,8 +300,11 @@ class ChunkWriter:
                 result.missing.append(rid)
                 gone.append(e.key)
             else:
-                code, retry = item_code(o.http)
+                code, retry = failure_of(o)
                 result.failed.append(ItemFailure(rid, code, o.message, retry))
         self.cache.forget(list(keys.values()))
         self.sidecar.delete_many(gone)
+        stop = stop_of(outcomes)
+        if stop is not None:  # after the bookkeeping: the deleted ones are out of the sidecar
+            raise QuotaExceeded(stop, partial=result)
         return result
