@@ -128,7 +128,7 @@ def starter_cases(
                 head = active.get(sid)
                 if head is None or head.memory_type is not MemoryType.semantic:
                     continue
-                slug = (head.subject or "fact").replace(" ", "_")
+                # ids reach receipts (which hold no content): never the subject's words
                 stale = [
                     o
                     for o in sorted(olds)
@@ -136,7 +136,7 @@ def starter_cases(
                 ]
                 add(
                     new_case(
-                        id=f"pref-{actor}-{slug}-{sid}",
+                        id=f"pref-{actor}-latest-{sid}",
                         kind=CaseKind.recent_preference,
                         query=question_for(head),
                         must_retrieve=[Target(id=sid)],
@@ -145,7 +145,7 @@ def starter_cases(
                 if stale:
                     add(
                         new_case(
-                            id=f"stale-{actor}-{slug}-{sid}",
+                            id=f"stale-{actor}-latest-{sid}",
                             kind=CaseKind.superseded_fact,
                             query=question_for(head),
                             forbidden=[Target(id=o) for o in stale[:3]],

@@ -47,10 +47,15 @@ def query_date_ranges(text: str) -> list[tuple[date, date]]:
     dates ("31 February 2023") are skipped, never guessed.
     """
     out: list[tuple[date, date]] = []
-    taken: list[tuple[int, int]] = []
+    # characters already read as part of a date: a mask, so each match costs its own
+    # length (a list of spans made a query of many dates quadratic)
+    taken = bytearray(len(text))
 
     def free(m: re.Match[str]) -> bool:
-        return not any(a < m.end() and m.start() < b for a, b in taken)
+        return not any(taken[m.start() : m.end()])
+
+    def take(m: re.Match[str]) -> None:
+        taken[m.start() : m.end()] = b"\x01" * (m.end() - m.start())
 
     for pat, day_first in ((_DAY_MONTH_YEAR, True), (_MONTH_DAY_YEAR, False)):
         for m in pat.finditer(text):
@@ -62,17 +67,17 @@ def query_date_ranges(text: str) -> list[tuple[date, date]]:
             except ValueError:
                 continue
             out.append((d, d))
-            taken.append(m.span())
+            take(m)
     for m in _MONTH_YEAR.finditer(text):
         if free(m):
             year, month = int(m[2]), _month(m[1])
             out.append((date(year, month, 1), _month_end(year, month)))
-            taken.append(m.span())
+            take(m)
     for m in _YEAR_ONLY.finditer(text):
         if free(m):
             year = int(m[1])
             out.append((date(year, 1, 1), date(year, 12, 31)))
-            taken.append(m.span())
+            take(m)
     return out
 
 

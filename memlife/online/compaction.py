@@ -34,6 +34,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import anthropic
 
+from memlife.errors import InputError
 from memlife.errors import SummarizerError as SummarizerError  # moved; re-exported
 
 __all__ = [
@@ -130,6 +131,16 @@ def validate_history(
             not isinstance(b, Mapping) or not isinstance(b.get("type"), str) for b in content
         ):
             problems.append(f"message {i}: every content block needs a 'type'")
+        for j, b in enumerate(_blocks(content) if isinstance(content, list) else []):
+            text = b.get("text")
+            if b.get("type") == "text" and (not isinstance(text, str) or not text.strip()):
+                problems.append(f"message {i}: block {j}: a text block needs non-blank text")
+            for key in {"tool_use": ("id",), "tool_result": ("tool_use_id",)}.get(
+                str(b.get("type")), ()
+            ):
+                if not isinstance(b.get(key), str) or not b.get(key):
+                    # compared as text below: None must not answer "None", nor 1 answer "1"
+                    problems.append(f"message {i}: block {j}: {key} must be a non-empty string")
         if i == 0 and role != "user":
             problems.append("message 0: the first message must have role 'user'")
         if i > 0 and isinstance(messages[i - 1], Mapping) and messages[i - 1].get("role") == role:
@@ -472,8 +483,12 @@ def compact(
     which costs no API call per turn. Nothing is ever raised for a failing summariser or
     counter; the result says what happened. The input is never mutated.
     """
+    if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) or budget_tokens < 0:
+        raise InputError(f"budget_tokens must be a whole number of tokens, not {budget_tokens!r}")
+    if isinstance(keep_last_turns, bool) or not isinstance(keep_last_turns, int):
+        raise InputError(f"keep_last_turns must be a whole number, not {keep_last_turns!r}")
     if keep_last_turns < 1:
-        raise ValueError("keep_last_turns must be at least 1")
+        raise InputError("keep_last_turns must be at least 1")
     conv = (
         conversation
         if isinstance(conversation, Conversation)

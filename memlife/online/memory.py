@@ -106,13 +106,18 @@ class LongTermMemory:
         threshold: float = DEFAULT_THRESHOLD,
         refresh_seconds: float = 300.0,
         page_size: int = 1000,
-        content_max_bytes: int = 64 * 1024,  # the policy's limits.content_max_bytes
+        content_max_bytes: int | None = None,  # None: the policy's limits.content_max_bytes
         policy: Policy | None = None,
     ) -> None:
         self.store = store
-        self.content_max_bytes = content_max_bytes
         # verification by source, subject inference, expiry (default policy when None)
         self.policy = policy if policy is not None else load_policy()
+        # the bound on a fact (and on a query): what import accepts, the policy's
+        self.content_max_bytes = (
+            content_max_bytes
+            if content_max_bytes is not None
+            else self.policy.limits.content_max_bytes
+        )
         self._embedder = embedder
         self.cache = cache or embedding_cache(store, embedder)
         self.ledger = ledger if ledger is not None else open_ledger(store=store)
@@ -251,9 +256,19 @@ class LongTermMemory:
         drinks coffee") is refreshed instead: ``last_verified_at`` set, access count
         bumped, confidence raised to ``confidence`` if lower, a missing subject filled in.
         """
-        fact = _unicode(fact, "fact").strip()
+        fact = _text(fact, "fact").strip()
         if not fact:
-            raise ValueError("fact is blank")
+            raise InputError("fact is blank")
+        _actor(actor)
+        subject = _text(subject, "subject", optional=True)
+        owner = _text(owner, "owner", optional=True)
+        # checked here, not only by the model: a duplicate is refreshed without building one
+        if (
+            isinstance(confidence, bool)
+            or not isinstance(confidence, int | float)
+            or not (0 <= confidence <= 1)
+        ):
+            raise InputError(f"confidence must be a number from 0 to 1, not {confidence!r}")
         check_namespace(namespace)  # no '.', '..' or empty segments (globs must not be fooled)
         size = len(fact.encode("utf-8"))
         if size > self.content_max_bytes:
@@ -457,9 +472,20 @@ class LongTermMemory:
         Hits whose cosine is below ``threshold`` (default: the instance's) are never
         returned. Each returned hit is appended to the access ledger.
         """
-        if k <= 0:
-            raise ValueError("k must be positive")
-        _unicode(query, "query")
+        _actor(actor)
+        size = len(_text(query, "query").encode("utf-8"))
+        if size > self.content_max_bytes:  # the lexical and date terms read all of it
+            raise InputError(f"query is {size} bytes, over the limit of {self.content_max_bytes}")
+        if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
+            raise InputError(f"k must be a positive whole number, not {k!r}")
+        if threshold is not None and (
+            isinstance(threshold, bool)
+            or not isinstance(threshold, int | float)
+            or not -1 <= threshold <= 1  # NaN fails too
+        ):
+            raise InputError(f"threshold must be a cosine from -1 to 1, not {threshold!r}")
+        if namespace is not None:
+            check_namespace(namespace)  # as remember: a namespace no record can have is a mistake
         thr = self.threshold if threshold is None else threshold
         qv = self.embedder.embed([query])[0]
         with self._lock:
@@ -509,6 +535,23 @@ class LongTermMemory:
 def default_namespace(actor: str) -> str:
     """Where the CLI and the example agent put memories without an explicit namespace."""
     return settings().namespace.replace("{actor}", actor)
+
+
+def _text(value: object, what: str, *, optional: bool = False) -> Any:
+    """``value`` when it is text (or None where ``optional``) and valid Unicode; else an
+    InputError naming ``what``."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise InputError(f"{what} must be text, not {type(value).__name__}")
+    return _unicode(value, what)
+
+
+def _actor(actor: object) -> str:
+    text: str = _text(actor, "actor")
+    if not text.strip():
+        raise InputError("actor is blank")
+    return text
 
 
 def _unicode(text: str, what: str) -> str:

@@ -1,6 +1,6 @@
 """Review as a workflow: items that persist across nights until a reviewer resolves them.
 
-An item is keyed by (record, reason), so the same finding on the next night updates the
+An item is keyed by (actor, namespace, record, reason), so the same finding on the next night updates the
 open item (``nights`` + 1, last seen) instead of queueing it again; if the record's
 content changed since the item was opened, the item is renewed for the new content (nights
 from 1). A POSSIBLE_UPDATE item is a *pair*: the older record and ``pair_id``, the newer
@@ -48,6 +48,7 @@ from memlife.review_queue.base import (
     ReviewBackend,
     ReviewItem,
     item_id,
+    legacy_item_id,
     sort_key,
 )
 from memlife.review_queue.candidates import ReviewCandidates
@@ -61,6 +62,7 @@ __all__ = [
     "ReviewItem",
     "ReviewQueue",
     "item_id",
+    "legacy_item_id",
     "open_backend",
     "resolve",
 ]
@@ -127,10 +129,18 @@ class ReviewQueue:
         ]  # fmt: skip
         return sorted(items, key=sort_key)
 
-    def for_record(self, record_id: str) -> builtins.list[ReviewItem]:
-        """Every item about one record (one per review reason at most)."""
-        found = self.backend.get_many([item_id(record_id, r.value) for r in REVIEW_REASONS])
-        return sorted(found.values(), key=sort_key)
+    def for_record(
+        self, record_id: str, actor_id: str, namespace: str
+    ) -> builtins.list[ReviewItem]:
+        """Every item about one record of this actor and namespace (one per review reason
+        at most; an item from before the scope was in the id included)."""
+        ids = [item_id(record_id, r.value, actor_id, namespace) for r in REVIEW_REASONS]
+        ids += [legacy_item_id(record_id, r.value) for r in REVIEW_REASONS]
+        found = [
+            i for i in self.backend.get_many(ids).values()
+            if (i.actor_id, i.namespace) == (actor_id, namespace)
+        ]  # fmt: skip
+        return sorted(found, key=sort_key)
 
     def disputed(self, actor_id: str, namespace: str) -> frozenset[str]:
         return self.backend.disputed(actor_id, namespace)
@@ -216,8 +226,18 @@ def resolve(
             f"review item {iid}: already resolved ({item.decision} by {item.reviewer})"
         )
     record = store.get(item.record_id)
+    if record is not None and (record.actor_id, record.namespace) != (
+        item.actor_id,
+        item.namespace,
+    ):
+        # the id was freed and taken by another actor or namespace: not this item's record
+        # (invariant 8); the item can only be closed (keep), and nothing is read or written
+        record = None
     if record is None and decision is not ReviewDecision.keep:
-        raise ReviewError(f"review item {iid}: record {item.record_id} no longer exists")
+        raise ReviewError(
+            f"review item {iid}: record {item.record_id} no longer exists in "
+            f"{item.actor_id} {item.namespace}"
+        )
     replacement = by or item.pair_id
     if decision is ReviewDecision.supersede:
         if not replacement:
@@ -261,6 +281,12 @@ def resolve(
     run = manual_run(store, f"review_{decision.value}", [item.record_id], policy=policy,
                      receipts=receipts, now=now)  # fmt: skip
     run.executor.reviewer = reviewer
+    again = queue.get(iid)  # under the lease now: another reviewer may have resolved it meanwhile
+    if again is None or again.state == "resolved":
+        run.extra["refused"] = "ALREADY_RESOLVED"
+        run.finish()
+        by_whom = f" ({again.decision} by {again.reviewer})" if again is not None else ""
+        raise ReviewError(f"review item {iid}: already resolved{by_whom}")
     kind = {ReviewDecision.supersede: OpKind.supersede, ReviewDecision.delete: OpKind.delete}.get(
         decision, OpKind.review
     )
@@ -284,7 +310,7 @@ def resolve(
                     operation_id=done.operation_id)  # fmt: skip
         if decision in (ReviewDecision.supersede, ReviewDecision.delete):
             # the record is gone from recall: its other open items have nothing left to decide
-            for other in queue.for_record(item.record_id):
+            for other in queue.for_record(item.record_id, item.actor_id, item.namespace):
                 if other.item_id != iid and other.state != "resolved":
                     queue.close(other.item_id, state="resolved", decision=decision.value,
                                 reviewer=reviewer, at=run.cutoff, operation_id=done.operation_id)  # fmt: skip

@@ -53,7 +53,17 @@ Carried = tuple[str, str | None]
 Renewal = tuple[str, ReviewItem]
 
 
-def item_id(record_id: str, reason: str) -> str:
+def item_id(record_id: str, reason: str, actor_id: str, namespace: str) -> str:
+    """One finding: (actor, namespace, record, reason). Record ids are not unique across
+    actors (an id an erasure freed can be taken by another actor), so the scope is part
+    of the key: another actor's record never continues, renews or closes this item."""
+    key = f"{actor_id}\x1f{namespace}\x1f{record_id}\x1f{reason}"
+    return "rv-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def legacy_item_id(record_id: str, reason: str) -> str:
+    """The id items had before the scope was part of it (record, reason): such an item is
+    carried on under it, but only for a record of the item's own actor and namespace."""
     return "rv-" + hashlib.sha256(f"{record_id}\x1f{reason}".encode()).hexdigest()[:16]
 
 

@@ -19,7 +19,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from memlife.plan import REVIEW_REASONS, Action, Decision
-from memlife.review_queue.base import OPEN_STATES, Carried, ReviewBackend, item_id
+from memlife.review_queue.base import (
+    OPEN_STATES,
+    Carried,
+    ReviewBackend,
+    ReviewItem,
+    item_id,
+    legacy_item_id,
+)
 
 # (-priority, record id, reason, item id, decision): the queue's order, ties included
 Entry = tuple[float, str, str, str, Decision]
@@ -58,7 +65,8 @@ class ReviewCandidates:
                 continue
             for reason in d.reasons:
                 if reason in REVIEW_REASONS:
-                    self.pending[item_id(d.id, reason.value)] = (d, reason.value)
+                    iid = item_id(d.id, reason.value, d.actor_id, d.namespace)
+                    self.pending[iid] = (d, reason.value)
         if backend is not None and len(self.pending) >= CHUNK:
             self.settle(backend)
 
@@ -69,10 +77,13 @@ class ReviewCandidates:
         if not self.pending:
             return
         ids = list(self.pending)
-        existing = backend.get_many(ids)
+        legacy = {i: legacy_item_id(d.id, reason) for i, (d, reason) in self.pending.items()}
+        existing = backend.get_many(ids + list(legacy.values()))
         for i in ids:
             d, reason = self.pending[i]
-            item = existing.get(i)
+            item = existing.get(i) or _same_scope(existing.get(legacy[i]), d)
+            if item is not None:
+                i = item.item_id  # an item opened under the legacy id goes on under it
             state = item.state if item is not None else None
             if item is None:
                 self.best.append(order(d, reason, i))
@@ -134,3 +145,10 @@ class ReviewCandidates:
             out.closed_earlier += p.closed_earlier
         out.best = out.opened(budget)
         return out
+
+
+def _same_scope(item: ReviewItem | None, d: Decision) -> ReviewItem | None:
+    """A legacy item, when it is about this actor's and namespace's record."""
+    if item is not None and (item.actor_id, item.namespace) == (d.actor_id, d.namespace):
+        return item
+    return None

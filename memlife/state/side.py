@@ -156,11 +156,12 @@ class DynamoSideTables:
 class DynamoTombstones:
     """Erasure tombstones in the state table (the SqliteStore tombstone methods' interface).
 
-    Per tombstone: ``tomb#{actor}`` / ``id#{record}`` (the row, for listing),
-    ``tomb#{actor}`` / ``sha#{hash}`` and ``norm#{hash}`` (content checks), and
-    ``tombid#{record}`` / ``t`` (source checks across actors); ``tombactors`` lists actors.
-    The check runs right before a write (no shared transaction with AgentCore: see
-    docs/erasure.md), as for the file-based tombstones of non-SQLite stores.
+        Per tombstone: ``tomb#{actor}`` / ``id#{record}`` (the row, for listing),
+        ``tomb#{actor}`` / ``sha#{hash}`` and ``norm#{hash}`` (content checks), and
+        ``tombid#{record}`` / ``t`` (kept for older readers; source checks read the actor's own
+    ``id#{record}`` row); ``tombactors`` lists actors.
+        The check runs right before a write (no shared transaction with AgentCore: see
+        docs/erasure.md), as for the file-based tombstones of non-SQLite stores.
     """
 
     def __init__(self, state: DynamoState) -> None:
@@ -215,7 +216,9 @@ class DynamoTombstones:
             keys.append(key(pk, f"norm#{norm}"))
         if self.state.batch_get(keys):
             return "ERASED_CONTENT"
-        if sources and self.state.batch_get([key(f"tombid#{s}", "t") for s in sources]):
+        # the actor's own tombstone rows (written before add_tombstones returns, so before
+        # the erasure selects): an id another actor's erasure freed may be taken again
+        if sources and self.state.batch_get([key(pk, f"id#{s}") for s in sources]):
             return "ERASED_SOURCE"
         return None
 

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from memlife import faults
+from memlife.errors import CorruptRecordError
 from memlife.model import (
     MemoryRecord,
     MemoryType,
@@ -39,6 +40,7 @@ from memlife.model import (
 )
 from memlife.sql_in import in_chunks, marks
 from memlife.stores.base import DEFAULT_PAGE_SIZE, BadPageToken, BatchResult, ItemFailure, Page
+from memlife.stores.sqlite_rows import VIEW_CHECKS, checked
 from memlife.text import negates, norm_sha256, normalise
 
 SCHEMA = """
@@ -414,6 +416,19 @@ class SqliteStore:
         rows, nxt = self._keyset(_SELECT_VIEW, actor_id, namespace, page_size, token)
         return list(map(row_to_view, rows)), nxt
 
+    def corrupt_row(self, actor_id: str, namespace: str) -> CorruptRecordError | None:
+        """The first stored row of the shard whose value planning cannot read (a row written
+        by hand, a damaged file), as an error naming the record and field; None if none.
+        Looked for only after planning the shard failed (sqlite_rows.py): free otherwise."""
+        token: str | None = ""
+        while token is not None:
+            rows, token = self._keyset(_SELECT_VIEW, actor_id, namespace, 1000, token or None)
+            try:
+                checked(rows, VIEW_CHECKS)
+            except CorruptRecordError as exc:
+                return exc
+        return None
+
     def get(self, record_id: str) -> MemoryRecord | None:
         with self.lock:
             row = self.connection.execute(f"{_SELECT} WHERE id=?", (record_id,)).fetchone()
@@ -539,9 +554,10 @@ class SqliteStore:
         ).fetchone()
         if hit:
             return "ERASED_CONTENT"
+        # the writer's own actor: an id another actor's erasure freed may be taken again
         for qs, chunk in in_chunks(sources):
-            q = f"SELECT 1 FROM tombstones WHERE record_id IN ({qs}) LIMIT 1"
-            if self.connection.execute(q, chunk).fetchone():
+            q = f"SELECT 1 FROM tombstones WHERE actor_id=? AND record_id IN ({qs}) LIMIT 1"
+            if self.connection.execute(q, [r.actor_id, *chunk]).fetchone():
                 return "ERASED_SOURCE"
         return None
 

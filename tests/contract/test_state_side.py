@@ -74,6 +74,34 @@ def _record(
     return r.model_copy(update={"id": rid, "actor_id": actor, "provenance": prov})
 
 
+@pytest.fixture(params=["dynamodb", "side-file", "store-file"])
+def tomb_store(request, aws, tmp_path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+    """A store whose tombstones live in DynamoDB, in $MEMLIFE_HOME/tombstones.db, or in the
+    store's own SQLite file."""
+    if request.param == "dynamodb":
+        yield RemoteStore()
+        return
+    monkeypatch.delenv("MEMLIFE_STATE")
+    monkeypatch.setenv("MEMLIFE_HOME", str(tmp_path))
+    if request.param == "side-file":
+        yield RemoteStore()
+        return
+    from memlife.stores.sqlite import SqliteStore
+
+    with SqliteStore(tmp_path / "store.db") as own:
+        yield own
+
+
+def test_a_source_tombstone_is_the_erasing_actors_only(tomb_store) -> None:
+    """Record ids are not unique across actors (an id freed by an erasure can be taken by
+    another actor): u-1's erased m-1 refuses u-1's replacements naming m-1, never u-2's."""
+    tombstones.add(tomb_store, [_record("m-1", "Drinks only green tea, never coffee.")])
+    mine = _record("m-4", "Prefers tea.", supersedes=["m-1"])
+    theirs = _record("m-5", "Prefers tea.", actor="u-2", supersedes=["m-1", "m-2"])
+    assert tombstones.refusal(tomb_store, mine) == "ERASED_SOURCE"
+    assert tombstones.refusal(tomb_store, theirs) is None
+
+
 def test_tombstones_refuse_erased_content_and_sources(aws) -> None:
     store = RemoteStore()
     erased = _record("m-1", "Drinks only green tea, never coffee.")

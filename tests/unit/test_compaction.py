@@ -454,3 +454,38 @@ def test_compaction_with_sdk_counter_and_summarizer(messages_server: MessagesSer
         "/v1/messages",
         COUNT_TOKENS_PATH,
     ]
+
+
+def test_a_budget_that_is_not_a_token_count_is_a_clear_error() -> None:
+    """Adversarial review: None or "100" raised a bare TypeError, NaN compacted and then
+    reported itself under budget, a negative budget compacted on every call."""
+    from memlife.errors import InputError
+
+    history = [{"role": "user", "content": "hello"}]
+    for bad in (None, "100", float("nan"), 12.5, -5, True):
+        with pytest.raises(InputError, match="budget_tokens must be a whole number"):
+            compact(history, budget_tokens=bad)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="keep_last_turns"):
+        compact(history, budget_tokens=10, keep_last_turns=1.5)  # type: ignore[arg-type]
+
+
+def test_histories_the_api_rejects_are_named_by_validate_history() -> None:
+    """Adversarial review: blank text blocks passed, and tool ids were compared as str(),
+    so a tool_use with id None was "answered" by a tool_result for "None" (1 by "1")."""
+    blank = [{"role": "user", "content": [{"type": "text", "text": "  "}]}]
+    assert any("non-blank text" in p for p in validate_history(blank))
+    for use_id, result_id in ((None, "None"), (1, "1")):
+        history = [
+            {"role": "user", "content": "run it"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": use_id, "name": "t", "input": {}}],
+            },  # fmt: skip
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": result_id, "content": "ok"}],
+            },  # fmt: skip
+        ]
+        assert any("id must be a non-empty string" in p for p in validate_history(history))
+    fine = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    assert validate_history(fine) == []

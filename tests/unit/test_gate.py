@@ -340,6 +340,10 @@ def test_eval_init_and_eval_cli_on_demo_data(home: Path, tmp_path: Path) -> None
     assert set(kinds) == {"recent_preference", "superseded_fact", "expired_fact", "procedure"}
     cases = load_cases(out)
     assert all(c.impact is Impact.high for c in cases if c.kind is CaseKind.procedure)
+    # case ids reach receipts: made of actor and record ids, never a subject's words
+    # (adversarial review: an erased subject stayed in the gate's failed_cases)
+    subjects = {r.subject.replace(" ", "_") for r in generate(2000, anchor=NOW) if r.subject}
+    assert not [c.id for c in cases if any(s in c.id for s in subjects)]
     assert all(
         c.forbidden and not c.must_retrieve for c in cases if c.kind is CaseKind.superseded_fact
     )

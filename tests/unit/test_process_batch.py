@@ -8,6 +8,7 @@ Prefect the task fails and the flow reports the shard as crashed, tests/e2e/test
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -112,3 +113,42 @@ def test_corrupt_record_error_names_record_and_field() -> None:
     exc = CorruptRecordError("m-1", "confidence", "not a number")
     assert str(exc) == "record m-1: field 'confidence': not a number"
     assert exc.code == "CORRUPT_RECORD" and exc.record_id == "m-1" and exc.field == "confidence"
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "field"),
+    [
+        ("memory_type", "CONTENTSECRET Drinks only green tea.", "memory_type"),
+        ("status", "CONTENTSECRET", "status"),
+        ("retention_class", "CONTENTSECRET", "retention_class"),
+        ("created_ts", "CONTENTSECRET", "created_at"),
+        ("confidence", "CONTENTSECRET", "confidence"),
+    ],
+)
+def test_a_stored_row_with_a_bad_value_stops_its_shard_only_and_never_prints_it(
+    home: Path, capsys: pytest.CaptureFixture[str], column: str, value: object, field: str
+) -> None:
+    """Adversarial review: a row written by hand (or a damaged file) with text in its
+    memory_type reached the planner's fast path unchecked: a KeyError ended the whole run
+    and printed the stored text. Now the shard is reported with the record and the field,
+    the other shards are planned, and the value appears nowhere. (Rows are checked only
+    once a shard fails to plan, stores/sqlite_rows.py: a bad value planning can read, such
+    as a BLOB owner, is not looked for.)"""
+    from memlife.pipeline import run_local
+
+    store = SqliteStore(home / "memlife.db")
+    store.put_many(list(generate(120, seed=5, anchor=CUTOFF)))
+    victim = store.connection.execute("SELECT id, actor_id FROM records LIMIT 1").fetchone()
+    store.connection.execute(f"UPDATE records SET {column}=? WHERE id=?", (value, victim[0]))
+    store.close()
+    summary = run_local(RunConfig(dry_run=True, now=CUTOFF))
+    out = capsys.readouterr()
+    (failed,) = summary.failed_shards
+    assert (failed["code"], failed["record_id"], failed["field"]) == (
+        "CORRUPT_RECORD", victim[0], field,
+    )  # fmt: skip
+    assert summary.records > 100  # the other shards were planned
+    evidence = out.out + out.err + json.dumps(summary.as_json())
+    if summary.receipt:
+        evidence += Path(summary.receipt).read_text()
+    assert "CONTENTSECRET" not in evidence

@@ -260,3 +260,76 @@ def test_a_group_of_two_10_mb_records_consolidates_in_bounded_memory(home: Path)
     assert status == "success" and consolidated == 1
     assert grew_mb < 800, grew_mb
     assert seconds < 40, seconds  # ~6 s on a quiet machine
+
+
+@pytest.mark.timeout(120)  # the quadratic reader took minutes here, holding recall's lock
+def test_a_query_of_many_dates_is_read_in_linear_work(mem: LongTermMemory) -> None:
+    """Adversarial review: each date found was compared with every date found before, so a
+    query of "2023 " x 16,000 took 31 s inside the lock every remember and recall share."""
+    from memlife.timeref import query_date_ranges
+
+    ranges = query_date_ranges("2023 " * 60_000 + "3 May 2023 and June 2023")
+    assert len(ranges) == 60_002 and ranges[0][0].isoformat() == "2023-05-03"
+    mem.remember("u1", NS, None, "Went to Lisbon in May 2023.")
+    hits = mem.recall("u1", "2023 " * 12_000)  # 60 kB of dates, under the bound
+    assert all(h.record.actor_id == "u1" for h in hits)
+
+
+def test_recall_and_remember_inputs_are_clear_errors_naming_the_field(
+    mem: LongTermMemory,
+) -> None:
+    """Adversarial review: wrong types and values surfaced as bare TypeError, numpy or
+    Unicode errors, or passed silently (a threshold of 5, a NaN)."""
+    from memlife.errors import InputError
+
+    mem.remember("u1", NS, None, "Has a dog named Rex.")
+    bad_recalls: list[tuple[dict, str]] = [
+        ({"query": None}, "query must be text"),
+        ({"query": "x" * (64 * 1024 + 1)}, "query is 65537 bytes, over the limit"),
+        ({"k": 1.5}, "k must be a positive whole number"),
+        ({"k": "3"}, "k must be a positive whole number"),
+        ({"k": 0}, "k must be a positive whole number"),
+        ({"threshold": 5}, "threshold must be a cosine from -1 to 1"),
+        ({"threshold": float("nan")}, "threshold must be a cosine"),
+        ({"threshold": "0.3"}, "threshold must be a cosine"),
+        ({"actor": "u\ud800"}, "actor is not valid Unicode"),
+        ({"actor": " "}, "actor is blank"),
+        ({"namespace": "/users/../x"}, "has a '..' segment"),
+    ]
+    for kw, message in bad_recalls:
+        args = {"actor": "u1", "query": "dog", **kw}
+        with pytest.raises(InputError, match=message):
+            mem.recall(args.pop("actor"), args.pop("query"), **args)
+    bad_remembers: list[tuple[dict, str]] = [
+        ({"fact": 123}, "fact must be text"),
+        ({"subject": "pets\ud800"}, "subject is not valid Unicode"),
+        ({"actor": "u\ud800"}, "actor is not valid Unicode"),
+        ({"owner": 7}, "owner must be text"),
+        ({"confidence": 5.0}, "confidence must be a number from 0 to 1"),
+        ({"confidence": float("nan")}, "confidence must be a number from 0 to 1"),
+    ]
+    for kw, message in bad_remembers:
+        args = {"actor": "u1", "subject": None, "fact": "Has a dog named Rex.", **kw}
+        with pytest.raises(InputError, match=message):
+            mem.remember(args.pop("actor"), NS, args.pop("subject"), args.pop("fact"), **args)
+    # nothing was written: the duplicate's confidence is unchanged
+    (hit,) = mem.recall("u1", "dog")
+    assert hit.record.confidence == 1.0 and hit.record.content == "Has a dog named Rex."
+
+
+def test_remember_takes_its_size_bound_from_the_policy(store: SqliteStore, home: Path) -> None:
+    """Adversarial review: the policy's limits.content_max_bytes bound import but not
+    remember (a constructor default of 64 KiB was used instead)."""
+    from memlife.policy import load_policy
+
+    pol = load_policy()
+    small = pol.model_copy(
+        update={"limits": pol.limits.model_copy(update={"content_max_bytes": 100})}
+    )
+    m = LongTermMemory(store, ledger=AccessLedger(home / "ledger2"), policy=small)
+    try:
+        with pytest.raises(RememberRefused, match="over the limit of 100"):
+            m.remember("u1", NS, None, "x" * 101)
+        assert m.remember("u1", NS, None, "y" * 100).created
+    finally:
+        m.close()

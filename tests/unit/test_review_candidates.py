@@ -37,7 +37,7 @@ def backend(existing: dict[str, str]) -> SqliteReviews:
 def reference(decisions: list[Decision], existing: dict[str, str], budget: int) -> Counter[str]:
     """The queue's rule written out: every finding, sorted, capped at the budget."""
     found = {
-        item_id(d.id, r.value): (d, r.value)
+        item_id(d.id, r.value, d.actor_id, d.namespace): (d, r.value)
         for d in decisions
         if d.action is Action.review
         for r in d.reasons
@@ -88,7 +88,9 @@ def test_bounded_and_merged_equals_sort_then_cap(
         Decision(f"r{n:02d}", "a", "/n", action, reasons, 0.5, priority=priority)
         for n, (action, reasons, priority) in enumerate(spec)
     ]
-    all_ids = [item_id(d.id, r.value) for d in decisions for r in d.reasons]
+    all_ids = [
+        item_id(d.id, r.value, d.actor_id, d.namespace) for d in decisions for r in d.reasons
+    ]
     existing = {i: s for i, s in zip(all_ids, existing_states, strict=False) if s is not None}
     want = reference(decisions, existing, budget)
 

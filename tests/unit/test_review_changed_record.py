@@ -9,12 +9,13 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from memlife.cli import app
 from memlife.model import MemoryRecord, Status
 from memlife.plan import Action, Decision, Reason
-from memlife.review_queue import ReviewQueue, item_id, resolve
+from memlife.review_queue import ReviewError, ReviewQueue, item_id, resolve
 from memlife.stores.sqlite import SqliteStore
 
 T0 = datetime(2026, 11, 1, 2, tzinfo=UTC)
@@ -49,7 +50,7 @@ def test_changed_record_refused_then_renewed_by_the_next_night(home: Path) -> No
     v1, pair = rec("m-proc"), rec("m-new", "To reset the router: call support.")
     store.put_many([v1, pair])
     night(store, "night-1", T0, v1)
-    iid = item_id("m-proc", "MISSING_OWNER")
+    iid = item_id("m-proc", "MISSING_OWNER", "u-1", "/users/u-1/procedures")
     assert ReviewQueue.for_store(store).get(iid).content_sha256 == v1.sha256  # type: ignore[union-attr]
     store.put_many([v1.model_copy(update={"content": V2})])  # import --update
     v2 = store.get("m-proc")
@@ -94,7 +95,10 @@ def test_an_item_without_a_hash_is_unknown_keep_proceeds(home: Path) -> None:
     store.put_many([r, s])
     night(store, "night-1", T0, r, s, sha=False)  # items opened before hashes were kept
     store.close()
-    a, b = item_id("m-a", "MISSING_OWNER"), item_id("m-b", "MISSING_OWNER")
+    a, b = (
+        item_id("m-a", "MISSING_OWNER", "u-1", "/users/u-1/procedures"),
+        item_id("m-b", "MISSING_OWNER", "u-1", "/users/u-1/procedures"),
+    )
     code, out = cli(a, "--decision", "delete")
     assert code == 2 and "content it was about is unknown" in out, out
     code, out = cli(b, "--decision", "keep")
@@ -117,7 +121,7 @@ def test_a_change_after_the_check_is_a_stale_precondition(home: Path) -> None:
     night(store, "night-1", T0, v1)
     store.put_many([v1.model_copy(update={"content": V2})])
     store.get = lambda rid: v1 if rid == "m-proc" else None  # type: ignore[method-assign]
-    iid = item_id("m-proc", "MISSING_OWNER")
+    iid = item_id("m-proc", "MISSING_OWNER", "u-1", "/users/u-1/procedures")
     out = resolve(store, iid, "delete", "eve@example.com", policy="policies/default.yaml",
                   now=T0 + timedelta(hours=1))  # fmt: skip
     assert out["status"] != "success"
@@ -126,4 +130,66 @@ def test_a_change_after_the_check_is_a_stale_precondition(home: Path) -> None:
     del store.get
     current = store.get("m-proc")
     assert current is not None and current.status is Status.active and current.content == V2
+    store.close()
+
+
+def test_an_item_never_acts_on_another_actors_record_of_the_same_id(home: Path) -> None:
+    """Adversarial review: u-1's m-proc was erased while its item was open and u-2 took the
+    id. The u-1 item cannot delete, verify or supersede u-2's record (it no longer exists in
+    u-1's namespace); keep closes it; u-2's record is untouched. And should the id change
+    hands between the check and the apply, the applier refuses it (SCOPE_CHANGED)."""
+    store = SqliteStore(home / "memlife.db")
+    v1 = rec("m-proc")
+    store.put_many([v1])
+    night(store, "night-1", T0, v1)
+    iid = item_id("m-proc", "MISSING_OWNER", "u-1", "/users/u-1/procedures")
+    store.delete_many(["m-proc"])
+    theirs = v1.model_copy(update={"actor_id": "u-2", "namespace": "/users/u-2/procedures"})
+    store.put_many([theirs])  # same content too: the hash check alone would let it through
+    store.close()
+    for decision in ("delete", "verify"):
+        code, out = cli(iid, "--decision", decision)
+        assert code == 2 and "no longer exists in u-1 /users/u-1/procedures" in out, out
+    store = SqliteStore(home / "memlife.db")
+    assert store.get("m-proc") == theirs
+    # the id changes hands after the check: the operation's scope is re-checked at apply
+    store.get = lambda rid: v1 if rid == "m-proc" else None  # type: ignore[method-assign]
+    out = resolve(store, iid, "delete", "eve@example.com", policy="policies/default.yaml",
+                  now=T0 + timedelta(hours=1))  # fmt: skip
+    assert [o["error"] for o in out["operations"]] == ["SCOPE_CHANGED"], out
+    del store.get
+    assert store.get("m-proc") == theirs
+    store.close()
+    code, out = cli(iid, "--decision", "keep")
+    assert code == 0, out
+
+
+def test_a_second_reviewer_who_loses_the_race_is_refused_under_the_lease(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Adversarial review: two reviewers passed the "already resolved?" check; one kept the
+    record, then the other's delete ran and the item said "keep" for a deleted record. The
+    item is read again once the run holds the store's lease."""
+    import memlife.quarantine as quarantine
+
+    store = SqliteStore(home / "memlife.db")
+    v1 = rec("m-proc")
+    store.put_many([v1])
+    night(store, "night-1", T0, v1)
+    iid = item_id("m-proc", "MISSING_OWNER", "u-1", "/users/u-1/procedures")
+    real = quarantine.manual_run
+
+    def keeper_wins_first(*args: object, **kw: object) -> object:
+        if kw.get("now") == T0 + timedelta(hours=2):  # the deleter, after its checks
+            resolve(store, iid, "keep", "keeper@example.com", policy="policies/default.yaml",
+                    now=T0 + timedelta(hours=3))  # fmt: skip
+        return real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(quarantine, "manual_run", keeper_wins_first)
+    with pytest.raises(ReviewError, match="already resolved .keep by keeper@example.com."):
+        resolve(store, iid, "delete", "deleter@example.com", policy="policies/default.yaml",
+                now=T0 + timedelta(hours=2))  # fmt: skip
+    assert store.get("m-proc") == v1
+    item = ReviewQueue.for_store(store).get(iid)
+    assert item is not None and (item.decision, item.reviewer) == ("keep", "keeper@example.com")
     store.close()

@@ -17,7 +17,7 @@ import memlife.state as state_mod
 from memlife.inferred import InferredSubjects
 from memlife.inferred.dynamodb import DynamoSubjects
 from memlife.plan import Action, Decision, Reason
-from memlife.review_queue import ReviewQueue, item_id
+from memlife.review_queue import ReviewItem, ReviewQueue, item_id, legacy_item_id
 from memlife.review_queue.dynamodb import DynamoReviews
 from tests.support.aws_state import aws_state
 
@@ -91,7 +91,9 @@ def test_budget_priority_nights_and_reruns(store) -> None:
     assert items["r9"].opened_run == "night-1" and items["r9"].priority == 9.0
     # a dry run counts and writes nothing
     dry = queue.queue([_d("new", 99.0)], budget=5, run_id="night-3", at=NIGHT, dry_run=True)
-    assert dry["review_opened"] == 1 and queue.get(item_id("new", "MISSING_OWNER")) is None
+    assert (
+        dry["review_opened"] == 1 and queue.get(item_id("new", "MISSING_OWNER", "a", "/n")) is None
+    )
 
 
 def test_filters_pairs_and_lookup_by_record(store) -> None:
@@ -109,14 +111,58 @@ def test_filters_pairs_and_lookup_by_record(store) -> None:
     assert [i.record_id for i in queue.list(reason="MISSING_OWNER")] == ["x1", "x2"]
     (pair,) = queue.list(reason="POSSIBLE_UPDATE")
     assert pair.pair_id == "p2" and pair.memory_type == "semantic" and pair.owner == "team"
-    assert {i.reason for i in queue.for_record("p1")} == {"POSSIBLE_UPDATE", "STALE_VERIFICATION"}
-    assert queue.for_record("nothing") == []
+    assert {i.reason for i in queue.for_record("p1", "a", "/n")} == {
+        "POSSIBLE_UPDATE", "STALE_VERIFICATION",
+    }  # fmt: skip
+    assert queue.for_record("p1", "b", "/n") == []  # another actor's record of that id
+    assert queue.for_record("nothing", "a", "/n") == []
+
+
+def test_a_record_id_taken_by_another_actor_opens_that_actors_own_item(store) -> None:
+    """Adversarial review: an item was keyed by (record, reason) alone, so after u-1's m-1
+    was erased and u-2 imported an m-1, u-2's finding continued (or renewed) u-1's item: it
+    was listed under u-1, and a u-1 reviewer's decision acted on u-2's record. Each actor's
+    finding is its own item; u-1's is left as it was."""
+    queue = ReviewQueue.for_store(store)
+    queue.queue([_h(_d("m-1", 1.0, actor="u-1", ns="/u1"), "v1")], budget=5, run_id="n1",
+                at=NIGHT)  # fmt: skip
+    (mine,) = queue.list(actor="u-1")
+    for state in ("open", "resolved"):
+        if state == "resolved":
+            queue.close(mine.item_id, state="resolved", decision="keep", reviewer="r", at=NIGHT,
+                        operation_id="op")  # fmt: skip
+        counts = queue.queue([_h(_d("m-1", 2.0, actor="u-2", ns="/u2"), "w1")], budget=5,
+                             run_id=f"n2-{state}", at=NIGHT + timedelta(days=1))  # fmt: skip
+        assert counts["review_opened"] == (1 if state == "open" else 0), counts
+        (theirs,) = queue.list(actor="u-2")
+        assert (theirs.record_id, theirs.namespace, theirs.content_sha256) == ("m-1", "/u2", "w1")
+        assert theirs.item_id != mine.item_id
+        kept = queue.get(mine.item_id)
+        assert kept is not None and (kept.actor_id, kept.content_sha256) == ("u-1", "v1")
+
+
+def test_an_item_opened_under_the_old_id_goes_on_for_its_own_actor_only(store) -> None:
+    """Items opened before the scope was part of the id keep their id: the same actor's
+    finding carries it (no second item); another actor's record of that id opens its own."""
+    queue = ReviewQueue.for_store(store)
+    old = legacy_item_id("m-7", "MISSING_OWNER")
+    at = NIGHT.isoformat()
+    before = ReviewItem(old, "m-7", "MISSING_OWNER", None, "u-1", "/u1", "semantic", None, 1.0,
+                        "open", None, None, 1, "n1", at, "n1", at, None, None, "v1")  # fmt: skip
+    queue.backend.write_night([], [before], "n1", at)
+    again = queue.queue([_h(_d("m-7", 1.0, actor="u-1", ns="/u1"), "v1")], budget=5,
+                        run_id="n2", at=NIGHT + timedelta(days=1))  # fmt: skip
+    assert again["review_carried"] == 1 and again["review_opened"] == 0, again
+    assert queue.get(old).nights == 2  # type: ignore[union-attr]
+    other = queue.queue([_h(_d("m-7", 1.0, actor="u-2", ns="/u2"), "w1")], budget=5,
+                        run_id="n3", at=NIGHT + timedelta(days=2))  # fmt: skip
+    assert other["review_opened"] == 1 and queue.get(old).actor_id == "u-1"  # type: ignore[union-attr]
 
 
 def test_close_dispute_resolve_and_never_reopen(store) -> None:
     queue = ReviewQueue.for_store(store)
     queue.queue([_d("r1", 1.0), _d("r2", 2.0, ns="/m")], budget=10, run_id="night-1", at=NIGHT)
-    iid = item_id("r1", "MISSING_OWNER")
+    iid = item_id("r1", "MISSING_OWNER", "a", "/n")
     assert queue.close(iid, state="disputed", decision="dispute", reviewer="cy", at=NIGHT,
                        operation_id="op-1")  # fmt: skip
     assert queue.disputed("a", "/n") == {"r1"} and queue.disputed("a", "/m") == frozenset()
@@ -195,7 +241,9 @@ def test_dry_run_creates_no_file_under_home(tmp_path: Path, monkeypatch) -> None
     InferredSubjects.for_store(RemoteStore()).put("a", "/n", {"m-1": "k"}, "nightly")
     assert sorted(p.name for p in home.iterdir()) == ["inferred.db", "reviews.db"]
     # and the dry run now reads what exists
-    assert ReviewQueue.for_store(RemoteStore(), create=False).get(item_id("r1", "MISSING_OWNER"))
+    assert ReviewQueue.for_store(RemoteStore(), create=False).get(
+        item_id("r1", "MISSING_OWNER", "a", "/n")
+    )
 
 
 def _h(d: Decision, sha: str | None) -> Decision:
@@ -208,7 +256,10 @@ def test_content_hash_kept_refreshed_and_renewed(store) -> None:
     carries it; with changed content it is renewed for the new content (nights from 1, a new
     opened run), once, whatever reruns; a disputed item stays disputed."""
     queue = ReviewQueue.for_store(store)
-    iid, other = item_id("r1", "MISSING_OWNER"), item_id("r2", "MISSING_OWNER")
+    iid, other = (
+        item_id("r1", "MISSING_OWNER", "a", "/n"),
+        item_id("r2", "MISSING_OWNER", "a", "/n"),
+    )
     queue.queue([_h(_d("r1", 1.0), "v1"), _h(_d("r2", 2.0), "w1")], budget=5, run_id="night-1",
                 at=NIGHT)  # fmt: skip
     assert queue.get(iid).content_sha256 == "v1"  # type: ignore[union-attr]
@@ -238,7 +289,7 @@ def test_content_hash_kept_refreshed_and_renewed(store) -> None:
         assert queue.disputed("a", "/n") == {"r2"}
     assert seen == [2, 0]  # the rerun finds the items already about the new content
     # an item without a hash (opened before hashes were kept) gets this night's
-    legacy = item_id("r3", "MISSING_OWNER")
+    legacy = item_id("r3", "MISSING_OWNER", "a", "/n")
     queue.queue([_h(_d("r3", 1.0), None)], budget=5, run_id="night-3", at=night3)
     assert queue.get(legacy).content_sha256 is None  # type: ignore[union-attr]
     counts = queue.queue([_h(_d("r3", 1.0), "u1")], budget=5, run_id="night-4", at=night3)

@@ -244,9 +244,12 @@ def test_list_actors_and_namespaces(db: SqliteStore) -> None:
     assert db.list_namespaces("u-1") == ["/a", "/z"]
 
 
-def test_insert_new_checks_tombstones_per_actor_and_sources_of_any_actor(tmp_path: Path) -> None:
+def test_insert_new_checks_tombstones_per_actor_content_and_sources(tmp_path: Path) -> None:
     """insert_new queries tombstones only for actors that have some (or records naming
-    sources): each refusal below must still come out, and nothing else may be refused."""
+    sources): each refusal below must still come out, and nothing else may be refused.
+    Sources too are the actor's own: record ids are not unique across actors over time (an
+    id an erasure freed can be taken by another actor), so u-1's erased m-erased does not
+    refuse u-2's record naming an m-erased of its own (adversarial review)."""
     from memlife import tombstones
     from memlife.model import Provenance
 
@@ -264,12 +267,13 @@ def test_insert_new_checks_tombstones_per_actor_and_sources_of_any_actor(tmp_pat
             provenance=Provenance(supersedes=["m-erased"]),
         ),
         rec("m-5"),
+        rec("m-6", provenance=Provenance(supersedes=["m-erased"])),  # u-1's own source
         rec("m-erased", content="Something new."),  # a tombstoned id with other content
     ]
     res = store.insert_new(batch)
     codes = {f.id: f.code for f in res.failed}
-    assert codes == {"m-1": "ERASED_CONTENT", "m-2": "ERASED_CONTENT", "m-4": "ERASED_SOURCE"}
-    assert sorted(res.succeeded) == ["m-3", "m-5", "m-erased"]
+    assert codes == {"m-1": "ERASED_CONTENT", "m-2": "ERASED_CONTENT", "m-6": "ERASED_SOURCE"}
+    assert sorted(res.succeeded) == ["m-3", "m-4", "m-5", "m-erased"]
     assert store.get("m-3") is not None and store.get("m-1") is None
     store.close()
 

@@ -10,6 +10,7 @@ from memlife.model import MemoryRecord
 from memlife.stores.base import BatchResult, ItemFailure, MemoryStore, StoreError
 
 STALE = "STALE_PRECONDITION"
+SCOPE_CHANGED = "SCOPE_CHANGED"
 
 if TYPE_CHECKING:
     from memlife.apply.executor import Executor
@@ -31,11 +32,14 @@ def is_held(record: MemoryRecord | None) -> bool:
 def stale(op: Operation, record: MemoryRecord) -> ItemFailure | None:
     """The precondition every change re-checks against the record as it is now.
 
-    A hold (placed since planning) always wins; a changed content hash means the record
-    is not the one that was planned: STALE_PRECONDITION, terminal, nothing is done.
+    A hold (placed since planning) always wins; a record now in another actor or namespace
+    (an id freed and taken again) is not the planned one: SCOPE_CHANGED (invariant 8); a
+    changed content hash means the same: STALE_PRECONDITION. Terminal, nothing is done.
     """
     if is_held(record):
         return ItemFailure(op.record_id, "LEGAL_HOLD", retryable=False)
+    if (record.actor_id, record.namespace) != (op.actor_id, op.namespace):
+        return ItemFailure(op.record_id, SCOPE_CHANGED, retryable=False)
     if op.content_sha256 and record.sha256 != op.content_sha256:
         return ItemFailure(op.record_id, STALE, retryable=False)
     return None

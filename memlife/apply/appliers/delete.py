@@ -55,6 +55,7 @@ _REMOVALS = (OpKind.delete, OpKind.erase, OpKind.purge)
 def _removed_by_another(ex: Executor, op: Operation) -> bool:
     return any(
         other.operation_id != op.operation_id
+        and (other.actor_id, other.namespace) == (op.actor_id, op.namespace)  # ids are reused
         and other.kind in _REMOVALS
         and other.outcome is Outcome.deleted
         for other in ex.journal.for_record(op.record_id)
