@@ -205,14 +205,40 @@ class S3Sink:
         return f"s3://{self.bucket}/{self._key(key)}"
 
 
+S3_PARAMS = frozenset({"endpoint_url", "region"})
+
+
+def receipts_url_problem(url: str) -> str | None:
+    """Why ``url`` is no receipts location, or None. Strict, because evidence written
+    elsewhere than the operator meant is lost evidence: ``file:/x`` (one slash) used to
+    become the relative folder ``mp/...``, and a misspelled S3 parameter sent receipts to
+    AWS itself."""
+    if url != url.strip():
+        return "has leading or trailing spaces"
+    parsed = urlparse(url)
+    if parsed.scheme == "file":
+        if not url.startswith("file://") or not url[len("file://") :]:
+            return "use file://path (two slashes; file:///abs/path for an absolute path)"
+        return None
+    if parsed.scheme == "s3":
+        if not parsed.netloc:
+            return "names no bucket (s3://bucket/prefix)"
+        unknown = sorted(set(parse_qs(parsed.query, keep_blank_values=True)) - S3_PARAMS)
+        if unknown:
+            return f"unknown parameter {', '.join(unknown)} (known: {', '.join(sorted(S3_PARAMS))})"
+        return None
+    return "use file://path or s3://bucket/prefix"
+
+
 def open_sink(url: str | None = None) -> ReceiptSink:
     """``file://path`` (relative or absolute) or ``s3://bucket/prefix?endpoint_url=..&region=..``."""
     url = url or settings().receipts_url
+    problem = receipts_url_problem(url)
+    if problem is not None:
+        raise ValueError(f"receipts URL {url!r}: {problem}")
     parsed = urlparse(url)
     if parsed.scheme == "file":
         return FileSink(url[len("file://") :])
-    if parsed.scheme == "s3":
-        q = {k: v[0] for k, v in parse_qs(parsed.query).items()}
-        endpoint = q.get("endpoint_url") or settings().s3_endpoint_url
-        return S3Sink(parsed.netloc, parsed.path, endpoint_url=endpoint, region=q.get("region"))
-    raise ValueError(f"receipts URL {url!r}: use file://path or s3://bucket/prefix")
+    q = {k: v[0] for k, v in parse_qs(parsed.query).items()}
+    endpoint = q.get("endpoint_url") or settings().s3_endpoint_url
+    return S3Sink(parsed.netloc, parsed.path, endpoint_url=endpoint, region=q.get("region"))

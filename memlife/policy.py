@@ -37,12 +37,14 @@ class _Strict(BaseModel):
 
 
 class ScoreWeights(_Strict):
-    creation_recency: Num = Field(ge=0)
-    access_recency: Num = Field(ge=0)
-    frequency: Num = Field(ge=0)
-    verification: Num = Field(ge=0)
-    source: Num = Field(ge=0)
-    confidence: Num = Field(default=0, ge=0)  # the record's own 0..1 confidence
+    # each 0..1, as README promises: 35 for 0.35 (or 1e308, whose sums overflow to NaN
+    # scores after records were deleted) is an error naming the key, not a new weighting
+    creation_recency: Share
+    access_recency: Share
+    frequency: Share
+    verification: Share
+    source: Share
+    confidence: Share = 0  # the record's own 0..1 confidence
 
     @model_validator(mode="after")
     def _some_weight(self) -> ScoreWeights:
@@ -114,14 +116,14 @@ class ReviewPolicy(_Strict):
     stale_classes: list[RetentionClass] = Field(default_factory=lambda: [RetentionClass.sensitive])
     frequent_access_count: Int = Field(default=5, ge=1)
     # priority = type weight + class weight + (1 - confidence) + access share, see plan.py
-    type_priority: dict[MemoryType, Num] = Field(
+    type_priority: dict[MemoryType, Share] = Field(
         default_factory=lambda: {
             MemoryType.procedural: 1.0,
             MemoryType.semantic: 0.5,
             MemoryType.episodic: 0.2,
         }  # fmt: skip
     )
-    class_priority: dict[RetentionClass, Num] = Field(
+    class_priority: dict[RetentionClass, Share] = Field(
         default_factory=lambda: {
             RetentionClass.sensitive: 1.0,
             RetentionClass.standard: 0.0,
@@ -151,7 +153,7 @@ class GatePolicy(_Strict):
     aggregate_score_min: Num = Field(default=0.0, ge=0, le=1)
     # a gate below its threshold is a warning unless this run made it worse; true: it blocks
     block_on_absolute: Flag = False
-    replicas: Int = Field(default=1, ge=1)
+    replicas: Int = Field(default=1, ge=1, le=100)
 
 
 class Limits(_Strict):
@@ -178,7 +180,10 @@ class Policy(_Strict):
     inference: InferencePolicy = Field(default_factory=InferencePolicy)
     # superseded originals are deleted (receipted) this many days after they were superseded;
     # a class missing here keeps them (legal_hold is never deleted whatever this says)
-    superseded_retention_days: dict[RetentionClass, Num] = Field(default_factory=dict)
+    # a negative value deleted superseded originals the night they were superseded
+    superseded_retention_days: dict[RetentionClass, Annotated[float, Strict(), Field(ge=0)]] = (
+        Field(default_factory=dict)
+    )
 
     @model_validator(mode="after")
     def _complete(self) -> Policy:

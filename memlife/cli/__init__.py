@@ -136,7 +136,11 @@ class LazyGroup(TyperGroup):
         except Exception as exc:
             from memlife.settings import settings
 
-            if settings().debug:
+            try:
+                debug = settings().debug
+            except Exception:  # noqa: BLE001 - the settings themselves are the error: one line
+                debug = False
+            if debug:
                 raise
             from rich.markup import escape
 

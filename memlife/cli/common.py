@@ -130,19 +130,15 @@ def check_store(url: str | None, *, must_exist: bool = True) -> str:
 
 def check_receipts(url: str | None) -> None:
     """A one-line refusal (exit 2) for a receipts URL no sink can take."""
-    from urllib.parse import urlparse
-
+    from memlife.audit import receipts_url_problem
     from memlife.settings import settings
 
     resolved = url or settings().receipts
     if not resolved:
         return  # the default under MEMLIFE_HOME
-    parsed = urlparse(resolved)
-    if parsed.scheme == "file" and resolved[len("file://") :]:
-        return
-    if parsed.scheme == "s3" and parsed.netloc:
-        return
-    raise fail(f"receipts {resolved!r}: use file://path or s3://bucket/prefix")
+    problem = receipts_url_problem(resolved)
+    if problem is not None:
+        raise fail(f"receipts {resolved!r}: {problem}")
 
 
 def check_policy(path: str | None) -> None:

@@ -184,13 +184,13 @@ def register(app: typer.Typer) -> None:
                 load_cases(eval_cases)
             except EvalSetError as exc:
                 raise fail(f"--eval-cases: {exc}") from None
-        if state is not None:
-            from memlife.state import ENV, StateSettingsError, parse_state_url
+        from memlife.state import ENV, StateSettingsError, parse_state_url
 
-            try:
-                parse_state_url(state)
-            except StateSettingsError as exc:
-                raise fail(f"--state: {exc}") from None
+        try:  # the flag, or MEMLIFE_STATE: a bad value is refused either way (not ignored)
+            parse_state_url(state if state is not None else settings().state)
+        except StateSettingsError as exc:
+            raise fail(f"{'--state' if state is not None else ENV}: {exc}") from None
+        if state is not None:
             os.environ[ENV] = state  # every state part (journal, lease, caches) reads it
         if engine is None:
             api = prefect_api_url()

@@ -135,6 +135,24 @@ def test_a_key_written_twice_is_an_error_naming_it(tmp_path: Path) -> None:
         ),
         (lambda d: d.pop("version"), "version"),
         (lambda d: d.update(contradiction_penalty=2), "contradiction_penalty"),
+        # adversarial review, second round: each of these was accepted
+        (
+            lambda d: d["memory_types"]["episodic"]["weights"].update(creation_recency=35),
+            "memory_types.episodic.weights.creation_recency",
+        ),
+        (
+            lambda d: d["memory_types"]["episodic"]["weights"].update(frequency=1e308),
+            "memory_types.episodic.weights.frequency",
+        ),
+        (
+            lambda d: d["superseded_retention_days"].update(standard=-90),
+            "superseded_retention_days.standard",
+        ),
+        (
+            lambda d: d["review"]["type_priority"].update(procedural=-1.0),
+            "review.type_priority.procedural",
+        ),
+        (lambda d: d["gate"].update(replicas=100_000_000), "gate.replicas"),
     ],
     ids=[
         "unknown top key",
@@ -147,6 +165,11 @@ def test_a_key_written_twice_is_an_error_naming_it(tmp_path: Path) -> None:
         "zero half-life",
         "missing version",
         "penalty out of range",
+        "weight over 1 (35 for 0.35)",
+        "weight that overflows",
+        "negative superseded retention",
+        "negative review priority",
+        "replicas without bound",
     ],
 )
 def test_invalid_policy_names_the_key(tmp_path: Path, mutate, key: str) -> None:
