@@ -60,6 +60,7 @@ def _statement_leaders(
     """For each row, the index of the first row of its statement (leader clustering, time
     order, blocked: a block of rows against the leaders so far, then within the block)."""
     from memlife.consolidate.grounding import specifics
+    from memlife.restate import restates
 
     n = len(items)
     root = np.arange(n)
@@ -71,6 +72,11 @@ def _statement_leaders(
         if k not in spec:
             spec[k] = frozenset(specifics(items[k].text))
         return spec[k]
+
+    def same_words(j: int, k: int) -> bool:
+        # cosine, polarity and names/numbers are not enough: "two"/"three" medications, km /
+        # miles, brother / sister and swapped roles passed them (memlife/restate.py)
+        return restates(items[j].text, items[k].text)
 
     for start in range(0, n, _BLOCK):
         stop = min(n, start + _BLOCK)
@@ -91,7 +97,7 @@ def _statement_leaders(
             cand = [
                 (c, j)
                 for c, j in cand
-                if items[j].negated == it.negated and spec_of(j) == spec_of(k)
+                if items[j].negated == it.negated and spec_of(j) == spec_of(k) and same_words(j, k)
             ]
             if cand:
                 root[k] = max(cand)[1]

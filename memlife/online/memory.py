@@ -57,6 +57,7 @@ from memlife.model import (
 from memlife.namespaces import check_namespace
 from memlife.online.index import ShardIndex
 from memlife.policy import Policy, load_policy
+from memlife.restate import restates
 from memlife.retrieval import DEFAULT_THRESHOLD, rank_sets
 from memlife.settings import settings
 from memlife.stores.base import ChangeSignal, MemoryStore, iter_shard
@@ -295,6 +296,8 @@ class LongTermMemory:
                 if row is None:
                     break
                 existing_id = shard.ids[row]
+                if vector is not None and not self._restated(existing_id, fact):
+                    break  # close in meaning but saying other words: a new memory
                 refreshed = self._refresh(existing_id, subject, confidence, now, source)
                 if refreshed:
                     if vector is not None:  # a vector of text we did not store: do not keep
@@ -379,6 +382,13 @@ class LongTermMemory:
         sims = np.where(same, sims, -np.inf)
         row = int(np.argmax(sims))
         return (row, float(sims[row])) if np.isfinite(sims[row]) else (None, -1.0)
+
+    def _restated(self, record_id: str, fact: str) -> bool:
+        """A near duplicate refreshes only a record that says the same words: "allergic to 3
+        medications" must not confirm "2 medications" (memlife/restate.py). A record gone
+        meanwhile counts as restated: the refresh then finds it gone and looks again."""
+        rec = self.store.get(record_id)
+        return rec is None or restates(rec.content, fact)
 
     def _refresh(
         self, record_id: str, subject: str | None, confidence: float, now: datetime,
