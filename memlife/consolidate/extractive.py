@@ -4,6 +4,11 @@ The summary is the group's most authoritative, most recent statement copied VERB
 (the planner's survivor when set, else the best by (source weight, created_at)); every
 other distinct statement is listed, verbatim, as dropped. Nothing can be invented, so
 no grounding check is needed and no tokens are spent.
+
+One judgement it does make: a survivor that reads as additive ("Also allergic to
+shellfish.") complements the older statements, it does not replace them; offline, that
+group is kept apart (KEEP_APART, settled until a member changes), as the model path would
+answer. Before, the rule "the newer statement wins" superseded "Allergic to peanuts."
 """
 
 from __future__ import annotations
@@ -15,9 +20,10 @@ from memlife.consolidate.base import (
     Group,
     pick_survivor,
 )
+from memlife.consolidate.grounding import KEEP_APART
 from memlife.errors import Reason
 from memlife.policy import Policy
-from memlife.text import normalise
+from memlife.text import normalise, reads_additive
 
 
 class ExtractiveConsolidator:
@@ -30,6 +36,8 @@ class ExtractiveConsolidator:
         if not group.records:
             raise ConsolidationError(Reason.EMPTY_GROUP, group.key)
         keep = pick_survivor(group, self.weights)
+        if group.superseded_ids and reads_additive(keep.content):
+            raise ConsolidationError(KEEP_APART, "the newest statement adds to the others")
         seen = {normalise(keep.content)}
         dropped: list[str] = []
         for r in sorted(group.records, key=lambda r: (r.created_at, r.id), reverse=True):

@@ -528,3 +528,34 @@ def test_superseded_originals_are_deleted_after_retention(home: Path) -> None:
     # a retention deletion is a judgement: without an evaluation set the gate withholds it
     summary = run_local(RunConfig(dry_run=False, now=NIGHT))
     assert summary.lifecycle["deleted"] == 0 and "old" in _records(home)
+
+
+def test_offline_an_additive_newer_statement_supersedes_nothing(home: Path) -> None:
+    """Adversarial review: in a subject group the newest statement won offline, so "Also
+    allergic to shellfish." superseded "Allergic to peanuts.". The extractive consolidator
+    keeps such a group apart (as a model answering "complement" would), once: the next
+    night does not try it again. A real change of preference still supersedes."""
+
+    def fact(rid: str, text: str, subject: str, day: datetime) -> MemoryRecord:
+        return MemoryRecord(
+            id=rid, actor_id=ACTOR, namespace=NS, memory_type="semantic", content=text,
+            subject=subject, owner="team", source=Source.user_stated, created_at=day,
+            last_verified_at=day,
+        )  # fmt: skip
+
+    store = SqliteStore(home / "memlife.db")
+    store.put_many([
+        fact("m-peanuts", "Allergic to peanuts.", "allergies", DAY1),
+        fact("m-shellfish", "Also allergic to shellfish.", "allergies", DAY40),
+        fact("m-window", "Prefers a window seat on flights.", "seat", DAY1),
+        fact("m-aisle", "Prefers an aisle seat on flights.", "seat", DAY40),
+    ])  # fmt: skip
+    store.close()
+    first = run_local(RunConfig(dry_run=False, now=NIGHT))
+    recs = _records(home)
+    assert recs["m-peanuts"].status is Status.active and recs["m-shellfish"].status is Status.active
+    assert recs["m-window"].status is Status.superseded  # a changed preference: the newer wins
+    assert first.lifecycle["consolidated"] == 1, first.as_json()
+    later = run_local(RunConfig(dry_run=False, now=NIGHT + timedelta(days=1)))
+    assert later.lifecycle["consolidated"] == 0 and later.model["rejections"] == {}, later.as_json()
+    assert _records(home)["m-peanuts"].status is Status.active
