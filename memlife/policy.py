@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Annotated
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+    model_validator,
+)
 
 from memlife.errors import PolicyError as PolicyError  # moved; re-exported
 from memlife.model import MemoryType, RetentionClass, Source
@@ -162,10 +170,29 @@ class Limits(_Strict):
     content_max_bytes: Int = Field(default=64 * 1024, ge=1, le=16 * 1024 * 1024)
 
 
+def _namespace_glob(pattern: str) -> str:
+    """A glob a namespace could match: "/seg/*/seg". A typo such as "users/*/episodes" (no
+    leading slash), a stray space or a ".." segment matched nothing and took the namespace
+    out from under enforcement, silently."""
+    segments = pattern.split("/")
+    if (
+        pattern != pattern.strip()
+        or not pattern.startswith("/")
+        or any(seg in ("", ".", "..") for seg in segments[1:])
+    ):
+        raise ValueError(
+            f"{pattern!r} is no namespace glob (a leading '/', no empty, '.' or '..' "
+            "segment, no surrounding spaces)"
+        )
+    return pattern
+
+
 class Policy(_Strict):
     version: Text = Field(min_length=1)
     description: Text = ""
-    enforce_deletion_in: list[Text] = Field(default_factory=list)
+    enforce_deletion_in: list[Annotated[str, Strict(), AfterValidator(_namespace_glob)]] = Field(
+        default_factory=list
+    )
     source_weights: dict[Source, Share]
     sensitivity_penalty: dict[RetentionClass, Share] = Field(default_factory=dict)
     contradiction_penalty: Num = Field(default=0.3, ge=0, le=1)

@@ -319,3 +319,16 @@ def test_a_policy_edited_under_the_same_version_is_another_run() -> None:
     args = (now, {"namespaces": [], "actors": []}, "dry_run", "sqlite:x")
     assert run_key(base, *args) == run_key(load_policy(DEFAULT), *args)
     assert run_key(edited, *args) != run_key(base, *args)
+
+
+@pytest.mark.parametrize(
+    "glob", ["users/*/episodes", "/users/*/episodes ", "/users/../episodes", "", "/users//episodes"]
+)
+def test_an_enforcement_glob_no_namespace_could_match_is_named(tmp_path: Path, glob: str) -> None:
+    """Adversarial review: a typo in an enforce_deletion_in glob matched nothing, silently
+    taking the namespace out from under enforcement (and turning on ungated supersedes)."""
+    data = _default()
+    data["enforce_deletion_in"] = ["/users/*/facts", glob]
+    with pytest.raises(PolicyError, match="enforce_deletion_in") as info:
+        load_policy(_write(tmp_path, data))
+    assert "no namespace glob" in str(info.value)
