@@ -211,17 +211,6 @@ def process_batch(
                     out.staged += [g for g in staged if isinstance(g, StagedGroup)]
             if not ctx.config.dry_run or ctx.config.eval_cases:  # deletes, or the gate's candidates
                 out.deletions += _deletions(ctx, decisions, out.tally)
-        except (KeyError, TypeError, ValueError):
-            # planning reads stored rows by position, unchecked (the hot path): a row it could
-            # not read is looked for now; found, the shard stops like any bad record, else
-            # this is a bug in our own code and propagates
-            found = getattr(store, "corrupt_row", None)
-            corrupt = found(shard.actor_id, shard.namespace) if found is not None else None
-            if corrupt is None:
-                raise
-            out.failed_shards.append({"shard": str(shard), "code": corrupt.code,
-                                      "record_id": corrupt.record_id, "field": corrupt.field})  # fmt: skip
-            continue
         except (StoreError, InputError, OSError) as exc:
             # Bad data (InputError; a stored record that does not decode: CorruptRecordError,
             # a StoreError) or a store failure stops this shard only; the rest of the run goes
@@ -235,6 +224,17 @@ def process_batch(
                 if getattr(exc, name, None) is not None:
                     failed[name] = getattr(exc, name)
             out.failed_shards.append(failed)
+            continue
+        except (KeyError, TypeError, ValueError):  # after InputError, itself a ValueError
+            # planning reads stored rows by position, unchecked (the hot path): a row it could
+            # not read is looked for now; found, the shard stops like any bad record, else
+            # this is a bug in our own code and propagates
+            found = getattr(store, "corrupt_row", None)
+            corrupt = found(shard.actor_id, shard.namespace) if found is not None else None
+            if corrupt is None:
+                raise
+            out.failed_shards.append({"shard": str(shard), "code": corrupt.code,
+                                      "record_id": corrupt.record_id, "field": corrupt.field})  # fmt: skip
             continue
         out.counts.update(str(d.action) for d in decisions)
         out.records += len(decisions)

@@ -152,3 +152,29 @@ def test_a_stored_row_with_a_bad_value_stops_its_shard_only_and_never_prints_it(
     if summary.receipt:
         evidence += Path(summary.receipt).read_text()
     assert "CONTENTSECRET" not in evidence
+
+
+def test_bad_input_raised_while_planning_stops_its_shard_only(
+    setup: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An InputError is a ValueError too: the search for an unreadable row (for KeyError,
+    TypeError and ValueError from the hot path) must not turn bad input into a crash."""
+    from memlife.errors import InputError
+
+    ctx, store, shards = setup
+    real = Planner.plan_shard
+
+    def bad_input(self: Planner, pages: Any, hints: Any = None) -> Any:
+        pages = [list(p) for p in pages]
+        if any(v.actor_id == shards[1].actor_id for p in pages for v in p):
+            raise InputError("a record the planner refuses")
+        return real(self, pages, hints)
+
+    monkeypatch.setattr(Planner, "plan_shard", bad_input)
+    report = ReportWriter(ctx.report_dir)
+    try:
+        out = process_batch(ctx, store, shards, report)
+    finally:
+        report.close()
+    failed = {f["shard"] for f in out.failed_shards}
+    assert str(shards[1]) in failed and len(failed) < len(shards)
