@@ -9,8 +9,10 @@ bests: merging gives exactly what one sort of every finding would.
 
 Findings are looked up in the queue's backend in chunks as they come (existing or new);
 a run holds the store's lease, so nothing else changes the queue between planning and
-queueing. An item id is one (record, reason): a record is planned once a run, so an id
-is found once; within one chunk a repeat replaces the earlier finding (as a dict would).
+queueing. An item id is one (actor, namespace, record, reason): a record is planned once a
+run, so an id is found once; within one chunk a repeat replaces the earlier finding (as a
+dict would). Items opened before the scope was in the id are also looked up under their
+old id (``legacy_item_id``) and go on under it for their own actor and namespace only.
 """
 
 from __future__ import annotations
