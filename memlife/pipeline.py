@@ -205,7 +205,10 @@ def make_consolidator(ctx: RunContext) -> Consolidator | None:
         return AnthropicConsolidator.from_env(policy=ctx.policy)
     from memlife.consolidate.extractive import ExtractiveConsolidator
 
-    return ExtractiveConsolidator(policy=ctx.policy)
+    # standing in for the model an apply run would call (a dry run's estimate): it leaves
+    # the complement-or-update judgement to that model
+    stand_in = not paid and bool(settings().anthropic_api_key)
+    return ExtractiveConsolidator(policy=ctx.policy, judge_additive=not stand_in)
 
 
 def make_executor(

@@ -8,7 +8,7 @@ no grounding check is needed and no tokens are spent.
 One judgement it does make: a survivor that reads as additive ("Also allergic to
 shellfish.") complements the older statements, it does not replace them; offline, that
 group is kept apart (KEEP_APART, settled until a member changes), as the model path would
-answer. Before, the rule "the newer statement wins" superseded "Allergic to peanuts."
+answer. Not when it stands in for that model (a dry run's estimate): the model judges. Before, the rule "the newer statement wins" superseded "Allergic to peanuts."
 """
 
 from __future__ import annotations
@@ -29,14 +29,16 @@ from memlife.text import normalise, reads_additive
 class ExtractiveConsolidator:
     name = "extractive"
 
-    def __init__(self, policy: Policy | None = None) -> None:
+    def __init__(self, policy: Policy | None = None, *, judge_additive: bool = True) -> None:
         self.weights = policy.source_weights if policy is not None else DEFAULT_SOURCE_WEIGHTS
+        # False when it stands in for a model in a dry run: the model judges, not this rule
+        self.judge_additive = judge_additive
 
     def consolidate(self, group: Group) -> ConsolidationResult:
         if not group.records:
             raise ConsolidationError(Reason.EMPTY_GROUP, group.key)
         keep = pick_survivor(group, self.weights)
-        if group.superseded_ids and reads_additive(keep.content):
+        if self.judge_additive and group.superseded_ids and reads_additive(keep.content):
             raise ConsolidationError(KEEP_APART, "the newest statement adds to the others")
         seen = {normalise(keep.content)}
         dropped: list[str] = []
