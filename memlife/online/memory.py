@@ -264,11 +264,7 @@ class LongTermMemory:
         subject = _text(subject, "subject", optional=True)
         owner = _text(owner, "owner", optional=True)
         # checked here, not only by the model: a duplicate is refreshed without building one
-        if (
-            isinstance(confidence, bool)
-            or not isinstance(confidence, int | float)
-            or not (0 <= confidence <= 1)
-        ):
+        if not _number_in(confidence, 0, 1):
             raise InputError(f"confidence must be a number from 0 to 1, not {confidence!r}")
         check_namespace(namespace)  # no '.', '..' or empty segments (globs must not be fooled)
         size = len(fact.encode("utf-8"))
@@ -488,11 +484,7 @@ class LongTermMemory:
             raise InputError(f"query is {size} bytes, over the limit of {self.content_max_bytes}")
         if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
             raise InputError(f"k must be a positive whole number, not {k!r}")
-        if threshold is not None and (
-            isinstance(threshold, bool)
-            or not isinstance(threshold, int | float)
-            or not -1 <= threshold <= 1  # NaN fails too
-        ):
+        if threshold is not None and not _number_in(threshold, -1, 1):
             raise InputError(f"threshold must be a cosine from -1 to 1, not {threshold!r}")
         if namespace is not None:
             check_namespace(namespace)  # as remember: a namespace no record can have is a mistake
@@ -555,6 +547,11 @@ def _text(value: object, what: str, *, optional: bool = False) -> Any:
     if not isinstance(value, str):
         raise InputError(f"{what} must be text, not {type(value).__name__}")
     return _unicode(value, what)
+
+
+def _number_in(value: object, low: float, high: float) -> bool:
+    """A real number (not a bool) from ``low`` to ``high``; NaN is not."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and low <= value <= high
 
 
 def _actor(actor: object) -> str:

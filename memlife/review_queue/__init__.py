@@ -3,8 +3,8 @@
 An item is keyed by (actor, namespace, record, reason), so the same finding on the next
 night updates the open item (``nights`` + 1, last seen) instead of queueing it again; if
 the record's content changed since the item was opened, the item is renewed for the new
-content (nights from 1). A POSSIBLE_UPDATE item is a *pair*: the older record and ``pair_id``, the newer
-one that probably replaces it.
+content (nights from 1). A POSSIBLE_UPDATE item is a *pair*: the older record and
+``pair_id``, the newer one that probably replaces it.
 New items are opened by priority (plan.Planner.priority: type, sensitivity, confidence,
 access) up to the policy's nightly budget; what does not fit waits and is counted.
 

@@ -420,14 +420,15 @@ class SqliteStore:
         """The first stored row of the shard whose value planning cannot read (a row written
         by hand, a damaged file), as an error naming the record and field; None if none.
         Looked for only after planning the shard failed (sqlite_rows.py): free otherwise."""
-        token: str | None = ""
-        while token is not None:
-            rows, token = self._keyset(_SELECT_VIEW, actor_id, namespace, 1000, token or None)
+        token: str | None = None
+        while True:
+            rows, token = self._keyset(_SELECT_VIEW, actor_id, namespace, 1000, token)
             try:
                 checked(rows, VIEW_CHECKS)
             except CorruptRecordError as exc:
                 return exc
-        return None
+            if token is None:
+                return None
 
     def get(self, record_id: str) -> MemoryRecord | None:
         with self.lock:

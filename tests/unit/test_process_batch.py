@@ -69,6 +69,19 @@ def setup(home: Path) -> tuple[Any, CorruptShardStore, list[Shard]]:
     store.close()
 
 
+def _planning_raises(monkeypatch: pytest.MonkeyPatch, shard: Shard, exc: Exception) -> None:
+    """Planner.plan_shard raises ``exc`` for ``shard``'s actor; plans the others as usual."""
+    real = Planner.plan_shard
+
+    def raising(self: Planner, pages: Any, hints: Any = None) -> Any:
+        pages = [list(p) for p in pages]
+        if any(v.actor_id == shard.actor_id for p in pages for v in p):
+            raise exc
+        return real(self, pages, hints)
+
+    monkeypatch.setattr(Planner, "plan_shard", raising)
+
+
 def test_a_record_that_does_not_decode_stops_its_shard_only(setup: Any) -> None:
     ctx, store, shards = setup
     store.bad = shards[1]
@@ -92,15 +105,7 @@ def test_an_unexpected_value_error_is_a_bug_and_propagates(
     setup: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ctx, store, shards = setup
-    real = Planner.plan_shard
-
-    def buggy(self: Planner, pages: Any, hints: Any = None) -> Any:
-        pages = [list(p) for p in pages]
-        if any(v.actor_id == shards[1].actor_id for p in pages for v in p):
-            raise ValueError("a bug in our own planning code")
-        return real(self, pages, hints)
-
-    monkeypatch.setattr(Planner, "plan_shard", buggy)
+    _planning_raises(monkeypatch, shards[1], ValueError("a bug in our own planning code"))
     report = ReportWriter(ctx.report_dir)
     try:
         with pytest.raises(ValueError, match="a bug in our own planning code"):
@@ -162,15 +167,7 @@ def test_bad_input_raised_while_planning_stops_its_shard_only(
     from memlife.errors import InputError
 
     ctx, store, shards = setup
-    real = Planner.plan_shard
-
-    def bad_input(self: Planner, pages: Any, hints: Any = None) -> Any:
-        pages = [list(p) for p in pages]
-        if any(v.actor_id == shards[1].actor_id for p in pages for v in p):
-            raise InputError("a record the planner refuses")
-        return real(self, pages, hints)
-
-    monkeypatch.setattr(Planner, "plan_shard", bad_input)
+    _planning_raises(monkeypatch, shards[1], InputError("a record the planner refuses"))
     report = ReportWriter(ctx.report_dir)
     try:
         out = process_batch(ctx, store, shards, report)

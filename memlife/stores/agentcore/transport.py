@@ -51,8 +51,8 @@ def stop_of(outcomes: dict[str, Outcome]) -> str | None:
     return next((o.message for o in outcomes.values() if o.stopped), None)
 
 
-def _stopped(entries: Sequence[Entry], exc: QuotaExceeded) -> dict[str, Outcome]:
-    return {e.key: Outcome(False, message=str(exc), stopped=True) for e in entries}
+def _stopped(entries: Sequence[Entry], message: str) -> dict[str, Outcome]:
+    return {e.key: Outcome(False, message=message, stopped=True) for e in entries}
 
 
 def failure_of(o: Outcome) -> tuple[str, bool]:
@@ -173,7 +173,7 @@ class Transport:
             try:
                 got = self._call(op, todo)
             except QuotaExceeded as exc:
-                outcomes.update(_stopped(todo, exc))
+                outcomes.update(_stopped(todo, str(exc)))
                 break
             outcomes.update(got)
             todo = [e for e in todo if got[e.key].http == 429]
@@ -206,14 +206,13 @@ class Transport:
                 return {entries[0].key: Outcome(False, http, msg)}
             mid = len(entries) // 2
             first = self._call(op, entries[:mid])
-            stop = stop_of(first)
-            try:  # what the first half did stands, whatever stops the second
-                if stop is not None:
-                    raise QuotaExceeded(stop)
-                second = self._call(op, entries[mid:])
-            except QuotaExceeded as stopped:
-                second = _stopped(entries[mid:], stopped)
-            return {**first, **second}
+            stop = stop_of(first)  # what the first half did stands, whatever stops the second
+            if stop is not None:
+                return {**first, **_stopped(entries[mid:], stop)}
+            try:
+                return {**first, **self._call(op, entries[mid:])}
+            except QuotaExceeded as quota:
+                return {**first, **_stopped(entries[mid:], str(quota))}
         if code == "ThrottledException":
             return {e.key: Outcome(False, 429, msg) for e in entries}
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
