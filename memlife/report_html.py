@@ -291,7 +291,7 @@ def would_change(summary: Mapping[str, Any]) -> list[tuple[str, int]]:
         ("merge duplicates", other.get("merged_duplicates", 0)),
         ("supersede contradicted", other.get("contradictions_resolved", 0)),
         ("delete", counts.get("delete_expired", 0) + counts.get("delete_pending", 0)),
-        ("left for review", counts.get("review", 0)),
+        ("left for review", counts.get("review", 0) - other.get("review_answered", 0)),
         ("held", counts.get("hold", 0)),
     ]
 

@@ -83,12 +83,15 @@ def finish_run(
     failed_shards += [{"shard": f"{s['actor_id']}:{s['namespace']}", "code": s["code"]}
                       for s in tally.stopped_shards]  # fmt: skip
     records = sum(o.records for o in outcomes)
+    # left for a human: a record whose every finding a reviewer answered for the content it
+    # holds is still planned `review` (nothing changes it) but waits on nobody
+    reviewed = counts.get("review", 0) - tally.counts.get("review_answered", 0)
     lifecycle = {
         "processed": records, "retained": counts.get("retain", 0),
         "consolidated": tally.counts.get("consolidated", 0),
         "superseded": tally.counts.get("superseded", 0),
         "deleted": tally.counts.get("deleted", 0) + tally.counts.get("already_absent", 0),
-        "quarantined": tally.counts.get("quarantined", 0), "reviewed": counts.get("review", 0),
+        "quarantined": tally.counts.get("quarantined", 0), "reviewed": reviewed,
         "held": counts.get("hold", 0), "failed": tally.counts.get("failed", 0),
     }  # fmt: skip
     receipt_failures = tally.counts.get("receipt_failed", 0)

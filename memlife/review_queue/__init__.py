@@ -11,7 +11,8 @@ access) up to the policy's nightly budget; what does not fit waits and is counte
 Resolving (``memlife review resolve``) is a manual run: journaled, applied, receipted with
 the reviewer's identity, plus a run manifest and receipt:
 
-    keep      nothing changes; the item is closed and not reopened for this reason
+    keep      nothing changes; the item is closed: this finding is answered for this
+              content (a later content is asked again, under a new item)
     verify    last_verified_at = now (the record was checked against its source)
     supersede the record is superseded by the pair's newer record (or ``--by`` ID)
     delete    the record is deleted (never a legal hold)
@@ -47,6 +48,7 @@ from memlife.review_queue.base import (
     OPEN_STATES,
     ReviewBackend,
     ReviewItem,
+    content_item_id,
     item_id,
     legacy_item_id,
     sort_key,
@@ -132,14 +134,20 @@ class ReviewQueue:
     def for_record(
         self, record_id: str, actor_id: str, namespace: str
     ) -> builtins.list[ReviewItem]:
-        """Every item about one record of this actor and namespace (one per review reason
-        at most; an item from before the scope was in the id included)."""
+        """Every item about one record of this actor and namespace: one per review reason
+        (an item from before the scope was in the id included), and the items that follow
+        one resolved for other content (``content_item_id``)."""
         ids = [item_id(record_id, r.value, actor_id, namespace) for r in REVIEW_REASONS]
         ids += [legacy_item_id(record_id, r.value) for r in REVIEW_REASONS]
-        found = [
-            i for i in self.backend.get_many(ids).values()
-            if (i.actor_id, i.namespace) == (actor_id, namespace)
-        ]  # fmt: skip
+        found: builtins.list[ReviewItem] = []
+        while ids:
+            items = [
+                i for i in self.backend.get_many(ids).values()
+                if (i.actor_id, i.namespace) == (actor_id, namespace)
+            ]  # fmt: skip
+            found += items
+            ids = [content_item_id(i.item_id, i.content_sha256) for i in items
+                   if i.state == "resolved" and i.content_sha256 is not None]  # fmt: skip
         return sorted(found, key=sort_key)
 
     def disputed(self, actor_id: str, namespace: str) -> frozenset[str]:
@@ -155,9 +163,12 @@ class ReviewQueue:
         ``decisions``: a run's decisions, or its findings already gathered while planning
         (ReviewCandidates: bounded, merged over the run's processes).
         Returns counts: review_carried (already open), review_opened, review_waiting
-        (over budget), review_closed_earlier (resolved before: not reopened), and, where
-        any, review_content_changed (carried items whose record's content changed since
-        they were opened: renewed for the new content, nights from 1; counted in carried).
+        (over budget), review_closed_earlier (findings resolved before for the content the
+        record holds: not reopened), review_answered (records all of whose findings are
+        such: nothing is left for a human, so the run's "reviewed" leaves them out), and,
+        where any, review_content_changed (carried items whose record's content changed
+        since they were opened: renewed for the new content, nights from 1; counted in
+        carried) and review_asked_again (new items after one resolved for other content).
         """
         counts: Counter[str] = Counter()
         if isinstance(decisions, ReviewCandidates):
@@ -171,12 +182,15 @@ class ReviewQueue:
         opened = found.opened(budget)
         counts["review_carried"] = len(found.carried) + len(found.changed)
         counts["review_closed_earlier"] = found.closed_earlier
+        counts["review_answered"] = found.answered_records
         counts["review_opened"] = len(opened)
         counts["review_waiting"] = found.new - len(opened)
         for _, _, code, _, _ in opened:
             counts[f"review_reason:{code}"] += 1
         if found.changed:
             counts["review_content_changed"] = len(found.changed)
+        if found.renewed_after_resolve:
+            counts["review_asked_again"] = found.renewed_after_resolve
         if dry_run:
             return counts
         now = at.isoformat()

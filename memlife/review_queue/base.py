@@ -61,6 +61,14 @@ def item_id(record_id: str, reason: str, actor_id: str, namespace: str) -> str:
     return "rv-" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
+def content_item_id(iid: str, resolved_sha256: str) -> str:
+    """The item that follows item ``iid``, which a reviewer resolved for content
+    ``resolved_sha256``, once the record holds other content: that decision was about that
+    content, so the finding is asked anew, under this id (a resolved item never changes: it
+    stays the record of its decision). Open, it is carried and renewed as any item."""
+    return "rv-" + hashlib.sha256(f"{iid}\x1f{resolved_sha256}".encode()).hexdigest()[:16]
+
+
 def legacy_item_id(record_id: str, reason: str) -> str:
     """The id items had before the scope was part of it (record, reason): such an item is
     carried on under it, but only for a record of the item's own actor and namespace."""

@@ -26,6 +26,7 @@ from memlife.review_queue.base import (
     Carried,
     ReviewBackend,
     ReviewItem,
+    content_item_id,
     item_id,
     legacy_item_id,
 )
@@ -57,7 +58,9 @@ class ReviewCandidates:
     new: int = 0  # new items found: opened + waiting
     carried: list[Carried] = field(default_factory=list)  # open or disputed, same content
     changed: list[Changed] = field(default_factory=list)  # open or disputed, content changed
-    closed_earlier: int = 0  # resolved before: never reopened
+    closed_earlier: int = 0  # findings resolved before, for this content: not reopened
+    answered_records: int = 0  # records all of whose findings were resolved for this content
+    renewed_after_resolve: int = 0  # new items: resolved for other content, changed since
     pending: dict[str, tuple[Decision, str]] = field(default_factory=dict)  # not looked up
 
     def add(self, decisions: Iterable[Decision], backend: ReviewBackend | None = None) -> None:
@@ -73,34 +76,52 @@ class ReviewCandidates:
             self.settle(backend)
 
     def settle(self, backend: ReviewBackend) -> None:
-        """Look the pending findings up: carried (content changed or not), closed earlier,
-        or new. An item without a hash (opened before hashes were kept) is carried: the
-        queue records this night's hash on it."""
+        """Look the pending findings up: carried (content changed or not), answered (resolved
+        for this content), or new. An item without a hash (opened before hashes were kept) is
+        carried: the queue records this night's hash on it. An item a reviewer resolved for
+        content the record no longer holds is followed by an item of its own for what came
+        after (``content_item_id``), looked up next: a resolved item never changes."""
         if not self.pending:
             return
         ids = list(self.pending)
         legacy = {i: legacy_item_id(d.id, reason) for i, (d, reason) in self.pending.items()}
         existing = backend.get_many(ids + list(legacy.values()))
+        lookups: list[tuple[str, ReviewItem | None, Decision, str]] = []
         for i in ids:
             d, reason = self.pending[i]
             item = existing.get(i) or _same_scope(existing.get(legacy[i]), d)
-            if item is not None:
-                i = item.item_id  # an item opened under the legacy id goes on under it
-            state = item.state if item is not None else None
-            if item is None:
-                self.best.append(order(d, reason, i))
-                self.new += 1
-            elif state in OPEN_STATES:
-                old, now = item.content_sha256, d.content_sha256
-                if old is not None and now is not None and old != now:
-                    self.changed.append((i, old, d, reason))
-                else:
-                    self.carried.append((i, now))
-            elif state == "resolved":
-                self.closed_earlier += 1
+            lookups.append((item.item_id if item is not None else i, item, d, reason))
+        answered: dict[tuple[str, str, str], bool] = {}  # per record: every finding answered
+        while lookups:
+            later: list[tuple[str, Decision, str]] = []
+            for i, item, d, reason in lookups:
+                if item is not None and item.state == "resolved" and _other_content(item, d):
+                    later.append((content_item_id(i, item.content_sha256 or ""), d, reason))
+                    continue
+                key = (d.actor_id, d.namespace, d.id)
+                answered[key] = self._sort(i, item, d, reason) and answered.get(key, True)
+            found = backend.get_many([i for i, _, _ in later]) if later else {}
+            self.renewed_after_resolve += sum(1 for i, _, _ in later if i not in found)
+            lookups = [(i, found.get(i), d, reason) for i, d, reason in later]
+        self.answered_records += sum(answered.values())
         self.pending.clear()
         if self.budget is not None and len(self.best) >= 2 * self.budget + CHUNK:
             self.best = self.opened(self.budget)
+
+    def _sort(self, i: str, item: ReviewItem | None, d: Decision, reason: str) -> bool:
+        """File one finding under item ``i``; True when a reviewer answered it already."""
+        if item is None:
+            self.best.append(order(d, reason, i))
+            self.new += 1
+        elif item.state in OPEN_STATES:
+            if _other_content(item, d):
+                self.changed.append((i, item.content_sha256 or "", d, reason))
+            else:
+                self.carried.append((i, d.content_sha256))
+        elif item.state == "resolved":
+            self.closed_earlier += 1
+            return True
+        return False
 
     def compact(self, backend: ReviewBackend) -> None:
         """Settle, and keep only the budget's best (a batch's outcome, before it is held)."""
@@ -116,8 +137,11 @@ class ReviewCandidates:
         self.carried += other.carried
         self.changed += other.changed
         self.closed_earlier += other.closed_earlier
+        self.answered_records += other.answered_records
+        self.renewed_after_resolve += other.renewed_after_resolve
         self.pending.update(other.pending)
         other.best, other.new, other.carried, other.closed_earlier = [], 0, [], 0
+        other.answered_records = other.renewed_after_resolve = 0
         other.changed = []
         other.pending = {}
         if self.budget is not None and len(self.best) >= 2 * self.budget + CHUNK:
@@ -145,8 +169,16 @@ class ReviewCandidates:
             out.carried += p.carried
             out.changed += p.changed
             out.closed_earlier += p.closed_earlier
+            out.answered_records += p.answered_records
+            out.renewed_after_resolve += p.renewed_after_resolve
         out.best = out.opened(budget)
         return out
+
+
+def _other_content(item: ReviewItem, d: Decision) -> bool:
+    """The item was opened (or resolved) on content the record no longer holds."""
+    old, now = item.content_sha256, d.content_sha256
+    return old is not None and now is not None and old != now
 
 
 def _same_scope(item: ReviewItem | None, d: Decision) -> ReviewItem | None:

@@ -413,6 +413,39 @@ def test_review_list_filters_and_every_decision(home: Path) -> None:
     assert {r["record_id"] for r in reviewed} == {"p1", "p2", "p3", "p4", "p5"}
 
 
+def test_a_kept_record_is_not_left_for_review_every_night(home: Path) -> None:
+    """Adversarial review: once a reviewer kept a record, every later night still reported
+    it "left for review" (the run's `reviewed`). It is answered: counted `review_answered`,
+    left out of `reviewed`, no item reopened; once its content changes, it is asked again."""
+    _seed(home, [_rec("k1"), _rec("k2")])
+    when = NIGHT + timedelta(days=400)
+    first = run_local(RunConfig(dry_run=False, now=when))
+    assert first.lifecycle["reviewed"] == 2
+    cli = CliRunner()
+    for item in json.loads(cli.invoke(app, ["review", "list", "--json"]).stdout):
+        if item["record_id"] == "k1":
+            res = cli.invoke(app, ["review", "resolve", item["item_id"], "--decision", "keep",
+                                   "--reviewer", "bo"])  # fmt: skip
+            assert res.exit_code == 0, res.output
+    later = run_local(RunConfig(dry_run=False, now=when + timedelta(days=1)))
+    assert later.counts["review"] == 2  # still planned review: nothing changes the record
+    assert later.lifecycle["reviewed"] == 1 and later.other["review_answered"] == 1
+    assert later.other["review_opened"] == 0
+    dry = run_local(RunConfig(dry_run=True, now=when + timedelta(days=2)))
+    assert dry.other["review_answered"] == 1 and dry.lifecycle["reviewed"] == 1
+    store = SqliteStore(home / "memlife.db")
+    try:
+        k1 = store.get("k1")
+        assert k1 is not None
+        store.put_many([k1.model_copy(update={"content": "Runbook k1: page the on-call twice."})])
+    finally:
+        store.close()
+    changed = run_local(RunConfig(dry_run=False, now=when + timedelta(days=3)))
+    assert changed.lifecycle["reviewed"] == 2 and changed.other["review_asked_again"] >= 1
+    open_now = json.loads(cli.invoke(app, ["review", "list", "--json"]).stdout)
+    assert "k1" in {i["record_id"] for i in open_now}
+
+
 def test_a_disputed_record_is_never_deleted_until_resolved(home: Path) -> None:
     _seed(home, [_rec("e1", namespace="/users/u-1/episodes", actor_id="u-1", memory_type="episodic",
                       owner=None, expires_at=NIGHT + timedelta(days=2), content="Visited Porto.")])  # fmt: skip

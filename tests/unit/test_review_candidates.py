@@ -50,6 +50,11 @@ def reference(decisions: list[Decision], existing: dict[str, str], budget: int) 
     new.sort(key=lambda i: (-(found[i][0].priority or 0.0), found[i][0].id, found[i][1]))
     counts["review_carried"] = sum(1 for i in found if existing.get(i) in ("open", "disputed"))
     counts["review_closed_earlier"] = sum(1 for i in found if existing.get(i) == "resolved")
+    # records whose every finding is resolved: none left for a human
+    per_record: dict[str, list[bool]] = {}
+    for i, (d, _) in found.items():
+        per_record.setdefault(d.id, []).append(existing.get(i) == "resolved")
+    counts["review_answered"] = sum(1 for done in per_record.values() if all(done))
     counts["review_opened"] = len(new[:budget])
     counts["review_waiting"] = len(new[budget:])
     for i in new[:budget]:

@@ -322,3 +322,52 @@ def test_a_table_of_before_gets_the_hash_column(tmp_path: Path) -> None:
     assert rw.get_many(["rv-1"])["rv-1"].content_sha256 is None
     rw.write_night([("rv-1", "v1")], [], "n1", "t1")
     assert rw.get_many(["rv-1"])["rv-1"].content_sha256 == "v1"
+
+
+def test_an_answered_finding_is_not_asked_again_until_the_content_changes(store) -> None:
+    """Adversarial review: a record a reviewer kept was planned `review` every night and
+    counted as left for review for ever, and its finding stayed answered whatever the record
+    came to say later (a keep of one text silenced the finding about another). Answered for
+    the content the record holds: counted `review_answered`, nothing opened. Changed since:
+    asked again under an item of its own; the resolved item, the record of that decision,
+    is never changed; the new item is carried and renewed as any (no orphan)."""
+    queue = ReviewQueue.for_store(store)
+    d = _d("m-1", 1.0)
+    queue.queue([_h(d, "v1")], budget=5, run_id="n1", at=NIGHT)
+    (first,) = queue.list()
+    assert queue.close(first.item_id, state="resolved", decision="keep", reviewer="r",
+                       at=NIGHT, operation_id="op-1")  # fmt: skip
+    night = 1
+
+    def again(sha: str) -> dict[str, int]:
+        nonlocal night
+        night += 1
+        return dict(queue.queue([_h(d, sha)], budget=5, run_id=f"n{night}",
+                                at=NIGHT + timedelta(days=night)))  # fmt: skip
+
+    same = again("v1")
+    assert same["review_answered"] == 1 and same["review_opened"] == 0, same
+    assert queue.list() == []
+    changed = again("v2")
+    assert changed["review_answered"] == 0 and changed["review_opened"] == 1, changed
+    assert changed["review_asked_again"] == 1
+    (second,) = queue.list()
+    assert second.item_id != first.item_id and second.content_sha256 == "v2"
+    kept = queue.get(first.item_id)
+    assert kept is not None and (kept.state, kept.decision, kept.content_sha256) == (
+        "resolved", "keep", "v1",
+    )  # fmt: skip
+    assert again("v2")["review_carried"] == 1 and queue.get(second.item_id).nights == 2
+    renewed = again("v3")  # changed again while the new item is open: renewed in place
+    assert renewed["review_content_changed"] == 1 and renewed["review_opened"] == 0, renewed
+    assert [(i.item_id, i.content_sha256) for i in queue.list()] == [(second.item_id, "v3")]
+    assert {i.item_id for i in queue.for_record("m-1", "a", "/n")} == {first.item_id,
+                                                                        second.item_id}  # fmt: skip
+    assert queue.close(second.item_id, state="resolved", decision="keep", reviewer="r",
+                       at=NIGHT, operation_id="op-2")  # fmt: skip
+    assert again("v3")["review_answered"] == 1 and queue.list() == []
+    back = again("v1")  # back to the text the first reviewer kept: that answer stands
+    assert back["review_answered"] == 1 and queue.list() == [], back
+    third = again("v4")
+    assert third["review_opened"] == 1 and third["review_asked_again"] == 1, third
+    assert len(queue.for_record("m-1", "a", "/n")) == 3
