@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any, ParamSpec, Protocol, TypeVar
 
 from memlife.errors import MemlifeError, Reason
@@ -37,7 +38,23 @@ P = ParamSpec("P")
 R = TypeVar("R")
 EXIT_LEASE_HELD = 4
 NAME = "lifecycle"
-OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"  # this process
+
+
+def _host_id() -> str:
+    """Where a pid names one process: the hostname, and on Linux the boot and the PID
+    namespace too. Two containers can share a hostname (a fixed compose hostname, host
+    networking); a pid of the other one looks dead from here, and its live lease was taken."""
+    parts = [socket.gethostname()]
+    try:
+        parts.append(Path("/proc/sys/kernel/random/boot_id").read_text().strip()[:8])
+        parts.append(str(os.stat("/proc/self/ns/pid").st_ino))
+    except OSError:  # not Linux: the hostname alone, as before
+        pass
+    return "/".join(parts)
+
+
+HOST_ID = _host_id()
+OWNER = f"{HOST_ID}:{os.getpid()}:{uuid.uuid4().hex[:8]}"  # this process
 
 
 class LeaseHeld(MemlifeError, RuntimeError):
@@ -265,10 +282,12 @@ def scoped(fn: Callable[P, R]) -> Callable[P, R]:
 
 
 def _dead_here(owner: str) -> bool:
-    """True when ``owner`` (host:pid:nonce) names a process of this host that is gone."""
+    """True when ``owner`` (host:pid:nonce) names a process of this host, boot and PID
+    namespace that is gone. Anything else (another container, an owner written before the
+    host id had more than the hostname) waits for the lease to expire."""
     host, _, rest = owner.partition(":")
     pid = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid.isdigit():
+    if host != HOST_ID or not pid.isdigit():
         return False
     try:
         os.kill(int(pid), 0)

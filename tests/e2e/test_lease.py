@@ -191,3 +191,38 @@ def test_a_renewal_is_as_old_as_its_asking_not_its_answer(
         lease.check()
     lease.release()
     store.close()
+
+
+def test_a_dead_pid_is_taken_over_only_in_this_hosts_own_pid_namespace(tmp_path: Path) -> None:
+    """Adversarial review: two containers sharing a hostname share a store; a pid of the one
+    looks dead from the other, which took over its live lease (two writers). A holder is
+    taken over early only when its host id (hostname, boot, PID namespace) is ours and its
+    pid is gone; any other waits for the expiry."""
+    import memlife.lease as lease_mod
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait(timeout=30)
+    hostname = lease_mod.socket.gethostname()
+    assert lease_mod._dead_here(f"{lease_mod.HOST_ID}:{gone.pid}:x")
+    assert not lease_mod._dead_here(f"{lease_mod.HOST_ID}:{os.getpid()}:x")  # alive
+    if sys.platform == "linux":
+        assert lease_mod.HOST_ID != hostname  # boot and PID namespace are part of it
+        other_ns = f"{lease_mod.HOST_ID.rpartition('/')[0]}/1:{gone.pid}:x"
+        assert not lease_mod._dead_here(other_ns)  # the same hostname, another container
+        assert not lease_mod._dead_here(f"{hostname}:{gone.pid}:x")
+    store = SqliteStore(tmp_path / "s.db")
+    journal = open_journal(store)
+    for owner, taken in ((f"{hostname}/other/7:{gone.pid}:x", False),
+                         (f"{lease_mod.HOST_ID}:{gone.pid}:x", True)):  # fmt: skip
+        store.connection.execute("DELETE FROM leases")
+        store.connection.execute(
+            "INSERT INTO leases VALUES ('lifecycle', ?, 'run-other', 'nightly', "
+            "'2026-01-01T00:00:00+00:00', '2026-01-01T00:00:00+00:00', "
+            "'2999-01-01T00:00:00+00:00')", (owner,),
+        )  # fmt: skip
+        if taken:
+            acquire(journal, "run-4", "test").release()
+        else:
+            with pytest.raises(LeaseHeld):
+                acquire(journal, "run-4", "test")
+    store.close()
