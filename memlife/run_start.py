@@ -98,18 +98,22 @@ def start_run(config: RunConfig, sink: ReceiptSink | None = None) -> RunContext:
         manifest_location=sink.location(mkey),
         store_url=store_url,
         sink=sink,
-        access_stats=load_access_stats(cutoff, store_url, config.cloudtrail),
+        access_stats=load_access_stats(
+            cutoff, store_url, config.cloudtrail, dry_run=config.dry_run
+        ),
     )
 
 
 def load_access_stats(
-    cutoff: datetime, store_url: str | None = None, cloudtrail: str | None = None
-) -> dict[str, Any]:
+    cutoff: datetime, store_url: str | None = None, cloudtrail: str | None = None,
+    *, dry_run: bool = False,
+) -> dict[str, Any]:  # fmt: skip
     """Access recency and frequency from the ledger, up to the cutoff (replays stay stable).
 
     The ledger is on S3 with a remote state backend, else under $MEMLIFE_HOME.
     ``cloudtrail``: AgentCore reads logged by CloudTrail are ingested first (each log file
-    once: a rerun reads nothing twice)."""
+    once: a rerun reads nothing twice). A dry run reads the files not ingested yet and
+    writes nothing: no ledger part, and no marker that would make the apply run skip them."""
     from memlife.ledger import AccessLedger
 
     remote = remote_state(store_url) if store_url else None
@@ -117,17 +121,37 @@ def load_access_stats(
         from memlife.state.ledger import S3AccessLedger
 
         ledger: AccessLedger = S3AccessLedger(remote)
-        if cloudtrail:
-            ledger.ingest_cloudtrail(cloudtrail)
     else:
         root = settings().home / "ledger"
-        if cloudtrail:
-            AccessLedger(root).ingest_cloudtrail(cloudtrail)
-        if not root.exists():
-            return {}
         ledger = AccessLedger(root)
-    stats = ledger.access_stats()
+    extra: dict[str, tuple[datetime, int]] = {}
+    if cloudtrail and dry_run:
+        extra = _cloudtrail_preview(ledger, cloudtrail)
+    elif cloudtrail:
+        ledger.ingest_cloudtrail(cloudtrail)
+    stats = ledger.access_stats() if remote is not None or ledger.root.exists() else {}
+    for rid, (t, n) in extra.items():
+        last, count = stats.get(rid, (t, 0))
+        stats[rid] = (max(last, t), count + n)
     return {rid: (t, n) for rid, (t, n) in stats.items() if t <= cutoff}
+
+
+def _cloudtrail_preview(ledger: Any, source: str) -> dict[str, tuple[datetime, int]]:
+    """What an ingest of ``source`` would add to the ledger's stats, read in memory."""
+    from memlife import cloudtrail as ct
+    from memlife.ledger import cloudtrail_accesses
+
+    out: dict[str, tuple[datetime, int]] = {}
+    for name, load in ct.log_files(source, None):
+        if ledger._ingested(name):
+            continue
+        for event in ct.parse_log(load()):
+            if not ct.is_memory_read(event):
+                continue
+            for a in cloudtrail_accesses(event)[0]:
+                last, count = out.get(a.record_id, (a.accessed_at, 0))
+                out[a.record_id] = (max(last, a.accessed_at), count + 1)
+    return out
 
 
 def take_lease(config: RunConfig, store: MemoryStore) -> Lease | None:

@@ -357,3 +357,24 @@ def test_report_keeps_one_copy_of_a_shard_written_twice(tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
     assert pq.read_table(report.parquet_path).num_rows == 4
+
+
+def test_a_dry_run_reads_cloudtrail_without_writing_the_ledger(home: Path, tmp_path: Path) -> None:
+    """Adversarial review: `run --dry-run --cloudtrail` ingested the logs: it wrote ledger
+    parts and the per-file markers, so the apply run skipped those files. A dry run counts
+    the same accesses in memory and writes nothing; the apply run then ingests them."""
+    from memlife.run_start import load_access_stats
+    from tests.unit.test_ledger import _log_files
+
+    trail = tmp_path / "trail"
+    trail.mkdir()
+    for name, data in _log_files().items():
+        (trail / name).write_bytes(data)
+    cutoff = datetime(2026, 1, 1, tzinfo=UTC)
+    dry = load_access_stats(cutoff, None, str(trail), dry_run=True)
+    assert not (home / "ledger").exists()
+    assert dry["mr-1"][1] == 2 and dry["mr-7"][1] == 1
+    applied = load_access_stats(cutoff, None, str(trail))
+    assert applied == dry and any((home / "ledger" / "_ingested").rglob("*"))
+    again = load_access_stats(cutoff, None, str(trail), dry_run=True)  # nothing counted twice
+    assert again == applied
