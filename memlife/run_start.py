@@ -33,16 +33,39 @@ def scope(config: RunConfig) -> dict[str, Any]:
     return {"namespaces": sorted(config.namespaces), "actors": sorted(config.actors)}
 
 
-def run_key(policy: Policy, cutoff: datetime, scope: dict[str, Any], mode: str, store: str) -> str:
+def run_key(
+    policy: Policy, cutoff: datetime, scope: dict[str, Any], mode: str, store: str,
+    behaviour: dict[str, Any] | None = None,
+) -> str:  # fmt: skip
     """Deterministic: the same policy, cutoff, scope, mode and store give the same run (reruns
     resume); two stores never share a run (``store`` is :func:`store_identity`). The policy
-    counts by version AND content: an edited threshold under an old version is a new run."""
+    counts by version AND content: an edited threshold under an old version is a new run.
+    ``behaviour`` (:func:`run_behaviour`): what else decides what the run changes; a run
+    that consolidates is not a rerun of one that did not (its receipt would never be sealed)."""
     raw = json.dumps(
         {"policy": policy.version, "policy_fingerprint": policy.fingerprint(),
-         "cutoff": cutoff.isoformat(), "scope": scope, "mode": mode, "store": store},
+         "cutoff": cutoff.isoformat(), "scope": scope, "mode": mode, "store": store,
+         **({"behaviour": behaviour} if behaviour else {})},
         sort_keys=True,
     )  # fmt: skip
     return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def run_behaviour(config: RunConfig) -> dict[str, Any]:
+    """The settings besides policy, cutoff and scope that change what a run does: which
+    consolidator answers (none, the extractive one, or which model) and which evaluation
+    set gates it. In the run key and the manifest."""
+    from memlife.consolidate.anthropic import DEFAULT_MODEL
+
+    paid = not config.dry_run or config.with_model
+    if not config.consolidate:
+        consolidator = "none"
+    elif paid and settings().anthropic_api_key:
+        consolidator = f"model:{settings().model or DEFAULT_MODEL}"
+    else:
+        consolidator = "extractive"
+    return {"consolidator": consolidator,
+            "eval_cases": (config.eval_cases or "").split("?")[0] or None}  # fmt: skip
 
 
 def remote_state(store_url: str) -> DynamoState | None:
@@ -68,7 +91,8 @@ def start_run(config: RunConfig, sink: ReceiptSink | None = None) -> RunContext:
     run_scope = scope(config)
     mode = mode_of(config)
     store_url = resolve_store_url(config.store)
-    key = run_key(policy, cutoff, run_scope, mode, store_identity(store_url))
+    behaviour = run_behaviour(config)
+    key = run_key(policy, cutoff, run_scope, mode, store_identity(store_url), behaviour)
     run_id = f"{cutoff:%Y%m%dT%H%M%SZ}-{mode.replace('_run', '')}-{key[:10]}"
     sink = sink or open_sink(config.receipts)
     started = utcnow()
@@ -79,7 +103,7 @@ def start_run(config: RunConfig, sink: ReceiptSink | None = None) -> RunContext:
         "run_id": run_id, "run_key": key, "mode": mode, "policy_version": policy.version,
         "policy_sha256": hashlib.sha256(policy_bytes).hexdigest(), "cutoff": cutoff.isoformat(),
         "scope": run_scope, "store": store_url.split("?")[0], "started_at": started.isoformat(),
-        "eval_cases": (config.eval_cases or "").split("?")[0] or None,
+        "eval_cases": behaviour["eval_cases"], "consolidator": behaviour["consolidator"],
         "memlife_version": __version__,
     }  # fmt: skip
     mkey = f"{run_prefix(run_id, cutoff)}/manifest.json"

@@ -258,3 +258,30 @@ def test_superseded_records_point_to_newer_statement_content(env: dict) -> None:
         # the extractive consolidator never writes new text: the replacement is a source verbatim
         sources = {before[i]["content"] for i in repl["provenance"]["supersedes"]}
         assert repl["content"] in sources
+
+
+def test_a_run_that_consolidates_is_not_a_rerun_of_one_that_did_not(env: dict) -> None:
+    """Adversarial review: the run key left out `--no-consolidate`, so a run with it and then
+    one without (same cutoff) shared a run id: the second consolidated, and its receipt was
+    never written (the first run's stood: consolidated 0), and `receipts verify` failed.
+    The consolidator is part of the key: two runs, each sealed with what it did."""
+    from memlife.audit import open_sink
+    from memlife.review import verify_run
+
+    plain = apply(env, consolidate=False)
+    full = apply(env)
+    assert plain.run_id != full.run_id
+    assert full.lifecycle["superseded"] > 0
+    sink = open_sink(env["sink"])
+    receipt = json.loads(Path(full.receipt).read_text())
+    assert receipt["run_id"] == full.run_id and receipt["counts"] == full.lifecycle
+    manifest = json.loads(Path(full.manifest).read_text())
+    assert manifest["consolidator"] == "extractive"
+    assert json.loads(Path(plain.manifest).read_text())["consolidator"] == "none"
+    store = SqliteStore(env["db"])
+    try:
+        for run in (plain, full):
+            v = verify_run(sink, store, open_journal(store), run.run_id)
+            assert v.ok, v.problems
+    finally:
+        store.close()
