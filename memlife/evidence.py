@@ -30,7 +30,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from memlife.apply.counts import deferral
-from memlife.audit import ReceiptSink
+from memlife.audit import ReceiptSink, dumps
 from memlife.journal import Operation
 from memlife.receipts import operation_key, operations_parquet
 
@@ -104,6 +104,25 @@ def seal(sink: ReceiptSink, prefix: str, ops: Sequence[Operation]) -> dict[str, 
 
 def receipt_key(prefix: str, n: int) -> str:
     return f"{prefix}/receipt.json" if n == 1 else f"{prefix}/receipt.{n}.json"
+
+
+def put_run_receipt(sink: ReceiptSink, prefix: str, receipt: dict[str, Any]) -> str | None:
+    """Create-only: receipt.json, or receipt.N.json when a rerun completes an earlier failure
+    (a crash's, or an abandoned run's seal: memlife/run_abandoned.py); its key.
+
+    Evidence is never overwritten. A rerun that finds a receipt of a completed attempt
+    (success / partial_failure / blocked) moves on without writing another, a failure
+    included: only a failed attempt is ever followed by another receipt (``verify``:
+    RECEIPT_AFTER_COMPLETION).
+    """
+    for n in range(1, 1000):
+        key = receipt_key(prefix, n)
+        if sink.put_new(key, dumps(receipt)):
+            return key
+        existing = loads(sink.get(key)) or {}
+        if existing.get("status") != "failure":
+            return key  # an earlier attempt of this same run already completed
+    return None
 
 
 def run_receipts(sink: ReceiptSink, prefix: str) -> list[tuple[str, bytes]]:

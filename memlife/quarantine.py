@@ -26,7 +26,7 @@ from memlife.apply.counts import journal_counts, lifecycle_from_journal
 from memlife.apply.lifecycle import retryable
 from memlife.apply.tally import COUNT
 from memlife.audit import ReceiptSink, ReceiptWriteError, dumps, open_sink, run_prefix
-from memlife.evidence import seal, sealed
+from memlife.evidence import put_run_receipt, seal, sealed
 from memlife.journal import Journal, Operation, OpKind, OpState, open_journal
 from memlife.lease import Lease
 from memlife.lease import for_store as lease_for_store
@@ -117,11 +117,11 @@ class ManualRun:
             if ops:
                 write_operations(self.sink, ops, run_id=self.run_id, cutoff=self.cutoff,
                                  mode=f"manual:{self.action}")  # fmt: skip
-            key = f"{self.prefix}/receipt.json"
             # deleted counts already_absent too (as a nightly receipt does); zeros stay out
             receipt["counts"].update({k: v for k, v in lifecycle_from_journal(jc).items() if v})
-            self.sink.put_new(key, dumps(sealed(receipt)))
-            location = self.sink.location(key)
+            # after a failure receipt (a crashed attempt sealed as abandoned), the next N
+            key = put_run_receipt(self.sink, self.prefix, sealed(receipt))
+            location = self.sink.location(key) if key else None
         except ReceiptWriteError:
             status = "partial_failure"
         self.release()  # the evidence is written: the next writer may start

@@ -4,7 +4,6 @@ one-line and markdown renderings (CLI, Prefect artifact, event payload).
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections import Counter
@@ -14,8 +13,8 @@ from typing import Any
 
 from memlife.apply import Tally
 from memlife.apply.counts import journal_counts, lifecycle_from_journal
-from memlife.audit import ReceiptWriteError, dumps
-from memlife.evidence import seal, sealed
+from memlife.audit import ReceiptWriteError
+from memlife.evidence import put_run_receipt, seal, sealed
 from memlife.journal import Journal
 from memlife.metrics import publish_counts
 from memlife.model import utcnow
@@ -79,6 +78,12 @@ def finish_run(
         except Exception:  # never fails the run: the parts stay as they are until tomorrow
             log.warning("access ledger compaction failed", exc_info=True)
             tally.counts["ledger_compaction_failed"] += 1
+    if journal is not None and not ctx.config.dry_run:  # under the run's lease
+        from memlife.run_abandoned import seal_abandoned
+
+        if abandoned := seal_abandoned(ctx.sink, journal, store_url=ctx.store_url,
+                                       run_id=ctx.run_id, cutoff=ctx.cutoff):  # fmt: skip
+            tally.counts["abandoned_runs_sealed"] += len(abandoned)
     failed_shards = [s for o in outcomes for s in o.failed_shards]
     failed_shards += [{"shard": f"{s['actor_id']}:{s['namespace']}", "code": s["code"]}
                       for s in tally.stopped_shards]  # fmt: skip
@@ -211,21 +216,9 @@ def write_failure_receipt(ctx: RunContext, error: BaseException) -> str | None:
 
 
 def write_run_receipt(ctx: RunContext, receipt: dict[str, Any]) -> str | None:
-    """Create-only: receipt.json, or receipt.N.json when a rerun completes an earlier failure.
-
-    Evidence is never overwritten. A rerun that finds a receipt of a completed attempt
-    (success / partial_failure / blocked) moves on without writing another, a failure
-    included: only a failed attempt is ever followed by another receipt (``verify``:
-    RECEIPT_AFTER_COMPLETION).
-    """
-    for n in range(1, 1000):
-        key = f"{ctx.prefix}/receipt.json" if n == 1 else f"{ctx.prefix}/receipt.{n}.json"
-        if ctx.sink.put_new(key, dumps(receipt)):
-            return key
-        existing = json.loads(ctx.sink.get(key) or b"{}")
-        if existing.get("status") != "failure":
-            return key  # an earlier attempt of this same run already completed
-    return None
+    """Create-only: receipt.json, or receipt.N.json when a rerun completes an earlier failure
+    (``evidence.put_run_receipt``)."""
+    return put_run_receipt(ctx.sink, ctx.prefix, receipt)
 
 
 def gate_line(result: dict[str, Any]) -> str | None:

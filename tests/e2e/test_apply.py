@@ -285,3 +285,52 @@ def test_a_run_that_consolidates_is_not_a_rerun_of_one_that_did_not(env: dict) -
             assert v.ok, v.problems
     finally:
         store.close()
+
+
+def test_a_killed_night_that_is_never_rerun_is_sealed_by_the_next(env: dict) -> None:
+    """Adversarial review: a night killed after its changes and not rerun with the same
+    settings (the schedule's next night has another cutoff) was never sealed: no receipt,
+    no Parquet, `receipts list` said incomplete for good and `verify` failed on every one of
+    its operations. The next apply run, under the store's lease, seals it as it stands: a
+    failure receipt (ABANDONED) with its operations and counts, which `verify` accepts.
+    Another store's run in the same bucket is left alone; nothing is sealed twice."""
+    from memlife.audit import dumps, open_sink
+    from memlife.review import latest_receipt, verify_run
+
+    cmd = [sys.executable, "-m", "memlife.cli", "run", "--engine", "local", "--now",
+           CUTOFF.isoformat(), "--store", env["store"], "--receipts", env["sink"],
+           "--eval-cases", env["cases"], "--json"]  # fmt: skip
+    lease = {**os.environ, "MEMLIFE_LEASE_TTL_SECONDS": "3"}
+    proc = subprocess.run(
+        cmd, env={**lease, "MEMLIFE_FAULT": "after_commit_groups", "MEMLIFE_FAULT_MODE": "kill"},
+        capture_output=True, timeout=300, cwd=Path(__file__).parents[2],
+    )  # fmt: skip
+    assert proc.returncode == -9, proc.stderr.decode()[-2000:]
+    sink = open_sink(env["sink"])
+    (killed,) = [k.rsplit("/", 1)[0] for k in sink.list("runs/") if k.endswith("manifest.json")]
+    assert latest_receipt(sink, killed) is None
+    other = f"runs/{CUTOFF:%Y/%m/%d}/elsewhere-run"  # another store's run, still going
+    sink.put_new(f"{other}/manifest.json", dumps({"run_id": "elsewhere-run", "mode": "apply",
+                                                  "store": "sqlite:////other/store.db"}))  # fmt: skip
+    time.sleep(3.5)  # the killed run's lease expires
+    night2 = run_local(RunConfig(dry_run=False, now=CUTOFF + timedelta(days=1),
+                                 store=env["store"], receipts=env["sink"],
+                                 eval_cases=env["cases"]))  # fmt: skip
+    assert night2.other["abandoned_runs_sealed"] == 1
+    receipt = latest_receipt(sink, killed)
+    assert receipt is not None
+    assert (receipt["status"], receipt["error"], receipt["sealed_by"]) == (
+        "failure", "ABANDONED", night2.run_id,
+    )  # fmt: skip
+    assert receipt["counts"]["superseded"] > 0 and receipt["counts"]["consolidated"] > 0
+    assert latest_receipt(sink, other) is None
+    store = SqliteStore(env["db"])
+    try:
+        v = verify_run(sink, store, open_journal(store), killed.rsplit("/", 1)[1])
+        assert v.ok, v.problems
+    finally:
+        store.close()
+    night3 = run_local(RunConfig(dry_run=False, now=CUTOFF + timedelta(days=2),
+                                 store=env["store"], receipts=env["sink"],
+                                 eval_cases=env["cases"]))  # fmt: skip
+    assert "abandoned_runs_sealed" not in night3.other

@@ -1,0 +1,94 @@
+"""Runs killed before their receipt, that no rerun finished: sealed by the next apply run.
+
+A run killed after some changes and rerun with the same settings resumes and seals itself.
+Rerun with other settings (an edited policy, another cutoff: the schedule's next night) it
+never is: its changes were receipted one by one, but no run receipt ever accounted for them
+(`receipts list`: incomplete for good; `verify`: every operation outside any Parquet).
+
+The next apply or retry run on the store holds the store's lease, so no other writer of
+this store is running: every run of this store within the look-back that has a manifest
+and no receipt is dead. Each is sealed as it stands, once (create-only): a ``failure``
+receipt (error ``ABANDONED``, ``sealed_by`` this run) with its operations Parquet and its
+counts from the journal, exactly as ``verify`` checks a receipt. Should the same run be
+rerun later, its receipt follows this failure (``receipt.2.json``), as any rerun's does.
+
+A run is this store's when its manifest names the store, or (manual runs, whose manifest
+names records, not the store) when the store's journal holds operations of it.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+from memlife.apply.counts import journal_counts, lifecycle_from_journal
+from memlife.audit import ReceiptSink, ReceiptWriteError, dumps
+from memlife.evidence import loads, receipt_key, run_receipts, seal, sealed
+from memlife.journal import Journal
+from memlife.model import utcnow
+from memlife.receipts_dataset import write_operations
+
+log = logging.getLogger(__name__)
+
+LOOKBACK = timedelta(days=7)  # run folders (by cutoff day) looked at around this run's
+
+
+def seal_abandoned(
+    sink: ReceiptSink, journal: Journal, *, store_url: str, run_id: str, cutoff: datetime,
+    now: datetime | None = None,
+) -> list[str]:  # fmt: skip
+    """Seal every dead run of this store without a receipt; the ids of those sealed."""
+    now = now or utcnow()
+    first = min(cutoff, now) - LOOKBACK
+    last = max(cutoff, now)
+    store = store_url.split("?")[0]
+    out: list[str] = []
+    day = first
+    while day.date() <= last.date():
+        for key in list(sink.list(f"runs/{day:%Y/%m/%d}/")):
+            if not key.endswith("/manifest.json"):
+                continue
+            prefix = key.rsplit("/", 1)[0]
+            other = prefix.rsplit("/", 1)[1]
+            if other == run_id or run_receipts(sink, prefix):
+                continue
+            manifest = loads(sink.get(key)) or {}
+            if _seal_one(sink, journal, prefix, other, manifest, store, run_id):
+                out.append(other)
+        day += timedelta(days=1)
+    return out
+
+
+def _seal_one(
+    sink: ReceiptSink, journal: Journal, prefix: str, other: str, manifest: dict[str, Any],
+    store: str, sealed_by: str,
+) -> bool:  # fmt: skip
+    mode = str(manifest.get("mode", ""))
+    if mode == "dry_run":  # changes nothing and takes no lease: it may be running now
+        return False
+    named = manifest.get("store")
+    if named is not None and named != store:
+        return False  # another store's run (a state table may serve several stores)
+    ops = journal.by_run(other)
+    if named is None and not ops:
+        return False  # a manual run of another store, or one that did nothing
+    jc = journal_counts(ops)
+    receipt = {
+        "run_id": other, "mode": mode, "status": "failure", "error": "ABANDONED",
+        "sealed_by": sealed_by, "policy_version": manifest.get("policy_version"),
+        "cutoff": manifest.get("cutoff"), "scope": manifest.get("scope"),
+        "started_at": manifest.get("started_at"), "finished_at": None,
+        "sealed_at": utcnow().isoformat(), "pagination_complete": False,
+        "counts": lifecycle_from_journal(jc), "journal_counts": jc,
+    }  # fmt: skip
+    try:
+        receipt["evidence"] = seal(sink, prefix, ops)
+        if ops:
+            cutoff = datetime.fromisoformat(str(manifest.get("cutoff")))
+            write_operations(sink, ops, run_id=other, cutoff=cutoff, mode=mode)
+        # create-only: a run sealed meanwhile by another path keeps its receipt
+        return sink.put_new(receipt_key(prefix, 1), dumps(sealed(receipt)))
+    except (ReceiptWriteError, ValueError) as exc:  # sealed by a later run, never fails this one
+        log.warning("abandoned run %s not sealed: %s", other, type(exc).__name__)
+        return False
