@@ -191,9 +191,9 @@ def for_store(store: object, run_id: str, purpose: str) -> Lease:
     if remote is not None:
         from memlife.stores import store_identity
 
-        return acquire(
-            DynamoBackend(remote, store_identity(getattr(store, "url", None))), run_id, purpose
-        )
+        identity = store_identity(getattr(store, "url", None))
+        remote.check_store(identity, claim=True)  # a writer binds the table to its store
+        return acquire(DynamoBackend(remote, identity), run_id, purpose)
     from memlife.journal import SqliteJournal, open_journal
 
     journal = open_journal(store)  # no remote state here: the store's (or home's) SQLite file

@@ -47,9 +47,9 @@ def open_journal(store: object) -> Journal:
     conn = getattr(store, "connection", None)
     if conn is not None:
         return SqliteJournal(conn, getattr(store, "lock", None))
-    from memlife.state import current
+    from memlife.state import uses_remote_state
 
-    remote = current()
+    remote = uses_remote_state(store)
     if remote is not None:
         from memlife.journal.dynamodb import DynamoJournal
 
@@ -67,9 +67,9 @@ def open_memo_reader(
     if conn is not None:
         lock = getattr(store, "lock", None) or threading.RLock()
         return partial(read_outcomes, conn, lock) if _has_memo(conn, lock) else None
-    from memlife.state import current
+    from memlife.state import uses_remote_state
 
-    remote = current()
+    remote = uses_remote_state(store)
     if remote is not None:
         from memlife.journal.dynamodb import DynamoJournal
 

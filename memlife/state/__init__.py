@@ -125,4 +125,9 @@ def uses_remote_state(store: object) -> DynamoState | None:
     """The AWS backend for this store: None for a SQLite store (its own file) or no setting."""
     if getattr(store, "connection", None) is not None:
         return None
-    return current()
+    remote = current()
+    if remote is not None:  # one table, one store (state/dynamodb.py): another is refused
+        from memlife.stores import store_identity
+
+        remote.check_store(store_identity(getattr(store, "url", None)))
+    return remote

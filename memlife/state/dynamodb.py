@@ -17,7 +17,13 @@ pk                         sk               holds (never memory content, except 
 ``rv#{0..7}``, ``rvd#…``   item id          review items, disputed markers (review_queue/dynamodb.py)
 ``infs#{record_id}``       ``s``            an inferred subject key: a few content words, erased
                                             with the record (inferred/dynamodb.py)
+``meta``                   ``store``        the one store this table serves (``check_store``)
 =========================  ===============  ==================================================
+
+One table serves one store: record ids, actors and operations are keyed without the store,
+so a second store on the same table would run the first one's retry queue, take its review
+items and tombstones. The first writer's lease claims the table for its store; any other
+store is refused (StateTableInUse) before it reads or writes a thing.
 
 The GSI ``open`` (hash ``open_pk`` = ``open#0``..``open#7``, range ``open_sk`` = created
 time + operation id) holds operations until they are receipted: the retry queue of the
@@ -36,7 +42,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from memlife.state import StateSettings
+from memlife.state import StateSettings, StateSettingsError
 
 T = TypeVar("T")
 
@@ -59,6 +65,13 @@ def is_conditional_failure(exc: ClientError) -> bool:
     )
 
 
+class StateTableInUse(StateSettingsError):
+    """The state table serves another store: each store needs a table of its own."""
+
+
+_STORE = key("meta", "store")
+
+
 class DynamoState:
     """Clients and table helpers shared by the DynamoDB-backed state parts of one process."""
 
@@ -79,6 +92,33 @@ class DynamoState:
             "s3", region_name=settings.region, endpoint_url=settings.s3_endpoint_url, config=config
         )
         self._parts: dict[str, Any] = {}
+        self._stores: set[str] = set()  # checked: this table serves them
+
+    def check_store(self, store: str, *, claim: bool = False) -> None:
+        """Raise StateTableInUse unless this table serves ``store``; ``claim`` (a writer,
+        under its lease) binds a table that serves no store yet. Read-only otherwise: a
+        dry run or a reader writes nothing."""
+        if store in self._stores:
+            return
+        item = self.get(_STORE)
+        bound = item["store"]["S"] if item else None
+        if bound is None and claim:
+            try:
+                self.ddb.put_item(TableName=self.table, Item={**_STORE, "store": {"S": store}},
+                                  ConditionExpression="attribute_not_exists(pk)")  # fmt: skip
+                bound = store
+            except ClientError as exc:  # another writer claimed it first: read who
+                if not is_conditional_failure(exc):
+                    raise
+                item = self.get(_STORE)
+                bound = item["store"]["S"] if item else None
+        if bound is not None and bound != store:
+            raise StateTableInUse(
+                f"state table {self.table} serves store {bound}, not {store}: give each store "
+                "a state table of its own (MEMLIFE_STATE)"
+            )
+        if bound is not None:
+            self._stores.add(store)
 
     # -- provisioning (deployer / tests; the runtime role lacks these actions) -------------------
     def create_table(self) -> None:

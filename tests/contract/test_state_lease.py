@@ -6,6 +6,10 @@ import time
 
 import pytest
 
+import memlife.lease as lease_mod
+import memlife.state as state_mod
+from memlife.journal import open_journal
+from memlife.state.dynamodb import _STORE, StateTableInUse
 from memlife.state.lease import DynamoLease, LeaseHeld
 from tests.support.aws_state import aws_state
 
@@ -88,3 +92,32 @@ def test_memlife_lease_uses_the_state_table_for_remote_stores(monkeypatch) -> No
         assert (
             st.get({"pk": {"S": "lease#agentcore://mem-9@us-east-1"}, "sk": {"S": "lease"}}) is None
         )
+
+
+class _AgentCoreStore:
+    connection = None  # no SQLite file: its state lives in the table
+
+    def __init__(self, memory: str) -> None:
+        self.url = f"agentcore://{memory}?region=us-east-1"
+
+
+@pytest.mark.parametrize("mode", ["inprocess", "server"])
+def test_one_state_table_serves_one_store(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Adversarial review: two AgentCore stores on one state table shared its journal,
+    review items and tombstones (keyed without the store): store B's retry run applied
+    store A's operations (a receipted delete of a record still present). A writer's lease
+    binds the table to its store; any other store is refused before it reads or writes,
+    and a reader (a dry run) binds nothing."""
+    a, b = _AgentCoreStore("mem-a"), _AgentCoreStore("mem-b")
+    with aws_state(mode) as (url, state):
+        monkeypatch.setenv("MEMLIFE_STATE", url)
+        monkeypatch.setattr(state_mod, "_open", {url: state})
+        open_journal(b)  # a reader of a table that serves no store yet: binds nothing
+        assert state.get(_STORE) is None
+        lease_mod.for_store(a, "run-a", "nightly").release()
+        assert state.get(_STORE)["store"]["S"] == "agentcore://mem-a@us-east-1"
+        for use in (lambda: lease_mod.for_store(b, "run-b", "nightly"), lambda: open_journal(b)):
+            with pytest.raises(StateTableInUse, match="serves store agentcore://mem-a@us-east-1"):
+                use()
+        open_journal(a)  # its own store goes on
+        lease_mod.for_store(a, "run-a2", "nightly").release()
