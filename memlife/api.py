@@ -76,6 +76,7 @@ class Memory:
         threshold: float | None = None,
         near_duplicate: float | None = None,
     ) -> None:
+        from memlife.backends import open_ledger
         from memlife.ledger import AccessLedger
         from memlife.online.memory import DEFAULT_NEAR_DUPLICATE, LongTermMemory
         from memlife.retrieval import DEFAULT_THRESHOLD
@@ -86,7 +87,8 @@ class Memory:
             open_store(store) if store is None or isinstance(store, str) else store
         )
         if not isinstance(ledger, AccessLedger):
-            ledger = AccessLedger(ledger)
+            # the store's ledger (S3 with remote state), where the nightly run reads it
+            ledger = open_ledger(ledger, store=self.store)
         self._mem: LongTermMemory = LongTermMemory(
             self.store,
             ledger=ledger,
@@ -163,7 +165,13 @@ class Memory:
         ]
 
     def get(self, record_id: str, *, actor: str) -> MemoryRecord | None:
-        """The record if it exists, belongs to ``actor`` and is active; else None."""
+        """The record if it exists, belongs to ``actor``, is active and not expired; else None."""
+        rec = self._own_active(record_id, actor)
+        if rec is None or self._mem.expired(rec):  # as recall: past its deadline, never served
+            return None
+        return rec
+
+    def _own_active(self, record_id: str, actor: str) -> MemoryRecord | None:
         rec = self.store.get(record_id)
         if rec is None or rec.actor_id != actor or rec.status is not Status.active:
             return None
@@ -176,7 +184,8 @@ class Memory:
         and not returned."""
         _need_actor(actor)
         wanted = [ids] if isinstance(ids, str) else list(ids)
-        mine = [rid for rid in wanted if self.get(rid, actor=actor) is not None]
+        # an expired record too: hidden from reads, but the user's forget still applies
+        mine = [rid for rid in wanted if self._own_active(rid, actor) is not None]
         return self._mem.forget(mine) if mine else []
 
     @staticmethod

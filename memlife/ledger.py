@@ -9,9 +9,10 @@ Layout (hive partitioning, readable by pyarrow.dataset, DuckDB, Athena, Spark)::
 ``root`` defaults to ``$MEMLIFE_HOME/ledger``. Rows are ``{actor_id, namespace, record_id,
 accessed_at, rank, query_sha256}``: the query is kept only as its sha256 (it says which
 hits came from one query without keeping what the user asked). Appends are buffered and
-written on :meth:`AccessLedger.flush` (also when the buffer reaches ``flush_rows``, and on
-close); a process killed before a flush loses its buffered rows: the ledger feeds scoring,
-it is not an audit trail. Files are written under a dot-name and renamed, so readers never
+written on :meth:`AccessLedger.flush`: also when the buffer reaches ``flush_rows``, when its
+oldest row is ``flush_seconds`` old (a timer thread, started per burst), on close and at
+interpreter exit. A process killed (SIGKILL) before a flush loses at most that window: the
+ledger feeds scoring, it is not an audit trail. Files are written under a dot-name and renamed, so readers never
 see half a file.
 
 Nightly scoring reads :meth:`AccessLedger.access_stats` and folds it into the planning
@@ -25,11 +26,14 @@ without their rows.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import re
 import threading
 import uuid
+import warnings
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -110,11 +114,21 @@ class IngestReport:
 class AccessLedger:
     """Buffered writer and reader of the access ledger (thread-safe)."""
 
-    def __init__(self, root: str | Path | None = None, *, flush_rows: int = 1000) -> None:
+    def __init__(
+        self,
+        root: str | Path | None = None,
+        *,
+        flush_rows: int = 1000,
+        flush_seconds: float | None = 30.0,
+    ) -> None:
         self.root = Path(root) if root is not None else default_root()
         self.flush_rows = flush_rows
+        # a long-lived agent's accesses reach the nightly run within this (None: never by age)
+        self.flush_seconds = flush_seconds
         self._buffer: list[Access] = []
         self._lock = threading.RLock()
+        self._timer: threading.Timer | None = None
+        _LIVE.add(self)  # flushed at interpreter exit, if still buffering
 
     # -- writing ---------------------------------------------------------------------------
     def append(
@@ -135,9 +149,22 @@ class AccessLedger:
 
     def extend(self, rows: Iterable[Access]) -> None:
         with self._lock:
+            was_empty = not self._buffer
             self._buffer.extend(rows)
             if len(self._buffer) >= self.flush_rows:
                 self.flush()
+            elif was_empty and self._buffer and self.flush_seconds is not None:
+                self._start_timer(self.flush_seconds)
+
+    def _start_timer(self, seconds: float) -> None:
+        """One daemon timer per burst (not per row); it holds only a weak reference, so an
+        unused ledger is still collected, and never keeps the process alive."""
+        if self._timer is not None and self._timer.is_alive():
+            return
+        timer = threading.Timer(seconds, _flush_weak, args=(weakref.ref(self),))
+        timer.daemon = True
+        self._timer = timer
+        timer.start()
 
     @property
     def pending(self) -> int:
@@ -148,7 +175,12 @@ class AccessLedger:
         """Write buffered rows, one new file per day touched; returns rows written."""
         with self._lock:
             rows, self._buffer = self._buffer, []
-        return self._write(rows)
+        try:
+            return self._write(rows)
+        except BaseException:
+            with self._lock:  # not written: back in front of what came meanwhile
+                self._buffer[:0] = rows
+            raise
 
     def _write(self, rows: list[Access]) -> int:
         by_day: dict[date, list[Access]] = {}
@@ -196,6 +228,11 @@ class AccessLedger:
 
     def close(self) -> None:
         self.flush()
+
+    def __del__(self) -> None:
+        # a ledger dropped unclosed (a Memory never closed) still writes what it holds
+        if getattr(self, "_buffer", None):
+            _flush_weak(weakref.ref(self))
 
     def __enter__(self) -> AccessLedger:
         return self
@@ -340,6 +377,26 @@ class AccessLedger:
             report.files += 1
             self._mark_ingested(name)
         return report
+
+
+_LIVE: weakref.WeakSet[AccessLedger] = weakref.WeakSet()
+
+
+def _flush_weak(ref: weakref.ref[AccessLedger]) -> None:
+    ledger = ref()
+    if ledger is not None:
+        try:
+            ledger.flush()
+        except Exception as exc:  # a timer thread has no caller: say so, keep the rows
+            warnings.warn(f"access ledger flush failed: {exc!r}", RuntimeWarning, stacklevel=1)
+
+
+@atexit.register
+def _flush_all_at_exit() -> None:
+    """A Memory never closed (or an agent stopped by SIGTERM/exit) keeps its accesses."""
+    for ledger in list(_LIVE):
+        if ledger.pending:
+            _flush_weak(weakref.ref(ledger))
 
 
 # ---- nightly scoring ------------------------------------------------------------------------

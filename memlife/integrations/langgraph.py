@@ -8,8 +8,9 @@
 Mapping (one memlife record per LangGraph item):
 
 - namespace ``("users", "u1", "prefs")`` is the memlife namespace ``/users/u1/prefs``;
-  the actor is ``actor_of(namespace)``: by default the label after a leading ``"users"``,
-  else the first label. A label holding ``/`` is refused (it would change the path).
+  the actor is ``actor_of(namespace)``: by default the label after a leading ``"users"``;
+  any other namespace needs an explicit ``actor_of`` (``actor_label(1)`` for langmem's
+  ``("memories", "{user_id}")``), never a guess. A label holding ``/`` is refused.
 - the record id is derived from (actor, namespace, key), so a second ``put`` updates the
   same record; the key is kept in ``provenance.source_event`` (``langgraph:<kind>:<key>``).
 - the value: ``{"content": "text"}`` is stored as the text itself; any other dict as its
@@ -18,8 +19,11 @@ Mapping (one memlife record per LangGraph item):
 - ``delete`` marks the record ``pending_delete`` (gone for get/search at once; the nightly
   run deletes it with a receipt). A ``legal_hold`` or held record is never rewritten.
 - ``search(query=...)`` is memlife's hybrid recall (MiniLM + BM25), scores are the fused
-  recall scores, and every hit is written to the access ledger the nightly scoring reads.
-  Without a query, items come in namespace then key order.
+  recall scores, and every item returned is written to the access ledger the nightly
+  scoring reads. Without a query, items come in namespace then key order. Expired records
+  (``expires_at`` or the policy's TTL) are served by neither, nor by ``get``.
+- ``put`` writes only over the row it read (SQLite: one transaction checks tombstones,
+  holds and that row) and within the policy's ``limits.content_max_bytes``.
 
 After a nightly run consolidates items, the originals are superseded: ``get`` of an old
 key returns None and ``search`` finds the replacement. That is the point: stale and
@@ -50,6 +54,8 @@ from langgraph.store.base import (
 )
 
 from memlife.api import Memory
+from memlife.errors import InputError
+from memlife.ledger import query_sha256
 from memlife.model import (
     MemoryRecord,
     MemoryType,
@@ -60,16 +66,45 @@ from memlife.model import (
     content_sha256,
     utcnow,
 )
-from memlife.stores.base import MemoryStore, iter_shard
+from memlife.stores.base import BatchResult, ItemFailure, MemoryStore, iter_shard
+from memlife.stores.sqlite import CHANGED, HELD, SqliteStore
+from memlife.tombstones import ERASED_CONTENT, ERASED_SOURCE, refusal
 
 _EVENT = "langgraph"
+_PUT_ATTEMPTS = 5  # reads and conditional writes of one put raced by other writers
 
 
 def default_actor_of(namespace: tuple[str, ...]) -> str:
-    """``("users", "u1", ...)`` -> ``u1``; otherwise the first label."""
+    """``("users", "u1", ...)`` -> ``u1``; any other namespace is refused.
+
+    Which label names the user is the application's choice (langmem's documented
+    ``("memories", "{user_id}")`` has it second, after a constant): guessing the first
+    label made every user of such a namespace one actor, mixing tenants (their recall,
+    their erasures). Pass ``actor_of=actor_label(i)`` or a function of your own."""
     if len(namespace) > 1 and namespace[0] == "users":
         return namespace[1]
-    return namespace[0]
+    raise InvalidNamespaceError(
+        f"namespace {namespace!r}: cannot tell which label is the actor (the default only "
+        "maps ('users', <actor>, ...)); pass MemlifeStore(actor_of=actor_label(i)) or a "
+        "function of your own"
+    )
+
+
+class actor_label:  # noqa: N801 - used like a function: actor_of=actor_label(1)
+    """``actor_of`` taking the label at ``index``: ``actor_label(1)`` for langmem's
+    ``("memories", "{user_id}")``. A namespace too short to have it is refused."""
+
+    def __init__(self, index: int) -> None:
+        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+            raise ValueError(f"actor_label: index must be a whole number >= 0, not {index!r}")
+        self.index = index
+
+    def __call__(self, namespace: tuple[str, ...]) -> str:
+        if len(namespace) <= self.index or not namespace[self.index]:
+            raise InvalidNamespaceError(
+                f"namespace {namespace!r} has no actor label at position {self.index}"
+            )
+        return namespace[self.index]
 
 
 def to_path(namespace: Sequence[str]) -> str:
@@ -206,6 +241,8 @@ class MemlifeStore(BaseStore):
             return None
         if rec.actor_id != actor or rec.namespace != path:
             return None
+        if self.memory.long_term.expired(rec):  # as recall: past its deadline, never served
+            return None
         return rec
 
     def _get(self, op: GetOp) -> Item | None:
@@ -238,44 +275,71 @@ class MemlifeStore(BaseStore):
                 self.memory.forget(rec.id, actor=rec.actor_id)
             return
         path, actor = to_path(namespace), self.actor_of(namespace)
-        rid = record_id(actor, path, op.key)
         content, kind = encode_value(dict(op.value))
-        now = utcnow()
-        existing = self.store.get(rid)
-        if existing is not None and existing.held:
-            raise PermissionError(f"record {rid} is held; it cannot be rewritten")
-        expires = now + timedelta(minutes=op.ttl) if isinstance(op.ttl, int | float) else None
-        record = MemoryRecord(
-            id=rid,
-            actor_id=actor,
-            namespace=path,
-            memory_type=self.memory_type,
-            subject=existing.subject if existing else None,
-            content=content,
-            owner=self.owner,
-            confidence=1.0,
-            source=self.source,
-            created_at=existing.created_at if existing else now,
-            access_count=existing.access_count if existing else 0,
-            last_accessed_at=existing.last_accessed_at if existing else None,
-            last_verified_at=now,
-            expires_at=expires,
-            retention_class=existing.retention_class if existing else RetentionClass.standard,
-            status=Status.active,
-            provenance=Provenance(
-                source_event=f"{_EVENT}:{kind}:{op.key}", content_sha256=content_sha256(content)
-            ),
-        )
-        from memlife.tombstones import refusal
-
-        code = refusal(self.store, record)  # erased content never returns (invariant 11)
-        if code is not None:
-            raise PermissionError(f"{code}: this content was erased for actor {actor}")
-        result = self.store.put_many([record])
-        if rid not in result.succeeded:
-            why = "; ".join(f"{f.code}: {f.message}" for f in result.failed) or "not stored"
-            raise RuntimeError(f"store refused record {rid}: {why}")
+        limit = self.memory.long_term.content_max_bytes
+        size = len(content.encode("utf-8"))
+        if size > limit:  # the bound remember and import apply (policy limits.content_max_bytes)
+            raise InputError(
+                f"item {op.key!r} in namespace {namespace!r}: value is {size} bytes stored, "
+                f"over the limit of {limit} (policy limits.content_max_bytes)"
+            )
+        # a record memlife wrote itself is addressed by its id: a put replaces it, not a twin
+        native = self._locate(namespace, op.key)
+        rid = native.id if native is not None else record_id(actor, path, op.key)
+        expires = utcnow() + timedelta(minutes=op.ttl) if isinstance(op.ttl, int | float) else None
+        for _ in range(_PUT_ATTEMPTS):
+            existing = self.store.get(rid)
+            if existing is not None and existing.held:
+                raise PermissionError(f"record {rid} is held; it cannot be rewritten")
+            now = utcnow()
+            record = MemoryRecord(
+                id=rid,
+                actor_id=actor,
+                namespace=path,
+                memory_type=self.memory_type,
+                subject=existing.subject if existing else None,
+                content=content,
+                owner=self.owner,
+                confidence=1.0,
+                source=self.source,
+                created_at=existing.created_at if existing else now,
+                access_count=existing.access_count if existing else 0,
+                last_accessed_at=existing.last_accessed_at if existing else None,
+                last_verified_at=now,
+                expires_at=expires,
+                retention_class=existing.retention_class if existing else RetentionClass.standard,
+                status=Status.active,
+                provenance=Provenance(
+                    source_event=f"{_EVENT}:{kind}:{op.key}", content_sha256=content_sha256(content)
+                ),
+            )
+            result = self._write(record, existing)
+            if rid in result.succeeded:
+                break
+            code = result.failed[0].code if result.failed else "NOT_STORED"
+            if code in (ERASED_CONTENT, ERASED_SOURCE):  # erased content never returns (inv. 11)
+                raise PermissionError(f"{code}: this content was erased for actor {actor}")
+            if code == HELD:  # a hold placed since the read (invariant 1)
+                raise PermissionError(f"record {rid} is held; it cannot be rewritten")
+            if code != CHANGED:
+                why = "; ".join(f"{f.code}: {f.message}" for f in result.failed) or code
+                raise RuntimeError(f"store refused record {rid}: {why}")
+        else:
+            raise RuntimeError(f"record {rid} kept changing under the put; try again")
         self.memory.long_term.invalidate(actor)  # the recall index picks the change up
+
+    def _write(self, record: MemoryRecord, existing: MemoryRecord | None) -> BatchResult:
+        """Write ``record`` only over the row as read (``existing``): SQLite checks tombstones,
+        holds and that row in the write's own transaction (CHANGED: read again). Other stores
+        have no such transaction: tombstones are checked right before an upsert (weaker)."""
+        if isinstance(self.store, SqliteStore):
+            return self.store.put_if_unchanged(
+                record, None if existing is None else existing.sha256
+            )
+        code = refusal(self.store, record)
+        if code is not None:
+            return BatchResult(failed=[ItemFailure(record.id, code, retryable=False)])
+        return self.store.put_many([record])
 
     def _scope(self, prefix: tuple[str, ...]) -> list[tuple[str, str]]:
         """(actor, path) pairs whose namespace starts with ``prefix``."""
@@ -290,34 +354,46 @@ class MemlifeStore(BaseStore):
         return sorted(out, key=lambda p: (to_namespace(p[1]), p[0]))
 
     def _actor_fixed(self, prefix: tuple[str, ...]) -> bool:
-        """Whether every namespace under ``prefix`` has the same actor (the default mapping)."""
+        """Whether every namespace under ``prefix`` has the same actor (known mappings)."""
+        if isinstance(self.actor_of, actor_label):
+            return len(prefix) > self.actor_of.index
         if self.actor_of is not default_actor_of:
             return False
-        return len(prefix) >= 2 or (len(prefix) == 1 and prefix[0] != "users")
+        return len(prefix) >= 2 and prefix[0] == "users"
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         prefix = tuple(op.namespace_prefix)
         scope = self._scope(prefix)
         want = op.offset + op.limit
+        long_term = self.memory.long_term
         if op.query:
             scored: list[tuple[float, MemoryRecord]] = []
             for actor, path in scope:
                 # threshold -1: rank everything, as LangGraph stores do; filters apply after
                 n = want if not op.filter else 1000
-                for hit in self.memory.recall(
-                    op.query, actor=actor, k=n, namespace=path, threshold=-1.0
+                for hit in long_term.recall(
+                    actor, op.query, k=n, namespace=path, threshold=-1.0, log=False
                 ):
                     scored.append((hit.score, hit.record))
             scored.sort(key=lambda s: -s[0])
-            kept = [(s, r) for s, r in scored if self._keep(r, op.filter)]
-            return [self._item(r, SearchItem, s) for s, r in kept[op.offset : want]]
+            kept = [(s, r) for s, r in scored if self._keep(r, op.filter)][op.offset : want]
+            # only what is returned was accessed: the ledger is what nightly scoring reads
+            qsha, at = query_sha256(op.query), utcnow()
+            for i, (_, r) in enumerate(kept, start=op.offset + 1):
+                long_term.ledger.append(
+                    r.actor_id, r.namespace, r.id, rank=i, query_sha256=qsha, at=at
+                )
+            return [self._item(r, SearchItem, s) for s, r in kept]
         items: list[SearchItem] = []
+        now = utcnow()
         for actor, path in scope:  # scope is in namespace order; keys sorted within one
             records = [
                 r
                 for page in iter_shard(self.store, actor, path, statuses=(Status.active,))
                 for r in page.records
-                if r.status is Status.active and self._keep(r, op.filter)
+                if r.status is Status.active
+                and not long_term.expired(r, now)  # as recall: past its deadline, never served
+                and self._keep(r, op.filter)
             ]
             items += [
                 self._item(r, SearchItem) for r in sorted(records, key=lambda r: decode(r)[0])

@@ -63,13 +63,48 @@ SUMMARY_HEADER = "[Summary of earlier conversation]"
 # ---- message helpers -----------------------------------------------------------------------
 
 
+def _plain_block(block: object) -> Mapping[str, Any] | None:
+    """A block as a mapping: a dict as is, an SDK block object (``response.content`` of the
+    Anthropic SDK: pydantic models) as its JSON form; None for anything else."""
+    if isinstance(block, Mapping):
+        return block
+    dump = getattr(block, "model_dump", None)
+    if callable(dump):
+        got = dump(mode="json", exclude_none=True)
+        if isinstance(got, Mapping):
+            return got
+    return None
+
+
 def _blocks(content: object) -> list[Mapping[str, Any]]:
     """Content blocks of a message; a plain string is one text block."""
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     if isinstance(content, list):
-        return [b for b in content if isinstance(b, Mapping)]
+        return [pb for b in content if (pb := _plain_block(b)) is not None]
     return []
+
+
+def _plain_messages(messages: Sequence[Mapping[str, Any]]) -> list[Message]:
+    """Copies of ``messages`` with SDK block objects as dicts. A block that is neither is an
+    InputError naming it: counted as nothing, it would hide tokens from the budget."""
+    out: list[Message] = []
+    for i, msg in enumerate(messages):
+        plain = dict(msg)
+        content = plain.get("content")
+        if isinstance(content, list):
+            blocks = []
+            for j, b in enumerate(content):
+                pb = _plain_block(b)
+                if pb is None:
+                    raise InputError(
+                        f"message {i}: block {j} is a {type(b).__name__}: expected a dict or "
+                        "an Anthropic SDK block (an object with model_dump())"
+                    )
+                blocks.append(pb)
+            plain["content"] = blocks
+        out.append(plain)
+    return out
 
 
 def _has_tool_result(message: Mapping[str, Any]) -> bool:
@@ -128,7 +163,7 @@ def validate_history(
         if not content or (isinstance(content, str) and not content.strip()):
             problems.append(f"message {i}: content is empty")
         if isinstance(content, list) and any(
-            not isinstance(b, Mapping) or not isinstance(b.get("type"), str) for b in content
+            (pb := _plain_block(b)) is None or not isinstance(pb.get("type"), str) for b in content
         ):
             problems.append(f"message {i}: every content block needs a 'type'")
         for j, b in enumerate(_blocks(content) if isinstance(content, list) else []):
@@ -242,18 +277,52 @@ class Summarizer(Protocol):
         ...
 
 
+# Media blocks (top level or inside a tool_result) are read by the model as images, not as
+# their base64 text: a placeholder in the transcript, and a flat token cost in the estimate
+# (Anthropic: an image costs about width*height/750 tokens, at most ~1,600 once resized).
+MEDIA_KINDS = ("image", "document")
+MEDIA_TOKENS = 1600
+# Server tool results carry opaque, encrypted or base64 fields no reader can use.
+_OPAQUE_KEYS = frozenset({"encrypted_content", "encrypted_index", "signature", "data"})
+
+
 def _block_text(block: Mapping[str, Any]) -> str:
     kind = block.get("type")
     if kind == "text":
         return str(block.get("text", ""))
+    if kind in MEDIA_KINDS:
+        source = block.get("source")
+        if kind == "document" and isinstance(source, Mapping) and source.get("type") == "text":
+            return str(source.get("data", ""))  # a plain-text document is read as its text
+        return f"[{kind}]"
     if kind == "tool_use":
         return str(block.get("name", "")) + json.dumps(block.get("input", {}), sort_keys=True)
     if kind == "tool_result":
         inner = block.get("content", "")
         if isinstance(inner, list):
-            return "".join(_block_text(b) for b in inner if isinstance(b, Mapping))
+            return "".join(_block_text(pb) for b in inner if (pb := _plain_block(b)) is not None)
         return str(inner)
     return json.dumps(dict(block), sort_keys=True, default=str)
+
+
+def _media_count(block: Mapping[str, Any]) -> int:
+    """Image and (non-text) document blocks in ``block``, tool_result contents included."""
+    kind = block.get("type")
+    if kind in MEDIA_KINDS:
+        return 0 if _block_text(block) != f"[{kind}]" else 1
+    inner = block.get("content") if kind == "tool_result" else None
+    if isinstance(inner, list):
+        return sum(_media_count(pb) for b in inner if (pb := _plain_block(b)) is not None)
+    return 0
+
+
+def _visible(value: Any) -> Any:
+    """``value`` without opaque fields (encrypted content, signatures, base64 data)."""
+    if isinstance(value, Mapping):
+        return {k: _visible(v) for k, v in value.items() if k not in _OPAQUE_KEYS}
+    if isinstance(value, list):
+        return [_visible(v) for v in value]
+    return value
 
 
 @dataclass(frozen=True)
@@ -270,12 +339,16 @@ class EstimateTokenCounter:
     chars_per_token: float = 4.0
     message_overhead: int = 4
     system: str | None = None
+    media_tokens: int = MEDIA_TOKENS  # per image or non-text document, not its base64 size
 
     def count(self, messages: Sequence[Mapping[str, Any]]) -> int:
         total = math.ceil(len(self.system) / self.chars_per_token) if self.system else 0
-        for msg in messages:
-            chars = sum(len(_block_text(b)) for b in _blocks(msg.get("content")))
+        for msg in _plain_messages(messages):  # an unreadable block: InputError, not 0
+            blocks = _blocks(msg.get("content"))
+            chars = sum(len(_block_text(b)) for b in blocks)
+            media = sum(_media_count(b) for b in blocks)
             total += self.message_overhead + math.ceil(chars / self.chars_per_token)
+            total += media * self.media_tokens
         return total
 
 
@@ -350,6 +423,16 @@ def render_transcript(messages: Sequence[Mapping[str, Any]]) -> str:
                 )
             elif kind in ("thinking", "redacted_thinking"):
                 continue  # private reasoning; not part of what was said or done
+            elif kind == "server_tool_use":
+                args = json.dumps(block.get("input", {}), sort_keys=True, ensure_ascii=False)
+                lines.append(
+                    f"Assistant called server tool {block.get('name')} [{block.get('id')}]: {args}"
+                )
+            elif isinstance(kind, str) and kind.endswith("_tool_result"):
+                shown = json.dumps(_visible(block.get("content")), ensure_ascii=False)
+                lines.append(f"Server tool result [{block.get('tool_use_id')}]: {shown}")
+            elif kind in MEDIA_KINDS:
+                lines.append(f"{speaker}: {_block_text(block)}")
             else:
                 lines.append(f"{speaker}: [{kind} omitted]")
     return "\n".join(lines)
@@ -489,11 +572,18 @@ def compact(
         raise InputError(f"keep_last_turns must be a whole number, not {keep_last_turns!r}")
     if keep_last_turns < 1:
         raise InputError("keep_last_turns must be at least 1")
-    conv = (
-        conversation
-        if isinstance(conversation, Conversation)
-        else Conversation([dict(m) for m in conversation])
-    )
+    # SDK block objects as dicts (an unreadable block is an InputError before any counting)
+    if not isinstance(conversation, Conversation):
+        conv = Conversation(_plain_messages(conversation))
+    elif any(
+        not isinstance(b, Mapping)
+        for m in conversation.messages
+        if isinstance(c := m.get("content"), list)
+        for b in c
+    ):
+        conv = Conversation(_plain_messages(conversation.messages), conversation.turn_starts)
+    else:
+        conv = conversation  # as given: an unchanged result returns this very object
     counter = counter or EstimateTokenCounter()
 
     def unchanged(reason: str, **kw: Any) -> CompactionResult:

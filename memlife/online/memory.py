@@ -10,8 +10,11 @@ meets a record no longer active) drops one. Nothing is rebuilt per query; rankin
 Staleness (the nightly job or another process changed the store): a store with a
 :class:`memlife.stores.base.ChangeSignal` (SQLite: ``PRAGMA data_version`` plus the
 connection's ``total_changes``) says per call whether anyone else wrote since we last
-looked; only then is the shard's fingerprint (count, rowid sum and content length of its
-active rows, one indexed query) compared and the shard reloaded if it moved. Other
+looked; only then is the shard's fingerprint (count, rowid sum, content length and a text
+checksum of its active rows, one indexed query) compared and the shard reloaded if it
+moved. An exact duplicate is also re-checked against the record as stored before it is
+refreshed, and SQLite refuses a second active copy of one text in the insert itself
+(two processes remembering one fact at once). Other
 stores have no cheap change signal: their shards are reloaded after
 ``refresh_seconds``. Independently, each recall re-reads its hits from the store and
 drops any that is no longer active, so a stale shard can rank a record but can never
@@ -55,12 +58,13 @@ from memlife.model import (
     utcnow,
 )
 from memlife.namespaces import check_namespace
-from memlife.online.index import ShardIndex
+from memlife.online.index import ShardIndex, norm_key
 from memlife.policy import Policy, load_policy
 from memlife.restate import restates
 from memlife.retrieval import DEFAULT_THRESHOLD, rank_sets
 from memlife.settings import settings
-from memlife.stores.base import ChangeSignal, MemoryStore, iter_shard
+from memlife.stores.base import BatchResult, ChangeSignal, MemoryStore, iter_shard
+from memlife.stores.sqlite import DUPLICATE_ACTIVE, SqliteStore
 from memlife.text import negates
 from memlife.tombstones import ERASED_CONTENT, ERASED_SOURCE, insert_new
 
@@ -279,6 +283,8 @@ class LongTermMemory:
             self._check_marker()
             shard = self._shard(actor, namespace)
             before = self._marker()
+            key = norm_key(fact)
+            reloads = 0
             while True:
                 row = shard.exact(fact)
                 if row is not None:
@@ -294,7 +300,24 @@ class LongTermMemory:
                 existing_id = shard.ids[row]
                 if vector is not None and not self._restated(existing_id, fact):
                     break  # close in meaning but saying other words: a new memory
-                refreshed = self._refresh(existing_id, subject, confidence, now, source)
+                refreshed = self._refresh(
+                    existing_id,
+                    subject,
+                    confidence,
+                    now,
+                    source,
+                    key=key if vector is None else None,
+                )
+                if refreshed is None:
+                    # the index's text of that row is stale (rewritten elsewhere): reload it;
+                    # never call a fact a duplicate of a record that no longer says it
+                    reloads += 1
+                    if reloads > 2:
+                        shard.remove(existing_id)
+                        continue
+                    del self._shards[(actor, namespace)]
+                    shard = self._shard(actor, namespace)
+                    continue
                 if refreshed:
                     if vector is not None:  # a vector of text we did not store: do not keep
                         self.cache.delete_for([content_sha256(fact)])
@@ -327,7 +350,17 @@ class LongTermMemory:
                 None if subject and subject.strip() else self._infer_subject(shard, fact, vector)
             )
             # insert-only, tombstones checked in the same transaction: erased text stays erased
-            result = insert_new(self.store, [record])
+            result = self._insert(record)
+            dup = [f for f in result.failed if f.code == DUPLICATE_ACTIVE]
+            if dup:  # another process stored the same text since our index looked
+                self._epoch += 1  # its write: every shard re-checks
+                existing_id = dup[0].message
+                if self._refresh(existing_id, subject, confidence, now, source, key=key):
+                    if content_sha256(fact) not in self._hashes(existing_id):
+                        self.cache.delete_for([content_sha256(fact)])
+                    return RememberResult(existing_id, False, existing_id, 1.0)
+                # gone again already: insert (the check runs again in that transaction)
+                result = self._insert(record, unique=False)
             erased = [f for f in result.failed if f.code in (ERASED_CONTENT, ERASED_SOURCE)]
             if erased:
                 if vector is not None:  # a vector of erased text: never kept
@@ -344,6 +377,21 @@ class LongTermMemory:
                 names[1].add(namespace)
             self._own_write(before, shard, added=record)
             return RememberResult(record.id, True, None, None)
+
+    def _insert(self, record: MemoryRecord, *, unique: bool = True) -> BatchResult:
+        """Insert-only; in SQLite also refused (DUPLICATE_ACTIVE) when an active record of
+        the shard already holds the same folded text, checked in the insert's transaction.
+        Other stores have no such transaction: the index's check above is all they get."""
+        if isinstance(self.store, SqliteStore):
+            # the marker our index was checked against: while nobody else has committed
+            # since, the index's answer stands and SQLite skips its scan of the shard
+            seen = self._seen_marker[0] if isinstance(self._seen_marker, tuple) else None
+            return self.store.insert_new([record], unique_active=unique, seen_version=seen)
+        return insert_new(self.store, [record])
+
+    def _hashes(self, record_id: str) -> set[str]:
+        rec = self.store.get(record_id)
+        return set() if rec is None else {rec.sha256, content_sha256(rec.content)}
 
     @property
     def subjects(self) -> InferredSubjects:
@@ -388,11 +436,15 @@ class LongTermMemory:
 
     def _refresh(
         self, record_id: str, subject: str | None, confidence: float, now: datetime,
-        source: Source = Source.user_stated,
-    ) -> bool:  # fmt: skip
+        source: Source = Source.user_stated, *, key: str | None = None,
+    ) -> bool | None:  # fmt: skip
+        """True: refreshed. False: gone or no longer active (look again). None: the record
+        no longer has the exact-duplicate ``key`` (its text was changed elsewhere)."""
         rec = self.store.get(record_id)
         if rec is None or rec.status is not Status.active:
             return False
+        if key is not None and norm_key(rec.content) != key:
+            return None  # checked on the read the conditional write below is tied to
         if rec.retention_class is RetentionClass.legal_hold:
             # a held record is never rewritten (invariant 1): the access goes to the ledger
             self.ledger.append(rec.actor_id, rec.namespace, rec.id, at=now)
@@ -472,11 +524,14 @@ class LongTermMemory:
         k: int = 5,
         namespace: str | None = None,
         threshold: float | None = None,
+        *,
+        log: bool = True,
     ) -> list[Hit]:
         """Top ``k`` of ``actor``'s ACTIVE memories for ``query`` (all namespaces when None).
 
         Hits whose cosine is below ``threshold`` (default: the instance's) are never
-        returned. Each returned hit is appended to the access ledger.
+        returned. Each returned hit is appended to the access ledger, unless ``log`` is
+        False: a caller that returns only some hits (a filtered, paged search) logs those.
         """
         _actor(actor)
         size = len(_text(query, "query").encode("utf-8"))
@@ -501,7 +556,7 @@ class LongTermMemory:
             for c in cands:
                 rid = c.id
                 rec = records.get(rid)
-                if rec is not None and self._expired(rec, now):
+                if rec is not None and self.expired(rec, now):
                     continue  # past its deadline: never returned, even before a run deletes it
                 if rec is None or rec.status is not Status.active or rec.actor_id != actor:
                     shards[c.which].remove(rid)  # changed behind our back: never returned
@@ -509,7 +564,7 @@ class LongTermMemory:
                 out.append(Hit(rec, c.score, len(out) + 1, c.similarity))
                 if len(out) == k:
                     break
-        if out:
+        if out and log:
             qsha = query_sha256(query)
             now = utcnow()
             for h in out:
@@ -518,7 +573,10 @@ class LongTermMemory:
                 )
         return out
 
-    def _expired(self, rec: MemoryRecord, now: datetime) -> bool:
+    def expired(self, rec: MemoryRecord, now: datetime | None = None) -> bool:
+        """Past its deadline (``expires_at``, else the policy's TTL for its type): never
+        served, by recall or a direct read, even before a nightly run deletes it."""
+        now = now or utcnow()
         if rec.expires_at is not None:
             return rec.expires_at <= now
         ttl = self.policy.memory_types[rec.memory_type].default_ttl_days

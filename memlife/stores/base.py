@@ -101,11 +101,11 @@ class ChangeSignal(Protocol):
         """A value that changes whenever anything (any process) writes to the store."""
         ...
 
-    def shard_fingerprint(self, actor_id: str, namespace: str) -> tuple[float, float, float]:
+    def shard_fingerprint(self, actor_id: str, namespace: str) -> tuple[float, ...]:
         """Moves whenever the shard's active set or content changes (one indexed query)."""
         ...
 
-    def record_fingerprint(self, record_id: str) -> tuple[float, float, float] | None:
+    def record_fingerprint(self, record_id: str) -> tuple[float, ...] | None:
         """One record's share of a shard fingerprint (added elementwise); None if absent."""
         ...
 

@@ -183,6 +183,29 @@ _REFRESH = (
     "AND status='active' AND retention_class!='legal_hold' AND content_sha256=?"
 )
 
+# 16 bits of a row's folded-text hash (its first 4 hex digits, as code points: SQLite has
+# no hex parser) for the shard fingerprint: summed over a shard, a checksum that moves when
+# a row's text changes to another of the same length (its rowid and length stay the same).
+# 4 digits make the query ~3x slower (0.25 s on a 100k-row shard, run only after a
+# foreign write); all 64 would make it ~15x.
+_TEXT_SUM = " + ".join(f"unicode(substr(norm_sha256, {i + 1}, 1)) * {128**i}" for i in range(4))
+
+_INSERT_IF_ABSENT = _INSERT + " ON CONFLICT(id) DO NOTHING"
+# put_if_unchanged: the row as read (same text), only while nothing holds it
+_OVERWRITE = (
+    f"UPDATE records SET {', '.join(f'{c}=?' for c in COLUMNS[1:])} WHERE id=? "
+    "AND content_sha256=? AND retention_class!='legal_hold' AND status!='retained'"
+)
+
+# an active record of the same actor + namespace holding the same folded text
+_SAME_ACTIVE = (
+    "SELECT id FROM records WHERE actor_id=? AND namespace=? AND norm_sha256=? "
+    "AND status='active' LIMIT 1"
+)
+DUPLICATE_ACTIVE = "DUPLICATE_ACTIVE"
+HELD = "HELD"
+CHANGED = "CHANGED"
+
 _MT = {m.value: m for m in MemoryType}
 _SRC = {s.value: s for s in Source}
 _RC = {r.value: r for r in RetentionClass}
@@ -480,6 +503,31 @@ class SqliteStore:
             cur = self.connection.execute(_REFRESH, (*row[1:], row[0], expected_sha256))
         return cur.rowcount == 1
 
+    def put_if_unchanged(self, record: MemoryRecord, expected_sha256: str | None) -> BatchResult:
+        """Write ``record`` in ONE transaction, tombstones checked inside it: insert it when
+        ``expected_sha256`` is None (the id was absent when read), else overwrite its row only
+        while that row is not held and still holds ``expected_sha256``. A read-check-write
+        (the LangGraph put) thus never overwrites a hold or brings back an erasure that
+        committed after its read. Failures: ERASED_CONTENT / ERASED_SOURCE, HELD, CHANGED
+        (the row is not as read: read again and retry)."""
+        row = record_to_row(record)
+        with self.lock, self.transaction():
+            con = self.connection
+            code = self._tombstone_refusal(record, record.provenance.supersedes)
+            if code is None and expected_sha256 is None:
+                if not con.execute(_INSERT_IF_ABSENT, row).rowcount:
+                    code = CHANGED  # created by someone else since the read
+            elif code is None:
+                if not con.execute(_OVERWRITE, (*row[1:], row[0], expected_sha256)).rowcount:
+                    now = con.execute(
+                        "SELECT retention_class, status FROM records WHERE id=?", (record.id,)
+                    ).fetchone()
+                    held = now is not None and (now[0] == "legal_hold" or now[1] == "retained")
+                    code = HELD if held else CHANGED
+        if code is not None:
+            return BatchResult(failed=[ItemFailure(record.id, code, retryable=code == CHANGED)])
+        return BatchResult(succeeded=[record.id])
+
     def set_status(
         self,
         ids: Sequence[str],
@@ -577,24 +625,50 @@ class SqliteStore:
         return BatchResult(succeeded=[record.id])
 
     def insert_new(
-        self, records: Sequence[MemoryRecord], *, check_tombstones: bool = True
+        self,
+        records: Sequence[MemoryRecord],
+        *,
+        check_tombstones: bool = True,
+        unique_active: bool = False,
+        seen_version: int | None = None,
     ) -> BatchResult:
         """Insert records whose id is new; an existing id fails with ID_EXISTS (never overwritten).
 
         Tombstoned content (or sources) fail with ERASED_CONTENT / ERASED_SOURCE, checked in
-        the same transaction as the insert.
+        the same transaction as the insert. ``unique_active`` (online remember): a record
+        whose folded text an active record of its actor + namespace already holds fails
+        with DUPLICATE_ACTIVE, that record's id as the message; checked in the same
+        transaction, so two processes remembering one fact at once store it once.
+        ``seen_version``: the ``PRAGMA data_version`` the caller's own duplicate check saw
+        the store at; while no other connection has committed since, that check stands and
+        the query (a scan of the actor's active rows: ~120 ms at 100k) is not run.
         """
         return self.insert_rows(
-            [record_to_row(r) for r in records], check_tombstones=check_tombstones
+            [record_to_row(r) for r in records],
+            check_tombstones=check_tombstones,
+            unique_active=unique_active,
+            seen_version=seen_version,
         )
 
     def insert_rows(
-        self, rows: Sequence[tuple[Any, ...]], *, check_tombstones: bool = True
+        self,
+        rows: Sequence[tuple[Any, ...]],
+        *,
+        check_tombstones: bool = True,
+        unique_active: bool = False,
+        seen_version: int | None = None,
     ) -> BatchResult:
         """:meth:`insert_new` for rows already built by ``record_to_row`` (the import's
         worker processes send rows, not records)."""
         with self.lock, self.transaction():
             con = self.connection
+            if unique_active and seen_version is not None:  # nobody else wrote since: skip
+                unique_active = con.execute("PRAGMA data_version").fetchone()[0] != seen_version
+            held_by: dict[str, str] = {}  # row id -> the active record already saying it
+            for row in rows if unique_active else ():
+                got = con.execute(_SAME_ACTIVE, (row[1], row[2], row[19])).fetchone()
+                if got is not None:
+                    held_by[row[0]] = got[0]
             # One query per batch, not per record (import speed); same transaction as the
             # inserts, so an erasure cannot slip in between the check and the write.
             check_tombstones = check_tombstones and bool(
@@ -619,6 +693,11 @@ class SqliteStore:
                             code = self._tombstone_refusal(r, r.provenance.supersedes)
                     if code is None and rid in taken:
                         code = "ID_EXISTS"
+                    if code is None and rid in held_by:
+                        result.failed.append(
+                            ItemFailure(rid, DUPLICATE_ACTIVE, held_by[rid], retryable=False)
+                        )
+                        continue
                     if code is not None:
                         result.failed.append(ItemFailure(rid, code, retryable=False))
                         continue
@@ -658,20 +737,21 @@ class SqliteStore:
             c = self.connection
             return c.execute("PRAGMA data_version").fetchone()[0], c.total_changes
 
-    def shard_fingerprint(self, actor_id: str, namespace: str) -> tuple[float, float, float]:
-        """Count, rowid sum and content length of the shard's active rows."""
+    def shard_fingerprint(self, actor_id: str, namespace: str) -> tuple[float, ...]:
+        """Count, rowid sum, content length and text checksum of the shard's active rows."""
         with self.lock:
-            row: tuple[float, float, float] = self.connection.execute(
-                "SELECT count(*), total(rowid), total(length(content)) "
+            row: tuple[float, ...] = self.connection.execute(
+                f"SELECT count(*), total(rowid), total(length(content)), total({_TEXT_SUM}) "
                 "FROM records WHERE actor_id=? AND status=? AND namespace=?",
                 (actor_id, Status.active.value, namespace),
             ).fetchone()
         return row
 
-    def record_fingerprint(self, record_id: str) -> tuple[float, float, float] | None:
+    def record_fingerprint(self, record_id: str) -> tuple[float, ...] | None:
         with self.lock:
-            row: tuple[float, float, float] | None = self.connection.execute(
-                "SELECT 1, rowid, length(content) FROM records WHERE id=?", (record_id,)
+            row: tuple[float, ...] | None = self.connection.execute(
+                f"SELECT 1, rowid, length(content), {_TEXT_SUM} FROM records WHERE id=?",
+                (record_id,),
             ).fetchone()
         return row
 

@@ -18,7 +18,11 @@ from langgraph.store.base import BaseStore, InvalidNamespaceError  # noqa: E402
 from langgraph.store.memory import InMemoryStore  # noqa: E402
 
 from memlife import Memory, RetentionClass, Status  # noqa: E402
-from memlife.integrations.langgraph import MemlifeStore, record_id  # noqa: E402
+from memlife.integrations.langgraph import (  # noqa: E402
+    MemlifeStore,
+    default_actor_of,
+    record_id,
+)
 from memlife.ledger import AccessLedger  # noqa: E402
 
 # inserted in sorted order so both stores list in the same order
@@ -45,9 +49,16 @@ ITEMS = [
 ]
 
 
+def actor_of(namespace: tuple[str, ...]) -> str:
+    """The default mapping for ("users", <actor>, ...); the shared docs belong to "org"."""
+    return "org" if namespace[0] == "docs" else default_actor_of(namespace)
+
+
 @pytest.fixture(name="stores")
 def _stores(tmp_path: Path) -> tuple[MemlifeStore, InMemoryStore]:
-    ours = MemlifeStore(Memory(f"sqlite:///{tmp_path / 'lg.db'}", ledger=tmp_path / "ledger"))
+    ours = MemlifeStore(
+        Memory(f"sqlite:///{tmp_path / 'lg.db'}", ledger=tmp_path / "ledger"), actor_of=actor_of
+    )
     ref = InMemoryStore()
     for store in (ours, ref):
         for ns, key, value in ITEMS:
