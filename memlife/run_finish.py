@@ -21,6 +21,7 @@ from memlife.model import utcnow
 from memlife.plan import Action
 from memlife.receipts_dataset import write_operations
 from memlife.report import ReportWriter
+from memlife.rerun_counts import carried_over
 from memlife.run_start import remote_state, scope
 from memlife.run_types import BatchOutcome, RunContext, RunSummary
 
@@ -49,6 +50,11 @@ def finish_run(
         )
     report.merge_parts(report.folder / "parts")  # batches planned in other processes or flows
     report.close()
+    journal_ops = (
+        journal.by_run(ctx.run_id) if journal is not None and not ctx.config.dry_run else []
+    )
+    # a rerun: what the killed attempt did is counted once (read before the report goes)
+    carried = carried_over(journal_ops, report.parquet_path)
     report_paths = (str(report.jsonl_path), str(report.parquet_path))
     if remote is not None:
         from memlife.state.reports import upload_report
@@ -87,7 +93,7 @@ def finish_run(
     failed_shards = [s for o in outcomes for s in o.failed_shards]
     failed_shards += [{"shard": f"{s['actor_id']}:{s['namespace']}", "code": s["code"]}
                       for s in tally.stopped_shards]  # fmt: skip
-    records = sum(o.records for o in outcomes)
+    records = carried.adjust(counts, sum(o.records for o in outcomes))
     # left for a human: a record whose every finding a reviewer answered for the content it
     # holds is still planned `review` (nothing changes it) but waits on nobody
     reviewed = counts.get("review", 0) - tally.counts.get("review_answered", 0)
@@ -100,9 +106,6 @@ def finish_run(
         "held": counts.get("hold", 0), "failed": tally.counts.get("failed", 0),
     }  # fmt: skip
     receipt_failures = tally.counts.get("receipt_failed", 0)
-    journal_ops = (
-        journal.by_run(ctx.run_id) if journal is not None and not ctx.config.dry_run else []
-    )
     jc: dict[str, int] = {}
     if journal is not None and not ctx.config.dry_run:
         # This run's changes over all its attempts come from the journal (a rerun after a
@@ -117,7 +120,13 @@ def finish_run(
     queue_failed = sum(1 for f in tally.failures
                        if f.get("run_id") not in (None, ctx.run_id) and f.get("code") != "RECEIPT_WRITE_FAILED")  # fmt: skip
     status = "success"
-    if failed_shards or lifecycle["failed"] or receipt_failures or queue_failed:
+    # the model refused the run's credentials or model name (401/403/404): no group was
+    # judged, none is to blame, and nothing was consolidated; an operator must act
+    misconfigured = tally.counts.get("consolidation_model_misconfigured", 0)
+    if misconfigured and not ctx.config.dry_run:
+        tally.failures.append({"action": "consolidate", "code": "MODEL_MISCONFIGURED",
+                               "retryable": True, "detail": f"{misconfigured} groups"})  # fmt: skip
+    if failed_shards or lifecycle["failed"] or receipt_failures or queue_failed or misconfigured:
         status = "partial_failure"
     if gate is not None and gate.get("blocked") and not ctx.config.dry_run:
         status = "blocked"  # the gate held the commit back: not a success, whatever else went on

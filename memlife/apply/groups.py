@@ -28,7 +28,7 @@ from memlife.apply.lifecycle import end_terminally, retryable, run_lifecycle
 from memlife.apply.retry import next_retry
 from memlife.apply.stage_cache import StageCache
 from memlife.apply.tally import Tally
-from memlife.consolidate.base import ConsolidationError, Group
+from memlife.consolidate.base import MODEL_MISCONFIGURED, ConsolidationError, Group
 from memlife.consolidate.grounding import KEEP_APART
 from memlife.consolidate.replacement import build_from_members
 from memlife.faults import checkpoint
@@ -304,6 +304,13 @@ def stage_group(
         elif not exc.retryable:  # the answer was refused (grounding, schema): back off
             retry_at = _rejected(ex, model_group, gkey, exc.code, tally)
             _remember(ex, memo_key, model_group, REFUSED, retry_at)
+        else:
+            # the model was not reached, or the run's key/model is wrong: no group's fault,
+            # nothing remembered (the next run sends it again), but a run that consolidated
+            # nothing for this reason must say so in its counts
+            tally.counts["consolidation_model_unavailable"] += 1
+            if exc.code == MODEL_MISCONFIGURED:
+                tally.counts["consolidation_model_misconfigured"] += 1
         return None  # originals untouched
     tally.model_calls += result.requests or (1 if result.model else 0)
     tally.input_tokens += result.input_tokens

@@ -5,15 +5,22 @@ schema, forced with ``tool_choice``; the tool input is validated with pydantic a
 grounded against the group's records before anything is returned. Failures are
 ``ConsolidationError`` codes and never a partial result:
 
-- SCHEMA_INVALID      no tool call, truncated or malformed input
-- MODEL_UNAVAILABLE   429 / 529 / 5xx / timeout / connection, after the SDK's own retries
-                      (retryable: the executor queues the group for a later run)
-- MODEL_REJECTED      any other API error (bad key, bad request): retrying will not help
+- SCHEMA_INVALID      no tool call, a stop_reason other than tool_use (truncated,
+                      refused), malformed input
+- MODEL_UNAVAILABLE   429 / 529 / 5xx / timeout / connection, after the SDK's own retries,
+                      or a 200 whose body is not a message (a proxy's HTML page)
+                      (retryable: the executor tries the group again on a later run)
+- MODEL_MISCONFIGURED 401 / 403 / 404, or a 400 naming the model: the key, the account or
+                      the model name is wrong, not the group. Retryable (no group is held
+                      to account) and sticky: this consolidator sends nothing more, every
+                      later group gets the same error at no cost
+- MODEL_REJECTED      any other API error (a bad request): retrying will not help
 - grounding codes     see memlife.consolidate.grounding
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +28,12 @@ from typing import Any
 import anthropic
 from pydantic import ValidationError
 
-from memlife.consolidate.base import ConsolidationError, ConsolidationResult, Group
+from memlife.consolidate.base import (
+    MODEL_MISCONFIGURED,
+    ConsolidationError,
+    ConsolidationResult,
+    Group,
+)
 from memlife.consolidate.grounding import check_grounding
 from memlife.consolidate.prompts import (
     TOOL_NAME,
@@ -32,7 +44,7 @@ from memlife.consolidate.prompts import (
 )
 from memlife.embed import Embedder
 from memlife.errors import Reason
-from memlife.policy import Grouping, Policy
+from memlife.policy import Grouping, Limits, Policy
 from memlife.settings import settings
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
@@ -40,6 +52,8 @@ SCHEMA_INVALID = "SCHEMA_INVALID"
 MODEL_UNAVAILABLE = "MODEL_UNAVAILABLE"
 MODEL_REJECTED = "MODEL_REJECTED"
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
+_CONFIG_STATUS = frozenset({401, 403, 404})  # key, permission, model or endpoint
+_NAMES_MODEL = re.compile(r"\bmodel\b", re.IGNORECASE)
 
 
 @dataclass
@@ -84,6 +98,11 @@ class AnthropicConsolidator:
         )
         self._embedder = embedder
         self.grouping = policy.grouping if policy is not None else Grouping()
+        self.limits = policy.limits if policy is not None else Limits()
+        # Set by the first configuration failure (bad key, unknown model): every later
+        # call fails the same way without a request, for as long as this instance lives
+        # (one run): a wrong key must not cost one refused request per group.
+        self.misconfigured: str | None = None
         # One limit per instance, shared by every thread that uses it: the pipeline's
         # workers must not open more concurrent calls than the account's rate allows.
         self._slots = threading.BoundedSemaphore(max_concurrency)
@@ -146,11 +165,26 @@ class AnthropicConsolidator:
                 raise ConsolidationError(
                     MODEL_UNAVAILABLE, f"HTTP {exc.status_code}", retryable=True
                 ) from exc
+            if self._configuration_error(exc):
+                self.misconfigured = f"HTTP {exc.status_code}"
+                raise ConsolidationError(
+                    MODEL_MISCONFIGURED, self.misconfigured, retryable=True
+                ) from exc
             raise ConsolidationError(MODEL_REJECTED, f"HTTP {exc.status_code}") from exc
         except (anthropic.APIResponseValidationError, ValueError) as exc:
             # The SDK lets a non-JSON body surface as a bare JSONDecodeError (a ValueError).
             self._count(0, 0, failed=True)
             raise ConsolidationError(SCHEMA_INVALID, "response body is not a message") from exc
+
+    def _configuration_error(self, exc: anthropic.APIStatusError) -> bool:
+        """The key, the permissions or the model name is wrong: no group's fault."""
+        if exc.status_code in _CONFIG_STATUS:
+            return True
+        # a 400 about the model ("model: claude-x not found", max_tokens over the model's
+        # limit) fails every group alike; the error message is the API's, not memory content
+        return exc.status_code == 400 and bool(
+            _NAMES_MODEL.search(exc.message) or self.model in exc.message
+        )
 
     def consolidate(self, group: Group) -> ConsolidationResult:
         self._sent.n = 0
@@ -165,7 +199,14 @@ class AnthropicConsolidator:
     def _consolidate(self, group: Group, tokens: list[int]) -> ConsolidationResult:
         if not group.records:
             raise ConsolidationError(Reason.EMPTY_GROUP, group.key)
+        if self.misconfigured is not None:  # nothing sent: the run's configuration is wrong
+            raise ConsolidationError(MODEL_MISCONFIGURED, self.misconfigured, retryable=True)
         msg = self._call(group)
+        if not isinstance(msg, anthropic.types.Message):
+            # a 200 whose body is not JSON (a proxy's or captive portal's HTML page): the
+            # SDK hands back the text; the service was not reached, the group is not at fault
+            self._count(0, 0, failed=True)
+            raise ConsolidationError(MODEL_UNAVAILABLE, "response is not a message", retryable=True)
         # The SDK builds responses leniently: a malformed body may lack usage or content.
         usage = getattr(msg, "usage", None)
         tin = int(getattr(usage, "input_tokens", 0) or 0)
@@ -184,7 +225,13 @@ class AnthropicConsolidator:
             output_tokens=tout,
         )
         try:
-            check_grounding(result, group, self.embedder, self.grouping.grounding_cosine)
+            check_grounding(
+                result,
+                group,
+                self.embedder,
+                self.grouping.grounding_cosine,
+                max_bytes=self.limits.content_max_bytes,
+            )
         except ConsolidationError:
             self._count(tin, tout, failed=True)
             raise
@@ -195,6 +242,12 @@ class AnthropicConsolidator:
 def _parse(msg: anthropic.types.Message) -> ConsolidationOutput:
     if msg.stop_reason == "max_tokens":
         raise ConsolidationError(SCHEMA_INVALID, "answer truncated at max_tokens")
+    if msg.stop_reason != "tool_use":
+        # a forced tool call ends in tool_use; anything else (a refusal with a tool call
+        # attached, end_turn, pause_turn) is not an answer to take
+        raise ConsolidationError(
+            SCHEMA_INVALID, f"stop_reason {str(msg.stop_reason)[:40]}, want tool_use"
+        )
     blocks = msg.content if isinstance(msg.content, list) else []
     calls = [
         b

@@ -18,6 +18,10 @@ from memlife.errors import ConsolidationError as ConsolidationError  # moved; re
 from memlife.errors import Reason
 from memlife.model import MemoryRecord, Source
 
+# The model's key, permissions or name is wrong (401/403/404, a 400 naming the model):
+# a run-level configuration failure, never a group's (consolidate/anthropic.py).
+MODEL_MISCONFIGURED = "MODEL_MISCONFIGURED"
+
 
 @dataclass(frozen=True)
 class Group:

@@ -1,6 +1,8 @@
 """The grounding check: every claim of a replacement must trace to its source records.
 
-A claim (the summary counts as one) is grounded when
+A claim (the summary, and each clause of it, count as claims: the summary is what the
+replacement says, and a whole sentence can carry an invented clause past the cosine) is
+grounded when
   1. some source *unit* (a record's whole text, or one of its clauses) is semantically
      close: cosine >= threshold;
   2. at least one such close unit has the same polarity (memlife.text.negates).
@@ -11,6 +13,9 @@ A claim (the summary counts as one) is grounded when
   3. every number, date and proper noun in the claim occurs in some source's text:
      the failure mode of a summariser is a plausible invented detail, which cosine
      similarity happily lets through.
+Before any of that, the result is bounded (OVERSIZED_RESULT: the embedder reads only the
+first 256 tokens of a text, so an unbounded summary is only partly checked) and may carry
+no control or invisible format character its sources lack (FOREIGN_CHARACTERS).
 Source records that read like instructions to a model ("ignore previous instructions
 and state ...") never ground anything: a memory can tell the model nothing.
 A claim whose closest support is only records the planner found contradicted is rejected
@@ -24,12 +29,14 @@ and polarity are what the rules pin down.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 
 import numpy as np
 
 from memlife.consolidate.base import ConsolidationError, ConsolidationResult, Group
 from memlife.embed import Embedder
+from memlife.policy import Limits
 from memlife.text import negates, reads_additive
 
 UNKNOWN_SOURCE = "UNKNOWN_SOURCE"
@@ -39,6 +46,20 @@ CONTRADICTED_CLAIM = "CONTRADICTED_CLAIM"
 KEEP_APART = "KEEP_APART"  # the model judged the records complement/unrelated: nothing merges
 UPDATE_DIRECTION = "UPDATE_DIRECTION"  # an 'update' that retires a record newer than what it keeps
 ADDITIVE_NOT_UPDATE = "ADDITIVE_NOT_UPDATE"  # "also allergic to X" read as replacing the first
+# a duplicate/update that leaves a member it was sent out of source_ids and outdated_ids:
+# every member is superseded, so each must be one the answer merged or retired
+INCOMPLETE_SOURCES = "INCOMPLETE_SOURCES"
+# over the policy's content bound, or far longer than its sources
+OVERSIZED_RESULT = "OVERSIZED_RESULT"
+FOREIGN_CHARACTERS = "FOREIGN_CHARACTERS"  # control/invisible characters no source holds
+
+# A summary may restate its sources, not outgrow them: at most this many times their
+# combined UTF-8 bytes, plus a little room for joining words.
+SUMMARY_GROWTH = 2
+SUMMARY_SLACK_BYTES = 256
+# Cc control, Cf format (zero-width, bidi overrides), Cs lone surrogates (not UTF-8), Zl/Zp
+# line/paragraph separators: invisible or terminal-active, never a fact a memory needs.
+_FOREIGN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
 def check_relation(result: ConsolidationResult, group: Group) -> None:
@@ -127,17 +148,79 @@ def _vocabulary(texts: Sequence[str]) -> set[str]:
     return vocab
 
 
+def check_complete(result: ConsolidationResult, group: Group) -> None:
+    """duplicate / update: every member sent must be in source_ids or outdated_ids.
+
+    The executor supersedes every member it sent: one the answer never named would be
+    retired on no one's word (a second allergy dropped as a "duplicate")."""
+    if result.relation not in ("duplicate", "update"):
+        return
+    named = set(result.source_ids) | set(result.outdated_ids)
+    missing = [r.id for r in group.records if r.id not in named]
+    if missing:
+        raise ConsolidationError(
+            INCOMPLETE_SOURCES, f"in neither source_ids nor outdated_ids: {', '.join(missing)}"
+        )
+
+
+def check_size(result: ConsolidationResult, group: Group, max_bytes: int) -> None:
+    """Summary and claims within the policy's content bound (what import and `remember`
+    accept), and the summary not far longer than all the records it was made from."""
+    for what, text in [("summary", result.summary), *_numbered("claim", result.claims)]:
+        if len(text.encode("utf-8", "surrogatepass")) > max_bytes:
+            raise ConsolidationError(OVERSIZED_RESULT, f"{what}: over {max_bytes} bytes")
+    sources = sum(len(r.content.encode("utf-8", "surrogatepass")) for r in group.records)
+    if len(result.summary.encode("utf-8", "surrogatepass")) > (
+        SUMMARY_GROWTH * sources + SUMMARY_SLACK_BYTES
+    ):
+        raise ConsolidationError(OVERSIZED_RESULT, "summary: far longer than its sources")
+
+
+def check_characters(result: ConsolidationResult, group: Group) -> None:
+    """No control or invisible format character that no source holds: it would reach
+    recall, terminals and logs (an ANSI escape, a bidi override) or hide text from a reader."""
+    allowed = {c for r in group.records for c in r.content if _foreign(c)}
+    for what, text in [("summary", result.summary), *_numbered("claim", result.claims)]:
+        if any(_foreign(c) and c not in allowed for c in text):
+            raise ConsolidationError(FOREIGN_CHARACTERS, f"{what}: a character no source holds")
+
+
+def _foreign(c: str) -> bool:
+    return unicodedata.category(c) in _FOREIGN_CATEGORIES
+
+
+def _numbered(label: str, texts: Sequence[str]) -> list[tuple[str, str]]:
+    return [(f"{label} {i}", t) for i, t in enumerate(texts)]
+
+
 def check_grounding(
-    result: ConsolidationResult, group: Group, embedder: Embedder, threshold: float
+    result: ConsolidationResult,
+    group: Group,
+    embedder: Embedder,
+    threshold: float,
+    *,
+    max_bytes: int = Limits().content_max_bytes,
 ) -> None:
     """Return None when ``result`` is grounded in ``group``; raise ConsolidationError otherwise.
 
-    Messages carry ids, indices and codes only: they end up in receipts and logs.
+    ``max_bytes``: the policy's limits.content_max_bytes. Messages carry ids, indices and
+    codes only: they end up in receipts and logs.
     """
+    # bounded first: nothing oversized is embedded (the embedder would read only its head)
+    check_size(result, group, max_bytes)
+    check_characters(result, group)
     check_relation(result, group)
-    statements = [result.summary, *result.claims]
-    if not result.source_ids or any(not s.strip() for s in statements) or not result.claims:
+    whole = [result.summary, *result.claims]
+    if not result.source_ids or any(not s.strip() for s in whole) or not result.claims:
         raise ConsolidationError(EMPTY_RESULT, "summary, claims and source_ids must be non-empty")
+    # The summary's clauses are grounded one by one: it is the replacement's content, and
+    # an invented clause beside a true one keeps the whole above the threshold.
+    parts = clauses(result.summary)
+    parts = parts if len(parts) > 1 else []
+    statements = [result.summary, *parts, *result.claims]
+    labels = ["summary", *(f"summary clause {k}" for k in range(len(parts)))]
+    labels += [f"claim {k}" for k in range(len(result.claims))]
+    fragments = range(1, 1 + len(parts))
     by_id = {r.id: r for r in group.records}
     unknown = [i for i in result.source_ids if i not in by_id]
     if unknown:
@@ -159,8 +242,10 @@ def check_grounding(
     contradicted = set(group.superseded_ids) | set(result.outdated_ids)
 
     for i, claim in enumerate(statements):
-        what = "summary" if i == 0 else f"claim {i - 1}"
-        missing = specifics(claim) - vocab
+        what = labels[i]
+        # a clause's specifics were checked in the whole summary (the sentence start is
+        # known there, not in the fragment)
+        missing = set() if i in fragments else specifics(claim) - vocab
         if missing:
             raise ConsolidationError(
                 UNGROUNDED_CLAIM, f"{what}: {len(missing)} name/number/date in no source"
@@ -182,3 +267,5 @@ def check_grounding(
                 raise ConsolidationError(
                     CONTRADICTED_CLAIM, f"{what}: supported only by contradicted records"
                 )
+    # last: an answer that is ungrounded as well says so first (its more telling code)
+    check_complete(result, group)

@@ -23,7 +23,7 @@ from tests.fakes.messages_api import MessagesServer, tool_use_reply
 from tests.support.lifecycle import CUTOFF, check_invariants, gate_cases, seed, snapshot
 
 RECORD = re.compile(r'<(memory_\w+) id="([^"]+)"[^>]*>\n(.*?)\n</\1>', re.S)
-SURVIVOR = re.compile(r"considers record (\S+) the newest")
+SURVIVOR = re.compile(r"considers record \"([^\"]+)\" the newest")  # ids are JSON strings
 
 
 def careful_model(body: dict[str, Any], lie_every: int = 0, calls: list | None = None):

@@ -264,7 +264,9 @@ def test_unavailable_model_is_retryable_and_leaves_no_result(
 
 
 @pytest.mark.parametrize(
-    "reply", [invalid_request_error("bad"), error_reply(401, "authentication_error")]
+    # a bad key, a forbidden or unknown model: tests/unit/test_consolidation_adversarial.py
+    "reply",
+    [invalid_request_error("bad"), error_reply(413, "request_too_large")],
 )
 def test_rejected_request_is_not_retryable(messages_server, embedder, reply: Reply) -> None:
     messages_server.enqueue(reply)

@@ -1,0 +1,75 @@
+"""A rerun's counts: what the killed attempt already did is counted once, not re-planned.
+
+A rerun after a crash plans the store as the killed attempt left it: the originals it
+superseded are read again (and planned, usually ``retain``), the replacements it wrote are
+read as new records, and the records it deleted are gone. Counted as they are, a rerun's
+receipt said ``processed 2275`` for a 2,000-record night and its outcomes summed to 3,097.
+Here the records an earlier attempt of this run changed or wrote are taken out of this
+attempt's planned counts (their outcomes come from the journal, over every attempt), and
+``processed`` is what the first attempt read: this attempt's reads, less the replacements
+the run wrote, plus the records it removed. A clean run's figures, whatever the crash.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from memlife.journal import Operation, OpKind, OpState, Outcome
+from memlife.plan import Action
+
+_DONE = (OpState.APPLIED, OpState.RECEIPTED)
+_REMOVED = (Outcome.deleted, Outcome.already_absent)
+_CHANGES = (OpKind.supersede, OpKind.quarantine)
+# planned actions that change the record: this attempt planned (and made) the change itself
+_PLANS_A_CHANGE = {a.value for a in Action} - {Action.retain, Action.hold, Action.review}
+
+
+@dataclass
+class CarriedOver:
+    """This attempt's planned records that an earlier attempt of the run already handled."""
+
+    actions: Counter[str] = field(default_factory=Counter)  # their planned actions now
+    replacements: int = 0  # replacements the run wrote, read again by this attempt
+    removed: int = 0  # records the run removed before this attempt read the store
+
+    def adjust(self, counts: Counter[str], records: int) -> int:
+        """Take them out of ``counts`` (in place); ``records`` as the first attempt read."""
+        counts.subtract(self.actions)
+        return records - self.replacements + self.removed
+
+
+def carried_over(ops: Sequence[Operation], report: Path) -> CarriedOver:
+    """From the run's journal (every attempt) and this attempt's report (id, action).
+
+    Done before this attempt read the store: a replacement the run wrote that this attempt
+    read (it is in the report); an original the run superseded or quarantined that this
+    attempt planned no change for (an operation only planned by the killed attempt is
+    planned again now, and applied by this one); a deletion whose record this attempt
+    never read."""
+    done = [o for o in ops if o.state in _DONE]
+    out = CarriedOver()
+    if not done or not report.exists():
+        return out
+    written = {o.record_id for o in done if o.kind is OpKind.write_replacement}
+    changed = {o.record_id for o in done if o.kind in _CHANGES}
+    removed = {o.record_id for o in done if o.outcome in _REMOVED}
+    table = pq.read_table(report, columns=["id", "action"])
+    wanted = pa.array(sorted(written | changed | removed), pa.string())
+    mine = table.filter(pc.is_in(table.column("id"), value_set=wanted))
+    seen: set[str] = set()
+    for rid, action in zip(
+        mine.column("id").to_pylist(), mine.column("action").to_pylist(), strict=True
+    ):
+        seen.add(rid)
+        if rid in written or (rid in changed and action not in _PLANS_A_CHANGE):
+            out.actions[action] += 1
+            out.replacements += rid in written
+    out.removed = len(removed - seen)
+    return out
