@@ -8,6 +8,13 @@ next message. A cut is only ever made at a turn start, and a turn start never ho
 ``tool_result``, so a tool call (parallel calls included) is never separated from its
 results.
 
+With no whole turn to spare (an agent loop: one request, then tool round after tool
+round, all one turn), the current turn's older rounds are summarised instead: the request
+stays verbatim with the summary as its last block, and the cut falls before an assistant
+message that follows a message of tool results, so the round before it (its ``tool_use``
+and their results) lies wholly in the summarised part. ``keep_last_turns`` then counts the
+rounds kept.
+
 A turn begins at a user message that carries no ``tool_result`` block and runs up to the
 next such message. (A user message mixing tool results with text continues the current
 turn: starting a turn there would orphan its results.) Callers may give explicit turn
@@ -510,7 +517,7 @@ class CompactionResult:
     """What :func:`compact` did.
 
     ``reason`` is one of ``compacted``, ``under_budget``, ``too_few_turns`` (over budget but
-    nothing older than the kept turns), ``counter_failed``, ``invalid_input``,
+    nothing older than the kept turns, nor more tool rounds in the current turn than kept), ``counter_failed``, ``invalid_input``,
     ``summarizer_failed``, ``no_gain`` (the summary was not smaller) or ``invalid_output``.
     Whenever ``compacted`` is False, ``conversation`` is the input, untouched.
     """
@@ -524,6 +531,7 @@ class CompactionResult:
     summary: str | None = None
     summarized_turns: int = 0
     summarized_messages: int = 0
+    summarized_rounds: int = 0  # tool rounds of the current turn (an agent loop's one turn)
     error: str | None = None
     problems: list[str] = field(default_factory=list)
 
@@ -548,6 +556,29 @@ def _merge_summary(kept: list[Message], summary: str) -> tuple[list[Message], bo
         merged["content"] = [{"type": "text", "text": text}, *_blocks(first.get("content"))]
         return [merged, *kept[1:]], True
     return [{"role": "user", "content": text}, *kept], False
+
+
+def _round_cut(messages: Sequence[Mapping[str, Any]], task: int, keep: int) -> int | None:
+    """Where to cut inside the current turn (from index ``task``, its request), keeping its
+    last ``keep`` tool rounds: before an assistant message that follows a user message of
+    tool results. The round before it (a ``tool_use`` and the results answering it) then
+    lies wholly in the summarised part: no pair is split. None: too few rounds."""
+    if messages[task].get("role") != "user":  # an explicit turn begun by the assistant
+        return None
+    cuts = [
+        i for i in range(task + 2, len(messages))
+        if messages[i].get("role") == "assistant" and _has_tool_result(messages[i - 1])
+    ]  # fmt: skip
+    return cuts[-keep] if len(cuts) >= keep else None
+
+
+def _after_task(task: Message, summary: str) -> list[Message]:
+    """The current request, verbatim, with the summary of its older rounds as a last block
+    (a turn start holds no tool_result, so a text block may follow its blocks; the kept
+    rounds begin with an assistant message: roles alternate)."""
+    text = f"{SUMMARY_HEADER}\n{summary}"
+    task["content"] = [*_blocks(task.get("content")), {"type": "text", "text": text}]
+    return [task]
 
 
 def compact(
@@ -611,10 +642,19 @@ def compact(
         )
 
     starts = conv.starts()
-    if len(starts) <= keep_last_turns:
-        return unchanged("too_few_turns", tokens_before=before, tokens_after=before)
-    cut = starts[-keep_last_turns]
-    head = copy.deepcopy(conv.messages[:cut])
+    rounds = 0  # tool rounds of the current turn summarised (an agent loop: one long turn)
+    if len(starts) > keep_last_turns:
+        cut = starts[-keep_last_turns]
+        head = copy.deepcopy(conv.messages[:cut])
+    else:  # no whole turn to spare: summarise the current turn's older tool rounds
+        task = starts[-1]
+        round_cut = _round_cut(conv.messages, task, keep_last_turns)
+        if round_cut is None:
+            return unchanged("too_few_turns", tokens_before=before, tokens_after=before)
+        cut = round_cut
+        # the summariser reads the request with its rounds; the request itself stays verbatim
+        head = copy.deepcopy(conv.messages[task:cut])
+        rounds = sum(1 for m in conv.messages[task + 1 : cut] if m.get("role") == "assistant")
 
     try:
         summary = (summarizer or AnthropicSummarizer()).summarize(head)
@@ -634,7 +674,13 @@ def compact(
         )
     summary = summary.strip()
 
-    new_messages, merged = _merge_summary(copy.deepcopy(conv.messages[cut:]), summary)
+    if rounds:  # older turns and the request verbatim, the summary, the last rounds
+        new_messages = copy.deepcopy(conv.messages[:task])
+        new_messages += _after_task(copy.deepcopy(conv.messages[task]), summary)
+        new_messages += copy.deepcopy(conv.messages[cut:])
+        merged = False
+    else:
+        new_messages, merged = _merge_summary(copy.deepcopy(conv.messages[cut:]), summary)
     problems = validate_history(new_messages, allow_pending_tool_use=True)
     if problems:  # defensive: cannot happen for a valid input cut at a turn start
         return unchanged(
@@ -659,7 +705,9 @@ def compact(
         )
 
     new_starts: list[int] | None = None
-    if conv.turn_starts is not None:
+    if conv.turn_starts is not None and rounds:
+        new_starts = list(conv.turn_starts)  # every turn starts where it did
+    elif conv.turn_starts is not None:
         shift = -cut if merged else 1 - cut
         new_starts = sorted({0} | {s + shift for s in conv.turn_starts if s >= cut})
     return CompactionResult(
@@ -670,6 +718,7 @@ def compact(
         tokens_before=before,
         tokens_after=after,
         summary=summary,
-        summarized_turns=len(starts) - keep_last_turns,
-        summarized_messages=cut,
+        summarized_turns=max(len(starts) - keep_last_turns, 0),
+        summarized_messages=cut - task - 1 if rounds else cut,
+        summarized_rounds=rounds,
     )

@@ -163,10 +163,32 @@ def test_compaction_yields_valid_history_and_keeps_last_turns(
 
     starts = conv.starts()
     before = counter.count(original)
+    task = starts[-1] if starts else 0
+    rounds = [  # where a cut inside the current turn may fall (after a round's results)
+        i for i in range(task + 2, len(original))
+        if original[task]["role"] == "user" and original[i]["role"] == "assistant"
+        and "tool_result" in _dump(original[i - 1])
+    ]  # fmt: skip
     if before <= budget:
         assert result.reason == "under_budget" and summarizer.calls == []
-    elif len(starts) <= keep:
+    elif len(starts) <= keep and len(rounds) < keep:
         assert result.reason == "too_few_turns" and summarizer.calls == []
+    elif len(starts) <= keep:  # one long turn (an agent loop): its older rounds summarised
+        cut = rounds[-keep]
+        assert len(summarizer.calls) == 1
+        assert _dump(summarizer.calls[0]) == _dump(original[task:cut])
+        assert result.reason in ("compacted", "no_gain")
+        if result.compacted:
+            request = result.messages[task]
+            assert _dump(result.messages[:task]) == _dump(original[:task])
+            assert _dump(request["content"][:-1]) == _dump(_as_blocks(original[task]["content"]))
+            assert request["content"][-1]["text"].startswith(SUMMARY_HEADER + "\n")
+            assert _dump(result.messages[task + 1 :]) == _dump(original[cut:])
+            assert result.summarized_rounds == sum(
+                1 for m in original[task + 1 : cut] if m["role"] == "assistant"
+            )
+            assert result.tokens_after is not None and result.tokens_after < before
+        return
     else:
         cut = starts[-keep]
         # whole older turns, and only those, went to the summariser
@@ -225,6 +247,44 @@ def _tool_history() -> list[Message]:
         {"role": "user", "content": "Thanks!"},
         {"role": "assistant", "content": "You're welcome."},
     ]
+
+
+def test_an_agent_loop_of_one_turn_is_compacted_between_rounds() -> None:
+    """Adversarial review: one request, then 50 tool rounds (an agent loop) is one turn;
+    compaction never cut it, 10x over budget ("too_few_turns"). The older rounds are
+    summarised now: the request stays verbatim (the summary as its last block), the last
+    rounds are kept byte-equal, and no tool_use is parted from its result."""
+    history: list[Message] = [{"role": "user", "content": "Audit every file in the repo."}]
+    for i in range(50):
+        history.append({"role": "assistant", "content": [
+            {"type": "text", "text": f"Reading f{i}."},
+            {"type": "tool_use", "id": f"t{i}", "name": "read", "input": {"path": f"f{i}.py"}},
+        ]})  # fmt: skip
+        history.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": f"t{i}", "content": "y" * 4000},
+        ]})  # fmt: skip
+    history.append(
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "t-open", "name": "read", "input": {"path": "g.py"}},
+            ],
+        }
+    )  # fmt: skip  (a pending call: the API answers it next)
+    summarizer = RecordingSummarizer("Read f0 to f48; nothing notable.")
+    result = compact(history, budget_tokens=5_000, keep_last_turns=2, summarizer=summarizer)
+    assert result.compacted and result.reason == "compacted", result
+    assert validate_history(result.messages, allow_pending_tool_use=True) == []
+    assert result.messages[0]["content"][0] == {"type": "text", "text": history[0]["content"]}
+    assert result.messages[0]["content"][-1]["text"].startswith(SUMMARY_HEADER)
+    assert _dump(result.messages[1:]) == _dump(history[-3:])  # round 49 and the open call
+    assert result.summarized_rounds == 49 and result.summarized_messages == 98
+    assert _dump(summarizer.calls[0]) == _dump(history[:-3])
+    assert not result.over_budget
+    again = compact(result.messages, budget_tokens=5_000, keep_last_turns=2, summarizer=summarizer)
+    assert again.reason == "under_budget"
+    one_round = compact(history[:3], budget_tokens=10, keep_last_turns=2, summarizer=summarizer)
+    assert one_round.reason == "too_few_turns"  # nothing older than the kept rounds
 
 
 def test_turns_never_split_parallel_tool_calls() -> None:
