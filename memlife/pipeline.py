@@ -146,6 +146,7 @@ def _steps(
         return step("finish-run", finish_run)(ctx, [], report, t0, tallies=tallies, journal=journal)
     progress.phase("listing shards")
     shards = step("list-shards", list_shards)(ctx, store)
+    tallies.append(unmatched_enforcement(ctx, shards))
     groups = batches(shards, config.shards_per_batch)
     logger.info("%d shards (actor + namespace) in %d batches", len(shards), len(groups))
     progress.phase(f"planning {len(shards):,} shards", records_in_scope(store, config))
@@ -268,6 +269,19 @@ def list_shards(ctx: RunContext, store: MemoryStore) -> list[Shard]:
                 continue
             shards.append(Shard(actor, ns))
     return shards
+
+
+def unmatched_enforcement(ctx: RunContext, shards: Sequence[Shard]) -> Tally:
+    """An unscoped run names each ``enforce_deletion_in`` glob that matches no namespace of
+    the store (``enforcement_glob_unmatched:<glob>`` in its counts, and a warning): a typo
+    that is still a glob would otherwise enforce nothing, silently."""
+    tally = Tally()
+    if ctx.config.namespaces or ctx.config.actors:  # a scoped run sees part of the store
+        return tally
+    for glob in ctx.policy.unmatched_enforcement({s.namespace for s in shards}):
+        log.warning("policy: enforce_deletion_in %r matches no namespace of the store", glob)
+        tally.counts[f"enforcement_glob_unmatched:{glob}"] = 1
+    return tally
 
 
 def batches(shards: Sequence[Shard], size: int) -> list[list[Shard]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated
 
@@ -232,6 +233,13 @@ class Policy(_Strict):
 
     def deletion_enforced(self, namespace: str) -> bool:
         return any(glob_match(pat, namespace) for pat in self.enforce_deletion_in)
+
+    def unmatched_enforcement(self, namespaces: Iterable[str]) -> list[str]:
+        """The ``enforce_deletion_in`` globs no namespace of ``namespaces`` matches: a typo
+        that is still a glob ("/user/*/episodes") silently enforces nothing where it meant
+        to, so an unscoped run names each one (it may also be a namespace not used yet)."""
+        seen = set(namespaces)
+        return [g for g in self.enforce_deletion_in if not any(glob_match(g, ns) for ns in seen)]
 
     def owner_for(self, actor_id: str, namespace: str, memory_type: MemoryType | str) -> str | None:
         """The owner the first matching rule gives a record without one; None: no rule."""

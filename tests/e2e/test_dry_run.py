@@ -378,3 +378,31 @@ def test_a_dry_run_reads_cloudtrail_without_writing_the_ledger(home: Path, tmp_p
     assert applied == dry and any((home / "ledger" / "_ingested").rglob("*"))
     again = load_access_stats(cutoff, None, str(trail), dry_run=True)  # nothing counted twice
     assert again == applied
+
+
+def test_an_enforcement_glob_that_matches_no_namespace_is_named(home: Path, tmp_path: Path) -> None:
+    """Adversarial review (left before): a typo in an `enforce_deletion_in` glob that is
+    still a glob ("/user/*/episodes") enforced nothing, silently. An unscoped run names each
+    glob no namespace of the store matches; a scoped run (part of the store) does not."""
+    from memlife.model import MemoryRecord
+
+    store = SqliteStore(home / "memlife.db")
+    try:
+        store.put_many([MemoryRecord(id="e-1", actor_id="u-1", namespace="/users/u-1/episodes",
+                                     memory_type="episodic", content="Visited Porto.",
+                                     created_at=datetime(2026, 1, 5, tzinfo=UTC))])  # fmt: skip
+    finally:
+        store.close()
+    text = Path("policies/default.yaml").read_text()
+    policy = tmp_path / "typo.yaml"
+    policy.write_text(text.replace('"/users/*/episodes"', '"/user/*/episodes"'))
+    now = datetime(2026, 2, 1, tzinfo=UTC)
+    typo = run_local(RunConfig(dry_run=True, now=now, policy=str(policy)))
+    unmatched = {k for k in typo.other if k.startswith("enforcement_glob_unmatched:")}
+    # the typo, and the globs of namespaces this store does not have yet; not the one it has
+    assert "enforcement_glob_unmatched:/user/*/episodes" in unmatched
+    assert "enforcement_glob_unmatched:/users/*/facts" in unmatched
+    plain = run_local(RunConfig(dry_run=True, now=now))
+    assert "enforcement_glob_unmatched:/users/*/episodes" not in plain.other
+    scoped = run_local(RunConfig(dry_run=True, now=now, policy=str(policy), actors=("u-1",)))
+    assert not any(k.startswith("enforcement_glob_unmatched:") for k in scoped.other)
