@@ -300,6 +300,8 @@ def _erase_now(run: ManualRun, records: Sequence[MemoryRecord], why: dict[str, s
     for batch in chunked(planned, MAX_BATCH):  # the erase applier (apply/appliers/erase.py)
         done += run.executor.run_lifecycle(batch, run.tally)
     gone = {o.record_id for o in done if o.outcome in (Outcome.deleted, Outcome.already_absent)}
+    _close_reviews(run, [r for r in records if r.id in gone],
+                   {o.record_id: o.operation_id for o in done})  # fmt: skip
     for cache in caches[1:]:  # caches outside the store (the dry-run one)
         cache.delete_for(
             [s for r in records if r.id in gone for s in (r.sha256, content_sha256(r.content))]
@@ -308,6 +310,23 @@ def _erase_now(run: ManualRun, records: Sequence[MemoryRecord], why: dict[str, s
             cache, {(r.actor_id, r.namespace) for r in records if r.id in gone}
         )
     return done
+
+
+def _close_reviews(run: ManualRun, records: Sequence[MemoryRecord], op_of: dict[str, str]) -> None:
+    """Review items about erased records: nothing is left to decide, and an open item would
+    wait for a reviewer for ever. Closed (decision ``erased``, by this run and the record's
+    erase operation), counted."""
+    from memlife.review_queue import ReviewQueue
+
+    if not records:
+        return
+    queue = ReviewQueue.for_store(run.executor.store)
+    for item in queue.for_records([(r.id, r.actor_id, r.namespace) for r in records]):
+        if item.state != "resolved" and queue.close(
+            item.item_id, state="resolved", decision="erased", reviewer=f"memlife:{run.run_id}",
+            at=run.cutoff, operation_id=op_of.get(item.record_id),
+        ):  # fmt: skip
+            run.tally.counts["review_items_closed"] += 1
 
 
 def home_caches() -> list[EmbeddingCache]:

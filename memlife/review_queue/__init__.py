@@ -137,17 +137,24 @@ class ReviewQueue:
         """Every item about one record of this actor and namespace: one per review reason
         (an item from before the scope was in the id included), and the items that follow
         one resolved for other content (``content_item_id``)."""
-        ids = [item_id(record_id, r.value, actor_id, namespace) for r in REVIEW_REASONS]
-        ids += [legacy_item_id(record_id, r.value) for r in REVIEW_REASONS]
+        return self.for_records([(record_id, actor_id, namespace)])
+
+    def for_records(self, records: Iterable[tuple[str, str, str]]) -> builtins.list[ReviewItem]:
+        """:meth:`for_record` of many (record id, actor, namespace), looked up together."""
+        scope: dict[str, tuple[str, str]] = {}  # item id -> the (actor, namespace) it must have
+        for record_id, actor_id, namespace in records:
+            for r in REVIEW_REASONS:
+                scope[item_id(record_id, r.value, actor_id, namespace)] = (actor_id, namespace)
+                scope[legacy_item_id(record_id, r.value)] = (actor_id, namespace)
         found: builtins.list[ReviewItem] = []
-        while ids:
+        while scope:
             items = [
-                i for i in self.backend.get_many(ids).values()
-                if (i.actor_id, i.namespace) == (actor_id, namespace)
+                i for i in self.backend.get_many(list(scope)).values()
+                if (i.actor_id, i.namespace) == scope[i.item_id]
             ]  # fmt: skip
             found += items
-            ids = [content_item_id(i.item_id, i.content_sha256) for i in items
-                   if i.state == "resolved" and i.content_sha256 is not None]  # fmt: skip
+            scope = {content_item_id(i.item_id, i.content_sha256): (i.actor_id, i.namespace)
+                     for i in items if i.state == "resolved" and i.content_sha256 is not None}  # fmt: skip
         return sorted(found, key=sort_key)
 
     def disputed(self, actor_id: str, namespace: str) -> frozenset[str]:

@@ -446,6 +446,31 @@ def test_a_kept_record_is_not_left_for_review_every_night(home: Path) -> None:
     assert "k1" in {i["record_id"] for i in open_now}
 
 
+def test_an_erased_records_review_items_are_closed(home: Path) -> None:
+    """Adversarial review (left before): a review item whose record was erased stayed open,
+    waiting for a reviewer for ever. Erasure closes it (decision `erased`, the erase
+    operation named); the other records' items stay open."""
+    _seed(home, [_rec("x1"), _rec("x2")])
+    run_local(RunConfig(dry_run=False, now=NIGHT + timedelta(days=400)))
+    cli = CliRunner()
+    before = json.loads(cli.invoke(app, ["review", "list", "--json"]).stdout)
+    assert {i["record_id"] for i in before} == {"x1", "x2"}
+    res = cli.invoke(app, ["erase", "--actor", "org-1", "--id", "x1", "--yes", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["counts"]["review_items_closed"] == sum(
+        1 for i in before if i["record_id"] == "x1"
+    )
+    after = json.loads(cli.invoke(app, ["review", "list", "--json"]).stdout)
+    assert {i["record_id"] for i in after} == {"x2"}
+    store = SqliteStore(home / "memlife.db")
+    try:
+        closed = ReviewQueue.for_store(store).for_record("x1", "org-1", "/orgs/org-1/procedures")
+    finally:
+        store.close()
+    assert closed and all(i.state == "resolved" and i.decision == "erased" for i in closed)
+    assert all(i.operation_id for i in closed)
+
+
 def test_a_disputed_record_is_never_deleted_until_resolved(home: Path) -> None:
     _seed(home, [_rec("e1", namespace="/users/u-1/episodes", actor_id="u-1", memory_type="episodic",
                       owner=None, expires_at=NIGHT + timedelta(days=2), content="Visited Porto.")])  # fmt: skip
