@@ -185,8 +185,12 @@ def check_characters(result: ConsolidationResult, group: Group) -> None:
             raise ConsolidationError(FOREIGN_CHARACTERS, f"{what}: a character no source holds")
 
 
+# ordinary layout a model writes between sentences (control characters, but harmless)
+_LAYOUT = frozenset("\n\r\t")
+
+
 def _foreign(c: str) -> bool:
-    return unicodedata.category(c) in _FOREIGN_CATEGORIES
+    return c not in _LAYOUT and unicodedata.category(c) in _FOREIGN_CATEGORIES
 
 
 def _numbered(label: str, texts: Sequence[str]) -> list[tuple[str, str]]:

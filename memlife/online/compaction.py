@@ -577,8 +577,15 @@ def _after_task(task: Message, summary: str) -> list[Message]:
     (a turn start holds no tool_result, so a text block may follow its blocks; the kept
     rounds begin with an assistant message: roles alternate)."""
     text = f"{SUMMARY_HEADER}\n{summary}"
-    task["content"] = [*_blocks(task.get("content")), {"type": "text", "text": text}]
+    # an earlier pass's summary goes: the summariser read it with the rounds, so the new
+    # one covers it (kept, each pass would add one more to the request)
+    blocks = [b for b in _blocks(task.get("content")) if not _is_summary(b)]
+    task["content"] = [*blocks, {"type": "text", "text": text}]
     return [task]
+
+
+def _is_summary(block: Mapping[str, Any]) -> bool:
+    return block.get("type") == "text" and str(block.get("text", "")).startswith(SUMMARY_HEADER)
 
 
 def compact(

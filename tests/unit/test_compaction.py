@@ -283,6 +283,20 @@ def test_an_agent_loop_of_one_turn_is_compacted_between_rounds() -> None:
     assert not result.over_budget
     again = compact(result.messages, budget_tokens=5_000, keep_last_turns=2, summarizer=summarizer)
     assert again.reason == "under_budget"
+    # the loop goes on and is compacted again: one summary in the request, not one a pass
+    longer = copy.deepcopy(result.messages[:-1])  # the open call answered below
+    for i in range(50, 80):
+        longer.append({"role": "assistant", "content": [
+            {"type": "tool_use", "id": f"t{i}", "name": "read", "input": {"path": f"f{i}.py"}},
+        ]})  # fmt: skip
+        longer.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": f"t{i}", "content": "y" * 4000},
+        ]})  # fmt: skip
+    second = compact(longer, budget_tokens=5_000, keep_last_turns=2, summarizer=summarizer)
+    assert second.compacted and validate_history(second.messages) == []
+    request = second.messages[0]["content"]
+    assert [b["text"][: len(SUMMARY_HEADER)] for b in request[1:]] == [SUMMARY_HEADER]
+    assert request[0] == {"type": "text", "text": history[0]["content"]}
     one_round = compact(history[:3], budget_tokens=10, keep_last_turns=2, summarizer=summarizer)
     assert one_round.reason == "too_few_turns"  # nothing older than the kept rounds
 

@@ -187,6 +187,14 @@ def test_foreign_control_characters_are_refused(emb, summary: str) -> None:
     assert code(result(summary, COFFEE, ids=("s-0", "s-1")), g, emb) == "FOREIGN_CHARACTERS"
 
 
+@pytest.mark.parametrize("layout", ["\n", "\r\n", "\t"], ids=["newline", "crlf", "tab"])
+def test_ordinary_layout_between_sentences_is_not_foreign(emb, layout: str) -> None:
+    """Review of this fix: newline and tab are control characters (Cc), and real model
+    summaries hold them between sentences or at the end: not refused."""
+    g = group(COFFEE, COFFEE)
+    assert code(result(f"{COFFEE}{layout}", COFFEE, ids=("s-0", "s-1")), g, emb) is None
+
+
 def test_a_character_the_source_holds_may_stay(emb) -> None:
     text = "I drink bl\u200back coffee every morning."
     g = group(text, COFFEE)
