@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import json
 import os
 import re
 import threading
@@ -109,6 +110,22 @@ class IngestReport:
             "rows": self.rows,
             "skipped": dict(self.skipped),
         }
+
+
+# a part written to replace others (a day's compaction, an erasure's rewrite) names them
+REPLACING = "part-r-"
+REPLACES = b"memlife.replaces"
+
+
+def _replaced(parts: Sequence[Path]) -> set[Path]:
+    """The parts that replacing parts among ``parts`` name (their metadata)."""
+    gone: set[Path] = set()
+    for p in parts:
+        if p.name.startswith(REPLACING):
+            meta = pq.read_schema(p).metadata or {}
+            if REPLACES in meta:
+                gone |= {p.parent / n for n in json.loads(meta[REPLACES])}
+    return gone
 
 
 class AccessLedger:
@@ -246,9 +263,56 @@ class AccessLedger:
         return self._paths()
 
     def _paths(self) -> list[Path]:
+        """The live parts: a part another one replaces (a crash between the replacing part's
+        write and the removal of those it replaces leaves both) is not read."""
         if not self.root.is_dir():
             return []
-        return sorted(self.root.glob("date=*/part-*.parquet"))
+        every = sorted(self.root.glob("date=*/part-*.parquet"))
+        gone = _replaced(every)
+        return [p for p in every if p not in gone] if gone else every
+
+    def _sweep(self) -> None:
+        """Remove the parts another one replaces (what a crash left; under the lease)."""
+        if self.root.is_dir():
+            for stale in _replaced(sorted(self.root.glob("date=*/part-*.parquet"))):
+                stale.unlink(missing_ok=True)
+
+    @staticmethod
+    def _write_replacing(folder: Path, table: pa.Table, parts: Sequence[Path]) -> None:
+        """A part that replaces ``parts`` (named in its metadata), written, then theirs
+        removed: a crash in between leaves both, and readers skip the replaced ones."""
+        names = sorted(p.name for p in parts)
+        digest = hashlib.sha256("\n".join(names).encode()).hexdigest()[:32]
+        name = f"{REPLACING}{digest}.parquet"
+        tmp = folder / f".{name}.tmp"
+        pq.write_table(table.replace_schema_metadata({REPLACES: json.dumps(names).encode()}), tmp)
+        os.replace(tmp, folder / name)
+        for p in parts:
+            p.unlink(missing_ok=True)
+
+    def compact(
+        self, min_files: int = 2, small_bytes: int = 16 << 20, before: str | None = None
+    ) -> dict[str, int]:
+        """Fold each day's parts into one; ``before`` (YYYY-MM-DD): only the days before it
+        (online processes still append to today's). A long-lived agent writes a part per
+        burst of recalls and every night reads them all: 4,000 parts took 5 s to read.
+        Parts of ``small_bytes`` or more stay as they are. Returns {day: parts folded}."""
+        self.flush()
+        done: dict[str, int] = {}
+        with self._lock:
+            self._sweep()
+            by_day: dict[Path, list[Path]] = {}
+            for p in self._paths():
+                day = p.parent.name.removeprefix("date=")
+                if (before is None or day < before) and p.stat().st_size < small_bytes:
+                    by_day.setdefault(p.parent, []).append(p)
+            for folder, parts in sorted(by_day.items()):
+                if len(parts) < min_files:
+                    continue
+                table = pa.concat_tables([pq.read_table(p, schema=SCHEMA) for p in parts])
+                self._write_replacing(folder, table, parts)
+                done[folder.name.removeprefix("date=")] = len(parts)
+        return done
 
     def dataset(self) -> ds.Dataset:
         return ds.dataset(
@@ -302,6 +366,7 @@ class AccessLedger:
             return 0
         removed = 0
         with self._lock:
+            self._sweep()  # a replaced part a crash left behind holds the rows too
             kept = [r for r in self._buffer if r.record_id not in ids]
             removed += len(self._buffer) - len(kept)
             self._buffer = kept
@@ -325,9 +390,10 @@ class AccessLedger:
         """``rest`` takes the place of ``part``: written first, then the old part goes (a
         part left empty is only removed)."""
         path = Path(part)
-        if rest.num_rows:
-            self._write_file(path.parent, rest)
-        path.unlink()
+        if rest.num_rows:  # names the part it replaces: a crash before the unlink leaves both
+            self._write_replacing(path.parent, rest, [path])
+        else:
+            path.unlink()
 
     # -- CloudTrail ------------------------------------------------------------------------
     def ingest_cloudtrail(

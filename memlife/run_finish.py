@@ -8,6 +8,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Sequence
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -75,11 +76,9 @@ def finish_run(
         tally.merge(o.tally)
     for t in tallies:
         tally.merge(t)
-    if remote is not None and not ctx.config.dry_run:  # housekeeping, under the run's lease
-        from memlife.state.ledger import compact_closed_days
-
+    if not ctx.config.dry_run:  # housekeeping, under the run's lease
         try:
-            if folded := compact_closed_days(remote, ctx.cutoff):
+            if folded := _compact_ledger(remote, ctx.cutoff):
                 tally.counts["ledger_parts_compacted"] += folded
         except Exception:  # never fails the run: the parts stay as they are until tomorrow
             log.warning("access ledger compaction failed", exc_info=True)
@@ -195,6 +194,23 @@ def finish_run(
     publish_counts(lifecycle, namespace=ctx.config.metrics_namespace, mode=ctx.mode,
                    policy_version=ctx.policy.version, timestamp=ctx.cutoff)  # fmt: skip
     return summary
+
+
+def _compact_ledger(remote: Any, cutoff: Any) -> int:
+    """Fold the access ledger's parts of the days before the cutoff's: on S3, or the local
+    one under $MEMLIFE_HOME (a long-lived agent writes a part per burst of recalls)."""
+    if remote is not None:
+        from memlife.state.ledger import compact_closed_days
+
+        return compact_closed_days(remote, cutoff)
+    from memlife.ledger import AccessLedger
+    from memlife.settings import settings
+
+    root = settings().home / "ledger"
+    if not root.is_dir():
+        return 0
+    day = cutoff.astimezone(UTC).date().isoformat()
+    return sum(AccessLedger(root).compact(before=day).values())
 
 
 def write_report_page(ctx: RunContext, summary: RunSummary) -> str | None:

@@ -341,3 +341,18 @@ def test_a_killed_night_that_is_never_rerun_is_sealed_by_the_next(env: dict) -> 
                                  store=env["store"], receipts=env["sink"],
                                  eval_cases=env["cases"]))  # fmt: skip
     assert "abandoned_runs_sealed" not in night3.other
+
+
+def test_the_nightly_run_folds_the_local_ledgers_closed_days(env: dict) -> None:
+    """The local access ledger (no MEMLIFE_STATE) is compacted by the nightly apply run, as
+    the S3 one is: the days before the cutoff's, each into one part; a dry run folds none."""
+    from memlife.ledger import AccessLedger
+
+    led = AccessLedger(env["home"] / "ledger")
+    for minute in range(5):
+        led.append("u-1", "/users/u-1/facts", "m-1", at=CUTOFF - timedelta(days=2, minutes=minute))
+        led.flush()
+    dry = run_local(RunConfig(dry_run=True, now=CUTOFF, store=env["store"], receipts=env["sink"]))
+    assert "ledger_parts_compacted" not in dry.other and len(led.files()) == 5
+    summary = apply(env)
+    assert summary.other["ledger_parts_compacted"] == 5 and len(led.files()) == 1

@@ -261,3 +261,52 @@ def test_actor_from_namespace() -> None:
     assert actor_from_namespace("/strategies/s/actors/a-9/sessions/x") == "a-9"
     assert actor_from_namespace("/users/{actorId}/facts") is None
     assert actor_from_namespace("shared") is None and actor_from_namespace(None) is None
+
+
+NOON = datetime(2025, 5, 1, 12, tzinfo=UTC)
+
+
+def _bursts(led: AccessLedger, days: int, per_day: int) -> None:
+    """A long-lived agent: one flushed part per burst of recalls."""
+    for d in range(days):
+        for b in range(per_day):
+            led.append("u1", "ns", f"r{b % 3}", at=NOON + timedelta(days=d, minutes=b))
+            led.flush()
+
+
+def test_closed_days_are_compacted_and_read_the_same(tmp_path: Path) -> None:
+    """Review of this session's age flush: a long-lived agent wrote a part per 30 s burst,
+    the local ledger was never compacted, and the nightly run read every part (4,000 parts:
+    5 s). A closed day's parts fold into one; today's stay; the stats are the same."""
+    led = AccessLedger(tmp_path / "l")
+    _bursts(led, days=3, per_day=6)
+    stats, rows = led.access_stats(), led.read().num_rows
+    last_day = (NOON + timedelta(days=2)).date().isoformat()
+    assert led.compact(before=last_day) == {
+        NOON.date().isoformat(): 6, (NOON + timedelta(days=1)).date().isoformat(): 6,
+    }  # fmt: skip
+    assert len(led.files()) == 1 + 1 + 6 and led.access_stats() == stats
+    assert led.read().num_rows == rows
+    assert led.compact(before=last_day) == {}  # nothing left to fold: idempotent
+
+
+def test_a_crash_mid_compaction_counts_nothing_twice_and_erasure_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed after the folded part is written and before the parts it replaces are gone:
+    both are on disk; readers count each access once, and an erasure afterwards leaves no
+    row of the erased record in a leftover part (it sweeps them first)."""
+    led = AccessLedger(tmp_path / "l")
+    _bursts(led, days=1, per_day=4)
+    stats = led.access_stats()
+    real_unlink = Path.unlink
+    monkeypatch.setattr(Path, "unlink", lambda self, missing_ok=False: None)  # the crash
+    led.compact(before="2099-01-01")
+    monkeypatch.setattr(Path, "unlink", real_unlink)
+    on_disk = sorted((tmp_path / "l").glob("date=*/part-*.parquet"))
+    assert len(on_disk) == 5 and len(led.files()) == 1  # 4 replaced + 1 folded, 1 read
+    assert led.access_stats() == stats
+    assert led.erase(["r0"]) == stats["r0"][1]
+    assert all("r0" not in pq.read_table(p).column("record_id").to_pylist()
+               for p in (tmp_path / "l").glob("date=*/part-*.parquet"))  # fmt: skip
+    assert "r0" not in led.access_stats() and led.access_stats()["r1"] == stats["r1"]
