@@ -12,8 +12,9 @@ receipt (error ``ABANDONED``, ``sealed_by`` this run) with its operations Parque
 counts from the journal, exactly as ``verify`` checks a receipt. Should the same run be
 rerun later, its receipt follows this failure (``receipt.2.json``), as any rerun's does.
 
-A run is this store's when its manifest names the store, or (manual runs, whose manifest
-names records, not the store) when the store's journal holds operations of it.
+A run is this store's when its manifest names the store's identity (``store_identity``:
+one however its URL is spelled), or, for a manifest that names none (a manual run's, or one
+written before the identity was), when the store's journal holds operations of it.
 """
 
 from __future__ import annotations
@@ -39,10 +40,12 @@ def seal_abandoned(
     now: datetime | None = None,
 ) -> list[str]:  # fmt: skip
     """Seal every dead run of this store without a receipt; the ids of those sealed."""
+    from memlife.stores import store_identity
+
     now = now or utcnow()
     first = min(cutoff, now) - LOOKBACK
     last = max(cutoff, now)
-    store = store_url.split("?")[0]
+    store = store_identity(store_url)
     out: list[str] = []
     day = first
     while day.date() <= last.date():
@@ -67,12 +70,15 @@ def _seal_one(
     mode = str(manifest.get("mode", ""))
     if mode == "dry_run":  # changes nothing and takes no lease: it may be running now
         return False
-    named = manifest.get("store")
+    named = manifest.get("store_identity")
     if named is not None and named != store:
-        return False  # another store's run (a state table may serve several stores)
+        return False  # another store's run (a receipts bucket may serve several stores)
     ops = journal.by_run(other)
     if named is None and not ops:
-        return False  # a manual run of another store, or one that did nothing
+        # a manifest from before the identity was written names the store by its URL, which
+        # two stores can share (a relative path): only its operations in this store's
+        # journal say it was this store's (a manual run's manifest names no store at all)
+        return False
     jc = journal_counts(ops)
     receipt = {
         "run_id": other, "mode": mode, "status": "failure", "error": "ABANDONED",

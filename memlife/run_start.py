@@ -102,7 +102,8 @@ def start_run(config: RunConfig, sink: ReceiptSink | None = None) -> RunContext:
     manifest = {
         "run_id": run_id, "run_key": key, "mode": mode, "policy_version": policy.version,
         "policy_sha256": hashlib.sha256(policy_bytes).hexdigest(), "cutoff": cutoff.isoformat(),
-        "scope": run_scope, "store": store_url.split("?")[0], "started_at": started.isoformat(),
+        "scope": run_scope, "store": store_url.split("?")[0],
+        "store_identity": store_identity(store_url), "started_at": started.isoformat(),
         "eval_cases": behaviour["eval_cases"], "consolidator": behaviour["consolidator"],
         "memlife_version": __version__,
     }  # fmt: skip

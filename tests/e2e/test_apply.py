@@ -356,3 +356,43 @@ def test_the_nightly_run_folds_the_local_ledgers_closed_days(env: dict) -> None:
     assert "ledger_parts_compacted" not in dry.other and len(led.files()) == 5
     summary = apply(env)
     assert summary.other["ledger_parts_compacted"] == 5 and len(led.files()) == 1
+
+
+def test_abandoned_runs_are_matched_by_store_identity_not_url_spelling(
+    env: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review of the sealing: the manifest's store URL was compared as text, so a dead run
+    of this store spelled `sqlite:///rel.db` was never sealed by a run spelling the absolute
+    path, and two stores sharing a relative URL matched. Manifests name the store's
+    identity; one from before (the URL only) is sealed only with operations in this
+    store's journal."""
+    from memlife.audit import dumps, open_sink
+    from memlife.review import latest_receipt
+    from memlife.run_abandoned import seal_abandoned
+    from memlife.stores import store_identity
+
+    monkeypatch.chdir(env["db"].parent)
+    relative = "sqlite:///memlife.db"
+    assert store_identity(relative) == store_identity(env["store"])
+    sink = open_sink(env["sink"])
+    day = f"runs/{CUTOFF:%Y/%m/%d}"
+    manifests = {
+        "mine": {
+            "mode": "apply",
+            "store": env["store"],
+            "store_identity": store_identity(relative),
+        },
+        "theirs": {"mode": "apply", "store": relative, "store_identity": "sqlite:/elsewhere.db"},
+        "legacy": {"mode": "apply", "store": relative},  # no identity, no operations here
+    }
+    for run_id, m in manifests.items():
+        sink.put_new(f"{day}/{run_id}/manifest.json", dumps({"run_id": run_id, **m}))
+    store = SqliteStore(env["db"])
+    try:
+        sealed = seal_abandoned(sink, open_journal(store), store_url=relative, run_id="now",
+                                cutoff=CUTOFF)  # fmt: skip
+    finally:
+        store.close()
+    assert sealed == ["mine"]
+    assert latest_receipt(sink, f"{day}/theirs") is None
+    assert latest_receipt(sink, f"{day}/legacy") is None
