@@ -441,8 +441,8 @@ class LongTermMemory:
         """True: refreshed. False: gone or no longer active (look again). None: the record
         no longer has the exact-duplicate ``key`` (its text was changed elsewhere)."""
         rec = self.store.get(record_id)
-        if rec is None or rec.status is not Status.active:
-            return False
+        if rec is None or rec.status is not Status.active or self.expired(rec, now):
+            return False  # an expired record is never served: the fact is stored anew
         if key is not None and norm_key(rec.content) != key:
             return None  # checked on the read the conditional write below is tied to
         if rec.retention_class is RetentionClass.legal_hold:

@@ -175,7 +175,9 @@ class ReviewQueue:
         such: nothing is left for a human, so the run's "reviewed" leaves them out), and,
         where any, review_content_changed (carried items whose record's content changed
         since they were opened: renewed for the new content, nights from 1; counted in
-        carried) and review_asked_again (new items after one resolved for other content).
+        carried), review_asked_again (new items after one resolved for other content) and
+        review_moot_closed (open items of content the record no longer holds, closed: it
+        went back to content a reviewer had answered).
         """
         counts: Counter[str] = Counter()
         if isinstance(decisions, ReviewCandidates):
@@ -198,9 +200,14 @@ class ReviewQueue:
             counts["review_content_changed"] = len(found.changed)
         if found.renewed_after_resolve:
             counts["review_asked_again"] = found.renewed_after_resolve
+        if found.moot:
+            counts["review_moot_closed"] = len(found.moot)
         if dry_run:
             return counts
         now = at.isoformat()
+        for iid in found.moot:  # the record went back to content a reviewer answered
+            self.close(iid, state="resolved", decision="answered_earlier",
+                       reviewer=f"memlife:{run_id}", at=at, operation_id=None)  # fmt: skip
 
         def item(i: str, code: str, d: Decision, state: str = "open") -> ReviewItem:
             return ReviewItem(

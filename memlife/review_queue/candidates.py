@@ -61,6 +61,7 @@ class ReviewCandidates:
     closed_earlier: int = 0  # findings resolved before, for this content: not reopened
     answered_records: int = 0  # records all of whose findings were resolved for this content
     renewed_after_resolve: int = 0  # new items: resolved for other content, changed since
+    moot: list[str] = field(default_factory=list)  # open items of content the record left
     pending: dict[str, tuple[Decision, str]] = field(default_factory=dict)  # not looked up
 
     def add(self, decisions: Iterable[Decision], backend: ReviewBackend | None = None) -> None:
@@ -92,6 +93,7 @@ class ReviewCandidates:
             item = existing.get(i) or _same_scope(existing.get(legacy[i]), d)
             lookups.append((item.item_id if item is not None else i, item, d, reason))
         answered: dict[tuple[str, str, str], bool] = {}  # per record: every finding answered
+        after_answer: list[str] = []  # items that follow one answered for today's content
         while lookups:
             later: list[tuple[str, Decision, str]] = []
             for i, item, d, reason in lookups:
@@ -100,9 +102,17 @@ class ReviewCandidates:
                     continue
                 key = (d.actor_id, d.namespace, d.id)
                 answered[key] = self._sort(i, item, d, reason) and answered.get(key, True)
+                if item is not None and item.state == "resolved" and item.content_sha256:
+                    after_answer.append(content_item_id(i, item.content_sha256))
             found = backend.get_many([i for i, _, _ in later]) if later else {}
             self.renewed_after_resolve += sum(1 for i, _, _ in later if i not in found)
             lookups = [(i, found.get(i), d, reason) for i, d, reason in later]
+        if after_answer:
+            # the record went back to content a reviewer answered: an item opened for the
+            # content it held between has nothing left to ask (open, it would never be
+            # carried or renewed again); the queue closes it
+            self.moot += [i.item_id for i in backend.get_many(after_answer).values()
+                          if i.state in OPEN_STATES]  # fmt: skip
         self.answered_records += sum(answered.values())
         self.pending.clear()
         if self.budget is not None and len(self.best) >= 2 * self.budget + CHUNK:
@@ -139,9 +149,11 @@ class ReviewCandidates:
         self.closed_earlier += other.closed_earlier
         self.answered_records += other.answered_records
         self.renewed_after_resolve += other.renewed_after_resolve
+        self.moot += other.moot
         self.pending.update(other.pending)
         other.best, other.new, other.carried, other.closed_earlier = [], 0, [], 0
         other.answered_records = other.renewed_after_resolve = 0
+        other.moot = []
         other.changed = []
         other.pending = {}
         if self.budget is not None and len(self.best) >= 2 * self.budget + CHUNK:
@@ -171,6 +183,7 @@ class ReviewCandidates:
             out.closed_earlier += p.closed_earlier
             out.answered_records += p.answered_records
             out.renewed_after_resolve += p.renewed_after_resolve
+            out.moot += p.moot
         out.best = out.opened(budget)
         return out
 

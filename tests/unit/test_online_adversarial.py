@@ -403,3 +403,22 @@ def test_lg_put_on_a_native_records_key_replaces_it(memory: Memory) -> None:
     lg.put(ns, rid, {"content": "Lives in Berlin."})
     assert lg.get(ns, rid).value == {"content": "Lives in Berlin."}
     assert [(i.key, i.value) for i in lg.search(ns)] == [(rid, {"content": "Lives in Berlin."})]
+
+
+def test_restating_a_fact_whose_record_expired_stores_it_anew(tmp_path: Path) -> None:
+    """Review of this session's fixes: an expired record is never served (recall, get), yet
+    restating its fact "refreshed" it (created=False): the record stayed expired, the
+    nightly run deleted it, and the fact was lost. The expired record counts as absent."""
+    from datetime import UTC, datetime
+
+    m = Memory(f"sqlite:///{tmp_path}/m.db", ledger=str(tmp_path / "ledger"))
+    try:
+        fact = "Went to the dentist on the corner street."
+        old = m.remember(fact, actor="u-1", memory_type="episodic",
+                         at=datetime.now(UTC) - timedelta(days=400))  # fmt: skip
+        again = m.remember(fact, actor="u-1", memory_type="episodic")
+        assert again.created and again.id != old.id
+        assert m.get(again.id, actor="u-1") is not None
+        assert [h.id for h in m.recall("dentist", actor="u-1", threshold=0.1)] == [again.id]
+    finally:
+        m.close()

@@ -371,3 +371,27 @@ def test_an_answered_finding_is_not_asked_again_until_the_content_changes(store)
     third = again("v4")
     assert third["review_opened"] == 1 and third["review_asked_again"] == 1, third
     assert len(queue.for_record("m-1", "a", "/n")) == 3
+
+
+def test_an_item_of_content_the_record_left_is_closed_when_it_returns(store) -> None:
+    """Review of this session's fix: answered on v1, changed to v2 (asked again: an open
+    item), back to v1. The v1 answer stands, and the v2 item, never carried or renewed
+    again, stayed open for ever. It is closed (`answered_earlier`); a dry run only counts."""
+    queue = ReviewQueue.for_store(store)
+    d = _d("m-2", 1.0)
+    queue.queue([_h(d, "v1")], budget=5, run_id="n1", at=NIGHT)
+    (first,) = queue.list()
+    queue.close(first.item_id, state="resolved", decision="keep", reviewer="r", at=NIGHT,
+                operation_id="op-1")  # fmt: skip
+    queue.queue([_h(d, "v2")], budget=5, run_id="n2", at=NIGHT + timedelta(days=1))
+    (second,) = queue.list()
+    dry = queue.queue([_h(d, "v1")], budget=5, run_id="n3", at=NIGHT + timedelta(days=2),
+                      dry_run=True)  # fmt: skip
+    assert dry["review_moot_closed"] == 1 and queue.get(second.item_id).state == "open"
+    back = queue.queue([_h(d, "v1")], budget=5, run_id="n3", at=NIGHT + timedelta(days=2))
+    assert back["review_moot_closed"] == 1 and back["review_answered"] == 1, back
+    assert queue.list() == []
+    moot = queue.get(second.item_id)
+    assert (moot.state, moot.decision) == ("resolved", "answered_earlier")
+    assert "review_moot_closed" not in queue.queue([_h(d, "v1")], budget=5, run_id="n4",
+                                                   at=NIGHT + timedelta(days=3))  # fmt: skip
