@@ -256,7 +256,7 @@ def test_cli_run_dry_run_json_local(db: Path) -> None:
     assert set(out["counts"]) == {a.value for a in Action}
     assert sum(out["counts"].values()) == out["records"] == N
     assert len(read_jsonl(out["report"])) == N
-    direct = run_local(config())
+    direct = run_local(config(full=True))  # the CLI's defaults: consolidation on
     assert out["counts"] == direct.counts
     assert out["run_id"] == direct.run_id
 
