@@ -107,7 +107,8 @@ def run(
     try:
         summary = _steps(ctx, store, step, t0, fan_out, limit_model, gate, consolidator, logger)
     except BaseException as exc:  # incl. a flow timeout: the receipt says the run failed
-        receipt = write_failure_receipt(ctx, exc)
+        journal = None if config.dry_run or config.retry_only else _journal_or_none(store)
+        receipt = write_failure_receipt(ctx, exc, journal)
         if on_failure is not None:
             on_failure(ctx, exc, receipt)
         raise
@@ -177,6 +178,14 @@ def _steps(
     tallies.append(step("queue-reviews", queue_reviews)(ctx, store, outcomes))
     return step("finish-run", finish_run)(ctx, outcomes, report, t0, tallies=tallies,
                                           journal=journal, gate=verdict, shards_total=len(shards))  # fmt: skip
+
+
+def _journal_or_none(store: MemoryStore) -> Journal | None:
+    """The store's journal for a failure receipt's seal; None when it cannot be opened."""
+    try:
+        return open_journal(store)
+    except Exception:  # noqa: BLE001 - a failure receipt without a seal beats none
+        return None
 
 
 def run_local(

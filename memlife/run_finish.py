@@ -224,9 +224,15 @@ def write_report_page(ctx: RunContext, summary: RunSummary) -> str | None:
         return None
 
 
-def write_failure_receipt(ctx: RunContext, error: BaseException) -> str | None:
-    """The run could not finish: say so, with the error type only (never a message with data)."""
-    receipt = {
+def write_failure_receipt(
+    ctx: RunContext, error: BaseException, journal: Journal | None = None
+) -> str | None:
+    """The run could not finish: say so, with the error type only (never a message with data).
+
+    With the run's journal it is sealed as any receipt: what the run changed before it
+    failed (its operations Parquet, counts from the journal), so ``verify`` can check it
+    even when no rerun at this cutoff ever follows (a scheduled run's next attempt)."""
+    receipt: dict[str, Any] = {
         "run_id": ctx.run_id, "mode": ctx.mode, "status": "failure",
         "policy_version": ctx.policy.version, "cutoff": ctx.cutoff.isoformat(),
         "scope": scope(ctx.config), "started_at": ctx.started_at.isoformat(),
@@ -234,10 +240,25 @@ def write_failure_receipt(ctx: RunContext, error: BaseException) -> str | None:
         "error": type(error).__name__,
     }  # fmt: skip
     try:
+        if journal is not None and not ctx.config.dry_run:
+            ops = journal.by_run(ctx.run_id)
+            jc = journal_counts(ops)
+            receipt.update(counts=lifecycle_from_journal(jc), journal_counts=jc)
+            receipt["evidence"] = seal(ctx.sink, ctx.prefix, ops)
+            if ops:
+                write_operations(ctx.sink, ops, run_id=ctx.run_id, cutoff=ctx.cutoff, mode=ctx.mode)
+            receipt = sealed(receipt)
         key = write_run_receipt(ctx, receipt)
         return ctx.sink.location(key) if key else None
     except ReceiptWriteError:
         return None
+    except Exception:  # noqa: BLE001 - the journal unreadable too: the plain failure receipt
+        log.warning("failure receipt not sealed", exc_info=True)
+        try:
+            key = write_run_receipt(ctx, {k: v for k, v in receipt.items() if k != "evidence"})
+            return ctx.sink.location(key) if key else None
+        except ReceiptWriteError:
+            return None
 
 
 def write_run_receipt(ctx: RunContext, receipt: dict[str, Any]) -> str | None:

@@ -396,3 +396,27 @@ def test_abandoned_runs_are_matched_by_store_identity_not_url_spelling(
     assert sealed == ["mine"]
     assert latest_receipt(sink, f"{day}/theirs") is None
     assert latest_receipt(sink, f"{day}/legacy") is None
+
+
+def test_a_failure_receipt_is_sealed_with_what_the_run_did(env: dict) -> None:
+    """Adversarial review (Prefect): a run that failed after changes wrote a failure receipt
+    with no operations and no seal; a scheduled run's next attempt has another cutoff, so
+    no rerun ever completed it, and `verify` failed on each of its operations for good.
+    The failure receipt is sealed with the journal's operations and counts."""
+    from memlife.audit import open_sink
+    from memlife.review import latest_receipt, verify_run
+
+    with faults.inject("after_delete", skip=2), pytest.raises(InjectedFault):
+        apply(env)
+    sink = open_sink(env["sink"])
+    (prefix,) = [k.rsplit("/", 1)[0] for k in sink.list("runs/") if k.endswith("manifest.json")]
+    receipt = latest_receipt(sink, prefix)
+    assert receipt is not None and receipt["status"] == "failure"
+    assert receipt["error"] == "InjectedFault" and receipt["counts"]["deleted"] > 0
+    assert "evidence" in receipt and "digest" in receipt
+    store = SqliteStore(env["db"])
+    try:
+        v = verify_run(sink, store, open_journal(store), prefix.rsplit("/", 1)[1])
+        assert v.ok and v.operations > 0, v.problems
+    finally:
+        store.close()
