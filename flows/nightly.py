@@ -10,10 +10,18 @@ configure()
 
 from prefect import flow, get_run_logger, task  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
+from prefect.client.schemas.objects import State  # noqa: E402
+from prefect.runtime import flow_run  # noqa: E402
+from prefect.states import Completed  # noqa: E402
 
 from flows import events, limits, shard  # noqa: E402
 from memlife import pipeline  # noqa: E402
-from memlife.run_types import RunConfig  # noqa: E402
+from memlife.run_types import RunConfig, operator_config  # noqa: E402
+
+# a run that did not fully succeed ends Completed under its own name (the receipt's status),
+# not plain Completed: visible in the UI and to automations; not Failed, which would make
+# Prefect retry a run whose work is done (a rerun changes nothing: same run, receipt stands)
+STATE_NAMES = {"partial_failure": "PartialFailure", "blocked": "Blocked"}
 
 
 def as_task(name: str, fn: pipeline.F) -> pipeline.F:
@@ -23,8 +31,15 @@ def as_task(name: str, fn: pipeline.F) -> pipeline.F:
 
 @flow(name="memlife-nightly", persist_result=False, validate_parameters=True,
       timeout_seconds=limits.FLOW_TIMEOUT_SECONDS)  # fmt: skip
-def nightly(config: RunConfig = RunConfig()) -> dict[str, Any]:  # noqa: B008 - frozen: safe as a default
+def nightly(config: RunConfig = RunConfig()) -> dict[str, Any] | State:  # noqa: B008 - frozen: safe as a default
+    # the cutoff pinned to this flow run's schedule (a retry is the same run), a far-future
+    # apply cutoff refused: as the CLI does
+    config = operator_config(config, flow_run.scheduled_start_time)
     summary = pipeline.run(config, as_task, fan_out=shard.fan_out, limit_model=limits.limited,
                            logger=get_run_logger(), on_failure=events.on_failure)  # fmt: skip
     events.publish(summary)
-    return summary.as_json()
+    result = summary.as_json()
+    if summary.status in STATE_NAMES:
+        return Completed(data=result, name=STATE_NAMES[summary.status],
+                         message=f"memlife run {summary.run_id}: {summary.status}")  # fmt: skip
+    return result

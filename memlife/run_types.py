@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,7 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from memlife.apply import DeleteItem, StagedGroup, Tally
 from memlife.apply.groups import StagedRef as StagedRef  # re-exported: the pipeline's name
 from memlife.audit import ReceiptSink, run_prefix
-from memlife.model import parse_time
+from memlife.errors import InputError
+from memlife.model import parse_time, utcnow
 from memlife.policy import DEFAULT_POLICY, Policy
 from memlife.review_queue.candidates import ReviewCandidates
 
@@ -54,6 +55,9 @@ class RunConfig(BaseModel):
     shard_deployment: str = Field("memlife-shard/shard", description="Prefect: child runs")
     attempt: str | None = Field(None, description="Set by start_run; children inherit it")
     state: str | None = Field(None, description="MEMLIFE_STATE for this run (dynamodb://...)")
+    allow_future_cutoff: bool = Field(
+        False, description="Accept an apply cutoff more than 48 h ahead of the clock"
+    )
 
     @field_validator("now", mode="before")
     @classmethod
@@ -69,6 +73,31 @@ class RunConfig(BaseModel):
     @classmethod
     def _none_is_empty(cls, value: Any) -> Any:
         return () if value is None else value
+
+
+MAX_AHEAD = timedelta(hours=48)
+
+
+def operator_config(config: RunConfig, scheduled: datetime | None = None) -> RunConfig:
+    """A run an operator or a schedule starts (the CLI, the Prefect flow), made safe:
+    - the cutoff is pinned to ``scheduled`` (the flow run's scheduled start) when none is
+      given, so a retry of the same flow run is the same run (same id: it resumes) rather
+      than a new one at a later cutoff;
+    - an apply cutoff more than 48 h ahead of the clock is refused unless
+      ``allow_future_cutoff`` (``now: 9999-12-30`` expires everything at once: 59 of 300
+      demo records deleted); a cutoff in the past is a replay and stays allowed, and a dry
+      run accepts any."""
+    if config.now is None and scheduled is not None:
+        config = config.model_copy(update={"now": scheduled})
+    if (
+        config.now is not None and not config.dry_run and not config.allow_future_cutoff
+        and config.now > utcnow() + MAX_AHEAD
+    ):  # fmt: skip
+        raise InputError(
+            f"cutoff {config.now.isoformat()} is more than 48 h ahead of the clock (pass "
+            "--allow-future-cutoff, or allow_future_cutoff: true, if you mean it)"
+        )
+    return config
 
 
 @dataclass(frozen=True, slots=True)

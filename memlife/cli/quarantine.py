@@ -115,7 +115,7 @@ def register(app: typer.Typer) -> None:
         json_out: JsonOpt = False,
     ) -> None:
         """Delete records quarantined at least DAYS ago (legal holds excepted); --yes to do it."""
-        from memlife.cli.run import MAX_AHEAD  # the guard of `memlife run --now`
+        from memlife.run_types import MAX_AHEAD  # the guard of `memlife run --now`
         from memlife.quarantine import purge as do_purge
         from memlife.quarantine import purge_candidates
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-from datetime import timedelta
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -26,13 +25,11 @@ from memlife.cli.common import (
     print_json,
     progress_bar,
 )
-from memlife.model import utcnow
+from memlife.errors import InputError
 from memlife.pipeline import gate_line, parse_now, run_local
 from memlife.policy import DEFAULT_POLICY
-from memlife.run_types import RunConfig
+from memlife.run_types import RunConfig, operator_config
 from memlife.settings import settings
-
-MAX_AHEAD = timedelta(hours=48)
 
 # Exit codes (README "Exit codes"): 0 success, 1 failure (the run could not finish),
 # 2 usage error, 3 partial_failure (some operations failed or were left queued),
@@ -53,7 +50,9 @@ def run_flow(config: RunConfig) -> dict[str, Any]:
     from flows.nightly import nightly
 
     try:
-        return nightly(config)
+        out = nightly(config)
+        # a partial or blocked run ends in a named Completed state: the summary is its data
+        return out if isinstance(out, dict) else out.result()
     finally:
         # the temporary server's shutdown chatter is not the user's business
         logging.getLogger("prefect.server").setLevel(logging.CRITICAL)
@@ -201,19 +200,17 @@ def register(app: typer.Typer) -> None:
                 else "no Prefect API configured; --engine prefect for the flow"
             )
             err_console.print(f"engine: {engine.value} ({why})")
-        # a cutoff far ahead expires everything at once (--now 9999-12-30: 974 deletions);
-        # a cutoff in the past is a replay and stays allowed
-        if cutoff and not dry_run and not allow_future_cutoff and cutoff > utcnow() + MAX_AHEAD:
-            raise fail(
-                f"--now {cutoff.isoformat()} is more than 48 h ahead of the clock "
-                "(pass --allow-future-cutoff if you mean it)"
-            )
         config = RunConfig(
             dry_run=dry_run, namespaces=tuple(namespace or ()), actors=tuple(actor or ()),
             now=cutoff, policy=policy, store=store, receipts=receipts, page_size=page_size,
             consolidate=consolidate, retry_only=retry_only, eval_cases=eval_cases,
             with_model=with_model, metrics_namespace=metrics_namespace, cloudtrail=cloudtrail,
+            allow_future_cutoff=allow_future_cutoff,
         )  # fmt: skip
+        try:  # a cutoff far ahead expires everything at once (run_types.operator_config)
+            config = operator_config(config)
+        except InputError as exc:
+            raise fail(str(exc).replace("cutoff ", "--now ", 1)) from None
         with progress_bar("starting", None, interactive(json_out)):
             result = run_flow(config) if engine is Engine.prefect else run_local(config).as_json()
         if json_out:

@@ -109,3 +109,42 @@ def test_flow_validates_parameters(home: Path, prefect_harness, bad: dict) -> No
     with pytest.raises(Exception) as info:
         nightly({"now": ANCHOR.isoformat(), **bad})
     assert next(iter(bad)) in str(info.value)
+
+
+def test_the_flow_refuses_a_far_future_apply_cutoff_and_pins_its_own(
+    home: Path, prefect_harness
+) -> None:
+    """Adversarial review (Prefect): the 48-hour guard lived in the CLI only; a flow run
+    with `now: 9999-12-30` expired and deleted 59 of 300 records. The flow refuses it
+    before anything is read (unless allow_future_cutoff), and without `now` its cutoff is
+    the flow run's scheduled start: a retry of the same flow run is the same run."""
+    from flows.nightly import nightly
+
+    home.mkdir(parents=True, exist_ok=True)
+    db = home / "memlife.db"
+    _seed(db)
+    before = SqliteStore(db)
+    try:
+        count = before.count()
+    finally:
+        before.close()
+    with pytest.raises(Exception, match="more than 48 h ahead"):
+        nightly({"dry_run": False, "now": "9999-12-30T00:00:00+00:00"})
+    after = SqliteStore(db)
+    try:
+        assert after.count() == count
+    finally:
+        after.close()
+    assert not (home / "receipts").exists() or not list((home / "receipts").rglob("manifest.json"))
+    dry = nightly({"dry_run": True, "now": "9999-12-30T00:00:00+00:00"})  # a dry run may
+    assert dry["cutoff"].startswith("9999-12-30")
+    # the flow pins its cutoff with operator_config: the schedule when `now` is absent
+    from memlife.run_types import RunConfig, operator_config
+
+    at = datetime(2026, 11, 2, 2, 15, tzinfo=UTC)
+    assert operator_config(RunConfig(), at).now == at
+    assert operator_config(RunConfig(now=ANCHOR), at).now == ANCHOR
+    far = RunConfig(dry_run=False, now=datetime(9999, 12, 30, tzinfo=UTC))
+    with pytest.raises(Exception, match="more than 48 h ahead"):
+        operator_config(far)
+    assert operator_config(far.model_copy(update={"allow_future_cutoff": True})) is not None
