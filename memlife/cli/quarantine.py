@@ -115,9 +115,9 @@ def register(app: typer.Typer) -> None:
         json_out: JsonOpt = False,
     ) -> None:
         """Delete records quarantined at least DAYS ago (legal holds excepted); --yes to do it."""
-        from memlife.run_types import MAX_AHEAD  # the guard of `memlife run --now`
         from memlife.quarantine import purge as do_purge
         from memlife.quarantine import purge_candidates
+        from memlife.run_types import MAX_AHEAD  # the guard of `memlife run --now`
 
         at = parse_time(now) if now else None
         # a reference time far ahead makes every quarantined record look old enough at once;
