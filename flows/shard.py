@@ -7,8 +7,9 @@ Wiring only; the work is memlife.run_planning.process_batch / memlife.fanout.pro
 - ``fan_out_deployments``: each batch a child flow run of the ``memlife-shard/shard``
   deployment on a work pool (``run_deployment``), so batches spread over many workers.
   With MEMLIFE_STATE (dynamodb://...) the child puts its report part and BatchOutcome on
-  S3 and the parent reads them there: workers share no disk. Without it the child's
-  persisted Prefect result carries the outcome (one machine).
+  S3 and the parent reads them there: workers share no disk. Without it the child puts its
+  outcome beside the run's report (one machine). Never a Prefect result: it holds the
+  staged replacement texts (memlife/outcomes.py).
 
 In every mode a batch that raises (after its throttling retries) becomes failed-shard
 entries: the other batches go on and the run receipt says ``partial_failure``.
@@ -47,16 +48,15 @@ SHARD_DEPLOYMENT = RunConfig.model_fields["shard_deployment"].default
 
 @flow(
     name="memlife-shard",
-    persist_result=True,  # the parent reads the BatchOutcome back as this run's result
+    persist_result=False,  # the outcome holds replacement texts: memlife/outcomes.py hands it over
     validate_parameters=True,
     timeout_seconds=limits.FLOW_TIMEOUT_SECONDS,
 )
-def shard(config: dict[str, Any], shards: list[dict[str, str]], part: str = "0") -> BatchOutcome:
-    """Process the given shards of a parent run (same run id: ``config.now`` is its cutoff)."""
+def shard(config: dict[str, Any], shards: list[dict[str, str]], part: str = "0") -> None:
+    """Process the given shards of a parent run (same run id: ``config.now`` is its cutoff);
+    the parent reads the outcome where the child put it (``fanout.child_outcome``)."""
     run = isolated_batch.with_options(persist_result=False)
-    return run(
-        fanout.config_from_params(config), fanout.shards_from_params(shards), part, limits.limited
-    )
+    run(fanout.config_from_params(config), fanout.shards_from_params(shards), part, limits.limited)
 
 
 def _settle(futures: list[Any], groups: Sequence[Sequence[Shard]]) -> list[BatchOutcome]:
@@ -128,7 +128,9 @@ def fan_out_deployments(
                 as_subflow=True,
                 parameters={"config": params, "shards": fanout.shard_params(g), "part": str(i)},
                 flow_run_name=f"{ctx.run_id}-part-{i}",
-                idempotency_key=f"{parent_id}:{i}",
+                # a retry of the parent at the same cutoff (the same run) finds its children;
+                # another run (another cutoff) never takes a child of this one
+                idempotency_key=f"{parent_id}:{ctx.run_id}:{i}",
             )
         )
         for i, g in enumerate(groups)
@@ -145,8 +147,8 @@ def fan_out_deployments(
                     continue
                 if state.is_completed():
                     try:
-                        outcome = fanout.child_outcome(ctx, str(i), state.result)
-                    except Exception as exc:  # result storage not shared with the parent
+                        outcome = fanout.child_outcome(ctx, str(i))
+                    except Exception as exc:  # no outcome where the child puts it
                         outcome = fanout.failed_outcome(groups[i], exc)
                 else:
                     outcome = fanout.failed_outcome(groups[i], f"CHILD_{state.type.value}")

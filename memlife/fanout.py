@@ -51,13 +51,15 @@ def shards_from_params(items: Sequence[dict[str, str]]) -> list[Shard]:
     return [Shard(i["actor_id"], i["namespace"]) for i in items]
 
 
-def child_outcome(ctx: RunContext, part: str, prefect_result: Callable[[], Any]) -> BatchOutcome:
+def child_outcome(ctx: RunContext, part: str) -> BatchOutcome:
     """A finished child batch's outcome: from the run state on S3 when there is one (workers
-    share no disk), else the child's persisted Prefect result."""
+    share no disk), else beside the run's report (memlife/outcomes.py: never a Prefect
+    result, which would keep replacement texts where no erasure reaches)."""
     remote = remote_state(ctx.store_url)
     if remote is None:
-        outcome: BatchOutcome = prefect_result()
-        return outcome
+        from memlife.outcomes import get_local_outcome
+
+        return get_local_outcome(ctx, part)
     from memlife.state.reports import get_outcome
 
     got: BatchOutcome = get_outcome(remote, ctx.run_id, ctx.cutoff, ctx.config.attempt, part)

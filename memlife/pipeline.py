@@ -335,6 +335,10 @@ def process_isolated(
                 from memlife.state.reports import put_outcome
 
                 put_outcome(remote, ctx.run_id, ctx.cutoff, ctx.config.attempt, part, outcome)
+            else:  # one machine: beside the report part, never in Prefect's result storage
+                from memlife.outcomes import put_local_outcome
+
+                put_local_outcome(ctx, part, outcome)
             return outcome
         finally:
             # the parent merges the part's JSONL: a Parquet copy here would cost ~50 MB of

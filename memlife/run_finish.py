@@ -190,10 +190,26 @@ def finish_run(
         summary.receipt = ctx.sink.location(rkey) if rkey else None
     except ReceiptWriteError:
         summary.status = "partial_failure" if status == "success" else status
+    _drop_outcomes(ctx, remote)
     summary.report_html = write_report_page(ctx, summary)
     publish_counts(lifecycle, namespace=ctx.config.metrics_namespace, mode=ctx.mode,
                    policy_version=ctx.policy.version, timestamp=ctx.cutoff)  # fmt: skip
     return summary
+
+
+def _drop_outcomes(ctx: RunContext, remote: Any) -> None:
+    """The child batches' outcomes, read: they hold replacement texts (memlife/outcomes.py)."""
+    try:
+        if remote is not None:
+            from memlife.state.reports import delete_outcomes
+
+            delete_outcomes(remote, ctx.run_id, ctx.cutoff, ctx.config.attempt)
+        else:
+            from memlife.outcomes import drop_local_outcomes
+
+            drop_local_outcomes(ctx)
+    except Exception:  # never fails the run; the next one finds nothing to commit twice
+        log.warning("child outcomes not removed", exc_info=True)
 
 
 def _compact_ledger(remote: Any, cutoff: Any) -> int:

@@ -106,3 +106,16 @@ def get_outcome(
     key = _outcome_key(state, run_id, cutoff, attempt, part)
     body = state.s3.get_object(Bucket=state.settings.parquet_bucket, Key=key)["Body"].read()
     return pickle.loads(body)  # noqa: S301 - written by this run's children into its own bucket
+
+
+def delete_outcomes(state: DynamoState, run_id: str, cutoff: datetime, attempt: str | None) -> int:
+    """Remove the attempt's child outcomes once its receipt is written: they hold the staged
+    replacement texts (memlife/outcomes.py); returns how many were removed."""
+    prefix = f"{report_prefix(state, run_id, cutoff, attempt)}/outcomes/"
+    bucket = state.settings.parquet_bucket
+    n = 0
+    for page in state.s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for obj in page.get("Contents", []):
+            state.s3.delete_object(Bucket=bucket, Key=obj["Key"])
+            n += 1
+    return n
