@@ -55,7 +55,7 @@ def run_behaviour(config: RunConfig) -> dict[str, Any]:
     """The settings besides policy, cutoff and scope that change what a run does: which
     consolidator answers (none, the extractive one, or which model) and which evaluation
     set gates it. In the run key and the manifest."""
-    from memlife.consolidate.anthropic import DEFAULT_MODEL
+    from memlife.settings import DEFAULT_MODEL  # not the SDK module: 2.7 s to import
 
     paid = not config.dry_run or config.with_model
     if not config.consolidate:

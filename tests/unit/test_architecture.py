@@ -181,3 +181,24 @@ def test_the_length_check_can_fail(tmp_path: Path) -> None:
     (pkg / "short.py").write_text("x = 1\n")
     (pkg / "why.py").write_text(f'"""{WHY_MARK}: one idea."""\n' + body)
     assert long_modules_without_why(tmp_path) == [f"{PACKAGE}/long.py ({MAX_LINES + 1} lines)"]
+
+
+def test_a_run_without_a_model_never_imports_the_anthropic_sdk() -> None:
+    """Benchmark finding: the run key's consolidator name imported the consolidator module
+    for a constant, and with it the anthropic SDK: 2.7 s of CPU and ~45 MB in every
+    planning process of every run, model or not (a 100k dry run went from 4 s to 6-8 s)."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from memlife.pipeline import RunConfig\n"
+        "from memlife.run_start import run_behaviour\n"
+        "run_behaviour(RunConfig(dry_run=False))\n"
+        "print('anthropic' in sys.modules)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120, check=True)  # fmt: skip
+    assert out.stdout.strip() == "False", out.stderr[-2000:]
