@@ -58,6 +58,7 @@ class Reason(StrEnum):
     INJECTED_FAULT = "INJECTED_FAULT"
     LEASE_HELD = "LEASE_HELD"
     REMEMBER_REFUSED = "REMEMBER_REFUSED"
+    OUTCOME_REFUSED = "OUTCOME_REFUSED"
 
 
 class MemlifeError(Exception):
@@ -206,6 +207,13 @@ class SummarizerError(MemlifeError, RuntimeError):
     """The summariser produced nothing usable (empty, truncated, refused)."""
 
     default_code = Reason.SUMMARIZER
+
+
+class OutcomeRefused(MemlifeError, RuntimeError):
+    """A child batch's outcome file names something no outcome holds, or is unreadable:
+    the parent counts that batch failed and never runs what the file names."""
+
+    default_code = Reason.OUTCOME_REFUSED
 
 
 class InjectedFault(MemlifeError, RuntimeError):

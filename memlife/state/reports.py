@@ -12,12 +12,12 @@ parent run downloads and merges the parts before it converts the report to Parqu
 
 from __future__ import annotations
 
-import pickle
 import shutil
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
+from memlife.outcomes import dumps_outcome, loads_outcome
+from memlife.run_types import BatchOutcome
 from memlife.state.dynamodb import DynamoState
 
 
@@ -91,21 +91,23 @@ def put_outcome(
     cutoff: datetime,
     attempt: str | None,
     part: str,
-    outcome: object,
+    outcome: BatchOutcome,
 ) -> None:
     """A child batch's BatchOutcome (counts, failed shard names, delete items: ids and hashes,
-    no content), pickled as a Prefect result would be, in the run's own bucket."""
-    body = pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
+    no content; a gated run's staged replacements) in the run's own bucket."""
+    body = dumps_outcome(outcome)
     state.s3.put_object(Bucket=state.settings.parquet_bucket,
                         Key=_outcome_key(state, run_id, cutoff, attempt, part), Body=body)  # fmt: skip
 
 
 def get_outcome(
     state: DynamoState, run_id: str, cutoff: datetime, attempt: str | None, part: str
-) -> Any:
+) -> BatchOutcome:
     key = _outcome_key(state, run_id, cutoff, attempt, part)
     body = state.s3.get_object(Bucket=state.settings.parquet_bucket, Key=key)["Body"].read()
-    return pickle.loads(body)  # noqa: S301 - written by this run's children into its own bucket
+    return loads_outcome(  # only the types an outcome holds load (memlife/outcomes.py)
+        body, f"s3://{state.settings.parquet_bucket}/{key}"
+    )
 
 
 def delete_outcomes(state: DynamoState, run_id: str, cutoff: datetime, attempt: str | None) -> int:
