@@ -271,8 +271,10 @@ class MemlifeStore(BaseStore):
             rec = self._locate(namespace, op.key)
             if rec is not None and rec.held:  # as a put: a held record is never deleted
                 raise PermissionError(f"record {rec.id} is held; it cannot be deleted")
-            if rec is not None:
-                self.memory.forget(rec.id, actor=rec.actor_id)
+            if rec is not None and not self.memory.forget(rec.id, actor=rec.actor_id):
+                now = self._locate(namespace, op.key)  # refused at the write: held since
+                if now is not None and now.held:
+                    raise PermissionError(f"record {rec.id} is held; it cannot be deleted")
             return
         path, actor = to_path(namespace), self.actor_of(namespace)
         content, kind = encode_value(dict(op.value))

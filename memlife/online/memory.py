@@ -480,7 +480,13 @@ class LongTermMemory:
             records = self._get_many(record_ids)
             if status is not Status.active:
                 record_ids = [i for i in record_ids if i not in records or not records[i].held]
-            result = self.store.set_status(list(record_ids), status, replaced_by=replaced_by)
+            # the check again at the write, in its transaction: a hold placed since the read
+            # wins (SQLite); other stores check, then write
+            guarded = getattr(self.store, "set_status_unless_held", None)
+            if status is not Status.active and guarded is not None:
+                result = guarded(list(record_ids), status, replaced_by=replaced_by)
+            else:
+                result = self.store.set_status(list(record_ids), status, replaced_by=replaced_by)
             touched: set[tuple[str, str]] = set()
             for rid in result.succeeded:
                 rec = records.get(rid)

@@ -537,14 +537,39 @@ class SqliteStore:
         policy_version: str | None = None,
         at: datetime | None = None,
     ) -> BatchResult:
+        return self._set_status(ids, status, replaced_by, policy_version, at, unless_held=False)
+
+    def set_status_unless_held(
+        self, ids: Sequence[str], status: Status, *, replaced_by: str | None = None
+    ) -> BatchResult:
+        """:meth:`set_status`, refusing (LEGAL_HOLD) a record that is held when it is written:
+        the check and the write share one transaction, so a hold placed after the caller
+        read the record still wins (online ``forget``, LangGraph ``delete``)."""
+        return self._set_status(ids, status, replaced_by, None, None, unless_held=True)
+
+    def _set_status(
+        self,
+        ids: Sequence[str],
+        status: Status,
+        replaced_by: str | None,
+        policy_version: str | None,
+        at: datetime | None,
+        *,
+        unless_held: bool,
+    ) -> BatchResult:
         result = BatchResult()
         with self.lock, self.transaction():
             for rid in ids:
                 row = self.connection.execute(
-                    "SELECT provenance FROM records WHERE id=?", (rid,)
+                    "SELECT provenance, retention_class, status FROM records WHERE id=?", (rid,)
                 ).fetchone()
                 if row is None:
                     result.missing.append(rid)
+                    continue
+                if unless_held and (
+                    row[1] == RetentionClass.legal_hold.value or row[2] == Status.retained.value
+                ):
+                    result.failed.append(ItemFailure(rid, "LEGAL_HOLD", retryable=False))
                     continue
                 prov = json.loads(row[0])
                 if replaced_by is not None or status is not Status.superseded:

@@ -68,6 +68,10 @@ class RacingStore(SqliteStore):
         self._race()
         return super().insert_new(records, **kw)
 
+    def set_status_unless_held(self, ids: Sequence[str], status: Status, **kw: Any) -> BatchResult:
+        self._race()
+        return super().set_status_unless_held(ids, status, **kw)
+
 
 class NoSignalStore(SqliteStore):
     """A store without the cheap change signal (as a remote store): shards refresh by age."""
@@ -184,6 +188,38 @@ def test_lg_put_never_overwrites_a_hold_placed_after_its_read(
     rec = memory.store.get(rid)
     assert rec.retention_class is RetentionClass.legal_hold
     assert rec.content == "Signed the contract on March 3."
+
+
+def test_forget_and_lg_delete_never_touch_a_hold_placed_after_their_read(
+    memory: Memory, db: Path, tmp_path: Path
+) -> None:
+    """The hold is checked again inside the status write's transaction (invariant 1): a
+    `memlife hold place` between forget's read and its write wins; nothing is hidden."""
+    from memlife.holds import place_hold
+
+    lg = MemlifeStore(memory)
+    for key in ("nda", "lease"):
+        lg.put(("users", "u1", "case"), key, {"content": f"Signed the {key} on March 3."})
+    ids = [record_id("u1", "/users/u1/case", k) for k in ("nda", "lease")]
+
+    def hold(rid: str) -> Callable[[], None]:
+        def place() -> None:
+            with SqliteStore(db) as other:
+                place_hold(other, ids=[rid], receipts=f"file://{tmp_path / 'receipts'}")
+
+        return place
+
+    assert isinstance(memory.store, RacingStore)
+    memory.store.other = hold(ids[0])
+    assert memory.forget(ids[0], actor="u1") == []
+    memory.store.other = hold(ids[1])
+    with pytest.raises(PermissionError, match="held"):
+        lg.delete(("users", "u1", "case"), "lease")
+    for rid in ids:
+        rec = memory.store.get(rid)
+        assert rec is not None and rec.status is Status.active
+        assert rec.retention_class is RetentionClass.legal_hold
+    assert len(memory.recall("Signed the nda", actor="u1", k=5)) >= 1
 
 
 def test_lg_put_never_brings_back_content_erased_after_its_checks(
