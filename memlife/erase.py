@@ -48,7 +48,7 @@ from memlife.consolidate.base import Group, pick_survivor
 from memlife.derived import forget_for
 from memlife.embed_cache import EmbeddingCache
 from memlife.errors import EraseError as EraseError  # moved; re-exported
-from memlife.journal import Operation, OpKind, OpState, Outcome
+from memlife.journal import Journal, Operation, OpKind, OpState, Outcome, open_journal
 from memlife.lease import for_store as lease_for_store
 from memlife.lease import scoped as lease_scoped
 from memlife.model import MemoryRecord, RetentionClass, Status, content_sha256, utcnow
@@ -94,8 +94,9 @@ class ErasurePlan:
 
 
 def plan_erasure(
-    store: MemoryStore, actor_id: str, *, subject: str | None = None, ids: Sequence[str] = ()
-) -> ErasurePlan:
+    store: MemoryStore, actor_id: str, *, subject: str | None = None, ids: Sequence[str] = (),
+    erased_earlier: bool = False,
+) -> ErasurePlan:  # fmt: skip
     """Requested records and every copy of their text, to a fixpoint:
 
     - DERIVED_REPLACEMENT: a replacement built only from erased records (or whose other
@@ -109,8 +110,14 @@ def plan_erasure(
     A replacement of erased and kept records whose text IS verbatim a source (the
     extractive consolidator) is rebuilt in place: its text becomes the pick among the
     kept sources, and its ``supersedes`` lists only them.
+
+    ``erased_earlier``: the actor's records erased before (their tombstones: ids and text
+    hashes) count as erased too. A released pending erasure is planned so: what a hold
+    deferred as derived (a tainted or pinned replacement, a source) is decided again from
+    what was erased, never taken for a request of its own (which would erase the kept
+    sources a replacement was to be rebuilt from).
     """
-    if not subject and not ids:
+    if not subject and not ids and not erased_earlier:
         raise EraseError("name a --subject or at least one --id")
     records = _actor_records(store, actor_id)
     by_id = {r.id: r for r in records}
@@ -131,6 +138,10 @@ def plan_erasure(
             if r.subject and r.subject.strip().lower() == want:
                 why.setdefault(r.id, "ERASURE_REQUEST")
     texts = {r.id: _text_keys(r) for r in records}
+    if erased_earlier:
+        for ghost, keys in _erased_keys(store, actor_id).items():
+            if ghost not in by_id:  # an id the actor uses again is that record's
+                why[ghost], texts[ghost] = ERASED_EARLIER, keys
     withdrawn: set[str] = set()
     changed = bool(why)
     while changed:  # to a fixpoint
@@ -144,7 +155,8 @@ def plan_erasure(
                 why[r.id] = code
                 withdrawn |= {r.id} if code == "WITHDRAWN_REPLACEMENT" else set()
                 changed = True
-    plan = ErasurePlan([by_id[i] for i in sorted(why)], why)
+    plan = ErasurePlan([by_id[i] for i in sorted(why) if i in by_id],
+                       {i: w for i, w in why.items() if i in by_id})  # fmt: skip
     erased_keys = set().union(*(texts[i] for i in why)) if why else set()
     for r in records:
         sup = set(r.provenance.supersedes)
@@ -181,9 +193,30 @@ def _rule(
         return "DERIVED_REPLACEMENT"  # its other sources are gone: nothing to rebuild from
     clean = [k for k in kept if not texts[k.id] & erased_keys]
     sources = [by_id[i] for i in sup if i in by_id]
-    if not clean or not any(r.content == s.content for s in sources):
+    own = f"sha:{content_sha256(r.content)}"  # an erased source's text, by its tombstone
+    verbatim = any(r.content == s.content for s in sources) or any(
+        i not in by_id and own in texts.get(i, ()) for i in sup
+    )
+    if not clean or not verbatim:
         return "WITHDRAWN_REPLACEMENT"  # model-written (or no clean source): cannot be rebuilt
     return None
+
+
+ERASED_EARLIER = "ERASED_EARLIER"  # a tombstoned record, as plan_erasure's erased_earlier reads it
+# what a pending erasure was deferred as, when it was asked for (not derived): planned as a
+# request once released; any other reason is derived again from what was erased
+REQUESTED = frozenset({"ERASURE_REQUEST", "HOLD_RELEASED"})
+
+
+def _erased_keys(store: MemoryStore, actor_id: str) -> dict[str, set[str]]:
+    """The actor's erased record ids and their text keys (as _text_keys gives them)."""
+    out: dict[str, set[str]] = {}
+    for t in tombstones.listing(store, actor_id):
+        keys = out.setdefault(str(t["record_id"]).split("#", 1)[0], set())
+        keys.add(f"sha:{t['content_sha256']}")
+        if t.get("norm_sha256"):
+            keys.add(f"norm:{t['norm_sha256']}")
+    return out
 
 
 def _text_keys(r: MemoryRecord) -> set[str]:
@@ -373,21 +406,45 @@ def _merge(a: ErasurePlan, b: ErasurePlan) -> ErasurePlan:
                        list(react.values()), a.old_shas | b.old_shas)  # fmt: skip
 
 
+def _is_its_record(r: MemoryRecord | None, row: dict[str, Any]) -> bool:
+    """The pending row is about this record: same actor and namespace. A record that took
+    the id after the deferred one was removed is another record (another actor's, even)."""
+    return r is not None and (r.actor_id, r.namespace) == (row["actor_id"], row["namespace"])
+
+
+def _deferred_as(journal: Journal, row: dict[str, Any]) -> str:
+    """Why the deferred record was in its erasure (the deferred operation's first reason)."""
+    op = journal.get(row["operation_id"])
+    return op.reasons[0] if op is not None and op.reasons else "ERASURE_REQUEST"
+
+
 def _select(
     store: MemoryStore, actor_id: str | None, subject: str | None, ids: Sequence[str], pending: bool
 ) -> tuple[ErasurePlan, list[str]]:
+    """The erasure's plan and the pending erasures it applies (their holds are gone).
+
+    A released record that was asked for is planned as a request; one that was derived
+    (a tainted or pinned replacement, a source) is planned again from the records erased
+    before (``plan_erasure(erased_earlier=True)``): rebuilt, withdrawn or erased as the
+    first erasure would have done had it not been held."""
     plan = ErasurePlan([], {})
     if actor_id and (subject or ids):
         plan = plan_erasure(store, actor_id, subject=subject, ids=ids)
     released: dict[str, list[str]] = {}
+    requested: dict[str, list[str]] = {}
     if pending:
+        journal = open_journal(store)
         for p in pending_erasures(store, actor_id):
             r = store.get(p["record_id"])
-            if r is not None and r.id not in plan.why and not r.held:
-                released.setdefault(r.actor_id, []).append(r.id)
-    for actor, rids in sorted(released.items()):
-        more = plan_erasure(store, actor, ids=rids)
-        more.why.update({i: "HOLD_RELEASED" for i in rids})
+            if r is None or not _is_its_record(r, p) or r.id in plan.why or r.held:
+                continue
+            released.setdefault(r.actor_id, []).append(r.id)
+            if _deferred_as(journal, p) in REQUESTED:
+                requested.setdefault(r.actor_id, []).append(r.id)
+    for actor in sorted(released):
+        asked = requested.get(actor, [])
+        more = plan_erasure(store, actor, ids=asked, erased_earlier=True)
+        more.why.update({i: "HOLD_RELEASED" for i in asked})
         plan = _merge(plan, more)
     return plan, [i for rids in released.values() for i in rids]
 
@@ -407,6 +464,17 @@ def erase(
     """
     if (subject or ids) and not actor_id:
         raise EraseError("--actor is required with --subject/--id")
+    # the store's lease from the first selection on: a hold placed meanwhile (it takes the
+    # lease too) would otherwise meet a record selected as free
+    with lease_for_store(store, "erase", "manual:erase"):
+        return _erase(store, actor_id, subject, ids, pending, policy, receipts, now, cache)
+
+
+def _erase(
+    store: MemoryStore, actor_id: str | None, subject: str | None, ids: Sequence[str],
+    pending: bool, policy: Policy | str | None, receipts: str | ReceiptSink | None,
+    now: datetime | None, cache: EmbeddingCache | None,
+) -> dict[str, Any]:  # fmt: skip
     plan, released = _select(store, actor_id, subject, ids, pending)
     tombstones.add(store, _split_held(plan)[1])
     again, released2 = _select(store, actor_id, subject, ids, pending)
@@ -435,13 +503,20 @@ def erase(
     if pending:  # erasures an earlier attempt left unfinished (a crash, a receipt outage)
         run.executor.erase_cache = cache
         run.executor.resume_due(run.tally, kinds={OpKind.erase})
-    if held:
-        _defer(run, store, held, why)
+    if held:  # not again for a record deferred before and only derived now (a rerun)
+        pending_now = {p["record_id"] for p in pending_erasures(store, actor_id)}
+        _defer(run, store, [r for r in held if r.id not in pending_now or why[r.id] in REQUESTED],
+               why)  # fmt: skip
     if plan.rebuild:
         _rebuild_now(run, store, plan.rebuild, plan.old_shas, caches)
     if plan.reactivate:
         _reactivate_now(run, plan.reactivate)
     done = _erase_now(run, free, why, caches) if free else []
+    # held since it was selected (a hold no lease orders, e.g. an import): deferred as well
+    refused = {o.record_id for o in done if o.last_error == "LEGAL_HOLD"}
+    if refused:
+        _defer(run, store, [r for r in free if r.id in refused], why)
+        run.extra["deferred"] += sorted(refused)
     run.extra["erased"] = [
         o.record_id for o in done if o.outcome in (Outcome.deleted, Outcome.already_absent)
     ]
@@ -449,11 +524,14 @@ def erase(
         run.extra["compaction"] = compact(store, caches)
     for c in caches[1:]:
         c.close()
-    # Pending rows of records that vanished by other means are simply forgotten.
+    # Pending rows of records that vanished by other means (or whose id another record
+    # took) are simply forgotten.
+    # A released record rebuilt, reactivated or found to stay is settled too.
+    settled = {r.id for r in [*plan.rebuild, *plan.reactivate]} | (set(released) - why.keys())
     gone = [
         p["record_id"]
         for p in pending_erasures(store, actor_id)
-        if store.get(p["record_id"]) is None
+        if p["record_id"] in settled or not _is_its_record(store.get(p["record_id"]), p)
     ]
     if gone:
         side_tables(store).forget_pending(gone)
@@ -535,11 +613,13 @@ def _release(run: ManualRun, store: MemoryStore, ids: Sequence[str],
 
 def _erase_released(store: MemoryStore, summary: dict[str, Any], run: ManualRun,
                     cache: EmbeddingCache | None) -> dict[str, Any]:  # fmt: skip
-    released = summary["released"]
-    pending_ids = {p["record_id"] for p in pending_erasures(store)}
-    mine = [rid for rid in released if rid in pending_ids]
-    if mine:
-        actors = {p["actor_id"] for p in pending_erasures(store) if p["record_id"] in mine}
+    released = set(summary["released"])
+    # the released records' own pending erasures, and those their hold pinned (a
+    # replacement a held source points to, deferred with it): any of their actors' rows
+    records = [store.get(rid) for rid in released]
+    actors = {r.actor_id for r in records if r is not None}
+    if any(p["actor_id"] in actors or p["record_id"] in released
+           for p in pending_erasures(store)):  # fmt: skip
         summary["erasures"] = [erase(store, a, pending=True, policy=run.policy, receipts=run.sink,
                                      now=utcnow(), cache=cache) for a in sorted(actors)]  # fmt: skip
     return summary

@@ -272,8 +272,8 @@ class MemlifeStore(BaseStore):
             if rec is not None and rec.held:  # as a put: a held record is never deleted
                 raise PermissionError(f"record {rec.id} is held; it cannot be deleted")
             if rec is not None and not self.memory.forget(rec.id, actor=rec.actor_id):
-                now = self._locate(namespace, op.key)  # refused at the write: held since
-                if now is not None and now.held:
+                again = self._locate(namespace, op.key)  # refused at the write: held since
+                if again is not None and again.held:
                     raise PermissionError(f"record {rec.id} is held; it cannot be deleted")
             return
         path, actor = to_path(namespace), self.actor_of(namespace)

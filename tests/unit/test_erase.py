@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -339,4 +341,104 @@ def test_released_by_other_means_is_applied_by_the_next_erase_call(home: Path) -
     out = erase(store, "u-1", now=NOW + timedelta(hours=1))
     assert out["released"] == ["m-h"] and out["erased"] == ["m-h"]
     assert store.get("m-h") is None and pending_erasures(store) == []
+    store.close()
+
+
+# -- a released hold finishes the erasure it deferred, as that erasure would have (session 11)
+
+
+def test_releasing_a_held_tainted_replacement_rebuilds_it_and_keeps_its_kept_source(
+    home: Path,
+) -> None:
+    """The release once planned the held replacement as a request of its own: r-1 was
+    erased and with it m-b (SOURCE_OF_ERASED), whose text nobody asked to erase."""
+    from memlife.erase import release_hold
+
+    store = SqliteStore(home / "memlife.db")
+    store.put_many(_replacement_of_two((RetentionClass.legal_hold, RetentionClass.standard)))
+    assert erase(store, "u-1", ids=["m-a"], now=NOW)["deferred"] == ["r-1"]
+    out = release_hold(store, ["r-1"], now=NOW)
+    [done] = out["erasures"]
+    assert done["erased"] == [] and done["rebuilt"] == ["r-1"]
+    assert store.get("m-b").status is Status.superseded  # kept, still behind its replacement
+    r_1 = store.get("r-1")
+    assert (
+        r_1.provenance.supersedes == ["m-b"] and r_1.content == "The user lives in Berlin, Germany."
+    )
+    assert r_1.retention_class is RetentionClass.standard and pending_erasures(store) == []
+    assert store.get("m-a") is None
+    store.close()
+
+
+def test_releasing_a_held_source_applies_the_erasure_its_hold_pinned(home: Path) -> None:
+    """r-1 (model text of m-a and the held m-b) was deferred with m-b's hold; releasing m-b
+    withdrew nothing: r-1, with the erased claim, stayed active until `erase --pending`."""
+    from memlife.erase import release_hold
+
+    store = SqliteStore(home / "memlife.db")
+    store.put_many([
+        rec("m-a", "Takes lithium every day.", subject="meds", status=Status.superseded,
+            replaced_by="r-1"),
+        rec("m-b", "Takes vitamin D daily.", subject="meds", status=Status.superseded,
+            replaced_by="r-1", retention=RetentionClass.legal_hold),
+        rec("r-1", "Takes lithium and vitamin D every day.", subject="meds",
+            supersedes=("m-a", "m-b"), age=10),
+    ])  # fmt: skip
+    assert erase(store, "u-1", ids=["m-a"], now=NOW)["deferred"] == ["r-1"]
+    out = release_hold(store, ["m-b"], now=NOW)
+    assert [e["erased"] for e in out["erasures"]] == [["r-1"]]
+    assert store.get("r-1") is None
+    m_b = store.get("m-b")
+    assert m_b.status is Status.active and m_b.provenance.replaced_by is None
+    assert pending_erasures(store) == []
+    store.close()
+
+
+def test_a_pending_erasure_never_reaches_another_record_that_took_its_id(home: Path) -> None:
+    """u-1's held X was deferred; its hold went by other means and X was deleted; u-2 then
+    wrote a record X. `erase --pending` erased u-2's record (the row's actor unread)."""
+    store = SqliteStore(home / "memlife.db")
+    store.put_many([rec("X", "Owes 500 EUR to Bob.", retention=RetentionClass.legal_hold)])
+    assert erase(store, "u-1", ids=["X"], now=NOW)["deferred"] == ["X"]
+    store.delete_many(["X"])  # gone by other means (an expiry, an operator)
+    other = rec("X", "Plays the cello.", actor="u-2")
+    store.put_many([other])
+    out = erase(store, None, now=NOW)
+    assert out["erased"] == [] and out["released"] == []
+    assert store.get("X") == other and pending_erasures(store) == []  # the stale row is gone
+    store.close()
+
+
+def test_a_hold_placed_after_selection_defers_the_erasure(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hold that takes no lease (an import, another tool) lands between selection and the
+    delete: the applier refuses (LEGAL_HOLD) and the request was lost. It is deferred now;
+    a hold placed through memlife waits for the erasure's lease."""
+    import memlife.erase as erasure
+    from memlife.erase import release_hold
+
+    store = SqliteStore(home / "memlife.db")
+    store.put_many([rec("x", "Was treated for depression in 2025.", subject="health")])
+    real = erasure.manual_run
+
+    def hold_first(*args: object, **kwargs: object) -> object:
+        hold = subprocess.run(  # memlife's own hold (another process) meets the lease
+            [sys.executable, "-m", "memlife", "hold", "place", "--id", "x"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert hold.returncode != 0 and "another run holds the lock" in hold.stderr + hold.stdout
+        with SqliteStore(home / "memlife.db") as other:  # a writer that takes no lease
+            held = other.get("x").model_copy(update={"retention_class": RetentionClass.legal_hold})
+            other.put_many([held])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(erasure, "manual_run", hold_first)
+    out = erase(store, "u-1", ids=["x"], now=NOW)
+    monkeypatch.setattr(erasure, "manual_run", real)
+    assert out["erased"] == [] and out["deferred"] == ["x"]
+    assert [p["record_id"] for p in pending_erasures(store)] == ["x"]
+    assert store.get("x").retention_class is RetentionClass.legal_hold
+    done = release_hold(store, ["x"], now=NOW)
+    assert [e["erased"] for e in done["erasures"]] == [["x"]] and store.get("x") is None
     store.close()
