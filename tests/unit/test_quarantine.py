@@ -196,3 +196,106 @@ def test_grace_is_real_time_in_quarantine_not_the_runs_cutoff(home: Path, tmp_pa
     assert sorted(o["record_id"] for o in out["operations"]) == IDS
     assert store.count([Status.quarantined]) == 0
     store.close()
+
+
+# -- a quarantined superseded record keeps its chain (session 11) ---------------------------
+
+
+def _chain(home: Path, tmp_path: Path) -> SqliteStore:
+    """S superseded by R long ago (due for deletion); A and E expired; a high-impact case on
+    A blocks the night's deletions, so the gate quarantines them (S among them)."""
+    from memlife.model import MemoryRecord, MemoryType, Provenance
+
+    def r(rid: str, content: str, **kw: object) -> MemoryRecord:
+        base = dict(id=rid, actor_id="u-1", namespace="/users/u-1/preferences",
+                    memory_type=MemoryType.semantic, subject="beverage", content=content,
+                    created_at=NOW - timedelta(days=150))  # fmt: skip
+        return MemoryRecord(**(base | kw))  # type: ignore[arg-type]
+
+    store = SqliteStore(home / "memlife.db")
+    store.put_many([
+        r("S", "Drinks only green tea, never coffee.", status=Status.superseded,
+          status_changed_at=NOW - timedelta(days=140), provenance=Provenance(replaced_by="R")),
+        r("R", "Drinks black coffee every morning now.", created_at=NOW - timedelta(days=140),
+          provenance=Provenance(supersedes=["S", "E"])),
+        r("E", "Drinks decaf only.", expires_at=NOW - timedelta(days=2),
+          status=Status.superseded, status_changed_at=NOW - timedelta(days=30),
+          provenance=Provenance(replaced_by="R")),
+        r("A", "Owns a grey cat named Miso.", subject="pet", expires_at=NOW - timedelta(days=2)),
+    ])  # fmt: skip
+    store.close()
+    cases = write_cases(tmp_path / "cases.yaml", [{
+        "id": "pet", "kind": "custom", "query": "What pet does the user have?",
+        "actor_id": "u-1", "must_retrieve": ["A"], "impact": "high",
+    }])  # fmt: skip
+    run_local(RunConfig(dry_run=False, now=NOW, eval_cases=cases, consolidate=False))
+    store = SqliteStore(home / "memlife.db")
+    assert store.get("S").status is Status.quarantined  # type: ignore[union-attr]
+    return store
+
+
+def test_a_quarantined_source_keeps_its_replacement_and_goes_when_it_is_erased(
+    home: Path, tmp_path: Path
+) -> None:
+    """Quarantine cleared replaced_by: an erasure of R missed S (SOURCE_OF_ERASED reads
+    it), and a restore then pointed S at the erased R."""
+    from memlife.erase import erase
+
+    store = _chain(home, tmp_path)
+    assert store.get("S").provenance.replaced_by == "R"  # type: ignore[union-attr]
+    out = erase(store, "u-1", ids=["R"], now=NOW)
+    assert "S" in out["erased"] and store.get("S") is None
+    store.close()
+
+
+def test_a_restore_never_points_a_record_at_a_replacement_that_is_gone(
+    home: Path, tmp_path: Path
+) -> None:
+    store = _chain(home, tmp_path)
+    store.delete_many(["R"])  # gone by other means (another tool)
+    store.close()
+    res = CliRunner().invoke(app, ["quarantine", "restore", "S", "--json"])
+    assert "REPLACEMENT_MISSING" in res.stdout, res.output
+    store = SqliteStore(home / "memlife.db")
+    assert store.get("S").status is Status.quarantined  # type: ignore[union-attr]
+    store.close()
+
+
+def test_a_snapshot_goes_with_its_record_and_never_reaches_a_record_that_takes_the_id(
+    home: Path, tmp_path: Path
+) -> None:
+    """The nightly delete left E's snapshot; another actor's quarantined E, restored, took
+    it: superseded by u-1's R (another tenant's record)."""
+    from memlife.model import MemoryRecord, MemoryType
+
+    store = _chain(home, tmp_path)
+    assert store.get("E").status is Status.quarantined  # type: ignore[union-attr]
+    store.close()
+    run_local(RunConfig(dry_run=False, now=NOW + timedelta(days=1), consolidate=False))
+    store = SqliteStore(home / "memlife.db")
+    assert store.get("E") is None  # deleted by the next night, and its snapshot with it
+    store.put_many([MemoryRecord(id="E", actor_id="u-2", namespace="/users/u-2/facts",
+                                 memory_type=MemoryType.semantic, content="Plays the cello.",
+                                 created_at=NOW, status=Status.quarantined)])  # fmt: skip
+    store.close()
+    res = CliRunner().invoke(app, ["quarantine", "restore", "E", "--json"])
+    assert res.exit_code == 0, res.output
+    store = SqliteStore(home / "memlife.db")
+    e = store.get("E")
+    assert e.status is Status.active and e.provenance.replaced_by is None  # type: ignore[union-attr]
+    store.close()
+
+
+def test_a_quarantined_record_without_a_snapshot_goes_back_behind_its_replacement(
+    home: Path, tmp_path: Path
+) -> None:
+    """A migrated store has no snapshots: restore made a superseded fact active again."""
+    store = _chain(home, tmp_path)
+    forget_snapshots(store, ["S"])
+    store.close()
+    res = CliRunner().invoke(app, ["quarantine", "restore", "S", "--json"])
+    assert res.exit_code == 0, res.output
+    store = SqliteStore(home / "memlife.db")
+    s = store.get("S")
+    assert s.status is Status.superseded and s.provenance.replaced_by == "R"  # type: ignore[union-attr]
+    store.close()

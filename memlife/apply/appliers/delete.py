@@ -69,3 +69,12 @@ class Delete(BaseApplier):
 
     def apply(self, ex: Executor, ops: list[Operation], tally: Tally) -> dict[str, Result]:
         return delete_records(ex, ops)
+
+    def settle(self, ex: Executor, ops: list[Operation]) -> None:
+        """A quarantine snapshot of a deleted record goes with it: snapshots are keyed by
+        record id, and another actor's record may take the id (a restore would apply it)."""
+        from memlife.state.side import side_tables
+
+        gone = [o.record_id for o in ops if o.outcome in (Outcome.deleted, Outcome.already_absent)]
+        if gone:
+            side_tables(ex.store).forget_snapshots(gone)

@@ -9,7 +9,7 @@ from memlife.apply.appliers.base import BaseApplier, get_many, stale
 from memlife.apply.registry import Result, register
 from memlife.faults import checkpoint
 from memlife.journal import Operation, OpKind, Outcome
-from memlife.model import Provenance, Status
+from memlife.model import MemoryRecord, Provenance, Status
 from memlife.stores.base import ItemFailure
 
 if TYPE_CHECKING:
@@ -53,6 +53,12 @@ class Restore(BaseApplier):
                 continue
             if snap is not None:
                 status, changed, prov = snap
+                moved = _replacement_gone(ex, Provenance.model_validate_json(prov), r)
+                if status == Status.superseded.value and moved:
+                    # superseded by a record no longer there (erased, deleted) or now another
+                    # actor's: restoring would point at nothing (invariant 3)
+                    out[o.operation_id] = ItemFailure(o.record_id, moved, retryable=False)
+                    continue
                 back = r.model_copy(
                     update={
                         "status": Status(status),
@@ -61,7 +67,12 @@ class Restore(BaseApplier):
                     }
                 )
                 res = ex.store.put_many([back])
-            else:  # quarantined without a snapshot (another tool): status back to active
+            elif r.provenance.replaced_by and not _replacement_gone(ex, r.provenance, r):
+                # no snapshot (another tool, a migrated store), but it names what replaced
+                # it: back behind that replacement, never served as current again
+                res = ex.store.set_status([o.record_id], Status.superseded,
+                                          replaced_by=r.provenance.replaced_by, at=ex.cutoff)  # fmt: skip
+            else:  # quarantined without a snapshot or a replacement: back to active
                 res = ex.store.set_status([o.record_id], Status.active, at=ex.cutoff)
             checkpoint(self.checkpoint)
             out[o.operation_id] = res.failed[0] if res.failed else Outcome.restored
@@ -71,3 +82,14 @@ class Restore(BaseApplier):
         from memlife.state.side import side_tables
 
         side_tables(ex.store).forget_snapshots([o.record_id for o in ops])
+
+
+def _replacement_gone(ex: Executor, prov: Provenance, r: MemoryRecord) -> str | None:
+    """REPLACEMENT_MISSING when the snapshot's replacement is not a record of the same
+    actor and namespace any more, else None."""
+    if prov.replaced_by is None:
+        return "REPLACEMENT_MISSING"
+    repl = ex.store.get(prov.replaced_by)
+    if repl is None or (repl.actor_id, repl.namespace) != (r.actor_id, r.namespace):
+        return "REPLACEMENT_MISSING"
+    return None

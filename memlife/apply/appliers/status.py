@@ -49,7 +49,10 @@ def set_status(
             if repl is None or repl.id == o.record_id or repl.status is not Status.active:
                 out[o.operation_id] = ItemFailure(o.record_id, "REPLACEMENT_MISSING")
                 continue
-        ready.setdefault(o.replacement_id, []).append(o)
+        # a quarantined record keeps what replaced it: a restore (or an erasure of that
+        # replacement, SOURCE_OF_ERASED) must still see the chain; other statuses drop it
+        keep = current.provenance.replaced_by if status is Status.quarantined else None
+        ready.setdefault(o.replacement_id or keep, []).append(o)
     for replacement, group in ready.items():
         res = ex.store.set_status(
             [o.record_id for o in group],
