@@ -412,7 +412,7 @@ def _is_its_record(r: MemoryRecord | None, row: dict[str, Any]) -> bool:
     return r is not None and (r.actor_id, r.namespace) == (row["actor_id"], row["namespace"])
 
 
-def _deferred_as(journal: Journal, row: dict[str, Any]) -> str:
+def deferred_as(journal: Journal, row: dict[str, Any]) -> str:
     """Why the deferred record was in its erasure (the deferred operation's first reason)."""
     op = journal.get(row["operation_id"])
     return op.reasons[0] if op is not None and op.reasons else "ERASURE_REQUEST"
@@ -439,7 +439,7 @@ def _select(
             if r is None or not _is_its_record(r, p) or r.id in plan.why or r.held:
                 continue
             released.setdefault(r.actor_id, []).append(r.id)
-            if _deferred_as(journal, p) in REQUESTED:
+            if deferred_as(journal, p) in REQUESTED:
                 requested.setdefault(r.actor_id, []).append(r.id)
     for actor in sorted(released):
         asked = requested.get(actor, [])
@@ -568,6 +568,34 @@ def _reactivate_now(run: ManualRun, records: Sequence[MemoryRecord]) -> None:
                             replacement=r.provenance.replaced_by) for r in records
     ])  # fmt: skip
     run.executor.run_lifecycle(planned, run.tally)
+
+
+def carry_pending(
+    store: MemoryStore, rows: Sequence[Any], *, policy: Policy | str | None = None,
+    receipts: str | ReceiptSink | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Pending erasures carried from another store (memlife/erasure_export.py: rows with
+    record_id, actor_id, namespace, reason): each record found in the same scope is
+    deferred here as its first erasure deferred it (a journaled operation, a deferral
+    receipt, a pending row with that reason), so releasing its hold here erases it as it
+    would have there. A row whose record is not here (or is another actor's) is listed."""
+    found: list[MemoryRecord] = []
+    why: dict[str, str] = {}
+    missing = []
+    for p in rows:
+        r = store.get(p.record_id)
+        if r is None or (r.actor_id, r.namespace) != (p.actor_id, p.namespace):
+            missing.append(p.record_id)
+            continue
+        found.append(r)
+        why[r.id] = p.reason
+    with lease_for_store(store, "erase-carry", "manual:erase_carry"):
+        run = manual_run(store, "erase_carry", [r.id for r in found], policy=policy,
+                         receipts=receipts, request={"carried": sorted(why)})  # fmt: skip
+        if found:
+            _defer(run, store, found, why)
+        run.extra.update(carried=sorted(why), not_found=sorted(missing))
+        return run.finish()
 
 
 def release_hold(

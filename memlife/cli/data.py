@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -43,6 +43,16 @@ def register(app: typer.Typer) -> None:
             bool, typer.Option("--allow-held", help="With --update: also held records")
         ] = False,
         max_line_bytes: Annotated[int, typer.Option("--max-line-bytes", min=1)] = MAX_LINE_BYTES,
+        erasures: Annotated[
+            Path | None,
+            typer.Option(
+                "--erasures",
+                exists=True,
+                dir_okay=False,
+                help="The erasures `memlife export --erasures` wrote (tombstones, pending "
+                "erasures), applied after the records",
+            ),
+        ] = None,
         workers: Annotated[
             int | None,
             typer.Option(
@@ -64,7 +74,13 @@ def register(app: typer.Typer) -> None:
 
         if allow_held and not update:
             raise fail("--allow-held only makes sense with --update")
+        from memlife.erasure_export import load_erasures, parse_erasures
+
+        if erasures is not None:  # checked whole before anything is imported
+            with erasures.open(encoding="utf-8") as f:
+                parse_erasures(f)
         db = open_store(store)
+        carried: dict[str, Any] | None = None
         try:
             report = import_file(
                 db,
@@ -76,13 +92,26 @@ def register(app: typer.Typer) -> None:
                 max_line_bytes=max_line_bytes,
                 workers=workers,
             )
+            if erasures is not None:
+                with erasures.open(encoding="utf-8") as f:
+                    carried = load_erasures(db, f, policy=policy, receipts=receipts)
         except PolicyError as exc:
             raise fail(str(exc)) from None
         finally:
             db.close()
         if json_out:
-            print_json(report.as_json())
+            print_json(report.as_json() | ({"erasures": carried} if carried is not None else {}))
         else:
+            if carried is not None:
+                err_console.print(
+                    f"erasures: {carried['tombstones']} tombstones, "
+                    f"{len(carried.get('carried', []))} pending erasures carried"
+                    + (
+                        f", {len(carried['not_found'])} not found"
+                        if carried.get("not_found")
+                        else ""
+                    )
+                )
             for e in report.invalid:
                 err_console.print(f"[red]invalid[/red] {e}")
             for c in report.conflicts:
@@ -105,9 +134,20 @@ def register(app: typer.Typer) -> None:
         output: Annotated[
             Path | None, typer.Option("--output", "-o", help="File (default stdout)")
         ] = None,
+        erasures: Annotated[
+            Path | None,
+            typer.Option(
+                "--erasures",
+                dir_okay=False,
+                help="Also write the store's erasures (tombstones, pending erasures; no "
+                "content) here, for `memlife import --erasures`",
+            ),
+        ] = None,
         store: StoreOpt = None,
     ) -> None:
         """Export every record as JSONL (the import contract)."""
+        from memlife.erasure_export import count_erasures, dump_erasures
+
         db = open_store(check_store(store, must_exist=True))
         iter_all = getattr(db, "iter_all", None)
         if iter_all is None:
@@ -116,6 +156,15 @@ def register(app: typer.Typer) -> None:
         try:
             for record in iter_all():
                 out.write(record.to_json() + "\n")
+            if erasures is not None:
+                with erasures.open("w", encoding="utf-8") as f:
+                    f.writelines(line + "\n" for line in dump_erasures(db))
+            elif n := count_erasures(db):
+                err_console.print(
+                    f"[yellow]warning[/yellow] {n} erasures (tombstones, pending erasures) are "
+                    "not in this export: a store imported from it would accept erased text "
+                    "again; pass --erasures FILE and import with --erasures FILE"
+                )
         finally:
             if output:
                 out.close()

@@ -202,3 +202,69 @@ def test_report_keeps_file_order_across_batches(
     got = store.get("m-a")
     assert got is not None and got.content == "Line 1 about m-a."
     store.close()
+
+
+# -- a store's erasures move with it (session 11) ------------------------------------------
+
+
+def _erased_store(runner: CliRunner, tmp_path: Path, store: str) -> None:
+    """m-1 erased (a tombstone); m-2 held, its erasure deferred (a pending erasure)."""
+    lines = [
+        json.dumps(good("m-1", content="Was treated for depression in 2025.")),
+        json.dumps(good("m-2", content="Owes 500 EUR to Bob.", retention_class="legal_hold")),
+        json.dumps(good("m-3", content="Likes jazz.")),
+    ]
+    assert runner.invoke(app, ["import", str(write_jsonl(tmp_path / "a.jsonl", lines)),
+                               "--store", store]).exit_code == 0  # fmt: skip
+    for rid in ("m-1", "m-2"):
+        res = runner.invoke(
+            app, ["erase", "--actor", "u-1", "--id", rid, "--yes", "--store", store]
+        )
+        assert res.exit_code == 0, res.output
+
+
+def test_a_migrated_store_keeps_its_erasures(home: Path, tmp_path: Path, runner: CliRunner) -> None:
+    """Export carried records only: the new store took the erased text back and a release
+    there erased nothing. With --erasures, both hold; the file holds no content."""
+    old, new = f"sqlite:///{tmp_path / 'old.db'}", f"sqlite:///{tmp_path / 'new.db'}"
+    _erased_store(runner, tmp_path, old)
+    res = runner.invoke(app, ["export", "--store", old, "-o", str(tmp_path / "r.jsonl")])
+    assert res.exit_code == 0 and "2 erasures" in res.output and "--erasures" in res.output
+    res = runner.invoke(app, ["export", "--store", old, "-o", str(tmp_path / "r.jsonl"),
+                              "--erasures", str(tmp_path / "e.jsonl")])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    carried = (tmp_path / "e.jsonl").read_text()
+    assert "depression" not in carried and "Bob" not in carried
+    res = runner.invoke(app, ["import", str(tmp_path / "r.jsonl"), "--store", new,
+                              "--erasures", str(tmp_path / "e.jsonl"), "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["erasures"]["carried"] == ["m-2"]
+    # the erased text is refused in the new store, as in the old one
+    again = write_jsonl(
+        tmp_path / "b.jsonl",
+        [json.dumps(good("m-9", content="Was treated for depression in 2025."))],
+    )
+    res = runner.invoke(app, ["import", str(again), "--store", new, "--json"])
+    assert res.exit_code == 1 and json.loads(res.stdout)["conflicts"][0]["code"] == "ERASED_CONTENT"
+    # releasing the hold in the new store applies the erasure asked for in the old one
+    res = runner.invoke(app, ["hold", "release", "--id", "m-2", "--store", new, "--json"])
+    assert res.exit_code == 0, res.output
+    with SqliteStore(tmp_path / "new.db") as s:
+        assert s.get("m-2") is None and s.get("m-3") is not None
+
+
+def test_a_bad_erasures_file_is_refused_by_line_and_field_before_anything_is_imported(
+    home: Path, tmp_path: Path, runner: CliRunner
+) -> None:
+    bad = tmp_path / "e.jsonl"
+    bad.write_text(
+        '{"kind": "tombstone", "actor_id": "u-1", "record_id": "m-1", "content_sha256": "'
+        + "a" * 64
+        + '"}\n{"kind": "tombstone", "actor_id": "u-1", "record_id": "m-2", '
+        '"content_sha256": "not-a-hash"}\n'
+    )
+    src = write_jsonl(tmp_path / "r.jsonl", [json.dumps(good("m-3"))])
+    store = f"sqlite:///{tmp_path / 'new.db'}"
+    res = runner.invoke(app, ["import", str(src), "--store", store, "--erasures", str(bad)])
+    assert res.exit_code == 2 and "line 2" in res.output and "content_sha256" in res.output
+    assert not (tmp_path / "new.db").exists() or SqliteStore(tmp_path / "new.db").get("m-3") is None

@@ -1,0 +1,119 @@
+"""A store's erasures, carried with its records when the store moves (export, import).
+
+Records are the import contract; what erasure keeps beside them is not a record:
+  - tombstones (actor, record id, content hashes: never content) make the store refuse an
+    erased text for good (memlife/tombstones.py);
+  - pending erasures name held records whose erasure waits for the hold to go
+    (memlife/erase.py), with why each was in its erasure (asked for, or derived).
+A store migrated with records only took erased text back (an old export, a backup) and
+released holds without erasing. ``memlife export --erasures FILE`` writes these as JSON
+lines, ``memlife import --erasures FILE`` applies them after the records: tombstones
+first, then each pending erasure is deferred again in the new store (its own journaled
+operation and deferral receipt), so a release there erases as it would have here.
+Neither line holds content. A bad line is refused by number and field; nothing of the
+file is applied then (it is small, and half of it would be a false sense of erasure).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from memlife import tombstones
+from memlife.errors import InputError
+from memlife.stores.base import MemoryStore
+
+SHA256 = r"^[0-9a-f]{64}$"
+
+
+class Tombstone(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["tombstone"]
+    actor_id: str = Field(min_length=1, max_length=256)
+    record_id: str = Field(min_length=1, max_length=300)  # "<id>#recorded" for a second hash
+    content_sha256: str = Field(pattern=SHA256)
+    norm_sha256: str | None = Field(None, pattern=SHA256)
+
+
+class PendingErasure(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["pending_erasure"]
+    record_id: str = Field(min_length=1, max_length=256)
+    actor_id: str = Field(min_length=1, max_length=256)
+    namespace: str = Field(min_length=1, max_length=1024)
+    reason: str = Field(pattern=r"^[A-Z_]{1,64}$")  # why it was in its erasure (erase.py)
+    requested_at: datetime
+
+
+def dump_erasures(store: MemoryStore) -> Iterator[str]:
+    """The store's tombstones and pending erasures, one JSON line each."""
+    from memlife.erase import deferred_as, pending_erasures
+    from memlife.journal import open_journal
+
+    for t in tombstones.listing(store):
+        yield Tombstone(
+            kind="tombstone", actor_id=str(t["actor_id"]), record_id=str(t["record_id"]),
+            content_sha256=str(t["content_sha256"]), norm_sha256=t.get("norm_sha256"),
+        ).model_dump_json()  # fmt: skip
+    rows = pending_erasures(store)
+    journal = open_journal(store) if rows else None
+    for p in rows:
+        assert journal is not None
+        yield PendingErasure(
+            kind="pending_erasure", record_id=p["record_id"], actor_id=p["actor_id"],
+            namespace=p["namespace"], reason=deferred_as(journal, p),
+            requested_at=p["requested_at"],
+        ).model_dump_json()  # fmt: skip
+
+
+def count_erasures(store: MemoryStore) -> int:
+    from memlife.erase import pending_erasures
+
+    return len(tombstones.listing(store)) + len(pending_erasures(store))
+
+
+def parse_erasures(lines: Iterable[str]) -> tuple[list[Tombstone], list[PendingErasure]]:
+    """Every line checked before any is applied; InputError names the line and field."""
+    tombs: list[Tombstone] = []
+    pending: list[PendingErasure] = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+            kind = data.get("kind") if isinstance(data, dict) else None
+            if kind == "tombstone":
+                tombs.append(Tombstone.model_validate(data))
+            elif kind == "pending_erasure":
+                pending.append(PendingErasure.model_validate(data))
+            else:
+                raise InputError(f"erasures line {n}: field 'kind': not tombstone/pending_erasure")
+        except json.JSONDecodeError:
+            raise InputError(f"erasures line {n}: not a JSON object") from None
+        except ValidationError as exc:
+            field = ".".join(str(p) for p in exc.errors()[0]["loc"]) or "line"
+            raise InputError(
+                f"erasures line {n}: field '{field}': {exc.errors()[0]['msg']}"
+            ) from None
+    return tombs, pending
+
+
+def load_erasures(
+    store: MemoryStore, lines: Iterable[str], *, policy: Any = None, receipts: Any = None
+) -> dict[str, Any]:
+    """Apply an erasures file to ``store`` (after its records were imported)."""
+    from memlife.erase import carry_pending
+
+    tombs, pending = parse_erasures(lines)
+    rows = [(t.actor_id, t.record_id, t.content_sha256, t.norm_sha256) for t in tombs]
+    added = tombstones._backend(store).add_tombstones(rows) if rows else 0
+    out: dict[str, Any] = {"tombstones": len(tombs), "tombstones_added": max(added, 0)}
+    if pending:
+        out |= carry_pending(store, pending, policy=policy, receipts=receipts)
+    return out
