@@ -55,6 +55,11 @@ def place_hold(
     ids = list(dict.fromkeys(ids))
     if not ids:
         raise HoldError("nothing to hold: name --id or --actor with --subject (no record matched)")
+    if actor:  # ids given with an actor are that actor's: never another tenant's record
+        foreign = [i for i in ids if (r := store.get(i)) is not None and r.actor_id != actor]
+        if foreign:
+            raise HoldError(f"{len(foreign)} id(s) are not records of actor {actor}: "
+                            f"{', '.join(foreign)}")  # fmt: skip
     run = manual_run(store, "hold_place", ids, policy=policy, receipts=receipts, now=now)
     ops, missing, already = [], [], []
     for rid in ids:

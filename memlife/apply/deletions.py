@@ -46,6 +46,8 @@ def delete(ex: Executor, items: Sequence[DeleteItem], tally: Tally) -> None:
             for o in run_lifecycle(ex, planned, tally):
                 if o.outcome is Outcome.failed:
                     tally.ids_not_deleted.append({"id": o.record_id, "reason": o.last_error})
+                elif o.outcome is Outcome.skipped:  # a held source still points to it
+                    tally.ids_not_deleted.append({"id": o.record_id, "reason": "HELD_SOURCE"})
 
 
 def quarantine(ex: Executor, items: Sequence[DeleteItem], tally: Tally, reason: str) -> None:

@@ -9,6 +9,7 @@ from memlife.apply.registry import Result, register
 from memlife.errors import ShardStopped
 from memlife.faults import checkpoint
 from memlife.journal import Operation, OpKind, OpState, Outcome
+from memlife.model import MemoryRecord
 
 if TYPE_CHECKING:
     from memlife.apply.executor import Executor
@@ -19,6 +20,7 @@ def delete_records(ex: Executor, ops: list[Operation]) -> dict[str, Result]:
     """Delete in one batch, re-checking each record right before (a hold may be new)."""
     by_record = {o.record_id: o for o in ops}
     current = get_many(ex.store, list(by_record))
+    pinned = _pinned_by_a_hold(ex, current)
     out: dict[str, Result] = {}
     ids = []
     for rid, o in by_record.items():
@@ -26,6 +28,8 @@ def delete_records(ex: Executor, ops: list[Operation]) -> dict[str, Result]:
         refused = stale(o, r) if r is not None else None
         if refused is not None:
             out[o.operation_id] = refused
+        elif rid in pinned:
+            out[o.operation_id] = Outcome.skipped  # kept while the hold stands (counted)
         else:
             ids.append(rid)
     if ids:
@@ -47,6 +51,21 @@ def delete_records(ex: Executor, ops: list[Operation]) -> dict[str, Result]:
         if stop is not None:
             raise ShardStopped(stop, out)
     return out
+
+
+def _pinned_by_a_hold(ex: Executor, current: dict[str, MemoryRecord]) -> set[str]:
+    """Replacements a held source still points to: deleting one (expired, forgotten,
+    purged) would leave the held record superseded by nothing (invariants 1 and 3), and
+    its fact unserved once the hold goes. Read from the replacements' own source lists."""
+    sources = {s for r in current.values() for s in r.provenance.supersedes}
+    if not sources:
+        return set()
+    pinned: set[str] = set()
+    for s in get_many(ex.store, sorted(sources)).values():
+        by = s.provenance.replaced_by
+        if s.held and by is not None and by in current:
+            pinned.add(by)
+    return pinned
 
 
 _REMOVALS = (OpKind.delete, OpKind.erase, OpKind.purge)

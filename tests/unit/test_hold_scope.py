@@ -1,0 +1,60 @@
+"""What a legal hold protects beyond its own record (adversarial review, session 11)."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from memlife.erase import release_hold
+from memlife.errors import InputError
+from memlife.holds import place_hold
+from memlife.model import MemoryRecord, MemoryType, Provenance, RetentionClass, Status
+from memlife.pipeline import RunConfig, run_local
+from memlife.stores.sqlite import SqliteStore
+from tests.support.gate import NOW
+
+
+def rec(rid: str, content: str, actor: str = "u-1", **kw: object) -> MemoryRecord:
+    base = dict(id=rid, actor_id=actor, namespace=f"/users/{actor}/facts",
+                memory_type=MemoryType.semantic, subject="beverage", content=content,
+                created_at=NOW - timedelta(days=30))  # fmt: skip
+    return MemoryRecord(**(base | kw))  # type: ignore[arg-type]
+
+
+def test_a_replacement_a_held_source_points_to_outlives_its_expiry(home: Path) -> None:
+    """R expired and was deleted while the held A still said "replaced by R": A was left
+    superseded by nothing, and once released its fact was served by no record."""
+    store = SqliteStore(home / "memlife.db")
+    store.put_many([
+        rec("A", "Prefers green tea in the morning.", status=Status.superseded,
+            retention_class=RetentionClass.legal_hold, provenance=Provenance(replaced_by="R")),
+        rec("R", "Prefers green tea in the morning.", expires_at=NOW - timedelta(days=1),
+            provenance=Provenance(supersedes=["A"])),
+        rec("X", "Had a dentist appointment on Friday.", expires_at=NOW - timedelta(days=1)),
+    ])  # fmt: skip
+    store.close()
+    summary = run_local(RunConfig(dry_run=False, now=NOW, consolidate=False))
+    receipt = json.loads(Path(str(summary.receipt)).read_text())
+    store = SqliteStore(home / "memlife.db")
+    assert store.get("X") is None  # expiry still deletes what no hold pins
+    assert store.get("R") is not None and store.get("A").provenance.replaced_by == "R"  # type: ignore[union-attr]
+    assert {"id": "R", "reason": "HELD_SOURCE"} in receipt["ids_not_deleted"]
+    # once the hold goes, the next night deletes R as it would have
+    release_hold(store, ["A"], now=NOW)
+    store.close()
+    run_local(RunConfig(dry_run=False, now=NOW + timedelta(days=1), consolidate=False))
+    with SqliteStore(home / "memlife.db") as store:
+        assert store.get("R") is None
+
+
+def test_a_hold_named_with_an_actor_never_takes_another_actors_record(home: Path) -> None:
+    store = SqliteStore(home / "memlife.db")
+    store.put_many([rec("a", "Fact A."), rec("b", "Fact B.", actor="u-2")])
+    with pytest.raises(InputError, match="not records of actor u-1: b"):
+        place_hold(store, ids=["b"], actor="u-1", now=NOW)
+    assert store.get("b").retention_class is RetentionClass.standard  # type: ignore[union-attr]
+    assert place_hold(store, ids=["a"], actor="u-1", now=NOW)["held"] == ["a"]
+    store.close()
