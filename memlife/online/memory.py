@@ -471,19 +471,19 @@ class LongTermMemory:
         self, record_ids: Sequence[str], status: Status | str, *, replaced_by: str | None = None
     ) -> list[str]:
         """Change status through the store and keep the index in step; returns ids changed.
-        A held record (legal_hold, retained) only ever goes back to active: it is never
-        forgotten, superseded or quarantined from here (invariant 1)."""
+        A held record (legal_hold, retained) is never changed from here (invariant 1): not
+        forgotten, superseded or quarantined, nor made active again (that drops its
+        replacement and writes no receipt; a release is `memlife hold release`)."""
         status = Status(status)
         with self._lock:
             self._check_marker()
             before = self._marker()
             records = self._get_many(record_ids)
-            if status is not Status.active:
-                record_ids = [i for i in record_ids if i not in records or not records[i].held]
+            record_ids = [i for i in record_ids if i not in records or not records[i].held]
             # the check again at the write, in its transaction: a hold placed since the read
             # wins (SQLite); other stores check, then write
             guarded = getattr(self.store, "set_status_unless_held", None)
-            if status is not Status.active and guarded is not None:
+            if guarded is not None:
                 result = guarded(list(record_ids), status, replaced_by=replaced_by)
             else:
                 result = self.store.set_status(list(record_ids), status, replaced_by=replaced_by)

@@ -222,6 +222,24 @@ def test_forget_and_lg_delete_never_touch_a_hold_placed_after_their_read(
     assert len(memory.recall("Signed the nda", actor="u1", k=5)) >= 1
 
 
+def test_the_online_api_never_reactivates_a_held_superseded_record(memory: Memory) -> None:
+    """set_status(held, active) dropped its replacement with no receipt (invariant 1)."""
+    from memlife.model import MemoryType, Provenance, utcnow
+
+    def r(rid: str, content: str, **kw: Any) -> MemoryRecord:
+        return MemoryRecord(id=rid, actor_id="u1", namespace=NS, memory_type=MemoryType.semantic,
+                            content=content, subject="home", created_at=utcnow(), **kw)  # fmt: skip
+
+    memory.store.put_many([
+        r("s", "Lives in Berlin.", status=Status.superseded,
+          retention_class=RetentionClass.legal_hold, provenance=Provenance(replaced_by="r")),
+        r("r", "Lives in Munich.", provenance=Provenance(supersedes=["s"])),
+    ])  # fmt: skip
+    assert memory.long_term.set_status(["s"], Status.active) == []
+    s = memory.store.get("s")
+    assert s.status is Status.superseded and s.provenance.replaced_by == "r"
+
+
 def test_lg_put_never_brings_back_content_erased_after_its_checks(
     memory: Memory, db: Path, tmp_path: Path
 ) -> None:
