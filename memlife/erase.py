@@ -140,8 +140,10 @@ def plan_erasure(
     texts = {r.id: _text_keys(r) for r in records}
     if erased_earlier:
         for ghost, keys in _erased_keys(store, actor_id).items():
-            if ghost not in by_id:  # an id the actor uses again is that record's
-                why[ghost], texts[ghost] = ERASED_EARLIER, keys
+            # an id the actor uses again is that record's: the erased text still counts,
+            # under a name no record has (its copies go; the new record stays)
+            gid = ghost if ghost not in by_id else f"{ghost}#erased"
+            why[gid], texts[gid] = ERASED_EARLIER, keys
     withdrawn: set[str] = set()
     changed = bool(why)
     while changed:  # to a fixpoint
@@ -482,6 +484,9 @@ def _erase(
     released = list(dict.fromkeys([*released, *released2]))
     held, free = _split_held(plan)
     targets, why = plan.targets, plan.why
+    # a released record pinned again (a held source still points to it) stays deferred
+    released = [i for i in released if i not in {r.id for r in held}]
+    pending_now = {p["record_id"] for p in pending_erasures(store, actor_id)}
     tombstones.add(store, free)
     caches = [cache or embedding_cache(store), *home_caches()]
     run = manual_run(
@@ -503,10 +508,9 @@ def _erase(
     if pending:  # erasures an earlier attempt left unfinished (a crash, a receipt outage)
         run.executor.erase_cache = cache
         run.executor.resume_due(run.tally, kinds={OpKind.erase})
-    if held:  # not again for a record deferred before and only derived now (a rerun)
-        pending_now = {p["record_id"] for p in pending_erasures(store, actor_id)}
-        _defer(run, store, [r for r in held if r.id not in pending_now or why[r.id] in REQUESTED],
-               why)  # fmt: skip
+    if held:  # not again for a record deferred before, unless this call asks for it
+        _defer(run, store, [r for r in held if r.id not in pending_now
+                            or why[r.id] == "ERASURE_REQUEST"], why)  # fmt: skip
     if plan.rebuild:
         _rebuild_now(run, store, plan.rebuild, plan.old_shas, caches)
     if plan.reactivate:

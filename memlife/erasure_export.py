@@ -111,9 +111,35 @@ def load_erasures(
     from memlife.erase import carry_pending
 
     tombs, pending = parse_erasures(lines)
+    _refuse_live_text(store, tombs, {p.record_id for p in pending})
     rows = [(t.actor_id, t.record_id, t.content_sha256, t.norm_sha256) for t in tombs]
     added = tombstones._backend(store).add_tombstones(rows) if rows else 0
     out: dict[str, Any] = {"tombstones": len(tombs), "tombstones_added": max(added, 0)}
     if pending:
         out |= carry_pending(store, pending, policy=policy, receipts=receipts)
     return out
+
+
+def _refuse_live_text(store: MemoryStore, tombs: list[Tombstone], deferred: set[str]) -> None:
+    """A tombstone says its text was erased; a live record of that actor holding it (not a
+    held copy the file defers) means the file does not belong to these records: taken as
+    is, it would have the next release of any hold erase that record, asked by nobody."""
+    from memlife.erase import _actor_records, _text_keys
+
+    by_actor: dict[str, set[str]] = {}
+    for t in tombs:
+        keys = by_actor.setdefault(t.actor_id, set())
+        keys.add(f"sha:{t.content_sha256}")
+        if t.norm_sha256:
+            keys.add(f"norm:{t.norm_sha256}")
+    for actor, keys in sorted(by_actor.items()):
+        live = [
+            r.id
+            for r in _actor_records(store, actor)
+            if r.id not in deferred and _text_keys(r) & keys
+        ]
+        if live:
+            raise InputError(
+                f"erasures: tombstones of actor {actor} match {len(live)} live record(s) the "
+                f"file does not defer ({', '.join(sorted(live)[:5])}): not this store's erasures"
+            )

@@ -442,3 +442,45 @@ def test_a_hold_placed_after_selection_defers_the_erasure(
     done = release_hold(store, ["x"], now=NOW)
     assert [e["erased"] for e in done["erasures"]] == [["x"]] and store.get("x") is None
     store.close()
+
+
+def test_a_copy_of_erased_text_goes_on_release_even_when_its_id_was_used_again(
+    home: Path,
+) -> None:
+    """Review of session 11: the erased X's id, written again with other text (LangGraph
+    ids are derived from the key), hid the erased text's keys; the held copy H survived."""
+    from memlife import tombstones
+    from memlife.erase import release_hold
+
+    store = SqliteStore(home / "memlife.db")
+    store.put_many([
+        rec("X", "Takes lithium every day."),
+        rec("H", "Takes lithium every day.", ns="notes", retention=RetentionClass.legal_hold),
+    ])  # fmt: skip
+    assert erase(store, "u-1", ids=["X"], now=NOW)["deferred"] == ["H"]
+    assert tombstones.insert_new(store, [rec("X", "Takes vitamin D daily.")]).succeeded == ["X"]
+    out = release_hold(store, ["H"], now=NOW)
+    assert [e["erased"] for e in out["erasures"]] == [["H"]]
+    assert store.get("H") is None and store.get("X").content == "Takes vitamin D daily."
+    store.close()
+
+
+def test_a_pinned_request_is_deferred_once_not_again_on_every_pending_pass(home: Path) -> None:
+    """Review of session 11: R (asked for, pinned by the held S) got a new operation and
+    deferral receipt on every `erase --pending`, and was reported released."""
+    store = SqliteStore(home / "memlife.db")
+    store.put_many([
+        rec("S", "Takes vitamin D daily.", subject="meds", status=Status.superseded,
+            replaced_by="R", retention=RetentionClass.legal_hold),
+        rec("T", "Takes lithium.", subject="meds", status=Status.superseded, replaced_by="R"),
+        rec("R", "Takes lithium and vitamin D.", subject="meds", supersedes=("S", "T"), age=5),
+    ])  # fmt: skip
+    assert sorted(erase(store, "u-1", ids=["R"], now=NOW)["deferred"]) == ["R", "S"]
+    receipts = lambda: sorted((home / "receipts").rglob("deferrals/*.json"))  # noqa: E731
+    first = receipts()
+    for day in (1, 2):
+        out = erase(store, None, now=NOW + timedelta(days=day))
+        assert out["released"] == [] and out["erased"] == []
+    assert receipts() == first and len(first) == 2
+    assert store.get("R").status is Status.active and store.get("T") is None
+    store.close()

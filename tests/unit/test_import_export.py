@@ -268,3 +268,22 @@ def test_a_bad_erasures_file_is_refused_by_line_and_field_before_anything_is_imp
     res = runner.invoke(app, ["import", str(src), "--store", store, "--erasures", str(bad)])
     assert res.exit_code == 2 and "line 2" in res.output and "content_sha256" in res.output
     assert not (tmp_path / "new.db").exists() or SqliteStore(tmp_path / "new.db").get("m-3") is None
+
+
+def test_an_erasures_file_that_does_not_belong_to_the_records_is_refused(
+    home: Path, tmp_path: Path, runner: CliRunner
+) -> None:
+    """Review of session 11: a tombstone of a live record's text was taken silently; the
+    next release of any hold of that actor then erased the record, asked by nobody."""
+    from memlife.model import content_sha256
+
+    live = good("m-1", content="Likes jazz.")
+    src = write_jsonl(tmp_path / "r.jsonl", [json.dumps(live)])
+    bad = tmp_path / "e.jsonl"
+    bad.write_text(json.dumps({"kind": "tombstone", "actor_id": live["actor_id"], "record_id": "m-0",
+                               "content_sha256": content_sha256("Likes jazz.")}) + "\n")  # fmt: skip
+    store = f"sqlite:///{tmp_path / 'new.db'}"
+    res = runner.invoke(app, ["import", str(src), "--store", store, "--erasures", str(bad)])
+    assert res.exit_code == 2 and "m-1" in res.output and "not this store's erasures" in res.output
+    with SqliteStore(tmp_path / "new.db") as s:
+        assert s.tombstones() == [] and s.get("m-1") is not None

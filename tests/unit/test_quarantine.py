@@ -299,3 +299,30 @@ def test_a_quarantined_record_without_a_snapshot_goes_back_behind_its_replacemen
     s = store.get("S")
     assert s.status is Status.superseded and s.provenance.replaced_by == "R"  # type: ignore[union-attr]
     store.close()
+
+
+def test_a_restore_goes_behind_the_active_end_of_its_replacements_chain(home: Path) -> None:
+    """Review of session 11: R, superseded by R2 after S was quarantined, was still what S
+    went back behind (a record superseded by a superseded one: invariant 3)."""
+    from memlife.model import MemoryRecord, MemoryType, Provenance
+
+    def r(rid: str, content: str, **kw: object) -> MemoryRecord:
+        base = dict(id=rid, actor_id="u-1", namespace="/users/u-1/preferences",
+                    memory_type=MemoryType.semantic, subject="beverage", content=content,
+                    created_at=NOW - timedelta(days=10))  # fmt: skip
+        return MemoryRecord(**(base | kw))  # type: ignore[arg-type]
+
+    with SqliteStore(home / "memlife.db") as store:
+        store.put_many([
+            r("S", "Drinks only green tea.", status=Status.quarantined,
+              provenance=Provenance(replaced_by="R")),
+            r("R", "Drinks coffee now.", status=Status.superseded,
+              provenance=Provenance(supersedes=["S"], replaced_by="R2")),
+            r("R2", "Drinks black coffee every morning now.",
+              provenance=Provenance(supersedes=["R"])),
+        ])  # fmt: skip
+    res = CliRunner().invoke(app, ["quarantine", "restore", "S", "--json"])
+    assert res.exit_code == 0, res.output
+    with SqliteStore(home / "memlife.db") as store:
+        s = store.get("S")
+        assert s.status is Status.superseded and s.provenance.replaced_by == "R2"  # type: ignore[union-attr]

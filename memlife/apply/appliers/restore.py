@@ -53,25 +53,30 @@ class Restore(BaseApplier):
                 continue
             if snap is not None:
                 status, changed, prov = snap
-                moved = _replacement_gone(ex, Provenance.model_validate_json(prov), r)
-                if status == Status.superseded.value and moved:
-                    # superseded by a record no longer there (erased, deleted) or now another
-                    # actor's: restoring would point at nothing (invariant 3)
-                    out[o.operation_id] = ItemFailure(o.record_id, moved, retryable=False)
-                    continue
+                before = Provenance.model_validate_json(prov)
+                head = _active_head(ex, r.provenance.replaced_by or before.replaced_by, r)
+                if status == Status.superseded.value:
+                    if head is None:
+                        # superseded by a record no longer there (erased, deleted) or now
+                        # another actor's: restoring would point at nothing (invariant 3)
+                        out[o.operation_id] = ItemFailure(
+                            o.record_id, "REPLACEMENT_MISSING", retryable=False
+                        )
+                        continue
+                    before = before.model_copy(update={"replaced_by": head})
                 back = r.model_copy(
                     update={
                         "status": Status(status),
                         "status_changed_at": datetime.fromisoformat(changed) if changed else None,
-                        "provenance": Provenance.model_validate_json(prov),
+                        "provenance": before,
                     }
                 )
                 res = ex.store.put_many([back])
-            elif r.provenance.replaced_by and not _replacement_gone(ex, r.provenance, r):
+            elif head := _active_head(ex, r.provenance.replaced_by, r):
                 # no snapshot (another tool, a migrated store), but it names what replaced
                 # it: back behind that replacement, never served as current again
                 res = ex.store.set_status([o.record_id], Status.superseded,
-                                          replaced_by=r.provenance.replaced_by, at=ex.cutoff)  # fmt: skip
+                                          replaced_by=head, at=ex.cutoff)  # fmt: skip
             else:  # quarantined without a snapshot or a replacement: back to active
                 res = ex.store.set_status([o.record_id], Status.active, at=ex.cutoff)
             checkpoint(self.checkpoint)
@@ -84,12 +89,19 @@ class Restore(BaseApplier):
         side_tables(ex.store).forget_snapshots([o.record_id for o in ops])
 
 
-def _replacement_gone(ex: Executor, prov: Provenance, r: MemoryRecord) -> str | None:
-    """REPLACEMENT_MISSING when the snapshot's replacement is not a record of the same
-    actor and namespace any more, else None."""
-    if prov.replaced_by is None:
-        return "REPLACEMENT_MISSING"
-    repl = ex.store.get(prov.replaced_by)
-    if repl is None or (repl.actor_id, repl.namespace) != (r.actor_id, r.namespace):
-        return "REPLACEMENT_MISSING"
+def _active_head(ex: Executor, replaced_by: str | None, r: MemoryRecord) -> str | None:
+    """The active record at the end of ``replaced_by``'s chain, in ``r``'s actor and
+    namespace (a replacement superseded in its turn hands its sources on); None when the
+    chain ends at nothing (erased, deleted), leaves the scope or loops."""
+    seen: set[str] = set()
+    while replaced_by is not None and replaced_by not in seen and len(seen) < 64:
+        seen.add(replaced_by)
+        repl = ex.store.get(replaced_by)
+        if repl is None or (repl.actor_id, repl.namespace) != (r.actor_id, r.namespace):
+            return None
+        if repl.status is Status.active:
+            return repl.id
+        if repl.status is not Status.superseded:
+            return None
+        replaced_by = repl.provenance.replaced_by
     return None

@@ -77,19 +77,19 @@ def _repoint(ex: Executor, replaced: list[tuple[MemoryRecord, str]]) -> None:
     superseded sources to the new replacement, so none points to a superseded record.
     Idempotent (a rerun re-points what a crash left); a held source is never rewritten."""
     sources = get_many(ex.store, sorted({s for r, _ in replaced for s in r.provenance.supersedes}))
-    moves: dict[str, list[str]] = {}
+    moves: dict[tuple[str, Status], list[str]] = {}
     for r, by in replaced:
         for sid in r.provenance.supersedes:
             s = sources.get(sid)
             if (
                 s is not None
-                and s.status is Status.superseded
+                # a quarantined source keeps its replacement too (restore puts it back)
+                and s.status in (Status.superseded, Status.quarantined)
                 and s.provenance.replaced_by == r.id
                 and not is_held(s)
             ):
-                moves.setdefault(by, []).append(sid)
-    for by, ids in sorted(moves.items()):
+                moves.setdefault((by, s.status), []).append(sid)
+    for (by, status), ids in sorted(moves.items()):
         ex.store.set_status(
-            ids, Status.superseded, replaced_by=by, policy_version=ex.policy.version,
-            at=ex.cutoff,
+            ids, status, replaced_by=by, policy_version=ex.policy.version, at=ex.cutoff,
         )  # fmt: skip
