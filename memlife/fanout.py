@@ -62,8 +62,7 @@ def child_outcome(ctx: RunContext, part: str) -> BatchOutcome:
         return get_local_outcome(ctx, part)
     from memlife.state.reports import get_outcome
 
-    got: BatchOutcome = get_outcome(remote, ctx.run_id, ctx.cutoff, ctx.config.attempt, part)
-    return got
+    return get_outcome(remote, ctx, part)
 
 
 def failed_outcome(shards: Sequence[Shard], error: BaseException | str) -> BatchOutcome:

@@ -334,7 +334,7 @@ def process_isolated(
             if remote is not None:  # the parent reads it from S3 (fanout.child_outcome)
                 from memlife.state.reports import put_outcome
 
-                put_outcome(remote, ctx.run_id, ctx.cutoff, ctx.config.attempt, part, outcome)
+                put_outcome(remote, ctx, part, outcome)
             else:  # one machine: beside the report part, never in Prefect's result storage
                 from memlife.outcomes import put_local_outcome
 

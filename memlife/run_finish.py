@@ -208,6 +208,9 @@ def _drop_outcomes(ctx: RunContext, remote: Any) -> None:
             from memlife.outcomes import drop_local_outcomes
 
             drop_local_outcomes(ctx)
+        from memlife.outcomes import drop_run_key
+
+        drop_run_key(ctx)
     except Exception:  # never fails the run; the next one finds nothing to commit twice
         log.warning("child outcomes not removed", exc_info=True)
 

@@ -16,8 +16,8 @@ import shutil
 from datetime import datetime
 from pathlib import Path
 
-from memlife.outcomes import dumps_outcome, loads_outcome
-from memlife.run_types import BatchOutcome
+from memlife.outcomes import seal, unseal
+from memlife.run_types import BatchOutcome, RunContext
 from memlife.state.dynamodb import DynamoState
 
 
@@ -85,29 +85,19 @@ def _outcome_key(
     return f"{report_prefix(state, run_id, cutoff, attempt)}/outcomes/{part}.pickle"
 
 
-def put_outcome(
-    state: DynamoState,
-    run_id: str,
-    cutoff: datetime,
-    attempt: str | None,
-    part: str,
-    outcome: BatchOutcome,
-) -> None:
+def put_outcome(state: DynamoState, ctx: RunContext, part: str, outcome: BatchOutcome) -> None:
     """A child batch's BatchOutcome (counts, failed shard names, delete items: ids and hashes,
-    no content; a gated run's staged replacements) in the run's own bucket."""
-    body = dumps_outcome(outcome)
-    state.s3.put_object(Bucket=state.settings.parquet_bucket,
-                        Key=_outcome_key(state, run_id, cutoff, attempt, part), Body=body)  # fmt: skip
+    no content; a gated run's staged replacements) in the run's own bucket, sealed."""
+    body = seal(ctx, outcome)
+    key = _outcome_key(state, ctx.run_id, ctx.cutoff, ctx.config.attempt, part)
+    state.s3.put_object(Bucket=state.settings.parquet_bucket, Key=key, Body=body)
 
 
-def get_outcome(
-    state: DynamoState, run_id: str, cutoff: datetime, attempt: str | None, part: str
-) -> BatchOutcome:
-    key = _outcome_key(state, run_id, cutoff, attempt, part)
+def get_outcome(state: DynamoState, ctx: RunContext, part: str) -> BatchOutcome:
+    key = _outcome_key(state, ctx.run_id, ctx.cutoff, ctx.config.attempt, part)
     body = state.s3.get_object(Bucket=state.settings.parquet_bucket, Key=key)["Body"].read()
-    return loads_outcome(  # only the types an outcome holds load (memlife/outcomes.py)
-        body, f"s3://{state.settings.parquet_bucket}/{key}"
-    )
+    # sealed by this run, then only the types an outcome holds load (memlife/outcomes.py)
+    return unseal(ctx, body, f"s3://{state.settings.parquet_bucket}/{key}")
 
 
 def delete_outcomes(state: DynamoState, run_id: str, cutoff: datetime, attempt: str | None) -> int:

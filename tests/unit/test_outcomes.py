@@ -7,6 +7,7 @@ outcome is made of load, and the batch is counted failed otherwise.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import pickle
@@ -100,6 +101,29 @@ def test_a_planted_outcome_runs_nothing_and_the_batch_counts_failed(gated_child,
         # what flows/shard.py does with it: the batch's shards fail by code, the run goes on
         failed = fanout.failed_outcome([Shard("a", "n")], refused.value)
         assert failed.failed_shards == [{"shard": str(Shard("a", "n")), "code": "OUTCOME_REFUSED"}]
+
+
+def test_an_outcome_of_allowed_types_is_refused_unless_this_run_sealed_it(gated_child, tmp_path):
+    """Review of session 11: an outcome is a list of instructions. A planted one made of
+    allowed types only (a DeleteItem) deleted any record; it must carry this run's seal."""
+    from memlife.apply.deletions import DeleteItem
+    from memlife.outcomes import _local_key, seal
+
+    ctx, outcome = gated_child
+    victim = outcome.deletions[0]
+    forged = BatchOutcome(deletions=[DeleteItem(victim.id, victim.actor_id, victim.namespace,
+                                                ("HARD_EXPIRED",), None)])  # fmt: skip
+    path = ctx.report_dir / "outcomes" / "0.pickle"
+    path.write_bytes(dumps_outcome(forged))  # the types pass the allowlist: no seal
+    with pytest.raises(OutcomeRefused, match="not sealed by this run"):
+        fanout.child_outcome(ctx, "0")
+    other = dataclasses.replace(ctx, run_id=ctx.run_id + "-other")
+    path.write_bytes(seal(other, forged))  # sealed, by another run's key
+    assert _local_key(other.run_id) != _local_key(ctx.run_id)
+    with pytest.raises(OutcomeRefused, match="not sealed by this run"):
+        fanout.child_outcome(ctx, "0")
+    path.write_bytes(seal(ctx, forged))  # what this run's child writes: accepted
+    assert fanout.child_outcome(ctx, "0").deletions == forged.deletions
 
 
 def test_truncated_foreign_and_non_outcome_files_are_refused_by_name():
