@@ -488,7 +488,8 @@ def _erase(
     released = [i for i in released if i not in {r.id for r in held}]
     pending_now = {p["record_id"] for p in pending_erasures(store, actor_id)}
     tombstones.add(store, free)
-    caches = [cache or embedding_cache(store), *home_caches()]
+    # `is not None`: a DynamoDB cache has no length (truthiness would ask it for one)
+    caches = [cache if cache is not None else embedding_cache(store), *home_caches()]
     run = manual_run(
         store,
         "erase",
@@ -509,8 +510,10 @@ def _erase(
         run.executor.erase_cache = cache
         run.executor.resume_due(run.tally, kinds={OpKind.erase})
     if held:  # not again for a record deferred before, unless this call asks for it
-        _defer(run, store, [r for r in held if r.id not in pending_now
-                            or why[r.id] == "ERASURE_REQUEST"], why)  # fmt: skip
+        fresh = [r for r in held if r.id not in pending_now or why[r.id] == "ERASURE_REQUEST"]
+        _defer(run, store, fresh, why)
+        run.extra["deferred"] = [r.id for r in fresh]  # what this call deferred
+        run.extra["still_deferred"] = sorted({r.id for r in held} - set(run.extra["deferred"]))
     if plan.rebuild:
         _rebuild_now(run, store, plan.rebuild, plan.old_shas, caches)
     if plan.reactivate:

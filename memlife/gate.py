@@ -94,7 +94,7 @@ class ShadowRecall:
     ):
 
         self.store = store
-        self.cache = cache or embedding_cache(store)
+        self.cache = cache if cache is not None else embedding_cache(store)
         # staged replacements: in views with plus=True only (the run's "after")
         self.added: dict[tuple[str, str], list[MemoryRecord]] = {}
         for r in added:

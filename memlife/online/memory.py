@@ -124,7 +124,7 @@ class LongTermMemory:
             else self.policy.limits.content_max_bytes
         )
         self._embedder = embedder
-        self.cache = cache or embedding_cache(store, embedder)
+        self.cache = cache if cache is not None else embedding_cache(store, embedder)
         self.ledger = ledger if ledger is not None else open_ledger(store=store)
         self.near_duplicate = near_duplicate
         self.threshold = threshold

@@ -175,3 +175,47 @@ def test_the_nightly_apply_run_compacts_closed_ledger_days(
     assert done["other_counts"]["ledger_parts_compacted"] == 3  # 10-30's three; 10-31 has one
     assert days() == ["2026-10-30", "2026-10-31", "2026-11-01", "2026-11-01"]
     assert S3AccessLedger(env["state"]).access_stats() == stats  # every access, once
+
+
+def test_erasure_and_a_hold_release_on_agentcore_with_state_in_dynamodb(
+    env: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Erasure crashed on this path after deleting the record (the DynamoDB embedding cache
+    was asked for its length by an `or`): the operation stayed PLANNED, no receipt. Then a
+    held tainted replacement, released, is rebuilt from its kept source (session 11)."""
+    from memlife.erase import erase, pending_erasures, release_hold
+    from memlife.journal import open_journal
+    from memlife.model import MemoryRecord, MemoryType, Provenance, RetentionClass, Status
+    from memlife.stores import open_store
+
+    monkeypatch.setenv("MEMLIFE_HOME", str(env["tmp"] / "eraser"))
+    monkeypatch.setenv("MEMLIFE_STATE", env["state_url"])
+
+    def r(rid: str, content: str, **kw: object) -> MemoryRecord:
+        base = dict(id=rid, actor_id="u-1", namespace="/users/u-1/facts", subject="city",
+                    memory_type=MemoryType.semantic, content=content, created_at=ANCHOR)  # fmt: skip
+        return MemoryRecord(**(base | kw))  # type: ignore[arg-type]
+
+    store = open_store(env["url"])
+    store.put_many([
+        r("m-x", "Was treated for depression in 2025.", subject="health"),
+        r("m-a", "The user lives in Berlin.", status=Status.superseded,
+          provenance=Provenance(replaced_by="r-1")),
+        r("m-b", "The user lives in Berlin, Germany.", status=Status.superseded,
+          provenance=Provenance(replaced_by="r-1")),
+        r("r-1", "The user lives in Berlin.", retention_class=RetentionClass.legal_hold,
+          provenance=Provenance(supersedes=["m-a", "m-b"])),
+    ])  # fmt: skip
+    out = erase(store, "u-1", ids=["m-x"], receipts=env["receipts"], now=CUTOFF)
+    assert out["status"] == "success" and out["erased"] == ["m-x"]
+    assert store.get("m-x") is None
+    assert {o.state for o in open_journal(store).for_record("m-x")} == {OpState.RECEIPTED}
+    out = erase(store, "u-1", ids=["m-a"], receipts=env["receipts"], now=CUTOFF)
+    assert out["deferred"] == ["r-1"] and [p["record_id"] for p in pending_erasures(store)] == [
+        "r-1"
+    ]
+    done = release_hold(store, ["r-1"], receipts=env["receipts"], now=CUTOFF)
+    assert [(e["erased"], e["rebuilt"]) for e in done["erasures"]] == [([], ["r-1"])]
+    assert store.get("m-b").status is Status.superseded  # type: ignore[union-attr]
+    assert store.get("r-1").provenance.supersedes == ["m-b"]  # type: ignore[union-attr]
+    assert pending_erasures(store) == []

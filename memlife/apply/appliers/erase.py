@@ -68,7 +68,7 @@ def _forget_derived(
     from memlife.derived import forget_for
     from memlife.state.side import side_tables
 
-    cache = ex.erase_cache or embedding_cache(ex.store)
+    cache = ex.erase_cache if ex.erase_cache is not None else embedding_cache(ex.store)
     cache.delete_for(shas)
     # results derived from the shard (an inferred subject key holds content words)
     tally.counts["derived_rows_forgotten"] += forget_for(cache, shards)
