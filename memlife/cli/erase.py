@@ -29,12 +29,15 @@ def _report(result: dict[str, Any], json_out: bool) -> None:
     if json_out:
         print_json(result)
         return
-    for key in ("erased", "derived", "rebuilt", "reactivated", "deferred", "released"):
+    for key in ("erased", "derived", "rebuilt", "reactivated", "deferred", "still_deferred",
+                "released", "not_held", "not_found"):  # fmt: skip
         if result.get(key):
-            err_console.print(f"{key}: {', '.join(result[key])}")
+            err_console.print(f"{key.replace('_', ' ')}: {', '.join(result[key])}")
     for sub in result.get("erasures", []):
+        rebuilt = f", rebuilt {', '.join(sub['rebuilt'])}" if sub.get("rebuilt") else ""
         err_console.print(
-            f"erased after release: {', '.join(sub['erased']) or '-'} (run {sub['run_id']})"
+            f"erased after release: {', '.join(sub['erased']) or '-'}{rebuilt} "
+            f"(run {sub['run_id']})"
         )
     err_console.print(f"run {result['run_id']}: {result['status']}; receipt: {result['receipt']}")
 
@@ -176,7 +179,7 @@ def register(app: typer.Typer) -> None:
         """Lift a legal hold; a deferred erasure of the record is applied at once."""
         from memlife.erase import EraseError, release_hold
 
-        db = open_store(store)
+        db = open_store(check_store(store, must_exist=True))
         try:
             result = release_hold(
                 db, ids, retention_class=retention_class, policy=policy, receipts=receipts

@@ -58,3 +58,21 @@ def test_a_hold_named_with_an_actor_never_takes_another_actors_record(home: Path
     assert store.get("b").retention_class is RetentionClass.standard  # type: ignore[union-attr]
     assert place_hold(store, ids=["a"], actor="u-1", now=NOW)["held"] == ["a"]
     store.close()
+
+
+def test_hold_release_names_what_it_did_not_release_and_never_creates_a_store(
+    home: Path, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from memlife.cli import app
+
+    with SqliteStore(home / "memlife.db") as store:
+        store.put_many([rec("a", "Fact A.")])
+    res = CliRunner().invoke(app, ["hold", "release", "--id", "a", "--id", "zz"])
+    assert res.exit_code == 3 and "not held: a" in res.output and "not found: zz" in res.output
+    missing = tmp_path / "nowhere" / "memlife.db"
+    res = CliRunner().invoke(
+        app, ["hold", "release", "--id", "a", "--store", f"sqlite:///{missing}"]
+    )
+    assert res.exit_code != 0 and not missing.exists()
