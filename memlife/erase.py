@@ -65,7 +65,7 @@ def pending_erasures(store: MemoryStore, actor_id: str | None = None) -> list[di
     return side_tables(store).pending(actor_id)
 
 
-def _actor_records(store: MemoryStore, actor_id: str) -> list[MemoryRecord]:
+def actor_records(store: MemoryStore, actor_id: str) -> list[MemoryRecord]:
     out: list[MemoryRecord] = []
     for ns in store.list_namespaces(actor_id):
         for page in iter_shard(store, actor_id, ns):
@@ -119,7 +119,7 @@ def plan_erasure(
     """
     if not subject and not ids and not erased_earlier:
         raise EraseError("name a --subject or at least one --id")
-    records = _actor_records(store, actor_id)
+    records = actor_records(store, actor_id)
     by_id = {r.id: r for r in records}
     why: dict[str, str] = {}
     foreign = []
@@ -137,7 +137,7 @@ def plan_erasure(
         for r in records:
             if r.subject and r.subject.strip().lower() == want:
                 why.setdefault(r.id, "ERASURE_REQUEST")
-    texts = {r.id: _text_keys(r) for r in records}
+    texts = {r.id: text_keys(r) for r in records}
     if erased_earlier:
         for ghost, keys in _erased_keys(store, actor_id).items():
             # an id the actor uses again is that record's: the erased text still counts,
@@ -211,17 +211,22 @@ REQUESTED = frozenset({"ERASURE_REQUEST", "HOLD_RELEASED"})
 
 
 def _erased_keys(store: MemoryStore, actor_id: str) -> dict[str, set[str]]:
-    """The actor's erased record ids and their text keys (as _text_keys gives them)."""
+    """The actor's erased record ids and their text keys (as text_keys gives them)."""
     out: dict[str, set[str]] = {}
     for t in tombstones.listing(store, actor_id):
-        keys = out.setdefault(str(t["record_id"]).split("#", 1)[0], set())
-        keys.add(f"sha:{t['content_sha256']}")
-        if t.get("norm_sha256"):
-            keys.add(f"norm:{t['norm_sha256']}")
+        rid = str(t["record_id"]).split("#", 1)[0]
+        out.setdefault(rid, set()).update(
+            tombstone_keys(str(t["content_sha256"]), t.get("norm_sha256"))
+        )
     return out
 
 
-def _text_keys(r: MemoryRecord) -> set[str]:
+def tombstone_keys(content_sha256: str, norm_sha256: str | None) -> set[str]:
+    """A tombstone's text keys, in text_keys' form (an erased record's, without its text)."""
+    return {f"sha:{content_sha256}", *([f"norm:{norm_sha256}"] if norm_sha256 else [])}
+
+
+def text_keys(r: MemoryRecord) -> set[str]:
     keys = {f"sha:{content_sha256(r.content)}", f"sha:{r.sha256}"}
     norm = tombstone_norm(r.content)
     return keys | {f"norm:{norm}"} if norm else keys
@@ -502,7 +507,7 @@ def _erase(
     )
     run.extra.update(
         requested={"actor_id": actor_id, "subject_given": bool(subject), "ids": list(ids)},
-        erased=[], deferred=[r.id for r in held], released=released,
+        erased=[], deferred=[], released=released,
         derived=sorted(i for i, w in why.items() if w not in ("ERASURE_REQUEST", "HOLD_RELEASED")),
         rebuilt=sorted(r.id for r in plan.rebuild), reactivated=sorted(r.id for r in plan.reactivate),
     )  # fmt: skip

@@ -109,9 +109,16 @@ def load_erasures(
     store: MemoryStore, lines: Iterable[str], *, policy: Any = None, receipts: Any = None
 ) -> dict[str, Any]:
     """Apply an erasures file to ``store`` (after its records were imported)."""
+    return apply_erasures(store, *parse_erasures(lines), policy=policy, receipts=receipts)
+
+
+def apply_erasures(
+    store: MemoryStore, tombs: list[Tombstone], pending: list[PendingErasure], *,
+    policy: Any = None, receipts: Any = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Apply parsed erasures (``parse_erasures``) to ``store``."""
     from memlife.erase import carry_pending
 
-    tombs, pending = parse_erasures(lines)
     _refuse_live_text(store, tombs, {p.record_id for p in pending})
     rows = [(t.actor_id, t.record_id, t.content_sha256, t.norm_sha256) for t in tombs]
     added = tombstones._backend(store).add_tombstones(rows) if rows else 0
@@ -125,19 +132,18 @@ def _refuse_live_text(store: MemoryStore, tombs: list[Tombstone], deferred: set[
     """A tombstone says its text was erased; a live record of that actor holding it (not a
     held copy the file defers) means the file does not belong to these records: taken as
     is, it would have the next release of any hold erase that record, asked by nobody."""
-    from memlife.erase import _actor_records, _text_keys
+    from memlife.erase import actor_records, text_keys, tombstone_keys
 
     by_actor: dict[str, set[str]] = {}
     for t in tombs:
-        keys = by_actor.setdefault(t.actor_id, set())
-        keys.add(f"sha:{t.content_sha256}")
-        if t.norm_sha256:
-            keys.add(f"norm:{t.norm_sha256}")
+        by_actor.setdefault(t.actor_id, set()).update(
+            tombstone_keys(t.content_sha256, t.norm_sha256)
+        )
     for actor, keys in sorted(by_actor.items()):
         live = [
             r.id
-            for r in _actor_records(store, actor)
-            if r.id not in deferred and _text_keys(r) & keys
+            for r in actor_records(store, actor)
+            if r.id not in deferred and text_keys(r) & keys
         ]
         if live:
             raise InputError(

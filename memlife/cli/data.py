@@ -74,11 +74,12 @@ def register(app: typer.Typer) -> None:
 
         if allow_held and not update:
             raise fail("--allow-held only makes sense with --update")
-        from memlife.erasure_export import load_erasures, parse_erasures
+        from memlife.erasure_export import apply_erasures, parse_erasures
 
+        parsed = None
         if erasures is not None:  # checked whole before anything is imported
             with erasures.open(encoding="utf-8") as f:
-                parse_erasures(f)
+                parsed = parse_erasures(f)
         db = open_store(store)
         carried: dict[str, Any] | None = None
         try:
@@ -92,9 +93,8 @@ def register(app: typer.Typer) -> None:
                 max_line_bytes=max_line_bytes,
                 workers=workers,
             )
-            if erasures is not None:
-                with erasures.open(encoding="utf-8") as f:
-                    carried = load_erasures(db, f, policy=policy, receipts=receipts)
+            if parsed is not None:
+                carried = apply_erasures(db, *parsed, policy=policy, receipts=receipts)
         except PolicyError as exc:
             raise fail(str(exc)) from None
         finally:

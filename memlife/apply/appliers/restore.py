@@ -54,8 +54,8 @@ class Restore(BaseApplier):
             if snap is not None:
                 status, changed, prov = snap
                 before = Provenance.model_validate_json(prov)
-                head = _active_head(ex, r.provenance.replaced_by or before.replaced_by, r)
                 if status == Status.superseded.value:
+                    head = _active_head(ex, r.provenance.replaced_by or before.replaced_by, r)
                     if head is None:
                         # superseded by a record no longer there (erased, deleted) or now
                         # another actor's: restoring would point at nothing (invariant 3)
