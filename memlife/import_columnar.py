@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -42,7 +43,9 @@ import pydantic_core
 from memlife.errors import RecordError
 from memlife.fast_record import _ISO_TIME, _namespace_ok
 from memlife.import_lines import Chunk, Parsed, line_row, parse_lines
+from memlife.import_table import ROW_SCHEMA, rows_table
 from memlife.model import MemoryType, RetentionClass, Source, Status
+from memlife.stores.sqlite import COLUMNS
 from memlife.text import negates, norm_sha256
 
 _STR = pa.string()
@@ -124,6 +127,23 @@ def parse_block(chunk: Chunk) -> Parsed:
         if table is not None and table.num_rows == count:
             return _Block(chunk, table).parsed()
     return parse_lines(chunk)
+
+
+def parse_block_table(
+    chunk: Chunk,
+) -> tuple[pa.Table, list[tuple[str | None, str, str, int | None]]]:
+    """``parse_block``'s rows as one table (``import_table.ROW_SCHEMA``) and its errors: an
+    import worker keeps the table for its turn to write and binds it as it is."""
+    count = _plain_lines(chunk.data, chunk.max_line_bytes)
+    if count:
+        try:
+            table = pj.read_json(io.BytesIO(chunk.data), read_options=_READ, parse_options=_PARSE)
+        except (pa.ArrowException, ValueError):
+            table = None
+        if table is not None and table.num_rows == count:
+            return _Block(chunk, table).table()
+    parsed = parse_lines(chunk)
+    return rows_table(parsed.rows), parsed.errors
 
 
 def _plain_lines(data: bytes, max_line_bytes: int) -> int:
@@ -251,9 +271,10 @@ class _Block:
         self.take &= (micros >= _MIN_US) & (micros <= _MAX_US)
         return stamps
 
-    def provenance_json(self, prov: dict[str, Any]) -> list[str]:
+    def provenance_json(self, prov: dict[str, Any]) -> Any:
         """The provenance column's JSON text (model key order, compact) of each row, as
-        fast_row writes it (``pydantic_core.to_json``)."""
+        fast_row writes it (``pydantic_core.to_json``): a pyarrow array, or a list where a
+        value needed escaping."""
         escaped = np.zeros(len(prov["supersedes"]), dtype=bool)
         for name in ("source_event", "policy_version", "replaced_by", "content_sha256"):
             escaped |= _bools(pc.match_substring_regex(prov[name], _NEEDS_ESCAPE))
@@ -272,16 +293,21 @@ class _Block:
             ',"content_sha256":', _json_text(prov["content_sha256"]),
             "}", "",
         )  # fmt: skip
+        if not escaped.any():
+            return text
         out: list[str] = text.to_pylist()
-        if escaped.any():
-            values = {k: v.to_pylist() for k, v in prov.items()}
-            for i in np.flatnonzero(escaped):
-                d = {k: values[k][i] for k in _PROV_KEYS}
-                d["supersedes"] = d["supersedes"] or []
-                out[i] = _PROV_JSON(d).decode()
+        values = {k: v.to_pylist() for k, v in prov.items()}
+        for i in np.flatnonzero(escaped):
+            d = {k: values[k][i] for k in _PROV_KEYS}
+            d["supersedes"] = d["supersedes"] or []
+            out[i] = _PROV_JSON(d).decode()
         return out
 
-    def parsed(self) -> Parsed:
+    def columns(self) -> tuple[dict[str, Any], Any]:
+        """The taken rows' store columns, by name in ``COLUMNS`` order (a pyarrow array, or
+        a list where Python computed the values), and which of them were created after
+        ``future_after`` (numpy). Rows whose declared content hash is not the content's
+        are taken no more (``self.take``); the caller leaves them out."""
         self.check()
         stamps = [self.stamps(name) for name in _TIMES]
         take = pa.array(self.take)
@@ -291,47 +317,92 @@ class _Block:
         prov = {k: v.filter(take) for k, v in self.prov.items()}
         contents: list[str] = col["content"].to_pylist()
         shas, norms, negs = _content_keys(contents)
-        times: list[list[Any]] = []
+        iso, seconds = {}, {}
         for name, stamp in zip(_TIMES, stamps, strict=True):
-            times += _iso_and_seconds(col[name], stamp.filter(take))
+            iso[name], seconds[name] = _iso_and_seconds(col[name], stamp.filter(take))
         future_us = (self.chunk.future_after - _EPOCH) // timedelta(microseconds=1)
-        created = pc.cast(stamps[0].filter(take), pa.int64()).to_numpy()
-        rows = zip(
-            col["id"].to_pylist(), col["actor_id"].to_pylist(), col["namespace"].to_pylist(),
-            col["memory_type"].to_pylist(), col["subject"].to_pylist(), contents,
-            col["owner"].to_pylist(), col["confidence"].to_pylist(), col["source"].to_pylist(),
-            times[0], times[2], col["access_count"].to_pylist(), times[4], times[6],
-            col["retention_class"].to_pylist(), col["status"].to_pylist(), times[8],
-            self.provenance_json(prov), shas, norms, negs, times[1], times[3], times[5], times[7],
-            times[9],
-            strict=True,
-        )  # fmt: skip
-        taken = np.flatnonzero(self.take).tolist()
-        future = (created > future_us).tolist()
+        future = pc.cast(stamps[0].filter(take), pa.int64()).to_numpy() > future_us
+        self.built = self.take.copy()  # the rows these columns hold
+        taken = np.flatnonzero(self.take)
         declared = prov["content_sha256"]
         if declared.null_count < len(declared):  # a declared hash must be the content's
             for j, d in enumerate(declared.to_pylist()):
                 if d and d != shas[j]:
                     self.take[taken[j]] = False
+        computed = {"content": contents, "provenance": self.provenance_json(prov),
+                    "content_sha256": shas, "norm_sha256": norms, "negated": negs}  # fmt: skip
+        out: dict[str, Any] = {}
+        for name in COLUMNS:
+            if name in computed:
+                out[name] = computed[name]
+            elif name in iso:
+                out[name] = iso[name]
+            elif name.endswith("_ts"):
+                out[name] = seconds[name[: -len("_ts")] + "_at"]
+            else:
+                out[name] = col[name]
+        return out, future
+
+    def parsed(self) -> Parsed:
+        cols, future = self.columns()
+        rows = zip(*(_listed(v) for v in cols.values()), strict=True)
+        taken = np.flatnonzero(self.built).tolist()
         out = Parsed()
-        first, chunk = self.chunk.first_line, self.chunk
+        first = self.chunk.first_line
         if self.take.all():  # the common block: every row taken here
-            out.rows = list(zip(range(first, first + self.count), rows, future, strict=True))
+            out.rows = list(zip(range(first, first + self.count), rows, future.tolist(),
+                                strict=True))  # fmt: skip
             return out
-        built = dict(zip(taken, zip(rows, future, strict=True), strict=True))
-        for i in range(self.count):
-            n = first + i
-            if self.take[i]:
-                row, fut = built[i]
+        built = dict(zip(taken, zip(rows, future.tolist(), strict=True), strict=True))
+        for n, row, fut, error in self.others(built):
+            if error is not None:
+                out.errors.append(error)
+            else:
                 out.rows.append((n, row, fut))
+        return out
+
+    def table(self) -> tuple[pa.Table, list[tuple[str | None, str, str, int | None]]]:
+        """The block as one table of store rows (``ROW_SCHEMA``, in line order) and the
+        errors: ``parsed()``'s rows and errors, without a Python object a value where the
+        block is plain (the worker's write binds the table as it is)."""
+        cols, future = self.columns()
+        first = self.chunk.first_line
+        lines = pa.array(np.flatnonzero(self.built) + first, pa.int64())
+        arrays = [_arrow(v, ROW_SCHEMA.field(k).type) for k, v in cols.items()]
+        table = pa.Table.from_arrays(
+            [*arrays, lines, pa.array(future, pa.bool_())], schema=ROW_SCHEMA
+        )
+        if self.take.all():
+            return table, []
+        still = np.isin(lines.to_numpy(), np.flatnonzero(self.take) + first)
+        rows, errors = [], []
+        for n, row, fut, error in self.others({}):
+            if error is not None:
+                errors.append(error)
+            else:
+                rows.append((n, row, fut))
+        merged = pa.concat_tables([table.filter(pa.array(still)), rows_table(rows)])
+        return merged.take(pc.sort_indices(merged, [("line", "ascending")])), errors
+
+    def others(
+        self, built: dict[int, tuple[tuple[Any, ...], bool]]
+    ) -> Iterator[tuple[int, Any, bool, tuple[str | None, str, str, int | None] | None]]:
+        """Each line in order: (line, row, future, None) from ``built`` where this path took
+        it (when ``built`` has it), else through ``line_row``: its row, or its error."""
+        chunk = self.chunk
+        for i in range(self.count):
+            n = chunk.first_line + i
+            if self.take[i]:
+                if i in built:
+                    row, fut = built[i]
+                    yield n, row, fut, None
                 continue
             try:  # not plainly valid: the per-line path accepts it or names the error
                 row = line_row(self.raw(i), n, content_max=chunk.content_max)
             except RecordError as exc:
-                out.errors.append((exc.record_id, exc.field, exc.reason, exc.line))
+                yield n, None, False, (exc.record_id, exc.field, exc.reason, exc.line)
                 continue
-            out.rows.append((n, row, datetime.fromisoformat(row[9]) > chunk.future_after))
-        return out
+            yield n, row, datetime.fromisoformat(row[9]) > chunk.future_after, None
 
 
 def _content_keys(contents: list[str]) -> tuple[list[str], list[str], list[int]]:
@@ -357,12 +428,12 @@ def _real_date(text: str | None) -> bool:
         return False
 
 
-def _iso_and_seconds(text: Any, stamps: Any) -> tuple[list[str | None], list[float | None]]:
+def _iso_and_seconds(text: Any, stamps: Any) -> tuple[Any, Any]:
     """``isoformat()`` and ``timestamp()`` of each time once in UTC, as fast_row computes
-    them; ``text``: the line's text of each (taken rows only)."""
+    them (pyarrow arrays, or lists where Python computed some); ``text``: the line's text
+    of each (taken rows only)."""
     if stamps.null_count == len(stamps):
-        nothing: list[Any] = [None] * len(stamps)
-        return nothing, nothing
+        return pa.nulls(len(stamps), _STR), pa.nulls(len(stamps), pa.float64())
     micros = pc.fill_null(stamps.cast(pa.int64()), 0).to_numpy()
     valid = _bools(pc.is_valid(stamps))
     # UTC already, six digits of fraction or none: isoformat() is the text, zone rewritten
@@ -371,18 +442,31 @@ def _iso_and_seconds(text: Any, stamps: Any) -> tuple[list[str | None], list[flo
     length = pc.fill_null(pc.utf8_length(text), 0).to_numpy()
     utc &= (length - np.where(z, 1, 6) == 19) | (length - np.where(z, 1, 6) == 26)
     utc &= ~_bools(pc.match_substring(text, ".000000"))  # isoformat() leaves it out
-    iso_text = pc.if_else(
+    iso: Any = pc.if_else(
         pa.array(z),
         pc.binary_join_element_wise(pc.utf8_slice_codeunits(text, 0, -1), "+00:00", ""),
         text,
     )
-    iso: list[str | None] = iso_text.to_pylist()
     other = np.flatnonzero(valid & ~utc)
     if len(other):
+        iso = iso.to_pylist()
         texts = text.to_pylist()
         for i in other:
             iso[i] = datetime.fromisoformat(texts[i]).astimezone(UTC).isoformat()
-    seconds: list[float | None] = pa.array(micros / 1e6, mask=~valid).to_pylist()
-    for i in np.flatnonzero(valid & (np.abs(micros) >= _EXACT_US)):
-        seconds[i] = int(micros[i]) / 10**6  # beyond 2**53 float(us) rounds first
+    seconds: Any = pa.array(micros / 1e6, mask=~valid)
+    beyond = np.flatnonzero(valid & (np.abs(micros) >= _EXACT_US))
+    if len(beyond):
+        seconds = seconds.to_pylist()
+        for i in beyond:
+            seconds[i] = int(micros[i]) / 10**6  # beyond 2**53 float(us) rounds first
     return iso, seconds
+
+
+def _listed(values: Any) -> list[Any]:
+    """A column as a list (pyarrow's Python values)."""
+    return values if isinstance(values, list) else values.to_pylist()
+
+
+def _arrow(values: Any, kind: pa.DataType) -> Any:
+    """A column as a pyarrow array of ``kind``."""
+    return pa.array(values, kind) if isinstance(values, list) else values.cast(kind)

@@ -8,13 +8,16 @@ pass: the import in turns"). Here rows never cross a pipe.
 The shape, for ``count`` workers:
 - this process reads the file in blocks of whole lines (``importer.line_blocks``) and
   hands a group of up to ``GROUP_BLOCKS`` blocks to an idle worker;
-- the worker parses the group (``import_parse.parse_chunk``, the same code as every path),
-  keeps the rows and sends back each valid line's (line, id, future) and the invalid lines;
+- the worker parses the group (``import_columnar.parse_block_table``: the rows every path
+  builds, as one Arrow table), keeps the table and sends back each valid line's (line, id,
+  future) and the invalid lines;
 - in file order, this process drops repeated ids (first line wins; ``import_write``) and
   gives the group its turn once the group before it is committed;
 - the worker writes the kept rows on its own connection, in transactions of ``rows_batch``
-  rows or ``rows_chars`` of content (``SqliteStore.insert_rows``: tombstones and existing
-  ids checked in the same transaction), and says what the write found.
+  rows or ``rows_chars`` of content, and says what the write found: the table binds as it
+  is (``import_ingest``), or, where the store holds tombstones or an id is stored already,
+  goes through ``SqliteStore.insert_rows`` (tombstones and existing ids checked in the
+  same transaction).
 
 So groups are written strictly in file order, one at a time: a failure leaves a prefix of
 the file stored in whole transactions, and running the import again finishes it. While
@@ -38,13 +41,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, cast
 
+from memlife import faults
 from memlife.errors import MemlifeError, RecordError
-from memlife.import_parse import Chunk, parse_chunk
-from memlife.import_write import Flushed, SeenIds, batches_of, drop_repeats, write_batch
+from memlife.import_parse import Chunk
+from memlife.import_write import Flushed, SeenIds, drop_repeats
 
-# blocks a turn: ~14,000 demo lines. 1M lines, one run each: 1 block 24.8k records/s and
-# 483 MB summed; 2 blocks 27.9k, 569 MB; 3 blocks 27.7k, 657 MB (the held rows are
-# Python objects, ~1.7 kB each)
+# blocks a turn: ~14,000 demo lines. 1M lines, one run each, when a group waited as Python
+# rows (~1.7 kB each; an Arrow table now, ~0.6 kB): 1 block 24.8k records/s and 483 MB
+# summed; 2 blocks 27.9k, 569 MB; 3 blocks 27.7k, 657 MB
 GROUP_BLOCKS = 2
 
 
@@ -276,29 +280,25 @@ class _Pool:
         self.close()
 
 
-def _release_arrow_memory() -> None:
-    """pyarrow's allocator keeps freed blocks for reuse; the rows are Python objects by
-    now, so hand them back while they wait for their turn (1M lines: 569 -> 540 MB summed
-    over the three processes, one run each)."""
-    arrow = sys.modules.get("pyarrow")
-    if arrow is not None:
-        arrow.default_memory_pool().release_unused()
-
-
 def serve() -> None:
     """The worker: ("open", store, source file, limits), ("parse", group, spans), ("write",
     group, dropped lines, rows a transaction, content a transaction) in on stdin; answers
-    out on stdout."""
-    from memlife.import_write import row_content_chars, row_superseded
-    from memlife.stores.sqlite import SqliteStore, row_to_record
+    out on stdout. A group's rows wait for their turn as one Arrow table, and the write
+    binds it as it is (``import_ingest``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from memlife.import_columnar import parse_block_table
+    from memlife.import_ingest import IngestWriter
+    from memlife.stores.sqlite import SqliteStore
 
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything printed goes to stderr, never into the answers
     inbox = sys.stdin.buffer
-    store: SqliteStore | None = None
+    writer: IngestWriter | None = None
     source: IO[bytes] | None = None
     limits: Limits | None = None
-    rows: dict[int, list[tuple[int, tuple[Any, ...], bool]]] = {}
+    tables: dict[int, pa.Table] = {}
     try:
         while True:
             try:
@@ -309,32 +309,36 @@ def serve() -> None:
             try:
                 answer: tuple[str, Any]
                 if kind == "open":
-                    store, limits = SqliteStore(message[1]), message[3]
+                    SqliteStore(message[1]).close()  # the schema made or brought up to date
+                    writer, limits = IngestWriter(message[1]), message[3]
                     source = open(message[2], "rb")  # noqa: SIM115 (closed in finally)
-                    # the WAL is folded into the file after the turn is handed on, not
-                    # inside the commit (see the end of the loop)
-                    store.connection.execute("PRAGMA wal_autocheckpoint=0")
                     answer = ("opened", None)
                 elif kind == "parse" and source is not None and limits is not None:
                     _, index, spans = message
-                    parsed = [parse_chunk(_chunk(source, span, limits)) for span in spans]
-                    _release_arrow_memory()
-                    rows[index] = [r for p in parsed for r in p.rows]
-                    errors = [e for p in parsed for e in p.errors]
-                    lines = [(n, row[0], future) for n, row, future in rows[index]]
+                    errors = []
+                    parts = []
+                    for span in spans:
+                        faults.checkpoint("import_chunk")
+                        table, errs = parse_block_table(_chunk(source, span, limits))
+                        parts.append(table)
+                        errors += errs
+                    table = pa.concat_tables(parts).combine_chunks()
+                    tables[index] = table
+                    lines = list(zip(table.column("line").to_pylist(),
+                                     table.column("id").to_pylist(),
+                                     table.column("future").to_pylist(), strict=True))  # fmt: skip
                     answer = ("parsed", (index, errors, lines))
-                elif kind == "write" and store is not None:
+                elif kind == "write" and writer is not None:
                     _, index, dropped, size, max_chars = message
-                    skip = set(dropped)
-                    items = [(n, row[0], row) for n, row, _ in rows.pop(index) if n not in skip]
+                    table = tables.pop(index)
+                    if dropped:
+                        kept = pc.invert(
+                            pc.is_in(table.column("line"), pa.array(dropped, pa.int64()))
+                        )
+                        table = table.filter(kept)
                     written = Flushed()
-                    for batch in batches_of(items, size, max_chars, row_content_chars):
-                        written.extend(
-                            write_batch(
-                                store, batch, store.insert_rows, row_to_record, row_superseded,
-                                False,
-                            )
-                        )  # fmt: skip
+                    for batch in _batches(table, size, max_chars):
+                        written.extend(writer.write(batch))
                     answer = ("written", written)
                 else:
                     answer = ("error", f"unexpected {kind!r} (before the store was opened?)")
@@ -345,15 +349,33 @@ def serve() -> None:
                 out.flush()
             except BrokenPipeError:  # the parent stopped reading (it stopped the import)
                 return
-            if answer[0] == "written" and store is not None:
+            if answer[0] == "written" and writer is not None:
                 # while the other worker takes its turn: a PASSIVE checkpoint never blocks
                 # its writes, and the WAL restarts once one has caught up
-                store.connection.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                writer.fold_wal()
     finally:
-        if store is not None:
-            store.close()
+        if writer is not None:
+            writer.close()
         if source is not None:
             source.close()
+
+
+def _batches(table: Any, size: int, max_chars: int | None) -> Iterator[Any]:
+    """The table cut as ``import_write.batches_of`` cuts rows: after ``size`` rows, or once
+    a batch's content reaches ``max_chars``, in order."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    chars = pc.utf8_length(table.column("content")).to_numpy() if max_chars else None
+    start = 0
+    while start < table.num_rows:
+        end = min(start + size, table.num_rows)
+        if chars is not None:
+            over = np.flatnonzero(np.cumsum(chars[start:end]) >= max_chars)
+            if len(over):
+                end = start + int(over[0]) + 1
+        yield table.slice(start, end - start)
+        start = end
 
 
 def _chunk(source: IO[bytes], span: Span, limits: Limits) -> Chunk:

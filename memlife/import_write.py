@@ -135,21 +135,3 @@ def write_batch(
         else:
             out.conflicts.append({"line": line_of[f.id], "id": f.id, "code": f.code})
     return out
-
-
-def batches_of(
-    items: list[tuple[int, str, T]], size: int, max_chars: int | None, chars_of: Callable[[T], int]
-) -> list[list[tuple[int, str, T]]]:
-    """``items`` cut into batches of ``size`` items or ``max_chars`` of content, in order."""
-    out: list[list[tuple[int, str, T]]] = []
-    batch: list[tuple[int, str, T]] = []
-    chars = 0
-    for item in items:
-        batch.append(item)
-        chars += chars_of(item[2])
-        if len(batch) >= size or (max_chars and chars >= max_chars):
-            out.append(batch)
-            batch, chars = [], 0
-    if batch:
-        out.append(batch)
-    return out

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 import memlife.import_columnar as columnar
 from memlife.demo import generate
 from memlife.import_parse import Chunk, Parsed, parse_lines
+from memlife.import_table import ROW_SCHEMA, table_rows
 from memlife.model import MemoryRecord, Provenance, content_sha256
 from tests.support.records import good
 from tests.unit.test_fast_record import lines as model_lines
@@ -35,13 +36,17 @@ def _chunk(data: bytes, *, max_line: int = 1 << 20, first: int = 1) -> Chunk:
 
 
 def _same(chunk: Chunk) -> Parsed:
-    """parse_block's result, asserted equal to parse_lines' (types included)."""
+    """parse_block's result, asserted equal to parse_lines' (types included); and the table
+    an import worker keeps (parse_block_table) holds the same rows, values and types."""
     got, want = columnar.parse_block(chunk), parse_lines(chunk)
-    assert got.errors == want.errors
-    assert [(n, f) for n, _, f in got.rows] == [(n, f) for n, _, f in want.rows]
-    for (_, a, _), (_, b, _) in zip(got.rows, want.rows, strict=True):
-        assert a == b
-        assert [type(v) for v in a] == [type(v) for v in b], (a, b)
+    table, errors = columnar.parse_block_table(chunk)
+    assert got.errors == want.errors == errors
+    assert table.schema == ROW_SCHEMA
+    for rows in (got.rows, table_rows(table)):
+        assert [(n, f) for n, _, f in rows] == [(n, f) for n, _, f in want.rows]
+        for (_, a, _), (_, b, _) in zip(rows, want.rows, strict=True):
+            assert a == b
+            assert [type(v) for v in a] == [type(v) for v in b], (a, b)
     return got
 
 

@@ -29,16 +29,20 @@ from memlife.cli import app
 from memlife.demo import generate
 from memlife.errors import RecordError
 from memlife.fast_record import fast_record, fast_row
-from memlife.import_write import batches_of, row_content_chars
+from memlife.import_table import rows_table
+from memlife.import_write import row_content_chars
 from memlife.importer import ImportWorkerError, import_file
 from memlife.model import parse_record_line
-from memlife.stores.sqlite import SqliteStore, record_to_row
+from memlife.stores.sqlite import COLUMNS, SqliteStore, record_to_row
 from memlife.tombstones import add as add_tombstones
 from tests.support.records import good
 from tests.unit.test_fast_record import lines
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 MAX_LINE = 3000
+_WITH_TYPES = (
+    "SELECT *, " + ", ".join(f"typeof({c})" for c in COLUMNS) + " FROM records ORDER BY id"
+)
 
 
 def _mixed_lines() -> list[bytes]:
@@ -73,8 +77,8 @@ def _mixed_lines() -> list[bytes]:
     return out
 
 
-def _store(path: Path) -> SqliteStore:
-    """A store holding an existing id, an identical record and tombstones."""
+def _store(path: Path, tombstones: bool = True) -> SqliteStore:
+    """A store holding an existing id, an identical record and (unless not) tombstones."""
     store = SqliteStore(path)
     store.put_many(
         [
@@ -86,42 +90,55 @@ def _store(path: Path) -> SqliteStore:
         parse_record_line(json.dumps(good("m-gone", content="Erased statement."))),
         parse_record_line(json.dumps(good("m-g2", actor_id="u-000001", content="Gone too."))),
     ]
-    add_tombstones(store, erased)
+    if tombstones:
+        add_tombstones(store, erased)
     return store
 
 
 def _import(
-    tmp_path: Path, name: str, src: Path, workers: int, *, records: bool = False
+    tmp_path: Path,
+    name: str,
+    src: Path,
+    workers: int,
+    *,
+    records: bool = False,
+    tombstones: bool = True,
 ) -> tuple[list[tuple], dict]:
     """``records``: the record path (parse_line, insert_new) every store other than
-    SQLite takes; else the rows path (columnar, or per line; here or in workers)."""
-    store = _store(tmp_path / f"{name}.db")
+    SQLite takes; else the rows path (columnar, or per line; here or in workers). The rows
+    come with each value's SQLite type (the workers bind Arrow, the row path Python)."""
+    store = _store(tmp_path / f"{name}.db", tombstones)
     try:
         importer.ROWS_PATH = not records
         rep = import_file(store, src, now=NOW, max_line_bytes=MAX_LINE, workers=workers)
-        rows = store.connection.execute("SELECT * FROM records ORDER BY id").fetchall()
+        rows = store.connection.execute(_WITH_TYPES).fetchall()
         return rows, {**rep.as_json(), "text": [str(e) for e in rep.invalid]}
     finally:
         importer.ROWS_PATH = True
         store.close()
 
 
-@pytest.mark.parametrize("workers", [0, 1, 2])
+@pytest.mark.parametrize(("workers", "tombstones"), [(0, True), (1, True), (2, True), (2, False)])
 def test_worker_processes_store_the_serial_rows_and_report(
-    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int, tombstones: bool
 ) -> None:
+    """With tombstones in the store every worker batch is checked row by row (insert_rows);
+    without, the workers bind Arrow (import_ingest) but where a stored id refuses a batch."""
     monkeypatch.setattr(importer, "BATCH", 37)
     monkeypatch.setattr(importer, "ROWS_BATCH", 37)  # the SQLite row path's
     monkeypatch.setattr(importer, "BLOCK_BYTES", 4096)
     src = tmp_path / "in.jsonl"
     src.write_bytes(b"\n".join(_mixed_lines()))  # the last line has no newline
-    serial_rows, serial = _import(tmp_path, "serial", src, workers=0, records=True)
-    rows, report = _import(tmp_path, f"w{workers}", src, workers=workers)
+    kw = {"tombstones": tombstones}
+    serial_rows, serial = _import(tmp_path, "serial", src, workers=0, records=True, **kw)
+    rows, report = _import(tmp_path, f"w{workers}", src, workers=workers, **kw)
     assert rows == serial_rows
     assert report == serial
     # the file exercises what it should: each kind of outcome is there
     codes = {c["code"] for c in serial["conflicts"]}
-    assert {"DUPLICATE_ID", "ID_EXISTS", "ERASED_CONTENT", "ERASED_SOURCE"} <= codes
+    erased = {"ERASED_CONTENT", "ERASED_SOURCE"}
+    assert {"DUPLICATE_ID", "ID_EXISTS"} | (erased if tombstones else set()) <= codes
+    assert tombstones or not codes & erased
     fields = {e["field"] for e in serial["invalid"]}
     assert {"<line>", "<json>", "<encoding>", "created_at", "namespace"} <= fields
     assert serial["unchanged"] == 1 and serial["warnings"]
@@ -216,12 +233,18 @@ def test_worker_processes_start_for_a_large_file_or_when_asked(
 
 
 def test_batches_are_bounded_by_rows_and_by_content() -> None:
-    """What the workers write a transaction: ``size`` rows or ``max_chars`` of content."""
-    items = [(n, f"id-{n}", "x" * (100 if n % 4 else 1000)) for n in range(1, 41)]
-    out = batches_of(items, 7, 1500, len)
-    assert [i for batch in out for i in batch] == items  # nothing lost, order kept
-    assert all(len(b) <= 7 and sum(len(x) for _, _, x in b[:-1]) < 1500 for b in out)
+    """What the workers write a transaction: ``size`` rows or ``max_chars`` of content
+    (code points, as a row's len), the batch cut after the row that reaches it."""
+    rows = [good(f"id-{n}", content="\u00e9" * (100 if n % 4 else 1000)) for n in range(1, 41)]
+    table = rows_table([(n, record_to_row(parse_record_line(json.dumps(r))), False)
+                        for n, r in enumerate(rows, 1)])  # fmt: skip
+    out = list(import_turns._batches(table, 7, 1500))
+    assert [i for b in out for i in b.column("line").to_pylist()] == list(range(1, 41))
+    sizes = [[len(c) for c in b.column("content").to_pylist()] for b in out]
+    assert all(len(s) <= 7 and sum(s[:-1]) < 1500 for s in sizes)
+    assert all(len(s) == 7 or sum(s) >= 1500 for s in sizes[:-1])  # cut no earlier
     assert len(out) > 40 // 7 + 1  # the content bound cut some batches short
+    assert [b.num_rows for b in import_turns._batches(table, 7, None)] == [7] * 5 + [5]
 
 
 def test_the_cli_takes_workers_and_reports_the_same(home: Path, tmp_path: Path) -> None:
