@@ -53,12 +53,13 @@ class IngestWriter:
         self._open()
 
     def _open(self) -> None:
-        import adbc_driver_sqlite.dbapi as adbc  # a worker loads it on its first write
+        import adbc_driver_sqlite.dbapi as adbc  # only a worker process loads the driver
 
         uri = "file:" + urllib.parse.quote(str(self.path))
         self._con = adbc.connect(uri, autocommit=True)  # transactions are ours (BEGIN)
         self._cur = self._con.cursor()
-        for pragma in (f"busy_timeout={_BUSY_MS}", "synchronous=NORMAL",
+        # as SqliteStore's connections, and the WAL folded after the turn (import_turns)
+        for pragma in (f"busy_timeout={_BUSY_MS}", "synchronous=NORMAL", "secure_delete=ON",
                        "wal_autocheckpoint=0"):  # fmt: skip
             self._query(f"PRAGMA {pragma}")
 

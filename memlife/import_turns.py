@@ -322,7 +322,8 @@ def serve() -> None:
                         table, errs = parse_block_table(_chunk(source, span, limits))
                         parts.append(table)
                         errors += errs
-                    table = pa.concat_tables(parts).combine_chunks()
+                    table = pa.concat_tables(parts)
+                    pa.default_memory_pool().release_unused()  # the reader's buffers
                     tables[index] = table
                     lines = list(zip(table.column("line").to_pylist(),
                                      table.column("id").to_pylist(),
