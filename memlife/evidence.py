@@ -137,6 +137,21 @@ def run_receipts(sink: ReceiptSink, prefix: str) -> list[tuple[str, bytes]]:
     return out
 
 
+def completed_receipt(sink: ReceiptSink, prefix: str, ops: Sequence[Operation]) -> str | None:
+    """The key of this run's completed receipt when it already seals every RECEIPTED
+    operation in ``ops``: a rerun of a completed run then seals nothing more (no second
+    Parquet, no re-read of every operation receipt), and ``put_run_receipt`` would return
+    this key anyway. None otherwise (no receipt, failures only, or operations it lacks)."""
+    receipted = sum(1 for o in ops if o.state.value == "RECEIPTED")
+    for key, body in run_receipts(sink, prefix):
+        doc = loads(body) or {}
+        if doc.get("status") == "failure":
+            continue
+        sealed_ops = ((doc.get("evidence") or {}).get("operations") or {}).get("count")
+        return key if sealed_ops == receipted else None
+    return None
+
+
 def loads(body: bytes | None) -> dict[str, Any] | None:
     """A JSON object, or None (missing, unreadable or not an object)."""
     try:

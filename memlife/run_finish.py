@@ -15,7 +15,7 @@ from typing import Any
 from memlife.apply import Tally
 from memlife.apply.counts import journal_counts, lifecycle_from_journal
 from memlife.audit import ReceiptWriteError
-from memlife.evidence import put_run_receipt, seal, sealed
+from memlife.evidence import completed_receipt, put_run_receipt, seal, sealed
 from memlife.journal import Journal
 from memlife.metrics import publish_counts
 from memlife.model import utcnow
@@ -180,13 +180,14 @@ def finish_run(
         "retry_queue_failed": queue_failed,
     }  # fmt: skip
     try:
-        # manifest first (start_run), then this attempt's Parquet, the receipt last, sealed
-        receipt["evidence"] = seal(ctx.sink, ctx.prefix, journal_ops)
-        if journal is not None and not ctx.config.dry_run:
-            ops = journal_ops
-            if ops:
-                write_operations(ctx.sink, ops, run_id=ctx.run_id, cutoff=ctx.cutoff, mode=ctx.mode)
-        rkey = write_run_receipt(ctx, sealed(receipt))
+        rkey = completed_receipt(ctx.sink, ctx.prefix, journal_ops)  # a completed run's rerun
+        if rkey is None:
+            # manifest first (start_run), then this attempt's Parquet, the receipt last, sealed
+            receipt["evidence"] = seal(ctx.sink, ctx.prefix, journal_ops)
+            if journal is not None and not ctx.config.dry_run and journal_ops:
+                write_operations(ctx.sink, journal_ops, run_id=ctx.run_id, cutoff=ctx.cutoff,
+                                 mode=ctx.mode)  # fmt: skip
+            rkey = write_run_receipt(ctx, sealed(receipt))
         summary.receipt = ctx.sink.location(rkey) if rkey else None
     except ReceiptWriteError:
         summary.status = "partial_failure" if status == "success" else status

@@ -129,6 +129,19 @@ def test_second_run_changes_nothing(env: dict) -> None:
     assert set(operation_receipts(env["receipts"])) == receipts_before
 
 
+def test_a_rerun_of_a_completed_run_adds_no_evidence(env: dict) -> None:
+    """The same night run again (same cutoff: the same run) after it completed: its receipt
+    already seals every operation, so nothing is sealed again. It used to write another
+    operations.N.parquet that no receipt named, and read every operation receipt back."""
+    first = apply(env)
+    files = {p: p.read_bytes() for p in env["receipts"].rglob("*") if p.is_file()}
+    assert any(p.name == "operations.parquet" for p in files)
+    again = apply(env)
+    after = {p: p.read_bytes() for p in env["receipts"].rglob("*") if p.is_file()}
+    assert after == files  # nothing added, nothing changed
+    assert again.receipt == first.receipt and again.status == first.status == "success"
+
+
 RUN_STAGES = ("after_stage", "after_gate", "after_commit_groups")  # once per run: no skip
 BOUNDARIES = [
     (p, s)
