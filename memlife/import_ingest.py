@@ -11,8 +11,9 @@ see each other's POSIX locks, and closing a descriptor in one drops the other's 
 this writer is the only connection its process holds to the file while it is open. What
 the plain write cannot take goes through ``SqliteStore.insert_rows``, the judge on every
 other path, with the ADBC connection closed meanwhile:
-- the store holds tombstones: each row's content and sources are checked there, row by
-  row (checked inside the transaction, so an erasure cannot slip in before the write);
+- a batch actor has tombstones, or a row names sources: each row's content and sources
+  are checked there, row by row (what is plain is read inside the write transaction, so
+  an erasure cannot slip in before the write);
 - the write fails (an id is stored already, the primary key refuses it): undone whole,
   then the store looks the ids up and says which are ID_EXISTS or unchanged.
 Either way the rows stored and the report are the row path's (``tests/unit/
@@ -68,7 +69,7 @@ class IngestWriter:
         return list(self._cur.fetchall())  # [] for a statement without rows (BEGIN)
 
     def _rollback(self) -> None:
-        """Undo the open transaction; one SQLite has rolled back itself already is gone."""
+        """Undo the open transaction (after some errors SQLite has undone it already)."""
         from adbc_driver_manager import DatabaseError
 
         with contextlib.suppress(DatabaseError):  # "no transaction is active"
