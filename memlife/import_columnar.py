@@ -118,15 +118,8 @@ _PROV_JSON = pydantic_core.to_json  # what fast_record.fast_row writes the prove
 def parse_block(chunk: Chunk) -> Parsed:
     """The chunk's rows and errors exactly as ``parse_lines`` gives them; columnar when the
     block is plain, line by line when it is not."""
-    count = _plain_lines(chunk.data, chunk.max_line_bytes)
-    if count:
-        try:
-            table = pj.read_json(io.BytesIO(chunk.data), read_options=_READ, parse_options=_PARSE)
-        except (pa.ArrowException, ValueError):  # refused: each line's own error is wanted
-            table = None
-        if table is not None and table.num_rows == count:
-            return _Block(chunk, table).parsed()
-    return parse_lines(chunk)
+    block = _plain_block(chunk)
+    return block.parsed() if block is not None else parse_lines(chunk)
 
 
 def parse_block_table(
@@ -134,16 +127,24 @@ def parse_block_table(
 ) -> tuple[pa.Table, list[tuple[str | None, str, str, int | None]]]:
     """``parse_block``'s rows as one table (``import_table.ROW_SCHEMA``) and its errors: an
     import worker keeps the table for its turn to write and binds it as it is."""
-    count = _plain_lines(chunk.data, chunk.max_line_bytes)
-    if count:
-        try:
-            table = pj.read_json(io.BytesIO(chunk.data), read_options=_READ, parse_options=_PARSE)
-        except (pa.ArrowException, ValueError):
-            table = None
-        if table is not None and table.num_rows == count:
-            return _Block(chunk, table).table()
+    block = _plain_block(chunk)
+    if block is not None:
+        return block.table()
     parsed = parse_lines(chunk)
     return rows_table(parsed.rows), parsed.errors
+
+
+def _plain_block(chunk: Chunk) -> _Block | None:
+    """The chunk read by pyarrow when it is plain and pyarrow gives one row a line; else
+    None (the caller parses it line by line)."""
+    count = _plain_lines(chunk.data, chunk.max_line_bytes)
+    if not count:
+        return None
+    try:
+        table = pj.read_json(io.BytesIO(chunk.data), read_options=_READ, parse_options=_PARSE)
+    except (pa.ArrowException, ValueError):  # refused: each line's own error is wanted
+        return None
+    return _Block(chunk, table) if table.num_rows == count else None
 
 
 def _plain_lines(data: bytes, max_line_bytes: int) -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 from memlife import faults
 
@@ -32,7 +33,7 @@ from memlife.import_lines import (
 )
 
 __all__ = ["MAX_DEPTH", "Chunk", "Parsed", "Threads", "check_declared_sha256", "checked_text",
-           "json_depth", "line_row", "parse_chunk", "parse_lines"]  # fmt: skip
+           "json_depth", "line_row", "parse_chunk", "parse_chunk_table", "parse_lines"]  # fmt: skip
 
 
 def parse_chunk(chunk: Chunk) -> Parsed:
@@ -42,6 +43,15 @@ def parse_chunk(chunk: Chunk) -> Parsed:
     from memlife.import_columnar import parse_block  # pyarrow: loaded on the first block
 
     return parse_block(chunk)
+
+
+def parse_chunk_table(chunk: Chunk) -> tuple[Any, list[tuple[str | None, str, str, int | None]]]:
+    """:func:`parse_chunk` as one Arrow table and the errors (``import_table.ROW_SCHEMA``):
+    what an import worker keeps for its turn to write."""
+    faults.checkpoint("import_chunk")
+    from memlife.import_columnar import parse_block_table
+
+    return parse_block_table(chunk)
 
 
 class Threads:

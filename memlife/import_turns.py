@@ -8,15 +8,15 @@ pass: the import in turns"). Here rows never cross a pipe.
 The shape, for ``count`` workers:
 - this process reads the file in blocks of whole lines (``importer.line_blocks``) and
   hands a group of up to ``GROUP_BLOCKS`` blocks to an idle worker;
-- the worker parses the group (``import_columnar.parse_block_table``: the rows every path
+- the worker parses the group (``import_parse.parse_chunk_table``: the rows every path
   builds, as one Arrow table), keeps the table and sends back each valid line's (line, id,
   future) and the invalid lines;
 - in file order, this process drops repeated ids (first line wins; ``import_write``) and
   gives the group its turn once the group before it is committed;
 - the worker writes the kept rows on its own connection, in transactions of ``rows_batch``
   rows or ``rows_chars`` of content, and says what the write found: the table binds as it
-  is (``import_ingest``), or, where the store holds tombstones or an id is stored already,
-  goes through ``SqliteStore.insert_rows`` (tombstones and existing ids checked in the
+  is (``import_ingest``), or, where a batch's actor has tombstones, a row names sources or
+  an id is stored already, goes through ``SqliteStore.insert_rows`` (tombstones and existing ids checked in the
   same transaction).
 
 So groups are written strictly in file order, one at a time: a failure leaves a prefix of
@@ -41,9 +41,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, cast
 
-from memlife import faults
 from memlife.errors import MemlifeError, RecordError
-from memlife.import_parse import Chunk
+from memlife.import_parse import Chunk, parse_chunk_table
 from memlife.import_write import Flushed, SeenIds, drop_repeats
 
 # blocks a turn: ~14,000 demo lines. 1M lines, one run each, when a group waited as Python
@@ -288,7 +287,6 @@ def serve() -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from memlife.import_columnar import parse_block_table
     from memlife.import_ingest import IngestWriter
     from memlife.stores.sqlite import SqliteStore
 
@@ -318,8 +316,7 @@ def serve() -> None:
                     errors = []
                     parts = []
                     for span in spans:
-                        faults.checkpoint("import_chunk")
-                        table, errs = parse_block_table(_chunk(source, span, limits))
+                        table, errs = parse_chunk_table(_chunk(source, span, limits))
                         parts.append(table)
                         errors += errs
                     table = pa.concat_tables(parts)
@@ -362,8 +359,8 @@ def serve() -> None:
 
 
 def _batches(table: Any, size: int, max_chars: int | None) -> Iterator[Any]:
-    """The table cut as ``import_write.batches_of`` cuts rows: after ``size`` rows, or once
-    a batch's content reaches ``max_chars``, in order."""
+    """The table cut into batches, in order: after ``size`` rows, or after the row whose
+    content brings the batch to ``max_chars`` characters (code points, as ``len``)."""
     import numpy as np
     import pyarrow.compute as pc
 
