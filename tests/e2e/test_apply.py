@@ -142,6 +142,21 @@ def test_a_rerun_of_a_completed_run_adds_no_evidence(env: dict) -> None:
     assert again.receipt == first.receipt and again.status == first.status == "success"
 
 
+def test_a_tampered_completed_receipt_is_not_rewritten_by_a_rerun(env: dict) -> None:
+    """An adversary edits the completed receipt's sealed operation count: the rerun no
+    longer takes it as covering its operations and seals again, but never writes over or
+    beside a completed receipt; the edit stays for verify to find (the digest)."""
+    first = apply(env)
+    path = Path(first.receipt.removeprefix("file://"))
+    doc = json.loads(path.read_text())
+    doc["evidence"]["operations"]["count"] += 1
+    path.write_text(json.dumps(doc))
+    tampered = path.read_bytes()
+    again = apply(env)
+    assert again.receipt == first.receipt and path.read_bytes() == tampered
+    assert sorted(p.name for p in path.parent.glob("receipt*.json")) == ["receipt.json"]
+
+
 RUN_STAGES = ("after_stage", "after_gate", "after_commit_groups")  # once per run: no skip
 BOUNDARIES = [
     (p, s)

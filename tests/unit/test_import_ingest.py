@@ -10,6 +10,8 @@ driver has its own SQLite library): each test opens the store only around it.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ from memlife.stores.sqlite import COLUMNS, SqliteStore, record_to_row
 from memlife.tombstones import add as add_tombstones
 from tests.support.records import good
 
+_REPO = Path(__file__).resolve().parents[2]
 _TYPES = "SELECT " + ", ".join(f"typeof({c})" for c in COLUMNS) + " FROM records ORDER BY id"
 
 
@@ -138,6 +141,34 @@ def test_tombstones_of_other_actors_leave_the_batch_plain(
     flushed = _write(path, _table([*records[20:30], naming]))
     assert through == [11]  # names a source: checked row by row (another actor's erasure)
     assert flushed.imported == 11 and not flushed.conflicts
+
+
+def test_an_erasure_committed_after_the_writer_opened_is_seen(tmp_path: Path) -> None:
+    """An erasure in another process, while the worker's connection is open and idle: the
+    next batch's plain-or-not decision reads the tombstones inside its own transaction, so
+    the erased text is refused, not written."""
+    records = _records()
+    path = tmp_path / "s.db"
+    SqliteStore(path).close()
+    writer = IngestWriter(path)  # this process holds only the driver's connection now
+    try:
+        assert writer.write(_table(records[:5])).imported == 5  # plain: no tombstones yet
+        erase = (
+            "import json, sys\n"
+            "from memlife.model import parse_record_line\n"
+            "from memlife.stores.sqlite import SqliteStore\n"
+            "from memlife.tombstones import add\n"
+            "from tests.support.records import good\n"
+            "with SqliteStore(sys.argv[1]) as s:\n"
+            "    add(s, [parse_record_line(json.dumps(good('m-gone', content='Secret text.')))])\n"
+        )
+        subprocess.run([sys.executable, "-c", erase, str(path)], check=True, cwd=_REPO)
+        again = parse_record_line(json.dumps(good("m-again", content="Secret text.")))
+        flushed = writer.write(_table([*records[5:10], again], first_line=6))
+    finally:
+        writer.close()
+    assert flushed.conflicts == [{"line": 11, "id": "m-again", "code": "ERASED_CONTENT"}]
+    assert "m-again" not in {r[0] for r in _stored(path)[0]}
 
 
 def test_a_fault_inside_the_write_leaves_nothing_and_the_writer_usable(tmp_path: Path) -> None:
