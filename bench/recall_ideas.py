@@ -31,9 +31,10 @@ from pathlib import Path
 import numpy as np
 import recall_locomo as bench
 
-from memlife import retrieval
+from memlife import retrieval, token_match
 from memlife.retrieval import CONTEXT_POOL, CONTEXT_WINDOW_S, LexicalIndex, tokenize
 from memlife.timeref import _month, _month_end, query_date_ranges
+from memlife.token_match import QueryTokens, TokenCodes
 
 WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.5)
 
@@ -52,6 +53,11 @@ class Prepared:
     category: np.ndarray
     lexical: LexicalIndex
     extra: dict[str, np.ndarray] = field(default_factory=dict)  # idea -> Q x N term
+    # token alignment: per query and content token, its best match in every memory (Q, T, N),
+    # whether the memory holds that piece (Q, T, N), and which of the T slots are real (Q, T)
+    tok_best: np.ndarray | None = None
+    tok_held: np.ndarray | None = None
+    tok_mask: np.ndarray | None = None
 
 
 def prepare(
@@ -76,6 +82,9 @@ def prepare(
         dated.append(inside.astype(np.float32))
     near = np.abs(c.created[:, None] - c.created[None, :]) <= CONTEXT_WINDOW_S
     np.fill_diagonal(near, False)
+    tok_best = tok_held = tok_mask = None
+    if c.codes and c.qtokens:
+        tok_best, tok_held, tok_mask = token_tables(c.codes, c.qtokens)
     return Prepared(
         conv=c,
         cos=qvecs @ vecs.T,
@@ -86,7 +95,42 @@ def prepare(
         relevant=np.stack(c.relevant),
         category=np.array([q["category"] for q in c.queries]),
         lexical=lexical,
+        tok_best=tok_best,
+        tok_held=tok_held,
+        tok_mask=tok_mask,
     )
+
+
+def token_tables(
+    codes: Sequence[TokenCodes], queries: Sequence[QueryTokens]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """token_match.alignment's inputs for every query and memory at once (Prepared)."""
+    dim = queries[0].states.shape[1] if queries else 384
+    signs = np.concatenate([token_match._signs(c, dim) for c in codes])
+    starts = np.concatenate([[0], np.cumsum([len(c) for c in codes])[:-1]])
+    width = max([len(q) for q in queries] + [1])
+    best = np.zeros((len(queries), width, len(codes)), np.float32)
+    held = np.zeros((len(queries), width, len(codes)), bool)
+    mask = np.zeros((len(queries), width), bool)
+    for i, q in enumerate(queries):
+        if not len(q):
+            continue
+        best[i, : len(q)] = np.maximum.reduceat(q.states @ signs.T, starts, axis=1)
+        held[i, : len(q)] = np.stack([np.isin(q.pieces, c.pieces) for c in codes], axis=1)
+        mask[i, : len(q)] = True
+    return best, held, mask
+
+
+def token_term(p: Prepared, idx: np.ndarray) -> np.ndarray:
+    """token_match.alignment over each query's pool ``idx`` (Q, P): idf over the pool."""
+    assert p.tok_best is not None and p.tok_held is not None and p.tok_mask is not None
+    best = np.take_along_axis(p.tok_best, idx[:, None, :], 2)
+    df = np.take_along_axis(p.tok_held, idx[:, None, :], 2).sum(axis=2)
+    n = idx.shape[1]
+    idf = (np.log((n + 1) / (df + 1)) + 1.0) * p.tok_mask
+    denom = idf.sum(axis=1)
+    score = np.einsum("qt,qtp->qp", idf, best) / np.where(denom > 0, denom, 1.0)[:, None]
+    return score.astype(np.float32)
 
 
 Post = Callable[[Prepared, np.ndarray, dict], np.ndarray]
@@ -109,6 +153,8 @@ def first_hits(
     pool = min(pool, f.shape[1])
     idx = np.argsort(-f, axis=1, kind="stable")[:, :pool]  # ties: lower index, as rank
     s = np.take_along_axis(f, idx, 1)
+    if w.get("token") and p.tok_best is not None:
+        s = s + np.float32(w["token"]) * token_term(p, idx)
     if w["context"] and f.shape[1] > 1:
         near = p.near[idx[:, :, None], idx[:, None, :]]
         nb = np.where(near, s[:, None, :], -np.inf).max(axis=2)

@@ -37,15 +37,17 @@ from pathlib import Path
 
 import numpy as np
 
-from memlife.embed import default_embedder
+from memlife.embed import DIM, default_embedder
 from memlife.retrieval import (
     CENTROID_WEIGHT,
     CONTEXT_WEIGHT,
     DATE_WEIGHT,
     LEXICAL_WEIGHT,
+    TOKEN_WEIGHT,
     LexicalIndex,
     rank,
 )
+from memlife.token_match import QueryTokens, TokenCodes
 
 KS = (1, 5, 10)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -56,6 +58,7 @@ GRID = {
     "lexical": (0.0, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6),
     "date": (0.0, 0.1, 0.2, 0.3, 0.4, 0.5),
     "context": (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6),
+    "token": (0.0, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0),
 }
 # Share of a second model in an ensemble (--second-vectors); 0 = MiniLM alone.
 SECOND_GRID = (0.0, 1 / 3, 0.5, 2 / 3)
@@ -64,11 +67,13 @@ DEFAULTS = {
     "lexical": LEXICAL_WEIGHT,
     "date": DATE_WEIGHT,
     "context": CONTEXT_WEIGHT,
+    "token": TOKEN_WEIGHT,
 }
 ABLATION = {  # each row adds one idea; the weights it may use are chosen per fold
     "dense + BM25 (previous ranking)": ("centroid", "lexical"),
     "+ query dates": ("centroid", "lexical", "date"),
     "+ conversation context": ("centroid", "lexical", "date", "context"),
+    "+ token alignment": ("centroid", "lexical", "date", "context", "token"),
 }
 
 
@@ -83,6 +88,8 @@ class Conversation:
     lexical: _MemoLexical | None = None
     relevant: list[np.ndarray] = field(default_factory=list)  # per query: bool per memory
     second: tuple[np.ndarray, np.ndarray] | None = None  # a second model's (vecs, qvecs)
+    codes: list[TokenCodes] = field(default_factory=list)  # per memory (token alignment)
+    qtokens: list[QueryTokens] = field(default_factory=list)  # per query
     _mixed: dict[float, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
     def vectors(self, share: float) -> tuple[np.ndarray, np.ndarray]:
@@ -184,16 +191,74 @@ class _VectorCache:
             np.savez(self.path, texts=np.array(texts), vecs=np.stack(list(self.vectors.values())))
 
 
+class _TokenCache:
+    """text -> token codes (memories) and question -> content tokens, kept in an .npz
+    beside the vector cache (``FILE.tokens.npz``) when a path is given."""
+
+    def __init__(self, path: Path | None):
+        self.path = path if path is None else path.with_suffix(".tokens.npz")
+        self.codes: dict[str, TokenCodes] = {}
+        self.queries: dict[str, QueryTokens] = {}
+        self.added = 0
+        if self.path is not None and self.path.exists():
+            with np.load(self.path, allow_pickle=False) as z:
+                for t, n, blob in zip(z["mtexts"].tolist(), z["mn"], z["mblobs"], strict=True):
+                    self.codes[t] = TokenCodes.from_bytes(
+                        bytes(blob[: n * (2 + DIM // 8)]), int(n), DIM
+                    )
+                off = np.concatenate([[0], np.cumsum(z["qn"])])
+                for i, t in enumerate(z["qtexts"].tolist()):
+                    lo, hi = off[i], off[i + 1]
+                    self.queries[t] = QueryTokens(z["qstates"][lo:hi], z["qpieces"][lo:hi])
+
+    def memory_codes(self, texts: list[str]) -> list[TokenCodes]:
+        todo = sorted({t for t in texts if t not in self.codes})
+        if todo:
+            _, codes = default_embedder().embed_with_tokens(todo)
+            self.codes.update(zip(todo, codes, strict=True))
+            self.added += len(todo)
+        return [self.codes[t] for t in texts]
+
+    def query_tokens(self, questions: list[str]) -> list[QueryTokens]:
+        for q in questions:
+            if q not in self.queries:
+                self.queries[q] = default_embedder().embed_query(q)[1]
+                self.added += 1
+        return [self.queries[q] for q in questions]
+
+    def save(self) -> None:
+        if self.path is None or not self.added:
+            return
+        mtexts = list(self.codes)
+        blobs = [self.codes[t].to_bytes() for t in mtexts]
+        width = max(len(b) for b in blobs)
+        qtexts = list(self.queries)
+        np.savez(
+            self.path,
+            mtexts=np.array(mtexts),
+            mn=np.array([len(self.codes[t]) for t in mtexts]),
+            mblobs=np.array([np.frombuffer(b.ljust(width, b"\0"), np.uint8) for b in blobs]),
+            qtexts=np.array(qtexts),
+            qn=np.array([len(self.queries[t]) for t in qtexts]),
+            qstates=np.concatenate([self.queries[t].states for t in qtexts]),
+            qpieces=np.concatenate([self.queries[t].pieces for t in qtexts]),
+        )
+
+
 def prepare(convs: list[Conversation], cache: _VectorCache) -> None:
+    tokens = _TokenCache(cache.path)
     for c in convs:
         c.vecs = cache.embed(c.texts)
         c.qvecs = cache.embed([q["question"] for q in c.queries])
+        c.codes = tokens.memory_codes(c.texts)
+        c.qtokens = tokens.query_tokens([q["question"] for q in c.queries])
         c.lexical = _MemoLexical(c.texts)
         c.relevant = [
             np.fromiter((bool(d & set(q["evidence"])) for d in c.dia), bool, len(c.dia))
             for q in c.queries
         ]
     cache.save()
+    tokens.save()
 
 
 def load_second(path: Path, convs: list[Conversation]) -> None:
@@ -213,7 +278,12 @@ def first_hits(c: Conversation, w: dict[str, float], k: int = max(KS)) -> list[i
     vecs, qvecs = c.vectors(w.get("second", 0.0))
     centroid = vecs.mean(axis=0)  # as an online shard keeps it (running sum / n)
     out = []
-    for q, qv, rel in zip(c.queries, qvecs, c.relevant, strict=True):
+
+    def codes_of(rows: np.ndarray) -> list[TokenCodes | None]:
+        return [c.codes[int(r)] for r in rows]
+
+    qtokens: list[QueryTokens | None] = list(c.qtokens) or [None] * len(c.queries)
+    for q, qv, qt, rel in zip(c.queries, qvecs, qtokens, c.relevant, strict=True):
         res = rank(
             qv,
             vecs,
@@ -226,6 +296,9 @@ def first_hits(c: Conversation, w: dict[str, float], k: int = max(KS)) -> list[i
             created=c.created,
             date_weight=w["date"],
             context_weight=w["context"],
+            query_tokens=qt,
+            token_codes=codes_of if c.codes else None,
+            token_weight=w.get("token", 0.0),
         )
         found = np.flatnonzero(rel[res.indices])
         out.append(int(found[0]) + 1 if len(found) else 0)

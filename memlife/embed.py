@@ -26,6 +26,7 @@ import numpy as np
 
 from memlife.errors import EmbeddingModelError as EmbeddingModelError  # moved; re-exported
 from memlife.settings import settings
+from memlife.token_match import QueryTokens, TokenCodes, pack, query_tokens
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -275,6 +276,7 @@ class MiniLMEmbedder:
         self._model_sha256 = model_sha256
         self._sess: ort.InferenceSession | None = None
         self._lock = threading.Lock()  # the tokenizer's padding state is shared
+        self._content: np.ndarray | None = None  # content_pieces(), built on first use
 
     def _session(self) -> ort.InferenceSession:
         """The ONNX session, created on the first embedding: it costs 150-300 MB of RSS, and a
@@ -355,31 +357,74 @@ class MiniLMEmbedder:
         mask = np.asarray([e.attention_mask for e in enc], dtype=np.int64)
         return ids, mask
 
-    def _run(self, texts: Sequence[str]) -> np.ndarray:
+    def _forward(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One batch through the model: (token states (n, seq, dim), input ids, mask)."""
         sess = self._session()
         ids, mask = self.tokenize(texts)
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = np.zeros_like(ids)
-        hidden = sess.run(None, feeds)[0]  # (n, seq, dim)
+        hidden = np.asarray(sess.run(None, feeds)[0])  # (n, seq, dim)
+        return hidden, ids, mask
+
+    @staticmethod
+    def _pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """Mean over the real tokens, L2-normalised: the sentence vector."""
         m = mask[:, :, None].astype(np.float32)
         pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         unit: np.ndarray = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
         return unit
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
+    def _run(self, texts: Sequence[str]) -> np.ndarray:
+        hidden, _, mask = self._forward(texts)
+        return self._pool(hidden, mask)
+
+    def _batches(self, texts: Sequence[str]) -> list[list[int]]:
+        """Text positions in batches of similar length (each batch pads to its longest)."""
         if isinstance(texts, str):  # a bare string would be embedded character by character
             raise TypeError("embed() takes a sequence of strings, not a str")
-        if len(texts) == 0:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        # Sort by length so each batch pads to similar lengths, then restore the order.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        return [order[s : s + self.batch_size] for s in range(0, len(order), self.batch_size)]
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start : start + self.batch_size]
+        for idx in self._batches(texts):
             out[idx] = self._run([texts[i] for i in idx])
         return out
+
+    def embed_with_tokens(self, texts: Sequence[str]) -> tuple[np.ndarray, list[TokenCodes]]:
+        """The sentence vectors and, from the same pass, each text's token codes (the sign
+        bits of its token states, [CLS] and [SEP] left out: memlife.token_match)."""
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        codes: list[TokenCodes | None] = [None] * len(texts)
+        for idx in self._batches(texts):
+            hidden, ids, mask = self._forward([texts[i] for i in idx])
+            out[idx] = self._pool(hidden, mask)
+            for row, i in enumerate(idx):
+                n = int(mask[row].sum())
+                codes[i] = pack(hidden[row, 1 : n - 1], ids[row, 1 : n - 1])
+        return out, [c for c in codes if c is not None]
+
+    def embed_query(self, text: str) -> tuple[np.ndarray, QueryTokens]:
+        """A question's vector and its content tokens' states, from one pass."""
+        hidden, ids, mask = self._forward([text])
+        n = int(mask[0].sum())
+        tokens = query_tokens(hidden[0, 1 : n - 1], ids[0, 1 : n - 1], self.content_pieces())
+        return self._pool(hidden, mask)[0], tokens
+
+    def content_pieces(self) -> np.ndarray:
+        """bool per vocabulary id: a whole word that is no stopword (what token alignment
+        matches a question by; word pieces, punctuation and [CLS]-style marks are not)."""
+        if self._content is None:
+            from memlife.retrieval import STOPWORDS  # retrieval imports this module
+
+            vocab = self._tokenizer().get_vocab()
+            mask = np.zeros(max(vocab.values()) + 1, dtype=bool)
+            for piece, i in vocab.items():
+                mask[i] = piece.isalpha() and piece.isascii() and piece not in STOPWORDS
+            self._content = mask
+        return self._content
 
 
 _default: MiniLMEmbedder | None = None

@@ -2,7 +2,10 @@
 
 Keyed by (content_sha256, model_id): the same text embeds to the same vector under one
 model, and a model change simply misses. Vectors are float32 bytes with their dim.
-The table lives in the store's SQLite file when given its connection and lock
+A content's token codes (memlife.token_match: the sign bits of its token states, what
+recall's token alignment reads) sit in the same table under the model id + TOKENS, with
+the token count as ``dim``; they are written whenever the embedder computes a vector
+(one pass gives both) and erased with it. The table lives in the store's SQLite file when given its connection and lock
 (``SqliteStore.connection`` / ``.lock``: one backup, one erasure covers both), else in
 ``$MEMLIFE_HOME/embeddings.db``. Erasure calls :meth:`EmbeddingCache.delete_for`: a
 vector is derived from content and must go with it.
@@ -24,6 +27,7 @@ from memlife.embed import Embedder
 from memlife.model import MemoryRecord, content_sha256
 from memlife.settings import settings
 from memlife.sql_in import in_chunks
+from memlife.token_match import TokenCodes
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS embeddings (
@@ -34,6 +38,7 @@ CREATE TABLE IF NOT EXISTS embeddings (
     PRIMARY KEY (content_sha256, model_id)
 ) WITHOUT ROWID;
 """
+TOKENS = "#tokens"  # model id suffix of a content's token codes (module doc)
 
 
 def write_many(conn: sqlite3.Connection, sql: str, rows: Sequence[Sequence[Any]]) -> None:
@@ -176,6 +181,62 @@ class EmbeddingCache:
         with self.lock:
             write_many(self._db, "INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?)", rows)
 
+    def _lookup_blobs(self, shas: Sequence[str], model_id: str) -> dict[str, tuple[int, bytes]]:
+        """(dim, blob) per content held under ``model_id`` (token codes: TOKENS)."""
+        found: dict[str, tuple[int, bytes]] = {}
+        with self.lock:
+            for qs, chunk in in_chunks(shas):
+                q = (
+                    "SELECT content_sha256, dim, vector FROM embeddings WHERE model_id=? "
+                    f"AND content_sha256 IN ({qs})"
+                )
+                for sha, d, blob in self._db.execute(q, (model_id, *chunk)):
+                    found[sha] = (int(d), bytes(blob))
+        return found
+
+    def _embed_fresh(self, texts: list[str], shas: list[str]) -> np.ndarray:
+        """Embed ``texts`` and store their vectors, with their token codes when the embedder
+        gives them from the same pass (MiniLMEmbedder.embed_with_tokens)."""
+        emb = self.embedder
+        model_id, dim = emb.model_id, emb.dim
+        with_tokens = getattr(emb, "embed_with_tokens", None)
+        codes: list[TokenCodes] = []
+        if callable(with_tokens):
+            vecs, codes = with_tokens(texts)
+            vecs = np.asarray(vecs, dtype=np.float32)
+        else:
+            vecs = np.asarray(emb.embed(texts), dtype=np.float32)
+        rows = [(s, model_id, dim, v.tobytes()) for s, v in zip(shas, vecs, strict=True)]
+        if codes:
+            tok = model_id + TOKENS
+            rows += [(s, tok, len(c), c.to_bytes()) for s, c in zip(shas, codes, strict=True)]
+        self._store(rows)
+        return vecs
+
+    def token_codes(self, texts: Sequence[str]) -> list[TokenCodes] | None:
+        """Token codes aligned with ``texts``: stored ones, the rest computed (and stored,
+        with their vectors) in one pass; None when the embedder gives no token states."""
+        emb = self.embedder
+        if not callable(getattr(emb, "embed_with_tokens", None)):
+            return None
+        shas = [content_sha256(t) for t in texts]
+        unique = list(dict.fromkeys(shas))
+        found: dict[str, TokenCodes] = {}
+        for sha, (n, blob) in self._lookup_blobs(unique, emb.model_id + TOKENS).items():
+            try:
+                found[sha] = TokenCodes.from_bytes(blob, n, emb.dim)
+            except ValueError:
+                continue  # stale or damaged: computed again below
+        todo = [s for s in unique if s not in found]
+        if todo:
+            text_of = dict(zip(shas, texts, strict=True))
+            for i in range(0, len(todo), self.batch_size):
+                chunk = todo[i : i + self.batch_size]
+                self._embed_fresh([text_of[s] for s in chunk], chunk)
+            for sha, (n, blob) in self._lookup_blobs(todo, emb.model_id + TOKENS).items():
+                found[sha] = TokenCodes.from_bytes(blob, n, emb.dim)
+        return [found[s] for s in shas]
+
     def get_or_embed_texts(self, texts: Sequence[str]) -> np.ndarray:
         """float32 (len(texts), dim), L2-normalised rows; embeds only what is not cached."""
         emb = self.embedder
@@ -196,9 +257,8 @@ class EmbeddingCache:
         batches = 0
         for i in range(0, len(todo), self.batch_size):
             chunk = todo[i : i + self.batch_size]
-            vecs = np.asarray(emb.embed([text_of[s] for s in chunk]), dtype=np.float32)
+            vecs = self._embed_fresh([text_of[s] for s in chunk], chunk)
             batches += 1
-            self._store([(s, model_id, dim, v.tobytes()) for s, v in zip(chunk, vecs, strict=True)])
             fresh.update(zip(chunk, vecs, strict=True))
         self._remember_recent({**cached, **fresh}, model_id)
         with self._stats_lock:
@@ -228,8 +288,10 @@ class EmbeddingCache:
         return deleted
 
     def __len__(self) -> int:
+        """Vectors held (token codes not counted)."""
         with self.lock:
-            return int(self._db.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0])
+            q = "SELECT COUNT(*) FROM embeddings WHERE model_id NOT LIKE ?"
+            return int(self._db.execute(q, ("%" + TOKENS,)).fetchone()[0])
 
     def close(self) -> None:
         if self._own:

@@ -9,6 +9,7 @@ without a copy. The centroid is a running sum, so a query need not recompute it.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -20,6 +21,10 @@ from memlife.model import content_sha256
 from memlife.retrieval import LexicalIndex
 from memlife.text import negates, norm_sha256
 from memlife.timeref import epoch_seconds
+from memlife.token_match import TokenCodes
+
+# ids -> their token codes (None: the embedder gives none), read or computed by the owner
+CodesSource = Callable[[Sequence[str]], Sequence[TokenCodes | None] | None]
 
 # Text analysed per record in the online index (negation, BM25 terms): a record larger
 # than this (imported before the content bound, or from a remote store) costs no more.
@@ -53,12 +58,15 @@ class ShardIndex:
     fingerprint: Any = None
     checked_epoch: int = -1
     loaded_at: float = 0.0
+    codes_source: CodesSource | None = None
 
     def __post_init__(self) -> None:
         self._buf = np.zeros((16, self.dim), dtype=np.float32)
         self._created = np.zeros(16, dtype=np.float64)  # POSIX seconds, row-aligned
         self._sum = np.zeros(self.dim, dtype=np.float64)  # running sum of the rows (centroid)
         self._coarse: SignCodes | None = None  # built on first use by a large shard
+        # token codes by row (token alignment), fetched when a row first reaches a pool
+        self._codes: list[TokenCodes | None] = []
 
     def coarse(self) -> SignCodes | None:
         """Sign codes of the rows for rank()'s coarse pass, once the shard is large enough
@@ -84,6 +92,17 @@ class ShardIndex:
         """Mean of the rows, kept as a running sum: rank() need not recompute it per query."""
         return (self._sum / max(self.n, 1)).astype(np.float32)
 
+    def token_codes(self, rows: np.ndarray) -> list[TokenCodes | None]:
+        """The token codes of ``rows`` (retrieval.rank's pool), fetched from
+        ``codes_source`` the first time a row needs them; None where none can be had."""
+        missing = [int(r) for r in rows if self._codes[int(r)] is None]
+        if missing and self.codes_source is not None:
+            got = self.codes_source([self.ids[r] for r in missing])
+            if got is not None:
+                for r, c in zip(missing, got, strict=True):
+                    self._codes[r] = c
+        return [self._codes[int(r)] for r in rows]
+
     def exact(self, content: str) -> int | None:
         ids = self.by_norm.get(norm_key(content))
         return self.row_of[ids[0]] if ids else None
@@ -107,6 +126,7 @@ class ShardIndex:
         nsha = norm_key(content)
         head = content[:ANALYSIS_WINDOW]  # bounded work per record, however large it is
         self.ids.append(rid)
+        self._codes.append(None)
         self.negated.append(negates(head))
         self.row_of[rid] = row
         self.by_norm.setdefault(nsha, []).append(rid)
@@ -127,9 +147,11 @@ class ShardIndex:
             self._buf[row] = self._buf[last]
             self._created[row] = self._created[last]
             self.ids[row] = self.ids[last]
+            self._codes[row] = self._codes[last]
             self.negated[row] = self.negated[last]
             self.row_of[self.ids[row]] = row
         self.ids.pop()
+        self._codes.pop()
         self.negated.pop()
         self.lexical.remove(row)
         nsha = self.norm_of.pop(rid)

@@ -66,6 +66,7 @@ from memlife.settings import settings
 from memlife.stores.base import BatchResult, ChangeSignal, MemoryStore, iter_shard
 from memlife.stores.sqlite import DUPLICATE_ACTIVE, SqliteStore
 from memlife.text import negates
+from memlife.token_match import QueryTokens, TokenCodes
 from memlife.tombstones import ERASED_CONTENT, ERASED_SOURCE, insert_new
 
 DEFAULT_NEAR_DUPLICATE = 0.9
@@ -193,7 +194,7 @@ class LongTermMemory:
             self.store, actor, namespace, page_size=self.page_size, statuses=_ACTIVE
         ):
             records += [r for r in page.records if r.status is Status.active]
-        shard = ShardIndex(actor, namespace, self.embedder.dim)
+        shard = ShardIndex(actor, namespace, self.embedder.dim, codes_source=self._token_codes)
         if records:
             vectors = self.cache.get_or_embed(records)
             for i, r in enumerate(records):
@@ -204,6 +205,18 @@ class LongTermMemory:
         shard.loaded_at = time.monotonic()
         self.load_count += 1
         return shard
+
+    def _token_codes(self, ids: Sequence[str]) -> list[TokenCodes | None] | None:
+        """Token codes of these records (stored with their vectors, else computed once):
+        what recall's token alignment reads for the candidates it reorders."""
+        records = self._get_many(ids)
+        texts = [records[i].content if i in records else None for i in ids]
+        known = [t for t in texts if t is not None]
+        codes = self.cache.token_codes(known) if known else []
+        if codes is None:
+            return None
+        it = iter(codes)
+        return [next(it) if t is not None else None for t in texts]
 
     def _shard(self, actor: str, namespace: str) -> ShardIndex:
         key = (actor, namespace)
@@ -550,12 +563,17 @@ class LongTermMemory:
         if namespace is not None:
             check_namespace(namespace)  # as remember: a namespace no record can have is a mistake
         thr = self.threshold if threshold is None else threshold
-        qv = self.embedder.embed([query])[0]
+        embed_query = getattr(self.embedder, "embed_query", None)
+        tokens: QueryTokens | None = None
+        if callable(embed_query):  # the vector and the token states from one pass
+            qv, tokens = embed_query(query)
+        else:
+            qv = self.embedder.embed([query])[0]
         with self._lock:
             self._check_marker()
             names = [namespace] if namespace is not None else sorted(self._actor_namespaces(actor))
             shards = [self._shard(actor, ns) for ns in names]
-            cands = rank_sets(qv, query, shards, k=k + 2, threshold=thr)
+            cands = rank_sets(qv, query, shards, k=k + 2, threshold=thr, query_tokens=tokens)
             records = self._get_many([c.id for c in cands])
             out: list[Hit] = []
             now = utcnow()

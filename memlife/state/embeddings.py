@@ -2,7 +2,7 @@
 
 Keyed like the SQLite cache (content hash + model), so a worker on any machine finds the
 vectors another computed; erasure deletes every model's vector of an erased content
-(:meth:`delete_for`). A vector is float32 bytes (384 dims: 1.5 KB, far below the item
+(:meth:`delete_for`), its token codes included (model id + TOKENS). A vector is float32 bytes (384 dims: 1.5 KB, far below the item
 limit); nothing else of the content is kept.
 """
 
@@ -41,6 +41,10 @@ class DynamoEmbeddingCache(EmbeddingCache):
             if int(item["dim"]["N"]) == dim and len(blob) == 4 * dim:  # else stale: re-embed
                 found[item["pk"]["S"][4:]] = np.frombuffer(blob, dtype=np.float32)
         return found
+
+    def _lookup_blobs(self, shas: Sequence[str], model_id: str) -> dict[str, tuple[int, bytes]]:
+        items = self.state.batch_get([key(f"emb#{s}", model_id) for s in shas])
+        return {i["pk"]["S"][4:]: (int(i["dim"]["N"]), bytes(i["vector"]["B"])) for i in items}
 
     def _store(self, rows: list[tuple[str, str, int, bytes]]) -> None:
         self.state.batch_write(puts=[

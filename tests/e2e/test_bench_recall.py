@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from memlife.token_match import QueryTokens, pack
+
 sys.path.insert(0, str(Path(__file__).parents[2] / "bench"))
 import recall_ideas as ideas  # noqa: E402
 import recall_locomo as bench  # noqa: E402
@@ -128,6 +130,17 @@ def _random_conversation(seed: int) -> bench.Conversation:
     c.relevant = [
         np.fromiter((bool(d & set(q["evidence"])) for d in c.dia), bool, 40) for q in queries
     ]
+    tok = np.random.default_rng(500 + seed)  # token states: pieces from a small vocabulary
+    c.codes = []
+    for _ in range(40):
+        n = int(tok.integers(1, 6))
+        c.codes.append(pack(tok.normal(size=(n, 16)), tok.integers(0, 8, n)))
+    c.qtokens = []
+    for j in range(15):
+        t = 0 if j == 4 else int(tok.integers(1, 4))  # one question without content tokens
+        states = tok.normal(size=(t, 16)).astype(np.float32)
+        states /= np.maximum(np.linalg.norm(states, axis=1, keepdims=True), 1e-12)
+        c.qtokens.append(QueryTokens(states=states, pieces=tok.integers(0, 8, t)))
     return c
 
 
@@ -142,6 +155,8 @@ def test_the_ideas_replica_ranks_exactly_like_retrieval_rank() -> None:
         {"centroid": 0.0, "lexical": 0.0, "date": 0.0, "context": 0.0},
         {"centroid": 0.5, "lexical": 0.6, "date": 0.3, "context": 0.0},
         {"centroid": 1.25, "lexical": 0.1, "date": 0.0, "context": 0.6},
+        {"centroid": 1.0, "lexical": 0.2, "date": 0.3, "context": 0.4, "token": 2.0},
+        {"centroid": 0.5, "lexical": 0.0, "date": 0.0, "context": 0.0, "token": 5.0},
     ):
         for p in preps:
             assert ideas.first_hits(p, w).tolist() == bench.first_hits(p.conv, w), w
@@ -151,6 +166,12 @@ def test_the_ideas_replica_ranks_exactly_like_retrieval_rank() -> None:
     for p in wrong:
         p.bm25 = -p.bm25
     assert ideas.check_replica(wrong, bench.DEFAULTS) < 1.0
+    only_tokens = {"centroid": 0.0, "lexical": 0.0, "date": 0.0, "context": 0.0, "token": 5.0}
+    drifted = [ideas.prepare(c) for c in convs]
+    for p in drifted:
+        assert p.tok_best is not None
+        p.tok_best = -p.tok_best
+    assert ideas.check_replica(drifted, only_tokens) < 1.0
 
 
 def test_an_idea_is_weighed_on_the_training_folds_only() -> None:

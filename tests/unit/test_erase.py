@@ -143,6 +143,8 @@ def test_erasure_leaves_no_byte_of_the_erased_content(home: Path) -> None:
         ]
     )
     assert sum(disk_count(db, MARKER).values()) > 0  # the canary is on disk before
+    q = "SELECT content_sha256 FROM embeddings WHERE model_id LIKE '%#tokens'"
+    assert erased_shas <= {r[0] for r in store.connection.execute(q)}  # token codes too
 
     result = erase(store, "u-1", subject="allergy", now=NOW)
 
@@ -155,8 +157,10 @@ def test_erasure_leaves_no_byte_of_the_erased_content(home: Path) -> None:
     assert disk_count(db, MARKER) == {"memlife.db": 0, "memlife.db-wal": 0, "memlife.db-shm": 0}
     assert everywhere(home, MARKER) == []  # ledger, receipts, reports: ids and hashes only
     # derived data gone: vectors, ledger rows, the journal payload
-    rows = store.connection.execute("SELECT content_sha256 FROM embeddings").fetchall()
-    assert erased_shas.isdisjoint({r[0] for r in rows}) and len(rows) == 2
+    # (vectors and token codes: recall stored the codes of its candidates, erased ones too)
+    rows = store.connection.execute("SELECT content_sha256, model_id FROM embeddings").fetchall()
+    assert erased_shas.isdisjoint({r[0] for r in rows}) and len({r[0] for r in rows}) == 2
+    assert sum(r[1].endswith("#tokens") for r in rows) == 2
     ledger_ids = set(AccessLedger().read().column("record_id").to_pylist())
     assert ledger_ids.isdisjoint({"m-nut1", "m-nut2", "r-nut", "r-health"})
     assert journal.get("op-crashed").payload is None  # type: ignore[union-attr]

@@ -1,0 +1,117 @@
+"""Token alignment: recall's late-interaction term over the embedding model's token states.
+
+Why: a memory's sentence vector is the mean of its tokens' states. In a long, chatty memory
+("Nice! By the way, I finally went to that support group on Friday...") the few tokens
+that answer a question are averaged with everything else, and the vector drifts toward
+small talk. Matching each question token to its best token in the memory keeps them apart
+(ColBERT's MaxSim; BERTScore's recall with idf weights). The states are the ones the
+embedding pass computes anyway, so no second model runs.
+
+The score of a memory d for a question q, over the question's content tokens t (words, not
+word pieces, stopwords or punctuation):
+
+    sum_t idf(t) * max_j (q_t . s_j) / sum_t idf(t)
+
+``s_j`` is the sign pattern of d's j-th token state, scaled to unit length: a memory's
+states are kept as sign bits (48 bytes a token for 384 dimensions), the question's in
+float. ``idf`` is taken over the candidates being reordered (the best CONTEXT_POOL of the
+fused ranking): a piece every candidate shares (the person's name the question asks
+about) counts little, one that tells them apart counts most.
+
+Held out on LoCoMo (bench/recall_locomo.py, weights chosen on five conversations and
+scored on the other five): recall@5 rises most on raw conversation turns, a little on
+short observations; BENCHMARKS.md has the figures and the variants that were measured
+(float or int8 states, idf over all memories, no idf, the whole corpus instead of the pool).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+SIGN_BYTES_PER_DIM = 1 / 8
+
+
+@dataclass(frozen=True)
+class TokenCodes:
+    """One memory's tokens: word-piece ids and the sign bits of their states (row per token)."""
+
+    pieces: np.ndarray  # uint16 (n,)
+    bits: np.ndarray  # uint8 (n, dim / 8)
+
+    def __len__(self) -> int:
+        return len(self.pieces)
+
+    def to_bytes(self) -> bytes:
+        """pieces (little-endian uint16) then bits: the stored form (``from_bytes``)."""
+        return self.pieces.astype("<u2").tobytes() + self.bits.tobytes()
+
+    @classmethod
+    def from_bytes(cls, blob: bytes, n: int, dim: int) -> TokenCodes:
+        width = dim // 8
+        if len(blob) != n * (2 + width):
+            raise ValueError(f"token codes of {len(blob)} bytes for {n} tokens of {dim} dims")
+        pieces = np.frombuffer(blob, dtype="<u2", count=n).astype(np.uint16)
+        bits = np.frombuffer(blob, dtype=np.uint8, offset=2 * n).reshape(n, width)
+        return cls(pieces=pieces, bits=bits)
+
+
+@dataclass(frozen=True)
+class QueryTokens:
+    """A question's content tokens: unit float states and their word-piece ids."""
+
+    states: np.ndarray  # float32 (t, dim), rows L2-normalised
+    pieces: np.ndarray  # int64 (t,)
+
+    def __len__(self) -> int:
+        return len(self.pieces)
+
+
+def pack(states: np.ndarray, pieces: np.ndarray) -> TokenCodes:
+    """A memory's token states (n, dim) as sign bits, with their word-piece ids."""
+    bits = np.packbits(np.asarray(states) > 0, axis=1)
+    return TokenCodes(pieces=np.asarray(pieces, dtype=np.uint16), bits=bits)
+
+
+def query_tokens(states: np.ndarray, pieces: np.ndarray, content: np.ndarray) -> QueryTokens:
+    """The question's content tokens (``content``: a bool per vocabulary id), unit rows."""
+    pieces = np.asarray(pieces, dtype=np.int64)
+    keep = content[pieces]
+    s = np.asarray(states, dtype=np.float32)[keep]
+    norms = np.linalg.norm(s, axis=1, keepdims=True)
+    return QueryTokens(states=s / np.maximum(norms, 1e-12), pieces=pieces[keep])
+
+
+def _signs(codes: TokenCodes, dim: int) -> np.ndarray:
+    """The codes' sign patterns as float rows of unit length."""
+    unpacked = np.unpackbits(codes.bits, axis=1, count=dim).astype(np.float32)
+    scaled: np.ndarray = (unpacked * 2.0 - 1.0) * np.float32(1.0 / math.sqrt(dim))
+    return scaled
+
+
+def alignment(query: QueryTokens, candidates: Sequence[TokenCodes | None]) -> np.ndarray:
+    """float32 score per candidate (module doc); 0 for a candidate without codes, and for
+    every candidate when the question has no content token."""
+    out = np.zeros(len(candidates), dtype=np.float32)
+    present = [i for i, c in enumerate(candidates) if c is not None and len(c)]
+    if not len(query) or not present:
+        return out
+    dim = query.states.shape[1]
+    codes = [candidates[i] for i in present]
+    signs = np.concatenate([_signs(c, dim) for c in codes if c is not None])
+    sizes = np.array([len(c) for c in codes if c is not None])
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    # best match of every question token in every candidate: (t, candidates)
+    best = np.maximum.reduceat(query.states @ signs.T, starts, axis=1)
+    # idf over the candidates: how many of them hold each of the question's pieces
+    n = len(codes)
+    held = np.array(
+        [np.isin(query.pieces, c.pieces).astype(np.int64) for c in codes if c is not None]
+    )
+    df = held.sum(axis=0)
+    idf = np.log((n + 1) / (df + 1)) + 1.0
+    out[present] = (idf @ best) / idf.sum()
+    return out

@@ -1,0 +1,203 @@
+"""Token alignment (memlife.token_match): codes, the score, rank's use of it, storage."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memlife.embed import default_embedder
+from memlife.embed_cache import TOKENS, EmbeddingCache
+from memlife.model import content_sha256
+from memlife.retrieval import rank
+from memlife.token_match import QueryTokens, TokenCodes, alignment, pack
+
+DIM = 16
+
+
+def unit(v: np.ndarray) -> np.ndarray:
+    return (v / np.linalg.norm(v, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def codes(states: np.ndarray, pieces: list[int]) -> TokenCodes:
+    return pack(states, np.array(pieces))
+
+
+def test_codes_round_trip_and_a_wrong_length_is_refused() -> None:
+    rng = np.random.default_rng(0)
+    c = codes(rng.standard_normal((5, 384)), [3, 9, 9, 1000, 65000])
+    back = TokenCodes.from_bytes(c.to_bytes(), 5, 384)
+    assert back.pieces.tolist() == [3, 9, 9, 1000, 65000]
+    assert np.array_equal(back.bits, c.bits) and back.bits.shape == (5, 48)
+    with pytest.raises(ValueError, match="5 tokens"):
+        TokenCodes.from_bytes(c.to_bytes()[:-1], 5, 384)
+
+
+def test_the_candidate_holding_the_question_tokens_wins_and_idf_is_over_the_pool() -> None:
+    e = np.eye(DIM, dtype=np.float32)
+    # question: "name" (piece 1) and "tournament" (piece 2)
+    q = QueryTokens(states=e[[0, 1]], pieces=np.array([1, 2]))
+    has_both = codes(e[[0, 1, 5]], [1, 2, 7])
+    name_only = codes(e[[0, 6, 7]], [1, 8, 9])
+    other = codes(e[[8, 9]], [10, 11])
+    s = alignment(q, [has_both, name_only, other, None])
+    # a sign pattern of a basis vector meets its own basis vector at +1/4, any other at -1/4
+    idf1, idf2 = np.log(4 / 3) + 1, np.log(4 / 2) + 1  # piece 1 in 2 of 3 candidates, 2 in 1
+    assert s[0] == pytest.approx(0.25)
+    assert s[1] == pytest.approx((idf1 - idf2) * 0.25 / (idf1 + idf2))
+    assert s[2] == pytest.approx(-0.25) and s[3] == 0.0
+    assert s[0] > s[1] > s[2]
+
+
+def test_a_question_without_content_tokens_scores_nothing() -> None:
+    q = QueryTokens(states=np.zeros((0, DIM), np.float32), pieces=np.zeros(0, np.int64))
+    c = codes(np.eye(DIM)[:3], [1, 2, 3])
+    assert alignment(q, [c, c]).tolist() == [0.0, 0.0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 6), st.integers(1, 8))
+def test_scores_are_bounded_and_follow_a_permutation(seed: int, t: int, n: int) -> None:
+    rng = np.random.default_rng(seed)
+    q = QueryTokens(states=unit(rng.standard_normal((t, DIM))), pieces=rng.integers(0, 5, t))
+    cands = [
+        codes(rng.standard_normal((int(rng.integers(1, 6)), DIM)), list(rng.integers(0, 5, 5)))
+        for _ in range(n)
+    ]
+    cands = [TokenCodes(pieces=c.pieces[: len(c.bits)], bits=c.bits) for c in cands]
+    s = alignment(q, cands)
+    assert np.all(np.abs(s) <= 1.0 + 1e-6)
+    perm = rng.permutation(n)
+    assert np.allclose(alignment(q, [cands[i] for i in perm]), s[perm], atol=1e-6)
+
+
+def test_rank_reorders_the_pool_by_token_alignment_and_weight_zero_turns_it_off() -> None:
+    e = np.eye(DIM, dtype=np.float32)
+    query = unit(e[0] + e[1])
+    # candidate 0 is a little closer as a sentence vector; candidate 1 holds the question's tokens
+    vectors = unit(np.stack([e[0] + e[1] + 0.3 * e[2], e[0] + e[1] + 0.6 * e[3], e[4]]))
+    table = [codes(e[[2, 3]], [5, 6]), codes(e[[0, 1]], [1, 2]), codes(e[[4]], [9])]
+    q = QueryTokens(states=e[[0, 1]], pieces=np.array([1, 2]))
+    asked: list[list[int]] = []
+
+    def lookup(rows: np.ndarray) -> list[TokenCodes | None]:
+        asked.append([int(r) for r in rows])
+        return [table[int(r)] for r in rows]
+
+    plain = rank(query, vectors, k=2, centroid_weight=0.0)
+    assert plain.indices.tolist()[0] == 0
+    hits = rank(query, vectors, k=2, centroid_weight=0.0, query_tokens=q, token_codes=lookup)
+    assert hits.indices.tolist()[0] == 1
+    assert sorted(asked[0]) == [0, 1, 2]  # the whole pool, not only the top k
+    off = rank(
+        query, vectors, k=2, centroid_weight=0.0, query_tokens=q, token_codes=lookup,
+        token_weight=0.0,
+    )  # fmt: skip
+    assert off.indices.tolist() == plain.indices.tolist()
+
+
+def test_rank_never_returns_a_below_threshold_record_for_its_tokens() -> None:
+    e = np.eye(DIM, dtype=np.float32)
+    vectors = unit(np.stack([e[0] + e[1], e[5]]))  # row 1 is unrelated as a sentence
+    table = [codes(e[[7]], [7]), codes(e[[0, 1]], [1, 2])]  # ... but holds the tokens
+    q = QueryTokens(states=e[[0, 1]], pieces=np.array([1, 2]))
+    hits = rank(
+        unit(e[0] + e[1]), vectors, k=2, threshold=0.25, query_tokens=q,
+        token_codes=lambda rows: [table[int(r)] for r in rows],
+    )  # fmt: skip
+    assert hits.indices.tolist() == [0]
+
+
+def test_real_model_a_chatty_turn_that_answers_beats_one_on_the_topic() -> None:
+    emb = default_embedder()
+    answer = (
+        "Nate: Haha thanks! Anyway, big news, I won my second tournament last week, it was "
+        "Street Fighter of all games, and the crowd was wild. How was your weekend?"
+    )
+    topic = "Nate: I've been gaming a lot lately, practicing every day with my friends online."
+    _, table = emb.embed_with_tokens([answer, topic])
+    _, q = emb.embed_query("What game was the second tournament that Nate won based on?")
+    s = alignment(q, table)
+    assert s[0] > s[1]
+    words = [emb._tokenizer().id_to_token(int(i)) for i in q.pieces]
+    assert "second" in words and "tournament" in words and "what" not in words
+
+
+def test_the_cache_stores_codes_with_vectors_and_erases_them_with_the_content(
+    tmp_path: Path,
+) -> None:
+    cache = EmbeddingCache(default_embedder(), path=tmp_path / "e.db")
+    texts = ["Caroline went to the LGBTQ support group.", "Melanie paints sunsets."]
+    cache.get_or_embed_texts(texts)
+    assert len(cache) == 2  # vectors only; the codes ride along
+    db = sqlite3.connect(tmp_path / "e.db")
+    rows = db.execute("SELECT COUNT(*) FROM embeddings WHERE model_id LIKE ?", ("%" + TOKENS,))
+    assert rows.fetchone()[0] == 2
+    got = cache.token_codes(texts)
+    assert got is not None and all(len(c) > 3 and c.bits.shape[1] == 48 for c in got)
+    before = cache.stats.misses
+    cache.token_codes(texts)  # read back, nothing embedded again
+    assert cache.stats.misses == before
+    cache.delete_for([content_sha256(texts[0])])
+    left = db.execute("SELECT content_sha256 FROM embeddings").fetchall()
+    assert {r[0] for r in left} == {content_sha256(texts[1])}
+    db.close()
+    cache.close()
+
+
+def test_damaged_codes_are_computed_again_not_served(tmp_path: Path) -> None:
+    cache = EmbeddingCache(default_embedder(), path=tmp_path / "e.db")
+    text = "Jon lost his job as a banker."
+    want = cache.token_codes([text])
+    assert want is not None
+    db = sqlite3.connect(tmp_path / "e.db", isolation_level=None)
+    db.execute(
+        "UPDATE embeddings SET vector = x'00' WHERE model_id LIKE ?", ("%" + TOKENS,)
+    )  # a tampered or truncated blob
+    db.close()
+    again = cache.token_codes([text])
+    assert again is not None and np.array_equal(again[0].bits, want[0].bits)
+    cache.close()
+
+
+def test_online_recall_reads_each_candidates_codes_once(tmp_path: Path) -> None:
+    from memlife.ledger import AccessLedger
+    from memlife.online.memory import LongTermMemory
+    from memlife.stores.sqlite import SqliteStore
+
+    ns = "/users/u1/facts"
+    facts = [
+        "Caroline went to the LGBTQ support group on Friday.",
+        "Caroline is thinking about adopting a child.",
+        "Melanie paints sunsets by the lake.",
+        "Melanie went camping with her kids in the mountains.",
+        "Caroline gave a talk at a school about her journey.",
+    ]
+    with SqliteStore(tmp_path / "m.db") as store:
+        mem = LongTermMemory(store, ledger=AccessLedger(tmp_path / "ledger"))
+        for f in facts:
+            mem.remember("u1", ns, None, f)
+        shard = mem._shards[("u1", ns)]
+        real = shard.codes_source
+        assert real is not None
+        asked: list[str] = []
+
+        def spy(ids: Sequence[str]) -> Sequence[TokenCodes | None] | None:
+            asked.extend(ids)
+            return real(ids)
+
+        shard.codes_source = spy
+        hits = mem.recall("u1", "When did Caroline go to the support group?", k=2)
+        assert hits[0].record.content == facts[0]
+        # the pool's candidates (those past the cosine threshold), each asked for once
+        first = list(asked)
+        assert first and len(set(first)) == len(first) and set(first) <= set(shard.ids)
+        mem.recall("u1", "When did Caroline go to the LGBTQ group?", k=2)
+        assert asked == first  # the same candidates again: nothing read a second time
+        mem.recall("u1", "What does Melanie paint?", k=2)
+        assert not set(asked[len(first) :]) & set(first)  # only rows never read before
