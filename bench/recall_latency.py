@@ -6,7 +6,9 @@ sets reuse the pool's vectors with a little noise (ranking cost depends on the m
 size, not its content), so the 100k run does not spend minutes embedding. Each timed
 query is embedded for real and ranked by ``memlife.retrieval.rank`` against a prebuilt
 ``LexicalIndex`` (and, from ``COARSE_MIN_ROWS`` rows on, the sign codes of
-``memlife.coarse`` that an online shard keeps), exactly as online recall does; the index
+``memlife.coarse`` that an online shard keeps), exactly as online recall does, token
+alignment included (the query's token states from the same pass, each memory's token codes
+from the pool's, as a warm shard holds them: ``memlife.token_match``); the index
 build time is reported apart. ``same top-k`` is the share of queries whose top-k equals the
 exact full computation's (1.0 where the coarse pass is not used).
 
@@ -28,6 +30,7 @@ import numpy as np
 from memlife.coarse import COARSE_MIN_ROWS, SignCodes
 from memlife.embed import default_embedder
 from memlife.retrieval import LexicalIndex, rank
+from memlife.token_match import TokenCodes
 
 NAMES = "Ana Ben Chen Dara Eli Femi Gus Hana Ivo Jia Kai Lena Mo Nia Omar Pia".split()
 VERBS = "likes avoids bought visited cooked painted booked cancelled prefers forgot".split()
@@ -85,10 +88,13 @@ def main(argv: list[str] | None = None) -> int:
     emb = default_embedder()
     pool_texts = sentences(args.pool, rng)
     t0 = time.perf_counter()
-    pool = emb.embed(pool_texts)
+    pool, pool_codes = emb.embed_with_tokens(pool_texts)
     eps = args.pool / (time.perf_counter() - t0)
     qs = questions(args.queries, rng)
     emb.embed(qs[:5])  # warm-up: first run allocates the session's buffers
+
+    def token_codes(rows: np.ndarray) -> list[TokenCodes | None]:
+        return [pool_codes[int(r) % len(pool_codes)] for r in rows]
 
     results = []
     for size in args.sizes:
@@ -105,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         checks: list[tuple[np.ndarray, dict[str, Any], np.ndarray]] = []
         for q in qs:
             t0 = time.perf_counter()
-            qv = emb.embed([q])[0]
+            qv, qt = emb.embed_query(q)
             t1 = time.perf_counter()
             hits = rank(
                 qv,
@@ -117,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
                 centroid=centroid,
                 created=created,
                 coarse=codes,
+                query_tokens=qt,
+                token_codes=token_codes,
             )
             t2 = time.perf_counter()
             times.append((t2 - t0) * 1000)
@@ -130,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
                 "lexical": lexical,
                 "centroid": centroid,
                 "coarse": codes,
+                "query_tokens": qt,
+                "token_codes": token_codes,
             }
             if codes is not None:  # kept for the agreement, computed after the timed loop
                 checks.append((qv, args_rank, hits.indices))

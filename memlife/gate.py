@@ -47,6 +47,7 @@ from memlife.settings import settings
 from memlife.stores.base import MemoryStore, iter_shard
 from memlife.text import normalise
 from memlife.timeref import epoch_seconds
+from memlife.token_match import QueryTokens, TokenCodes
 
 if TYPE_CHECKING:
     from memlife.embed_cache import EmbeddingCache
@@ -69,16 +70,28 @@ class _Corpus:
     lexical: LexicalIndex
     created: np.ndarray  # POSIX seconds per record (recall's time terms)
     centroid: None = None  # rank() takes the mean of the view's vectors
+    cache: EmbeddingCache | None = None  # token codes for token alignment, as online
 
     def __post_init__(self) -> None:
         self.ids = [r.id for r in self.records]
+        self._codes: dict[int, TokenCodes] = {}
+
+    def token_codes(self, rows: np.ndarray) -> list[TokenCodes | None]:
+        """Token codes of ``rows`` (stored with the vectors), read once per view row."""
+        missing = [int(r) for r in rows if int(r) not in self._codes]
+        if missing and self.cache is not None:
+            got = self.cache.token_codes([self.records[r].content for r in missing])
+            if got is not None:
+                self._codes.update(zip(missing, got, strict=True))
+        return [self._codes.get(int(r)) for r in rows]
 
 
 class ShadowRecall:
     """Recall as the online library ranks it, over the active set with ids masked out.
 
     Ranks as ``LongTermMemory.recall`` does, with the same function
-    (``retrieval.rank_sets``: per namespace, cosine + max-normalised BM25 + time terms,
+    (``retrieval.rank_sets``: per namespace, cosine + max-normalised BM25 + time terms
+    + token alignment,
     threshold on the cosine, default ``DEFAULT_THRESHOLD``; then a merge by fused score)
     over the ACTIVE records. It does
     not write to the access ledger (an evaluation is not an access). Records and vectors
@@ -103,7 +116,7 @@ class ShadowRecall:
             tuple[str, str, frozenset[str]], tuple[list[MemoryRecord], np.ndarray]
         ] = {}
         self._views: dict[tuple[str, str, frozenset[str], frozenset[str], bool], _Corpus] = {}
-        self._qvec: dict[str, np.ndarray] = {}
+        self._qvec: dict[str, tuple[np.ndarray, QueryTokens | None]] = {}
         self._prov: dict[str, MemoryRecord | None] = {}
         self._names: dict[str, list[str]] = {}
 
@@ -164,6 +177,7 @@ class ShadowRecall:
                 kept if kept is not None else vecs[:0],
                 LexicalIndex([r.content for r in recs]),
                 np.array([epoch_seconds(r.created_at) for r in recs], dtype=np.float64),
+                cache=self.cache,
             )
             self._views[key] = view
         return view
@@ -174,8 +188,16 @@ class ShadowRecall:
             del self._views[key]
 
     def query_vector(self, query: str) -> np.ndarray:
+        return self._query(query)[0]
+
+    def _query(self, query: str) -> tuple[np.ndarray, QueryTokens | None]:
+        """The query's vector and token states (one pass; None for an embedder without)."""
         if query not in self._qvec:  # queries are embedded, never cached in the store
-            self._qvec[query] = self.cache.embedder.embed([query])[0]
+            embed_query = getattr(self.cache.embedder, "embed_query", None)
+            if callable(embed_query):
+                self._qvec[query] = embed_query(query)
+            else:
+                self._qvec[query] = (self.cache.embedder.embed([query])[0], None)
         return self._qvec[query]
 
     def recall(
@@ -195,7 +217,8 @@ class ShadowRecall:
         ex, inc = frozenset(exclude), frozenset(include)
         names = [namespace] if namespace is not None else self.namespaces(actor)
         views = [self.corpus(actor, ns, exclude=ex, include=inc, plus=plus) for ns in names]
-        ranked = rank_sets(self.query_vector(query), query, views, k=k, threshold=thr)
+        qv, tokens = self._query(query)
+        ranked = rank_sets(qv, query, views, k=k, threshold=thr, query_tokens=tokens)
         return [views[r.which].records[r.row] for r in ranked[:k]]
 
     def lineage(self, record: MemoryRecord, gone: frozenset[str] = frozenset()) -> set[str]:

@@ -92,7 +92,8 @@ FACTS = [
 
 def vector_row(store: SqliteStore, record: MemoryRecord) -> bytes:
     row = store.connection.execute(
-        "SELECT vector FROM embeddings WHERE content_sha256=?", (record.sha256,)
+        "SELECT vector FROM embeddings WHERE content_sha256=? AND model_id NOT LIKE '%#tokens'",
+        (record.sha256,),
     ).fetchone()
     assert row is not None
     return bytes(row[0])

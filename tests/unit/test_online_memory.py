@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from memlife.ledger import AccessLedger, query_sha256
-from memlife.model import MemoryRecord, MemoryType, Status
+from memlife.model import MemoryRecord, MemoryType, Status, content_sha256
 from memlife.online.memory import LongTermMemory, new_memory_id
 from memlife.stores.sqlite import SqliteStore
 
@@ -63,8 +63,9 @@ def test_exact_and_paraphrase_duplicates_refresh_one_record(
     assert [r.id for r in recs] == [first.record_id]
     assert recs[0].content == TEA  # the original wording is kept
     assert recs[0].access_count == 2 and recs[0].last_verified_at is not None
-    # the paraphrase's vector was not kept in the cache (its text is stored nowhere)
-    assert mem.cache.connection.execute("SELECT count(*) FROM embeddings").fetchone()[0] == 1
+    # the paraphrase's vector and token codes were not kept (its text is stored nowhere)
+    q = "SELECT DISTINCT content_sha256 FROM embeddings"
+    assert [r[0] for r in mem.cache.connection.execute(q)] == [content_sha256(TEA)]
 
 
 def test_opposite_polarity_is_not_a_duplicate(mem: LongTermMemory, store: SqliteStore) -> None:
