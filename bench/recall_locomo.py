@@ -206,10 +206,12 @@ class _TokenCache:
                     self.codes[t] = TokenCodes.from_bytes(
                         bytes(blob[: n * (2 + DIM // 8)]), int(n), DIM
                     )
+                # each array read once: z[name] reads the whole array again on every access
+                states, pieces = z["qstates"], z["qpieces"]
                 off = np.concatenate([[0], np.cumsum(z["qn"])])
                 for i, t in enumerate(z["qtexts"].tolist()):
                     lo, hi = off[i], off[i + 1]
-                    self.queries[t] = QueryTokens(z["qstates"][lo:hi], z["qpieces"][lo:hi])
+                    self.queries[t] = QueryTokens(states[lo:hi].copy(), pieces[lo:hi].copy())
 
     def memory_codes(self, texts: list[str]) -> list[TokenCodes]:
         todo = sorted({t for t in texts if t not in self.codes})
