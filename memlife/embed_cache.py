@@ -233,6 +233,10 @@ class EmbeddingCache:
             for i in range(0, len(todo), self.batch_size):
                 chunk = todo[i : i + self.batch_size]
                 self._embed_fresh([text_of[s] for s in chunk], chunk)
+                with self._stats_lock:
+                    self.stats.batches += 1
+            with self._stats_lock:
+                self.stats.misses += len(todo)
             for sha, (n, blob) in self._lookup_blobs(todo, emb.model_id + TOKENS).items():
                 found[sha] = TokenCodes.from_bytes(blob, n, emb.dim)
         return [found[s] for s in shas]

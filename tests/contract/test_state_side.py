@@ -137,3 +137,19 @@ def test_embedding_cache_on_dynamodb(aws) -> None:
     assert cache.count(shas) == 2  # two models
     assert cache.delete_for(shas) == 2  # erasure: every model's vector of that content
     assert cache.count(shas) == 0 and cache.count([content_sha256("beta")]) == 1
+
+
+def test_token_codes_on_dynamodb_are_found_by_another_worker_and_erased(aws) -> None:
+    from memlife.embed import default_embedder
+
+    cache = DynamoEmbeddingCache(aws, default_embedder())
+    texts = ["Caroline went to the LGBTQ support group.", "Melanie paints sunsets."]
+    cache.get_or_embed_texts(texts)  # one pass: vectors and token codes
+    shas = [content_sha256(t) for t in texts]
+    assert cache.count(shas) == 4
+    other = DynamoEmbeddingCache(aws, default_embedder())
+    got = other.token_codes(texts)
+    assert got is not None and other.stats.misses == 0  # read, not embedded again
+    assert [len(c) for c in got] == [len(c) for c in cache.token_codes(texts) or []]
+    assert cache.delete_for(shas[:1]) == 2  # the vector and the codes of that content
+    assert cache.count(shas) == 2

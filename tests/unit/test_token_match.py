@@ -140,12 +140,13 @@ def test_the_cache_stores_codes_with_vectors_and_erases_them_with_the_content(
     assert rows.fetchone()[0] == 2
     got = cache.token_codes(texts)
     assert got is not None and all(len(c) > 3 and c.bits.shape[1] == 48 for c in got)
-    before = cache.stats.misses
-    cache.token_codes(texts)  # read back, nothing embedded again
-    assert cache.stats.misses == before
+    assert cache.stats.misses == 2  # the two vectors; the codes were read back, not embedded
+    fresh_text = "Jon lost his job as a banker."
+    fresh = cache.token_codes([fresh_text])
+    assert fresh is not None and cache.stats.misses == 3  # codes missing: one pass
     cache.delete_for([content_sha256(texts[0])])
     left = db.execute("SELECT content_sha256 FROM embeddings").fetchall()
-    assert {r[0] for r in left} == {content_sha256(texts[1])}
+    assert {r[0] for r in left} == {content_sha256(texts[1]), content_sha256(fresh_text)}
     db.close()
     cache.close()
 
