@@ -106,7 +106,7 @@ def token_tables(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """token_match.alignment's inputs for every query and memory at once (Prepared)."""
     dim = queries[0].states.shape[1] if queries else 384
-    signs = np.concatenate([token_match._signs(c, dim) for c in codes])
+    signs = token_match.sign_rows(np.concatenate([c.bits for c in codes]), dim)
     starts = np.concatenate([[0], np.cumsum([len(c) for c in codes])[:-1]])
     width = max([len(q) for q in queries] + [1])
     best = np.zeros((len(queries), width, len(codes)), np.float32)
@@ -115,7 +115,8 @@ def token_tables(
     for i, q in enumerate(queries):
         if not len(q):
             continue
-        best[i, : len(q)] = np.maximum.reduceat(q.states @ signs.T, starts, axis=1)
+        scaled = token_match.scaled_states(q)
+        best[i, : len(q)] = np.maximum.reduceat(scaled @ signs.T, starts, axis=1)
         held[i, : len(q)] = np.stack([np.isin(q.pieces, c.pieces) for c in codes], axis=1)
         mask[i, : len(q)] = True
     return best, held, mask

@@ -213,9 +213,14 @@ class EmbeddingCache:
         self._store(rows)
         return vecs
 
-    def token_codes(self, texts: Sequence[str]) -> list[TokenCodes] | None:
-        """Token codes aligned with ``texts``: stored ones, the rest computed (and stored,
-        with their vectors) in one pass; None when the embedder gives no token states."""
+    def token_codes(self, texts: Sequence[str], *, store: bool = True) -> list[TokenCodes] | None:
+        """Token codes aligned with ``texts``: stored ones, the rest computed in one pass
+        (and stored with their vectors unless ``store`` is False); None when the embedder
+        gives no token states.
+
+        Recall and the gate pass ``store=False``: a read path must not write. It would
+        block on another writer's lock, and a text erased between the caller's read of
+        the record and this call would get its vector and codes stored again."""
         emb = self.embedder
         if not callable(getattr(emb, "embed_with_tokens", None)):
             return None
@@ -232,13 +237,18 @@ class EmbeddingCache:
             text_of = dict(zip(shas, texts, strict=True))
             for i in range(0, len(todo), self.batch_size):
                 chunk = todo[i : i + self.batch_size]
-                self._embed_fresh([text_of[s] for s in chunk], chunk)
+                if store:
+                    self._embed_fresh([text_of[s] for s in chunk], chunk)
+                else:
+                    _, fresh = emb.embed_with_tokens([text_of[s] for s in chunk])  # type: ignore[attr-defined]
+                    found.update(zip(chunk, fresh, strict=True))
                 with self._stats_lock:
                     self.stats.batches += 1
             with self._stats_lock:
                 self.stats.misses += len(todo)
-            for sha, (n, blob) in self._lookup_blobs(todo, emb.model_id + TOKENS).items():
-                found[sha] = TokenCodes.from_bytes(blob, n, emb.dim)
+            if store:
+                for sha, (n, blob) in self._lookup_blobs(todo, emb.model_id + TOKENS).items():
+                    found[sha] = TokenCodes.from_bytes(blob, n, emb.dim)
         return [found[s] for s in shas]
 
     def get_or_embed_texts(self, texts: Sequence[str]) -> np.ndarray:

@@ -80,7 +80,8 @@ class _Corpus:
         """Token codes of ``rows`` (stored with the vectors), read once per view row."""
         missing = [int(r) for r in rows if int(r) not in self._codes]
         if missing and self.cache is not None:
-            got = self.cache.token_codes([self.records[r].content for r in missing])
+            texts = [self.records[r].content for r in missing]
+            got = self.cache.token_codes(texts, store=False)  # an evaluation writes nothing
             if got is not None:
                 self._codes.update(zip(missing, got, strict=True))
         return [self._codes.get(int(r)) for r in rows]

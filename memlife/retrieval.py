@@ -38,19 +38,19 @@ alone is neither bonus nor penalty). Held-out recall@5 0.829 -> 0.833 on observa
 
 Defaults: the weights are the ones coordinate ascent picks on BOTH granularities of the
 LoCoMo bench at once (short observations and raw chatty turns, mean recall@5): memories
-are not always short facts, and on turns lexical evidence and context matter more
-(``--granularity both``). Chosen that way on five conversations, they score 0.824
-(observations) and 0.700 (turns) held out, against 0.833 and 0.707 for weights chosen
-on each granularity alone; the previous defaults (0.75, 0.2, no time terms) got 0.807
-and 0.606 on all ten.
+are not always short facts, and on turns lexical evidence, context and token alignment
+matter more (``--granularity both``). Chosen that way on five conversations, they score
+0.838 (observations) and 0.771 (turns) held out, against 0.844 and 0.771 for weights
+chosen on each granularity alone; on all ten conversations the shipped weights score
+0.841 and 0.779 (before token alignment: 0.826 and 0.708).
 
 Token alignment: among the same best CONTEXT_POOL candidates, each adds ``TOKEN_WEIGHT x``
 how well the question's words find their match among its tokens (late interaction over
 the embedding pass's token states, idf over the pool: :mod:`memlife.token_match`). A
 sentence vector averages a long, chatty memory into small talk; its tokens do not blur.
 Held out on LoCoMo, weights chosen on both granularities: recall@5 on raw turns 0.700 ->
-0.77, on observations 0.824 -> 0.84 (BENCHMARKS.md, "Issue 19, sixth round"). A set that
-keeps no token codes (the gate's views) ranks without the term.
+0.771, on observations 0.824 -> 0.838 (BENCHMARKS.md, "Issue 19, sixth round"). A set
+that offers no ``token_codes`` (a RankSet without them) ranks without the term.
 
 The threshold applies to the cosine similarity, not the fused score: it is the
 calibrated "is this about the query at all" signal, and a lexical bonus must not
@@ -80,14 +80,14 @@ from memlife.token_match import QueryTokens, TokenCodes, alignment
 
 DEFAULT_THRESHOLD = 0.25  # MiniLM cosine below which a memory is "not about the query"
 # Weights chosen on LoCoMo observations AND raw turns together (module doc, "Defaults").
-LEXICAL_WEIGHT = 0.4  # weight of max-normalised BM25 next to the cosine
-CENTROID_WEIGHT = 1.0  # a: how far the query is moved away from the candidates' mean
+LEXICAL_WEIGHT = 0.3  # weight of max-normalised BM25 next to the cosine
+CENTROID_WEIGHT = 0.75  # a: how far the query is moved away from the candidates' mean
 DATE_WEIGHT = 0.5  # bonus for a record created in a period the query names
 DATE_GRACE_DAYS = 7  # ... or up to this many days after it (events are told after they happen)
 CONTEXT_WEIGHT = 0.5  # share of the best same-conversation neighbour's score
 CONTEXT_WINDOW_S = 1800.0  # records created this close together count as one conversation
 CONTEXT_POOL = 50  # the context and token terms reorder this many best candidates
-TOKEN_WEIGHT = 3.0  # weight of token alignment (memlife.token_match) over the pool
+TOKEN_WEIGHT = 5.0  # weight of token alignment (memlife.token_match) over the pool
 _DAY_S = 86400.0
 BM25_K1 = 1.5
 BM25_B = 0.75

@@ -85,11 +85,24 @@ def query_tokens(states: np.ndarray, pieces: np.ndarray, content: np.ndarray) ->
     return QueryTokens(states=s / np.maximum(norms, 1e-12), pieces=pieces[keep])
 
 
-def _signs(codes: TokenCodes, dim: int) -> np.ndarray:
-    """The codes' sign patterns as float rows of unit length."""
-    unpacked = np.unpackbits(codes.bits, axis=1, count=dim).astype(np.float32)
-    scaled: np.ndarray = (unpacked * 2.0 - 1.0) * np.float32(1.0 / math.sqrt(dim))
-    return scaled
+# byte -> its 8 bits as -1.0 / +1.0, most significant first (np.packbits' order): one
+# gather turns a row of sign bytes into floats (unpackbits, a cast and two passes cost ~3x)
+_SIGN_OF_BYTE = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1) * 2.0 - 1.0
+_SIGN_OF_BYTE = _SIGN_OF_BYTE.astype(np.float32)
+
+
+def sign_rows(bits: np.ndarray, dim: int) -> np.ndarray:
+    """Rows of sign bytes as -1.0 / +1.0 floats (the unit scale goes on the question)."""
+    rows: np.ndarray = _SIGN_OF_BYTE[bits].reshape(len(bits), -1)[:, :dim]
+    return rows
+
+
+def scaled_states(query: QueryTokens) -> np.ndarray:
+    """The question's token states times 1/sqrt(dim): a dot with sign_rows is then the
+    cosine with the sign pattern at unit length."""
+    dim = query.states.shape[1]
+    out: np.ndarray = query.states * np.float32(1.0 / math.sqrt(dim))
+    return out
 
 
 def alignment(query: QueryTokens, candidates: Sequence[TokenCodes | None]) -> np.ndarray:
@@ -101,11 +114,12 @@ def alignment(query: QueryTokens, candidates: Sequence[TokenCodes | None]) -> np
         return out
     dim = query.states.shape[1]
     codes = [candidates[i] for i in present]
-    signs = np.concatenate([_signs(c, dim) for c in codes if c is not None])
+    signs = sign_rows(np.concatenate([c.bits for c in codes if c is not None]), dim)
     sizes = np.array([len(c) for c in codes if c is not None])
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    # best match of every question token in every candidate: (t, candidates)
-    best = np.maximum.reduceat(query.states @ signs.T, starts, axis=1)
+    # best match of every question token in every candidate: (t, candidates); the unit
+    # scale goes on the few question rows, not on every candidate token
+    best = np.maximum.reduceat(scaled_states(query) @ signs.T, starts, axis=1)
     # idf over the candidates: how many of them hold each of the question's pieces
     n = len(codes)
     held = np.array(

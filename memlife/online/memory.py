@@ -207,12 +207,13 @@ class LongTermMemory:
         return shard
 
     def _token_codes(self, ids: Sequence[str]) -> list[TokenCodes | None] | None:
-        """Token codes of these records (stored with their vectors, else computed once):
-        what recall's token alignment reads for the candidates it reorders."""
+        """Token codes of these records (stored with their vectors; a record embedded before
+        codes existed gets them computed here, in memory, never written: recall does not
+        write), what recall's token alignment reads for the candidates it reorders."""
         records = self._get_many(ids)
         texts = [records[i].content if i in records else None for i in ids]
         known = [t for t in texts if t is not None]
-        codes = self.cache.token_codes(known) if known else []
+        codes = self.cache.token_codes(known, store=False) if known else []
         if codes is None:
             return None
         it = iter(codes)

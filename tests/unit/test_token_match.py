@@ -202,3 +202,62 @@ def test_online_recall_reads_each_candidates_codes_once(tmp_path: Path) -> None:
         assert asked == first  # the same candidates again: nothing read a second time
         mem.recall("u1", "What does Melanie paint?", k=2)
         assert not set(asked[len(first) :]) & set(first)  # only rows never read before
+
+
+def test_an_erasure_racing_a_recall_leaves_no_vector_or_codes(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process erases a record between recall's read of its content and the codes
+    lookup: recall must not store the erased text's vector or codes again."""
+    from memlife.erase import erase
+    from memlife.ledger import AccessLedger
+    from memlife.online.memory import LongTermMemory
+    from memlife.stores.sqlite import SqliteStore
+
+    ns = "/users/u1/facts"
+    secret = "I am allergic to peanuts and carry an epipen."
+    with SqliteStore(home / "m.db") as store:
+        mem = LongTermMemory(store, ledger=AccessLedger(home / "ledger"))
+        rid = mem.remember("u1", ns, "allergy", secret).record_id
+        mem.remember("u1", ns, "food", "I like pasta with tomato sauce.")
+        q = "SELECT model_id FROM embeddings WHERE content_sha256=?"
+        sha = content_sha256(secret)
+        assert len(store.connection.execute(q, (sha,)).fetchall()) == 2  # vector and codes
+        # an old store: codes were never stored, so recall must compute them
+        store.connection.execute("DELETE FROM embeddings WHERE model_id LIKE '%#tokens'")
+        real = mem.cache.token_codes
+        erased: list[str] = []
+
+        def racing(texts: Sequence[str], **kw: bool) -> list[TokenCodes] | None:
+            if secret in texts and not erased:
+                erased.extend(erase(store, "u1", ids=[rid])["erased"])
+            return real(texts, **kw)
+
+        monkeypatch.setattr(mem.cache, "token_codes", racing)
+        hits = mem.recall("u1", "what am I allergic to?")
+        assert erased == [rid] and rid not in {h.record.id for h in hits}
+        assert store.connection.execute(q, (sha,)).fetchall() == []
+
+
+def test_recall_writes_nothing_and_is_not_blocked_by_a_writer(tmp_path: Path) -> None:
+    from memlife.ledger import AccessLedger
+    from memlife.online.memory import LongTermMemory
+    from memlife.stores.sqlite import SqliteStore
+
+    ns = "/users/u1/facts"
+    with SqliteStore(tmp_path / "m.db") as store:
+        mem = LongTermMemory(store, ledger=AccessLedger(tmp_path / "ledger"))
+        for f in ("Caroline went to the support group.", "Melanie paints sunsets."):
+            mem.remember("u1", ns, None, f)
+        store.connection.execute("DELETE FROM embeddings WHERE model_id LIKE '%#tokens'")
+        fresh = LongTermMemory(store, ledger=AccessLedger(tmp_path / "ledger"))
+        writer = sqlite3.connect(tmp_path / "m.db", isolation_level=None, timeout=1)
+        writer.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+        try:
+            hits = fresh.recall("u1", "When did Caroline go to the support group?", k=1)
+        finally:
+            writer.execute("ROLLBACK")
+            writer.close()
+        assert hits[0].record.content == "Caroline went to the support group."
+        q = "SELECT COUNT(*) FROM embeddings WHERE model_id LIKE '%#tokens'"
+        assert store.connection.execute(q).fetchone()[0] == 0  # computed, not stored
