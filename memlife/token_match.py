@@ -122,10 +122,9 @@ def alignment(query: QueryTokens, candidates: Sequence[TokenCodes | None]) -> np
     best = np.maximum.reduceat(scaled_states(query) @ signs.T, starts, axis=1)
     # idf over the candidates: how many of them hold each of the question's pieces
     n = len(codes)
-    held = np.array(
-        [np.isin(query.pieces, c.pieces).astype(np.int64) for c in codes if c is not None]
-    )
-    df = held.sum(axis=0)
+    pieces = np.concatenate([c.pieces for c in codes if c is not None])
+    same = pieces[None, :] == query.pieces[:, None]  # (t, all candidate tokens)
+    df = np.logical_or.reduceat(same, starts, axis=1).sum(axis=1)
     idf = np.log((n + 1) / (df + 1)) + 1.0
     out[present] = (idf @ best) / idf.sum()
     return out
