@@ -166,15 +166,9 @@ class EmbeddingCache:
     # -- reads and writes ------------------------------------------------------------------
     def _lookup(self, shas: Sequence[str], model_id: str, dim: int) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
-        with self.lock:
-            for qs, chunk in in_chunks(shas):
-                q = (
-                    "SELECT content_sha256, dim, vector FROM embeddings WHERE model_id=? "
-                    f"AND content_sha256 IN ({qs})"
-                )
-                for sha, d, blob in self._db.execute(q, (model_id, *chunk)):
-                    if d == dim and len(blob) == 4 * dim:  # else stale: re-embed
-                        found[sha] = np.frombuffer(blob, dtype=np.float32)
+        for sha, (d, blob) in self._lookup_blobs(shas, model_id).items():
+            if d == dim and len(blob) == 4 * dim:  # else stale: re-embed
+                found[sha] = np.frombuffer(blob, dtype=np.float32)
         return found
 
     def _store(self, rows: list[tuple[str, str, int, bytes]]) -> None:

@@ -12,8 +12,6 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import numpy as np
-
 from memlife.embed import Embedder
 from memlife.embed_cache import EmbeddingCache
 from memlife.state.dynamodb import DynamoState, key
@@ -33,14 +31,6 @@ class DynamoEmbeddingCache(EmbeddingCache):
         self._own = False
         self.connection = None  # no file to compact or vacuum
         self.lock = threading.RLock()
-
-    def _lookup(self, shas: Sequence[str], model_id: str, dim: int) -> dict[str, np.ndarray]:
-        found: dict[str, np.ndarray] = {}
-        for item in self.state.batch_get([key(f"emb#{s}", model_id) for s in shas]):
-            blob = item["vector"]["B"]
-            if int(item["dim"]["N"]) == dim and len(blob) == 4 * dim:  # else stale: re-embed
-                found[item["pk"]["S"][4:]] = np.frombuffer(blob, dtype=np.float32)
-        return found
 
     def _lookup_blobs(self, shas: Sequence[str], model_id: str) -> dict[str, tuple[int, bytes]]:
         items = self.state.batch_get([key(f"emb#{s}", model_id) for s in shas])
