@@ -26,6 +26,7 @@ import numpy as np
 
 from memlife.errors import EmbeddingModelError as EmbeddingModelError  # moved; re-exported
 from memlife.settings import settings
+from memlife.text import STOPWORDS
 from memlife.token_match import QueryTokens, TokenCodes, pack, query_tokens
 
 if TYPE_CHECKING:
@@ -417,8 +418,6 @@ class MiniLMEmbedder:
         """bool per vocabulary id: a whole word that is no stopword (what token alignment
         matches a question by; word pieces, punctuation and [CLS]-style marks are not)."""
         if self._content is None:
-            from memlife.retrieval import STOPWORDS  # retrieval imports this module
-
             vocab = self._tokenizer().get_vocab()
             mask = np.zeros(max(vocab.values()) + 1, dtype=bool)
             for piece, i in vocab.items():

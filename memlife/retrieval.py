@@ -2,9 +2,8 @@
 
 Why hybrid: on the LoCoMo recall task (bench/recall_locomo.py) MiniLM alone gets
 recall@5 0.734 and BM25 0.708; adding a max-normalised BM25 term to the cosine
-(``cos + w * bm25 / max(bm25)``) gets 0.783. The lexical term rescues names, rare
-nouns and exact phrases that a 384-d sentence vector blurs; the dense term carries
-paraphrase. Max-normalising keeps BM25 on the cosine's 0..1 scale whatever the corpus.
+(``cos + w * bm25 / max(bm25)``) gets 0.783. BM25 rescues names and rare nouns a
+sentence vector blurs; max-normalising keeps it on the cosine's 0..1 scale.
 
 Centroid correction (hubness): sentence vectors of one actor's memories share a common
 direction (MiniLM is anisotropic; the mean cosine of a LoCoMo fact to its conversation's
@@ -14,14 +13,8 @@ candidate vectors: ranking by ``v . (q - a*mu)``, i.e. the query is moved away f
 all records have in common (the dense counterpart of idf). The ``- mu . mu`` keeps the
 correction mean-zero over the candidates, so scores of separately ranked sets (one per
 namespace) stay on the cosine's scale and merge fairly; for one or two candidates it is
-exactly zero. On LoCoMo (a = 0.75, lexical weight 0.2) recall@1/5/10 go from
-0.521/0.783/0.847 to 0.559/0.807/0.869 (dense only: 0.734 -> 0.768 recall@5); recall@5
-stays within 0.798..0.807 for a in 0.5..1.0 and lexical weight 0.15..0.25, and no
-conversation loses. Estimating mu from 30 random records instead of all gives the same.
-
-Those figures were tuned on the queries they were scored on. Since then every weight is
-judged on a held-out split (bench/recall_locomo.py: chosen on five conversations, scored
-on the other five, both ways); on that measure the two terms above give 0.807 recall@5.
+exactly zero. Held out (bench/recall_locomo.py: weights chosen on five conversations,
+scored on the other five, both ways), the two terms above give 0.807 recall@5.
 
 Query dates: a question that names a calendar date ("on 16 June, 2023", "in October
 2023", see :mod:`memlife.timeref`) is about what was said then, and a memory is saved
@@ -44,13 +37,10 @@ matter more (``--granularity both``). Chosen that way on five conversations, the
 chosen on each granularity alone; on all ten conversations the shipped weights score
 0.841 and 0.779 (before token alignment: 0.826 and 0.708).
 
-Token alignment: among the same best CONTEXT_POOL candidates, each adds ``TOKEN_WEIGHT x``
-how well the question's words find their match among its tokens (late interaction over
-the embedding pass's token states, idf over the pool: :mod:`memlife.token_match`). A
-sentence vector averages a long, chatty memory into small talk; its tokens do not blur.
-Held out on LoCoMo, weights chosen on both granularities: recall@5 on raw turns 0.700 ->
-0.771, on observations 0.824 -> 0.838 (BENCHMARKS.md, "Issue 19, sixth round"). A set
-that offers no ``token_codes`` (a RankSet without them) ranks without the term.
+Token alignment (:mod:`memlife.token_match`): among the same best CONTEXT_POOL candidates,
+each adds ``TOKEN_WEIGHT x`` how well the question's words match its tokens. Held out
+(weights chosen on both granularities): recall@5 on raw turns 0.700 -> 0.771, on
+observations 0.824 -> 0.838. A RankSet without ``token_codes`` ranks without the term.
 
 The threshold applies to the cosine similarity, not the fused score: it is the
 calibrated "is this about the query at all" signal, and a lexical bonus must not
@@ -75,6 +65,7 @@ import Stemmer
 
 from memlife.coarse import COARSE_MIN_ROWS, SignCodes, rerank_coarse
 from memlife.embed import Embedder, default_embedder
+from memlife.text import STOPWORDS
 from memlife.timeref import day_start, query_date_ranges
 from memlife.token_match import QueryTokens, TokenCodes, alignment
 
@@ -93,16 +84,6 @@ BM25_K1 = 1.5
 BM25_B = 0.75
 
 _WORD = re.compile(r"[a-z0-9]+")
-# Function words and question words: they carry no topic, and in questions ("what did
-# ... do") they would otherwise match every record that happens to contain them.
-STOPWORDS = frozenset(
-    """a an the of to in on for and or is are was were be been being do does did doing
-    i you he she it we they me him her us them my your his its our their mine yours
-    what when where who whom which why how that this these those with at by from as
-    have has had not no so if then than there here would could should will can may might
-    must shall about into over after before up down out just also any some very s t
-    am isn aren wasn weren don didn doesn""".split()
-)
 _stemmers = threading.local()  # PyStemmer objects must not be shared across threads
 
 

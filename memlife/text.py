@@ -6,6 +6,17 @@ import hashlib
 import re
 import unicodedata
 
+# Function words and question words: they carry no topic, and in questions ("what did
+# ... do") they would otherwise match every record that happens to contain them.
+STOPWORDS = frozenset(
+    """a an the of to in on for and or is are was were be been being do does did doing
+    i you he she it we they me him her us them my your his its our their mine yours
+    what when where who whom which why how that this these those with at by from as
+    have has had not no so if then than there here would could should will can may might
+    must shall about into over after before up down out just also any some very s t
+    am isn aren wasn weren don didn doesn""".split()
+)
+
 _NORMALISE = re.compile(r"[^a-z0-9]+")
 _NEGATION = re.compile(
     r"\b(not|never|no|no longer|none|nothing|stopped|quit|without|anymore|unsubscribed)\b|n't\b",
