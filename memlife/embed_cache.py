@@ -5,7 +5,8 @@ model, and a model change simply misses. Vectors are float32 bytes with their di
 A content's token codes (memlife.token_match: the sign bits of its token states, what
 recall's token alignment reads) sit in the same table under the model id + TOKENS, with
 the token count as ``dim``; they are written whenever the embedder computes a vector
-(one pass gives both) and erased with it. The table lives in the store's SQLite file when given its connection and lock
+(one pass gives both) and erased with it. The table lives in the store's SQLite file
+when given its connection and lock
 (``SqliteStore.connection`` / ``.lock``: one backup, one erasure covers both), else in
 ``$MEMLIFE_HOME/embeddings.db``. Erasure calls :meth:`EmbeddingCache.delete_for`: a
 vector is derived from content and must go with it.
@@ -188,9 +189,12 @@ class EmbeddingCache:
                     found[sha] = (int(d), bytes(blob))
         return found
 
-    def _embed_fresh(self, texts: list[str], shas: list[str]) -> np.ndarray:
-        """Embed ``texts`` and store their vectors, with their token codes when the embedder
-        gives them from the same pass (MiniLMEmbedder.embed_with_tokens)."""
+    def _embed_fresh(
+        self, texts: list[str], shas: list[str], *, store: bool = True
+    ) -> tuple[np.ndarray, list[TokenCodes]]:
+        """Embed ``texts``: their vectors and, when the embedder gives them from the same
+        pass (MiniLMEmbedder.embed_with_tokens), their token codes; both stored unless
+        ``store`` is False."""
         emb = self.embedder
         model_id, dim = emb.model_id, emb.dim
         with_tokens = getattr(emb, "embed_with_tokens", None)
@@ -204,8 +208,9 @@ class EmbeddingCache:
         if codes:
             tok = model_id + TOKENS
             rows += [(s, tok, len(c), c.to_bytes()) for s, c in zip(shas, codes, strict=True)]
-        self._store(rows)
-        return vecs
+        if store:
+            self._store(rows)
+        return vecs, codes
 
     def token_codes(self, texts: Sequence[str], *, store: bool = True) -> list[TokenCodes] | None:
         """Token codes aligned with ``texts``: stored ones, the rest computed in one pass
@@ -231,18 +236,12 @@ class EmbeddingCache:
             text_of = dict(zip(shas, texts, strict=True))
             for i in range(0, len(todo), self.batch_size):
                 chunk = todo[i : i + self.batch_size]
-                if store:
-                    self._embed_fresh([text_of[s] for s in chunk], chunk)
-                else:
-                    _, fresh = emb.embed_with_tokens([text_of[s] for s in chunk])  # type: ignore[attr-defined]
-                    found.update(zip(chunk, fresh, strict=True))
+                _, fresh = self._embed_fresh([text_of[s] for s in chunk], chunk, store=store)
+                found.update(zip(chunk, fresh, strict=True))
                 with self._stats_lock:
                     self.stats.batches += 1
             with self._stats_lock:
                 self.stats.misses += len(todo)
-            if store:
-                for sha, (n, blob) in self._lookup_blobs(todo, emb.model_id + TOKENS).items():
-                    found[sha] = TokenCodes.from_bytes(blob, n, emb.dim)
         return [found[s] for s in shas]
 
     def get_or_embed_texts(self, texts: Sequence[str]) -> np.ndarray:
@@ -265,7 +264,7 @@ class EmbeddingCache:
         batches = 0
         for i in range(0, len(todo), self.batch_size):
             chunk = todo[i : i + self.batch_size]
-            vecs = self._embed_fresh([text_of[s] for s in chunk], chunk)
+            vecs, _ = self._embed_fresh([text_of[s] for s in chunk], chunk)
             batches += 1
             fresh.update(zip(chunk, vecs, strict=True))
         self._remember_recent({**cached, **fresh}, model_id)

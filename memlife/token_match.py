@@ -32,8 +32,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SIGN_BYTES_PER_DIM = 1 / 8
-
 
 @dataclass(frozen=True)
 class TokenCodes:
