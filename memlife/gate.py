@@ -105,10 +105,14 @@ class ShadowRecall:
         store: MemoryStore,
         cache: EmbeddingCache | None = None,
         added: Iterable[MemoryRecord] = (),
+        token_alignment: bool | None = None,  # None: settings(), as online recall reads it
     ):
 
         self.store = store
         self.cache = cache if cache is not None else embedding_cache(store)
+        self.token_alignment = (
+            settings().token_alignment if token_alignment is None else token_alignment
+        )
         # staged replacements: in views with plus=True only (the run's "after")
         self.added: dict[tuple[str, str], list[MemoryRecord]] = {}
         for r in added:
@@ -195,7 +199,7 @@ class ShadowRecall:
         """The query's vector and token states (one pass; None for an embedder without)."""
         if query not in self._qvec:  # queries are embedded, never cached in the store
             embed_query = getattr(self.cache.embedder, "embed_query", None)
-            if callable(embed_query):
+            if callable(embed_query) and self.token_alignment:
                 self._qvec[query] = embed_query(query)
             else:
                 self._qvec[query] = (self.cache.embedder.embed([query])[0], None)

@@ -65,6 +65,12 @@ class Settings(BaseSettings):
     embed_threads: int | None = Field(
         None, ge=1, description="onnxruntime intra-op threads; default: onnxruntime's"
     )
+    token_alignment: bool = Field(
+        True,
+        description="Recall: reorder the best 50 candidates by how well the question's words "
+        "match each memory's tokens (memlife.token_match). Off: cosine, BM25 and time terms "
+        "only, which saves the term's cost on long memories (BENCHMARKS.md, issue 19)",
+    )
     model_cache: Path | None = Field(
         None,
         description="Derived embedding-model files (the pinned model, graph-optimised once); "

@@ -114,8 +114,12 @@ class LongTermMemory:
         page_size: int = 1000,
         content_max_bytes: int | None = None,  # None: the policy's limits.content_max_bytes
         policy: Policy | None = None,
+        token_alignment: bool | None = None,  # None: settings().token_alignment
     ) -> None:
         self.store = store
+        self.token_alignment = (
+            settings().token_alignment if token_alignment is None else token_alignment
+        )
         # verification by source, subject inference, expiry (default policy when None)
         self.policy = policy if policy is not None else load_policy()
         # the bound on a fact (and on a query): what import accepts, the policy's
@@ -566,7 +570,7 @@ class LongTermMemory:
         thr = self.threshold if threshold is None else threshold
         embed_query = getattr(self.embedder, "embed_query", None)
         tokens: QueryTokens | None = None
-        if callable(embed_query):  # the vector and the token states from one pass
+        if callable(embed_query) and self.token_alignment:  # vector and token states, one pass
             qv, tokens = embed_query(query)
         else:
             qv = self.embedder.embed([query])[0]

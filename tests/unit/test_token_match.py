@@ -261,3 +261,41 @@ def test_recall_writes_nothing_and_is_not_blocked_by_a_writer(tmp_path: Path) ->
         assert hits[0].record.content == "Caroline went to the support group."
         q = "SELECT COUNT(*) FROM embeddings WHERE model_id LIKE '%#tokens'"
         assert store.connection.execute(q).fetchone()[0] == 0  # computed, not stored
+
+
+def test_the_setting_off_reads_no_codes_in_recall_or_the_gate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memlife.gate import ShadowRecall
+    from memlife.ledger import AccessLedger
+    from memlife.online.memory import LongTermMemory
+    from memlife.stores.sqlite import SqliteStore
+
+    ns = "/users/u1/facts"
+    facts = [
+        "Nate won his second video game tournament last week.",
+        "Nate likes to play video games with his friends.",
+        "Joanna wrote a screenplay about a haunted lighthouse.",
+    ]
+    question = "Which tournament did Nate win?"
+    with SqliteStore(tmp_path / "m.db") as store:
+        on = LongTermMemory(store, ledger=AccessLedger(tmp_path / "ledger"))
+        for f in facts:
+            on.remember("u1", ns, None, f)
+        with_term = [(h.record.id, h.score) for h in on.recall("u1", question, k=3)]
+
+        monkeypatch.setenv("MEMLIFE_TOKEN_ALIGNMENT", "false")
+        off = LongTermMemory(store, ledger=AccessLedger(tmp_path / "ledger"))
+        shadow = ShadowRecall(store, off.cache)
+        assert off.token_alignment is False and shadow.token_alignment is False
+
+        def no_codes(*_: object, **__: object) -> None:
+            raise AssertionError("token codes read with token alignment off")
+
+        monkeypatch.setattr(EmbeddingCache, "token_codes", no_codes)
+        without = [(h.record.id, h.score) for h in off.recall("u1", question, k=3)]
+        assert shadow.recall(question, "u1", ns, k=3)
+        # the same records, scored without the term: every fused score differs
+        assert {i for i, _ in without} == {i for i, _ in with_term}
+        scores = dict(with_term)
+        assert all(abs(scores[i] - s) > 1e-4 for i, s in without)
