@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import recall_ideas as ideas
 import recall_locomo as bench
+from locomo_cache import VectorCache
 
 TAU = 0.05
 STEPS = 300
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--embed-cache", type=Path)
     args = ap.parse_args(argv)
     convs = bench.load(args.path, args.granularity)
-    cache = bench._VectorCache(args.embed_cache)
+    cache = VectorCache(args.embed_cache)
     bench.prepare(convs, cache)
     preps = [ideas.prepare(c) for c in convs]
     head = ideas.held_out(preps, dict(bench.GRID))["mean"]

@@ -19,12 +19,12 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from locomo_cache import VectorCache
 from recall_locomo import (
     CATEGORIES,
     FOLDS,
     KS,
     Conversation,
-    _VectorCache,
     load,
     load_second,
     prepare,
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--second-vectors", type=Path, help="also the second model's features")
     args = ap.parse_args(argv)
     convs = load(args.path, args.granularity)
-    prepare(convs, _VectorCache(args.embed_cache))
+    prepare(convs, VectorCache(args.embed_cache))
     rows = dict(ROWS)
     if args.second_vectors is not None:
         load_second(args.second_vectors, convs)

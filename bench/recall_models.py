@@ -4,7 +4,7 @@ For each model's vectors (an .npz from bench/second_model_vectors.py), three hel
 figures, judged exactly like bench/recall_locomo.py's headline (all weights chosen on
 conversations 0-4 by coordinate ascent on recall@5, scored on 5-9, then the reverse; the
 mean of the two held-out scores), on the vectorised replica of ``retrieval.rank`` from
-bench/recall_ideas.py (checked against ``rank`` for every model before it is measured):
+bench/locomo_replica.py (checked against ``rank`` for every model before it is measured):
 
 - ``alone``: the model in place of MiniLM, every other term as shipped;
 - ``+ MiniLM, share per fold``: both vectors concatenated, ``[sqrt(1-s) minilm, sqrt(s)
@@ -31,9 +31,10 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+import locomo_replica as replica
 import numpy as np
-import recall_ideas as ideas
 import recall_locomo as bench
+from locomo_cache import VectorCache
 
 
 def attach(convs: Sequence[bench.Conversation], path: Path) -> list[bench.Conversation]:
@@ -43,7 +44,7 @@ def attach(convs: Sequence[bench.Conversation], path: Path) -> list[bench.Conver
     return out
 
 
-def mixed(convs: Sequence[bench.Conversation], share: float) -> list[ideas.Prepared]:
+def mixed(convs: Sequence[bench.Conversation], share: float) -> list[replica.Prepared]:
     """Prepared conversations ranked over the MiniLM/model mix at ``share`` (1 = alone)."""
     preps = []
     for c in convs:
@@ -52,11 +53,11 @@ def mixed(convs: Sequence[bench.Conversation], share: float) -> list[ideas.Prepa
             vecs, qvecs = c.second
         else:
             vecs, qvecs = c.vectors(share)
-        preps.append(ideas.prepare(dataclasses.replace(c, vecs=vecs, qvecs=qvecs, _mixed={})))
+        preps.append(replica.prepare(dataclasses.replace(c, vecs=vecs, qvecs=qvecs, _mixed={})))
     return preps
 
 
-def equal_mix(convs: Sequence[bench.Conversation], files: Sequence[Path]) -> list[ideas.Prepared]:
+def equal_mix(convs: Sequence[bench.Conversation], files: Sequence[Path]) -> list[replica.Prepared]:
     """MiniLM and every model in ``files`` concatenated with equal shares (fixed
     beforehand, nothing chosen on the data)."""
     parts = [attach(convs, f) for f in files]
@@ -67,12 +68,12 @@ def equal_mix(convs: Sequence[bench.Conversation], files: Sequence[Path]) -> lis
         qs = [c.qvecs, *(p[i].second[1] for p in parts)]  # type: ignore[index]
         vecs = np.ascontiguousarray(np.hstack(vs) * scale)
         qvecs = np.ascontiguousarray(np.hstack(qs) * scale)
-        preps.append(ideas.prepare(dataclasses.replace(c, vecs=vecs, qvecs=qvecs, _mixed={})))
+        preps.append(replica.prepare(dataclasses.replace(c, vecs=vecs, qvecs=qvecs, _mixed={})))
     return preps
 
 
-def held_out_shares(by_share: dict[float, list[ideas.Prepared]]) -> dict:
-    """Like ideas.held_out, with the share chosen per training fold (outer loop)."""
+def held_out_shares(by_share: dict[float, list[replica.Prepared]]) -> dict:
+    """Like replica.held_out, with the share chosen per training fold (outer loop)."""
     grid = dict(bench.GRID)
     pooled = {"hits": {k: Counter() for k in bench.KS}, "total": Counter()}
     means: dict[int, list[float]] = {k: [] for k in bench.KS}
@@ -80,14 +81,14 @@ def held_out_shares(by_share: dict[float, list[ideas.Prepared]]) -> dict:
     for train, test in bench.FOLDS:
         best: tuple[float, float, dict] | None = None
         for share, preps in by_share.items():
-            w = ideas.choose([preps[i] for i in train], grid, None, ideas.CONTEXT_POOL)
-            r = ideas._recall5([preps[i] for i in train], w, None, ideas.CONTEXT_POOL)
+            w = replica.choose([preps[i] for i in train], grid, None, replica.CONTEXT_POOL)
+            r = replica._recall5([preps[i] for i in train], w, None, replica.CONTEXT_POOL)
             if best is None or r > best[0] + 1e-12:
                 best = (r, share, w)
         assert best is not None
         _, share, w = best
         chosen.append({"share": round(share, 3), "train_r5": round(best[0], 4)} | w)
-        s = ideas._score([by_share[share][i] for i in test], w, None, ideas.CONTEXT_POOL)
+        s = replica._score([by_share[share][i] for i in test], w, None, replica.CONTEXT_POOL)
         n = sum(s["total"].values())
         for k in bench.KS:
             means[k].append(sum(s["hits"][k].values()) / n)
@@ -154,35 +155,35 @@ def main(argv: list[str] | None = None) -> int:
         query_cost(args.query_cost, qs, args)
     if not args.vectors:
         return 0
-    cache = bench._VectorCache(args.embed_cache)
+    cache = VectorCache(args.embed_cache)
     bench.prepare(convs, cache)
-    minilm = [ideas.prepare(c) for c in convs]
+    minilm = [replica.prepare(c) for c in convs]
     print(f"{'held out, ' + args.granularity:44s} " + " ".join(f"r@{k:<4d}" for k in bench.KS))
-    print(_line("MiniLM int8 (shipped)", ideas.held_out(minilm, dict(bench.GRID))), flush=True)
+    print(_line("MiniLM int8 (shipped)", replica.held_out(minilm, dict(bench.GRID))), flush=True)
     for spec in args.vectors:
         name, file = spec.split("=", 1)
         withm = attach(convs, Path(file))
         alone = mixed(withm, 1.0)
-        agree = ideas.check_replica(alone, bench.DEFAULTS)  # rank() over the model's vectors
+        agree = replica.check_replica(alone, bench.DEFAULTS)  # rank() over the model's vectors
         if agree < 0.999:
             print(f"{name}: replica disagrees with rank() ({agree:.4f}): skipped", file=sys.stderr)
             continue
-        print(_line(f"{name} alone", ideas.held_out(alone, dict(bench.GRID))), flush=True)
+        print(_line(f"{name} alone", replica.held_out(alone, dict(bench.GRID))), flush=True)
         by_share = {s: mixed(withm, s) for s in bench.SECOND_GRID}
         r = held_out_shares(by_share)
         print(_line(f"{name} + MiniLM, share per fold", r), flush=True)
         print(f"{'':44s} chosen per fold: {r['chosen']}")
-        half = ideas.held_out(by_share[0.5], dict(bench.GRID))
+        half = replica.held_out(by_share[0.5], dict(bench.GRID))
         print(_line(f"{name} + MiniLM, equal shares", half), flush=True)
     files = dict(spec.split("=", 1) for spec in args.vectors)
     for names in args.equal_mix:
         preps = equal_mix(convs, [Path(files[n]) for n in names.split(",")])
-        agree = ideas.check_replica(preps, bench.DEFAULTS)
+        agree = replica.check_replica(preps, bench.DEFAULTS)
         if agree < 0.999:
             print(f"{names}: replica disagrees with rank() ({agree:.4f})", file=sys.stderr)
             continue
         label = f"MiniLM + {' + '.join(names.split(','))}, equal shares"
-        print(_line(label, ideas.held_out(preps, dict(bench.GRID))), flush=True)
+        print(_line(label, replica.held_out(preps, dict(bench.GRID))), flush=True)
     cache.save()
     return 0
 

@@ -12,7 +12,7 @@ import pytest
 from memlife.token_match import QueryTokens, pack
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "bench"))
-import recall_ideas as ideas  # noqa: E402
+import locomo_replica as replica  # noqa: E402
 import recall_locomo as bench  # noqa: E402
 
 
@@ -145,10 +145,10 @@ def _random_conversation(seed: int) -> bench.Conversation:
 
 
 def test_the_ideas_replica_ranks_exactly_like_retrieval_rank() -> None:
-    """bench/recall_ideas.py measures on a vectorised copy of rank(): it must put the first
+    """bench/locomo_replica.py is a vectorised copy of rank(): it must put the first
     relevant memory where rank() does, for every term on and off."""
     convs = [_random_conversation(s) for s in range(6)]
-    preps = [ideas.prepare(c) for c in convs]
+    preps = [replica.prepare(c) for c in convs]
     assert any(p.date.any() for p in preps) and all(p.near.any() for p in preps)
     for w in (
         bench.DEFAULTS,
@@ -159,29 +159,29 @@ def test_the_ideas_replica_ranks_exactly_like_retrieval_rank() -> None:
         {"centroid": 0.5, "lexical": 0.0, "date": 0.0, "context": 0.0, "token": 5.0},
     ):
         for p in preps:
-            assert ideas.first_hits(p, w).tolist() == bench.first_hits(p.conv, w), w
-    assert ideas.check_replica(preps, bench.DEFAULTS) == 1.0
+            assert replica.first_hits(p, w).tolist() == bench.first_hits(p.conv, w), w
+    assert replica.check_replica(preps, bench.DEFAULTS) == 1.0
     # ... and the check notices a replica that drifts from rank().
-    wrong = [ideas.prepare(c) for c in convs]
+    wrong = [replica.prepare(c) for c in convs]
     for p in wrong:
         p.bm25 = -p.bm25
-    assert ideas.check_replica(wrong, bench.DEFAULTS) < 1.0
+    assert replica.check_replica(wrong, bench.DEFAULTS) < 1.0
     only_tokens = {"centroid": 0.0, "lexical": 0.0, "date": 0.0, "context": 0.0, "token": 5.0}
-    drifted = [ideas.prepare(c) for c in convs]
+    drifted = [replica.prepare(c) for c in convs]
     for p in drifted:
         assert p.tok_best is not None
         p.tok_best = -p.tok_best
-    assert ideas.check_replica(drifted, only_tokens) < 1.0
+    assert replica.check_replica(drifted, only_tokens) < 1.0
 
 
 def test_an_idea_is_weighed_on_the_training_folds_only() -> None:
     """An added term that finds the relevant memory only in conversations 5-9 is switched on
     by the fold trained there and left off by the other (a leak would switch on both)."""
     convs = [_random_conversation(s) for s in range(10)]
-    preps = [ideas.prepare(c) for c in convs]
+    preps = [replica.prepare(c) for c in convs]
     for i, p in enumerate(preps):
         p.extra = {"oracle": p.relevant.astype(np.float32) * (i >= 5)}
-    r = ideas.held_out(preps, dict(bench.GRID) | {"oracle": (0.0, 1.0)})
+    r = replica.held_out(preps, dict(bench.GRID) | {"oracle": (0.0, 1.0)})
     assert r["idea_weights"][0] == "0"  # trained on 0-4: the term never helps there
     assert r["idea_weights"][1] == {"oracle": 1.0}
 
@@ -207,4 +207,4 @@ def test_a_model_share_is_chosen_on_the_training_folds_only() -> None:
     # alone, the model's vectors replace MiniLM's; rank() agrees with the replica on them
     alone = models.mixed(convs, 1.0)
     assert alone[7].conv.vecs is convs[7].second[0]
-    assert ideas.check_replica(alone, bench.DEFAULTS) == 1.0
+    assert replica.check_replica(alone, bench.DEFAULTS) == 1.0
