@@ -299,3 +299,53 @@ def test_the_setting_off_reads_no_codes_in_recall_or_the_gate(
         assert {i for i, _ in without} == {i for i, _ in with_term}
         scores = dict(with_term)
         assert all(abs(scores[i] - s) > 1e-4 for i, s in without)
+
+
+_RACER = """
+import sys, time
+from pathlib import Path
+from memlife.embed import default_embedder
+from memlife.embed_cache import EmbeddingCache
+db, go, texts = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:]
+cache = EmbeddingCache(default_embedder(), path=db)
+default_embedder().embed(["warm up"])
+while not go.exists():
+    time.sleep(0.005)
+cache.get_or_embed_texts(texts)
+cache.close()
+"""
+
+
+def test_two_processes_embedding_one_content_at_once_store_one_vector_and_its_codes(
+    tmp_path: Path,
+) -> None:
+    """Two writers race on the same contents (same file, separate connections): both
+    finish, each content ends with one vector row and one codes row, and the stored codes
+    are the ones the model gives for it (neither writer's bytes are torn or mixed)."""
+    import subprocess
+    import sys
+    import time
+
+    db, go = tmp_path / "e.db", tmp_path / "go"
+    texts = [f"Nate won tournament number {i} with his friend Joanna." for i in range(60)]
+    racers = [
+        subprocess.Popen([sys.executable, "-c", _RACER, str(db), str(go), *texts]) for _ in range(2)
+    ]
+    time.sleep(3)  # both load the model and wait at the line
+    go.touch()
+    assert [p.wait(timeout=300) for p in racers] == [0, 0]
+    conn = sqlite3.connect(db)
+    rows = conn.execute("SELECT content_sha256, model_id, COUNT(*) FROM embeddings GROUP BY 1, 2")
+    counts = rows.fetchall()
+    conn.close()
+    shas = {content_sha256(t) for t in texts}
+    assert {s for s, m, _ in counts if m.endswith(TOKENS)} == shas
+    assert {s for s, m, _ in counts if not m.endswith(TOKENS)} == shas
+    assert all(n == 1 for _, _, n in counts)
+    cache = EmbeddingCache(default_embedder(), path=db)
+    stored = cache.token_codes(texts, store=False)
+    assert stored is not None and cache.stats.misses == 0  # all read back, none computed
+    _, expected = default_embedder().embed_with_tokens(texts)
+    for got, want in zip(stored, expected, strict=True):
+        assert np.array_equal(got.bits, want.bits) and np.array_equal(got.pieces, want.pieces)
+    cache.close()
