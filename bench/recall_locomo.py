@@ -4,7 +4,9 @@ Task (shared/data/README.md): every observation of a conversation is a memory, c
 at its session's date; each QA of categories 1-4 whose evidence dia_ids are carried by at
 least one memory is a query; hit@k = any of the top-k memories carries an evidence dia_id.
 ``--granularity turns`` keeps every raw conversation turn as a memory instead ("Speaker:
-text", with the shared photo's caption): longer, chattier memories.
+text", with the shared photo's caption): longer, chattier memories. ``--granularity
+excerpts`` keeps every CHUNK_TURNS consecutive turns of a session as one memory, turns
+joined by newlines: long memories, many past the model's 256-token window.
 
 Headline = 2-fold split by conversation. Every ranking weight is chosen on conversations
 0-4 (coordinate ascent on recall@5 over a fixed grid) and scored on 5-9, then the reverse;
@@ -124,10 +126,20 @@ class _MemoLexical:
         return got
 
 
+CHUNK_TURNS = 8  # turns per memory at granularity "excerpts" (fixed before any run)
+
+
 def session_time(text: str) -> float:
     """'1:56 pm on 8 May, 2023' -> POSIX seconds (UTC)."""
     when = datetime.strptime(text, "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
     return when.timestamp()
+
+
+def _turn(t: dict) -> str:
+    text = f"{t['speaker']}: {t['text']}"
+    if t.get("blip_caption"):
+        text += f" [shares a photo of {t['blip_caption']}]"
+    return str(text)
 
 
 def load(path: Path, granularity: str = "observations") -> list[Conversation]:
@@ -150,12 +162,11 @@ def load(path: Path, granularity: str = "observations") -> list[Conversation]:
                 if not key.startswith("session_") or not isinstance(turns, list):
                     continue
                 at = session_time(talk[f"{key}_date_time"])
-                for t in turns:
-                    text = f"{t['speaker']}: {t['text']}"
-                    if t.get("blip_caption"):
-                        text += f" [shares a photo of {t['blip_caption']}]"
-                    texts.append(text)
-                    dia.append({t["dia_id"]})
+                lines = [_turn(t) for t in turns]
+                size = CHUNK_TURNS if granularity == "excerpts" else 1
+                for lo in range(0, len(turns), size):
+                    texts.append("\n".join(lines[lo : lo + size]))
+                    dia.append({t["dia_id"] for t in turns[lo : lo + size]})
                     created.append(at)
         carried = set().union(*dia)
         queries = [
@@ -385,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("path", type=Path, help="locomo10.json")
     ap.add_argument(
         "--granularity",
-        choices=["observations", "turns", "both"],
+        choices=["observations", "turns", "excerpts", "both"],
         default="observations",
         help="both: each weight is chosen on the mean recall@5 of the two",
     )

