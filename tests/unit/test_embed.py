@@ -34,7 +34,7 @@ def test_bundled_tokenizer_is_the_pinned_file() -> None:
 
 def test_protocol_shape_and_normalisation(emb: MiniLMEmbedder) -> None:
     assert isinstance(emb, Embedder)
-    assert emb.model_id == "all-MiniLM-L6-v2-onnx-int8+windows4" and emb.dim == DIM == 384
+    assert emb.model_id == "all-MiniLM-L6-v2-onnx-int8" and emb.dim == DIM == 384
     v = emb.embed(["I only drink green tea.", "The car is red.", "x"])
     assert v.dtype == np.float32 and v.shape == (3, 384)
     np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
@@ -71,25 +71,41 @@ def test_a_long_text_is_cut_into_windows_of_256_tokens(emb: MiniLMEmbedder) -> N
     assert ids.shape == (MAX_WINDOWS + 1, 256) and starts.tolist() == [0, MAX_WINDOWS]
     assert (mask[:MAX_WINDOWS].sum(axis=1) == 256).all() and mask[MAX_WINDOWS].sum() == 3
     assert (ids[:MAX_WINDOWS, 0] == 101).all() and (ids[:MAX_WINDOWS, 255] == 102).all()
-    # Anything past the last window cannot influence the vector.
-    head = "alpha beta gamma " * 400  # 1,200 tokens
+    # The vector is the first window's: anything past it cannot influence the vector.
+    head = "alpha beta gamma " * 100
     a, b = emb.embed([head + "tea coffee", head + "volcano earthquake"])
     np.testing.assert_allclose(a, b, atol=1e-6)
+    v, codes = emb.embed_with_tokens([head + "tea coffee", "hi"])
+    np.testing.assert_allclose(v[0], a, atol=1e-6)  # the same vector from either call
+    assert len(codes[0]) == 302 and len(codes[1]) == 1  # every window's tokens, no marks
 
 
-def test_a_fact_past_the_first_window_is_found_by_its_meaning(emb: MiniLMEmbedder) -> None:
+def test_an_answer_past_the_first_window_is_found_by_token_alignment(
+    emb: MiniLMEmbedder,
+) -> None:
     """Two long memories alike in their first 256 tokens, told apart only by their last
-    sentence: with one window they embedded to the same vector."""
+    sentence, and a question sharing no word with either: the vectors tie, BM25 scores
+    nothing, and the token codes of the later windows decide."""
+    from memlife.retrieval import LexicalIndex, rank
+
     filler = "We chatted about the weather and the traffic on the way home. " * 30
-    tea = filler + "By the way, I only drink green tea, never coffee."
-    car = filler + "By the way, my car needs new tyres before winter."
-    q = emb.embed(["What does the user drink?"])[0]
-    v_tea, v_car = emb.embed([tea, car])
-    assert float(q @ v_tea) > float(q @ v_car) + 0.01
-    _, codes = emb.embed_with_tokens([tea])
-    assert len(codes[0]) > 256  # token codes cover every window too
-    # a long text's vector does not depend on the batch it is embedded in
-    np.testing.assert_allclose(emb.embed([tea, "tea"])[0], v_tea, atol=1e-5)
+    texts = [
+        filler + "By the way, my car needs new tyres before winter.",
+        filler + "By the way, I only drink green tea, never coffee.",
+    ]
+    vecs, codes = emb.embed_with_tokens(texts)
+    np.testing.assert_allclose(vecs[0], vecs[1], atol=1e-6)
+    question = "Which beverage is preferred?"
+    qv, qt = emb.embed_query(question)
+    common = {"query_text": question, "lexical": LexicalIndex(texts), "threshold": -1.0}
+    assert not LexicalIndex(texts).scores(question).any()
+    hits = rank(
+        qv, vecs, k=2, query_tokens=qt, token_codes=lambda rows: [codes[r] for r in rows], **common
+    )
+    assert list(hits.indices) == [1, 0] and hits.scores[0] > hits.scores[1]
+    # a long text's codes do not depend on the batch it is embedded in
+    _, alone = emb.embed_with_tokens([texts[1]])
+    assert np.array_equal(alone[0].bits, codes[1].bits)
 
 
 def test_rejects_a_bare_string(emb: MiniLMEmbedder) -> None:
