@@ -363,7 +363,9 @@ class MiniLMEmbedder:
         own overflow windows, each with its [CLS] and [SEP]), int64, padded to the longest."""
         # Cut each text to its windows BEFORE the tokenizer sees it: the tokenizer encodes
         # everything and truncates afterwards (a 10 MB text: 1.7 GB, two minutes).
-        limit = self.max_tokens * windows * CHARS_PER_TOKEN_BOUND
+        # The same cut whatever ``windows`` is: a text's first window (its vector) must not
+        # depend on how many windows the caller wants.
+        limit = self.max_tokens * MAX_WINDOWS * CHARS_PER_TOKEN_BOUND
         with self._lock:
             enc = self._tokenizer().encode_batch([t[:limit] for t in texts])
         rows: list[Encoding] = []
@@ -398,6 +400,8 @@ class MiniLMEmbedder:
             )
             for lo in range(0, len(ids), self.batch_size)
         ]
+        if not parts:  # no text
+            return np.zeros((0, ids.shape[1], self.dim), np.float32), ids, mask, starts
         hidden = np.concatenate(parts) if len(parts) > 1 else parts[0]  # (windows, seq, dim)
         return hidden, ids, mask, starts
 
@@ -454,7 +458,9 @@ class MiniLMEmbedder:
 
     def embed_query(self, text: str) -> tuple[np.ndarray, QueryTokens]:
         """A question's vector and its content tokens' states, from one pass."""
-        hidden, ids, mask, starts = self._forward([text])
+        # One window: a question that long is rare, and each of its content tokens costs
+        # the alignment a pass over every candidate token (memlife.token_match).
+        hidden, ids, mask, starts = self._forward([text], windows=1)
         states, pieces = self._tokens_of(0, hidden, ids, mask, starts)
         tokens = query_tokens(states, pieces, self.content_pieces())
         return self._pool(hidden, mask, starts)[0], tokens

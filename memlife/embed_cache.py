@@ -226,7 +226,13 @@ class EmbeddingCache:
         shas = [content_sha256(t) for t in texts]
         unique = list(dict.fromkeys(shas))
         found: dict[str, TokenCodes] = {}
+        # Codes of exactly one full window may be a long text's, written before codes
+        # covered every window (memlife.embed): computed again, so the tail counts. Only a
+        # text of that exact length pays for it twice.
+        cut = getattr(emb, "max_tokens", 0) - 2
         for sha, (n, blob) in self._lookup_blobs(unique, emb.model_id + TOKENS).items():
+            if n == cut:
+                continue
             try:
                 found[sha] = TokenCodes.from_bytes(blob, n, emb.dim)
             except ValueError:

@@ -69,7 +69,8 @@ class Settings(BaseSettings):
         True,
         description="Recall: reorder the best 50 candidates by how well the question's words "
         "match each memory's tokens (memlife.token_match). Off: cosine, BM25 and time terms "
-        "only, which saves the term's cost on long memories (BENCHMARKS.md, issue 19)",
+        "only, which saves the term's cost in recall on long memories; writes still store "
+        "each memory's codes, so turning it on again needs no re-embedding (BENCHMARKS.md)",
     )
     model_cache: Path | None = Field(
         None,

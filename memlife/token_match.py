@@ -74,10 +74,16 @@ def pack(states: np.ndarray, pieces: np.ndarray) -> TokenCodes:
     return TokenCodes(pieces=np.asarray(pieces, dtype=np.uint16), bits=bits)
 
 
+# A question's content tokens matched, at most: each costs a pass over every candidate
+# token, and a question rarely has 20. A pasted page as the query stays bounded.
+MAX_QUERY_TOKENS = 64
+
+
 def query_tokens(states: np.ndarray, pieces: np.ndarray, content: np.ndarray) -> QueryTokens:
-    """The question's content tokens (``content``: a bool per vocabulary id), unit rows."""
+    """The question's first MAX_QUERY_TOKENS content tokens (``content``: a bool per
+    vocabulary id), unit rows."""
     pieces = np.asarray(pieces, dtype=np.int64)
-    keep = content[pieces]
+    keep = content[pieces] & (np.cumsum(content[pieces]) <= MAX_QUERY_TOKENS)
     s = np.asarray(states, dtype=np.float32)[keep]
     norms = np.linalg.norm(s, axis=1, keepdims=True)
     return QueryTokens(states=s / np.maximum(norms, 1e-12), pieces=pieces[keep])

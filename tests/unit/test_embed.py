@@ -108,6 +108,22 @@ def test_an_answer_past_the_first_window_is_found_by_token_alignment(
     assert np.array_equal(alone[0].bits, codes[1].bits)
 
 
+def test_every_call_sees_the_same_first_window(emb: MiniLMEmbedder) -> None:
+    """embed (one window) and embed_with_tokens / embed_query (more) must give one text one
+    vector, even when the text is mostly whitespace and the character cut decides what
+    the first window holds."""
+    from memlife.token_match import MAX_QUERY_TOKENS
+
+    t = "The user drinks tea." + " " * 9000 + "Volcanoes and earthquakes shook the town. " * 10
+    a = emb.embed([t])[0]
+    b, _ = emb.embed_with_tokens([t])
+    q, qt = emb.embed_query(t)
+    np.testing.assert_allclose(a, b[0], atol=1e-6)
+    np.testing.assert_allclose(a, q, atol=1e-6)
+    _, long_q = emb.embed_query("volcano tremor lava " * 200)  # a page pasted as a question
+    assert len(long_q) == MAX_QUERY_TOKENS and len(qt) <= MAX_QUERY_TOKENS
+
+
 def test_rejects_a_bare_string(emb: MiniLMEmbedder) -> None:
     with pytest.raises(TypeError):
         emb.embed("not a list")  # type: ignore[arg-type]

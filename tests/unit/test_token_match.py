@@ -302,13 +302,14 @@ def test_the_setting_off_reads_no_codes_in_recall_or_the_gate(
 
 
 _RACER = """
-import sys, time
+import os, sys, time
 from pathlib import Path
 from memlife.embed import default_embedder
 from memlife.embed_cache import EmbeddingCache
 db, go, texts = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:]
 cache = EmbeddingCache(default_embedder(), path=db)
 default_embedder().embed(["warm up"])
+Path(f"{go}.{os.getpid()}").touch()  # ready: loaded, at the line
 while not go.exists():
     time.sleep(0.005)
 cache.get_or_embed_texts(texts)
@@ -331,7 +332,10 @@ def test_two_processes_embedding_one_content_at_once_store_one_vector_and_its_co
     racers = [
         subprocess.Popen([sys.executable, "-c", _RACER, str(db), str(go), *texts]) for _ in range(2)
     ]
-    time.sleep(3)  # both load the model and wait at the line
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.glob("go.*"))) < 2:  # both loaded and waiting: they race
+        assert time.monotonic() < deadline and all(p.poll() is None for p in racers)
+        time.sleep(0.01)
     go.touch()
     assert [p.wait(timeout=300) for p in racers] == [0, 0]
     conn = sqlite3.connect(db)
@@ -348,4 +352,28 @@ def test_two_processes_embedding_one_content_at_once_store_one_vector_and_its_co
     _, expected = default_embedder().embed_with_tokens(texts)
     for got, want in zip(stored, expected, strict=True):
         assert np.array_equal(got.bits, want.bits) and np.array_equal(got.pieces, want.pieces)
+    cache.close()
+
+
+def test_codes_cut_at_one_window_are_computed_again_over_every_window(tmp_path: Path) -> None:
+    """A long memory's codes written before codes covered every window hold exactly one
+    full window: read back, they would hide the memory's tail from token alignment."""
+    emb = default_embedder()
+    text = "We chatted about the weather and the traffic. " * 40 + "I only drink green tea."
+    cache = EmbeddingCache(emb, path=tmp_path / "e.db")
+    cache.get_or_embed_texts([text])
+    full = cache.token_codes([text], store=False)
+    assert full is not None and len(full[0]) > emb.max_tokens
+    cut = TokenCodes(pieces=full[0].pieces[:254], bits=full[0].bits[:254])
+    db = sqlite3.connect(tmp_path / "e.db")
+    db.execute(
+        "UPDATE embeddings SET dim = ?, vector = ? WHERE model_id = ?",
+        (len(cut), cut.to_bytes(), emb.model_id + TOKENS),
+    )
+    db.commit()
+    db.close()
+    misses = cache.stats.misses
+    again = cache.token_codes([text], store=False)
+    assert again is not None and len(again[0]) == len(full[0])
+    assert cache.stats.misses == misses + 1  # computed, not served
     cache.close()
