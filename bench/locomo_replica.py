@@ -196,33 +196,16 @@ def _recall5(preps: Sequence[Prepared], w: dict, post: Post | None, pool: int) -
 
 def choose(preps: Sequence[Prepared], grid: dict, post: Post | None, pool: int) -> dict:
     """bench.choose's coordinate ascent (same start, order, ties, at most 4 sweeps)."""
-    w = {name: values[0] for name, values in grid.items()}
-    best = _recall5(preps, w, post, pool)
-    for _ in range(4):
-        changed = False
-        for name, values in grid.items():
-            for v in values:
-                if v == w[name]:
-                    continue
-                trial = {**w, name: v}
-                r = _recall5(preps, trial, post, pool)
-                if r > best + 1e-12:
-                    best, w, changed = r, trial, True
-        if not changed:
-            break
-    return w
+    start = {name: values[0] for name, values in grid.items()}
+    return bench.ascend(lambda w: _recall5(preps, w, post, pool), grid, list(grid), start)
 
 
-def held_out(
-    preps: Sequence[Prepared], grid: dict, post: Post | None = None, pool: int = CONTEXT_POOL
-) -> dict:
+def tally(tests: Sequence[dict]) -> dict:
+    """Held-out figures from each fold's test score (``_score``): the mean over the folds
+    per k, and the table of their queries pooled."""
     pooled = {"hits": {k: Counter() for k in bench.KS}, "total": Counter()}
     means: dict[int, list[float]] = {k: [] for k in bench.KS}
-    weights = []
-    for train, test in bench.FOLDS:
-        w = choose([preps[i] for i in train], grid, post, pool)
-        weights.append({k: v for k, v in w.items() if k not in bench.GRID and v} or "0")
-        s = _score([preps[i] for i in test], w, post, pool)
+    for s in tests:
         n = sum(s["total"].values())
         for k in bench.KS:
             means[k].append(sum(s["hits"][k].values()) / n)
@@ -231,5 +214,15 @@ def held_out(
     return {
         "mean": {k: float(np.mean(v)) for k, v in means.items()},
         "pooled": bench.summarise(pooled),
-        "idea_weights": weights,
     }
+
+
+def held_out(
+    preps: Sequence[Prepared], grid: dict, post: Post | None = None, pool: int = CONTEXT_POOL
+) -> dict:
+    weights, tests = [], []
+    for train, test in bench.FOLDS:
+        w = choose([preps[i] for i in train], grid, post, pool)
+        weights.append({k: v for k, v in w.items() if k not in bench.GRID and v} or "0")
+        tests.append(_score([preps[i] for i in test], w, post, pool))
+    return tally(tests) | {"idea_weights": weights}

@@ -32,7 +32,7 @@ import argparse
 import json
 import sys
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -301,10 +301,21 @@ def choose(
     w = {name: 0.0 for name in grid}
     for name in tuned:
         w[name] = grid[name][0]
+    return ascend(objective, grid, tuned, w)
+
+
+def ascend(
+    objective: Callable[[dict[str, float]], float],
+    grid: dict,
+    names: Sequence[str],
+    w: dict[str, float],
+) -> dict[str, float]:
+    """Coordinate ascent from ``w`` over ``names``: each name's grid values in order, a
+    change kept only when it scores strictly higher (ties keep the earlier), 4 sweeps at most."""
     best = objective(w)
     for _ in range(4):
         changed = False
-        for name in tuned:
+        for name in names:
             for value in grid[name]:
                 if value == w[name]:
                     continue

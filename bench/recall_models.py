@@ -27,7 +27,6 @@ import dataclasses
 import os
 import sys
 import time
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -75,9 +74,7 @@ def equal_mix(convs: Sequence[bench.Conversation], files: Sequence[Path]) -> lis
 def held_out_shares(by_share: dict[float, list[replica.Prepared]]) -> dict:
     """Like replica.held_out, with the share chosen per training fold (outer loop)."""
     grid = dict(bench.GRID)
-    pooled = {"hits": {k: Counter() for k in bench.KS}, "total": Counter()}
-    means: dict[int, list[float]] = {k: [] for k in bench.KS}
-    chosen = []
+    chosen, tests = [], []
     for train, test in bench.FOLDS:
         best: tuple[float, float, dict] | None = None
         for share, preps in by_share.items():
@@ -88,17 +85,10 @@ def held_out_shares(by_share: dict[float, list[replica.Prepared]]) -> dict:
         assert best is not None
         _, share, w = best
         chosen.append({"share": round(share, 3), "train_r5": round(best[0], 4)} | w)
-        s = replica._score([by_share[share][i] for i in test], w, None, replica.CONTEXT_POOL)
-        n = sum(s["total"].values())
-        for k in bench.KS:
-            means[k].append(sum(s["hits"][k].values()) / n)
-            pooled["hits"][k].update(s["hits"][k])
-        pooled["total"].update(s["total"])
-    return {
-        "mean": {k: float(np.mean(v)) for k, v in means.items()},
-        "pooled": bench.summarise(pooled),
-        "chosen": chosen,
-    }
+        tests.append(
+            replica._score([by_share[share][i] for i in test], w, None, replica.CONTEXT_POOL)
+        )
+    return replica.tally(tests) | {"chosen": chosen}
 
 
 def _line(label: str, r: dict) -> str:
