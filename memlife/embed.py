@@ -8,9 +8,8 @@ loudly instead of silently producing vectors from a different space.
 A text longer than the model's window (256 tokens) is run in windows of it, up to
 MAX_WINDOWS. Its sentence vector is the first window's, as sentence-transformers computes
 it (the mean over all windows measured no better and would change every long text's
-vector); its token codes cover every window, so recall's token alignment finds an answer
-that sits past the first window (LoCoMo excerpts of 8 turns, held out: recall@5 0.900 ->
-0.922; BENCHMARKS.md). Text past MAX_WINDOWS windows is cut; BM25 still reads all of it.
+vector); its token codes cover every window, so token alignment finds an answer past the
+first window (BENCHMARKS.md, issue 19 seventh round). BM25 still reads the whole text.
 """
 
 from __future__ import annotations
@@ -65,6 +64,17 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """float32 array (len(texts), dim), each row L2-normalised."""
         ...
+
+
+def embed_for_recall(
+    embedder: Embedder, query: str, tokens: bool
+) -> tuple[np.ndarray, QueryTokens | None]:
+    """A query's vector, with its token states when ``tokens`` (token alignment on) and the
+    embedder gives them from the same pass: how online and shadow recall embed a query."""
+    embed_query = getattr(embedder, "embed_query", None)
+    if tokens and callable(embed_query):
+        return embed_query(query)  # type: ignore[no-any-return]
+    return embedder.embed([query])[0], None
 
 
 def _sha256(path: Path) -> str:
@@ -392,8 +402,7 @@ class MiniLMEmbedder:
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = np.zeros_like(ids)
-        # at most batch_size windows a model call, as before windows: a batch of long texts
-        # would otherwise hold MAX_WINDOWS times the attention buffers at once
+        # batch_size windows a call at most: long texts would hold 4x the attention buffers
         parts = [
             np.asarray(
                 sess.run(None, {k: v[lo : lo + self.batch_size] for k, v in feeds.items()})[0]

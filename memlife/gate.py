@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memlife.backends import embedding_cache
+from memlife.embed import embed_for_recall
 from memlife.evalset import EvalCase, Impact, Target, load_cases
 from memlife.model import MemoryRecord, MemoryType, Status
 from memlife.policy import GatePolicy, Policy
@@ -198,11 +199,7 @@ class ShadowRecall:
     def _query(self, query: str) -> tuple[np.ndarray, QueryTokens | None]:
         """The query's vector and token states (one pass; None for an embedder without)."""
         if query not in self._qvec:  # queries are embedded, never cached in the store
-            embed_query = getattr(self.cache.embedder, "embed_query", None)
-            if callable(embed_query) and self.token_alignment:
-                self._qvec[query] = embed_query(query)
-            else:
-                self._qvec[query] = (self.cache.embedder.embed([query])[0], None)
+            self._qvec[query] = embed_for_recall(self.cache.embedder, query, self.token_alignment)
         return self._qvec[query]
 
     def recall(

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from memlife.backends import embedding_cache, open_ledger
-from memlife.embed import Embedder
+from memlife.embed import Embedder, embed_for_recall
 from memlife.embed_cache import EmbeddingCache
 from memlife.errors import InputError
 from memlife.group import subject_keywords
@@ -66,7 +66,7 @@ from memlife.settings import settings
 from memlife.stores.base import BatchResult, ChangeSignal, MemoryStore, iter_shard
 from memlife.stores.sqlite import DUPLICATE_ACTIVE, SqliteStore
 from memlife.text import negates
-from memlife.token_match import QueryTokens, TokenCodes
+from memlife.token_match import TokenCodes
 from memlife.tombstones import ERASED_CONTENT, ERASED_SOURCE, insert_new
 
 DEFAULT_NEAR_DUPLICATE = 0.9
@@ -568,12 +568,7 @@ class LongTermMemory:
         if namespace is not None:
             check_namespace(namespace)  # as remember: a namespace no record can have is a mistake
         thr = self.threshold if threshold is None else threshold
-        embed_query = getattr(self.embedder, "embed_query", None)
-        tokens: QueryTokens | None = None
-        if callable(embed_query) and self.token_alignment:  # vector and token states, one pass
-            qv, tokens = embed_query(query)
-        else:
-            qv = self.embedder.embed([query])[0]
+        qv, tokens = embed_for_recall(self.embedder, query, self.token_alignment)
         with self._lock:
             self._check_marker()
             names = [namespace] if namespace is not None else sorted(self._actor_namespaces(actor))
