@@ -91,7 +91,7 @@ def token_tables(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """token_match.alignment's inputs for every query and memory at once (Prepared)."""
     dim = queries[0].states.shape[1] if queries else 384
-    signs = token_match.sign_rows(np.concatenate([c.bits for c in codes]), dim)
+    bits = np.concatenate([c.bits for c in codes])
     starts = np.concatenate([[0], np.cumsum([len(c) for c in codes])[:-1]])
     width = max([len(q) for q in queries] + [1])
     best = np.zeros((len(queries), width, len(codes)), np.float32)
@@ -101,7 +101,9 @@ def token_tables(
         if not len(q):
             continue
         scaled = token_match.scaled_states(q)
-        best[i, : len(q)] = np.maximum.reduceat(scaled @ signs.T, starts, axis=1)
+        best[i, : len(q)] = np.maximum.reduceat(
+            token_match.sign_dots(scaled, bits, dim), starts, axis=1
+        )
         held[i, : len(q)] = np.stack([np.isin(q.pieces, c.pieces) for c in codes], axis=1)
         mask[i, : len(q)] = True
     return best, held, mask

@@ -89,23 +89,32 @@ def query_tokens(states: np.ndarray, pieces: np.ndarray, content: np.ndarray) ->
     return QueryTokens(states=s / np.maximum(norms, 1e-12), pieces=pieces[keep])
 
 
-# byte -> its 8 bits as -1.0 / +1.0, most significant first (np.packbits' order): one
-# gather turns a row of sign bytes into floats (unpackbits, a cast and two passes cost ~3x)
-_SIGN_OF_BYTE = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1) * 2.0 - 1.0
-_SIGN_OF_BYTE = _SIGN_OF_BYTE.astype(np.float32)
-
-
-def sign_rows(bits: np.ndarray, dim: int) -> np.ndarray:
-    """Rows of sign bytes as -1.0 / +1.0 floats (the unit scale goes on the question)."""
-    rows: np.ndarray = _SIGN_OF_BYTE[bits].reshape(len(bits), -1)[:, :dim]
-    return rows
-
-
 def scaled_states(query: QueryTokens) -> np.ndarray:
-    """The question's token states times 1/sqrt(dim): a dot with sign_rows is then the
-    cosine with the sign pattern at unit length."""
+    """The question's token states times 1/sqrt(dim): a dot with a row of +-1 signs is
+    then the cosine with the sign pattern at unit length."""
     dim = query.states.shape[1]
     out: np.ndarray = query.states * np.float32(1.0 / math.sqrt(dim))
+    return out
+
+
+# Candidate tokens unpacked to floats at a time. Unpacking every candidate at once wrote
+# 44 MB for 50 memories of 573 tokens and cost more than the product itself; a block this
+# size stays in cache (bench: 2.3x faster there, 1.4x for 50 observations).
+UNPACK_BLOCK = 512
+
+
+def sign_dots(scaled: np.ndarray, bits: np.ndarray, dim: int) -> np.ndarray:
+    """(t, n) float32: each row of ``scaled`` dotted with each token's signs (+1 where its
+    bit is set, -1 where not). With b the bits as 0/1, q . (2b - 1) = 2 q.b - sum(q): the
+    bits are only unpacked, never turned into signs."""
+    out = np.empty((len(scaled), len(bits)), dtype=np.float32)
+    twice = np.float32(2.0) * scaled
+    block = np.empty((min(UNPACK_BLOCK, len(bits)), dim), dtype=np.float32)
+    for start in range(0, len(bits), UNPACK_BLOCK):
+        part = bits[start : start + UNPACK_BLOCK]
+        block[: len(part)] = np.unpackbits(part, axis=1, count=dim)
+        np.matmul(twice, block[: len(part)].T, out=out[:, start : start + len(part)])
+    out -= scaled.sum(axis=1, keepdims=True)
     return out
 
 
@@ -118,12 +127,12 @@ def alignment(query: QueryTokens, candidates: Sequence[TokenCodes | None]) -> np
         return out
     dim = query.states.shape[1]
     codes = [candidates[i] for i in present]
-    signs = sign_rows(np.concatenate([c.bits for c in codes if c is not None]), dim)
+    bits = np.concatenate([c.bits for c in codes if c is not None])
     sizes = np.array([len(c) for c in codes if c is not None])
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     # best match of every question token in every candidate: (t, candidates); the unit
     # scale goes on the few question rows, not on every candidate token
-    best = np.maximum.reduceat(scaled_states(query) @ signs.T, starts, axis=1)
+    best = np.maximum.reduceat(sign_dots(scaled_states(query), bits, dim), starts, axis=1)
     # idf over the candidates: how many of them hold each of the question's pieces
     n = len(codes)
     pieces = np.concatenate([c.pieces for c in codes if c is not None])

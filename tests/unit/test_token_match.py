@@ -15,7 +15,14 @@ from memlife.embed import default_embedder
 from memlife.embed_cache import TOKENS, EmbeddingCache
 from memlife.model import content_sha256
 from memlife.retrieval import rank
-from memlife.token_match import QueryTokens, TokenCodes, alignment, pack
+from memlife.token_match import (
+    UNPACK_BLOCK,
+    QueryTokens,
+    TokenCodes,
+    alignment,
+    pack,
+    sign_dots,
+)
 
 DIM = 16
 
@@ -74,6 +81,27 @@ def test_scores_are_bounded_and_follow_a_permutation(seed: int, t: int, n: int) 
     assert np.all(np.abs(s) <= 1.0 + 1e-6)
     perm = rng.permutation(n)
     assert np.allclose(alignment(q, [cands[i] for i in perm]), s[perm], atol=1e-6)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(1, 5),
+    st.sampled_from([1, 7, UNPACK_BLOCK - 1, UNPACK_BLOCK, UNPACK_BLOCK + 1, 3 * UNPACK_BLOCK + 5]),
+    st.sampled_from([8, 24, 384]),
+)
+def test_sign_dots_equal_the_dot_with_every_token_signs(
+    seed: int, t: int, n: int, dim: int
+) -> None:
+    """The blocked unpacking gives every candidate token, on every side of a block edge,
+    the dot with its +-1 signs (bit set: +1) written out in full."""
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((t, dim)).astype(np.float32)
+    bits = rng.integers(0, 256, (n, dim // 8), dtype=np.uint8)
+    signs = np.unpackbits(bits, axis=1).astype(np.float32) * 2 - 1
+    got = sign_dots(q, bits, dim)
+    assert got.shape == (t, n) and got.dtype == np.float32
+    assert np.allclose(got, q @ signs.T, atol=1e-4)
 
 
 def test_rank_reorders_the_pool_by_token_alignment_and_weight_zero_turns_it_off() -> None:
