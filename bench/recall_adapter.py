@@ -92,9 +92,7 @@ def held_out(preps: list[ideas.Prepared], l2: float, diagonal: bool, mode: str) 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("path", type=Path)
-    ap.add_argument(
-        "--granularity", choices=["observations", "turns", "excerpts"], default="observations"
-    )
+    ap.add_argument("--granularity", choices=bench.GRANULARITIES, default="observations")
     ap.add_argument("--embed-cache", type=Path)
     args = ap.parse_args(argv)
     convs = bench.load(args.path, args.granularity)

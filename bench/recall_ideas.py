@@ -227,9 +227,7 @@ def names_masked_cosine(
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("path", type=Path)
-    ap.add_argument(
-        "--granularity", choices=["observations", "turns", "excerpts"], default="observations"
-    )
+    ap.add_argument("--granularity", choices=bench.GRANULARITIES, default="observations")
     ap.add_argument("--embed-cache", type=Path)
     ap.add_argument(
         "--embed-variants",

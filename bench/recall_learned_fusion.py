@@ -23,6 +23,7 @@ from locomo_cache import VectorCache
 from recall_locomo import (
     CATEGORIES,
     FOLDS,
+    GRANULARITIES,
     KS,
     Conversation,
     load,
@@ -165,9 +166,7 @@ def held_out(feats: list[list], names: list[str]) -> tuple[dict, dict]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("path", type=Path, help="locomo10.json")
-    ap.add_argument(
-        "--granularity", choices=["observations", "turns", "excerpts"], default="observations"
-    )
+    ap.add_argument("--granularity", choices=GRANULARITIES, default="observations")
     ap.add_argument("--embed-cache", type=Path)
     ap.add_argument("--second-vectors", type=Path, help="also the second model's features")
     args = ap.parse_args(argv)

@@ -7,6 +7,9 @@ least one memory is a query; hit@k = any of the top-k memories carries an eviden
 text", with the shared photo's caption): longer, chattier memories. ``--granularity
 excerpts`` keeps every CHUNK_TURNS consecutive turns of a session as one memory, turns
 joined by newlines: long memories, many past the model's 256-token window.
+``--granularity sessions`` keeps a whole session's transcript as one memory (past four
+windows for 16% of them), and ``--granularity summaries`` the dataset's summary of each
+session (a hit when the session holds an evidence turn).
 
 Headline = 2-fold split by conversation. Every ranking weight is chosen on conversations
 0-4 (coordinate ascent on recall@5 over a fixed grid) and scored on 5-9, then the reverse;
@@ -127,6 +130,9 @@ class _MemoLexical:
 
 
 CHUNK_TURNS = 8  # turns per memory at granularity "excerpts" (fixed before any run)
+# What one memory is: an observation, a raw turn, CHUNK_TURNS turns, a whole session's
+# transcript, or the dataset's summary of a session.
+GRANULARITIES = ("observations", "turns", "excerpts", "sessions", "summaries")
 
 
 def session_time(text: str) -> float:
@@ -140,6 +146,15 @@ def _turn(t: dict) -> str:
     if t.get("blip_caption"):
         text += f" [shares a photo of {t['blip_caption']}]"
     return str(text)
+
+
+def _sessions(talk: dict) -> list[tuple[str, list[dict]]]:
+    """("session_N", its turns) for every session that has turns."""
+    return [
+        (key, turns)
+        for key, turns in talk.items()
+        if key.startswith("session_") and isinstance(turns, list) and turns
+    ]
 
 
 def load(path: Path, granularity: str = "observations") -> list[Conversation]:
@@ -157,13 +172,16 @@ def load(path: Path, granularity: str = "observations") -> list[Conversation]:
                         texts.append(text)
                         dia.append(set(ids) if isinstance(ids, list) else {ids})
                         created.append(at)
+        elif granularity == "summaries":
+            for key, turns in _sessions(talk):
+                texts.append(raw["session_summary"][f"{key}_summary"])
+                dia.append({t["dia_id"] for t in turns})
+                created.append(session_time(talk[f"{key}_date_time"]))
         else:
-            for key, turns in talk.items():
-                if not key.startswith("session_") or not isinstance(turns, list):
-                    continue
+            for key, turns in _sessions(talk):
                 at = session_time(talk[f"{key}_date_time"])
                 lines = [_turn(t) for t in turns]
-                size = CHUNK_TURNS if granularity == "excerpts" else 1
+                size = {"excerpts": CHUNK_TURNS, "sessions": len(turns)}.get(granularity, 1)
                 for lo in range(0, len(turns), size):
                     texts.append("\n".join(lines[lo : lo + size]))
                     dia.append({t["dia_id"] for t in turns[lo : lo + size]})
@@ -407,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("path", type=Path, help="locomo10.json")
     ap.add_argument(
         "--granularity",
-        choices=["observations", "turns", "excerpts", "both"],
+        choices=[*GRANULARITIES, "both"],
         default="observations",
         help="both: each weight is chosen on the mean recall@5 of the two",
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -208,3 +209,54 @@ def test_a_model_share_is_chosen_on_the_training_folds_only() -> None:
     alone = models.mixed(convs, 1.0)
     assert alone[7].conv.vecs is convs[7].second[0]
     assert replica.check_replica(alone, bench.DEFAULTS) == 1.0
+
+
+def test_each_granularity_keeps_every_turn_once_and_its_session_date(tmp_path: Path) -> None:
+    """A tiny conversation in LoCoMo's shape (made up here; the real file is never copied):
+    every granularity's memories carry each turn's dia id exactly once, at its session's
+    date, and a question is kept only when some memory carries its evidence."""
+    turns = {
+        n: [{"speaker": "Ann", "dia_id": f"D{n}:{i}", "text": f"s{n} t{i}"} for i in range(k)]
+        for n, k in ((1, 3), (2, 10))
+    }
+    raw = {
+        "conversation": {
+            "speaker_a": "Ann",
+            "speaker_b": "Bo",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": turns[1],
+            "session_2_date_time": "10:00 am on 9 June, 2023",
+            "session_2": turns[2],
+        },
+        "observation": {
+            "session_1_observation": {"Ann": [["Ann said t0", "D1:0"]]},
+            "session_2_observation": {"Ann": [["Ann said t9", ["D2:9", "D2:8"]]]},
+        },
+        "session_summary": {"session_1_summary": "first", "session_2_summary": "second"},
+        "qa": [
+            {"question": "q1", "evidence": ["D2:9"], "category": 4},
+            {"question": "q2", "evidence": ["D2:5"], "category": 1},
+            {"question": "q3", "evidence": ["D1:0"], "category": 5},
+        ],
+    }
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps([raw]))
+    may8 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC).timestamp()
+    june9 = datetime(2023, 6, 9, 10, 0, tzinfo=UTC).timestamp()
+    every_turn = sorted(t["dia_id"] for n in (1, 2) for t in turns[n])
+    sizes = {"turns": 13, "excerpts": 3, "sessions": 2, "summaries": 2}
+    for granularity, n in sizes.items():
+        (c,) = bench.load(path, granularity)
+        assert len(c.texts) == n, granularity
+        assert sorted(d for ids in c.dia for d in ids) == every_turn, granularity
+        for ids, at in zip(c.dia, c.created, strict=True):
+            assert at == (may8 if next(iter(ids)).startswith("D1:") else june9)
+        assert [q["question"] for q in c.queries] == ["q1", "q2"], granularity
+    (s,) = bench.load(path, "summaries")
+    assert s.texts == ["first", "second"]
+    (x,) = bench.load(path, "excerpts")
+    assert [len(d) for d in x.dia] == [3, bench.CHUNK_TURNS, 10 - bench.CHUNK_TURNS]
+    (o,) = bench.load(path, "observations")
+    assert o.texts == ["Ann said t0", "Ann said t9"] and [q["question"] for q in o.queries] == [
+        "q1"
+    ]
