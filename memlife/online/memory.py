@@ -42,6 +42,7 @@ import numpy as np
 from memlife.backends import embedding_cache, open_ledger
 from memlife.embed import Embedder, embed_for_recall
 from memlife.embed_cache import EmbeddingCache
+from memlife.erase_sweep import sweep_after_write
 from memlife.errors import InputError
 from memlife.group import subject_keywords
 from memlife.inferred import InferredSubjects
@@ -192,6 +193,7 @@ class LongTermMemory:
 
     # -- shards ----------------------------------------------------------------------------
     def _load(self, actor: str, namespace: str) -> ShardIndex:
+        started = utcnow()
         fingerprint = self._fingerprint(actor, namespace)
         records: list[MemoryRecord] = []
         for page in iter_shard(
@@ -200,7 +202,13 @@ class LongTermMemory:
             records += [r for r in page.records if r.status is Status.active]
         shard = ShardIndex(actor, namespace, self.embedder.dim, codes_source=self._token_codes)
         if records:
+            misses = self.cache.stats.misses
             vectors = self.cache.get_or_embed(records)
+            if self.cache.stats.misses != misses:
+                # Records read without vectors were embedded and stored just now. An
+                # erasure committed since the read would have its content's vector and
+                # codes back in the cache: write, then look for its tombstone (erase_sweep).
+                sweep_after_write(self.store, self.cache, [actor], started)
             for i, r in enumerate(records):
                 shard.append(r.id, r.content, vectors[i], r.created_at)
         shard.coarse()  # a large shard builds its sign codes with the load, not in a query

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from memlife.embed import default_embedder
 from memlife.embed_cache import TOKENS, EmbeddingCache
-from memlife.model import content_sha256
+from memlife.model import MemoryRecord, content_sha256
 from memlife.retrieval import rank
 from memlife.token_match import (
     UNPACK_BLOCK,
@@ -265,6 +265,46 @@ def test_an_erasure_racing_a_recall_leaves_no_vector_or_codes(
         hits = mem.recall("u1", "what am I allergic to?")
         assert erased == [rid] and rid not in {h.record.id for h in hits}
         assert store.connection.execute(q, (sha,)).fetchall() == []
+
+
+def test_an_erasure_racing_a_shard_load_leaves_no_vector_or_codes(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Records without vectors (a model change, an import that did not embed) are embedded
+    and stored when recall first loads their shard. An erasure committed between that
+    load's read of the records and its write must not find the erased text's vector or
+    codes back in the cache afterwards."""
+    from memlife.erase import erase
+    from memlife.ledger import AccessLedger
+    from memlife.online.memory import LongTermMemory
+    from memlife.stores.sqlite import SqliteStore
+
+    ns = "/users/u1/facts"
+    secret = "I am allergic to peanuts and carry an epipen."
+    with SqliteStore(home / "m.db") as store:
+        mem = LongTermMemory(store, ledger=AccessLedger(home / "ledger"))
+        rid = mem.remember("u1", ns, "allergy", secret).record_id
+        mem.remember("u1", ns, "food", "I like pasta with tomato sauce.")
+        store.connection.execute("DELETE FROM embeddings")
+        fresh = LongTermMemory(store, ledger=AccessLedger(home / "ledger"))
+        real = fresh.cache.get_or_embed
+        erased: list[str] = []
+
+        def racing(records: Sequence[MemoryRecord]) -> np.ndarray:
+            if any(r.content == secret for r in records) and not erased:
+                erased.extend(erase(store, "u1", ids=[rid])["erased"])
+            return real(records)
+
+        monkeypatch.setattr(fresh.cache, "get_or_embed", racing)
+        hits = fresh.recall("u1", "what do I like to eat?", threshold=-1.0)
+        assert erased == [rid] and [h.record.content for h in hits] == [
+            "I like pasta with tomato sauce."
+        ]
+        q = "SELECT model_id FROM embeddings WHERE content_sha256=?"
+        assert store.connection.execute(q, (content_sha256(secret),)).fetchall() == []
+        # the record that was not erased keeps its vector and codes
+        left = store.connection.execute(q, (content_sha256("I like pasta with tomato sauce."),))
+        assert len(left.fetchall()) == 2
 
 
 def test_recall_writes_nothing_and_is_not_blocked_by_a_writer(tmp_path: Path) -> None:
