@@ -250,8 +250,12 @@ class EmbeddingCache:
                 self.stats.misses += len(todo)
         return [found[s] for s in shas]
 
-    def get_or_embed_texts(self, texts: Sequence[str]) -> np.ndarray:
-        """float32 (len(texts), dim), L2-normalised rows; embeds only what is not cached."""
+    def get_or_embed_texts(self, texts: Sequence[str], *, store: bool = True) -> np.ndarray:
+        """float32 (len(texts), dim), L2-normalised rows; embeds only what is not cached.
+
+        ``store=False`` keeps nothing it embeds: for texts that are no record's content (a
+        replacement the gate only evaluates). Erasure finds vectors by the erased records'
+        contents, so a kept vector of such a text would outlive the text it came from."""
         emb = self.embedder
         model_id, dim = emb.model_id, emb.dim
         shas = [content_sha256(t) for t in texts]
@@ -270,10 +274,10 @@ class EmbeddingCache:
         batches = 0
         for i in range(0, len(todo), self.batch_size):
             chunk = todo[i : i + self.batch_size]
-            vecs, _ = self._embed_fresh([text_of[s] for s in chunk], chunk)
+            vecs, _ = self._embed_fresh([text_of[s] for s in chunk], chunk, store=store)
             batches += 1
             fresh.update(zip(chunk, vecs, strict=True))
-        self._remember_recent({**cached, **fresh}, model_id)
+        self._remember_recent({**cached, **fresh} if store else cached, model_id)
         with self._stats_lock:
             self.stats.hits += sum(1 for s in shas if s in cached)
             self.stats.misses += len(todo)
@@ -283,9 +287,9 @@ class EmbeddingCache:
             out[i] = cached[s] if s in cached else fresh[s]
         return out
 
-    def get_or_embed(self, records: Sequence[MemoryRecord]) -> np.ndarray:
+    def get_or_embed(self, records: Sequence[MemoryRecord], *, store: bool = True) -> np.ndarray:
         """Rows aligned with ``records`` (keyed by their content's sha256)."""
-        return self.get_or_embed_texts([r.content for r in records])
+        return self.get_or_embed_texts([r.content for r in records], store=store)
 
     def delete_for(self, shas: Iterable[str]) -> int:
         """Forget the vectors of these contents under every model; returns rows deleted."""

@@ -175,7 +175,8 @@ class ShadowRecall:
             have = {r.id for r in recs}
             extra = [r for r in extra if r.id not in have and r.id not in exclude]
             if extra:
-                more = self.cache.get_or_embed(extra)
+                # staged replacements are no record's content yet: embedded, not kept
+                more = self.cache.get_or_embed(extra, store=False)
                 kept = more if kept is None else np.vstack([kept, more])
                 recs = recs + extra
             view = _Corpus(

@@ -430,3 +430,33 @@ def test_the_after_view_does_not_count_lineage_through_a_record_the_run_deletes(
     store.delete_many(["m-r1"])
     assert evaluate(store, cases)["failed_cases"] == ["tea"]
     store.close()
+
+
+def test_the_after_view_ranks_a_staged_replacement_without_keeping_its_vector(
+    home: Path,
+) -> None:
+    """A replacement the gate evaluates is no record's content yet (a dry run, or a group
+    the gate blocks, never writes it), so no erasure could find its text by a record. The
+    gate embeds it for its "after" view and keeps neither its vector nor its token codes;
+    the stored records' vectors stay cached as before."""
+    from memlife.gate import ShadowRecall
+    from memlife.model import content_sha256
+    from memlife.stores.sqlite import SqliteStore
+
+    tea = rec("m-tea", "preferences", "Drinks only green tea, never coffee.")
+    summary = "The user drinks green tea and has stopped drinking coffee altogether."
+    replacement = rec("m-new", "preferences", summary)
+    with SqliteStore(home / "memlife.db") as store:
+        store.put_many([tea])
+        cache = embedding_cache(store)
+        after = ShadowRecall(store, cache, added=[replacement]).corpus(
+            ACTOR, tea.namespace, plus=True
+        )
+        assert [r.id for r in after.records] == ["m-tea", "m-new"]
+        want = cache.embedder.embed([summary])[0]
+        assert float(after.vectors[1] @ want) > 0.999  # ranked on its real vector
+        rows = store.connection.execute(
+            "SELECT content_sha256 FROM embeddings WHERE content_sha256 IN (?, ?)",
+            (content_sha256(summary), content_sha256(tea.content)),
+        ).fetchall()
+    assert {r[0] for r in rows} == {content_sha256(tea.content)}
