@@ -97,9 +97,10 @@ def scaled_states(query: QueryTokens) -> np.ndarray:
     return out
 
 
-# Candidate tokens unpacked to floats at a time. Unpacking every candidate at once wrote
+# Candidate tokens unpacked to floats at a time. Expanding every candidate at once wrote
 # 44 MB for 50 memories of 573 tokens and cost more than the product itself; a block this
-# size stays in cache (bench: 2.3x faster there, 1.4x for 50 observations).
+# size stays in cache (3.6x faster there, 1.6x for 50 observations: BENCHMARKS.md,
+# "Issue 19, eighth round").
 UNPACK_BLOCK = 512
 
 
