@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -232,24 +233,32 @@ def test_online_recall_reads_each_candidates_codes_once(tmp_path: Path) -> None:
         assert not set(asked[len(first) :]) & set(first)  # only rows never read before
 
 
+SECRET = "I am allergic to peanuts and carry an epipen."
+
+
+def _secret_and_pasta(store: Any, home: Path) -> tuple[Any, str]:
+    """Online memory over ``store`` holding a secret and one harmless fact; the secret's id."""
+    from memlife.ledger import AccessLedger
+    from memlife.online.memory import LongTermMemory
+
+    mem = LongTermMemory(store, ledger=AccessLedger(home / "ledger"))
+    rid = mem.remember("u1", "/users/u1/facts", "allergy", SECRET).record_id
+    mem.remember("u1", "/users/u1/facts", "food", "I like pasta with tomato sauce.")
+    return mem, rid
+
+
 def test_an_erasure_racing_a_recall_leaves_no_vector_or_codes(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another process erases a record between recall's read of its content and the codes
     lookup: recall must not store the erased text's vector or codes again."""
     from memlife.erase import erase
-    from memlife.ledger import AccessLedger
-    from memlife.online.memory import LongTermMemory
     from memlife.stores.sqlite import SqliteStore
 
-    ns = "/users/u1/facts"
-    secret = "I am allergic to peanuts and carry an epipen."
     with SqliteStore(home / "m.db") as store:
-        mem = LongTermMemory(store, ledger=AccessLedger(home / "ledger"))
-        rid = mem.remember("u1", ns, "allergy", secret).record_id
-        mem.remember("u1", ns, "food", "I like pasta with tomato sauce.")
+        mem, rid = _secret_and_pasta(store, home)
         q = "SELECT model_id FROM embeddings WHERE content_sha256=?"
-        sha = content_sha256(secret)
+        sha = content_sha256(SECRET)
         assert len(store.connection.execute(q, (sha,)).fetchall()) == 2  # vector and codes
         # an old store: codes were never stored, so recall must compute them
         store.connection.execute("DELETE FROM embeddings WHERE model_id LIKE '%#tokens'")
@@ -257,7 +266,7 @@ def test_an_erasure_racing_a_recall_leaves_no_vector_or_codes(
         erased: list[str] = []
 
         def racing(texts: Sequence[str], **kw: bool) -> list[TokenCodes] | None:
-            if secret in texts and not erased:
+            if SECRET in texts and not erased:
                 erased.extend(erase(store, "u1", ids=[rid])["erased"])
             return real(texts, **kw)
 
@@ -279,19 +288,15 @@ def test_an_erasure_racing_a_shard_load_leaves_no_vector_or_codes(
     from memlife.online.memory import LongTermMemory
     from memlife.stores.sqlite import SqliteStore
 
-    ns = "/users/u1/facts"
-    secret = "I am allergic to peanuts and carry an epipen."
     with SqliteStore(home / "m.db") as store:
-        mem = LongTermMemory(store, ledger=AccessLedger(home / "ledger"))
-        rid = mem.remember("u1", ns, "allergy", secret).record_id
-        mem.remember("u1", ns, "food", "I like pasta with tomato sauce.")
+        _, rid = _secret_and_pasta(store, home)
         store.connection.execute("DELETE FROM embeddings")
         fresh = LongTermMemory(store, ledger=AccessLedger(home / "ledger"))
         real = fresh.cache.get_or_embed
         erased: list[str] = []
 
         def racing(records: Sequence[MemoryRecord]) -> np.ndarray:
-            if any(r.content == secret for r in records) and not erased:
+            if any(r.content == SECRET for r in records) and not erased:
                 erased.extend(erase(store, "u1", ids=[rid])["erased"])
             return real(records)
 
@@ -301,7 +306,7 @@ def test_an_erasure_racing_a_shard_load_leaves_no_vector_or_codes(
             "I like pasta with tomato sauce."
         ]
         q = "SELECT model_id FROM embeddings WHERE content_sha256=?"
-        assert store.connection.execute(q, (content_sha256(secret),)).fetchall() == []
+        assert store.connection.execute(q, (content_sha256(SECRET),)).fetchall() == []
         # the record that was not erased keeps its vector and codes
         left = store.connection.execute(q, (content_sha256("I like pasta with tomato sauce."),))
         assert len(left.fetchall()) == 2
