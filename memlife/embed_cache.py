@@ -86,9 +86,11 @@ class EmbeddingCache:
         self.stats = CacheStats()
         self._stats_lock = threading.Lock()
         self._own = connection is None
+        self.path: Path | None = None  # its own file, when not the store's connection
         if connection is None:
             if path is None:
                 path = settings().home / "embeddings.db"
+            self.path = None if str(path) == ":memory:" else Path(path)
             if str(path) != ":memory:":
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
             connection = sqlite3.connect(
@@ -314,3 +316,11 @@ class EmbeddingCache:
         if self._own:
             with self.lock:
                 self._db.close()
+
+
+def dry_run_cache() -> EmbeddingCache | None:
+    """The cache dry runs keep on this machine ($MEMLIFE_HOME/embeddings.db, so that the
+    store file stays byte-identical), when one was ever written: what leaves the store
+    (erased, expired) must leave it too."""
+    path = settings().home / "embeddings.db"
+    return EmbeddingCache(path=path) if path.exists() else None

@@ -46,7 +46,7 @@ from memlife.audit import ReceiptSink, ReceiptWriteError, dumps
 from memlife.backends import embedding_cache
 from memlife.consolidate.base import Group, pick_survivor
 from memlife.derived import forget_for
-from memlife.embed_cache import EmbeddingCache
+from memlife.embed_cache import EmbeddingCache, dry_run_cache
 from memlife.errors import EraseError as EraseError  # moved; re-exported
 from memlife.journal import Journal, Operation, OpKind, OpState, Outcome, open_journal
 from memlife.lease import for_store as lease_for_store
@@ -55,7 +55,6 @@ from memlife.model import MemoryRecord, RetentionClass, Status, content_sha256, 
 from memlife.policy import Policy
 from memlife.quarantine import ManualRun, forget_snapshots, manual_run
 from memlife.receipts import operation_receipt
-from memlife.settings import settings
 from memlife.state.side import side_tables
 from memlife.stores.base import MAX_BATCH, MemoryStore, chunked, iter_shard
 from memlife.stores.sqlite import tombstone_norm
@@ -371,8 +370,8 @@ def _close_reviews(run: ManualRun, records: Sequence[MemoryRecord], op_of: dict[
 
 def home_caches() -> list[EmbeddingCache]:
     """Embedding caches outside the store: the dry-run cache ($MEMLIFE_HOME/embeddings.db)."""
-    path = settings().home / "embeddings.db"
-    return [EmbeddingCache(path=path)] if path.exists() else []
+    cache = dry_run_cache()
+    return [cache] if cache is not None else []
 
 
 def _split_held(plan: ErasurePlan) -> tuple[list[MemoryRecord], list[MemoryRecord]]:

@@ -27,16 +27,17 @@ def subject_ids(store: MemoryStore, actor: str, subject: str) -> list[str]:
 
     want = subject.strip().lower()
     ids: list[str] = []
-    unnamed: list[str] = []
+    table = InferredSubjects.for_store(store)
     for ns in store.list_namespaces(actor):
+        unnamed: list[str] = []
         for page in iter_shard(store, actor, ns):
             for r in page.records:
                 if r.subject and r.subject.strip().lower() == want:
                     ids.append(r.id)
                 elif not r.subject:
                     unnamed.append(r.id)
-    inferred = InferredSubjects.for_store(store).get(unnamed) if unnamed else {}
-    ids += [rid for rid, s in inferred.items() if s.strip().lower() == want]
+        inferred = table.get((actor, ns), unnamed)
+        ids += [rid for rid, s in inferred.items() if s.strip().lower() == want]
     return ids
 
 

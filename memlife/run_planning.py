@@ -113,7 +113,7 @@ def shard_hints(
     )
     by_id = {v.id: v for v in views}
     found = infer_shard(store, (shard.actor_id, shard.namespace), [by_id[i] for i in todo],
-                        table.get(todo), ctx.policy, embeddings_for(ctx, store), read, KEEP_READ,
+                        table.get((shard.actor_id, shard.namespace), todo), ctx.policy, embeddings_for(ctx, store), read, KEEP_READ,
                         stores_new=write)  # fmt: skip
     if write:
         table.put(shard.actor_id, shard.namespace, found.new, "nightly")

@@ -20,14 +20,21 @@ from typing import Protocol
 
 from memlife.model import PlanView, Status
 
+Shard = tuple[str, str]  # (actor_id, namespace)
+
 
 class SubjectTable(Protocol):
-    """One backend per file. Keys never move: an existing key is never overwritten."""
+    """One backend per file. Keys never move: an existing key is never overwritten.
 
-    def get(self, ids: Sequence[str]) -> dict[str, str]: ...
+    A key belongs to its record's shard. Ids are reused once a record is removed, so a
+    key another actor's (or namespace's) record left under the id is never returned, and a
+    new record there takes the row over: keys hold content words, tenants never meet."""
+
+    def get(self, shard: Shard, ids: Sequence[str]) -> dict[str, str]: ...
 
     def put(self, actor_id: str, namespace: str, subjects: Mapping[str, str], how: str) -> None:
-        """Insert new keys (``how``: 'nightly' or 'remember'); existing ones stay as they are."""
+        """Insert new keys (``how``: 'nightly' or 'remember'); existing ones of the same
+        shard stay as they are, another shard's are replaced."""
         ...
 
     def forget(self, ids: Sequence[str]) -> int:
@@ -57,8 +64,9 @@ class InferredSubjects:
 
         return cls(SqliteSubjects(*side_connection(store, FILENAME, SCHEMA, TABLE, create=create)))
 
-    def get(self, ids: Sequence[str]) -> dict[str, str]:
-        return self.backend.get(ids) if ids else {}
+    def get(self, shard: Shard, ids: Sequence[str]) -> dict[str, str]:
+        """Keys of these records kept for this shard (a row another shard left is not one)."""
+        return self.backend.get(shard, ids) if ids else {}
 
     def put(self, actor_id: str, namespace: str, subjects: Mapping[str, str], how: str) -> None:
         if subjects:

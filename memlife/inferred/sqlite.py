@@ -40,14 +40,17 @@ class SqliteSubjects:
                 and connection.execute("SELECT 1 FROM inferred_subjects LIMIT 1").fetchone() is None
             )
 
-    def get(self, ids: Sequence[str]) -> dict[str, str]:
+    def get(self, shard: tuple[str, str], ids: Sequence[str]) -> dict[str, str]:
         if self._empty:
             return {}
         out: dict[str, str] = {}
         with self.lock:
             for qs, chunk in in_chunks(ids):
-                q = f"SELECT record_id, subject FROM inferred_subjects WHERE record_id IN ({qs})"
-                out.update(self.connection.execute(q, chunk).fetchall())
+                q = (
+                    "SELECT record_id, subject FROM inferred_subjects "
+                    f"WHERE actor_id = ? AND namespace = ? AND record_id IN ({qs})"
+                )
+                out.update(self.connection.execute(q, [*shard, *chunk]).fetchall())
         return out
 
     def put(self, actor_id: str, namespace: str, subjects: Mapping[str, str], how: str) -> None:
@@ -56,7 +59,13 @@ class SqliteSubjects:
         self._empty = False
         with self.lock:
             self.connection.executemany(
-                "INSERT OR IGNORE INTO inferred_subjects VALUES (?, ?, ?, ?, ?, ?)", rows
+                "INSERT INTO inferred_subjects VALUES (?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT(record_id) DO UPDATE SET actor_id = excluded.actor_id, "
+                "namespace = excluded.namespace, subject = excluded.subject, "
+                "how = excluded.how, assigned_at = excluded.assigned_at "
+                "WHERE inferred_subjects.actor_id != excluded.actor_id "
+                "OR inferred_subjects.namespace != excluded.namespace",  # a reused id's old row
+                rows,
             )
 
     def forget(self, ids: Sequence[str]) -> int:

@@ -436,7 +436,7 @@ class LongTermMemory:
             sims = shard.vectors @ vector.astype(np.float32)
             order = np.argsort(-sims)[:8]
             close = [shard.ids[int(i)] for i in order if sims[int(i)] >= cfg.topic_cosine]
-            known = self.subjects.get(close) if close else {}
+            known = self.subjects.get((shard.actor_id, shard.namespace), close) if close else {}
             for rid in close:  # closest first
                 if rid in known:
                     return known[rid]

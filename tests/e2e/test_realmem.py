@@ -289,7 +289,9 @@ def test_remember_verification_depends_on_source(home: Path, embedder) -> None:
         )  # inference restated: not proof
         from memlife.inferred import InferredSubjects
 
-        subjects = InferredSubjects.for_store(store).get([inferred.record_id, stated.record_id])
+        subjects = InferredSubjects.for_store(store).get(
+            (ACTOR, NS), [inferred.record_id, stated.record_id]
+        )
         assert set(subjects) == {inferred.record_id, stated.record_id}
         assert (
             store.get(stated.record_id).subject is None

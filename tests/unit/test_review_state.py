@@ -211,19 +211,39 @@ def test_two_processes_queue_the_same_night_once(store) -> None:
     assert len(queues[1].list()) == 20
 
 
+SHARD = ("a", "/n")
+
+
 def test_inferred_subjects_keys_never_move_and_erasure_forgets(store) -> None:
     table = InferredSubjects.for_store(store)
-    assert table.get([]) == {} and table.get(["m-1"]) == {}
+    assert table.get(SHARD, []) == {} and table.get(SHARD, ["m-1"]) == {}
     table.put("a", "/n", {"m-1": "tea-1a2b", "m-2": "tea-1a2b"}, "remember")
     table.put("a", "/n", {"m-1": "coffee-9f", "m-3": "jazz-77"}, "nightly")  # m-1 stays
-    assert table.get(["m-1", "m-2", "m-3", "m-4"]) == {
+    assert table.get(SHARD, ["m-1", "m-2", "m-3", "m-4"]) == {
         "m-1": "tea-1a2b", "m-2": "tea-1a2b", "m-3": "jazz-77",
     }  # fmt: skip
     other = InferredSubjects.for_store(store)  # another process sees the same keys
-    assert other.get(["m-3"]) == {"m-3": "jazz-77"}
+    assert other.get(SHARD, ["m-3"]) == {"m-3": "jazz-77"}
     assert table.forget(["m-1", "m-3", "m-9"]) == 2
-    assert table.get(["m-1", "m-2", "m-3"]) == {"m-2": "tea-1a2b"}
+    assert table.get(SHARD, ["m-1", "m-2", "m-3"]) == {"m-2": "tea-1a2b"}
     assert table.forget(["m-1"]) == 0
+
+
+def test_a_key_another_actors_record_left_under_a_reused_id_never_reaches_the_new_one(
+    store,
+) -> None:
+    """Actor a's record m-1 is removed without its key being forgotten (AgentCore expires
+    records natively); actor b's new record takes the id. a's key holds a's content words:
+    b must neither read it nor be kept from getting its own."""
+    table = InferredSubjects.for_store(store)
+    table.put("a", "/n", {"m-1": "maria adopted grey ~9ccd23"}, "nightly")
+    assert table.get(("b", "/n"), ["m-1"]) == {}
+    assert table.get(("a", "/other"), ["m-1"]) == {}  # namespaces are shards too
+    table.put("b", "/n", {"m-1": "bob plays bass ~77aa01"}, "remember")
+    assert table.get(("b", "/n"), ["m-1"]) == {"m-1": "bob plays bass ~77aa01"}
+    assert table.get(SHARD, ["m-1"]) == {}
+    table.put("b", "/n", {"m-1": "another ~000000"}, "nightly")  # and it never moves again
+    assert table.get(("b", "/n"), ["m-1"]) == {"m-1": "bob plays bass ~77aa01"}
 
 
 def test_dry_run_creates_no_file_under_home(tmp_path: Path, monkeypatch) -> None:
@@ -235,7 +255,7 @@ def test_dry_run_creates_no_file_under_home(tmp_path: Path, monkeypatch) -> None
     queue = ReviewQueue.for_store(RemoteStore(), create=False)
     assert queue.queue([_d("r1", 1.0)], budget=1, run_id="n", at=NIGHT, dry_run=True)
     assert queue.disputed("a", "/n") == frozenset()
-    assert InferredSubjects.for_store(RemoteStore(), create=False).get(["m-1"]) == {}
+    assert InferredSubjects.for_store(RemoteStore(), create=False).get(("a", "/n"), ["m-1"]) == {}
     assert not home.exists()
     ReviewQueue.for_store(RemoteStore()).queue([_d("r1", 1.0)], budget=1, run_id="n", at=NIGHT)
     InferredSubjects.for_store(RemoteStore()).put("a", "/n", {"m-1": "k"}, "nightly")

@@ -1,4 +1,6 @@
-"""delete: remove a record (hard expiry, pending past grace). A record already gone is done."""
+"""delete: remove a record (hard expiry, pending past grace). A record already gone is done.
+
+Its content's vector, token codes and inferred subject key go with it (forget_content)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from memlife.apply.registry import Result, register
 from memlife.errors import ShardStopped
 from memlife.faults import checkpoint
 from memlife.journal import Operation, OpKind, OpState, Outcome
-from memlife.model import MemoryRecord
+from memlife.model import MemoryRecord, content_sha256
 
 if TYPE_CHECKING:
     from memlife.apply.executor import Executor
@@ -48,9 +50,30 @@ def delete_records(ex: Executor, ops: list[Operation]) -> dict[str, Result]:
             out[o.operation_id] = Outcome.deleted if first else Outcome.already_absent
         for f in res.failed:
             out[by_record[f.id].operation_id] = f
+        gone = [*res.succeeded, *res.missing]
+        if gone:  # before a stop: what it did delete leaves nothing behind either
+            forget_content(ex, [by_record[rid] for rid in gone], current)
         if stop is not None:
             raise ShardStopped(stop, out)
     return out
+
+
+def forget_content(ex: Executor, gone: list[Operation], current: dict[str, MemoryRecord]) -> None:
+    """What a deleted record's content left beside the store goes with it: the vector and
+    token codes of its content (the codes' word-piece ids spell the text) and its inferred
+    subject key (a few content words, kept under an id another record may take later).
+    Another record holding the same text is embedded again when next asked. Erasure does
+    more (apply/appliers/erase.py: ledger, journal payloads, derived rows)."""
+    from memlife.inferred import InferredSubjects
+
+    shas = {o.content_sha256 for o in gone if o.content_sha256}
+    for o in gone:
+        r = current.get(o.record_id)
+        if r is not None:
+            shas |= {r.sha256, content_sha256(r.content)}
+    for cache in ex.removal_caches():
+        cache.delete_for(shas)
+    InferredSubjects.for_store(ex.store).forget([o.record_id for o in gone])
 
 
 def _pinned_by_a_hold(ex: Executor, current: dict[str, MemoryRecord]) -> set[str]:

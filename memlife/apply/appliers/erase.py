@@ -64,11 +64,11 @@ class Erase(BaseApplier):
 def _forget_derived(
     ex: Executor, gone: list[str], shas: list[str], tally: Tally, shards: set[tuple[str, str]]
 ) -> None:
-    from memlife.backends import embedding_cache, open_ledger
+    from memlife.backends import open_ledger
     from memlife.derived import forget_for
     from memlife.state.side import side_tables
 
-    cache = ex.erase_cache if ex.erase_cache is not None else embedding_cache(ex.store)
+    cache = ex.removal_caches()[0]  # the dry runs' file: erase.py's caller (home_caches)
     cache.delete_for(shas)
     # results derived from the shard (an inferred subject key holds content words)
     tally.counts["derived_rows_forgotten"] += forget_for(cache, shards)
