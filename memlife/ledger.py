@@ -15,8 +15,10 @@ interpreter exit. A process killed (SIGKILL) before a flush loses at most that w
 ledger feeds scoring, it is not an audit trail. Files are written under a dot-name and renamed, so readers never
 see half a file.
 
-Nightly scoring reads :meth:`AccessLedger.access_stats` and folds it into the planning
-views with :func:`merge_into_view`. The store's own ``access_count`` never includes
+Nightly scoring reads :meth:`AccessLedger.actor_stats` and folds it into the planning
+views with :func:`merge_into_view`, by actor and record id: ids are reused once a record
+is removed, and another actor's accesses, or accesses from before the record was created,
+are never the new record's. The store's own ``access_count`` never includes
 ledger hits (recall does not write counts back to the store), so the merge adds counts;
 if counts are ever persisted back into the store, pass ``since=`` the last merge.
 
@@ -67,6 +69,7 @@ _PARTITION = ds.partitioning(pa.schema([("date", pa.string())]), flavor="hive")
 _DATASET_SCHEMA = SCHEMA.append(pa.field("date", pa.string()))
 
 AccessStats = dict[str, tuple[datetime, int]]  # record_id -> (last accessed, count)
+ActorStats = dict[tuple[str, str], tuple[datetime, int]]  # (actor_id, record_id) -> the same
 
 
 def default_root() -> Path:
@@ -342,17 +345,31 @@ class AccessLedger:
     def access_stats(
         self, actor_id: str | None = None, since: datetime | None = None
     ) -> AccessStats:
-        """``{record_id: (last accessed_at, number of accesses)}`` over the ledger."""
+        """``{record_id: (last accessed_at, number of accesses)}`` over the ledger (every
+        actor's rows under one id add up: scoring reads :meth:`actor_stats`)."""
+        return {rid: got for (rid,), got in self._stats(("record_id",), actor_id, since).items()}
+
+    def actor_stats(self, since: datetime | None = None) -> ActorStats:
+        """``{(actor_id, record_id): (last accessed_at, number of accesses)}``: what nightly
+        scoring merges (an id another actor's removed record had is not this one's)."""
+        got = self._stats(("actor_id", "record_id"), None, since)
+        return {(actor, rid): v for (actor, rid), v in got.items()}
+
+    def _stats(
+        self, keys: tuple[str, ...], actor_id: str | None, since: datetime | None
+    ) -> dict[tuple[str, ...], tuple[datetime, int]]:
         table = self.read(actor_id, since)
         if table.num_rows == 0:
             return {}
-        agg = table.group_by("record_id").aggregate(
+        agg = table.group_by(list(keys)).aggregate(
             [("accessed_at", "max"), ("accessed_at", "count")]
         )
-        ids = agg.column("record_id").to_pylist()
+        cols = zip(*(agg.column(k).to_pylist() for k in keys), strict=True)
         last = agg.column("accessed_at_max").to_pylist()
         count = agg.column("accessed_at_count").to_pylist()
-        return {i: (t.astimezone(UTC), int(c)) for i, t, c in zip(ids, last, count, strict=True)}
+        return {
+            tuple(k): (t.astimezone(UTC), int(c)) for k, t, c in zip(cols, last, count, strict=True)
+        }
 
     # -- erasure ---------------------------------------------------------------------------
     def erase(self, record_ids: Iterable[str]) -> int:
@@ -468,21 +485,28 @@ def _flush_all_at_exit() -> None:
 # ---- nightly scoring ------------------------------------------------------------------------
 
 
-def merge_into_view(view: PlanView, stats: Mapping[str, tuple[datetime, int]]) -> PlanView:
-    """Fold ledger stats into a planning view: latest access wins, counts add.
+def merge_into_view(
+    view: PlanView, stats: Mapping[tuple[str, str], tuple[datetime, int]]
+) -> PlanView:
+    """Fold ledger stats (by actor and record id) into a planning view: latest access
+    wins, counts add.
 
-    A view whose record has no ledger rows is returned unchanged (same object).
+    A view whose record has no ledger rows is returned unchanged (same object), and so is
+    one whose rows all come from before it was created: they are an earlier record's that
+    had the id (a removed record's accesses stay in the ledger; only erasure rewrites it).
     """
-    got = stats.get(view.id)
+    got = stats.get((view.actor_id, view.id))
     if got is None:
         return view
     last, count = got
     ts = last.timestamp()
+    if ts < view.created:
+        return view
     last_accessed = ts if view.last_accessed is None else max(view.last_accessed, ts)
     return view._replace(last_accessed=last_accessed, access_count=view.access_count + count)
 
 
 def merge_into_views(
-    views: Iterable[PlanView], stats: Mapping[str, tuple[datetime, int]]
+    views: Iterable[PlanView], stats: Mapping[tuple[str, str], tuple[datetime, int]]
 ) -> list[PlanView]:
     return [merge_into_view(v, stats) for v in views]

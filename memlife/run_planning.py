@@ -7,7 +7,7 @@ in the batch outcome): the regression gate looks at everything staged first.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memlife import progress
 from memlife.apply import DeleteItem, Executor, StagedGroup, Tally
@@ -25,11 +25,14 @@ from memlife.run_types import BatchOutcome, RunContext, Shard
 from memlife.settings import settings
 from memlife.stores import MemoryStore, iter_shard
 
+if TYPE_CHECKING:
+    from memlife.ledger import ActorStats
+
 T = TypeVar("T")
 
 
 def iter_views(
-    store: MemoryStore, shard: Shard, page_size: int, access_stats: dict[str, Any] | None = None
+    store: MemoryStore, shard: Shard, page_size: int, access_stats: ActorStats | None = None
 ) -> Iterator[list[PlanView]]:
     """Pages of planning views (the store's fast path where it has one), with ledger stats merged."""
     merge = None
@@ -55,10 +58,14 @@ def iter_views(
 
 
 def _merge_native(
-    views: list[PlanView], native: dict[str, str], stats: dict[str, Any]
+    views: list[PlanView], native: dict[str, str], stats: ActorStats
 ) -> list[PlanView]:
     """Credit ledger rows keyed by a store-native id (CloudTrail) to our record ids."""
-    aliased = {v.id: stats[native[v.id]] for v in views if v.id in native and native[v.id] in stats}
+    aliased = {
+        (v.actor_id, v.id): stats[(v.actor_id, native[v.id])]
+        for v in views
+        if v.id in native and (v.actor_id, native[v.id]) in stats
+    }
     if not aliased:
         return views
     from memlife.ledger import merge_into_views

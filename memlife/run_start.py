@@ -25,6 +25,7 @@ from memlife.settings import settings
 from memlife.stores import MemoryStore, resolve_store_url, store_identity
 
 if TYPE_CHECKING:
+    from memlife.ledger import ActorStats
     from memlife.policy import Policy
     from memlife.state.dynamodb import DynamoState
 
@@ -132,7 +133,7 @@ def start_run(config: RunConfig, sink: ReceiptSink | None = None) -> RunContext:
 def load_access_stats(
     cutoff: datetime, store_url: str | None = None, cloudtrail: str | None = None,
     *, dry_run: bool = False,
-) -> dict[str, Any]:  # fmt: skip
+) -> ActorStats:  # fmt: skip
     """Access recency and frequency from the ledger, up to the cutoff (replays stay stable).
 
     The ledger is on S3 with a remote state backend, else under $MEMLIFE_HOME.
@@ -149,24 +150,24 @@ def load_access_stats(
     else:
         root = settings().home / "ledger"
         ledger = AccessLedger(root)
-    extra: dict[str, tuple[datetime, int]] = {}
+    extra: dict[tuple[str, str], tuple[datetime, int]] = {}
     if cloudtrail and dry_run:
         extra = _cloudtrail_preview(ledger, cloudtrail)
     elif cloudtrail:
         ledger.ingest_cloudtrail(cloudtrail)
-    stats = ledger.access_stats() if remote is not None or ledger.root.exists() else {}
-    for rid, (t, n) in extra.items():
-        last, count = stats.get(rid, (t, 0))
-        stats[rid] = (max(last, t), count + n)
-    return {rid: (t, n) for rid, (t, n) in stats.items() if t <= cutoff}
+    stats = ledger.actor_stats() if remote is not None or ledger.root.exists() else {}
+    for key, (t, n) in extra.items():
+        last, count = stats.get(key, (t, 0))
+        stats[key] = (max(last, t), count + n)
+    return {key: (t, n) for key, (t, n) in stats.items() if t <= cutoff}
 
 
-def _cloudtrail_preview(ledger: Any, source: str) -> dict[str, tuple[datetime, int]]:
+def _cloudtrail_preview(ledger: Any, source: str) -> dict[tuple[str, str], tuple[datetime, int]]:
     """What an ingest of ``source`` would add to the ledger's stats, read in memory."""
     from memlife import cloudtrail as ct
     from memlife.ledger import cloudtrail_accesses
 
-    out: dict[str, tuple[datetime, int]] = {}
+    out: dict[tuple[str, str], tuple[datetime, int]] = {}
     for name, load in ct.log_files(source, None):
         if ledger._ingested(name):
             continue
@@ -174,8 +175,8 @@ def _cloudtrail_preview(ledger: Any, source: str) -> dict[str, tuple[datetime, i
             if not ct.is_memory_read(event):
                 continue
             for a in cloudtrail_accesses(event)[0]:
-                last, count = out.get(a.record_id, (a.accessed_at, 0))
-                out[a.record_id] = (max(last, a.accessed_at), count + 1)
+                last, count = out.get((a.actor_id, a.record_id), (a.accessed_at, 0))
+                out[(a.actor_id, a.record_id)] = (max(last, a.accessed_at), count + 1)
     return out
 
 

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -25,6 +25,9 @@ from memlife.errors import InputError
 from memlife.model import parse_time, utcnow
 from memlife.policy import DEFAULT_POLICY, Policy
 from memlife.review_queue.candidates import ReviewCandidates
+
+if TYPE_CHECKING:
+    from memlife.ledger import ActorStats
 
 
 class RunConfig(BaseModel):
@@ -122,7 +125,7 @@ class RunContext:
     store_url: str
     sink: ReceiptSink
     # record id -> (last accessed, count) from the access ledger (recall telemetry, CloudTrail)
-    access_stats: dict[str, Any] = field(default_factory=dict)
+    access_stats: ActorStats = field(default_factory=dict)  # (actor, record id) -> (last, count)
     lease_taken_over: dict[str, Any] | None = (
         None  # the expired lease (of a killed run) this run took over
     )

@@ -111,14 +111,41 @@ def test_merge_into_view() -> None:
         last_accessed_at=T0 - timedelta(days=10),
     )
     view = plan_view(rec)
-    merged = merge_into_view(view, {"r1": (T0, 3)})
+    merged = merge_into_view(view, {("u1", "r1"): (T0, 3)})
     assert (merged.last_accessed, merged.access_count) == (T0.timestamp(), 7)
     assert merged._replace(last_accessed=view.last_accessed, access_count=4) == view
-    older = merge_into_view(view, {"r1": (T0 - timedelta(days=20), 1)})
+    older = merge_into_view(view, {("u1", "r1"): (T0 - timedelta(days=20), 1)})
     assert older.last_accessed == view.last_accessed and older.access_count == 5
-    assert merge_into_view(view, {"other": (T0, 1)}) is view
+    assert merge_into_view(view, {("u1", "other"): (T0, 1)}) is view
     never = plan_view(rec.model_copy(update={"last_accessed_at": None}))
-    assert merge_into_view(never, {"r1": (T0, 1)}).last_accessed == T0.timestamp()
+    assert merge_into_view(never, {("u1", "r1"): (T0, 1)}).last_accessed == T0.timestamp()
+
+
+def test_a_reused_id_is_not_credited_with_a_removed_records_accesses(
+    ledger: AccessLedger,
+) -> None:
+    """Ids are reused once a record is removed, and a delete (unlike an erasure) leaves
+    the ledger's rows. Scoring credited them to whichever record took the id next: another
+    actor's (a tenant's reads counted for another), or the same actor's new record."""
+    for day in range(5):
+        ledger.append("u1", "ns", "r1", rank=1, at=T0 + timedelta(days=day))
+    ledger.append("u2", "ns2", "r1", rank=1, at=T0 + timedelta(days=20))
+    stats = ledger.actor_stats()
+    assert stats == {
+        ("u1", "r1"): (T0 + timedelta(days=4), 5),
+        ("u2", "r1"): (T0 + timedelta(days=20), 1),
+    }
+    base = dict(id="r1", memory_type=MemoryType.semantic, content="x")
+    taken = plan_view(MemoryRecord(actor_id="u3", namespace="ns3", created_at=T0, **base))
+    assert merge_into_view(taken, stats) is taken  # another actor took the id: none of its reads
+    later = plan_view(
+        MemoryRecord(actor_id="u1", namespace="ns", created_at=T0 + timedelta(days=10), **base)
+    )
+    assert merge_into_view(later, stats) is later  # every read predates it: an earlier record's
+    b = plan_view(
+        MemoryRecord(actor_id="u2", namespace="ns2", created_at=T0 + timedelta(days=10), **base)
+    )
+    assert merge_into_view(b, stats).access_count == 1  # its own read counts
 
 
 # ---- CloudTrail ----------------------------------------------------------------------------
