@@ -16,9 +16,8 @@ ledger feeds scoring, it is not an audit trail. Files are written under a dot-na
 see half a file.
 
 Nightly scoring reads :meth:`AccessLedger.actor_stats` and folds it into the planning
-views with :func:`merge_into_view`, by actor and record id: ids are reused once a record
-is removed, and another actor's accesses, or accesses from before the record was created,
-are never the new record's. The store's own ``access_count`` never includes
+views by actor and record id (memlife/ledger_merge.py). The store's own ``access_count``
+never includes
 ledger hits (recall does not write counts back to the store), so the merge adds counts;
 if counts are ever persisted back into the store, pass ``since=`` the last merge.
 
@@ -51,7 +50,7 @@ import pyarrow.parquet as pq
 
 from memlife import cloudtrail
 from memlife.cloudtrail import actor_from_namespace as actor_from_namespace  # re-exported
-from memlife.model import PlanView, utcnow
+from memlife.model import utcnow
 from memlife.settings import settings
 from memlife.text import query_sha256 as query_sha256  # re-exported
 
@@ -480,33 +479,3 @@ def _flush_all_at_exit() -> None:
     for ledger in list(_LIVE):
         if ledger.pending:
             _flush_weak(weakref.ref(ledger))
-
-
-# ---- nightly scoring ------------------------------------------------------------------------
-
-
-def merge_into_view(
-    view: PlanView, stats: Mapping[tuple[str, str], tuple[datetime, int]]
-) -> PlanView:
-    """Fold ledger stats (by actor and record id) into a planning view: latest access
-    wins, counts add.
-
-    A view whose record has no ledger rows is returned unchanged (same object), and so is
-    one whose rows all come from before it was created: they are an earlier record's that
-    had the id (a removed record's accesses stay in the ledger; only erasure rewrites it).
-    """
-    got = stats.get((view.actor_id, view.id))
-    if got is None:
-        return view
-    last, count = got
-    ts = last.timestamp()
-    if ts < view.created:
-        return view
-    last_accessed = ts if view.last_accessed is None else max(view.last_accessed, ts)
-    return view._replace(last_accessed=last_accessed, access_count=view.access_count + count)
-
-
-def merge_into_views(
-    views: Iterable[PlanView], stats: Mapping[tuple[str, str], tuple[datetime, int]]
-) -> list[PlanView]:
-    return [merge_into_view(v, stats) for v in views]

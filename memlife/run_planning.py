@@ -37,7 +37,7 @@ def iter_views(
     """Pages of planning views (the store's fast path where it has one), with ledger stats merged."""
     merge = None
     if access_stats:
-        from memlife.ledger import merge_into_views
+        from memlife.ledger_merge import merge_into_views
 
         merge = lambda views: merge_into_views(views, access_stats)  # noqa: E731
     fast = getattr(store, "page_views", None)
@@ -68,7 +68,7 @@ def _merge_native(
     }
     if not aliased:
         return views
-    from memlife.ledger import merge_into_views
+    from memlife.ledger_merge import merge_into_views
 
     return merge_into_views(views, aliased)
 

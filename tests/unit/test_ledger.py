@@ -18,9 +18,9 @@ from memlife.ledger import (
     SCHEMA,
     AccessLedger,
     actor_from_namespace,
-    merge_into_view,
     query_sha256,
 )
+from memlife.ledger_merge import merge_into_view
 from memlife.model import MemoryRecord, MemoryType, plan_view
 
 T0 = datetime(2025, 5, 1, 23, 59, 0, tzinfo=UTC)
