@@ -69,6 +69,7 @@ class EmbeddingCache:
     # that asks for a content twice (a shard's inference, then its groups' analysis)
     _recent_max = 0
     _recent: dict[tuple[str, str], np.ndarray] | None = None
+    path: Path | None = None  # its own file; None: the store's connection or another backend
 
     def __init__(
         self,
@@ -86,7 +87,6 @@ class EmbeddingCache:
         self.stats = CacheStats()
         self._stats_lock = threading.Lock()
         self._own = connection is None
-        self.path: Path | None = None  # its own file, when not the store's connection
         if connection is None:
             if path is None:
                 path = settings().home / "embeddings.db"
@@ -318,9 +318,12 @@ class EmbeddingCache:
                 self._db.close()
 
 
-def dry_run_cache() -> EmbeddingCache | None:
+def dry_run_cache(other_than: EmbeddingCache | None = None) -> EmbeddingCache | None:
     """The cache dry runs keep on this machine ($MEMLIFE_HOME/embeddings.db, so that the
-    store file stays byte-identical), when one was ever written: what leaves the store
-    (erased, expired) must leave it too."""
-    path = settings().home / "embeddings.db"
-    return EmbeddingCache(path=path) if path.exists() else None
+    store file stays byte-identical), when one was ever written and is not ``other_than``'s
+    file: what leaves the store (erased, expired) must leave it too. The caller closes it."""
+    path = (settings().home / "embeddings.db").resolve()
+    mine = getattr(other_than, "path", None)
+    if not path.exists() or (mine is not None and mine.resolve() == path):
+        return None
+    return EmbeddingCache(path=path)

@@ -67,27 +67,20 @@ class Executor:
         # the run's evaluation set (evalset.cases_digest): a gate block is memoised under it
         self.eval_digest = eval_digest
         self.reviewer: str | None = None  # a person's decision (review resolve): in receipts
-        self._removal_caches: list[EmbeddingCache] | None = None
+        self._removal_cache: EmbeddingCache | None = None
 
-    def removal_caches(self) -> list[EmbeddingCache]:
-        """The caches a removed record's content leaves (opened once a run): the one
-        erasure names, else the run's own or the store's; and the dry runs' file on this
-        machine when it is another file."""
-        if self._removal_caches is None:
+    def removal_cache(self) -> EmbeddingCache:
+        """The cache a removed record's content leaves (opened once a run): the one erasure
+        names, else the run's own, else the store's. The dry runs' file on this machine is
+        cleaned beside it (embed_cache.dry_run_cache)."""
+        if self._removal_cache is None:
             from memlife.backends import embedding_cache
-            from memlife.embed_cache import dry_run_cache
 
             first = self.erase_cache  # never `or`: a cache's truth is its len()
-            if first is None:
-                first = self.embeddings if not self.dry_run else None
-            if first is None:
-                first = embedding_cache(self.store)
-            caches = [first]
-            home = dry_run_cache()
-            if home is not None and (first.path is None or first.path.resolve() != home.path):
-                caches.append(home)
-            self._removal_caches = caches
-        return self._removal_caches
+            if first is None and not self.dry_run:
+                first = self.embeddings
+            self._removal_cache = first if first is not None else embedding_cache(self.store)
+        return self._removal_cache
 
     @property
     def journal(self) -> Journal:

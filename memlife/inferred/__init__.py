@@ -5,8 +5,9 @@ without one gets a key from :func:`memlife.group.infer_subjects` at ``remember``
 in the nightly run, kept here so it never moves between nights. Because the record's own
 ``subject`` stays empty, a subject given later by a person simply wins.
 
-The key is made of a few content words (for the reviewer) and a short hash: erasure
-must call :meth:`InferredSubjects.forget` with the erased ids.
+The key is made of a few content words (for the reviewer) and a short hash: erasure and
+every deletion call :meth:`InferredSubjects.forget_removed` with the removed ids, which
+also takes the key off the other records grouped under it.
 
 The table lives in the store's SQLite file (one backup, one erasure covers both; sqlite.py),
 else, with ``MEMLIFE_STATE=dynamodb://…``, in the state table (dynamodb.py), else in
@@ -15,7 +16,7 @@ else, with ``MEMLIFE_STATE=dynamodb://…``, in the state table (dynamodb.py), e
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Protocol
 
 from memlife.model import PlanView, Status
@@ -37,8 +38,13 @@ class SubjectTable(Protocol):
         shard stay as they are, another shard's are replaced."""
         ...
 
-    def forget(self, ids: Sequence[str]) -> int:
-        """Delete the keys of these records; returns how many there were."""
+    def forget(self, ids: Sequence[str], shard: Shard | None = None) -> int:
+        """Delete the keys of these records (only ``shard``'s rows when given: another
+        shard's record may have taken an id since); returns how many there were."""
+        ...
+
+    def forget_keys(self, shard: Shard, keys: Collection[str]) -> int:
+        """Delete every row of ``shard`` holding one of ``keys``; returns how many."""
         ...
 
 
@@ -72,8 +78,19 @@ class InferredSubjects:
         if subjects:
             self.backend.put(actor_id, namespace, subjects, how)
 
-    def forget(self, ids: Sequence[str]) -> int:
-        return self.backend.forget(ids) if ids else 0
+    def forget(self, ids: Sequence[str], shard: Shard | None = None) -> int:
+        return self.backend.forget(ids, shard) if ids else 0
+
+    def forget_removed(self, shard: Shard, ids: Sequence[str]) -> int:
+        """Removed records (erased, deleted) of one shard: their keys, and the same key on
+        every other record of the shard. A key is made of the words of the record that
+        first had it, and the records grouped under it since carry those words too; they
+        get a key of their own words the next night (the one time a key moves)."""
+        if not ids:
+            return 0
+        keys = set(self.get(shard, ids).values())
+        n = self.backend.forget(ids, shard)
+        return n + (self.backend.forget_keys(shard, keys) if keys else 0)
 
 
 def needs_inference(views: Sequence[PlanView]) -> list[str]:

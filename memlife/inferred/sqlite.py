@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -68,12 +68,25 @@ class SqliteSubjects:
                 rows,
             )
 
-    def forget(self, ids: Sequence[str]) -> int:
+    def forget(self, ids: Sequence[str], shard: tuple[str, str] | None = None) -> int:
+        scope, args = ("", []) if shard is None else ("actor_id = ? AND namespace = ? AND ", shard)
         n = 0
         with self.lock:
             for qs, chunk in in_chunks(ids):
                 cur = self.connection.execute(
-                    f"DELETE FROM inferred_subjects WHERE record_id IN ({qs})", chunk
+                    f"DELETE FROM inferred_subjects WHERE {scope}record_id IN ({qs})",
+                    [*args, *chunk],
                 )
                 n += cur.rowcount
+        return n
+
+    def forget_keys(self, shard: tuple[str, str], keys: Collection[str]) -> int:
+        n = 0
+        with self.lock:
+            for qs, chunk in in_chunks(sorted(keys)):
+                q = (
+                    "DELETE FROM inferred_subjects "
+                    f"WHERE actor_id = ? AND namespace = ? AND subject IN ({qs})"
+                )
+                n += self.connection.execute(q, [*shard, *chunk]).rowcount
         return n

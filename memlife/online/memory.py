@@ -202,13 +202,7 @@ class LongTermMemory:
             records += [r for r in page.records if r.status is Status.active]
         shard = ShardIndex(actor, namespace, self.embedder.dim, codes_source=self._token_codes)
         if records:
-            misses = self.cache.stats.misses
-            vectors = self.cache.get_or_embed(records)
-            if self.cache.stats.misses != misses:
-                # Records read without vectors were embedded and stored just now. An
-                # erasure committed since the read would have its content's vector and
-                # codes back in the cache: write, then look for its tombstone (erase_sweep).
-                sweep_after_write(self.store, self.cache, [actor], started)
+            vectors = self._embed_loaded(actor, records, started)
             for i, r in enumerate(records):
                 shard.append(r.id, r.content, vectors[i], r.created_at)
         shard.coarse()  # a large shard builds its sign codes with the load, not in a query
@@ -217,6 +211,28 @@ class LongTermMemory:
         shard.loaded_at = time.monotonic()
         self.load_count += 1
         return shard
+
+    def _embed_loaded(
+        self, actor: str, records: Sequence[MemoryRecord], started: datetime
+    ) -> np.ndarray:
+        """Vectors of a loaded shard's records. Records read without vectors are embedded
+        and stored; an erasure committed since the read would have its content's vector
+        and codes back in the cache, so: write, then look for its tombstone (erase_sweep).
+        An expired record (never served, deleted by the next night, which leaves no
+        tombstone) is embedded in memory only: stored, it could outlive that delete."""
+        now = utcnow()
+        expired = [self.expired(r, now) for r in records]
+        vectors = np.zeros((len(records), self.embedder.dim), np.float32)
+        live = [i for i, e in enumerate(expired) if not e]
+        gone = [i for i, e in enumerate(expired) if e]
+        misses = self.cache.stats.misses
+        if live:
+            vectors[live] = self.cache.get_or_embed([records[i] for i in live])
+        if self.cache.stats.misses != misses:
+            sweep_after_write(self.store, self.cache, [actor], started)
+        if gone:
+            vectors[gone] = self.cache.get_or_embed([records[i] for i in gone], store=False)
+        return vectors
 
     def _token_codes(self, ids: Sequence[str]) -> list[TokenCodes | None] | None:
         """Token codes of these records (stored with their vectors; a record embedded before

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from memlife.embed import Embedder
 from memlife.embed_cache import EmbeddingCache
 from memlife.state.dynamodb import DynamoState, key
+
+QUERY_WORKERS = 16  # boto3 clients are thread-safe; DynamoDB serves each query in ms
 
 
 class DynamoEmbeddingCache(EmbeddingCache):
@@ -43,11 +46,21 @@ class DynamoEmbeddingCache(EmbeddingCache):
         ])  # fmt: skip
 
     def delete_for(self, shas: Iterable[str]) -> int:
-        """Forget the vectors of these contents under every model; returns items deleted."""
-        shas = list(shas)
+        """Forget the vectors of these contents under every model; returns items deleted.
+        One query per content finds its models' items; a night's deletions ask for
+        thousands, so the queries run QUERY_WORKERS at a time."""
+        shas = list(dict.fromkeys(shas))
         self._forget_recent(shas)
-        doomed = [key(i["pk"]["S"], i["sk"]["S"]) for s in dict.fromkeys(shas)
-                  for i in self.state.query(f"emb#{s}", ProjectionExpression="pk, sk")]  # fmt: skip
+
+        def items_of(sha: str) -> list[dict[str, Any]]:
+            return list(self.state.query(f"emb#{sha}", ProjectionExpression="pk, sk"))
+
+        if len(shas) > 1:
+            with ThreadPoolExecutor(min(QUERY_WORKERS, len(shas))) as pool:
+                found = list(pool.map(items_of, shas))
+        else:
+            found = [items_of(s) for s in shas]
+        doomed = [key(i["pk"]["S"], i["sk"]["S"]) for items in found for i in items]
         self.state.batch_write(deletes=doomed)
         return len(doomed)
 

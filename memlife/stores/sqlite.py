@@ -16,7 +16,7 @@ import base64
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from datetime import datetime
 from operator import itemgetter
 from pathlib import Path
@@ -584,6 +584,19 @@ class SqliteStore:
                 )
                 result.succeeded.append(rid)
         return result
+
+    def contents_held(self, actor_id: str, shas: Collection[str]) -> set[str]:
+        """Which of these content hashes a record of the actor still holds (any status):
+        a deleted record's vector stays while another record has the same text."""
+        out: set[str] = set()
+        with self.lock:
+            for qs, chunk in in_chunks(sorted(shas)):
+                q = (
+                    "SELECT DISTINCT content_sha256 FROM records "
+                    f"WHERE actor_id = ? AND content_sha256 IN ({qs})"
+                )
+                out |= {sha for (sha,) in self.connection.execute(q, [actor_id, *chunk])}
+        return out
 
     def delete_many(self, ids: Sequence[str]) -> BatchResult:
         result = BatchResult()

@@ -135,6 +135,34 @@ def test_apply_run_keeps_no_state_on_the_worker(env: dict, monkeypatch: pytest.M
     assert files_under(reviewer_home) == [], files_under(reviewer_home)
 
 
+def test_a_worker_that_kept_a_dry_runs_cache_deletes_and_receipts(
+    env: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review (session 16): a worker whose home holds a dry run's cache file (an earlier
+    local dry run on the machine) raised AttributeError on every delete with the state in
+    DynamoDB (that cache has no file path), after the record was gone: no receipt, and
+    again every night."""
+    from memlife.embed_cache import EmbeddingCache
+
+    records = list(generate(150, seed=5, anchor=ANCHOR, markers=True))
+    src = env["tmp"] / "in.jsonl"
+    src.write_text("".join(r.to_json() + "\n" for r in records))
+    monkeypatch.setenv("MEMLIFE_HOME", str(env["tmp"] / "importer"))
+    assert cli("import", str(src), "--store", env["url"], "--json")[0] == 0
+    home = env["tmp"] / "worker-with-a-dry-run"
+    EmbeddingCache(path=home / "embeddings.db").close()
+    monkeypatch.setenv("MEMLIFE_HOME", str(home))
+    monkeypatch.setattr(state_mod, "_open", {})
+    code, out = cli("run", "--engine", "local", "--now", CUTOFF.isoformat(), "--store", env["url"],
+                    "--state", env["state_url"], "--receipts", env["receipts"], "--json")  # fmt: skip
+    assert code == 0, out
+    run = json.loads(out)
+    assert run["status"] == "success" and run["lifecycle"]["deleted"] > 0
+    assert {o.state for o in DynamoJournal(env["state"]).by_run(run["run_id"])} == {
+        OpState.RECEIPTED
+    }
+
+
 def test_bad_state_url_is_refused_before_anything_starts(env: dict, monkeypatch) -> None:
     monkeypatch.setenv("MEMLIFE_HOME", str(env["tmp"] / "w"))
     code, out = cli("run", "--engine", "local", "--store", env["url"], "--state",

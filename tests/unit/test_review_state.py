@@ -244,6 +244,9 @@ def test_a_key_another_actors_record_left_under_a_reused_id_never_reaches_the_ne
     assert table.get(SHARD, ["m-1"]) == {}
     table.put("b", "/n", {"m-1": "another ~000000"}, "nightly")  # and it never moves again
     assert table.get(("b", "/n"), ["m-1"]) == {"m-1": "bob plays bass ~77aa01"}
+    # a's removal of m-1, finishing late, leaves b's key alone
+    assert table.forget_removed(SHARD, ["m-1"]) == 0
+    assert table.get(("b", "/n"), ["m-1"]) == {"m-1": "bob plays bass ~77aa01"}
 
 
 def test_dry_run_creates_no_file_under_home(tmp_path: Path, monkeypatch) -> None:

@@ -60,20 +60,39 @@ def delete_records(ex: Executor, ops: list[Operation]) -> dict[str, Result]:
 
 def forget_content(ex: Executor, gone: list[Operation], current: dict[str, MemoryRecord]) -> None:
     """What a deleted record's content left beside the store goes with it: the vector and
-    token codes of its content (the codes' word-piece ids spell the text) and its inferred
-    subject key (a few content words, kept under an id another record may take later).
-    Another record holding the same text is embedded again when next asked. Erasure does
-    more (apply/appliers/erase.py: ledger, journal payloads, derived rows)."""
+    token codes of its content (the codes' word-piece ids spell the text) in the run's
+    cache and the dry runs' file, the shard's derived rows, and its inferred subject key
+    (content words), also on the records grouped under that key. A text another record of
+    the actor still holds keeps its vector. Erasure does more (apply/appliers/erase.py)."""
+    from memlife.derived import forget_for
+    from memlife.embed_cache import dry_run_cache
     from memlife.inferred import InferredSubjects
 
-    shas = {o.content_sha256 for o in gone if o.content_sha256}
+    shards: dict[tuple[str, str], list[str]] = {}
+    shas: dict[str, set[str]] = {}  # by actor
     for o in gone:
+        shards.setdefault((o.actor_id, o.namespace), []).append(o.record_id)
+        mine = shas.setdefault(o.actor_id, set())
+        mine |= {o.content_sha256} if o.content_sha256 else set()
         r = current.get(o.record_id)
         if r is not None:
-            shas |= {r.sha256, content_sha256(r.content)}
-    for cache in ex.removal_caches():
-        cache.delete_for(shas)
-    InferredSubjects.for_store(ex.store).forget([o.record_id for o in gone])
+            mine |= {r.sha256, content_sha256(r.content)}
+    held = getattr(ex.store, "contents_held", None)
+    drop = [
+        sha
+        for actor, mine in shas.items()
+        for sha in (mine - held(actor, mine) if held is not None else mine)
+    ]
+    cache = ex.removal_cache()
+    home = dry_run_cache(other_than=cache)
+    for c in [cache] if home is None else [cache, home]:
+        c.delete_for(drop)
+        forget_for(c, shards)
+    if home is not None:
+        home.close()
+    subjects = InferredSubjects.for_store(ex.store)
+    for shard, ids in shards.items():
+        subjects.forget_removed(shard, ids)
 
 
 def _pinned_by_a_hold(ex: Executor, current: dict[str, MemoryRecord]) -> set[str]:

@@ -54,7 +54,11 @@ class Erase(BaseApplier):
             out[by_record[f.id].operation_id] = f
         gone = [*res.succeeded, *res.missing]
         if gone:
-            shards = {(by_record[rid].actor_id, by_record[rid].namespace) for rid in gone}
+            shards: dict[tuple[str, str], list[str]] = {}
+            for rid in gone:
+                shards.setdefault((by_record[rid].actor_id, by_record[rid].namespace), []).append(
+                    rid
+                )
             _forget_derived(ex, gone, [s for rid in gone for s in shas[rid]], tally, shards)
         if stop is not None:  # what it did delete is forgotten above, then the shard stops
             raise ShardStopped(stop, out)
@@ -62,13 +66,14 @@ class Erase(BaseApplier):
 
 
 def _forget_derived(
-    ex: Executor, gone: list[str], shas: list[str], tally: Tally, shards: set[tuple[str, str]]
-) -> None:
+    ex: Executor, gone: list[str], shas: list[str], tally: Tally,
+    shards: dict[tuple[str, str], list[str]],
+) -> None:  # fmt: skip
     from memlife.backends import open_ledger
     from memlife.derived import forget_for
     from memlife.state.side import side_tables
 
-    cache = ex.removal_caches()[0]  # the dry runs' file: erase.py's caller (home_caches)
+    cache = ex.removal_cache()  # the dry runs' file: erase.py's caller (home_caches)
     cache.delete_for(shas)
     # results derived from the shard (an inferred subject key holds content words)
     tally.counts["derived_rows_forgotten"] += forget_for(cache, shards)
@@ -79,8 +84,11 @@ def _forget_derived(
     side.forget_snapshots(gone)
     from memlife.inferred import InferredSubjects
 
-    # an inferred subject key holds content words: it goes with the record
-    tally.counts["inferred_subjects_forgotten"] += InferredSubjects.for_store(ex.store).forget(gone)
+    # an inferred subject key holds content words: it goes with the record, and off the
+    # records grouped under it since
+    subjects = InferredSubjects.for_store(ex.store)
+    for shard, ids in shards.items():
+        tally.counts["inferred_subjects_forgotten"] += subjects.forget_removed(shard, ids)
     for deferred in side.forget_pending(gone):  # the deferral is settled, not pending
         with suppress(JournalStateError):
             ex.journal.resolve(deferred, "ERASED_AFTER_RELEASE", at=ex.cutoff)
