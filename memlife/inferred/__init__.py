@@ -81,16 +81,23 @@ class InferredSubjects:
     def forget(self, ids: Sequence[str], shard: Shard | None = None) -> int:
         return self.backend.forget(ids, shard) if ids else 0
 
-    def forget_removed(self, shard: Shard, ids: Sequence[str]) -> int:
-        """Removed records (erased, deleted) of one shard: their keys, and the same key on
-        every other record of the shard. A key is made of the words of the record that
-        first had it, and the records grouped under it since carry those words too; they
-        get a key of their own words the next night (the one time a key moves)."""
-        if not ids:
-            return 0
-        keys = set(self.get(shard, ids).values())
-        n = self.backend.forget(ids, shard)
-        return n + (self.backend.forget_keys(shard, keys) if keys else 0)
+    def forget_removed(self, shard: Shard, removed: Mapping[str, str | None]) -> tuple[int, int]:
+        """Removed records of one shard (erased, deleted; id -> content, None if unknown):
+        their keys go. A key is made of the words of the record that first had it, and the
+        records grouped under it since carry those words: when a removed record's words
+        made its key, the key also comes off every other record of the shard, which gets a
+        key of its own words the next night (the one time a key moves). Another member's
+        removal moves nothing. Returns (the removed records' keys, keys taken off others)."""
+        if not removed:
+            return 0, 0
+        keys = self.get(shard, list(removed))
+        own = self.backend.forget(list(removed), shard)
+        made = {
+            key
+            for rid, key in keys.items()
+            if (text := removed.get(rid)) is not None and _made_from(key, text)
+        }
+        return own, self.backend.forget_keys(shard, made) if made else 0
 
 
 def needs_inference(views: Sequence[PlanView]) -> list[str]:
@@ -98,3 +105,12 @@ def needs_inference(views: Sequence[PlanView]) -> list[str]:
     return [
         v.id for v in views if v.status == Status.active and not (v.subject and v.subject.strip())
     ]
+
+
+def _made_from(key: str, text: str) -> bool:
+    """Whether ``key`` (group.infer_subjects: "first content words ~tag") was made of this
+    text's words; "misc" (a text without content words) holds none."""
+    from memlife.group import subject_keywords
+
+    words = key.rsplit(" ~", 1)[0]
+    return words != "misc" and words == subject_keywords(text)

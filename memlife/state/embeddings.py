@@ -17,7 +17,7 @@ from memlife.embed import Embedder
 from memlife.embed_cache import EmbeddingCache
 from memlife.state.dynamodb import DynamoState, key
 
-QUERY_WORKERS = 16  # boto3 clients are thread-safe; DynamoDB serves each query in ms
+QUERY_WORKERS = 10  # botocore's connection pool (max_pool_connections) holds 10
 
 
 class DynamoEmbeddingCache(EmbeddingCache):

@@ -585,17 +585,20 @@ class SqliteStore:
                 result.succeeded.append(rid)
         return result
 
-    def contents_held(self, actor_id: str, shas: Collection[str]) -> set[str]:
-        """Which of these content hashes a record of the actor still holds (any status):
-        a deleted record's vector stays while another record has the same text."""
+    def contents_held(
+        self, actor_id: str, shas: Collection[str], excluding: Collection[str] = ()
+    ) -> set[str]:
+        """Which of these content hashes a record of the actor (not one of ``excluding``,
+        the records about to go) holds, any status: their vector stays for it."""
         out: set[str] = set()
         with self.lock:
             for qs, chunk in in_chunks(sorted(shas)):
                 q = (
-                    "SELECT DISTINCT content_sha256 FROM records "
+                    "SELECT id, content_sha256 FROM records "
                     f"WHERE actor_id = ? AND content_sha256 IN ({qs})"
                 )
-                out |= {sha for (sha,) in self.connection.execute(q, [actor_id, *chunk])}
+                rows = self.connection.execute(q, [actor_id, *chunk])
+                out |= {sha for rid, sha in rows if rid not in excluding}
         return out
 
     def delete_many(self, ids: Sequence[str]) -> BatchResult:

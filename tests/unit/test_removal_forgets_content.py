@@ -11,6 +11,7 @@ record's vector again after the nightly delete.
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 
 from memlife.embed_cache import EmbeddingCache
 from memlife.erase import erase
+from memlife.group import subject_keywords
 from memlife.ledger import AccessLedger
 from memlife.model import MemoryRecord, MemoryType, RetentionClass, content_sha256, utcnow
 from memlife.online.memory import LongTermMemory
@@ -64,7 +66,8 @@ def first_night(home: Path, *records: MemoryRecord) -> str:
         con = store.connection
         assert rows_of(con, LEADER) == 2  # vector and token codes: the setup holds
         keys = dict(con.execute("SELECT record_id, subject FROM inferred_subjects"))
-        assert keys["Y"] == keys["X"] and words_left(con, keys["X"])  # Y carries X's words
+        assert keys["X"].startswith(subject_keywords(LEADER) + " ~")  # X's words made it
+        assert keys["Y"] == keys["X"] and words_left(con, keys["X"])  # Y carries them too
         return keys["X"]
 
 
@@ -100,13 +103,71 @@ def test_an_expired_records_text_goes_when_no_other_record_holds_it(home: Path) 
     home_cache.close()
 
 
+def test_removing_a_record_whose_words_did_not_make_the_key_moves_no_key(home: Path) -> None:
+    """Review: every member's removal took the key off the whole group, so a shard with
+    rolling expiry lost its keys every night (hold by subject missed, the consolidation
+    memo missed, the model was asked again)."""
+    with SqliteStore(home / "memlife.db") as store:
+        store.put_many([
+            rec("X", LEADER),
+            rec("Y", KEPT),
+            rec("Z", ALSO, expires_at=NOW + timedelta(hours=12)),
+        ])  # fmt: skip
+    run_local(RunConfig(dry_run=False, now=NOW, consolidate=False))
+    with SqliteStore(home / "memlife.db") as store:
+        before = dict(store.connection.execute("SELECT record_id, subject FROM inferred_subjects"))
+    assert before["Z"] == before["X"] == before["Y"]
+    run_local(RunConfig(dry_run=False, now=NOW + timedelta(days=1), consolidate=False))
+    with SqliteStore(home / "memlife.db") as store:
+        assert store.get("Z") is None
+        after = dict(store.connection.execute("SELECT record_id, subject FROM inferred_subjects"))
+    assert after == {"X": before["X"], "Y": before["Y"]}
+
+
 def test_erasure_takes_the_erased_words_off_every_record_grouped_under_them(home: Path) -> None:
     key = first_night(home)
     with SqliteStore(home / "memlife.db") as store:
-        erase(store, "u-1", ids=["X"], now=NOW + timedelta(hours=1))
+        out = erase(store, "u-1", ids=["X"], now=NOW + timedelta(hours=1))
         con = store.connection
+        counts = out["counts"] if "counts" in out else out
+        assert counts["inferred_subjects_forgotten"] == 1  # X's own key; Y's and Z's apart
+        assert counts["inferred_subjects_rekeyed"] == 2
         assert store.get("X") is None
         assert words_left(con, key) == []
+
+
+def test_a_clean_up_that_fails_deletes_nothing_and_the_retry_receipts_the_delete(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review: the clean-up ran after the delete; when it raised (a throttled state table,
+    a locked cache file) the records were gone and the retry could only say
+    already_absent: no receipt ever said deleted. It now runs first."""
+    from memlife.errors import StoreError
+
+    with SqliteStore(home / "memlife.db") as store:
+        store.put_many([rec("X", LEADER, expires_at=NOW + timedelta(hours=12)), rec("Y", KEPT)])
+    real, boom = EmbeddingCache.delete_for, [1]
+
+    def flaky(self: EmbeddingCache, shas: object) -> int:
+        if boom:
+            boom.pop()
+            raise StoreError("throttled")
+        return real(self, shas)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(EmbeddingCache, "delete_for", flaky)
+    night = run_local(RunConfig(dry_run=False, now=NOW + timedelta(days=1), consolidate=False))
+    assert night.lifecycle["failed"] == 1 and not boom
+    with SqliteStore(home / "memlife.db") as store:
+        assert store.get("X") is not None  # nothing deleted without its clean-up
+    run_local(RunConfig(dry_run=False, now=NOW + timedelta(days=2), consolidate=False))
+    with SqliteStore(home / "memlife.db") as store:
+        assert store.get("X") is None
+    outcomes = [
+        json.loads(p.read_text()).get("outcome")
+        for p in (home / "receipts").rglob("*.json")
+        if '"X"' in p.read_text() and '"delete"' in p.read_text()
+    ]
+    assert "deleted" in outcomes and "already_absent" not in outcomes
 
 
 def test_an_online_load_racing_the_nightly_delete_stores_no_expired_vector(home: Path) -> None:

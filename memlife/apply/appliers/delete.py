@@ -35,6 +35,9 @@ def delete_records(ex: Executor, ops: list[Operation]) -> dict[str, Result]:
         else:
             ids.append(rid)
     if ids:
+        # first: a failure here deletes nothing and the batch is retried; after the delete
+        # it would leave records gone with no receipt that says so (only already_absent)
+        forget_content(ex, [by_record[rid] for rid in ids], current)
         res, stop = until_stopped(lambda: ex.store.delete_many(ids))
         checkpoint("after_delete")
         for rid in res.succeeded:
@@ -50,38 +53,38 @@ def delete_records(ex: Executor, ops: list[Operation]) -> dict[str, Result]:
             out[o.operation_id] = Outcome.deleted if first else Outcome.already_absent
         for f in res.failed:
             out[by_record[f.id].operation_id] = f
-        gone = [*res.succeeded, *res.missing]
-        if gone:  # before a stop: what it did delete leaves nothing behind either
-            forget_content(ex, [by_record[rid] for rid in gone], current)
         if stop is not None:
             raise ShardStopped(stop, out)
     return out
 
 
 def forget_content(ex: Executor, gone: list[Operation], current: dict[str, MemoryRecord]) -> None:
-    """What a deleted record's content left beside the store goes with it: the vector and
-    token codes of its content (the codes' word-piece ids spell the text) in the run's
-    cache and the dry runs' file, the shard's derived rows, and its inferred subject key
-    (content words), also on the records grouped under that key. A text another record of
-    the actor still holds keeps its vector. Erasure does more (apply/appliers/erase.py)."""
+    """What the records about to be deleted left beside the store goes first: the vector
+    and token codes of their content (the codes' word-piece ids spell the text) in the
+    run's cache and the dry runs' file, their shards' derived rows, and their inferred
+    subject keys (content words; also off the records grouped under a key their words
+    made). A text another record of the actor still holds keeps its vector. A record the
+    delete then misses is only embedded again when next asked. Erasure does more
+    (apply/appliers/erase.py)."""
     from memlife.derived import forget_for
     from memlife.embed_cache import dry_run_cache
     from memlife.inferred import InferredSubjects
 
-    shards: dict[tuple[str, str], list[str]] = {}
+    shards: dict[tuple[str, str], dict[str, str | None]] = {}
     shas: dict[str, set[str]] = {}  # by actor
     for o in gone:
-        shards.setdefault((o.actor_id, o.namespace), []).append(o.record_id)
+        r = current.get(o.record_id)
+        shards.setdefault((o.actor_id, o.namespace), {})[o.record_id] = r.content if r else None
         mine = shas.setdefault(o.actor_id, set())
         mine |= {o.content_sha256} if o.content_sha256 else set()
-        r = current.get(o.record_id)
         if r is not None:
             mine |= {r.sha256, content_sha256(r.content)}
     held = getattr(ex.store, "contents_held", None)
+    leaving = {o.record_id for o in gone}
     drop = [
         sha
         for actor, mine in shas.items()
-        for sha in (mine - held(actor, mine) if held is not None else mine)
+        for sha in (mine - held(actor, mine, leaving) if held is not None else mine)
     ]
     cache = ex.removal_cache()
     home = dry_run_cache(other_than=cache)
@@ -91,8 +94,8 @@ def forget_content(ex: Executor, gone: list[Operation], current: dict[str, Memor
     if home is not None:
         home.close()
     subjects = InferredSubjects.for_store(ex.store)
-    for shard, ids in shards.items():
-        subjects.forget_removed(shard, ids)
+    for shard, removed in shards.items():
+        subjects.forget_removed(shard, removed)
 
 
 def _pinned_by_a_hold(ex: Executor, current: dict[str, MemoryRecord]) -> set[str]:

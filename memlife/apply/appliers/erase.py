@@ -54,11 +54,10 @@ class Erase(BaseApplier):
             out[by_record[f.id].operation_id] = f
         gone = [*res.succeeded, *res.missing]
         if gone:
-            shards: dict[tuple[str, str], list[str]] = {}
+            shards: dict[tuple[str, str], dict[str, str | None]] = {}
             for rid in gone:
-                shards.setdefault((by_record[rid].actor_id, by_record[rid].namespace), []).append(
-                    rid
-                )
+                o, r = by_record[rid], current.get(rid)
+                shards.setdefault((o.actor_id, o.namespace), {})[rid] = r.content if r else None
             _forget_derived(ex, gone, [s for rid in gone for s in shas[rid]], tally, shards)
         if stop is not None:  # what it did delete is forgotten above, then the shard stops
             raise ShardStopped(stop, out)
@@ -67,7 +66,7 @@ class Erase(BaseApplier):
 
 def _forget_derived(
     ex: Executor, gone: list[str], shas: list[str], tally: Tally,
-    shards: dict[tuple[str, str], list[str]],
+    shards: dict[tuple[str, str], dict[str, str | None]],
 ) -> None:  # fmt: skip
     from memlife.backends import open_ledger
     from memlife.derived import forget_for
@@ -87,8 +86,10 @@ def _forget_derived(
     # an inferred subject key holds content words: it goes with the record, and off the
     # records grouped under it since
     subjects = InferredSubjects.for_store(ex.store)
-    for shard, ids in shards.items():
-        tally.counts["inferred_subjects_forgotten"] += subjects.forget_removed(shard, ids)
+    for shard, removed in shards.items():
+        own, others = subjects.forget_removed(shard, removed)
+        tally.counts["inferred_subjects_forgotten"] += own
+        tally.counts["inferred_subjects_rekeyed"] += others
     for deferred in side.forget_pending(gone):  # the deferral is settled, not pending
         with suppress(JournalStateError):
             ex.journal.resolve(deferred, "ERASED_AFTER_RELEASE", at=ex.cutoff)
