@@ -219,7 +219,8 @@ class LongTermMemory:
         and stored; an erasure committed since the read would have its content's vector
         and codes back in the cache, so: write, then look for its tombstone (erase_sweep).
         An expired record (never served, deleted by the next night, which leaves no
-        tombstone) is embedded in memory only: stored, it could outlive that delete."""
+        tombstone) is embedded in memory only: stored, it could outlive that delete. Other
+        records are looked up again after a write (_forget_if_removed)."""
         now = utcnow()
         expired = [self.expired(r, now) for r in records]
         vectors = np.zeros((len(records), self.embedder.dim), np.float32)
@@ -230,9 +231,26 @@ class LongTermMemory:
             vectors[live] = self.cache.get_or_embed([records[i] for i in live])
         if self.cache.stats.misses != misses:
             sweep_after_write(self.store, self.cache, [actor], started)
+            self._forget_if_removed(actor, [records[i] for i in live])
         if gone:
             vectors[gone] = self.cache.get_or_embed([records[i] for i in gone], store=False)
         return vectors
+
+    def _forget_if_removed(self, actor: str, records: Sequence[MemoryRecord]) -> None:
+        """A delete committed since the load's read (a person's, the nightly run's) leaves
+        no tombstone for the sweep: after the write, look again, and drop the vectors of
+        records no longer there as read, unless another record of the actor holds the text."""
+        now = self._get_many([r.id for r in records])
+        left = {
+            content_sha256(r.content)
+            for r in records
+            if (c := now.get(r.id)) is None or (c.actor_id, c.content) != (actor, r.content)
+        }
+        held = getattr(self.store, "contents_held", None)
+        if left and held is not None:
+            left -= held(actor, left)
+        if left:
+            self.cache.delete_for(left)
 
     def _token_codes(self, ids: Sequence[str]) -> list[TokenCodes | None] | None:
         """Token codes of these records (stored with their vectors; a record embedded before

@@ -197,5 +197,31 @@ def test_an_online_load_racing_the_nightly_delete_stores_no_expired_vector(home:
     store.close()
 
 
+def test_an_online_load_racing_a_persons_delete_keeps_no_vector(home: Path) -> None:
+    """A record imported without a vector is deleted (a reviewer's decision: no tombstone)
+    while an online load that read it embeds it: the vector it stores is dropped again."""
+    now = utcnow()
+    with SqliteStore(home / "memlife.db") as store:
+        store.put_many([
+            rec("X", LEADER, created_at=now - timedelta(days=3)),
+            rec("Y", KEPT, created_at=now - timedelta(days=3)),
+        ])  # fmt: skip
+    store = SqliteStore(home / "memlife.db")
+    mem = LongTermMemory(store, ledger=AccessLedger(home / "ledger"))
+    real, ran = mem.cache.get_or_embed, []
+
+    def racing(records, **kw):  # the delete lands between the load's read and its write
+        if not ran:
+            ran.append(store.delete_many(["X"]))
+        return real(records, **kw)
+
+    mem.cache.get_or_embed = racing  # type: ignore[method-assign]
+    mem.recall("u-1", "pets", threshold=-1.0)
+    assert ran and store.get("X") is None
+    assert rows_of(store.connection, LEADER) == 0
+    assert rows_of(store.connection, KEPT) == 2
+    store.close()
+
+
 if __name__ == "__main__":  # pragma: no cover
     pytest.main([__file__])
