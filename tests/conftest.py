@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -11,6 +13,7 @@ import pytest
 from memlife.prefect_env import QUIET  # noqa: E402  (imports no Prefect)
 
 _PREFECT_HOME = tempfile.mkdtemp(prefix="memlife-prefect-")
+atexit.register(shutil.rmtree, _PREFECT_HOME, ignore_errors=True)  # one per worker, every run
 os.environ.update(
     QUIET,
     PREFECT_HOME=_PREFECT_HOME,
