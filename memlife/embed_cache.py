@@ -28,6 +28,7 @@ from memlife.embed import Embedder
 from memlife.model import MemoryRecord, content_sha256
 from memlife.settings import settings
 from memlife.sql_in import in_chunks
+from memlife.sqlite_open import connect_wal
 from memlife.token_match import TokenCodes
 
 SCHEMA = """
@@ -93,10 +94,7 @@ class EmbeddingCache:
             self.path = None if str(path) == ":memory:" else Path(path)
             if str(path) != ":memory:":
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
-            connection = sqlite3.connect(
-                str(path), check_same_thread=False, isolation_level=None, timeout=30
-            )
-            connection.execute("PRAGMA journal_mode=WAL")
+            connection = connect_wal(path)
             connection.execute("PRAGMA secure_delete=ON")  # erased vectors are zeroed
             lock = threading.RLock()
         # None only in a cache kept elsewhere (state/embeddings.py): no file to compact or vacuum

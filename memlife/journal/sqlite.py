@@ -24,6 +24,7 @@ from memlife.journal.base import (
 )
 from memlife.model import utcnow
 from memlife.sql_in import in_chunks
+from memlife.sqlite_open import connect_wal
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS operations (
@@ -119,17 +120,30 @@ class SqliteJournal:
         self.lock = lock or threading.RLock()
         with self.lock:
             connection.executescript(SCHEMA)
-            have = {r[1] for r in connection.execute("PRAGMA table_info(operations)")}
+            self._add_columns()
+
+    def _add_columns(self) -> None:
+        """Columns an older file lacks, added in one write transaction: read and added
+        under the same lock, so two processes opening the file at once add each once."""
+        c = self.connection
+        if {n for n, _ in _ADDED} <= {r[1] for r in c.execute("PRAGMA table_info(operations)")}:
+            return
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            have = {r[1] for r in c.execute("PRAGMA table_info(operations)")}
             for name, sql_type in _ADDED:
                 if name not in have:
-                    connection.execute(f"ALTER TABLE operations ADD COLUMN {name} {sql_type}")
+                    c.execute(f"ALTER TABLE operations ADD COLUMN {name} {sql_type}")
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
 
     @classmethod
     def at(cls, path: str | Path) -> SqliteJournal:
         """A journal in its own file (stores that are not SQLite, e.g. AgentCore)."""
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
-        conn.execute("PRAGMA journal_mode=WAL")
+        conn = connect_wal(path)
         conn.execute("PRAGMA secure_delete=ON")
         return cls(conn)
 

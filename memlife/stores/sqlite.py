@@ -39,6 +39,7 @@ from memlife.model import (
     utcnow,
 )
 from memlife.sql_in import in_chunks, marks
+from memlife.sqlite_open import connect_wal
 from memlife.stores.base import DEFAULT_PAGE_SIZE, BadPageToken, BatchResult, ItemFailure, Page
 from memlife.stores.sqlite_rows import VIEW_CHECKS, checked
 from memlife.text import negates, norm_sha256, normalise
@@ -334,11 +335,8 @@ class SqliteStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.url = f"sqlite:///{self.path}"
         self.lock = threading.RLock()
-        self.connection = sqlite3.connect(
-            self.path, check_same_thread=False, isolation_level=None, timeout=30
-        )
+        self.connection = connect_wal(self.path)
         c = self.connection
-        c.execute("PRAGMA journal_mode=WAL")
         c.execute("PRAGMA synchronous=NORMAL")
         c.execute("PRAGMA secure_delete=ON")  # erased content is zeroed, not left in free pages
         c.execute("PRAGMA busy_timeout=30000")
