@@ -46,6 +46,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "memlife.cli.online",
         "The actor's most relevant active memories, best first (each hit is ledgered).",
     ),
+    "warm": (
+        "memlife.cli.online",
+        "Embed what active memories lack (vectors, token codes): after an upgrade or a model change.",
+    ),
     "chat": (
         "memlife.cli.online",
         "Chat with the example agent: one user message per stdin line (ANTHROPIC_BASE_URL honoured).",

@@ -17,7 +17,9 @@ from memlife.cli.common import (
     console,
     err_console,
     fail,
+    interactive,
     print_json,
+    progress_bar,
 )
 
 if TYPE_CHECKING:
@@ -145,6 +147,42 @@ def register(app: typer.Typer) -> None:
         for r in rows:
             console.print(
                 f"{r['rank']}. [bold]{r['score']:.3f}[/bold] {r['content']}  [dim]{r['id']}[/dim]"
+            )
+
+    @app.command("warm")
+    def warm(
+        actors: Annotated[
+            list[str] | None,
+            typer.Option("--actor", help="Only this actor (repeatable; default: every actor)."),
+        ] = None,
+        store: StoreOpt = None,
+        ledger: LedgerOpt = None,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """Embed what active memories lack (vectors, token codes): after an upgrade or a model change.
+
+        Also after an import that did not embed: the first recall and the next night then
+        find them stored, and recall no longer computes missing codes in every process."""
+        with _memory(check_store(store, must_exist=True), ledger) as mem:
+            shards = [
+                (a, ns)
+                for a in (actors or sorted(mem.store.list_actors()))
+                for ns in mem.store.list_namespaces(a)
+            ]
+            read = embedded = 0
+            with progress_bar("shards", len(shards), interactive(json_out)) as advance:
+                for actor, namespace in shards:
+                    n, e = mem.warm(actor, namespace)
+                    read, embedded = read + n, embedded + e
+                    advance(1)
+            model = mem.cache.model_id
+        out = {"shards": len(shards), "records": read, "embedded": embedded, "model": model}
+        if json_out:
+            print_json(out)
+        else:
+            err_console.print(
+                f"{len(shards)} shards, {read} active records: {embedded} contents embedded "
+                f"({model})"
             )
 
     @app.command("chat")

@@ -71,6 +71,7 @@ from memlife.token_match import TokenCodes
 from memlife.tombstones import ERASED_CONTENT, ERASED_SOURCE, insert_new
 
 DEFAULT_NEAR_DUPLICATE = 0.9
+WARM_CHUNK = 1024  # records embedded and stored at a time by warm()
 _ACTIVE = (Status.active,)
 
 
@@ -235,6 +236,33 @@ class LongTermMemory:
         if gone:
             vectors[gone] = self.cache.get_or_embed([records[i] for i in gone], store=False)
         return vectors
+
+    def warm(self, actor: str, namespace: str) -> tuple[int, int]:
+        """Embed and store what this shard's active records lack: their vectors and token
+        codes (``memlife warm``, after an upgrade that added codes, a model change or an
+        import that did not embed), so neither the first recall nor the next night pays
+        for it: recall computes missing codes in memory only, in every process. Returns
+        (records read, contents embedded). Expired records are left to the night that
+        deletes them. A removal racing the write is handled as a shard load handles it."""
+        started = utcnow()
+        records = [
+            r
+            for page in iter_shard(
+                self.store, actor, namespace, page_size=self.page_size, statuses=_ACTIVE
+            )
+            for r in page.records
+            if r.status is Status.active and not self.expired(r, started)
+        ]
+        misses = self.cache.stats.misses
+        for i in range(0, len(records), WARM_CHUNK):  # codes of long memories add up
+            chunk = records[i : i + WARM_CHUNK]
+            if self.cache.token_codes([r.content for r in chunk]) is None:
+                self.cache.get_or_embed(chunk)  # the embedder gives no token states
+        embedded = self.cache.stats.misses - misses
+        if embedded:
+            sweep_after_write(self.store, self.cache, [actor], started)
+            self._forget_if_removed(actor, records)
+        return len(records), embedded
 
     def _forget_if_removed(self, actor: str, records: Sequence[MemoryRecord]) -> None:
         """A delete committed since the load's read (a person's, the nightly run's) leaves
