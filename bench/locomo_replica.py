@@ -181,14 +181,18 @@ def check_replica(preps: Sequence[Prepared], w: dict[str, float]) -> float:
 
 
 def _score(preps: Sequence[Prepared], w: dict, post: Post | None, pool: int) -> dict:
+    """Hits per k and category, and every query's first-hit rank in order (bench/recall_bootstrap.py)."""
     hits = {k: Counter() for k in bench.KS}
     total: Counter = Counter()
+    ranks = []
     for p in preps:
-        for cat, r in zip(p.category, first_hits(p, w, post, pool), strict=True):
+        got = first_hits(p, w, post, pool)
+        ranks.append(got)
+        for cat, r in zip(p.category, got, strict=True):
             total[cat] += 1
             for k in bench.KS:
                 hits[k][cat] += bool(0 < r <= k)
-    return {"hits": hits, "total": total}
+    return {"hits": hits, "total": total, "ranks": np.concatenate(ranks)}
 
 
 def _recall5(preps: Sequence[Prepared], w: dict, post: Post | None, pool: int) -> float:
@@ -216,6 +220,7 @@ def tally(tests: Sequence[dict]) -> dict:
     return {
         "mean": {k: float(np.mean(v)) for k, v in means.items()},
         "pooled": bench.summarise(pooled),
+        "ranks": [s["ranks"] for s in tests],  # per test fold, for bench/recall_bootstrap.py
     }
 
 

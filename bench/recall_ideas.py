@@ -27,6 +27,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
+import recall_bootstrap as bootstrap
 import recall_locomo as bench
 from locomo_cache import VectorCache
 from locomo_replica import Post, Prepared, check_replica, held_out, prepare
@@ -344,8 +345,9 @@ def main(argv: list[str] | None = None) -> int:
         runs.append(("cosine with the speakers' names masked, added", masked))
     head = f"{'held out, ' + args.granularity:44s} " + " ".join(f"r@{k:<4d}" for k in bench.KS)
     print(head)
+    base = None
     for label, fn in runs:
-        if args.only and not any(o in label for o in args.only):
+        if args.only and not any(o in label for o in args.only) and base is not None:
             continue
         for p in preps:
             p.extra = {}
@@ -357,6 +359,16 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{label:44s} {m}   idea weight per fold {r['idea_weights']}   r@5: {cats}", flush=True
         )
+        if base is None:  # the headline runs first: every idea is compared with it
+            base = r["ranks"]
+            lo, hi = bootstrap.interval(base)
+            print(f"{'':44s} r@5 95% interval over the questions [{lo:.4f}, {hi:.4f}]")
+        else:
+            d = bootstrap.paired(r["ranks"], base)
+            print(
+                f"{'':44s} r@5 vs headline {d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}], "
+                f"questions won {d['wins']}, lost {d['losses']}"
+            )
     cache.save()
     return 0
 

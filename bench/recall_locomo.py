@@ -41,6 +41,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
+import recall_bootstrap as bootstrap
 from locomo_cache import TokenCache, VectorCache
 
 from memlife.embed import default_embedder
@@ -259,12 +260,15 @@ def first_hits(c: Conversation, w: dict[str, float], k: int = max(KS)) -> list[i
 def score(convs: Iterable[Conversation], w: dict[str, float]) -> dict:
     hits = {k: Counter() for k in KS}
     total: Counter = Counter()
+    ranks: list[int] = []  # every query's first-hit rank, in order (bench/recall_bootstrap.py)
     for c in convs:
-        for q, first in zip(c.queries, first_hits(c, w), strict=True):
+        got = first_hits(c, w)
+        ranks += got
+        for q, first in zip(c.queries, got, strict=True):
             total[q["category"]] += 1
             for k in KS:
                 hits[k][q["category"]] += 0 < first <= k
-    return {"hits": hits, "total": total}
+    return {"hits": hits, "total": total, "ranks": np.array(ranks)}
 
 
 def summarise(s: dict) -> dict:
@@ -355,8 +359,9 @@ def held_out(
         w = choose([[convs[i] for i in train] for convs in sets.values()], tuned, grid)
         for name, convs in sets.items():
             s = score([convs[i] for i in test], w)
-            got = out.setdefault(name, {"folds": [], "pooled_counts": []})
+            got = out.setdefault(name, {"folds": [], "pooled_counts": [], "ranks": []})
             got["pooled_counts"].append(s)
+            got["ranks"].append(s["ranks"])
             got["folds"].append(
                 {
                     "train": f"{train[0]}-{train[-1]}",
@@ -377,6 +382,9 @@ def held_out(
                 pooled["hits"][k].update(s["hits"][k])
             pooled["total"].update(s["total"])
         got["pooled"] = summarise(pooled)
+        # how far the sample of questions alone moves the figure (weights as chosen)
+        lo, hi = bootstrap.interval(got.pop("ranks"))
+        got["recall@5_interval_95"] = [round(lo, 4), round(hi, 4)]
     return out
 
 
@@ -452,6 +460,8 @@ def main(argv: list[str] | None = None) -> int:
             print(_row(f"test {f['test']} (train {f['train']})", f["queries"], f["overall"]))
             print(f"{'':36s}weights {f['weights']}")
         print(_row("mean of the two held-out folds", n, ho["mean"]))
+        lo, hi = ho["recall@5_interval_95"]
+        print(f"{'':36s}recall@5 95% interval over the questions (bootstrap): [{lo:.3f}, {hi:.3f}]")
         for cat, v in ho["pooled"]["per_category"].items():
             print(_row(f"  {cat} (pooled)", v["queries"], v))
         for label in ("defaults", "tuned_on_all"):

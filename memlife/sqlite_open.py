@@ -6,6 +6,16 @@ import sqlite3
 import time
 from pathlib import Path
 
+# SQLITE_BUSY and SQLITE_LOCKED: another connection holds the lock (primary result codes)
+_LOCK_CODES = (5, 6)
+
+
+def _locked(e: sqlite3.Error) -> bool:
+    code = getattr(e, "sqlite_errorcode", None)
+    if code is None:  # raised by the module, not by SQLite: no code to read
+        return "locked" in str(e)
+    return code & 0xFF in _LOCK_CODES
+
 
 def connect_wal(path: str | Path, *, timeout: float = 30.0) -> sqlite3.Connection:
     """An autocommit connection usable from any thread, the file in WAL mode.
@@ -13,19 +23,27 @@ def connect_wal(path: str | Path, *, timeout: float = 30.0) -> sqlite3.Connectio
     Two connections switching a new file to WAL together get "database is locked" at
     once: SQLite does not call its busy handler for that switch (4 processes opening one
     new file: 19 of 30 trials failed). The switch is retried, with backoff, until
-    ``timeout``; any other error, or a lock held past it, is raised."""
+    ``timeout`` in all (each try's busy wait is cut to the time left); any other error,
+    or a lock held past it, is raised, and the connection closed."""
     conn = sqlite3.connect(
         str(path), check_same_thread=False, isolation_level=None, timeout=timeout
     )
     deadline = time.monotonic() + timeout
     delay = 0.002
-    while True:
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            return conn
-        except sqlite3.OperationalError as e:
-            if "locked" not in str(e) or time.monotonic() >= deadline:
-                conn.close()
-                raise
-            time.sleep(delay)
-            delay = min(delay * 2, 0.1)
+    try:
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                break
+            except sqlite3.Error as e:
+                left = deadline - time.monotonic()
+                if not _locked(e) or left <= 0:
+                    raise
+                time.sleep(min(delay, left))
+                delay = min(delay * 2, 0.1)
+                conn.execute(f"PRAGMA busy_timeout={max(int(left * 1000), 1)}")
+        conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+    except BaseException:
+        conn.close()
+        raise
+    return conn

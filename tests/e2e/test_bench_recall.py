@@ -260,3 +260,31 @@ def test_each_granularity_keeps_every_turn_once_and_its_session_date(tmp_path: P
     assert o.texts == ["Ann said t0", "Ann said t9"] and [q["question"] for q in o.queries] == [
         "q1"
     ]
+
+
+def test_the_bootstrap_interval_holds_the_figure_and_a_paired_gain_is_told_from_noise() -> None:
+    """bench/recall_bootstrap.py: the interval of the mean over folds contains the figure and
+    narrows with more questions; a real gain on the same questions has an interval above
+    zero, a reshuffle of wins and losses one around it; unpaired inputs are refused."""
+    import recall_bootstrap as boot
+
+    rng = np.random.default_rng(0)
+    folds = [np.where(rng.random(n) < 0.84, 1 + rng.integers(0, 5, n), 0) for n in (640, 660)]
+    figure = np.mean([((f > 0) & (f <= 5)).mean() for f in folds])
+    lo, hi = boot.interval(folds)
+    assert lo < figure < hi and 0.02 < hi - lo < 0.06
+    lo4, hi4 = boot.interval([np.tile(f, 4) for f in folds])
+    assert hi4 - lo4 < (hi - lo) * 0.6  # four times the questions: about half as wide
+    better = [f.copy() for f in folds]
+    for f in better:
+        f[np.flatnonzero(f == 0)[:30]] = 3  # 30 more questions found in each fold
+    gain = boot.paired(better, folds)
+    assert gain["wins"] == 60 and gain["losses"] == 0 and gain["lo"] > 0
+    swapped = [f.copy() for f in folds]
+    for f in swapped:
+        missed, found = np.flatnonzero(f == 0)[:10], np.flatnonzero((f > 0) & (f <= 5))[:10]
+        f[missed], f[found] = 2, 0  # ten found, ten lost
+    noise = boot.paired(swapped, folds)
+    assert noise["diff"] == 0 and noise["lo"] < 0 < noise["hi"] and noise["wins"] == 20
+    with pytest.raises(ValueError, match="same questions"):
+        boot.paired([folds[0][:-1], folds[1]], folds)

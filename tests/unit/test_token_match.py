@@ -135,6 +135,9 @@ def test_the_integer_product_is_exact_at_its_extremes() -> None:
     assert np.array_equal(got, a.astype(np.int64) @ b.astype(np.int64))
     assert got[0, 0] == -127 * 384
     assert matmul_u8s8(a[:0], b).shape == (0, 7)
+    # k = 0 right after a product of -127s: zeros, not the buffer the last run left
+    matmul_u8s8(np.ones((4, 8), np.uint8), np.full((8, 3), -127, np.int8))
+    assert not matmul_u8s8(np.zeros((4, 0), np.uint8), np.zeros((0, 3), np.int8)).any()
 
 
 def test_a_tampered_product_graph_is_refused(
@@ -450,12 +453,17 @@ def test_two_processes_embedding_one_content_at_once_store_one_vector_and_its_co
     racers = [
         subprocess.Popen([sys.executable, "-c", _RACER, str(db), str(go), *texts]) for _ in range(2)
     ]
-    deadline = time.monotonic() + 120
-    while len(list(tmp_path.glob("go.*"))) < 2:  # both loaded and waiting: they race
-        assert time.monotonic() < deadline and all(p.poll() is None for p in racers)
-        time.sleep(0.01)
-    go.touch()
-    assert [p.wait(timeout=300) for p in racers] == [0, 0]
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(tmp_path.glob("go.*"))) < 2:  # both loaded and waiting: they race
+            assert time.monotonic() < deadline and all(p.poll() is None for p in racers)
+            time.sleep(0.01)
+        go.touch()
+        assert [p.wait(timeout=300) for p in racers] == [0, 0]
+    finally:
+        for p in racers:  # one that failed must not leave the other waiting for ever
+            if p.poll() is None:
+                p.kill()
     conn = sqlite3.connect(db)
     rows = conn.execute("SELECT content_sha256, model_id, COUNT(*) FROM embeddings GROUP BY 1, 2")
     counts = rows.fetchall()
