@@ -28,7 +28,7 @@ from memlife.embed import Embedder
 from memlife.model import MemoryRecord, content_sha256
 from memlife.settings import settings
 from memlife.sql_in import in_chunks
-from memlife.sqlite_open import connect_wal
+from memlife.sqlite_open import connect_wal, is_lock_error
 from memlife.token_match import TokenCodes
 
 SCHEMA = """
@@ -63,6 +63,7 @@ class CacheStats:
     hits: int = 0  # items answered from the table
     misses: int = 0  # distinct contents embedded
     batches: int = 0  # embedder calls
+    unstored: int = 0  # embedded, not stored: another writer held the lock (wait=False)
 
 
 class EmbeddingCache:
@@ -172,9 +173,28 @@ class EmbeddingCache:
                 found[sha] = np.frombuffer(blob, dtype=np.float32)
         return found
 
-    def _store(self, rows: list[tuple[str, str, int, bytes]]) -> None:
-        with self.lock:
-            write_many(self._db, "INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?)", rows)
+    def _store(self, rows: list[tuple[str, str, int, bytes]], *, wait: bool = True) -> bool:
+        """Write ``rows``. ``wait=False`` gives up at once (False, nothing written) when
+        another connection holds the write lock, instead of waiting up to the busy
+        timeout: an online shard load serves what it embedded from memory rather than
+        stall a recall behind a writer."""
+        sql = "INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?)"
+        with self.lock:  # every use of the connection holds it: the timeout is ours
+            db = self._db
+            if wait or db.in_transaction:
+                write_many(db, sql, rows)
+                return True
+            timeout = db.execute("PRAGMA busy_timeout").fetchone()[0]
+            db.execute("PRAGMA busy_timeout=0")
+            try:
+                write_many(db, sql, rows)
+            except sqlite3.OperationalError as e:
+                if not is_lock_error(e):
+                    raise
+                return False
+            finally:
+                db.execute(f"PRAGMA busy_timeout={int(timeout)}")
+            return True
 
     def _lookup_blobs(self, shas: Sequence[str], model_id: str) -> dict[str, tuple[int, bytes]]:
         """(dim, blob) per content held under ``model_id`` (token codes: TOKENS)."""
@@ -190,11 +210,11 @@ class EmbeddingCache:
         return found
 
     def _embed_fresh(
-        self, texts: list[str], shas: list[str], *, store: bool = True
+        self, texts: list[str], shas: list[str], *, store: bool = True, wait: bool = True
     ) -> tuple[np.ndarray, list[TokenCodes]]:
         """Embed ``texts``: their vectors and, when the embedder gives them from the same
         pass (MiniLMEmbedder.embed_with_tokens), their token codes; both stored unless
-        ``store`` is False."""
+        ``store`` is False (``wait``: _store; contents left unstored are counted)."""
         emb = self.embedder
         model_id, dim = emb.model_id, emb.dim
         with_tokens = getattr(emb, "embed_with_tokens", None)
@@ -208,8 +228,9 @@ class EmbeddingCache:
         if codes:
             tok = model_id + TOKENS
             rows += [(s, tok, len(c), c.to_bytes()) for s, c in zip(shas, codes, strict=True)]
-        if store:
-            self._store(rows)
+        if store and not self._store(rows, wait=wait):
+            with self._stats_lock:
+                self.stats.unstored += len(texts)
         return vecs, codes
 
     def token_codes(self, texts: Sequence[str], *, store: bool = True) -> list[TokenCodes] | None:
@@ -250,7 +271,9 @@ class EmbeddingCache:
                 self.stats.misses += len(todo)
         return [found[s] for s in shas]
 
-    def get_or_embed_texts(self, texts: Sequence[str], *, store: bool = True) -> np.ndarray:
+    def get_or_embed_texts(
+        self, texts: Sequence[str], *, store: bool = True, wait: bool = True
+    ) -> np.ndarray:
         """float32 (len(texts), dim), L2-normalised rows; embeds only what is not cached.
 
         ``store=False`` keeps nothing it embeds: for texts that are no record's content (a
@@ -274,7 +297,7 @@ class EmbeddingCache:
         batches = 0
         for i in range(0, len(todo), self.batch_size):
             chunk = todo[i : i + self.batch_size]
-            vecs, _ = self._embed_fresh([text_of[s] for s in chunk], chunk, store=store)
+            vecs, _ = self._embed_fresh([text_of[s] for s in chunk], chunk, store=store, wait=wait)
             batches += 1
             fresh.update(zip(chunk, vecs, strict=True))
         self._remember_recent({**cached, **fresh} if store else cached, model_id)
@@ -287,9 +310,12 @@ class EmbeddingCache:
             out[i] = cached[s] if s in cached else fresh[s]
         return out
 
-    def get_or_embed(self, records: Sequence[MemoryRecord], *, store: bool = True) -> np.ndarray:
-        """Rows aligned with ``records`` (keyed by their content's sha256)."""
-        return self.get_or_embed_texts([r.content for r in records], store=store)
+    def get_or_embed(
+        self, records: Sequence[MemoryRecord], *, store: bool = True, wait: bool = True
+    ) -> np.ndarray:
+        """Rows aligned with ``records`` (keyed by their content's sha256); ``wait=False``:
+        a write lock held elsewhere leaves the fresh ones unstored (``stats.unstored``)."""
+        return self.get_or_embed_texts([r.content for r in records], store=store, wait=wait)
 
     def delete_for(self, shas: Iterable[str]) -> int:
         """Forget the vectors of these contents under every model; returns rows deleted."""

@@ -10,7 +10,8 @@ from pathlib import Path
 _LOCK_CODES = (5, 6)
 
 
-def _locked(e: sqlite3.Error) -> bool:
+def is_lock_error(e: sqlite3.Error) -> bool:
+    """Another connection holds the lock (SQLITE_BUSY or SQLITE_LOCKED)."""
     code = getattr(e, "sqlite_errorcode", None)
     if code is None:  # raised by the module, not by SQLite: no code to read
         return "locked" in str(e)
@@ -37,7 +38,7 @@ def connect_wal(path: str | Path, *, timeout: float = 30.0) -> sqlite3.Connectio
                 break
             except sqlite3.Error as e:
                 left = deadline - time.monotonic()
-                if not _locked(e) or left <= 0:
+                if not is_lock_error(e) or left <= 0:
                     raise
                 time.sleep(min(delay, left))
                 delay = min(delay * 2, 0.1)

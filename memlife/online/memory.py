@@ -217,7 +217,8 @@ class LongTermMemory:
         self, actor: str, records: Sequence[MemoryRecord], started: datetime
     ) -> np.ndarray:
         """Vectors of a loaded shard's records. Records read without vectors are embedded
-        and stored; an erasure committed since the read would have its content's vector
+        and stored (unless another connection holds the write lock: then they are served
+        from memory, and a later load or ``memlife warm`` stores them); an erasure committed since the read would have its content's vector
         and codes back in the cache, so: write, then look for its tombstone (erase_sweep).
         An expired record (never served, deleted by the next night, which leaves no
         tombstone) is embedded in memory only: stored, it could outlive that delete. Other
@@ -228,8 +229,8 @@ class LongTermMemory:
         live = [i for i, e in enumerate(expired) if not e]
         gone = [i for i, e in enumerate(expired) if e]
         misses = self.cache.stats.misses
-        if live:
-            vectors[live] = self.cache.get_or_embed([records[i] for i in live])
+        if live:  # never behind a writer: a held write lock leaves them in memory only
+            vectors[live] = self.cache.get_or_embed([records[i] for i in live], wait=False)
         if self.cache.stats.misses != misses:
             sweep_after_write(self.store, self.cache, [actor], started)
             self._forget_if_removed(actor, [records[i] for i in live])

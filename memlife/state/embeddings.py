@@ -39,11 +39,13 @@ class DynamoEmbeddingCache(EmbeddingCache):
         items = self.state.batch_get([key(f"emb#{s}", model_id) for s in shas])
         return {i["pk"]["S"][4:]: (int(i["dim"]["N"]), bytes(i["vector"]["B"])) for i in items}
 
-    def _store(self, rows: list[tuple[str, str, int, bytes]]) -> None:
+    def _store(self, rows: list[tuple[str, str, int, bytes]], *, wait: bool = True) -> bool:
+        # DynamoDB has no write lock to wait on: ``wait`` changes nothing
         self.state.batch_write(puts=[
             {**key(f"emb#{sha}", model), "dim": {"N": str(dim)}, "vector": {"B": blob}}
             for sha, model, dim, blob in rows
         ])  # fmt: skip
+        return True
 
     def delete_for(self, shas: Iterable[str]) -> int:
         """Forget the vectors of these contents under every model; returns items deleted.

@@ -343,10 +343,10 @@ def test_an_erasure_racing_a_shard_load_leaves_no_vector_or_codes(
         real = fresh.cache.get_or_embed
         erased: list[str] = []
 
-        def racing(records: Sequence[MemoryRecord]) -> np.ndarray:
+        def racing(records: Sequence[MemoryRecord], **kw: bool) -> np.ndarray:
             if any(r.content == SECRET for r in records) and not erased:
                 erased.extend(erase(store, "u1", ids=[rid])["erased"])
-            return real(records)
+            return real(records, **kw)
 
         monkeypatch.setattr(fresh.cache, "get_or_embed", racing)
         hits = fresh.recall("u1", "what do I like to eat?", threshold=-1.0)
@@ -382,6 +382,42 @@ def test_recall_writes_nothing_and_is_not_blocked_by_a_writer(tmp_path: Path) ->
         assert hits[0].record.content == "Caroline went to the support group."
         q = "SELECT COUNT(*) FROM embeddings WHERE model_id LIKE '%#tokens'"
         assert store.connection.execute(q).fetchone()[0] == 0  # computed, not stored
+
+
+def test_a_shard_load_that_must_embed_is_not_blocked_by_a_writer(tmp_path: Path) -> None:
+    """Records without vectors (a model change, an import that did not embed) are embedded
+    when recall first loads their shard, and stored. With another connection holding the
+    write lock, the load waited the busy timeout (30 s) and raised "database is locked";
+    it now serves them from memory, and the next load stores them."""
+    from memlife.ledger import AccessLedger
+    from memlife.online.memory import LongTermMemory
+    from memlife.stores.sqlite import SqliteStore
+
+    ns = "/users/u1/facts"
+    facts = ("Caroline went to the support group.", "Melanie paints sunsets.")
+    with SqliteStore(tmp_path / "m.db") as store:
+        mem = LongTermMemory(store, ledger=AccessLedger(tmp_path / "ledger"))
+        for f in facts:
+            mem.remember("u1", ns, None, f)
+        store.connection.execute("DELETE FROM embeddings")
+        fresh = LongTermMemory(store, ledger=AccessLedger(tmp_path / "ledger"))
+        writer = sqlite3.connect(tmp_path / "m.db", isolation_level=None, timeout=1)
+        writer.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+        try:
+            hits = fresh.recall("u1", "When did Caroline go to the support group?", k=1)
+        finally:
+            writer.execute("ROLLBACK")
+            writer.close()
+        assert hits[0].record.content == facts[0]
+        assert fresh.cache.stats.unstored == 2
+        # the store shares the connection: its own writes still wait as before
+        assert store.connection.execute("PRAGMA busy_timeout").fetchone()[0] == 30000
+        count = "SELECT COUNT(*) FROM embeddings"
+        assert store.connection.execute(count).fetchone()[0] == 0
+        later = LongTermMemory(store, ledger=AccessLedger(tmp_path / "ledger"))
+        later.recall("u1", "Who paints sunsets?", k=1)
+        assert later.cache.stats.unstored == 0
+        assert store.connection.execute(count).fetchone()[0] == 4  # vectors and codes
 
 
 def test_the_setting_off_reads_no_codes_in_recall_or_the_gate(
