@@ -360,6 +360,17 @@ def test_an_erasure_racing_a_shard_load_leaves_no_vector_or_codes(
         assert len(left.fetchall()) == 2
 
 
+def _recall_while_another_writes(mem: Any, db: Path) -> list[Any]:
+    """Recall with another connection holding the file's write lock all along."""
+    writer = sqlite3.connect(db, isolation_level=None, timeout=1)
+    writer.execute("BEGIN IMMEDIATE")
+    try:
+        return list(mem.recall("u1", "When did Caroline go to the support group?", k=1))
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+
+
 def test_recall_writes_nothing_and_is_not_blocked_by_a_writer(tmp_path: Path) -> None:
     from memlife.ledger import AccessLedger
     from memlife.online.memory import LongTermMemory
@@ -372,13 +383,7 @@ def test_recall_writes_nothing_and_is_not_blocked_by_a_writer(tmp_path: Path) ->
             mem.remember("u1", ns, None, f)
         store.connection.execute("DELETE FROM embeddings WHERE model_id LIKE '%#tokens'")
         fresh = LongTermMemory(store, ledger=AccessLedger(tmp_path / "ledger"))
-        writer = sqlite3.connect(tmp_path / "m.db", isolation_level=None, timeout=1)
-        writer.execute("BEGIN IMMEDIATE")  # another process holds the write lock
-        try:
-            hits = fresh.recall("u1", "When did Caroline go to the support group?", k=1)
-        finally:
-            writer.execute("ROLLBACK")
-            writer.close()
+        hits = _recall_while_another_writes(fresh, tmp_path / "m.db")
         assert hits[0].record.content == "Caroline went to the support group."
         q = "SELECT COUNT(*) FROM embeddings WHERE model_id LIKE '%#tokens'"
         assert store.connection.execute(q).fetchone()[0] == 0  # computed, not stored
@@ -401,13 +406,7 @@ def test_a_shard_load_that_must_embed_is_not_blocked_by_a_writer(tmp_path: Path)
             mem.remember("u1", ns, None, f)
         store.connection.execute("DELETE FROM embeddings")
         fresh = LongTermMemory(store, ledger=AccessLedger(tmp_path / "ledger"))
-        writer = sqlite3.connect(tmp_path / "m.db", isolation_level=None, timeout=1)
-        writer.execute("BEGIN IMMEDIATE")  # another process holds the write lock
-        try:
-            hits = fresh.recall("u1", "When did Caroline go to the support group?", k=1)
-        finally:
-            writer.execute("ROLLBACK")
-            writer.close()
+        hits = _recall_while_another_writes(fresh, tmp_path / "m.db")
         assert hits[0].record.content == facts[0]
         assert fresh.cache.stats.unstored == 2
         # the store shares the connection: its own writes still wait as before
