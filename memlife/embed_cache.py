@@ -50,12 +50,12 @@ def write_many(conn: sqlite3.Connection, sql: str, rows: Sequence[Sequence[Any]]
         conn.execute("BEGIN IMMEDIATE")
     try:
         conn.executemany(sql, rows)
-    except BaseException:
         if owner:
-            conn.execute("ROLLBACK")
+            conn.execute("COMMIT")  # may be refused too (a reader's lock, outside WAL)
+    except BaseException:
+        if owner and conn.in_transaction:
+            conn.execute("ROLLBACK")  # never leave the shared connection in a transaction
         raise
-    if owner:
-        conn.execute("COMMIT")
 
 
 @dataclass
@@ -185,8 +185,8 @@ class EmbeddingCache:
                 write_many(db, sql, rows)
                 return True
             timeout = db.execute("PRAGMA busy_timeout").fetchone()[0]
-            db.execute("PRAGMA busy_timeout=0")
             try:
+                db.execute("PRAGMA busy_timeout=0")
                 write_many(db, sql, rows)
             except sqlite3.OperationalError as e:
                 if not is_lock_error(e):

@@ -169,6 +169,8 @@ def register(app: typer.Typer) -> None:
                 for a in (actors or sorted(mem.store.list_actors()))
                 for ns in mem.store.list_namespaces(a)
             ]
+            for a in sorted(set(actors or ()) - {a for a, _ in shards}):
+                err_console.print(f"[yellow]warning:[/yellow] actor {a!r} has no memories")
             read = embedded = 0
             with progress_bar("shards", len(shards), interactive(json_out)) as advance:
                 for actor, namespace in shards:

@@ -218,8 +218,9 @@ class LongTermMemory:
     ) -> np.ndarray:
         """Vectors of a loaded shard's records. Records read without vectors are embedded
         and stored (unless another connection holds the write lock: then they are served
-        from memory, and a later load or ``memlife warm`` stores them); an erasure committed since the read would have its content's vector
-        and codes back in the cache, so: write, then look for its tombstone (erase_sweep).
+        from memory, and a later load or ``memlife warm`` stores them); an erasure
+        committed since the read would have its content's vector and codes back in the
+        cache, so: write, then look for its tombstone (erase_sweep).
         An expired record (never served, deleted by the next night, which leaves no
         tombstone) is embedded in memory only: stored, it could outlive that delete. Other
         records are looked up again after a write (_forget_if_removed)."""
@@ -228,10 +229,11 @@ class LongTermMemory:
         vectors = np.zeros((len(records), self.embedder.dim), np.float32)
         live = [i for i, e in enumerate(expired) if not e]
         gone = [i for i, e in enumerate(expired) if e]
-        misses = self.cache.stats.misses
+        misses, unstored = self.cache.stats.misses, self.cache.stats.unstored
         if live:  # never behind a writer: a held write lock leaves them in memory only
             vectors[live] = self.cache.get_or_embed([records[i] for i in live], wait=False)
-        if self.cache.stats.misses != misses:
+        stored = (self.cache.stats.misses - misses) - (self.cache.stats.unstored - unstored)
+        if stored:  # nothing stored, nothing to clean up: no write that would wait
             sweep_after_write(self.store, self.cache, [actor], started)
             self._forget_if_removed(actor, [records[i] for i in live])
         if gone:
@@ -257,8 +259,8 @@ class LongTermMemory:
         misses = self.cache.stats.misses
         for i in range(0, len(records), WARM_CHUNK):  # codes of long memories add up
             chunk = records[i : i + WARM_CHUNK]
-            if self.cache.token_codes([r.content for r in chunk]) is None:
-                self.cache.get_or_embed(chunk)  # the embedder gives no token states
+            self.cache.get_or_embed(chunk)  # missing vectors (their codes come with them)
+            self.cache.token_codes([r.content for r in chunk])  # codes missing beside a vector
         embedded = self.cache.stats.misses - misses
         if embedded:
             sweep_after_write(self.store, self.cache, [actor], started)

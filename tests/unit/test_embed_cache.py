@@ -136,3 +136,25 @@ def test_recent_vectors_answer_again_without_a_read_and_go_with_an_erasure(
     embedded = len(emb.texts)
     cache.get_or_embed(RECORDS[3:4])
     assert len(emb.texts) == embedded + 1  # embedded again: no copy survived the erasure
+
+
+def test_a_refused_commit_leaves_no_transaction_open(tmp_path: Path) -> None:
+    """Outside WAL a reader's lock refuses the COMMIT of a write that does not wait: the
+    write is rolled back, and the connection (shared with the store) is left clean."""
+    import sqlite3
+
+    path = tmp_path / "e.db"
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=DELETE")
+    cache = EmbeddingCache(CountingEmbedder(), connection=conn)
+    reader = sqlite3.connect(path, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT COUNT(*) FROM embeddings").fetchone()  # holds a shared lock
+    try:
+        assert cache._store([("s", "m", 1, b"1234")], wait=False) is False
+        assert not conn.in_transaction
+    finally:
+        reader.execute("ROLLBACK")
+        reader.close()
+    assert cache._store([("s", "m", 1, b"1234")], wait=False) is True
+    assert conn.execute("SELECT COUNT(*) FROM embeddings").fetchone() == (1,)

@@ -394,6 +394,7 @@ def test_a_shard_load_that_must_embed_is_not_blocked_by_a_writer(tmp_path: Path)
     when recall first loads their shard, and stored. With another connection holding the
     write lock, the load waited the busy timeout (30 s) and raised "database is locked";
     it now serves them from memory, and the next load stores them."""
+    from memlife.erase import erase
     from memlife.ledger import AccessLedger
     from memlife.online.memory import LongTermMemory
     from memlife.stores.sqlite import SqliteStore
@@ -404,6 +405,9 @@ def test_a_shard_load_that_must_embed_is_not_blocked_by_a_writer(tmp_path: Path)
         mem = LongTermMemory(store, ledger=AccessLedger(tmp_path / "ledger"))
         for f in facts:
             mem.remember("u1", ns, None, f)
+        # an erasure today: a load that stored anything would sweep for its tombstone
+        gone = mem.remember("u1", ns, None, "My PIN is 4411.").record_id
+        assert erase(store, "u1", ids=[gone])["erased"] == [gone]
         store.connection.execute("DELETE FROM embeddings")
         fresh = LongTermMemory(store, ledger=AccessLedger(tmp_path / "ledger"))
         hits = _recall_while_another_writes(fresh, tmp_path / "m.db")

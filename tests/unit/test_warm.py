@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -17,7 +18,6 @@ from memlife.ledger import AccessLedger
 from memlife.model import MemoryRecord, MemoryType, content_sha256, utcnow
 from memlife.online.memory import LongTermMemory
 from memlife.stores.sqlite import SqliteStore
-from memlife.token_match import TokenCodes
 
 NS = "/users/{}/facts"
 FACTS = {
@@ -110,19 +110,38 @@ def test_a_removal_racing_warm_leaves_no_vector_or_codes(
     secret = FACTS["u-1"][1]
     with SqliteStore(old_store) as store:
         mem = LongTermMemory(store, ledger=AccessLedger(home / "ledger"))
-        real, removed = mem.cache.token_codes, []
+        real, removed = mem.cache.get_or_embed, []
 
-        def racing(texts: Sequence[str], **kw: bool) -> list[TokenCodes] | None:
-            if secret in texts and not removed:
+        def racing(records: Sequence[MemoryRecord], **kw: bool) -> np.ndarray:
+            if secret in {r.content for r in records} and not removed:
                 if removal == "erase":
                     removed.extend(erase(store, "u-1", ids=["u-1-1"])["erased"])
                 else:
                     store.delete_many(["u-1-1"])
                     removed.append("u-1-1")
-            return real(texts, **kw)
+            return real(records, **kw)
 
-        monkeypatch.setattr(mem.cache, "token_codes", racing)
+        monkeypatch.setattr(mem.cache, "get_or_embed", racing)
         assert mem.warm("u-1", NS.format("u-1")) == (2, 2)
         assert removed == ["u-1-1"]
         assert rows(store, secret) == []
         assert len(rows(store, FACTS["u-1"][0])) == 2
+
+
+def test_warm_repairs_a_vector_missing_beside_its_codes(old_store: Path) -> None:
+    warm(old_store)
+    text = FACTS["u-2"][0]
+    with SqliteStore(old_store) as store:
+        q = "DELETE FROM embeddings WHERE content_sha256 = ? AND model_id NOT LIKE '%#tokens'"
+        store.connection.execute(q, (content_sha256(text),))
+        assert len(rows(store, text)) == 1
+    assert warm(old_store)["embedded"] == 1
+    with SqliteStore(old_store) as store:
+        assert len(rows(store, text)) == 2
+
+
+def test_warm_names_an_actor_with_no_memories(old_store: Path) -> None:
+    res = CliRunner().invoke(
+        app, ["warm", "--store", f"sqlite:///{old_store}", "--actor", "nobody"]
+    )
+    assert res.exit_code == 0 and "actor 'nobody' has no memories" in res.output
