@@ -247,12 +247,15 @@ class EmbeddingCache:
         shas = [content_sha256(t) for t in texts]
         unique = list(dict.fromkeys(shas))
         found: dict[str, TokenCodes] = {}
+        text_of = dict(zip(shas, texts, strict=True))
+        blobs = self._lookup_blobs(unique, emb.model_id + TOKENS)
         # Codes of exactly one full window may be a long text's, written before codes
-        # covered every window (memlife.embed): computed again, so the tail counts. Only a
-        # text of that exact length pays for it twice.
+        # covered every window (memlife.embed): computed again, so the tail counts, unless
+        # the text itself fits one window (its tokens are counted, not embedded).
         cut = getattr(emb, "max_tokens", 0) - 2
-        for sha, (n, blob) in self._lookup_blobs(unique, emb.model_id + TOKENS).items():
-            if n == cut:
+        whole = self._one_window({s for s, (n, _) in blobs.items() if n == cut}, text_of)
+        for sha, (n, blob) in blobs.items():
+            if n == cut and sha not in whole:
                 continue
             try:
                 found[sha] = TokenCodes.from_bytes(blob, n, emb.dim)
@@ -260,7 +263,6 @@ class EmbeddingCache:
                 continue  # stale or damaged: computed again below
         todo = [s for s in unique if s not in found]
         if todo:
-            text_of = dict(zip(shas, texts, strict=True))
             for i in range(0, len(todo), self.batch_size):
                 chunk = todo[i : i + self.batch_size]
                 _, fresh = self._embed_fresh([text_of[s] for s in chunk], chunk, store=store)
@@ -270,6 +272,17 @@ class EmbeddingCache:
             with self._stats_lock:
                 self.stats.misses += len(todo)
         return [found[s] for s in shas]
+
+    def _one_window(self, shas: set[str], text_of: dict[str, str]) -> set[str]:
+        """Those of ``shas`` whose text the embedder reads in one window (needs its
+        ``tokenize``; without it, none)."""
+        tokenize = getattr(self.embedder, "tokenize", None)
+        if not shas or not callable(tokenize):
+            return set()
+        order = sorted(shas)
+        ids, _, starts = tokenize([text_of[s] for s in order], windows=2)
+        rows = np.diff(np.append(starts, len(ids)))
+        return {s for s, n in zip(order, rows, strict=True) if n == 1}
 
     def get_or_embed_texts(
         self, texts: Sequence[str], *, store: bool = True, wait: bool = True

@@ -145,3 +145,18 @@ def test_warm_names_an_actor_with_no_memories(old_store: Path) -> None:
         app, ["warm", "--store", f"sqlite:///{old_store}", "--actor", "nobody"]
     )
     assert res.exit_code == 0 and "actor 'nobody' has no memories" in res.output
+
+
+def test_warm_leaves_a_text_of_exactly_one_window_alone_the_second_time(home: Path) -> None:
+    """Codes of exactly one full window are taken for a long text's codes from before
+    codes covered every window, and computed again: unless the text fits one window, or
+    every warm would embed it again."""
+    one_window = " ".join(["word"] * 254)  # 254 pieces + [CLS] + [SEP]: one full window
+    db = home / "memlife.db"
+    with SqliteStore(db) as store:
+        store.put_many([rec("w", "u-1", one_window), rec("y", "u-1", FACTS["u-1"][0])])
+    assert warm(db)["embedded"] == 2
+    with SqliteStore(db) as store:
+        q = "SELECT dim FROM embeddings WHERE content_sha256 = ? AND model_id LIKE '%#tokens'"
+        assert store.connection.execute(q, (content_sha256(one_window),)).fetchone() == (254,)
+    assert warm(db)["embedded"] == 0
