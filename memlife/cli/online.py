@@ -156,14 +156,12 @@ def register(app: typer.Typer) -> None:
             typer.Option("--actor", help="Only this actor (repeatable; default: every actor)."),
         ] = None,
         store: StoreOpt = None,
-        ledger: LedgerOpt = None,
         json_out: JsonOpt = False,
     ) -> None:
         """Embed what active memories lack (vectors, token codes): after an upgrade or a model change.
 
-        Also after an import that did not embed: the first recall and the next night then
-        find them stored, and recall no longer computes missing codes in every process."""
-        with _memory(check_store(store, must_exist=True), ledger) as mem:
+        Also after an import that did not embed. Recall then finds all of them stored."""
+        with _memory(check_store(store, must_exist=True), None) as mem:
             shards = [
                 (a, ns)
                 for a in (actors or sorted(mem.store.list_actors()))
