@@ -106,7 +106,8 @@ UNPACK_BLOCK = 8192
 
 def quantise(scaled: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each row as int8 times its own scale (its largest magnitude / 127); a row whose scale
-    would be 0 (all zeros, or too small for float32) keeps scale 1. Rounding moves a row's dot with any 0/1 row by at most dim * scale / 2."""
+    would be 0 (all zeros, or too small for float32) keeps scale 1. Rounding moves a row's
+    dot with any 0/1 row by at most dim * scale / 2."""
     peak = np.abs(scaled).max(axis=1) if scaled.size else np.zeros(len(scaled), np.float32)
     step = (peak / np.float32(127.0)).astype(np.float32)
     scale = np.where(step > 0, step, np.float32(1.0))  # a row too small for a step: zero
