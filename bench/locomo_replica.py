@@ -19,7 +19,9 @@ import numpy as np
 import recall_locomo as bench
 
 from memlife import retrieval, token_match
-from memlife.retrieval import CONTEXT_POOL, CONTEXT_WINDOW_S, LexicalIndex
+from memlife.lexical import LexicalIndex
+from memlife.retrieval import CONTEXT_POOL, CONTEXT_WINDOW_S
+from memlife.speakers import query_names
 from memlife.timeref import query_date_ranges
 from memlife.token_match import QueryTokens, TokenCodes
 
@@ -33,6 +35,7 @@ class Prepared:
     cent: np.ndarray
     bm25: np.ndarray
     date: np.ndarray
+    speaker: np.ndarray  # Q x N: share of the names the query gives that speak in the memory
     near: np.ndarray  # N x N: created within CONTEXT_WINDOW_S of each other
     relevant: np.ndarray  # Q x N
     category: np.ndarray
@@ -76,6 +79,7 @@ def prepare(
         cent=-(vecs @ mu - mu @ mu)[None, :],
         bm25=np.where(top > 0, bm / np.where(top > 0, top, 1), 0).astype(np.float32),
         date=np.stack(dated),
+        speaker=np.stack([lexical.speaker_share(query_names(q["question"])) for q in c.queries]),
         near=near,
         relevant=np.stack(c.relevant),
         category=np.array([q["category"] for q in c.queries]),
@@ -126,6 +130,8 @@ Post = Callable[[Prepared, np.ndarray, dict], np.ndarray]
 
 def fused(p: Prepared, w: dict[str, float], post: Post | None = None) -> np.ndarray:
     f = p.cos + w["centroid"] * p.cent + w["lexical"] * p.bm25 + w["date"] * p.date
+    if w.get("speaker"):
+        f = f + w["speaker"] * p.speaker
     for name, term in p.extra.items():
         if w.get(name):
             f = f + w[name] * term

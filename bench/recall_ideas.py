@@ -32,7 +32,7 @@ import recall_locomo as bench
 from locomo_cache import VectorCache
 from locomo_replica import Post, Prepared, check_replica, held_out, prepare
 
-from memlife.retrieval import tokenize
+from memlife.lexical import tokenize
 from memlife.timeref import _month, _month_end, query_date_ranges
 
 WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.5)

@@ -34,7 +34,8 @@ import numpy as np
 
 from memlife.coarse import COARSE_MIN_ROWS, SignCodes
 from memlife.embed import default_embedder
-from memlife.retrieval import LexicalIndex, rank
+from memlife.lexical import LexicalIndex
+from memlife.retrieval import rank
 from memlife.token_match import TokenCodes
 
 NAMES = "Ana Ben Chen Dara Eli Femi Gus Hana Ivo Jia Kai Lena Mo Nia Omar Pia".split()

@@ -31,7 +31,8 @@ from recall_locomo import (
     prepare,
 )
 
-from memlife.retrieval import CONTEXT_WINDOW_S, _date_bonus, tokenize
+from memlife.lexical import tokenize
+from memlife.retrieval import CONTEXT_WINDOW_S, _date_bonus
 
 POOL = 50
 L2 = 1e-3

@@ -45,13 +45,14 @@ import recall_bootstrap as bootstrap
 from locomo_cache import TokenCache, VectorCache
 
 from memlife.embed import default_embedder
+from memlife.lexical import LexicalIndex
 from memlife.retrieval import (
     CENTROID_WEIGHT,
     CONTEXT_WEIGHT,
     DATE_WEIGHT,
     LEXICAL_WEIGHT,
+    SPEAKER_WEIGHT,
     TOKEN_WEIGHT,
-    LexicalIndex,
     rank,
 )
 from memlife.token_match import QueryTokens, TokenCodes
@@ -66,6 +67,7 @@ GRID = {
     "date": (0.0, 0.1, 0.2, 0.3, 0.4, 0.5),
     "context": (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6),
     "token": (0.0, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0),
+    "speaker": (0.0, 0.05, 0.1, 0.2, 0.3, 0.5),
 }
 # Share of a second model in an ensemble (--second-vectors); 0 = MiniLM alone.
 SECOND_GRID = (0.0, 1 / 3, 0.5, 2 / 3)
@@ -75,12 +77,14 @@ DEFAULTS = {
     "date": DATE_WEIGHT,
     "context": CONTEXT_WEIGHT,
     "token": TOKEN_WEIGHT,
+    "speaker": SPEAKER_WEIGHT,
 }
 ABLATION = {  # each row adds one idea; the weights it may use are chosen per fold
     "dense + BM25 (previous ranking)": ("centroid", "lexical"),
     "+ query dates": ("centroid", "lexical", "date"),
     "+ conversation context": ("centroid", "lexical", "date", "context"),
     "+ token alignment": ("centroid", "lexical", "date", "context", "token"),
+    "+ speakers": ("centroid", "lexical", "date", "context", "token", "speaker"),
 }
 
 
@@ -127,6 +131,13 @@ class _MemoLexical:
         got = self._memo.get(query)
         if got is None:
             got = self._memo[query] = self._index.scores(query)
+        return got
+
+    def speaker_share(self, names: Sequence[str]) -> np.ndarray:
+        key = "\x00" + "\x00".join(names)
+        got = self._memo.get(key)
+        if got is None:
+            got = self._memo[key] = self._index.speaker_share(names)
         return got
 
 
@@ -243,6 +254,7 @@ def first_hits(c: Conversation, w: dict[str, float], k: int = max(KS)) -> list[i
             query_text=q["question"],
             lexical=c.lexical,  # type: ignore[arg-type]
             lexical_weight=w["lexical"],
+            speaker_weight=w.get("speaker", 0.0),
             centroid=centroid,
             centroid_weight=w["centroid"],
             created=c.created,

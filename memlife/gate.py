@@ -41,9 +41,10 @@ import numpy as np
 from memlife.backends import embedding_cache
 from memlife.embed import embed_for_recall
 from memlife.evalset import EvalCase, Impact, Target, load_cases
+from memlife.lexical import LexicalIndex
 from memlife.model import MemoryRecord, MemoryType, Status
 from memlife.policy import GatePolicy, Policy
-from memlife.retrieval import DEFAULT_THRESHOLD, LexicalIndex, rank_sets
+from memlife.retrieval import DEFAULT_THRESHOLD, rank_sets
 from memlife.settings import settings
 from memlife.stores.base import MemoryStore, iter_shard
 from memlife.text import normalise

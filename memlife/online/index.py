@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from memlife.coarse import COARSE_MIN_ROWS, SignCodes
+from memlife.lexical import LexicalIndex
 from memlife.model import content_sha256
-from memlife.retrieval import LexicalIndex
 from memlife.text import negates, norm_sha256
 from memlife.timeref import epoch_seconds
 from memlife.token_match import TokenCodes

@@ -115,12 +115,17 @@ def _random_conversation(seed: int) -> bench.Conversation:
     words = "tea coffee hike paint dog car trip book song cake park race".split()
     sessions = [datetime(2023, 5, d, 13, 0, tzinfo=UTC).timestamp() for d in (1, 8, 20, 28)]
     created = np.repeat(sessions, 10).astype(np.float64)
-    texts = [" ".join(rng.choice(words, size=4)) for _ in range(40)]
+    names = ("Ann", "Bob", "Cy")  # speakers of two memories in three, named by most questions
+    texts = [
+        (f"{names[i % 3]}: " if i % 3 else "") + " ".join(rng.choice(words, size=4))
+        for i in range(40)
+    ]
     queries = []
     for j in range(15):
         day = (1, 8, 20, 28)[j % 4]
         when = f" on {day} May, 2023" if j % 3 == 0 else ""
-        question = f"What about the {' '.join(rng.choice(words, size=2))}{when}?"
+        who = f" did {names[j % 3]}" if j % 5 else ""
+        question = f"What about the {' '.join(rng.choice(words, size=2))}{who}{when}?"
         queries.append({"question": question, "evidence": [f"D1:{j}"], "category": 1 + j % 4})
     c = bench.Conversation(texts, [{f"D1:{i}"} for i in range(40)], created, queries)
     c.vecs = rng.normal(size=(40, 16)).astype(np.float32)
@@ -151,6 +156,7 @@ def test_the_ideas_replica_ranks_exactly_like_retrieval_rank() -> None:
     convs = [_random_conversation(s) for s in range(6)]
     preps = [replica.prepare(c) for c in convs]
     assert any(p.date.any() for p in preps) and all(p.near.any() for p in preps)
+    assert all(p.speaker.any() for p in preps)
     for w in (
         bench.DEFAULTS,
         {"centroid": 0.0, "lexical": 0.0, "date": 0.0, "context": 0.0},
@@ -158,6 +164,8 @@ def test_the_ideas_replica_ranks_exactly_like_retrieval_rank() -> None:
         {"centroid": 1.25, "lexical": 0.1, "date": 0.0, "context": 0.6},
         {"centroid": 1.0, "lexical": 0.2, "date": 0.3, "context": 0.4, "token": 2.0},
         {"centroid": 0.5, "lexical": 0.0, "date": 0.0, "context": 0.0, "token": 5.0},
+        {"centroid": 0.0, "lexical": 0.0, "date": 0.0, "context": 0.0, "speaker": 0.3},
+        {"centroid": 0.75, "lexical": 0.3, "date": 0.5, "context": 0.4, "speaker": 0.5},
     ):
         for p in preps:
             assert replica.first_hits(p, w).tolist() == bench.first_hits(p.conv, w), w
@@ -173,6 +181,11 @@ def test_the_ideas_replica_ranks_exactly_like_retrieval_rank() -> None:
         assert p.tok_best is not None
         p.tok_best = -p.tok_best
     assert replica.check_replica(drifted, only_tokens) < 1.0
+    only_speakers = {"centroid": 0.0, "lexical": 0.0, "date": 0.0, "context": 0.0, "speaker": 0.3}
+    unheard = [replica.prepare(c) for c in convs]
+    for p in unheard:
+        p.speaker = np.zeros_like(p.speaker)
+    assert replica.check_replica(unheard, only_speakers) < 1.0
 
 
 def test_an_idea_is_weighed_on_the_training_folds_only() -> None:

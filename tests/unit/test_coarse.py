@@ -16,8 +16,9 @@ import pytest
 import memlife.coarse as coarse_module
 import memlife.retrieval as retrieval
 from memlife.coarse import SignCodes
+from memlife.lexical import LexicalIndex
 from memlife.online.index import ShardIndex
-from memlife.retrieval import LexicalIndex, rank
+from memlife.retrieval import rank
 
 DIM = 384
 WORDS = "tea coffee bicycle museum lisbon flight oslo dentist jazz desk boots report bread".split()

@@ -86,7 +86,8 @@ def test_an_answer_past_the_first_window_is_found_by_token_alignment(
     """Two long memories alike in their first 256 tokens, told apart only by their last
     sentence, and a question sharing no word with either: the vectors tie, BM25 scores
     nothing, and the token codes of the later windows decide."""
-    from memlife.retrieval import LexicalIndex, rank
+    from memlife.lexical import LexicalIndex
+    from memlife.retrieval import rank
 
     filler = "We chatted about the weather and the traffic on the way home. " * 30
     texts = [

@@ -11,15 +11,14 @@ import numpy as np
 import pytest
 
 from memlife.embed import default_embedder
+from memlife.lexical import LexicalIndex, tokenize
 from memlife.retrieval import (
     CENTROID_WEIGHT,
     CONTEXT_WEIGHT,
     DATE_WEIGHT,
-    LexicalIndex,
     rank,
     rank_sets,
     search,
-    tokenize,
 )
 
 FACTS = [
