@@ -79,7 +79,7 @@ def prepare(
         cent=-(vecs @ mu - mu @ mu)[None, :],
         bm25=np.where(top > 0, bm / np.where(top > 0, top, 1), 0).astype(np.float32),
         date=np.stack(dated),
-        speaker=np.stack([lexical.speaker_share(query_names(q["question"])) for q in c.queries]),
+        speaker=np.stack([lexical.speaker_share(*query_names(q["question"])) for q in c.queries]),
         near=near,
         relevant=np.stack(c.relevant),
         category=np.array([q["category"] for q in c.queries]),

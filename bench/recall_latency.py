@@ -17,7 +17,7 @@ brute-force cosine top-k (one matrix product, ``argpartition``, sort): what a ba
 search costs. ``x raw`` is recall's p95 over the baseline's.
 
     uv run python bench/recall_latency.py [--sizes 1000 10000 100000] [--queries 200]
-        [--filler N] [--json]
+        [--filler N] [--turns] [--json]
 """
 
 from __future__ import annotations
@@ -48,14 +48,16 @@ THINGS = (
 WHEN = "on Monday|last week|every morning|in May 2023|after work|twice a year".split("|")
 
 
-def sentences(n: int, rng: random.Random, filler: int = 0) -> list[str]:
+def sentences(n: int, rng: random.Random, filler: int = 0, turns: bool = False) -> list[str]:
     """Each memory a fact, then ``filler`` sentences of small talk (14 tokens each): long
     memories, whose token codes cover every window (memlife.embed) and cost the token
     alignment term in proportion. The fact comes first so that the first window's vector
-    still carries it and the candidates pass the cosine threshold."""
+    still carries it and the candidates pass the cosine threshold. ``turns``: each memory
+    is said by its person ("Ana: bought ..."), so the speaker term has rows to score."""
     chat = " We talked about the weather, the traffic and what to cook tonight." * filler
+    said = ":" if turns else ""
     return [
-        f"{rng.choice(NAMES)} {rng.choice(VERBS)} {rng.choice(THINGS)} {rng.choice(WHEN)}"
+        f"{rng.choice(NAMES)}{said} {rng.choice(VERBS)} {rng.choice(THINGS)} {rng.choice(WHEN)}"
         f" (note {i}).{chat}"
         for i in range(n)
     ]
@@ -101,13 +103,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--filler", type=int, default=0, help="small-talk sentences before each memory's fact"
     )
+    ap.add_argument(
+        "--turns", action="store_true", help="memories said by their person ('Ana: ...')"
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
     rng = random.Random(7)
     nprng = np.random.default_rng(7)
     emb = default_embedder()
-    pool_texts = sentences(args.pool, rng, args.filler)
+    pool_texts = sentences(args.pool, rng, args.filler, args.turns)
     t0 = time.perf_counter()
     pool, pool_codes = emb.embed_with_tokens(pool_texts)
     eps = args.pool / (time.perf_counter() - t0)
@@ -119,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
 
     results = []
     for size in args.sizes:
-        texts = sentences(size, rng, args.filler)
+        texts = sentences(size, rng, args.filler, args.turns)
         vecs = pool[np.arange(size) % len(pool)] + nprng.normal(0, 0.02, (size, pool.shape[1]))
         vecs = np.ascontiguousarray(vecs / np.linalg.norm(vecs, axis=1, keepdims=True), np.float32)
         t0 = time.perf_counter()

@@ -133,11 +133,11 @@ class _MemoLexical:
             got = self._memo[query] = self._index.scores(query)
         return got
 
-    def speaker_share(self, names: Sequence[str]) -> np.ndarray:
-        key = "\x00" + "\x00".join(names)
+    def speaker_share(self, sure: Sequence[str], common: Sequence[str] = ()) -> np.ndarray:
+        key = "\x00" + "\x00".join(sure) + "\x01" + "\x00".join(common)
         got = self._memo.get(key)
         if got is None:
-            got = self._memo[key] = self._index.speaker_share(names)
+            got = self._memo[key] = self._index.speaker_share(sure, common)
         return got
 
 

@@ -74,8 +74,8 @@ class LexicalIndex:
         for term in tokenize(text):
             counts[term] = counts.get(term, 0) + 1
         length = sum(counts.values())
-        for term in tokenize(" ".join(speakers(text))):
-            counts[_SPEAKER + term] = 1  # not a word of the text: BM25 never sees it
+        for key in speakers(text):
+            counts[_SPEAKER + key] = 1  # not a word of the text: BM25 never sees it
         row = self.n
         if row == len(self._lengths):
             self._lengths = np.concatenate([self._lengths, np.zeros_like(self._lengths)])
@@ -123,18 +123,19 @@ class LexicalIndex:
             got = self._arrays[term] = (ids, tf)
         return got
 
-    def speaker_share(self, names: Iterable[str]) -> np.ndarray:
-        """Per row, the share of ``names`` (words, :func:`memlife.speakers.query_names`)
-        that speak in it (:func:`memlife.speakers.speakers`): float32 (n,)."""
-        terms = set(tokenize(" ".join(names)))
+    def speaker_share(self, sure: Iterable[str], common: Iterable[str] = ()) -> np.ndarray:
+        """Per row, the share of the names a query gives (keys, as
+        :func:`memlife.speakers.query_names` gives them) that speak in it: float32 (n,).
+        A ``common`` word ("Will", "May") is a name only where some row has it as a speaker."""
+        names = set(sure) | {c for c in common if _SPEAKER + c in self._postings}
         out = np.zeros(self.n, dtype=np.float32)
-        if not terms or not self.n:
+        if not names or not self.n:
             return out
-        for term in terms:
-            got = self._rows(_SPEAKER + term)
+        for key in names:
+            got = self._rows(_SPEAKER + key)
             if got is not None:
                 out[got[0]] += 1.0
-        return out / np.float32(len(terms))
+        return out / np.float32(len(names))
 
     def _posting(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
         """(rows, BM25 weight per row) of ``term``, or None when no row holds it."""

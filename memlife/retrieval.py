@@ -208,8 +208,9 @@ def rank(
         w, const = q - a * mu, a * np.float32(mu @ mu)
     # The lexical, date and speaker terms, added to the dense term in this order (exact).
     terms: list[np.ndarray] = []
-    if query_text is None or not (lexical_weight or speaker_weight):
-        lexical = None
+    names = query_names(query_text) if query_text is not None and speaker_weight else None
+    if query_text is None or not (lexical_weight or (names and (names.sure or names.common))):
+        lexical = None  # no term reads it (a query naming nobody builds no index for it)
     elif lexical is None and texts is not None:
         lexical = LexicalIndex(texts)
     if lexical is not None and len(lexical) != n:
@@ -223,10 +224,9 @@ def rank(
         bonus = _date_bonus(query_text, created)
         if bonus is not None:
             terms.append(np.float32(date_weight) * bonus)
-    if query_text is not None and lexical is not None and speaker_weight:
-        names = query_names(query_text)
-        if names:
-            terms.append(np.float32(speaker_weight) * lexical.speaker_share(names))
+    if lexical is not None and names is not None and (names.sure or names.common):
+        share = lexical.speaker_share(names.sure, names.common)
+        terms.append(np.float32(speaker_weight) * share)
     context = created is not None and bool(context_weight) and n > 1
     tokens = query_tokens is not None and token_codes is not None and bool(token_weight)
     m = max(CONTEXT_POOL, k) if context or tokens else k
@@ -295,6 +295,7 @@ def search(
     texts: Sequence[str] | None = None,
     lexical: LexicalIndex | None = None,
     lexical_weight: float = LEXICAL_WEIGHT,
+    speaker_weight: float = SPEAKER_WEIGHT,
     centroid_weight: float = CENTROID_WEIGHT,
     created: np.ndarray | None = None,
     embedder: Embedder | None = None,
@@ -310,6 +311,7 @@ def search(
         texts=texts,
         lexical=lexical,
         lexical_weight=lexical_weight,
+        speaker_weight=speaker_weight,
         centroid_weight=centroid_weight,
         created=created,
     )

@@ -8,51 +8,93 @@ adds, for each memory, the share of the names a question gives that speak in it.
 on LoCoMo raw turns, with the weights chosen on observations and turns together as the
 defaults are, recall@5 0.7616 -> 0.7767; observations 0.8416 -> 0.8442 (BENCHMARKS.md,
 "Issue 19, eleventh round"). A memory with no speaker line scores 0 and is ranked as before.
+
+Names are matched as whole words, accents and case folded ("Zoë" is "zoe", "Дмитрий" is
+"дмитрий"), never stemmed ("Ann" is not "Anne"). A key-value line ("Favourite food: pizza")
+reads as a speaker too; a question that names its key ("Caroline's Favourite Food") then
+finds it, which is what it asks for.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
+from typing import NamedTuple
 
 from memlife.text import STOPWORDS
 from memlife.timeref import MONTHS
 
 # How far into a memory speaker lines are looked for (bounded work for a pasted page).
 SPEAKER_WINDOW = 64 * 1024
-_WEEKDAYS = frozenset("monday tuesday wednesday thursday friday saturday sunday".split())
+# A capitalised word that is also a common word or a date ("Will", "May", "June") is a
+# name only where some memory has it as a speaker (LexicalIndex.speaker_share).
+_COMMON = (
+    STOPWORDS
+    | set(MONTHS)
+    | set("monday tuesday wednesday thursday friday saturday sunday".split())
+)
+# Honorifics: not names themselves, and their dot ends no sentence ("Mr. Smith").
+_TITLES = frozenset("mr mrs ms mx dr prof sir madam st jr sr".split())
+_TITLE_DOT = re.compile(r"\b(Mr|Mrs|Ms|Mx|Dr|Prof|St|Jr|Sr)\.", re.I)
+_PARTICLES = frozenset("van von de da del der den di du la le bin ibn al".split())
 _WORD = re.compile(r"(?<![\w'’])[^\W\d_][\w'’-]*")
 # a word that opens a sentence: first in the text, or after . ! ? : ; or an opening quote
 _OPENER = re.compile(r"(?:^|[.!?:;]\s+|[\"“(\[]\s*)(?=[^\W\d_])")
 _POSSESSIVE = re.compile(r"['’]s?$")
-# "Name:" or "Dr. Ann Lee:" at the start of a line, then a space: one to three words
+# One line's speaker: a list mark, a [time] and ** or __ may come first; then one to four
+# words and a colon that ends the line or is followed by a space ("- **Dr. Ann Lee**: ok").
 _SPEAKER_LINE = re.compile(
-    r"^[ \t]*([^\W\d_][\w'’.-]*(?:[ \t]+[^\W\d_][\w'’.-]*){0,2}):[ \t]", re.M
+    r"^[ \t]*(?:[-*•>][ \t]*)?(?:\[[^\]\n]{0,32}\][ \t]*)?(?:\*\*|__)?"
+    r"([^\W\d_][\w'’.-]*(?:[ \t]+[^\W\d_][\w'’.-]*){0,3})(?:\*\*|__)?:(?=[ \t]|$)",
+    re.M,
 )
 
 
-def query_names(text: str) -> list[str]:
-    """The names ``text`` gives, in order, each once: capitalised words that do not open a
-    sentence (a question's first word is capitalised whatever it is: "Tell", "When") and
-    are not stopwords, months or weekdays (dates are the date term's)."""
+class QueryNames(NamedTuple):
+    """The names a question gives: ``sure`` ones, and ``common`` words that are names only
+    where a memory has them as a speaker ("Will", "May")."""
+
+    sure: list[str]
+    common: list[str]
+
+
+def name_key(word: str) -> str:
+    """How a name is compared: accents and case folded, the apostrophe made one character."""
+    decomposed = unicodedata.normalize("NFKD", word)
+    bare = "".join(c for c in decomposed if not unicodedata.combining(c))
+    return bare.casefold().replace("’", "'")
+
+
+def query_names(text: str) -> QueryNames:
+    """The keys (:func:`name_key`) of the names ``text`` gives, each once, in order:
+    capitalised words that do not open a sentence (a question's first word is capitalised
+    whatever it is: "Tell", "When"), honorifics left out."""
+    text = _TITLE_DOT.sub(lambda m: m.group(1), text)  # "Mr. Smith": Smith opens nothing
     openers = {m.end() for m in _OPENER.finditer(text)}
-    names: dict[str, None] = {}  # ordered, each once, O(1) a word on a pasted page
+    sure: dict[str, None] = {}  # ordered, each once, O(1) a word on a pasted page
+    common: dict[str, None] = {}
     for m in _WORD.finditer(text):
         word = m.group()
         if not word[0].isupper() or m.start() in openers:
             continue
-        word = _POSSESSIVE.sub("", word)
-        low = word.lower()
-        if low not in STOPWORDS and low not in MONTHS and low not in _WEEKDAYS:
-            names[word] = None
-    return list(names)
+        key = name_key(_POSSESSIVE.sub("", word))
+        if key in _TITLES:
+            continue
+        (common if key in _COMMON else sure)[key] = None
+    return QueryNames(list(sure), [k for k in common if k not in sure])
 
 
 def speakers(text: str) -> list[str]:
-    """The words of the speakers of ``text``: each line that starts with one to three
-    capitalised words and a colon ("Caroline: ...", "Dr. Ann Lee: ...")."""
+    """The keys (:func:`name_key`) of the words naming the speakers of ``text``: each line
+    that opens with capitalised words (lowercase particles such as "van" or "de" between
+    them) and a colon ("Caroline: ...", "Dr. Ann Lee: ...", "- **Ludwig van Beethoven**:")."""
     out: dict[str, None] = {}
     for m in _SPEAKER_LINE.finditer(text, 0, SPEAKER_WINDOW):
         words = m.group(1).split()
-        if all(w[0].isupper() for w in words):
-            out.update(dict.fromkeys(words))
+        if not words[0][0].isupper() or not all(w[0].isupper() or w in _PARTICLES for w in words):
+            continue
+        for w in words:
+            key = name_key(_POSSESSIVE.sub("", w.rstrip(".")))
+            if w[0].isupper() and key not in _TITLES:
+                out[key] = None
     return list(out)
