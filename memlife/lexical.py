@@ -18,12 +18,19 @@ import numpy as np
 import Stemmer
 
 from memlife.speakers import speakers
-from memlife.text import STOPWORDS
+from memlife.text import STOPWORDS, fold_accents
 
 BM25_K1 = 1.5
 BM25_B = 0.75
 
 _WORD = re.compile(r"[a-z0-9]+")
+# A word of any script: letters and digits, and the marks Indic, Arabic, Hebrew and Thai
+# words carry inside them (re has no \p{M}; these blocks hold those scripts' marks).
+_ANY_WORD = re.compile(
+    "(?:[^\\W_]|[\u0483-\u0489\u0591-\u05c7\u0610-\u061a\u064b-\u065f\u0670"
+    "\u06d6-\u06ed\u0900-\u0dff\u0e31-\u0e4e\u0eb1-\u0ecd\u0f18-\u0fbc"
+    "\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f])+"
+)
 # A row's speakers share its postings under this prefix; no word of a text or query has it.
 _SPEAKER = "\x00speaker:"
 _stemmers = threading.local()  # PyStemmer objects must not be shared across threads
@@ -37,8 +44,14 @@ def _stemmer() -> Stemmer.Stemmer:
 
 
 def tokenize(text: str) -> list[str]:
-    """Lowercased, stopword-free, Snowball-stemmed word tokens (the BM25 vocabulary)."""
-    words = [w for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
+    """Lowercased, stopword-free, Snowball-stemmed word tokens (the BM25 vocabulary).
+    Text that is not ASCII has its accents and case folded first and keeps words of every
+    script ("café" is "cafe"; a Cyrillic or Hindi memory gets terms, which [a-z0-9] gave none)."""
+    if text.isascii():
+        found = _WORD.findall(text.lower())
+    else:
+        found = _ANY_WORD.findall(fold_accents(text))
+    words = [w for w in found if w not in STOPWORDS]
     stems: list[str] = _stemmer().stemWords(words)
     return stems
 

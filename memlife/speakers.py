@@ -18,10 +18,9 @@ finds it, which is what it asks for.
 from __future__ import annotations
 
 import re
-import unicodedata
 from typing import NamedTuple
 
-from memlife.text import STOPWORDS
+from memlife.text import STOPWORDS, fold_accents
 from memlife.timeref import MONTHS
 
 # How far into a memory speaker lines are looked for (bounded work for a pasted page).
@@ -60,9 +59,7 @@ class QueryNames(NamedTuple):
 
 def name_key(word: str) -> str:
     """How a name is compared: accents and case folded, the apostrophe made one character."""
-    decomposed = unicodedata.normalize("NFKD", word)
-    bare = "".join(c for c in decomposed if not unicodedata.combining(c))
-    return bare.casefold().replace("’", "'")
+    return fold_accents(word).replace("’", "'")
 
 
 def query_names(text: str) -> QueryNames:

@@ -149,6 +149,18 @@ def _drop_dot_above_i(text: str) -> str:
     return unicodedata.normalize("NFC", "".join(out))
 
 
+# The combining accents of Latin, Greek and Cyrillic letters ("é" = "e" + U+0301).
+_ACCENTS = re.compile("[\u0300-\u036f]")
+
+
+def fold_accents(text: str) -> str:
+    """Case and European accents folded, every script kept: 'Zoë' -> 'zoe', 'Дмитрий' ->
+    'дмитрии', 'ﬁle' -> 'file', '東京' unchanged (search terms and names, not identity:
+    :func:`unicode_fold` is the fold that decides what is the same statement)."""
+    bare = _ACCENTS.sub("", unicodedata.normalize("NFKD", text))
+    return unicodedata.normalize("NFC", bare).casefold()
+
+
 def unicode_fold(text: str) -> str:
     """NFKC (a superscript, subscript or fraction first made a word of its own, see
     _ScriptTable), case-folded ('ß' == 'ss', 'Ｆｕｌｌ' == 'full'), invisible characters

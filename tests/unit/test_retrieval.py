@@ -359,3 +359,17 @@ def test_lazy_threshold_ranking_equals_the_full_computation(seed: int, threshold
         np.testing.assert_allclose(got.similarities, sims, atol=1e-6)
         assert (got.similarities >= threshold).all()
         assert len(got) > 0 or threshold == 0.95  # the lazy widening path is exercised too
+
+
+def test_words_of_every_script_are_bm25_terms_and_ascii_text_is_read_as_before() -> None:
+    """BM25 read [a-z0-9] only: a Cyrillic or Hindi memory had no lexical term at all and
+    'café' was 'caf'. Accents and case are folded, any script kept; ASCII text is untouched."""
+    assert tokenize("Иван любит чай") == tokenize("ИВАН ЛЮБИТ ЧАЙ") != []
+    assert tokenize("Zoë ordered a café crème") == tokenize("Zoe ordered a cafe creme")
+    assert tokenize("हिन्दी पाठ") == ["हिन्दी", "पाठ"]  # vowel signs stay inside their word
+    assert tokenize("東京に行った") != []
+    assert tokenize("The dogs' café isn't open") == tokenize("the dogs cafe isn t open")
+    assert tokenize("x\ud800y") == ["x", "y"]  # a lone surrogate is no word and no error
+    idx = LexicalIndex(["Иван любит чай", "Maria drinks coffee", "Zoë aime le café"])
+    assert int(np.argmax(idx.scores("Что любит Иван?"))) == 0
+    assert int(np.argmax(idx.scores("cafe"))) == 2
