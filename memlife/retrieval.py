@@ -209,7 +209,8 @@ def rank(
     # The lexical, date and speaker terms, added to the dense term in this order (exact).
     terms: list[np.ndarray] = []
     names = query_names(query_text) if query_text is not None and speaker_weight else None
-    if query_text is None or not (lexical_weight or (names and (names.sure or names.common))):
+    named = names is not None and bool(names.sure or names.common)
+    if query_text is None or not (lexical_weight or named):
         lexical = None  # no term reads it (a query naming nobody builds no index for it)
     elif lexical is None and texts is not None:
         lexical = LexicalIndex(texts)
@@ -224,7 +225,7 @@ def rank(
         bonus = _date_bonus(query_text, created)
         if bonus is not None:
             terms.append(np.float32(date_weight) * bonus)
-    if lexical is not None and names is not None and (names.sure or names.common):
+    if lexical is not None and names is not None and named:
         share = lexical.speaker_share(names.sure, names.common)
         terms.append(np.float32(speaker_weight) * share)
     context = created is not None and bool(context_weight) and n > 1

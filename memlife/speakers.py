@@ -9,8 +9,8 @@ on LoCoMo raw turns, with the weights chosen on observations and turns together 
 defaults are, recall@5 0.7616 -> 0.7767; observations 0.8416 -> 0.8442 (BENCHMARKS.md,
 "Issue 19, eleventh round"). A memory with no speaker line scores 0 and is ranked as before.
 
-Names are matched as whole words, accents and case folded ("Zoë" is "zoe", "Дмитрий" is
-"дмитрий"), never stemmed ("Ann" is not "Anne"). A key-value line ("Favourite food: pizza")
+Names are matched as whole words, accents and case folded the same way on both sides
+("Zoë" and "Zoe" are "zoe"; any script is kept), never stemmed ("Ann" is not "Anne"). A key-value line ("Favourite food: pizza")
 reads as a speaker too; a question that names its key ("Caroline's Favourite Food") then
 finds it, which is what it asks for.
 """
