@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import memlife.lexical as lexical_module
 from memlife.lexical import LexicalIndex
-from memlife.retrieval import rank
+from memlife.retrieval import rank, rank_sets
 from memlife.speakers import SPEAKER_WINDOW, QueryNames, name_key, query_names, speakers
 
 
@@ -169,3 +169,30 @@ def test_a_query_naming_nobody_reads_no_index_and_weights_of_zero_mean_dense_onl
     assert got.indices.tolist() == dense
     with pytest.raises(ValueError, match="lexical index has 1 texts"):
         rank(q, vecs, k=3, query_text="Did Bob call?", lexical=bad, lexical_weight=0.0)
+
+
+class _Namespace:
+    """One namespace's candidates as rank_sets reads them (an online shard's shape)."""
+
+    def __init__(self, ids: list[str], texts: list[str]) -> None:
+        self.ids = ids
+        self.vectors = np.tile(np.eye(4, dtype=np.float32)[:1], (len(ids), 1))
+        self.lexical = LexicalIndex(texts)
+        self.created = np.zeros(len(ids))
+        self.centroid = None
+
+
+def test_one_namespaces_speakers_never_lift_anothers_memories() -> None:
+    """Caroline speaks only in namespace A: a memory in B that merely names her gains
+    nothing from A's index, alone or beside A, and A's turn of hers is lifted."""
+    q = np.eye(4, dtype=np.float32)[0]
+    ask = "When did Caroline go to the support group?"
+    a = _Namespace(["a0"], ["Caroline: I went to the support group."])
+    b = _Namespace(["b0"], ["Melanie: Caroline went to the support group."])
+    alone = rank_sets(q, ask, [b], k=1, threshold=-1.0)
+    both = rank_sets(q, ask, [a, b], k=1, threshold=-1.0)
+    by_id = {r.id: r.score for r in both}
+    assert by_id["b0"] == alone[0].score
+    kw = {"k": 1, "query_text": ask, "lexical": a.lexical, "created": a.created}
+    assert by_id["a0"] == float(rank(q, a.vectors, **kw).scores[0])
+    assert by_id["a0"] > float(rank(q, a.vectors, speaker_weight=0.0, **kw).scores[0])
