@@ -17,6 +17,7 @@ pk                         sk               holds (never memory content, except 
 ``rv#{0..7}``, ``rvd#…``   item id          review items, disputed markers (review_queue/dynamodb.py)
 ``infs#{record_id}``       ``s``            an inferred subject key: a few content words, erased
                                             with the record (inferred/dynamodb.py)
+``infk#{sha256}``          record id        the records grouped under one key of one shard
 ``meta``                   ``store``        the one store this table serves (``check_store``)
 =========================  ===============  ==================================================
 

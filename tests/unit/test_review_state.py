@@ -15,7 +15,7 @@ import pytest
 
 import memlife.state as state_mod
 from memlife.inferred import InferredSubjects
-from memlife.inferred.dynamodb import DynamoSubjects
+from memlife.inferred.dynamodb import DynamoSubjects, _members
 from memlife.plan import Action, Decision, Reason
 from memlife.review_queue import ReviewItem, ReviewQueue, item_id, legacy_item_id
 from memlife.review_queue.dynamodb import DynamoReviews
@@ -247,6 +247,40 @@ def test_a_key_another_actors_record_left_under_a_reused_id_never_reaches_the_ne
     # a's removal of m-1, finishing late, leaves b's key alone
     assert table.forget_removed(SHARD, {"m-1": "maria adopted a grey cat"}) == (0, 0)
     assert table.get(("b", "/n"), ["m-1"]) == {"m-1": "bob plays bass ~77aa01"}
+
+
+def test_a_removed_records_words_come_off_every_record_grouped_under_them(store) -> None:
+    """m-1's words made the key m-2 and m-3 were grouped under: removing m-1 takes the key
+    off all three, on every backend. The same key string in another shard, and a record of
+    the shard under another key, keep theirs."""
+    table = InferredSubjects.for_store(store)
+    words = "maria adopted grey ~9ccd23"
+    table.put("a", "/n", {"m-1": words, "m-2": words}, "nightly")
+    table.put("a", "/n", {"m-3": words, "m-4": "bob plays bass ~77aa01"}, "remember")
+    table.put("b", "/n", {"x-1": words}, "nightly")
+    table.put("a", "/other", {"m-5": words}, "nightly")
+    assert table.forget_removed(SHARD, {"m-1": "maria adopted a grey cat"}) == (1, 2)
+    assert table.get(SHARD, ["m-1", "m-2", "m-3", "m-4"]) == {"m-4": "bob plays bass ~77aa01"}
+    assert table.get(("b", "/n"), ["x-1"]) == {"x-1": words}
+    assert table.get(("a", "/other"), ["m-5"]) == {"m-5": words}
+    # the records get keys of their own words the next night, and a later removal finds them
+    table.put("a", "/n", {"m-2": "tea garden ~1a2b3c", "m-3": "tea garden ~1a2b3c"}, "nightly")
+    assert table.forget_removed(SHARD, {"m-2": "tea in the garden"}) == (1, 1)
+    assert table.get(SHARD, ["m-2", "m-3"]) == {}
+    # a member entry left by a writer that lost the race never removes the key that stood
+    table.put("a", "/n", {"m-6": "jazz club ~44aa00"}, "remember")
+    # the nightly writer read m-6 before remember's key landed: its insert is the one refused
+    read_before = table.backend.get
+    table.backend.get = lambda shard, ids: {}  # type: ignore[method-assign]
+    table.put("a", "/n", {"m-6": words}, "nightly")
+    table.backend.get = read_before  # type: ignore[method-assign]
+    assert table.get(SHARD, ["m-6"]) == {"m-6": "jazz club ~44aa00"}
+    table.put("a", "/n", {"m-7": words}, "nightly")
+    if isinstance(table.backend, DynamoSubjects):  # and no entry is left pointing at m-6
+        listed = table.backend.state.query(_members(SHARD, words))
+        assert [i["sk"]["S"] for i in listed] == ["m-7"]
+    assert table.forget_removed(SHARD, {"m-7": "maria adopted a grey cat"}) == (1, 0)
+    assert table.get(SHARD, ["m-6"]) == {"m-6": "jazz club ~44aa00"}
 
 
 def test_dry_run_creates_no_file_under_home(tmp_path: Path, monkeypatch) -> None:
