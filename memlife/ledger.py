@@ -50,6 +50,7 @@ import pyarrow.parquet as pq
 
 from memlife import cloudtrail
 from memlife.cloudtrail import actor_from_namespace as actor_from_namespace  # re-exported
+from memlife.ledger_merge import ActorStats, reads_by_record
 from memlife.model import utcnow
 from memlife.settings import settings
 from memlife.text import query_sha256 as query_sha256  # re-exported
@@ -68,7 +69,6 @@ _PARTITION = ds.partitioning(pa.schema([("date", pa.string())]), flavor="hive")
 _DATASET_SCHEMA = SCHEMA.append(pa.field("date", pa.string()))
 
 AccessStats = dict[str, tuple[datetime, int]]  # record_id -> (last accessed, count)
-ActorStats = dict[tuple[str, str], tuple[datetime, int]]  # (actor_id, record_id) -> the same
 
 
 def default_root() -> Path:
@@ -348,11 +348,16 @@ class AccessLedger:
         actor's rows under one id add up: scoring reads :meth:`actor_stats`)."""
         return {rid: got for (rid,), got in self._stats(("record_id",), actor_id, since).items()}
 
-    def actor_stats(self, since: datetime | None = None) -> ActorStats:
-        """``{(actor_id, record_id): (last accessed_at, number of accesses)}``: what nightly
-        scoring merges (an id another actor's removed record had is not this one's)."""
-        got = self._stats(("actor_id", "record_id"), None, since)
-        return {(actor, rid): v for (actor, rid), v in got.items()}
+    def actor_stats(self, until: datetime | None = None) -> ActorStats:
+        """``{(actor_id, record_id): every read's time}``: what nightly scoring merges (an
+        id another actor's removed record had is not this one's, and a record counts only
+        the reads since its creation). ``until``: reads after it are left out, so a rerun
+        of a night reads what its first run read."""
+        table = self.read().select(["actor_id", "record_id", "accessed_at"])
+        if until is not None:
+            at = pa.scalar(until.astimezone(UTC), type=SCHEMA.field("accessed_at").type)
+            table = table.filter(pc.less_equal(table.column("accessed_at"), at))
+        return reads_by_record(table)
 
     def _stats(
         self, keys: tuple[str, ...], actor_id: str | None, since: datetime | None

@@ -26,7 +26,7 @@ from memlife.settings import settings
 from memlife.stores import MemoryStore, iter_shard
 
 if TYPE_CHECKING:
-    from memlife.ledger import ActorStats
+    from memlife.ledger_merge import ActorStats
 
 T = TypeVar("T")
 

@@ -25,7 +25,7 @@ from memlife.settings import settings
 from memlife.stores import MemoryStore, resolve_store_url, store_identity
 
 if TYPE_CHECKING:
-    from memlife.ledger import ActorStats
+    from memlife.ledger_merge import ActorStats
     from memlife.policy import Policy
     from memlife.state.dynamodb import DynamoState
 
@@ -150,24 +150,25 @@ def load_access_stats(
     else:
         root = settings().home / "ledger"
         ledger = AccessLedger(root)
-    extra: dict[tuple[str, str], tuple[datetime, int]] = {}
+    extra: ActorStats = {}
     if cloudtrail and dry_run:
-        extra = _cloudtrail_preview(ledger, cloudtrail)
+        extra = _cloudtrail_preview(ledger, cloudtrail, cutoff)
     elif cloudtrail:
         ledger.ingest_cloudtrail(cloudtrail)
-    stats = ledger.actor_stats() if remote is not None or ledger.root.exists() else {}
-    for key, (t, n) in extra.items():
-        last, count = stats.get(key, (t, 0))
-        stats[key] = (max(last, t), count + n)
-    return {key: (t, n) for key, (t, n) in stats.items() if t <= cutoff}
+    stats = ledger.actor_stats(cutoff) if remote is not None or ledger.root.exists() else {}
+    for key, times in extra.items():
+        stats[key] = stats[key].plus(times) if key in stats else times
+    return stats
 
 
-def _cloudtrail_preview(ledger: Any, source: str) -> dict[tuple[str, str], tuple[datetime, int]]:
-    """What an ingest of ``source`` would add to the ledger's stats, read in memory."""
+def _cloudtrail_preview(ledger: Any, source: str, cutoff: datetime) -> ActorStats:
+    """What an ingest of ``source`` would add to the ledger's stats (reads up to the
+    cutoff), read in memory."""
     from memlife import cloudtrail as ct
     from memlife.ledger import cloudtrail_accesses
+    from memlife.ledger_merge import AccessTimes
 
-    out: dict[tuple[str, str], tuple[datetime, int]] = {}
+    times: dict[tuple[str, str], list[float]] = {}
     for name, load in ct.log_files(source, None):
         if ledger._ingested(name):
             continue
@@ -175,9 +176,10 @@ def _cloudtrail_preview(ledger: Any, source: str) -> dict[tuple[str, str], tuple
             if not ct.is_memory_read(event):
                 continue
             for a in cloudtrail_accesses(event)[0]:
-                last, count = out.get((a.actor_id, a.record_id), (a.accessed_at, 0))
-                out[(a.actor_id, a.record_id)] = (max(last, a.accessed_at), count + 1)
-    return out
+                if a.accessed_at <= cutoff:
+                    key = (a.actor_id, a.record_id)
+                    times.setdefault(key, []).append(a.accessed_at.timestamp())
+    return {key: AccessTimes(got) for key, got in times.items()}
 
 
 def take_lease(config: RunConfig, store: MemoryStore) -> Lease | None:

@@ -27,7 +27,7 @@ from memlife.policy import DEFAULT_POLICY, Policy
 from memlife.review_queue.candidates import ReviewCandidates
 
 if TYPE_CHECKING:
-    from memlife.ledger import ActorStats
+    from memlife.ledger_merge import ActorStats
 
 
 class RunConfig(BaseModel):
@@ -125,7 +125,7 @@ class RunContext:
     store_url: str
     sink: ReceiptSink
     # record id -> (last accessed, count) from the access ledger (recall telemetry, CloudTrail)
-    access_stats: ActorStats = field(default_factory=dict)  # (actor, record id) -> (last, count)
+    access_stats: ActorStats = field(default_factory=dict)  # (actor, record id) -> its reads
     lease_taken_over: dict[str, Any] | None = (
         None  # the expired lease (of a killed run) this run took over
     )

@@ -374,7 +374,7 @@ def test_a_dry_run_reads_cloudtrail_without_writing_the_ledger(home: Path, tmp_p
     dry = load_access_stats(cutoff, None, str(trail), dry_run=True)
     assert not (home / "ledger").exists()
     by_id = {rid: got for (_, rid), got in dry.items()}
-    assert by_id["mr-1"][1] == 2 and by_id["mr-7"][1] == 1
+    assert by_id["mr-1"].count == 2 and by_id["mr-7"].count == 1
     applied = load_access_stats(cutoff, None, str(trail))
     assert applied == dry and any((home / "ledger" / "_ingested").rglob("*"))
     again = load_access_stats(cutoff, None, str(trail), dry_run=True)  # nothing counted twice

@@ -20,7 +20,7 @@ from memlife.ledger import (
     actor_from_namespace,
     query_sha256,
 )
-from memlife.ledger_merge import merge_into_view
+from memlife.ledger_merge import AccessTimes, merge_into_view
 from memlife.model import MemoryRecord, MemoryType, plan_view
 
 T0 = datetime(2025, 5, 1, 23, 59, 0, tzinfo=UTC)
@@ -99,6 +99,10 @@ def test_erase_rewrites_only_affected_files(ledger: AccessLedger) -> None:
     assert ledger.erase([]) == 0
 
 
+def _reads(*times: datetime) -> AccessTimes:
+    return AccessTimes([t.timestamp() for t in times])
+
+
 def test_merge_into_view() -> None:
     rec = MemoryRecord(
         id="r1",
@@ -111,14 +115,14 @@ def test_merge_into_view() -> None:
         last_accessed_at=T0 - timedelta(days=10),
     )
     view = plan_view(rec)
-    merged = merge_into_view(view, {("u1", "r1"): (T0, 3)})
+    merged = merge_into_view(view, {("u1", "r1"): _reads(T0, T0, T0 - timedelta(days=1))})
     assert (merged.last_accessed, merged.access_count) == (T0.timestamp(), 7)
     assert merged._replace(last_accessed=view.last_accessed, access_count=4) == view
-    older = merge_into_view(view, {("u1", "r1"): (T0 - timedelta(days=20), 1)})
+    older = merge_into_view(view, {("u1", "r1"): _reads(T0 - timedelta(days=20))})
     assert older.last_accessed == view.last_accessed and older.access_count == 5
-    assert merge_into_view(view, {("u1", "other"): (T0, 1)}) is view
+    assert merge_into_view(view, {("u1", "other"): _reads(T0)}) is view
     never = plan_view(rec.model_copy(update={"last_accessed_at": None}))
-    assert merge_into_view(never, {("u1", "r1"): (T0, 1)}).last_accessed == T0.timestamp()
+    assert merge_into_view(never, {("u1", "r1"): _reads(T0)}).last_accessed == T0.timestamp()
 
 
 def test_a_reused_id_is_not_credited_with_a_removed_records_accesses(
@@ -132,8 +136,8 @@ def test_a_reused_id_is_not_credited_with_a_removed_records_accesses(
     ledger.append("u2", "ns2", "r1", rank=1, at=T0 + timedelta(days=20))
     stats = ledger.actor_stats()
     assert stats == {
-        ("u1", "r1"): (T0 + timedelta(days=4), 5),
-        ("u2", "r1"): (T0 + timedelta(days=20), 1),
+        ("u1", "r1"): _reads(*(T0 + timedelta(days=day) for day in range(5))),
+        ("u2", "r1"): _reads(T0 + timedelta(days=20)),
     }
     base = dict(id="r1", memory_type=MemoryType.semantic, content="x")
     taken = plan_view(MemoryRecord(actor_id="u3", namespace="ns3", created_at=T0, **base))
@@ -146,6 +150,46 @@ def test_a_reused_id_is_not_credited_with_a_removed_records_accesses(
         MemoryRecord(actor_id="u2", namespace="ns2", created_at=T0 + timedelta(days=10), **base)
     )
     assert merge_into_view(b, stats).access_count == 1  # its own read counts
+
+
+def test_the_same_actors_new_record_under_a_removed_id_counts_only_its_own_reads(
+    ledger: AccessLedger,
+) -> None:
+    """u1's record r1 was read five times and deleted (the ledger keeps the rows); u1's new
+    record r1, created on day 10, is read twice. It is scored with two reads, not seven:
+    the first form kept each id's last read and count, so one read of the new record let
+    every old one in."""
+    for day in (0, 1, 2, 3, 4, 12, 15):
+        ledger.append("u1", "ns", "r1", rank=1, at=T0 + timedelta(days=day))
+    base = dict(id="r1", actor_id="u1", namespace="ns", memory_type=MemoryType.semantic)
+    new = plan_view(MemoryRecord(content="x", created_at=T0 + timedelta(days=10), **base))
+    merged = merge_into_view(new, ledger.actor_stats())
+    assert merged.access_count == 2
+    assert merged.last_accessed == (T0 + timedelta(days=15)).timestamp()
+    # a read at the very second of creation is the record's own
+    born = plan_view(MemoryRecord(content="x", created_at=T0 + timedelta(days=12), **base))
+    assert merge_into_view(born, ledger.actor_stats()).access_count == 2
+
+
+def test_a_rerun_of_a_night_reads_the_accesses_its_first_run_read(home: Path) -> None:
+    """Stats are read up to the run's cutoff so that a rerun decides as the first run did.
+    The first form dropped every (actor, record) whose last read came after the cutoff:
+    one read the next morning and the rerun saw a record read five times as never read."""
+    from memlife.run_start import load_access_stats
+
+    cutoff = T0 + timedelta(days=5)
+    home_ledger = AccessLedger(home / "ledger")
+    for day in range(5):
+        home_ledger.append("u1", "ns", "r1", rank=1, at=T0 + timedelta(days=day))
+    home_ledger.close()
+    first = load_access_stats(cutoff)
+    assert first[("u1", "r1")].count == 5
+    later = AccessLedger(home / "ledger")
+    later.append("u1", "ns", "r1", rank=1, at=cutoff + timedelta(hours=8))  # the next morning
+    later.append("u1", "ns", "r2", rank=1, at=cutoff + timedelta(hours=8))
+    later.close()
+    assert load_access_stats(cutoff) == first
+    assert load_access_stats(cutoff + timedelta(days=1))[("u1", "r1")].count == 6
 
 
 # ---- CloudTrail ----------------------------------------------------------------------------
