@@ -31,6 +31,12 @@ _ANY_WORD = re.compile(
     "\u06d6-\u06ed\u0900-\u0dff\u0e31-\u0e4e\u0eb1-\u0ecd\u0f18-\u0fbc"
     "\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f])+"
 )
+# Han ideographs and kana: written without spaces, so a run of them is read as overlapping
+# character bigrams and unigrams, as Lucene's CJK bigram filter with unigrams does (Hangul
+# is written with spaces).
+_CJK_RUN = re.compile(
+    "([\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f]+)"
+)
 # A row's speakers share its postings under this prefix; no word of a text or query has it.
 _SPEAKER = "\x00speaker:"
 _stemmers = threading.local()  # PyStemmer objects must not be shared across threads
@@ -46,14 +52,30 @@ def _stemmer() -> Stemmer.Stemmer:
 def tokenize(text: str) -> list[str]:
     """Lowercased, stopword-free, Snowball-stemmed word tokens (the BM25 vocabulary).
     Text that is not ASCII has its accents and case folded first and keeps words of every
-    script ("café" is "cafe"; a Cyrillic or Hindi memory gets terms, which [a-z0-9] gave none)."""
+    script ("café" is "cafe"; a Cyrillic or Hindi memory gets terms, which [a-z0-9] gave none);
+    Chinese and Japanese, written without spaces, are read as character bigrams."""
     if text.isascii():
         found = _WORD.findall(text.lower())
     else:
-        found = _ANY_WORD.findall(fold_accents(text))
+        found = [w for word in _ANY_WORD.findall(fold_accents(text)) for w in _unspaced(word)]
     words = [w for w in found if w not in STOPWORDS]
     stems: list[str] = _stemmer().stemWords(words)
     return stems
+
+
+def _unspaced(word: str) -> list[str]:
+    """A word as itself, or with its runs of Han and kana as overlapping bigrams and single
+    characters ("東京" -> "東京", "東", "京"): a bigram match outweighs its characters' (rarer
+    terms), and a one-character word ("茶", tea) is still found."""
+    if _CJK_RUN.search(word) is None:
+        return [word]
+    out: list[str] = []
+    for i, part in enumerate(_CJK_RUN.split(word)):
+        if i % 2 == 0:  # between runs: letters of another script ("iphone" in "iphone手机")
+            out += [part] if part else []
+        else:
+            out += [part[j : j + 2] for j in range(len(part) - 1)] + list(part)
+    return out
 
 
 class LexicalIndex:

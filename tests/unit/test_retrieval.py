@@ -373,3 +373,19 @@ def test_words_of_every_script_are_bm25_terms_and_ascii_text_is_read_as_before()
     idx = LexicalIndex(["Иван любит чай", "Maria drinks coffee", "Zoë aime le café"])
     assert int(np.argmax(idx.scores("Что любит Иван?"))) == 0
     assert int(np.argmax(idx.scores("cafe"))) == 2
+
+
+def test_chinese_and_japanese_words_are_found_inside_sentences_written_without_spaces() -> None:
+    """A sentence without spaces was one BM25 term: "東京" never matched "私は東京タワーに
+    行きました". Runs of Han and kana are read as overlapping bigrams and single characters;
+    a word of another script beside them stays whole, and Hangul keeps its spaces."""
+    memories = ["私は東京タワーに行きました", "大阪城を見ました", "我喜欢喝咖啡", "他喜欢喝茶"]
+    idx = LexicalIndex(memories)
+    assert int(np.argmax(idx.scores("東京タワーはどこ"))) == 0
+    assert int(np.argmax(idx.scores("大阪"))) == 1
+    assert int(np.argmax(idx.scores("谁喜欢咖啡?"))) == 2
+    assert int(np.argmax(idx.scores("茶"))) == 3  # one character alone is a term too
+    assert tokenize("東京タワー") == ["東京", "京タ", "タワ", "ワー", "東", "京", "タ", "ワ", "ー"]
+    assert tokenize("iPhone手机") == ["iphon", "手机", "手", "机"]
+    assert tokenize("한국어 문장") == ["한국어", "문장"]
+    assert tokenize("ｶﾀｶﾅ") == tokenize("カタカナ")  # half-width kana fold to full width
