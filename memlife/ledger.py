@@ -220,6 +220,15 @@ class AccessLedger:
             self._write_day(day.isoformat(), table)
         return len(rows)
 
+    def add_rows(self, table: pa.Table) -> int:
+        """Rows already in the ledger's schema (an import), one new part per day touched."""
+        if table.num_rows == 0:
+            return 0
+        days = pc.strftime(table["accessed_at"], "%Y-%m-%d")
+        for day in sorted(set(days.to_pylist())):
+            self._write_day(day, table.filter(pc.equal(days, day)))
+        return int(table.num_rows)
+
     def _write_day(self, day: str, table: pa.Table) -> None:
         """One new part file in the day's partition (S3AccessLedger: one object)."""
         self._write_file(self.root / f"date={day}", table)

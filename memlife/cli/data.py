@@ -53,6 +53,16 @@ def register(app: typer.Typer) -> None:
                 "erasures), applied after the records",
             ),
         ] = None,
+        access: Annotated[
+            Path | None,
+            typer.Option(
+                "--access",
+                exists=True,
+                dir_okay=False,
+                help="The access history `memlife export --access` wrote (ledger rows, no "
+                "content), added to this side's ledger after the records (each read once)",
+            ),
+        ] = None,
         workers: Annotated[
             int | None,
             typer.Option(
@@ -74,8 +84,13 @@ def register(app: typer.Typer) -> None:
 
         if allow_held and not update:
             raise fail("--allow-held only makes sense with --update")
+        from memlife.access_export import AccessImport, import_access, read_access_file
+        from memlife.backends import open_ledger
         from memlife.erasure_export import apply_erasures, parse_erasures
 
+        if access is not None:  # a file that is no ledger rows is refused before any import
+            read_access_file(access)
+        reads: AccessImport | None = None
         parsed = None
         if erasures is not None:  # checked whole before anything is imported
             with erasures.open(encoding="utf-8") as f:
@@ -95,13 +110,26 @@ def register(app: typer.Typer) -> None:
             )
             if parsed is not None:
                 carried = apply_erasures(db, *parsed, policy=policy, receipts=receipts)
+            if access is not None:
+                reads = import_access(db, open_ledger(store=db), access)
         except PolicyError as exc:
             raise fail(str(exc)) from None
         finally:
             db.close()
         if json_out:
-            print_json(report.as_json() | ({"erasures": carried} if carried is not None else {}))
+            print_json(
+                report.as_json()
+                | ({"erasures": carried} if carried is not None else {})
+                | ({"access": reads.as_dict()} if reads is not None else {})
+            )
         else:
+            if reads is not None:
+                err_console.print(
+                    f"access history: {reads.rows} reads added, {reads.already} already in the "
+                    f"ledger, {reads.not_in_store} of records not in this store"
+                )
+                for why in reads.refused:
+                    err_console.print(f"[red]refused[/red] access {why}")
             if carried is not None:
                 err_console.print(
                     f"erasures: {carried['tombstones']} tombstones, "
@@ -143,6 +171,15 @@ def register(app: typer.Typer) -> None:
                 "content) here, for `memlife import --erasures`",
             ),
         ] = None,
+        access: Annotated[
+            Path | None,
+            typer.Option(
+                "--access",
+                dir_okay=False,
+                help="Also write the records' access history (ledger rows as Parquet; no "
+                "content) here, for `memlife import --access`",
+            ),
+        ] = None,
         store: StoreOpt = None,
     ) -> None:
         """Export every record as JSONL (the import contract)."""
@@ -165,6 +202,12 @@ def register(app: typer.Typer) -> None:
                     "not in this export: a store imported from it would accept erased text "
                     "again; pass --erasures FILE and import with --erasures FILE"
                 )
+            if access is not None:
+                from memlife.access_export import export_access
+                from memlife.backends import open_ledger
+
+                n_reads = export_access(db, open_ledger(store=db), access)
+                err_console.print(f"access history: {n_reads} reads written to {access}")
         finally:
             if output:
                 out.close()

@@ -106,3 +106,31 @@ def test_compaction_before_a_day_leaves_that_day_open(ledger: S3AccessLedger) ->
     assert ledger.compact(before="2026-11-02") == {"2026-11-01": 5}  # the 2nd is still written
     days = sorted(k.split("/")[-2] for k in ledger.files())
     assert days == ["date=2026-11-01", "date=2026-11-02", "date=2026-11-02"]
+
+
+def test_an_access_history_imported_into_the_s3_ledger_counts_each_read_once(
+    ledger: S3AccessLedger, tmp_path
+) -> None:
+    """`import --access` with $MEMLIFE_STATE: the rows go to S3, one part per day, and a
+    second import of the same file adds nothing."""
+    import pyarrow.parquet as pq
+
+    from memlife.access_export import import_access
+    from memlife.model import MemoryRecord, MemoryType
+    from memlife.stores.sqlite import SqliteStore
+
+    fill(ledger)
+    pq.write_table(ledger.read(), tmp_path / "reads.parquet")
+    target = S3AccessLedger(ledger.state)
+    target.prefix = f"{ledger.prefix}-target"
+    with SqliteStore(tmp_path / "s.db") as store:
+        for actor, rid in (("u-1", "m-0"), ("u-1", "m-1"), ("u-2", "m-9")):
+            store.put_many([MemoryRecord(id=rid, actor_id=actor, namespace=f"/users/{actor}/facts",
+                                   memory_type=MemoryType.semantic, content=f"fact {rid}",
+                                   created_at=T0 - timedelta(days=1))])  # fmt: skip
+        first = import_access(store, target, tmp_path / "reads.parquet")
+        again = import_access(store, target, tmp_path / "reads.parquet")
+    assert (first.rows, first.not_in_store, again.rows, again.already) == (9, 1, 0, 9)
+    assert {k.split("/")[-2] for k in target.files()} == {"date=2026-11-01", "date=2026-11-02"}
+    counts = {rid: t.count for (_, rid), t in target.actor_stats().items()}
+    assert counts == {"m-0": 2, "m-1": 2, "m-9": 5}
