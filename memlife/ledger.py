@@ -15,11 +15,12 @@ interpreter exit. A process killed (SIGKILL) before a flush loses at most that w
 ledger feeds scoring, it is not an audit trail. Files are written under a dot-name and renamed, so readers never
 see half a file.
 
-Nightly scoring reads :meth:`AccessLedger.actor_stats` and folds it into the planning
-views by actor and record id (memlife/ledger_merge.py). The store's own ``access_count``
-never includes
-ledger hits (recall does not write counts back to the store), so the merge adds counts;
-if counts are ever persisted back into the store, pass ``since=`` the last merge.
+Nightly scoring reads :meth:`AccessLedger.actor_stats` (every read's time, up to the run's
+cutoff) and folds it into the planning views by actor and record id, counting only reads
+since each record's creation (memlife/ledger_merge.py). The store's own ``access_count``
+never includes ledger hits (recall does not write counts back to the store), so the merge
+adds counts; if counts are ever persisted back into the store, the merge must start after
+the last persisted read.
 
 Erasure calls :meth:`AccessLedger.erase`: the files holding those record ids are rewritten
 without their rows.

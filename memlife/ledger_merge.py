@@ -43,6 +43,8 @@ class AccessTimes:
 
     def since(self, created: float) -> tuple[float | None, int]:
         """The last read at or after ``created`` and how many there were (None, 0 if none)."""
+        if not len(self.times) or self.times[0] >= created:  # the common case: all its own
+            return (float(self.times[-1]) if len(self.times) else None), len(self.times)
         n = len(self.times) - int(np.searchsorted(self.times, created, side="left"))
         return (float(self.times[-1]) if n else None), n
 

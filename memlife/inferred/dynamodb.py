@@ -10,10 +10,10 @@ nor kept (the insert's condition lets a new shard take it over).
 
 Items are keyed by record id, so the records grouped under one key are found through a
 member list per (shard, key): ``infk#{sha256 of actor, namespace and key}``, one item per
-record id. It is written before the key it lists, so no key is stored that
-:meth:`DynamoSubjects.forget_keys` cannot find; an entry is only a pointer, checked
-against the record's own item before anything is deleted. Keys stored before member lists
-existed have none and stay on the records grouped under them until those records go.
+record id. A key and its entry are written in one transaction and deleted in one, so no
+stored key is missing from its list, whatever runs between (an erasure racing a
+``remember``). A key stored before member lists existed gets its entry the next time
+``put`` meets its record (items so listed carry ``m``).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from memlife.model import utcnow
 from memlife.state.dynamodb import DynamoState, Key, is_conditional_failure, key
 
 Shard = tuple[str, str]
+_ATTEMPTS = 5  # a transaction another one on the same items cancels is tried again
 
 
 def _key(record_id: str) -> Key:
@@ -48,42 +49,68 @@ def _shard(item: dict[str, Any]) -> Shard:
     return item["actor_id"]["S"], item["namespace"]["S"]
 
 
+def _holds(shard: Shard, subject: str) -> dict[str, Any]:
+    """Condition arguments: the item holds ``subject`` in ``shard``."""
+    return {
+        "ConditionExpression": "#s = :s AND #a = :a AND #n = :n",
+        "ExpressionAttributeNames": {"#s": "subject", "#a": "actor_id", "#n": "namespace"},
+        "ExpressionAttributeValues": {":s": {"S": subject}, ":a": {"S": shard[0]},
+                                      ":n": {"S": shard[1]}},
+    }  # fmt: skip
+
+
 class DynamoSubjects:
     def __init__(self, state: DynamoState) -> None:
         self.state = state
 
-    def get(self, shard: Shard, ids: Sequence[str]) -> dict[str, str]:
+    def _items(self, shard: Shard, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         items = self.state.batch_get([_key(i) for i in ids])
-        return {i["pk"]["S"][5:]: i["subject"]["S"] for i in items if _shard(i) == shard}
+        return {i["pk"]["S"][5:]: i for i in items if _shard(i) == shard}
+
+    def get(self, shard: Shard, ids: Sequence[str]) -> dict[str, str]:
+        return {rid: i["subject"]["S"] for rid, i in self._items(shard, ids).items()}
 
     def put(self, actor_id: str, namespace: str, subjects: Mapping[str, str], how: str) -> None:
         shard = (actor_id, namespace)
-        # the common case on later nights: all known, no write
-        known = self.get(shard, list(subjects))
-        new = {rid: subject for rid, subject in subjects.items() if rid not in known}
-        if not new:
-            return
-        self.state.batch_write(puts=[_member(shard, s, rid) for rid, s in new.items()])
+        # the common case on later nights: all known and listed, no write
+        known = self._items(shard, list(subjects))
+        for rid, item in known.items():
+            if "m" not in item:  # stored before member lists: listed now
+                self._list_known(shard, rid, item["subject"]["S"])
         now = utcnow().isoformat()
-        lost: list[str] = []
-        for rid, subject in new.items():
+        for rid, subject in subjects.items():
+            if rid in known:
+                continue
             item = {**_key(rid), "actor_id": {"S": actor_id}, "namespace": {"S": namespace},
-                    "subject": {"S": subject}, "how": {"S": how}, "assigned_at": {"S": now}}  # fmt: skip
+                    "subject": {"S": subject}, "how": {"S": how}, "assigned_at": {"S": now},
+                    "m": {"N": "1"}}  # fmt: skip
+            insert = {
+                "TableName": self.state.table, "Item": item,
+                "ConditionExpression": "attribute_not_exists(pk) OR #a <> :a OR #n <> :n",
+                "ExpressionAttributeNames": {"#a": "actor_id", "#n": "namespace"},
+                "ExpressionAttributeValues": {":a": {"S": actor_id}, ":n": {"S": namespace}},
+            }  # fmt: skip
+            entry = {"TableName": self.state.table, "Item": _member(shard, subject, rid)}
             try:
-                self.state.ddb.put_item(
-                    TableName=self.state.table, Item=item,
-                    ConditionExpression="attribute_not_exists(pk) OR #a <> :a OR #n <> :n",
-                    ExpressionAttributeNames={"#a": "actor_id", "#n": "namespace"},
-                    ExpressionAttributeValues={":a": {"S": actor_id}, ":n": {"S": namespace}},
-                )  # fmt: skip
+                self.state.ddb.transact_write_items(TransactItems=[{"Put": insert}, {"Put": entry}])
             except ClientError as exc:  # another writer was first: its key stands
                 if not is_conditional_failure(exc):
                     raise
-                lost.append(rid)
-        if lost:  # our member entry lists a key the record does not hold (unless it is the same)
-            stood = self.get(shard, lost)
-            stale = [_member(shard, new[rid], rid) for rid in lost if stood.get(rid) != new[rid]]
-            self.state.batch_write(deletes=stale)
+
+    def _list_known(self, shard: Shard, rid: str, subject: str) -> None:
+        """Give a key stored before member lists its entry, while the record still holds it."""
+        mark = {"TableName": self.state.table, "Key": _key(rid), "UpdateExpression": "SET m = :one",
+                **_holds(shard, subject)}  # fmt: skip
+        mark["ExpressionAttributeValues"] = {
+            **mark["ExpressionAttributeValues"],
+            ":one": {"N": "1"},
+        }
+        entry = {"TableName": self.state.table, "Item": _member(shard, subject, rid)}
+        try:
+            self.state.ddb.transact_write_items(TransactItems=[{"Update": mark}, {"Put": entry}])
+        except ClientError as exc:  # the key went meanwhile: nothing to list
+            if not is_conditional_failure(exc):
+                raise
 
     def forget(self, ids: Sequence[str], shard: Shard | None = None) -> int:
         present = self.state.batch_get([_key(i) for i in ids])
@@ -96,24 +123,31 @@ class DynamoSubjects:
 
     def forget_keys(self, shard: Shard, keys: Collection[str]) -> int:
         """Delete every record's key of ``shard`` among ``keys``, found through the member
-        lists; each delete is conditional on the item still holding that key in that shard
-        (another shard may have taken the id since)."""
+        lists. Each record's key and entry go in one transaction, conditional on the record
+        still holding that key in that shard; an entry whose record holds another key (or
+        none) goes in one conditional on exactly that."""
         n = 0
         for subject in sorted(keys):
-            listed = [i["sk"]["S"] for i in self.state.query(_members(shard, subject))]
-            for rid in listed:
+            for item in list(self.state.query(_members(shard, subject))):
+                n += self._forget_member(shard, subject, item["sk"]["S"])
+        return n
+
+    def _forget_member(self, shard: Shard, subject: str, rid: str) -> int:
+        table = self.state.table
+        entry = {"TableName": table, "Key": _member(shard, subject, rid)}
+        holds = {"TableName": table, "Key": _key(rid), **_holds(shard, subject)}
+        other = {"TableName": table, "Key": _key(rid),
+                 "ConditionExpression": "attribute_not_exists(pk) OR NOT (#s = :s AND #a = :a "
+                                        "AND #n = :n)",
+                 "ExpressionAttributeNames": holds["ExpressionAttributeNames"],
+                 "ExpressionAttributeValues": holds["ExpressionAttributeValues"]}  # fmt: skip
+        for _ in range(_ATTEMPTS):
+            for deleted, items in ((1, [{"Delete": holds}, {"Delete": entry}]),
+                                   (0, [{"ConditionCheck": other}, {"Delete": entry}])):  # fmt: skip
                 try:
-                    self.state.ddb.delete_item(
-                        TableName=self.state.table, Key=_key(rid),
-                        ConditionExpression="#s = :s AND #a = :a AND #n = :n",
-                        ExpressionAttributeNames={"#s": "subject", "#a": "actor_id",
-                                                  "#n": "namespace"},
-                        ExpressionAttributeValues={":s": {"S": subject}, ":a": {"S": shard[0]},
-                                                   ":n": {"S": shard[1]}},
-                    )  # fmt: skip
-                    n += 1
-                except ClientError as exc:  # a stale entry: the record holds another key
+                    self.state.ddb.transact_write_items(TransactItems=items)
+                    return deleted
+                except ClientError as exc:
                     if not is_conditional_failure(exc):
                         raise
-            self.state.batch_write(deletes=[_member(shard, subject, rid) for rid in listed])
-        return n
+        raise RuntimeError(f"inferred subject of record {rid!r}: kept changing while forgotten")
