@@ -60,6 +60,8 @@ PROVISIONING = {
 IMPLIED = {
     "kms:GenerateDataKey": "S3 SSE-KMS: PutObject into the receipts bucket",
     "kms:Decrypt": "S3 SSE-KMS: GetObject from the receipts bucket",
+    "dynamodb:ConditionCheckItem": "a ConditionCheck inside TransactWriteItems "
+    "(inferred/dynamodb.py: an entry goes only while its record holds another key)",
 }
 # IAM prefixes that differ from botocore's signing name
 IAM_PREFIX = {"monitoring": "cloudwatch"}
