@@ -17,6 +17,7 @@ from memlife.embed_cache import EmbeddingCache
 from memlife.erase_sweep import sweep_after_write
 from memlife.errors import InputError, StoreError
 from memlife.model import MemoryRecord, PlanView, plan_view
+from memlife.pinned import pinned_replacements
 from memlife.plan import DELETE_ACTIONS, Action, Decision, Planner, Reason, ShardHints
 from memlife.report import ReportWriter
 from memlife.review_queue import ReviewQueue
@@ -110,9 +111,10 @@ def shard_hints(
     write = not ctx.config.dry_run
     disputed = review_queue(ctx, store).disputed(shard.actor_id, shard.namespace)
     views = [v for p in pages for v in p]
+    pinned = pinned_replacements(store, views)
     todo = needs_inference(views) if ctx.policy.inference.enabled else []
     if len(todo) < 2:
-        return ShardHints(disputed=disputed)
+        return ShardHints(disputed=disputed, pinned=pinned)
     from memlife.inferred.cached import infer_shard
 
     table = per_store(
@@ -124,7 +126,7 @@ def shard_hints(
                         stores_new=write)  # fmt: skip
     if write:
         table.put(shard.actor_id, shard.namespace, found.new, "nightly")
-    return ShardHints(found.subjects, found.statements, found.updates, disputed)
+    return ShardHints(found.subjects, found.statements, found.updates, disputed, pinned)
 
 
 def review_queue(ctx: RunContext, store: MemoryStore) -> ReviewQueue:
@@ -177,7 +179,8 @@ def _deletions(ctx: RunContext, decisions: Sequence[Decision], tally: Tally) -> 
                 tally.ids_not_deleted.append({"id": d.id, "reason": "NOT_ENFORCED"})
                 tally.counts["proposed_deletions"] += 1
         elif d.action is Action.hold and Reason.DELETE_DEFERRED in d.reasons:
-            tally.ids_not_deleted.append({"id": d.id, "reason": "LEGAL_HOLD"})
+            why = "HELD_SOURCE" if Reason.HELD_SOURCE in d.reasons else "LEGAL_HOLD"
+            tally.ids_not_deleted.append({"id": d.id, "reason": why})
     return items
 
 

@@ -24,9 +24,7 @@ def rec(rid: str, content: str, actor: str = "u-1", **kw: object) -> MemoryRecor
     return MemoryRecord(**(base | kw))  # type: ignore[arg-type]
 
 
-def test_a_replacement_a_held_source_points_to_outlives_its_expiry(home: Path) -> None:
-    """R expired and was deleted while the held A still said "replaced by R": A was left
-    superseded by nothing, and once released its fact was served by no record."""
+def _pinned_store(home: Path) -> None:
     store = SqliteStore(home / "memlife.db")
     store.put_many([
         rec("A", "Prefers green tea in the morning.", status=Status.superseded,
@@ -36,6 +34,12 @@ def test_a_replacement_a_held_source_points_to_outlives_its_expiry(home: Path) -
         rec("X", "Had a dentist appointment on Friday.", expires_at=NOW - timedelta(days=1)),
     ])  # fmt: skip
     store.close()
+
+
+def test_a_replacement_a_held_source_points_to_outlives_its_expiry(home: Path) -> None:
+    """R expired and was deleted while the held A still said "replaced by R": A was left
+    superseded by nothing, and once released its fact was served by no record."""
+    _pinned_store(home)
     summary = run_local(RunConfig(dry_run=False, now=NOW, consolidate=False))
     receipt = json.loads(Path(str(summary.receipt)).read_text())
     store = SqliteStore(home / "memlife.db")
@@ -48,6 +52,19 @@ def test_a_replacement_a_held_source_points_to_outlives_its_expiry(home: Path) -
     run_local(RunConfig(dry_run=False, now=NOW + timedelta(days=1), consolidate=False))
     with SqliteStore(home / "memlife.db") as store:
         assert store.get("R") is None
+
+
+def test_a_dry_run_says_the_pinned_replacement_is_kept_as_the_apply_run_does(home: Path) -> None:
+    """The planner read no provenance: a dry run proposed deleting R, which the apply run
+    then kept (HELD_SOURCE). Both now plan a hold for R, and the same counts."""
+    _pinned_store(home)
+    dry = run_local(RunConfig(dry_run=True, now=NOW, consolidate=False))
+    decisions = {d["id"]: d for d in map(json.loads, Path(dry.report).read_text().splitlines())}
+    assert decisions["R"]["action"] == "hold"
+    assert {"DELETE_DEFERRED", "HELD_SOURCE"} <= set(decisions["R"]["reasons"])
+    assert decisions["X"]["action"] == "delete_expired"
+    applied = run_local(RunConfig(dry_run=False, now=NOW, consolidate=False))
+    assert applied.counts == dry.counts and applied.counts["delete_expired"] == 1
 
 
 def test_a_hold_named_with_an_actor_never_takes_another_actors_record(home: Path) -> None:

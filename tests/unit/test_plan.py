@@ -152,6 +152,12 @@ def _cases() -> dict[Reason, tuple[list[MemoryRecord], str, Action]]:
             Action.retain,
             ShardHints(disputed=frozenset({"a"})),
         ),
+        Reason.HELD_SOURCE: (
+            [rec("a", expires_at=days(1))],
+            "a",
+            Action.hold,
+            ShardHints(pinned=frozenset({"a"})),
+        ),
         Reason.SAME_SUBJECT: (
             [
                 rec("a", "Lives in Lisbon.", subject="home", created_at=days(20)),
