@@ -83,13 +83,15 @@ def query_names(text: str) -> QueryNames:
 
 def speakers(text: str) -> list[str]:
     """The keys (:func:`name_key`) of the words naming the speakers of ``text``: each line
-    that opens with capitalised words (lowercase particles such as "van" or "de" between
-    them) and a colon ("Caroline: ...", "Dr. Ann Lee: ...", "- **Ludwig van Beethoven**:")."""
+    that opens with capitalised words (lowercase particles such as "van" or "de" among
+    them) and a colon ("Caroline: ...", "Dr. Ann Lee: ...", "- **Ludwig van Beethoven**:",
+    "de Souza: ...")."""
     out: dict[str, None] = {}
     for m in _SPEAKER_LINE.finditer(text, 0, SPEAKER_WINDOW):
         words = m.group(1).split()
-        if not words[0][0].isupper() or not all(w[0].isupper() or w in _PARTICLES for w in words):
-            continue
+        named = [w for w in words if w[0].isupper()]
+        if not named or not all(w[0].isupper() or w in _PARTICLES for w in words):
+            continue  # a particle may open the line ("de Souza:"), not stand alone ("de:")
         for w in words:
             key = name_key(_POSSESSIVE.sub("", w.rstrip(".")))
             if w[0].isupper() and key not in _TITLES:

@@ -63,6 +63,8 @@ def test_a_memory_speaks_through_lines_that_open_with_a_name_and_a_colon() -> No
     ):
         assert speakers(line) == ["caroline"], line
     assert speakers("Ludwig van Beethoven: hi") == ["ludwig", "beethoven"]
+    assert speakers("de Souza: obrigado") == ["souza"]  # a particle may open the line
+    assert speakers("de: nothing\nvan der: nobody") == []  # particles alone name no one
     assert speakers("Zoë: salut") == ["zoe"] and speakers("Will: hi") == ["will"]
     # a sentence with a colon in it, a time, a link or lowercase words are no speaker
     assert speakers("Caroline went there: it was fun") == []
