@@ -9,17 +9,22 @@ live in the access ledger (memlife/ledger.py), not in the records: a store moved
 or after each record's creation: an earlier record's reads under a reused id are not its)
 as Parquet in the ledger's schema. ``memlife import --access FILE`` adds them to the
 importing side's ledger after the records:
-  - only rows of a record the store holds, by (actor, record id), at or after its creation;
-  - a row already in the ledger (same actor, namespace, record id and time) is not added
-    again, so importing the same file twice, or after a crash part-way, counts each read once;
-  - a row whose ``query_sha256`` is not a sha256 digest is refused and named: the ledger
-    never holds query text.
+  - only rows of a record the store holds, by actor, record id and namespace, read at or
+    after its creation (AgentCore's own record ids, which CloudTrail reads carry, are
+    written under ours);
+  - each read once: a row already in the ledger, or listed twice in the file (same actor,
+    record id and time, as scoring counts them), is not added again, so importing the same
+    file twice, or again after a crash part-way, counts each read once;
+  - refused and named by row (exit 1, the rest imported): a row missing a required field,
+    one stamped later than tomorrow, one whose ``query_sha256`` is not a sha256 digest
+    (the ledger never holds query text).
 No row holds content: ids, times, ranks and hashes, as in the ledger itself.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +34,11 @@ import pyarrow.parquet as pq
 
 from memlife.errors import InputError
 from memlife.ledger import SCHEMA, AccessLedger
+from memlife.model import utcnow
 from memlife.stores.base import MemoryStore
 
-_KEYS = ["actor_id", "namespace", "record_id", "accessed_at"]
+_KEYS = ["actor_id", "record_id", "accessed_at"]  # one read; scoring keys the same way
+FUTURE_SKEW = timedelta(days=1)  # a read stamped later than this is refused, by row
 
 
 @dataclass
@@ -39,7 +46,7 @@ class AccessImport:
     """What ``import --access`` did."""
 
     rows: int = 0  # added to the ledger
-    already: int = 0  # in the ledger before: not added again
+    already: int = 0  # in the ledger before, or earlier in the file: not added again
     not_in_store: int = 0  # no such record here, or read before the record was created
     refused: list[str] = field(default_factory=list)  # "row N: record X: field: why"
 
@@ -48,35 +55,60 @@ class AccessImport:
                 "refused": self.refused}  # fmt: skip
 
 
+_BIRTHS = pa.schema([
+    ("actor_id", pa.string()), ("record_id", pa.string()), ("namespace", pa.string()),
+    ("created_at", SCHEMA.field("accessed_at").type), ("as_id", pa.string()),
+])  # fmt: skip
+
+
 def births(store: MemoryStore) -> pa.Table:
-    """(actor_id, record_id, created_at) of every record of the store, every status."""
+    """(actor_id, record_id, namespace, created_at, as_id) of every record of the store, any
+    status. A record AgentCore also names by its own id (CloudTrail reads carry that one)
+    has a second row under it, ``as_id`` saying which record it is."""
     from memlife.run_planning import iter_views
     from memlife.run_types import Shard
 
-    actors: list[str] = []
-    ids: list[str] = []
-    created: list[int] = []
+    rows: dict[str, list[Any]] = {name: [] for name in _BIRTHS.names}
+    native = getattr(store, "native_ids", None)
     for actor in store.list_actors():
         for namespace in store.list_namespaces(actor):
             for views in iter_views(store, Shard(actor, namespace), 1000):
+                aliases = native([v.id for v in views]) if native is not None else {}
                 for v in views:
-                    actors.append(v.actor_id)
-                    ids.append(v.id)
-                    created.append(round(v.created * 1e6))
-    stamps = pa.array(created, pa.int64()).cast(SCHEMA.field("accessed_at").type)
-    return pa.table({"actor_id": actors, "record_id": ids, "created_at": stamps})
+                    for rid in (v.id, aliases.get(v.id)):
+                        if rid is not None:
+                            rows["actor_id"].append(v.actor_id)
+                            rows["record_id"].append(rid)
+                            rows["namespace"].append(v.namespace)
+                            rows["created_at"].append(round(v.created * 1e6))
+                            rows["as_id"].append(v.id)
+    rows["created_at"] = pa.array(rows["created_at"], pa.int64()).cast(
+        _BIRTHS.field("created_at").type
+    )
+    return pa.table(rows, schema=_BIRTHS)
 
 
 def _own_reads(rows: pa.Table, born: pa.Table) -> pa.Table:
-    """The rows of records in ``born``, read at or after the record's creation."""
-    joined = rows.join(born, keys=["actor_id", "record_id"], join_type="inner")
+    """The rows of records in ``born`` (same actor, id and namespace), read at or after the
+    record's creation, under our record id."""
+    joined = rows.join(born, keys=["actor_id", "record_id", "namespace"], join_type="inner")
     own = joined.filter(pc.greater_equal(joined["accessed_at"], joined["created_at"]))
+    own = own.set_column(own.column_names.index("record_id"), "record_id", own["as_id"])
     return own.select(SCHEMA.names).cast(SCHEMA)
+
+
+def _once(rows: pa.Table) -> pa.Table:
+    """One row per (actor, record id, time): a read listed twice is one read."""
+    if rows.num_rows == 0:
+        return rows
+    rows = rows.append_column("_row", pa.array(range(rows.num_rows), pa.int64()))
+    first = rows.group_by(_KEYS, use_threads=False).aggregate([("_row", "min")])
+    return rows.take(first["_row_min"]).select(SCHEMA.names)
 
 
 def export_access(store: MemoryStore, ledger: AccessLedger, path: Path) -> int:
     """Write the ledger rows of the store's records to ``path``; returns how many."""
-    rows = _own_reads(ledger.read().select(SCHEMA.names), births(store))
+    rows = _once(_own_reads(ledger.read().select(SCHEMA.names), births(store)))
     rows = rows.sort_by([("actor_id", "ascending"), ("record_id", "ascending"),
                          ("accessed_at", "ascending")])  # fmt: skip
     pq.write_table(rows, path)
@@ -103,28 +135,40 @@ def read_access_file(path: Path) -> pa.Table:
     return table.select(SCHEMA.names)
 
 
-def import_access(store: MemoryStore, ledger: AccessLedger, path: Path) -> AccessImport:
+def import_access(
+    store: MemoryStore, ledger: AccessLedger, path: Path, now: datetime | None = None
+) -> AccessImport:
     """Add the file's rows of this store's records to ``ledger`` (see the module doc)."""
     table = read_access_file(path)
     report = AccessImport()
-    digest = pc.match_substring_regex(table["query_sha256"], "^[0-9a-f]{64}$")
-    missing = pc.or_kleene(
-        pc.is_null(table["accessed_at"]),
-        pc.or_kleene(pc.is_null(table["actor_id"]), pc.is_null(table["record_id"])),
-    )
-    bad = pc.or_kleene(missing, pc.invert(pc.fill_null(digest, True)))
-    for i in pc.indices_nonzero(pc.fill_null(bad, True)).to_pylist():
-        row = table.slice(i, 1).to_pylist()[0]
-        why = ("query_sha256: not a sha256 digest (query text is never kept)"
-               if row["accessed_at"] and row["actor_id"] and row["record_id"]
-               else "actor_id, record_id and accessed_at are required")  # fmt: skip
-        report.refused.append(f"row {i + 1}: record {row['record_id']!r}: {why}")
-    good = table.filter(pc.invert(pc.fill_null(bad, True))).cast(SCHEMA)
+    latest = pa.scalar((now or utcnow()) + FUTURE_SKEW, type=SCHEMA.field("accessed_at").type)
+    checks = [
+        ("actor_id, namespace, record_id and accessed_at are required",
+         _any_null(table, ["actor_id", "namespace", "record_id", "accessed_at"])),
+        ("accessed_at: later than now", pc.greater(table["accessed_at"], latest)),
+        ("query_sha256: not a sha256 digest (query text is never kept)",
+         pc.invert(pc.match_substring_regex(table["query_sha256"], "^[0-9a-f]{64}$"))),
+    ]  # fmt: skip
+    bad = pa.array([False] * table.num_rows)
+    for why, flags in checks:
+        flags = pc.and_(pc.fill_null(flags, False), pc.invert(bad))  # one reason a row
+        for i in pc.indices_nonzero(flags).to_pylist():
+            report.refused.append(f"row {i + 1}: record {table['record_id'][i].as_py()!r}: {why}")
+        bad = pc.or_(bad, flags)
+    good = table.filter(pc.invert(bad)).cast(SCHEMA)
     own = _own_reads(good, births(store))
     report.not_in_store = good.num_rows - own.num_rows
+    once = _once(own)
     have = ledger.read().select(_KEYS)
-    new = own.join(have, keys=_KEYS, join_type="left anti") if have.num_rows else own
+    new = once.join(have, keys=_KEYS, join_type="left anti") if have.num_rows else once
     new = new.select(SCHEMA.names).cast(SCHEMA)
-    report.already = own.num_rows - new.num_rows
+    report.already = own.num_rows - new.num_rows  # in the ledger, or earlier in the file
     report.rows = ledger.add_rows(new)
     return report
+
+
+def _any_null(table: pa.Table, names: list[str]) -> pa.ChunkedArray:
+    flags = pc.is_null(table[names[0]])
+    for name in names[1:]:
+        flags = pc.or_(flags, pc.is_null(table[name]))
+    return flags

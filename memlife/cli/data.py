@@ -155,7 +155,7 @@ def register(app: typer.Typer) -> None:
                 f"imported {report.imported} records, {len(report.invalid)} invalid lines, "
                 f"{len(report.conflicts)} skipped, {report.updated} updated, {report.unchanged} unchanged"
             )
-        raise typer.Exit(0 if report.ok else 1)
+        raise typer.Exit(0 if report.ok and not (reads and reads.refused) else 1)
 
     @app.command("export")
     def export(

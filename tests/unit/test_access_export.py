@@ -126,7 +126,7 @@ def test_query_text_in_an_access_file_is_refused_by_row_and_field(
     bad = tmp_path / "bad.parquet"
     pq.write_table(_rows(query_sha256=[QS, "what is my bank password?"]), bad)
     res = runner.invoke(app, ["import", str(src), "--access", str(bad), "--json"])
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 1, res.output  # a refused row is a bad line: the rest goes in
     got = json.loads(res.stdout)["access"]
     assert got["rows"] == 1 and len(got["refused"]) == 1
     assert "row 2" in got["refused"][0] and "query_sha256" in got["refused"][0]
@@ -163,3 +163,76 @@ def test_the_exported_file_has_the_ledgers_schema(
 ) -> None:
     reads = _exported_reads(tmp_path, home, runner)
     assert pq.read_schema(reads).remove_metadata().equals(SCHEMA)
+
+
+def test_a_read_listed_twice_or_under_another_namespace_is_not_counted_twice(
+    home: Path, tmp_path: Path, runner: CliRunner
+) -> None:
+    """Review of session 19: a file holding one read twice added it twice (the anti-join
+    compared the file with the ledger only), and a row naming another actor's namespace was
+    credited to this actor's record of the same id. A null namespace crashed the import
+    after the records were in, naming nothing; a read stamped in the year 17036 was kept."""
+    src = tmp_path / "r.jsonl"
+    src.write_text(json.dumps(good("m-1")) + "\n")
+    one = BORN + timedelta(hours=1)
+    rows = _rows(
+        accessed_at=[one, one, one, BORN + timedelta(hours=2), BORN + timedelta(days=9000)],
+        namespace=["/users/u-1/preferences", "/users/u-1/preferences", "/users/u-2/secret",
+                   None, "/users/u-1/preferences"],
+        actor_id=["u-1"] * 5, record_id=["m-1"] * 5, rank=[1] * 5, query_sha256=[QS] * 5,
+    )  # fmt: skip
+    bad = tmp_path / "dup.parquet"
+    pq.write_table(rows, bad)
+    res = runner.invoke(app, ["import", str(src), "--access", str(bad), "--json"])
+    assert res.exit_code == 1, res.output
+    got = json.loads(res.stdout)["access"]
+    assert (got["rows"], got["already"], got["not_in_store"]) == (1, 1, 1)
+    assert [r.split(":")[0] for r in got["refused"]] == ["row 4", "row 5"]
+    assert "required" in got["refused"][0] and "later than now" in got["refused"][1]
+    assert _counts(AccessLedger(home / "ledger")) == {"m-1": 1}
+
+
+def test_an_empty_store_exports_and_imports_no_reads(
+    home: Path, tmp_path: Path, runner: CliRunner
+) -> None:
+    """Review of session 19: the births of an empty store had no column types and the
+    join failed, after the records file was written."""
+    store = f"sqlite:///{tmp_path / 'empty.db'}"
+    SqliteStore(tmp_path / "empty.db").close()
+    reads = tmp_path / "reads.parquet"
+    res = runner.invoke(app, ["export", "--store", store, "-o", str(tmp_path / "o.jsonl"),
+                              "--access", str(reads)])  # fmt: skip
+    assert res.exit_code == 0 and "0 reads" in res.output, res.output
+    empty = tmp_path / "e.jsonl"
+    empty.write_text("")
+    pq.write_table(_rows(), tmp_path / "some.parquet")
+    res = runner.invoke(app, ["import", str(empty), "--store", store, "--access",
+                              str(tmp_path / "some.parquet"), "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["access"]["not_in_store"] == 2
+
+
+def test_agentcore_reads_under_its_own_record_ids_are_exported_under_ours(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CloudTrail names AgentCore's memoryRecordId: those ledger rows were dropped by the
+    export (its join knew our ids only). They are written under our record id."""
+    from memlife.access_export import export_access
+    from memlife.model import MemoryRecord
+    from tests.fakes.agentcore import agentcore_store
+
+    monkeypatch.setenv("MEMLIFE_HOME", str(tmp_path))
+    ns = "/users/a/episodes"
+    rec = MemoryRecord(id="e-1", actor_id="a", namespace=ns, memory_type="episodic",
+                       content="Asked for a refund.", created_at=BORN)  # fmt: skip
+    with agentcore_store() as (store, _fake):
+        store.put_many([rec])
+        store.page("a", ns)  # learn where the record lives
+        native = store.native_ids(["e-1"])["e-1"]
+        ledger = AccessLedger(tmp_path / "ledger")
+        for h in (1, 2, 3):  # as CloudTrail ingest records them: by memoryRecordId
+            ledger.append("a", ns, native, at=BORN + timedelta(hours=h))
+        ledger.append("a", ns, "e-1", at=BORN + timedelta(hours=4))  # a recall, by our id
+        ledger.flush()
+        assert export_access(store, ledger, tmp_path / "reads.parquet") == 4
+    assert set(pq.read_table(tmp_path / "reads.parquet")["record_id"].to_pylist()) == {"e-1"}
