@@ -196,6 +196,10 @@ def for_store(store: object, run_id: str, purpose: str) -> Lease:
         return acquire(DynamoBackend(remote, identity), run_id, purpose)
     from memlife.journal import SqliteJournal, open_journal
 
+    if getattr(store, "connection", None) is None:  # its state lives in the home: bind it
+        from memlife.state.home import check_home
+
+        check_home(store, claim=True)
     journal = open_journal(store)  # no remote state here: the store's (or home's) SQLite file
     if not isinstance(journal, SqliteJournal):
         raise RuntimeError(f"no lease backend for {type(journal).__name__}")

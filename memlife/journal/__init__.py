@@ -54,6 +54,9 @@ def open_journal(store: object) -> Journal:
         from memlife.journal.dynamodb import DynamoJournal
 
         return remote.part("journal", DynamoJournal)
+    from memlife.state.home import check_home
+
+    check_home(store)  # the home's journal is one store's (state/home.py)
     return SqliteJournal.at(settings().home / "journal.db")
 
 
@@ -74,6 +77,9 @@ def open_memo_reader(
         from memlife.journal.dynamodb import DynamoJournal
 
         return remote.part("journal", DynamoJournal).outcomes  # reads: batch_get only
+    from memlife.state.home import check_home
+
+    check_home(store)
     path = settings().home / "journal.db"
     if not path.exists():
         return None

@@ -34,6 +34,9 @@ def side_connection(store: object, filename: str, schema: str, table: str, *,
         lock = getattr(store, "lock", None)
         ctx: AbstractContextManager[Any] = lock if lock is not None else nullcontext()
     else:
+        from memlife.state.home import check_home
+
+        check_home(store)  # the home's side tables are one store's (state/home.py)
         path = settings().home / filename
         if not create and not path.exists():
             return _memory(schema)

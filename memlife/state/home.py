@@ -1,0 +1,63 @@
+"""One ``MEMLIFE_HOME`` serves one store without a file of its own (AgentCore without
+``MEMLIFE_STATE``), as one state table does (state/dynamodb.py, ``check_store``).
+
+Such a store keeps its journal, lease, review items, tombstones and quarantine snapshots
+in ``$MEMLIFE_HOME/*.db``, keyed by record, actor and operation, not by store: a second
+store on the same home would run the first one's retry queue, take its review items and
+tombstones. The first writer's lease binds the home to its store (the file ``store``,
+linked in whole so two writers cannot both bind it); any other store is refused before it
+reads or writes a side table. A SQLite store keeps all of these in its own file and never
+reads this binding: many SQLite stores may share one home.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+from memlife.settings import settings
+from memlife.state import StateSettingsError
+
+FILENAME = "store"
+
+
+class HomeInUse(StateSettingsError):
+    """The home serves another store: each store without a file needs a home of its own."""
+
+
+def check_home(store: object, *, claim: bool = False) -> None:
+    """Raise HomeInUse unless this home serves ``store``; ``claim`` (a writer, under its
+    lease) binds a home that serves no store yet. Reads only otherwise."""
+    from memlife.stores import store_identity
+
+    identity = store_identity(getattr(store, "url", None))
+    path = settings().home / FILENAME
+    bound = _read(path)
+    if bound is None and claim:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # written whole under a name of its own, then linked in: a reader sees no file or
+        # the whole binding, and a link never replaces a file another writer linked first
+        tmp = path.with_name(f".{FILENAME}.{uuid.uuid4().hex}")
+        tmp.write_text(identity + "\n", encoding="utf-8")
+        try:
+            os.link(tmp, path)
+            bound = identity
+        except FileExistsError:  # another writer bound it first: read whom
+            bound = _read(path)
+        finally:
+            tmp.unlink()
+    if bound is not None and bound != identity:
+        raise HomeInUse(
+            f"MEMLIFE_HOME {settings().home} serves store {bound}, not {identity}: give each "
+            "store without a file of its own a MEMLIFE_HOME of its own, or a state table "
+            "(MEMLIFE_STATE)"
+        )
+
+
+def _read(path: Path) -> str | None:
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return None
+    return text or None
