@@ -35,8 +35,9 @@ _ANY_WORD = re.compile(
 # character bigrams and unigrams, as Lucene's CJK bigram filter with unigrams does (Hangul
 # is written with spaces).
 _CJK_RUN = re.compile(
-    "([\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f]+)"
-)
+    "([\u3005-\u3007\u303b\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
+    "\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f]+)"
+)  # iteration marks (々), ideographic zero (〇), the supplementary ideographs (𠮷)
 # A row's speakers share its postings under this prefix; no word of a text or query has it.
 _SPEAKER = "\x00speaker:"
 _stemmers = threading.local()  # PyStemmer objects must not be shared across threads

@@ -79,7 +79,7 @@ class Reason(StrEnum):
     SUBJECT_INFERRED = "SUBJECT_INFERRED"  # grouped under a subject inferred from embeddings
     SUPERSEDED_RETENTION = "SUPERSEDED_RETENTION"  # superseded longer than the policy keeps it
     DISPUTED = "DISPUTED"  # a reviewer disputed the record: never deleted until resolved
-    HELD_SOURCE = "HELD_SOURCE"  # a held source says "replaced by" it: kept while held
+    HELD_SOURCE = "HELD_SOURCE"  # a held source names it its replacement (memlife/pinned.py)
     SCORE_OK = "SCORE_OK"
 
 
@@ -152,7 +152,6 @@ class ShardHints:
     statements: dict[str, str] = field(default_factory=dict)  # id -> statement key (near dups)
     updates: dict[str, str] = field(default_factory=dict)  # older id -> newer id
     disputed: frozenset[str] = frozenset()
-    pinned: frozenset[str] = frozenset()  # replacements a held source says replaced it
 
 
 @dataclass
@@ -409,10 +408,6 @@ class Planner:
                         if early.action in DELETE_ACTIONS and r.id in hints.disputed:
                             early.action = Action.retain
                             early.reasons.append(Reason.DISPUTED)
-                        elif early.action in DELETE_ACTIONS and r.id in hints.pinned:
-                            # deleting it would leave a held record superseded by nothing
-                            early.action = Action.hold
-                            early.reasons += [Reason.DELETE_DEFERRED, Reason.HELD_SOURCE]
                         decisions.append(early)
                         continue
                 subject = r[4]

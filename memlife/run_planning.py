@@ -17,7 +17,7 @@ from memlife.embed_cache import EmbeddingCache
 from memlife.erase_sweep import sweep_after_write
 from memlife.errors import InputError, StoreError
 from memlife.model import MemoryRecord, PlanView, plan_view
-from memlife.pinned import pinned_replacements
+from memlife.pinned import hold_pinned
 from memlife.plan import DELETE_ACTIONS, Action, Decision, Planner, Reason, ShardHints
 from memlife.report import ReportWriter
 from memlife.review_queue import ReviewQueue
@@ -90,7 +90,8 @@ def plan_shard(
     if views is not None:
         views.update((v.id, v) for p in pages for v in p)
     hints = shard_hints(ctx, store, shard, pages, read)
-    return planner.plan_shard(pages, hints)
+    # the planner reads no provenance: a held source's replacement is held here (pinned.py)
+    return hold_pinned(store, planner.plan_shard(pages, hints))
 
 
 KEEP_READ = 4096  # records of a shard handed from inference to staging, at most
@@ -111,10 +112,9 @@ def shard_hints(
     write = not ctx.config.dry_run
     disputed = review_queue(ctx, store).disputed(shard.actor_id, shard.namespace)
     views = [v for p in pages for v in p]
-    pinned = pinned_replacements(store, views)
     todo = needs_inference(views) if ctx.policy.inference.enabled else []
     if len(todo) < 2:
-        return ShardHints(disputed=disputed, pinned=pinned)
+        return ShardHints(disputed=disputed)
     from memlife.inferred.cached import infer_shard
 
     table = per_store(
@@ -126,7 +126,7 @@ def shard_hints(
                         stores_new=write)  # fmt: skip
     if write:
         table.put(shard.actor_id, shard.namespace, found.new, "nightly")
-    return ShardHints(found.subjects, found.statements, found.updates, disputed, pinned)
+    return ShardHints(found.subjects, found.statements, found.updates, disputed)
 
 
 def review_queue(ctx: RunContext, store: MemoryStore) -> ReviewQueue:

@@ -67,6 +67,35 @@ def test_a_dry_run_says_the_pinned_replacement_is_kept_as_the_apply_run_does(hom
     assert applied.counts == dry.counts and applied.counts["delete_expired"] == 1
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        dict(status=Status.retained),
+        dict(status=Status.superseded, retention_class=RetentionClass.legal_hold,
+             namespace="/users/u-1/old"),
+        dict(status=Status.active, retention_class=RetentionClass.legal_hold),
+    ],
+    ids=["retained-status", "another-namespace", "held-active"],
+)  # fmt: skip
+def test_dry_run_and_apply_agree_for_every_kind_of_held_source(home: Path, source: dict) -> None:
+    """Review of session 19: the first planning check looked only at held, superseded
+    sources of the same shard; the applier looks at every held source a replacement names.
+    Both now ask one function (pinned.pinned_by_a_hold)."""
+    with SqliteStore(home / "memlife.db") as store:
+        store.put_many([
+            rec("A", "Prefers green tea.", provenance=Provenance(replaced_by="R"), **source),
+            rec("R", "Prefers green tea.", expires_at=NOW - timedelta(days=1),
+                provenance=Provenance(supersedes=["A"])),
+        ])  # fmt: skip
+    dry = run_local(RunConfig(dry_run=True, now=NOW, consolidate=False))
+    decisions = {d["id"]: d for d in map(json.loads, Path(dry.report).read_text().splitlines())}
+    assert decisions["R"]["action"] == "hold" and "HELD_SOURCE" in decisions["R"]["reasons"]
+    applied = run_local(RunConfig(dry_run=False, now=NOW, consolidate=False))
+    assert applied.counts == dry.counts
+    with SqliteStore(home / "memlife.db") as store:
+        assert store.get("R") is not None
+
+
 def test_a_hold_named_with_an_actor_never_takes_another_actors_record(home: Path) -> None:
     store = SqliteStore(home / "memlife.db")
     store.put_many([rec("a", "Fact A."), rec("b", "Fact B.", actor="u-2")])

@@ -389,3 +389,4 @@ def test_chinese_and_japanese_words_are_found_inside_sentences_written_without_s
     assert tokenize("iPhone手机") == ["iphon", "手机", "手", "机"]
     assert tokenize("한국어 문장") == ["한국어", "문장"]
     assert tokenize("ｶﾀｶﾅ") == tokenize("カタカナ")  # half-width kana fold to full width
+    assert "人々" in tokenize("人々が集まった") and "𠮷野" in tokenize("𠮷野家")  # 々, 𠮷

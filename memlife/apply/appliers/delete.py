@@ -12,6 +12,7 @@ from memlife.errors import ShardStopped
 from memlife.faults import checkpoint
 from memlife.journal import Operation, OpKind, OpState, Outcome
 from memlife.model import MemoryRecord, content_sha256
+from memlife.pinned import pinned_by_a_hold
 
 if TYPE_CHECKING:
     from memlife.apply.executor import Executor
@@ -22,7 +23,7 @@ def delete_records(ex: Executor, ops: list[Operation]) -> dict[str, Result]:
     """Delete in one batch, re-checking each record right before (a hold may be new)."""
     by_record = {o.record_id: o for o in ops}
     current = get_many(ex.store, list(by_record))
-    pinned = _pinned_by_a_hold(ex, current)
+    pinned = pinned_by_a_hold(ex.store, current)
     out: dict[str, Result] = {}
     ids = []
     for rid, o in by_record.items():
@@ -96,21 +97,6 @@ def forget_content(ex: Executor, gone: list[Operation], current: dict[str, Memor
     subjects = InferredSubjects.for_store(ex.store)
     for shard, removed in shards.items():
         subjects.forget_removed(shard, removed)
-
-
-def _pinned_by_a_hold(ex: Executor, current: dict[str, MemoryRecord]) -> set[str]:
-    """Replacements a held source still points to: deleting one (expired, forgotten,
-    purged) would leave the held record superseded by nothing (invariants 1 and 3), and
-    its fact unserved once the hold goes. Read from the replacements' own source lists."""
-    sources = {s for r in current.values() for s in r.provenance.supersedes}
-    if not sources:
-        return set()
-    pinned: set[str] = set()
-    for s in get_many(ex.store, sorted(sources)).values():
-        by = s.provenance.replaced_by
-        if s.held and by is not None and by in current:
-            pinned.add(by)
-    return pinned
 
 
 _REMOVALS = (OpKind.delete, OpKind.erase, OpKind.purge)
