@@ -16,19 +16,40 @@ from memlife.model import MemoryRecord
 from memlife.plan import DELETE_ACTIONS, Action, Decision, Reason
 from memlife.stores.base import MemoryStore
 
+MAX_CHAIN = 16  # replacements of replacements followed down to a held source, at most
+
 
 def pinned_by_a_hold(store: MemoryStore, current: Mapping[str, MemoryRecord]) -> set[str]:
     """Those of ``current`` (records about to be deleted) that a held source still names as
-    its replacement, read from the records' own source lists (any shard, any status that
-    holds: legal hold or retained)."""
-    sources = {s for r in current.values() for s in r.provenance.supersedes}
-    if not sources:
-        return set()
-    return {
-        by
-        for s in get_many(store, sorted(sources)).values()
-        if s.held and (by := s.provenance.replaced_by) is not None and by in current
-    }
+    its replacement, directly or through a chain of replacements (A held -> R1 -> R2: R1 is
+    kept for A, so R2 is kept for R1). Read from the records' own source lists, level by
+    level (any shard; held is legal hold or retained)."""
+    seen: dict[str, MemoryRecord] = dict(current)
+    named_by: dict[str, list[str]] = {}  # record -> the sources that name it their replacement
+    level = [r for r in current.values() if r.provenance.supersedes]
+    for _ in range(MAX_CHAIN):
+        wanted = sorted({s for r in level for s in r.provenance.supersedes if s not in seen})
+        seen.update(get_many(store, wanted) if wanted else {})
+        up = []
+        for r in level:
+            for sid in r.provenance.supersedes:
+                s = seen.get(sid)
+                if s is not None and s.provenance.replaced_by == r.id:
+                    named_by.setdefault(r.id, []).append(sid)
+                    if not s.held and s.provenance.supersedes:
+                        up.append(s)
+        if not up:
+            break
+        level = up
+    anchored: dict[str, bool] = {}
+
+    def held_below(rid: str) -> bool:
+        if rid not in anchored:
+            anchored[rid] = False  # a cycle anchors nothing
+            anchored[rid] = any(seen[s].held or held_below(s) for s in named_by.get(rid, ()))
+        return anchored[rid]
+
+    return {rid for rid in current if held_below(rid)}
 
 
 def hold_pinned(store: MemoryStore, decisions: list[Decision]) -> list[Decision]:

@@ -96,6 +96,36 @@ def test_dry_run_and_apply_agree_for_every_kind_of_held_source(home: Path, sourc
         assert store.get("R") is not None
 
 
+def test_a_chain_of_replacements_under_a_hold_is_kept_to_its_end(home: Path) -> None:
+    """Review of session 19: with A (held) -> R1 -> R2, R1 was kept (A names it) but R2
+    expired and went, leaving R1 "replaced by" nothing and A's fact unserved once the hold
+    goes. The pin follows the chain; a chain whose bottom is not held is not pinned."""
+    with SqliteStore(home / "memlife.db") as store:
+        store.put_many([
+            rec("A", "Prefers green tea.", status=Status.superseded,
+                retention_class=RetentionClass.legal_hold, provenance=Provenance(replaced_by="R1")),
+            rec("R1", "Prefers green tea!", status=Status.superseded,
+                expires_at=NOW - timedelta(days=1),
+                provenance=Provenance(supersedes=["A"], replaced_by="R2")),
+            rec("R2", "Prefers green tea!!", expires_at=NOW - timedelta(days=1),
+                provenance=Provenance(supersedes=["R1"])),
+            rec("B", "Likes jazz.", status=Status.superseded, provenance=Provenance(replaced_by="S1")),
+            rec("S1", "Likes jazz!", status=Status.superseded, expires_at=NOW - timedelta(days=1),
+                provenance=Provenance(supersedes=["B"], replaced_by="S2")),
+            rec("S2", "Likes jazz!!", expires_at=NOW - timedelta(days=1),
+                provenance=Provenance(supersedes=["S1"])),
+        ])  # fmt: skip
+    dry = run_local(RunConfig(dry_run=True, now=NOW, consolidate=False))
+    decisions = {d["id"]: d for d in map(json.loads, Path(dry.report).read_text().splitlines())}
+    assert decisions["R1"]["action"] == decisions["R2"]["action"] == "hold"
+    assert decisions["S2"]["action"] == "delete_expired"  # no hold below it
+    applied = run_local(RunConfig(dry_run=False, now=NOW, consolidate=False))
+    assert applied.counts == dry.counts
+    with SqliteStore(home / "memlife.db") as store:
+        assert store.get("R1") is not None and store.get("R2") is not None
+        assert store.get("S2") is None
+
+
 def test_a_hold_named_with_an_actor_never_takes_another_actors_record(home: Path) -> None:
     store = SqliteStore(home / "memlife.db")
     store.put_many([rec("a", "Fact A."), rec("b", "Fact B.", actor="u-2")])
