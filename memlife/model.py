@@ -169,8 +169,8 @@ class MemoryRecord(BaseModel):
     @property
     def held(self) -> bool:
         """Under legal hold or retained: nothing changes or removes it (invariant 1). The
-        one place this is decided; every writer asks the record."""
-        return self.retention_class is RetentionClass.legal_hold or self.status is Status.retained
+        one place this is decided; every writer asks the record (or :func:`is_held`)."""
+        return is_held(self.retention_class, self.status)
 
     def to_json(self) -> str:
         return self.model_dump_json()
@@ -203,6 +203,24 @@ class PlanView(NamedTuple):
     negated: bool
     confidence: float = 1.0
     subject_inferred: bool = False  # the subject came from group.infer_subjects, not a person
+
+
+class Link(NamedTuple):
+    """What a hold's pin on replacements needs of a record (memlife/pinned.py): no content."""
+
+    held: bool
+    replaced_by: str | None
+    supersedes: tuple[str, ...]
+
+
+def link_of(r: MemoryRecord) -> Link:
+    return Link(r.held, r.provenance.replaced_by, tuple(r.provenance.supersedes))
+
+
+def is_held(retention_class: str, status: str) -> bool:
+    """:attr:`MemoryRecord.held` from the two stored values (a store's fast path gives
+    plain strings; the enums compare equal to them)."""
+    return retention_class == RetentionClass.legal_hold or status == Status.retained
 
 
 def _epoch(value: datetime | None) -> float | None:

@@ -3,62 +3,97 @@ applier alike, so a dry run says what the apply run does.
 
 A source kept under hold after consolidation still says "replaced by R". Deleting R
 (expired, superseded too long) would leave the held record superseded by nothing and its
-fact unserved once the hold goes (invariants 1 and 3). The applier always skipped such an
-R (``HELD_SOURCE``) but the planner read no provenance, so a dry run proposed deleting it.
+fact unserved once the hold goes (invariants 1 and 3). So does deleting R2 where R was
+itself replaced by R2: the pin follows the chain. The applier always skipped a pinned R
+(``HELD_SOURCE``) but the planner read no provenance, so a dry run proposed deleting it.
+
+The links are read two ways, and a record is pinned when a held record reaches it along
+"replaced by" links: up from each delete candidate through the sources it lists (any
+shard), and down from the shard's held, superseded records through their replacements
+(a replacement need not list its source: a status set online, an import). Both walks go
+until nothing new is found, so no chain is too long and a cycle ends the walk.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 
-from memlife.apply.appliers.base import get_many
-from memlife.model import MemoryRecord
+from memlife.model import Link, PlanView, RetentionClass, Status, link_of
 from memlife.plan import DELETE_ACTIONS, Action, Decision, Reason
 from memlife.stores.base import MemoryStore
 
-MAX_CHAIN = 16  # replacements of replacements followed down to a held source, at most
+
+def read_links(store: MemoryStore, ids: Collection[str]) -> dict[str, Link]:
+    """The store's fast path (SQLite reads three columns) where it has one."""
+    if not ids:
+        return {}
+    fast = getattr(store, "links_many", None)
+    if fast is not None:
+        got: dict[str, Link] = fast(sorted(ids))
+        return got
+    from memlife.apply.appliers.base import get_many
+
+    return {rid: link_of(r) for rid, r in get_many(store, sorted(ids)).items()}
 
 
-def pinned_by_a_hold(store: MemoryStore, current: Mapping[str, MemoryRecord]) -> set[str]:
-    """Those of ``current`` (records about to be deleted) that a held source still names as
-    its replacement, directly or through a chain of replacements (A held -> R1 -> R2: R1 is
-    kept for A, so R2 is kept for R1). Read from the records' own source lists, level by
-    level (any shard; held is legal hold or retained)."""
-    seen: dict[str, MemoryRecord] = dict(current)
-    named_by: dict[str, list[str]] = {}  # record -> the sources that name it their replacement
-    level = [r for r in current.values() if r.provenance.supersedes]
-    for _ in range(MAX_CHAIN):
-        wanted = sorted({s for r in level for s in r.provenance.supersedes if s not in seen})
-        seen.update(get_many(store, wanted) if wanted else {})
+def pinned_by_a_hold(
+    store: MemoryStore, current: Mapping[str, Link], held_sources: Iterable[str] = ()
+) -> set[str]:
+    """Those of ``current`` (records about to be deleted) that a held record reaches along
+    "replaced by" links; ``held_sources``: ids of held records to walk down from."""
+    seen: dict[str, Link] = dict(current)
+    names: dict[str, set[str]] = {}  # record -> the records it names as its replacement
+    level = [rid for rid, link in current.items() if link.supersedes]
+    while level:  # up: each record's sources that name it
+        seen.update(read_links(store, {s for r in level for s in seen[r].supersedes} - seen.keys()))
         up = []
-        for r in level:
-            for sid in r.provenance.supersedes:
-                s = seen.get(sid)
-                if s is not None and s.provenance.replaced_by == r.id:
-                    named_by.setdefault(r.id, []).append(sid)
-                    if not s.held and s.provenance.supersedes:
-                        up.append(s)
-        if not up:
-            break
+        for rid in level:
+            for sid in seen[rid].supersedes:
+                source = seen.get(sid)
+                if (
+                    source is not None
+                    and source.replaced_by == rid
+                    and rid not in names.get(sid, ())
+                ):
+                    names.setdefault(sid, set()).add(rid)
+                    if not source.held and source.supersedes:
+                        up.append(sid)
         level = up
-    anchored: dict[str, bool] = {}
+    down = list(held_sources)
+    seen.update(read_links(store, set(down) - seen.keys()))
+    while down:  # down: from held records through their replacements
+        nxt = []
+        for rid in down:
+            link = seen.get(rid)
+            by = link.replaced_by if link is not None else None
+            if by is not None and by not in names.get(rid, ()):
+                names.setdefault(rid, set()).add(by)
+                nxt.append(by)
+        seen.update(read_links(store, set(nxt) - seen.keys()))
+        down = nxt
+    pinned: set[str] = set()
+    todo = [rid for rid, link in seen.items() if link.held]
+    while todo:  # every record a held record reaches: the same answer in any order
+        for nxt_id in names.get(todo.pop(), ()):
+            if nxt_id not in pinned:
+                pinned.add(nxt_id)
+                todo.append(nxt_id)
+    return pinned & current.keys()
 
-    def held_below(rid: str) -> bool:
-        if rid not in anchored:
-            anchored[rid] = False  # a cycle anchors nothing
-            anchored[rid] = any(seen[s].held or held_below(s) for s in named_by.get(rid, ()))
-        return anchored[rid]
 
-    return {rid for rid in current if held_below(rid)}
-
-
-def hold_pinned(store: MemoryStore, decisions: list[Decision]) -> list[Decision]:
+def hold_pinned(
+    store: MemoryStore, views: Iterable[PlanView], decisions: list[Decision]
+) -> list[Decision]:
     """``decisions`` with each planned delete of a pinned replacement made a hold
-    (``DELETE_DEFERRED``, ``HELD_SOURCE``). Reads the delete candidates, when there are any."""
+    (``DELETE_DEFERRED``, ``HELD_SOURCE``). Reads the links of the delete candidates and
+    of the shard's held, superseded records, when there are delete candidates."""
     deletes = [d.id for d in decisions if d.action in DELETE_ACTIONS]
     if not deletes:
         return decisions
-    pinned = pinned_by_a_hold(store, get_many(store, deletes))
+    # the store's fast path gives plain strings: compare by value
+    held = [v.id for v in views
+            if v.status == Status.superseded and v.retention_class == RetentionClass.legal_hold]  # fmt: skip
+    pinned = pinned_by_a_hold(store, read_links(store, deletes), held)
     for d in decisions:
         if d.id in pinned and d.action in DELETE_ACTIONS:
             d.action = Action.hold

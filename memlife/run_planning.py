@@ -91,7 +91,7 @@ def plan_shard(
         views.update((v.id, v) for p in pages for v in p)
     hints = shard_hints(ctx, store, shard, pages, read)
     # the planner reads no provenance: a held source's replacement is held here (pinned.py)
-    return hold_pinned(store, planner.plan_shard(pages, hints))
+    return hold_pinned(store, (v for p in pages for v in p), planner.plan_shard(pages, hints))
 
 
 KEEP_READ = 4096  # records of a shard handed from inference to staging, at most

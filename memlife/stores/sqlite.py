@@ -28,6 +28,7 @@ from pydantic import BaseModel
 from memlife import faults
 from memlife.errors import CorruptRecordError
 from memlife.model import (
+    Link,
     MemoryRecord,
     MemoryType,
     PlanView,
@@ -36,6 +37,7 @@ from memlife.model import (
     Source,
     Status,
     content_sha256,
+    is_held,
     utcnow,
 )
 from memlife.sql_in import in_chunks, marks
@@ -462,6 +464,24 @@ class SqliteStore:
             for qs, chunk in in_chunks(ids):
                 for row in self.connection.execute(f"{_SELECT} WHERE id IN ({qs})", chunk):
                     out[row[0]] = row_to_record(row)
+        return out
+
+    def links_many(self, ids: Sequence[str]) -> dict[str, Link]:
+        """Hold and replacement links of these records (memlife/pinned.py): three columns,
+        no content, no record built."""
+        out: dict[str, Link] = {}
+        q = "SELECT id, retention_class, status, provenance FROM records WHERE id IN ({})"
+        with self.lock:
+            for qs, chunk in in_chunks(ids):
+                for rid, retention, status, raw in self.connection.execute(q.format(qs), chunk):
+                    held = is_held(retention, status)
+                    if '"replaced_by":null' in raw and '"supersedes":[]' in raw:
+                        out[rid] = Link(held, None, ())  # most records: nothing to parse
+                        continue
+                    prov = json.loads(raw)
+                    out[rid] = Link(
+                        held, prov.get("replaced_by"), tuple(prov.get("supersedes") or ())
+                    )
         return out
 
     def count(self, statuses: Sequence[Status] | None = None) -> int:

@@ -126,6 +126,60 @@ def test_a_chain_of_replacements_under_a_hold_is_kept_to_its_end(home: Path) -> 
         assert store.get("S2") is None
 
 
+def _dry_and_apply(home: Path) -> dict[str, str]:
+    """Each record's planned action in a dry run; then the apply run, whose counts agree."""
+    dry = run_local(RunConfig(dry_run=True, now=NOW, consolidate=False))
+    actions = {
+        d["id"]: d["action"] for d in map(json.loads, Path(dry.report).read_text().splitlines())
+    }
+    assert run_local(RunConfig(dry_run=False, now=NOW, consolidate=False)).counts == dry.counts
+    return actions
+
+
+def test_a_held_source_its_replacement_does_not_list_still_pins_it(home: Path) -> None:
+    """Review of session 19: O (held) says "replaced by N" but N lists no source (a status
+    set online, an import). The walk up from N found nothing, and N was deleted."""
+    with SqliteStore(home / "memlife.db") as store:
+        store.put_many([
+            rec("O", "Prefers green tea.", status=Status.superseded,
+                retention_class=RetentionClass.legal_hold, provenance=Provenance(replaced_by="N")),
+            rec("N", "Prefers green tea.", expires_at=NOW - timedelta(days=1)),
+        ])  # fmt: skip
+    assert _dry_and_apply(home)["N"] == "hold"
+    with SqliteStore(home / "memlife.db") as store:
+        assert store.get("N") is not None
+
+
+def test_a_chain_of_any_length_is_followed_and_cycles_end_the_walk(home: Path) -> None:
+    """Review of session 19: the walk stopped after 16 links and let the 17th go. Nightly
+    re-consolidation grows a chain by a link a night. A cycle of replacements with no hold
+    below it pins nothing, whatever order its records come in."""
+    links = [rec("A", "Fact 0.", status=Status.superseded,
+                 retention_class=RetentionClass.legal_hold, provenance=Provenance(replaced_by="R1"))]  # fmt: skip
+    for i in range(1, 25):
+        last = i == 24
+        links.append(rec(f"R{i}", f"Fact {i}.", status=Status.active if last else Status.superseded,
+                         expires_at=NOW - timedelta(days=1) if last else None,
+                         provenance=Provenance(supersedes=["A" if i == 1 else f"R{i - 1}"],
+                                               replaced_by=None if last else f"R{i + 1}")))  # fmt: skip
+    cycle = [
+        rec("X", "Cycle x.", expires_at=NOW - timedelta(days=1),
+            provenance=Provenance(supersedes=["Y"], replaced_by="Y")),
+        rec("Y", "Cycle y.", expires_at=NOW - timedelta(days=1),
+            provenance=Provenance(supersedes=["X"], replaced_by="X")),
+    ]  # fmt: skip
+    with SqliteStore(home / "memlife.db") as store:
+        store.put_many(links + cycle)
+        from memlife.pinned import pinned_by_a_hold, read_links
+
+        for order in (["X", "Y"], ["Y", "X"]):
+            assert pinned_by_a_hold(store, read_links(store, order)) == set()
+    actions = _dry_and_apply(home)
+    assert actions["R24"] == "hold" and actions["X"] == actions["Y"] == "delete_expired"
+    with SqliteStore(home / "memlife.db") as store:
+        assert store.get("R24") is not None and store.get("X") is None
+
+
 def test_a_hold_named_with_an_actor_never_takes_another_actors_record(home: Path) -> None:
     store = SqliteStore(home / "memlife.db")
     store.put_many([rec("a", "Fact A."), rec("b", "Fact B.", actor="u-2")])
@@ -152,3 +206,23 @@ def test_hold_release_names_what_it_did_not_release_and_never_creates_a_store(
         app, ["hold", "release", "--id", "a", "--store", f"sqlite:///{missing}"]
     )
     assert res.exit_code != 0 and not missing.exists()
+
+
+def test_the_sqlite_fast_path_reads_the_same_links_as_the_records(home: Path) -> None:
+    """`SqliteStore.links_many` skips parsing provenance that holds no link; a source event
+    quoting the very text it looks for must not fool it."""
+    from memlife.model import link_of
+
+    tricky = 'x","replaced_by":null,"supersedes":[],"y":"'
+    with SqliteStore(home / "memlife.db") as store:
+        store.put_many([
+            rec("a", "Fact a."),
+            rec("b", "Fact b.", provenance=Provenance(source_event=tricky, replaced_by="c")),
+            rec("c", "Fact c.", provenance=Provenance(source_event=tricky, supersedes=["b"])),
+            rec("d", "Fact d.", status=Status.retained, provenance=Provenance(supersedes=["a", "b"])),
+            rec("e", "Fact e.", retention_class=RetentionClass.legal_hold),
+        ])  # fmt: skip
+        ids = ["a", "b", "c", "d", "e", "missing"]
+        slow = {rid: link_of(r) for rid, r in store.get_many(ids).items()}
+        assert store.links_many(ids) == slow and slow["b"].replaced_by == "c"
+        assert slow["d"].held and slow["e"].held and not slow["a"].held

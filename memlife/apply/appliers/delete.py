@@ -12,7 +12,6 @@ from memlife.errors import ShardStopped
 from memlife.faults import checkpoint
 from memlife.journal import Operation, OpKind, OpState, Outcome
 from memlife.model import MemoryRecord, content_sha256
-from memlife.pinned import pinned_by_a_hold
 
 if TYPE_CHECKING:
     from memlife.apply.executor import Executor
@@ -23,7 +22,10 @@ def delete_records(ex: Executor, ops: list[Operation]) -> dict[str, Result]:
     """Delete in one batch, re-checking each record right before (a hold may be new)."""
     by_record = {o.record_id: o for o in ops}
     current = get_many(ex.store, list(by_record))
-    pinned = pinned_by_a_hold(ex.store, current)
+    from memlife.model import link_of
+    from memlife.pinned import pinned_by_a_hold  # pinned imports the planner
+
+    pinned = pinned_by_a_hold(ex.store, {rid: link_of(r) for rid, r in current.items()})
     out: dict[str, Result] = {}
     ids = []
     for rid, o in by_record.items():
