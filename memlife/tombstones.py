@@ -72,6 +72,9 @@ def _backend(store: MemoryStore) -> TombstoneBackend:
         from memlife.state.side import DynamoTombstones
 
         return remote.part("tombstones", DynamoTombstones)
+    from memlife.state.home import check_home
+
+    check_home(store)  # the home's tombstones are one store's (state/home.py)
     path = str(settings().home / "tombstones.db")
     with _side_lock:
         if path not in _side:
@@ -80,6 +83,12 @@ def _backend(store: MemoryStore) -> TombstoneBackend:
 
 
 def add(store: MemoryStore, records: Iterable[MemoryRecord]) -> int:
+    if getattr(store, "connection", None) is None:  # a home's first writer binds it
+        from memlife.state import uses_remote_state
+        from memlife.state.home import check_home
+
+        if getattr(store, "tombstone_backend", None) is None and uses_remote_state(store) is None:
+            check_home(store, claim=True)
     return _backend(store).add_tombstones(rows_for(records))
 
 

@@ -13,6 +13,7 @@ reads this binding: many SQLite stores may share one home.
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from memlife.settings import settings
 from memlife.state import StateSettingsError
 
 FILENAME = "store"
+_EMPTY_WAITS = 100  # a binding file met empty is read again for up to a second
 
 
 class HomeInUse(StateSettingsError):
@@ -38,15 +40,7 @@ def check_home(store: object, *, claim: bool = False) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         # written whole under a name of its own, then linked in: a reader sees no file or
         # the whole binding, and a link never replaces a file another writer linked first
-        tmp = path.with_name(f".{FILENAME}.{uuid.uuid4().hex}")
-        tmp.write_text(identity + "\n", encoding="utf-8")
-        try:
-            os.link(tmp, path)
-            bound = identity
-        except FileExistsError:  # another writer bound it first: read whom
-            bound = _read(path)
-        finally:
-            tmp.unlink()
+        bound = _bind(path, identity)
     if bound is not None and bound != identity:
         raise HomeInUse(
             f"MEMLIFE_HOME {settings().home} serves store {bound}, not {identity}: give each "
@@ -55,9 +49,40 @@ def check_home(store: object, *, claim: bool = False) -> None:
         )
 
 
-def _read(path: Path) -> str | None:
+def _bind(path: Path, identity: str) -> str | None:
+    """Write the binding whole under a name of its own, then link it in: a reader sees no
+    file or all of it, and a link never replaces a file another writer linked first. A
+    filesystem without hard links gets an exclusive create and one write instead (a
+    reader may then meet the file empty for a moment: _read waits for it)."""
+    tmp = path.with_name(f".{FILENAME}.{uuid.uuid4().hex}")
+    tmp.write_text(identity + "\n", encoding="utf-8")
     try:
-        text = path.read_text(encoding="utf-8").strip()
-    except FileNotFoundError:
-        return None
-    return text or None
+        os.link(tmp, path)
+        return identity
+    except FileExistsError:  # another writer bound it first: read whom
+        return _read(path)
+    except OSError:  # no hard links here
+        pass
+    finally:
+        tmp.unlink()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return _read(path)
+    with os.fdopen(fd, "wb") as f:
+        f.write((identity + "\n").encode("utf-8"))
+        f.flush()
+        os.fsync(f.fileno())
+    return identity
+
+
+def _read(path: Path) -> str | None:
+    for _ in range(_EMPTY_WAITS):
+        try:
+            text = path.read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            return None
+        if text:
+            return text
+        time.sleep(0.01)  # created, not yet written (the exclusive-create path)
+    raise HomeInUse(f"{path} names no store: remove it, or write the store it serves into it")

@@ -36,7 +36,7 @@ def side_connection(store: object, filename: str, schema: str, table: str, *,
     else:
         from memlife.state.home import check_home
 
-        check_home(store)  # the home's side tables are one store's (state/home.py)
+        check_home(store, claim=create)  # one store's side tables (state/home.py)
         path = settings().home / filename
         if not create and not path.exists():
             return _memory(schema)

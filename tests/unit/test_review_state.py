@@ -347,7 +347,7 @@ def test_dry_run_creates_no_file_under_home(tmp_path: Path, monkeypatch) -> None
     assert not home.exists()
     ReviewQueue.for_store(RemoteStore()).queue([_d("r1", 1.0)], budget=1, run_id="n", at=NIGHT)
     InferredSubjects.for_store(RemoteStore()).put("a", "/n", {"m-1": "k"}, "nightly")
-    assert sorted(p.name for p in home.iterdir()) == ["inferred.db", "reviews.db"]
+    assert sorted(p.name for p in home.iterdir()) == ["inferred.db", "reviews.db", "store"]
     # and the dry run now reads what exists
     assert ReviewQueue.for_store(RemoteStore(), create=False).get(
         item_id("r1", "MISSING_OWNER", "a", "/n")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from memlife import tombstones
 from memlife.inferred import InferredSubjects
 from memlife.journal import open_journal
 from memlife.lease import for_store
@@ -36,6 +37,8 @@ def test_the_first_writer_binds_the_home_and_another_store_is_refused(home: Path
         open_journal,
         InferredSubjects.for_store,
         ReviewQueue.for_store,
+        tombstones.listing,  # review of session 19: tombstones were read and written
+        lambda s: tombstones.add(s, []),
         lambda s: for_store(s, "run-2", "nightly"),
     ):
         with pytest.raises(
@@ -46,7 +49,18 @@ def test_the_first_writer_binds_the_home_and_another_store_is_refused(home: Path
     check_home(NoFileStore("mem-A"), claim=True)
 
 
-def test_two_writers_binding_one_home_at_once_leave_one_binding(home: Path) -> None:
+@pytest.mark.parametrize("links", [True, False], ids=["hard-links", "no-hard-links"])
+def test_two_writers_binding_one_home_at_once_leave_one_binding(
+    home: Path, links: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review of session 19: on a filesystem that refuses hard links every lease failed
+    with a raw PermissionError; the exclusive-create path must hold the race as well."""
+    if not links:
+
+        def refuse(src: object, dst: object) -> None:
+            raise PermissionError(1, "Operation not permitted")
+
+        monkeypatch.setattr("memlife.state.home.os.link", refuse)
     home.mkdir(parents=True, exist_ok=True)
     stores = [NoFileStore(f"mem-{i}") for i in range(8)]
     start = threading.Barrier(len(stores))
@@ -88,3 +102,14 @@ def test_the_cli_names_both_stores_and_exits_2(home: Path) -> None:
         open_journal(NoFileStore("mem-B"))
     text, code = one_line_error(caught.value)
     assert code == 2 and "mem-A" in text and "mem-B" in text and "MEMLIFE_STATE" in text
+
+
+def test_a_writer_without_a_lease_binds_the_home_too(home: Path) -> None:
+    """Review of session 19: only a lease bound the home, so `remember` or an import of
+    store B wrote side tables into an unbound home that store A's lease then took over."""
+    a, b = NoFileStore("mem-A"), NoFileStore("mem-B")
+    InferredSubjects.for_store(a, create=False)  # a dry run creates nothing, binds nothing
+    assert not (home / "store").exists()
+    InferredSubjects.for_store(b).put("u", "/n", {"r-1": "subject of b ~000000"}, "remember")
+    with pytest.raises(HomeInUse, match="serves store agentcore://mem-B"):
+        for_store(a, "run-1", "nightly")
