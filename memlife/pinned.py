@@ -23,8 +23,15 @@ from memlife.plan import DELETE_ACTIONS, Action, Decision, Reason
 from memlife.stores.base import MemoryStore
 
 
-def read_links(store: MemoryStore, ids: Collection[str]) -> dict[str, Link]:
-    """The store's fast path (SQLite reads three columns) where it has one."""
+def read_links(
+    store: MemoryStore, ids: Collection[str], known: Mapping[str, Link] | None = None
+) -> dict[str, Link]:
+    """Links of ``ids``: from ``known`` (records planning read whole), else the store's fast
+    path (SQLite reads three columns) where it has one, else its records."""
+    if known:
+        had = {rid: known[rid] for rid in ids if rid in known}
+        rest = [rid for rid in ids if rid not in known]
+        return had | read_links(store, rest) if rest else had
     if not ids:
         return {}
     fast = getattr(store, "links_many", None)
@@ -37,15 +44,20 @@ def read_links(store: MemoryStore, ids: Collection[str]) -> dict[str, Link]:
 
 
 def pinned_by_a_hold(
-    store: MemoryStore, current: Mapping[str, Link], held_sources: Iterable[str] = ()
+    store: MemoryStore,
+    current: Mapping[str, Link],
+    held_sources: Iterable[str] = (),
+    known: Mapping[str, Link] | None = None,
 ) -> set[str]:
     """Those of ``current`` (records about to be deleted) that a held record reaches along
-    "replaced by" links; ``held_sources``: ids of held records to walk down from."""
+    "replaced by" links; ``held_sources``: ids of held records to walk down from; ``known``:
+    links already read."""
     seen: dict[str, Link] = dict(current)
     names: dict[str, set[str]] = {}  # record -> the records it names as its replacement
     level = [rid for rid, link in current.items() if link.supersedes]
     while level:  # up: each record's sources that name it
-        seen.update(read_links(store, {s for r in level for s in seen[r].supersedes} - seen.keys()))
+        wanted = {s for r in level for s in seen[r].supersedes} - seen.keys()
+        seen.update(read_links(store, wanted, known))
         up = []
         for rid in level:
             for sid in seen[rid].supersedes:
@@ -60,7 +72,7 @@ def pinned_by_a_hold(
                         up.append(sid)
         level = up
     down = list(held_sources)
-    seen.update(read_links(store, set(down) - seen.keys()))
+    seen.update(read_links(store, set(down) - seen.keys(), known))
     while down:  # down: from held records through their replacements
         nxt = []
         for rid in down:
@@ -69,7 +81,7 @@ def pinned_by_a_hold(
             if by is not None and by not in names.get(rid, ()):
                 names.setdefault(rid, set()).add(by)
                 nxt.append(by)
-        seen.update(read_links(store, set(nxt) - seen.keys()))
+        seen.update(read_links(store, set(nxt) - seen.keys(), known))
         down = nxt
     pinned: set[str] = set()
     todo = [rid for rid, link in seen.items() if link.held]
@@ -82,18 +94,22 @@ def pinned_by_a_hold(
 
 
 def hold_pinned(
-    store: MemoryStore, views: Iterable[PlanView], decisions: list[Decision]
+    store: MemoryStore,
+    views: Iterable[PlanView],
+    decisions: list[Decision],
+    known: Mapping[str, Link] | None = None,
 ) -> list[Decision]:
     """``decisions`` with each planned delete of a pinned replacement made a hold
     (``DELETE_DEFERRED``, ``HELD_SOURCE``). Reads the links of the delete candidates and
-    of the shard's held, superseded records, when there are delete candidates."""
+    of the shard's held, superseded records, when there are delete candidates, unless
+    ``known`` (what planning read) has them."""
     deletes = [d.id for d in decisions if d.action in DELETE_ACTIONS]
     if not deletes:
         return decisions
     # the store's fast path gives plain strings: compare by value
     held = [v.id for v in views
             if v.status == Status.superseded and v.retention_class == RetentionClass.legal_hold]  # fmt: skip
-    pinned = pinned_by_a_hold(store, read_links(store, deletes), held)
+    pinned = pinned_by_a_hold(store, read_links(store, deletes, known), held, known)
     for d in decisions:
         if d.id in pinned and d.action in DELETE_ACTIONS:
             d.action = Action.hold

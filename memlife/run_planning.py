@@ -16,7 +16,7 @@ from memlife.derived import flush_for
 from memlife.embed_cache import EmbeddingCache
 from memlife.erase_sweep import sweep_after_write
 from memlife.errors import InputError, StoreError
-from memlife.model import MemoryRecord, PlanView, plan_view
+from memlife.model import Link, MemoryRecord, PlanView, link_of, plan_view
 from memlife.pinned import hold_pinned
 from memlife.plan import DELETE_ACTIONS, Action, Decision, Planner, Reason, ShardHints
 from memlife.report import ReportWriter
@@ -33,9 +33,15 @@ T = TypeVar("T")
 
 
 def iter_views(
-    store: MemoryStore, shard: Shard, page_size: int, access_stats: ActorStats | None = None
+    store: MemoryStore,
+    shard: Shard,
+    page_size: int,
+    access_stats: ActorStats | None = None,
+    links: dict[str, Link] | None = None,
 ) -> Iterator[list[PlanView]]:
-    """Pages of planning views (the store's fast path where it has one), with ledger stats merged."""
+    """Pages of planning views (the store's fast path where it has one), with ledger stats
+    merged. ``links`` receives each record's hold and replacement links where whole records
+    are read anyway (no fast path: AgentCore), so the pin check reads none of them again."""
     merge = None
     if access_stats:
         from memlife.ledger_merge import merge_into_views
@@ -46,6 +52,8 @@ def iter_views(
         native = getattr(store, "native_ids", None)  # AgentCore: CloudTrail names native ids
         for p in iter_shard(store, shard.actor_id, shard.namespace, page_size=page_size):
             views = [plan_view(r) for r in p.records]
+            if links is not None:
+                links.update((r.id, link_of(r)) for r in p.records)
             if access_stats and native is not None:
                 views = _merge_native(views, native([v.id for v in views]), access_stats)
             yield merge(views) if merge else views
@@ -86,12 +94,14 @@ def plan_shard(
     ``read`` receives the records inference read (staging need not read them again),
     ``views`` the planning views by id (staging's derived-cache digests)."""
     planner = planner or Planner(ctx.policy, ctx.cutoff)
-    pages = list(iter_views(store, shard, ctx.config.page_size, ctx.access_stats))
+    links: dict[str, Link] = {}
+    pages = list(iter_views(store, shard, ctx.config.page_size, ctx.access_stats, links))
     if views is not None:
         views.update((v.id, v) for p in pages for v in p)
     hints = shard_hints(ctx, store, shard, pages, read)
+    decisions = planner.plan_shard(pages, hints)
     # the planner reads no provenance: a held source's replacement is held here (pinned.py)
-    return hold_pinned(store, (v for p in pages for v in p), planner.plan_shard(pages, hints))
+    return hold_pinned(store, (v for p in pages for v in p), decisions, links)
 
 
 KEEP_READ = 4096  # records of a shard handed from inference to staging, at most
