@@ -782,3 +782,12 @@ def test_possible_update_goes_to_the_model_when_one_is_configured() -> None:
     online = plan(*recs, hints=_UPDATE_HINTS, model=True)
     assert online["a"].action is online["b"].action is Action.consolidate_candidate
     assert online["a"].group == online["b"].group and online["a"].survivor == "b"
+
+
+def test_every_reason_is_explained_where_receipt_readers_look() -> None:
+    """docs/receipts.md is what a compliance reviewer reads: a code it lacks is a code
+    nobody can interpret (five were missing before session 19)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "receipts.md").read_text()
+    assert [r.value for r in Reason if f"`{r.value}`" not in text] == []
