@@ -23,6 +23,7 @@ test_parallel_import.py`` holds them equal, values and SQLite types).
 from __future__ import annotations
 
 import contextlib
+import os
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,9 @@ class IngestWriter:
     def _open(self) -> None:
         import adbc_driver_sqlite.dbapi as adbc  # only a worker process loads the driver
 
-        uri = "file:" + urllib.parse.quote(str(self.path))
+        # the path's own bytes, percent-encoded: a name that is not UTF-8 ("caf\xe9.db") is
+        # a str with surrogates here, which quote() alone cannot encode
+        uri = "file:" + urllib.parse.quote(os.fsencode(self.path))
         self._con = adbc.connect(uri, autocommit=True)  # transactions are ours (BEGIN)
         self._cur = self._con.cursor()
         # as SqliteStore's connections, and the WAL folded after the turn (import_turns)

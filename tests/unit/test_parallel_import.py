@@ -145,6 +145,21 @@ def test_worker_processes_store_the_serial_rows_and_report(
     assert any("column" in e["reason"] for e in serial["invalid"])
 
 
+def test_a_store_whose_path_is_not_utf8_imports_with_workers(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Session 12 review, left until session 19: a store at b"caf\\xe9.db" imported in this
+    process and failed with workers (the writer's SQLite URI quoted the name as UTF-8)."""
+    monkeypatch.setattr(importer, "BLOCK_BYTES", 4096)
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"\n".join(_mixed_lines()))
+    serial_rows, serial = _import(tmp_path, "serial", src, workers=0)
+    name = os.fsdecode(b"caf\xe9")  # a str with a surrogate, as the OS gives it
+    rows, report = _import(tmp_path, name, src, workers=2)
+    assert rows == serial_rows and report == serial
+    assert b"caf\xe9.db" in os.listdir(os.fsencode(tmp_path))  # the name's own bytes
+
+
 @pytest.mark.parametrize("workers", [0, 2])
 def test_lines_in_random_id_order_store_what_the_serial_import_stores(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
