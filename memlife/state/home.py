@@ -4,9 +4,9 @@
 Such a store keeps its journal, lease, review items, tombstones and quarantine snapshots
 in ``$MEMLIFE_HOME/*.db``, keyed by record, actor and operation, not by store: a second
 store on the same home would run the first one's retry queue, take its review items and
-tombstones. The first writer's lease binds the home to its store (the file ``store``,
-linked in whole so two writers cannot both bind it); any other store is refused before it
-reads or writes a side table. A SQLite store keeps all of these in its own file and never
+tombstones. The first writer (its lease, or a write to a side table or the tombstones)
+binds the home to its store (the file ``store``, linked in whole so two writers cannot
+both bind it); any other store is refused before it reads or writes that state. A SQLite store keeps all of these in its own file and never
 reads this binding: many SQLite stores may share one home.
 """
 
