@@ -91,11 +91,7 @@ class DynamoSubjects:
                 "ExpressionAttributeValues": {":a": {"S": actor_id}, ":n": {"S": namespace}},
             }  # fmt: skip
             entry = {"TableName": self.state.table, "Item": _member(shard, subject, rid)}
-            try:
-                self.state.ddb.transact_write_items(TransactItems=[{"Put": insert}, {"Put": entry}])
-            except ClientError as exc:  # another writer was first: its key stands
-                if not is_conditional_failure(exc):
-                    raise
+            self._transact([{"Put": insert}, {"Put": entry}])  # refused: another's key stands
 
     def _list_known(self, shard: Shard, rid: str, subject: str) -> None:
         """Give a key stored before member lists its entry, while the record still holds it."""
@@ -106,11 +102,18 @@ class DynamoSubjects:
             ":one": {"N": "1"},
         }
         entry = {"TableName": self.state.table, "Item": _member(shard, subject, rid)}
+        self._transact([{"Update": mark}, {"Put": entry}])  # refused: the key went meanwhile
+
+    def _transact(self, items: list[dict[str, Any]]) -> bool:
+        """One transaction; False when a condition refused it (or another transaction on
+        the same items cancelled it), which every caller reads as an answer."""
         try:
-            self.state.ddb.transact_write_items(TransactItems=[{"Update": mark}, {"Put": entry}])
-        except ClientError as exc:  # the key went meanwhile: nothing to list
+            self.state.ddb.transact_write_items(TransactItems=items)
+        except ClientError as exc:
             if not is_conditional_failure(exc):
                 raise
+            return False
+        return True
 
     def forget(self, ids: Sequence[str], shard: Shard | None = None) -> int:
         present = self.state.batch_get([_key(i) for i in ids])
@@ -142,12 +145,8 @@ class DynamoSubjects:
                  "ExpressionAttributeNames": holds["ExpressionAttributeNames"],
                  "ExpressionAttributeValues": holds["ExpressionAttributeValues"]}  # fmt: skip
         for _ in range(_ATTEMPTS):
-            for deleted, items in ((1, [{"Delete": holds}, {"Delete": entry}]),
-                                   (0, [{"ConditionCheck": other}, {"Delete": entry}])):  # fmt: skip
-                try:
-                    self.state.ddb.transact_write_items(TransactItems=items)
-                    return deleted
-                except ClientError as exc:
-                    if not is_conditional_failure(exc):
-                        raise
+            if self._transact([{"Delete": holds}, {"Delete": entry}]):
+                return 1
+            if self._transact([{"ConditionCheck": other}, {"Delete": entry}]):
+                return 0
         raise RuntimeError(f"inferred subject of record {rid!r}: kept changing while forgotten")
