@@ -70,18 +70,16 @@ def births(store: MemoryStore) -> pa.Table:
 
     rows: dict[str, list[Any]] = {name: [] for name in _BIRTHS.names}
     native = getattr(store, "native_ids", None)
-    for actor in store.list_actors():
-        for namespace in store.list_namespaces(actor):
-            for views in iter_views(store, Shard(actor, namespace), 1000):
-                aliases = native([v.id for v in views]) if native is not None else {}
-                for v in views:
-                    for rid in (v.id, aliases.get(v.id)):
-                        if rid is not None:
-                            rows["actor_id"].append(v.actor_id)
-                            rows["record_id"].append(rid)
-                            rows["namespace"].append(v.namespace)
-                            rows["created_at"].append(round(v.created * 1e6))
-                            rows["as_id"].append(v.id)
+    shards = (Shard(a, ns) for a in store.list_actors() for ns in store.list_namespaces(a))
+    for views in (page for shard in shards for page in iter_views(store, shard, 1000)):
+        aliases = native([v.id for v in views]) if native is not None else {}
+        for v in views:
+            for rid in {v.id, aliases.get(v.id, v.id)}:
+                rows["actor_id"].append(v.actor_id)
+                rows["record_id"].append(rid)
+                rows["namespace"].append(v.namespace)
+                rows["created_at"].append(round(v.created * 1e6))
+                rows["as_id"].append(v.id)
     rows["created_at"] = pa.array(rows["created_at"], pa.int64()).cast(
         _BIRTHS.field("created_at").type
     )
@@ -136,10 +134,11 @@ def read_access_file(path: Path) -> pa.Table:
 
 
 def import_access(
-    store: MemoryStore, ledger: AccessLedger, path: Path, now: datetime | None = None
+    store: MemoryStore, ledger: AccessLedger, source: Path | pa.Table, now: datetime | None = None
 ) -> AccessImport:
-    """Add the file's rows of this store's records to ``ledger`` (see the module doc)."""
-    table = read_access_file(path)
+    """Add the rows of this store's records to ``ledger`` (see the module doc): from a file,
+    or from the table :func:`read_access_file` already gave."""
+    table = source if isinstance(source, pa.Table) else read_access_file(source)
     report = AccessImport()
     latest = pa.scalar((now or utcnow()) + FUTURE_SKEW, type=SCHEMA.field("accessed_at").type)
     checks = [

@@ -59,7 +59,8 @@ class TombstoneBackend(Protocol):
     def tombstone_refusal(self, r: MemoryRecord, sources: Sequence[str] = ()) -> str | None: ...
 
 
-def _backend(store: MemoryStore) -> TombstoneBackend:
+def _backend(store: MemoryStore, *, claim: bool = False) -> TombstoneBackend:
+    """Where ``store``'s tombstones live; ``claim`` (a writer) binds an unbound home."""
     if isinstance(store, SqliteStore):
         return store
     own: TombstoneBackend | None = getattr(store, "tombstone_backend", None)  # remote state
@@ -74,7 +75,7 @@ def _backend(store: MemoryStore) -> TombstoneBackend:
         return remote.part("tombstones", DynamoTombstones)
     from memlife.state.home import check_home
 
-    check_home(store)  # the home's tombstones are one store's (state/home.py)
+    check_home(store, claim=claim)  # the home's tombstones are one store's (state/home.py)
     path = str(settings().home / "tombstones.db")
     with _side_lock:
         if path not in _side:
@@ -83,13 +84,7 @@ def _backend(store: MemoryStore) -> TombstoneBackend:
 
 
 def add(store: MemoryStore, records: Iterable[MemoryRecord]) -> int:
-    if getattr(store, "connection", None) is None:  # a home's first writer binds it
-        from memlife.state import uses_remote_state
-        from memlife.state.home import check_home
-
-        if getattr(store, "tombstone_backend", None) is None and uses_remote_state(store) is None:
-            check_home(store, claim=True)
-    return _backend(store).add_tombstones(rows_for(records))
+    return _backend(store, claim=True).add_tombstones(rows_for(records))
 
 
 def listing(store: MemoryStore, actor_id: str | None = None) -> list[dict[str, Any]]:

@@ -88,8 +88,8 @@ def register(app: typer.Typer) -> None:
         from memlife.backends import open_ledger
         from memlife.erasure_export import apply_erasures, parse_erasures
 
-        if access is not None:  # a file that is no ledger rows is refused before any import
-            read_access_file(access)
+        # a file that is no ledger rows is refused before any record is imported
+        reads_in = read_access_file(access) if access is not None else None
         reads: AccessImport | None = None
         parsed = None
         if erasures is not None:  # checked whole before anything is imported
@@ -110,8 +110,8 @@ def register(app: typer.Typer) -> None:
             )
             if parsed is not None:
                 carried = apply_erasures(db, *parsed, policy=policy, receipts=receipts)
-            if access is not None:
-                reads = import_access(db, open_ledger(store=db), access)
+            if reads_in is not None:
+                reads = import_access(db, open_ledger(store=db), reads_in)
         except PolicyError as exc:
             raise fail(str(exc)) from None
         finally:
