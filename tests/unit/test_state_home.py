@@ -45,8 +45,10 @@ def test_the_first_writer_binds_the_home_and_another_store_is_refused(home: Path
             HomeInUse, match="serves store agentcore://mem-A@eu-west-1, not agentcore://mem-B"
         ):
             opens(b)
-    open_journal(a)  # the bound store goes on; the same memory by another endpoint too
-    check_home(NoFileStore("mem-A"), claim=True)
+    open_journal(a)  # the bound store goes on; the same memory reached another way too
+    other_way = NoFileStore("mem-A")
+    other_way.url += "&endpoint_url=http://127.0.0.1:9"
+    check_home(other_way, claim=True)
 
 
 @pytest.mark.parametrize("links", [True, False], ids=["hard-links", "no-hard-links"])
