@@ -15,7 +15,7 @@ import pytest
 
 import memlife.state as state_mod
 from memlife.inferred import InferredSubjects
-from memlife.inferred.dynamodb import DynamoSubjects, _members
+from memlife.inferred.dynamodb import DynamoSubjects
 from memlife.plan import Action, Decision, Reason
 from memlife.review_queue import ReviewItem, ReviewQueue, item_id, legacy_item_id
 from memlife.review_queue.dynamodb import DynamoReviews
@@ -267,71 +267,6 @@ def test_a_removed_records_words_come_off_every_record_grouped_under_them(store)
     table.put("a", "/n", {"m-2": "tea garden ~1a2b3c", "m-3": "tea garden ~1a2b3c"}, "nightly")
     assert table.forget_removed(SHARD, {"m-2": "tea in the garden"}) == (1, 1)
     assert table.get(SHARD, ["m-2", "m-3"]) == {}
-
-
-@pytest.fixture(params=["inprocess", "server"])
-def dynamo(request, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[DynamoSubjects]:
-    monkeypatch.setenv("MEMLIFE_HOME", str(tmp_path / "home"))
-    with aws_state(request.param) as (_, state):
-        yield DynamoSubjects(state)
-
-
-def _listed(table: DynamoSubjects, subject: str) -> list[str]:
-    return [i["sk"]["S"] for i in table.state.query(_members(SHARD, subject))]
-
-
-def test_an_erasure_racing_a_remember_leaves_no_key_its_list_misses(
-    dynamo: DynamoSubjects, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Review of session 19: the first form wrote m-9's list entry, then its key; an erasure
-    of m-1 (whose words made the key) landing between the two deleted the entry, and m-9
-    kept the erased words where no later erasure could find them. Key and entry are now
-    written (and deleted) in one transaction, so the erasure lands before or after both."""
-    words = "maria adopted grey ~9ccd23"
-    dynamo.put("a", "/n", {"m-1": words}, "nightly")
-    real = dynamo.state.ddb.transact_write_items
-    raced: list[int] = []
-
-    def write(**kw):
-        ids = [i.get("Put", {}).get("Item", {}).get("pk", {}).get("S") for i in kw["TransactItems"]]
-        if "infs#m-9" in ids and not raced:
-            raced.append(dynamo.forget(["m-1"], SHARD) + dynamo.forget_keys(SHARD, {words}))
-        return real(**kw)
-
-    monkeypatch.setattr(dynamo.state.ddb, "transact_write_items", write)
-    dynamo.put("a", "/n", {"m-9": words}, "remember")  # remember joins m-9 to m-1's group
-    assert raced == [1] and dynamo.get(SHARD, ["m-9"]) == {"m-9": words}
-    assert _listed(dynamo, words) == ["m-9"]
-    assert dynamo.forget_keys(SHARD, {words}) == 1 and dynamo.get(SHARD, ["m-9"]) == {}
-
-
-def test_a_writer_that_loses_the_insert_race_lists_nothing(dynamo: DynamoSubjects) -> None:
-    """The nightly writer read m-6 before remember's key landed: its insert is refused,
-    and no entry of its own key is left pointing at m-6."""
-    words = "maria adopted grey ~9ccd23"
-    dynamo.put("a", "/n", {"m-6": "jazz club ~44aa00"}, "remember")
-    dynamo._items = lambda shard, ids: {}  # type: ignore[method-assign]
-    dynamo.put("a", "/n", {"m-6": words}, "nightly")
-    del dynamo._items
-    assert dynamo.get(SHARD, ["m-6"]) == {"m-6": "jazz club ~44aa00"}
-    assert _listed(dynamo, words) == [] and _listed(dynamo, "jazz club ~44aa00") == ["m-6"]
-
-
-def test_a_key_stored_before_member_lists_is_listed_when_next_met(dynamo: DynamoSubjects) -> None:
-    """Keys written by the first form have no entry: the next night's put lists them, so
-    the erasure of the record whose words made the key finds the others under it."""
-    words = "maria adopted grey ~9ccd23"
-    for rid in ("m-1", "m-2"):
-        item = {"pk": {"S": f"infs#{rid}"}, "sk": {"S": "s"}, "actor_id": {"S": "a"},
-                "namespace": {"S": "/n"}, "subject": {"S": words}, "how": {"S": "nightly"},
-                "assigned_at": {"S": "2026-11-01T00:00:00+00:00"}}  # fmt: skip
-        dynamo.state.ddb.put_item(TableName=dynamo.state.table, Item=item)
-    assert _listed(dynamo, words) == []
-    dynamo.put("a", "/n", {"m-1": words, "m-2": words}, "nightly")
-    assert sorted(_listed(dynamo, words)) == ["m-1", "m-2"]
-    table = InferredSubjects(dynamo)
-    assert table.forget_removed(SHARD, {"m-1": "maria adopted a grey cat"}) == (1, 1)
-    assert table.get(SHARD, ["m-1", "m-2"]) == {} and _listed(dynamo, words) == []
 
 
 def test_dry_run_creates_no_file_under_home(tmp_path: Path, monkeypatch) -> None:
