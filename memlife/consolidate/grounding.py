@@ -1,7 +1,8 @@
 """The grounding check: every claim of a replacement must trace to its source records.
 
-A claim (the summary, and each clause of it, count as claims: the summary is what the
-replacement says, and a whole sentence can carry an invented clause past the cosine) is
+A claim (the summary, each clause of it and each part joined by a bare comma count as
+claims: the summary is what the replacement says, and a whole sentence can carry an
+invented clause past the cosine; a part one source holds word for word needs no cosine) is
 grounded when
   1. some source *unit* (a record's whole text, or one of its clauses) is semantically
      close: cosine >= threshold;
@@ -36,6 +37,7 @@ import numpy as np
 
 from memlife.consolidate.base import ConsolidationError, ConsolidationResult, Group
 from memlife.embed import Embedder
+from memlife.lexical import tokenize
 from memlife.policy import Limits
 from memlife.text import negates, reads_additive
 
@@ -96,6 +98,7 @@ def check_relation(result: ConsolidationResult, group: Group) -> None:
 
 _TIE = 0.02  # cosines this close to the best count as equally close
 
+_COMMA = re.compile(r",(?!\d)")
 _CLAUSE_SPLIT = re.compile(r"[.;!?\n]+|,\s+(?:but|and|while|though)\s+|\s+but\s+", re.IGNORECASE)
 _NUMBER = re.compile(r"\d+(?:[.,:/-]\d+)*")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'’-]*")
@@ -115,6 +118,32 @@ def looks_like_instruction(text: str) -> bool:
 
 def clauses(text: str) -> list[str]:
     return [c.strip() for c in _CLAUSE_SPLIT.split(text) if len(c.strip().split()) >= 2]
+
+
+def comma_parts(text: str) -> list[str]:
+    """The parts of each clause joined by a bare comma ("Alice likes tea, is pregnant"), where
+    a clause has more than one; a comma inside a number ("1,200") joins nothing."""
+    out: list[str] = []
+    for clause in _CLAUSE_SPLIT.split(text):
+        parts = [p.strip() for p in _COMMA.split(clause)]
+        parts = [p for p in parts if _WORD.search(p) or _NUMBER.search(p)]
+        out += parts if len(parts) > 1 else []
+    return out
+
+
+def _parts(what: str, text: str, *, clauses_too: bool = False) -> list[tuple[str, str]]:
+    """(label, text) of each part of ``text`` grounded on its own: its clauses (the summary's,
+    where it has more than one) and its parts joined by a bare comma."""
+    found = clauses(text) if clauses_too else []
+    labelled = [(f"{what} clause {k}", c) for k, c in enumerate(found)] if len(found) > 1 else []
+    return labelled + [(f"{what} part {k}", p) for k, p in enumerate(comma_parts(text))]
+
+
+def _restated(part: str, held: Sequence[set[str]]) -> bool:
+    """One source holds every content word of ``part``, and it denies nothing: an item of a
+    list ("black coffee") or an apposition ("a nurse from Leeds") that source states."""
+    terms = set(tokenize(part))
+    return not negates(part) and any(terms <= h for h in held)
 
 
 def specifics(text: str) -> set[str]:
@@ -217,14 +246,6 @@ def check_grounding(
     whole = [result.summary, *result.claims]
     if not result.source_ids or any(not s.strip() for s in whole) or not result.claims:
         raise ConsolidationError(EMPTY_RESULT, "summary, claims and source_ids must be non-empty")
-    # The summary's clauses are grounded one by one: it is the replacement's content, and
-    # an invented clause beside a true one keeps the whole above the threshold.
-    parts = clauses(result.summary)
-    parts = parts if len(parts) > 1 else []
-    statements = [result.summary, *parts, *result.claims]
-    labels = ["summary", *(f"summary clause {k}" for k in range(len(parts)))]
-    labels += [f"claim {k}" for k in range(len(result.claims))]
-    fragments = range(1, 1 + len(parts))
     by_id = {r.id: r for r in group.records}
     unknown = [i for i in result.source_ids if i not in by_id]
     if unknown:
@@ -233,6 +254,18 @@ def check_grounding(
     usable = [r for r in sources if not looks_like_instruction(r.content)]
     if not usable:
         raise ConsolidationError(UNGROUNDED_CLAIM, "no source reads as a statement")
+    # The summary's clauses are grounded one by one: it is the replacement's content, and
+    # an invented clause beside a true one keeps the whole above the threshold. So is a part
+    # joined by a bare comma: "Alice likes green tea, is pregnant." is 0.82 from "Alice likes
+    # green tea." as a whole. A part one source holds word for word needs no cosine.
+    held = [set(tokenize(r.content)) for r in usable]
+    parts = _parts("summary", result.summary, clauses_too=True)
+    parts += [p for i, c in enumerate(result.claims) for p in _parts(f"claim {i}", c)]
+    parts = [(what, part) for what, part in parts if not _restated(part, held)]
+    statements = [result.summary, *(part for _, part in parts), *result.claims]
+    labels = ["summary", *(what for what, _ in parts)]
+    labels += [f"claim {k}" for k in range(len(result.claims))]
+    fragments = range(1, 1 + len(parts))
 
     units: list[tuple[str, str]] = []  # (record id, text)
     for r in usable:

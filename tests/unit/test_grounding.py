@@ -173,3 +173,42 @@ def test_sentence_start_is_the_regex_on_the_prefix(text: str) -> None:
     for at in range(len(text) + 1):
         expected = at == 0 or _SENTENCE_END.search(text[:at]) is not None
         assert _sentence_start(text, at) == expected, (text, at)
+
+
+@pytest.mark.parametrize(
+    "invented",
+    [
+        "Alice likes green tea, is pregnant.",
+        "Alice likes green tea, secretly owes her brother money.",
+        "Alice drinks green tea every morning, hates her job.",
+        "Alice likes green tea, pregnant.",
+        "Alice likes green tea, does not drink tea in the morning.",
+    ],
+)
+def test_a_fact_joined_by_a_bare_comma_must_ground_on_its_own(emb, invented: str) -> None:
+    g = group("Alice likes green tea.", "Alice drinks green tea every morning.")
+    whole = emb.embed(["Alice likes green tea.", invented])
+    assert float(whole[0] @ whole[1]) >= THRESHOLD  # the sentence alone would pass
+    assert code(result(invented, ids=("s-0", "s-1")), g, emb) == "UNGROUNDED_CLAIM"
+    # and as a claim beside a true summary
+    smuggled = result("Alice likes green tea.", invented, ids=("s-0", "s-1"))
+    assert code(smuggled, g, emb) == "UNGROUNDED_CLAIM"
+
+
+@pytest.mark.parametrize(
+    "restated",
+    [
+        "Alice, a nurse from Leeds, drinks green tea every morning.",
+        "Alice drinks green tea, black coffee, and orange juice.",
+        "Alice drinks green tea every morning, before her shift at the hospital.",
+        "Alice paid 1,200 pounds for a tea set.",
+    ],
+)
+def test_parts_the_sources_hold_word_for_word_still_ground(emb, restated: str) -> None:
+    g = group(
+        "Alice is a nurse from Leeds.",
+        "Alice drinks green tea every morning before her shift at the hospital.",
+        "Alice drinks black coffee and orange juice.",
+        "Alice paid 1,200 pounds for a tea set.",
+    )
+    assert code(result(restated, ids=("s-0", "s-1", "s-2", "s-3")), g, emb) is None
