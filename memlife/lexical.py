@@ -38,6 +38,8 @@ _CJK_RUN = re.compile(
     "([\u3005-\u3007\u303b\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
     "\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f]+)"
 )  # iteration marks (々), ideographic zero (〇), the supplementary ideographs (𠮷)
+# Thai, Lao, Khmer and Burmese are written without spaces between words too.
+_SOUTHEAST_RUN = re.compile("([\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u19e0-\u19ff]+)")
 # A row's speakers share its postings under this prefix; no word of a text or query has it.
 _SPEAKER = "\x00speaker:"
 _stemmers = threading.local()  # PyStemmer objects must not be shared across threads
@@ -67,15 +69,29 @@ def tokenize(text: str) -> list[str]:
 def _unspaced(word: str) -> list[str]:
     """A word as itself, or with its runs of Han and kana as overlapping bigrams and single
     characters ("東京" -> "東京", "東", "京"): a bigram match outweighs its characters' (rarer
-    terms), and a one-character word ("茶", tea) is still found."""
-    if _CJK_RUN.search(word) is None:
+    terms), and a one-character word ("茶", tea) is still found. Thai, Lao, Khmer and Burmese
+    runs give bigrams only: one of their letters alone means nothing."""
+    if _CJK_RUN.search(word) is None and _SOUTHEAST_RUN.search(word) is None:
         return [word]
     out: list[str] = []
     for i, part in enumerate(_CJK_RUN.split(word)):
         if i % 2 == 0:  # between runs: letters of another script ("iphone" in "iphone手机")
-            out += [part] if part else []
+            out += _bigrams(part, _SOUTHEAST_RUN, unigrams=False)
         else:
             out += [part[j : j + 2] for j in range(len(part) - 1)] + list(part)
+    return out
+
+
+def _bigrams(word: str, run: re.Pattern[str], *, unigrams: bool) -> list[str]:
+    """``word`` with each run ``run`` matches read as overlapping bigrams (and its single
+    characters, with ``unigrams``); the rest kept whole. A one-character run is itself."""
+    out: list[str] = []
+    for i, part in enumerate(run.split(word)):
+        if i % 2 == 0 or len(part) == 1:
+            out += [part] if part else []
+        else:
+            out += [part[j : j + 2] for j in range(len(part) - 1)]
+            out += list(part) if unigrams else []
     return out
 
 

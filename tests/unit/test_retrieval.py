@@ -390,3 +390,21 @@ def test_chinese_and_japanese_words_are_found_inside_sentences_written_without_s
     assert tokenize("한국어 문장") == ["한국어", "문장"]
     assert tokenize("ｶﾀｶﾅ") == tokenize("カタカナ")  # half-width kana fold to full width
     assert "人々" in tokenize("人々が集まった") and "𠮷野" in tokenize("𠮷野家")  # 々, 𠮷
+
+
+def test_thai_lao_khmer_and_burmese_words_are_found_inside_unspaced_sentences() -> None:
+    """These scripts put no space between words either: "ข้าวผัด" (fried rice) was never found
+    in "ฉันชอบกินข้าวผัด" (I like eating fried rice), each sentence being one term."""
+    memories = [
+        "ฉันชอบกินข้าวผัด",  # Thai: I like eating fried rice
+        "ฉันชอบดูหนัง",  # Thai: I like watching films
+        "ຂ້ອຍມັກກິນເຂົ້າໜຽວ",  # Lao: I like eating sticky rice
+        "ខ្ញុំចូលចិត្តកាហ្វេ",  # Khmer: I like coffee
+        "ကျွန်တော်ကော်ဖီကြိုက်တယ်",  # Burmese: I like coffee
+    ]
+    idx = LexicalIndex(memories)
+    for query, want in [("ข้าวผัด", 0), ("หนัง", 1), ("ເຂົ້າໜຽວ", 2), ("កាហ្វេ", 3), ("ကော်ဖီ", 4)]:
+        scores = idx.scores(query)
+        assert int(np.argmax(scores)) == want and (scores > 0).sum() == 1, query
+    assert "ก" in tokenize("ก") and "ผั" in tokenize("ข้าวผัด")  # one letter alone is itself
+    assert "ข" not in tokenize("ข้าวผัด")  # no single letters: they would match every text
