@@ -11,7 +11,9 @@ The links are read two ways, and a record is pinned when a held record reaches i
 "replaced by" links: up from each delete candidate through the sources it lists (any
 shard), and down from the shard's held, superseded records through their replacements
 (a replacement need not list its source: a status set online, an import). Both walks go
-until nothing new is found, so no chain is too long and a cycle ends the walk.
+until nothing new is found, so no chain is too long and a cycle ends the walk. The delete
+applier reads the shard's held records again right before it deletes: a hold placed after
+planning pins what its record names too.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Collection, Iterable, Mapping
 
 from memlife.model import Link, PlanView, RetentionClass, Status, link_of
 from memlife.plan import DELETE_ACTIONS, Action, Decision, Reason
-from memlife.stores.base import MemoryStore
+from memlife.stores.base import MemoryStore, iter_shard
 
 
 def read_links(
@@ -41,6 +43,21 @@ def read_links(
     from memlife.apply.appliers.base import get_many
 
     return {rid: link_of(r) for rid, r in get_many(store, sorted(ids)).items()}
+
+
+def held_superseded(store: MemoryStore, shards: Iterable[tuple[str, str]]) -> list[str]:
+    """Ids of the held, superseded records of these (actor, namespace) shards, read now: the
+    delete applier's walk down, for a hold placed after planning. SQLite reads an index;
+    another store pages the shard's superseded records."""
+    fast = getattr(store, "held_superseded_ids", None)
+    out: list[str] = []
+    for actor_id, namespace in dict.fromkeys(shards):
+        if fast is not None:
+            out += fast(actor_id, namespace)
+            continue
+        for page in iter_shard(store, actor_id, namespace, statuses=[Status.superseded]):
+            out += [r.id for r in page.records if r.retention_class == RetentionClass.legal_hold]
+    return out
 
 
 def pinned_by_a_hold(

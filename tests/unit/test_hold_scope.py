@@ -12,6 +12,7 @@ from memlife.erase import release_hold
 from memlife.errors import InputError
 from memlife.holds import place_hold
 from memlife.model import MemoryRecord, MemoryType, Provenance, RetentionClass, Status
+from memlife.pinned import held_superseded
 from memlife.pipeline import RunConfig, run_local
 from memlife.stores.sqlite import SqliteStore
 from tests.support.gate import NOW
@@ -226,3 +227,55 @@ def test_the_sqlite_fast_path_reads_the_same_links_as_the_records(home: Path) ->
         slow = {rid: link_of(r) for rid, r in store.get_many(ids).items()}
         assert store.links_many(ids) == slow and slow["b"].replaced_by == "c"
         assert slow["d"].held and slow["e"].held and not slow["a"].held
+
+
+def test_a_hold_placed_while_a_run_waits_to_delete_pins_what_its_record_names(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hold placed between planning and deleting (compliance does not wait for the night):
+    O is held once the run has committed its groups, its deletions still to come. N lists
+    no source, so only a walk down from O finds it; the applier walked up only."""
+    with SqliteStore(home / "memlife.db") as store:
+        store.put_many([
+            rec("O", "Prefers green tea.", status=Status.superseded,
+                provenance=Provenance(replaced_by="N")),
+            rec("N", "Prefers green tea.", expires_at=NOW - timedelta(days=1)),
+        ])  # fmt: skip
+    import memlife.run_commit as run_commit
+
+    def hold_now(point: str) -> None:
+        if point == "after_commit_groups":
+            with SqliteStore(home / "memlife.db") as other:  # another process's connection
+                place_hold(other, ids=["O"], now=NOW)
+
+    monkeypatch.setattr(run_commit, "checkpoint", hold_now)
+    summary = run_local(RunConfig(dry_run=False, now=NOW, consolidate=False))
+    with SqliteStore(home / "memlife.db") as store:
+        assert store.get("N") is not None
+    receipt = json.loads(Path(str(summary.receipt)).read_text())
+    assert {"id": "N", "reason": "HELD_SOURCE"} in receipt["ids_not_deleted"]
+
+
+def test_held_superseded_records_read_alike_with_and_without_the_sqlite_index(
+    home: Path,
+) -> None:
+    """The applier's walk down starts from the shard's held, superseded records: SQLite
+    reads them through its index, another store pages the shard. Both give the same ids,
+    never another shard's or a record that is held but active, or superseded but free."""
+    with SqliteStore(home / "memlife.db") as store:
+        store.put_many([
+            rec("a", "x1", status=Status.superseded, retention_class=RetentionClass.legal_hold),
+            rec("b", "x2", status=Status.superseded),
+            rec("c", "x3", retention_class=RetentionClass.legal_hold),
+            rec("d", "x4", status=Status.superseded, retention_class=RetentionClass.legal_hold,
+                namespace="/users/u-1/old"),
+            rec("e", "x5", "u-2", status=Status.superseded,
+                retention_class=RetentionClass.legal_hold),
+        ])  # fmt: skip
+
+        class Paged:  # the store without its fast path: what AgentCore gets
+            page = store.page
+
+        shards = [("u-1", "/users/u-1/facts"), ("u-2", "/users/u-2/facts")]
+        fast = held_superseded(store, shards)
+        assert sorted(fast) == sorted(held_superseded(Paged(), shards)) == ["a", "e"]  # type: ignore[arg-type]

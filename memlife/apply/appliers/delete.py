@@ -23,9 +23,12 @@ def delete_records(ex: Executor, ops: list[Operation]) -> dict[str, Result]:
     by_record = {o.record_id: o for o in ops}
     current = get_many(ex.store, list(by_record))
     from memlife.model import link_of
-    from memlife.pinned import pinned_by_a_hold  # pinned imports the planner
+    from memlife.pinned import held_superseded, pinned_by_a_hold  # pinned imports the planner
 
-    pinned = pinned_by_a_hold(ex.store, {rid: link_of(r) for rid, r in current.items()})
+    # held now, not at planning: a hold placed since pins what its record names as well
+    held = held_superseded(ex.store, ((r.actor_id, r.namespace) for r in current.values()))
+    links = {rid: link_of(r) for rid, r in current.items()}
+    pinned = pinned_by_a_hold(ex.store, links, held)
     out: dict[str, Result] = {}
     ids = []
     for rid, o in by_record.items():
