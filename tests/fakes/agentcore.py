@@ -162,13 +162,18 @@ class FakeAgentCore:
             self.records.clear()
             self.actors.clear()
             self.requests.clear()
+            self._idempotency.clear()
+            self.missing_deletes = "item"
+        self.clear_scripts()
+
+    def clear_scripts(self) -> None:
+        """Drop every scripted failure not yet served (throttles, quotas, item failures)."""
+        with self.lock:
             self._throttle.clear()
             self._quota.clear()
             self._invalid.clear()
             self._item_fails.clear()
             self._rejected.clear()
-            self._idempotency.clear()
-            self.missing_deletes = "item"
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> FakeAgentCore:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from memlife.errors import ShardStopped
 from memlife.journal import Operation, OpKind
 from memlife.model import MemoryRecord
 from memlife.stores.base import BatchResult, ItemFailure, MemoryStore, StoreError
@@ -14,6 +16,7 @@ SCOPE_CHANGED = "SCOPE_CHANGED"
 
 if TYPE_CHECKING:
     from memlife.apply.executor import Executor
+    from memlife.apply.registry import Result
 
 
 class BaseApplier:
@@ -55,6 +58,18 @@ def until_stopped(write: Callable[[], BatchResult]) -> tuple[BatchResult, StoreE
     except StoreError as exc:
         partial = getattr(exc, "partial", None)
         return (partial if isinstance(partial, BatchResult) else BatchResult()), exc
+
+
+@contextmanager
+def keeping(out: dict[str, Result]) -> Iterator[dict[str, Result]]:
+    """An applier's loop of store writes: one that stops the shard part-way (an AgentCore
+    quota) raises ``ShardStopped`` with ``out``, what the batch did before the stop, so
+    those are journaled done tonight and the rest failed (not the whole batch failed,
+    each found done the next night and receipted a night late)."""
+    try:
+        yield out
+    except StoreError as exc:
+        raise ShardStopped(exc, out) from exc
 
 
 def get_many(store: MemoryStore, ids: Sequence[str]) -> dict[str, MemoryRecord]:

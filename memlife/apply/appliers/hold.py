@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memlife.apply.appliers.base import BaseApplier, get_many
+from memlife.apply.appliers.base import BaseApplier, get_many, keeping
 from memlife.apply.registry import Result, register
 from memlife.faults import checkpoint
 from memlife.journal import Operation, OpKind, Outcome
@@ -24,16 +24,19 @@ class Hold(BaseApplier):
     def apply(self, ex: Executor, ops: list[Operation], tally: Tally) -> dict[str, Result]:
         out: dict[str, Result] = {}
         current = get_many(ex.store, [o.record_id for o in ops])
-        for o in ops:
-            r = current.get(o.record_id)
-            if r is None:
-                out[o.operation_id] = ItemFailure(o.record_id, "RECORD_MISSING", retryable=False)
-            elif r.retention_class is RetentionClass.legal_hold:
-                out[o.operation_id] = Outcome.held  # already held: by us (a crash) or by hand
-            else:
-                res = ex.store.put_many(
-                    [r.model_copy(update={"retention_class": RetentionClass.legal_hold})]
-                )
-                checkpoint(self.checkpoint)
-                out[o.operation_id] = res.failed[0] if res.failed else Outcome.held
+        with keeping(out):
+            for o in ops:
+                r = current.get(o.record_id)
+                if r is None:
+                    out[o.operation_id] = ItemFailure(
+                        o.record_id, "RECORD_MISSING", retryable=False
+                    )
+                elif r.retention_class is RetentionClass.legal_hold:
+                    out[o.operation_id] = Outcome.held  # already held: by us (a crash) or by hand
+                else:
+                    res = ex.store.put_many(
+                        [r.model_copy(update={"retention_class": RetentionClass.legal_hold})]
+                    )
+                    checkpoint(self.checkpoint)
+                    out[o.operation_id] = res.failed[0] if res.failed else Outcome.held
         return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from memlife.apply.appliers.base import BaseApplier, get_many, is_held
+from memlife.apply.appliers.base import BaseApplier, get_many, is_held, keeping
 from memlife.apply.registry import Result, register
 from memlife.faults import checkpoint
 from memlife.journal import Operation, OpKind, Outcome
@@ -29,25 +29,28 @@ class HoldRelease(BaseApplier):
     def apply(self, ex: Executor, ops: list[Operation], tally: Tally) -> dict[str, Result]:
         out: dict[str, Result] = {}
         current = get_many(ex.store, [o.record_id for o in ops])
-        for o in ops:
-            r = current.get(o.record_id)
-            target = RetentionClass(
-                json.loads(o.payload or "{}").get("retention_class", "standard")
-            )
-            if r is None:
-                out[o.operation_id] = ItemFailure(o.record_id, "RECORD_MISSING", retryable=False)
-                continue
-            if not is_held(r):  # released already: by our crashed attempt, or by hand
-                out[o.operation_id] = (
-                    Outcome.released
-                    if r.retention_class is target
-                    else ItemFailure(o.record_id, "NOT_HELD", retryable=False)
+        with keeping(out):
+            for o in ops:
+                r = current.get(o.record_id)
+                target = RetentionClass(
+                    json.loads(o.payload or "{}").get("retention_class", "standard")
                 )
-                continue
-            update: dict[str, Any] = {"retention_class": target}
-            if r.status is Status.retained:
-                update.update(status=Status.active, status_changed_at=ex.cutoff)
-            res = ex.store.put_many([r.model_copy(update=update)])
-            checkpoint(self.checkpoint)
-            out[o.operation_id] = res.failed[0] if res.failed else Outcome.released
+                if r is None:
+                    out[o.operation_id] = ItemFailure(
+                        o.record_id, "RECORD_MISSING", retryable=False
+                    )
+                    continue
+                if not is_held(r):  # released already: by our crashed attempt, or by hand
+                    out[o.operation_id] = (
+                        Outcome.released
+                        if r.retention_class is target
+                        else ItemFailure(o.record_id, "NOT_HELD", retryable=False)
+                    )
+                    continue
+                update: dict[str, Any] = {"retention_class": target}
+                if r.status is Status.retained:
+                    update.update(status=Status.active, status_changed_at=ex.cutoff)
+                res = ex.store.put_many([r.model_copy(update=update)])
+                checkpoint(self.checkpoint)
+                out[o.operation_id] = res.failed[0] if res.failed else Outcome.released
         return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from memlife.apply.appliers.base import BaseApplier, get_many, stale
+from memlife.apply.appliers.base import BaseApplier, get_many, keeping, stale
 from memlife.apply.registry import Result, register
 from memlife.faults import checkpoint
 from memlife.journal import Operation, OpKind, Outcome
@@ -28,59 +28,64 @@ class Restore(BaseApplier):
         out: dict[str, Result] = {}
         current = get_many(ex.store, [o.record_id for o in ops])
         snaps = side_tables(ex.store).snapshots([o.record_id for o in ops])
-        for o in ops:
-            r = current.get(o.record_id)
-            snap = snaps.get(o.record_id)
-            if r is None:
-                out[o.operation_id] = ItemFailure(o.record_id, "RECORD_MISSING", retryable=False)
-                continue
-            if r.status is not Status.quarantined:
-                # Done already (a crash after the write, snapshot kept until the receipt)?
-                done = (
-                    snap is not None
-                    and r.status.value == snap[0]
-                    and r.provenance == Provenance.model_validate_json(snap[2])
-                )
-                out[o.operation_id] = (
-                    Outcome.restored
-                    if done
-                    else ItemFailure(o.record_id, "NOT_QUARANTINED", retryable=False)
-                )
-                continue
-            refused = stale(o, r)
-            if refused is not None:
-                out[o.operation_id] = refused
-                continue
-            if snap is not None:
-                status, changed, prov = snap
-                before = Provenance.model_validate_json(prov)
-                if status == Status.superseded.value:
-                    head = _active_head(ex, r.provenance.replaced_by or before.replaced_by, r)
-                    if head is None:
-                        # superseded by a record no longer there (erased, deleted) or now
-                        # another actor's: restoring would point at nothing (invariant 3)
-                        out[o.operation_id] = ItemFailure(
-                            o.record_id, "REPLACEMENT_MISSING", retryable=False
-                        )
-                        continue
-                    before = before.model_copy(update={"replaced_by": head})
-                back = r.model_copy(
-                    update={
-                        "status": Status(status),
-                        "status_changed_at": datetime.fromisoformat(changed) if changed else None,
-                        "provenance": before,
-                    }
-                )
-                res = ex.store.put_many([back])
-            elif head := _active_head(ex, r.provenance.replaced_by, r):
-                # no snapshot (another tool, a migrated store), but it names what replaced
-                # it: back behind that replacement, never served as current again
-                res = ex.store.set_status([o.record_id], Status.superseded,
-                                          replaced_by=head, at=ex.cutoff)  # fmt: skip
-            else:  # quarantined without a snapshot or a replacement: back to active
-                res = ex.store.set_status([o.record_id], Status.active, at=ex.cutoff)
-            checkpoint(self.checkpoint)
-            out[o.operation_id] = res.failed[0] if res.failed else Outcome.restored
+        with keeping(out):
+            for o in ops:
+                r = current.get(o.record_id)
+                snap = snaps.get(o.record_id)
+                if r is None:
+                    out[o.operation_id] = ItemFailure(
+                        o.record_id, "RECORD_MISSING", retryable=False
+                    )
+                    continue
+                if r.status is not Status.quarantined:
+                    # Done already (a crash after the write, snapshot kept until the receipt)?
+                    done = (
+                        snap is not None
+                        and r.status.value == snap[0]
+                        and r.provenance == Provenance.model_validate_json(snap[2])
+                    )
+                    out[o.operation_id] = (
+                        Outcome.restored
+                        if done
+                        else ItemFailure(o.record_id, "NOT_QUARANTINED", retryable=False)
+                    )
+                    continue
+                refused = stale(o, r)
+                if refused is not None:
+                    out[o.operation_id] = refused
+                    continue
+                if snap is not None:
+                    status, changed, prov = snap
+                    before = Provenance.model_validate_json(prov)
+                    if status == Status.superseded.value:
+                        head = _active_head(ex, r.provenance.replaced_by or before.replaced_by, r)
+                        if head is None:
+                            # superseded by a record no longer there (erased, deleted) or now
+                            # another actor's: restoring would point at nothing (invariant 3)
+                            out[o.operation_id] = ItemFailure(
+                                o.record_id, "REPLACEMENT_MISSING", retryable=False
+                            )
+                            continue
+                        before = before.model_copy(update={"replaced_by": head})
+                    back = r.model_copy(
+                        update={
+                            "status": Status(status),
+                            "status_changed_at": datetime.fromisoformat(changed)
+                            if changed
+                            else None,
+                            "provenance": before,
+                        }
+                    )
+                    res = ex.store.put_many([back])
+                elif head := _active_head(ex, r.provenance.replaced_by, r):
+                    # no snapshot (another tool, a migrated store), but it names what replaced
+                    # it: back behind that replacement, never served as current again
+                    res = ex.store.set_status([o.record_id], Status.superseded,
+                                              replaced_by=head, at=ex.cutoff)  # fmt: skip
+                else:  # quarantined without a snapshot or a replacement: back to active
+                    res = ex.store.set_status([o.record_id], Status.active, at=ex.cutoff)
+                checkpoint(self.checkpoint)
+                out[o.operation_id] = res.failed[0] if res.failed else Outcome.restored
         return out
 
     def settle(self, ex: Executor, ops: list[Operation]) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from memlife.apply.appliers.base import BaseApplier, get_many, stale
+from memlife.apply.appliers.base import BaseApplier, get_many, keeping, stale
 from memlife.apply.registry import Result, register
 from memlife.faults import checkpoint
 from memlife.journal import Operation, OpKind, Outcome
@@ -29,26 +29,29 @@ class Review(BaseApplier):
     def apply(self, ex: Executor, ops: list[Operation], tally: Tally) -> dict[str, Result]:
         out: dict[str, Result] = {}
         current = get_many(ex.store, [o.record_id for o in ops])
-        for o in ops:
-            decision = json.loads(o.payload or "{}").get("decision")
-            r = current.get(o.record_id)
-            if decision in ("keep", "dispute"):
-                out[o.operation_id] = Outcome.reviewed
-                continue
-            if r is None:
-                out[o.operation_id] = ItemFailure(o.record_id, "RECORD_MISSING", retryable=False)
-                continue
-            problem = stale(o, r)
-            if problem is not None:
-                out[o.operation_id] = problem
-                continue
-            if decision != "verify":
-                out[o.operation_id] = ItemFailure(o.record_id, "BAD_DECISION", retryable=False)
-                continue
-            if r.last_verified_at == ex.cutoff:  # our crashed attempt already stamped it
-                out[o.operation_id] = Outcome.reviewed
-                continue
-            res = ex.store.put_many([r.model_copy(update={"last_verified_at": ex.cutoff})])
-            checkpoint(self.checkpoint)
-            out[o.operation_id] = res.failed[0] if res.failed else Outcome.reviewed
+        with keeping(out):
+            for o in ops:
+                decision = json.loads(o.payload or "{}").get("decision")
+                r = current.get(o.record_id)
+                if decision in ("keep", "dispute"):
+                    out[o.operation_id] = Outcome.reviewed
+                    continue
+                if r is None:
+                    out[o.operation_id] = ItemFailure(
+                        o.record_id, "RECORD_MISSING", retryable=False
+                    )
+                    continue
+                problem = stale(o, r)
+                if problem is not None:
+                    out[o.operation_id] = problem
+                    continue
+                if decision != "verify":
+                    out[o.operation_id] = ItemFailure(o.record_id, "BAD_DECISION", retryable=False)
+                    continue
+                if r.last_verified_at == ex.cutoff:  # our crashed attempt already stamped it
+                    out[o.operation_id] = Outcome.reviewed
+                    continue
+                res = ex.store.put_many([r.model_copy(update={"last_verified_at": ex.cutoff})])
+                checkpoint(self.checkpoint)
+                out[o.operation_id] = res.failed[0] if res.failed else Outcome.reviewed
         return out

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
-from memlife.apply.appliers.base import STALE, get_many, is_held, stale
+from memlife.apply.appliers.base import STALE, get_many, is_held, stale, until_stopped
 from memlife.apply.registry import Result
+from memlife.errors import ShardStopped
 from memlife.faults import checkpoint
 from memlife.journal import Operation, Outcome
 from memlife.model import MemoryRecord, Status
-from memlife.stores.base import ItemFailure
+from memlife.stores.base import ItemFailure, StoreError
 
 if TYPE_CHECKING:
     from memlife.apply.executor import Executor
@@ -54,21 +56,36 @@ def set_status(
         keep = current.provenance.replaced_by if status is Status.quarantined else None
         ready.setdefault(o.replacement_id or keep, []).append(o)
     for replacement, group in ready.items():
-        res = ex.store.set_status(
-            [o.record_id for o in group],
-            status,
-            replaced_by=replacement,
-            policy_version=ex.policy.version,
-            at=ex.cutoff,
-        )
-        checkpoint(point)
+        write = partial(ex.store.set_status, [o.record_id for o in group], status,
+                        replaced_by=replacement, policy_version=ex.policy.version, at=ex.cutoff)  # fmt: skip
+        res, stop = until_stopped(write)
         failed = {f.id: f for f in res.failed}
+        # stopped part-way (a quota): only what the store says it did is done tonight
+        done = set(res.succeeded) if stop is not None else {o.record_id for o in group}
         for o in group:
-            out[o.operation_id] = failed.get(o.record_id, outcome)
-            if status is Status.superseded and o.record_id not in failed:
+            if o.record_id in failed or o.record_id in done:
+                out[o.operation_id] = failed.get(o.record_id, outcome)
+            if status is Status.superseded and o.record_id in done - failed.keys():
                 replaced.append((found[o.record_id], replacement or ""))
+        if stop is not None:  # the rest of the batch waits for the next night
+            raise ShardStopped(stop, _repointed(ex, replaced, out))
+        checkpoint(point)
     if replaced:
         _repoint(ex, replaced)
+    return out
+
+
+def _repointed(
+    ex: Executor, replaced: list[tuple[MemoryRecord, str]], out: dict[str, Result]
+) -> dict[str, Result]:
+    """What a stopped batch did, once its superseded records' sources are re-pointed. If the
+    stop stops that too, those records are left failed: the next night finds each one done
+    already and re-points then (nothing claimed before invariant 3 holds)."""
+    try:
+        if replaced:
+            _repoint(ex, replaced)
+    except StoreError:
+        return {op: res for op, res in out.items() if res is not Outcome.superseded}
     return out
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memlife.apply.appliers.base import BaseApplier, get_many, is_held
+from memlife.apply.appliers.base import BaseApplier, get_many, is_held, keeping
 from memlife.apply.registry import Result, register
 from memlife.journal import Operation, OpKind, Outcome
 from memlife.model import MemoryRecord
@@ -28,24 +28,25 @@ class Update(BaseApplier):
     def apply(self, ex: Executor, ops: list[Operation], tally: Tally) -> dict[str, Result]:
         out: dict[str, Result] = {}
         current = get_many(ex.store, [o.record_id for o in ops])
-        for o in ops:
-            old = current.get(o.record_id)
-            if not o.payload:
-                out[o.operation_id] = ItemFailure(o.record_id, "NO_PAYLOAD", retryable=False)
-                continue
-            new = MemoryRecord.model_validate_json(o.payload)
-            code = None
-            if old is None:
-                code = "RECORD_MISSING"
-            elif (old.actor_id, old.namespace) != (new.actor_id, new.namespace):
-                code = "SCOPE_MISMATCH"
-            elif is_held(old) and "ALLOW_HELD" not in o.reasons:  # import --allow-held
-                code = "LEGAL_HOLD"
-            else:
-                code = refusal(ex.store, new)  # ERASED_CONTENT: erased text never comes back
-            if code:
-                out[o.operation_id] = ItemFailure(o.record_id, code, retryable=False)
-                continue
-            res = ex.store.put_many([new])
-            out[o.operation_id] = res.failed[0] if res.failed else Outcome.updated
+        with keeping(out):
+            for o in ops:
+                old = current.get(o.record_id)
+                if not o.payload:
+                    out[o.operation_id] = ItemFailure(o.record_id, "NO_PAYLOAD", retryable=False)
+                    continue
+                new = MemoryRecord.model_validate_json(o.payload)
+                code = None
+                if old is None:
+                    code = "RECORD_MISSING"
+                elif (old.actor_id, old.namespace) != (new.actor_id, new.namespace):
+                    code = "SCOPE_MISMATCH"
+                elif is_held(old) and "ALLOW_HELD" not in o.reasons:  # import --allow-held
+                    code = "LEGAL_HOLD"
+                else:
+                    code = refusal(ex.store, new)  # ERASED_CONTENT: erased text never comes back
+                if code:
+                    out[o.operation_id] = ItemFailure(o.record_id, code, retryable=False)
+                    continue
+                res = ex.store.put_many([new])
+                out[o.operation_id] = res.failed[0] if res.failed else Outcome.updated
         return out
