@@ -60,6 +60,11 @@ def until_stopped(write: Callable[[], BatchResult]) -> tuple[BatchResult, StoreE
         return (partial if isinstance(partial, BatchResult) else BatchResult()), exc
 
 
+def record_missing(o: Operation) -> ItemFailure:
+    """The record an operation names is gone: nothing to apply, and nothing to retry."""
+    return ItemFailure(o.record_id, "RECORD_MISSING", retryable=False)
+
+
 @contextmanager
 def keeping(out: dict[str, Result]) -> Iterator[dict[str, Result]]:
     """An applier's loop of store writes: one that stops the shard part-way (an AgentCore

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memlife.apply.appliers.base import BaseApplier, get_many, keeping
+from memlife.apply.appliers.base import BaseApplier, get_many, keeping, record_missing
 from memlife.apply.registry import Result, register
 from memlife.faults import checkpoint
 from memlife.journal import Operation, OpKind, Outcome
 from memlife.model import RetentionClass
-from memlife.stores.base import ItemFailure
 
 if TYPE_CHECKING:
     from memlife.apply.executor import Executor
@@ -28,9 +27,7 @@ class Hold(BaseApplier):
             for o in ops:
                 r = current.get(o.record_id)
                 if r is None:
-                    out[o.operation_id] = ItemFailure(
-                        o.record_id, "RECORD_MISSING", retryable=False
-                    )
+                    out[o.operation_id] = record_missing(o)
                 elif r.retention_class is RetentionClass.legal_hold:
                     out[o.operation_id] = Outcome.held  # already held: by us (a crash) or by hand
                 else:

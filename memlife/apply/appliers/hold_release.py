@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from memlife.apply.appliers.base import BaseApplier, get_many, is_held, keeping
+from memlife.apply.appliers.base import BaseApplier, get_many, is_held, keeping, record_missing
 from memlife.apply.registry import Result, register
 from memlife.faults import checkpoint
 from memlife.journal import Operation, OpKind, Outcome
@@ -36,9 +36,7 @@ class HoldRelease(BaseApplier):
                     json.loads(o.payload or "{}").get("retention_class", "standard")
                 )
                 if r is None:
-                    out[o.operation_id] = ItemFailure(
-                        o.record_id, "RECORD_MISSING", retryable=False
-                    )
+                    out[o.operation_id] = record_missing(o)
                     continue
                 if not is_held(r):  # released already: by our crashed attempt, or by hand
                     out[o.operation_id] = (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memlife.apply.appliers.base import BaseApplier, get_many, is_held, keeping
+from memlife.apply.appliers.base import BaseApplier, get_many, is_held, keeping, record_missing
 from memlife.apply.registry import Result, register
 from memlife.faults import checkpoint
 from memlife.journal import Operation, OpKind, Outcome
@@ -34,9 +34,7 @@ class Reactivate(BaseApplier):
             for o in ops:
                 r = current.get(o.record_id)
                 if r is None:
-                    out[o.operation_id] = ItemFailure(
-                        o.record_id, "RECORD_MISSING", retryable=False
-                    )
+                    out[o.operation_id] = record_missing(o)
                 elif is_held(r):
                     out[o.operation_id] = ItemFailure(o.record_id, "LEGAL_HOLD", retryable=False)
                 elif r.status is Status.active and r.provenance.replaced_by is None:

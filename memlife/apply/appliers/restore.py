@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from memlife.apply.appliers.base import BaseApplier, get_many, keeping, stale
+from memlife.apply.appliers.base import BaseApplier, get_many, keeping, record_missing, stale
 from memlife.apply.registry import Result, register
 from memlife.faults import checkpoint
 from memlife.journal import Operation, OpKind, Outcome
@@ -33,9 +33,7 @@ class Restore(BaseApplier):
                 r = current.get(o.record_id)
                 snap = snaps.get(o.record_id)
                 if r is None:
-                    out[o.operation_id] = ItemFailure(
-                        o.record_id, "RECORD_MISSING", retryable=False
-                    )
+                    out[o.operation_id] = record_missing(o)
                     continue
                 if r.status is not Status.quarantined:
                     # Done already (a crash after the write, snapshot kept until the receipt)?

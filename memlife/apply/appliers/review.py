@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from memlife.apply.appliers.base import BaseApplier, get_many, keeping, stale
+from memlife.apply.appliers.base import BaseApplier, get_many, keeping, record_missing, stale
 from memlife.apply.registry import Result, register
 from memlife.faults import checkpoint
 from memlife.journal import Operation, OpKind, Outcome
@@ -37,9 +37,7 @@ class Review(BaseApplier):
                     out[o.operation_id] = Outcome.reviewed
                     continue
                 if r is None:
-                    out[o.operation_id] = ItemFailure(
-                        o.record_id, "RECORD_MISSING", retryable=False
-                    )
+                    out[o.operation_id] = record_missing(o)
                     continue
                 problem = stale(o, r)
                 if problem is not None:

@@ -5,7 +5,14 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING
 
-from memlife.apply.appliers.base import STALE, get_many, is_held, stale, until_stopped
+from memlife.apply.appliers.base import (
+    STALE,
+    get_many,
+    is_held,
+    record_missing,
+    stale,
+    until_stopped,
+)
 from memlife.apply.registry import Result
 from memlife.errors import ShardStopped
 from memlife.faults import checkpoint
@@ -30,7 +37,7 @@ def set_status(
     for o in ops:
         current = found.get(o.record_id)
         if current is None:
-            out[o.operation_id] = ItemFailure(o.record_id, "RECORD_MISSING", retryable=False)
+            out[o.operation_id] = record_missing(o)
             continue
         if current.status is status and current.provenance.replaced_by == (
             o.replacement_id if status is Status.superseded else current.provenance.replaced_by
