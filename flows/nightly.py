@@ -16,6 +16,7 @@ from prefect.states import Completed  # noqa: E402
 
 from flows import events, limits, shard  # noqa: E402
 from memlife import pipeline  # noqa: E402
+from memlife.foreign_errors import content_free  # noqa: E402
 from memlife.run_types import RunConfig, operator_config  # noqa: E402
 
 # a run that did not fully succeed ends Completed under its own name (the receipt's status),
@@ -26,7 +27,8 @@ STATE_NAMES = {"partial_failure": "PartialFailure", "blocked": "Blocked"}
 
 def as_task(name: str, fn: pipeline.F) -> pipeline.F:
     # a Task is called as ``fn`` is (same parameters, same result), but its type is Task[P, R]
-    return task(name=name, cache_policy=NO_CACHE, persist_result=False)(fn)  # type: ignore[return-value]
+    # a library's error message may quote memory content: Prefect keeps it (foreign_errors)
+    return task(name=name, cache_policy=NO_CACHE, persist_result=False)(content_free(fn))  # type: ignore[return-value]
 
 
 @flow(name="memlife-nightly", persist_result=False, validate_parameters=True,
@@ -35,7 +37,7 @@ def nightly(config: RunConfig = RunConfig()) -> dict[str, Any] | State:  # noqa:
     # the cutoff pinned to this flow run's schedule (a retry is the same run), a far-future
     # apply cutoff refused: as the CLI does
     config = operator_config(config, flow_run.scheduled_start_time)
-    summary = pipeline.run(config, as_task, fan_out=shard.fan_out, limit_model=limits.limited,
+    summary = content_free(pipeline.run)(config, as_task, fan_out=shard.fan_out, limit_model=limits.limited,
                            logger=get_run_logger(), on_failure=events.on_failure)  # fmt: skip
     events.publish(summary)
     result = summary.as_json()

@@ -34,13 +34,17 @@ from prefect.deployments import run_deployment  # noqa: E402
 
 from flows import limits  # noqa: E402
 from memlife import fanout, run_planning  # noqa: E402
+from memlife.foreign_errors import content_free  # noqa: E402
 from memlife.run_types import BatchOutcome, RunConfig, RunContext, Shard, collect  # noqa: E402
 
 _task: Any = dict(cache_policy=NO_CACHE, persist_result=False)
 
-process_batch = task(name="process-shards", **_task, **limits.RETRYING)(run_planning.process_batch)
+# a library's error message may quote memory content: Prefect keeps it (foreign_errors)
+process_batch = task(name="process-shards", **_task, **limits.RETRYING)(
+    content_free(run_planning.process_batch)
+)
 isolated_batch = task(name="process-shards-isolated", **_task, **limits.RETRYING)(
-    fanout.process_isolated
+    content_free(fanout.process_isolated)
 )
 
 SHARD_DEPLOYMENT = RunConfig.model_fields["shard_deployment"].default

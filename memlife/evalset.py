@@ -209,12 +209,21 @@ def load_cases(path: str | Path) -> list[EvalCase]:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise EvalSetError(f"{name}: not valid YAML: {exc}") from None
+        raise EvalSetError(f"{name}: not valid YAML: {_where(exc)}") from None
     if isinstance(data, dict):
         data = data.get("cases")
     if not isinstance(data, list):
         raise EvalSetError(f"{name}: expected a list of cases (or a mapping with 'cases:')")
     return _some(parse_cases(data, name), name)
+
+
+def _where(exc: yaml.YAMLError) -> str:
+    """The YAML problem and its line and column, without the snippet PyYAML quotes: a case
+    holds memory content (queries, expected facts), and this message reaches logs and
+    Prefect's state."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or type(exc).__name__
+    return f"{problem} (line {mark.line + 1}, column {mark.column + 1})" if mark else problem
 
 
 def cases_digest(cases: Sequence[EvalCase]) -> str:

@@ -84,6 +84,7 @@ _THROTTLE_CODES = {
     "overloaded_error",
     "429",
     "529",
+    "THROTTLED",  # memlife's own code (memlife.foreign_errors keeps it for a library's)
 }
 
 
