@@ -40,6 +40,7 @@ import numpy as np
 
 from memlife.backends import embedding_cache
 from memlife.embed import embed_for_recall
+from memlife.errors import CorruptRecordError
 from memlife.evalset import EvalCase, Impact, Target, load_cases
 from memlife.lexical import LexicalIndex
 from memlife.model import MemoryRecord, MemoryType, Status
@@ -139,8 +140,11 @@ class ShadowRecall:
         key = (actor, namespace, extra)
         if key not in self._base:
             records: list[MemoryRecord] = []
-            for page in iter_shard(self.store, actor, namespace, statuses=[Status.active]):
-                records += [r for r in page.records if r.status is Status.active]
+            try:
+                for page in iter_shard(self.store, actor, namespace, statuses=[Status.active]):
+                    records += [r for r in page.records if r.status is Status.active]
+            except (KeyError, TypeError, ValueError, CorruptRecordError) as exc:
+                raise unreadable(self.store, actor, namespace, exc) from None
             have = {r.id for r in records}
             for rid in sorted(extra - have):  # quarantined candidates: present in "before"
                 r = self.store.get(rid)
@@ -356,11 +360,19 @@ def run_set(
     exclude, include = frozenset(exclude), frozenset(include)
     per_case: dict[str, dict[str, Any]] = {}
     flaky: list[str] = []
+    unread: dict[str, dict[str, Any]] = {}  # case id -> where it could not read (ids only)
     for _ in range(gate.replicas):
         for c in cases:
-            res = run_case(
-                c, recall, exclude=exclude, include=include, answerer=answerer, plus=plus
-            )
+            if c.id in unread:
+                continue
+            try:
+                res = run_case(
+                    c, recall, exclude=exclude, include=include, answerer=answerer, plus=plus
+                )
+            except CorruptRecordError as exc:
+                unread[c.id] = {"case": c.id, "actor_id": c.actor_id, "namespace": c.namespace,
+                                "record_id": exc.record_id, "field": exc.field}  # fmt: skip
+                continue
             prev = per_case.get(c.id)
             if prev is None:
                 per_case[c.id] = res
@@ -373,7 +385,7 @@ def run_set(
                 per_case[c.id] = res  # keep the worst replica
             elif res["contradiction"]:
                 prev["contradiction"] = True
-    results = [per_case[c.id] for c in cases]
+    results = [per_case[c.id] for c in cases if c.id not in unread]
     with_must = [r for r in results if r["must_total"]]
     must_ok = [r for r in with_must if r["recall_at_k"] >= _min_result(cases, r["id"])]
     must_value = len(must_ok) / len(with_must) if with_must else 1.0
@@ -410,8 +422,23 @@ def run_set(
             r["id"] for r in results if not r["passed"] and r["impact"] == Impact.high.value
         ],
         "flaky_cases": flaky,
+        "unreadable_cases": list(unread.values()),
         "results": results,
     }
+
+
+def unreadable(
+    store: MemoryStore, actor: str, namespace: str, exc: BaseException
+) -> CorruptRecordError:
+    """A shard the gate could not read: the stored row and field at fault (the store looks
+    for it, as planning does), never the value. Not a bad row at all: our bug, raised."""
+    if isinstance(exc, CorruptRecordError):
+        return exc
+    find = getattr(store, "corrupt_row", None)
+    found: CorruptRecordError | None = find(actor, namespace) if find is not None else None
+    if found is None:
+        raise exc
+    return found
 
 
 def _min_result(cases: Sequence[EvalCase], case_id: str) -> float:
@@ -585,6 +612,9 @@ def evaluate_changes(
     out["proposed_supersedes"] = len(sups)
     out["staged_replacements"] = len(replacements)
     out["answers"] = "model" if answerer is not None else "skipped"
+    # cases on a shard holding a row nothing can read: not evaluated (the run withholds
+    # what they would have judged, memlife/run_commit.py)
+    out["unreadable_cases"] = before["unreadable_cases"]
     out["deletions_blocked"] = out["supersedes_blocked"] = out["blocked"]
     if out["blocked"] and dels and (sups or replacements):
         only_dels = verdict(before, run(dels, False), len(dels), gate)["blocked"]

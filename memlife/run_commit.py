@@ -64,6 +64,25 @@ def uncovered(
     }
 
 
+def unseen_by(
+    held: dict[str, list[str]], unread: Sequence[dict[str, Any]], outcomes: Sequence[BatchOutcome]
+) -> None:
+    """Add to ``held`` the judgements a case that could not read its shard would have seen:
+    in that case's namespace, or every namespace of its actor when it names none. Nothing
+    changes there unevaluated; the rest of the run goes on."""
+    if not unread:
+        return
+    scopes = {(u["actor_id"], u["namespace"]) for u in unread}
+
+    def seen(actor: str, namespace: str) -> bool:
+        return (actor, namespace) in scopes or (actor, None) in scopes
+
+    deletions = {i.id for o in outcomes for i in o.deletions if seen(i.actor_id, i.namespace)}
+    groups = {g.replacement.id for o in outcomes for g in o.staged if seen(*g.shard)}
+    held["deletions"] = sorted(set(held["deletions"]) | deletions)
+    held["groups"] = sorted(set(held["groups"]) | groups)
+
+
 def run_gate(
     ctx: RunContext, store: MemoryStore, outcomes: Sequence[BatchOutcome]
 ) -> dict[str, Any]:
@@ -93,6 +112,7 @@ def run_gate(
     # the set this verdict judged: the memo of a blocked group is keyed by it (commit_run)
     verdict["eval_digest"] = cases_digest(cases)
     verdict["uncovered"] = uncovered(ctx, store, outcomes, cases)
+    unseen_by(verdict["uncovered"], verdict["unreadable_cases"], outcomes)
     if verdict["deletions_blocked"] and not ctx.config.dry_run:
         from memlife.quarantine import snapshot
 

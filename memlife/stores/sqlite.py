@@ -43,7 +43,7 @@ from memlife.model import (
 from memlife.sql_in import in_chunks, marks
 from memlife.sqlite_open import connect_wal
 from memlife.stores.base import DEFAULT_PAGE_SIZE, BadPageToken, BatchResult, ItemFailure, Page
-from memlife.stores.sqlite_rows import VIEW_CHECKS, checked
+from memlife.stores.sqlite_rows import VIEW_CHECKS, checked, corrupt_record
 from memlife.text import negates, norm_sha256, normalise
 
 SCHEMA = """
@@ -282,6 +282,17 @@ def _trusted(cls: type[M], fields: dict[str, Any], names: set[str]) -> M:
 
 
 def row_to_record(row: tuple[Any, ...]) -> MemoryRecord:
+    """A stored row as a record, unchecked (the hot path); a value it cannot read (a damaged
+    file, a hand-written row) is a CorruptRecordError naming the record and field."""
+    try:
+        return _row_to_record(row)
+    except (KeyError, TypeError, ValueError):  # JSONDecodeError is a ValueError
+        raise corrupt_record(row) from None
+
+
+def _row_to_record(row: tuple[Any, ...]) -> MemoryRecord:
+    if type(row[5]) is not str:  # content every reader embeds, hashes and prints: text only
+        raise TypeError
     prov = _trusted(Provenance, json.loads(row[17]), _PROV_FIELDS)
     return _trusted(
         MemoryRecord,

@@ -69,6 +69,59 @@ VIEW_CHECKS: dict[int, tuple[str, Callable[[Iterable[Any]], object]]] = {
 }
 
 
+def _iso_dates(values: Iterable[Any]) -> object:
+    from datetime import datetime
+
+    return [datetime.fromisoformat(v) for v in values]  # TypeError / ValueError
+
+
+def _iso_dates_or_none(values: Iterable[Any]) -> object:
+    return _iso_dates(set(values) - {None})
+
+
+def _provenance(values: Iterable[Any]) -> object:
+    import json
+
+    for v in values:
+        if not isinstance(json.loads(v), dict):  # TypeError on bytes / None, ValueError on junk
+            raise ValueError
+    return None
+
+
+# column of a record row (stores/sqlite.py COLUMNS, the SELECT that builds records) -> check
+RECORD_CHECKS: dict[int, tuple[str, Callable[[Iterable[Any]], object]]] = {
+    0: ("id", _text),
+    1: ("actor_id", _text),
+    2: ("namespace", _text),
+    3: ("memory_type", _one_of(MemoryType)),
+    4: ("subject", _text_or_none),
+    5: ("content", _text),
+    6: ("owner", _text_or_none),
+    7: ("confidence", _numbers),
+    8: ("source", _one_of(Source)),
+    9: ("created_at", _iso_dates),
+    10: ("last_accessed_at", _iso_dates_or_none),
+    11: ("access_count", _numbers),
+    12: ("last_verified_at", _iso_dates_or_none),
+    13: ("expires_at", _iso_dates_or_none),
+    14: ("retention_class", _one_of(RetentionClass)),
+    15: ("status", _one_of(Status)),
+    16: ("status_changed_at", _iso_dates_or_none),
+    17: ("provenance", _provenance),
+}
+
+
+def corrupt_record(row: tuple[Any, ...]) -> CorruptRecordError:
+    """The error for a record row that did not build: the field at fault, never its value
+    (a field no check refuses: the row as a whole)."""
+    try:
+        checked([row], RECORD_CHECKS)
+    except CorruptRecordError as exc:
+        return exc
+    rid = str(row[0]) if isinstance(row[0], str) else "<not text>"
+    return CorruptRecordError(rid, "<row>", "the stored row does not build a record")
+
+
 def checked(
     rows: Sequence[tuple[Any, ...]],
     checks: dict[int, tuple[str, Callable[[Iterable[Any]], object]]],
