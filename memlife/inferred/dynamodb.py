@@ -19,7 +19,8 @@ stored key is missing from its list, whatever runs between (an erasure racing a
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -29,6 +30,12 @@ from memlife.state.dynamodb import DynamoState, Key, is_conditional_failure, key
 
 Shard = tuple[str, str]
 _ATTEMPTS = 5  # a transaction another one on the same items cancels is tried again
+_PAIRS = 50  # records to one transaction: two actions each, DynamoDB takes 100
+
+
+def _rid(pair: list[dict[str, Any]]) -> str:
+    """The record id of a pair whose first action is on its key item (``infs#{id}``)."""
+    return str(pair[0]["Delete"]["Key"]["pk"]["S"][5:])
 
 
 def _key(record_id: str) -> Key:
@@ -78,6 +85,7 @@ class DynamoSubjects:
             if "m" not in item:  # stored before member lists: listed now
                 self._list_known(shard, rid, item["subject"]["S"])
         now = utcnow().isoformat()
+        writes: list[list[dict[str, Any]]] = []
         for rid, subject in subjects.items():
             if rid in known:
                 continue
@@ -91,7 +99,9 @@ class DynamoSubjects:
                 "ExpressionAttributeValues": {":a": {"S": actor_id}, ":n": {"S": namespace}},
             }  # fmt: skip
             entry = {"TableName": self.state.table, "Item": _member(shard, subject, rid)}
-            self._transact([{"Put": insert}, {"Put": entry}])  # refused: another's key stands
+            writes.append([{"Put": insert}, {"Put": entry}])
+        # a refused pair: another writer's key stands, and stays
+        self._in_batches(writes, lambda pair: int(self._transact(pair)))
 
     def _list_known(self, shard: Shard, rid: str, subject: str) -> None:
         """Give a key stored before member lists its entry, while the record still holds it."""
@@ -115,6 +125,22 @@ class DynamoSubjects:
             return False
         return True
 
+    def _in_batches(
+        self, pairs: list[list[dict[str, Any]]], alone: Callable[[list[dict[str, Any]]], int]
+    ) -> int:
+        """Each record's pair of actions, up to 50 records to a transaction (DynamoDB takes
+        100 actions), and how many records' pairs were done. A batch a condition refuses is
+        cancelled whole; each of its pairs is then done ``alone`` (the one-record path, with
+        its own answer to a refusal, returning 1 when done)."""
+        done = 0
+        for lo in range(0, len(pairs), _PAIRS):
+            batch = pairs[lo : lo + _PAIRS]
+            if len(batch) > 1 and self._transact([a for pair in batch for a in pair]):
+                done += len(batch)
+                continue
+            done += sum(alone(pair) for pair in batch)
+        return done
+
     def forget(self, ids: Sequence[str], shard: Shard | None = None) -> int:
         present = self.state.batch_get([_key(i) for i in ids])
         if shard is not None:
@@ -131,21 +157,34 @@ class DynamoSubjects:
         none) goes in one conditional on exactly that."""
         n = 0
         for subject in sorted(keys):
-            for item in list(self.state.query(_members(shard, subject))):
-                n += self._forget_member(shard, subject, item["sk"]["S"])
+            rids = [item["sk"]["S"] for item in self.state.query(_members(shard, subject))]
+            pairs = [self._forget_pair(shard, subject, rid) for rid in rids]
+            n += self._in_batches(pairs, partial(self._forget_alone, shard, subject))
         return n
 
-    def _forget_member(self, shard: Shard, subject: str, rid: str) -> int:
+    def _forget_alone(self, shard: Shard, subject: str, pair: list[dict[str, Any]]) -> int:
+        return self._forget_member(shard, subject, _rid(pair))
+
+    def _forget_pair(self, shard: Shard, subject: str, rid: str) -> list[dict[str, Any]]:
+        """Delete the record's key, if it still holds ``subject`` in ``shard``, and its entry."""
         table = self.state.table
-        entry = {"TableName": table, "Key": _member(shard, subject, rid)}
         holds = {"TableName": table, "Key": _key(rid), **_holds(shard, subject)}
+        return [
+            {"Delete": holds},
+            {"Delete": {"TableName": table, "Key": _member(shard, subject, rid)}},
+        ]
+
+    def _forget_member(self, shard: Shard, subject: str, rid: str) -> int:
+        pair = self._forget_pair(shard, subject, rid)
+        holds, entry = pair[0]["Delete"], pair[1]["Delete"]
+        table = self.state.table
         other = {"TableName": table, "Key": _key(rid),
                  "ConditionExpression": "attribute_not_exists(pk) OR NOT (#s = :s AND #a = :a "
                                         "AND #n = :n)",
                  "ExpressionAttributeNames": holds["ExpressionAttributeNames"],
                  "ExpressionAttributeValues": holds["ExpressionAttributeValues"]}  # fmt: skip
         for _ in range(_ATTEMPTS):
-            if self._transact([{"Delete": holds}, {"Delete": entry}]):
+            if self._transact(pair):
                 return 1
             if self._transact([{"ConditionCheck": other}, {"Delete": entry}]):
                 return 0
