@@ -639,11 +639,22 @@ class SqliteStore:
         return out
 
     def delete_many(self, ids: Sequence[str]) -> BatchResult:
+        """Delete by id, never a held record: the hold is part of the DELETE, so one placed
+        after the caller last read the record still wins (``LEGAL_HOLD``, not retried)."""
         result = BatchResult()
+        held = (RetentionClass.legal_hold.value, Status.retained.value)
         with self.lock, self.transaction():
             for rid in ids:
-                cur = self.connection.execute("DELETE FROM records WHERE id=?", (rid,))
-                (result.succeeded if cur.rowcount else result.missing).append(rid)
+                cur = self.connection.execute(
+                    "DELETE FROM records WHERE id=? AND retention_class!=? AND status!=?",
+                    (rid, *held),
+                )
+                if cur.rowcount:
+                    result.succeeded.append(rid)
+                elif self.connection.execute("SELECT 1 FROM records WHERE id=?", (rid,)).fetchone():
+                    result.failed.append(ItemFailure(rid, "LEGAL_HOLD", retryable=False))
+                else:
+                    result.missing.append(rid)
         return result
 
     # -- tombstones (erasure) --------------------------------------------------------------

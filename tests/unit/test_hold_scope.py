@@ -279,3 +279,30 @@ def test_held_superseded_records_read_alike_with_and_without_the_sqlite_index(
         shards = [("u-1", "/users/u-1/facts"), ("u-2", "/users/u-2/facts")]
         fast = held_superseded(store, shards)
         assert sorted(fast) == sorted(held_superseded(Paged(), shards)) == ["a", "e"]  # type: ignore[arg-type]
+
+
+def test_a_hold_placed_on_the_record_just_before_its_delete_wins(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review of session 20: the applier re-read N, then dropped its cached vectors, then
+    deleted it unconditionally; a hold placed on N in between was deleted with it. The hold
+    is now part of SQLite's DELETE: N stays, receipted LEGAL_HOLD, never deleted."""
+    with SqliteStore(home / "memlife.db") as store:
+        store.put_many([rec("N", "Had a dentist appointment.", expires_at=NOW - timedelta(days=1))])
+    import memlife.apply.appliers.delete as delete
+
+    forget = delete.forget_content
+
+    def then_hold(ex: object, gone: object, current: object) -> None:
+        forget(ex, gone, current)  # type: ignore[arg-type]
+        with SqliteStore(home / "memlife.db") as other:  # compliance, another process
+            place_hold(other, ids=["N"], now=NOW)
+
+    monkeypatch.setattr(delete, "forget_content", then_hold)
+    summary = run_local(RunConfig(dry_run=False, now=NOW, consolidate=False))
+    with SqliteStore(home / "memlife.db") as store:
+        kept = store.get("N")
+        assert kept is not None and kept.retention_class is RetentionClass.legal_hold
+    receipt = json.loads(Path(str(summary.receipt)).read_text())
+    assert [f["code"] for f in receipt["failures"]] == ["LEGAL_HOLD"]
+    assert summary.lifecycle["deleted"] == 0

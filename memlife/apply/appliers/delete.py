@@ -22,13 +22,8 @@ def delete_records(ex: Executor, ops: list[Operation]) -> dict[str, Result]:
     """Delete in one batch, re-checking each record right before (a hold may be new)."""
     by_record = {o.record_id: o for o in ops}
     current = get_many(ex.store, list(by_record))
-    from memlife.model import link_of
-    from memlife.pinned import held_superseded, pinned_by_a_hold  # pinned imports the planner
-
     # held now, not at planning: a hold placed since pins what its record names as well
-    held = held_superseded(ex.store, ((r.actor_id, r.namespace) for r in current.values()))
-    links = {rid: link_of(r) for rid, r in current.items()}
-    pinned = pinned_by_a_hold(ex.store, links, held)
+    pinned = _pinned(ex, current)
     out: dict[str, Result] = {}
     ids = []
     for rid, o in by_record.items():
@@ -42,7 +37,8 @@ def delete_records(ex: Executor, ops: list[Operation]) -> dict[str, Result]:
             ids.append(rid)
     if ids:
         # first: a failure here deletes nothing and the batch is retried; after the delete
-        # it would leave records gone with no receipt that says so (only already_absent)
+        # it would leave records gone with no receipt that says so (only already_absent).
+        # A hold placed on a record meanwhile still wins: SQLite's DELETE refuses it.
         forget_content(ex, [by_record[rid] for rid in ids], current)
         res, stop = until_stopped(lambda: ex.store.delete_many(ids))
         checkpoint("after_delete")
@@ -62,6 +58,15 @@ def delete_records(ex: Executor, ops: list[Operation]) -> dict[str, Result]:
         if stop is not None:
             raise ShardStopped(stop, out)
     return out
+
+
+def _pinned(ex: Executor, current: dict[str, MemoryRecord]) -> set[str]:
+    """Those of ``current`` a held record reaches (memlife/pinned.py), read now."""
+    from memlife.model import link_of
+    from memlife.pinned import held_superseded, pinned_by_a_hold  # pinned imports the planner
+
+    held = held_superseded(ex.store, ((r.actor_id, r.namespace) for r in current.values()))
+    return pinned_by_a_hold(ex.store, {rid: link_of(r) for rid, r in current.items()}, held)
 
 
 def forget_content(ex: Executor, gone: list[Operation], current: dict[str, MemoryRecord]) -> None:
