@@ -293,7 +293,11 @@ def row_to_record(row: tuple[Any, ...]) -> MemoryRecord:
 def _row_to_record(row: tuple[Any, ...]) -> MemoryRecord:
     if type(row[5]) is not str:  # content every reader embeds, hashes and prints: text only
         raise TypeError
-    prov = _trusted(Provenance, json.loads(row[17]), _PROV_FIELDS)
+    raw = json.loads(row[17])
+    # every key, as written since the first version: trusted; else (a row from elsewhere,
+    # a key missing) validated, defaults filled, anything wrong a ValueError
+    fits = isinstance(raw, dict) and raw.keys() == _PROV_FIELDS
+    prov = _trusted(Provenance, raw, _PROV_FIELDS) if fits else Provenance.model_validate(raw)
     return _trusted(
         MemoryRecord,
         dict(

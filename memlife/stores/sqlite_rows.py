@@ -82,9 +82,10 @@ def _iso_dates_or_none(values: Iterable[Any]) -> object:
 def _provenance(values: Iterable[Any]) -> object:
     import json
 
-    for v in values:
-        if not isinstance(json.loads(v), dict):  # TypeError on bytes / None, ValueError on junk
-            raise ValueError
+    from memlife.model import Provenance
+
+    for v in values:  # TypeError on bytes or None, ValueError on junk or a wrong key
+        Provenance.model_validate(json.loads(v))
     return None
 
 

@@ -85,6 +85,8 @@ def test_a_row_the_gate_cannot_read_stops_its_shard_and_the_run_goes_on(home: Pa
         ("created_at", "last Tuesday"),
         ("expires_at", "Diagnosed with hepatitis C"),
         ("provenance", "{not json"),
+        ("provenance", "[1, 2]"),
+        ("provenance", '{"replaced_by": null, "stolen": 1}'),
         ("content", b"\xff\xfe"),
     ],
 )
@@ -105,3 +107,15 @@ def test_a_damaged_row_is_read_as_an_error_naming_its_record_and_field(
         with pytest.raises(CorruptRecordError):
             list(store.iter_all())
         assert store.get("u-1-tea-0") is not None  # the others read as before
+
+
+def test_provenance_missing_keys_reads_with_their_defaults(tmp_path: Path) -> None:
+    """Review of session 20: provenance written without a key (a row from another tool) was
+    built as it was, and the first read of the missing attribute ended the whole run."""
+    with SqliteStore(tmp_path / "m.db") as store:
+        store.put_many(pair("u-1", "facts", "tea", "green tea"))
+        store.connection.execute("UPDATE records SET provenance='{}' WHERE id='u-1-tea-1'")
+        store.connection.commit()
+        got = store.get("u-1-tea-1")
+        assert got is not None and got.provenance.supersedes == []
+        assert got.provenance.content_sha256 is None and got.sha256  # computed, not raised
