@@ -600,10 +600,16 @@ def evaluate_changes(
     dels = frozenset(deletions)
     sups = frozenset(superseded)
 
+    unread: dict[str, dict[str, Any]] = {}  # a case any view could not read: by case id
+
+    def seen(rep: dict[str, Any]) -> dict[str, Any]:
+        unread.update((u["case"], u) for u in rep["unreadable_cases"])
+        return rep
+
     def run(exclude: frozenset[str], plus: bool) -> dict[str, Any]:
-        return run_set(
+        return seen(run_set(
             cases, recall, gate, exclude=exclude, include=dels, answerer=answerer, plus=plus
-        )
+        ))  # fmt: skip
 
     before = run(frozenset(), False)
     changed = bool(dels or sups or replacements)
@@ -612,9 +618,6 @@ def evaluate_changes(
     out["proposed_supersedes"] = len(sups)
     out["staged_replacements"] = len(replacements)
     out["answers"] = "model" if answerer is not None else "skipped"
-    # cases on a shard holding a row nothing can read: not evaluated (the run withholds
-    # what they would have judged, memlife/run_commit.py)
-    out["unreadable_cases"] = before["unreadable_cases"]
     out["deletions_blocked"] = out["supersedes_blocked"] = out["blocked"]
     if out["blocked"] and dels and (sups or replacements):
         only_dels = verdict(before, run(dels, False), len(dels), gate)["blocked"]
@@ -630,9 +633,13 @@ def evaluate_changes(
             rep = run_set(subset, recall, gate, exclude=exclude, include=dels,
                           answerer=answerer, plus=True)  # fmt: skip
             recall.forget(exclude)  # one trial view at a time: memory stays bounded
-            return rep
+            return seen(rep)
 
         out["blocking_groups"] = blocking_groups(cases, gate, before, groups, scope, trial)
+    # cases some view could not read (a stored row that does not decode, reached before or
+    # only after the changes, through a replacement's sources): not evaluated there, so the
+    # run withholds what they would have judged (memlife/run_commit.py)
+    out["unreadable_cases"] = sorted(unread.values(), key=lambda u: u["case"])
     return out
 
 

@@ -119,3 +119,56 @@ def test_provenance_missing_keys_reads_with_their_defaults(tmp_path: Path) -> No
         got = store.get("u-1-tea-1")
         assert got is not None and got.provenance.supersedes == []
         assert got.provenance.content_sha256 is None and got.sha256  # computed, not raised
+
+
+def test_a_row_only_the_after_view_reaches_withholds_what_its_case_judges(
+    tmp_path: Path,
+) -> None:
+    """Review of session 20: the after view follows a staged replacement's sources
+    (lineage) and met a damaged superseded row that no planning read; only the before
+    view's unreadable cases were kept, so the case that would have blocked (R is forbidden)
+    was dropped from after and nothing was held. Every view's unreadable cases count now,
+    and the run withholds R."""
+    from memlife.evalset import parse_cases
+    from memlife.gate import evaluate_changes
+    from memlife.model import Provenance, Status
+    from memlife.policy import load_policy
+    from memlife.run_commit import unseen_by
+
+    def rec(rid: str, content: str, **kw: object) -> MemoryRecord:
+        return MemoryRecord(id=rid, actor_id="u-1", namespace="/users/u-1/facts",
+                            memory_type="semantic", subject="x", content=content,
+                            created_at=NOW, **kw)  # type: ignore[arg-type]  # fmt: skip
+
+    store = SqliteStore(tmp_path / "m.db")
+    store.put_many([
+        rec("X", "Used to work at a shop.", status=Status.superseded,
+            provenance=Provenance(replaced_by="O1")),
+        rec("O1", "Works at the bakery.", provenance=Provenance(supersedes=["X"])),
+        rec("O2", "Prefers green tea."),
+    ])  # fmt: skip
+    store.connection.execute("UPDATE records SET content=X'fffe' WHERE id='X'")
+    store.connection.commit()
+    replacement = rec("R", "Prefers green tea and works at the bakery.",
+                      provenance=Provenance(supersedes=["O1", "O2"]))  # fmt: skip
+    cases = parse_cases([{"id": "c", "query": "which tea does the user prefer?",
+                          "actor_id": "u-1", "namespace": "/users/u-1/facts", "k": 1,
+                          "threshold": -1.0, "impact": "high", "forbidden": ["R"]}])  # fmt: skip
+    verdict = evaluate_changes(store, cases, load_policy().gate, superseded=["O1", "O2"],
+                               replacements=[replacement], groups=[("R", ["O1", "O2"])])  # fmt: skip
+    assert [(u["case"], u["record_id"], u["field"]) for u in verdict["unreadable_cases"]] == [
+        ("c", "X", "content")
+    ]
+
+    class Staged:  # what run_commit reads of a staged group and a batch's outcome
+        replacement = rec("R", "-")
+        shard = ("u-1", "/users/u-1/facts")
+
+    class Outcome:
+        staged = [Staged()]
+        deletions: list = []
+
+    held: dict[str, list[str]] = {"deletions": [], "groups": []}
+    unseen_by(held, verdict["unreadable_cases"], [Outcome()])  # type: ignore[list-item]
+    assert held["groups"] == ["R"]
+    store.close()
