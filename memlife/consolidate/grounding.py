@@ -98,7 +98,10 @@ def check_relation(result: ConsolidationResult, group: Group) -> None:
 
 _TIE = 0.02  # cosines this close to the best count as equally close
 
-_COMMA = re.compile(r",(?!\d)")
+# a bare comma (not inside a number, "1,200"), its CJK forms, a spaced dash, slash, "&" or
+# "+", a colon or a bracket: each joins a part that must ground on its own (a bare "and"
+# does not: "black coffee and orange juice" would ask each item to ground alone)
+_COMMA = re.compile(r",(?!\d)|[，、；]|\s[-–—/&+]+\s|:\s|[()]")
 _CLAUSE_SPLIT = re.compile(r"[.;!?\n]+|,\s+(?:but|and|while|though)\s+|\s+but\s+", re.IGNORECASE)
 _NUMBER = re.compile(r"\d+(?:[.,:/-]\d+)*")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'’-]*")
@@ -140,10 +143,27 @@ def _parts(what: str, text: str, *, clauses_too: bool = False) -> list[tuple[str
 
 
 def _restated(part: str, held: Sequence[set[str]]) -> bool:
-    """One source holds every content word of ``part``, and it denies nothing: an item of a
-    list ("black coffee") or an apposition ("a nurse from Leeds") that source states."""
+    """A part that needs no cosine, and denies nothing: one affirmative source clause holds
+    every content word of it (an item of a list, "black coffee"; an apposition, "a nurse
+    from Leeds"), or it only sets the time ("Back in 2019", "These days", "Every Sunday":
+    its numbers and dates are checked with the summary's). A part of filler words only
+    ("she will") is grounded by cosine."""
     terms = set(tokenize(part))
-    return not negates(part) and any(terms <= h for h in held)
+    if not terms or negates(part):
+        return False
+    return terms <= _TIME_TERMS or any(terms <= h for h in held)
+
+
+# words that only place a statement in time (stemmed as BM25 stems them)
+_TIME_TERMS = frozenset(tokenize(
+    "back since these days day week weeks month months year years every each now today "
+    "tonight yesterday tomorrow recently lately nowadays currently later earlier ago last "
+    "next past morning mornings evening evenings night nights weekend weekends summer "
+    "winter spring autumn fall january february march april may june july august "
+    "september october november december monday tuesday wednesday thursday friday "
+    "saturday sunday mondays tuesdays wednesdays thursdays fridays saturdays sundays "
+    "once twice often usually sometimes always first then"
+)) | {str(y) for y in range(1900, 2101)}  # fmt: skip
 
 
 def specifics(text: str) -> set[str]:
@@ -258,7 +278,11 @@ def check_grounding(
     # an invented clause beside a true one keeps the whole above the threshold. So is a part
     # joined by a bare comma: "Alice likes green tea, is pregnant." is 0.82 from "Alice likes
     # green tea." as a whole. A part one source holds word for word needs no cosine.
-    held = [set(tokenize(r.content)) for r in usable]
+    contradicted = set(group.superseded_ids) | set(result.outdated_ids)
+    # word for word only from what a source affirms, and never from a contradicted source
+    held = [set(tokenize(t)) for r in usable if r.id not in contradicted
+            for t in [r.content, *clauses(r.content), *comma_parts(r.content)]
+            if not negates(t)]  # fmt: skip
     parts = _parts("summary", result.summary, clauses_too=True)
     parts += [p for i, c in enumerate(result.claims) for p in _parts(f"claim {i}", c)]
     parts = [(what, part) for what, part in parts if not _restated(part, held)]
@@ -276,7 +300,6 @@ def check_grounding(
     unit_vecs, stmt_vecs = vectors[: len(units)], vectors[len(units) :]
     sims = stmt_vecs @ unit_vecs.T  # rows are L2-normalised: dot product is cosine
     unit_neg = np.array([negates(t) for _, t in units])
-    contradicted = set(group.superseded_ids) | set(result.outdated_ids)
 
     for i, claim in enumerate(statements):
         what = labels[i]

@@ -212,3 +212,43 @@ def test_parts_the_sources_hold_word_for_word_still_ground(emb, restated: str) -
         "Alice paid 1,200 pounds for a tea set.",
     )
     assert code(result(restated, ids=("s-0", "s-1", "s-2", "s-3")), g, emb) is None
+
+
+@pytest.mark.parametrize(
+    ("summary", "sources", "superseded"),
+    [
+        ("Alice likes green tea, is pregnant.", ("Alice likes green tea.", "Alice is not pregnant."), ()),
+        ("Alice likes green tea, smokes.", ("Alice likes green tea.", "Alice never smokes."), ()),
+        ("Alice drinks green tea, drinks coffee.", ("Alice drinks green tea.", "Alice drinks coffee."), (1,)),
+        ("Alice likes green tea，is pregnant.", ("Alice likes green tea.",), ()),
+        ("Alice likes green tea、is pregnant.", ("Alice likes green tea.",), ()),
+        ("Alice likes green tea — is pregnant.", ("Alice likes green tea.",), ()),
+        ("Alice likes green tea: is pregnant.", ("Alice likes green tea.",), ()),
+        ("Alice likes green tea (is pregnant).", ("Alice likes green tea.",), ()),
+        ("Alice likes green tea / is pregnant.", ("Alice likes green tea.",), ()),
+    ],
+)  # fmt: skip
+def test_a_part_borrowing_a_denied_or_outdated_statement_or_another_separator_is_refused(
+    emb, summary: str, sources: tuple[str, ...], superseded: tuple[int, ...]
+) -> None:
+    """Review of session 20: the word-for-word rule took words from a source that denies
+    them ("Alice is not pregnant"), or from one the planner found outdated; and only an
+    ASCII comma split a sentence ("，", "、", a dash, a colon, a bracket did not)."""
+    g = group(*sources, superseded=superseded)
+    ids = tuple(f"s-{i}" for i in range(len(sources)))
+    assert code(result(summary, ids=ids), g, emb) in ("UNGROUNDED_CLAIM", "CONTRADICTED_CLAIM")
+
+
+@pytest.mark.parametrize(
+    ("summary", "source"),
+    [
+        ("Back in 2019, Alice adopted a dog.", "Alice adopted a dog in 2019."),
+        ("These days, Alice drinks green tea.", "Alice drinks green tea now."),
+        ("Since March, Alice has worked at the bakery.", "Alice started working at the bakery in March."),
+        ("Every Sunday, Alice calls her mother.", "Alice phones her mum each Sunday."),
+    ],
+)  # fmt: skip
+def test_a_part_that_only_sets_the_time_needs_no_cosine(emb, summary: str, source: str) -> None:
+    """ "Back in 2019" alone is 0.21 from its source: a part of time words only is not a
+    claim (its numbers and dates are checked with the summary)."""
+    assert code(result(summary), group(source), emb) is None
