@@ -24,11 +24,13 @@ BM25_K1 = 1.5
 BM25_B = 0.75
 
 _WORD = re.compile(r"[a-z0-9]+")
-# A word of any script: letters and digits, and the marks Indic, Arabic, Hebrew and Thai
-# words carry inside them (re has no \p{M}; these blocks hold those scripts' marks).
+# A word of any script: letters and digits, and the marks Indic, Arabic, Hebrew, Thai, Lao,
+# Burmese and Khmer words carry inside them (re has no \p{M}; these blocks hold those
+# scripts' marks; Burmese and Khmer whole, but for their punctuation).
 _ANY_WORD = re.compile(
     "(?:[^\\W_]|[\u0483-\u0489\u0591-\u05c7\u0610-\u061a\u064b-\u065f\u0670"
     "\u06d6-\u06ed\u0900-\u0dff\u0e31-\u0e4e\u0eb1-\u0ecd\u0f18-\u0fbc"
+    "\u1000-\u1049\u1050-\u109f\u1780-\u17d3\u17dd-\u17f9"
     "\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f])+"
 )
 # Han ideographs and kana: written without spaces, so a run of them is read as overlapping

@@ -408,3 +408,7 @@ def test_thai_lao_khmer_and_burmese_words_are_found_inside_unspaced_sentences() 
         assert int(np.argmax(scores)) == want and (scores > 0).sum() == 1, query
     assert "ก" in tokenize("ก") and "ผั" in tokenize("ข้าวผัด")  # one letter alone is itself
     assert "ข" not in tokenize("ข้าวผัด")  # no single letters: they would match every text
+    # the vowel signs and viramas inside a Khmer or Burmese word keep it whole (review of
+    # session 20: "កាហ្វេ" was cut into the letters "ក", "ហ", "វ")
+    for word in ("កាហ្វេ", "ကော်ဖီ", "ខ្ញុំចូលចិត្តតែ។", "ကျွန်တော်ကော်ဖီကြိုက်တယ်။"):
+        assert tokenize(word) and all(len(t) == 2 for t in tokenize(word)), word
