@@ -87,8 +87,10 @@ def _target(value: Any) -> Target:
             return Target(id=str(value["id"]))
         if len(value) == 1 and next(iter(value)) in ("fact", "claim", "text"):
             return Target(text=str(next(iter(value.values()))))
+    # the shape, never the value: a target holds memory content
+    shape = f"a mapping of {len(value)} key(s)" if isinstance(value, dict) else type(value).__name__
     raise ValueError(
-        f"target {value!r}: use a record id, {{id: ..}}, {{fact: ..}} or {{claim: ..}}"
+        f"target is {shape}: use a record id, {{id: ..}}, {{fact: ..}} or {{claim: ..}}"
     )
 
 
@@ -144,6 +146,13 @@ class EvalCase(BaseModel):
         return out
 
 
+def _part(loc: object) -> str:
+    """One step of a validation error's location: a field name or an index, else ``<key>``."""
+    if isinstance(loc, int) or loc in EvalCase.model_fields or loc in Target.model_fields:
+        return str(loc)
+    return "<key>"
+
+
 def parse_cases(items: Iterable[Any], source: str = "<cases>") -> list[EvalCase]:
     cases: list[EvalCase] = []
     seen: set[str] = set()
@@ -153,7 +162,9 @@ def parse_cases(items: Iterable[Any], source: str = "<cases>") -> list[EvalCase]
             case = EvalCase.model_validate(item)
         except ValidationError as exc:
             err = exc.errors(include_url=False)[0]
-            loc = ".".join(str(p) for p in err["loc"]) or "<case>"
+            # a key the model does not know is named by its place, not its text (a typo in
+            # a key, or a value pasted where a key goes, may be memory content)
+            loc = ".".join(_part(p) for p in err["loc"]) or "<case>"
             raise EvalSetError(f"{source}: case {cid or n}: {loc}: {err['msg']}") from None
         if case.id in seen:
             raise EvalSetError(f"{source}: case id {case.id!r} appears twice")
