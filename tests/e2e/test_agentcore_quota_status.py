@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from memlife.journal import OpState
-from memlife.model import MemoryRecord, MemoryType, Source, Status
+from memlife.model import MemoryRecord, MemoryType, Provenance, Source, Status
 from memlife.pipeline import RunConfig, RunSummary, run_local
 from tests.e2e.test_agentcore_nightly import ac, harness, home, journal  # noqa: F401
 from tests.fakes.agentcore import bulk_load
@@ -138,3 +138,40 @@ def test_a_hold_stopped_by_the_quota_part_way_keeps_the_holds_it_placed(ac: dict
     got = [o for o in operation_receipts(ac["receipts"]).values() if o["outcome"] == "held"]
     assert sorted(o["record_id"] for o in got) == sorted(ids)  # each hold claimed once
     assert {o["run_id"] for o in got} == {first["run_id"]}
+
+
+def test_sources_brought_back_when_their_replacement_is_erased_keep_the_chunks_done(
+    ac: dict,  # noqa: F811
+) -> None:
+    """Erasing one of 150 sources withdraws their replacement and brings the other 149 back
+    (reactivate: one status change, AgentCore's chunks of 100); the quota stops the second
+    chunk. The hundred brought back are receipted so by this erasure (review of session
+    20: they were journaled failed)."""
+    from memlife.erase import erase
+
+    store, fake = ac["store"], ac["fake"]
+    sources = [
+        MemoryRecord(
+            id=f"s-{k:03d}", actor_id="u-s", namespace="/users/u-s/preferences",
+            memory_type=MemoryType.semantic, subject="tea", content=f"Prefers green tea ({k}).",
+            created_at=ANCHOR - timedelta(days=40), status=Status.superseded,
+            provenance=Provenance(replaced_by="r-1"),
+        )
+        for k in range(150)
+    ]  # fmt: skip
+    replacement = MemoryRecord(
+        id="r-1", actor_id="u-s", namespace="/users/u-s/preferences",
+        memory_type=MemoryType.semantic, subject="tea", content="Prefers green tea.",
+        created_at=ANCHOR - timedelta(days=30),
+        provenance=Provenance(supersedes=[s.id for s in sources]),
+    )  # fmt: skip
+    bulk_load(store, fake, [*sources, replacement])
+    fake.quota_next(1, "update", skip=1)
+    got = erase(store, "u-s", ids=["s-000"], receipts=ac["sink"], now=CUTOFF)
+    assert got["counts"]["restored"] == 100 and got["counts"]["failed"] == 49
+    back = {o["record_id"] for o in operation_receipts(ac["receipts"]).values()
+            if o["outcome"] == "restored"}  # fmt: skip
+    assert len(back) == 100
+    assert {store.get(i).status for i in back} == {Status.active}
+    rest = {s.id for s in sources[1:]} - back
+    assert len(rest) == 49 and {store.get(i).status for i in rest} == {Status.superseded}

@@ -60,6 +60,21 @@ def until_stopped(write: Callable[[], BatchResult]) -> tuple[BatchResult, StoreE
         return (partial if isinstance(partial, BatchResult) else BatchResult()), exc
 
 
+def settled(
+    out: dict[str, Result], ops: Sequence[Operation], res: BatchResult,
+    stop: StoreError | None, outcome: Result,
+) -> set[str]:  # fmt: skip
+    """Each op's result from one batched write into ``out``; the record ids done. Stopped
+    part-way (a quota): only what the store says it did is done tonight, the rest is left
+    for the caller's ``ShardStopped`` to fail."""
+    failed = {f.id: f for f in res.failed}
+    done = set(res.succeeded) if stop is not None else {o.record_id for o in ops}
+    for o in ops:
+        if o.record_id in failed or o.record_id in done:
+            out[o.operation_id] = failed.get(o.record_id, outcome)
+    return done - failed.keys()
+
+
 def record_missing(o: Operation) -> ItemFailure:
     """The record an operation names is gone: nothing to apply, and nothing to retry."""
     return ItemFailure(o.record_id, "RECORD_MISSING", retryable=False)

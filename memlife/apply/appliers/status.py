@@ -10,6 +10,7 @@ from memlife.apply.appliers.base import (
     get_many,
     is_held,
     record_missing,
+    settled,
     stale,
     until_stopped,
 )
@@ -66,14 +67,11 @@ def set_status(
         write = partial(ex.store.set_status, [o.record_id for o in group], status,
                         replaced_by=replacement, policy_version=ex.policy.version, at=ex.cutoff)  # fmt: skip
         res, stop = until_stopped(write)
-        failed = {f.id: f for f in res.failed}
-        # stopped part-way (a quota): only what the store says it did is done tonight
-        done = set(res.succeeded) if stop is not None else {o.record_id for o in group}
-        for o in group:
-            if o.record_id in failed or o.record_id in done:
-                out[o.operation_id] = failed.get(o.record_id, outcome)
-            if status is Status.superseded and o.record_id in done - failed.keys():
-                replaced.append((found[o.record_id], replacement or ""))
+        done = settled(out, group, res, stop, outcome)
+        if status is Status.superseded:
+            replaced += [
+                (found[o.record_id], replacement or "") for o in group if o.record_id in done
+            ]
         if stop is not None:  # the rest of the batch waits for the next night
             raise ShardStopped(stop, _repointed(ex, replaced, out))
         checkpoint(point)
