@@ -60,7 +60,8 @@ def passes(exc: BaseException) -> bool:
 
 def content_free(fn: F) -> F:
     """``fn``, with a foreign exception raised again as :class:`ForeignError` (no cause and
-    no context attached: a chained exception would print its message beside it)."""
+    no context attached: a chained exception would print its message beside it, and a tool
+    that walks ``__context__`` would find it)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -69,6 +70,7 @@ def content_free(fn: F) -> F:
         except Exception as exc:
             if passes(exc):
                 raise
-            raise ForeignError(exc) from None
+            err = ForeignError(exc)
+        raise err  # outside the handler: not even a suppressed ``__context__`` to walk
 
     return wrapper  # type: ignore[return-value]

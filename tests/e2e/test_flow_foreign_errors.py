@@ -43,7 +43,7 @@ def test_a_librarys_message_is_withheld_and_its_type_and_place_kept() -> None:
     assert SECRET not in printed and SECRET not in repr(err)
     assert err.code == "ValidationError" and "pydantic_core" in err.kind
     assert "in quote_the_content" in str(err)  # where it was raised
-    assert err.__cause__ is None and err.__suppress_context__
+    assert err.__cause__ is None and err.__context__ is None
 
 
 def test_memlifes_own_errors_pass_and_throttling_is_still_retried() -> None:
