@@ -45,19 +45,26 @@ def read_links(
     return {rid: link_of(r) for rid, r in get_many(store, sorted(ids)).items()}
 
 
-def held_superseded(store: MemoryStore, shards: Iterable[tuple[str, str]]) -> list[str]:
-    """Ids of the held, superseded records of these (actor, namespace) shards, read now: the
-    delete applier's walk down, for a hold placed after planning. SQLite reads an index;
-    another store pages the shard's superseded records."""
+def held_superseded(
+    store: MemoryStore,
+    shards: Iterable[tuple[str, str]],
+    paged: dict[tuple[str, str], list[str]] | None = None,
+) -> list[str]:
+    """Ids of held, superseded records to walk down from for these (actor, namespace)
+    shards, read now (a hold placed after planning). SQLite reads its index, for every
+    namespace of the actor (a held record elsewhere may name a replacement here: an
+    import keeps such a link). Another store pages each shard's superseded records, once
+    per ``paged`` (the run's deletions come in batches of 100: one listing a shard)."""
     fast = getattr(store, "held_superseded_ids", None)
-    out: list[str] = []
-    for actor_id, namespace in dict.fromkeys(shards):
-        if fast is not None:
-            out += fast(actor_id, namespace)
-            continue
-        for page in iter_shard(store, actor_id, namespace, statuses=[Status.superseded]):
-            out += [r.id for r in page.records if r.retention_class == RetentionClass.legal_hold]
-    return out
+    wanted = list(dict.fromkeys(shards))
+    if fast is not None:
+        return [rid for actor in dict.fromkeys(a for a, _ in wanted) for rid in fast(actor)]
+    paged = {} if paged is None else paged
+    for shard in wanted:
+        if shard not in paged:
+            paged[shard] = [r.id for page in iter_shard(store, *shard, statuses=[Status.superseded])
+                            for r in page.records if r.retention_class == RetentionClass.legal_hold]  # fmt: skip
+    return [rid for shard in wanted for rid in paged[shard]]
 
 
 def pinned_by_a_hold(
@@ -124,8 +131,14 @@ def hold_pinned(
     if not deletes:
         return decisions
     # the store's fast path gives plain strings: compare by value
-    held = [v.id for v in views
-            if v.status == Status.superseded and v.retention_class == RetentionClass.legal_hold]  # fmt: skip
+    held: list[str] = []
+    shards: set[tuple[str, str]] = set()
+    for v in views:
+        shards.add((v.actor_id, v.namespace))
+        if v.status == Status.superseded and v.retention_class == RetentionClass.legal_hold:
+            held.append(v.id)
+    if getattr(store, "held_superseded_ids", None) is not None:  # every namespace, cheaply
+        held += held_superseded(store, shards)
     pinned = pinned_by_a_hold(store, read_links(store, deletes, known), held, known)
     for d in decisions:
         if d.id in pinned and d.action in DELETE_ACTIONS:

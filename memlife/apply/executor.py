@@ -58,6 +58,9 @@ class Executor:
         self.fence: Callable[[], None] | None = None if dry_run else check_held
         # Shards a StoreError (e.g. QUOTA_EXCEEDED) stopped: no further groups or deletes.
         self.stopped: set[tuple[str, str]] = set()
+        # held, superseded ids per shard, paged once a run where the store has no index
+        # for them (memlife/pinned.py held_superseded)
+        self.held_paged: dict[tuple[str, str], list[str]] = {}
         # False: an apply run without an evaluation set (groups.withheld_by_gate)
         self.evaluated = evaluated
         # a dry run reads (never writes) the consolidation memo, keyed as an apply run would

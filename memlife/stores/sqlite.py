@@ -499,11 +499,12 @@ class SqliteStore:
                     )
         return out
 
-    def held_superseded_ids(self, actor_id: str, namespace: str) -> list[str]:
-        """Ids of the shard's superseded records under legal hold (memlife/pinned.py): the
-        records whose replacements a hold pins, read through the status index."""
-        q = "SELECT id FROM records WHERE actor_id=? AND status=? AND namespace=? AND retention_class=?"
-        args = (actor_id, Status.superseded.value, namespace, RetentionClass.legal_hold.value)
+    def held_superseded_ids(self, actor_id: str) -> list[str]:
+        """Ids of the actor's superseded records under legal hold, every namespace
+        (memlife/pinned.py): the records whose replacements a hold pins, read through the
+        status index."""
+        q = "SELECT id FROM records WHERE actor_id=? AND status=? AND retention_class=?"
+        args = (actor_id, Status.superseded.value, RetentionClass.legal_hold.value)
         with self.lock:
             return [rid for (rid,) in self.connection.execute(q, args)]
 

@@ -259,9 +259,10 @@ def test_a_hold_placed_while_a_run_waits_to_delete_pins_what_its_record_names(
 def test_held_superseded_records_read_alike_with_and_without_the_sqlite_index(
     home: Path,
 ) -> None:
-    """The applier's walk down starts from the shard's held, superseded records: SQLite
-    reads them through its index, another store pages the shard. Both give the same ids,
-    never another shard's or a record that is held but active, or superseded but free."""
+    """The walk down starts from held, superseded records: SQLite reads them through its
+    index for every namespace of the actor, another store pages the shard (once a run,
+    review of session 20: it was once a batch of 100). Never another actor's, nor a
+    record that is held but active, or superseded but free."""
     with SqliteStore(home / "memlife.db") as store:
         store.put_many([
             rec("a", "x1", status=Status.superseded, retention_class=RetentionClass.legal_hold),
@@ -273,12 +274,20 @@ def test_held_superseded_records_read_alike_with_and_without_the_sqlite_index(
                 retention_class=RetentionClass.legal_hold),
         ])  # fmt: skip
 
+        listed: list[tuple[str, str]] = []
+
         class Paged:  # the store without its fast path: what AgentCore gets
-            page = store.page
+            def page(self, actor_id: str, namespace: str, **kw: object) -> object:
+                listed.append((actor_id, namespace))
+                return store.page(actor_id, namespace, **kw)  # type: ignore[arg-type]
 
         shards = [("u-1", "/users/u-1/facts"), ("u-2", "/users/u-2/facts")]
-        fast = held_superseded(store, shards)
-        assert sorted(fast) == sorted(held_superseded(Paged(), shards)) == ["a", "e"]  # type: ignore[arg-type]
+        # SQLite: every namespace of the actor (d, held in /old, may name a record here)
+        assert sorted(held_superseded(store, shards)) == ["a", "d", "e"]
+        paged: dict = {}
+        assert sorted(held_superseded(Paged(), shards, paged)) == ["a", "e"]  # type: ignore[arg-type]
+        assert sorted(held_superseded(Paged(), shards[:1], paged)) == ["a"]  # type: ignore[arg-type]
+        assert listed == shards  # each shard listed once a run, not once a batch
 
 
 def test_a_hold_placed_on_the_record_just_before_its_delete_wins(
@@ -306,3 +315,30 @@ def test_a_hold_placed_on_the_record_just_before_its_delete_wins(
     receipt = json.loads(Path(str(summary.receipt)).read_text())
     assert [f["code"] for f in receipt["failures"]] == ["LEGAL_HOLD"]
     assert summary.lifecycle["deleted"] == 0
+
+
+@pytest.mark.parametrize("when", ["before planning", "after planning"])
+def test_a_held_record_in_another_namespace_pins_the_replacement_it_names(
+    home: Path, monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    """Review of session 20: O, held and superseded in /old, says "replaced by N" in
+    /facts (an import keeps such a link); the walk down started from N's shard only, so
+    N expired and went, O left pointing at nothing."""
+    held = RetentionClass.legal_hold if when == "before planning" else RetentionClass.standard
+    with SqliteStore(home / "memlife.db") as store:
+        store.put_many([
+            rec("O", "Prefers green tea.", namespace="/users/u-1/old", status=Status.superseded,
+                retention_class=held, provenance=Provenance(replaced_by="N")),
+            rec("N", "Prefers green tea.", expires_at=NOW - timedelta(days=1)),
+        ])  # fmt: skip
+    import memlife.run_commit as run_commit
+
+    def hold_now(point: str) -> None:
+        if point == "after_commit_groups" and when == "after planning":
+            with SqliteStore(home / "memlife.db") as other:
+                place_hold(other, ids=["O"], now=NOW)
+
+    monkeypatch.setattr(run_commit, "checkpoint", hold_now)
+    run_local(RunConfig(dry_run=False, now=NOW, consolidate=False))
+    with SqliteStore(home / "memlife.db") as store:
+        assert store.get("N") is not None

@@ -65,7 +65,8 @@ def _pinned(ex: Executor, current: dict[str, MemoryRecord]) -> set[str]:
     from memlife.model import link_of
     from memlife.pinned import held_superseded, pinned_by_a_hold  # pinned imports the planner
 
-    held = held_superseded(ex.store, ((r.actor_id, r.namespace) for r in current.values()))
+    shards = ((r.actor_id, r.namespace) for r in current.values())
+    held = held_superseded(ex.store, shards, ex.held_paged)
     return pinned_by_a_hold(ex.store, {rid: link_of(r) for rid, r in current.items()}, held)
 
 
