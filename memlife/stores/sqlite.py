@@ -582,12 +582,19 @@ class SqliteStore:
         return self._set_status(ids, status, replaced_by, policy_version, at, unless_held=False)
 
     def set_status_unless_held(
-        self, ids: Sequence[str], status: Status, *, replaced_by: str | None = None
+        self,
+        ids: Sequence[str],
+        status: Status,
+        *,
+        replaced_by: str | None = None,
+        policy_version: str | None = None,
+        at: datetime | None = None,
     ) -> BatchResult:
         """:meth:`set_status`, refusing (LEGAL_HOLD) a record that is held when it is written:
         the check and the write share one transaction, so a hold placed after the caller
-        read the record still wins (online ``forget``, LangGraph ``delete``)."""
-        return self._set_status(ids, status, replaced_by, None, None, unless_held=True)
+        read the record still wins (online ``forget``, LangGraph ``delete``, the nightly
+        supersede and quarantine)."""
+        return self._set_status(ids, status, replaced_by, policy_version, at, unless_held=True)
 
     def _set_status(
         self,

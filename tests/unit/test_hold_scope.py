@@ -342,3 +342,69 @@ def test_a_held_record_in_another_namespace_pins_the_replacement_it_names(
     run_local(RunConfig(dry_run=False, now=NOW, consolidate=False))
     with SqliteStore(home / "memlife.db") as store:
         assert store.get("N") is not None
+
+
+def test_a_hold_placed_after_the_supersede_read_its_record_wins(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review of session 20: the nightly supersede re-read each original, then set its
+    status unconditionally; a hold placed in between was superseded anyway (a held record
+    changed). The write now checks the hold in its own transaction (SQLite)."""
+    from tests.support.lifecycle import gate_cases
+
+    with SqliteStore(home / "memlife.db") as store:
+        store.put_many([
+            rec("A", "Prefers green tea.", created_at=NOW - timedelta(days=60)),
+            rec("B", "Prefers green tea!", created_at=NOW - timedelta(days=50)),
+        ])  # fmt: skip
+    cases = gate_cases(home / "memlife.db")
+    import memlife.apply.appliers.status as status
+
+    read = status.get_many
+
+    def then_hold(store: SqliteStore, ids: list[str]) -> dict:
+        found = read(store, ids)
+        if "A" in ids:
+            with SqliteStore(home / "memlife.db") as other:  # compliance, another process
+                place_hold(other, ids=["A"], now=NOW)
+        return found
+
+    monkeypatch.setattr(status, "get_many", then_hold)
+    summary = run_local(RunConfig(dry_run=False, now=NOW, eval_cases=cases))
+    with SqliteStore(home / "memlife.db") as store:
+        a = store.get("A")
+        assert a is not None and a.status is Status.active
+        assert a.retention_class is RetentionClass.legal_hold and a.provenance.replaced_by is None
+    receipt = json.loads(Path(str(summary.receipt)).read_text())
+    assert {"A": "LEGAL_HOLD"} == {f["record_id"]: f["code"] for f in receipt["failures"]}
+
+
+def test_an_original_deleted_after_the_supersede_read_is_not_claimed_superseded(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review of session 20: a record gone between the read and the status write came back
+    ``missing`` from the store and was still receipted ``superseded``."""
+    from tests.support.lifecycle import gate_cases, operation_receipts
+
+    with SqliteStore(home / "memlife.db") as store:
+        store.put_many([
+            rec("A", "Prefers green tea.", created_at=NOW - timedelta(days=60)),
+            rec("B", "Prefers green tea!", created_at=NOW - timedelta(days=50)),
+        ])  # fmt: skip
+    cases = gate_cases(home / "memlife.db")
+    import memlife.apply.appliers.status as status
+
+    read = status.get_many
+
+    def then_delete(store: SqliteStore, ids: list[str]) -> dict:
+        found = read(store, ids)
+        if "A" in ids:
+            with SqliteStore(home / "memlife.db") as other:  # an erasure, another process
+                other.delete_many(["A"])
+        return found
+
+    monkeypatch.setattr(status, "get_many", then_delete)
+    run_local(RunConfig(dry_run=False, now=NOW, eval_cases=cases))
+    claims = {o["record_id"]: o["outcome"] for o in operation_receipts(home / "receipts").values()
+              if o["action"] == "supersede"}  # fmt: skip
+    assert claims.get("A") != "superseded"

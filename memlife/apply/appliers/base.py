@@ -68,9 +68,12 @@ def settled(
     part-way (a quota): only what the store says it did is done tonight, the rest is left
     for the caller's ``ShardStopped`` to fail."""
     failed = {f.id: f for f in res.failed}
-    done = set(res.succeeded) if stop is not None else {o.record_id for o in ops}
+    gone = set(res.missing)  # deleted between the read and the write: nothing was changed
+    done = set(res.succeeded) if stop is not None else {o.record_id for o in ops} - gone
     for o in ops:
-        if o.record_id in failed or o.record_id in done:
+        if o.record_id in gone:
+            out[o.operation_id] = record_missing(o)
+        elif o.record_id in failed or o.record_id in done:
             out[o.operation_id] = failed.get(o.record_id, outcome)
     return done - failed.keys()
 

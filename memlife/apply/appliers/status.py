@@ -64,7 +64,10 @@ def set_status(
         keep = current.provenance.replaced_by if status is Status.quarantined else None
         ready.setdefault(o.replacement_id or keep, []).append(o)
     for replacement, group in ready.items():
-        write = partial(ex.store.set_status, [o.record_id for o in group], status,
+        # a hold placed since the read above still wins where the store checks it in the
+        # write's own transaction (SQLite); elsewhere the read above is the check
+        setter = getattr(ex.store, "set_status_unless_held", ex.store.set_status)
+        write = partial(setter, [o.record_id for o in group], status,
                         replaced_by=replacement, policy_version=ex.policy.version, at=ex.cutoff)  # fmt: skip
         res, stop = until_stopped(write)
         done = settled(out, group, res, stop, outcome)
