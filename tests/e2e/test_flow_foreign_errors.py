@@ -137,3 +137,26 @@ def test_a_malformed_evaluation_set_is_named_by_line_not_by_its_text(
     assert SECRET not in message and "hepatitis" not in message
     assert message.startswith(str(path))  # the file named, the problem said
     assert ("line " in message and "column " in message) == ("must_retrieve" not in text)
+
+
+def test_an_agentcore_refusal_quoting_the_request_is_not_repeated() -> None:
+    """AgentCore's validation messages quote what was sent ("Value '...' at 'content.text'
+    failed to satisfy constraint"); the store error memlife raises (its own, so passed
+    through to logs and Prefect) keeps the operation and the code, not that message. An
+    access refusal's message, which names no data, is kept."""
+    from memlife.stores.agentcore.errors import store_error
+
+    refused = botocore.exceptions.ClientError(
+        {"Error": {"Code": "ValidationException", "Message":
+                   f"1 validation error detected: Value '{SECRET}' at "
+                   "'memoryRecords.1.member.content.text' failed to satisfy constraint"}},
+        "BatchCreateMemoryRecords",
+    )  # fmt: skip
+    err = store_error(refused, "BatchCreateMemoryRecords")
+    assert SECRET not in str(err) and err.code == "VALIDATION"
+    assert "BatchCreateMemoryRecords: ValidationException" in str(err)
+    denied = botocore.exceptions.ClientError(
+        {"Error": {"Code": "AccessDeniedException", "Message": "not authorized on memory m-1"}},
+        "ListMemoryRecords",
+    )
+    assert "not authorized on memory m-1" in str(store_error(denied, "ListMemoryRecords"))

@@ -34,9 +34,20 @@ def error_code(exc: ClientError) -> tuple[str, str]:
     return str(e.get("Code", "")), str(e.get("Message", ""))
 
 
+# Codes whose message says what was refused, not what was sent. A validation message
+# quotes the request ("Value '<the memory>' at 'content.text' failed to satisfy ..."), and
+# the error reaches logs, receipts' runs and Prefect's state: those messages are withheld.
+_MESSAGE_KEPT = frozenset({
+    "ThrottledException", "AccessDeniedException", "ResourceNotFoundException",
+    "ServiceQuotaExceededException", "ServiceException",
+})  # fmt: skip
+
+
 def store_error(exc: ClientError, what: str) -> StoreError:
     """A whole-request failure as the StoreError that stops the shard."""
     code, msg = error_code(exc)
+    if code not in _MESSAGE_KEPT:
+        msg = "(the service's message is withheld: it may quote the request)"
     if code == "ServiceQuotaExceededException":
         return QuotaExceeded(f"{what}: AgentCore quota exceeded: {msg}")
     mapped = _STORE_CODES.get(code, code or "STORE_ERROR")
