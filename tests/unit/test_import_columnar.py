@@ -14,7 +14,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import memlife.import_columnar as columnar
@@ -287,6 +287,9 @@ def test_null_and_absent_keys_are_told_apart() -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_PLAIN_TIME, min_size=1, max_size=5), st.sampled_from(["created_at", "expires_at"]))
+# found by this test in session 20: year 0 as written, datetime.min once in UTC; Arrow read
+# it and datetime did not, and the import of the whole chunk raised
+@example(values=["0000-12-31T23:00:00-01:00"], name="created_at")
 def test_times_of_the_fast_shape_convert_as_datetime_does(values: list[str], name: str) -> None:
     lines = [json.dumps({**good(f"m-{i}"), name: v}).encode() for i, v in enumerate(values)]
     _same(_chunk(b"\n".join(lines)))
