@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from memlife.errors import InputError
 from memlife.holds import place_hold
 from memlife.model import MemoryRecord, MemoryType, Provenance, RetentionClass, Status
 from memlife.pinned import held_superseded
-from memlife.pipeline import RunConfig, run_local
+from memlife.pipeline import RunConfig, RunSummary, run_local
 from memlife.stores.sqlite import SqliteStore
 from tests.support.gate import NOW
 
@@ -344,12 +345,11 @@ def test_a_held_record_in_another_namespace_pins_the_replacement_it_names(
         assert store.get("N") is not None
 
 
-def test_a_hold_placed_after_the_supersede_read_its_record_wins(
-    home: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Review of session 20: the nightly supersede re-read each original, then set its
-    status unconditionally; a hold placed in between was superseded anyway (a held record
-    changed). The write now checks the hold in its own transaction (SQLite)."""
+def _after_the_supersede_read(
+    home: Path, monkeypatch: pytest.MonkeyPatch, meanwhile: Callable[[SqliteStore], object]
+) -> RunSummary:
+    """An apply run consolidating A and B, where another process does ``meanwhile`` to the
+    store right after the supersede applier has read A."""
     from tests.support.lifecycle import gate_cases
 
     with SqliteStore(home / "memlife.db") as store:
@@ -362,15 +362,26 @@ def test_a_hold_placed_after_the_supersede_read_its_record_wins(
 
     read = status.get_many
 
-    def then_hold(store: SqliteStore, ids: list[str]) -> dict:
+    def then_act(store: SqliteStore, ids: list[str]) -> dict:
         found = read(store, ids)
         if "A" in ids:
-            with SqliteStore(home / "memlife.db") as other:  # compliance, another process
-                place_hold(other, ids=["A"], now=NOW)
+            with SqliteStore(home / "memlife.db") as other:  # another process
+                meanwhile(other)
         return found
 
-    monkeypatch.setattr(status, "get_many", then_hold)
-    summary = run_local(RunConfig(dry_run=False, now=NOW, eval_cases=cases))
+    monkeypatch.setattr(status, "get_many", then_act)
+    return run_local(RunConfig(dry_run=False, now=NOW, eval_cases=cases))
+
+
+def test_a_hold_placed_after_the_supersede_read_its_record_wins(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review of session 20: the nightly supersede re-read each original, then set its
+    status unconditionally; a hold placed in between was superseded anyway (a held record
+    changed). The write now checks the hold in its own transaction (SQLite)."""
+    summary = _after_the_supersede_read(
+        home, monkeypatch, lambda other: place_hold(other, ids=["A"], now=NOW)
+    )
     with SqliteStore(home / "memlife.db") as store:
         a = store.get("A")
         assert a is not None and a.status is Status.active
@@ -384,27 +395,9 @@ def test_an_original_deleted_after_the_supersede_read_is_not_claimed_superseded(
 ) -> None:
     """Review of session 20: a record gone between the read and the status write came back
     ``missing`` from the store and was still receipted ``superseded``."""
-    from tests.support.lifecycle import gate_cases, operation_receipts
+    from tests.support.lifecycle import operation_receipts
 
-    with SqliteStore(home / "memlife.db") as store:
-        store.put_many([
-            rec("A", "Prefers green tea.", created_at=NOW - timedelta(days=60)),
-            rec("B", "Prefers green tea!", created_at=NOW - timedelta(days=50)),
-        ])  # fmt: skip
-    cases = gate_cases(home / "memlife.db")
-    import memlife.apply.appliers.status as status
-
-    read = status.get_many
-
-    def then_delete(store: SqliteStore, ids: list[str]) -> dict:
-        found = read(store, ids)
-        if "A" in ids:
-            with SqliteStore(home / "memlife.db") as other:  # an erasure, another process
-                other.delete_many(["A"])
-        return found
-
-    monkeypatch.setattr(status, "get_many", then_delete)
-    run_local(RunConfig(dry_run=False, now=NOW, eval_cases=cases))
+    _after_the_supersede_read(home, monkeypatch, lambda other: other.delete_many(["A"]))
     claims = {o["record_id"]: o["outcome"] for o in operation_receipts(home / "receipts").values()
               if o["action"] == "supersede"}  # fmt: skip
     assert claims.get("A") != "superseded"
