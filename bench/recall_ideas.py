@@ -32,6 +32,7 @@ import recall_locomo as bench
 from locomo_cache import VectorCache
 from locomo_replica import Post, Prepared, check_replica, held_out, prepare
 
+from memlife.embed import default_embedder
 from memlife.lexical import tokenize
 from memlife.timeref import _month, _month_end, query_date_ranges
 
@@ -198,6 +199,81 @@ def hubness_penalty(vecs: np.ndarray, k: int) -> np.ndarray:
     return -(r - r.mean())[None, :].astype(np.float32)
 
 
+_EARLY = re.compile(r"\b(first|initially|originally|start(ed)?|begin|began|used to|before)\b", re.I)
+_LATE = re.compile(
+    r"\b(recent(ly)?|latest|currently|now|still|these days|lately|new|last time)\b", re.I
+)
+
+
+def order_words(c: bench.Conversation) -> np.ndarray:
+    """Round 13: a question asking for the first (the latest) time favours the earliest
+    (latest) sessions: the memory's session position 0..1, flipped for "first"."""
+    days = np.unique(c.created)
+    pos = (np.searchsorted(days, c.created) / max(len(days) - 1, 1)).astype(np.float32)
+    out = np.zeros((len(c.queries), len(c.texts)), np.float32)
+    for i, q in enumerate(c.queries):
+        early, late = bool(_EARLY.search(q["question"])), bool(_LATE.search(q["question"]))
+        if early != late:
+            out[i] = 1 - pos if early else pos
+    return out
+
+
+_NUM_Q = re.compile(r"\b(how (many|much|long|old|often)|what year|how far)\b", re.I)
+_NUM_M = re.compile(
+    r"\b(\d+|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
+    r"hundred|dozen|several|few|couple|once|twice|years?|months?|weeks?|days?)\b",
+    re.I,
+)
+_PLACE_M = re.compile(
+    r"\b(in|at|to|from|near|visited?|trip|travel\w*|went)\s+(the\s+)?[A-Z]\w+|\b(beach|park|"
+    r"city|country|museum|lake|mountains?|home|school|store|shop|restaurant|cafe|library|"
+    r"church|festival)\b"
+)
+_NAME = re.compile(r"\b[A-Z][a-z]+\b")
+_INNER_NAME = re.compile(r"(?<!^)(?<![.!?]\s)\b[A-Z][a-z]+\b")
+
+
+def answer_type(
+    c: bench.Conversation, kinds: Sequence[str] = ("num", "where", "who")
+) -> np.ndarray:
+    """Round 13: a memory that holds the kind of answer the question asks for: a number
+    or a span of time ("how many", "how long"), a place ("where"), a name the question
+    does not give ("who")."""
+    num = np.array([bool(_NUM_M.search(t)) for t in c.texts], np.float32)
+    place = np.array([bool(_PLACE_M.search(t)) for t in c.texts], np.float32)
+    out = np.zeros((len(c.queries), len(c.texts)), np.float32)
+    for i, q in enumerate(c.queries):
+        s = q["question"]
+        if "num" in kinds and _NUM_Q.search(s):
+            out[i] = num
+        elif "where" in kinds and re.search(r"\bwhere\b", s, re.I):
+            out[i] = place
+        elif "who" in kinds and re.search(r"\bwho\b", s, re.I):
+            given = set(_NAME.findall(s))
+            out[i] = [float(bool(set(_INNER_NAME.findall(t)) - given)) for t in c.texts]
+    return out
+
+
+def float_token_best(p: Prepared) -> np.ndarray:
+    """Round 13: token alignment's best match per question token and memory over the
+    memories' unit float token states, in place of their sign bits (8x the storage)."""
+    emb, texts = default_embedder(), p.conv.texts
+    states: list[np.ndarray] = [np.zeros((0, 0))] * len(texts)
+    for idx in emb._batches(texts):
+        hidden, ids, mask, starts = emb._forward([texts[i] for i in idx])
+        for j, i in enumerate(idx):
+            s, _ = emb._tokens_of(j, hidden, ids, mask, starts)
+            states[i] = s / np.maximum(np.linalg.norm(s, axis=1, keepdims=True), 1e-12)
+    every = np.concatenate(states)
+    starts = np.concatenate([[0], np.cumsum([len(s) for s in states])[:-1]])
+    assert p.tok_best is not None
+    best = np.zeros_like(p.tok_best)
+    for i, q in enumerate(p.conv.qtokens or []):
+        if len(q):
+            best[i, : len(q)] = np.maximum.reduceat(q.states @ every.T, starts, axis=1)
+    return best
+
+
 def context_vectors(c: bench.Conversation, cache: VectorCache) -> np.ndarray:
     """Per memory: the embedding of itself with up to two earlier memories of its session
     (known at write time), as a second document vector."""
@@ -324,6 +400,21 @@ def main(argv: list[str] | None = None) -> int:
             return held_out(preps, idea("hub"))
 
         runs.append((f"hubness penalty (CSLS), {k} neighbours", hub))
+    small = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3)
+
+    def extra_terms(**make: Callable[[bench.Conversation], np.ndarray]) -> dict:
+        for p in preps:
+            p.extra = {name: fn(p.conv) for name, fn in make.items()}
+        return held_out(preps, grid | {name: small for name in make})
+
+    runs.append(("order words (first / recent)", lambda: extra_terms(order=order_words)))
+    runs.append(("answer type (number, place, name)", lambda: extra_terms(atype=answer_type)))
+    runs.append(
+        (
+            "answer type, numbers only",
+            lambda: extra_terms(atype=lambda c: answer_type(c, ("num",))),
+        )
+    )
     if args.embed_variants:
 
         def ctx() -> dict:
@@ -343,6 +434,18 @@ def main(argv: list[str] | None = None) -> int:
             return held_out(preps, idea("masked", (0, 0.25, 0.5, 0.75, 1.0, 1.5)))
 
         runs.append(("cosine with the speakers' names masked, added", masked))
+
+        def float_tokens() -> dict:
+            signs = [p.tok_best for p in preps]
+            for p in preps:
+                p.tok_best = float_token_best(p)
+            try:
+                return held_out(preps, grid)
+            finally:
+                for p, best in zip(preps, signs, strict=True):
+                    p.tok_best = best
+
+        runs.append(("token alignment over float states (not sign bits)", float_tokens))
     head = f"{'held out, ' + args.granularity:44s} " + " ".join(f"r@{k:<4d}" for k in bench.KS)
     print(head)
     base = None
