@@ -78,8 +78,11 @@ def set_status(
         if stop is not None:  # the rest of the batch waits for the next night
             raise ShardStopped(stop, _repointed(ex, replaced, out))
         checkpoint(point)
-    if replaced:
-        _repoint(ex, replaced)
+    try:
+        if replaced:
+            _repoint(ex, replaced)
+    except StoreError as exc:  # every write done, the re-pointing stopped (a quota)
+        raise ShardStopped(exc, _unclaimed(out)) from exc
     return out
 
 
@@ -87,14 +90,20 @@ def _repointed(
     ex: Executor, replaced: list[tuple[MemoryRecord, str]], out: dict[str, Result]
 ) -> dict[str, Result]:
     """What a stopped batch did, once its superseded records' sources are re-pointed. If the
-    stop stops that too, those records are left failed: the next night finds each one done
-    already and re-points then (nothing claimed before invariant 3 holds)."""
+    stop stops that too, those records are left failed (``_unclaimed``)."""
     try:
         if replaced:
             _repoint(ex, replaced)
     except StoreError:
-        return {op: res for op, res in out.items() if res is not Outcome.superseded}
+        return _unclaimed(out)
     return out
+
+
+def _unclaimed(out: dict[str, Result]) -> dict[str, Result]:
+    """``out`` less its supersedes, when their sources could not be re-pointed: those are
+    left failed, and the next night finds each one done already and re-points then
+    (nothing claimed before invariant 3 holds). Every other result stands as it is."""
+    return {op: res for op, res in out.items() if res is not Outcome.superseded}
 
 
 def _repoint(ex: Executor, replaced: list[tuple[MemoryRecord, str]]) -> None:
