@@ -74,8 +74,9 @@ def put_crashing_at_sidecar_write(store: AgentCoreStore, r: MemoryRecord, call: 
 
     store.sidecar.put_many = crash  # type: ignore[method-assign]
     try:
-        with pytest.raises(RuntimeError):
+        with pytest.raises(RuntimeError, match="^crash$"):
             store.put_many([r])
+        assert len(calls) == call  # the crash is the one injected, at the asked step
     finally:
         store.sidecar.put_many = real_put  # type: ignore[method-assign]
 

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -68,23 +67,6 @@ def test_help_lists_every_command_without_loading_them() -> None:
     assert "HEAVY=\n" in out or out.rstrip().endswith("HEAVY=")
     for name in COMMANDS:
         assert f"  {name} " in out
-
-
-def test_help_is_under_a_second() -> None:
-    """CPU seconds of the child (user + sys), best of 3: wall time on a shared 2-core box
-    measures the neighbours; on an idle machine wall and CPU time agree."""
-    import resource
-
-    exe = Path(sys.executable).parent / "memlife"
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "memlife.cli"]
-    best = float("inf")
-    for _ in range(3):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run([*cmd, "--help"], capture_output=True, check=True, cwd=REPO)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        best = min(best, cpu)
-    assert best < 1.0, f"memlife --help used {best:.2f} s of CPU"
 
 
 def test_command_table_matches_the_modules() -> None:
@@ -252,16 +234,13 @@ def test_prefect_api_detection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert prefect_api_url() == "http://env:4200/api"
 
 
-def test_dry_run_on_a_small_store_is_local_and_fast(home: Path, tmp_path: Path) -> None:
-    """The issue's figure: 13 records, no Prefect API configured, under 10 s end to end."""
+def test_dry_run_on_a_small_store_is_local(home: Path, tmp_path: Path) -> None:
+    """13 records, no Prefect API configured: the local engine, no temporary server (which
+    alone used to cost 35 s). Its CPU time is bench/bounds.py's figure."""
     write_records(home / "memlife.db", 13)
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env["PREFECT_HOME"] = str(tmp_path / "prefect-home")  # no profile with an API
-    import resource
-
     exe = Path(sys.executable).parent / "memlife"
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
     res = subprocess.run(
         [str(exe), "run", "--dry-run", "--now", FIXED_NOW],
         capture_output=True,
@@ -270,13 +249,6 @@ def test_dry_run_on_a_small_store_is_local_and_fast(home: Path, tmp_path: Path) 
         cwd=REPO,
         timeout=120,
     )
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     assert res.returncode == 0, res.stderr
     assert "engine: local" in res.stderr and "no Prefect API configured" in res.stderr
     assert "13" in res.stdout  # the total row of the table
-    # CPU seconds: on an idle machine the wall time; on a shared 2-core box wall time also
-    # counts the neighbours (a Prefect temporary server alone used to cost 35 s of wall)
-    assert cpu < 10, f"dry run used {cpu:.1f} s of CPU ({wall:.1f} s wall)"
-    assert wall < 30, f"dry run took {wall:.1f} s"

@@ -5,16 +5,10 @@ included: a deferred import hides a circle, it does not remove it). Imports unde
 from __future__ import annotations
 
 import ast
-from fnmatch import fnmatch
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = "memlife"
-
-# Circles known today (none since issue 13), as the module patterns (fnmatch) a
-# circle may span. The test fails on a circle outside them, and on an entry no circle needs
-# any more (so the list only shrinks).
-KNOWN: dict[str, tuple[str, ...]] = {}
 
 
 def module_name(path: Path, base: Path) -> str:
@@ -107,22 +101,10 @@ def circles(graph: dict[str, set[str]]) -> set[tuple[str, ...]]:
     return found
 
 
-def _known_as(circle: tuple[str, ...]) -> str | None:
-    for name, patterns in KNOWN.items():
-        if all(any(fnmatch(m, p) for p in patterns) for m in circle):
-            return name
-    return None
-
-
-def test_no_new_import_circles() -> None:
-    new = [c for c in circles(import_graph()) if _known_as(c) is None]
-    assert not new, f"import circle(s) in memlife/: {sorted(new)}"
-
-
-def test_known_circles_are_still_there() -> None:
-    seen = {_known_as(c) for c in circles(import_graph())}
-    gone = sorted(set(KNOWN) - seen)
-    assert not gone, f"circle(s) fixed: remove them from KNOWN in this file: {gone}"
+def test_no_import_circles() -> None:
+    """None since issue 13 (test_the_walk_finds_a_circle shows the walk can see one)."""
+    found = circles(import_graph())
+    assert not found, f"import circle(s) in memlife/: {sorted(found)}"
 
 
 def test_the_walk_finds_a_circle(tmp_path: Path) -> None:

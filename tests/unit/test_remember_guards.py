@@ -171,9 +171,8 @@ def test_recall_with_a_10_mb_record_is_bounded(home: Path) -> None:
         check=True,
         cwd=Path(__file__).resolve().parents[2],
     ).stdout.split()
-    first, seconds, grew_mb = out[0], float(out[1]), float(out[2])
+    first, grew_mb = out[0], float(out[2])  # out[1]: seconds, timed in bench/bounds.py
     assert first == "tea"
-    assert seconds < 8, seconds  # ~1.5 s on a quiet machine
     assert grew_mb < 600, grew_mb
 
 
@@ -209,15 +208,12 @@ def test_the_agents_remember_tool_reports_a_refusal_instead_of_crashing(
     assert is_error and "ERASED_CONTENT" in text and "Elm" not in text
 
 
+@pytest.mark.timeout(60)  # a hang guard; the time itself is bench/bounds.py's (was 5-15 s)
 def test_text_signals_do_bounded_work_on_huge_text() -> None:
-    import time
-
     from memlife.text import negates, norm_sha256, normalise
 
     big = "The user never drinks coffee. " * 340_000  # ~10 MB
-    t = time.perf_counter()
     key, neg = norm_sha256(big), negates(big)
-    assert time.perf_counter() - t < 1.5  # was ~5-15 s (two regex passes over 10 MB)
     assert neg and key != norm_sha256(big + "x")  # the tail still tells texts apart
     assert normalise("Is  Vegetarian.") == "is vegetarian"
 
@@ -256,10 +252,10 @@ def test_a_group_of_two_10_mb_records_consolidates_in_bounded_memory(home: Path)
         cwd=Path(__file__).resolve().parents[2],
         env=os.environ,
     ).stdout.split()
-    status, consolidated, seconds, grew_mb = out[0], int(out[1]), float(out[2]), float(out[3])
+    # out[2]: seconds (~6 s on a quiet machine, 45 s before), timed in bench/bounds.py
+    status, consolidated, grew_mb = out[0], int(out[1]), float(out[3])
     assert status == "success" and consolidated == 1
     assert grew_mb < 800, grew_mb
-    assert seconds < 40, seconds  # ~6 s on a quiet machine
 
 
 @pytest.mark.timeout(120)  # the quadratic reader took minutes here, holding recall's lock

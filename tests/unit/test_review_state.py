@@ -190,13 +190,16 @@ def test_close_dispute_resolve_and_never_reopen(store) -> None:
                            at=NIGHT, operation_id=None)  # fmt: skip
 
 
-def test_two_processes_queue_the_same_night_once(store) -> None:
+def test_two_processes_queue_the_same_night_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Two writers (two queue objects, as two workers) racing on one night: every item is
     opened once and counted one night, whichever wins. (SQLite only: moto evaluates a
     condition and applies the update without a lock between them, DynamoDB does not; the
     conditions themselves are exercised by the reruns above on every backend.)"""
-    if isinstance(store, RemoteStore):
-        pytest.skip("moto does not serialize concurrent conditional writes")
+    monkeypatch.setenv("MEMLIFE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("MEMLIFE_STATE", "local")
+    store = SqliteFileStore()
     ds = [_d(f"r{i}", float(i)) for i in range(20)]
     queues = [ReviewQueue.for_store(store) for _ in range(2)]
     queues[0].queue(ds, budget=20, run_id="night-1", at=NIGHT)
