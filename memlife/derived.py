@@ -190,7 +190,7 @@ def derived_for(cache: object) -> DerivedCache | None:
         conn = getattr(cache, "connection", None)
         if not isinstance(conn, sqlite3.Connection):
             return None
-        found = cache.__dict__["_derived"] = DerivedCache(conn, cache.lock)  # type: ignore[attr-defined]
+        found = cache.__dict__["_derived"] = DerivedCache(conn, cache.lock)  # type: ignore[attr-defined]  # a SQLite cache (its connection checked above) has a lock; the protocol does not say so
     return found if isinstance(found, DerivedCache) else None
 
 

@@ -73,7 +73,7 @@ def embed_for_recall(
     embedder gives them from the same pass: how online and shadow recall embed a query."""
     embed_query = getattr(embedder, "embed_query", None)
     if tokens and callable(embed_query):
-        return embed_query(query)  # type: ignore[no-any-return]
+        return embed_query(query)  # type: ignore[no-any-return]  # found by getattr: MiniLMEmbedder.embed_query
     return embedder.embed([query])[0], None
 
 

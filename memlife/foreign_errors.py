@@ -73,4 +73,4 @@ def content_free(fn: F) -> F:
             err = ForeignError(exc)
         raise err  # outside the handler: not even a suppressed ``__context__`` to walk
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper  # type: ignore[return-value]  # functools.wraps keeps fn's signature; mypy sees (*args, **kwargs)

@@ -363,7 +363,7 @@ class _Batches(Generic[T]):
         self.updates: list[tuple[int, MemoryRecord]] = []
         self.pending: Future[Flushed] | None = None
         self.held: list[dict[str, Any]] = []
-        self.is_superseded = is_superseded or (lambda r: r.status is Status.superseded)  # type: ignore[attr-defined]
+        self.is_superseded = is_superseded or (lambda r: r.status is Status.superseded)  # type: ignore[attr-defined]  # T is a MemoryRecord wherever no predicate is given
         self.superseded: list[tuple[int, str]] = []  # (line, id) imported as superseded
 
     def add(self, n: int, record_id: str, future: bool, item: T) -> None:
