@@ -12,7 +12,9 @@ child process, best of ``--repeat``, beside a raw baseline measured in the same 
 - an apply night over one group of two 10 MB records
                                        vs. the same night over two short records
 
-CPU time, not wall: on a shared 2-core machine wall time measures the neighbours.
+CPU time, not wall: on a shared 2-core machine wall time measures the neighbours. Each row
+also carries the bound its test once asserted; the script exits 1 when a figure is past
+it (a regression to look at, on a machine as loaded as the one the bound was set on).
 
     uv run python bench/bounds.py [--repeat 3] [--json FILE]
 """
@@ -113,31 +115,36 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     py = sys.executable
-    exe = Path(py).parent / "memlife"
-    cli = [str(exe)] if exe.exists() else [py, "-m", "memlife.cli"]
+    cli = [py, "-m", "memlife"]  # this checkout (cwd), not whatever the venv's script imports
 
     def code(src: str, *a: str) -> list[str]:
         return [py, "-c", textwrap.dedent(src), *a]
 
+    # (name, command, raw baseline, untimed setup, the bound its test asserted in seconds)
     rows = [
-        ("memlife --help", [*cli, "--help"], code("pass"), None),
+        ("memlife --help", [*cli, "--help"], code("pass"), None, 1.0),
         ("dry run, 13 records, local engine",
          [*cli, "run", "--dry-run", "--now", "2026-11-01T00:00:00Z"],
-         code("import memlife.pipeline"), code(_DEMO)),
-        ("text signals of 10 MB", code(_SIGNALS), code(_SHA), None),
-        ("recall beside a 10 MB record", code(_RECALL, "big"), code(_RECALL, "small"), None),
+         code("import memlife.pipeline"), code(_DEMO), 10.0),
+        ("text signals of 10 MB", code(_SIGNALS), code(_SHA), None, 1.5),
+        ("recall beside a 10 MB record", code(_RECALL, "big"), code(_RECALL, "small"), None, 8.0),
         ("apply night, a group of two 10 MB records", code(_GROUP, "big"), code(_GROUP, "small"),
-         None),
+         None, 40.0),
     ]  # fmt: skip
-    results = []
-    print(f"{'bound':44s} {'CPU s':>8s} {'raw s':>8s} {'x raw':>7s}")
-    for name, cmd, raw, setup in rows:
+    results, over = [], []
+    print(f"{'bound':44s} {'CPU s':>8s} {'raw s':>8s} {'x raw':>7s} {'bound s':>8s}")
+    for name, cmd, raw, setup, bound in rows:
         got, base = best(cmd, args.repeat, setup), best(raw, args.repeat, setup)
-        results.append({"bound": name, "cpu_s": round(got, 3), "raw_cpu_s": round(base, 3)})
-        print(f"{name:44s} {got:8.2f} {base:8.2f} {got / max(base, 1e-9):7.1f}", flush=True)
+        results.append({"bound": name, "cpu_s": round(got, 3), "raw_cpu_s": round(base, 3),
+                        "bound_s": bound})  # fmt: skip
+        flag = "" if got <= bound else "  OVER"
+        print(f"{name:44s} {got:8.2f} {base:8.2f} {got / max(base, 1e-9):7.1f} {bound:8.1f}{flag}",
+              flush=True)  # fmt: skip
+        if got > bound:
+            over.append(name)
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=2))
-    return 0
+    return 1 if over else 0
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -87,8 +88,14 @@ def test_rate_limit_is_retried_then_succeeds(
     import anthropic._base_client as base_client
 
     waits: list[float] = []
-    sleep = time.sleep
-    monkeypatch.setattr(base_client.time, "sleep", lambda s: (waits.append(s), sleep(s))[1])
+    sleep, main = time.sleep, threading.get_ident()
+
+    def recorded(seconds: float) -> None:
+        if threading.get_ident() == main:  # the SDK's call, not a server or pool thread's
+            waits.append(seconds)
+        sleep(seconds)
+
+    monkeypatch.setattr(base_client.time, "sleep", recorded)
     messages_server.enqueue(rate_limit_error(retry_after=0.05), text_reply("ok"))
     msg = _create(messages_server.client(max_retries=2))
     assert msg.content[0].text == "ok"

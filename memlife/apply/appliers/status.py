@@ -76,27 +76,35 @@ def set_status(
                 (found[o.record_id], replacement or "") for o in group if o.record_id in done
             ]
         if stop is not None:  # the rest of the batch waits for the next night
-            raise ShardStopped(stop, _repointed(ex, replaced, out))
+            raise ShardStopped(stop, _repointed(ex, ops, replaced, out))
         checkpoint(point)
     try:
-        if replaced:
-            _repoint(ex, replaced)
+        _claim(ops, out, _repoint(ex, replaced) if replaced else {})
     except StoreError as exc:  # every write done, the re-pointing stopped (a quota)
         raise ShardStopped(exc, _unclaimed(out)) from exc
     return out
 
 
 def _repointed(
-    ex: Executor, replaced: list[tuple[MemoryRecord, str]], out: dict[str, Result]
-) -> dict[str, Result]:
+    ex: Executor, ops: list[Operation], replaced: list[tuple[MemoryRecord, str]],
+    out: dict[str, Result],
+) -> dict[str, Result]:  # fmt: skip
     """What a stopped batch did, once its superseded records' sources are re-pointed. If the
     stop stops that too, those records are left failed (``_unclaimed``)."""
     try:
-        if replaced:
-            _repoint(ex, replaced)
+        _claim(ops, out, _repoint(ex, replaced) if replaced else {})
     except StoreError:
         return _unclaimed(out)
     return out
+
+
+def _claim(ops: list[Operation], out: dict[str, Result], unmoved: dict[str, str]) -> None:
+    """A superseded record whose sources did not all move (``unmoved``: record id -> the
+    item's code) is not claimed tonight: failed and retryable, so the next night finds it
+    done already and re-points again (nothing claimed before invariant 3 holds)."""
+    for o in ops:
+        if o.record_id in unmoved and out.get(o.operation_id) is Outcome.superseded:
+            out[o.operation_id] = ItemFailure(o.record_id, unmoved[o.record_id])
 
 
 def _unclaimed(out: dict[str, Result]) -> dict[str, Result]:
@@ -106,12 +114,15 @@ def _unclaimed(out: dict[str, Result]) -> dict[str, Result]:
     return {op: res for op, res in out.items() if res is not Outcome.superseded}
 
 
-def _repoint(ex: Executor, replaced: list[tuple[MemoryRecord, str]]) -> None:
+def _repoint(ex: Executor, replaced: list[tuple[MemoryRecord, str]]) -> dict[str, str]:
     """Invariant 3 across nights: a replacement superseded in its turn hands its own
     superseded sources to the new replacement, so none points to a superseded record.
-    Idempotent (a rerun re-points what a crash left); a held source is never rewritten."""
+    Idempotent (a rerun re-points what a crash left); a held source is never rewritten,
+    a hold placed since the read included (the store checks it in the write, where it can).
+    Returns the replaced records whose sources did not all move: id -> the item's code."""
     sources = get_many(ex.store, sorted({s for r, _ in replaced for s in r.provenance.supersedes}))
     moves: dict[tuple[str, Status], list[str]] = {}
+    hangs_from: dict[str, str] = {}  # source id -> the replaced record it points to
     for r, by in replaced:
         for sid in r.provenance.supersedes:
             s = sources.get(sid)
@@ -123,7 +134,12 @@ def _repoint(ex: Executor, replaced: list[tuple[MemoryRecord, str]]) -> None:
                 and not is_held(s)
             ):
                 moves.setdefault((by, s.status), []).append(sid)
+                hangs_from[sid] = r.id
+    setter = getattr(ex.store, "set_status_unless_held", ex.store.set_status)
+    unmoved: dict[str, str] = {}
     for (by, status), ids in sorted(moves.items()):
-        ex.store.set_status(
-            ids, status, replaced_by=by, policy_version=ex.policy.version, at=ex.cutoff,
-        )  # fmt: skip
+        res = setter(ids, status, replaced_by=by, policy_version=ex.policy.version, at=ex.cutoff)
+        for f in res.failed:
+            if f.code != "LEGAL_HOLD":  # a hold placed meanwhile wins, as the read's check
+                unmoved.setdefault(hangs_from[f.id], f.code)
+    return unmoved
