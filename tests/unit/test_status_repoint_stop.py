@@ -159,3 +159,53 @@ def test_a_hold_placed_on_a_source_before_it_is_re_pointed_keeps_its_pointer(
         r1 = store.get(tea.provenance.replaced_by or "")
         assert r1 is not None and r1.status is Status.superseded  # tea was not moved
         assert coffee.provenance.replaced_by == r1.provenance.replaced_by  # coffee was
+
+
+MILK = rec("m-milk", "preferences", "Switched to oat milk; no longer drinks water.",
+           subject="beverage", age=-2)  # fmt: skip
+
+
+def test_a_replacement_replaced_twice_hands_over_every_source(home: Path) -> None:
+    """Review of session 21: night 2 re-pointed tea and coffee to R2, which lists only R1
+    and water as its sources; when night 3 superseded R2, only those moved, and tea and
+    coffee kept pointing to R2, superseded. Now what points to a replaced record is found
+    down the chain of replacements."""
+    seed(home, [TEA, COFFEE])
+    cases = gate_cases(home / "memlife.db")
+    for day, record in ((0, None), (2, WATER), (4, MILK)):
+        if record is not None:
+            seed(home, [record])
+        night = run_local(RunConfig(dry_run=False, now=NOW + timedelta(days=day), eval_cases=cases))
+        assert night.status == "success" and night.lifecycle["superseded"] >= 2, night.as_json()
+    _no_superseded_record_points_to_a_superseded_one(home)
+    assert len(_pointers(home)) == 1  # tea and coffee point to the one active replacement
+
+
+def test_a_second_run_before_the_retry_is_due_re_points_the_whole_chain(home: Path) -> None:
+    """Review of session 21: R1's supersede by R2 waits for a retry (the quota stopped its
+    re-pointing), and a run minutes later supersedes R2 by R3 before the retry is due: tea
+    and coffee, still pointing to R1, were never moved (and the retry then ends stale)."""
+    seed(home, [TEA, COFFEE])
+    cases = gate_cases(home / "memlife.db")
+    run_local(RunConfig(dry_run=False, now=NOW, eval_cases=cases))
+    (r1,) = _pointers(home)
+    seed(home, [WATER])
+    with pytest.MonkeyPatch.context() as tonight:
+        real = SqliteStore.set_status
+
+        def quota(self: SqliteStore, ids: list[str], to: Status, **kw: Any) -> BatchResult:
+            if SOURCES & set(ids):
+                raise StoreError("rate exceeded", "QUOTA_EXCEEDED")
+            result: BatchResult = real(self, ids, to, **kw)
+            return result
+
+        for name in ("set_status", "set_status_unless_held"):
+            tonight.setattr(SqliteStore, name, quota)
+        stopped = run_local(RunConfig(dry_run=False, now=NOW + timedelta(days=2), eval_cases=cases))
+    assert r1 in _failures(stopped) and _pointers(home) == {r1}
+    seed(home, [MILK])
+    soon = run_local(
+        RunConfig(dry_run=False, now=NOW + timedelta(days=2, minutes=1), eval_cases=cases)
+    )
+    assert soon.status == "success" and soon.lifecycle["superseded"] >= 2, soon.as_json()
+    _no_superseded_record_points_to_a_superseded_one(home)

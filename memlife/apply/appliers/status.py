@@ -114,27 +114,46 @@ def _unclaimed(out: dict[str, Result]) -> dict[str, Result]:
     return {op: res for op, res in out.items() if res is not Outcome.superseded}
 
 
+# Levels of replacements walked down from a replaced record: each night adds one at most.
+MAX_CHAIN = 64
+
+
 def _repoint(ex: Executor, replaced: list[tuple[MemoryRecord, str]]) -> dict[str, str]:
-    """Invariant 3 across nights: a replacement superseded in its turn hands its own
-    superseded sources to the new replacement, so none points to a superseded record.
-    Idempotent (a rerun re-points what a crash left); a held source is never rewritten,
-    a hold placed since the read included (the store checks it in the write, where it can).
-    Returns the replaced records whose sources did not all move: id -> the item's code."""
-    sources = get_many(ex.store, sorted({s for r, _ in replaced for s in r.provenance.supersedes}))
+    """Invariant 3 across nights: a replacement superseded in its turn hands what points to
+    it to the new replacement, so none points to a superseded record. What points to it
+    is found down its ``supersedes``, level by level: its sources, and the sources of a
+    replacement among them that an earlier night re-pointed to it (they are listed by that
+    replacement, not by this one). Idempotent (a rerun re-points what a crash left); a
+    held record is never rewritten, a hold placed since the read included (the store checks
+    it in the write, where it can). Returns the replaced records whose sources did not all
+    move: id -> the item's code."""
     moves: dict[tuple[str, Status], list[str]] = {}
-    hangs_from: dict[str, str] = {}  # source id -> the replaced record it points to
-    for r, by in replaced:
-        for sid in r.provenance.supersedes:
-            s = sources.get(sid)
-            if (
-                s is not None
-                # a quarantined source keeps its replacement too (restore puts it back)
-                and s.status in (Status.superseded, Status.quarantined)
-                and s.provenance.replaced_by == r.id
-                and not is_held(s)
-            ):
+    hangs_from: dict[str, str] = {}  # record to move -> the replaced record it hangs from
+    chain: dict[str, str] = {r.id: r.id for r, _ in replaced}  # superseded -> replaced top
+    frontier = {sid: (r.id, by) for r, by in replaced for sid in r.provenance.supersedes}
+    seen = set(chain)
+    for _ in range(MAX_CHAIN):
+        ids = sorted(i for i in frontier if i not in seen)
+        if not ids:
+            break
+        seen.update(ids)
+        found = get_many(ex.store, ids)
+        below: dict[str, tuple[str, str]] = {}
+        for sid in ids:
+            top, by = frontier[sid]
+            s = found.get(sid)
+            # a quarantined source keeps its replacement too (restore puts it back)
+            if s is None or s.status not in (Status.superseded, Status.quarantined):
+                continue
+            if chain.get(s.provenance.replaced_by or "") != top:
+                continue  # points elsewhere: not this chain's to move
+            chain[sid] = top
+            if not is_held(s):
                 moves.setdefault((by, s.status), []).append(sid)
-                hangs_from[sid] = r.id
+                hangs_from[sid] = top
+            for child in s.provenance.supersedes:
+                below.setdefault(child, (top, by))
+        frontier = below
     setter = getattr(ex.store, "set_status_unless_held", ex.store.set_status)
     unmoved: dict[str, str] = {}
     for (by, status), ids in sorted(moves.items()):
