@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -19,7 +20,7 @@ from memlife.errors import ShardStopped
 from memlife.faults import checkpoint
 from memlife.journal import Operation, Outcome
 from memlife.model import MemoryRecord, Status
-from memlife.stores.base import ItemFailure, StoreError
+from memlife.stores.base import BatchResult, ItemFailure, StoreError
 
 if TYPE_CHECKING:
     from memlife.apply.executor import Executor
@@ -64,10 +65,7 @@ def set_status(
         keep = current.provenance.replaced_by if status is Status.quarantined else None
         ready.setdefault(o.replacement_id or keep, []).append(o)
     for replacement, group in ready.items():
-        # a hold placed since the read above still wins where the store checks it in the
-        # write's own transaction (SQLite); elsewhere the read above is the check
-        setter = getattr(ex.store, "set_status_unless_held", ex.store.set_status)
-        write = partial(setter, [o.record_id for o in group], status,
+        write = partial(_setter(ex), [o.record_id for o in group], status,
                         replaced_by=replacement, policy_version=ex.policy.version, at=ex.cutoff)  # fmt: skip
         res, stop = until_stopped(write)
         done = settled(out, group, res, stop, outcome)
@@ -76,42 +74,45 @@ def set_status(
                 (found[o.record_id], replacement or "") for o in group if o.record_id in done
             ]
         if stop is not None:  # the rest of the batch waits for the next night
-            raise ShardStopped(stop, _repointed(ex, ops, replaced, out))
+            _hand_over(ex, ops, replaced, out)
+            raise ShardStopped(stop, out)
         checkpoint(point)
-    try:
-        _claim(ops, out, _repoint(ex, replaced) if replaced else {})
-    except StoreError as exc:  # every write done, the re-pointing stopped (a quota)
-        raise ShardStopped(exc, _unclaimed(out)) from exc
+    stop = _hand_over(ex, ops, replaced, out)
+    if stop is not None:  # every write done, the re-pointing stopped (a quota)
+        raise ShardStopped(stop, out) from stop
     return out
 
 
-def _repointed(
+def _setter(ex: Executor) -> Callable[..., BatchResult]:
+    """The store's status write. A hold placed since the caller's read still wins where the
+    store checks it in the write's own transaction (SQLite); elsewhere that read is the
+    check."""
+    setter: Callable[..., BatchResult] = getattr(
+        ex.store, "set_status_unless_held", ex.store.set_status
+    )
+    return setter
+
+
+def _hand_over(
     ex: Executor, ops: list[Operation], replaced: list[tuple[MemoryRecord, str]],
     out: dict[str, Result],
-) -> dict[str, Result]:  # fmt: skip
-    """What a stopped batch did, once its superseded records' sources are re-pointed. If the
-    stop stops that too, those records are left failed (``_unclaimed``)."""
+) -> StoreError | None:  # fmt: skip
+    """Re-point the superseded records' sources, then settle ``out``: a supersede is claimed
+    only once everything under it moved (invariant 3). One whose sources did not all move
+    becomes failed and retryable with the item's code; if the store stopped (a quota),
+    every supersede leaves ``out`` (the caller's ``ShardStopped`` fails it) and the stop is
+    returned. Either way the next night finds each one done already and re-points again.
+    Every other result stands as it is."""
     try:
-        _claim(ops, out, _repoint(ex, replaced) if replaced else {})
-    except StoreError:
-        return _unclaimed(out)
-    return out
-
-
-def _claim(ops: list[Operation], out: dict[str, Result], unmoved: dict[str, str]) -> None:
-    """A superseded record whose sources did not all move (``unmoved``: record id -> the
-    item's code) is not claimed tonight: failed and retryable, so the next night finds it
-    done already and re-points again (nothing claimed before invariant 3 holds)."""
+        unmoved = _repoint(ex, replaced) if replaced else {}
+    except StoreError as exc:
+        for op in [op for op, res in out.items() if res is Outcome.superseded]:
+            del out[op]
+        return exc
     for o in ops:
         if o.record_id in unmoved and out.get(o.operation_id) is Outcome.superseded:
             out[o.operation_id] = ItemFailure(o.record_id, unmoved[o.record_id])
-
-
-def _unclaimed(out: dict[str, Result]) -> dict[str, Result]:
-    """``out`` less its supersedes, when their sources could not be re-pointed: those are
-    left failed, and the next night finds each one done already and re-points then
-    (nothing claimed before invariant 3 holds). Every other result stands as it is."""
-    return {op: res for op, res in out.items() if res is not Outcome.superseded}
+    return None
 
 
 # Levels of replacements walked down from a replaced record: each night adds one at most.
@@ -154,10 +155,11 @@ def _repoint(ex: Executor, replaced: list[tuple[MemoryRecord, str]]) -> dict[str
             for child in s.provenance.supersedes:
                 below.setdefault(child, (top, by))
         frontier = below
-    setter = getattr(ex.store, "set_status_unless_held", ex.store.set_status)
     unmoved: dict[str, str] = {}
     for (by, status), ids in sorted(moves.items()):
-        res = setter(ids, status, replaced_by=by, policy_version=ex.policy.version, at=ex.cutoff)
+        res = _setter(ex)(
+            ids, status, replaced_by=by, policy_version=ex.policy.version, at=ex.cutoff
+        )
         for f in res.failed:
             if f.code != "LEGAL_HOLD":  # a hold placed meanwhile wins, as the read's check
                 unmoved.setdefault(hangs_from[f.id], f.code)
