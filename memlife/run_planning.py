@@ -16,6 +16,7 @@ from memlife.derived import flush_for
 from memlife.embed_cache import EmbeddingCache
 from memlife.erase_sweep import sweep_after_write
 from memlife.errors import InputError, StoreError
+from memlife.journal import OpKind
 from memlife.model import Link, MemoryRecord, PlanView, link_of, plan_view
 from memlife.pinned import hold_pinned
 from memlife.plan import DELETE_ACTIONS, Action, Decision, Planner, Reason, ShardHints
@@ -177,6 +178,24 @@ def make_embeddings(ctx: RunContext, store: MemoryStore) -> EmbeddingCache:
 RECENT_VECTORS = 4096
 
 
+def written_by_run(ctx: RunContext, executor: Executor | None) -> frozenset[str]:
+    """The replacements an earlier attempt of this run wrote (empty on a first attempt).
+
+    A rerun plans the store as the run left it, its own replacements included (the
+    other records' decisions, and so the counts, are the first attempt's), but opens no
+    review item about them (the record, or a pair's newer record): the first attempt never
+    saw them, and the next night plans them like any record. Read once a process from the run's journal."""
+    if executor is None or ctx.config.dry_run:
+        return frozenset()
+    cached = ctx.__dict__.get("_written")
+    if cached is None:
+        ops = executor.journal.by_run(ctx.run_id)
+        cached = ctx.__dict__["_written"] = frozenset(
+            o.record_id for o in ops if o.kind is OpKind.write_replacement
+        )
+    return cached
+
+
 def _deletions(ctx: RunContext, decisions: Sequence[Decision], tally: Tally) -> list[DeleteItem]:
     """Delete decisions in enforced namespaces; the rest are proposals, recorded as not deleted."""
     items = []
@@ -213,13 +232,15 @@ def process_batch(
     c = executor.consolidator if executor is not None else None
     model = c is not None and not isinstance(c, ExtractiveConsolidator)
     planner = Planner(ctx.policy, ctx.cutoff, model_decides=model)
+    written = written_by_run(ctx, executor)
     for shard in shards:
         try:
             read: dict[str, MemoryRecord] = {}  # what planning read: staging reuses it
             views: dict[str, PlanView] = {}
             decisions = plan_shard(ctx, store, shard, planner, read, views)
             report.write(decisions)
-            out.reviews.add(decisions, review_queue(ctx, store).backend)
+            reviewable = [d for d in decisions if not written or not written & {d.id, d.pair}]
+            out.reviews.add(reviewable, review_queue(ctx, store).backend)
             if executor is not None:
                 staged = executor.stage_shard(decisions, out.tally, read, views)
                 if ctx.config.dry_run and not ctx.config.eval_cases:

@@ -136,10 +136,26 @@ def test_a_rerun_of_a_completed_run_adds_no_evidence(env: dict) -> None:
     first = apply(env)
     files = {p: p.read_bytes() for p in env["receipts"].rglob("*") if p.is_file()}
     assert any(p.name == "operations.parquet" for p in files)
+    queue = review_items(env["db"])
+    assert first.other["review_opened"] > 0
     again = apply(env)
     after = {p: p.read_bytes() for p in env["receipts"].rglob("*") if p.is_file()}
     assert after == files  # nothing added, nothing changed
     assert again.receipt == first.receipt and again.status == first.status == "success"
+    # the rerun opens no review item about the run's own replacements, which the first
+    # attempt never saw (the next night plans them): the queue is as the first attempt left it
+    assert again.other.get("review_opened", 0) == 0
+    assert review_items(env["db"]) == queue
+
+
+def review_items(db: Path) -> list:
+    from memlife.review_queue import ReviewQueue
+
+    store = SqliteStore(db)
+    try:
+        return ReviewQueue.for_store(store).list()
+    finally:
+        store.close()
 
 
 def test_a_tampered_completed_receipt_is_not_rewritten_by_a_rerun(env: dict) -> None:

@@ -20,6 +20,8 @@ from memlife.cli import app
 from memlife.demo import generate
 from memlife.journal import OpKind, OpState
 from memlife.journal.dynamodb import DynamoJournal
+from memlife.review_queue.base import OPEN_STATES
+from memlife.review_queue.dynamodb import DynamoReviews
 from tests.fakes.agentcore import AgentCoreHarness
 from tests.support.aws_state import provision, state_url
 from tests.support.lifecycle import ANCHOR, CUTOFF, gate_cases
@@ -109,6 +111,7 @@ def test_apply_run_keeps_no_state_on_the_worker(env: dict, monkeypatch: pytest.M
 
     # a second worker with an empty home reruns the same run: it resumes, redoes nothing
     before = {k: dict(v) for k, v in env["fake"].records.items()}
+    queue_before = DynamoReviews(env["state"]).list(OPEN_STATES)
     second = run_on_fresh_worker(env, monkeypatch, "worker-2", "--eval-cases", cases)
     assert second["run_id"] == first["run_id"]
     assert env["fake"].records == before
@@ -119,19 +122,20 @@ def test_apply_run_keeps_no_state_on_the_worker(env: dict, monkeypatch: pytest.M
     # not opened again), and a reviewer on a third machine lists and resolves them
     opened = first["other_counts"]["review_opened"]
     assert opened > 0 and second["other_counts"]["review_carried"] == opened
-    # the rerun plans the store as the run left it: what it opens is only about the run's
-    # own replacements (a stronger, older statement in review disagrees with one), which
-    # the next night would open; nothing of the first attempt's is opened again
+    # the rerun plans the store as the run left it but opens no item about the run's own
+    # replacements (a stronger, older statement in review disagrees with one: the next
+    # night opens that), so the queue is as the first attempt left it
     written = {o.record_id for o in ops if o.kind is OpKind.write_replacement}
-    again = second["other_counts"]["review_opened"]
+    assert written and second["other_counts"].get("review_opened", 0) == 0
+    assert DynamoReviews(env["state"]).list(OPEN_STATES) == queue_before
     reviewer_home = env["tmp"] / "reviewer"
     monkeypatch.setenv("MEMLIFE_HOME", str(reviewer_home))
     monkeypatch.setenv("MEMLIFE_STATE", env["state_url"])
     monkeypatch.setattr(state_mod, "_open", {})
     code, out = cli("review", "list", "--store", env["url"], "--json")
     items = json.loads(out)
-    assert code == 0 and len(items) == opened + again and {i["nights"] for i in items} == {1}
-    assert sum(i["record_id"] in written for i in items) == again
+    assert code == 0 and len(items) == opened and {i["nights"] for i in items} == {1}
+    assert not any(i["record_id"] in written for i in items)
     # (a manual run: its lease is in the state table too)
     done = runner.invoke(app, ["review", "resolve", items[0]["item_id"], "--decision", "dispute",
                                "--reviewer", "cy", "--store", env["url"], "--receipts",
