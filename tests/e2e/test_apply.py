@@ -15,7 +15,7 @@ import pytest
 
 from memlife import faults
 from memlife.faults import InjectedFault
-from memlife.journal import OpState, open_journal
+from memlife.journal import OpKind, OpState, open_journal
 from memlife.model import Status
 from memlife.pipeline import RunConfig, run_local
 from memlife.stores.sqlite import SqliteStore
@@ -61,7 +61,8 @@ def done_ops(receipts: Path) -> Counter[tuple]:
 
 def apply(env: dict, **kw) -> object:
     kw.setdefault("eval_cases", env["cases"])  # the gate is required where deletion is enforced
-    cfg = RunConfig(dry_run=False, now=CUTOFF, store=env["store"], receipts=env["sink"], **kw)
+    kw.setdefault("now", CUTOFF)
+    cfg = RunConfig(dry_run=False, store=env["store"], receipts=env["sink"], **kw)
     return run_local(cfg)
 
 
@@ -146,6 +147,17 @@ def test_a_rerun_of_a_completed_run_adds_no_evidence(env: dict) -> None:
     # attempt never saw (the next night plans them): the queue is as the first attempt left it
     assert again.other.get("review_opened", 0) == 0
     assert review_items(env["db"]) == queue
+    # deferred, not dropped: the next night plans the replacements and opens those items
+    store = SqliteStore(env["db"])
+    try:
+        written = {o.record_id for o in open_journal(store).by_run(first.run_id)
+                   if o.kind is OpKind.write_replacement}  # fmt: skip
+    finally:
+        store.close()
+    next_night = apply(env, now=CUTOFF + timedelta(days=1))
+    assert next_night.run_id != first.run_id and next_night.other["review_opened"] > 0
+    assert {i.record_id for i in review_items(env["db"])} - {i.record_id for i in queue} <= written
+    assert {i.record_id for i in review_items(env["db"])} & written
 
 
 def review_items(db: Path) -> list:
