@@ -133,6 +133,36 @@ def test_no_assert_outside_tests() -> None:
     assert not found, f"assert in production code: {found}"
 
 
+def global_random_calls(root: Path) -> list[str]:
+    """Calls of the random module's own functions (``random.random()``, ``random.uniform``,
+    ...): they draw from, and move, the global state a host application may have seeded."""
+    found = []
+    for path in sorted([*(root / PACKAGE).rglob("*.py"), *(root / "flows").rglob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text())):
+            f = node.func if isinstance(node, ast.Call) else None
+            if (
+                isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+                and f.value.id == "random" and f.attr not in ("Random", "SystemRandom")
+            ):  # fmt: skip
+                found.append(f"{path.relative_to(root)}:{node.lineno}")
+    return found
+
+
+def test_memlife_never_moves_the_global_random_state() -> None:
+    """Jitter comes from memlife's own generators: an application that seeds ``random``
+    for reproducible runs gets the same sequence with memlife in it."""
+    assert not global_random_calls(REPO), global_random_calls(REPO)
+
+
+def test_the_random_check_can_fail(tmp_path: Path) -> None:
+    pkg = tmp_path / PACKAGE
+    pkg.mkdir()
+    (tmp_path / "flows").mkdir()
+    (pkg / "bad.py").write_text("import random\nx = random.uniform(0, 1)\n")
+    (pkg / "good.py").write_text("import random\nR = random.Random()\nx = R.uniform(0, 1)\n")
+    assert global_random_calls(tmp_path) == [f"{PACKAGE}/bad.py:2"]
+
+
 # A module over the 500-line budget says, near its top, why it is one module (a line with
 # WHY_MARK in its docstring or a comment): the reason sits where the next editor reads it.
 MAX_LINES = 500

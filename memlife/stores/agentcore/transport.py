@@ -26,6 +26,8 @@ from memlife.stores.base import MAX_BATCH, BatchResult, chunked
 
 Op = Literal["create", "update", "delete"]
 T = TypeVar("T")
+# our own generator: jitter never moves the global random state a host application seeds
+_JITTER = random.Random()
 
 
 @dataclass
@@ -180,7 +182,7 @@ class Transport:
             if not todo or attempt == self.item_retries:
                 break
             delay = self.retry_base_s * (2**attempt)
-            self._sleep(random.uniform(delay / 2, delay * 1.5))  # jitter: spread the herd
+            self._sleep(_JITTER.uniform(delay / 2, delay * 1.5))  # jitter: spread the herd
         return outcomes
 
     def _call(self, op: Op, entries: list[Entry]) -> dict[str, Outcome]:
