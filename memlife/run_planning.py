@@ -6,6 +6,7 @@ in the batch outcome): the regression gate looks at everything staged first.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -183,8 +184,8 @@ def written_by_run(ctx: RunContext, executor: Executor | None) -> frozenset[str]
 
     A rerun plans the store as the run left it, its own replacements included (the
     other records' decisions, and so the counts, are the first attempt's), but opens no
-    review item about them (the record, or a pair's newer record): the first attempt never
-    saw them, and the next night plans them like any record. Read once a process from the run's journal."""
+    review item about them (:func:`reviewable`): the first attempt never saw them, and the
+    next night plans them like any record. Read once a process from the run's journal."""
     if executor is None or ctx.config.dry_run:
         return frozenset()
     cached = ctx.__dict__.get("_written")
@@ -194,6 +195,23 @@ def written_by_run(ctx: RunContext, executor: Executor | None) -> frozenset[str]
             o.record_id for o in ops if o.kind is OpKind.write_replacement
         )
     return cached
+
+
+def reviewable(decisions: Sequence[Decision], written: frozenset[str]) -> Sequence[Decision]:
+    """The findings the first attempt could have made (``written``: :func:`written_by_run`):
+    none about the run's own replacements; a record whose POSSIBLE_UPDATE pair is one loses
+    that finding only (its other findings stand, as the first attempt found them)."""
+    if not written:
+        return decisions
+    out = []
+    for d in decisions:
+        if d.id in written:
+            continue
+        if d.pair is not None and d.pair in written:
+            rest: list[Reason] = [r for r in d.reasons if r is not Reason.POSSIBLE_UPDATE]
+            d = dataclasses.replace(d, reasons=rest, pair=None)
+        out.append(d)
+    return out
 
 
 def _deletions(ctx: RunContext, decisions: Sequence[Decision], tally: Tally) -> list[DeleteItem]:
@@ -239,8 +257,7 @@ def process_batch(
             views: dict[str, PlanView] = {}
             decisions = plan_shard(ctx, store, shard, planner, read, views)
             report.write(decisions)
-            reviewable = [d for d in decisions if not written or not written & {d.id, d.pair}]
-            out.reviews.add(reviewable, review_queue(ctx, store).backend)
+            out.reviews.add(reviewable(decisions, written), review_queue(ctx, store).backend)
             if executor is not None:
                 staged = executor.stage_shard(decisions, out.tally, read, views)
                 if ctx.config.dry_run and not ctx.config.eval_cases:

@@ -188,7 +188,8 @@ class ReviewQueue:
         found.settle(self.backend)
         if not found.found:
             return counts
-        opened = found.opened(budget)
+        # a rerun of the night (same run id) has spent what its first attempt opened
+        opened = found.opened(max(0, budget - found.by_run[run_id]))
         counts["review_carried"] = len(found.carried) + len(found.changed)
         counts["review_closed_earlier"] = found.closed_earlier
         counts["review_answered"] = found.answered_records

@@ -17,6 +17,7 @@ old id (``legacy_item_id``) and go on under it for their own actor and namespace
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -62,6 +63,8 @@ class ReviewCandidates:
     answered_records: int = 0  # records all of whose findings were resolved for this content
     renewed_after_resolve: int = 0  # new items: resolved for other content, changed since
     moot: list[str] = field(default_factory=list)  # open items of content the record left
+    # items found, by the run that opened them: a rerun's own items count against its budget
+    by_run: Counter[str] = field(default_factory=Counter)
     pending: dict[str, tuple[Decision, str]] = field(default_factory=dict)  # not looked up
 
     def add(self, decisions: Iterable[Decision], backend: ReviewBackend | None = None) -> None:
@@ -123,7 +126,9 @@ class ReviewCandidates:
         if item is None:
             self.best.append(order(d, reason, i))
             self.new += 1
-        elif item.state in OPEN_STATES:
+            return False
+        self.by_run[item.opened_run] += 1
+        if item.state in OPEN_STATES:
             if _other_content(item, d):
                 self.changed.append((i, item.content_sha256 or "", d, reason))
             else:
@@ -150,10 +155,12 @@ class ReviewCandidates:
         self.answered_records += other.answered_records
         self.renewed_after_resolve += other.renewed_after_resolve
         self.moot += other.moot
+        self.by_run.update(other.by_run)
         self.pending.update(other.pending)
         other.best, other.new, other.carried, other.closed_earlier = [], 0, [], 0
         other.answered_records = other.renewed_after_resolve = 0
         other.moot = []
+        other.by_run = Counter()
         other.changed = []
         other.pending = {}
         if self.budget is not None and len(self.best) >= 2 * self.budget + CHUNK:
@@ -184,6 +191,7 @@ class ReviewCandidates:
             out.answered_records += p.answered_records
             out.renewed_after_resolve += p.renewed_after_resolve
             out.moot += p.moot
+            out.by_run.update(p.by_run)
         out.best = out.opened(budget)
         return out
 
