@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,6 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 from memlife import progress as progress_hook
 
@@ -67,10 +69,26 @@ def progress_bar(label: str, total: int | None, enabled: bool) -> Iterator[Any]:
             progress_hook.set_phase_hook(None)
 
 
+# C0 and C1 controls (ESC starts a terminal escape; a newline draws a row that is not one),
+# and the bidirectional overrides that show text in another order than it is stored
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(value: object) -> str:
+    """``value`` as text a terminal shows as it is stored: controls written as escapes."""
+    return _UNSAFE.sub(lambda m: ascii(m.group())[1:-1], str(value))
+
+
+def plain(value: object) -> Text:
+    """A table cell of stored data (ids, owners, namespaces): never read as rich markup
+    (an id "a[/]" raised MarkupError and hid the whole table) nor as terminal controls."""
+    return Text(printable(value))
+
+
 def fail(message: str, code: int = 2) -> typer.Exit:
     from rich.markup import escape
 
-    err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False)
+    err_console.print(f"[red]error:[/red] {escape(printable(message))}", highlight=False)
     return typer.Exit(code)
 
 

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from memlife.cli.common import JsonOpt, StoreOpt, console, fail, print_json
+from memlife.cli.common import JsonOpt, StoreOpt, console, fail, plain, print_json
 from memlife.journal import JournalStateError, open_journal
 from memlife.model import utcnow
 from memlife.stores import open_store
@@ -61,15 +61,9 @@ def register(app: typer.Typer) -> None:
         for col in ("operation", "run", "action", "record", "code", "failed at", "resolution"):
             table.add_column(col)
         for r in rows:
-            table.add_row(
-                str(r["operation_id"]),
-                str(r["run_id"]),
-                str(r["action"]),
-                str(r["record_id"]),
-                str(r["code"] or ""),
-                str(r["failed_at"] or "")[:19],
-                str(r["resolution"] or ""),
-            )
+            table.add_row(*map(plain, (r["operation_id"], r["run_id"], r["action"], r["record_id"],
+                                       r["code"] or "", str(r["failed_at"] or "")[:19],
+                                       r["resolution"] or "")))  # fmt: skip
         console.print(table)
         if review:
             console.print(

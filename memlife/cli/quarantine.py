@@ -16,6 +16,7 @@ from memlife.cli.common import (
     console,
     err_console,
     fail,
+    plain,
     preview,
     print_json,
 )
@@ -69,14 +70,8 @@ def register(app: typer.Typer) -> None:
         for col in ("id", "actor", "namespace", "type", "since", "reasons"):
             table.add_column(col)
         for r in rows:
-            table.add_row(
-                r["id"],
-                r["actor_id"],
-                r["namespace"],
-                r["memory_type"],
-                r["quarantined_at"] or "",
-                ", ".join(r["reasons"]),
-            )
+            table.add_row(*map(plain, (r["id"], r["actor_id"], r["namespace"], r["memory_type"],
+                                       r["quarantined_at"] or "", ", ".join(r["reasons"]))))  # fmt: skip
         console.print(table)
 
     @group.command("restore")

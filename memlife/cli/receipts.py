@@ -16,6 +16,7 @@ from memlife.cli.common import (
     check_store,
     console,
     fail,
+    plain,
     print_json,
 )
 from memlife.journal import open_journal
@@ -63,7 +64,8 @@ def register(app: typer.Typer) -> None:
             table.add_column(col, no_wrap=col == "run id")
         for r in runs:
             j = r.as_json()
-            table.add_row(r.run_id, j["mode"], j["status"], j["policy_version"], r.started_at[:19])
+            table.add_row(*map(plain, (r.run_id, j["mode"], j["status"], j["policy_version"],
+                                       r.started_at[:19])))  # fmt: skip
         console.print(table)
 
     @receipts_app.command("history")
@@ -92,9 +94,10 @@ def register(app: typer.Typer) -> None:
         for col in ("cutoff day", "run id", "mode", "action", "reasons", "outcome", "replacement"):
             table.add_column(col, no_wrap=col == "run id")
         for r in rows:
-            table.add_row(r["date"], r["run_id"], r["mode"] or "", r["action"],
-                          ", ".join(r["reason_codes"] or []), r["outcome"] or r["state"] or "",
-                          r["replacement_id"] or "")  # fmt: skip
+            table.add_row(*map(plain, (r["date"], r["run_id"], r["mode"] or "", r["action"],
+                                       ", ".join(r["reason_codes"] or []),
+                                       r["outcome"] or r["state"] or "",
+                                       r["replacement_id"] or "")))  # fmt: skip
         console.print(table)
 
     @receipts_app.command("show")

@@ -14,7 +14,9 @@ from memlife.cli.common import (
     console,
     err_console,
     fail,
+    plain,
     print_json,
+    printable,
 )
 from memlife.stores import open_store
 
@@ -61,9 +63,9 @@ def register(app: typer.Typer) -> None:
                     "nights", "state"):  # fmt: skip
             table.add_column(col)
         for i in items:
-            table.add_row(i.item_id, i.record_id, i.pair_id or "", i.reason, i.owner or "",
-                          i.namespace, i.memory_type or "", f"{i.priority:.2f}", str(i.nights),
-                          i.state)  # fmt: skip
+            table.add_row(*map(plain, (i.item_id, i.record_id, i.pair_id or "", i.reason,
+                                       i.owner or "", i.namespace, i.memory_type or "",
+                                       f"{i.priority:.2f}", i.nights, i.state)))  # fmt: skip
         console.print(table)
 
     @group.command("resolve")
@@ -104,11 +106,13 @@ def register(app: typer.Typer) -> None:
         else:
             it = result["item"]
             err_console.print(
-                f"{it['item_id']} ({it['record_id']}): {decision} by {reviewer} -> {it['state']}"
-            )
+                printable(f"{it['item_id']} ({it['record_id']}): {decision} by {reviewer} -> "
+                          f"{it['state']}"), markup=False, highlight=False,
+            )  # fmt: skip
             err_console.print(
-                f"run {result['run_id']}: {result['status']}; receipt: {result['receipt']}"
-            )
+                printable(f"run {result['run_id']}: {result['status']}; receipt: "
+                          f"{result['receipt']}"), markup=False, highlight=False,
+            )  # fmt: skip
         if result["status"] != "success":
             raise typer.Exit(3)
 
