@@ -36,7 +36,8 @@ def register(app: typer.Typer) -> None:
             str | None, typer.Option("--reason", help="Only this reason (e.g. POSSIBLE_UPDATE)")
         ] = None,
         namespace: Annotated[
-            str | None, typer.Option("--namespace", help="Namespace or glob")
+            str | None,
+            typer.Option("--namespace", help="Namespace or glob: * one segment, ** any number"),
         ] = None,
         actor: Annotated[str | None, typer.Option("--actor")] = None,
         all_: Annotated[bool, typer.Option("--all", help="Resolved items too")] = False,

@@ -32,7 +32,6 @@ codes, numbers and content hashes, never content.
 from __future__ import annotations
 
 import builtins  # a method here is named list
-import fnmatch
 import json
 from collections import Counter
 from collections.abc import Iterable
@@ -42,6 +41,7 @@ from typing import Any
 
 from memlife.errors import InputError
 from memlife.model import Status
+from memlife.namespaces import glob_match
 from memlife.plan import REVIEW_REASONS, Decision
 from memlife.review_queue.base import (
     COLUMNS,
@@ -122,12 +122,13 @@ class ReviewQueue:
         self, *, owner: str | None = None, reason: str | None = None, namespace: str | None = None,
         actor: str | None = None, states: Iterable[str] = OPEN_STATES,
     ) -> list[ReviewItem]:  # fmt: skip
-        """Items in ``states``, highest priority first; ``namespace`` may be a glob."""
+        """Items in ``states``, highest priority first; ``namespace`` may be a glob, read as
+        the policy and a run's scope read one (``*`` one segment, ``**`` any number)."""
         items = [
             i for i in self.backend.list(states)
             if (owner is None or i.owner == owner) and (reason is None or i.reason == reason)
             and (actor is None or i.actor_id == actor)
-            and (namespace is None or fnmatch.fnmatchcase(i.namespace, namespace))
+            and (namespace is None or glob_match(namespace, i.namespace))
         ]  # fmt: skip
         return sorted(items, key=sort_key)
 

@@ -96,6 +96,24 @@ def test_budget_priority_nights_and_reruns(store) -> None:
     )
 
 
+def test_the_namespace_filter_reads_globs_as_the_policy_does(store) -> None:
+    """``*`` is one segment, ``**`` any number, as in the policy and a run's scope (session
+    22 review: fnmatch let "/users/*/facts" list another tree's "/users/u1/archive/facts")."""
+    queue = ReviewQueue.for_store(store)
+    spaces = ["/users", "/users/u1/facts", "/users/u1/archive/facts", "/teams/t/facts"]
+    queue.queue([_d(f"r{n}", 1.0, ns=ns) for n, ns in enumerate(spaces)], budget=10,
+                run_id="night-1", at=NIGHT)  # fmt: skip
+
+    def listed(pattern: str) -> list[str]:
+        return sorted(i.namespace for i in queue.list(namespace=pattern))
+
+    assert listed("/users/*/facts") == ["/users/u1/facts"]
+    assert listed("/users/**/facts") == ["/users/u1/archive/facts", "/users/u1/facts"]
+    assert listed("/users/*") == []
+    assert listed("/users/**") == ["/users", "/users/u1/archive/facts", "/users/u1/facts"]
+    assert listed("/teams/t/facts") == ["/teams/t/facts"]
+
+
 def test_filters_pairs_and_lookup_by_record(store) -> None:
     queue = ReviewQueue.for_store(store)
     queue.queue([
