@@ -308,8 +308,11 @@ def resolve(
         ReviewDecision.verify,
     ):
         raise ReviewError(f"review item {iid}: record {item.record_id} is under legal hold")
+    # one run per decision on one item by one reviewer: two items of a record resolved at the
+    # same ``now`` (a review UI's batch time) are two runs, each with its own receipt
+    request = {"item": iid, "decision": decision.value, "reviewer": reviewer}
     run = manual_run(store, f"review_{decision.value}", [item.record_id], policy=policy,
-                     receipts=receipts, now=now)  # fmt: skip
+                     receipts=receipts, now=now, request=request)  # fmt: skip
     run.executor.reviewer = reviewer
     again = queue.get(iid)  # under the lease now: another reviewer may have resolved it meanwhile
     if again is None or again.state == "resolved":

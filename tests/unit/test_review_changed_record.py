@@ -193,3 +193,28 @@ def test_a_second_reviewer_who_loses_the_race_is_refused_under_the_lease(
     item = ReviewQueue.for_store(store).get(iid)
     assert item is not None and (item.decision, item.reviewer) == ("keep", "keeper@example.com")
     store.close()
+
+
+def test_two_items_of_one_record_resolved_at_one_time_are_two_runs(home: Path) -> None:
+    """A review UI resolving a batch stamps one time: each item, decision and reviewer is a
+    run of its own, with its own receipt (session 22 review: the run id hashed the action,
+    the record and the time only, so bob's decision ran as ana's run and no receipt named it)."""
+    store = SqliteStore(home / "memlife.db")
+    r = rec("m-proc")
+    store.put_many([r])
+    found = Decision(r.id, r.actor_id, r.namespace, Action.review,
+                     [Reason.MISSING_OWNER, Reason.STALE_VERIFICATION], 0.5,
+                     content_sha256=r.sha256, priority=1.0, memory_type="procedural")  # fmt: skip
+    ReviewQueue.for_store(store).queue([found], budget=10, run_id="night-1", at=T0)
+    items = ReviewQueue.for_store(store).list()
+    assert len(items) == 2
+    at = T0 + timedelta(hours=1)
+    done = [resolve(store, i.item_id, "keep", who, now=at, receipts=f"file://{home}/receipts")
+            for i, who in zip(items, ("ana@example.com", "bob@example.com"), strict=True)]  # fmt: skip
+    store.close()
+    assert done[0]["run_id"] != done[1]["run_id"]
+    receipts = [json.loads(Path(d["receipt"]).read_text()) for d in done]
+    assert [(x["item_id"], x["reviewer"], x["status"]) for x in receipts] == [
+        (items[0].item_id, "ana@example.com", "success"),
+        (items[1].item_id, "bob@example.com", "success"),
+    ]
