@@ -166,6 +166,21 @@ class MemoryRecord(BaseModel):
     def sha256(self) -> str:
         return self.provenance.content_sha256 or content_sha256(self.content)
 
+    def as_stored(self) -> MemoryRecord:
+        """The record as a store writes it: a declared ``provenance.content_sha256`` that is
+        not its content's (a copy edited with ``model_copy``, which runs no validator) is
+        replaced by the content's. Review items, memos and tombstones trust the stored hash:
+        a stale one let a reviewer's answer for old text stand for new text."""
+        declared = self.provenance.content_sha256
+        if not declared:
+            return self
+        actual = content_sha256(self.content)
+        if declared == actual:
+            return self
+        return self.model_copy(
+            update={"provenance": self.provenance.model_copy(update={"content_sha256": actual})}
+        )
+
     @property
     def held(self) -> bool:
         """Under legal hold or retained: nothing changes or removes it (invariant 1). The

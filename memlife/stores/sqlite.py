@@ -227,6 +227,9 @@ def record_to_row(r: MemoryRecord) -> tuple[Any, ...]:
     # Hot at import (~100k rows/s wanted): enum members bind as their text (StrEnum is a
     # str), each timestamp is read once, the content is hashed once.
     content, prov = r.content, r.provenance
+    sha = content_sha256(content)
+    if prov.content_sha256 and prov.content_sha256 != sha:  # MemoryRecord.as_stored
+        prov = r.as_stored().provenance
     created, accessed, verified = r.created_at, r.last_accessed_at, r.last_verified_at
     expires, changed = r.expires_at, r.status_changed_at
     return (
@@ -248,7 +251,7 @@ def record_to_row(r: MemoryRecord) -> tuple[Any, ...]:
         str.__str__(r.status),
         None if changed is None else changed.isoformat(),
         prov.model_dump_json(),
-        prov.content_sha256 or content_sha256(content),
+        sha,
         norm_sha256(content),
         int(negates(content)),
         created.timestamp(),

@@ -20,6 +20,7 @@ from memlife.model import (
     RetentionClass,
     Source,
     Status,
+    content_sha256,
 )
 from memlife.stores import open_store
 from memlife.stores.agentcore import (
@@ -83,7 +84,7 @@ def full_record() -> MemoryRecord:
             policy_version="2026.1",
             replaced_by="m-other",
             supersedes=["m-a", "m-b", "m-c"],
-            content_sha256="ab" * 32,
+            content_sha256=content_sha256("Drinks only green tea, never coffee."),
         ),
     )
 
@@ -136,6 +137,20 @@ def test_round_trip_every_field(store: MemoryStore) -> None:
     (paged,) = store.page("u-1", "/users/u-1/prefs").records
     assert paged == r
     assert store.get("nope") is None
+
+
+def test_a_declared_hash_that_is_not_the_contents_is_stored_as_the_contents(
+    store: MemoryStore,
+) -> None:
+    """A copy edited with ``model_copy`` keeps its old declared hash: every store writes the
+    content's own (MemoryRecord.as_stored), so nothing reads new text as reviewed old text."""
+    r = full_record()
+    stale = r.model_copy(update={"content": "Drinks coffee now."})
+    assert stale.sha256 == r.sha256
+    store.put_many([stale])
+    got = store.get("m-full")
+    assert got is not None and got.content == "Drinks coffee now."
+    assert got.sha256 == got.provenance.content_sha256 == content_sha256("Drinks coffee now.")
 
 
 def test_defaults_round_trip(store: MemoryStore) -> None:

@@ -218,3 +218,32 @@ def test_two_items_of_one_record_resolved_at_one_time_are_two_runs(home: Path) -
         (items[0].item_id, "ana@example.com", "success"),
         (items[1].item_id, "bob@example.com", "success"),
     ]
+
+
+def test_an_edited_copy_keeping_the_old_hash_is_stored_with_its_contents(home: Path) -> None:
+    """memlife's own writers declare ``provenance.content_sha256``; an application that edits
+    such a record with ``model_copy`` (no validator runs) keeps the old hash. Stored as
+    declared, the review queue took the new text for the reviewed one: a delete approved on
+    the old text removed the new (session 22 review). Every store writes the content's hash."""
+    from memlife.model import Provenance, content_sha256
+    from memlife.stores.agentcore.mapping import encode_metadata
+
+    store = SqliteStore(home / "memlife.db")
+    v1 = rec("m-proc").model_copy(
+        update={"provenance": Provenance(content_sha256=content_sha256(V1))}
+    )
+    store.put_many([v1])
+    night(store, "night-1", T0, v1)
+    edited = v1.model_copy(update={"content": V2})
+    assert edited.sha256 == content_sha256(V1)  # the stale declaration, in memory
+    store.put_many([edited])
+    stored = store.get("m-proc")
+    store.close()
+    assert stored is not None and stored.sha256 == content_sha256(V2)
+    assert stored.provenance.content_sha256 == content_sha256(V2)
+    code, out = cli(item_id("m-proc", "MISSING_OWNER", "u-1", "/users/u-1/procedures"),
+                    "--decision", "delete")  # fmt: skip
+    assert code == 2 and "changed since the item was opened" in out, out
+    # AgentCore's metadata carries the content's hash too
+    meta, _ = encode_metadata(edited)
+    assert meta["content_sha256"]["stringValue"] == content_sha256(V2)

@@ -125,6 +125,7 @@ def encode_metadata(record: MemoryRecord) -> tuple[dict[str, Any], dict[str, Any
     """``(metadata, overflow blob)`` for a record; the blob is empty when all fits."""
     meta: dict[str, Any] = {}
     blob: dict[str, Any] = {}
+    record = record.as_stored()  # the content's own hash, never a stale declared one
     for f in FIELD_MAP:
         value = _get_path(record, f.field)
         if value is None:
