@@ -194,4 +194,37 @@ def queue_reviews(ctx: RunContext, store: MemoryStore, outcomes: Sequence[BatchO
     tally.counts.update(queue.queue(
         found, budget=budget, run_id=ctx.run_id, at=ctx.cutoff, dry_run=ctx.config.dry_run,
     ))  # fmt: skip
+    if not ctx.config.dry_run and (closed := close_removed(ctx, store, queue)):
+        tally.counts["review_items_closed"] = closed
     return tally
+
+
+# what a removing operation's outcome makes of its record's open review items
+_REMOVED = {"deleted": "deleted", "already_absent": "deleted", "superseded": "superseded"}
+
+
+def close_removed(ctx: RunContext, store: MemoryStore, queue: Any) -> int:
+    """Close the open items about records this run deleted or superseded: nothing is left
+    to decide (open, an item waited for a reviewer for ever, and a replacement carrying the
+    same finding opened its own). Closed with the operation that removed the record, as an
+    erasure closes its records' items. Reads the run's journal and the open items once."""
+    from memlife.journal import OpKind, OpState, open_journal
+
+    gone = {
+        (o.actor_id, o.namespace, o.record_id): o
+        for o in open_journal(store).by_run(ctx.run_id)
+        if o.kind in (OpKind.delete, OpKind.supersede)
+        and o.state in (OpState.APPLIED, OpState.RECEIPTED)
+        and o.outcome is not None and o.outcome.value in _REMOVED
+    }  # fmt: skip
+    if not gone:
+        return 0
+    closed = 0
+    for item in queue.list():  # open and disputed
+        op = gone.get((item.actor_id, item.namespace, item.record_id))
+        if op is not None and op.outcome is not None and queue.close(
+            item.item_id, state="resolved", decision=_REMOVED[op.outcome.value],
+            reviewer=f"memlife:{ctx.run_id}", at=ctx.cutoff, operation_id=op.operation_id,
+        ):  # fmt: skip
+            closed += 1
+    return closed

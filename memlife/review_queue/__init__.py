@@ -301,6 +301,16 @@ def resolve(
                 f"{decision.value} is refused: the next nightly run reopens the item for the "
                 "new content (keep or dispute may proceed)"
             )
+    if (
+        record is not None
+        and decision is ReviewDecision.verify
+        and record.status is not Status.active
+    ):
+        # a superseded or quarantined record is out of recall: nothing to verify it against
+        raise ReviewError(
+            f"review item {iid}: record {item.record_id} is {record.status.value}, not active; "
+            "verify is refused (keep or dispute may proceed)"
+        )
     held = record is not None and record.held
     if held and decision in (
         ReviewDecision.supersede,
