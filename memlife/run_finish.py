@@ -94,10 +94,11 @@ def finish_run(
                       for s in tally.stopped_shards]  # fmt: skip
     records = carried.adjust(counts, sum(o.records for o in outcomes))
     # left for a human: a record whose every finding a reviewer answered for the content it
-    # holds is still planned `review` (nothing changes it) but waits on nobody
-    reviewed = counts.get("review", 0) - tally.counts.get("review_answered", 0)
+    # holds is still planned `review` (nothing changes it) but waits on nobody: retained
+    answered = tally.counts.get("review_answered", 0)
+    reviewed = counts.get("review", 0) - answered
     lifecycle = {
-        "processed": records, "retained": counts.get("retain", 0),
+        "processed": records, "retained": counts.get("retain", 0) + answered,
         "consolidated": tally.counts.get("consolidated", 0),
         "superseded": tally.counts.get("superseded", 0),
         "deleted": tally.counts.get("deleted", 0) + tally.counts.get("already_absent", 0),

@@ -1,7 +1,8 @@
 """Review items about records the nightly run itself removes are closed with the operation
 that removed them: a hard-expired record's, and a merged duplicate's (session 22 review:
 they stayed open for ever, their nights frozen, and the replacement opened the same
-finding again beside them). And a superseded record cannot be verified."""
+finding again beside them). A superseded record cannot be verified, and a record whose
+every finding was answered counts as retained."""
 
 from __future__ import annotations
 
@@ -102,3 +103,21 @@ def test_a_superseded_record_cannot_be_verified(home: Path) -> None:
         assert after is not None and after.last_verified_at == dup.last_verified_at
     finally:
         store.close()
+
+
+def test_a_record_whose_every_finding_was_answered_is_counted_retained(home: Path) -> None:
+    """Not left for review, and not lost from the outcomes either: the night's outcomes sum
+    to the records it processed (session 22 review: such a record was counted nowhere)."""
+    store = SqliteStore(home / "memlife.db")
+    try:
+        for item in items(home):
+            if item.record_id == "other":
+                resolve(store, item.item_id, "keep", "ana@example.com", receipts=f"file://{home}/r")
+    finally:
+        store.close()
+    night = run_local(RunConfig(dry_run=False, now=NIGHT1 + timedelta(days=1)))
+    life = night.lifecycle
+    assert night.other["review_answered"] == 1
+    outcomes = ("retained", "held", "reviewed", "deleted", "superseded")
+    assert life["processed"] == sum(life[k] for k in outcomes) == 3
+    assert life["retained"] >= 1 and life["reviewed"] == 2
