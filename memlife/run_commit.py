@@ -6,7 +6,7 @@ loads its cases, picks its answerer and takes the quarantine snapshot.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memlife import gate
 from memlife.apply import DeleteItem, Executor, StagedGroup, Tally
@@ -15,6 +15,9 @@ from memlife.faults import checkpoint
 from memlife.run_planning import make_embeddings
 from memlife.run_types import BatchOutcome, RunContext
 from memlife.stores import MemoryStore
+
+if TYPE_CHECKING:
+    from memlife.review_queue import ReviewQueue
 
 GateFn = Callable[[RunContext, MemoryStore, Sequence[DeleteItem]], dict[str, Any]]
 
@@ -203,13 +206,17 @@ def queue_reviews(ctx: RunContext, store: MemoryStore, outcomes: Sequence[BatchO
 _REMOVED = {"deleted": "deleted", "already_absent": "deleted", "superseded": "superseded"}
 
 
-def close_removed(ctx: RunContext, store: MemoryStore, queue: Any) -> int:
+def close_removed(ctx: RunContext, store: MemoryStore, queue: ReviewQueue) -> int:
     """Close the open items about records this run deleted or superseded: nothing is left
     to decide (open, an item waited for a reviewer for ever, and a replacement carrying the
     same finding opened its own). Closed with the operation that removed the record, as an
-    erasure closes its records' items. Reads the run's journal and the open items once."""
+    erasure closes its records' items. Reads the open items, then (only when there are any)
+    the run's journal, once each."""
     from memlife.journal import OpKind, OpState, open_journal
 
+    items = queue.list()  # open and disputed
+    if not items:
+        return 0
     gone = {
         (o.actor_id, o.namespace, o.record_id): o
         for o in open_journal(store).by_run(ctx.run_id)
@@ -220,7 +227,7 @@ def close_removed(ctx: RunContext, store: MemoryStore, queue: Any) -> int:
     if not gone:
         return 0
     closed = 0
-    for item in queue.list():  # open and disputed
+    for item in items:
         op = gone.get((item.actor_id, item.namespace, item.record_id))
         if op is not None and op.outcome is not None and queue.close(
             item.item_id, state="resolved", decision=_REMOVED[op.outcome.value],
