@@ -42,7 +42,7 @@ from typing import Any
 from memlife.errors import InputError
 from memlife.model import Status
 from memlife.namespaces import glob_match
-from memlife.plan import REVIEW_REASONS, Decision
+from memlife.plan import REVIEW_REASONS, Decision, Reason
 from memlife.review_queue.base import (
     COLUMNS,
     OPEN_STATES,
@@ -212,8 +212,11 @@ class ReviewQueue:
                        reviewer=f"memlife:{run_id}", at=at, operation_id=None)  # fmt: skip
 
         def item(i: str, code: str, d: Decision, state: str = "open") -> ReviewItem:
+            # only a POSSIBLE_UPDATE item is a pair: on the record's other items a pair would
+            # be the replacement a bare `supersede` takes
+            pair = d.pair if code == Reason.POSSIBLE_UPDATE.value else None
             return ReviewItem(
-                i, d.id, code, d.pair, d.actor_id, d.namespace, d.memory_type, d.owner,
+                i, d.id, code, pair, d.actor_id, d.namespace, d.memory_type, d.owner,
                 float(d.priority or 0.0), state, None, None, 1, run_id, now, run_id, now,
                 None, None, d.content_sha256,
             )  # fmt: skip

@@ -114,6 +114,19 @@ def test_the_namespace_filter_reads_globs_as_the_policy_does(store) -> None:
     assert listed("/teams/t/facts") == ["/teams/t/facts"]
 
 
+def test_only_the_possible_update_item_names_the_pair(store) -> None:
+    """A record with a pair and another finding: the pair is the POSSIBLE_UPDATE item's
+    alone (session 22 review: the MISSING_OWNER item carried it too, and a bare `supersede`
+    on that item took the pair as the replacement no reviewer had looked at there)."""
+    queue = ReviewQueue.for_store(store)
+    both = Decision("p1", "a", "/n", Action.review, [Reason.POSSIBLE_UPDATE, Reason.MISSING_OWNER],
+                    0.5, priority=1.0, pair="p2", memory_type="semantic")  # fmt: skip
+    queue.queue([both], budget=10, run_id="night-1", at=NIGHT)
+    assert sorted((i.reason, i.pair_id) for i in queue.list()) == [
+        ("MISSING_OWNER", None), ("POSSIBLE_UPDATE", "p2"),
+    ]  # fmt: skip
+
+
 def test_filters_pairs_and_lookup_by_record(store) -> None:
     queue = ReviewQueue.for_store(store)
     queue.queue([
