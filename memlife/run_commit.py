@@ -217,21 +217,19 @@ def close_removed(ctx: RunContext, store: MemoryStore, queue: ReviewQueue) -> in
     items = queue.list()  # open and disputed
     if not items:
         return 0
-    gone = {
-        (o.actor_id, o.namespace, o.record_id): o
+    gone = {  # (actor, namespace, record) -> (the removing operation, the item's decision)
+        (o.actor_id, o.namespace, o.record_id): (o.operation_id, _REMOVED[o.outcome.value])
         for o in open_journal(store).by_run(ctx.run_id)
         if o.kind in (OpKind.delete, OpKind.supersede)
         and o.state in (OpState.APPLIED, OpState.RECEIPTED)
         and o.outcome is not None and o.outcome.value in _REMOVED
     }  # fmt: skip
-    if not gone:
-        return 0
     closed = 0
     for item in items:
-        op = gone.get((item.actor_id, item.namespace, item.record_id))
-        if op is not None and op.outcome is not None and queue.close(
-            item.item_id, state="resolved", decision=_REMOVED[op.outcome.value],
-            reviewer=f"memlife:{ctx.run_id}", at=ctx.cutoff, operation_id=op.operation_id,
+        found = gone.get((item.actor_id, item.namespace, item.record_id))
+        if found is not None and queue.close(
+            item.item_id, state="resolved", decision=found[1], reviewer=f"memlife:{ctx.run_id}",
+            at=ctx.cutoff, operation_id=found[0],
         ):  # fmt: skip
             closed += 1
     return closed

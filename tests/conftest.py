@@ -35,6 +35,16 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "home"
 
 
+@pytest.fixture()
+def offline_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An isolated MEMLIFE_HOME whose default store is its own memlife.db, no model key:
+    a night runs offline (the extractive consolidator) on what a test seeds there."""
+    monkeypatch.setenv("MEMLIFE_HOME", str(tmp_path))
+    monkeypatch.delenv("MEMLIFE_STORE", raising=False)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    return tmp_path
+
+
 @pytest.fixture(scope="session")
 def prefect_harness():
     """One Prefect test harness (temporary database) for every flow test of the session."""

@@ -32,11 +32,8 @@ OWNER = "[bold red]ops[/]"
 
 
 @pytest.fixture()
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("MEMLIFE_HOME", str(tmp_path))
-    monkeypatch.delenv("MEMLIFE_STORE", raising=False)
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    store = SqliteStore(tmp_path / "memlife.db")
+def home(offline_home: Path) -> Path:
+    store = SqliteStore(offline_home / "memlife.db")
     try:
         store.put_many([
             MemoryRecord(id=rid, actor_id="u-7", namespace="/team/notes", memory_type="procedural",
@@ -47,7 +44,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     finally:
         store.close()
     run_local(RunConfig(dry_run=False, now=DAY1 + timedelta(days=200)))  # stale: review
-    return tmp_path
+    return offline_home
 
 
 def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:

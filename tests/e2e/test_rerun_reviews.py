@@ -28,11 +28,8 @@ TEA = "I gave up coffee in October; my mornings are green tea now."
 
 
 @pytest.fixture()
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("MEMLIFE_HOME", str(tmp_path))
-    monkeypatch.delenv("MEMLIFE_STORE", raising=False)
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    return tmp_path
+def home(offline_home: Path) -> Path:
+    return offline_home
 
 
 def seed(home: Path, records: list[tuple[str, str, datetime]]) -> None:

@@ -46,17 +46,14 @@ def items(home: Path, *states: str) -> list:
 
 
 @pytest.fixture()
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("MEMLIFE_HOME", str(tmp_path))
-    monkeypatch.delenv("MEMLIFE_STORE", raising=False)
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    put(tmp_path,
+def home(offline_home: Path) -> Path:
+    put(offline_home,
         rec("exp", "Restart the build agent with systemctl.", DAY1, ns="/users/u-7/procedures",
             memory_type="procedural", expires_at=DAY1 + timedelta(days=5)),
         rec("dup", "The user keeps bees in the garden.", DAY1),
         rec("other", "The team standup is at 9:30.", DAY1))  # fmt: skip
     run_local(RunConfig(dry_run=False, now=NIGHT1))
-    return tmp_path
+    return offline_home
 
 
 def test_items_of_records_the_night_deletes_or_supersedes_are_closed(home: Path) -> None:
