@@ -214,7 +214,9 @@ class LexicalIndex:
         out = np.zeros(self.n, dtype=np.float32)
         if not self.n:
             return out
-        for term in set(tokenize(query)):
+        # each term once, in the query's order: a set's order is the process's string
+        # hashing, and float32 sums in another order differ in the last bit
+        for term in dict.fromkeys(tokenize(query)):
             hit = self._posting(term)
             if hit is not None:
                 out[hit[0]] += hit[1]  # rows are unique within one posting list
