@@ -4,7 +4,9 @@ An item is keyed by (actor, namespace, record, reason), so the same finding on t
 night updates the open item (``nights`` + 1, last seen) instead of queueing it again; if
 the record's content changed since the item was opened, the item is renewed for the new
 content (nights from 1). A POSSIBLE_UPDATE item is a *pair*: the older record and
-``pair_id``, the newer one that probably replaces it.
+``pair_id``, the newer one that probably replaces it; another newer record is another
+finding, so it renews an open item (the pair it names is tonight's) and asks again after a
+resolved one, as changed content does.
 New items are opened by priority (plan.Planner.priority: type, sensitivity, confidence,
 access) up to the policy's nightly budget; what does not fit waits and is counted.
 
@@ -12,7 +14,7 @@ Resolving (``memlife review resolve``) is a manual run: journaled, applied, rece
 the reviewer's identity, plus a run manifest and receipt:
 
     keep      nothing changes; the item is closed: this finding is answered for this
-              content (a later content is asked again, under a new item)
+              content (a later content, or another pair, is asked again, under a new item)
     verify    last_verified_at = now (the record was checked against its source)
     supersede the record is superseded by the pair's newer record (or ``--by`` ID)
     delete    the record is deleted (never a legal hold)
@@ -176,7 +178,9 @@ class ReviewQueue:
         such: nothing is left for a human, so the run's "reviewed" leaves them out), and,
         where any, review_content_changed (carried items whose record's content changed
         since they were opened: renewed for the new content, nights from 1; counted in
-        carried), review_asked_again (new items after one resolved for other content) and
+        carried), review_pair_changed (carried POSSIBLE_UPDATE items whose newer record
+        is another one tonight: renewed for that pair, nights from 1; counted in carried),
+        review_asked_again (new items after one resolved for other content or pair) and
         review_moot_closed (open items of content the record no longer holds, closed: it
         went back to content a reviewer had answered).
         """
@@ -198,8 +202,10 @@ class ReviewQueue:
         counts["review_waiting"] = found.new - len(opened)
         for _, _, code, _, _ in opened:
             counts[f"review_reason:{code}"] += 1
-        if found.changed:
-            counts["review_content_changed"] = len(found.changed)
+        if len(found.changed) > found.pair_changed:
+            counts["review_content_changed"] = len(found.changed) - found.pair_changed
+        if found.pair_changed:
+            counts["review_pair_changed"] = found.pair_changed
         if found.renewed_after_resolve:
             counts["review_asked_again"] = found.renewed_after_resolve
         if found.moot:

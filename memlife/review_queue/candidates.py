@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from memlife.plan import REVIEW_REASONS, Action, Decision
+from memlife.plan import REVIEW_REASONS, Action, Decision, Reason
 from memlife.review_queue.base import (
     OPEN_STATES,
     Carried,
@@ -62,6 +62,7 @@ class ReviewCandidates:
     closed_earlier: int = 0  # findings resolved before, for this content: not reopened
     answered_records: int = 0  # records all of whose findings were resolved for this content
     renewed_after_resolve: int = 0  # new items: resolved for other content, changed since
+    pair_changed: int = 0  # of ``changed``: same content, another newer record (POSSIBLE_UPDATE)
     moot: list[str] = field(default_factory=list)  # open items of content the record left
     # items found, by the run that opened them: a rerun's own items count against its budget
     by_run: Counter[str] = field(default_factory=Counter)
@@ -100,7 +101,7 @@ class ReviewCandidates:
         while lookups:
             later: list[tuple[str, Decision, str]] = []
             for i, item, d, reason in lookups:
-                if item is not None and item.state == "resolved" and _other_content(item, d):
+                if item is not None and item.state == "resolved" and _other_finding(item, d):
                     later.append((content_item_id(i, item.content_sha256 or ""), d, reason))
                     continue
                 key = (d.actor_id, d.namespace, d.id)
@@ -129,8 +130,9 @@ class ReviewCandidates:
             return False
         self.by_run[item.opened_run] += 1
         if item.state in OPEN_STATES:
-            if _other_content(item, d):
+            if _other_finding(item, d):
                 self.changed.append((i, item.content_sha256 or "", d, reason))
+                self.pair_changed += not _other_content(item, d)
             else:
                 self.carried.append((i, d.content_sha256))
         elif item.state == "resolved":
@@ -154,11 +156,12 @@ class ReviewCandidates:
         self.closed_earlier += other.closed_earlier
         self.answered_records += other.answered_records
         self.renewed_after_resolve += other.renewed_after_resolve
+        self.pair_changed += other.pair_changed
         self.moot += other.moot
         self.by_run.update(other.by_run)
         self.pending.update(other.pending)
         other.best, other.new, other.carried, other.closed_earlier = [], 0, [], 0
-        other.answered_records = other.renewed_after_resolve = 0
+        other.answered_records = other.renewed_after_resolve = other.pair_changed = 0
         other.moot = []
         other.by_run = Counter()
         other.changed = []
@@ -190,10 +193,23 @@ class ReviewCandidates:
             out.closed_earlier += p.closed_earlier
             out.answered_records += p.answered_records
             out.renewed_after_resolve += p.renewed_after_resolve
+            out.pair_changed += p.pair_changed
             out.moot += p.moot
             out.by_run.update(p.by_run)
         out.best = out.opened(budget)
         return out
+
+
+def _other_finding(item: ReviewItem, d: Decision) -> bool:
+    """The item was opened (or resolved) on another finding than tonight's: content the
+    record no longer holds, or, for a POSSIBLE_UPDATE item, another newer record. A keep
+    answered "B does not replace this"; whether C does is a new question."""
+    return _other_content(item, d) or (
+        item.reason == Reason.POSSIBLE_UPDATE.value
+        and item.pair_id is not None
+        and d.pair is not None
+        and item.pair_id != d.pair
+    )
 
 
 def _other_content(item: ReviewItem, d: Decision) -> bool:

@@ -479,3 +479,51 @@ def test_an_item_of_content_the_record_left_is_closed_when_it_returns(store) -> 
     assert (moot.state, moot.decision) == ("resolved", "answered_earlier")
     assert "review_moot_closed" not in queue.queue([_h(d, "v1")], budget=5, run_id="n4",
                                                    at=NIGHT + timedelta(days=3))  # fmt: skip
+
+
+def test_a_kept_pair_does_not_silence_another_newer_record(store) -> None:
+    """Session 22 left this: a `keep` on a POSSIBLE_UPDATE item answered "p2 does not
+    replace p1", and the finding stayed answered when a later night found p3, another newer
+    record, as p1's likely update: p1 was never asked about again. An open item kept naming
+    the pair it was opened with, so `supersede` took a record the night no longer pointed
+    at. Another pair is another finding: renewed in place while open, asked again after a
+    resolved item; back to the pair a reviewer kept, that answer stands."""
+    queue = ReviewQueue.for_store(store)
+    night = 0
+
+    def run(pair: str, *, extra: tuple[Decision, ...] = ()) -> dict[str, int]:
+        nonlocal night
+        night += 1
+        d = _h(_d("p1", 1.0, Reason.POSSIBLE_UPDATE, pair=pair), "v1")
+        return dict(queue.queue([d, *extra], budget=5, run_id=f"n{night}",
+                                at=NIGHT + timedelta(days=night)))  # fmt: skip
+
+    run("p2")
+    (first,) = queue.list()
+    changed = run("p3")  # open: renewed for the pair the night found, nights from 1
+    assert changed["review_pair_changed"] == 1 and "review_content_changed" not in changed
+    assert changed["review_carried"] == 1 and changed["review_opened"] == 0, changed
+    (renewed,) = queue.list()
+    assert (renewed.item_id, renewed.pair_id, renewed.nights) == (first.item_id, "p3", 1)
+    assert "review_pair_changed" not in run("p3")  # the same pair again: carried
+    assert queue.get(first.item_id).nights == 2  # type: ignore[union-attr]
+    assert queue.close(first.item_id, state="resolved", decision="keep", reviewer="r",
+                       at=NIGHT, operation_id="op-1")  # fmt: skip
+    answered = run("p3")
+    assert answered["review_answered"] == 1 and queue.list() == [], answered
+    other = run("p4")  # kept for p3; p4 is a question no reviewer has answered
+    assert other["review_opened"] == 1 and other["review_asked_again"] == 1, other
+    (second,) = queue.list()
+    assert second.item_id != first.item_id and second.pair_id == "p4"
+    kept = queue.get(first.item_id)
+    assert kept is not None and (kept.state, kept.pair_id) == ("resolved", "p3")
+    back = run("p3")  # back to the pair the reviewer kept: the p4 item has nothing to ask
+    assert back["review_answered"] == 1 and back["review_moot_closed"] == 1, back
+    assert queue.list() == []
+    # a record's other findings never turn on its pair
+    both = Decision("q1", "a", "/n", Action.review, [Reason.POSSIBLE_UPDATE, Reason.MISSING_OWNER],
+                    0.5, priority=1.0, pair="q2", memory_type="semantic")  # fmt: skip
+    run("p3", extra=(_h(both, "w1"),))
+    both.pair = "q3"
+    counts = run("p3", extra=(both,))
+    assert counts["review_pair_changed"] == 1 and counts["review_carried"] == 2, counts
