@@ -9,6 +9,10 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Protocol
 
 OPEN_STATES = ("open", "disputed")
+# a reviewer's decisions: an item resolved with one answers its finding for the content (and
+# pair) it was about. memlife's own closings (answered_earlier, deleted, superseded, erased)
+# answer nothing: should the finding come back, it is asked again.
+ANSWERS = frozenset({"keep", "verify", "supersede", "delete"})
 
 
 @dataclass

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from memlife.plan import REVIEW_REASONS, Action, Decision, Reason
 from memlife.review_queue.base import (
+    ANSWERS,
     OPEN_STATES,
     Carried,
     ReviewBackend,
@@ -101,7 +102,7 @@ class ReviewCandidates:
         while lookups:
             later: list[tuple[str, Decision, str]] = []
             for i, item, d, reason in lookups:
-                if item is not None and item.state == "resolved" and _other_finding(item, d):
+                if item is not None and _followed(item, d):
                     later.append((content_item_id(i, item.content_sha256 or ""), d, reason))
                     continue
                 key = (d.actor_id, d.namespace, d.id)
@@ -111,12 +112,16 @@ class ReviewCandidates:
             found = backend.get_many([i for i, _, _ in later]) if later else {}
             self.renewed_after_resolve += sum(1 for i, _, _ in later if i not in found)
             lookups = [(i, found.get(i), d, reason) for i, d, reason in later]
-        if after_answer:
+        while after_answer:
             # the record went back to content a reviewer answered: an item opened for the
             # content it held between has nothing left to ask (open, it would never be
-            # carried or renewed again); the queue closes it
-            self.moot += [i.item_id for i in backend.get_many(after_answer).values()
-                          if i.state in OPEN_STATES]  # fmt: skip
+            # carried or renewed again); the queue closes it. Past items memlife closed
+            # (no answer) the chain goes on to the item that followed them.
+            chained = backend.get_many(after_answer).values()
+            self.moot += [i.item_id for i in chained if i.state in OPEN_STATES]
+            after_answer = [content_item_id(i.item_id, i.content_sha256) for i in chained
+                            if i.state == "resolved" and i.decision not in ANSWERS
+                            and i.content_sha256]  # fmt: skip
         self.answered_records += sum(answered.values())
         self.pending.clear()
         if self.budget is not None and len(self.best) >= 2 * self.budget + CHUNK:
@@ -198,6 +203,13 @@ class ReviewCandidates:
             out.by_run.update(p.by_run)
         out.best = out.opened(budget)
         return out
+
+
+def _followed(item: ReviewItem, d: Decision) -> bool:
+    """A resolved item that does not answer tonight's finding: it was about another finding
+    (content or pair), or memlife closed it (no reviewer answered). The finding goes on under
+    the item that follows it (``content_item_id``)."""
+    return item.state == "resolved" and (item.decision not in ANSWERS or _other_finding(item, d))
 
 
 def _other_finding(item: ReviewItem, d: Decision) -> bool:

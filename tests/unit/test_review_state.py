@@ -527,3 +527,45 @@ def test_a_kept_pair_does_not_silence_another_newer_record(store) -> None:
     both.pair = "q3"
     counts = run("p3", extra=(both,))
     assert counts["review_pair_changed"] == 1 and counts["review_carried"] == 2, counts
+
+
+@pytest.mark.parametrize("closing", ["answered_earlier", "deleted", "erased"])
+def test_an_item_memlife_closed_answers_nothing(store, closing: str) -> None:
+    """A finding counted as answered only because memlife had closed its item: kept on v1,
+    asked again on v2, the record back on v1 (the v2 item closed `answered_earlier`), then
+    on v2 again, and the v2 finding was silenced (`review_answered`) although no reviewer
+    ever saw v2. The same for an item closed with its record (`deleted`, `erased`) when the
+    id comes back. memlife's own closings answer nothing: the finding is asked again, and a
+    return to the kept text closes the new item too."""
+    queue = ReviewQueue.for_store(store)
+    d = _d(f"m-3-{closing}", 1.0)  # the HTTP server is shared: an id per case
+    night = 0
+
+    def run(sha: str) -> dict[str, int]:
+        nonlocal night
+        night += 1
+        return dict(queue.queue([_h(d, sha)], budget=5, run_id=f"n{night}",
+                                at=NIGHT + timedelta(days=night)))  # fmt: skip
+
+    run("v1")
+    (first,) = queue.list()
+    queue.close(first.item_id, state="resolved", decision="keep", reviewer="r", at=NIGHT,
+                operation_id="op-1")  # fmt: skip
+    run("v2")
+    (second,) = queue.list()
+    if closing == "answered_earlier":
+        assert run("v1")["review_moot_closed"] == 1
+    else:
+        queue.close(second.item_id, state="resolved", decision=closing, reviewer="memlife:n",
+                    at=NIGHT, operation_id="op-2")  # fmt: skip
+    assert queue.get(second.item_id).decision == closing  # type: ignore[union-attr]
+    again = run("v2")
+    assert again["review_answered"] == 0 and again["review_opened"] == 1, again
+    assert again["review_asked_again"] == 1
+    (third,) = queue.list()
+    assert third.item_id not in (first.item_id, second.item_id)
+    assert third.content_sha256 == "v2"
+    assert run("v2")["review_carried"] == 1  # carried, not opened again
+    back = run("v1")  # the kept text: the new item is closed, past the one memlife closed
+    assert back["review_moot_closed"] == 1 and back["review_answered"] == 1, back
+    assert queue.list() == []
