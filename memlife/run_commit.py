@@ -199,6 +199,12 @@ def queue_reviews(ctx: RunContext, store: MemoryStore, outcomes: Sequence[BatchO
     ))  # fmt: skip
     if not ctx.config.dry_run and (closed := close_removed(ctx, store, queue)):
         tally.counts["review_items_closed"] = closed
+    from memlife.review_sweep import close_unfound
+
+    failed = [s["shard"] for o in outcomes for s in o.failed_shards]
+    seen = [i for i, _ in found.carried] + [i for i, *_ in found.changed] + found.moot
+    tally.counts.update(close_unfound(ctx, store, queue, found=seen, failed_shards=failed,
+                                      withheld=found.withheld))  # fmt: skip
     return tally
 
 

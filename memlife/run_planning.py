@@ -22,7 +22,7 @@ from memlife.model import Link, MemoryRecord, PlanView, link_of, plan_view
 from memlife.pinned import hold_pinned
 from memlife.plan import DELETE_ACTIONS, Action, Decision, Planner, Reason, ShardHints
 from memlife.report import ReportWriter
-from memlife.review_queue import ReviewQueue
+from memlife.review_queue import ReviewQueue, item_id, legacy_item_id
 from memlife.review_queue.candidates import ReviewCandidates
 from memlife.run_types import BatchOutcome, RunContext, Shard
 from memlife.settings import settings
@@ -197,21 +197,26 @@ def written_by_run(ctx: RunContext, executor: Executor | None) -> frozenset[str]
     return cached
 
 
-def reviewable(decisions: Sequence[Decision], written: frozenset[str]) -> Sequence[Decision]:
+def reviewable(
+    decisions: Sequence[Decision], written: frozenset[str]
+) -> tuple[Sequence[Decision], list[str]]:
     """The findings the first attempt could have made (``written``: :func:`written_by_run`):
     none about the run's own replacements; a record whose POSSIBLE_UPDATE pair is one loses
-    that finding only (its other findings stand, as the first attempt found them)."""
+    that finding only (its other findings stand, as the first attempt found them). Also the
+    ids of the items left out that way (an open one is not "no longer found": review_sweep)."""
     if not written:
-        return decisions
-    out = []
+        return decisions, []
+    out, withheld = [], []
     for d in decisions:
         if d.id in written:
             continue
         if d.pair is not None and d.pair in written:
             rest: list[Reason] = [r for r in d.reasons if r is not Reason.POSSIBLE_UPDATE]
             d = dataclasses.replace(d, reasons=rest, pair=None)
+            code = Reason.POSSIBLE_UPDATE.value
+            withheld += [item_id(d.id, code, d.actor_id, d.namespace), legacy_item_id(d.id, code)]
         out.append(d)
-    return out
+    return out, withheld
 
 
 def _deletions(ctx: RunContext, decisions: Sequence[Decision], tally: Tally) -> list[DeleteItem]:
@@ -257,7 +262,9 @@ def process_batch(
             views: dict[str, PlanView] = {}
             decisions = plan_shard(ctx, store, shard, planner, read, views)
             report.write(decisions)
-            out.reviews.add(reviewable(decisions, written), review_queue(ctx, store).backend)
+            findings, withheld = reviewable(decisions, written)
+            out.reviews.add(findings, review_queue(ctx, store).backend)
+            out.reviews.withheld += withheld
             if executor is not None:
                 staged = executor.stage_shard(decisions, out.tally, read, views)
                 if ctx.config.dry_run and not ctx.config.eval_cases:

@@ -40,6 +40,9 @@ Entry = tuple[float, str, str, str, Decision]
 Changed = tuple[str, str, Decision, str]
 
 CHUNK = 1024  # findings looked up in the backend at a time
+# a record in a group the night acts on: its findings are not queued tonight (the group
+# decides first), but an item already open about one still holds (review_sweep leaves it)
+GROUP_ACTIONS = frozenset({Action.consolidate_candidate, Action.supersede_candidate})
 
 
 def order(decision: Decision, reason: str, iid: str) -> Entry:
@@ -68,16 +71,24 @@ class ReviewCandidates:
     # items found, by the run that opened them: a rerun's own items count against its budget
     by_run: Counter[str] = field(default_factory=Counter)
     pending: dict[str, tuple[Decision, str]] = field(default_factory=dict)  # not looked up
+    # of ``pending``: findings of a record a group acts on tonight (consolidation): an open
+    # item is carried (the finding still holds), nothing is opened or counted answered
+    seen_only: set[str] = field(default_factory=set)
+    # items whose finding this attempt left out (a rerun's, run_planning.reviewable): the
+    # sweep of items not found again leaves them open
+    withheld: list[str] = field(default_factory=list)
 
     def add(self, decisions: Iterable[Decision], backend: ReviewBackend | None = None) -> None:
         """The review findings of ``decisions``; looked up every CHUNK with a backend."""
         for d in decisions:
-            if d.action is not Action.review:
+            if d.action is not Action.review and d.action not in GROUP_ACTIONS:
                 continue
             for reason in d.reasons:
                 if reason in REVIEW_REASONS:
                     iid = item_id(d.id, reason.value, d.actor_id, d.namespace)
                     self.pending[iid] = (d, reason.value)
+                    if d.action is not Action.review:
+                        self.seen_only.add(iid)
         if backend is not None and len(self.pending) >= CHUNK:
             self.settle(backend)
 
@@ -92,26 +103,34 @@ class ReviewCandidates:
         ids = list(self.pending)
         legacy = {i: legacy_item_id(d.id, reason) for i, (d, reason) in self.pending.items()}
         existing = backend.get_many(ids + list(legacy.values()))
-        lookups: list[tuple[str, ReviewItem | None, Decision, str]] = []
+        lookups: list[tuple[str, ReviewItem | None, Decision, str, bool]] = []
         for i in ids:
             d, reason = self.pending[i]
             item = existing.get(i) or _same_scope(existing.get(legacy[i]), d)
-            lookups.append((item.item_id if item is not None else i, item, d, reason))
+            only = i in self.seen_only
+            lookups.append((item.item_id if item is not None else i, item, d, reason, only))
         answered: dict[tuple[str, str, str], bool] = {}  # per record: every finding answered
         after_answer: list[str] = []  # items that follow one answered for today's content
         while lookups:
-            later: list[tuple[str, Decision, str]] = []
-            for i, item, d, reason in lookups:
+            later: list[tuple[str, Decision, str, bool]] = []
+            for i, item, d, reason, only in lookups:
                 if item is not None and _followed(item, d):
-                    later.append((content_item_id(i, item.content_sha256 or ""), d, reason))
+                    later.append((content_item_id(i, item.content_sha256 or ""), d, reason, only))
+                    continue
+                if only:  # an open item still holds: carried as it is; nothing else is filed
+                    if item is not None and item.state in OPEN_STATES:
+                        self.by_run[item.opened_run] += 1
+                        self.carried.append((i, d.content_sha256))
                     continue
                 key = (d.actor_id, d.namespace, d.id)
                 answered[key] = self._sort(i, item, d, reason) and answered.get(key, True)
                 if item is not None and item.state == "resolved" and item.content_sha256:
                     after_answer.append(content_item_id(i, item.content_sha256))
-            found = backend.get_many([i for i, _, _ in later]) if later else {}
-            self.renewed_after_resolve += sum(1 for i, _, _ in later if i not in found)
-            lookups = [(i, found.get(i), d, reason) for i, d, reason in later]
+            found = backend.get_many([i for i, *_ in later]) if later else {}
+            self.renewed_after_resolve += sum(
+                1 for i, _, _, only in later if i not in found and not only
+            )
+            lookups = [(i, found.get(i), d, reason, only) for i, d, reason, only in later]
         while after_answer:
             # the record went back to content a reviewer answered: an item opened for the
             # content it held between has nothing left to ask (open, it would never be
@@ -124,6 +143,7 @@ class ReviewCandidates:
                             and i.content_sha256]  # fmt: skip
         self.answered_records += sum(answered.values())
         self.pending.clear()
+        self.seen_only.clear()
         if self.budget is not None and len(self.best) >= 2 * self.budget + CHUNK:
             self.best = self.opened(self.budget)
 
@@ -165,6 +185,10 @@ class ReviewCandidates:
         self.moot += other.moot
         self.by_run.update(other.by_run)
         self.pending.update(other.pending)
+        self.seen_only |= other.seen_only
+        other.seen_only = set()
+        self.withheld += other.withheld
+        other.withheld = []
         other.best, other.new, other.carried, other.closed_earlier = [], 0, [], 0
         other.answered_records = other.renewed_after_resolve = other.pair_changed = 0
         other.moot = []
@@ -201,6 +225,7 @@ class ReviewCandidates:
             out.pair_changed += p.pair_changed
             out.moot += p.moot
             out.by_run.update(p.by_run)
+            out.withheld += p.withheld
         out.best = out.opened(budget)
         return out
 

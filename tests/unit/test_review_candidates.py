@@ -23,12 +23,14 @@ REASONS = sorted(REVIEW_REASONS, key=str) + [Reason.HARD_EXPIRED]
 
 
 def backend(existing: dict[str, str]) -> SqliteReviews:
-    """A real SQLite review table holding ``existing`` items (item id -> state)."""
+    """A real SQLite review table holding ``existing`` items (item id -> state); a resolved
+    one a reviewer's answer (`keep`: memlife's own closings answer nothing)."""
     conn = sqlite3.connect(":memory:", isolation_level=None)
     conn.executescript(SCHEMA)
     out = SqliteReviews(conn)
-    items = [ReviewItem(iid, "r", "MISSING_OWNER", None, "a", "/n", None, None, 0.0, state, None,
-                        None, 1, "old", "t", "old", "t", None, None)
+    items = [ReviewItem(iid, "r", "MISSING_OWNER", None, "a", "/n", None, None, 0.0, state,
+                        "keep" if state == "resolved" else None, None, 1, "old", "t", "old", "t",
+                        None, None)
              for iid, state in existing.items()]  # fmt: skip
     out.write_night([], items, "old", "t")
     return out
@@ -43,12 +45,23 @@ def reference(decisions: list[Decision], existing: dict[str, str], budget: int) 
         for r in d.reasons
         if r in REVIEW_REASONS
     }
+    # a record a group acts on: an open item about it is carried, nothing else is filed
+    seen = {
+        item_id(d.id, r.value, d.actor_id, d.namespace)
+        for d in decisions
+        if d.action is Action.consolidate_candidate
+        for r in d.reasons
+        if r in REVIEW_REASONS
+    }
+    seen_open = sum(1 for i in seen if existing.get(i) in ("open", "disputed"))
     counts: Counter[str] = Counter()
-    if not found:
+    if not found and not seen_open:
         return counts
     new = [i for i in found if i not in existing]
     new.sort(key=lambda i: (-(found[i][0].priority or 0.0), found[i][0].id, found[i][1]))
-    counts["review_carried"] = sum(1 for i in found if existing.get(i) in ("open", "disputed"))
+    counts["review_carried"] = seen_open + sum(
+        1 for i in found if existing.get(i) in ("open", "disputed")
+    )
     counts["review_closed_earlier"] = sum(1 for i in found if existing.get(i) == "resolved")
     # records whose every finding is resolved: none left for a human
     per_record: dict[str, list[bool]] = {}
@@ -66,7 +79,9 @@ def reference(decisions: list[Decision], existing: dict[str, str], budget: int) 
 
 decision_lists = st.lists(
     st.tuples(
-        st.sampled_from([Action.review, Action.review, Action.retain]),
+        st.sampled_from(
+            [Action.review, Action.review, Action.retain, Action.consolidate_candidate]
+        ),
         st.lists(st.sampled_from(REASONS), min_size=1, max_size=3),
         st.sampled_from([None, 0.0, 0.5, 0.5, 1.0, 2.0]),  # ties, and None as 0.0
     ),

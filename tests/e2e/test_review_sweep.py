@@ -1,0 +1,121 @@
+"""Open review items a night no longer finds are closed (memlife.review_sweep): an owner was
+set, or the record is gone. Before, such an item waited for a reviewer for ever: the
+queue held questions nothing asked any more, and items about records removed on nights
+before session 22 stayed open. A closing by memlife answers nothing: the finding, back,
+is asked again. Scoped, failed and dry runs close nothing they did not plan; a dispute
+stays; a rerun closes nothing the first attempt kept."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from memlife.model import MemoryRecord
+from memlife.pipeline import RunConfig, run_local
+from memlife.review_queue import ReviewItem, ReviewQueue
+from memlife.stores.sqlite import SqliteStore
+
+DAY1 = datetime(2026, 1, 5, 8, tzinfo=UTC)
+NIGHT1 = DAY1 + timedelta(days=2)
+NIGHT2 = NIGHT1 + timedelta(days=1)
+NIGHT3 = NIGHT2 + timedelta(days=1)
+NS = "/team/notes"
+
+
+def rec(rid: str, text: str, **kw: object) -> MemoryRecord:
+    return MemoryRecord.model_validate({
+        "id": rid, "actor_id": "u-7", "namespace": NS, "memory_type": "semantic",
+        "content": text, "created_at": DAY1, "source": "agent_inferred", "confidence": 0.6, **kw,
+    })  # fmt: skip
+
+
+TEXTS = {
+    "owned": "The team standup is at 9:30.",
+    "gone": "The deploy key rotates every quarter.",
+    "disputed": "The office closes on Fridays at noon.",
+    "kept": "The printer is on the third floor.",  # still without an owner
+}
+
+
+class Home:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def store(self) -> SqliteStore:
+        return SqliteStore(self.path / "memlife.db")
+
+    def put(self, *records: MemoryRecord) -> None:
+        store = self.store()
+        try:
+            store.put_many(list(records))
+        finally:
+            store.close()
+
+    def items(self, *states: str) -> list[ReviewItem]:
+        store = self.store()
+        try:
+            return ReviewQueue.for_store(store).list(states=states or ("open", "disputed"))
+        finally:
+            store.close()
+
+    def missing_owner(self, rid: str, *states: str) -> list[ReviewItem]:
+        found = self.items(*(states or ("open", "disputed", "resolved")))
+        return [i for i in found if i.record_id == rid and i.reason == "MISSING_OWNER"]
+
+
+@pytest.fixture()
+def home(offline_home: Path) -> Home:
+    h = Home(offline_home)
+    h.put(*(rec(rid, text) for rid, text in TEXTS.items()))
+    run_local(RunConfig(dry_run=False, now=NIGHT1))
+    assert all(len(h.missing_owner(rid)) == 1 for rid in TEXTS)
+    (disputed,) = h.missing_owner("disputed")
+    store = h.store()
+    try:
+        queue = ReviewQueue.for_store(store)
+        queue.close(disputed.item_id, state="disputed", decision="dispute", reviewer="cy",
+                    at=NIGHT1, operation_id=None)  # fmt: skip
+        store.delete_many(["gone"])  # removed outside any run: nothing closed its items
+    finally:
+        store.close()
+    # owners set: the MISSING_OWNER findings no longer hold
+    h.put(rec("owned", TEXTS["owned"], owner="platform"),
+          rec("disputed", TEXTS["disputed"], owner="platform"))  # fmt: skip
+    return h
+
+
+def test_items_whose_finding_no_longer_holds_or_whose_record_is_gone_are_closed(
+    home: Home,
+) -> None:
+    open_before = {i.item_id for i in home.items("open")}
+    dry = run_local(RunConfig(dry_run=True, now=NIGHT2))
+    assert dry.other["review_cleared"] == 1 and dry.other["review_record_gone"] >= 1, dry.other
+    assert {i.item_id for i in home.items("open")} == open_before  # a dry run only counts
+    scoped = run_local(RunConfig(dry_run=False, now=NIGHT2, namespaces=("/elsewhere/*",)))
+    assert "review_cleared" not in scoped.other  # the shard was not planned: nothing closed
+    assert {i.item_id for i in home.items("open")} == open_before
+
+    night = run_local(RunConfig(dry_run=False, now=NIGHT2))
+    (owned,) = home.missing_owner("owned")
+    assert (owned.state, owned.decision) == ("resolved", "cleared")
+    assert owned.reviewer == f"memlife:{night.run_id}"
+    gone = [i for i in home.items("resolved") if i.record_id == "gone"]
+    assert gone and {i.decision for i in gone} == {"record_gone"}
+    assert night.other["review_cleared"] == 1
+    assert night.other["review_record_gone"] == len(gone)
+    (disputed,) = home.missing_owner("disputed")
+    assert disputed.state == "disputed"  # a dispute waits for a person
+    assert not {i.record_id for i in home.items("open")} & {"gone"}
+    (kept,) = home.missing_owner("kept")  # found again: carried, not closed
+    assert (kept.state, kept.nights, kept.last_seen_run) == ("open", 2, night.run_id)
+    rerun = run_local(RunConfig(dry_run=False, now=NIGHT2))  # the same night: nothing more
+    assert "review_cleared" not in rerun.other and "review_record_gone" not in rerun.other
+
+    # the owner goes again: memlife's closing answered nothing, so the finding is asked again
+    home.put(rec("owned", TEXTS["owned"]))
+    again = run_local(RunConfig(dry_run=False, now=NIGHT3))
+    assert again.other["review_asked_again"] >= 1, again.other
+    reopened = home.missing_owner("owned", "open")
+    assert len(reopened) == 1 and reopened[0].item_id != owned.item_id
