@@ -1,30 +1,40 @@
-"""Open review items a night no longer finds: closed, so the queue holds only live questions.
+"""Open review items whose finding the record itself shows gone: closed, so the queue holds
+only live questions.
 
-The queue carries an item each night its finding is made again. An item the night planned
-the record of, and did not find again, asks about something that no longer holds: an owner
-was set, the record was verified or read again, its POSSIBLE_UPDATE pair went, or its
-record is gone (deleted or superseded on a night before such items were closed with the
-operation that removed them: ``run_commit.close_removed``). Left open, it waited for a
-reviewer for ever. Closed by memlife, it answers nothing (``review_queue.base.ANSWERS``):
-should the finding come back, it is asked again.
+The queue carries an item each night its finding is made again; an item not found again
+used to wait for a reviewer for ever. It is closed here only on evidence in the store, not
+because a night did not make the finding (a night that deletes, holds or merges a record,
+or runs at an older cutoff, never looks at some findings):
 
-Left open: disputed items (a dispute protects its record until a person resolves it);
-items of shards the run did not plan (out of scope, failed); items the run saw (carried,
-renewed or opened by an earlier attempt of this run: a rerun closes nothing the first
-attempt kept); items whose POSSIBLE_UPDATE finding a rerun withheld
-(``run_planning.reviewable``); and items whose record the night did not plan (held,
-quarantined, written after the cutoff, or unreadable).
+    record_gone   the record is absent, or its id is another actor's or namespace's (it
+                  was removed on a night before items were closed with the operation that
+                  removed them: ``run_commit.close_removed``)
+    superseded    the record is superseded
+    cleared       MISSING_OWNER: it has an owner now (its own, or the policy's);
+                  STALE_VERIFICATION: it was verified since the item was opened;
+                  POSSIBLE_UPDATE: the newer record of the pair is gone from the shard
+                  (merged, it is still there: the pair moves to the merged record).
+                  Other findings (low score, conflicts) are left.
+
+Left open as well: disputed items (a dispute protects its record until a person resolves
+it); items the night found (carried, renewed, moot) or an earlier attempt of this run saw;
+a rerun's withheld POSSIBLE_UPDATE findings (``run_planning.reviewable``); items of shards
+out of the run's scope or whose planning failed; records held, quarantined or unreadable.
+Closed by memlife, an item answers nothing (``review_queue.base.ANSWERS``): should the
+finding come back, it is asked again.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from datetime import datetime
 
 from memlife.apply.appliers.base import get_many
 from memlife.errors import StoreError
 from memlife.model import MemoryRecord, Status
 from memlife.namespaces import glob_match
+from memlife.plan import Reason
 from memlife.review_queue import ReviewItem, ReviewQueue
 from memlife.run_types import RunContext
 from memlife.stores import MemoryStore
@@ -36,12 +46,14 @@ def close_unfound(
     ctx: RunContext,
     store: MemoryStore,
     queue: ReviewQueue,
+    items: Sequence[ReviewItem],
     *,
     found: Iterable[str],
     failed_shards: Iterable[str],
     withheld: Iterable[str] = (),
 ) -> Counter[str]:
-    """Close (a dry run: count) the open items the night planned and did not find again.
+    """Close (a dry run: count) the open ``items`` (the queue's, listed once a night) the
+    night did not find again and whose finding the store shows gone (module doc).
 
     ``found``: the ids of the items the night found (carried, renewed, closed as moot: a dry
     run writes none of that); ``failed_shards``: "actor:namespace" of the shards whose
@@ -61,17 +73,18 @@ def close_unfound(
             and f"{i.actor_id}:{i.namespace}" not in skip_shards
         )
 
-    items = [i for i in queue.list(states=("open",)) if planned(i)]
+    todo = [i for i in items if i.state == "open" and planned(i)]
     counts: Counter[str] = Counter()
-    for start in range(0, len(items), CHUNK):
-        part = items[start : start + CHUNK]
+    for start in range(0, len(todo), CHUNK):
+        part = todo[start : start + CHUNK]
+        ids = {i.record_id for i in part} | {i.pair_id for i in part if i.pair_id is not None}
         try:
-            records = get_many(store, sorted({i.record_id for i in part}))
+            records = get_many(store, sorted(ids))
         except StoreError:  # unreadable now: the items wait for a night that can read them
             counts["review_sweep_unread"] += len(part)
             continue
         for item in part:
-            decision = _closing(item, records.get(item.record_id), ctx)
+            decision = _closing(item, records, ctx)
             if decision is None:
                 continue
             counts[_COUNTS[decision]] += 1
@@ -88,13 +101,35 @@ _COUNTS = {
 }
 
 
-def _closing(item: ReviewItem, record: MemoryRecord | None, ctx: RunContext) -> str | None:
-    """The decision memlife closes ``item`` with, or None where the night did not plan its
-    record (the item stays open)."""
-    if record is None or (record.actor_id, record.namespace) != (item.actor_id, item.namespace):
+def _closing(item: ReviewItem, records: dict[str, MemoryRecord], ctx: RunContext) -> str | None:
+    """The decision memlife closes ``item`` with, or None (it stays open)."""
+    record = records.get(item.record_id)
+    if record is None or not _same_shard(record, item):
         return "record_gone"  # absent, or its id taken by another actor or namespace
     if record.status is Status.superseded:
         return "superseded"
-    if record.status is not Status.active or record.held or record.created_at > ctx.cutoff:
+    if record.status is not Status.active or record.held:
         return None
-    return "cleared"
+    return "cleared" if _finding_gone(item, record, records, ctx) else None
+
+
+def _same_shard(record: MemoryRecord, item: ReviewItem) -> bool:
+    return (record.actor_id, record.namespace) == (item.actor_id, item.namespace)
+
+
+def _finding_gone(
+    item: ReviewItem, record: MemoryRecord, records: dict[str, MemoryRecord], ctx: RunContext
+) -> bool:
+    """The store's evidence that the finding no longer holds (as the planner reads it)."""
+    if item.reason == Reason.MISSING_OWNER.value:
+        own = record.owner is not None and bool(record.owner.strip())
+        mt = str(record.memory_type)
+        return own or bool(ctx.policy.owner_for(record.actor_id, record.namespace, mt))
+    if item.reason == Reason.STALE_VERIFICATION.value:
+        verified = record.last_verified_at
+        return verified is not None and verified >= datetime.fromisoformat(item.opened_at)
+    if item.reason == Reason.POSSIBLE_UPDATE.value and item.pair_id is not None:
+        newer = records.get(item.pair_id)
+        # a superseded newer record is merged: the pair moves to its replacement next night
+        return newer is None or not _same_shard(newer, item)
+    return False

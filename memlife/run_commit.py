@@ -17,7 +17,7 @@ from memlife.run_types import BatchOutcome, RunContext
 from memlife.stores import MemoryStore
 
 if TYPE_CHECKING:
-    from memlife.review_queue import ReviewQueue
+    from memlife.review_queue import ReviewItem, ReviewQueue
 
 GateFn = Callable[[RunContext, MemoryStore, Sequence[DeleteItem]], dict[str, Any]]
 
@@ -197,13 +197,16 @@ def queue_reviews(ctx: RunContext, store: MemoryStore, outcomes: Sequence[BatchO
     tally.counts.update(queue.queue(
         found, budget=budget, run_id=ctx.run_id, at=ctx.cutoff, dry_run=ctx.config.dry_run,
     ))  # fmt: skip
-    if not ctx.config.dry_run and (closed := close_removed(ctx, store, queue)):
-        tally.counts["review_items_closed"] = closed
     from memlife.review_sweep import close_unfound
 
+    items = queue.backend.list(("open", "disputed"))  # once a night, for both closings
+    closed = set() if ctx.config.dry_run else close_removed(ctx, store, queue, items)
+    if closed:
+        tally.counts["review_items_closed"] = len(closed)
     failed = [s["shard"] for o in outcomes for s in o.failed_shards]
     seen = [i for i, _ in found.carried] + [i for i, *_ in found.changed] + found.moot
-    tally.counts.update(close_unfound(ctx, store, queue, found=seen, failed_shards=failed,
+    rest = [i for i in items if i.item_id not in closed]
+    tally.counts.update(close_unfound(ctx, store, queue, rest, found=seen, failed_shards=failed,
                                       withheld=found.withheld))  # fmt: skip
     return tally
 
@@ -212,17 +215,18 @@ def queue_reviews(ctx: RunContext, store: MemoryStore, outcomes: Sequence[BatchO
 _REMOVED = {"deleted": "deleted", "already_absent": "deleted", "superseded": "superseded"}
 
 
-def close_removed(ctx: RunContext, store: MemoryStore, queue: ReviewQueue) -> int:
+def close_removed(
+    ctx: RunContext, store: MemoryStore, queue: ReviewQueue, items: Sequence[ReviewItem]
+) -> set[str]:
     """Close the open items about records this run deleted or superseded: nothing is left
     to decide (open, an item waited for a reviewer for ever, and a replacement carrying the
     same finding opened its own). Closed with the operation that removed the record, as an
-    erasure closes its records' items. Reads the open items, then (only when there are any)
-    the run's journal, once each."""
+    erasure closes its records' items. ``items``: the open and disputed ones; the run's
+    journal is read only when there are any. Returns the ids it closed."""
     from memlife.journal import OpKind, OpState, open_journal
 
-    items = queue.list()  # open and disputed
     if not items:
-        return 0
+        return set()
     gone = {  # (actor, namespace, record) -> (the removing operation, the item's decision)
         (o.actor_id, o.namespace, o.record_id): (o.operation_id, _REMOVED[o.outcome.value])
         for o in open_journal(store).by_run(ctx.run_id)
@@ -230,12 +234,12 @@ def close_removed(ctx: RunContext, store: MemoryStore, queue: ReviewQueue) -> in
         and o.state in (OpState.APPLIED, OpState.RECEIPTED)
         and o.outcome is not None and o.outcome.value in _REMOVED
     }  # fmt: skip
-    closed = 0
+    closed = set()
     for item in items:
         found = gone.get((item.actor_id, item.namespace, item.record_id))
         if found is not None and queue.close(
             item.item_id, state="resolved", decision=found[1], reviewer=f"memlife:{ctx.run_id}",
             at=ctx.cutoff, operation_id=found[0],
         ):  # fmt: skip
-            closed += 1
+            closed.add(item.item_id)
     return closed

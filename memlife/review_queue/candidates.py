@@ -139,7 +139,7 @@ class ReviewCandidates:
             chained = backend.get_many(after_answer).values()
             self.moot += [i.item_id for i in chained if i.state in OPEN_STATES]
             after_answer = [content_item_id(i.item_id, i.content_sha256) for i in chained
-                            if i.state == "resolved" and i.decision not in ANSWERS
+                            if i.state == "resolved" and not _answers(i)
                             and i.content_sha256]  # fmt: skip
         self.answered_records += sum(answered.values())
         self.pending.clear()
@@ -234,7 +234,16 @@ def _followed(item: ReviewItem, d: Decision) -> bool:
     """A resolved item that does not answer tonight's finding: it was about another finding
     (content or pair), or memlife closed it (no reviewer answered). The finding goes on under
     the item that follows it (``content_item_id``)."""
-    return item.state == "resolved" and (item.decision not in ANSWERS or _other_finding(item, d))
+    return item.state == "resolved" and (not _answers(item) or _other_finding(item, d))
+
+
+def _answers(item: ReviewItem) -> bool:
+    """A reviewer's decision that answers the finding for good (while it is the same). A
+    `verify` answers a stale verification only until it is stale again: it stamped the
+    record, so the finding back means that stamp has aged (a `keep` stands)."""
+    if item.reason == Reason.STALE_VERIFICATION.value and item.decision == "verify":
+        return False
+    return item.decision in ANSWERS
 
 
 def _other_finding(item: ReviewItem, d: Decision) -> bool:

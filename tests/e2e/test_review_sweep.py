@@ -119,3 +119,70 @@ def test_items_whose_finding_no_longer_holds_or_whose_record_is_gone_are_closed(
     assert again.other["review_asked_again"] >= 1, again.other
     reopened = home.missing_owner("owned", "open")
     assert len(reopened) == 1 and reopened[0].item_id != owned.item_id
+
+
+# -- what the session's review of the first form found: findings a night never looked at --
+
+
+def _only(h: Home, rid: str, reason: str) -> list[ReviewItem]:
+    return [i for i in h.items("open", "disputed", "resolved")
+            if i.record_id == rid and i.reason == reason]  # fmt: skip
+
+
+def test_a_record_planned_as_a_delete_not_carried_out_keeps_its_items(offline_home: Path) -> None:
+    """The first form closed every item the night did not find again: an expired record in
+    a namespace where deletion is only proposed is planned `delete_expired`, its findings
+    never looked at, and its MISSING_OWNER item was closed `cleared` though it has no
+    owner. Items close on the store's evidence only."""
+    h = Home(offline_home)
+    h.put(rec("x", "The printer is on the third floor.", expires_at=NIGHT1 + timedelta(hours=12)))
+    run_local(RunConfig(dry_run=False, now=NIGHT1))
+    night = run_local(RunConfig(dry_run=False, now=NIGHT2))
+    assert night.other["proposed_deletions"] == 1 and "review_cleared" not in night.other
+    ((state, decision),) = [(i.state, i.decision) for i in _only(h, "x", "MISSING_OWNER")]
+    assert (state, decision) == ("open", None)
+
+
+def test_a_pair_whose_newer_record_is_merged_moves_to_the_merged_record(offline_home: Path) -> None:
+    """x -> a1 is open; a duplicate of a1 arrives and the two merge. The first form closed
+    x's item `cleared` (the planner lets x's pair wait a night for the merged record), then
+    opened a new item x -> R: a close and a reopen per merge, its nights lost; where the merge
+    was withheld, the finding was closed for good. Now the item stays, and is renewed for R."""
+    h = Home(offline_home)
+    coffee, tea = (
+        "I drink a large black coffee every morning.",
+        ("I gave up coffee in October; my mornings are green tea now."),
+    )
+    later = DAY1 + timedelta(days=39)
+    h.put(rec("x", coffee), rec("a1", tea, created_at=later))
+    first = later + timedelta(days=2)
+    run_local(RunConfig(dry_run=False, now=first))
+    (item,) = _only(h, "x", "POSSIBLE_UPDATE")
+    assert (item.state, item.pair_id) == ("open", "a1")
+    h.put(rec("a2", tea, created_at=first + timedelta(hours=1)))
+    merged = run_local(RunConfig(dry_run=False, now=first + timedelta(days=1)))
+    assert merged.lifecycle["consolidated"] == 1 and "review_cleared" not in merged.other
+    after = run_local(RunConfig(dry_run=False, now=first + timedelta(days=2)))
+    (moved,) = _only(h, "x", "POSSIBLE_UPDATE")
+    assert moved.item_id == item.item_id and moved.state == "open"
+    assert moved.pair_id not in ("a1", "a2") and after.other["review_pair_changed"] == 1
+
+
+def test_a_run_at_an_earlier_cutoff_leaves_a_later_nights_item(offline_home: Path) -> None:
+    """A retried earlier night (its own, older cutoff) after a later night found a record
+    stale: at the older cutoff it is not stale yet, and the first form closed the later
+    night's item `cleared` (resolved before it was opened)."""
+    h = Home(offline_home)
+    h.put(MemoryRecord.model_validate({
+        "id": "p", "actor_id": "u-7", "namespace": "/team/runbooks", "memory_type": "procedural",
+        "content": "Restart the queue worker with systemctl restart qw.", "created_at": DAY1,
+        "source": "user_stated", "confidence": 0.9, "owner": "ops", "last_verified_at": DAY1,
+    }))  # fmt: skip
+    stale_at = DAY1 + timedelta(days=180)
+    run_local(RunConfig(dry_run=False, now=stale_at + timedelta(hours=12)))
+    (item,) = _only(h, "p", "STALE_VERIFICATION")
+    early = run_local(RunConfig(dry_run=False, now=stale_at - timedelta(hours=12)))
+    assert "review_cleared" not in early.other
+    assert [(i.item_id, i.state) for i in _only(h, "p", "STALE_VERIFICATION")] == [
+        (item.item_id, "open")
+    ]

@@ -569,3 +569,21 @@ def test_an_item_memlife_closed_answers_nothing(store, closing: str) -> None:
     back = run("v1")  # the kept text: the new item is closed, past the one memlife closed
     assert back["review_moot_closed"] == 1 and back["review_answered"] == 1, back
     assert queue.list() == []
+
+
+def test_a_verify_answers_a_stale_verification_only_until_it_is_stale_again(store) -> None:
+    """A reviewer's `verify` stamps the record; the finding made again later means that
+    stamp has aged, and it was counted answered for good (same content): the record was
+    never asked about again. A `keep` of the same finding still stands."""
+    queue = ReviewQueue.for_store(store)
+    verified, kept = (_d(f"s-{n}", 1.0, Reason.STALE_VERIFICATION) for n in ("v", "k"))
+    queue.queue([_h(verified, "v1"), _h(kept, "k1")], budget=5, run_id="n1", at=NIGHT)
+    for item, decision in zip(sorted(queue.list(), key=lambda i: i.record_id), ("keep", "verify"),
+                              strict=True):  # fmt: skip
+        queue.close(item.item_id, state="resolved", decision=decision, reviewer="r", at=NIGHT,
+                    operation_id="op")  # fmt: skip
+    later = queue.queue([_h(verified, "v1"), _h(kept, "k1")], budget=5, run_id="n2",
+                        at=NIGHT + timedelta(days=200))  # fmt: skip
+    assert later["review_opened"] == 1 and later["review_answered"] == 1, later
+    (again,) = queue.list()
+    assert again.record_id == "s-v" and again.reason == "STALE_VERIFICATION"
