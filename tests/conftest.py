@@ -22,6 +22,27 @@ os.environ.update(
 
 pytest_plugins = ["tests.fakes.messages_api"]
 
+
+def _private_websocket_random() -> None:
+    """websockets draws each keepalive ping's payload from the global random state
+    (``random.getrandbits``), in Prefect's event-loop thread, every 20 s while the session's
+    Prefect harness keeps its events client connected. A ping landing while Hypothesis draws
+    an example moved the state under it: the intermittent HypothesisDeprecationWarning "Do
+    not use the random module inside strategies" (found by tracing every call of the random
+    module in a full run). The pings get a generator of their own."""
+    import random
+    from importlib import import_module
+
+    for name in ("websockets.asyncio.connection", "websockets.legacy.protocol"):
+        try:
+            module = import_module(name)
+        except ImportError:  # another websockets layout: nothing of ours to do
+            continue
+        module.random = random.Random()  # type: ignore[attr-defined]
+
+
+_private_websocket_random()
+
 REPO = Path(__file__).resolve().parent.parent
 
 
