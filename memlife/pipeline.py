@@ -31,7 +31,6 @@ from memlife.consolidate.base import Consolidator
 from memlife.faults import checkpoint
 from memlife.journal import Journal, open_journal, open_memo_reader
 from memlife.model import parse_time
-from memlife.namespaces import glob_match
 from memlife.report import ReportWriter
 from memlife.run_commit import GateFn, commit_run, queue_reviews, run_gate
 from memlife.run_finish import finish_run, gate_verdict, write_failure_receipt
@@ -268,15 +267,12 @@ def applied_consolidator_id() -> str:
 def list_shards(ctx: RunContext, store: MemoryStore) -> list[Shard]:
     """Step 2: every actor/namespace in scope (namespace globs, actor ids)."""
     actors = set(ctx.config.actors)
-    globs = ctx.config.namespaces
     shards = []
     for actor in store.list_actors():
-        if actors and actor not in actors:
+        if actors and actor not in actors:  # its namespaces are not listed
             continue
-        for ns in store.list_namespaces(actor):
-            if globs and not any(glob_match(g, ns) for g in globs):
-                continue
-            shards.append(Shard(actor, ns))
+        shards += [Shard(actor, ns) for ns in store.list_namespaces(actor)
+                   if ctx.config.covers(actor, ns)]  # fmt: skip
     return shards
 
 

@@ -33,7 +33,6 @@ from datetime import datetime
 from memlife.apply.appliers.base import get_many
 from memlife.errors import StoreError
 from memlife.model import MemoryRecord, Status
-from memlife.namespaces import glob_match
 from memlife.plan import Reason
 from memlife.review_queue import ReviewItem, ReviewQueue
 from memlife.run_types import RunContext
@@ -61,15 +60,13 @@ def close_unfound(
     left out. Counts review_cleared (the record holds, its finding does not),
     review_record_superseded and review_record_gone."""
     skip_shards, skip_items = set(failed_shards), set(found) | set(withheld)
-    actors, globs = set(ctx.config.actors), ctx.config.namespaces
 
     def planned(i: ReviewItem) -> bool:
         return (
             i.last_seen_run != ctx.run_id
             and i.opened_run != ctx.run_id
             and i.item_id not in skip_items
-            and (not actors or i.actor_id in actors)
-            and (not globs or any(glob_match(g, i.namespace) for g in globs))
+            and ctx.config.covers(i.actor_id, i.namespace)
             and f"{i.actor_id}:{i.namespace}" not in skip_shards
         )
 
@@ -87,10 +84,13 @@ def close_unfound(
             decision = _closing(item, records, ctx)
             if decision is None:
                 continue
-            counts[_COUNTS[decision]] += 1
-            if not ctx.config.dry_run:
-                queue.close(item.item_id, state="resolved", decision=decision,
-                            reviewer=f"memlife:{ctx.run_id}", at=ctx.cutoff, operation_id=None)  # fmt: skip
+            # an item a reviewer resolved meanwhile keeps that decision, and is not counted
+            reviewer = f"memlife:{ctx.run_id}"
+            if ctx.config.dry_run or queue.close(
+                item.item_id, state="resolved", decision=decision, reviewer=reviewer,
+                at=ctx.cutoff, operation_id=None,
+            ):  # fmt: skip
+                counts[_COUNTS[decision]] += 1
     return counts
 
 

@@ -23,6 +23,7 @@ from memlife.apply.groups import StagedRef as StagedRef  # re-exported: the pipe
 from memlife.audit import ReceiptSink, run_prefix
 from memlife.errors import InputError
 from memlife.model import parse_time, utcnow
+from memlife.namespaces import glob_match
 from memlife.policy import DEFAULT_POLICY, Policy
 from memlife.review_queue.candidates import ReviewCandidates
 
@@ -76,6 +77,12 @@ class RunConfig(BaseModel):
     @classmethod
     def _none_is_empty(cls, value: Any) -> Any:
         return () if value is None else value
+
+    def covers(self, actor_id: str, namespace: str) -> bool:
+        """The run's scope holds this shard (actor ids, namespace globs; empty = all)."""
+        if self.actors and actor_id not in self.actors:
+            return False
+        return not self.namespaces or any(glob_match(g, namespace) for g in self.namespaces)
 
 
 MAX_AHEAD = timedelta(hours=48)

@@ -335,6 +335,18 @@ def _h(d: Decision, sha: str | None) -> Decision:
     return d
 
 
+class _Nights:
+    """Queue night after night, a day apart (run ids n<night>), after ``night`` of them."""
+
+    def __init__(self, queue: ReviewQueue, night: int = 0) -> None:
+        self.queue, self.night = queue, night
+
+    def __call__(self, *decisions: Decision) -> dict[str, int]:
+        self.night += 1
+        return dict(self.queue.queue(list(decisions), budget=5, run_id=f"n{self.night}",
+                                     at=NIGHT + timedelta(days=self.night)))  # fmt: skip
+
+
 def test_content_hash_kept_refreshed_and_renewed(store) -> None:
     """An item holds the content hash it was opened on; a later night with the same content
     carries it; with changed content it is renewed for the new content (nights from 1, a new
@@ -421,13 +433,10 @@ def test_an_answered_finding_is_not_asked_again_until_the_content_changes(store)
     (first,) = queue.list()
     assert queue.close(first.item_id, state="resolved", decision="keep", reviewer="r",
                        at=NIGHT, operation_id="op-1")  # fmt: skip
-    night = 1
+    nights = _Nights(queue, night=1)
 
     def again(sha: str) -> dict[str, int]:
-        nonlocal night
-        night += 1
-        return dict(queue.queue([_h(d, sha)], budget=5, run_id=f"n{night}",
-                                at=NIGHT + timedelta(days=night)))  # fmt: skip
+        return nights(_h(d, sha))
 
     same = again("v1")
     assert same["review_answered"] == 1 and same["review_opened"] == 0, same
@@ -489,14 +498,10 @@ def test_a_kept_pair_does_not_silence_another_newer_record(store) -> None:
     at. Another pair is another finding: renewed in place while open, asked again after a
     resolved item; back to the pair a reviewer kept, that answer stands."""
     queue = ReviewQueue.for_store(store)
-    night = 0
+    nights = _Nights(queue)
 
     def run(pair: str, *, extra: tuple[Decision, ...] = ()) -> dict[str, int]:
-        nonlocal night
-        night += 1
-        d = _h(_d("p1", 1.0, Reason.POSSIBLE_UPDATE, pair=pair), "v1")
-        return dict(queue.queue([d, *extra], budget=5, run_id=f"n{night}",
-                                at=NIGHT + timedelta(days=night)))  # fmt: skip
+        return nights(_h(_d("p1", 1.0, Reason.POSSIBLE_UPDATE, pair=pair), "v1"), *extra)
 
     run("p2")
     (first,) = queue.list()
@@ -539,13 +544,10 @@ def test_an_item_memlife_closed_answers_nothing(store, closing: str) -> None:
     return to the kept text closes the new item too."""
     queue = ReviewQueue.for_store(store)
     d = _d(f"m-3-{closing}", 1.0)  # the HTTP server is shared: an id per case
-    night = 0
+    nights = _Nights(queue)
 
     def run(sha: str) -> dict[str, int]:
-        nonlocal night
-        night += 1
-        return dict(queue.queue([_h(d, sha)], budget=5, run_id=f"n{night}",
-                                at=NIGHT + timedelta(days=night)))  # fmt: skip
+        return nights(_h(d, sha))
 
     run("v1")
     (first,) = queue.list()
