@@ -5,12 +5,20 @@ pk                                       sk          holds (ids, codes, numbers;
 =======================================  ==========  =========================================
 ``rv#{0..7}`` (from the item id)         item id     the review item
 ``rvd#{actor_id}\\x1f{namespace}``        item id     a disputed item (what each shard reads)
+``meta``                                 ``rvopen``  the open-items index holds every open item
 =======================================  ==========  =========================================
 
-Items are spread over eight partitions so a night's writes do not make a hot key; `review
-list` reads the eight. Every write is conditional: an insert never overwrites an item, a
-night is counted once per run id, and a resolved item is never changed again. The disputed
-marker changes in the same transaction as its item.
+Items are spread over eight partitions so a night's writes do not make a hot key. Every
+write is conditional: an insert never overwrites an item, a night is counted once per run
+id, and a resolved item is never changed again. The disputed marker changes in the same
+transaction as its item.
+
+An open or disputed item also carries ``open_pk`` = ``rvopen#{0..7}`` / ``open_sk`` = item
+id, the keys of the table's sparse ``open`` index; resolving removes them. Listing the open
+items (every night, and `review list`) reads that index, so it costs what is open, not every
+item ever resolved. Items opened before the index was kept are given its keys by the next
+night that writes the queue (``_backfill``), which then sets ``meta``/``rvopen``; until then
+the listing reads the item partitions, as it did before.
 """
 
 from __future__ import annotations
@@ -21,16 +29,33 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from memlife.review_queue.base import COLUMNS, RENEWED, Carried, Renewal, ReviewItem
-from memlife.state.dynamodb import DynamoState, is_conditional_failure, key
+from memlife.review_queue.base import (
+    COLUMNS,
+    OPEN_STATES,
+    RENEWED,
+    Carried,
+    Renewal,
+    ReviewItem,
+)
+from memlife.state.dynamodb import OPEN_INDEX, DynamoState, is_conditional_failure, key
 
 BUCKETS = 8
 _NUMBERS = {"priority": float, "nights": int}
+# set once every open item carries the open index's keys (items of before the index backfilled)
+INDEXED = key("meta", "rvopen")
+
+
+def _bucket(iid: str) -> int:
+    return int(hashlib.sha256(iid.encode()).hexdigest()[:8], 16) % BUCKETS
 
 
 def item_key(iid: str) -> dict[str, dict[str, str]]:
-    bucket = int(hashlib.sha256(iid.encode()).hexdigest()[:8], 16) % BUCKETS
-    return key(f"rv#{bucket}", iid)
+    return key(f"rv#{_bucket(iid)}", iid)
+
+
+def open_keys(iid: str) -> dict[str, dict[str, str]]:
+    """The item's entry in the sparse ``open`` index (only while open or disputed)."""
+    return {"open_pk": {"S": f"rvopen#{_bucket(iid)}"}, "open_sk": {"S": iid}}
 
 
 def _marker(item: ReviewItem) -> dict[str, dict[str, str]]:
@@ -39,6 +64,8 @@ def _marker(item: ReviewItem) -> dict[str, dict[str, str]]:
 
 def to_item(item: ReviewItem) -> dict[str, Any]:
     out: dict[str, Any] = item_key(item.item_id)
+    if item.state in OPEN_STATES:
+        out.update(open_keys(item.item_id))
     for col in COLUMNS:
         value = getattr(item, col)
         if value is not None:
@@ -62,21 +89,59 @@ def from_item(raw: dict[str, Any]) -> ReviewItem:
 class DynamoReviews:
     def __init__(self, state: DynamoState) -> None:
         self.state = state
+        self._indexed = False  # seen INDEXED (it is never removed)
 
     def get_many(self, ids: Sequence[str]) -> dict[str, ReviewItem]:
         items = self.state.batch_get([item_key(i) for i in ids])
         return {i.item_id: i for i in map(from_item, items)}
 
     def list(self, states: Iterable[str]) -> list[ReviewItem]:
+        states = tuple(states)
+        if set(states) <= set(OPEN_STATES) and self.is_indexed():
+            # the index is eventually consistent: its ids are re-read before a state is trusted
+            ids = [raw["sk"]["S"] for b in range(BUCKETS) for raw in self.state.query(
+                f"rvopen#{b}", index=OPEN_INDEX, ProjectionExpression="pk, sk")]  # fmt: skip
+            return [i for i in self.get_many(ids).values() if i.state in states]
+        return [from_item(raw) for raw in self._scan(states)]
+
+    def is_indexed(self) -> bool:
+        if not self._indexed:
+            self._indexed = self.state.get(INDEXED) is not None
+        return self._indexed
+
+    def _scan(self, states: Iterable[str]) -> Iterable[dict[str, Any]]:
+        """Every item in these states, read from the item partitions (resolved ones too)."""
         wanted = {f":s{n}": {"S": s} for n, s in enumerate(states)}
-        out: list[ReviewItem] = []
         for bucket in range(BUCKETS):
-            for raw in self.state.query(
+            yield from self.state.query(
                 f"rv#{bucket}", FilterExpression=f"#s IN ({', '.join(wanted)})",
                 ExpressionAttributeNames={"#s": "state"}, ExpressionAttributeValues=wanted,
-            ):  # fmt: skip
-                out.append(from_item(raw))
-        return out
+            )  # fmt: skip
+
+    def _backfill(self) -> None:
+        """Give the open items of before the index its keys, once; a writer's step (the night
+        that writes the queue, under the store's lease). An item resolved meanwhile is left."""
+        if self.is_indexed():
+            return
+        for raw in self._scan(OPEN_STATES):
+            if "open_pk" in raw:
+                continue
+            iid = raw["sk"]["S"]
+            keys = open_keys(iid)
+            try:
+                self.state.ddb.update_item(
+                    TableName=self.state.table, Key=item_key(iid),
+                    UpdateExpression="SET open_pk = :pk, open_sk = :sk",
+                    ConditionExpression="attribute_exists(pk) AND #s <> :resolved",
+                    ExpressionAttributeNames={"#s": "state"},
+                    ExpressionAttributeValues={":pk": keys["open_pk"], ":sk": keys["open_sk"],
+                                               ":resolved": {"S": "resolved"}},
+                )  # fmt: skip
+            except ClientError as exc:  # resolved by a reviewer in between: not open
+                if not is_conditional_failure(exc):
+                    raise
+        self.state.ddb.put_item(TableName=self.state.table, Item=INDEXED)
+        self._indexed = True
 
     def disputed(self, actor_id: str, namespace: str) -> frozenset[str]:
         rows = self.state.query(f"rvd#{actor_id}\x1f{namespace}")
@@ -85,6 +150,7 @@ class DynamoReviews:
     def write_night(self, carried: Sequence[Carried], opened: Sequence[ReviewItem], run_id: str,
                     at: str, renewed: Sequence[Renewal] = ()) -> None:  # fmt: skip
         ddb, table = self.state.ddb, self.state.table
+        self._backfill()
         for iid, sha in carried:
             values = {":one": {"N": "1"}, ":r": {"S": run_id}, ":t": {"S": at},
                       ":resolved": {"S": "resolved"}}  # fmt: skip
@@ -137,6 +203,8 @@ class DynamoReviews:
         values = {":st": {"S": state}, ":d": {"S": decision}, ":rv": {"S": reviewer},
                   ":resolved": {"S": "resolved"}}  # fmt: skip
         sets, removes = ["#s = :st", "decision = :d", "reviewer = :rv"], []
+        if state not in OPEN_STATES:  # out of the open index
+            removes += ["open_pk", "open_sk"]
         for col, value in (("resolved_at", resolved_at), ("operation_id", operation_id)):
             if value is None:
                 removes.append(col)

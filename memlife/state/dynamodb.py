@@ -15,6 +15,7 @@ pk                         sk               holds (never memory content, except 
 ``tomb#{actor_id}``        ``id#``/``sha#``/``norm#``...  erasure tombstones (ids, hashes)
 ``emb#{content_sha256}``   model id         a cached embedding vector (float32 bytes)
 ``rv#{0..7}``, ``rvd#…``   item id          review items, disputed markers (review_queue/dynamodb.py)
+``meta``                   ``rvopen``       every open review item is in the ``open`` index
 ``infs#{record_id}``       ``s``            an inferred subject key: a few content words, erased
                                             with the record (inferred/dynamodb.py)
 ``infk#{sha256}``          record id        the records grouped under one key of one shard
@@ -29,7 +30,8 @@ store is refused (StateTableInUse) before it reads or writes a thing.
 The GSI ``open`` (hash ``open_pk`` = ``open#0``..``open#7``, range ``open_sk`` = created
 time + operation id) holds operations until they are receipted: the retry queue of the
 next run (``due``) reads it, spread over eight partitions so a big night does not make a
-hot key. Shaped after the AWS Powertools idempotency persistence layer: every state
+hot key. Review items are in it while open or disputed (``rvopen#0``..``rvopen#7``, the
+item id), so listing what waits for a reviewer does not read every item ever resolved. Shaped after the AWS Powertools idempotency persistence layer: every state
 change is a conditional write on the state it was read in, and finished records carry a
 TTL attribute so the table does not grow without bound.
 """
