@@ -94,9 +94,9 @@ class ShadowRecall:
     """Recall as the online library ranks it, over the active set with ids masked out.
 
     Ranks as ``LongTermMemory.recall`` does, with the same function
-    (``retrieval.rank_sets``: per namespace, cosine + max-normalised BM25 + time terms
-    + token alignment,
-    threshold on the cosine, default ``DEFAULT_THRESHOLD``; then a merge by fused score)
+    (``retrieval.rank_sets``: the actor's namespaces ranked as one set, cosine +
+    max-normalised BM25 + time terms + token alignment, threshold on the cosine, default
+    ``DEFAULT_THRESHOLD``)
     over the ACTIVE records. It does
     not write to the access ledger (an evaluation is not an access). Records and vectors
     are loaded once per (actor, namespace); a view (the excluded ids) masks rows and

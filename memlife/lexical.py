@@ -13,6 +13,7 @@ import math
 import re
 import threading
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import Stemmer
@@ -97,6 +98,23 @@ def _bigrams(word: str, run: re.Pattern[str], *, unigrams: bool) -> list[str]:
     return out
 
 
+@dataclass(frozen=True)
+class Corpus:
+    """BM25's statistics over several indexes taken as one (recall over many namespaces):
+    rows, total length, and the document frequency of each of a query's terms."""
+
+    n: int
+    total_length: float
+    df: dict[str, int]
+
+
+def corpus_of(indexes: Sequence[LexicalIndex], query: str) -> Corpus:
+    """The statistics ``query``'s terms have over the union of ``indexes``."""
+    terms = dict.fromkeys(tokenize(query))
+    df = {t: sum(ix.df(t) for ix in indexes) for t in terms}
+    return Corpus(sum(len(ix) for ix in indexes), sum(ix.total_length() for ix in indexes), df)
+
+
 class LexicalIndex:
     """BM25 (Okapi, Lucene idf) over texts that can be appended and swap-removed.
 
@@ -177,11 +195,22 @@ class LexicalIndex:
             got = self._arrays[term] = (ids, tf)
         return got
 
+    def df(self, term: str) -> int:
+        """Rows holding ``term`` (a token as :func:`tokenize` gives it)."""
+        return len(self._postings.get(term, ()))
+
+    def total_length(self) -> float:
+        return float(self._lengths[: self.n].sum())
+
+    def speaking(self, common: Iterable[str]) -> set[str]:
+        """Of ``common`` (words that may be names), those some row has as a speaker."""
+        return {c for c in common if _SPEAKER + c in self._postings}
+
     def speaker_share(self, sure: Iterable[str], common: Iterable[str] = ()) -> np.ndarray:
         """Per row, the share of the names a query gives (keys, as
         :func:`memlife.speakers.query_names` gives them) that speak in it: float32 (n,).
         A ``common`` word ("Will", "May") is a name only where some row has it as a speaker."""
-        names = set(sure) | {c for c in common if _SPEAKER + c in self._postings}
+        names = set(sure) | self.speaking(common)
         out = np.zeros(self.n, dtype=np.float32)
         if not names or not self.n:
             return out
@@ -191,33 +220,39 @@ class LexicalIndex:
                 out[got[0]] += 1.0
         return out / np.float32(len(names))
 
-    def _posting(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
-        """(rows, BM25 weight per row) of ``term``, or None when no row holds it."""
+    def _posting(self, term: str, corpus: Corpus | None) -> tuple[np.ndarray, np.ndarray] | None:
+        """(rows, BM25 weight per row) of ``term``, or None when no row holds it; weighed
+        by this index's statistics (kept until it changes), or by ``corpus``'s."""
         got = self._rows(term)
         if got is None:
             return None
         ids, tf = got
-        w = self._weights.get(term)
+        w = self._weights.get(term) if corpus is None else None
         if w is None:
             lengths = self._lengths[: self.n]
-            total = float(lengths.sum())
-            avg = total / self.n if total else 1.0
+            if corpus is None:
+                n, total, df = self.n, float(lengths.sum()), len(ids)
+            else:
+                n, total, df = corpus.n, corpus.total_length, corpus.df[term]
+            avg = total / n if total else 1.0
             k1, b = self.k1, self.b
-            df = len(ids)
-            idf = math.log(1.0 + (self.n - df + 0.5) / (df + 0.5))
+            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
             norm = k1 * (1.0 - b + b * lengths[ids] / avg)
-            w = self._weights[term] = (idf * tf * (k1 + 1.0) / (tf + norm)).astype(np.float32)
+            w = (idf * tf * (k1 + 1.0) / (tf + norm)).astype(np.float32)
+            if corpus is None:
+                self._weights[term] = w
         return ids, w
 
-    def scores(self, query: str) -> np.ndarray:
-        """BM25 score of every text for ``query``: float32 (n,), zeros where nothing matches."""
+    def scores(self, query: str, corpus: Corpus | None = None) -> np.ndarray:
+        """BM25 score of every text for ``query``: float32 (n,), zeros where nothing matches.
+        ``corpus``: weigh terms as in the union of several indexes (:func:`corpus_of`)."""
         out = np.zeros(self.n, dtype=np.float32)
         if not self.n:
             return out
         # each term once, in the query's order: a set's order is the process's string
         # hashing, and float32 sums in another order differ in the last bit
         for term in dict.fromkeys(tokenize(query)):
-            hit = self._posting(term)
+            hit = self._posting(term, corpus)
             if hit is not None:
                 out[hit[0]] += hit[1]  # rows are unique within one posting list
         return out

@@ -11,9 +11,9 @@ centroid is 0.36), so records that sit near the centroid look similar to every q
 The dense term is therefore ``cos(q, v) - a * (v - mu) . mu`` with ``mu`` the mean of the
 candidate vectors: ranking by ``v . (q - a*mu)``, i.e. the query is moved away from what
 all records have in common (the dense counterpart of idf). The ``- mu . mu`` keeps the
-correction mean-zero over the candidates, so scores of separately ranked sets (one per
-namespace) stay on the cosine's scale and merge fairly; for one or two candidates it is
-exactly zero. Held out (bench/recall_locomo.py: weights chosen on five conversations,
+correction mean-zero over the candidates; for one or two candidates it is exactly zero.
+Several sets (one per namespace, :func:`rank_sets`) are ranked as their union: one
+centroid, one BM25, one pool. Held out (bench/recall_locomo.py: weights chosen on five conversations,
 scored on the other five, both ways), the two terms above give 0.807 recall@5.
 
 Query dates: a question that names a calendar date ("on 16 June, 2023", "in October
@@ -70,7 +70,7 @@ import numpy as np
 
 from memlife.coarse import COARSE_MIN_ROWS, SignCodes, rerank_coarse
 from memlife.embed import Embedder, default_embedder
-from memlife.lexical import LexicalIndex
+from memlife.lexical import LexicalIndex, corpus_of
 from memlife.speakers import query_names
 from memlife.timeref import day_start, query_date_ranges
 from memlife.token_match import QueryTokens, TokenCodes, alignment
@@ -195,7 +195,6 @@ def rank(
         created = np.asarray(created, dtype=np.float64).reshape(-1)
         if len(created) != mat.shape[0]:
             raise ValueError(f"{len(created)} creation times for {mat.shape[0]} vectors")
-    sims: np.ndarray | None = None  # the cosine of every row, when it was needed anyway
     n = mat.shape[0]
     w, const = q, None
     if centroid_weight and n:
@@ -231,21 +230,7 @@ def rank(
     context = created is not None and bool(context_weight) and n > 1
     tokens = query_tokens is not None and token_codes is not None and bool(token_weight)
     m = max(CONTEXT_POOL, k) if context or tokens else k
-    best = None
-    if coarse is not None and n >= COARSE_MIN_ROWS and len(coarse) == n:
-        best = rerank_coarse(coarse, mat, q, w, const, terms, m, threshold, _best_eligible)
-    if best is None:  # the exact product over every row
-        fused = mat @ w
-        if const is None:
-            sims = fused
-        else:
-            fused = fused + const
-        for term in terms:
-            fused = fused + term
-        pool, pool_sims = _best_eligible(fused, m, mat, q, sims, threshold)
-        pool_fused = fused[pool]
-    else:
-        pool, pool_sims, pool_fused = best
+    pool, pool_sims, pool_fused = _pool(mat, q, w, const, terms, m, threshold, coarse)
     if tokens and len(pool) and query_tokens is not None and token_codes is not None:
         match = alignment(query_tokens, token_codes(pool))
         pool_fused = pool_fused + np.float32(token_weight) * match
@@ -256,6 +241,34 @@ def rank(
         order = np.lexsort((pool, -pool_fused))[:k]  # ties: lower index first, as _top
         return Hits(indices=pool[order], scores=pool_fused[order], similarities=pool_sims[order])
     return Hits(indices=pool[:k], scores=pool_fused[:k], similarities=pool_sims[:k])
+
+
+def _pool(
+    mat: np.ndarray,
+    q: np.ndarray,
+    w: np.ndarray,
+    const: np.float32 | None,
+    terms: list[np.ndarray],
+    m: int,
+    threshold: float | None,
+    coarse: SignCodes | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``m`` best eligible rows by the fused score ``mat @ w + const + terms``, best
+    first: (rows, cosines, fused scores). ``coarse`` codes let a large set score exactly
+    only the rows a cheap estimate ranks best."""
+    n = mat.shape[0]
+    if coarse is not None and n >= COARSE_MIN_ROWS and len(coarse) == n:
+        best = rerank_coarse(coarse, mat, q, w, const, terms, m, threshold, _best_eligible)
+        if best is not None:
+            return best
+    fused = mat @ w  # the exact product over every row
+    sims = fused if const is None else None
+    if const is not None:
+        fused = fused + const
+    for term in terms:
+        fused = fused + term
+    pool, pool_sims = _best_eligible(fused, m, mat, q, sims, threshold)
+    return pool, pool_sims, fused[pool]
 
 
 def _best_eligible(
@@ -369,32 +382,73 @@ def rank_sets(
     threshold: float = DEFAULT_THRESHOLD,
     query_tokens: QueryTokens | None = None,
 ) -> list[Ranked]:
-    """Recall's ranking, shared by online recall and the gate's shadow recall: each set
-    (one namespace) ranked on its own by :func:`rank` (hybrid, time terms, token alignment
-    where the set keeps token codes and ``query_tokens`` is given, threshold on the cosine;
-    BM25 max-normalised and the centroid taken per set, a slight approximation),
-    the top ``k`` of each merged by fused score, ties by id. The caller cuts the merged
-    list after its own checks (online recall drops hits no longer active)."""
-    out: list[Ranked] = []
-    for which, s in enumerate(sets):
-        if len(s.ids) == 0:
-            continue
-        hits = rank(
-            query_vector,
-            s.vectors,
-            k=k,
-            threshold=threshold,
-            query_text=query_text,
-            lexical=s.lexical,
-            centroid=s.centroid,
-            created=s.created,
-            coarse=_coarse_of(s),
-            query_tokens=query_tokens,
-            token_codes=_codes_of(s),
-        )
-        out += [
-            Ranked(float(sc), float(sim), s.ids[int(i)], which, int(i))
-            for i, sc, sim in zip(hits.indices, hits.scores, hits.similarities, strict=True)
-        ]
+    """Recall's ranking, shared by online recall and the gate's shadow recall: :func:`rank`
+    over the union of the sets (one per namespace), without copying them into one. The
+    terms that depend on the whole set are taken over the union: the centroid, BM25's
+    statistics and its max-normalisation, the names that speak, and the best
+    CONTEXT_POOL candidates that token alignment and the conversation context reorder
+    (a neighbour in another namespace counts). Each set scores its own rows; the best
+    pool of every set holds the union's best pool. Returns the best ``k`` (ties by id);
+    the caller cuts after its own checks (online recall drops hits no longer active)."""
+    live = [(which, s) for which, s in enumerate(sets) if len(s.ids)]
+    if k <= 0:
+        raise ValueError("k must be positive")
+    if not live:
+        return []
+    q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
+    mats = [_as_matrix(s.vectors) for _, s in live]
+    if any(mat.shape[1] != q.shape[0] for mat in mats):
+        raise ValueError(f"query dim {q.shape[0]} != a set's candidate dim")
+    sizes = np.array([len(m) for m in mats], dtype=np.float64)
+    means = [np.asarray(s.centroid if s.centroid is not None else m.mean(axis=0), np.float64)
+             for (_, s), m in zip(live, mats, strict=True)]  # fmt: skip
+    mu = np.sum([n * c for n, c in zip(sizes, means, strict=True)], axis=0) / sizes.sum()
+    a = np.float32(CENTROID_WEIGHT)
+    mu32 = mu.astype(np.float32)
+    w, const = q - a * mu32, a * np.float32(mu32 @ mu32)
+    lexicals = [s.lexical for _, s in live]
+    stats = corpus_of(lexicals, query_text)
+    bms = [lx.scores(query_text, stats) for lx in lexicals]
+    top_bm = max(float(b.max()) for b in bms)
+    names = query_names(query_text)
+    speaking = set(names.sure).union(*(lx.speaking(names.common) for lx in lexicals))
+    context = sum(len(m) for m in mats) > 1
+    tokens = query_tokens is not None and any(_codes_of(s) is not None for _, s in live)
+    m = max(CONTEXT_POOL, k)
+    found: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []  # (set, rows, cos, fused)
+    for i, ((_, s), mat, bm) in enumerate(zip(live, mats, bms, strict=True)):
+        created = np.asarray(s.created, dtype=np.float64).reshape(-1)
+        terms: list[np.ndarray] = []
+        if top_bm > 0:
+            terms.append(np.float32(LEXICAL_WEIGHT / top_bm) * bm)
+        bonus = _date_bonus(query_text, created) if len(created) else None
+        if bonus is not None:
+            terms.append(np.float32(DATE_WEIGHT) * bonus)
+        if speaking:
+            terms.append(np.float32(SPEAKER_WEIGHT) * s.lexical.speaker_share(speaking))
+        rows, cos, fused = _pool(mat, q, w, const, terms, m, threshold, _coarse_of(s))
+        found.append((i, rows, cos, fused))
+    which = np.concatenate([np.full(len(r), i) for i, r, _, _ in found])
+    rows = np.concatenate([r for _, r, _, _ in found]).astype(np.int64)
+    sims = np.concatenate([c for _, _, c, _ in found])
+    fused = np.concatenate([f for _, _, _, f in found])
+    pick = np.lexsort((rows, which, -fused))[:m]  # the union's pool; ties as rank's
+    which, rows, sims, fused = which[pick], rows[pick], sims[pick], fused[pick]
+    if tokens and query_tokens is not None and len(rows):
+        codes: list[TokenCodes | None] = [None] * len(rows)
+        for i, (_, s) in enumerate(live):
+            get, at = _codes_of(s), np.flatnonzero(which == i)
+            if get is not None and len(at):
+                for j, c in zip(at, get(rows[at]), strict=True):
+                    codes[int(j)] = c
+        fused = fused + np.float32(TOKEN_WEIGHT) * alignment(query_tokens, codes)
+    if context and len(rows):
+        created = np.array([np.asarray(live[int(i)][1].created, np.float64)[r]
+                            for i, r in zip(which, rows, strict=True)])  # fmt: skip
+        fused = _context_scores(fused, created, CONTEXT_WEIGHT)
+    out = [
+        Ranked(float(sc), float(sim), live[int(i)][1].ids[int(r)], live[int(i)][0], int(r))
+        for i, r, sc, sim in zip(which, rows, fused, sims, strict=True)
+    ]
     out.sort(key=lambda r: (-r.score, r.id))
-    return out
+    return out[:k]

@@ -20,8 +20,9 @@ stores have no cheap change signal: their shards are reloaded after
 drops any that is no longer active, so a stale shard can rank a record but can never
 return it.
 
-Recall without a namespace ranks each of the actor's namespaces separately and merges by
-fused score (BM25 is max-normalised per namespace, a slight approximation).
+Recall without a namespace ranks the actor's namespaces as one set (``rank_sets``: one
+centroid, one BM25, one pool for token alignment and context), each shard scoring its own
+rows.
 
 Why one module (over 500 lines): remember, set_status and recall all keep the same shard
 indexes in step with the store under one lock; split, each would need the others' locking.

@@ -186,15 +186,27 @@ class _Namespace:
 
 def test_one_namespaces_speakers_never_lift_anothers_memories() -> None:
     """Caroline speaks only in namespace A: a memory in B that merely names her gains
-    nothing from A's index, alone or beside A, and A's turn of hers is lifted."""
+    nothing from A's speakers beside A, and A's turn of hers is lifted. (Ranked together,
+    the sets rank as their union: tests/unit/test_rank_sets.py.)"""
     q = np.eye(4, dtype=np.float32)[0]
     ask = "When did Caroline go to the support group?"
     a = _Namespace(["a0"], ["Caroline: I went to the support group."])
     b = _Namespace(["b0"], ["Melanie: Caroline went to the support group."])
-    alone = rank_sets(q, ask, [b], k=1, threshold=-1.0)
-    both = rank_sets(q, ask, [a, b], k=1, threshold=-1.0)
-    by_id = {r.id: r.score for r in both}
-    assert by_id["b0"] == alone[0].score
-    kw = {"k": 1, "query_text": ask, "lexical": a.lexical, "created": a.created}
-    assert by_id["a0"] == float(rank(q, a.vectors, **kw).scores[0])
-    assert by_id["a0"] > float(rank(q, a.vectors, speaker_weight=0.0, **kw).scores[0])
+    b.created = np.array([1e6])  # another day: no conversation context between them
+    both = {r.id: r.score for r in rank_sets(q, ask, [a, b], k=2, threshold=-1.0)}
+    union = {"k": 2, "threshold": -1.0, "query_text": ask,
+             "lexical": LexicalIndex(["Caroline: I went to the support group.",
+                                      "Melanie: Caroline went to the support group."]),
+             "created": np.array([0.0, 1e6])}  # fmt: skip
+    vecs = np.concatenate([a.vectors, b.vectors])
+
+    def scores(**kw: float) -> dict[str, float]:
+        hits = rank(q, vecs, **union, **kw)  # type: ignore[arg-type]
+        return {
+            ["a0", "b0"][int(i)]: float(s) for i, s in zip(hits.indices, hits.scores, strict=True)
+        }
+
+    said, unsaid = scores(), scores(speaker_weight=0.0)
+    assert both == pytest.approx(said)
+    assert said["b0"] == unsaid["b0"]  # naming her is not being her
+    assert said["a0"] > unsaid["a0"]
