@@ -46,7 +46,9 @@ CREATE TABLE IF NOT EXISTS derived (
 # the old keys (two different non-ASCII statements as one) is never read again.
 # 4: that fold drops every default-ignorable code point, makes digits of every script
 # ASCII and Turkish i 'i', and keeps superscripts and fractions apart (store version 2).
-VERSION = f"derived-4:{memlife.__version__}"
+# 5: signs, percents and currencies are words of the statement, and more negations are
+# read (store version 3).
+VERSION = f"derived-5:{memlife.__version__}"
 FLUSH_ROWS = 256
 READ_AHEAD = 128  # shards whose rows one query reads
 KINDS = ("inference", "staging", "staging_total")  # the kinds kept (rows per shard)

@@ -5,26 +5,46 @@ matters: "allergic to two medications" / "three", "runs 5 km" / "5 miles", "her 
 "her sister", "moved to Sweden" / "moved from Sweden", "Caroline gave Melanie a
 painting" / "Melanie gave Caroline a painting" (adversarial review on LoCoMo). A merge or
 a refresh keeps one text and drops the other, so both must say the same words: the same
-content words once filler (articles, forms of be/have/do, "and") is set aside and
-inflection is folded (Snowball), and the same names in the same order. Rewordings with
-other words are not merged on this rule: a missed merge, never a lost specific.
+content words once filler (articles, "and", "very") is set aside and inflection is folded
+(Snowball), in any order ("I only drink tea" / "I drink only tea"), with
+- the same names in the same order;
+- the same tense of be/have/do ("had cancer" is not "have cancer");
+- the same signs, percents and currencies ("-18" is not "18", "$900" not "€900");
+- each number with the same word after it ("two dogs and one cat" is not "one dog and two
+  cats");
+- the words after "the", "a", "my"... in the same order where both texts have as many
+  ("the dog bit the man" is not "the man bit the dog").
+Rewordings with other words are not merged on this rule: a missed merge, never a lost
+specific.
 """
 
 from __future__ import annotations
 
 import re
 import threading
+from collections import Counter
 
 import Stemmer
+
+from memlife.text import symbols_as_words
 
 # words whose presence or absence changes no fact; prepositions, numbers, comparatives,
 # time words and negations are NOT here: "to"/"from", "more"/"less", "this"/"last" year
 # all matter ("any" after a negation, "also" and "very" do not)
-_FILLER = frozenset(
-    """a an the is are was were be been being am has have had do does did and
-    any some very really just also i""".split()
-)
+_FILLER = frozenset("a an the be been being and any some very really just also i".split())
+# be/have/do keep their tense, not their person: "is"/"are" say the same, "is"/"was" do not
+_TENSE = {
+    **dict.fromkeys(("is", "are", "am"), "\x00be"), **dict.fromkeys(("was", "were"), "\x00was"),
+    **dict.fromkeys(("has", "have"), "\x00have"), "had": "\x00had",
+    **dict.fromkeys(("do", "does"), "\x00do"), "did": "\x00did",
+}  # fmt: skip
 _WORD = re.compile(r"\w+")
+_DETERMINERS = frozenset("the a an my your his her its our their this that these those".split())
+_NUMBER_WORDS = frozenset(
+    """zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen
+    fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy
+    eighty ninety hundred thousand million billion dozen half couple""".split()
+)
 _local = threading.local()  # PyStemmer objects must not be shared across threads
 
 
@@ -36,19 +56,32 @@ def _stem(words: list[str]) -> list[str]:
     return stems
 
 
-def _shape(text: str) -> tuple[frozenset[str], tuple[str, ...]]:
-    """(content words, names in order): a name is a capitalised (not all-capitals) word
+def _shape(text: str) -> tuple[frozenset[tuple[str, int]], tuple[str, ...], tuple[str, ...],
+                               frozenset[tuple[tuple[str, str], int]]]:  # fmt: skip
+    """(content words counted, names in order, the words after a determiner in order, each
+    number with its next word counted): a name is a capitalised (not all-capitals) word
     after the first."""
-    words = [w for w in _WORD.findall(text) if w.casefold() not in _FILLER]
-    stems = _stem([w.casefold() for w in words])
+    raw = _WORD.findall(symbols_as_words(text))
+    folded = [w.casefold() for w in raw]
+    stems = [_TENSE.get(f, s) for f, s in zip(folded, _stem(folded), strict=True)]
+    keep = [i for i, f in enumerate(folded) if f not in _FILLER]
     names = tuple(
-        s for w, s in zip(words, stems, strict=True)
-        if w[:1].isupper() and not w.isupper() and w is not words[0]
+        stems[i] for i in keep if raw[i][:1].isupper() and not raw[i].isupper() and i != keep[0]
     )  # fmt: skip
-    return frozenset(stems), names
+    after = tuple(stems[i + 1] for i in range(len(raw) - 1)
+                  if folded[i] in _DETERMINERS and folded[i + 1] not in _FILLER)  # fmt: skip
+    content = [stems[i] for i in keep]
+    numbers = Counter(
+        (w, content[j + 1]) for j, w in enumerate(content[:-1])
+        if w.isdigit() or w in _NUMBER_WORDS
+    )  # fmt: skip
+    return frozenset(Counter(content).items()), names, after, frozenset(numbers.items())
 
 
 def restates(a: str, b: str) -> bool:
-    """True when ``a`` and ``b`` say the same words (up to filler, inflection and order)
-    with the same names in the same order: keeping either text loses nothing."""
-    return _shape(a) == _shape(b)
+    """True when ``a`` and ``b`` say the same words (up to filler, inflection and an order
+    that carries no role: module doc) with the same names: keeping either loses nothing."""
+    words_a, names_a, after_a, numbers_a = _shape(a)
+    words_b, names_b, after_b, numbers_b = _shape(b)
+    same_roles = len(after_a) != len(after_b) or after_a == after_b  # an article dropped
+    return words_a == words_b and names_a == names_b and numbers_a == numbers_b and same_roles

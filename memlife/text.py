@@ -18,10 +18,33 @@ STOPWORDS = frozenset(
 )
 
 _NORMALISE = re.compile(r"[^a-z0-9]+")
+# negations, with the apostrophe models and phones type (U+2019, U+02BC) or none at all
 _NEGATION = re.compile(
-    r"\b(not|never|no|no longer|none|nothing|stopped|quit|without|anymore|unsubscribed)\b|n't\b",
+    r"\b(not|never|no|no longer|none|nothing|nobody|nowhere|neither|nor|cannot|stopped|quit|"
+    r"without|anymore|unsubscribed|dont|doesnt|didnt|isnt|arent|wasnt|werent|cant|wont|"
+    r"couldnt|wouldnt|shouldnt|hasnt|havent|hadnt|aint)\b|n['\u2019\u02bc]t\b",
     re.IGNORECASE,
 )
+
+# Symbols that carry a fact, which the folds below would drop as punctuation: a sign
+# before a number ("-18 degrees" is not "18 degrees"), a percent and a currency ("5%" is
+# not "5", "$900" is not "€900"). Each is written as a word first; a hyphen inside a word
+# or between numbers ("well-known", "2023-05-01", "5-10") is punctuation still.
+_SIGNED = re.compile(r"(?<![\w.])([-+\u2212])(?=\.?\d)")
+_SYMBOL_WORDS = {"-": " minus ", "\u2212": " minus ", "+": " plus ", "%": " percent ",
+                 "$": " dollar ", "\u20ac": " euro ", "\u00a3": " pound ", "\u00a5": " yen "}  # fmt: skip
+_SIGNS = ("-", "+", "\u2212")
+_UNITS = ("%", "$", "\u20ac", "\u00a3", "\u00a5")
+
+
+def symbols_as_words(text: str) -> str:
+    """``text`` with its fact-bearing symbols (signs, percent, currencies) as words."""
+    if any(s in text for s in _SIGNS):
+        text = _SIGNED.sub(lambda m: _SYMBOL_WORDS[m.group(1)], text)
+    for unit in _UNITS:
+        if unit in text:
+            text = text.replace(unit, _SYMBOL_WORDS[unit])
+    return text
 
 
 # Work per text is bounded: past this many characters a text is folded no further (its
@@ -35,6 +58,7 @@ def normalise(text: str) -> str:
     'Зелёный-Кот!' == 'зелёный кот'. ASCII text folds to exactly what it always did (the
     [a-z0-9] fold); other text by :func:`unicode_fold`."""
     if len(text) <= ANALYSIS_WINDOW:
+        text = symbols_as_words(text)
         if text.isascii():
             return _NORMALISE.sub(" ", text.lower()).strip()
         return unicode_fold(text)
@@ -201,16 +225,18 @@ def norm_sha256(text: str) -> str:
     exact content instead, so '👍' and '👎' are not one statement. Such a key cannot
     meet a folded one: a fold folds to itself, so no text that folds to nothing is one.
     A text that folds to its digits alone ('4821!', '#4821') needs no such case: its other
-    characters are punctuation or symbols, which any fold drops ('$5' == '5' in ASCII
-    too), and a letter in any script now survives the fold, so 'Мой код 4821' and
-    'Номер 4821' no longer meet on '4821'.
+    characters are punctuation or symbols, which any fold drops, and a letter in any
+    script now survives the fold, so 'Мой код 4821' and 'Номер 4821' no longer meet on
+    '4821'. A sign, percent or currency is a word first (:func:`symbols_as_words`, store
+    version 3): '-18' is not '18', '$5' is not '5' or '€5'.
     """
     if len(text) > ANALYSIS_WINDOW:
         return hashlib.sha256(normalise(text).encode()).hexdigest()
-    if text.isascii():
-        folded = b" ".join(text.lower().encode("ascii").translate(_FOLD).split())
+    words = symbols_as_words(text)
+    if words.isascii():
+        folded = b" ".join(words.lower().encode("ascii").translate(_FOLD).split())
     else:
-        folded = unicode_fold(text).encode("utf-8", "surrogatepass")
+        folded = unicode_fold(words).encode("utf-8", "surrogatepass")
     if not folded:
         return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
     return hashlib.sha256(folded).hexdigest()
@@ -218,7 +244,8 @@ def norm_sha256(text: str) -> str:
 
 # Every match of _NEGATION contains one of these; in ASCII text, case-insensitive matching
 # is matching the lowered text (outside ASCII, e.g. U+017F matches "s": the regex decides)
-_NEGATION_CUES = ("no", "never", "stopped", "quit", "without", "anymore", "unsubscribed", "n't")
+_NEGATION_CUES = ("no", "never", "neither", "stopped", "quit", "without", "anymore",
+                  "unsubscribed", "n't", "nt")  # fmt: skip
 
 
 _NEGATION_LOWER = re.compile(_NEGATION.pattern)

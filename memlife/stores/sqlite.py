@@ -116,7 +116,14 @@ CREATE INDEX IF NOT EXISTS tombstones_norm ON tombstones (actor_id, norm_sha256)
 #      refuses the identical text (exact hash) and the variants whose new fold equals its
 #      old one, but not a variant only the new fold equates ('istanbul' for an erased
 #      'İstanbul'). Erasing again writes new keys.
-STORE_VERSION = 2
+#   3: a sign, percent or currency is a word of the statement ('-18' is not '18', '5%' not
+#      '5': text.symbols_as_words), and `negated` reads more negations ("cannot",
+#      "neither", "isn’t" with a typographic apostrophe, "dont"). The rows whose content
+#      can fold or negate differently (one of those symbols or words, or non-ASCII) get
+#      both recomputed. Tombstones keep their keys, as above: an erased '-18' text's old
+#      key now refuses '18' (as it did) and no longer a variant of '-18' (the identical
+#      text still, by its exact hash).
+STORE_VERSION = 3
 _REFOLD_BATCH = 2000
 _OLD_EMPTY_KEY = content_sha256("")  # before version 1, the key of every empty fold
 
@@ -878,24 +885,41 @@ class SqliteStore:
         self.close()
 
 
-def _refold(c: sqlite3.Connection, after: int) -> int | None:
-    """Recompute norm_sha256 where the fold changed (store versions 1 and 2), for one batch
-    of rows past rowid ``after``; the rowid to go on after, None at the end of the table.
+# ASCII content whose key or negation version 3 can change: a sign, percent or dollar, or
+# a negation word read since then (LIKE is case-insensitive in ASCII)
+_V3_SYMBOLS = ("-", "+", "%", "$")
+_V3_WORDS = ("cannot", "neither", "nor", "nobody", "nowhere", "dont", "doesnt", "didnt",
+             "isnt", "arent", "wasnt", "werent", "cant", "wont", "couldnt", "wouldnt",
+             "shouldnt", "hasnt", "havent", "hadnt", "aint")  # fmt: skip
+_V3_LIKE = " OR ".join(
+    ["instr(content, ?)"] * len(_V3_SYMBOLS) + ["content LIKE ?"] * len(_V3_WORDS)
+)
 
-    Only non-ASCII content (more UTF-8 bytes than characters; a NUL also counts, harmlessly)
-    or the version-0 key of an empty fold can carry a key the current fold does not give:
-    ASCII text folds exactly as it always did (in a version-1 file that key is only on
-    empty content, recomputed unchanged). The rows are read whole before any is written
-    (no row is updated under an open cursor); one pass over the table, once per file.
+
+def _refold(c: sqlite3.Connection, after: int) -> int | None:
+    """Recompute norm_sha256 and negated where the fold or the negation rule changed (store
+    versions 1 to 3), for one batch of rows past rowid ``after``; the rowid to go on
+    after, None at the end of the table.
+
+    Only non-ASCII content (more UTF-8 bytes than characters; a NUL also counts, harmlessly),
+    the version-0 key of an empty fold, or ASCII content holding a sign, percent, dollar or
+    a negation word read since version 3 can carry values the current code does not give;
+    other ASCII text folds exactly as it always did. The rows are read whole before any is
+    written (no row is updated under an open cursor); one pass over the table, once per file.
     """
     q = (
-        "SELECT rowid, content, norm_sha256 FROM records WHERE rowid > ? AND "
-        "(norm_sha256 = ? OR length(CAST(content AS BLOB)) <> length(content)) "
+        "SELECT rowid, content, norm_sha256, negated FROM records WHERE rowid > ? AND "
+        f"(norm_sha256 = ? OR length(CAST(content AS BLOB)) <> length(content) OR {_V3_LIKE}) "
         "ORDER BY rowid LIMIT ?"
     )
-    rows = c.execute(q, (after, _OLD_EMPTY_KEY, _REFOLD_BATCH)).fetchall()
-    new = [(key, rowid) for rowid, content, old in rows if (key := norm_sha256(content)) != old]
-    c.executemany("UPDATE records SET norm_sha256=? WHERE rowid=?", new)
+    args = (after, _OLD_EMPTY_KEY, *_V3_SYMBOLS, *(f"%{w}%" for w in _V3_WORDS), _REFOLD_BATCH)
+    rows = c.execute(q, args).fetchall()
+    new = []
+    for rowid, content, old, old_neg in rows:
+        key, neg = norm_sha256(content), int(negates(content))
+        if (key, neg) != (old, old_neg):
+            new.append((key, neg, rowid))
+    c.executemany("UPDATE records SET norm_sha256=?, negated=? WHERE rowid=?", new)
     return int(rows[-1][0]) if len(rows) == _REFOLD_BATCH else None
 
 

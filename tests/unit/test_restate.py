@@ -25,11 +25,27 @@ DIFFER = [
     ("On Monday Caroline gave Melanie a painting.", "On Monday Melanie gave Caroline a painting."),
     ("Gina lost her job at Door Dash this month.", "Gina lost her job at Door Dash."),
     ("Swims in the morning.", "Swims in the evening."),
+    # session 24 review: tense, signs and symbols, and which number goes with which noun
+    ("I had cancer.", "I have cancer."),
+    ("I was married to Tom.", "I am married to Tom."),
+    ("I did finish the course.", "I do finish the course."),
+    ("The freezer is at -18 degrees.", "The freezer is at 18 degrees."),
+    ("My loan rate is 5%.", "My loan rate is 5."),
+    ("My rent is $900 a month.", "My rent is \u20ac900 a month."),
+    ("I have two dogs and one cat.", "I have one dog and two cats."),
+    ("The dog bit the man.", "The man bit the dog."),
 ]
 SAME = [
     ("Prefers a window seat on flights.", "Prefers window seats on flights."),
     ("Drinks only green tea, never coffee.", "drinks only green tea and never coffee"),
-    ("I only drink GREEN tea, never coffee", "I drink only green tea, never any coffee."),
+    ("I only drink GREEN tea, never coffee", "I only drink green tea, never any coffee."),
+    ("She is a nurse.", "She is a nurse!"),
+    ("They are nurses.", "they are nurses"),
+    ("We are at -18 degrees.", "we are at -18 degrees"),
+]
+# the same words in another order that changes no role: a restatement
+REORDERED = [
+    ("I only drink green tea, never coffee", "I drink only green tea, never any coffee."),
     ("Every morning I drink a large black coffee.", "I drink a large black coffee every morning."),
 ]
 
@@ -42,6 +58,32 @@ def test_statements_that_differ_in_one_word_are_not_restatements(a: str, b: str)
 @pytest.mark.parametrize(("a", "b"), SAME)
 def test_the_same_words_are_a_restatement(a: str, b: str) -> None:
     assert restates(a, b) and restates(b, a)
+
+
+@pytest.mark.parametrize(("a", "b"), REORDERED)
+def test_the_same_words_in_an_order_that_changes_no_role_are_a_restatement(a: str, b: str) -> None:
+    assert restates(a, b) and restates(b, a)
+
+
+def test_remember_keeps_a_fact_that_differs_only_in_a_sign_or_in_which_number_is_which(
+    home: Path,
+) -> None:
+    """Both were refreshed into the old text (session 24 review): "-18 degrees" even as an
+    exact duplicate (the fold dropped the sign), "one dog and two cats" as a restatement."""
+    store = SqliteStore(home / "memlife.db")
+    mem = LongTermMemory(store, ledger=AccessLedger(home / "ledger"))
+    try:
+        ns = "/users/u1/facts"
+        for old, new in (("The freezer is at -18 degrees.", "The freezer is at 18 degrees."),
+                         ("I have two dogs and one cat.", "I have one dog and two cats.")):  # fmt: skip
+            first = mem.remember("u1", ns, None, old)
+            second = mem.remember("u1", ns, None, new)
+            assert second.created and second.refreshed_duplicate_of is None
+            assert store.get(first.record_id).content == old
+            assert store.get(second.record_id).content == new
+    finally:
+        mem.close()
+        store.close()
 
 
 def test_remember_never_confirms_an_old_fact_with_a_new_one(home: Path) -> None:

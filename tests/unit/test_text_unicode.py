@@ -30,7 +30,14 @@ from memlife.online.memory import LongTermMemory, RememberRefused
 from memlife.plan import Action, Planner, Reason
 from memlife.policy import load_policy
 from memlife.stores.sqlite import STORE_VERSION, SqliteStore, record_to_row, tombstone_norm
-from memlife.text import ANALYSIS_WINDOW, DEFAULT_IGNORABLE, norm_sha256, normalise
+from memlife.text import (
+    ANALYSIS_WINDOW,
+    DEFAULT_IGNORABLE,
+    negates,
+    norm_sha256,
+    normalise,
+    symbols_as_words,
+)
 from memlife.tombstones import add as add_tombstones
 from memlife.tombstones import insert_new
 
@@ -59,11 +66,41 @@ def old_norm_sha256(text: str) -> str:
 @settings(max_examples=500, deadline=None)
 @given(st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=200))
 def test_ascii_text_folds_and_keys_exactly_as_before(text: str) -> None:
-    assert normalise(text) == old_normalise(text)
-    if old_normalise(text):
+    """Up to the fact-bearing symbols made words (store version 3): ASCII text without a
+    sign, percent or currency keeps its stored key."""
+    words = symbols_as_words(text)
+    assert normalise(text) == old_normalise(words)
+    if words == text and old_normalise(text):
         assert norm_sha256(text) == old_norm_sha256(text)  # stored ASCII keys stay valid
+    elif old_normalise(words):
+        assert norm_sha256(text) == old_norm_sha256(words)
     else:  # only punctuation: keyed by the exact text, no longer by sha256("")
         assert norm_sha256(text) == hashlib.sha256(text.encode()).hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [("The freezer is at -18 degrees.", "The freezer is at 18 degrees."),
+     ("It is \u221218 outside.", "It is 18 outside."),
+     ("My loan rate is 5%.", "My loan rate is 5."),
+     ("My rent is $900 a month.", "My rent is \u20ac900 a month."),
+     ("Rent: \u00a3900.", "Rent: 900."),
+     ("Balance +40", "Balance 40")],
+)  # fmt: skip
+def test_a_sign_percent_or_currency_is_part_of_the_statement(a: str, b: str) -> None:
+    """The fold dropped them as punctuation: "-18 degrees" and "18 degrees" were one
+    statement (merged at night, refreshed by `remember`; session 24 review)."""
+    assert norm_sha256(a) != norm_sha256(b)
+    assert normalise(a) != normalise(b)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [("A well-known cafe", "a well known cafe"), ("On 2023-05-01.", "on 2023 05 01"),
+     ("Ages 5-10", "ages 5 10"), ("Costs 5 %", "costs 5%"), ("- 18 items", "18 items")],
+)  # fmt: skip
+def test_hyphens_inside_words_and_ranges_stay_punctuation(a: str, b: str) -> None:
+    assert norm_sha256(a) == norm_sha256(b)
 
 
 _PIECES = st.sampled_from(
@@ -480,4 +517,54 @@ def test_reopening_a_version_1_store_recomputes_its_non_ascii_keys(tmp_path: Pat
     assert after["m-pin"] == norm_sha256("Her PIN is 4821")
     assert after["m-tr"] == norm_sha256("istanbul'da yaşıyor")
     assert after["m-sup"] != norm_sha256("The flat measures 102 m2.")
-    assert _version(path) == STORE_VERSION == 2
+    assert _version(path) == STORE_VERSION == 3
+
+
+def test_reopening_a_version_2_store_recomputes_signs_and_negations(tmp_path: Path) -> None:
+    """Version 3: '-18' is not '18' and "isn’t" negates. The rows that can change get their
+    key and negation recomputed; other ASCII rows are not read."""
+    path = tmp_path / "m.db"
+    v2 = {  # content: (the version-2 key's text, its version-2 negation)
+        "m-sign": ("The freezer is at -18 degrees.", "the freezer is at 18 degrees", 0),
+        "m-pct": ("The rate is 5%.", "the rate is 5", 0),
+        "m-curly": ("My brother isn\u2019t vegetarian.", "my brother isn t vegetarian", 0),
+        "m-cannot": ("I cannot swim.", "i cannot swim", 0),
+        "m-dont": ("I dont eat meat.", "i dont eat meat", 0),
+    }
+    sentinel = "0" * 64
+    with SqliteStore(path) as s:
+        s.put_many([rec(rid, text) for rid, (text, _, _) in v2.items()] + [rec("m-en", "Lives.")])
+        for rid, (_, old, neg) in v2.items():
+            key = hashlib.sha256(old.encode()).hexdigest()
+            s.connection.execute(
+                "UPDATE records SET norm_sha256=?, negated=? WHERE id=?", (key, neg, rid)
+            )
+        s.connection.execute("UPDATE records SET norm_sha256=? WHERE id='m-en'", (sentinel,))
+        s.connection.execute("PRAGMA user_version=2")
+    with SqliteStore(path) as s:
+        views = {v.id: v for v in s.page_views("u1", NS)[0]}
+    after = _keys(path)
+    assert after == {rid: norm_sha256(text) for rid, (text, _, _) in v2.items()} | {
+        "m-en": sentinel
+    }
+    assert after["m-sign"] != norm_sha256("The freezer is at 18 degrees.")
+    assert all(views[rid].negated for rid in ("m-curly", "m-cannot", "m-dont"))
+    assert not views["m-sign"].negated
+    assert _version(path) == STORE_VERSION == 3
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["My brother isn\u2019t vegetarian.", "I don\u02bct drink.", "I cannot swim.",
+     "She doesnt eat meat.", "Neither tea nor coffee.", "Nobody came.", "I can't swim."],
+)  # fmt: skip
+def test_negations_as_people_and_models_type_them(text: str) -> None:
+    """A typographic apostrophe, none at all, "cannot", "neither ... nor" (session 24
+    review: "isn’t vegetarian" grounded on "is vegetarian", and merged with it)."""
+    assert negates(text)
+    assert negates(text.upper()) or not text.isascii()
+
+
+@pytest.mark.parametrize("text", ["I want tea.", "Went north into the normal town.", "Snow."])
+def test_words_that_only_hold_a_negation_s_letters_do_not_negate(text: str) -> None:
+    assert not negates(text)
