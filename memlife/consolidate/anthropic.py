@@ -172,9 +172,13 @@ class AnthropicConsolidator:
                 ) from exc
             raise ConsolidationError(MODEL_REJECTED, f"HTTP {exc.status_code}") from exc
         except (anthropic.APIResponseValidationError, ValueError) as exc:
-            # The SDK lets a non-JSON body surface as a bare JSONDecodeError (a ValueError).
+            # The SDK lets a non-JSON body surface as a bare JSONDecodeError (a ValueError):
+            # a gateway's or proxy's page, a cut body. The model never answered this group:
+            # retried, nobody blamed (a group's rejections send it to review for good).
             self._count(0, 0, failed=True)
-            raise ConsolidationError(SCHEMA_INVALID, "response body is not a message") from exc
+            raise ConsolidationError(
+                MODEL_UNAVAILABLE, "response body is not a message", retryable=True
+            ) from exc
 
     def _configuration_error(self, exc: anthropic.APIStatusError) -> bool:
         """The key, the permissions or the model name is wrong: no group's fault."""
@@ -202,9 +206,12 @@ class AnthropicConsolidator:
         if self.misconfigured is not None:  # nothing sent: the run's configuration is wrong
             raise ConsolidationError(MODEL_MISCONFIGURED, self.misconfigured, retryable=True)
         msg = self._call(group)
-        if not isinstance(msg, anthropic.types.Message):
-            # a 200 whose body is not JSON (a proxy's or captive portal's HTML page): the
-            # SDK hands back the text; the service was not reached, the group is not at fault
+        if not _is_message(msg):
+            # a 200 whose body is not a message: not JSON (a proxy's or captive portal's HTML
+            # page: the SDK hands back the text), or JSON of another shape (a gateway's
+            # {"message": "Internal server error"}, a cut body, {}), which the SDK builds
+            # into a Message without checking. The service was not reached: not the group's
+            # fault (a SCHEMA_INVALID would count against it, and send it to review for good)
             self._count(0, 0, failed=True)
             raise ConsolidationError(MODEL_UNAVAILABLE, "response is not a message", retryable=True)
         # The SDK builds responses leniently: a malformed body may lack usage or content.
@@ -237,6 +244,16 @@ class AnthropicConsolidator:
             raise
         self._count(tin, tout, failed=False)
         return result
+
+
+def _is_message(msg: object) -> bool:
+    """What the Messages API sends: a message with a stop reason and a list of blocks."""
+    return (
+        isinstance(msg, anthropic.types.Message)
+        and getattr(msg, "type", None) == "message"
+        and getattr(msg, "stop_reason", None) is not None
+        and isinstance(getattr(msg, "content", None), list)
+    )
 
 
 def _parse(msg: anthropic.types.Message) -> ConsolidationOutput:

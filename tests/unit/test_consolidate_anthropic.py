@@ -165,15 +165,38 @@ def test_good_consolidation_forced_tool_and_usage(messages_server, embedder) -> 
         answer({**GOOD, "note": "extra"}),  # unknown field
         answer(GOOD, stop_reason="max_tokens"),  # truncated
         tool_use_reply("other_tool", GOOD),  # the wrong tool
-        raw_reply("{not json at all"),  # the body itself is not JSON
     ],
-    ids=["invalid-json", "missing", "type", "empty", "extra", "truncated", "wrong-tool", "raw"],
+    ids=["invalid-json", "missing", "type", "empty", "extra", "truncated", "wrong-tool"],
 )
 def test_schema_invalid_is_rejected(messages_server, embedder, reply: Reply) -> None:
     messages_server.enqueue(reply)
     with pytest.raises(ConsolidationError) as info:
         make(messages_server, embedder).consolidate(COFFEE)
     assert info.value.code == "SCHEMA_INVALID" and not info.value.retryable
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "{not json at all",
+        "{}",
+        '{"message": "Internal server error"}',
+        '{"id": "msg_1", "type": "message", "role": "assistant", "content": [{"type": "tool_use"',
+        "<html><body>proxy</body></html>",
+        '{"type": "message", "role": "assistant", "content": [], "model": "m"}',
+    ],
+    ids=["not-json", "empty-object", "gateway-error", "cut", "html", "no-stop-reason"],
+)
+def test_a_body_that_is_no_message_is_the_service_s_failure_not_the_group_s(
+    messages_server, embedder, body: str
+) -> None:
+    """A 200 labelled JSON that is no message (session 24 review: a gateway's error body was
+    SCHEMA_INVALID, not retried, counted against every group, which went to review for
+    good after three nights without the model ever answering)."""
+    messages_server.enqueue(raw_reply(body))
+    with pytest.raises(ConsolidationError) as info:
+        make(messages_server, embedder).consolidate(COFFEE)
+    assert info.value.code == "MODEL_UNAVAILABLE" and info.value.retryable
 
 
 @pytest.mark.parametrize(
