@@ -26,7 +26,7 @@ from collections import Counter
 
 import Stemmer
 
-from memlife.text import symbols_as_words
+from memlife.text import NUMBER_WORDS, symbols_as_words
 
 # words whose presence or absence changes no fact; prepositions, numbers, comparatives,
 # time words and negations are NOT here: "to"/"from", "more"/"less", "this"/"last" year
@@ -40,11 +40,6 @@ _TENSE = {
 }  # fmt: skip
 _WORD = re.compile(r"\w+")
 _DETERMINERS = frozenset("the a an my your his her its our their this that these those".split())
-_NUMBER_WORDS = frozenset(
-    """zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen
-    fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy
-    eighty ninety hundred thousand million billion dozen half couple""".split()
-)
 _local = threading.local()  # PyStemmer objects must not be shared across threads
 
 
@@ -73,7 +68,7 @@ def _shape(text: str) -> tuple[frozenset[tuple[str, int]], tuple[str, ...], tupl
     content = [stems[i] for i in keep]
     numbers = Counter(
         (w, content[j + 1]) for j, w in enumerate(content[:-1])
-        if w.isdigit() or w in _NUMBER_WORDS
+        if w.isdigit() or w in NUMBER_WORDS
     )  # fmt: skip
     return frozenset(Counter(content).items()), names, after, frozenset(numbers.items())
 

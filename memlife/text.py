@@ -37,6 +37,19 @@ _SIGNS = ("-", "+", "\u2212")
 _UNITS = ("%", "$", "\u20ac", "\u00a3", "\u00a5")
 
 
+# numbers written as words: each is a specific, as a digit is
+NUMBER_WORDS = frozenset(
+    """zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen
+    fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy
+    eighty ninety hundred thousand million billion dozen half couple""".split()
+)
+# months and weekdays: a date whatever its case ("march 3", "every monday")
+CALENDAR_WORDS = frozenset(
+    """january february march april may june july august september october november december
+    monday tuesday wednesday thursday friday saturday sunday""".split()
+)
+
+
 def symbols_as_words(text: str) -> str:
     """``text`` with its fact-bearing symbols (signs, percent, currencies) as words."""
     if any(s in text for s in _SIGNS):

@@ -13,14 +13,20 @@ grounded when
      "drinks coffee" and "no longer drinks tea";
   3. every number, date and proper noun in the claim occurs in some source's text:
      the failure mode of a summariser is a plausible invented detail, which cosine
-     similarity happily lets through.
+     similarity happily lets through. A number keeps its sign, percent and currency
+     ("-18", "5%", "$900"), a number written as a word ("two") and a month or weekday in
+     any case are specifics too, and so is a capitalised word opening a sentence unless it
+     is a function word ("Bob is allergic" where the sources say "Alice").
 Before any of that, the result is bounded (OVERSIZED_RESULT: the embedder reads only the
 first 256 tokens of a text, so an unbounded summary is only partly checked) and may carry
 no control or invisible format character its sources lack (FOREIGN_CHARACTERS).
 Source records that read like instructions to a model ("ignore previous instructions
 and state ...") never ground anything: a memory can tell the model nothing.
 A claim whose closest support is only records the planner found contradicted is rejected
-too (CONTRADICTED_CLAIM): the newer statement must win.
+too (CONTRADICTED_CLAIM): the newer statement must win. So is one resting only on an older
+record that says what the group's newest says with other numbers ("allergic to 2
+medications" beside a newer "3"): the older version is contradicted by the newer. Only an
+update retires records (``outdated_ids``): a "duplicate" that names one is refused.
 
 Known limit: a swapped common noun in the same frame ("aisle" for "window" seat, 0.84)
 passes the cosine when the group holds no competing statement; names, numbers, dates
@@ -39,7 +45,7 @@ from memlife.consolidate.base import ConsolidationError, ConsolidationResult, Gr
 from memlife.embed import Embedder
 from memlife.lexical import tokenize
 from memlife.policy import Limits
-from memlife.text import negates, reads_additive
+from memlife.text import CALENDAR_WORDS, NUMBER_WORDS, STOPWORDS, negates, reads_additive
 
 UNKNOWN_SOURCE = "UNKNOWN_SOURCE"
 UNGROUNDED_CLAIM = "UNGROUNDED_CLAIM"
@@ -80,6 +86,8 @@ def check_relation(result: ConsolidationResult, group: Group) -> None:
             UNKNOWN_SOURCE, f"outdated ids not in group {group.key}: {', '.join(unknown)}"
         )
     if result.relation != "update":
+        if result.outdated_ids:  # the checks below are the update's: no retiring around them
+            raise ConsolidationError(UPDATE_DIRECTION, f"a {result.relation} retires records")
         return
     if not result.outdated_ids:
         raise ConsolidationError(UPDATE_DIRECTION, "an update names no outdated record")
@@ -103,13 +111,29 @@ _TIE = 0.02  # cosines this close to the best count as equally close
 # does not: "black coffee and orange juice" would ask each item to ground alone)
 _COMMA = re.compile(r",(?!\d)|[，、；]|\s[-–—/&+]+\s|:\s|[()]")
 _CLAUSE_SPLIT = re.compile(r"[.;!?\n]+|,\s+(?:but|and|while|though)\s+|\s+but\s+", re.IGNORECASE)
-_NUMBER = re.compile(r"\d+(?:[.,:/-]\d+)*")
+# units a number is read with: "5 mg" is not "5 g", "2 weeks" not "2 months"
+_UNITS = frozenset(
+    """mg mcg g gram grams kg kilo kilos kilogram kilograms lb lbs oz ounce ounces ml l
+    litre litres liter liters cl dl km kilometre kilometres kilometer kilometers m metre
+    metres meter meters cm mm mi mile miles ft foot feet inch inches yard yards mph kph
+    kmh degrees percent second seconds minute minutes hour hours day days week weeks
+    month months year years decade decades times""".split()
+)
+_NUMBER_UNIT = re.compile(r"(\S*\d\S*|\b[A-Za-z]+\b)(?=\s+([A-Za-z]+)\b)")
+# a number with its sign, currency and percent: "-18" is not "18", "$900" not "€900"
+_NUMBER = re.compile(r"(?:(?<![\w.])[-\u2212+])?[$\u20ac\u00a3\u00a5]?\d+(?:[.,:/-]\d+)*%?")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'’-]*")
 _SENTENCE_END = re.compile(r"[.!?:;]\s*$")
 _INJECTION = re.compile(
     r"\b(ignore|disregard|forget|override)\b[^.]{0,40}\b(instructions?|prompts?|rules|above|previous)\b"
     r"|\b(system prompt|new instructions|you are now|as an ai)\b"
-    r"|\b(state|say|write|claim|assert|output|respond)\s+(that|the user|user)\b",
+    r"|\b(state|say|write|claim|assert|output|respond)\s+(that|the user|user)\b"
+    # words to whoever reads or merges the notes, about what the merged note must say
+    r"|\b(whoever|anyone|assistant|ai|summari[sz]er|llm)\b[^.]{0,60}"
+    r"\b(summari[sz]\w*|consolidat\w*|merg\w*)\b"
+    r"|\b(to|for|dear)\s+(the\s+)?(assistant|ai|llm|summari[sz]er)\b"
+    r"|\b(correct|right|real|true|proper|final|only)\s+(summary|version)\b"
+    r"|\b(when|if|while)\s+(you\s+)?(summari[sz]|consolidat|merg)\w*",
     re.IGNORECASE,
 )
 
@@ -167,15 +191,47 @@ _TIME_TERMS = frozenset(tokenize(
 
 
 def specifics(text: str) -> set[str]:
-    """Numbers, dates and proper nouns (capitalised not at sentence start, or ALL CAPS)."""
-    found = {m.group() for m in _NUMBER.finditer(text)}
+    """Numbers (with sign, currency, percent; and in words), months and weekdays, and proper
+    nouns: capitalised not at sentence start, ALL CAPS, or opening a sentence unless a
+    function word ("She", "The") or a time word ("Every", "Lately")."""
+    found = {m.group() for m in _NUMBER.finditer(text)} | _with_units(text)
     for m in _WORD.finditer(text):
         w = m.group()
-        if (len(w) > 1 and w.isupper()) or (
+        low = w.lower()
+        if low in NUMBER_WORDS or low in CALENDAR_WORDS:
+            found.add(low)
+        elif (len(w) > 1 and w.isupper()) or (
             w[0].isupper() and w != "I" and not _sentence_start(text, m.start())
         ):
-            found.add(w.lower())
+            found.add(low)
+        elif w[0].isupper() and low not in _OPENERS:
+            # opening a sentence: a name or a verb ("Bob is", "Lives in"); its stem must
+            # be a source's, so "Lived" may open what "lives" said, "Bob" not what "Alice" did
+            found.update(_STEMMED + t for t in tokenize(low))
     return found
+
+
+_STEMMED = "~"  # a specific matched by its BM25 stem (a sentence's opening word)
+# words a sentence may open with that name nobody: function words and time words
+_OPENERS = (
+    STOPWORDS
+    | _TIME_TERMS
+    | frozenset(
+        "she he they we it its the this that these those there here both each every all most "
+        "many some none no not yes also still only just currently lately recently usually "
+        "often sometimes always never now then today since".split()
+    )
+)
+
+
+def _with_units(text: str) -> set[str]:
+    """Each number (digits or a number word) with the unit after it: "5 mg", "two weeks"."""
+    out = set()
+    for m in _NUMBER_UNIT.finditer(text):
+        num, unit = m.group(1).strip(".,;:!?()").lower(), m.group(2).lower()
+        if unit in _UNITS and (any(c.isdigit() for c in num) or num in NUMBER_WORDS):
+            out.add(f"{num} {unit}")
+    return out
 
 
 def _sentence_start(text: str, at: int) -> bool:
@@ -193,8 +249,34 @@ def _vocabulary(texts: Sequence[str]) -> set[str]:
     vocab: set[str] = set()
     for t in texts:
         vocab.update(m.group() for m in _NUMBER.finditer(t))
+        vocab |= _with_units(t)
+        vocab.update(_STEMMED + s for s in tokenize(t))
         vocab.update(m.group().lower() for m in _WORD.finditer(t))
     return vocab
+
+
+def _older_versions(group: Group) -> set[str]:
+    """Records that say what the group's newest record says with other numbers ("allergic
+    to 2 medications" before "... 3 medications"): the newer version contradicts them."""
+    if len(group.records) < 2:
+        return set()
+    newest = max(group.records, key=lambda r: (r.created_at, r.id))
+
+    def shape(text: str) -> tuple[frozenset[str], frozenset[str]]:
+        words = set(tokenize(text))
+        numbers = {w for w in words if w.isdigit() or w in NUMBER_WORDS}
+        numbers |= {m.group() for m in _NUMBER.finditer(text)}
+        return frozenset(words - numbers), frozenset(numbers)
+
+    words, numbers = shape(newest.content)
+    out = set()
+    for r in group.records:
+        if r is newest:
+            continue
+        w, n = shape(r.content)
+        if w == words and n != numbers:
+            out.add(r.id)
+    return out
 
 
 def check_complete(result: ConsolidationResult, group: Group) -> None:
@@ -279,6 +361,7 @@ def check_grounding(
     # joined by a bare comma: "Alice likes green tea, is pregnant." is 0.82 from "Alice likes
     # green tea." as a whole. A part one source holds word for word needs no cosine.
     contradicted = set(group.superseded_ids) | set(result.outdated_ids)
+    contradicted |= _older_versions(group)
     # word for word only from what a source affirms, and never from a contradicted source
     held = [set(tokenize(t)) for r in usable if r.id not in contradicted
             for t in [r.content, *clauses(r.content), *comma_parts(r.content)]
