@@ -407,7 +407,8 @@ def rank_sets(
     mu32 = mu.astype(np.float32)
     w, const = q - a * mu32, a * np.float32(mu32 @ mu32)
     lexicals = [s.lexical for _, s in live]
-    stats = corpus_of(lexicals, query_text)
+    # one set: its own statistics, whose term weights it keeps between queries
+    stats = corpus_of(lexicals, query_text) if len(lexicals) > 1 else None
     bms = [lx.scores(query_text, stats) for lx in lexicals]
     top_bm = max(float(b.max()) for b in bms)
     names = query_names(query_text)
