@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
 from pathlib import Path
@@ -35,6 +36,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from memlife.errors import EvalSetError as EvalSetError  # moved; re-exported
+from memlife.model import _RepeatedKey, _unique_keys
+from memlife.policy import _UniqueKeyLoader
 from memlife.text import normalise
 
 
@@ -212,16 +215,23 @@ def load_cases(path: str | Path) -> list[EvalCase]:
         items = []
         for n, line in enumerate(text.splitlines(), start=1):
             if line.strip():
-                try:
-                    items.append(json.loads(line))
+                try:  # a key written twice is refused (json keeps the last value silently)
+                    items.append(json.loads(line, object_pairs_hook=_unique_keys))
                 except json.JSONDecodeError as exc:
                     raise EvalSetError(f"{name}: line {n}: malformed JSON: {exc.msg}") from None
+                except _RepeatedKey as exc:
+                    raise EvalSetError(f"{name}: line {n}: {_key(exc.key)} repeated") from None
         return _some(parse_cases(items, name), name)
-    try:
-        data = yaml.safe_load(text)
+    try:  # the policy's loader: a key written twice is refused, not silently the last
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as exc:
         raise EvalSetError(f"{name}: not valid YAML: {_where(exc)}") from None
     if isinstance(data, dict):
+        # a top-level key the format does not know (``defaults:``) would be ignored
+        unknown = sorted((k for k in data if k != "cases"), key=str)
+        if unknown:
+            keys = ", ".join(_key(k) for k in unknown)
+            raise EvalSetError(f"{name}: unknown top-level {keys}: only 'cases:' is read")
         data = data.get("cases")
     if not isinstance(data, list):
         raise EvalSetError(f"{name}: expected a list of cases (or a mapping with 'cases:')")
@@ -234,7 +244,18 @@ def _where(exc: yaml.YAMLError) -> str:
     Prefect's state."""
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     problem = getattr(exc, "problem", None) or type(exc).__name__
+    repeated = re.fullmatch(r"key (.*) repeated \(line \d+\)", problem)
+    if repeated:  # _UniqueKeyLoader quotes the key: named only when it is a field's name
+        problem = f"{_key(repeated.group(1).strip(chr(39)))} repeated"
     return f"{problem} (line {mark.line + 1}, column {mark.column + 1})" if mark else problem
+
+
+def _key(key: object) -> str:
+    """A key for an error message: named when it is a short identifier (``impact``,
+    ``defaults``), else "a key": one with spaces may be a value pasted where a key goes,
+    memory content."""
+    named = isinstance(key, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,40}", key)
+    return f"key {key!r}" if named else "a key"
 
 
 def cases_digest(cases: Sequence[EvalCase]) -> str:

@@ -84,7 +84,8 @@ def starter_cases(
     not be shown; procedure: an active procedural instruction must be retrieved (high
     impact); erased: an erased record (from the erasure receipts in ``sink``) must never
     come back. Queries are questions from templates per memory type and subject, never
-    the stored text. With ``validate``, a must-retrieve case that fails on the store as it
+    the stored text. A record with an ``expires_at`` is never a must-retrieve target: its
+    hard expiry is an obligation, and the case would fail from then on. With ``validate``, a must-retrieve case that fails on the store as it
     is now is dropped: a regression case must pass before it can catch a regression.
     """
     from memlife.model import utcnow
@@ -103,9 +104,13 @@ def starter_cases(
     if validate:
         recall = ShadowRecall(store)
 
+    expiring: set[str] = set()  # records with a deadline
+
     def add(case: EvalCase) -> None:
         if (case.actor_id, case.kind) in counts and counts[(case.actor_id, case.kind)] >= per_kind:
             return
+        if any(t.id in expiring for t in case.must_retrieve):
+            return  # its hard expiry would fail the case (and hold its actor's deletions) nightly
         if recall is not None and case.must_retrieve:
             if not run_case(case, recall)["passed"]:
                 return  # the question does not find it today: not a baseline worth keeping
@@ -116,6 +121,7 @@ def starter_cases(
         for ns in store.list_namespaces(actor):
             records = {r.id: r for p in iter_shard(store, actor, ns) for r in p.records}
             active = {i: r for i, r in records.items() if r.status is Status.active}
+            expiring.update(i for i, r in active.items() if r.expires_at is not None)
 
             new_case = partial(EvalCase, actor_id=actor, namespace=ns)
             decisions = planner.plan_shard([[_view(r) for r in active.values()]])

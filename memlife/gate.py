@@ -16,11 +16,14 @@ Four separate gates, thresholds from ``policy.gate``:
                        different statements on one subject (non-episodic, same namespace)
   aggregate_score      mean case score (recall@k times the share of forbidden targets kept
                        out; 0 when a checked answer fails), high-impact cases weighted x2
-The verdict blocks the commit when a HIGH-impact case fails on the after view, when a
-gate fails after and the run made it worse than before, or (``block_on_absolute``) when
-a gate is below its threshold at all; below threshold but not worse is a ``warn``. A
-blocked verdict names which part blocks: the deletions, the supersedes, or both (each
-part's own after view is evaluated, so an innocent part is not held hostage). Replicas re-run the set (``policy.gate.replicas``):
+The verdict blocks the commit when a HIGH-impact case fails on the after view, when any
+case fails after and the run made it fail (or fail worse), when a gate fails after and
+the run made it worse than before, or (``block_on_absolute``) when a gate is below its
+threshold at all; below threshold but not worse is a ``warn``. A blocked verdict names
+which part blocks: the deletions (narrowed to the actors whose cases they hurt), the
+supersedes, or both (each part's own after view is evaluated, so an innocent part is not
+held hostage). A case that reads no record, or whose must-retrieve id is no record of
+its actor, checks nothing: it is left out and reported (``coverage``). Replicas re-run the set (``policy.gate.replicas``):
 a case passes only if it passes in every replica. The verdict holds case ids, gate
 names and figures: never a query, a fact or any record content.
 
@@ -32,7 +35,7 @@ all read and write the same report shape; recall's ranking itself is shared
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +44,7 @@ import numpy as np
 from memlife.backends import embedding_cache
 from memlife.embed import embed_for_recall
 from memlife.errors import CorruptRecordError
-from memlife.evalset import EvalCase, Impact, Target, load_cases
+from memlife.evalset import CaseKind, EvalCase, Impact, Target, load_cases
 from memlife.lexical import LexicalIndex
 from memlife.model import MemoryRecord, MemoryType, Status
 from memlife.policy import GatePolicy, Policy
@@ -450,6 +453,17 @@ def _worse(name: str, before: float, after: float) -> bool:
     return after < before if lower_is_worse else after > before
 
 
+def _regressed(before: dict[str, Any], after: dict[str, Any]) -> bool:
+    """One case's results: it fails after, and passed before or scores lower now."""
+    return not after["passed"] and (before["passed"] or after["score"] < before["score"])
+
+
+def regressed_cases(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """The cases of two run_set reports that the change made fail, or fail worse."""
+    was = {r["id"]: r for r in before["results"]}
+    return [r["id"] for r in after["results"] if r["id"] in was and _regressed(was[r["id"]], r)]
+
+
 def verdict(
     before: dict[str, Any],
     after: dict[str, Any],
@@ -466,6 +480,11 @@ def verdict(
     warnings: list[str] = []
     if after["high_impact_failed"]:
         reasons.append("HIGH_IMPACT_CASE_FAILED")
+    # a case the run breaks blocks on its own: a gate's figure is a mean, and another
+    # case the same run fixes would hide it (one case lost, another found: no gate moves)
+    regressed = regressed_cases(before, after)
+    if regressed:
+        reasons.append("CASE_REGRESSED")
     gates: dict[str, Any] = {}
     for name in GATES:
         a, b = after["gates"][name], before["gates"][name]
@@ -480,7 +499,6 @@ def verdict(
             warnings.append(name)
             result = "warn"
         gates[name] = {**a, "before": b["value"], "result": result}
-    before_failed = set(before["failed_cases"])
 
     def slim(rep: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -501,7 +519,7 @@ def verdict(
         "gates": gates,
         "failed_cases": after["failed_cases"],
         "high_impact_failed": after["high_impact_failed"],
-        "regressed_cases": [c for c in after["failed_cases"] if c not in before_failed],
+        "regressed_cases": regressed,
         "flaky_cases": sorted(set(before["flaky_cases"]) | set(after["flaky_cases"])),
         "before": slim(before),
         "after": slim(after),
@@ -585,11 +603,14 @@ def evaluate_changes(
     cache: EmbeddingCache | None = None,
     answerer: Answerer | None = None,
     groups: Sequence[tuple[str, Sequence[str]]] = (),
+    owners: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Step 8 on everything staged: before (the store as found) vs after (a shadow view
     minus ``deletions`` and ``superseded`` ids, plus the staged ``replacements``).
     ``groups``: (replacement id, superseded ids) per staged group; when the supersedes
     block, ``blocking_groups`` names the ones that do (the consolidation memo keeps them).
+    ``owners``: deletion id -> actor; when the deletions block, ``blocking_actors`` names
+    the actors whose deletions are held (the others' go ahead), or is absent (all held).
 
     When blocked, each part's own after view is evaluated too, so that the verdict can
     say which part blocks (``deletions_blocked``, ``supersedes_blocked``): the pipeline
@@ -599,6 +620,10 @@ def evaluate_changes(
     recall = ShadowRecall(store, cache, added=replacements)
     dels = frozenset(deletions)
     sups = frozenset(superseded)
+    # a case that reads nothing here checks nothing: left out, what it judges waits
+    unchecked = coverage(cases, recall, include=dels)
+    skip = {u["case"] for u in unchecked}
+    cases = [c for c in cases if c.id not in skip]
 
     unread: dict[str, dict[str, Any]] = {}  # a case any view could not read: by case id
 
@@ -619,13 +644,30 @@ def evaluate_changes(
     out["staged_replacements"] = len(replacements)
     out["answers"] = "model" if answerer is not None else "skipped"
     out["deletions_blocked"] = out["supersedes_blocked"] = out["blocked"]
+    blamed = after  # the view whose cases the deletions made worse
     if out["blocked"] and dels and (sups or replacements):
-        only_dels = verdict(before, run(dels, False), len(dels), gate)["blocked"]
+        dels_only = run(dels, False)
+        only_dels = verdict(before, dels_only, len(dels), gate)["blocked"]
         only_sups = verdict(before, run(sups, True), 0, gate)["blocked"]
         if only_dels or only_sups:  # both pass alone but not together: hold both
             out["deletions_blocked"], out["supersedes_blocked"] = only_dels, only_sups
+            blamed = dels_only if only_dels else after
     elif out["blocked"]:
         out["deletions_blocked"], out["supersedes_blocked"] = bool(dels), bool(sups)
+    if out["deletions_blocked"] and owners:
+        # what commits: the other actors' deletions, plus the supersedes if they go ahead
+        sups_kept = frozenset() if out["supersedes_blocked"] else sups
+
+        def without(actors: frozenset[str]) -> dict[str, Any]:
+            kept = frozenset(d for d in dels if owners.get(d) not in actors)
+            view = kept | sups_kept
+            rep = run(view, not out["supersedes_blocked"])
+            recall.forget(view)
+            return rep
+
+        actors = blocking_actors(before, blamed, cases, owners, dels)
+        if actors and not verdict(before, without(frozenset(actors)), len(dels), gate)["blocked"]:
+            out["blocking_actors"] = actors
     if out["supersedes_blocked"] and groups:
         scope = {r.id: (r.actor_id, r.namespace) for r in replacements}
 
@@ -640,7 +682,75 @@ def evaluate_changes(
     # only after the changes, through a replacement's sources): not evaluated there, so the
     # run withholds what they would have judged (memlife/run_commit.py)
     out["unreadable_cases"] = sorted(unread.values(), key=lambda u: u["case"])
+    out["uncovered_cases"] = unchecked
     return out
+
+
+def coverage(
+    cases: Sequence[EvalCase], recall: ShadowRecall, include: frozenset[str] = frozenset()
+) -> list[dict[str, Any]]:
+    """The cases that check nothing in this store, with the scope they would have judged
+    (ids only): ``NO_RECORDS``, the case's before view is empty (a namespace typo, another
+    tenant's namespace, an actor of another deployment; on AgentCore every actor id "has"
+    the strategies' namespaces, so a view is what tells): its actor, every namespace;
+    ``TARGET_ABSENT``, a must-retrieve id that is no record of the case's actor (and
+    namespace), nor the original of one of its replacements, nor erased: the case's scope. An ``erased`` case may watch a namespace its erasure
+    emptied: not one of them. A case that cannot read its view is left to run_set."""
+    out: list[dict[str, Any]] = []
+    for c in cases:
+        names = [c.namespace] if c.namespace is not None else recall.namespaces(c.actor_id)
+        try:
+            empty = all(not recall.corpus(c.actor_id, ns, include=include).ids for ns in names)
+        except CorruptRecordError:
+            continue  # unreadable: reported and withheld as such
+        if empty and c.kind is not CaseKind.erased:
+            out.append({"case": c.id, "actor_id": c.actor_id, "namespace": None,
+                        "code": "NO_RECORDS"})  # fmt: skip
+            continue
+        for t in c.must_retrieve:
+            r = recall.store.get(t.id) if t.id is not None else None
+            if (
+                t.id is not None
+                and (
+                    r is None or r.actor_id != c.actor_id or c.namespace not in (None, r.namespace)
+                )
+                and not _named_still(recall, c, t.id, names, include)
+            ):
+                out.append({"case": c.id, "actor_id": c.actor_id, "namespace": c.namespace,
+                            "code": "TARGET_ABSENT", "record_id": t.id})  # fmt: skip
+                break
+    return out
+
+
+def _named_still(
+    recall: ShadowRecall, case: EvalCase, rid: str, names: Sequence[str], include: frozenset[str]
+) -> bool:
+    """An id no record holds any more that a case may still name: the original of an active
+    replacement in the case's view (deleted after its retention: recall's lineage still
+    finds it), or a record its actor erased (a tombstone: the case fails and warns)."""
+    from memlife.tombstones import listing
+
+    views = [recall.corpus(case.actor_id, ns, include=include) for ns in names]
+    if any(rid in recall.lineage(r) for v in views for r in v.records):
+        return True
+    return any(t["record_id"] == rid for t in listing(recall.store, case.actor_id))
+
+
+def blocking_actors(
+    before: dict[str, Any],
+    after: dict[str, Any],
+    cases: Sequence[EvalCase],
+    owners: Mapping[str, str],
+    deletions: Iterable[str],
+) -> list[str]:
+    """The actors whose deletions are held back: those of the cases ``after`` made worse
+    that own a deletion (recall is scoped to the case's actor: another actor's deletion
+    cannot move it). The caller re-runs the gate without them before it trusts the list."""
+    was = {r["id"]: r for r in before["results"]}
+    actor = {c.id: c.actor_id for c in cases}
+    worse = {actor[r["id"]] for r in after["results"] if r["id"] in was
+             and _worse_case(was[r["id"]], r)}  # fmt: skip
+    return sorted(worse & {owners.get(d, "") for d in deletions})
 
 
 MAX_TRIED_ALONE = 64  # suspect groups blocking_groups evaluates one by one

@@ -42,21 +42,34 @@ def ungated(
     return items, groups, counted
 
 
+def went_ungated(ctx: RunContext, outcomes: Sequence[BatchOutcome]) -> tuple[int, int]:
+    """(deletions, consolidations) a run without an evaluation set lets go ahead unevaluated:
+    obligations, and consolidations outside the enforced namespaces (all of both when the
+    policy does not require the gate). Counts only: the gate line and receipt say them."""
+    withheld, _, _ = ungated(ctx, outcomes)
+    dels = sum(len(o.deletions) for o in outcomes) - len(withheld)
+    enforced = ctx.policy.deletion_enforced
+    required = ctx.policy.gate.required
+    staged = sum(1 for o in outcomes for g in o.staged if not (required and enforced(g.shard[1])))
+    counted = sum(n for o in outcomes for ns, n in o.staged_refs.items()
+                  if not (required and enforced(ns)))  # fmt: skip
+    return dels, staged + counted
+
+
 def uncovered(
     ctx: RunContext,
-    store: MemoryStore,
     outcomes: Sequence[BatchOutcome],
     cases: Sequence[EvalCase],
+    unchecked: Sequence[dict[str, Any]],
 ) -> dict[str, list[str]]:
-    """Judgements an evaluation set cannot see at all: when no case of the set names an
-    actor of this store (a set written for another deployment, a typo in every actor id),
-    the set checks nothing and would still satisfy a required gate; what it would have
-    gated waits, as without a set (GATE_UNCOVERED). A set that samples some actors gates
-    the whole run, as a regression test does: per-actor coverage is not asked for."""
+    """Judgements an evaluation set cannot see at all: when every case of the set checks
+    nothing here (``unchecked``: gate.coverage's cases, their view empty or a target absent:
+    a set written for another deployment, a typo in every actor id or namespace), the set
+    would still satisfy a required gate; what it would have gated waits, as without a set
+    (GATE_UNCOVERED). A set that samples some actors gates the whole run, as a regression
+    test does: per-actor coverage is not asked for."""
     nothing: dict[str, list[str]] = {"deletions": [], "groups": []}
-    if not ctx.policy.gate.required:
-        return nothing
-    if any(store.list_namespaces(actor) for actor in sorted({c.actor_id for c in cases})):
+    if not ctx.policy.gate.required or {u["case"] for u in unchecked} != {c.id for c in cases}:
         return nothing
     enforced = ctx.policy.deletion_enforced
     return {
@@ -70,8 +83,9 @@ def uncovered(
 def unseen_by(
     held: dict[str, list[str]], unread: Sequence[dict[str, Any]], outcomes: Sequence[BatchOutcome]
 ) -> None:
-    """Add to ``held`` the judgements a case that could not read its shard would have seen:
-    in that case's namespace, or every namespace of its actor when it names none. Nothing
+    """Add to ``held`` the judgements a case that could not read its shard, or that checks
+    nothing (gate.coverage), would have seen: in that case's namespace, or every namespace
+    of its actor when it names none (or names one its actor has no record in). Nothing
     changes there unevaluated; the rest of the run goes on."""
     if not unread:
         return
@@ -95,7 +109,9 @@ def run_gate(
         items, groups, counted = ungated(ctx, outcomes)
         # apply runs withhold such groups before staging them (groups.withheld_by_gate)
         early = sum(o.tally.counts.get("gate_withheld_groups", 0) for o in outcomes)
-        return gate.not_configured(ctx.policy.gate, len(items), len(groups) + counted + early)
+        verdict = gate.not_configured(ctx.policy.gate, len(items), len(groups) + counted + early)
+        verdict["ungated_deletions"], verdict["ungated_groups"] = went_ungated(ctx, outcomes)
+        return verdict
     # with an evaluation set every staged group is whole (refs: dry runs without one)
     staged = [g for o in outcomes for g in o.staged]
     deletions = sorted({i.id for o in outcomes for i in o.deletions})
@@ -111,16 +127,28 @@ def run_gate(
         cache=make_embeddings(ctx, store) if ctx.config.dry_run else None,
         answerer=gate.model_answerer_from_env() if paid else None,
         groups=[(g.replacement.id, g.superseded_ids) for g in staged],
+        owners={i.id: i.actor_id for o in outcomes for i in o.deletions},
     )
     # the set this verdict judged: the memo of a blocked group is keyed by it (commit_run)
     verdict["eval_digest"] = cases_digest(cases)
-    verdict["uncovered"] = uncovered(ctx, store, outcomes, cases)
-    unseen_by(verdict["uncovered"], verdict["unreadable_cases"], outcomes)
+    unchecked = verdict["uncovered_cases"]
+    verdict["uncovered"] = uncovered(ctx, outcomes, cases, unchecked)
+    unseen_by(verdict["uncovered"], [*verdict["unreadable_cases"], *unchecked], outcomes)
     if verdict["deletions_blocked"] and not ctx.config.dry_run:
         from memlife.quarantine import snapshot
 
-        snapshot(store, deletions)
+        snapshot(store, [i.id for o in outcomes for i in held_deletions(verdict, o.deletions)])
     return verdict
+
+
+def held_deletions(verdict: dict[str, Any], items: Sequence[DeleteItem]) -> list[DeleteItem]:
+    """The deletions a blocking verdict holds back: those of ``blocking_actors`` when the
+    gate named them (recall is actor-scoped: another tenant's obligations go ahead), else
+    all of them."""
+    if not verdict.get("deletions_blocked", verdict.get("blocked")):
+        return []
+    actors = verdict.get("blocking_actors")
+    return [i for i in items if i.actor_id in actors] if actors else list(items)
 
 
 def commit_run(
@@ -131,7 +159,8 @@ def commit_run(
 ) -> Tally:
     """Step 9: commit what the gate allowed. Staged groups first (replacement written and
     receipted, then its supersedes), then deletions; the blocked part is held back:
-    supersedes stay undone (replacements never written), deletions go to quarantine.
+    supersedes stay undone (replacements never written), deletions go to quarantine (only
+    the named actors' when the gate names them: held_deletions).
     Without an evaluation set (gate required) judgements in enforced namespaces wait."""
     tally = Tally()
     if executor is None or ctx.config.dry_run:
@@ -171,9 +200,11 @@ def commit_run(
                 executor.commit_group(g, tally)
     checkpoint("after_commit_groups")
     items = [i for o in outcomes for i in o.deletions]
-    if gate.get("deletions_blocked", gate.get("blocked")):
-        executor.quarantine(items, tally, "GATE_BLOCKED")
-        return tally
+    blocked = held_deletions(gate, items)
+    if blocked:
+        executor.quarantine(blocked, tally, "GATE_BLOCKED")
+        quarantined = {i.id for i in blocked}
+        items = [i for i in items if i.id not in quarantined]
     for i in items:
         if i.id in held:
             tally.ids_not_deleted.append({"id": i.id, "reason": reason})

@@ -294,14 +294,23 @@ def gate_line(result: dict[str, Any]) -> str | None:
     if not g:
         return None
     if not g.get("configured", True):
+        # what went ahead unevaluated, counted: obligations, consolidations elsewhere
+        dels, groups = g.get("ungated_deletions", 0), g.get("ungated_groups", 0)
+        dry = result.get("mode") == "dry_run"
+        went = "an apply run would let ungated: " if dry else "went ahead ungated: "
         if not g.get("required"):
-            return "gate: not configured (not required by the policy)"
-        if result.get("mode") == "dry_run":
+            return (f"gate: not configured (not required by the policy); {went}{dels} deletions "
+                    f"and {groups} consolidations")  # fmt: skip
+        went += (
+            f"{dels} deletions (obligations) and {groups} consolidations (namespaces not enforced)"
+        )
+        if dry:
             return ("gate: not configured (GATE_NOT_CONFIGURED): an apply run would withhold every "
-                    "consolidation and judgement deletion in enforced namespaces; see `memlife eval init`")  # fmt: skip
+                    "consolidation and judgement deletion in enforced namespaces; see `memlife eval "
+                    f"init`; {went}")  # fmt: skip
         return (f"gate: not configured (GATE_NOT_CONFIGURED): {g['withheld_deletions']} deletions and "
-                f"{g['withheld_groups']} consolidations withheld in enforced namespaces; write a set "
-                "with `memlife eval init` and pass --eval-cases")  # fmt: skip
+                f"{g['withheld_groups']} consolidations withheld in enforced namespaces; {went}; "
+                "write a set with `memlife eval init` and pass --eval-cases")  # fmt: skip
     figures = []
     for name, v in g.get("gates", {}).items():
         if v.get("result", "pass") != "pass":
@@ -313,6 +322,8 @@ def gate_line(result: dict[str, Any]) -> str | None:
         quarantined = result.get("lifecycle", {}).get("quarantined", 0)
         held = [p for p, k in (("deletions", "deletions_blocked"), ("supersedes", "supersedes_blocked"))
                 if g.get(k)]  # fmt: skip
+        if g.get("deletions_blocked") and g.get("blocking_actors"):  # the others' went ahead
+            held[0] = f"deletions of {len(g['blocking_actors'])} actor(s)"
         verb = "would block" if result.get("mode") == "dry_run" else "BLOCKED"
         return (f"gate: {verb} ({', '.join(g['reasons'])}) case {', '.join(cases or ['-'])}; "
                 f"{'; '.join(figures) or 'gates within thresholds'}; held: {', '.join(held) or 'nothing'};"
@@ -321,10 +332,14 @@ def gate_line(result: dict[str, Any]) -> str | None:
     head = f"gate: {g.get('status', 'pass')} ({g.get('cases', 0)} cases"
     head += f", aggregate_score {agg:.3f})" if agg is not None else ")"
     unseen = g.get("uncovered") or {}
+    unchecked = g.get("uncovered_cases") or []
     if unseen.get("deletions") or unseen.get("groups"):
         figures.append(f"GATE_UNCOVERED: {len(unseen.get('deletions', []))} deletions and "
-                       f"{len(unseen.get('groups', []))} consolidations wait: no case of the set "
-                       "names an actor of this store")  # fmt: skip
+                       f"{len(unseen.get('groups', []))} consolidations wait: "
+                       f"{len(unchecked) or 'no'} case(s) check nothing in this store "
+                       "(no record in their actor or namespace, or a must-retrieve id absent)")  # fmt: skip
+    elif unchecked:
+        figures.append(f"GATE_UNCOVERED: {len(unchecked)} case(s) check nothing in this store")
     return head + (": " + "; ".join(figures) if figures else "")
 
 

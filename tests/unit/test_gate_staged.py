@@ -98,6 +98,7 @@ def test_supersede_losing_a_high_impact_fact_is_blocked(home: Path, tmp_path: Pa
     assert gate is not None and gate["blocked"] is True and summary.status == "blocked"
     assert gate["reasons"] == [
         "HIGH_IMPACT_CASE_FAILED",
+        "CASE_REGRESSED",
         "GATE_REGRESSED:must_retain_recall",
         "GATE_REGRESSED:aggregate_score",
     ]
