@@ -57,7 +57,7 @@ from memlife.quarantine import ManualRun, forget_snapshots, manual_run
 from memlife.receipts import operation_receipt
 from memlife.state.side import side_tables
 from memlife.stores.base import MAX_BATCH, MemoryStore, chunked, iter_shard
-from memlife.stores.sqlite import tombstone_norm
+from memlife.stores.sqlite import tombstone_norms
 
 
 def pending_erasures(store: MemoryStore, actor_id: str | None = None) -> list[dict[str, Any]]:
@@ -226,9 +226,10 @@ def tombstone_keys(content_sha256: str, norm_sha256: str | None) -> set[str]:
 
 
 def text_keys(r: MemoryRecord) -> set[str]:
+    """A record's text keys: its hashes, and every folded key a tombstone of its text may
+    hold (today's, and the one written before store version 3)."""
     keys = {f"sha:{content_sha256(r.content)}", f"sha:{r.sha256}"}
-    norm = tombstone_norm(r.content)
-    return keys | {f"norm:{norm}"} if norm else keys
+    return keys | {f"norm:{norm}" for norm in tombstone_norms(r.content)}
 
 
 def _rebuilt(

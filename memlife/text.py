@@ -30,10 +30,11 @@ _NEGATION = re.compile(
 # before a number ("-18 degrees" is not "18 degrees"), a percent and a currency ("5%" is
 # not "5", "$900" is not "€900"). Each is written as a word first; a hyphen inside a word
 # or between numbers ("well-known", "2023-05-01", "5-10") is punctuation still.
-_SIGNED = re.compile(r"(?<![\w.])([-+\u2212])(?=\.?\d)")
-_SYMBOL_WORDS = {"-": " minus ", "\u2212": " minus ", "+": " plus ", "%": " percent ",
+_SIGNED = re.compile(r"(?<![\w.])([-+\u2212\u2013])(?=\.?\d)")
+_SYMBOL_WORDS = {"-": " minus ", "\u2212": " minus ", "\u2013": " minus ", "+": " plus ",
+                 "%": " percent ",
                  "$": " dollar ", "\u20ac": " euro ", "\u00a3": " pound ", "\u00a5": " yen "}  # fmt: skip
-_SIGNS = ("-", "+", "\u2212")
+_SIGNS = ("-", "+", "\u2212", "\u2013")
 _UNITS = ("%", "$", "\u20ac", "\u00a3", "\u00a5")
 
 
@@ -51,13 +52,34 @@ CALENDAR_WORDS = frozenset(
 
 
 def symbols_as_words(text: str) -> str:
-    """``text`` with its fact-bearing symbols (signs, percent, currencies) as words."""
+    """``text`` with its fact-bearing symbols (signs, percent, currencies) as words. Text
+    outside ASCII is NFKC first (as the fold is: a fullwidth '％' or '－' is '%' or '-'),
+    and a currency sign of any script is its name ('₹' ' indian rupee ')."""
+    if not text.isascii():
+        text = nfkc(text)
     if any(s in text for s in _SIGNS):
         text = _SIGNED.sub(lambda m: _SYMBOL_WORDS[m.group(1)], text)
     for unit in _UNITS:
         if unit in text:
             text = text.replace(unit, _SYMBOL_WORDS[unit])
+    if not text.isascii():
+        text = "".join(_currency_word(c) for c in text)
     return text
+
+
+def _currency_word(c: str) -> str:
+    if c.isascii() or unicodedata.category(c) != "Sc":
+        return c
+    return " " + unicodedata.name(c, "currency").lower().removesuffix(" sign") + " "
+
+
+def nfkc(text: str) -> str:
+    """NFKC, a superscript, subscript or fraction first made a word of its own (see
+    _ScriptTable): '10²' is '10 sup2', not NFKC's '102'."""
+    normal = unicodedata.normalize("NFKC", text)
+    if normal != text:  # a superscript, subscript or fraction is no NFKC character
+        normal = unicodedata.normalize("NFKC", text.translate(_SCRIPTS))
+    return normal
 
 
 # Work per text is bounded: past this many characters a text is folded no further (its
@@ -66,17 +88,19 @@ def symbols_as_words(text: str) -> str:
 ANALYSIS_WINDOW = 64 * 1024
 
 
-def normalise(text: str) -> str:
+def normalise(text: str, *, symbols: bool = True) -> str:
     """Case, punctuation and spacing folded: 'Is vegetarian.' == 'is  vegetarian', and
-    'Зелёный-Кот!' == 'зелёный кот'. ASCII text folds to exactly what it always did (the
-    [a-z0-9] fold); other text by :func:`unicode_fold`."""
+    'Зелёный-Кот!' == 'зелёный кот'; a sign, percent or currency as a word
+    (:func:`symbols_as_words`; ``symbols=False``: dropped, as before store version 3).
+    ASCII text folds by the [a-z0-9] fold; other text by :func:`unicode_fold`."""
     if len(text) <= ANALYSIS_WINDOW:
-        text = symbols_as_words(text)
+        if symbols:
+            text = symbols_as_words(text)
         if text.isascii():
             return _NORMALISE.sub(" ", text.lower()).strip()
         return unicode_fold(text)
     tail = hashlib.sha256(text[ANALYSIS_WINDOW:].encode("utf-8", "surrogatepass")).hexdigest()
-    return f"{normalise(text[:ANALYSIS_WINDOW])} #{tail}"
+    return f"{normalise(text[:ANALYSIS_WINDOW], symbols=symbols)} #{tail}"
 
 
 # Default_Ignorable_Code_Point (Unicode DerivedCoreProperties.txt): code points a renderer
@@ -206,10 +230,7 @@ def unicode_fold(text: str) -> str:
     mark that follows no letter or digit (after a space or symbol) goes with the
     separators. On ASCII text it is the [a-z0-9] fold (casefold is lower() there, NFKC
     changes nothing). A fold folds to itself."""
-    normal = unicodedata.normalize("NFKC", text)
-    if normal != text:  # a superscript, subscript or fraction is no NFKC character
-        normal = unicodedata.normalize("NFKC", text.translate(_SCRIPTS))
-    folded = normal.casefold().translate(_TABLE)
+    folded = nfkc(text).casefold().translate(_TABLE)
     # again: a mark an invisible character kept from its letter ('e\u200b\u0301') joins it
     folded = unicodedata.normalize("NFKC", folded)
     if "\u0307" in folded:  # 'İ' casefolded: 'i\u0307' (a loop only for a rarer mark order)
@@ -243,9 +264,20 @@ def norm_sha256(text: str) -> str:
     '4821'. A sign, percent or currency is a word first (:func:`symbols_as_words`, store
     version 3): '-18' is not '18', '$5' is not '5' or '€5'.
     """
+    return _statement_key(text, symbols=True)
+
+
+def legacy_norm_sha256(text: str) -> str:
+    """The statement key before store version 3, signs, percents and currencies dropped
+    as punctuation: the key of an erasure tombstone written then. A text is checked
+    against tombstones under both keys, so such an erasure still refuses what it refused."""
+    return _statement_key(text, symbols=False)
+
+
+def _statement_key(text: str, *, symbols: bool) -> str:
     if len(text) > ANALYSIS_WINDOW:
-        return hashlib.sha256(normalise(text).encode()).hexdigest()
-    words = symbols_as_words(text)
+        return hashlib.sha256(normalise(text, symbols=symbols).encode()).hexdigest()
+    words = symbols_as_words(text) if symbols else text
     if words.isascii():
         folded = b" ".join(words.lower().encode("ascii").translate(_FOLD).split())
     else:

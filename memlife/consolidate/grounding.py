@@ -175,7 +175,7 @@ def _restated(part: str, held: Sequence[set[str]]) -> bool:
     terms = set(tokenize(part))
     if not terms or negates(part):
         return False
-    return terms <= _TIME_TERMS or any(terms <= h for h in held)
+    return terms <= _TIME_TERMS | _LINK_TERMS or any(terms <= h for h in held)
 
 
 # words that only place a statement in time (stemmed as BM25 stems them)
@@ -190,6 +190,16 @@ _TIME_TERMS = frozenset(tokenize(
 )) | {str(y) for y in range(1900, 2101)}  # fmt: skip
 
 
+# words that only link a sentence to the one before ("Additionally, ...", "In addition, ..."):
+# a part of them alone says nothing to ground
+_LINK_TERMS = frozenset(tokenize(
+    "additionally moreover furthermore meanwhile however besides overall likewise similarly "
+    "instead finally afterwards eventually consequently therefore thus hence indeed notably "
+    "interestingly unfortunately fortunately luckily sadly apparently clearly nevertheless "
+    "nonetheless otherwise addition well also too"
+))  # fmt: skip
+
+
 def specifics(text: str) -> set[str]:
     """Numbers (with sign, currency, percent; and in words), months and weekdays, and proper
     nouns: capitalised not at sentence start, ALL CAPS, or opening a sentence unless a
@@ -198,8 +208,12 @@ def specifics(text: str) -> set[str]:
     for m in _WORD.finditer(text):
         w = m.group()
         low = w.lower()
-        if low in NUMBER_WORDS or low in CALENDAR_WORDS:
+        if low in _VALUES:  # a number in words is its value: "three kids" is "3 kids"
+            found.add(_VALUES[low])
+        elif low in CALENDAR_WORDS and (low not in _ALSO_WORDS or _by_number(text, m)):
             found.add(low)
+        elif low in NUMBER_WORDS or low in CALENDAR_WORDS:
+            continue  # "one of them", "half", "may" (can), "march" (walk): no specific alone
         elif (len(w) > 1 and w.isupper()) or (
             w[0].isupper() and w != "I" and not _sentence_start(text, m.start())
         ):
@@ -212,6 +226,24 @@ def specifics(text: str) -> set[str]:
 
 
 _STEMMED = "~"  # a specific matched by its BM25 stem (a sentence's opening word)
+# numbers in words by value ("one", "half", "couple" are words too often: only with a unit)
+_VALUES = {w: str(v) for v, w in enumerate(
+    "zero _ two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen twenty".split()) if w != "_"} | {
+    "thirty": "30", "forty": "40", "fifty": "50", "sixty": "60", "seventy": "70",
+    "eighty": "80", "ninety": "90", "hundred": "100", "thousand": "1000",
+    "million": "1000000", "billion": "1000000000", "dozen": "12",
+}  # fmt: skip
+# months that are also words ("may" can, "march" walks): a date only beside a number
+_ALSO_WORDS = frozenset({"may", "march"})
+
+
+def _by_number(text: str, m: re.Match[str]) -> bool:
+    """A digit right before or after the word ("march 3", "3 march", "march 2024")."""
+    before, after = text[max(0, m.start() - 6) : m.start()], text[m.end() : m.end() + 6]
+    return bool(re.search(r"\d[\s,]*$", before) or re.match(r"[\s,]*\d", after))
+
+
 # words a sentence may open with that name nobody: function words and time words
 _OPENERS = (
     STOPWORDS
@@ -219,7 +251,12 @@ _OPENERS = (
     | frozenset(
         "she he they we it its the this that these those there here both each every all most "
         "many some none no not yes also still only just currently lately recently usually "
-        "often sometimes always never now then today since".split()
+        "often sometimes always never now then today since additionally moreover furthermore "
+        "meanwhile however besides overall likewise similarly instead finally later "
+        "afterwards eventually consequently therefore thus hence indeed notably "
+        "interestingly unfortunately fortunately luckily sadly apparently clearly "
+        "nevertheless nonetheless otherwise although though while whereas because when "
+        "after before once until unless whether".split()
     )
 )
 
@@ -230,7 +267,7 @@ def _with_units(text: str) -> set[str]:
     for m in _NUMBER_UNIT.finditer(text):
         num, unit = m.group(1).strip(".,;:!?()").lower(), m.group(2).lower()
         if unit in _UNITS and (any(c.isdigit() for c in num) or num in NUMBER_WORDS):
-            out.add(f"{num} {unit}")
+            out.add(f"{_VALUES.get(num, '1' if num == 'one' else num)} {unit}")
     return out
 
 
@@ -250,17 +287,22 @@ def _vocabulary(texts: Sequence[str]) -> set[str]:
     for t in texts:
         vocab.update(m.group() for m in _NUMBER.finditer(t))
         vocab |= _with_units(t)
+        vocab.update(_VALUES[w] for w in map(str.lower, _WORD.findall(t)) if w in _VALUES)
         vocab.update(_STEMMED + s for s in tokenize(t))
         vocab.update(m.group().lower() for m in _WORD.finditer(t))
     return vocab
 
 
-def _older_versions(group: Group) -> set[str]:
+def _older_versions(group: Group, said: set[str]) -> set[str]:
     """Records that say what the group's newest record says with other numbers ("allergic
-    to 2 medications" before "... 3 medications"): the newer version contradicts them."""
+    to 2 medications" before "... 3 medications"), when the result does not say the
+    newest's numbers (``said``: its specifics): the newer version contradicts them. A
+    result that says both ("paid $40 ..., later $75") keeps them as two events."""
     if len(group.records) < 2:
         return set()
     newest = max(group.records, key=lambda r: (r.created_at, r.id))
+    if {s for s in specifics(newest.content) if any(c.isdigit() for c in s)} <= said:
+        return set()
 
     def shape(text: str) -> tuple[frozenset[str], frozenset[str]]:
         words = set(tokenize(text))
@@ -361,7 +403,8 @@ def check_grounding(
     # joined by a bare comma: "Alice likes green tea, is pregnant." is 0.82 from "Alice likes
     # green tea." as a whole. A part one source holds word for word needs no cosine.
     contradicted = set(group.superseded_ids) | set(result.outdated_ids)
-    contradicted |= _older_versions(group)
+    said = set().union(*map(specifics, whole))
+    contradicted |= _older_versions(group, said)
     # word for word only from what a source affirms, and never from a contradicted source
     held = [set(tokenize(t)) for r in usable if r.id not in contradicted
             for t in [r.content, *clauses(r.content), *comma_parts(r.content)]

@@ -647,21 +647,29 @@ class LongTermMemory:
             self._check_marker()
             names = [namespace] if namespace is not None else sorted(self._actor_namespaces(actor))
             shards = [self._shard(actor, ns) for ns in names]
-            cands = rank_sets(qv, query, shards, k=k + 2, threshold=thr, query_tokens=tokens)
-            records = self._get_many([c.id for c in cands])
             out: list[Hit] = []
             now = utcnow()
-            for c in cands:
-                rid = c.id
-                rec = records.get(rid)
-                if rec is not None and self.expired(rec, now):
-                    continue  # past its deadline: never returned, even before a run deletes it
-                if rec is None or rec.status is not Status.active or rec.actor_id != actor:
-                    shards[c.which].remove(rid)  # changed behind our back: never returned
-                    continue
-                out.append(Hit(rec, c.score, len(out) + 1, c.similarity))
-                if len(out) == k:
+            want = k + 2
+            while True:
+                # hits past their deadline stay in the shard until a run deletes them: when
+                # they fill the list, look further (a wider list, ranked the same way)
+                cands = rank_sets(qv, query, shards, k=want, threshold=thr, query_tokens=tokens)
+                records = self._get_many([c.id for c in cands])
+                out = []
+                for c in cands:
+                    rid = c.id
+                    rec = records.get(rid)
+                    if rec is not None and self.expired(rec, now):
+                        continue  # past its deadline: never returned, even before a run deletes it
+                    if rec is None or rec.status is not Status.active or rec.actor_id != actor:
+                        shards[c.which].remove(rid)  # changed behind our back: never returned
+                        continue
+                    out.append(Hit(rec, c.score, len(out) + 1, c.similarity))
+                    if len(out) == k:
+                        break
+                if len(out) == k or len(cands) < want:
                     break
+                want *= 4
         if out and log:
             qsha = query_sha256(query)
             now = utcnow()

@@ -90,6 +90,9 @@ class DynamoReviews:
     def __init__(self, state: DynamoState) -> None:
         self.state = state
         self._indexed = False  # seen INDEXED (it is never removed)
+        # ids this process wrote open (a night's carried, opened, renewed, backfilled items):
+        # the index may not show them yet, so the listing reads them beside it
+        self._written: set[str] = set()
 
     def get_many(self, ids: Sequence[str]) -> dict[str, ReviewItem]:
         items = self.state.batch_get([item_key(i) for i in ids])
@@ -101,7 +104,8 @@ class DynamoReviews:
             # the index is eventually consistent: its ids are re-read before a state is trusted
             ids = [raw["sk"]["S"] for b in range(BUCKETS) for raw in self.state.query(
                 f"rvopen#{b}", index=OPEN_INDEX, ProjectionExpression="pk, sk")]  # fmt: skip
-            return [i for i in self.get_many(ids).values() if i.state in states]
+            found = self.get_many(list(dict.fromkeys([*ids, *sorted(self._written)])))
+            return [i for i in found.values() if i.state in states]
         return [from_item(raw) for raw in self._scan(states)]
 
     def is_indexed(self) -> bool:
@@ -127,6 +131,7 @@ class DynamoReviews:
             if "open_pk" in raw:
                 continue
             iid = raw["sk"]["S"]
+            self._written.add(iid)
             keys = open_keys(iid)
             try:
                 self.state.ddb.update_item(
@@ -151,6 +156,8 @@ class DynamoReviews:
                     at: str, renewed: Sequence[Renewal] = ()) -> None:  # fmt: skip
         ddb, table = self.state.ddb, self.state.table
         self._backfill()
+        self._written.update([i for i, _ in carried] + [i.item_id for i in opened]
+                             + [i.item_id for _, i in renewed])  # fmt: skip
         for iid, sha in carried:
             values = {":one": {"N": "1"}, ":r": {"S": run_id}, ":t": {"S": at},
                       ":resolved": {"S": "resolved"}}  # fmt: skip

@@ -206,14 +206,12 @@ class DynamoTombstones:
         return sorted(out, key=lambda t: (t["actor_id"], t["record_id"]))
 
     def tombstone_refusal(self, r: MemoryRecord, sources: Sequence[str] = ()) -> str | None:
-        from memlife.stores.sqlite import tombstone_norm
+        from memlife.stores.sqlite import tombstone_norms
 
         pk = f"tomb#{r.actor_id}"
         shas = {r.provenance.content_sha256 or content_sha256(r.content), content_sha256(r.content)}
         keys = [key(pk, f"sha#{s}") for s in shas]
-        norm = tombstone_norm(r.content)
-        if norm:
-            keys.append(key(pk, f"norm#{norm}"))
+        keys += [key(pk, f"norm#{norm}") for norm in tombstone_norms(r.content)]
         if self.state.batch_get(keys):
             return "ERASED_CONTENT"
         # the actor's own tombstone rows (written before add_tombstones returns, so before

@@ -44,7 +44,7 @@ from memlife.sql_in import in_chunks, marks
 from memlife.sqlite_open import connect_wal
 from memlife.stores.base import DEFAULT_PAGE_SIZE, BadPageToken, BatchResult, ItemFailure, Page
 from memlife.stores.sqlite_rows import VIEW_CHECKS, checked, corrupt_record
-from memlife.text import negates, norm_sha256, normalise
+from memlife.text import legacy_norm_sha256, negates, norm_sha256, normalise
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
@@ -272,6 +272,15 @@ def record_to_row(r: MemoryRecord) -> tuple[Any, ...]:
 def tombstone_norm(content: str) -> str | None:
     """The folded-text hash a tombstone matches on; None for text that folds to nothing."""
     return norm_sha256(content) if normalise(content) else None
+
+
+def tombstone_norms(content: str) -> list[str]:
+    """Every folded-text hash a tombstone may hold for ``content``: today's, and the one a
+    tombstone written before store version 3 holds (signs and symbols dropped)."""
+    keys = [tombstone_norm(content)]
+    if normalise(content, symbols=False):
+        keys.append(legacy_norm_sha256(content))
+    return list(dict.fromkeys(k for k in keys if k))
 
 
 _RECORD_FIELDS = set(MemoryRecord.model_fields)
@@ -707,10 +716,11 @@ class SqliteStore:
 
     def _tombstone_refusal(self, r: MemoryRecord, sources: Sequence[str]) -> str | None:
         sha = r.provenance.content_sha256 or content_sha256(r.content)
+        norms: list[str | None] = [*tombstone_norms(r.content)] or [None]
         hit = self.connection.execute(
             "SELECT 1 FROM tombstones WHERE actor_id=? AND content_sha256 IN (?, ?) "
-            "OR actor_id=? AND norm_sha256=? LIMIT 1",
-            (r.actor_id, sha, content_sha256(r.content), r.actor_id, tombstone_norm(r.content)),
+            f"OR actor_id=? AND norm_sha256 IN ({marks(len(norms))}) LIMIT 1",
+            (r.actor_id, sha, content_sha256(r.content), r.actor_id, *norms),
         ).fetchone()
         if hit:
             return "ERASED_CONTENT"

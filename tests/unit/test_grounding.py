@@ -329,3 +329,23 @@ def test_a_memory_addressing_the_summariser_grounds_nothing(emb, note: str) -> N
     g = group("I drink coffee.", note)
     res = result("I am allergic to penicillin.", ids=("s-0", "s-1"))
     assert code(res, g, emb) == "UNGROUNDED_CLAIM"
+
+
+@pytest.mark.parametrize(
+    ("sources", "summary"),
+    [
+        (("Melanie has 3 kids.", "Melanie took her kids camping."),
+         "Melanie has three kids and took them camping."),
+        (("John might move to Seattle.", "John likes Seattle."),
+         "John may move to Seattle and likes it."),
+        (("Caroline paints.", "Caroline runs a charity."),
+         "Caroline paints. Additionally, she runs a charity."),
+        (("John paid $40 for the concert tickets.", "John paid $75 for the concert tickets."),
+         "John paid $40 for the concert tickets. Later John paid $75 for the concert tickets."),
+    ],
+)  # fmt: skip
+def test_how_models_write_merges_still_grounds(emb, sources: tuple[str, str], summary: str) -> None:
+    """Session 24 review of the stricter specifics: a number in words for a digit, "may" the
+    verb, a linking adverb opening a sentence, and two events that differ in a number were
+    refused (the group went to review)."""
+    assert code(result(summary, ids=("s-0", "s-1")), group(*sources), emb) is None

@@ -222,3 +222,31 @@ def test_recall_prefers_memories_created_on_the_date_asked(mem: LongTermMemory) 
     assert [h.record.id for h in dated] == [b.record_id, a.record_id]
     dated = mem.recall("u1", "Which class did Maria go to in May 2023?", k=2)
     assert [h.record.id for h in dated] == [a.record_id, b.record_id]
+
+
+def test_expired_hits_never_crowd_out_the_active_ones(
+    mem: LongTermMemory, store: SqliteStore
+) -> None:
+    """Records past their deadline stay in the index until a run deletes them; recall skips
+    them. Six of them rank above four active memories in another namespace: recall still
+    returns k active ones (session 24 review: with the namespaces ranked as one set, the
+    k + 2 candidates were all expired and recall returned nothing)."""
+    from datetime import timedelta
+
+    now = datetime.now(UTC)
+
+    def rec(rid: str, ns: str, content: str, expired: bool) -> MemoryRecord:
+        return MemoryRecord(
+            id=rid, actor_id="u1", namespace=f"/users/u1/{ns}", memory_type=MemoryType.semantic,
+            content=content, created_at=now - timedelta(days=3),
+            expires_at=now - timedelta(hours=1) if expired else None,
+        )  # fmt: skip
+
+    store.put_many(
+        [rec(f"x-{i}", "trips", f"Planned a hiking trip to the Alps in summer {2010 + i}.", True)
+         for i in range(6)]
+        + [rec(f"a-{i}", "notes", f"Went hiking in the Alps with friends, trip number {i}.", False)
+           for i in range(4)]
+    )  # fmt: skip
+    hits = mem.recall("u1", "hiking trip to the Alps", k=3, log=False)
+    assert len(hits) == 3 and all(h.record.id.startswith("a-") for h in hits)

@@ -131,3 +131,30 @@ def test_the_backfill_leaves_out_an_item_a_reviewer_resolves_meanwhile(state, mo
     backend._backfill()
     assert _indexed_ids(state) == {kept}
     assert [i.item_id for i in _queue().list()] == [kept]
+
+
+def test_the_night_lists_what_it_wrote_before_the_index_shows_it(state, monkeypatch) -> None:
+    """The index is eventually consistent, and the night lists the open items right after
+    writing them (the sweep, the removed records' items): what this process wrote open is
+    read beside the index (session 24 review: with the index lagging, a backfill night
+    listed none of its 7 open items)."""
+    queue = _queue()
+    queue.queue([_d(f"r{i}") for i in range(6)], budget=10, run_id="n1", at=NIGHT)
+    _as_before_the_index(state)
+    lagging = {b: list(state.query(f"rvopen#{b}", index=OPEN_INDEX)) for b in range(BUCKETS)}
+    real = DynamoState.query
+
+    def index_as_before(self, pk: str, *, index: str | None = None, **kw: Any) -> Any:
+        if index:  # the index as it was before tonight's writes reached it
+            return iter(lagging[int(pk.split("#")[1])])
+        return real(self, pk, index=index, **kw)
+
+    monkeypatch.setattr(DynamoState, "query", index_as_before)
+    night = _queue()
+    night.queue([_d(f"r{i}") for i in range(7)], budget=10, run_id="n2",
+                at=NIGHT + timedelta(days=1))  # fmt: skip
+    backend = night.backend
+    assert isinstance(backend, DynamoReviews)
+    truth = {raw["sk"]["S"] for raw in backend._scan(OPEN_STATES)}
+    assert len(truth) == 7
+    assert {i.item_id for i in backend.list(OPEN_STATES)} == truth

@@ -33,6 +33,7 @@ from memlife.stores.sqlite import STORE_VERSION, SqliteStore, record_to_row, tom
 from memlife.text import (
     ANALYSIS_WINDOW,
     DEFAULT_IGNORABLE,
+    legacy_norm_sha256,
     negates,
     norm_sha256,
     normalise,
@@ -568,3 +569,39 @@ def test_negations_as_people_and_models_type_them(text: str) -> None:
 @pytest.mark.parametrize("text", ["I want tea.", "Went north into the normal town.", "Snow."])
 def test_words_that_only_hold_a_negation_s_letters_do_not_negate(text: str) -> None:
     assert not negates(text)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [("My salary rose 5\uff05 this year.", "My salary rose 5% this year."),
+     ("The freezer is set to \uff0d18 degrees.", "The freezer is set to -18 degrees."),
+     ("Rent is \uff04900 a month.", "Rent is $900 a month."),
+     ("It is \u201318 outside.", "It is -18 outside.")],
+)  # fmt: skip
+def test_a_symbol_in_its_compatibility_form_is_the_symbol(a: str, b: str) -> None:
+    """Session 24 review: symbols were made words before NFKC, so '5％' folded to '5' and an
+    erased '5%' text came back in its fullwidth form."""
+    assert norm_sha256(a) == norm_sha256(b)
+    assert norm_sha256(a) != norm_sha256(b.replace("%", "").replace("$", "").replace("-", ""))
+
+
+def test_every_currency_sign_is_part_of_the_statement() -> None:
+    assert (
+        len({norm_sha256(f"Costs {c}900.") for c in "$\u20ac\u00a3\u00a5\u20b9\u20a9\u20bd"}) == 7
+    )
+    assert norm_sha256("Costs \u20b9900.") != norm_sha256("Costs 900.")
+
+
+def test_an_erased_text_with_a_symbol_stays_refused_in_every_form(store: SqliteStore) -> None:
+    """A tombstone written now refuses the text's fullwidth form; one written before store
+    version 3 (the symbols dropped from its key) still refuses what it refused then."""
+    add_tombstones(store, [rec("m-old", "My salary rose 5% this year.")])
+    got = insert_new(store, [rec("m-wide", "My salary rose 5\uff05 this year."),
+                             rec("m-case", "my SALARY rose 5 % this year")])  # fmt: skip
+    assert sorted(f.code for f in got.failed) == ["ERASED_CONTENT", "ERASED_CONTENT"]
+    store.connection.execute(  # a tombstone as version 2 wrote it
+        "INSERT INTO tombstones VALUES (?, ?, ?, ?, ?)",
+        ("u1", "m-v2", "0" * 64, legacy_norm_sha256("Freezer at -18 degrees."), "2026-01-01"),
+    )
+    again = insert_new(store, [rec("m-v2-case", "freezer at -18 DEGREES")])
+    assert [(f.id, f.code) for f in again.failed] == [("m-v2-case", "ERASED_CONTENT")]
