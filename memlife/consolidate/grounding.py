@@ -15,8 +15,8 @@ grounded when
      the failure mode of a summariser is a plausible invented detail, which cosine
      similarity happily lets through. A number keeps its sign, percent and currency
      ("-18", "5%", "$900"), a number written as a word ("two") and a month or weekday in
-     any case are specifics too, and so is a capitalised word opening a sentence unless it
-     is a function word ("Bob is allergic" where the sources say "Alice").
+     any case are specifics too, and so is a capitalised word opening a sentence where it
+     reads as a name ("Bob is allergic" where the sources say "Alice").
 Before any of that, the result is bounded (OVERSIZED_RESULT: the embedder reads only the
 first 256 tokens of a text, so an unbounded summary is only partly checked) and may carry
 no control or invisible format character its sources lack (FOREIGN_CHARACTERS).
@@ -201,9 +201,9 @@ _LINK_TERMS = frozenset(tokenize(
 
 
 def specifics(text: str) -> set[str]:
-    """Numbers (with sign, currency, percent; and in words), months and weekdays, and proper
-    nouns: capitalised not at sentence start, ALL CAPS, or opening a sentence unless a
-    function word ("She", "The") or a time word ("Every", "Lately")."""
+    """Numbers (with sign, currency, percent; and in words, by value), months and weekdays,
+    and proper nouns: capitalised not at sentence start, ALL CAPS, or opening a sentence as
+    a name does (``_reads_as_name``; never a function, time or linking word)."""
     found = {m.group() for m in _NUMBER.finditer(text)} | _with_units(text)
     for m in _WORD.finditer(text):
         w = m.group()
@@ -218,14 +218,31 @@ def specifics(text: str) -> set[str]:
             w[0].isupper() and w != "I" and not _sentence_start(text, m.start())
         ):
             found.add(low)
-        elif w[0].isupper() and low not in _OPENERS:
-            # opening a sentence: a name or a verb ("Bob is", "Lives in"); its stem must
-            # be a source's, so "Lived" may open what "lives" said, "Bob" not what "Alice" did
+        elif w[0].isupper() and low not in _OPENERS and _reads_as_name(text, m):
+            # opening a sentence as a name does ("Bob is", "Carol's"): its stem must be a
+            # source's, so "Bob" cannot open what "Alice" did; a verb ("Goes for a run"
+            # from "Went for a run") is no specific
             found.update(_STEMMED + t for t in tokenize(low))
     return found
 
 
 _STEMMED = "~"  # a specific matched by its BM25 stem (a sentence's opening word)
+# what follows a name that opens a sentence ("Bob is", "Alice and", "Tom likes")
+_NAME_FOLLOWERS = frozenset(
+    """is was has had have will would can could should may might must does did and or who
+    are were also said says told thinks feels loves likes wants went lives works""".split()
+)
+
+
+def _reads_as_name(text: str, m: re.Match[str]) -> bool:
+    """A sentence's opening word reads as a name: possessive, or followed by a verb of
+    being or having, a conjunction or a verb a memory says of a person."""
+    if m.group().lower().endswith(("'s", "\u2019s")):
+        return True
+    after = _WORD.match(text, m.end() + 1) if text[m.end() : m.end() + 1] == " " else None
+    return after is not None and after.group().lower() in _NAME_FOLLOWERS
+
+
 # numbers in words by value ("one", "half", "couple" are words too often: only with a unit)
 _VALUES = {w: str(v) for v, w in enumerate(
     "zero _ two three four five six seven eight nine ten eleven twelve thirteen fourteen "
