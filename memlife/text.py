@@ -63,14 +63,31 @@ def symbols_as_words(text: str) -> str:
         if unit in text:
             text = text.replace(unit, _SYMBOL_WORDS[unit])
     if not text.isascii():
-        text = "".join(_currency_word(c) for c in text)
+        text = _CURRENCY.sub(_currency_word, text)
     return text
 
 
-def _currency_word(c: str) -> str:
-    if c.isascii() or unicodedata.category(c) != "Sc":
-        return c
-    return " " + unicodedata.name(c, "currency").lower().removesuffix(" sign") + " "
+# Unicode's currency signs (category Sc) outside ASCII, from the blocks that hold them
+# (after NFKC: the fullwidth and small forms are the ASCII or Latin-1 ones)
+_CURRENCY_BLOCKS = ((0xA2, 0xA5), (0x58F, 0x58F), (0x60B, 0x60B), (0x7FE, 0x7FF),
+                    (0x9F2, 0x9FB), (0xAF1, 0xAF1), (0xBF9, 0xBF9), (0xE3F, 0xE3F),
+                    (0x17DB, 0x17DB), (0x20A0, 0x20CF), (0xA838, 0xA838), (0xFDFC, 0xFDFC),
+                    (0xFE69, 0xFE69), (0xFF04, 0xFF04), (0xFFE0, 0xFFE6), (0x11FDD, 0x11FE0),
+                    (0x1E2FF, 0x1E2FF), (0x1ECB0, 0x1ECB0))  # fmt: skip
+_CURRENCY = re.compile(
+    "["
+    + "".join(
+        re.escape(chr(c))
+        for lo, hi in _CURRENCY_BLOCKS
+        for c in range(lo, hi + 1)
+        if unicodedata.category(chr(c)) == "Sc"
+    )
+    + "]"
+)
+
+
+def _currency_word(m: re.Match[str]) -> str:
+    return " " + unicodedata.name(m.group(), "currency").lower().removesuffix(" sign") + " "
 
 
 def nfkc(text: str) -> str:
