@@ -307,7 +307,9 @@ def _statement_key(text: str, *, symbols: bool) -> str:
 # Every match of _NEGATION contains one of these; in ASCII text, case-insensitive matching
 # is matching the lowered text (outside ASCII, e.g. U+017F matches "s": the regex decides)
 _NEGATION_CUES = ("no", "never", "neither", "stopped", "quit", "without", "anymore",
-                  "unsubscribed", "n't", "nt")  # fmt: skip
+                  "unsubscribed", "n't", "cannot", "dont", "doesnt", "didnt", "isnt", "arent",
+                  "wasnt", "werent", "cant", "wont", "couldnt", "wouldnt", "shouldnt",
+                  "hasnt", "havent", "hadnt", "aint")  # fmt: skip
 
 
 _NEGATION_LOWER = re.compile(_NEGATION.pattern)
