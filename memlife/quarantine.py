@@ -15,6 +15,7 @@ idempotently, receipted content-free, plus a run manifest and receipt.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -137,9 +138,11 @@ def manual_run(
 ) -> ManualRun:  # fmt: skip
     """Start a standalone run ``manual-<timestamp>-<hash>`` and write its manifest.
 
-    The run id hashes the action, the time and ``request`` (default: the ids), so the
-    same request at the same ``now`` is the same run: a rerun after a crash resumes the
-    run's own unfinished operations first, and its receipt counts every attempt.
+    The run id is keyed (HMAC under the store's secret, ``Journal.run_secret``) by the
+    action, the time and ``request`` (default: the ids), so the same request at the same
+    ``now`` is the same run: a rerun after a crash resumes the run's own unfinished
+    operations first, and its receipt counts every attempt. The key makes the request
+    unguessable from the evidence: an erasure by subject keeps the subject out of it.
     """
     pol = policy if isinstance(policy, Policy) else load_policy(policy)
     sink = (
@@ -153,9 +156,11 @@ def manual_run(
         sort_keys=True,
         default=str,
     )
-    key = hashlib.sha256(raw.encode()).hexdigest()
-    run_id = f"manual-{cutoff:%Y%m%dT%H%M%S%fZ}-{key[:10]}"
     journal = open_journal(store)
+    # keyed by the store's secret: the request may hold what the evidence must not (an
+    # erasure's subject), and a plain hash of it could be confirmed from the receipts
+    key = hmac.new(journal.run_secret(), raw.encode(), hashlib.sha256).hexdigest()
+    run_id = f"manual-{cutoff:%Y%m%dT%H%M%S%fZ}-{key[:10]}"
     # one lifecycle writer per store: taken before the manifest (LeaseHeld: nothing written)
     # (in the journal's SQLite file, or the state table with MEMLIFE_STATE=dynamodb://…)
     lease = lease_for_store(store, run_id, f"manual:{action}")

@@ -154,6 +154,12 @@ class Journal(Protocol):
 
     def by_run(self, run_id: str) -> list[Operation]: ...
 
+    def run_secret(self) -> bytes:
+        """A random key made once per store (create-only): a manual run's id is keyed by it,
+        so an erasure's request (a subject it was asked by) cannot be guessed from the run
+        id or the manifest by anyone holding only the receipts."""
+        ...
+
     def due(self, now: datetime, limit: int = 10_000) -> list[Operation]:
         """The first ``limit`` of ``due_pages``."""
         ...

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -154,6 +155,19 @@ class DynamoJournal:
 
     def by_run(self, run_id: str) -> list[Operation]:
         return sorted(self._many(self._members(f"jrun#{run_id}")), key=lambda o: o.operation_id)
+
+    def run_secret(self) -> bytes:
+        k = key("meta", "runsecret")
+        try:  # create-only: the first writer makes it, everyone reads the same one
+            self.state.ddb.put_item(TableName=self.state.table,
+                                    Item={**k, "key": {"B": secrets.token_bytes(32)}},
+                                    ConditionExpression="attribute_not_exists(pk)")  # fmt: skip
+        except ClientError as exc:
+            if not is_conditional_failure(exc):
+                raise
+        item = self.state.get(k)
+        assert item is not None  # written above or by another writer
+        return bytes(item["key"]["B"])
 
     def for_record(self, record_id: str) -> list[Operation]:
         ops = self._many(self._members(f"jrec#{record_id}"))

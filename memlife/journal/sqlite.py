@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import secrets
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -50,6 +51,11 @@ CREATE TABLE IF NOT EXISTS operations (
 CREATE INDEX IF NOT EXISTS operations_run ON operations (run_id);
 CREATE INDEX IF NOT EXISTS operations_state ON operations (state, next_retry_at);
 CREATE INDEX IF NOT EXISTS operations_record ON operations (record_id);
+-- a random key made once per store: manual run ids are keyed by it (journal.base.Journal)
+CREATE TABLE IF NOT EXISTS secrets (
+    name TEXT PRIMARY KEY,
+    value BLOB NOT NULL
+);
 -- the lifecycle lease (memlife/lease.py): one writer per store
 CREATE TABLE IF NOT EXISTS leases (
     name TEXT PRIMARY KEY,
@@ -121,6 +127,15 @@ class SqliteJournal:
         with self.lock:
             connection.executescript(SCHEMA)
             self._add_columns()
+
+    def run_secret(self) -> bytes:
+        with self.lock:
+            self.connection.execute(
+                "INSERT OR IGNORE INTO secrets VALUES ('run', ?)", (secrets.token_bytes(32),)
+            )
+            return bytes(
+                self.connection.execute("SELECT value FROM secrets WHERE name='run'").fetchone()[0]
+            )
 
     def _add_columns(self) -> None:
         """Columns an older file lacks, added in one write transaction: read and added

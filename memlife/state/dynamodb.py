@@ -16,6 +16,7 @@ pk                         sk               holds (never memory content, except 
 ``emb#{content_sha256}``   model id         a cached embedding vector (float32 bytes)
 ``rv#{0..7}``, ``rvd#…``   item id          review items, disputed markers (review_queue/dynamodb.py)
 ``meta``                   ``rvopen``       every open review item is in the ``open`` index
+``meta``                   ``runsecret``    a random key made once: manual run ids are keyed by it
 ``infs#{record_id}``       ``s``            an inferred subject key: a few content words, erased
                                             with the record (inferred/dynamodb.py)
 ``infk#{sha256}``          record id        the records grouped under one key of one shard

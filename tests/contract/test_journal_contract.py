@@ -50,6 +50,19 @@ def op(rid: str, kind: OpKind = OpKind.delete, run: str = "run-1", **kw) -> Oper
     )
 
 
+def test_the_run_secret_is_made_once_and_read_by_everyone(journal, tmp_path: Path) -> None:
+    """Manual run ids are keyed by it (quarantine.manual_run): random, made once per store,
+    the same for every reader of the journal."""
+    first = journal.run_secret()
+    assert len(first) == 32 and journal.run_secret() == first
+    other = (
+        SqliteJournal.at(tmp_path / "journal.db")
+        if isinstance(journal, SqliteJournal)
+        else DynamoJournal(journal.state)
+    )
+    assert other.run_secret() == first
+
+
 def test_plan_inserts_and_keeps_existing_state(journal) -> None:
     a, b = op("m-1"), op("m-2")
     got = journal.plan([a, b])

@@ -488,3 +488,36 @@ def test_a_pinned_request_is_deferred_once_not_again_on_every_pending_pass(home:
     assert receipts() == first and len(first) == 2
     assert store.get("R").status is Status.active and store.get("T") is None
     store.close()
+
+
+def test_the_evidence_cannot_confirm_the_subject_an_erasure_was_asked_by(home: Path) -> None:
+    """`erase --subject diet` keeps the subject out of every file, but the run key was a
+    plain sha256 of the request, whose other parts the receipts hold: a dictionary of
+    subjects recovered it (session 24 review). The key is keyed by the store's secret now;
+    the same request at the same time is still the same run."""
+    import hashlib
+
+    from memlife.audit import open_sink
+
+    store = SqliteStore(home / "memlife.db")
+    store.put_many([rec("m-1", "Follows a vegan meal plan.", subject="diet"),
+                    rec("m-2", "Has a dog named Rex.", subject="pet")])  # fmt: skip
+    out = erase(store, "u-1", subject="diet", now=NOW, receipts=f"file://{home / 'receipts'}")
+    sink = open_sink(f"file://{home / 'receipts'}")
+    manifest = next(
+        json.loads(sink.get(k) or b"{}") for k in sink.list("runs/")
+        if out["run_id"] in k and k.endswith("manifest.json")
+    )  # fmt: skip
+    evidence = b"".join(sink.get(k) or b"" for k in sink.list("runs/") if out["run_id"] in k)
+    assert b"diet" not in evidence
+    for guess in ("allergy", "diet", "pet"):
+        for pending in (True, False):
+            raw = json.dumps({"action": "erase", "request": {"actor": "u-1", "subject": guess,
+                              "ids": [], "pending": pending}, "at": NOW.isoformat()},
+                             sort_keys=True, default=str)  # fmt: skip
+            digest = hashlib.sha256(raw.encode()).hexdigest()
+            assert digest != manifest["run_key"] and digest[:10] not in out["run_id"]
+    # a rerun of the same request at the same time is the same run (the key is the store's)
+    again = erase(store, "u-1", subject="diet", now=NOW, receipts=f"file://{home / 'receipts'}")
+    assert again["run_id"] == out["run_id"]
+    store.close()
