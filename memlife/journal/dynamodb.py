@@ -166,7 +166,8 @@ class DynamoJournal:
             if not is_conditional_failure(exc):
                 raise
         item = self.state.get(k)
-        assert item is not None  # written above or by another writer
+        if item is None:  # written above or by another writer: a consistent read sees it
+            raise RuntimeError(f"state table {self.state.table}: the run secret did not persist")
         return bytes(item["key"]["B"])
 
     def for_record(self, record_id: str) -> list[Operation]:

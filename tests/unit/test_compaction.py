@@ -164,59 +164,57 @@ def test_compaction_yields_valid_history_and_keeps_last_turns(
     starts = conv.starts()
     before = counter.count(original)
     task = starts[-1] if starts else 0
-    rounds = [  # where a cut inside the current turn may fall (after a round's results)
-        i for i in range(task + 2, len(original))
-        if original[task]["role"] == "user" and original[i]["role"] == "assistant"
-        and "tool_result" in _dump(original[i - 1])
-    ]  # fmt: skip
+    ends = [*starts[1:], len(original)]
+    any_rounds = any(  # a turn with more tool rounds than kept
+        sum(
+            1 for i in range(s + 2, e)
+            if original[s]["role"] == "user" and original[i]["role"] == "assistant"
+            and "tool_result" in _dump(original[i - 1])
+        ) >= keep
+        for s, e in zip(starts, ends, strict=True)
+    )  # fmt: skip
     if before <= budget:
         assert result.reason == "under_budget" and summarizer.calls == []
-    elif len(starts) <= keep and len(rounds) < keep:
+    elif len(starts) <= keep and not any_rounds:
         assert result.reason == "too_few_turns" and summarizer.calls == []
-    elif len(starts) <= keep:  # one long turn (an agent loop): its older rounds summarised
-        cut = rounds[-keep]
-        assert len(summarizer.calls) == 1
-        assert _dump(summarizer.calls[0]) == _dump(original[task:cut])
-        assert result.reason in ("compacted", "no_gain")
-        if result.compacted:
-            request = result.messages[task]
-            assert _dump(result.messages[:task]) == _dump(original[:task])
-            assert _dump(request["content"][:-1]) == _dump(_as_blocks(original[task]["content"]))
-            assert request["content"][-1]["text"].startswith(SUMMARY_HEADER + "\n")
-            assert _dump(result.messages[task + 1 :]) == _dump(original[cut:])
-            assert result.summarized_rounds == sum(
-                1 for m in original[task + 1 : cut] if m["role"] == "assistant"
-            )
-            assert result.tokens_after is not None and result.tokens_after < before
-        return
     else:
-        cut = starts[-keep]
-        # whole older turns, and only those, went to the summariser
-        assert len(summarizer.calls) == 1
-        assert _dump(summarizer.calls[0]) == _dump(original[:cut])
-        assert result.reason in ("compacted", "no_gain")
-
+        assert result.reason in ("compacted", "over_budget", "no_gain")
+        assert 1 <= len(summarizer.calls) <= 3
     if not result.compacted:
         assert _dump(result.messages) == _dump(original)
         return
-    cut = starts[-keep]
-    first = result.messages[0]
-    assert first["role"] == "user"
-    if original[cut]["role"] == "user":  # summary merged in front of the first kept message
-        assert first["content"][0]["text"].startswith(SUMMARY_HEADER + "\n")
-        assert _dump(first["content"][1:]) == _dump(_as_blocks(original[cut]["content"]))
-        assert _dump(result.messages[1:]) == _dump(original[cut + 1 :])
-    else:  # an explicit turn starting at an assistant message: summary is its own message
-        assert first["content"].startswith(SUMMARY_HEADER + "\n")
-        assert _dump(result.messages[1:]) == _dump(original[cut:])
-    assert result.summary == "Earlier: the user asked about tea."
-    assert result.summarized_messages == cut
-    assert result.tokens_after is not None and result.tokens_after < before
-    # the kept turns are still the last turns of the new conversation
-    new_turns = result.conversation.turns()
-    assert _dump(new_turns[-(keep - 1) :] if keep > 1 else []) == _dump(
-        conv.turns()[-(keep - 1) :] if keep > 1 else []
-    )
+    after = result.tokens_after
+    assert after is not None and after < before
+    if result.reason == "compacted":
+        assert after <= budget
+    else:  # still over budget: kept only for a real gain (a quarter of the excess)
+        assert (before - after) * 4 >= before - budget
+    turns = result.summarized_turns
+    assert turns <= max(len(starts) - keep, 0)
+    allowance = min(1024, budget // 8)
+    if turns and result.summarized_rounds == 0:
+        cut = starts[turns]
+        assert result.summarized_messages == cut
+        assert _dump(summarizer.calls[0]) == _dump(original[:cut])
+        if len(summarizer.calls) == 1 and turns > 1:  # nothing the budget allows is lost
+            assert counter.count(original[starts[turns - 1] :]) + allowance > budget
+        first = result.messages[0]
+        assert first["role"] == "user"
+        if original[cut]["role"] == "user":  # summary merged in front of the first kept message
+            assert first["content"][0]["text"].startswith(SUMMARY_HEADER + "\n")
+            assert _dump(first["content"][1:]) == _dump(_as_blocks(original[cut]["content"]))
+            assert _dump(result.messages[1:]) == _dump(original[cut + 1 :])
+        else:  # an explicit turn starting at an assistant message: summary is its own message
+            assert first["content"].startswith(SUMMARY_HEADER + "\n")
+            assert _dump(result.messages[1:]) == _dump(original[cut:])
+        assert result.summary == "Earlier: the user asked about tea."
+        # at least the last keep turns are still the last turns of the new conversation
+        assert len(result.conversation.turns()) >= keep
+        own = 0 if original[cut]["role"] == "user" else 1  # the summary as its own turn
+        assert _dump(result.conversation.turns()[1:]) == _dump(conv.turns()[turns + 1 - own :])
+    if result.summarized_rounds:  # the newest messages are kept byte-equal
+        assert _dump(result.messages[-1]) == _dump(original[-1])
+        assert task >= 0
 
 
 # ---- hand-written cases ----------------------------------------------------------------
@@ -277,9 +275,13 @@ def test_an_agent_loop_of_one_turn_is_compacted_between_rounds() -> None:
     assert validate_history(result.messages, allow_pending_tool_use=True) == []
     assert result.messages[0]["content"][0] == {"type": "text", "text": history[0]["content"]}
     assert result.messages[0]["content"][-1]["text"].startswith(SUMMARY_HEADER)
-    assert _dump(result.messages[1:]) == _dump(history[-3:])  # round 49 and the open call
-    assert result.summarized_rounds == 49 and result.summarized_messages == 98
-    assert _dump(summarizer.calls[0]) == _dump(history[:-3])
+    # the last rounds that fit beside a summary allowance (5000 // 8) are kept, the open
+    # call with them: 4 here (keep_last_turns=2 is the least kept, not the exact number)
+    kept = 2 * 4 + 1
+    assert _dump(result.messages[1:]) == _dump(history[-kept:])
+    assert EstimateTokenCounter().count([history[0], *history[-kept - 2 :]]) + 625 > 5_000
+    assert result.summarized_rounds == 46 and result.summarized_messages == 92
+    assert _dump(summarizer.calls[0]) == _dump(history[:-kept])
     assert not result.over_budget
     again = compact(result.messages, budget_tokens=5_000, keep_last_turns=2, summarizer=summarizer)
     assert again.reason == "under_budget"
