@@ -141,14 +141,15 @@ def completed_receipt(sink: ReceiptSink, prefix: str, ops: Sequence[Operation]) 
     """The key of this run's completed receipt when it already seals every RECEIPTED
     operation in ``ops``: a rerun of a completed run then seals nothing more (no second
     Parquet, no re-read of every operation receipt), and ``put_run_receipt`` would return
-    this key anyway. None otherwise (no receipt, failures only, or operations it lacks)."""
-    receipted = sum(1 for o in ops if o.state.value == "RECEIPTED")
+    this key anyway (even when it lacks operations a retry receipted since: the retry's
+    own receipt accounts for them). None otherwise (no receipt, or failures only)."""
+    del ops  # nothing may follow a completed receipt (``put_run_receipt``): sealing again
+    # would only leave a Parquet that no receipt names (``verify``: PARQUET_NOT_SEALED)
     for key, body in run_receipts(sink, prefix):
         doc = loads(body) or {}
         if doc.get("status") == "failure":
             continue
-        sealed_ops = ((doc.get("evidence") or {}).get("operations") or {}).get("count")
-        return key if sealed_ops == receipted else None
+        return key
     return None
 
 
@@ -190,26 +191,65 @@ def read_rows(sink: ReceiptSink, key: str | None) -> tuple[bytes | None, list[di
     return body, (pq.read_table(io.BytesIO(body)).to_pylist() if body else [])
 
 
+_ROW_COLUMNS = {"operation_id", "record_id", "state", "outcome", "reason_codes"}
+
+
+def _read_rows(
+    sink: ReceiptSink, key: str | None, v: Any
+) -> tuple[bytes | None, list[dict[str, Any]]]:
+    """``read_rows``, but a Parquet that does not read (or lacks the operation columns) is
+    PARQUET_UNREADABLE, with its key, and no rows: the other checks go on."""
+    body = sink.get(key) if key else None
+    if not body:
+        return body, []
+    try:
+        table = pq.read_table(io.BytesIO(body))
+        if not _ROW_COLUMNS <= set(table.column_names):
+            raise ValueError("operation columns missing")
+        return body, table.to_pylist()
+    except Exception as exc:  # noqa: BLE001 - any malformed file is a finding, not a crash
+        v.problem("PARQUET_UNREADABLE", key=key, error=type(exc).__name__)
+        return body, []
+
+
+def _counts(receipt: dict[str, Any], key: str, v: Any) -> dict[str, Any]:
+    counts = receipt.get("counts", {})
+    if isinstance(counts, dict) and all(isinstance(n, int) for n in counts.values()):
+        return counts
+    v.problem("RECEIPT_COUNTS_INVALID", key=key)
+    return {}
+
+
 def verify_evidence(sink: ReceiptSink, run: Any, v: Any) -> list[dict[str, Any]]:
     """The checks the bucket alone allows; problems go to ``v``; returns the Parquet rows of
     the run's result (its completed receipt, else its last sealed one).
 
     Every receipt of the run is checked, in order: only a ``failure`` may be followed by
-    another receipt, each names this run, and a sealed later receipt names the digest of
-    the one before it (``previous_receipt_sha256``; receipts sealed before that field are
-    accepted without it)."""
-    manifest = loads(sink.get(f"{run.prefix}/manifest.json"))
-    if manifest is not None and manifest.get("run_id") != run.run_id:
+    another receipt, each names this run, a sealed later receipt names the digest of the
+    one before it (``previous_receipt_sha256``; receipts sealed before that field are
+    accepted without it) and keeps every operation an earlier one sealed as RECEIPTED, with
+    counts at least theirs (COMPLETION_DROPS_OPERATIONS). Malformed evidence (a receipt,
+    manifest or Parquet that does not parse) is a problem naming its key, never a crash."""
+    manifest_body = sink.get(f"{run.prefix}/manifest.json")
+    manifest = loads(manifest_body)
+    if manifest_body is None:
+        v.problem("MANIFEST_MISSING", key=f"{run.prefix}/manifest.json")
+    elif manifest is None:
+        v.problem("MANIFEST_UNREADABLE", key=f"{run.prefix}/manifest.json")
+    elif manifest.get("run_id") != run.run_id:
         v.problem("MANIFEST_RUN_ID_MISMATCH", run_id=str(manifest.get("run_id")))
     found = run_receipts(sink, run.prefix)
     if not found:
         v.problem("RUN_RECEIPT_MISSING")
+        _unnamed_parquet(sink, run.prefix, set(), v)
         return []
     result: list[dict[str, Any]] = []
     known: set[str] = set()
+    named: set[str] = set()  # the Parquet keys the receipts name
     completed: str | None = None  # the key of the receipt that completed the run
-    sealed_any = False
     previous: bytes | None = None
+    receipted_before: dict[str, str] = {}  # operation id -> the receipt that sealed it so
+    counts_before: dict[str, tuple[int, str]] = {}  # count -> (highest so far, its receipt)
     for key, body in found:
         receipt = loads(body)
         if receipt is None:
@@ -222,6 +262,9 @@ def verify_evidence(sink: ReceiptSink, run: Any, v: Any) -> list[dict[str, Any]]
         if receipt.get("run_id") != run.run_id:
             v.problem("RECEIPT_RUN_ID_MISMATCH", key=key, run_id=str(receipt.get("run_id")))
         ev = receipt.get("evidence")
+        if ev is not None and not isinstance(ev, dict):
+            v.problem("RECEIPT_UNREADABLE", key=key, error="evidence")
+            ev = {}
         if isinstance(ev, dict) and "previous_receipt_sha256" in ev:
             expected = sha256(previous) if previous is not None else None
             if ev["previous_receipt_sha256"] != expected:
@@ -229,51 +272,96 @@ def verify_evidence(sink: ReceiptSink, run: Any, v: Any) -> list[dict[str, Any]]
         previous = body
         if receipt.get("status") == "failure" and ev is None:
             continue  # this attempt could not finish: it sealed nothing
-        sealed_any = sealed_any or ev is not None
-        rows = _verify_receipt(sink, run, receipt, v)
+        if isinstance(ev, dict) and "digest" in receipt:
+            if isinstance(ev.get("parquet_key"), str):
+                named.add(ev["parquet_key"])
+        else:
+            named.add(f"{run.prefix}/operations.parquet")  # sealed before evidence existed
+        counts = _counts(receipt, key, v)
+        try:
+            rows = _verify_receipt(sink, run, receipt, counts, v)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            v.problem("RECEIPT_UNREADABLE", key=key, error=type(exc).__name__)
+            rows = []
+        _keeps_earlier(key, rows, counts, receipted_before, counts_before, v)
         if completed is None:  # what a receipt after the completed one lists proves nothing
             known.update(r["operation_id"] for r in rows)
             result = rows
             if receipt.get("status") != "failure":
                 completed = key
-    if not sealed_any:  # only failures: a Parquet here was never bound to a receipt
-        for key in sink.list(f"{run.prefix}/"):
-            name = key.rsplit("/", 1)[-1]
-            if name.startswith("operations.") and name.endswith(".parquet"):
-                v.problem("PARQUET_NOT_SEALED", key=key)
-    for key in sink.list("operations/"):  # a receipt that claims this run but is not in it
-        oid = key.rsplit("/", 1)[-1].removesuffix(".json")
-        if oid in known:
-            continue
-        doc = loads(sink.get(key)) or {}
+    _unnamed_parquet(sink, run.prefix, named, v)
+    # a receipt that claims this run but is not in it (F4: fetched in parallel)
+    others = [k for k in sink.list("operations/")
+              if k.rsplit("/", 1)[-1].removesuffix(".json") not in known]  # fmt: skip
+    for key, other in zip(others, fetch_all(sink, others), strict=True):
+        doc = loads(other) or {}
         if doc.get("run_id") == run.run_id:
+            oid = key.rsplit("/", 1)[-1].removesuffix(".json")
             v.problem("RECEIPT_NOT_IN_RUN", operation_id=oid, record_id=doc.get("record_id"))
     return result
 
 
+def _keeps_earlier(
+    key: str, rows: Sequence[dict[str, Any]], counts: dict[str, Any],
+    receipted_before: dict[str, str], counts_before: dict[str, tuple[int, str]], v: Any,
+) -> None:  # fmt: skip
+    """A later seal of the run (a rerun's, from the same journal) covers every operation an
+    earlier seal had RECEIPTED (a receipted change is never undone) and counts at least as
+    many changes: a forged completion that drops them is COMPLETION_DROPS_OPERATIONS.
+    ``failed`` may fall (a rerun completes failures), no other count may."""
+    mine = {r["operation_id"] for r in rows if r.get("state") == "RECEIPTED"}
+    for oid, earlier in receipted_before.items():
+        if oid not in mine:
+            v.problem("COMPLETION_DROPS_OPERATIONS", key=key, operation_id=oid, after=earlier)
+    for k in CHANGES:
+        if k == "failed":
+            continue
+        n = counts.get(k, 0)
+        high, earlier = counts_before.get(k, (0, ""))
+        if n < high:
+            v.problem("COMPLETION_DROPS_OPERATIONS", key=key, count=k, receipt=str(n),
+                      after=earlier, earlier=str(high))  # fmt: skip
+        elif n > high:
+            counts_before[k] = (n, key)
+    for oid in mine:
+        receipted_before.setdefault(oid, key)
+
+
+def _unnamed_parquet(sink: ReceiptSink, prefix: str, named: set[str], v: Any) -> None:
+    """Every operations*.parquet of the run folder is named by one of its receipts: one no
+    receipt names was never bound to the run's result (a receipt deleted and the run sealed
+    again, or a Parquet added), PARQUET_NOT_SEALED."""
+    for key in sorted(sink.list(f"{prefix}/")):
+        name = key.rsplit("/", 1)[-1]
+        if name.startswith("operations.") and name.endswith(".parquet") and key not in named:
+            v.problem("PARQUET_NOT_SEALED", key=key)
+
+
 def _verify_receipt(
-    sink: ReceiptSink, run: Any, receipt: dict[str, Any], v: Any
+    sink: ReceiptSink, run: Any, receipt: dict[str, Any], counts: dict[str, Any], v: Any
 ) -> list[dict[str, Any]]:
     """One sealed receipt: digest, manifest, Parquet, operation receipts, counts."""
     ev = receipt.get("evidence")
     if not isinstance(ev, dict) or "digest" not in receipt:
         v.problem("EVIDENCE_UNSEALED")
-        body, rows = read_rows(sink, f"{run.prefix}/operations.parquet")
+        body, rows = _read_rows(sink, f"{run.prefix}/operations.parquet", v)
         return rows
     if receipt_digest(receipt) != receipt["digest"]:
         v.problem("RECEIPT_DIGEST_MISMATCH")
     manifest = sink.get(f"{run.prefix}/manifest.json")
     if manifest is None or sha256(manifest) != ev.get("manifest_sha256"):
         v.problem("MANIFEST_DIGEST_MISMATCH")
-    body, rows = read_rows(sink, ev.get("parquet_key"))
-    if ev.get("parquet_key") and body is None:
-        v.problem("OPERATIONS_PARQUET_MISSING", key=ev["parquet_key"])
+    parquet_key = ev.get("parquet_key") if isinstance(ev.get("parquet_key"), str) else None
+    body, rows = _read_rows(sink, parquet_key, v)
+    if parquet_key and body is None:
+        v.problem("OPERATIONS_PARQUET_MISSING", key=parquet_key)
     elif body is not None and sha256(body) != ev.get("parquet_sha256"):
-        v.problem("PARQUET_DIGEST_MISMATCH", key=ev["parquet_key"])
-    changed = sum(receipt.get("counts", {}).get(k, 0) for k in CHANGES if k != "failed")
-    if not ev.get("parquet_key") and changed:
+        v.problem("PARQUET_DIGEST_MISMATCH", key=parquet_key)
+    changed = sum(counts.get(k, 0) for k in CHANGES if k != "failed")
+    if not parquet_key and changed:
         v.problem("OPERATIONS_PARQUET_MISSING")
-    ops = ev.get("operations") or {}
+    sealed_ops = ev.get("operations")
+    ops: dict[str, Any] = sealed_ops if isinstance(sealed_ops, dict) else {}
     receipted = [r["operation_id"] for r in rows if r["state"] == "RECEIPTED"]
     count, head, bodies = chain(sink, receipted)
     if (count, head) != (ops.get("count"), ops.get("chain_sha256")) and ops.get("over") is None:
@@ -290,20 +378,28 @@ def _verify_receipt(
             v.problem("OPERATION_RECEIPT_MISSING", operation_id=oid, record_id=r["record_id"])
             continue
         if oid in bodies:
-            doc = json.loads(bodies[oid])
+            doc = loads(bodies[oid])
+            if doc is None:
+                v.problem("RECEIPT_UNREADABLE", key=operation_key(oid), operation_id=oid)
+                continue
             # an operation receipted after the seal (a retry) may differ in its outcome only
             skip = () if r["state"] == "RECEIPTED" else ("outcome",)
             for field_name in _mismatched(doc, r, skip):
                 v.problem(
                     "RECEIPT_FIELD_MISMATCH", operation_id=oid, field=field_name, against="parquet"
                 )
-    expected = counts_from_rows(rows) if body is not None or not ev.get("parquet_key") else None
-    if expected is not None:
+    expected = counts_from_rows(rows) if body is not None or not parquet_key else None
+    if expected is not None and not _unreadable(v, parquet_key):
         for k in CHANGES:
-            if receipt.get("counts", {}).get(k, 0) != expected[k]:
-                v.problem("COUNTS_MISMATCH", count=k, receipt=str(receipt.get("counts", {}).get(k)),
+            if counts.get(k, 0) != expected[k]:
+                v.problem("COUNTS_MISMATCH", count=k, receipt=str(counts.get(k)),
                           operations=str(expected[k]))  # fmt: skip
     return rows
+
+
+def _unreadable(v: Any, key: str | None) -> bool:
+    """Whether ``key`` was reported PARQUET_UNREADABLE (its counts cannot be checked)."""
+    return any(p.get("code") == "PARQUET_UNREADABLE" and p.get("key") == key for p in v.problems)
 
 
 def _mismatched(doc: dict[str, Any], row: dict[str, Any], skip: Sequence[str] = ()) -> list[str]:
@@ -365,7 +461,10 @@ def verify_journal(
             if seen.get(oid) != "RECEIPTED":  # else reported with the Parquet row
                 v.problem("OPERATION_RECEIPT_MISSING", operation_id=oid, record_id=o.record_id)
             continue
-        doc = json.loads(body)
+        doc = loads(body)
+        if doc is None:
+            v.problem("RECEIPT_UNREADABLE", key=operation_key(oid), operation_id=oid)
+            continue
         row = {"record_id": o.record_id, "action": o.kind.value,
                "outcome": o.outcome.value if o.outcome else None, "replacement_id": o.replacement_id,
                "content_sha256": o.content_sha256, "reason_codes": list(o.reasons), "run_id": o.run_id,

@@ -3,13 +3,18 @@
 Layout (under the receipts root, ``file://`` or ``s3://``; docs/receipts.md)::
 
     dataset/operations/date=YYYY-MM-DD/run_id=<run_id>/part-0.parquet
+    dataset/operations/date=YYYY-MM-DD/run_id=<run_id>/part-NNN.parquet   (a later seal's)
 
 ``date`` is the run's processing cutoff (UTC), the same day as its ``runs/yyyy/mm/dd/``
 folder. The prefix holds Parquet only, so ``pyarrow.dataset``, DuckDB
 (``read_parquet(..., hive_partitioning = true)``) and Athena (partition projection) read
 it as one table. Columns are typed (timestamps are timestamps) and carry the run's mode,
 cutoff, policy version and service identity beside each operation. Content-free: ids,
-codes, hashes, counts and times, as every receipt. Files are create-only like receipts.
+codes, hashes, counts and times, as every receipt. Files are create-only like receipts:
+each seal of a run (a crashed attempt's failure receipt, then the rerun's completion) writes
+its own file, ``part-0``, then ``part-001``, ``part-002``, ...; each holds all of the run's
+operations as they stood at that seal, so a reader takes the run's latest file only (the
+greatest name: ``latest_parts``; docs/receipts.md shows the DuckDB view that does so).
 """
 
 from __future__ import annotations
@@ -50,12 +55,17 @@ SCHEMA = pa.schema(
     ]
 )
 
-_KEY = re.compile(rf"^{PREFIX}/date=(\d{{4}}-\d{{2}}-\d{{2}})/run_id=([^/]+)/part-0\.parquet$")
+_KEY = re.compile(
+    rf"^{PREFIX}/date=(\d{{4}}-\d{{2}}-\d{{2}})/run_id=([^/]+)/part-(0|\d{{3}})\.parquet$"
+)
 
 
-def dataset_key(run_id: str, cutoff: datetime) -> str:
+def dataset_key(run_id: str, cutoff: datetime, n: int = 0) -> str:
+    """The run's ``n``th partition file: part-0.parquet, then part-001.parquet, ... (names
+    that sort in the order they were written)."""
     day = cutoff.astimezone(UTC).date().isoformat()
-    return f"{PREFIX}/date={day}/run_id={run_id}/part-0.parquet"
+    part = "0" if n == 0 else f"{n:03d}"
+    return f"{PREFIX}/date={day}/run_id={run_id}/part-{part}.parquet"
 
 
 def operations_table(
@@ -89,9 +99,11 @@ def operations_table(
 def write_operations(
     sink: ReceiptSink, ops: Sequence[Operation], *, run_id: str, cutoff: datetime, mode: str
 ) -> str | None:
-    """Create the run's partition file; its key, or None when there is nothing to write.
+    """Create this seal's partition file of the run; its key, or None when there is
+    nothing to write (or no free name).
 
-    Create-only: a rerun finds the file there and leaves it (as it leaves receipts).
+    Create-only: an earlier seal's file stays as written (as receipts do); this one takes
+    the next name, so the run's latest file is its latest seal's operations.
     """
     if not ops:
         return None
@@ -100,9 +112,11 @@ def write_operations(
     table = operations_table(ops, mode=mode, cutoff=cutoff, service_identity=service_identity())
     buf = io.BytesIO()
     pq.write_table(table, buf, compression="zstd")
-    key = dataset_key(run_id, cutoff)
-    sink.put_new(key, buf.getvalue(), "application/vnd.apache.parquet")
-    return key
+    for n in range(1000):
+        key = dataset_key(run_id, cutoff, n)
+        if sink.put_new(key, buf.getvalue(), "application/vnd.apache.parquet"):
+            return key
+    return None
 
 
 # -- reading ---------------------------------------------------------------------------------
@@ -111,18 +125,24 @@ def write_operations(
 def partition_keys(
     sink: ReceiptSink, since: date | None = None, until: date | None = None
 ) -> Iterator[tuple[date, str, str]]:
-    """(cutoff date, run id, key) of every partition file, oldest first, by date folder."""
+    """(cutoff date, run id, key) of each run's latest partition file (its latest seal's:
+    an earlier attempt's file holds the run's operations as they stood then), by date
+    folder, oldest first."""
     days = _day_prefixes(since, until)
     prefixes = [f"{PREFIX}/date={d.isoformat()}/" for d in days] if days else [f"{PREFIX}/"]
     for prefix in prefixes:
-        for key in sorted(sink.list(prefix)):
+        latest: dict[tuple[str, str], str] = {}
+        for key in sink.list(prefix):
             m = _KEY.match(key)
             if m is None:
                 continue
             day = date.fromisoformat(m.group(1))
             if (since and day < since) or (until and day > until):
                 continue
-            yield day, m.group(2), key
+            run = (m.group(1), m.group(2))
+            latest[run] = max(latest.get(run, key), key)
+        for (day_s, run_id), key in sorted(latest.items()):
+            yield date.fromisoformat(day_s), run_id, key
 
 
 def _day_prefixes(since: date | None, until: date | None) -> list[date] | None:
@@ -156,18 +176,15 @@ def record_history(
 def runs_between(sink: ReceiptSink, since: date | None, until: date | None) -> list[Any]:
     """Runs whose cutoff day is within [since, until], read from the ``runs/yyyy/mm/dd/``
     folders (one listing per day for a bounded range), oldest first."""
-    import json
-
-    from memlife.review import RunInfo, latest_receipt
+    from memlife.review import run_info, run_prefixes
 
     days = _day_prefixes(since, until)
     prefixes = [f"runs/{d:%Y/%m/%d}/" for d in days] if days else ["runs/"]
     runs = []
     for prefix in prefixes:
-        for key in sink.list(prefix):
-            if not key.endswith("/manifest.json"):
-                continue
-            run_prefix = key.rsplit("/", 1)[0]
+        # a run folder by its manifest or by a receipt (a run whose manifest is gone is
+        # still listed; a manifest that does not parse reads as {}: ``verify`` names both)
+        for run_prefix in run_prefixes(sink.list(prefix)):
             parts = run_prefix.split("/")  # runs/yyyy/mm/dd/run_id
             try:
                 day = date(int(parts[1]), int(parts[2]), int(parts[3]))
@@ -175,7 +192,7 @@ def runs_between(sink: ReceiptSink, since: date | None, until: date | None) -> l
                 continue
             if (since and day < since) or (until and day > until):
                 continue
-            manifest = json.loads(sink.get(key) or b"{}")
-            runs.append(RunInfo(parts[-1], run_prefix, manifest, latest_receipt(sink, run_prefix)))
-    runs.sort(key=lambda r: (r.manifest.get("cutoff", ""), r.started_at))
+            runs.append(run_info(sink, run_prefix))
+    runs.sort(key=lambda r: (str(r.manifest.get("cutoff") or (r.receipt or {}).get("cutoff") or ""),
+                             r.started_at))  # fmt: skip
     return runs

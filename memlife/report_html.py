@@ -7,7 +7,7 @@ No script, no stylesheet or font from anywhere else: it opens from S3, a laptop 
 ticket attachment alike.
 
 It holds no memory content: ids never appear either, only counts, codes and namespace
-patterns (the actor's own segment of a namespace becomes ``*``). Every string that does
+patterns (the actor id and session ids of a namespace become ``*``). Every string that does
 appear (codes, patterns, run ids) is HTML-escaped.
 """
 
@@ -65,10 +65,31 @@ class Breakdown:
     reasons: Counter[str] = field(default_factory=Counter)
 
 
+# a namespace segment after one of these names an actor or a session (AgentCore's
+# ``/strategies/{strategyId}/actors/{actorId}/sessions/{sessionId}``): never shown
+_ID_KEYS = frozenset({"actor", "actors", "actorid", "user", "users", "userid",
+                      "session", "sessions", "sessionid"})  # fmt: skip
+
+
 def namespace_pattern(actor_id: str, namespace: str) -> str:
-    """``/users/u-1/prefs`` of actor ``u-1`` -> ``/users/*/prefs``: a pattern, not a person."""
+    """``/users/u-1/prefs`` of actor ``u-1`` -> ``/users/*/prefs``: a pattern, not a person.
+
+    The actor id is masked wherever it stands as whole segments, one or several (an
+    AgentCore actor id may hold ``/``: ``acme/alice@example.com``), and so is the segment
+    after an ``actors`` / ``users`` / ``sessions`` segment (a session id)."""
     parts = namespace.split("/")
-    return "/".join("*" if p == actor_id else p for p in parts)
+    actor = actor_id.split("/") if actor_id else []
+    out: list[str] = []
+    i = 0
+    while i < len(parts):
+        if actor and any(actor) and parts[i : i + len(actor)] == actor:
+            out.append("*")
+            i += len(actor)
+            continue
+        masked = bool(out) and out[-1].lower().replace("_", "").replace("-", "") in _ID_KEYS
+        out.append("*" if masked and parts[i] else parts[i])
+        i += 1
+    return "/".join(out)
 
 
 def breakdown(report_parquet: str | Path | None, batch_rows: int = 65_536) -> Breakdown:

@@ -6,7 +6,8 @@ operation journal and the store itself, and reports every mismatch by id and cod
 
 from __future__ import annotations
 
-import json
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -26,7 +27,8 @@ class RunInfo:
 
     @property
     def started_at(self) -> str:
-        return str(self.manifest.get("started_at", ""))
+        """From the manifest; from the receipt when the manifest is missing or unreadable."""
+        return str(self.manifest.get("started_at") or (self.receipt or {}).get("started_at") or "")
 
     def as_json(self) -> dict[str, Any]:
         r = self.receipt or {}
@@ -48,18 +50,32 @@ def latest_receipt(sink: ReceiptSink, prefix: str) -> dict[str, Any] | None:
     return effective_receipt(docs)
 
 
+# a run folder's own keys: the manifest, or a receipt (listed even when its manifest is gone:
+# ``verify`` then reports MANIFEST_MISSING)
+_RUN_KEY = re.compile(r"^(runs/\d{4}/\d{2}/\d{2}/[^/]+)/(?:manifest|receipt(?:\.\d+)?)\.json$")
+
+
+def run_prefixes(keys: Iterable[str]) -> list[str]:
+    """The run folders (``runs/yyyy/mm/dd/run_id``) that ``keys`` show, each once, sorted."""
+    return sorted({m.group(1) for k in keys if (m := _RUN_KEY.match(k))})
+
+
+def run_info(sink: ReceiptSink, prefix: str) -> RunInfo:
+    """The run in ``prefix``; a manifest that is missing or not a JSON object reads as {}
+    (``verify``: MANIFEST_MISSING / MANIFEST_UNREADABLE), never an exception."""
+    from memlife.evidence import loads
+
+    manifest = loads(sink.get(f"{prefix}/manifest.json")) or {}
+    return RunInfo(prefix.rsplit("/", 1)[1], prefix, manifest, latest_receipt(sink, prefix))
+
+
 def list_runs(sink: ReceiptSink, since: datetime | None = None) -> list[RunInfo]:
     runs = []
-    for key in sink.list("runs/"):
-        if not key.endswith("/manifest.json"):
+    for prefix in run_prefixes(sink.list("runs/")):
+        run = run_info(sink, prefix)
+        if since and run.started_at < since.isoformat():
             continue
-        prefix = key.rsplit("/", 1)[0]
-        manifest = json.loads(sink.get(key) or b"{}")
-        if since and manifest.get("started_at", "") < since.isoformat():
-            continue
-        runs.append(
-            RunInfo(prefix.rsplit("/", 1)[1], prefix, manifest, latest_receipt(sink, prefix))
-        )
+        runs.append(run)
     runs.sort(key=lambda r: r.started_at)
     return runs
 
@@ -68,9 +84,8 @@ def find_run(sink: ReceiptSink, run_id: str) -> RunInfo | None:
     # run ids start with the cutoff (YYYYmmddTHHMMSSZ): look in that day's folder first
     if len(run_id) >= 8 and run_id[:8].isdigit():
         prefix = f"runs/{run_id[:4]}/{run_id[4:6]}/{run_id[6:8]}/{run_id}"
-        body = sink.get(f"{prefix}/manifest.json")
-        if body is not None:
-            return RunInfo(run_id, prefix, json.loads(body), latest_receipt(sink, prefix))
+        if run_prefixes(sink.list(f"{prefix}/")):
+            return run_info(sink, prefix)
     return next((r for r in list_runs(sink) if r.run_id == run_id), None)
 
 
@@ -80,6 +95,7 @@ class Verification:
     operations: int = 0
     checked_records: int = 0
     problems: list[dict[str, str | None]] = field(default_factory=list)
+    notes: list[dict[str, str | None]] = field(default_factory=list)  # informational only
 
     @property
     def ok(self) -> bool:
@@ -88,9 +104,14 @@ class Verification:
     def problem(self, code: str, **ids: str | None) -> None:
         self.problems.append({"code": code, **ids})
 
+    def note(self, code: str, **ids: str | None) -> None:
+        """A finding that is not a failure (e.g. RECORD_ID_REUSED): reported, ``ok`` kept."""
+        self.notes.append({"code": code, **ids})
+
     def as_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "ok": self.ok, "operations": self.operations,
-                "checked_records": self.checked_records, "problems": self.problems}  # fmt: skip
+                "checked_records": self.checked_records, "problems": self.problems,
+                "notes": self.notes}  # fmt: skip
 
 
 _REMOVING = {OpKind.delete.value, OpKind.purge.value, OpKind.erase.value}
@@ -127,7 +148,9 @@ def verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal | 
         current = store.get(rid)
         later_removal = _removed_later(journal, rid, oid)
         if op["action"] in _REMOVING:
-            if current is not None:
+            if current is not None and _reused(current, op):
+                v.note("RECORD_ID_REUSED", operation_id=oid, record_id=rid)
+            elif current is not None:
                 v.problem("DELETED_RECORD_PRESENT", operation_id=oid, record_id=rid)
         elif current is None and not later_removal:
             # a superseded original, a replacement or a quarantined record vanished unreceipted
@@ -139,6 +162,21 @@ def verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal | 
             ):
                 v.problem("SUPERSEDE_MISMATCH", operation_id=oid, record_id=rid)
     return v
+
+
+def _reused(current: Any, op: dict[str, Any]) -> bool:
+    """The id was written again after the removal (deterministic ids: LangGraph's are
+    sha256(actor, namespace, key)): the record now there was created after the operation
+    was sealed AND holds other content than the one removed. The same content back under
+    the id, whatever its created_at, is still DELETED_RECORD_PRESENT."""
+    from memlife.evidence import _when
+    from memlife.model import content_sha256
+
+    removed_at, created = _when(op.get("updated_at")), _when(current.created_at)
+    if removed_at is None or created is None or created <= removed_at:
+        return False
+    removed_sha = op.get("content_sha256")
+    return removed_sha is not None and content_sha256(current.content) != removed_sha
 
 
 def _removed_later(journal: Journal | None, record_id: str, operation_id: str) -> bool:

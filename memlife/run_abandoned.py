@@ -12,6 +12,16 @@ receipt (error ``ABANDONED``, ``sealed_by`` this run) with its operations Parque
 counts from the journal, exactly as ``verify`` checks a receipt. Should the same run be
 rerun later, its receipt follows this failure (``receipt.2.json``), as any rerun's does.
 
+A folder that shows the run was sealed before is never sealed again: a run report page
+(written after the run's receipt) or any receipt*.json there, with no ``receipt.json``,
+means a receipt was removed (a delete marker on a locked bucket), not that the run died
+unsealed. Sealing it again would write a fresh ``failure``/ABANDONED result over the
+evidence's gap. Such a run is left as it is and reported (the log:
+ABANDONED_RUN_SEALED_BEFORE; ``receipts verify``: RUN_RECEIPT_MISSING). An operations
+Parquet alone is what a run killed between its Parquet and its receipt leaves: it is
+sealed, and should the report page have been removed with the receipt, ``receipts
+verify`` still names the first Parquet, which no receipt names (PARQUET_NOT_SEALED).
+
 A run is this store's when its manifest names the store's identity (``store_identity``:
 one however its URL is spelled), or, for a manifest that names none (a manual run's, or one
 written before the identity was), when the store's journal holds operations of it.
@@ -56,11 +66,27 @@ def seal_abandoned(
             other = prefix.rsplit("/", 1)[1]
             if other == run_id or run_receipts(sink, prefix):
                 continue
+            if before := sealed_before(sink, prefix):
+                log.warning("ABANDONED_RUN_SEALED_BEFORE run %s not sealed again: %s is there "
+                            "but no receipt.json (receipts verify names the gap)", other, before)  # fmt: skip
+                continue
             manifest = loads(sink.get(key)) or {}
             if _seal_one(sink, journal, prefix, other, manifest, store, run_id):
                 out.append(other)
         day += timedelta(days=1)
     return out
+
+
+def sealed_before(sink: ReceiptSink, prefix: str) -> str | None:
+    """The key in the run folder that shows a seal happened (a report page, a receipt.N.json),
+    or None: a run that died unsealed (perhaps between its Parquet and its receipt)."""
+    for key in sorted(sink.list(f"{prefix}/")):
+        name = key.rsplit("/", 1)[-1]
+        if name == "report.html":
+            return key
+        if name.startswith("receipt") and name.endswith(".json"):
+            return key
+    return None
 
 
 def _seal_one(

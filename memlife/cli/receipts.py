@@ -115,8 +115,9 @@ def register(app: typer.Typer) -> None:
         )
         table.add_column("count")
         table.add_column("records", justify="right")
-        for k, v in r.get("counts", {}).items():
-            table.add_row(k, f"{v:,}")
+        counts = r.get("counts")
+        for k, v in (counts if isinstance(counts, dict) else {}).items():
+            table.add_row(str(k), f"{v:,}" if isinstance(v, int) else str(v))
         console.print(table)
         console.print(f"policy {run.manifest.get('policy_version')}  cutoff {run.manifest.get('cutoff')}  "
                       f"pagination complete: {r.get('pagination_complete')}  "
@@ -144,6 +145,11 @@ def register(app: typer.Typer) -> None:
             for p in result.problems:
                 console.print(
                     f"[red]{p['code']}[/red] "
+                    + " ".join(f"{k}={v}" for k, v in p.items() if k != "code")
+                )
+            for p in result.notes:  # informational (e.g. RECORD_ID_REUSED): not a failure
+                console.print(
+                    f"[yellow]{p['code']}[/yellow] "
                     + " ".join(f"{k}={v}" for k, v in p.items() if k != "code")
                 )
             console.print(f"{run_id}: {result.operations} operations, {result.checked_records} records checked, "
