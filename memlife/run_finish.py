@@ -297,7 +297,7 @@ def gate_line(result: dict[str, Any]) -> str | None:
         # what went ahead unevaluated, counted: obligations, consolidations elsewhere
         dels, groups = g.get("ungated_deletions", 0), g.get("ungated_groups", 0)
         dry = result.get("mode") == "dry_run"
-        went = "an apply run would let ungated: " if dry else "went ahead ungated: "
+        went = "an apply run would let go ahead ungated: " if dry else "went ahead ungated: "
         if not g.get("required"):
             return (f"gate: not configured (not required by the policy); {went}{dels} deletions "
                     f"and {groups} consolidations")  # fmt: skip
