@@ -390,9 +390,9 @@ def rank_sets(
     (a neighbour in another namespace counts). Each set scores its own rows; the best
     pool of every set holds the union's best pool. Returns the best ``k`` (ties by id);
     the caller cuts after its own checks (online recall drops hits no longer active)."""
-    live = [(which, s) for which, s in enumerate(sets) if len(s.ids)]
     if k <= 0:
         raise ValueError("k must be positive")
+    live = [(which, s) for which, s in enumerate(sets) if len(s.ids)]
     if not live:
         return []
     q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
@@ -416,13 +416,13 @@ def rank_sets(
     context = sum(len(m) for m in mats) > 1
     tokens = query_tokens is not None and any(_codes_of(s) is not None for _, s in live)
     m = max(CONTEXT_POOL, k)
+    created = [np.asarray(s.created, dtype=np.float64).reshape(-1) for _, s in live]
     found: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []  # (set, rows, cos, fused)
     for i, ((_, s), mat, bm) in enumerate(zip(live, mats, bms, strict=True)):
-        created = np.asarray(s.created, dtype=np.float64).reshape(-1)
         terms: list[np.ndarray] = []
         if top_bm > 0:
             terms.append(np.float32(LEXICAL_WEIGHT / top_bm) * bm)
-        bonus = _date_bonus(query_text, created) if len(created) else None
+        bonus = _date_bonus(query_text, created[i]) if len(created[i]) else None
         if bonus is not None:
             terms.append(np.float32(DATE_WEIGHT) * bonus)
         if speaking:
@@ -444,9 +444,8 @@ def rank_sets(
                     codes[int(j)] = c
         fused = fused + np.float32(TOKEN_WEIGHT) * alignment(query_tokens, codes)
     if context and len(rows):
-        created = np.array([np.asarray(live[int(i)][1].created, np.float64)[r]
-                            for i, r in zip(which, rows, strict=True)])  # fmt: skip
-        fused = _context_scores(fused, created, CONTEXT_WEIGHT)
+        when = np.array([created[int(i)][r] for i, r in zip(which, rows, strict=True)])
+        fused = _context_scores(fused, when, CONTEXT_WEIGHT)
     out = [
         Ranked(float(sc), float(sim), live[int(i)][1].ids[int(r)], live[int(i)][0], int(r))
         for i, r, sc, sim in zip(which, rows, fused, sims, strict=True)

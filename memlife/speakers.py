@@ -21,17 +21,13 @@ import re
 from typing import NamedTuple
 
 from memlife.text import STOPWORDS, fold_accents
-from memlife.timeref import MONTHS
+from memlife.timeref import MONTHS, WEEKDAYS
 
 # How far into a memory speaker lines are looked for (bounded work for a pasted page).
 SPEAKER_WINDOW = 64 * 1024
 # A capitalised word that is also a common word or a date ("Will", "May", "June") is a
 # name only where some memory has it as a speaker (LexicalIndex.speaker_share).
-_COMMON = (
-    STOPWORDS
-    | set(MONTHS)
-    | set("monday tuesday wednesday thursday friday saturday sunday".split())
-)
+_COMMON = STOPWORDS | set(MONTHS) | WEEKDAYS
 # Honorifics: not names themselves, and their dot ends no sentence ("Mr. Smith").
 _TITLES = frozenset("mr mrs ms mx dr prof sir madam st jr sr".split())
 _TITLE_DOT = re.compile(r"\b(Mr|Mrs|Ms|Mx|Dr|Prof|St|Jr|Sr)\.", re.I)

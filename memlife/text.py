@@ -6,6 +6,8 @@ import hashlib
 import re
 import unicodedata
 
+from memlife.timeref import MONTHS, WEEKDAYS
+
 # Function words and question words: they carry no topic, and in questions ("what did
 # ... do") they would otherwise match every record that happens to contain them.
 STOPWORDS = frozenset(
@@ -32,23 +34,23 @@ _NEGATION = re.compile(
 # or between numbers ("well-known", "2023-05-01", "5-10") is punctuation still.
 _SIGNED = re.compile(r"(?<![\w.])([-+\u2212\u2013])(?=\.?\d)")
 _SYMBOL_WORDS = {"-": " minus ", "\u2212": " minus ", "\u2013": " minus ", "+": " plus ",
-                 "%": " percent ",
-                 "$": " dollar ", "\u20ac": " euro ", "\u00a3": " pound ", "\u00a5": " yen "}  # fmt: skip
+                 "%": " percent ", "$": " dollar "}  # fmt: skip
 _SIGNS = ("-", "+", "\u2212", "\u2013")
-_UNITS = ("%", "$", "\u20ac", "\u00a3", "\u00a5")
+_UNITS = ("%", "$")  # outside ASCII a currency sign is its Unicode name (_CURRENCY)
 
 
-# numbers written as words: each is a specific, as a digit is
-NUMBER_WORDS = frozenset(
-    """zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen
-    fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy
-    eighty ninety hundred thousand million billion dozen half couple""".split()
-)
+# numbers written as words, by value ("one", "half", "couple" are words too often to have
+# one alone: they are NUMBER_WORDS without a value)
+NUMBER_VALUES = {w: str(v) for v, w in enumerate(
+    "zero _ two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen twenty".split()) if w != "_"} | {
+    "thirty": "30", "forty": "40", "fifty": "50", "sixty": "60", "seventy": "70",
+    "eighty": "80", "ninety": "90", "hundred": "100", "thousand": "1000",
+    "million": "1000000", "billion": "1000000000", "dozen": "12",
+}  # fmt: skip
+NUMBER_WORDS = frozenset(NUMBER_VALUES) | {"one", "half", "couple"}
 # months and weekdays: a date whatever its case ("march 3", "every monday")
-CALENDAR_WORDS = frozenset(
-    """january february march april may june july august september october november december
-    monday tuesday wednesday thursday friday saturday sunday""".split()
-)
+CALENDAR_WORDS = frozenset(MONTHS) | WEEKDAYS
 
 
 def symbols_as_words(text: str) -> str:

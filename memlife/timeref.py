@@ -18,6 +18,7 @@ MONTHS = {
         "january february march april may june july august september october november december".split()
     )
 }
+WEEKDAYS = frozenset("monday tuesday wednesday thursday friday saturday sunday".split())
 _ABBR = {name[:3]: n for name, n in MONTHS.items()} | {"sept": 9}
 _MON = r"(january|february|march|april|may|june|july|august|september|october|november|december|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?"
 _DAY = r"(\d{1,2})(?:st|nd|rd|th)?"

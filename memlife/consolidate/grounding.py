@@ -45,7 +45,14 @@ from memlife.consolidate.base import ConsolidationError, ConsolidationResult, Gr
 from memlife.embed import Embedder
 from memlife.lexical import tokenize
 from memlife.policy import Limits
-from memlife.text import CALENDAR_WORDS, NUMBER_WORDS, STOPWORDS, negates, reads_additive
+from memlife.text import (
+    CALENDAR_WORDS,
+    NUMBER_VALUES,
+    NUMBER_WORDS,
+    STOPWORDS,
+    negates,
+    reads_additive,
+)
 
 UNKNOWN_SOURCE = "UNKNOWN_SOURCE"
 UNGROUNDED_CLAIM = "UNGROUNDED_CLAIM"
@@ -208,8 +215,8 @@ def specifics(text: str) -> set[str]:
     for m in _WORD.finditer(text):
         w = m.group()
         low = w.lower()
-        if low in _VALUES:  # a number in words is its value: "three kids" is "3 kids"
-            found.add(_VALUES[low])
+        if low in NUMBER_VALUES:  # a number in words is its value: "three kids" is "3 kids"
+            found.add(NUMBER_VALUES[low])
         elif low in CALENDAR_WORDS and (low not in _ALSO_WORDS or _by_number(text, m)):
             found.add(low)
         elif low in NUMBER_WORDS or low in CALENDAR_WORDS:
@@ -243,14 +250,6 @@ def _reads_as_name(text: str, m: re.Match[str]) -> bool:
     return after is not None and after.group().lower() in _NAME_FOLLOWERS
 
 
-# numbers in words by value ("one", "half", "couple" are words too often: only with a unit)
-_VALUES = {w: str(v) for v, w in enumerate(
-    "zero _ two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-    "fifteen sixteen seventeen eighteen nineteen twenty".split()) if w != "_"} | {
-    "thirty": "30", "forty": "40", "fifty": "50", "sixty": "60", "seventy": "70",
-    "eighty": "80", "ninety": "90", "hundred": "100", "thousand": "1000",
-    "million": "1000000", "billion": "1000000000", "dozen": "12",
-}  # fmt: skip
 # months that are also words ("may" can, "march" walks): a date only beside a number
 _ALSO_WORDS = frozenset({"may", "march"})
 
@@ -284,7 +283,7 @@ def _with_units(text: str) -> set[str]:
     for m in _NUMBER_UNIT.finditer(text):
         num, unit = m.group(1).strip(".,;:!?()").lower(), m.group(2).lower()
         if unit in _UNITS and (any(c.isdigit() for c in num) or num in NUMBER_WORDS):
-            out.add(f"{_VALUES.get(num, '1' if num == 'one' else num)} {unit}")
+            out.add(f"{NUMBER_VALUES.get(num, '1' if num == 'one' else num)} {unit}")
     return out
 
 
@@ -304,7 +303,9 @@ def _vocabulary(texts: Sequence[str]) -> set[str]:
     for t in texts:
         vocab.update(m.group() for m in _NUMBER.finditer(t))
         vocab |= _with_units(t)
-        vocab.update(_VALUES[w] for w in map(str.lower, _WORD.findall(t)) if w in _VALUES)
+        vocab.update(
+            NUMBER_VALUES[w] for w in map(str.lower, _WORD.findall(t)) if w in NUMBER_VALUES
+        )
         vocab.update(_STEMMED + s for s in tokenize(t))
         vocab.update(m.group().lower() for m in _WORD.finditer(t))
     return vocab

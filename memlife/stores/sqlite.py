@@ -120,9 +120,9 @@ CREATE INDEX IF NOT EXISTS tombstones_norm ON tombstones (actor_id, norm_sha256)
 #      '5': text.symbols_as_words), and `negated` reads more negations ("cannot",
 #      "neither", "isn’t" with a typographic apostrophe, "dont"). The rows whose content
 #      can fold or negate differently (one of those symbols or words, or non-ASCII) get
-#      both recomputed. Tombstones keep their keys, as above: an erased '-18' text's old
-#      key now refuses '18' (as it did) and no longer a variant of '-18' (the identical
-#      text still, by its exact hash).
+#      both recomputed. Tombstones keep their keys, as above, and a text is checked under
+#      both its key and its version-2 key (tombstone_norms): an older erasure refuses all
+#      it refused (an erased '-18' text's old key still refuses '18' too).
 STORE_VERSION = 3
 _REFOLD_BATCH = 2000
 _OLD_EMPTY_KEY = content_sha256("")  # before version 1, the key of every empty fold

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 from pathlib import Path
 
 import pyarrow as pa
@@ -19,7 +18,7 @@ from memlife.evidence import chain, counts_from_rows, receipt_digest, sha256
 from memlife.journal import open_journal
 from memlife.review import verify_run
 from memlife.stores.sqlite import SqliteStore
-from tests.support.evidence import sealed_nightly_run
+from tests.support.evidence import copied_run, sealed_nightly_run
 
 
 @pytest.fixture(scope="module")
@@ -29,12 +28,10 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 @pytest.fixture()
 def ev(pristine: dict, tmp_path: Path) -> dict:
-    shutil.copytree(pristine["base"], tmp_path / "c", ignore=shutil.ignore_patterns("reports"))
-    root = tmp_path / "c"
-    rel = pristine["receipt"].relative_to(pristine["base"])
-    return {"root": root, "sink": FileSink(root / "receipts"), "run_id": pristine["run_id"],
-            "receipt": root / rel, "parquet": (root / rel).parent / "operations.parquet",
-            "ops": root / "receipts" / "operations"}  # fmt: skip
+    run = copied_run(pristine, tmp_path / "c")
+    root = run["root"]
+    return run | {"sink": FileSink(root / "receipts"), "parquet": run["folder"] / "operations.parquet",
+                  "ops": root / "receipts" / "operations"}  # fmt: skip
 
 
 def codes(ev: dict, evidence_only: bool) -> set[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 from memlife.pipeline import RunConfig, run_local
@@ -21,3 +22,12 @@ def sealed_nightly_run(base: Path) -> dict:
         del os.environ["MEMLIFE_HOME"]
     assert summary.status == "success" and summary.lifecycle["deleted"] > 0
     return {"base": base, "run_id": summary.run_id, "receipt": Path(summary.receipt or "")}
+
+
+def copied_run(pristine: dict, dest: Path) -> dict:
+    """A copy of ``pristine`` (sealed_nightly_run's) under ``dest`` to tamper with: its
+    root, the run id, the run receipt's path and its folder."""
+    shutil.copytree(pristine["base"], dest, ignore=shutil.ignore_patterns("reports"))
+    receipt = dest / pristine["receipt"].relative_to(pristine["base"])
+    return {"root": dest, "run_id": pristine["run_id"], "receipt": receipt,
+            "folder": receipt.parent}  # fmt: skip

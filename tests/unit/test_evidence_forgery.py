@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from memlife.review import find_run, verify_run
 from memlife.run_types import RunSummary
 from memlife.stores.base import BatchResult, ItemFailure
 from memlife.stores.sqlite import SqliteStore
-from tests.support.evidence import sealed_nightly_run
+from tests.support.evidence import copied_run, sealed_nightly_run
 from tests.support.lifecycle import CUTOFF, seed
 
 
@@ -33,11 +32,8 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 @pytest.fixture()
 def ev(pristine: dict, tmp_path: Path) -> dict:
-    shutil.copytree(pristine["base"], tmp_path / "c", ignore=shutil.ignore_patterns("reports"))
-    root = tmp_path / "c"
-    receipt = root / pristine["receipt"].relative_to(pristine["base"])
-    return {"root": root, "sink": FileSink(root / "receipts"), "run_id": pristine["run_id"],
-            "receipt": receipt, "folder": receipt.parent}  # fmt: skip
+    run = copied_run(pristine, tmp_path / "c")
+    return run | {"sink": FileSink(run["root"] / "receipts")}
 
 
 def codes(ev: dict, evidence_only: bool) -> set[str]:

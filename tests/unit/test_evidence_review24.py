@@ -27,7 +27,7 @@ from memlife.receipts_dataset import PREFIX, record_history, runs_between
 from memlife.report_html import breakdown, namespace_pattern, render
 from memlife.review import find_run, verify_run
 from memlife.stores.sqlite import SqliteStore
-from tests.support.evidence import sealed_nightly_run
+from tests.support.evidence import copied_run, sealed_nightly_run
 from tests.support.lifecycle import CUTOFF, seed
 
 BUCKET = "audit24"
@@ -60,11 +60,7 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 @pytest.fixture()
 def ev(pristine: dict, tmp_path: Path) -> dict:
-    shutil.copytree(pristine["base"], tmp_path / "c", ignore=shutil.ignore_patterns("reports"))
-    root = tmp_path / "c"
-    receipt = root / pristine["receipt"].relative_to(pristine["base"])
-    return {"root": root, "run_id": pristine["run_id"], "receipt": receipt,
-            "folder": receipt.parent}  # fmt: skip
+    return copied_run(pristine, tmp_path / "c")
 
 
 def problems(sink: S3Sink, run_id: str, root: Path | None = None) -> list[dict]:
