@@ -6,7 +6,9 @@ with a fixed seed) are each joined into one summary three ways a model writes a 
 its two sources: the share grounded is the share a correct merge keeps (the rest would go
 to review). Then each pair's first observation is joined by a bare comma to an observation
 of another pair (a fact neither source holds): the share refused is the share of invented
-facts caught. With ``--before FILE`` (a grounding.py of an earlier commit, e.g.
+facts caught. Last, what a merge leaves out (the coverage check, since session 25): the
+summary is the first source alone, or the merge without the second's last part (cut at its
+last comma or bare "and"); the share refused is the share of dropped facts caught. With ``--before FILE`` (a grounding.py of an earlier commit, e.g.
 ``git show 0adfbc2:memlife/consolidate/grounding.py > /tmp/g.py``) both are measured for
 that module too.
 
@@ -19,6 +21,7 @@ import argparse
 import importlib.util
 import json
 import random
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -91,7 +94,28 @@ def measure(module: ModuleType, pairs: list[tuple[str, str]]) -> dict[str, float
     out["invented part joined by a comma: refused"] = sum(
         not grounded(module, f"{a.rstrip('.')}, {_no_name(x)}", group(a, b)) for a, b, x in invented
     ) / len(invented)
+    # what a merge leaves out: the second source whole, or the last part of a listing one
+    out["second source left out (the summary is the first): refused"] = sum(
+        not grounded(module, a, group(a, b)) for a, b in pairs if a != b
+    ) / len(pairs)
+    cut = [(a, b, _without_last_part(b)) for a, b in pairs]
+    cut = [(a, b, c) for a, b, c in cut if c is not None]
+    out[f"last part of the second left out ({len(cut)} pairs): refused"] = sum(
+        not grounded(module, f"{a.rstrip('.')}, and {_lower(c)}", group(a, b)) for a, b, c in cut
+    ) / max(len(cut), 1)
     return out
+
+
+_LAST_PART = re.compile(r"(,\s+|\s+and\s+)(?!.*(,\s+|\s+and\s+))")
+
+
+def _without_last_part(text: str) -> str | None:
+    """``text`` up to its last comma or bare "and" ("likes tea, coffee and cake" -> "likes
+    tea, coffee."), when what is cut holds a word of its own."""
+    m = _LAST_PART.search(text)
+    if m is None or len(text[m.end() :].split()) < 1 or m.start() < 12:
+        return None
+    return text[: m.start()].rstrip(" ,") + "."
 
 
 def load(path: Path) -> ModuleType:

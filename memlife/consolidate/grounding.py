@@ -28,9 +28,11 @@ record that says what the group's newest says with other numbers ("allergic to 2
 medications" beside a newer "3"): the older version is contradicted by the newer. Only an
 update retires records (``outdated_ids``): a "duplicate" that names one is refused.
 
-Known limit: a swapped common noun in the same frame ("aisle" for "window" seat, 0.84)
-passes the cosine when the group holds no competing statement; names, numbers, dates
-and polarity are what the rules pin down.
+What a duplicate or update leaves out of the records it supersedes is the coverage
+check's (memlife/consolidate/coverage.py): a dropped part, a swapped common noun, an
+antonym or another person's words in place of a member's are caught there. Known limit:
+a word the summary *adds* beside every member's own ("sister and brother") is grounded by
+the cosine when no competing statement is in the group.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from memlife.consolidate.base import ConsolidationError, ConsolidationResult, Group
+from memlife.consolidate.coverage import check_coverage
 from memlife.embed import Embedder
 from memlife.lexical import tokenize
 from memlife.policy import Limits
@@ -321,6 +324,15 @@ def _older_versions(group: Group, said: set[str]) -> set[str]:
     newest = max(group.records, key=lambda r: (r.created_at, r.id))
     if {s for s in specifics(newest.content) if any(c.isdigit() for c in s)} <= said:
         return set()
+    return versions_of_newest(group)
+
+
+def versions_of_newest(group: Group) -> set[str]:
+    """Older records that say what the group's newest says with other numbers (the
+    newest must give some)."""
+    if len(group.records) < 2:
+        return set()
+    newest = max(group.records, key=lambda r: (r.created_at, r.id))
 
     def shape(text: str) -> tuple[frozenset[str], frozenset[str]]:
         words = set(tokenize(text))
@@ -329,6 +341,8 @@ def _older_versions(group: Group, said: set[str]) -> set[str]:
         return frozenset(words - numbers), frozenset(numbers)
 
     words, numbers = shape(newest.content)
+    if not numbers:  # a newest without numbers adds none: "in 2019" is not outdated by it
+        return set()
     out = set()
     for r in group.records:
         if r is newest:
@@ -473,3 +487,11 @@ def check_grounding(
                 )
     # last: an answer that is ungrounded as well says so first (its more telling code)
     check_complete(result, group)
+    # retired with reason: an older version of the newest, a record read as an instruction
+    exempt = contradicted | versions_of_newest(group)
+    exempt |= {r.id for r in group.records if looks_like_instruction(r.content)}
+    check_coverage(
+        result, group, embedder, threshold, exempt=exempt,
+        free=_TIME_TERMS | _LINK_TERMS, parts=lambda t: [*clauses(t), *comma_parts(t)],
+        specifics=specifics, said=_vocabulary([result.summary]),
+    )  # fmt: skip

@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # the SDK's request shapes (TypedDicts: plain dicts at run ti
     from anthropic.types import MessageParam, ToolChoiceToolParam, ToolParam
 
 TOOL_NAME = "record_consolidation"
-PROMPT_VERSION = "consolidate.v3"  # bump on any wording change: results depend on it
+PROMPT_VERSION = "consolidate.v4"  # bump on any wording change: results depend on it
 
 
 Relation = Literal["duplicate", "update", "complement", "unrelated"]
@@ -106,7 +106,10 @@ Put the older, contradicted statements in dropped_claims, quoted as written.
 5. claims lists every atomic claim the summary makes; source_ids lists the ids of the \
 records the summary rests on or merges (only ids that appear in the input). For duplicate \
 and update, every record must be in source_ids or outdated_ids.
-6. Keep the summary short: one or two sentences in the memories' own wording.
+6. Keep the summary short: one or two sentences in the memories' own wording. For \
+duplicate and update, the summary replaces every record it merges: it must still say each \
+fact, name, number and date of every record that is not in outdated_ids. A detail left out \
+is a fact lost.
 7. Say how the records relate (relation): duplicate, update (list the older records that \
 are no longer true in outdated_ids), complement (different facts that all stay true, e.g. \
 a second allergy) or unrelated (about different people or things). For complement and \

@@ -73,8 +73,15 @@ def test_polarity_decides_where_cosine_cannot(emb) -> None:
 
 def test_clauses_ground_each_half_of_a_compound_statement(emb) -> None:
     g = group("Switched to black coffee every morning; no longer drinks tea.")
-    assert code(result("Drinks black coffee every morning."), g, emb) is None
-    assert code(result("No longer drinks tea."), g, emb) is None
+    # each half grounds (coverage runs after grounding: its code means every claim did),
+    # and a summary of one half drops the other (coverage, test_coverage.py)
+    assert code(result("Drinks black coffee every morning."), g, emb) == "DROPPED_FACT"
+    assert code(result("No longer drinks tea."), g, emb) == "DROPPED_FACT"
+    both = "Drinks black coffee every morning; no longer drinks tea."
+    assert (
+        code(result(both, "Drinks black coffee every morning.", "No longer drinks tea."), g, emb)
+        is None
+    )
 
 
 @pytest.mark.parametrize(
@@ -96,7 +103,12 @@ def test_unrelated_claim_and_ungrounded_summary_are_rejected(emb) -> None:
     ids = ("s-0", "s-1")
     assert (
         code(
-            result("Lives in Lisbon.", "Lives in Lisbon.", "Likes jazz while working.", ids=ids),
+            result(
+                "Lives in Lisbon and likes jazz while working.",
+                "Lives in Lisbon.",
+                "Likes jazz while working.",
+                ids=ids,
+            ),  # fmt: skip
             g,
             emb,
         )
@@ -255,7 +267,8 @@ def test_parts_the_sources_hold_word_for_word_still_ground(emb, restated: str) -
         "Alice drinks black coffee and orange juice.",
         "Alice paid 1,200 pounds for a tea set.",
     )
-    assert code(result(restated, ids=("s-0", "s-1", "s-2", "s-3")), g, emb) is None
+    # grounded: coverage, which runs after grounding, finds the other sources' facts left out
+    assert code(result(restated, ids=("s-0", "s-1", "s-2", "s-3")), g, emb) == "DROPPED_FACT"
 
 
 @pytest.mark.parametrize(
