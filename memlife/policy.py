@@ -124,6 +124,9 @@ class ReviewPolicy(_Strict):
     stale_types: list[MemoryType] = Field(default_factory=lambda: [MemoryType.procedural])
     stale_classes: list[RetentionClass] = Field(default_factory=lambda: [RetentionClass.sensitive])
     frequent_access_count: Int = Field(default=5, ge=1)
+    # a `keep` answers a finding time brings (STALE_VERIFICATION, LOW_SCORE) for this many
+    # days: still found after that, it is asked again (a new item). None: for good
+    keep_answers_days: Int | None = Field(default=365, ge=1)
     # priority = type weight + class weight + (1 - confidence) + access share, see plan.py
     type_priority: dict[MemoryType, Share] = Field(
         default_factory=lambda: {

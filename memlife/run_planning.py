@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from memlife import progress
@@ -248,7 +249,7 @@ def process_batch(
 
     A failing shard is recorded and skipped; the other shards go on.
     """
-    out = BatchOutcome(reviews=ReviewCandidates(ctx.policy.review.nightly_budget))
+    out = BatchOutcome(reviews=ReviewCandidates(ctx.policy.review.nightly_budget, keep_lapse(ctx)))
     from memlife.consolidate.extractive import ExtractiveConsolidator
 
     # a model judges possible updates (duplicate / update / complement); offline: review
@@ -315,3 +316,10 @@ def process_batch(
 
 def open_report(ctx: RunContext) -> ReportWriter:
     return ReportWriter(ctx.report_dir)
+
+
+def keep_lapse(ctx: RunContext) -> datetime | None:
+    """A reviewer's `keep` on a finding time brings, resolved before this, no longer answers
+    it (ReviewPolicy.keep_answers_days; None: for good)."""
+    days = ctx.policy.review.keep_answers_days
+    return None if days is None else ctx.cutoff - timedelta(days=days)

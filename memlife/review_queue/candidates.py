@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from memlife.plan import REVIEW_REASONS, Action, Decision, Reason
 from memlife.review_queue.base import (
@@ -59,6 +60,9 @@ class ReviewCandidates:
     """``budget`` None keeps every new item (one call with every decision at hand)."""
 
     budget: int | None = None
+    # a reviewer's `keep` on a finding time brings, resolved before this, has lapsed
+    # (ReviewPolicy.keep_answers_days); None: a keep answers for good
+    keep_lapsed_before: datetime | None = None
     best: list[Entry] = field(default_factory=list)  # new items, pruned to budget
     new: int = 0  # new items found: opened + waiting
     carried: list[Carried] = field(default_factory=list)  # open or disputed, same content
@@ -114,7 +118,7 @@ class ReviewCandidates:
         while lookups:
             later: list[tuple[str, Decision, str, bool]] = []
             for i, item, d, reason, only in lookups:
-                if item is not None and _followed(item, d):
+                if item is not None and _followed(item, d, self.keep_lapsed_before):
                     later.append((content_item_id(i, item.content_sha256 or ""), d, reason, only))
                     continue
                 if only:  # an open item still holds: carried as it is; nothing else is filed
@@ -139,7 +143,7 @@ class ReviewCandidates:
             chained = backend.get_many(after_answer).values()
             self.moot += [i.item_id for i in chained if i.state in OPEN_STATES]
             after_answer = [content_item_id(i.item_id, i.content_sha256) for i in chained
-                            if i.state == "resolved" and not _answers(i)
+                            if i.state == "resolved" and not _answers(i, self.keep_lapsed_before)
                             and i.content_sha256]  # fmt: skip
         self.answered_records += sum(answered.values())
         self.pending.clear()
@@ -212,7 +216,7 @@ class ReviewCandidates:
         cls, parts: Sequence[ReviewCandidates], budget: int, backend: ReviewBackend
     ) -> ReviewCandidates:
         """Every process's findings as one (each settled against ``backend`` first)."""
-        out = cls(budget)
+        out = cls(budget, parts[0].keep_lapsed_before if parts else None)
         for p in parts:
             p.settle(backend)
             out.best += p.opened(budget)
@@ -230,18 +234,34 @@ class ReviewCandidates:
         return out
 
 
-def _followed(item: ReviewItem, d: Decision) -> bool:
+def _followed(item: ReviewItem, d: Decision, lapsed_before: datetime | None) -> bool:
     """A resolved item that does not answer tonight's finding: it was about another finding
-    (content or pair), or memlife closed it (no reviewer answered). The finding goes on under
-    the item that follows it (``content_item_id``)."""
-    return item.state == "resolved" and (not _answers(item) or _other_finding(item, d))
+    (content or pair), memlife closed it (no reviewer answered), or its `keep` has lapsed.
+    The finding goes on under the item that follows it (``content_item_id``)."""
+    return item.state == "resolved" and (
+        not _answers(item, lapsed_before) or _other_finding(item, d)
+    )
 
 
-def _answers(item: ReviewItem) -> bool:
-    """A reviewer's decision that answers the finding for good (while it is the same). A
-    `verify` answers a stale verification only until it is stale again: it stamped the
-    record, so the finding back means that stamp has aged (a `keep` stands)."""
+# findings that time brings back on unchanged content: a keep answers them for a while
+_TIME_BORN = frozenset({Reason.STALE_VERIFICATION.value, Reason.LOW_SCORE.value})
+
+
+def _answers(item: ReviewItem, lapsed_before: datetime | None = None) -> bool:
+    """A reviewer's decision that answers the finding (while it is the same). A `verify`
+    answers a stale verification only until it is stale again: it stamped the record, so
+    the finding back means that stamp has aged. A `keep` on a finding time brings (stale,
+    low score) answers it until ``lapsed_before`` passes its resolve time: a year on, the
+    record's keeper is asked again, not trusted for good."""
     if item.reason == Reason.STALE_VERIFICATION.value and item.decision == "verify":
+        return False
+    if (
+        item.decision == "keep"
+        and item.reason in _TIME_BORN
+        and lapsed_before is not None
+        and item.resolved_at is not None
+        and datetime.fromisoformat(item.resolved_at) < lapsed_before
+    ):
         return False
     return item.decision in ANSWERS
 

@@ -17,7 +17,8 @@ import memlife.state as state_mod
 from memlife.inferred import InferredSubjects
 from memlife.inferred.dynamodb import DynamoSubjects
 from memlife.plan import Action, Decision, Reason
-from memlife.review_queue import ReviewItem, ReviewQueue, item_id, legacy_item_id
+from memlife.policy import ReviewPolicy
+from memlife.review_queue import ReviewCandidates, ReviewItem, ReviewQueue, item_id, legacy_item_id
 from memlife.review_queue.dynamodb import DynamoReviews
 from tests.support.aws_state import aws_state
 
@@ -589,3 +590,41 @@ def test_a_verify_answers_a_stale_verification_only_until_it_is_stale_again(stor
     assert later["review_opened"] == 1 and later["review_answered"] == 1, later
     (again,) = queue.list()
     assert again.record_id == "s-v" and again.reason == "STALE_VERIFICATION"
+
+
+def test_a_keep_on_a_finding_time_brings_lapses_after_the_policys_days(store) -> None:
+    """Session 24's Left: a `keep` on STALE_VERIFICATION or LOW_SCORE answered the finding
+    for good while the content stayed, so a record kept once was never asked about again
+    however old it grew. It answers for ReviewPolicy.keep_answers_days now; a finding of
+    the record's own state (a missing owner) stays answered."""
+    queue = ReviewQueue.for_store(store)
+    days = ReviewPolicy().keep_answers_days
+    assert days is not None
+    stale, low, owner = (_d("t-s", 1.0, Reason.STALE_VERIFICATION), _d("t-l", 1.0, Reason.LOW_SCORE),
+                         _d("t-o", 1.0))  # fmt: skip
+
+    def night(at: datetime, run: str) -> dict[str, int]:
+        found = ReviewCandidates(5, at - timedelta(days=days))
+        found.add([_h(stale, "s1"), _h(low, "l1"), _h(owner, "o1")])
+        return dict(queue.queue(found, budget=5, run_id=run, at=at))
+
+    def keep_all(at: datetime) -> None:
+        for item in queue.list():
+            queue.close(item.item_id, state="resolved", decision="keep", reviewer="r", at=at,
+                        operation_id="op")  # fmt: skip
+
+    assert night(NIGHT, "k1")["review_opened"] == 3
+    keep_all(NIGHT)
+    within = night(NIGHT + timedelta(days=days - 1), "k2")
+    assert within.get("review_opened", 0) == 0 and within["review_answered"] == 3, within
+    lapsed = night(NIGHT + timedelta(days=days + 1), "k3")
+    assert lapsed["review_opened"] == 2 and lapsed["review_answered"] == 1, lapsed
+    assert sorted(i.reason for i in queue.list()) == ["LOW_SCORE", "STALE_VERIFICATION"]
+    keep_all(NIGHT + timedelta(days=days + 2))  # kept again: a new year's answer
+    again = night(NIGHT + timedelta(days=2 * days), "k4")
+    assert again.get("review_opened", 0) == 0 and again["review_answered"] == 3, again
+    # with no lapse (None: for good) nothing is asked again
+    forever = ReviewCandidates(5, None)
+    forever.add([_h(stale, "s1"), _h(low, "l1"), _h(owner, "o1")])
+    counts = queue.queue(forever, budget=5, run_id="k5", at=NIGHT + timedelta(days=9 * days))
+    assert counts.get("review_opened", 0) == 0, counts
