@@ -19,7 +19,10 @@ summary, the text the replacement carries:
      her mother" 0.88, "moved to Berlin" / "now lives in Berlin" 0.86), swapped objects
      below (peanuts/pollen 0.71, Paris/Rome 0.77, window/aisle seat 0.82, Tom/Sam 0.65).
      A recurring group (one event told many times, summarised as a habit) is held to
-     grounding's threshold: its tenses change ("went" / "goes for a run", 0.82).
+     ``HABIT_COSINE``: its tenses change ("went" / "goes for a run along the river before
+     work", 0.82; "had" / "has pancakes with her kids ... on Sundays", 0.91), while a habit
+     that drops a detail ("goes for a run along the river", 0.70) or swaps one ("a walk",
+     0.76) falls below.
 
 Known limit: a swap MiniLM reads as a paraphrase passes: "brother" for "sister" (0.95),
 "hates" for "loves" (0.88). The prompt asks for the memories' own wording.
@@ -41,6 +44,7 @@ DROPPED_FACT = "DROPPED_FACT"  # a superseded record's fact that the summary no 
 
 _SHARED_PREFIX = 5  # letters two stems share to count as one word ("allerg-")
 RESTATED_COSINE = 0.85  # a part said again in other words (see the module's note)
+HABIT_COSINE = 0.8  # the same, where one event told many times becomes a habit
 _AND = re.compile(r"\s+and\s+", re.IGNORECASE)
 
 
@@ -53,7 +57,6 @@ def check_coverage(
     result: ConsolidationResult,
     group: Group,
     embedder: Embedder,
-    threshold: float,
     *,
     exempt: Collection[str],
     free: Collection[str],
@@ -86,8 +89,8 @@ def check_coverage(
     if not pending:
         return
     # one event told again and again becomes a habit in other tenses ("went for a run" ->
-    # "goes for a run", 0.82): there grounding's bar, the names and numbers pin it
-    bar = threshold if group.recurring else RESTATED_COSINE
+    # "goes for a run", 0.82)
+    bar = HABIT_COSINE if group.recurring else RESTATED_COSINE
     units = list(dict.fromkeys([result.summary, *_pieces(result.summary, parts)]))
     vectors = embedder.embed(units + [p for _, p in pending])
     sims = vectors[len(units) :] @ vectors[: len(units)].T

@@ -491,7 +491,7 @@ def check_grounding(
     exempt = contradicted | versions_of_newest(group)
     exempt |= {r.id for r in group.records if looks_like_instruction(r.content)}
     check_coverage(
-        result, group, embedder, threshold, exempt=exempt,
+        result, group, embedder, exempt=exempt,
         free=_TIME_TERMS | _LINK_TERMS, parts=lambda t: [*clauses(t), *comma_parts(t)],
         specifics=specifics, said=_vocabulary([result.summary]),
     )  # fmt: skip

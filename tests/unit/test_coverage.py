@@ -6,6 +6,8 @@ from a source), and the replacement would have retired the dropped fact unsaid.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -121,3 +123,15 @@ def test_any_item_left_out_of_a_listed_allergy_is_refused(emb, items, data) -> N
     g = group(listing(items[:cut]), listing(items))
     got = check(listing(said), g, emb)
     assert (got == DROPPED_FACT) == (set(said) != set(items)), (items, said, got)
+
+
+def test_a_habit_may_change_tense_but_not_drop_a_detail(emb) -> None:
+    """One event told again and again (a recurring group) becomes a habit in the present
+    tense; the habit must still say where and when."""
+    run = "Went for a run along the river before work."
+    g = dataclasses.replace(group(run, run, run), recurring=True)
+    assert check("Goes for a run along the river before work.", g, emb) is None
+    assert check("Goes for a run along the river.", g, emb) == DROPPED_FACT
+    assert check("Goes for a walk along the river before work.", g, emb) == DROPPED_FACT
+    g = dataclasses.replace(g, recurring=False)  # as duplicates: not a restatement
+    assert check("Goes for a run along the river before work.", g, emb) == DROPPED_FACT
