@@ -93,7 +93,7 @@ def check_relation(result: ConsolidationResult, group: Group) -> None:
     unknown = [i for i in result.outdated_ids if i not in by_id]
     if unknown:
         raise ConsolidationError(
-            UNKNOWN_SOURCE, f"outdated ids not in group {group.key}: {', '.join(unknown)}"
+            UNKNOWN_SOURCE, f"{len(unknown)} outdated id(s) not in group {group.key}"
         )
     if result.relation != "update":
         if result.outdated_ids:  # the checks below are the update's: no retiring around them
@@ -199,6 +199,10 @@ _TIME_TERMS = frozenset(tokenize(
     "once twice often usually sometimes always first then"
 )) | {str(y) for y in range(1900, 2101)}  # fmt: skip
 
+
+# time words a restatement may leave out ("Recently, Alice adopted a cat"); frequency and
+# order ("twice", "every morning", "last year") are facts and stay
+_VAGUE_TIME = frozenset(tokenize("recently lately nowadays currently now today"))
 
 # words that only link a sentence to the one before ("Additionally, ...", "In addition, ..."):
 # a part of them alone says nothing to ground
@@ -324,15 +328,6 @@ def _older_versions(group: Group, said: set[str]) -> set[str]:
     newest = max(group.records, key=lambda r: (r.created_at, r.id))
     if {s for s in specifics(newest.content) if any(c.isdigit() for c in s)} <= said:
         return set()
-    return versions_of_newest(group)
-
-
-def versions_of_newest(group: Group) -> set[str]:
-    """Older records that say what the group's newest says with other numbers (the
-    newest must give some)."""
-    if len(group.records) < 2:
-        return set()
-    newest = max(group.records, key=lambda r: (r.created_at, r.id))
 
     def shape(text: str) -> tuple[frozenset[str], frozenset[str]]:
         words = set(tokenize(text))
@@ -341,8 +336,6 @@ def versions_of_newest(group: Group) -> set[str]:
         return frozenset(words - numbers), frozenset(numbers)
 
     words, numbers = shape(newest.content)
-    if not numbers:  # a newest without numbers adds none: "in 2019" is not outdated by it
-        return set()
     out = set()
     for r in group.records:
         if r is newest:
@@ -425,7 +418,8 @@ def check_grounding(
     by_id = {r.id: r for r in group.records}
     unknown = [i for i in result.source_ids if i not in by_id]
     if unknown:
-        raise ConsolidationError(UNKNOWN_SOURCE, f"not in group {group.key}: {', '.join(unknown)}")
+        # counted, not quoted: an "id" is the model's text and may carry a memory's words
+        raise ConsolidationError(UNKNOWN_SOURCE, f"{len(unknown)} id(s) not in group {group.key}")
     sources = [by_id[i] for i in dict.fromkeys(result.source_ids)]
     usable = [r for r in sources if not looks_like_instruction(r.content)]
     if not usable:
@@ -487,11 +481,12 @@ def check_grounding(
                 )
     # last: an answer that is ungrounded as well says so first (its more telling code)
     check_complete(result, group)
-    # retired with reason: an older version of the newest, a record read as an instruction
-    exempt = contradicted | versions_of_newest(group)
-    exempt |= {r.id for r in group.records if looks_like_instruction(r.content)}
+    # retired with reason: what the planner found contradicted and what the update names
+    # outdated. Not an older version of the newest (two prices may be two events: only an
+    # update retires one) nor a record read as an instruction (it grounds nothing, so a
+    # merge of it goes to review rather than drop it unseen)
     check_coverage(
-        result, group, embedder, exempt=exempt,
-        free=_TIME_TERMS | _LINK_TERMS, parts=lambda t: [*clauses(t), *comma_parts(t)],
+        result, group, embedder, exempt=set(group.superseded_ids) | set(result.outdated_ids),
+        free=_LINK_TERMS | _VAGUE_TIME, parts=lambda t: [*clauses(t), *comma_parts(t)],
         specifics=specifics, said=_vocabulary([result.summary]),
     )  # fmt: skip

@@ -87,8 +87,10 @@ COFFEE = group_of(
     superseded_ids=["m-1"],
 )
 GOOD = {
-    "summary": "Has black coffee every morning and no longer drinks tea.",
-    "claims": ["Has black coffee every morning.", "No longer drinks tea."],
+    # in the memories' own words: "has" for "switched to" would drop that it changed
+    # (coverage, tests/unit/test_coverage.py)
+    "summary": "Switched to black coffee every morning and no longer drinks tea.",
+    "claims": ["Switched to black coffee every morning.", "No longer drinks tea."],
     "dropped_claims": ["Drinks only green tea, never coffee."],
     "confidence": 0.9,
     "source_ids": ["m-1", "m-2", "m-3"],

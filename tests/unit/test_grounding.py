@@ -318,7 +318,11 @@ def test_an_older_version_with_other_numbers_cannot_carry_the_summary(emb) -> No
     stale = result("I am allergic to 2 medications.", ids=("s-0", "s-1"))
     assert code(stale, g, emb) == "CONTRADICTED_CLAIM"
     fresh = result("I am allergic to 3 medications.", ids=("s-0", "s-1"))
-    assert code(fresh, g, emb) is None
+    # grounded; as a duplicate it drops the older count unsaid (coverage: only an update
+    # retires a record), as an update it is accepted
+    assert code(fresh, g, emb) == "DROPPED_FACT"
+    update = fresh.model_copy(update={"relation": "update", "outdated_ids": ["s-0"]})
+    assert code(update, g, emb) is None
 
 
 def test_only_an_update_retires_records(emb) -> None:
