@@ -14,7 +14,8 @@ carries:
      is "1200", "$1,200" may be "1200 dollars", "one" is 1);
   2. each number, and "from", keeps the word after it where the summary binds it at all
      ("3 cats and 2 dogs" is not "2 cats and 3 dogs"; "from Paris to Berlin" not "from
-     Berlin to Paris");
+     Berlin to Paris"), and two names in one part keep their order ("Tom owes Sam" is not
+     "Sam owes Tom"; a part with a possessive is not judged: "David is Alice's husband");
   3. each qualifier and time word is the summary's too (``_QUALIFIERS``: "only", "used
      to", "wants", "severely", "might", "twice", "every morning", "next year"...): MiniLM
      hardly moves for them;
@@ -35,8 +36,8 @@ A refusal sends the group to review with its originals untouched.
 
 Known limits (docs/adversarial-review.md): a swap MiniLM reads as a paraphrase passes
 ("brother" for "sister" 0.95, "hates" for "loves" 0.88, "psychologist" for
-"psychiatrist"), and so do two names traded around a verb ("Sam owes Tom"), "I" for
-"she", a qualifier outside the list ("life-threatening"), and an update that names a
+"psychiatrist"), and so do names traded across a possessive ("Sam is Tom's boss"), "I"
+for "she", a qualifier outside the list ("life-threatening"), and an update that names a
 record outdated although the newer says nothing against it. Faithful merges refused: 9 of
 40 a reviewer wrote by hand (date and unit forms, "2023-05-07" / "May 7, 2023", "5 km" /
 "5 kilometre"; paraphrases at 0.72-0.85).
@@ -163,6 +164,7 @@ def check_coverage(
     for leaf in _leaves(summary, parts):
         told[negates(leaf)] |= content_words(leaf)
     # a name is who the statement is about, not what it affirms or denies
+    summary_names = [_names(leaf) for leaf in _leaves(summary, parts)]
     names = content_words(" ".join(_NAME.findall(summary)))
     told[False] |= names
     told[True] |= names
@@ -184,7 +186,10 @@ def check_coverage(
             raise ConsolidationError(DROPPED_FACT, f"{r.id}: a number or origin reassigned")
         if qualifiers(r.content) - qualified:
             raise ConsolidationError(DROPPED_FACT, f"{r.id}: a qualifier not in the summary")
-        pending += [(r.id, p) for p in _leaves(r.content, parts) if not verbatim(p)]
+        leaves = _leaves(r.content, parts)
+        if any(_traded(_names(leaf), summary_names) for leaf in leaves):
+            raise ConsolidationError(DROPPED_FACT, f"{r.id}: two names traded places")
+        pending += [(r.id, p) for p in leaves if not verbatim(p)]
     if not pending:
         return
     if len(pending) > MAX_PENDING_PARTS:
@@ -213,6 +218,29 @@ def _lenient(said: set[str], summary: str) -> set[str]:
     if re.search(r"\bone\b", summary, re.I):
         out.add("1")
     return out
+
+
+def _names(leaf: str) -> list[str]:
+    """The capitalised words of a leaf that are no function words, in order, once each;
+    none for a leaf with a possessive ("David is Alice's husband" says what "Alice's
+    husband is David" says: who is whose is in the possessive, not the order)."""
+    if re.search(r"\w['’]s\b", leaf):
+        return []
+    found = [w for w in _NAME.findall(leaf) if w.casefold() not in STOPWORDS]
+    return list(dict.fromkeys(found))
+
+
+def _traded(member: list[str], summary: list[list[str]]) -> bool:
+    """A summary leaf holds two of a member leaf's names in the other order ("Tom owes Sam"
+    as "Sam owes Tom"). Names a list joins are leaves of their own, so "Alice and Bob" /
+    "Bob and Alice" is never judged."""
+    if len(member) < 2:
+        return False
+    for leaf in summary:
+        common = [n for n in leaf if n in member]
+        if len(common) >= 2 and common != [n for n in member if n in common]:
+            return True
+    return False
 
 
 def _leaves(text: str, parts: Callable[[str], list[str]]) -> list[str]:

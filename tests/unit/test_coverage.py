@@ -176,6 +176,10 @@ def test_a_habit_may_change_tense_but_not_drop_a_detail(emb) -> None:
         # a member that reads like an instruction is not dropped unseen (review instead)
         (("Alice works as an AI engineer at Google.", "Alice works at Google."),
          "Alice works at Google."),
+        # who did what to whom
+        (("Tom owes Sam $50.", "Tom owes Sam money."), "Sam owes Tom $50."),
+        (("Caroline gave Melanie a painting.", "Caroline gave Melanie a gift."),
+         "Melanie gave Caroline a painting and a gift."),
         # an older price is not an older version in a duplicate: two events may be
         (("Alice paid $40 for the gym.", "Alice paid $75 for the gym."),
          "Alice paid $75 for the gym."),
@@ -197,6 +201,10 @@ def test_the_reviews_fact_dropping_merges_are_refused(emb, sources, summary) -> 
          "Alice cannot eat gluten or dairy."),
         (("John might move to Seattle.", "John likes Seattle."),
          "John may move to Seattle and likes it."),
+        (("David is Alice's husband.", "Alice is married to David."),
+         "Alice's husband is David, and she is married to him."),
+        (("Alice and Bob went hiking.", "Bob and Alice went hiking in Wales."),
+         "Bob and Alice went hiking in Wales."),
     ],
 )  # fmt: skip
 def test_the_reviews_faithful_merges_still_pass(emb, sources, summary) -> None:
