@@ -132,7 +132,8 @@ _UNITS = frozenset(
 _NUMBER_UNIT = re.compile(r"(\S*\d\S*|\b[A-Za-z]+\b)(?=\s+([A-Za-z]+)\b)")
 # a number with its sign, currency and percent: "-18" is not "18", "$900" not "€900"
 _NUMBER = re.compile(r"(?:(?<![\w.])[-\u2212+])?[$\u20ac\u00a3\u00a5]?\d+(?:[.,:/-]\d+)*%?")
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'’-]*")
+# a word ends in a letter or digit: the closing quote of "'Charlotte's Web'" is not its own
+_WORD = re.compile(r"[A-Za-z](?:[A-Za-z0-9_'’-]*[A-Za-z0-9_])?")
 _SENTENCE_END = re.compile(r"[.!?:;]\s*$")
 _INJECTION = re.compile(
     r"\b(ignore|disregard|forget|override)\b[^.]{0,40}\b(instructions?|prompts?|rules|above|previous)\b"
@@ -488,5 +489,5 @@ def check_grounding(
     check_coverage(
         result, group, embedder, exempt=set(group.superseded_ids) | set(result.outdated_ids),
         free=_LINK_TERMS | _VAGUE_TIME, parts=lambda t: [*clauses(t), *comma_parts(t)],
-        specifics=specifics, said=_vocabulary([result.summary]),
+        specifics=specifics, vocabulary=lambda t: _vocabulary([t]),
     )  # fmt: skip

@@ -180,6 +180,22 @@ def test_a_habit_may_change_tense_but_not_drop_a_detail(emb) -> None:
         (("Tom owes Sam $50.", "Tom owes Sam money."), "Sam owes Tom $50."),
         (("Caroline gave Melanie a painting.", "Caroline gave Melanie a gift."),
          "Melanie gave Caroline a painting and a gift."),
+        # the second review: a denial's scope over a list, time units, more qualifiers,
+        # ordinals (each passed the reviewed form)
+        (("Alice eats eggs and fish.", "Alice doesn't eat meat."),
+         "Alice eats eggs but doesn't eat meat or fish."),
+        (("Melanie painted a lake sunrise last year.",
+          "Melanie painted a sunrise over a lake last year."),
+         "Melanie painted a sunrise over a lake last month."),
+        (("Alice goes to the gym three times a week.", "Alice goes to the gym."),
+         "Alice goes to the gym three times a month."),
+        (("Alice is going to Paris in the spring.", "Alice is going to Paris."),
+         "Alice is going to Paris in the autumn."),
+        (("Alice still lives with her parents.", "Alice lives with her parents."),
+         "Alice lives with her parents."),
+        (("Alice ran a half marathon.", "Alice ran a marathon."), "Alice ran a marathon."),
+        (("Alice plans to adopt a dog.", "Alice wants a dog."), "Alice adopted a dog and wants a dog."),
+        (("Alice finished first in the marathon.",), "Alice finished third in the marathon."),
         # an older price is not an older version in a duplicate: two events may be
         (("Alice paid $40 for the gym.", "Alice paid $75 for the gym."),
          "Alice paid $75 for the gym."),
@@ -205,6 +221,9 @@ def test_the_reviews_fact_dropping_merges_are_refused(emb, sources, summary) -> 
          "Alice's husband is David, and she is married to him."),
         (("Alice and Bob went hiking.", "Bob and Alice went hiking in Wales."),
          "Bob and Alice went hiking in Wales."),
+        # a closing quote is not part of the word it closes
+        (("Melanie's favourite book is Charlotte's Web.", "Melanie loves Charlotte's Web."),
+         "Melanie's favourite book is 'Charlotte's Web', which she loves."),
     ],
 )  # fmt: skip
 def test_the_reviews_faithful_merges_still_pass(emb, sources, summary) -> None:
