@@ -8,7 +8,8 @@ to review). Then each pair's first observation is joined by a bare comma to an o
 of another pair (a fact neither source holds): the share refused is the share of invented
 facts caught. Last, what a merge leaves out (the coverage check, since session 25): the
 summary is the first source alone, or the merge without the second's last part (cut at its
-last comma or bare "and"); the share refused is the share of dropped facts caught. With ``--before FILE`` (a grounding.py of an earlier commit, e.g.
+last comma or bare "and"); the share refused is the share of dropped facts caught. With
+``--before FILE`` (a grounding.py of an earlier commit, e.g.
 ``git show 0adfbc2:memlife/consolidate/grounding.py > /tmp/g.py``) both are measured for
 that module too.
 

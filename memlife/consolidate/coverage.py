@@ -20,7 +20,7 @@ carries:
      to", "wants", "severely", "might", "twice", "every morning", "next year"...): MiniLM
      hardly moves for them;
   4. each of its parts (clauses, and the items a comma, "and", "or", "plus", "as well
-     as" join) is held word for word by a part of the summary of the same polarity (stems;
+     as" join) is held word for word by the summary's parts of the same polarity (stems;
      ``same_word`` folds "allergic" / "allergy", not "grandmother" / "grandfather"), or is
      restated by one: cosine at least ``RESTATED_COSINE`` with the same polarity.
      Grounding's threshold (0.55) would let "allergic to pollen" stand for "allergic to
@@ -88,6 +88,7 @@ _QUALIFIERS = {w: w for w in """only used want severe mild might will would befo
     "days": "day", "weeks": "week", "months": "month", "years": "year", "plans": "plan",
     "planned": "plan", "planning": "plan",
 }  # fmt: skip
+_FOLD = {"each": "everi"}  # "each morning" is "every morning"
 _NAME = re.compile(r"\b[A-Z][\w'’-]*")
 _RAW = re.compile(r"\d+(?:[.,:]\d+)*|[a-z'’]+")
 
@@ -97,9 +98,6 @@ def content_words(text: str, free: Collection[str] = ()) -> set[str]:
     ``free`` stems."""
     words = tokenize(symbols_as_words(text))
     return {_FOLD.get(w) or NUMBER_VALUES.get(w, w) for w in words} - set(free)
-
-
-_FOLD = {"each": "everi"}  # "each morning" is "every morning"
 
 
 def qualifiers(text: str) -> set[str]:
@@ -171,11 +169,12 @@ def check_coverage(
 
     # the words the summary affirms and those it denies, leaf by leaf: "eats fish but does
     # not eat meat" affirms no meat, "allergic to peanuts and shellfish" denies nothing
+    leaves = _leaves(summary, parts)
     told: dict[bool, set[str]] = {False: set(), True: set()}
-    for leaf, neg in _leaves(summary, parts):
+    for leaf, neg in leaves:
         told[neg] |= content_words(leaf)
     # a name is who the statement is about, not what it affirms or denies
-    summary_names = [_names(leaf) for leaf, _ in _leaves(summary, parts)]
+    summary_names = [_names(leaf) for leaf, _ in leaves]
     names = content_words(" ".join(_NAME.findall(summary)))
     told[False] |= names
     told[True] |= names
@@ -197,10 +196,10 @@ def check_coverage(
             raise ConsolidationError(DROPPED_FACT, f"{r.id}: a number or origin reassigned")
         if qualifiers(r.content) - qualified:
             raise ConsolidationError(DROPPED_FACT, f"{r.id}: a qualifier not in the summary")
-        leaves = _leaves(r.content, parts)
-        if any(_traded(_names(leaf), summary_names) for leaf, _ in leaves):
+        own = _leaves(r.content, parts)
+        if any(_traded(_names(leaf), summary_names) for leaf, _ in own):
             raise ConsolidationError(DROPPED_FACT, f"{r.id}: two names traded places")
-        pending += [(r.id, p, n) for p, n in leaves if not verbatim(p, n)]
+        pending += [(r.id, p, n) for p, n in own if not verbatim(p, n)]
     if not pending:
         return
     if len(pending) > MAX_PENDING_PARTS:

@@ -29,10 +29,10 @@ medications" beside a newer "3"): the older version is contradicted by the newer
 update retires records (``outdated_ids``): a "duplicate" that names one is refused.
 
 What a duplicate or update leaves out of the records it supersedes is the coverage
-check's (memlife/consolidate/coverage.py): a dropped part, a swapped common noun, an
-antonym or another person's words in place of a member's are caught there. Known limit:
-a word the summary *adds* beside every member's own ("sister and brother") is grounded by
-the cosine when no competing statement is in the group.
+check's (memlife/consolidate/coverage.py): a dropped part, name, number, date or
+qualifier, or an object swapped below the restatement cosine ("pollen" for "peanuts").
+Known limit: a word the summary *adds* beside every member's own ("sister and brother")
+is grounded by the cosine when no competing statement is in the group.
 """
 
 from __future__ import annotations
