@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from memlife.model import parse_time
 from memlife.plan import REVIEW_REASONS, Action, Decision, Reason
 from memlife.review_queue.base import (
     ANSWERS,
@@ -259,11 +260,19 @@ def _answers(item: ReviewItem, lapsed_before: datetime | None = None) -> bool:
         item.decision == "keep"
         and item.reason in _TIME_BORN
         and lapsed_before is not None
-        and item.resolved_at is not None
-        and datetime.fromisoformat(item.resolved_at) < lapsed_before
+        and _resolved_before(item, lapsed_before)
     ):
         return False
     return item.decision in ANSWERS
+
+
+def _resolved_before(item: ReviewItem, when: datetime) -> bool:
+    """Resolved before ``when``; a resolve time that is missing, naive or unreadable (a row
+    edited by hand) reads as long ago: the record is asked about again, the night goes on."""
+    try:
+        return item.resolved_at is None or parse_time(item.resolved_at) < when
+    except ValueError:
+        return True
 
 
 def _other_finding(item: ReviewItem, d: Decision) -> bool:

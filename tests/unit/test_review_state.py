@@ -5,6 +5,7 @@ when the state is remote."""
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -628,3 +629,18 @@ def test_a_keep_on_a_finding_time_brings_lapses_after_the_policys_days(store) ->
     forever.add([_h(stale, "s1"), _h(low, "l1"), _h(owner, "o1")])
     counts = queue.queue(forever, budget=5, run_id="k5", at=NIGHT + timedelta(days=9 * days))
     assert counts.get("review_opened", 0) == 0, counts
+
+
+@pytest.mark.parametrize("resolved_at", ["2026-11-01T02:15:00", "yesterday", None])
+def test_a_keep_with_an_unreadable_resolve_time_lapses_and_the_night_goes_on(resolved_at) -> None:
+    """A row edited by hand (no zone, not a time, none): comparing it crashed the night
+    (naive against aware) or raised; it reads as long ago, so the record is asked again."""
+    from memlife.review_queue.candidates import _answers
+
+    item = ReviewItem("i", "r", "STALE_VERIFICATION", None, "a", "/n", "semantic", "team", 1.0,
+                      "resolved", "keep", "alice", 1, "n1", NIGHT.isoformat(), "n1",
+                      NIGHT.isoformat(), resolved_at, None, "h")  # fmt: skip
+    assert not _answers(item, NIGHT)
+    assert _answers(item, None)  # no lapse configured: a keep stands
+    fresh = dataclasses.replace(item, resolved_at=(NIGHT + timedelta(days=1)).isoformat())
+    assert _answers(fresh, NIGHT)
