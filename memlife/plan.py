@@ -365,6 +365,13 @@ class Planner:
             or r.access_count >= self.policy.review.frequent_access_count
         )
 
+    def low_score_finding(self, r: PlanView) -> bool:
+        """Whether a live record outside any group the night changes holds a LOW_SCORE review
+        finding at this cutoff: it scores under its type's ``low_score`` and acting on it
+        matters. ``_decide_live`` decides the same inline (hot path); review_sweep asks this
+        of an open item's record the night did not find again."""
+        return self.scorer.score(r, self._now) < self._low[r.memory_type] and self._matters(r)
+
     def priority(self, r: PlanView) -> float:
         """Review priority from impact: memory type, sensitivity, (low) confidence, access."""
         rv = self.policy.review

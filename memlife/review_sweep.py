@@ -12,9 +12,13 @@ or runs at an older cutoff, never looks at some findings):
     superseded    the record is superseded
     cleared       MISSING_OWNER: it has an owner now (its own, or the policy's);
                   STALE_VERIFICATION: it was verified since the item was opened;
+                  LOW_SCORE: scored as the planner scores it (its reads in the access
+                  ledger included) at a cutoff no earlier than the night that last found
+                  it, it is at or above its type's low score, or acting on it no longer
+                  matters (Planner.low_score_finding);
                   POSSIBLE_UPDATE: the newer record of the pair is gone from the shard
                   (merged, it is still there: the pair moves to the merged record).
-                  Other findings (low score, conflicts) are left.
+                  Other findings (conflicts) are left.
 
 Left open as well: disputed items (a dispute protects its record until a person resolves
 it); items the night found (carried, renewed, moot) or an earlier attempt of this run saw;
@@ -32,8 +36,9 @@ from datetime import datetime
 
 from memlife.apply.appliers.base import get_many
 from memlife.errors import StoreError
-from memlife.model import MemoryRecord, Status
-from memlife.plan import Reason
+from memlife.ledger_merge import merge_into_view
+from memlife.model import MemoryRecord, Status, parse_time, plan_view
+from memlife.plan import Planner, Reason
 from memlife.review_queue import ReviewItem, ReviewQueue
 from memlife.run_types import RunContext
 from memlife.stores import MemoryStore
@@ -72,6 +77,7 @@ def close_unfound(
 
     todo = [i for i in items if i.state == "open" and planned(i)]
     counts: Counter[str] = Counter()
+    planner = Planner(ctx.policy, ctx.cutoff)
     for start in range(0, len(todo), CHUNK):
         part = todo[start : start + CHUNK]
         ids = {i.record_id for i in part} | {i.pair_id for i in part if i.pair_id is not None}
@@ -81,7 +87,7 @@ def close_unfound(
             counts["review_sweep_unread"] += len(part)
             continue
         for item in part:
-            decision = _closing(item, records, ctx)
+            decision = _closing(item, records, ctx, planner)
             if decision is None:
                 continue
             # an item a reviewer resolved meanwhile keeps that decision, and is not counted
@@ -101,7 +107,9 @@ _COUNTS = {
 }
 
 
-def _closing(item: ReviewItem, records: dict[str, MemoryRecord], ctx: RunContext) -> str | None:
+def _closing(
+    item: ReviewItem, records: dict[str, MemoryRecord], ctx: RunContext, planner: Planner
+) -> str | None:
     """The decision memlife closes ``item`` with, or None (it stays open)."""
     record = records.get(item.record_id)
     if record is None or not _same_shard(record, item):
@@ -110,7 +118,7 @@ def _closing(item: ReviewItem, records: dict[str, MemoryRecord], ctx: RunContext
         return "superseded"
     if record.status is not Status.active or record.held:
         return None
-    return "cleared" if _finding_gone(item, record, records, ctx) else None
+    return "cleared" if _finding_gone(item, record, records, ctx, planner) else None
 
 
 def _same_shard(record: MemoryRecord, item: ReviewItem) -> bool:
@@ -118,7 +126,11 @@ def _same_shard(record: MemoryRecord, item: ReviewItem) -> bool:
 
 
 def _finding_gone(
-    item: ReviewItem, record: MemoryRecord, records: dict[str, MemoryRecord], ctx: RunContext
+    item: ReviewItem,
+    record: MemoryRecord,
+    records: dict[str, MemoryRecord],
+    ctx: RunContext,
+    planner: Planner,
 ) -> bool:
     """The store's evidence that the finding no longer holds (as the planner reads it)."""
     if item.reason == Reason.MISSING_OWNER.value:
@@ -128,6 +140,18 @@ def _finding_gone(
     if item.reason == Reason.STALE_VERIFICATION.value:
         verified = record.last_verified_at
         return verified is not None and verified >= datetime.fromisoformat(item.opened_at)
+    if item.reason == Reason.LOW_SCORE.value:
+        # a score falls with time: an older cutoff (a retried earlier night) would read a
+        # later night's finding as gone; reads under a store-native id (CloudTrail on
+        # AgentCore) are not credited here, so a score can only be read low, never high
+        try:
+            last_found = parse_time(item.last_seen_at)
+        except (TypeError, ValueError, AttributeError):  # a row edited by hand: left open
+            return False
+        if ctx.cutoff < last_found:
+            return False
+        view = merge_into_view(plan_view(record), ctx.access_stats)
+        return not planner.low_score_finding(view)
     if item.reason == Reason.POSSIBLE_UPDATE.value and item.pair_id is not None:
         newer = records.get(item.pair_id)
         # a superseded newer record is merged: the pair moves to its replacement next night

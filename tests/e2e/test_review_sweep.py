@@ -186,3 +186,53 @@ def test_a_run_at_an_earlier_cutoff_leaves_a_later_nights_item(offline_home: Pat
     assert [(i.item_id, i.state) for i in _only(h, "p", "STALE_VERIFICATION")] == [
         (item.item_id, "open")
     ]
+
+
+def test_a_low_score_risen_by_the_agents_reads_closes_its_item(offline_home: Path) -> None:
+    """A procedural record scoring under its low score opens a LOW_SCORE item. The agent then
+    recalls it often: the next night scores it above (its reads in the access ledger) and
+    does not find it again. Before, the item waited for a reviewer for ever; now it is closed
+    `cleared` on that evidence, and its twin that nobody read stays open. A retried earlier
+    night, where the record still scores high (verification decays with time), closes
+    nothing a later night found."""
+    from memlife.ledger import AccessLedger
+    from memlife.model import plan_view
+    from memlife.plan import Planner
+    from memlife.policy import load_policy
+
+    h = Home(offline_home)
+    night1 = DAY1 + timedelta(days=3 * 365)
+
+    def runbook(rid: str) -> MemoryRecord:
+        return MemoryRecord.model_validate({
+            "id": rid, "actor_id": "u-7", "namespace": "/team/runbooks",
+            "memory_type": "procedural", "content": f"Rotate the {rid} key with vault rotate.",
+            "created_at": DAY1, "source": "agent_inferred", "confidence": 0.3, "owner": "ops",
+            "last_verified_at": night1 - timedelta(days=170),
+        })  # fmt: skip
+
+    h.put(runbook("read"), runbook("unread"))
+    early = night1 - timedelta(days=30)
+    planners = {t: Planner(load_policy("policies/default.yaml"), t) for t in (early, night1)}
+    view = plan_view(runbook("read"))
+    assert planners[night1].low_score_finding(view)  # the premise: low at night 1 ...
+    assert not planners[early].low_score_finding(view)  # ... and not yet 30 days before
+
+    run_local(RunConfig(dry_run=False, now=night1))
+    assert [i.state for i in _only(h, "read", "LOW_SCORE")] == ["open"]
+    assert [i.state for i in _only(h, "unread", "LOW_SCORE")] == ["open"]
+
+    retried = run_local(RunConfig(dry_run=False, now=early))
+    assert "review_cleared" not in retried.other, retried.other
+    assert [i.state for i in _only(h, "read", "LOW_SCORE")] == ["open"]
+
+    ledger = AccessLedger(offline_home / "ledger", flush_seconds=None)
+    for hour in range(12):
+        ledger.append("u-7", "/team/runbooks", "read", at=night1 + timedelta(hours=hour + 1))
+    ledger.close()
+    night2 = run_local(RunConfig(dry_run=False, now=night1 + timedelta(days=1)))
+    assert night2.other["review_cleared"] == 1, night2.other
+    (read,) = _only(h, "read", "LOW_SCORE")
+    assert (read.state, read.decision) == ("resolved", "cleared")
+    (unread,) = _only(h, "unread", "LOW_SCORE")
+    assert (unread.state, unread.nights) == ("open", 2)  # found again: carried

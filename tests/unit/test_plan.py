@@ -663,6 +663,52 @@ def test_legal_hold_never_deleted_superseded_or_consolidated(rs: list[MemoryReco
             assert ds[d.survivor].action is not Action.hold
 
 
+_S_LONG_AGE = st.integers(min_value=0, max_value=3000 * 24)  # hours
+
+
+@st.composite
+def live_records(draw) -> list[MemoryRecord]:
+    """Active records of every type, class and source, old or new, read or not: many score
+    under their type's low score (``records`` above draws healthy confidence)."""
+    n = draw(st.integers(min_value=1, max_value=10))
+    return [
+        rec(
+            f"m-{i:03d}",
+            f"Fact number {i}.",
+            memory_type=draw(_S_TYPE),
+            owner="team-a",
+            source=draw(_S_SOURCE),
+            confidence=draw(st.floats(0.0, 1.0)),
+            created_at=_hours(draw(_S_LONG_AGE)),
+            last_accessed_at=_hours(draw(st.none() | _S_LONG_AGE)),
+            access_count=draw(st.integers(0, 12)),
+            last_verified_at=_hours(draw(st.none() | _S_LONG_AGE)),
+            retention_class=draw(
+                st.sampled_from([RetentionClass.standard, RetentionClass.sensitive])
+            ),  # fmt: skip
+        )
+        for i in range(n)
+    ]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(live_records())
+def test_the_low_score_finding_the_sweep_asks_is_the_one_planning_makes(
+    rs: list[MemoryRecord],
+) -> None:
+    """review_sweep closes a LOW_SCORE item when ``Planner.low_score_finding`` says the
+    finding is gone; the planner decides the same thing inline. Both must agree on every
+    live record outside a group the night changes (a group makes every finding matter)."""
+    ds = _plan_by_shard(rs)
+    planner = Planner(POLICY, NOW)
+    for r in rs:
+        d = ds[r.id]
+        if d.action not in (Action.retain, Action.review) or d.group is not None:
+            continue
+        made = d.action is Action.review and Reason.LOW_SCORE in d.reasons
+        assert made == planner.low_score_finding(plan_view(r)), (r, d)
+
+
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(records())
 def test_plan_invariants(rs: list[MemoryRecord]) -> None:
