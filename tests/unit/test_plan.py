@@ -685,7 +685,7 @@ def live_records(draw) -> list[MemoryRecord]:
             last_verified_at=_hours(draw(st.none() | _S_LONG_AGE)),
             retention_class=draw(
                 st.sampled_from([RetentionClass.standard, RetentionClass.sensitive])
-            ),  # fmt: skip
+            ),
         )
         for i in range(n)
     ]
