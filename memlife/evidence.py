@@ -31,8 +31,13 @@ import pyarrow.parquet as pq
 
 from memlife.apply.counts import deferral
 from memlife.audit import ReceiptSink, dumps
+from memlife.evidence_dataset import unnamed_parquet, verify_dataset
 from memlife.journal import Operation
 from memlife.receipts import operation_key, operations_parquet
+from memlife.receipts_dataset import write_operations
+
+# a seal's partition file of the receipts dataset: run id, cutoff, mode
+DatasetTarget = tuple[str, datetime, str]
 
 CHANGES = ("consolidated", "superseded", "deleted", "quarantined", "failed")
 # The receipt field a row/journal value must equal (receipt name, row name).
@@ -79,8 +84,12 @@ def fetch_all(sink: ReceiptSink, keys: Sequence[str]) -> Iterator[bytes | None]:
         yield from pool.map(sink.get, keys)
 
 
-def seal(sink: ReceiptSink, prefix: str, ops: Sequence[Operation]) -> dict[str, Any]:
-    """Write this attempt's operations Parquet (create-only) and return the evidence block."""
+def seal(
+    sink: ReceiptSink, prefix: str, ops: Sequence[Operation], dataset: DatasetTarget | None = None
+) -> dict[str, Any]:
+    """Write this attempt's operations Parquet (create-only), and with ``dataset`` (run id,
+    cutoff, mode) its partition file of the receipts dataset, and return the evidence block
+    that names (and so seals) both."""
     manifest = sink.get(f"{prefix}/manifest.json")
     parquet_key = parquet_sha = None
     if ops:
@@ -90,6 +99,10 @@ def seal(sink: ReceiptSink, prefix: str, ops: Sequence[Operation]) -> dict[str, 
             if sink.put_new(key, body, "application/vnd.apache.parquet"):
                 parquet_key, parquet_sha = key, sha256(body)
                 break
+    part = None
+    if dataset is not None and ops:
+        run_id, cutoff, mode = dataset
+        part = write_operations(sink, ops, run_id=run_id, cutoff=cutoff, mode=mode)
     # only receipts of RECEIPTED operations: a retry that later receipts a FAILED or APPLIED
     # operation of this run must not change what this seal covers
     count, head, _ = chain(sink, [o.operation_id for o in ops if o.state.value == "RECEIPTED"])
@@ -99,6 +112,7 @@ def seal(sink: ReceiptSink, prefix: str, ops: Sequence[Operation]) -> dict[str, 
         "parquet_key": parquet_key, "parquet_sha256": parquet_sha,
         "operations": {"count": count, "chain_sha256": head, "over": "RECEIPTED"},
         "previous_receipt_sha256": sha256(earlier[-1][1]) if earlier else None,
+        **({"dataset_key": part.key, "dataset_sha256": part.sha256} if part else {}),
     }  # fmt: skip
 
 
@@ -241,9 +255,10 @@ def verify_evidence(sink: ReceiptSink, run: Any, v: Any) -> list[dict[str, Any]]
     found = run_receipts(sink, run.prefix)
     if not found:
         v.problem("RUN_RECEIPT_MISSING")
-        _unnamed_parquet(sink, run.prefix, set(), v)
+        unnamed_parquet(sink, run.prefix, set(), v)
         return []
     result: list[dict[str, Any]] = []
+    seals: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []  # evidence_dataset.Seal
     known: set[str] = set()
     named: set[str] = set()  # the Parquet keys the receipts name
     completed: str | None = None  # the key of the receipt that completed the run
@@ -283,13 +298,16 @@ def verify_evidence(sink: ReceiptSink, run: Any, v: Any) -> list[dict[str, Any]]
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             v.problem("RECEIPT_UNREADABLE", key=key, error=type(exc).__name__)
             rows = []
+        if isinstance(ev, dict):
+            seals.append((ev, rows))
         _keeps_earlier(key, rows, counts, receipted_before, counts_before, v)
         if completed is None:  # what a receipt after the completed one lists proves nothing
             known.update(r["operation_id"] for r in rows)
             result = rows
             if receipt.get("status") != "failure":
                 completed = key
-    _unnamed_parquet(sink, run.prefix, named, v)
+    unnamed_parquet(sink, run.prefix, named, v)
+    verify_dataset(sink, run, seals, result, v)
     # a receipt that claims this run but is not in it (F4: fetched in parallel)
     others = [k for k in sink.list("operations/")
               if k.rsplit("/", 1)[-1].removesuffix(".json") not in known]  # fmt: skip
@@ -325,16 +343,6 @@ def _keeps_earlier(
             counts_before[k] = (n, key)
     for oid in mine:
         receipted_before.setdefault(oid, key)
-
-
-def _unnamed_parquet(sink: ReceiptSink, prefix: str, named: set[str], v: Any) -> None:
-    """Every operations*.parquet of the run folder is named by one of its receipts: one no
-    receipt names was never bound to the run's result (a receipt deleted and the run sealed
-    again, or a Parquet added), PARQUET_NOT_SEALED."""
-    for key in sorted(sink.list(f"{prefix}/")):
-        name = key.rsplit("/", 1)[-1]
-        if name.startswith("operations.") and name.endswith(".parquet") and key not in named:
-            v.problem("PARQUET_NOT_SEALED", key=key)
 
 
 def _verify_receipt(

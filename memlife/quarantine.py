@@ -33,7 +33,6 @@ from memlife.lease import Lease
 from memlife.lease import for_store as lease_for_store
 from memlife.model import MemoryRecord, Status, utcnow
 from memlife.policy import Policy, load_policy
-from memlife.receipts_dataset import write_operations
 from memlife.stores.base import MAX_BATCH, MemoryStore, chunked, iter_shard
 
 
@@ -114,10 +113,9 @@ class ManualRun:
         }  # fmt: skip
         location = None
         try:
-            receipt["evidence"] = seal(self.sink, self.prefix, ops)  # Parquet, then the receipt
-            if ops:
-                write_operations(self.sink, ops, run_id=self.run_id, cutoff=self.cutoff,
-                                 mode=f"manual:{self.action}")  # fmt: skip
+            # Parquet and dataset part, then the receipt
+            receipt["evidence"] = seal(self.sink, self.prefix, ops,
+                                       (self.run_id, self.cutoff, f"manual:{self.action}"))  # fmt: skip
             # deleted counts already_absent too (as a nightly receipt does); zeros stay out
             receipt["counts"].update({k: v for k, v in lifecycle_from_journal(jc).items() if v})
             # after a failure receipt (a crashed attempt sealed as abandoned), the next N

@@ -19,13 +19,15 @@ greatest name: ``latest_parts``; docs/receipts.md shows the DuckDB view that doe
 
 from __future__ import annotations
 
+import hashlib
 import io
 import re
 from collections.abc import Iterator, Sequence
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from memlife.audit import ReceiptSink
@@ -58,6 +60,11 @@ SCHEMA = pa.schema(
 _KEY = re.compile(
     rf"^{PREFIX}/date=(\d{{4}}-\d{{2}}-\d{{2}})/run_id=([^/]+)/part-(0|\d{{3}})\.parquet$"
 )
+
+
+def is_part_key(key: str) -> bool:
+    """Whether ``key`` names a partition file (``part-0.parquet``, ``part-NNN.parquet``)."""
+    return _KEY.match(key) is not None
 
 
 def dataset_key(run_id: str, cutoff: datetime, n: int = 0) -> str:
@@ -96,11 +103,19 @@ def operations_table(
     return pa.Table.from_pylist(rows, schema=SCHEMA)
 
 
+class DatasetPart(NamedTuple):
+    """A partition file as written: its key and the sha256 of its bytes (the run receipt
+    seals both: ``evidence.seal``)."""
+
+    key: str
+    sha256: str
+
+
 def write_operations(
     sink: ReceiptSink, ops: Sequence[Operation], *, run_id: str, cutoff: datetime, mode: str
-) -> str | None:
-    """Create this seal's partition file of the run; its key, or None when there is
-    nothing to write (or no free name).
+) -> DatasetPart | None:
+    """Create this seal's partition file of the run; its key and digest, or None when
+    there is nothing to write (or no free name).
 
     Create-only: an earlier seal's file stays as written (as receipts do); this one takes
     the next name, so the run's latest file is its latest seal's operations.
@@ -112,10 +127,11 @@ def write_operations(
     table = operations_table(ops, mode=mode, cutoff=cutoff, service_identity=service_identity())
     buf = io.BytesIO()
     pq.write_table(table, buf, compression="zstd")
+    body = buf.getvalue()
     for n in range(1000):
         key = dataset_key(run_id, cutoff, n)
-        if sink.put_new(key, buf.getvalue(), "application/vnd.apache.parquet"):
-            return key
+        if sink.put_new(key, body, "application/vnd.apache.parquet"):
+            return DatasetPart(key, hashlib.sha256(body).hexdigest())
     return None
 
 
@@ -145,6 +161,20 @@ def partition_keys(
             yield date.fromisoformat(day_s), run_id, key
 
 
+def sealed_part(sink: ReceiptSink, day: date, run_id: str) -> str | None:
+    """The file the run's result sealed (its receipt's ``dataset_key``), or None for a run
+    sealed before receipts named it (the reader then takes the greatest name). A file added
+    beside the sealed one is not read (``receipts verify``: DATASET_NOT_SEALED)."""
+    from memlife.review import latest_receipt
+
+    receipt = latest_receipt(sink, f"runs/{day:%Y/%m/%d}/{run_id}")
+    evidence = (receipt or {}).get("evidence")
+    key = evidence.get("dataset_key") if isinstance(evidence, dict) else None
+    if isinstance(key, str) and is_part_key(key) and f"/run_id={run_id}/" in key:
+        return key
+    return None
+
+
 def _day_prefixes(since: date | None, until: date | None) -> list[date] | None:
     """One listing per day for a bounded range (cheap on S3); None: list everything."""
     if since is None or until is None or (until - since).days > 366:
@@ -158,10 +188,14 @@ def record_history(
     """Every operation on ``record_id`` across runs, oldest first (ids, codes, times)."""
     rows: list[dict[str, Any]] = []
     for day, run_id, key in partition_keys(sink, since, until):
-        body = sink.get(key)
+        body = sink.get(sealed_part(sink, day, run_id) or key)
         if body is None:
             continue
-        table = pq.read_table(io.BytesIO(body), filters=[("record_id", "=", record_id)])
+        # read whole, then filtered: `read_table(buffer, filters=...)` goes through Arrow's
+        # dataset scanner, whose threads aborted the process at exit about one run in three
+        # (pyarrow 26: "terminate called without an active exception", exit 134)
+        table = pq.read_table(io.BytesIO(body))
+        table = table.filter(pc.equal(table["record_id"], record_id))
         for row in table.to_pylist():
             rows.append({"date": day.isoformat(), "run_id": run_id, **row})
     rows.sort(

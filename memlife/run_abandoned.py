@@ -38,7 +38,6 @@ from memlife.audit import ReceiptSink, ReceiptWriteError, dumps
 from memlife.evidence import loads, receipt_key, run_receipts, seal, sealed
 from memlife.journal import Journal
 from memlife.model import utcnow
-from memlife.receipts_dataset import write_operations
 
 log = logging.getLogger(__name__)
 
@@ -115,10 +114,9 @@ def _seal_one(
         "counts": lifecycle_from_journal(jc), "journal_counts": jc,
     }  # fmt: skip
     try:
-        receipt["evidence"] = seal(sink, prefix, ops)
-        if ops:
-            cutoff = datetime.fromisoformat(str(manifest.get("cutoff")))
-            write_operations(sink, ops, run_id=other, cutoff=cutoff, mode=mode)
+        # no operations, no dataset part: the cutoff is then never read
+        part = (other, datetime.fromisoformat(str(manifest.get("cutoff"))), mode) if ops else None
+        receipt["evidence"] = seal(sink, prefix, ops, part)
         # create-only: a run sealed meanwhile by another path keeps its receipt
         return sink.put_new(receipt_key(prefix, 1), dumps(sealed(receipt)))
     except (ReceiptWriteError, ValueError) as exc:  # sealed by a later run, never fails this one

@@ -20,7 +20,6 @@ from memlife.journal import Journal
 from memlife.metrics import publish_counts
 from memlife.model import utcnow
 from memlife.plan import Action
-from memlife.receipts_dataset import write_operations
 from memlife.report import ReportWriter
 from memlife.rerun_counts import carried_over
 from memlife.run_start import remote_state, scope
@@ -184,10 +183,9 @@ def finish_run(
         rkey = completed_receipt(ctx.sink, ctx.prefix, journal_ops)  # a completed run's rerun
         if rkey is None:
             # manifest first (start_run), then this attempt's Parquet, the receipt last, sealed
-            receipt["evidence"] = seal(ctx.sink, ctx.prefix, journal_ops)
-            if journal is not None and not ctx.config.dry_run and journal_ops:
-                write_operations(ctx.sink, journal_ops, run_id=ctx.run_id, cutoff=ctx.cutoff,
-                                 mode=ctx.mode)  # fmt: skip
+            part = journal is not None and not ctx.config.dry_run
+            receipt["evidence"] = seal(ctx.sink, ctx.prefix, journal_ops,
+                                       (ctx.run_id, ctx.cutoff, ctx.mode) if part else None)  # fmt: skip
             rkey = write_run_receipt(ctx, sealed(receipt))
         summary.receipt = ctx.sink.location(rkey) if rkey else None
     except ReceiptWriteError:
@@ -265,9 +263,9 @@ def write_failure_receipt(
             ops = journal.by_run(ctx.run_id)
             jc = journal_counts(ops)
             receipt.update(counts=lifecycle_from_journal(jc), journal_counts=jc)
-            receipt["evidence"] = seal(ctx.sink, ctx.prefix, ops)
-            if ops:
-                write_operations(ctx.sink, ops, run_id=ctx.run_id, cutoff=ctx.cutoff, mode=ctx.mode)
+            receipt["evidence"] = seal(
+                ctx.sink, ctx.prefix, ops, (ctx.run_id, ctx.cutoff, ctx.mode)
+            )
             receipt = sealed(receipt)
         key = write_run_receipt(ctx, receipt)
         return ctx.sink.location(key) if key else None
