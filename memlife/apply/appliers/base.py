@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from memlife.errors import ShardStopped
-from memlife.journal import Operation, OpKind
+from memlife.journal import Operation, OpKind, Outcome
 from memlife.model import MemoryRecord
 from memlife.stores.base import BatchResult, ItemFailure, MemoryStore, StoreError
 
@@ -81,6 +81,21 @@ def settled(
 def record_missing(o: Operation) -> ItemFailure:
     """The record an operation names is gone: nothing to apply, and nothing to retry."""
     return ItemFailure(o.record_id, "RECORD_MISSING", retryable=False)
+
+
+_REMOVALS = (OpKind.delete, OpKind.erase, OpKind.purge)
+
+
+def removed_by_another(ex: Executor, op: Operation) -> bool:
+    """Whether another operation of the record's scope (ids are reused across actors and
+    namespaces) removed it, journaled as done: a delete, an erasure or a purge."""
+    return any(
+        other.operation_id != op.operation_id
+        and (other.actor_id, other.namespace) == (op.actor_id, op.namespace)
+        and other.kind in _REMOVALS
+        and other.outcome is Outcome.deleted
+        for other in ex.journal.for_record(op.record_id)
+    )
 
 
 @contextmanager

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memlife.apply.appliers.base import BaseApplier, get_many, stale, until_stopped
+from memlife.apply.appliers.base import (
+    BaseApplier,
+    get_many,
+    removed_by_another,
+    stale,
+    until_stopped,
+)
 from memlife.apply.registry import Result, register
 from memlife.errors import ShardStopped
 from memlife.faults import checkpoint
@@ -50,7 +56,7 @@ def delete_records(ex: Executor, ops: list[Operation]) -> dict[str, Result]:
             # receipt that says deleted (invariant 2: one deletion, one claim)
             o = by_record[rid]
             first = o.attempts == 0 and o.state is OpState.PLANNED
-            if first and _removed_by_another(ex, o):
+            if first and removed_by_another(ex, o):
                 first = False
             out[o.operation_id] = Outcome.deleted if first else Outcome.already_absent
         for f in res.failed:
@@ -108,19 +114,6 @@ def forget_content(ex: Executor, gone: list[Operation], current: dict[str, Memor
     subjects = InferredSubjects.for_store(ex.store)
     for shard, removed in shards.items():
         subjects.forget_removed(shard, removed)
-
-
-_REMOVALS = (OpKind.delete, OpKind.erase, OpKind.purge)
-
-
-def _removed_by_another(ex: Executor, op: Operation) -> bool:
-    return any(
-        other.operation_id != op.operation_id
-        and (other.actor_id, other.namespace) == (op.actor_id, op.namespace)  # ids are reused
-        and other.kind in _REMOVALS
-        and other.outcome is Outcome.deleted
-        for other in ex.journal.for_record(op.record_id)
-    )
 
 
 @register

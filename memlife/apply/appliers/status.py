@@ -11,6 +11,7 @@ from memlife.apply.appliers.base import (
     get_many,
     is_held,
     record_missing,
+    removed_by_another,
     settled,
     stale,
     until_stopped,
@@ -39,7 +40,10 @@ def set_status(
     for o in ops:
         current = found.get(o.record_id)
         if current is None:
-            out[o.operation_id] = record_missing(o)
+            # erased (or deleted) by another operation meanwhile, as a crash and an erasure
+            # before the rerun leave it: nothing left to change, and nothing failed
+            gone = removed_by_another(ex, o)
+            out[o.operation_id] = Outcome.skipped if gone else record_missing(o)
             continue
         if current.status is status and current.provenance.replaced_by == (
             o.replacement_id if status is Status.superseded else current.provenance.replaced_by
