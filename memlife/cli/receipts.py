@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
         json_out: JsonOpt = False,
     ) -> None:
         """Runs with their status, by processing cutoff (the runs/yyyy/mm/dd folders), newest last."""
-        from memlife.receipts_dataset import runs_between
+        from memlife.receipts_history import runs_between
 
         runs = runs_between(open_sink(receipts), _day(since, "--since"), _day(until, "--until"))
         if json_out:
@@ -81,7 +81,7 @@ def register(app: typer.Typer) -> None:
         json_out: JsonOpt = False,
     ) -> None:
         """Every operation on one record across runs (from the operations dataset), oldest first."""
-        from memlife.receipts_dataset import record_history
+        from memlife.receipts_history import record_history
 
         rows = record_history(open_sink(receipts), record_id, since=_day(since, "--since"),
                               until=_day(until, "--until"))  # fmt: skip

@@ -18,7 +18,7 @@ import pytest
 from memlife.audit import FileSink
 from memlife.evidence import receipt_digest
 from memlife.journal import open_journal
-from memlife.receipts_dataset import record_history
+from memlife.receipts_history import record_history
 from memlife.review import verify_run
 from memlife.stores.sqlite import SqliteStore
 from tests.support.evidence import copied_run, sealed_nightly_run

@@ -23,7 +23,8 @@ from memlife.faults import InjectedFault, inject
 from memlife.journal import open_journal
 from memlife.model import MemoryRecord, utcnow
 from memlife.pipeline import RunConfig, run_local
-from memlife.receipts_dataset import PREFIX, record_history, runs_between
+from memlife.receipts_dataset import PREFIX
+from memlife.receipts_history import record_history, runs_between
 from memlife.report_html import breakdown, namespace_pattern, render
 from memlife.review import find_run, verify_run
 from memlife.stores.sqlite import SqliteStore

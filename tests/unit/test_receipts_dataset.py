@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 from memlife.audit import FileSink
 from memlife.cli import app
 from memlife.pipeline import RunConfig, run_local
-from memlife.receipts_dataset import PREFIX, SCHEMA, record_history, runs_between
+from memlife.receipts_dataset import PREFIX, SCHEMA
+from memlife.receipts_history import record_history, runs_between
 from tests.conftest import REPO
 from tests.support.lifecycle import CUTOFF, seed
 
