@@ -48,7 +48,9 @@ CREATE TABLE IF NOT EXISTS derived (
 # ASCII and Turkish i 'i', and keeps superscripts and fractions apart (store version 2).
 # 5: signs, percents and currencies are words of the statement, and more negations are
 # read (store version 3).
-VERSION = f"derived-5:{memlife.__version__}"
+# 6: a sign after a letter or standing alone is a word ("A+" is not "A-", "<7" not ">7"),
+# and a regular past is not its present in `restates` ("worked" / "works"; store version 4).
+VERSION = f"derived-6:{memlife.__version__}"
 FLUSH_ROWS = 256
 READ_AHEAD = 128  # shards whose rows one query reads
 KINDS = ("inference", "staging", "staging_total")  # the kinds kept (rows per shard)

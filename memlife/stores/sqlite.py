@@ -44,7 +44,15 @@ from memlife.sql_in import in_chunks, marks
 from memlife.sqlite_open import connect_wal
 from memlife.stores.base import DEFAULT_PAGE_SIZE, BadPageToken, BatchResult, ItemFailure, Page
 from memlife.stores.sqlite_rows import VIEW_CHECKS, checked, corrupt_record
-from memlife.text import legacy_norm_sha256, negates, norm_sha256, normalise
+from memlife.text import (
+    FOLD_NO_SYMBOLS,
+    FOLD_SIGNED_NUMBERS,
+    legacy_norm_sha256,
+    negates,
+    norm_sha256,
+    normalise,
+    v3_norm_sha256,
+)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
@@ -123,7 +131,22 @@ CREATE INDEX IF NOT EXISTS tombstones_norm ON tombstones (actor_id, norm_sha256)
 #      both recomputed. Tombstones keep their keys, as above, and a text is checked under
 #      both its key and its version-2 key (tombstone_norms): an older erasure refuses all
 #      it refused (an erased '-18' text's old key still refuses '18' too).
-STORE_VERSION = 3
+#   4: a sign after a letter or standing alone is a word of the statement too: a
+#      comparison anywhere ('<7' is not '>7', '≤ 120' not '≥ 120', '<=' is '≤'), a plus
+#      anywhere ('C++', blood type 'A+', '18+'), a sharp after a letter ('C#' is not 'C')
+#      and a minus after a letter that no letter, digit or dash follows ('O-' is not 'O+'
+#      or 'O'); arrows, hyphenated words ('well-known', 'e-mail'), dashes and '- item'
+#      bullets fold as before (text.symbols_as_words). Only rows whose content holds one
+#      of '<', '>', '+', '#', '!=', '-' (already read for version 3), or non-ASCII content,
+#      can fold differently: their keys are recomputed, other rows are not written.
+#      Tombstones keep their keys, as above, and a text is checked under its key and its
+#      version-3 and version-2 keys (tombstone_norms): an erased 'Blood type: O+' written
+#      at version 3 (the key of 'blood type o') still refuses it, and, as in version 3,
+#      also refuses 'Blood type: O-' and 'Blood type: O'; an erasure written now refuses
+#      'blood type O+' but not 'O-' (whose version-3 key is not the new tombstone's), yet
+#      one of a sign-free text ('Blood type: O') also refuses 'O+' and 'O-' (their older
+#      keys are its key): a refusal too many, never an erased text back.
+STORE_VERSION = 4
 _REFOLD_BATCH = 2000
 _OLD_EMPTY_KEY = content_sha256("")  # before version 1, the key of every empty fold
 
@@ -275,10 +298,13 @@ def tombstone_norm(content: str) -> str | None:
 
 
 def tombstone_norms(content: str) -> list[str]:
-    """Every folded-text hash a tombstone may hold for ``content``: today's, and the one a
-    tombstone written before store version 3 holds (signs and symbols dropped)."""
+    """Every folded-text hash a tombstone may hold for ``content``: today's, the one a
+    tombstone written at store version 3 holds (a sign after a letter or standing alone
+    dropped), and the one written before version 3 (signs and symbols dropped)."""
     keys = [tombstone_norm(content)]
-    if normalise(content, symbols=False):
+    if normalise(content, fold=FOLD_SIGNED_NUMBERS):
+        keys.append(v3_norm_sha256(content))
+    if normalise(content, fold=FOLD_NO_SYMBOLS):
         keys.append(legacy_norm_sha256(content))
     return list(dict.fromkeys(k for k in keys if k))
 
@@ -895,34 +921,42 @@ class SqliteStore:
         self.close()
 
 
-# ASCII content whose key or negation version 3 can change: a sign, percent or dollar, or
-# a negation word read since then (LIKE is case-insensitive in ASCII)
-_V3_SYMBOLS = ("-", "+", "%", "$")
-_V3_WORDS = ("cannot", "neither", "nor", "nobody", "nowhere", "dont", "doesnt", "didnt",
+# ASCII content whose key or negation version 3 or 4 can change: a sign, comparison,
+# percent or dollar, or a negation word read since version 3 (LIKE is case-insensitive in
+# ASCII); '-' and '+' (version 3) also cover version 4's minus and plus after a letter
+_REFOLD_SYMBOLS = ("-", "+", "%", "$", "<", ">", "#", "!=")
+_REFOLD_WORDS = ("cannot", "neither", "nor", "nobody", "nowhere", "dont", "doesnt", "didnt",
              "isnt", "arent", "wasnt", "werent", "cant", "wont", "couldnt", "wouldnt",
              "shouldnt", "hasnt", "havent", "hadnt", "aint")  # fmt: skip
-_V3_LIKE = " OR ".join(
-    ["instr(content, ?)"] * len(_V3_SYMBOLS) + ["content LIKE ?"] * len(_V3_WORDS)
+_REFOLD_LIKE = " OR ".join(
+    ["instr(content, ?)"] * len(_REFOLD_SYMBOLS) + ["content LIKE ?"] * len(_REFOLD_WORDS)
 )
 
 
 def _refold(c: sqlite3.Connection, after: int) -> int | None:
     """Recompute norm_sha256 and negated where the fold or the negation rule changed (store
-    versions 1 to 3), for one batch of rows past rowid ``after``; the rowid to go on
+    versions 1 to 4), for one batch of rows past rowid ``after``; the rowid to go on
     after, None at the end of the table.
 
     Only non-ASCII content (more UTF-8 bytes than characters; a NUL also counts, harmlessly),
-    the version-0 key of an empty fold, or ASCII content holding a sign, percent, dollar or
-    a negation word read since version 3 can carry values the current code does not give;
-    other ASCII text folds exactly as it always did. The rows are read whole before any is
-    written (no row is updated under an open cursor); one pass over the table, once per file.
+    the version-0 key of an empty fold, or ASCII content holding a sign, comparison,
+    sharp, percent, dollar or a negation word read since version 3 can carry values the
+    current code does not give; other ASCII text folds exactly as it always did. The rows
+    are read whole before any is written (no row is updated under an open cursor); one
+    pass over the table, once per file.
     """
     q = (
         "SELECT rowid, content, norm_sha256, negated FROM records WHERE rowid > ? AND "
-        f"(norm_sha256 = ? OR length(CAST(content AS BLOB)) <> length(content) OR {_V3_LIKE}) "
+        f"(norm_sha256 = ? OR length(CAST(content AS BLOB)) <> length(content) OR {_REFOLD_LIKE}) "
         "ORDER BY rowid LIMIT ?"
     )
-    args = (after, _OLD_EMPTY_KEY, *_V3_SYMBOLS, *(f"%{w}%" for w in _V3_WORDS), _REFOLD_BATCH)
+    args = (
+        after,
+        _OLD_EMPTY_KEY,
+        *_REFOLD_SYMBOLS,
+        *(f"%{w}%" for w in _REFOLD_WORDS),
+        _REFOLD_BATCH,
+    )
     rows = c.execute(q, args).fetchall()
     new = []
     for rowid, content, old, old_neg in rows:

@@ -518,7 +518,7 @@ def test_reopening_a_version_1_store_recomputes_its_non_ascii_keys(tmp_path: Pat
     assert after["m-pin"] == norm_sha256("Her PIN is 4821")
     assert after["m-tr"] == norm_sha256("istanbul'da yaşıyor")
     assert after["m-sup"] != norm_sha256("The flat measures 102 m2.")
-    assert _version(path) == STORE_VERSION == 3
+    assert _version(path) == STORE_VERSION >= 3
 
 
 def test_reopening_a_version_2_store_recomputes_signs_and_negations(tmp_path: Path) -> None:
@@ -551,7 +551,7 @@ def test_reopening_a_version_2_store_recomputes_signs_and_negations(tmp_path: Pa
     assert after["m-sign"] != norm_sha256("The freezer is at 18 degrees.")
     assert all(views[rid].negated for rid in ("m-curly", "m-cannot", "m-dont"))
     assert not views["m-sign"].negated
-    assert _version(path) == STORE_VERSION == 3
+    assert _version(path) == STORE_VERSION >= 3
 
 
 @pytest.mark.parametrize(
