@@ -18,7 +18,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memlife.errors import InputError
 from memlife.model import MemoryRecord, MemoryType, Source, Status
+from memlife.online.inputs import ids_arg, text_arg
 
 if TYPE_CHECKING:
     from memlife.ledger import AccessLedger
@@ -118,12 +120,14 @@ class Memory:
         """Save ``fact`` for ``actor``; an exact or near duplicate refreshes the existing one.
 
         ``namespace`` defaults to ``/users/<actor>/facts`` (env ``MEMLIFE_NAMESPACE``).
-        Raises ValueError for a blank fact, an unknown source or memory type.
+        ``at`` (default now) must carry a time zone. Raises :class:`memlife.errors.InputError`
+        (a ValueError) naming the argument for a blank fact, an unknown source or memory
+        type, a namespace or time that is not one; nothing is stored then.
         """
         _need_actor(actor)
         res = self._mem.remember(
             actor,
-            namespace or _default_namespace(actor),
+            _default_namespace(actor) if namespace is None else namespace,
             subject,
             fact,
             source=source,
@@ -172,6 +176,7 @@ class Memory:
         return rec
 
     def _own_active(self, record_id: str, actor: str) -> MemoryRecord | None:
+        text_arg(record_id, "record_id")
         rec = self.store.get(record_id)
         if rec is None or rec.actor_id != actor or rec.status is not Status.active:
             return None
@@ -183,7 +188,7 @@ class Memory:
         actor, unknown ids, inactive and held (legal_hold, retained) records are left alone
         and not returned."""
         _need_actor(actor)
-        wanted = [ids] if isinstance(ids, str) else list(ids)
+        wanted = ids_arg(ids, "ids")
         # an expired record too: hidden from reads, but the user's forget still applies
         mine = [rid for rid in wanted if self._own_active(rid, actor) is not None]
         return self._mem.forget(mine) if mine else []
@@ -263,4 +268,4 @@ class AsyncMemory:
 
 def _need_actor(actor: str) -> None:
     if not isinstance(actor, str) or not actor.strip():
-        raise ValueError("actor is required (a non-empty string)")
+        raise InputError("actor is required (a non-empty string)")

@@ -66,6 +66,7 @@ from memlife.model import (
     content_sha256,
     utcnow,
 )
+from memlife.online.inputs import stored_time
 from memlife.stores.base import BatchResult, ItemFailure, MemoryStore, iter_shard
 from memlife.stores.sqlite import CHANGED, HELD, SqliteStore
 from memlife.tombstones import ERASED_CONTENT, ERASED_SOURCE, refusal
@@ -251,13 +252,15 @@ class MemlifeStore(BaseStore):
 
     def _item(self, rec: MemoryRecord, cls: type, score: float | None = None) -> Any:
         key, value = decode(rec)
-        updated = rec.last_verified_at or rec.created_at
+        # a naive time stored before session 26 (remember's refresh) is read as UTC
+        created = stored_time(rec.created_at)
+        updated = stored_time(rec.last_verified_at) or created
         kw: dict[str, Any] = dict(
             namespace=to_namespace(rec.namespace),
             key=key,
             value=value,
-            created_at=rec.created_at,
-            updated_at=max(updated, rec.created_at),
+            created_at=created,
+            updated_at=max(updated, created),
         )
         if cls is SearchItem:
             kw["score"] = score
@@ -304,9 +307,9 @@ class MemlifeStore(BaseStore):
                 owner=self.owner,
                 confidence=1.0,
                 source=self.source,
-                created_at=existing.created_at if existing else now,
+                created_at=stored_time(existing.created_at) if existing else now,
                 access_count=existing.access_count if existing else 0,
-                last_accessed_at=existing.last_accessed_at if existing else None,
+                last_accessed_at=stored_time(existing.last_accessed_at) if existing else None,
                 last_verified_at=now,
                 expires_at=expires,
                 retention_class=existing.retention_class if existing else RetentionClass.standard,

@@ -59,8 +59,17 @@ from memlife.model import (
     new_memory_id,
     utcnow,
 )
-from memlife.namespaces import check_namespace
 from memlife.online.index import ShardIndex, norm_key
+from memlife.online.inputs import (
+    actor_arg,
+    at_arg,
+    choice_arg,
+    ids_arg,
+    namespace_arg,
+    number_in,
+    stored_time,
+    text_arg,
+)
 from memlife.policy import Policy, load_policy
 from memlife.restate import restates
 from memlife.retrieval import DEFAULT_THRESHOLD, rank_sets
@@ -353,24 +362,27 @@ class LongTermMemory:
         drinks coffee") is refreshed instead: ``last_verified_at`` set, access count
         bumped, confidence raised to ``confidence`` if lower, a missing subject filled in.
         """
-        fact = _text(fact, "fact").strip()
+        fact = text_arg(fact, "fact").strip()
         if not fact:
             raise InputError("fact is blank")
-        _actor(actor)
-        subject = _text(subject, "subject", optional=True)
-        owner = _text(owner, "owner", optional=True)
+        actor_arg(actor)
+        subject = text_arg(subject, "subject", optional=True)
+        owner = text_arg(owner, "owner", optional=True)
         # checked here, not only by the model: a duplicate is refreshed without building one
-        if not _number_in(confidence, 0, 1):
+        if not number_in(confidence, 0, 1):
             raise InputError(f"confidence must be a number from 0 to 1, not {confidence!r}")
-        check_namespace(namespace)  # no '.', '..' or empty segments (globs must not be fooled)
+        namespace_arg(namespace)  # no '.', '..' or empty segments (globs must not be fooled)
         size = len(fact.encode("utf-8"))
         if size > self.content_max_bytes:
             raise RememberRefused(
                 "CONTENT_TOO_LARGE",
                 f"fact is {size} bytes, over the limit of {self.content_max_bytes}",
             )
-        source, memory_type = Source(source), MemoryType(memory_type)
-        now = at or utcnow()
+        source = choice_arg(Source, source, "source")
+        memory_type = choice_arg(MemoryType, memory_type, "memory_type")
+        # aware, in UTC: the refresh writes it unvalidated (model_copy), so a naive time
+        # would be stored and every later comparison with it would fail
+        now = at_arg(at) or utcnow()
         with self._lock:
             self._check_marker()
             shard = self._shard(actor, namespace)
@@ -461,14 +473,33 @@ class LongTermMemory:
             if record.id not in result.succeeded:
                 why = "; ".join(f"{f.code}: {f.message}" for f in result.failed) or "not stored"
                 raise RuntimeError(f"remember: store refused record {record.id}: {why}")
-            if inferred is not None:
-                self.subjects.put(actor, namespace, {record.id: inferred}, "remember")
+            if inferred is not None and not self._put_subject(record, inferred):
+                self._epoch += 1  # removed by another writer already: every shard re-checks
+                return RememberResult(record.id, True, None, None)
             shard.append(record.id, fact, vector, record.created_at)
             names = self._namespaces.get(actor)
             if names is not None:
                 names[1].add(namespace)
             self._own_write(before, shard, added=record)
             return RememberResult(record.id, True, None, None)
+
+    def _put_subject(self, record: MemoryRecord, inferred: str) -> bool:
+        """Write the new record's inferred subject key (a few of its words), then look at the
+        record again: an erasure (or a delete) committed since the insert has already
+        forgotten the keys it knew, so a key written after it would keep erased words for
+        good. Write, then look (as erase_sweep): either the removal's own cleanup comes
+        after our write, or the record is already gone here and the key goes with it.
+        False: the record is gone (or no longer the text we stored)."""
+        shard = (record.actor_id, record.namespace)
+        self.subjects.put(record.actor_id, record.namespace, {record.id: inferred}, "remember")
+        now = self.store.get(record.id)
+        if now is not None and (now.actor_id, now.namespace, now.content) == (
+            *shard,
+            record.content,
+        ):
+            return True
+        self.subjects.forget_removed(shard, {record.id: record.content})
+        return False
 
     def _insert(self, record: MemoryRecord, *, unique: bool = True) -> BatchResult:
         """Insert-only; in SQLite also refused (DUPLICATE_ACTIVE) when an active record of
@@ -566,10 +597,13 @@ class LongTermMemory:
         A held record (legal_hold, retained) is never changed from here (invariant 1): not
         forgotten, superseded or quarantined, nor made active again (that drops its
         replacement and writes no receipt; a release is `memlife hold release`)."""
-        status = Status(status)
+        status = choice_arg(Status, status, "status")
+        record_ids = ids_arg(record_ids, "record_ids")
+        replaced_by = text_arg(replaced_by, "replaced_by", optional=True)
         with self._lock:
             self._check_marker()
             before = self._marker()
+            started = utcnow()  # before the write: an erasure after it is swept below
             records = self._get_many(record_ids)
             record_ids = [i for i in record_ids if i not in records or not records[i].held]
             # the check again at the write, in its transaction: a hold placed since the read
@@ -580,6 +614,7 @@ class LongTermMemory:
             else:
                 result = self.store.set_status(list(record_ids), status, replaced_by=replaced_by)
             touched: set[tuple[str, str]] = set()
+            back: dict[tuple[str, str], list[MemoryRecord]] = {}
             for rid in result.succeeded:
                 rec = records.get(rid)
                 if rec is None:
@@ -589,11 +624,16 @@ class LongTermMemory:
                 if shard is None:
                     continue
                 if status is Status.active and rid not in shard.row_of:
-                    vec = self.cache.get_or_embed([rec])[0]
-                    shard.append(rid, rec.content, vec, rec.created_at)
+                    back.setdefault(key, []).append(rec)
                 elif status is not Status.active:
                     shard.remove(rid)
                 touched.add(key)
+            for (actor, ns), recs in back.items():
+                # embedded after the write: an erasure committed since would have its text's
+                # vector and codes stored again, so the shard load's guard (sweep, re-read)
+                vectors = self._embed_loaded(actor, recs, started)
+                for rec, vec in zip(recs, vectors, strict=True):
+                    self._shards[(actor, ns)].append(rec.id, rec.content, vec, rec.created_at)
             for key in touched:
                 self._own_write(before, self._shards[key])
                 before = self._seen_marker
@@ -631,16 +671,16 @@ class LongTermMemory:
         returned. Each returned hit is appended to the access ledger, unless ``log`` is
         False: a caller that returns only some hits (a filtered, paged search) logs those.
         """
-        _actor(actor)
-        size = len(_text(query, "query").encode("utf-8"))
+        actor_arg(actor)
+        size = len(text_arg(query, "query").encode("utf-8"))
         if size > self.content_max_bytes:  # the lexical and date terms read all of it
             raise InputError(f"query is {size} bytes, over the limit of {self.content_max_bytes}")
         if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
             raise InputError(f"k must be a positive whole number, not {k!r}")
-        if threshold is not None and not _number_in(threshold, -1, 1):
+        if threshold is not None and not number_in(threshold, -1, 1):
             raise InputError(f"threshold must be a cosine from -1 to 1, not {threshold!r}")
         if namespace is not None:
-            check_namespace(namespace)  # as remember: a namespace no record can have is a mistake
+            namespace_arg(namespace)  # as remember: a namespace no record can have is a mistake
         thr = self.threshold if threshold is None else threshold
         qv, tokens = embed_for_recall(self.embedder, query, self.token_alignment)
         with self._lock:
@@ -684,9 +724,10 @@ class LongTermMemory:
         served, by recall or a direct read, even before a nightly run deletes it."""
         now = now or utcnow()
         if rec.expires_at is not None:
-            return rec.expires_at <= now
+            return stored_time(rec.expires_at) <= now
         ttl = self.policy.memory_types[rec.memory_type].default_ttl_days
-        return ttl is not None and (now - rec.created_at).total_seconds() >= ttl * 86400
+        age = now - stored_time(rec.created_at)
+        return ttl is not None and age.total_seconds() >= ttl * 86400
 
     def close(self) -> None:
         self.ledger.flush()
@@ -701,37 +742,3 @@ class LongTermMemory:
 def default_namespace(actor: str) -> str:
     """Where the CLI and the example agent put memories without an explicit namespace."""
     return settings().namespace.replace("{actor}", actor)
-
-
-def _text(value: object, what: str, *, optional: bool = False) -> Any:
-    """``value`` when it is text (or None where ``optional``) and valid Unicode; else an
-    InputError naming ``what``."""
-    if value is None and optional:
-        return None
-    if not isinstance(value, str):
-        raise InputError(f"{what} must be text, not {type(value).__name__}")
-    return _unicode(value, what)
-
-
-def _number_in(value: object, low: float, high: float) -> bool:
-    """A real number (not a bool) from ``low`` to ``high``; NaN is not."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and low <= value <= high
-
-
-def _actor(actor: object) -> str:
-    text: str = _text(actor, "actor")
-    if not text.strip():
-        raise InputError("actor is blank")
-    return text
-
-
-def _unicode(text: str, what: str) -> str:
-    """``text`` when it is valid Unicode; a lone surrogate (from a bad decode upstream) is an
-    InputError naming where, not a tokenizer's TypeError or a bare UnicodeEncodeError."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InputError(
-            f"{what} is not valid Unicode: a lone surrogate at character {exc.start}"
-        ) from None
-    return text
