@@ -14,16 +14,20 @@ the budget) fits; nothing the budget allows is summarised. If none fits, the far
 Tool rounds: when that leaves the history over budget, or no whole turn can go (an agent
 loop: one request, then round after round, all one turn; or a long finished loop and a
 short question), the older rounds of the kept turn where that saves most are summarised:
-its request stays verbatim with the summary as its last block, and the cut falls before
-an assistant message that follows tool results (each summarised ``tool_use`` goes with
-its results). At least ``keep_last_turns`` rounds are kept; a turn with fewer is not cut.
+its request stays verbatim with the summary as its last block (compaction's own earlier
+summaries there, which the summariser read, replaced), and the cut falls before an
+assistant message that follows tool results (each summarised ``tool_use`` goes with its
+results). At least ``keep_last_turns`` rounds are kept; a turn with fewer is not cut.
 
 The summary of whole turns is the first text block of the first kept user message (or
-its own user message before an assistant one), headed by :data:`SUMMARY_HEADER`. The
-summariser reads at most ``summarizer_input_tokens`` a call: a longer head goes in
-chunks, each read with the summary so far. A summariser failure changes nothing and is
-reported in :class:`CompactionResult`. Shapes are checked before anything is counted
-(:mod:`memlife.online.history`).
+its own user message before an assistant one), headed by :data:`SUMMARY_HEADER` and
+ended by a marker line: only a marked block is compaction's own, and a user's text in
+summary form is never replaced (:mod:`memlife.online.compaction_summary`). The summariser
+reads at most ``summarizer_input_tokens`` a call: a longer head goes in chunks cut only
+before an assistant message, each a valid history (the summary so far, a user message,
+opens the next; no tool call parted from its results). A summariser failure changes
+nothing and is reported in :class:`CompactionResult`. Shapes are checked before anything
+is counted (:mod:`memlife.online.history`).
 """
 
 from __future__ import annotations
@@ -37,6 +41,14 @@ import anthropic
 
 from memlife.errors import InputError, MemlifeError
 from memlife.errors import SummarizerError as SummarizerError  # moved; re-exported
+from memlife.online.compaction_summary import (
+    chunks,
+    is_own_summary,
+    so_far,
+    summary_block,
+    summary_text,
+    unmarked,
+)
 from memlife.online.history import (
     DEFAULT_MODEL,
     SUMMARY_HEADER,
@@ -48,7 +60,6 @@ from memlife.online.history import (
     _has_tool_result,
     check_turn_starts,
     derive_turn_starts,
-    is_summary_block,
     plain_messages,
     render_transcript,
     validate_history,
@@ -228,10 +239,6 @@ class CompactionResult:
         return self.tokens_after is None or self.tokens_after > self.budget_tokens
 
 
-def _summary_block(summary: str) -> dict[str, str]:
-    return {"type": "text", "text": f"{SUMMARY_HEADER}\n{summary}"}
-
-
 def _merge_summary(kept: list[Message], summary: str) -> tuple[list[Message], bool]:
     """Put the summary in front of ``kept``; returns (messages, merged into kept[0])."""
     first = kept[0]
@@ -239,9 +246,9 @@ def _merge_summary(kept: list[Message], summary: str) -> tuple[list[Message], bo
         # Prepend a block rather than a message: two user messages in a row would break
         # alternation, and the original blocks stay byte-equal behind it.
         merged = dict(first)
-        merged["content"] = [_summary_block(summary), *_blocks(first.get("content"))]
+        merged["content"] = [summary_block(summary), *_blocks(first.get("content"))]
         return [merged, *kept[1:]], True
-    return [{"role": "user", "content": f"{SUMMARY_HEADER}\n{summary}"}, *kept], False
+    return [{"role": "user", "content": summary_text(summary)}, *kept], False
 
 
 def _round_cuts(messages: Sequence[Mapping[str, Any]], task: int, end: int, keep: int) -> list[int]:
@@ -258,17 +265,12 @@ def _round_cuts(messages: Sequence[Mapping[str, Any]], task: int, end: int, keep
     return cuts[: len(cuts) - keep + 1] if len(cuts) >= keep else []
 
 
-def _after_task(task: Message, summary: str, *, drop_first: bool) -> Message:
+def _after_task(task: Message, summary: str) -> Message:
     """The request, verbatim, with the summary of its older rounds as its last block. Only
-    summaries compaction wrote there go: a last block in summary form (an earlier pass's;
-    the summariser read it) and, with ``drop_first``, the block this call merged in first.
-    Text the user wrote in that form elsewhere stays."""
-    blocks = list(_blocks(task.get("content")))
-    if drop_first and len(blocks) > 1 and is_summary_block(blocks[0]):
-        blocks = blocks[1:]
-    if len(blocks) > 1 and is_summary_block(blocks[-1]):
-        blocks = blocks[:-1]
-    task["content"] = [*blocks, _summary_block(summary)]
+    summaries compaction wrote there (marked; the summariser read them) go: text the user
+    wrote in summary form stays, wherever it is."""
+    blocks = [b for b in _blocks(task.get("content")) if not is_own_summary(b)]
+    task["content"] = [*blocks, summary_block(summary)]
     return task
 
 
@@ -296,21 +298,12 @@ class _Stop(MemlifeError):
 
 
 def _summarise(summarizer: Summarizer, head: Sequence[Message], bound: int) -> tuple[str, int]:
-    """A summary of ``head`` and the calls it took: chunks of whole messages, each at most
-    three quarters of ``bound`` (estimated), read after the summary so far."""
-    est = EstimateTokenCounter()
-    chunks: list[list[Message]] = [[]]
-    size = 0
-    for msg in head:
-        cost = est.count([msg])
-        if chunks[-1] and size + cost > bound * 3 // 4:
-            chunks.append([])
-            size = 0
-        chunks[-1].append(msg)
-        size += cost
+    """A summary of ``head`` and the calls it took: chunks, each at most three quarters of
+    ``bound`` (estimated) and a valid history, read after the summary so far."""
+    parts = chunks(unmarked(head), bound * 3 // 4)
     summary = ""
-    for chunk in chunks:
-        earlier = [{"role": "user", "content": [_summary_block(summary)]}] if summary else []
+    for chunk in parts:
+        earlier = [so_far(summary)] if summary else []
         try:
             got = summarizer.summarize(copy.deepcopy([*earlier, *chunk]))
         except Exception as exc:  # noqa: BLE001 - the contract: a failure leaves history as is
@@ -320,7 +313,7 @@ def _summarise(summarizer: Summarizer, head: Sequence[Message], bound: int) -> t
         if not isinstance(got, str) or not got.strip():
             raise _Stop("summarizer_failed", "summarizer returned an empty summary")
         summary = got.strip()
-    return summary, len(chunks)
+    return summary, len(parts)
 
 
 def _whole_number(name: str, value: object, least: int) -> int:
@@ -461,9 +454,7 @@ def _compact(
             cut = _first_fitting(cuts, fits)
             summary, n = _summarise(summarizer, cur[task:cut], bound)
             calls += n
-            request = _after_task(
-                copy.deepcopy(cur[task]), summary, drop_first=merged and task == 0
-            )
+            request = _after_task(copy.deepcopy(cur[task]), summary)
             gone = cut - task - 1
             rounds = sum(1 for m in cur[task + 1 : cut] if m.get("role") == "assistant")
             cur = [*copy.deepcopy(cur[:task]), request, *copy.deepcopy(cur[cut:])]

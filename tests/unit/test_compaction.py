@@ -195,7 +195,7 @@ def test_compaction_yields_valid_history_and_keeps_last_turns(
     if turns and result.summarized_rounds == 0:
         cut = starts[turns]
         assert result.summarized_messages == cut
-        assert _dump(summarizer.calls[0]) == _dump(original[:cut])
+        assert _dump(summarizer.calls[-1]) == _dump(original[:cut])  # the cut taken
         if len(summarizer.calls) == 1 and turns > 1:  # nothing the budget allows is lost
             assert counter.count(original[starts[turns - 1] :]) + allowance > budget
         first = result.messages[0]
@@ -447,9 +447,9 @@ def test_anthropic_summarizer_via_sdk(messages_server: MessagesServer) -> None:
     )
     result = compact(_tool_history(), budget_tokens=10, keep_last_turns=1, summarizer=summarizer)
     assert result.compacted, result.error
-    assert result.messages[0]["content"][0]["text"] == (
-        f"{SUMMARY_HEADER}\nOrder 1234 is in Berlin; refund sent."
-    )
+    assert result.messages[0]["content"][0]["text"].startswith(
+        f"{SUMMARY_HEADER}\nOrder 1234 is in Berlin; refund sent.\n[memlife summary "
+    )  # then the marker line (session 26)
     (request,) = messages_server.message_requests
     assert request.body["model"] == "claude-test" and request.body["max_tokens"] == 300
     prompt = request.body["messages"][0]["content"]
