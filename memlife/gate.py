@@ -60,7 +60,9 @@ if TYPE_CHECKING:
 
 GATES = ("must_retain_recall", "forbidden_retrieval", "contradiction_rate", "aggregate_score")
 # Deletions that are obligations, not judgements: they go ahead without an evaluation set.
-OBLIGATIONS = frozenset({"HARD_EXPIRED", "GRACE_ELAPSED"})  # expires_at passed; user forgot it
+# expires_at passed; a user forgot it; the record a superseded one points to is deleted
+# (kept, it would point to nothing: invariant 3, memlife/orphans.py; it is served by no one)
+OBLIGATIONS = frozenset({"HARD_EXPIRED", "GRACE_ELAPSED", "REPLACEMENT_DELETED"})
 
 # (query, retrieved contents) -> the model's final answer
 Answerer = Callable[[str, Sequence[str]], str]

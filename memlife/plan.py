@@ -80,6 +80,8 @@ class Reason(StrEnum):
     SUPERSEDED_RETENTION = "SUPERSEDED_RETENTION"  # superseded longer than the policy keeps it
     DISPUTED = "DISPUTED"  # a reviewer disputed the record: never deleted until resolved
     HELD_SOURCE = "HELD_SOURCE"  # a held source names it its replacement (memlife/pinned.py)
+    # superseded by a record the night deletes: it goes with it (memlife/orphans.py)
+    REPLACEMENT_DELETED = "REPLACEMENT_DELETED"
     SCORE_OK = "SCORE_OK"
 
 

@@ -20,6 +20,7 @@ from memlife.erase_sweep import sweep_after_write
 from memlife.errors import InputError, StoreError
 from memlife.journal import OpKind
 from memlife.model import Link, MemoryRecord, PlanView, link_of, plan_view
+from memlife.orphans import sources_follow
 from memlife.pinned import hold_pinned
 from memlife.plan import DELETE_ACTIONS, Action, Decision, Planner, Reason, ShardHints
 from memlife.report import ReportWriter
@@ -103,8 +104,11 @@ def plan_shard(
         views.update((v.id, v) for p in pages for v in p)
     hints = shard_hints(ctx, store, shard, pages, read)
     decisions = planner.plan_shard(pages, hints)
-    # the planner reads no provenance: a held source's replacement is held here (pinned.py)
-    return hold_pinned(store, (v for p in pages for v in p), decisions, links)
+    # the planner reads no provenance: a held source's replacement is held here (pinned.py),
+    # and a superseded record whose replacement is deleted goes with it (orphans.py)
+    views_of = [v for p in pages for v in p]
+    decisions = hold_pinned(store, views_of, decisions, links)
+    return sources_follow(store, views_of, decisions, links)
 
 
 KEEP_READ = 4096  # records of a shard handed from inference to staging, at most
