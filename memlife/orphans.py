@@ -14,7 +14,7 @@ applier re-checks each record's hold, scope and content before it deletes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from memlife.model import Link, PlanView, Status, is_held
 from memlife.pinned import read_links
@@ -27,10 +27,12 @@ def sources_follow(
     views: Iterable[PlanView],
     decisions: list[Decision],
     known: Mapping[str, Link] | None = None,
+    disputed: Collection[str] = frozenset(),
 ) -> list[Decision]:
-    """``decisions`` with each superseded, unheld, undisputed record whose replacement is
-    planned for deletion planned for deletion too (module doc). Reads the links of the
-    shard's superseded records only when the shard has a delete."""
+    """``decisions`` with each superseded, unheld, undisputed (``disputed``: the shard's
+    records a reviewer disputed) record whose replacement is planned for deletion planned
+    for deletion too (module doc). Reads the links of the shard's superseded records only
+    when the shard has a delete."""
     deleting = {d.id for d in decisions if d.action in DELETE_ACTIONS}
     if not deleting:
         return decisions
@@ -42,6 +44,7 @@ def sources_follow(
         and not is_held(v.retention_class, v.status)
         and v.id in by_id
         and by_id[v.id].action not in DELETE_ACTIONS
+        and v.id not in disputed
         and Reason.DISPUTED not in by_id[v.id].reasons
     ]
     if not candidates:

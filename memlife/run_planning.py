@@ -108,7 +108,7 @@ def plan_shard(
     # and a superseded record whose replacement is deleted goes with it (orphans.py)
     views_of = [v for p in pages for v in p]
     decisions = hold_pinned(store, views_of, decisions, links)
-    return sources_follow(store, views_of, decisions, links)
+    return sources_follow(store, views_of, decisions, links, hints.disputed)
 
 
 KEEP_READ = 4096  # records of a shard handed from inference to staging, at most

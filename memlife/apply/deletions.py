@@ -30,6 +30,9 @@ class DeleteItem:
 
 def delete(ex: Executor, items: Sequence[DeleteItem], tally: Tally) -> None:
     for shard_items in by_shard(items):
+        # a replacement's batch before its sources' (memlife/orphans.py): the delete applier
+        # lets a source go only once its replacement is gone
+        shard_items.sort(key=lambda i: "REPLACEMENT_DELETED" in i.reasons)
         for n, batch in enumerate(chunked(shard_items, MAX_BATCH)):
             if (batch[0].actor_id, batch[0].namespace) in ex.stopped:
                 # a StoreError stopped this shard: the rest is planned again next run
@@ -46,8 +49,10 @@ def delete(ex: Executor, items: Sequence[DeleteItem], tally: Tally) -> None:
             for o in run_lifecycle(ex, planned, tally):
                 if o.outcome is Outcome.failed:
                     tally.ids_not_deleted.append({"id": o.record_id, "reason": o.last_error})
-                elif o.outcome is Outcome.skipped:  # a held source still points to it
-                    tally.ids_not_deleted.append({"id": o.record_id, "reason": "HELD_SOURCE"})
+                elif o.outcome is Outcome.skipped:  # a held source points to it, or it is
+                    # a source whose replacement stays or that is active again
+                    why = "SOURCE_KEPT" if "ALREADY_SUPERSEDED" in o.reasons else "HELD_SOURCE"
+                    tally.ids_not_deleted.append({"id": o.record_id, "reason": why})
 
 
 def quarantine(ex: Executor, items: Sequence[DeleteItem], tally: Tally, reason: str) -> None:

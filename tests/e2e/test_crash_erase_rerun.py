@@ -9,6 +9,7 @@ record is still a failure."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,45 @@ def test_a_record_gone_with_no_removal_on_record_is_still_a_failure(
         store.close()
     rerun = night(crashed)
     assert rerun.status == "partial_failure" and rerun.lifecycle["failed"] >= 1
+    store = SqliteStore(home / "memlife.db")
+    try:
+        failed = open_journal(store).terminal_failures()
+        assert [(o.record_id, o.last_error) for o in failed] == [("m-tea", "RECORD_MISSING")]
+    finally:
+        store.close()
+
+
+def test_an_earlier_records_removal_under_the_same_id_says_nothing_of_this_one(
+    home: Path, tmp_path: Path
+) -> None:
+    """An earlier m-tea of the same scope expired and was deleted on an earlier night; the
+    id was used again. After the crash the new m-tea vanishes with no removal on record:
+    the old delete must not pass for "removed by another" (it would make the gap a
+    success, and a delete of this record `already_absent`, invariant 2)."""
+    old = rec("m-tea", "preferences", "Likes oolong.", subject="oldtea", age=400,
+              expires=NOW - timedelta(days=40))  # fmt: skip
+    store = SqliteStore(home / "memlife.db")
+    store.put_many([old])
+    store.close()
+    assert (
+        run_local(RunConfig(dry_run=False, now=NOW - timedelta(days=30))).lifecycle["deleted"] == 1
+    )
+    store = SqliteStore(home / "memlife.db")
+    store.put_many([TEA, COFFEE, DOG])
+    store.close()
+    cases = write_cases(tmp_path / "cases.yaml", [
+        {"id": "dog", "query": "What is the dog called?", "actor_id": ACTOR,
+         "must_retrieve": ["m-dog"], "impact": "high"},
+    ])  # fmt: skip
+    with inject("after_supersede"), pytest.raises(InjectedFault):
+        night(cases)
+    store = SqliteStore(home / "memlife.db")
+    try:
+        store.delete_many(["m-tea"])  # behind memlife's back
+    finally:
+        store.close()
+    rerun = night(cases)
+    assert rerun.status == "partial_failure", rerun.lifecycle
     store = SqliteStore(home / "memlife.db")
     try:
         failed = open_journal(store).terminal_failures()

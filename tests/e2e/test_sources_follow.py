@@ -9,7 +9,12 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from memlife.audit import open_sink
+from memlife.erase import erase
+from memlife.faults import InjectedFault, inject
+from memlife.holds import place_hold
 from memlife.journal import open_journal
 from memlife.model import MemoryRecord, MemoryType, RetentionClass, Status
 from memlife.pipeline import RunConfig, run_local
@@ -113,3 +118,88 @@ def test_a_held_source_still_keeps_its_replacement(home: Path) -> None:
     after = snapshot(home / "memlife.db")
     assert {"H", "S", "R"} <= set(after)
     check_invariants(before, after, home / "receipts")
+
+
+# -- the second review of this change: what happens between planning and applying --------
+def _expiring_replacement(home: Path) -> None:
+    """R (replacing S1 and S2, listed as its sources) expires; the night after its expiry
+    plans R, S1 and S2 for deletion."""
+    s1 = rec("S1", "facts", "Has a cat named Miso.", subject="pets", age=50)
+    s2 = rec("S2", "facts", "Has a cat named Tofu.", subject="pets", age=40)
+    r = rec("R", "facts", "Has two cats, Miso and Tofu.", subject="pets", age=5,
+            expires=NOW + timedelta(days=9))  # fmt: skip
+    r = r.model_copy(
+        update={"provenance": r.provenance.model_copy(update={"supersedes": ["S1", "S2"]})}
+    )
+    _put(home, s1, s2, r)
+    store = _store(home)
+    try:
+        store.set_status(["S1", "S2"], Status.superseded, replaced_by="R", at=NOW)
+    finally:
+        store.close()
+
+
+def _crash_after_planning(later: object) -> None:
+    with inject("after_journal_write"), pytest.raises(InjectedFault):
+        run_local(RunConfig(dry_run=False, now=later))
+
+
+def _statuses(home: Path) -> dict[str, str | None]:
+    store = _store(home)
+    try:
+        return {i: (r.status.value if (r := store.get(i)) else None) for i in ("S1", "S2", "R")}
+    finally:
+        store.close()
+
+
+def test_a_source_an_erasure_made_active_again_is_not_deleted_by_the_rerun(home: Path) -> None:
+    """The night crashed after journaling R's, S1's and S2's deletes; an erasure of S1 then
+    withdrew R and made S2 active again. The rerun replayed S2's delete and removed an
+    active record. A delete planned for a superseded record now wants it still superseded."""
+    _expiring_replacement(home)
+    later = NOW + timedelta(days=10)
+    _crash_after_planning(later)
+    store = _store(home)
+    try:
+        erase(store, "u-1", ids=["S1"], now=later)
+    finally:
+        store.close()
+    assert _statuses(home) == {"S1": None, "S2": "active", "R": None}
+    rerun = run_local(RunConfig(dry_run=False, now=later))
+    assert rerun.status == "success", rerun.lifecycle
+    assert _statuses(home)["S2"] == "active"
+
+
+def test_a_hold_placed_on_the_replacement_keeps_its_sources(home: Path) -> None:
+    """A hold placed on R between planning and applying keeps R; its sources, which would
+    point to nothing only if R went, are kept too (before, they were deleted with receipts
+    saying their replacement was deleted)."""
+    _expiring_replacement(home)
+    later = NOW + timedelta(days=10)
+    _crash_after_planning(later)
+    store = _store(home)
+    try:
+        place_hold(store, actor="u-1", ids=["R"], now=later)
+    finally:
+        store.close()
+    run_local(RunConfig(dry_run=False, now=later))
+    assert _statuses(home) == {"S1": "superseded", "S2": "superseded", "R": "active"}
+
+
+def test_a_disputed_source_waits_for_its_reviewer(home: Path) -> None:
+    _put(home, ROUTER, MODEM)
+    run_local(RunConfig(dry_run=False, now=NOW))
+    store = _store(home)
+    try:
+        (item, *_) = [i for i in ReviewQueue.for_store(store).list() if i.record_id == "A"]
+        assert resolve(store, item.item_id, "dispute", "ana@example.com")["status"] == "success"
+        store.set_status(["A"], Status.superseded, replaced_by="B", at=NOW)  # an import did it
+    finally:
+        store.close()
+    night = run_local(RunConfig(dry_run=False, now=NOW + timedelta(days=10)))
+    assert night.lifecycle["deleted"] == 1  # B, its expiry past; A waits for its reviewer
+    store = _store(home)
+    try:
+        assert store.get("A") is not None and store.get("B") is None
+    finally:
+        store.close()

@@ -88,12 +88,16 @@ _REMOVALS = (OpKind.delete, OpKind.erase, OpKind.purge)
 
 def removed_by_another(ex: Executor, op: Operation) -> bool:
     """Whether another operation of the record's scope (ids are reused across actors and
-    namespaces) removed it, journaled as done: a delete, an erasure or a purge."""
+    namespaces) removed it, journaled as done after ``op`` was planned: a delete, an
+    erasure or a purge. One done before removed an earlier record under the id (``op``
+    was planned from a record that was there), and says nothing of this one."""
+    since = op.created_at
     return any(
         other.operation_id != op.operation_id
         and (other.actor_id, other.namespace) == (op.actor_id, op.namespace)
         and other.kind in _REMOVALS
         and other.outcome is Outcome.deleted
+        and (since is None or (other.updated_at is not None and other.updated_at >= since))
         for other in ex.journal.for_record(op.record_id)
     )
 

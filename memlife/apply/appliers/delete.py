@@ -17,7 +17,7 @@ from memlife.apply.registry import Result, register
 from memlife.errors import ShardStopped
 from memlife.faults import checkpoint
 from memlife.journal import Operation, OpKind, OpState, Outcome
-from memlife.model import MemoryRecord, content_sha256
+from memlife.model import MemoryRecord, Status, content_sha256
 
 if TYPE_CHECKING:
     from memlife.apply.executor import Executor
@@ -31,14 +31,15 @@ def delete_records(ex: Executor, ops: list[Operation]) -> dict[str, Result]:
     # held now, not at planning: a hold placed since pins what its record names as well
     pinned = _pinned(ex, current)
     out: dict[str, Result] = {}
-    ids = []
-    for rid, o in by_record.items():
+    ids: list[str] = []
+    # a replacement's own delete decided first: its sources follow only if it goes
+    for rid, o in sorted(by_record.items(), key=lambda kv: "REPLACEMENT_DELETED" in kv[1].reasons):
         r = current.get(rid)
         refused = stale(o, r) if r is not None else None
         if refused is not None:
             out[o.operation_id] = refused
-        elif rid in pinned:
-            out[o.operation_id] = Outcome.skipped  # kept while the hold stands (counted)
+        elif rid in pinned or (r is not None and not _still_superseded(ex, o, r, ids)):
+            out[o.operation_id] = Outcome.skipped  # kept: a hold, or no longer superseded
         else:
             ids.append(rid)
     if ids:
@@ -64,6 +65,22 @@ def delete_records(ex: Executor, ops: list[Operation]) -> dict[str, Result]:
         if stop is not None:
             raise ShardStopped(stop, out)
     return out
+
+
+def _still_superseded(ex: Executor, o: Operation, r: MemoryRecord, going: list[str]) -> bool:
+    """A delete planned for a superseded record (its retention over, or its replacement
+    deleted: memlife/orphans.py) still holds only while the record is superseded (an
+    erasure may have made it active again since), and, for REPLACEMENT_DELETED, while its
+    replacement is gone or ``going`` (deleted by this batch: a hold placed on the
+    replacement keeps it, and so its sources)."""
+    if "ALREADY_SUPERSEDED" not in o.reasons:
+        return True
+    if r.status is not Status.superseded:
+        return False
+    if "REPLACEMENT_DELETED" not in o.reasons:
+        return True
+    by = r.provenance.replaced_by
+    return by is None or by in going or ex.store.get(by) is None
 
 
 def _pinned(ex: Executor, current: dict[str, MemoryRecord]) -> set[str]:
