@@ -44,16 +44,20 @@ def partition_keys(
             yield date.fromisoformat(day_s), run_id, key
 
 
-def sealed_part(sink: ReceiptSink, day: date, run_id: str) -> str | None:
-    """The file the run's result sealed (its receipt's ``dataset_key``), or None for a run
-    sealed before receipts named it (the reader then takes the greatest name). A file added
+def sealed_part(sink: ReceiptSink, day: date, run_id: str, latest: str) -> str | None:
+    """The run's file to read: the one its result sealed (its receipt's ``dataset_key``),
+    else, for a run sealed before receipts named it, ``latest`` (the greatest name). None:
+    no run of that id has a receipt in that day's folder (a run's files lie under its
+    cutoff day, as its run folder does), so nothing there is a run's evidence. A file added
     beside the sealed one is not read (``receipts verify``: DATASET_NOT_SEALED)."""
     receipt = latest_receipt(sink, f"runs/{day:%Y/%m/%d}/{run_id}")
-    evidence = (receipt or {}).get("evidence")
+    if receipt is None:
+        return None
+    evidence = receipt.get("evidence")
     key = evidence.get("dataset_key") if isinstance(evidence, dict) else None
     if isinstance(key, str) and is_part_key(key) and f"/run_id={run_id}/" in key:
         return key
-    return None
+    return latest
 
 
 def _day_prefixes(since: date | None, until: date | None) -> list[date] | None:
@@ -69,7 +73,8 @@ def record_history(
     """Every operation on ``record_id`` across runs, oldest first (ids, codes, times)."""
     rows: list[dict[str, Any]] = []
     for day, run_id, key in partition_keys(sink, since, until):
-        body = sink.get(sealed_part(sink, day, run_id) or key)
+        part = sealed_part(sink, day, run_id, key)
+        body = sink.get(part) if part is not None else None
         if body is None:
             continue
         # read whole, then filtered: `read_table(buffer, filters=...)` goes through Arrow's

@@ -126,3 +126,17 @@ def test_an_older_runs_files_are_checked_by_what_they_say(ev: dict) -> None:
     # a copy of the run's own result as a later file says nothing new: not a problem
     forged.write_bytes(ev["part"].read_bytes())
     assert problems(ev) == (set(), set())
+
+
+def test_a_file_under_another_days_folder_is_no_runs_evidence(ev: dict) -> None:
+    """The second review: the same forged file under another date's folder for the real
+    run (`date=<the day before>/run_id=<run>/part-0.parquet`); verify lists only the run's
+    own day, and history read it as the run's. A run's files lie under its cutoff day, as
+    its run folder does: history reads nothing else."""
+    forged = forged_part(ev, "forged.tmp")
+    day = ev["part"].parent.parent.name  # date=YYYY-MM-DD
+    other = ev["part"].parent.parent.with_name("date=1999-01-01") / ev["part"].parent.name
+    other.mkdir(parents=True)
+    forged.replace(other / "part-0.parquet")
+    assert day != other.parent.name
+    assert record_history(ev["sink"], "m-never-deleted") == []
