@@ -50,7 +50,10 @@ CREATE TABLE IF NOT EXISTS derived (
 # read (store version 3).
 # 6: a sign after a letter or standing alone is a word ("A+" is not "A-", "<7" not ">7"),
 # and a regular past is not its present in `restates` ("worked" / "works"; store version 4).
-VERSION = f"derived-6:{memlife.__version__}"
+# 7: `restates` keeps the side of each word in a negation or a comparison ("peanuts, not
+# shellfish" is not "shellfish, not peanuts"); symbols (category So), arrows and "&" are
+# words of the statement key, markup at a line's start is not (store version 4).
+VERSION = f"derived-7:{memlife.__version__}"
 FLUSH_ROWS = 256
 READ_AHEAD = 128  # shards whose rows one query reads
 KINDS = ("inference", "staging", "staging_total")  # the kinds kept (rows per shard)

@@ -57,7 +57,7 @@ from memlife.quarantine import ManualRun, forget_snapshots, manual_run
 from memlife.receipts import operation_receipt
 from memlife.state.side import side_tables
 from memlife.stores.base import MAX_BATCH, MemoryStore, chunked, iter_shard
-from memlife.stores.sqlite import tombstone_norms
+from memlife.stores.sqlite import tombstone_norm
 
 
 def pending_erasures(store: MemoryStore, actor_id: str | None = None) -> list[dict[str, Any]]:
@@ -226,10 +226,14 @@ def tombstone_keys(content_sha256: str, norm_sha256: str | None) -> set[str]:
 
 
 def text_keys(r: MemoryRecord) -> set[str]:
-    """A record's text keys: its hashes, and every folded key a tombstone of its text may
-    hold (today's, and the one written before store version 3)."""
+    """A record's text keys: its hashes and its statement key under today's fold. Never an
+    older store version's key (tombstone_norms): those folded different facts into one
+    ('Knows C++' and 'Knows C', 'A+' and 'A-'); they exist only so that a tombstone written
+    then keeps refusing what it refused (the store's refusal checks them), and matching a
+    live record against them would erase a fact nobody asked to erase."""
     keys = {f"sha:{content_sha256(r.content)}", f"sha:{r.sha256}"}
-    return keys | {f"norm:{norm}" for norm in tombstone_norms(r.content)}
+    norm = tombstone_norm(r.content)
+    return keys | ({f"norm:{norm}"} if norm else set())
 
 
 def _rebuilt(

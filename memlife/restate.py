@@ -17,7 +17,17 @@ content words once filler (articles, "and", "very") is set aside and inflection 
 - each number with the same word after it ("two dogs and one cat" is not "one dog and two
   cats");
 - the words after "the", "a", "my"... in the same order where both texts have as many
-  ("the dog bit the man" is not "the man bit the dog").
+  ("the dog bit the man" is not "the man bit the dog");
+- each word on the same side of a negation and of a comparison. A negation (not, no,
+  never, n't, cannot, without, neither, nor) reaches to the end of its clause (punctuation
+  or but/although/though/whereas/however): "allergic to peanuts, not shellfish" is not
+  "allergic to shellfish, not peanuts", "likes cats but not dogs" not "likes dogs but not
+  cats"; a word after an "and"/"or" in that reach is apart from one before it ("doesn't
+  eat meat and drinks wine" is not "doesn't drink wine and eats meat", nor "allergic to
+  peanuts, not shellfish and crab" "allergic to peanuts and crab, not shellfish"). A
+  comparison (than, over, instead of, and to after prefer: "prefers tea to coffee",
+  "more ... than", "rather than") puts the words after it, to the end of the clause, on its
+  other side: "prefers tea to coffee" is not "prefers coffee to tea". "Don't" is "do not".
 Rewordings with other words are not merged on this rule: a missed merge, never a lost
 specific.
 """
@@ -46,6 +56,14 @@ _TENSE = {
 # "need", "bed" or "speed"); it keeps its stem, marked past, so "worked" / "works" differ
 _PAST = "\x00ed"
 _WORD = re.compile(r"\w+")
+# words and the punctuation that ends a clause (a "." or "," between digits is a number's)
+_TOKEN = re.compile(r"\w+|(?<!\d)[.,]|[.,](?!\d)|[;:!?()\[\]{}\"\u2026\u2014]")
+_CLAUSE_MARKS = frozenset('.,;:!?()[]{}"\u2026\u2014')
+_CONTRACTED = re.compile(r"\b(\w+)n['\u2019]t\b|\b(can)(not)\b", re.IGNORECASE)
+_CONTRACTED_STEMS = {"ca": "can", "wo": "will", "sha": "shall"}
+_NEGATIONS = frozenset("not no never without neither nor".split())
+_CLAUSE_ENDS = frozenset("but although though whereas however".split())
+_CONJUNCTIONS = frozenset("and or".split())
 _DETERMINERS = frozenset("the a an my your his her its our their this that these those".split())
 _local = threading.local()  # PyStemmer objects must not be shared across threads
 
@@ -69,14 +87,62 @@ def _tensed(word: str, stem: str) -> str:
     return stem
 
 
+def _uncontracted(m: re.Match[str]) -> str:
+    """A contracted negation written out: "don't" is "do not", "can't" and "cannot" "can
+    not", "won't" "will not"."""
+    if m.group(2):
+        return f"{m.group(2)} not"
+    head = m.group(1)
+    full = _CONTRACTED_STEMS.get(head.casefold(), head)
+    return (full.capitalize() if head[:1].isupper() else full) + " not"
+
+
+def _sides(tokens: list[str], stems: list[str]) -> list[str]:
+    """For each word of ``tokens`` (words and the punctuation that ends a clause;
+    ``stems``: the words' stems), the mark of the side it stands on (module doc): in a
+    negation's reach, there after an "and"/"or", after the k-th comparison of its clause.
+    A word that opens, joins or ends a reach stands on none ("")."""
+    marks: list[str] = []
+    neg = joined = prefer = False
+    side = 0
+    prev = ""
+    for tok in tokens:
+        if tok in _CLAUSE_MARKS:  # the clause ends
+            neg = joined = prefer = False
+            side = 0
+            continue
+        w = tok.casefold()
+        mark = ""
+        if w in _CLAUSE_ENDS:
+            neg = joined = prefer = False
+            side = 0
+        elif w in _NEGATIONS:
+            neg, joined = True, False
+        elif w in _CONJUNCTIONS:
+            joined = joined or neg
+        elif w in ("than", "over") or (w == "of" and prev == "instead") or (w == "to" and prefer):
+            side, prefer = side + 1, False
+        else:
+            mark = ("\x01not+" if joined else "\x01not" if neg else "") + (
+                f"\x01than{side}" if side else ""
+            )
+            prefer = prefer or stems[len(marks)] == "prefer"
+        marks.append(mark)
+        prev = w
+    return marks
+
+
 def _shape(text: str) -> tuple[frozenset[tuple[str, int]], tuple[str, ...], tuple[str, ...],
                                frozenset[tuple[tuple[str, str], int]]]:  # fmt: skip
     """(content words counted, names in order, the words after a determiner in order, each
     number with its next word counted): a name is a capitalised (not all-capitals) word
     after the first."""
-    raw = _WORD.findall(symbols_as_words(text))
+    tokens = _TOKEN.findall(_CONTRACTED.sub(_uncontracted, symbols_as_words(text)))
+    raw = [t for t in tokens if t not in _CLAUSE_MARKS]
     folded = [w.casefold() for w in raw]
-    stems = [_tensed(f, s) for f, s in zip(folded, _stem(folded), strict=True)]
+    bare = _stem(folded)
+    stems = [_tensed(f, s) for f, s in zip(folded, bare, strict=True)]
+    sides = _sides(tokens, bare)
     keep = [i for i, f in enumerate(folded) if f not in _FILLER]
     names = tuple(
         stems[i] for i in keep if raw[i][:1].isupper() and not raw[i].isupper() and i != keep[0]
@@ -88,7 +154,8 @@ def _shape(text: str) -> tuple[frozenset[tuple[str, int]], tuple[str, ...], tupl
         (w, content[j + 1]) for j, w in enumerate(content[:-1])
         if w.isdigit() or w in NUMBER_WORDS
     )  # fmt: skip
-    return frozenset(Counter(content).items()), names, after, frozenset(numbers.items())
+    placed = Counter(sides[i] + stems[i] for i in keep)
+    return frozenset(placed.items()), names, after, frozenset(numbers.items())
 
 
 def restates(a: str, b: str) -> bool:

@@ -40,34 +40,52 @@ _UNITS = ("%", "$")  # outside ASCII a currency sign is its Unicode name (_CURRE
 
 # Store version 4: the signs that carry a fact after a letter or standing alone, which
 # version 3 still dropped ("A1C <7%" / ">7%", "systolic ≤ 120" / "≥ 120", "C++" / "C#" /
-# "C", blood type "A+" / "A-"): a comparison anywhere ("<=" is "≤"), a plus anywhere, a
-# sharp after a letter ("C#", "C♯"; "#1" and "#travel" stay punctuation), and a minus
-# after a letter that no letter, digit or dash follows ("O-", "HIV-"; "well-known",
-# "e-mail", "COVID-19", "tea -- coffee" and a "- item" bullet stay punctuation). An arrow
-# ("->", "<-", "=>", "<=>") is punctuation.
+# "C", blood type "A+" / "A-"): a comparison anywhere ("<=" is "≤"), a plus anywhere (one
+# standing between spaces, "tea + coffee", is "and", as "&" is), a sharp after a letter
+# that no letter or digit follows ("C#", "C♯"; "#1", "#travel" and "Issue#42" stay
+# punctuation), a minus after a letter that no letter, digit or dash follows ("O-",
+# "HIV-"; "well-known", "e-mail", "COVID-19", "tea -- coffee", a "- item" bullet and a
+# suspended hyphen, "pre- and post-op", stay punctuation), a minus before a currency sign
+# ("-$50"), and an arrow as its direction ("->" is "right arrow", "<-" "left arrow").
+# A "+", "-" or ">" that starts a line and a space follows is markup (a bullet, a quote):
+# punctuation. Outside ASCII, a symbol (category So: emoji, check marks, "°") is its
+# name, and an arrow its direction (_SymbolTable).
 _SIGN_CUES = "[-<>=+#\u2212\u2013\u2264-\u2267\u2a7d\u2a7e\u2260\u00b1\u266d\u266f]"
 _SIGN_CUE = re.compile(_SIGN_CUES)  # whether to look at all ("!=" holds "=")
 _SIGN_WORD = re.compile(
     rf"(?=!|{_SIGN_CUES})(?:"  # a cue first: other positions fail at once (4x faster)
     r"(<=+>|<-+>|<-+(?![\d.])|-+>|=+>)"  # 1: an arrow
-    r"|(<=|>=|!=|[<>\u2264\u2265\u2266\u2267\u2a7d\u2a7e\u2260\u00b1\u266f\u266d+])"  # 2
-    r"|(?<=[^\W\d_])(?:(#)|[-\u2212\u2013](?![\w\-\u2212\u2013])))"  # 3: sharp; else minus
+    r"|((?<=\s)\+(?=\s))"  # 2: a plus between spaces: "and"
+    r"|(<=|>=|!=|[<>\u2264\u2265\u2266\u2267\u2a7d\u2a7e\u2260\u00b1\u266f\u266d+])"  # 3
+    r"|(?<=[^\W\d_])(?:(#)(?![^\W_])"  # 4: sharp; else minus (not a suspended hyphen)
+    r"|[-\u2212\u2013](?![\w\-\u2212\u2013])(?!\s+(?i:and|or|to)\b)))"
 )
 _SIGN_WORDS = {"<": " less than ", ">": " greater than ", "<=": " at most ", ">=": " at least ",
                "\u2264": " at most ", "\u2266": " at most ", "\u2a7d": " at most ",
                "\u2265": " at least ", "\u2267": " at least ", "\u2a7e": " at least ",
                "!=": " unequal ", "\u2260": " unequal ", "\u00b1": " plus minus ",
                "\u266f": " sharp ", "\u266d": " flat ", "+": " plus "}  # fmt: skip
+# a bullet or quote marker: "+", "-" or ">" (or several) at a line's start, then a space,
+# and no number next ("> 5 years" is "greater than 5 years", not a quote)
+_MARKUP = re.compile(r"^([ \t]*)(?:[-+>\u2212\u2013][ \t]+)+(?![\d.])", re.MULTILINE)
 # the statement fold of each store version since signs were read (text.py's keys)
 FOLD_NO_SYMBOLS, FOLD_SIGNED_NUMBERS, FOLD = 2, 3, 4
 
 
 def _sign_word(m: re.Match[str]) -> str:
     if m.group(1):
-        return " "
+        return _arrow_word(m.group(1))
     if m.group(2):
-        return _SIGN_WORDS[m.group(2)]
-    return " sharp " if m.group(3) else " minus "
+        return " and "
+    if m.group(3):
+        return _SIGN_WORDS[m.group(3)]
+    return " sharp " if m.group(4) else " minus "
+
+
+def _arrow_word(arrow: str) -> str:
+    if arrow.startswith("<"):
+        return " left right arrow " if arrow.endswith(">") else " left arrow "
+    return " right arrow "
 
 
 # numbers written as words, by value ("one", "half", "couple" are words too often to have
@@ -92,15 +110,24 @@ def symbols_as_words(text: str, *, fold: int = FOLD) -> str:
     number, a percent and a currency, as store version 3 read them)."""
     if not text.isascii():
         text = nfkc(text)
+    if fold >= FOLD and ("+" in text or ">" in text or "-" in text):
+        text = _MARKUP.sub(r"\1 ", text)
     if any(s in text for s in _SIGNS):
         text = _SIGNED.sub(lambda m: _SYMBOL_WORDS[m.group(1)], text)
-    if fold >= FOLD and _SIGN_CUE.search(text):
-        text = _SIGN_WORD.sub(_sign_word, text)
+        if fold >= FOLD:
+            text = _SIGNED_UNIT.sub(" minus ", text)
+    if fold >= FOLD:
+        if _SIGN_CUE.search(text):
+            text = _SIGN_WORD.sub(_sign_word, text)
+        if "&" in text:
+            text = text.replace("&", " and ")
     for unit in _UNITS:
         if unit in text:
             text = text.replace(unit, _SYMBOL_WORDS[unit])
     if not text.isascii():
         text = _CURRENCY.sub(_currency_word, text)
+        if fold >= FOLD and any(ch.isalnum() for ch in text):
+            text = text.translate(_SYMBOLS)
     return text
 
 
@@ -125,6 +152,54 @@ _CURRENCY = re.compile(
 
 def _currency_word(m: re.Match[str]) -> str:
     return " " + unicodedata.name(m.group(), "currency").lower().removesuffix(" sign") + " "
+
+
+# a minus before a currency sign ("-$50", "−€5"; store version 4)
+_SIGNED_UNIT = re.compile(r"(?<![\w.])[-\u2212\u2013](?=\$|" + _CURRENCY.pattern + ")")
+
+
+class _SymbolTable(dict[int, str]):
+    """str.translate's table for store version 4's symbols outside ASCII (after NFKC and
+    the currency signs): an arrow (a math or other symbol named so) is its direction, as
+    the ASCII arrows are ('→' and '->' ' right arrow ', '←' ' left arrow '); any other
+    symbol of category So (emoji, check marks, stars, '°') is its name, less a ' sign'
+    ('✓' ' check mark ', '✗' ' ballot x ', '👍' ' thumbs up '). A variation selector or
+    skin-tone modifier next to it is no symbol (the fold drops it or makes it a space), so
+    '👍🏽' and '❤️' are '👍' and '❤'. Every other character is itself. A text of symbols
+    alone (no letter or digit: '👍') is not translated: it folds to nothing and is keyed by
+    its exact content (:func:`norm_sha256`), as before."""
+
+    LIMIT = 1 << 16
+
+    def __missing__(self, cp: int) -> str:
+        ch = chr(cp)
+        out = ch
+        cat = unicodedata.category(ch)
+        if cat in ("So", "Sm"):
+            name = unicodedata.name(ch, "")
+            if "ARROW" in name:
+                out = _direction(name)
+            elif cat == "So":
+                out = f" {name.lower().removesuffix(' sign') or 'symbol'} "
+        if len(self) < self.LIMIT:
+            self[cp] = out
+        return out
+
+
+def _direction(name: str) -> str:
+    left = "LEFT" in name
+    right = "RIGHT" in name
+    if left or right:
+        return (
+            " left right arrow " if left and right else " left arrow " if left else " right arrow "
+        )
+    up, down = "UP" in name, "DOWN" in name
+    if up or down:
+        return " up down arrow " if up and down else " up arrow " if up else " down arrow "
+    return f" {name.lower()} "
+
+
+_SYMBOLS = _SymbolTable()
 
 
 def nfkc(text: str) -> str:

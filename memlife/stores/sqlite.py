@@ -133,19 +133,28 @@ CREATE INDEX IF NOT EXISTS tombstones_norm ON tombstones (actor_id, norm_sha256)
 #      it refused (an erased '-18' text's old key still refuses '18' too).
 #   4: a sign after a letter or standing alone is a word of the statement too: a
 #      comparison anywhere ('<7' is not '>7', '≤ 120' not '≥ 120', '<=' is '≤'), a plus
-#      anywhere ('C++', blood type 'A+', '18+'), a sharp after a letter ('C#' is not 'C')
-#      and a minus after a letter that no letter, digit or dash follows ('O-' is not 'O+'
-#      or 'O'); arrows, hyphenated words ('well-known', 'e-mail'), dashes and '- item'
-#      bullets fold as before (text.symbols_as_words). Only rows whose content holds one
-#      of '<', '>', '+', '#', '!=', '-' (already read for version 3), or non-ASCII content,
-#      can fold differently: their keys are recomputed, other rows are not written.
-#      Tombstones keep their keys, as above, and a text is checked under its key and its
-#      version-3 and version-2 keys (tombstone_norms): an erased 'Blood type: O+' written
-#      at version 3 (the key of 'blood type o') still refuses it, and, as in version 3,
-#      also refuses 'Blood type: O-' and 'Blood type: O'; an erasure written now refuses
-#      'blood type O+' but not 'O-' (whose version-3 key is not the new tombstone's), yet
-#      one of a sign-free text ('Blood type: O') also refuses 'O+' and 'O-' (their older
-#      keys are its key): a refusal too many, never an erased text back.
+#      anywhere ('C++', blood type 'A+', '18+'; one between spaces is 'and', as '&' is:
+#      'tea + coffee' is 'tea & coffee' is 'tea and coffee'), a sharp after a letter that
+#      no letter or digit follows ('C#' is not 'C'; 'Issue#42' is 'Issue #42'), a minus
+#      after a letter that no letter, digit or dash follows ('O-' is not 'O+' or 'O'; a
+#      suspended hyphen, 'pre- and post-op', is punctuation), a minus before a currency
+#      sign ('-$50' is not '$50'), an arrow as its direction ('->', '→' 'right arrow',
+#      '<-' 'left arrow'), and outside ASCII a symbol of category So as its name ('✓'
+#      'check mark', '✗' 'ballot x', '👍' 'thumbs up'; a variation selector or skin tone
+#      changes nothing). Hyphenated words ('well-known', 'e-mail'), dashes, and a '+', '-'
+#      or '>' that starts a line before a space (a bullet, a quote) fold as before
+#      (text.symbols_as_words). Only rows whose content holds one of '<', '>', '+', '#',
+#      '!=', '&', '-' (already read for version 3; '->' and '-$' hold it), or non-ASCII
+#      content, can fold differently: their keys are recomputed, other rows are not
+#      written. Tombstones keep their keys, as above, and a text is checked under its key
+#      and its version-3 and version-2 keys (tombstone_norms): an erased 'Blood type: O+'
+#      written at version 3 (the key of 'blood type o') still refuses it, and, as in
+#      version 3, also refuses 'Blood type: O-' and 'Blood type: O'; an erasure written
+#      now refuses 'blood type O+' but not 'O-' (whose version-3 key is not the new
+#      tombstone's), yet one of a sign-free text ('Blood type: O') also refuses 'O+' and
+#      'O-' (their older keys are its key): a refusal too many, never an erased text back.
+#      The older keys only refuse: an erasure selects live records by today's key and
+#      exact hash (erase.text_keys), so erasing 'Knows C++' never erases 'Knows C'.
 STORE_VERSION = 4
 _REFOLD_BATCH = 2000
 _OLD_EMPTY_KEY = content_sha256("")  # before version 1, the key of every empty fold
@@ -923,8 +932,9 @@ class SqliteStore:
 
 # ASCII content whose key or negation version 3 or 4 can change: a sign, comparison,
 # percent or dollar, or a negation word read since version 3 (LIKE is case-insensitive in
-# ASCII); '-' and '+' (version 3) also cover version 4's minus and plus after a letter
-_REFOLD_SYMBOLS = ("-", "+", "%", "$", "<", ">", "#", "!=")
+# ASCII); '-' and '+' (version 3) also cover version 4's minus and plus after a letter,
+# its arrows and a minus before '$'; '&' is version 4's 'and'
+_REFOLD_SYMBOLS = ("-", "+", "%", "$", "<", ">", "#", "!=", "&")
 _REFOLD_WORDS = ("cannot", "neither", "nor", "nobody", "nowhere", "dont", "doesnt", "didnt",
              "isnt", "arent", "wasnt", "werent", "cant", "wont", "couldnt", "wouldnt",
              "shouldnt", "hasnt", "havent", "hadnt", "aint")  # fmt: skip
@@ -940,7 +950,7 @@ def _refold(c: sqlite3.Connection, after: int) -> int | None:
 
     Only non-ASCII content (more UTF-8 bytes than characters; a NUL also counts, harmlessly),
     the version-0 key of an empty fold, or ASCII content holding a sign, comparison,
-    sharp, percent, dollar or a negation word read since version 3 can carry values the
+    sharp, ampersand, percent, dollar or a negation word read since version 3 can carry values the
     current code does not give; other ASCII text folds exactly as it always did. The rows
     are read whole before any is written (no row is updated under an open cursor); one
     pass over the table, once per file.

@@ -74,12 +74,73 @@ UNCHANGED = [
     ("Had COVID-19 in 2021.", "had covid 19 in 2021"),
     ("Drinks tea -- never coffee.", "drinks tea never coffee"),
     ("Drinks tea - never coffee.", "drinks tea never coffee"),
-    ("Moved Paris -> Berlin", "moved paris berlin"),
+    ("Moved Paris -> Berlin", "moved paris \u2192 berlin"),  # an arrow: its direction
     ("Ranked #1 in the league", "ranked 1 in the league"),
     ("Loves #travel photos", "loves travel photos"),
     ("Is vegetarian.", "is  VEGETARIAN"),
     ("On 2023-05-01.", "on 2023 05 01"),
 ]
+
+
+# review 2: symbols that carry the fact, still folded away (failed before the fix)
+DIFFER_SYMBOLS = [
+    ("Passport renewed: \u2713", "Passport renewed: \u2717"),  # check mark / ballot x
+    ("Penicillin allergy: \U0001f44d", "Penicillin allergy: \U0001f44e"),  # thumbs up/down
+    ("Status \u2705 approved", "Status \u274c approved"),
+    ("Allergy test \u2713", "Allergy test"),
+    ("Rating: \u2605\u2605\u2605\u2605\u2605", "Rating: \u2605"),
+    ("Account balance is $50", "Account balance is -$50"),
+    ("Account balance is \u20ac50", "Account balance is \u2212\u20ac50"),
+    ("Commute: Paris -> Berlin", "Commute: Paris <- Berlin"),
+    ("Commute: Paris -> Berlin", "Commute: Paris Berlin"),
+    ("Commute: Paris \u2192 Berlin", "Commute: Paris \u2190 Berlin"),
+    ("Commute: Paris <-> Berlin", "Commute: Paris -> Berlin"),
+    ("Age <- 18", "Age 18"),
+]
+# review 2: the same statement (failed before the fix: today's change split them)
+SAME_MARKUP = [
+    ("+ Likes tea", "Likes tea"),
+    ("+ Likes tea", "- Likes tea"),
+    ("  + Likes tea\n  + Likes jazz", "Likes tea\nLikes jazz"),
+    ("> Likes jazz", "Likes jazz"),
+    ("Likes tea + coffee", "Likes tea & coffee"),
+    ("Likes tea & coffee", "likes tea and coffee"),
+    ("Issue#42 fixed", "Issue #42 fixed"),
+    ("Pre- and post-op care needed", "Pre and post-op care needed"),
+    ("Likes tea- or coffee-flavoured cake", "Likes tea or coffee flavoured cake"),
+    ("Commute: Paris -> Berlin", "commute paris \u2192 berlin"),
+    ("Commute: Paris => Berlin", "Commute: Paris -> Berlin"),
+    ("Passport renewed: \u2713\ufe0f", "passport renewed \u2713"),  # a variation selector
+    ("Thumbs: \U0001f44d\U0001f3fd", "Thumbs: \U0001f44d"),  # a skin tone
+    ("Likes \u2764\ufe0f cats", "likes \u2764 cats"),
+]
+# counter-checks that hold before and after: the sign stays a word where it says something
+STILL_DIFFER = [
+    ("Knows C#", "Knows C"),
+    ("Blood type: O-", "Blood type: O"),
+    ("Tested HIV- in May", "Tested HIV in May"),
+    ("Only guests 18+", "Only guests 18"),
+    ("Temperature -5 C", "Temperature 5 C"),
+]
+
+
+@pytest.mark.parametrize(("a", "b"), DIFFER_SYMBOLS + STILL_DIFFER)
+def test_a_symbol_arrow_or_signed_currency_is_part_of_the_statement(a: str, b: str) -> None:
+    assert norm_sha256(a) != norm_sha256(b)
+    assert norm_key(a) != norm_key(b)
+    assert not restates(a, b) and not restates(b, a)
+
+
+@pytest.mark.parametrize(("a", "b"), SAME_MARKUP)
+def test_markup_and_the_same_symbol_written_another_way_is_one_statement(a: str, b: str) -> None:
+    assert norm_sha256(a) == norm_sha256(b)
+    assert normalise(normalise(a)) == normalise(a)
+
+
+def test_a_text_of_symbols_alone_is_keyed_by_its_exact_content() -> None:
+    """Counter-check: '\U0001f44d' alone still folds to nothing (its exact hash keys it)."""
+    assert normalise("\U0001f44d") == ""
+    assert norm_sha256("\U0001f44d") == hashlib.sha256("\U0001f44d".encode()).hexdigest()
 
 
 @pytest.mark.parametrize(("a", "b"), DIFFER)
@@ -122,6 +183,8 @@ def test_texts_differing_only_in_one_sign_never_share_a_key(
         return  # the same sign, written two ways
     if alone and ({sign, other} & {"-", "#"}):
         return  # standing alone, '-' is a bullet or a dash and '#' a heading: punctuation
+    if sign == "-" and not other and tail.startswith(" and"):
+        return  # 'pre- and post-op': a suspended hyphen, punctuation
     gap = " " if alone else ""
     a = f"{head}{gap}{sign}{tail}"
     b = f"{head}{gap}{other}{tail}" if other else f"{head}{tail}"
@@ -219,6 +282,10 @@ def test_reopening_a_version_3_store_recomputes_the_rows_a_sign_can_change(
         "m-cs": ("Writes the backend in C#", "writes the backend in c"),
         "m-blood": ("Blood type: O-", "blood type o"),
         "m-ne": ("The ratio x != 2", "the ratio x 2"),
+        "m-amp": ("Likes tea & coffee", "likes tea coffee"),
+        "m-usd": ("Balance is -$50", "balance is dollar 50"),
+        "m-arrow": ("Commute: Paris -> Berlin", "commute paris berlin"),
+        "m-check": ("Passport renewed: \u2713", "passport renewed"),
     }
     sentinel = "0" * 64
     with SqliteStore(path) as s:
@@ -257,3 +324,10 @@ def test_a_tombstone_written_now_refuses_the_text_not_the_other_sign(store: Sqli
     got = insert_new(store, [rec("m-case", "her BLOOD type is A+."), rec("m-neg", "Her blood type is A-")])  # fmt: skip
     assert [(f.id, f.code) for f in got.failed] == [("m-case", "ERASED_CONTENT")]
     assert got.succeeded == ["m-neg"]
+
+
+def test_a_comparison_opening_a_line_is_no_quote_marker() -> None:
+    """A "> " at a line's start is a quote marker, unless a number follows: "> 5 years" is
+    "more than 5 years" (the session's second review; a quote would drop the comparison)."""
+    assert norm_sha256("> 5 years of Python") != norm_sha256("5 years of Python")
+    assert norm_sha256("> Likes jazz") == norm_sha256("Likes jazz")

@@ -120,3 +120,98 @@ def test_remember_still_refreshes_a_restatement_in_the_same_tense(
     assert [r.content for r in store.page("u1", ns).records] == [
         "Worked at Google as a software engineer."
     ]
+
+
+# -- the scope of a negation and the sides of a comparison ----------------------------------
+# The review (remember_loss.py): "Allergic to shellfish, not peanuts" refreshed "Allergic to
+# peanuts, not shellfish" (the content words compared as an unordered count, so which side
+# of "not" a word stood on was lost); so did the two sides of "prefers tea to coffee".
+SWAPPED = [
+    ("Allergic to peanuts, not shellfish", "Allergic to shellfish, not peanuts"),
+    ("Likes cats but not dogs", "Likes dogs but not cats"),
+    ("Prefers tea to coffee", "Prefers coffee to tea"),
+    ("Prefers tea over coffee.", "Prefers coffee over tea."),
+    ("Would rather drink tea than coffee", "Would rather drink coffee than tea"),
+    ("Drinks tea instead of coffee.", "Drinks coffee instead of tea."),
+    ("Likes tea more than coffee", "Likes coffee more than tea"),
+    ("Eats fish but never meat.", "Eats meat but never fish."),
+    ("Takes coffee without sugar.", "Takes sugar without coffee."),
+    ("Prefers to drink tea rather than coffee", "Prefers to drink coffee rather than tea"),
+    # a word after an "and" in a negation's reach may begin another clause: kept apart
+    ("Doesn't eat meat and drinks wine.", "Doesn't drink wine and eats meat."),
+    ("Allergic to peanuts, not shellfish and crab", "Allergic to peanuts and crab, not shellfish"),
+    ("Prefers tea to coffee and juice", "Prefers tea and juice to coffee"),
+]
+RESTATED = [  # a negation written out, case, spacing, lists reordered, "only" moved
+    ("I don't eat meat", "I do not eat meat"),
+    ("I don't eat meat.", "I don\u2019t eat meat"),
+    ("I can't swim.", "I cannot swim"),
+    ("Won't fly Ryanair again.", "will not fly Ryanair again"),
+    ("Allergic to peanuts, not shellfish.", "allergic to peanuts , not shellfish"),
+    ("Allergic to peanuts and shellfish", "Allergic to shellfish and peanuts"),
+    ("I only drink tea", "I drink only tea"),
+    ("Drinks neither tea nor coffee.", "drinks neither coffee nor tea"),
+    ("Likes cats but not dogs", "likes cats, but not dogs"),
+    ("Likes cats, not dogs.", "Not dogs, likes cats."),
+    ("Prefers tea to coffee.", "prefers TEA to coffee"),
+    ("Earns 2.5 times more than her brother.", "earns 2.5 times more than her brother"),
+]
+
+
+@pytest.mark.parametrize(("a", "b"), SWAPPED)
+def test_words_that_change_side_of_a_negation_or_comparison_are_another_statement(
+    a: str, b: str
+) -> None:
+    assert not restates(a, b) and not restates(b, a)
+
+
+@pytest.mark.parametrize(("a", "b"), RESTATED)
+def test_the_same_words_on_the_same_sides_still_restate(a: str, b: str) -> None:
+    assert restates(a, b) and restates(b, a)
+
+
+_NOUNS = ["peanuts", "shellfish", "tea", "coffee", "cats", "dogs", "jazz", "opera", "milk",
+          "sugar", "trains", "planes", "pasta", "rust", "mornings", "evenings"]  # fmt: skip
+_FRAMES = ["Allergic to {}, not {}", "Likes {} but not {}", "Prefers {} to {}",
+           "She prefers {} over {}", "Would rather eat {} than {}", "Eats {} instead of {}",
+           "{}, never {}", "Loves {} more than {}", "Drinks {} without {}"]  # fmt: skip
+
+
+def _variant(text: str, case: int, space: str, end: str) -> str:
+    text = (text.lower(), text.upper(), text.capitalize(), text)[case]
+    return text.replace(" ", space).replace(",", " ,") + end
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(_FRAMES),
+    st.lists(st.sampled_from(_NOUNS), min_size=2, max_size=2, unique=True),
+    st.integers(0, 3),
+    st.sampled_from([" ", "  ", " \t"]),
+    st.sampled_from(["", ".", "!", " ."]),
+)
+def test_swapping_the_two_sides_is_never_a_restatement_while_spelling_variants_are(
+    frame: str, nouns: list[str], case: int, space: str, end: str
+) -> None:
+    x, y = nouns
+    text = frame.format(x, y)
+    assert not restates(text, frame.format(y, x))
+    assert not restates(frame.format(y, x), text)
+    again = _variant(text, case, space, end)
+    assert restates(text, again) and restates(again, text)
+
+
+def test_remember_keeps_the_fact_with_its_sides_swapped(
+    mem: tuple[LongTermMemory, SqliteStore],
+) -> None:
+    m, store = mem
+    for i, (old, new) in enumerate(SWAPPED[:3]):
+        ns = f"/users/u1/sides{i}"
+        first = m.remember("u1", ns, None, old)
+        second = m.remember("u1", ns, None, new)
+        assert second.created and second.refreshed_duplicate_of is None, (old, new)
+        assert sorted(r.content for r in store.page("u1", ns).records) == sorted([old, new])
+    ns = "/users/u1/sides-again"
+    first = m.remember("u1", ns, None, "I don't eat meat.")
+    again = m.remember("u1", ns, None, "I do not eat meat")
+    assert not again.created and again.refreshed_duplicate_of == first.record_id
