@@ -33,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -600,12 +600,21 @@ class LongTermMemory:
         status = choice_arg(Status, status, "status")
         record_ids = ids_arg(record_ids, "record_ids")
         replaced_by = text_arg(replaced_by, "replaced_by", optional=True)
+        if status is Status.retained:
+            # a hold is a receipted run (`memlife hold place`): written here it would pin a
+            # record with no evidence, and nothing here could release it
+            raise InputError("status 'retained' is a hold: place it with `memlife hold place`")
+        if (status is Status.superseded) != (replaced_by is not None):
+            raise InputError("replaced_by names the replacement of a superseded record, and "
+                             "only of one")  # fmt: skip
         with self._lock:
             self._check_marker()
             before = self._marker()
             started = utcnow()  # before the write: an erasure after it is swept below
             records = self._get_many(record_ids)
             record_ids = [i for i in record_ids if i not in records or not records[i].held]
+            if replaced_by is not None:
+                _check_replacement(self.store.get(replaced_by), replaced_by, records.values())
             # the check again at the write, in its transaction: a hold placed since the read
             # wins (SQLite); other stores check, then write
             guarded = getattr(self.store, "set_status_unless_held", None)
@@ -737,6 +746,21 @@ class LongTermMemory:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _check_replacement(
+    by: MemoryRecord | None, by_id: str, superseded: Iterable[MemoryRecord]
+) -> None:
+    """A superseded record points to an existing active replacement of its own actor and
+    namespace (invariants 3 and 8), never to itself."""
+    if by is None or by.status is not Status.active:
+        raise InputError(f"replaced_by {by_id!r} is not an active record")
+    for rec in superseded:
+        if rec.id == by.id or (rec.actor_id, rec.namespace) != (by.actor_id, by.namespace):
+            raise InputError(
+                f"replaced_by {by_id!r} cannot replace {rec.id!r}: itself, or another "
+                "actor's or namespace's record"
+            )
 
 
 def default_namespace(actor: str) -> str:

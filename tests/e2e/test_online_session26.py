@@ -229,3 +229,27 @@ def test_the_engines_own_arguments_are_checked_too(mem: LongTermMemory) -> None:
             call()
     (hit,) = mem.recall("u1", "dog")
     assert hit.record.id == rid and hit.record.access_count == 0
+
+
+# -- the session's second review: a status write that breaks an invariant ------------------
+def test_a_status_write_cannot_leave_a_record_superseded_by_nothing(
+    mem: LongTermMemory,
+) -> None:
+    """`set_status([id], "superseded")` with no replacement, or one that does not exist, is
+    another actor's, or is the record itself, left a record superseded by nothing
+    (invariant 3); "retained" pinned a record as a hold does, with no receipt.
+    Each is an InputError now, and nothing is written."""
+    ns = "/users/u1/facts"
+    a = mem.remember("u1", ns, None, "Lives in Lisbon.").record_id
+    b = mem.remember("u1", ns, None, "Moved to Porto in May.").record_id
+    other = mem.remember("u2", "/users/u2/facts", None, "Likes jazz.").record_id
+    for replaced_by in (None, "nope", other, a):
+        with pytest.raises(InputError):
+            mem.set_status([a], "superseded", replaced_by=replaced_by)
+    with pytest.raises(InputError):
+        mem.set_status([a], "retained")
+    with pytest.raises(InputError):
+        mem.set_status([a], "pending_delete", replaced_by=b)
+    assert mem.store.get(a).status.value == "active"
+    assert mem.set_status([a], "superseded", replaced_by=b) == [a]
+    assert mem.store.get(a).provenance.replaced_by == b

@@ -112,9 +112,14 @@ def test_inactive_records_are_never_recalled(
     via_memory = mem.remember("u1", NS, None, TEA).record_id
     via_store = mem.remember("u1", NS, None, "I prefer herbal tea in the evening.").record_id
     assert len(mem.recall("u1", "Which tea do I drink?", k=5)) == 2
-    assert mem.set_status([via_memory], status) == [via_memory]
-    store.set_status([via_store], status)  # the nightly job, same connection, behind our back
-    assert mem.recall("u1", "Which tea do I drink?", k=5, threshold=-1.0) == []
+    # a superseded record names its replacement (invariant 3: set_status refuses none)
+    by = None
+    if status is Status.superseded:
+        by = mem.remember("u1", NS, None, "I gave up tea.").record_id
+    assert mem.set_status([via_memory], status, replaced_by=by) == [via_memory]
+    store.set_status([via_store], status, replaced_by=by)  # the nightly job, behind our back
+    hits = mem.recall("u1", "Which tea do I drink?", k=5, threshold=-1.0)
+    assert not {h.record.id for h in hits} & {via_memory, via_store}
 
 
 def test_recall_is_scoped_to_actor_and_namespace(mem: LongTermMemory) -> None:
