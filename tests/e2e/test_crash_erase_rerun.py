@@ -36,9 +36,9 @@ def night(cases: str):  # noqa: ANN201 - the run summary
     return run_local(RunConfig(dry_run=False, now=NOW, eval_cases=cases))
 
 
-@pytest.fixture()
-def crashed(home: Path, tmp_path: Path) -> str:
-    """The store after a night killed right after its supersede batch; the cases file."""
+def crash_after_supersede(home: Path, tmp_path: Path) -> str:
+    """Seed, then a night killed right after its supersede batch (the store changed, the
+    journal not yet): the cases file."""
     store = SqliteStore(home / "memlife.db")
     store.put_many([TEA, COFFEE, DOG])
     store.close()
@@ -51,7 +51,8 @@ def crashed(home: Path, tmp_path: Path) -> str:
     store = SqliteStore(home / "memlife.db")
     try:
         assert {store.get(i).status.value for i in ("m-tea", "m-coffee")} == {"superseded"}
-        pending = [o for o in open_journal(store).by_run(_run_id(store))
+        journal = open_journal(store)
+        pending = [o for i in ("m-tea", "m-coffee") for o in journal.for_record(i)
                    if o.kind is OpKind.supersede]  # fmt: skip
         assert pending and all(o.state is not OpState.RECEIPTED for o in pending)
     finally:
@@ -59,9 +60,26 @@ def crashed(home: Path, tmp_path: Path) -> str:
     return cases
 
 
-def _run_id(store: SqliteStore) -> str:
-    (run_id,) = {r[0] for r in store.connection.execute("SELECT run_id FROM operations").fetchall()}
-    return str(run_id)
+@pytest.fixture()
+def crashed(home: Path, tmp_path: Path) -> str:
+    return crash_after_supersede(home, tmp_path)
+
+
+def assert_gone_unrecorded_is_a_failure(home: Path, cases: str) -> None:
+    """m-tea removed behind memlife's back after the crash: the rerun names it a failure."""
+    store = SqliteStore(home / "memlife.db")
+    try:
+        store.delete_many(["m-tea"])  # removed behind memlife's back: no operation says so
+    finally:
+        store.close()
+    rerun = night(cases)
+    assert rerun.status == "partial_failure" and rerun.lifecycle["failed"] >= 1, rerun.lifecycle
+    store = SqliteStore(home / "memlife.db")
+    try:
+        failed = open_journal(store).terminal_failures()
+        assert [(o.record_id, o.last_error) for o in failed] == [("m-tea", "RECORD_MISSING")]
+    finally:
+        store.close()
 
 
 def test_records_erased_between_a_crash_and_its_rerun_are_no_failures(
@@ -93,19 +111,7 @@ def test_records_erased_between_a_crash_and_its_rerun_are_no_failures(
 def test_a_record_gone_with_no_removal_on_record_is_still_a_failure(
     home: Path, crashed: str
 ) -> None:
-    store = SqliteStore(home / "memlife.db")
-    try:
-        store.delete_many(["m-tea"])  # removed behind memlife's back: no operation says so
-    finally:
-        store.close()
-    rerun = night(crashed)
-    assert rerun.status == "partial_failure" and rerun.lifecycle["failed"] >= 1
-    store = SqliteStore(home / "memlife.db")
-    try:
-        failed = open_journal(store).terminal_failures()
-        assert [(o.record_id, o.last_error) for o in failed] == [("m-tea", "RECORD_MISSING")]
-    finally:
-        store.close()
+    assert_gone_unrecorded_is_a_failure(home, crashed)
 
 
 def test_an_earlier_records_removal_under_the_same_id_says_nothing_of_this_one(
@@ -123,25 +129,4 @@ def test_an_earlier_records_removal_under_the_same_id_says_nothing_of_this_one(
     assert (
         run_local(RunConfig(dry_run=False, now=NOW - timedelta(days=30))).lifecycle["deleted"] == 1
     )
-    store = SqliteStore(home / "memlife.db")
-    store.put_many([TEA, COFFEE, DOG])
-    store.close()
-    cases = write_cases(tmp_path / "cases.yaml", [
-        {"id": "dog", "query": "What is the dog called?", "actor_id": ACTOR,
-         "must_retrieve": ["m-dog"], "impact": "high"},
-    ])  # fmt: skip
-    with inject("after_supersede"), pytest.raises(InjectedFault):
-        night(cases)
-    store = SqliteStore(home / "memlife.db")
-    try:
-        store.delete_many(["m-tea"])  # behind memlife's back
-    finally:
-        store.close()
-    rerun = night(cases)
-    assert rerun.status == "partial_failure", rerun.lifecycle
-    store = SqliteStore(home / "memlife.db")
-    try:
-        failed = open_journal(store).terminal_failures()
-        assert [(o.record_id, o.last_error) for o in failed] == [("m-tea", "RECORD_MISSING")]
-    finally:
-        store.close()
+    assert_gone_unrecorded_is_a_failure(home, crash_after_supersede(home, tmp_path))
