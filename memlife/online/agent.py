@@ -19,6 +19,7 @@ from typing import Any
 import anthropic
 from anthropic.types import MessageParam, ToolParam
 
+from memlife.errors import InputError
 from memlife.online.compaction import (
     CompactionResult,
     Message,
@@ -155,6 +156,8 @@ class MemoryAgent:
             res = self.memory.remember(self.actor, self.namespace, subject, fact)
         except RememberRefused as exc:  # erased content, oversized fact: a tool error, no crash
             return json.dumps({"not_saved": exc.code}), True
+        except InputError as exc:  # a subject no record can have: the message names the field only
+            return json.dumps({"not_saved": "INVALID_ARGUMENT", "reason": str(exc)}), True
         if res.created:
             return json.dumps({"saved": res.record_id}), False
         return json.dumps({"already_known": res.record_id, "refreshed": True}), False

@@ -8,15 +8,44 @@ the type or value expected, never a memory's content.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from enum import Enum
 from typing import Any, TypeVar, overload
 
 from memlife.errors import InputError
+from memlife.model import FUTURE_SKEW, MemoryRecord, utcnow
 from memlife.namespaces import check_namespace
+from memlife.text import DEFAULT_IGNORABLE
 
 E = TypeVar("E", bound=Enum)
+
+
+def _record_max_length(field: str) -> int:
+    """The record's own bound on ``field`` (``MemoryRecord``'s ``max_length``): an argument
+    longer than that names nothing a record can hold."""
+    for rule in MemoryRecord.model_fields[field].metadata:  # pydantic's MaxLen(n)
+        limit = getattr(rule, "max_length", None)
+        if isinstance(limit, int):
+            return limit
+    raise LookupError(f"MemoryRecord.{field} has no max_length")
+
+
+ACTOR_MAX_CHARS = _record_max_length("actor_id")  # 256
+NAMESPACE_MAX_CHARS = _record_max_length("namespace")  # 1024
+ID_MAX_CHARS = _record_max_length("id")  # 256
+# subject and owner: the record and the importer bound them only by the import's 1 MiB
+# line. Both are keys, not text: a subject is what records are grouped, held and erased by
+# ("beverage"), an owner the team answerable ("team-personalization"); so they get the
+# record's bound on its other keys (id, actor_id: 256 characters), which is also the most
+# an AgentCore metadata value holds as itself (longer, only a digest is filterable).
+LABEL_MAX_CHARS = 256
+# The earliest ``at`` remember takes. No agent's memory was stated before the Unix epoch:
+# an earlier time is a sentinel (datetime.min) or a misparse. An episodic record dated
+# then is past its TTL at once (stored, reported created, never recalled), and AgentCore's
+# fixed-width timestamps have no year under 1000 (written, such a record cannot be read).
+AT_EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def text_arg(value: object, what: str, *, optional: bool = False) -> Any:
@@ -34,21 +63,65 @@ def number_in(value: object, low: float, high: float) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and low <= value <= high
 
 
+def bounded(text: str, what: str, limit: int) -> str:
+    """``text`` when it is at most ``limit`` characters; else an InputError naming ``what``
+    and its length, never quoting it (a 10 MB argument must not become a 10 MB message)."""
+    if len(text) > limit:
+        raise InputError(f"{what} is {len(text)} characters, over the limit of {limit}")
+    return text
+
+
 def actor_arg(actor: object) -> str:
     text: str = text_arg(actor, "actor")
     if not text.strip():
         raise InputError("actor is blank")
-    return text
+    return bounded(text, "actor", ACTOR_MAX_CHARS)
 
 
 def namespace_arg(namespace: object) -> str:
-    """A namespace a record can have (text; no '.', '..' or empty segments)."""
-    return check_namespace(text_arg(namespace, "namespace"))
+    """A namespace a record can have (text, at most the record's length; no '.', '..' or
+    empty segments). The length first: the segment check quotes the namespace."""
+    text: str = text_arg(namespace, "namespace")
+    return check_namespace(bounded(text, "namespace", NAMESPACE_MAX_CHARS))
+
+
+def record_id_arg(value: object, what: str, *, optional: bool = False) -> Any:
+    """A record id (text, at most the record's ``id`` length; None where ``optional``)."""
+    text = text_arg(value, what, optional=optional)
+    return None if text is None else bounded(text, what, ID_MAX_CHARS)
+
+
+def label_arg(value: object, what: str) -> str | None:
+    """``subject`` or ``owner``: text of at most LABEL_MAX_CHARS characters, kept as written;
+    None, or one with no character anyone can see, is None. The nightly run reads a blank
+    subject as none (it infers one) and a blank owner as missing (review); a zero-width or
+    other invisible one it would keep as a real key nobody can read, or as an owner."""
+    text = text_arg(value, what, optional=True)
+    if text is None:
+        return None
+    bounded(text, what, LABEL_MAX_CHARS)  # first: a 10 MB run of spaces is refused, not None
+    return text if any(not _invisible(ch) for ch in text) else None
+
+
+def _invisible(ch: str) -> bool:
+    """Whitespace, a control or format character (zero-width space, joiners, BOM), a
+    separator, or a default-ignorable code point (a Hangul filler): nothing a reader sees."""
+    if ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf", "Zs", "Zl", "Zp"):
+        return True
+    cp = ord(ch)
+    return any(lo <= cp <= hi for lo, hi in DEFAULT_IGNORABLE)
 
 
 def at_arg(at: object) -> datetime | None:
     """``at`` as an aware UTC datetime (None stays None: now). A naive time is refused, not
-    guessed into a zone: stored, it could not be compared with any other time."""
+    guessed into a zone: stored, it could not be compared with any other time.
+
+    Also refused: a time more than ``FUTURE_SKEW`` (5 minutes) past this clock, the margin
+    past which the importer reports a created_at (FUTURE_CREATED_AT) and consolidation
+    never lets it win. The importer takes such a record and says so; remember has no report
+    to say it in, and its ``at`` becomes created_at, last_verified_at and, on a duplicate,
+    the existing record's last_accessed_at: a year-9999 access reads as fresh for ever.
+    And a time before AT_EARLIEST (the Unix epoch)."""
     if at is None:
         return None
     if not isinstance(at, datetime):
@@ -56,9 +129,18 @@ def at_arg(at: object) -> datetime | None:
     if at.tzinfo is None or at.utcoffset() is None:
         raise InputError("at must be a datetime with a time zone (e.g. tzinfo=UTC), not naive")
     try:
-        return at.astimezone(UTC)
+        when = at.astimezone(UTC)
     except OverflowError:
         raise InputError("at is out of range once converted to UTC") from None
+    latest = utcnow() + FUTURE_SKEW
+    if when > latest:
+        raise InputError(
+            f"at {when.isoformat()} is in the future: at most {FUTURE_SKEW} past this "
+            f"clock ({latest.isoformat()}) is taken"
+        )
+    if when < AT_EARLIEST:
+        raise InputError(f"at {when.isoformat()} is before {AT_EARLIEST.isoformat()}")
+    return when
 
 
 def choice_arg(cls: type[E], value: object, what: str) -> E:

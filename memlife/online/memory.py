@@ -65,8 +65,10 @@ from memlife.online.inputs import (
     at_arg,
     choice_arg,
     ids_arg,
+    label_arg,
     namespace_arg,
     number_in,
+    record_id_arg,
     stored_time,
     text_arg,
 )
@@ -366,8 +368,9 @@ class LongTermMemory:
         if not fact:
             raise InputError("fact is blank")
         actor_arg(actor)
-        subject = text_arg(subject, "subject", optional=True)
-        owner = text_arg(owner, "owner", optional=True)
+        # at most LABEL_MAX_CHARS; one nobody can see (blank, zero-width) is None
+        subject = label_arg(subject, "subject")
+        owner = label_arg(owner, "owner")
         # checked here, not only by the model: a duplicate is refreshed without building one
         if not number_in(confidence, 0, 1):
             raise InputError(f"confidence must be a number from 0 to 1, not {confidence!r}")
@@ -572,13 +575,15 @@ class LongTermMemory:
             # a held record is never rewritten (invariant 1): the access goes to the ledger
             self.ledger.append(rec.actor_id, rec.namespace, rec.id, at=now)
             return True
-        update: dict[str, Any] = {
-            "last_accessed_at": now,
+        update: dict[str, Any] = {  # a backdated restatement never moves recency back
+            "last_accessed_at": _later(rec.last_accessed_at or rec.created_at, now),
             "access_count": rec.access_count + 1,
             "confidence": max(rec.confidence, confidence),
         }
         if source in self.policy.verification.verified_on_restatement:
-            update["last_verified_at"] = now  # the user said it again: that verifies it
+            update["last_verified_at"] = _later(
+                rec.last_verified_at or rec.created_at, now
+            )  # said again: verified
         if rec.subject is None and subject:
             update["subject"] = subject
         refreshed = rec.model_copy(update=update)
@@ -599,7 +604,7 @@ class LongTermMemory:
         replacement and writes no receipt; a release is `memlife hold release`)."""
         status = choice_arg(Status, status, "status")
         record_ids = ids_arg(record_ids, "record_ids")
-        replaced_by = text_arg(replaced_by, "replaced_by", optional=True)
+        replaced_by = record_id_arg(replaced_by, "replaced_by", optional=True)
         if status is Status.retained:
             # a hold is a receipted run (`memlife hold place`): written here it would pin a
             # record with no evidence, and nothing here could release it
@@ -761,6 +766,10 @@ def _check_replacement(
                 f"replaced_by {by_id!r} cannot replace {rec.id!r}: itself, or another "
                 "actor's or namespace's record"
             )
+
+
+def _later(kept: datetime | None, at: datetime) -> datetime:
+    return at if kept is None or at > kept else kept
 
 
 def default_namespace(actor: str) -> str:

@@ -114,6 +114,24 @@ def test_bad_tool_input_is_an_error_result(
     assert mem.store.page("u1", NS).records == []
 
 
+def test_a_subject_no_record_can_have_is_a_tool_error_not_a_crash(
+    messages_server: MessagesServer, mem: LongTermMemory
+) -> None:
+    """A model's tool call with a 10 kB subject: refused by remember's checks (session 27),
+    answered to the model as a tool error naming the field, never quoting it; send goes on."""
+    subject = "tea" * 4000
+    messages_server.enqueue(
+        tool_use_reply("remember", {"fact": TEA, "subject": subject}), text_reply("Noted.")
+    )
+    reply = make_agent(messages_server, mem).send("hello")
+    assert reply.text == "Noted."
+    result = messages_server.last_body["messages"][-1]["content"][0]
+    assert result["is_error"] is True
+    assert "INVALID_ARGUMENT" in str(result["content"]) and "subject" in str(result["content"])
+    assert subject not in str(result["content"])
+    assert mem.store.page("u1", NS).records == []
+
+
 def test_compaction_runs_before_calls(messages_server: MessagesServer, mem: LongTermMemory) -> None:
     summarizer = FakeSummarizer()
     agent = make_agent(
