@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from memlife.errors import CorruptRecordError
-from memlife.model import MemoryRecord, Provenance
+from memlife.model import MemoryRecord, Provenance, parse_time
 from memlife.stores.agentcore.mapping import (
     FIELD_MAP,
     INDEXED_KEYS,
@@ -23,6 +23,7 @@ from memlife.stores.agentcore.mapping import (
     decode_record,
     encode_metadata,
     invalid_reason,
+    iso,
 )
 
 
@@ -111,3 +112,20 @@ def test_a_record_that_does_not_decode_names_record_and_field(
         "CORRUPT_RECORD",
     )
     assert "lost" not in str(err.value) and "many" not in str(err.value)  # ids and codes only
+
+
+@pytest.mark.parametrize(
+    "when",
+    [
+        datetime(1, 1, 1, tzinfo=UTC),
+        datetime(999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+        datetime(2026, 12, 4, 13, 0, tzinfo=UTC),
+        datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC),
+    ],
+)
+def test_every_time_a_record_can_hold_is_written_so_it_reads_back(when: datetime) -> None:
+    """The importer takes any past created_at; AgentCore's metadata holds it as text. Years
+    under 1000 were written unpadded ("1-01-01T...") and could not be read back."""
+    written = iso(when)
+    assert len(written) == len("2026-12-04T13:00:00.000000Z")
+    assert parse_time(written) == when

@@ -106,7 +106,9 @@ def safe_value(value: str) -> str:
 
 
 def iso(value: datetime) -> str:
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """Fixed width, the year in four digits: glibc's %Y writes year 1 as "1", which
+    fromisoformat cannot read back (the same string as strftime for years 1000 on)."""
+    return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def blob_hash(blob: dict[str, Any]) -> str:
