@@ -23,9 +23,12 @@ The summary of whole turns is the first text block of the first kept user messag
 its own user message before an assistant one), headed by :data:`SUMMARY_HEADER` and
 ended by a marker line: only a marked block is compaction's own, and a user's text in
 summary form is never replaced (:mod:`memlife.online.compaction_summary`). The summariser
-reads at most ``summarizer_input_tokens`` a call: a longer head goes in chunks cut only
-before an assistant message, each a valid history (the summary so far, a user message,
-opens the next; no tool call parted from its results). A summariser failure changes
+reads at most ``summarizer_input_tokens`` a call, the summary so far included: a longer
+head goes in chunks cut only before an assistant message, each a valid history (the
+summary so far, a user message, opens the next; no tool call parted from its results). A
+summary so far that leaves no room is condensed first; one that still leaves none is a
+summariser failure. Only a message, or a tool call with its results, larger than the bound
+by itself is read over it, alone after the summary so far. A summariser failure changes
 nothing and is reported in :class:`CompactionResult`. Shapes are checked before anything
 is counted (:mod:`memlife.online.history`).
 """
@@ -42,12 +45,11 @@ import anthropic
 from memlife.errors import InputError, MemlifeError
 from memlife.errors import SummarizerError as SummarizerError  # moved; re-exported
 from memlife.online.compaction_summary import (
-    chunks,
+    NoRoom,
     is_own_summary,
-    so_far,
+    summarise_in_chunks,
     summary_block,
     summary_text,
-    unmarked,
 )
 from memlife.online.history import (
     DEFAULT_MODEL,
@@ -298,22 +300,24 @@ class _Stop(MemlifeError):
 
 
 def _summarise(summarizer: Summarizer, head: Sequence[Message], bound: int) -> tuple[str, int]:
-    """A summary of ``head`` and the calls it took: chunks, each at most three quarters of
-    ``bound`` (estimated) and a valid history, read after the summary so far."""
-    parts = chunks(unmarked(head), bound * 3 // 4)
-    summary = ""
-    for chunk in parts:
-        earlier = [so_far(summary)] if summary else []
+    """A summary of ``head`` and the calls it took: chunks, each a valid history read
+    after the summary so far, together in ``bound`` (see ``summarise_in_chunks``)."""
+
+    def read(messages: list[Message]) -> str:
         try:
-            got = summarizer.summarize(copy.deepcopy([*earlier, *chunk]))
+            got = summarizer.summarize(copy.deepcopy(messages))
         except Exception as exc:  # noqa: BLE001 - the contract: a failure leaves history as is
             raise _Stop(
                 "summarizer_failed", f"summarizer failed: {type(exc).__name__}: {exc}"
             ) from None
         if not isinstance(got, str) or not got.strip():
             raise _Stop("summarizer_failed", "summarizer returned an empty summary")
-        summary = got.strip()
-    return summary, len(parts)
+        return got.strip()
+
+    try:
+        return summarise_in_chunks(read, head, bound)
+    except NoRoom as exc:
+        raise _Stop("summarizer_failed", str(exc)) from None
 
 
 def _whole_number(name: str, value: object, least: int) -> int:

@@ -14,14 +14,25 @@ the head's first message or at an assistant message. The message before such a c
 a user message, whose tool results (if any) answer the assistant message before it, so
 no ``tool_use`` is parted from its results; and the summary so far, a user message, then
 opens the next chunk with roles alternating: each chunk is a valid history.
+
+The bound holds for every call, the summary so far included (estimated tokens, the
+counter the chunks are cut with): a chunk takes units (the first message, or an assistant
+message and the user message after it) while they fit in three quarters of the bound and
+in what the summary so far leaves of it. When the summary so far leaves no room for the
+next unit, it is condensed first, in a call that reads only it; when it still leaves none
+(or is itself longer than the bound) the summary stops with :class:`NoRoom` and
+compaction changes nothing. The one call over the bound reads a unit larger than the
+bound by itself (a message, or a tool call with its results, cannot be split), alone
+after the summary so far.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from memlife.errors import SummarizerError
 from memlife.online.history import (
     SUMMARY_HEADER,
     EstimateTokenCounter,
@@ -88,23 +99,57 @@ def so_far(summary: str) -> Message:
     return {"role": "user", "content": [{"type": "text", "text": f"{SUMMARY_HEADER}\n{summary}"}]}
 
 
-def chunks(head: Sequence[Message], limit: int) -> list[list[Message]]:
-    """``head`` in chunks of at most ``limit`` estimated tokens (a unit larger than that
-    alone), cut only before an assistant message (see the module docstring). A unit is
-    the first message, or an assistant message and the user message after it."""
-    est = EstimateTokenCounter()
-    units: list[list[Message]] = []
+def units(head: Sequence[Message]) -> list[list[Message]]:
+    """``head`` in the units a chunk is cut between: the first message, then each
+    assistant message with the user message after it (its tool results, if any)."""
+    out: list[list[Message]] = []
     for i, msg in enumerate(head):
         if i == 0 or msg.get("role") == "assistant":
-            units.append([])
-        units[-1].append(msg)
-    out: list[list[Message]] = [[]]
-    size = 0
-    for unit in units:
-        cost = est.count(unit)
-        if out[-1] and size + cost > limit:
             out.append([])
-            size = 0
-        out[-1].extend(unit)
-        size += cost
+        out[-1].append(msg)
     return out
+
+
+class NoRoom(SummarizerError):
+    """The summary so far leaves the next call no room within the summariser's bound."""
+
+
+def summarise_in_chunks(
+    read: Callable[[list[Message]], str], head: Sequence[Message], bound: int
+) -> tuple[str, int]:
+    """A summary of ``head`` and the calls it took: ``read`` (one summariser call; a
+    non-empty summary) gets each chunk after the summary so far, never more than
+    ``bound`` estimated tokens but for a unit larger than that alone (see the module
+    docstring). Raises :class:`NoRoom` when the summary so far leaves no room."""
+    est = EstimateTokenCounter()
+    todo = units(unmarked(head))
+    # a unit costs no more in a chunk than alone (thinking before the chunk's last turn
+    # start counts nothing), and the summary so far adds its own count: their sum bounds
+    # a call's estimate
+    costs = [est.count(unit) for unit in todo]
+    summary, calls, i, condensed = "", 0, 0, False
+    while i < len(todo):
+        earlier = [so_far(summary)] if summary else []
+        held = est.count(earlier)
+        if held > bound:
+            raise NoRoom(
+                f"the summariser wrote a summary of {held} estimated tokens, more than "
+                f"summarizer_input_tokens={bound}: no room left to read it with the rest"
+            )
+        if held + costs[i] > bound >= costs[i]:  # the summary so far crowds the next unit
+            if condensed:
+                raise NoRoom(
+                    f"the summary so far ({held} estimated tokens, condensed once) leaves no "
+                    f"room for the next messages ({costs[i]}) in "
+                    f"summarizer_input_tokens={bound}"
+                )
+            summary, calls, condensed = read(earlier), calls + 1, True
+            continue
+        limit = min(bound * 3 // 4, bound - held)
+        end, size = i + 1, costs[i]  # one unit at least: in bound, or too large for any
+        while end < len(todo) and size + costs[end] <= limit:
+            size += costs[end]
+            end += 1
+        chunk = [msg for unit in todo[i:end] for msg in unit]
+        summary, calls, condensed, i = read([*earlier, *chunk]), calls + 1, False, end
+    return summary, calls
