@@ -53,7 +53,10 @@ CREATE TABLE IF NOT EXISTS derived (
 # 7: `restates` keeps the side of each word in a negation or a comparison ("peanuts, not
 # shellfish" is not "shellfish, not peanuts"); symbols (category So), arrows and "&" are
 # words of the statement key, markup at a line's start is not (store version 4).
-VERSION = f"derived-7:{memlife.__version__}"
+# 8: `restates` scopes more negations ("none", "nobody", "nothing", "dont", "rarely",
+# "except", "quit"...) and reads "vs" / "versus" / "as opposed to" / "compared to" as a
+# comparison ("tea vs coffee" is not "coffee vs tea"); statement keys are unchanged.
+VERSION = f"derived-8:{memlife.__version__}"
 FLUSH_ROWS = 256
 READ_AHEAD = 128  # shards whose rows one query reads
 KINDS = ("inference", "staging", "staging_total")  # the kinds kept (rows per shard)

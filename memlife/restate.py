@@ -19,15 +19,19 @@ content words once filler (articles, "and", "very") is set aside and inflection 
 - the words after "the", "a", "my"... in the same order where both texts have as many
   ("the dog bit the man" is not "the man bit the dog");
 - each word on the same side of a negation and of a comparison. A negation (not, no,
-  never, n't, cannot, without, neither, nor) reaches to the end of its clause (punctuation
-  or but/although/though/whereas/however): "allergic to peanuts, not shellfish" is not
+  never, n't with any apostrophe or none, cannot, without, neither, nor, none, nobody, no
+  one, nothing, nowhere, rarely, seldom, hardly, barely, scarcely, except, excluding, and
+  quit and stop in any form) reaches to the end of its clause (punctuation or
+  but/although/though/whereas/however): "allergic to peanuts, not shellfish" is not
   "allergic to shellfish, not peanuts", "likes cats but not dogs" not "likes dogs but not
   cats"; a word after an "and"/"or" in that reach is apart from one before it ("doesn't
   eat meat and drinks wine" is not "doesn't drink wine and eats meat", nor "allergic to
   peanuts, not shellfish and crab" "allergic to peanuts and crab, not shellfish"). A
-  comparison (than, over, instead of, and to after prefer: "prefers tea to coffee",
-  "more ... than", "rather than") puts the words after it, to the end of the clause, on its
-  other side: "prefers tea to coffee" is not "prefers coffee to tea". "Don't" is "do not".
+  comparison (than, over, vs, versus, instead of, as opposed to, compared to/with, and to
+  after prefer: "prefers tea to coffee", "more ... than", "rather than") puts the words
+  after it, to the end of the clause, on its other side: "prefers tea to coffee" is not
+  "prefers coffee to tea". "Don't" and "dont" are "do not", "noone" "no one", "versus" and
+  "vs." "vs".
 Rewordings with other words are not merged on this rule: a missed merge, never a lost
 specific.
 """
@@ -59,9 +63,22 @@ _WORD = re.compile(r"\w+")
 # words and the punctuation that ends a clause (a "." or "," between digits is a number's)
 _TOKEN = re.compile(r"\w+|(?<!\d)[.,]|[.,](?!\d)|[;:!?()\[\]{}\"\u2026\u2014]")
 _CLAUSE_MARKS = frozenset('.,;:!?()[]{}"\u2026\u2014')
-_CONTRACTED = re.compile(r"\b(\w+)n['\u2019]t\b|\b(can)(not)\b", re.IGNORECASE)
+# a negation contracted with any apostrophe (U+2019, U+02BC, U+2018, a backtick) or
+# none ("dont"; only after the auxiliaries: "went", "want" and "print" stay), "cannot",
+# and two spellings that are one word: "noone" is "no one", "versus" and "vs." are "vs"
+_CONTRACTED = re.compile(
+    r"\b(\w+?)n['\u2019\u02bc\u2018`]t\b|\b(can)(not)\b|\b(do|does|did|is|are|was|were|has|"
+    r"have|had|ca|could|wo|would|should|must|need|sha|ai|might)(nt)\b|\b(no)(one)\b|"
+    r"\b(?:versus|vs\.?)(?!\w)",
+    re.IGNORECASE,
+)
 _CONTRACTED_STEMS = {"ca": "can", "wo": "will", "sha": "shall"}
-_NEGATIONS = frozenset("not no never without neither nor".split())
+_NEGATIONS = frozenset(
+    "not no never without neither nor none nobody nothing nowhere rarely seldom hardly "
+    "barely scarcely except excluding".split()
+)
+_CEASE = frozenset(("quit", "stop"))  # stems: "quit smoking", "stopped drinking coffee"
+_COMPARED = frozenset(("compared", "compare", "comparing", "comparison"))
 _CLAUSE_ENDS = frozenset("but although though whereas however".split())
 _CONJUNCTIONS = frozenset("and or".split())
 _DETERMINERS = frozenset("the a an my your his her its our their this that these those".split())
@@ -88,12 +105,18 @@ def _tensed(word: str, stem: str) -> str:
 
 
 def _uncontracted(m: re.Match[str]) -> str:
-    """A contracted negation written out: "don't" is "do not", "can't" and "cannot" "can
-    not", "won't" "will not"."""
+    """A contracted negation written out: "don't" and "dont" are "do not", "can't" and
+    "cannot" "can not", "won't" "will not"; "noone" is "no one", "versus" "vs"."""
     if m.group(2):
         return f"{m.group(2)} not"
-    head = m.group(1)
+    if m.group(6):
+        return f"{m.group(6)} one"
+    head = m.group(1) or m.group(4)
+    if head is None:
+        return "vs"
     full = _CONTRACTED_STEMS.get(head.casefold(), head)
+    if head.isupper():  # "DON'T" is "DO not", never the name "Do"
+        return full.upper() + " not"
     return (full.capitalize() if head[:1].isupper() else full) + " not"
 
 
@@ -116,11 +139,16 @@ def _sides(tokens: list[str], stems: list[str]) -> list[str]:
         if w in _CLAUSE_ENDS:
             neg = joined = prefer = False
             side = 0
-        elif w in _NEGATIONS:
+        elif w in _NEGATIONS or stems[len(marks)] in _CEASE:
             neg, joined = True, False
         elif w in _CONJUNCTIONS:
             joined = joined or neg
-        elif w in ("than", "over") or (w == "of" and prev == "instead") or (w == "to" and prefer):
+        elif (
+            w in ("than", "over", "vs")
+            or (w == "of" and prev == "instead")
+            or (w == "to" and (prefer or prev == "opposed"))
+            or (w in ("to", "with") and prev in _COMPARED)
+        ):
             side, prefer = side + 1, False
         else:
             mark = ("\x01not+" if joined else "\x01not" if neg else "") + (
