@@ -14,7 +14,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -143,7 +143,10 @@ def test_a_naive_at_is_refused_on_the_duplicate_path_too(db: Path, home: Path) -
     """The refresh wrote a naive ``at`` unchecked (model_copy validates nothing): the record
     then held a naive time that every aware comparison (LangGraph get/search) crashed on."""
     with Memory(f"sqlite:///{db}", ledger=home / "ledger") as m:
-        first = m.remember("Drinks only green tea", actor="u1")
+        # first said before the times below: a refresh never moves recency back (session 27)
+        first = m.remember(
+            "Drinks only green tea", actor="u1", at=datetime(2026, 11, 30, tzinfo=UTC)
+        )
         before = m.store.get(first.id)
         with pytest.raises(InputError, match=r"\bat\b.*time zone"):
             m.remember("Drinks only green tea", actor="u1", at=datetime(2026, 12, 1, 9, 0))
