@@ -240,17 +240,24 @@ def register(app: typer.Typer) -> None:
                 f"store {db.url} already holds records; demo data would mix with them "
                 "(use another --store, or --force)"
             )
-        written = 0
+        from memlife.tombstones import insert_new
+
+        written = kept = 0
         try:
             with progress_bar("demo records", records, interactive(json_out)) as advance:
                 for batch in chunked(
                     generate(records, seed=seed, anchor=when, markers=markers), 5000
                 ):
-                    written += len(db.put_many(batch).succeeded)
+                    # insert-only, as an import: --force never overwrites a record (a hold, a
+                    # reviewer's change) nor writes back erased content
+                    result = insert_new(db, batch)
+                    written += len(result.succeeded)
+                    kept += len(result.failed)
                     advance(len(batch))
         finally:
             db.close()
         if json_out:
-            print_json({"records": written, "store": db.url})
+            print_json({"records": written, "kept": kept, "store": db.url})
         else:
-            err_console.print(f"wrote {written} demo records to {db.url}")
+            note = f"; {kept} already in the store or erased, left as they are" if kept else ""
+            err_console.print(f"wrote {written} demo records to {db.url}{note}")

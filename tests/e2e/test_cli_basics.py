@@ -176,6 +176,29 @@ def test_demo_refuses_a_store_with_records(home: Path) -> None:
     assert code == 0, err
 
 
+def test_demo_force_never_overwrites_a_hold_nor_writes_erased_content_back(home: Path) -> None:
+    """Session 27 review: `demo --force` upserted by id, so a second demo dropped a legal
+    hold and brought an erased record back, active, with no receipt (invariants 1, 2, 11).
+    It now inserts only, as an import does."""
+    code, _, err = invoke("demo", "--records", "30", "--seed", "7")
+    assert code == 0, err
+    with SqliteStore(home / "memlife.db") as store:
+        held, erased = [r for r in store.iter_all() if r.status is Status.active][:2]
+    code, _, err = invoke("hold", "place", "--id", held.id)
+    assert code == 0, err
+    code, _, err = invoke("erase", "--actor", erased.actor_id, "--id", erased.id, "--yes")
+    assert code == 0, err
+    with SqliteStore(home / "memlife.db") as store:
+        after_erase = sorted((r.id, r.content) for r in store.iter_all())
+    code, _, err = invoke("demo", "--records", "30", "--seed", "7", "--force", "--json")
+    assert code == 0, err
+    with SqliteStore(home / "memlife.db") as store:
+        kept = store.get(held.id)
+        assert kept is not None and kept.retention_class.value == "legal_hold"
+        assert store.get(erased.id) is None
+        assert sorted((r.id, r.content) for r in store.iter_all()) == after_erase
+
+
 def test_purge_previews_without_yes(home: Path) -> None:
     write_records(home / "memlife.db", 5)
     with SqliteStore(home / "memlife.db") as store:
