@@ -13,9 +13,16 @@ Mapping (one memlife record per LangGraph item):
   ``("memories", "{user_id}")``), never a guess. A label holding ``/`` is refused.
 - the record id is derived from (actor, namespace, key), so a second ``put`` updates the
   same record; the key is kept in ``provenance.source_event`` (``langgraph:<kind>:<key>``).
+  A key is a string of at most :data:`KEY_MAX_CHARS` (256) characters, the bound of the
+  record's own identifiers (``id``, ``actor_id``; ``subject`` and ``owner`` too): a longer
+  one is refused, by its length, never quoted.
 - the value: ``{"content": "text"}`` is stored as the text itself; any other dict as its
-  canonical JSON (round-trips exactly). A record that memlife wrote itself (``remember``,
-  or a consolidation replacement) reads back as ``{"content": text}`` under its record id.
+  canonical JSON, which reads back exactly as written: a value JSON cannot carry exactly
+  (a non-string dict key, a tuple, a set, bytes, NaN or infinity) is refused, saying
+  which. LangGraph's InMemoryStore keeps such Python objects as given (``{1: "a"}`` with
+  its int key); a JSON store would hand back something else (``{"1": "a"}``). A record
+  that memlife wrote itself (``remember``, or a consolidation replacement) reads back as
+  ``{"content": text}`` under its record id.
 - ``delete`` marks the record ``pending_delete`` (gone for get/search at once; the nightly
   run deletes it with a receipt). A ``legal_hold`` or held record is never rewritten.
 - ``search(query=...)`` is memlife's hybrid recall (MiniLM + BM25), scores are the fused
@@ -35,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from typing import Any
@@ -73,6 +81,7 @@ from memlife.tombstones import ERASED_CONTENT, ERASED_SOURCE, refusal
 
 _EVENT = "langgraph"
 _PUT_ATTEMPTS = 5  # reads and conditional writes of one put raced by other writers
+KEY_MAX_CHARS = 256  # as MemoryRecord.id and actor_id: a key names one item as an id does
 
 
 def default_actor_of(namespace: tuple[str, ...]) -> str:
@@ -129,6 +138,41 @@ def encode_value(value: dict[str, Any]) -> tuple[str, str]:
     if set(value) == {"content"} and isinstance(value["content"], str) and value["content"].strip():
         return value["content"], "text"
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")), "json"
+
+
+def json_problem(value: Any) -> str | None:
+    """What in ``value`` JSON cannot carry exactly (it would read back as something else,
+    or not at all), or None: JSON has string keys, lists and finite numbers only."""
+    try:
+        if value is None or isinstance(value, str | bool | int):
+            return None
+        if isinstance(value, float):
+            return None if math.isfinite(value) else f"a float {value}"
+        if isinstance(value, list):
+            return next((p for v in value if (p := json_problem(v))), None)
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if not isinstance(k, str):
+                    return f"a {type(k).__name__} dict key"
+                if problem := json_problem(v):
+                    return problem
+            return None
+    except RecursionError:
+        return "values nested too deeply"
+    return f"a {type(value).__name__}"
+
+
+def check_key(key: object) -> str:
+    """``key`` when it is a string of at most :data:`KEY_MAX_CHARS` characters; else an
+    InputError naming its type or length (never quoting it)."""
+    if not isinstance(key, str):
+        raise InputError(f"item key: a {type(key).__name__}; expected a string")
+    if len(key) > KEY_MAX_CHARS:
+        raise InputError(
+            f"item key: {len(key)} characters, over the limit of {KEY_MAX_CHARS} "
+            "(the bound of a record id)"
+        )
+    return key
 
 
 def decode(record: MemoryRecord) -> tuple[str, dict[str, Any]]:
@@ -271,6 +315,8 @@ class MemlifeStore(BaseStore):
         if not namespace:
             raise InvalidNamespaceError("namespace cannot be empty")
         if op.value is None:
+            if not isinstance(op.key, str) or len(op.key) > KEY_MAX_CHARS:
+                return  # no item can have such a key: deleting it is a no-op, as for any other
             rec = self._locate(namespace, op.key)
             if rec is not None and rec.held:  # as a put: a held record is never deleted
                 raise PermissionError(f"record {rec.id} is held; it cannot be deleted")
@@ -279,7 +325,15 @@ class MemlifeStore(BaseStore):
                 if again is not None and again.held:
                     raise PermissionError(f"record {rec.id} is held; it cannot be deleted")
             return
+        key = check_key(op.key)  # first: a message below may quote it
         path, actor = to_path(namespace), self.actor_of(namespace)
+        problem = json_problem(dict(op.value))
+        if problem is not None:
+            raise InputError(
+                f"item {key!r} in namespace {namespace!r}: the value holds {problem}, which "
+                "JSON cannot carry exactly (it would not read back as written); use string "
+                "keys, lists and finite numbers"
+            )
         content, kind = encode_value(dict(op.value))
         limit = self.memory.long_term.content_max_bytes
         size = len(content.encode("utf-8"))

@@ -27,15 +27,19 @@ reads at most ``summarizer_input_tokens`` a call, the summary so far included: a
 head goes in chunks cut only before an assistant message, each a valid history (the
 summary so far, a user message, opens the next; no tool call parted from its results). A
 summary so far that leaves no room is condensed first; one that still leaves none is a
-summariser failure. Only a message, or a tool call with its results, larger than the bound
-by itself is read over it, alone after the summary so far. A summariser failure changes
-nothing and is reported in :class:`CompactionResult`. Shapes are checked before anything
-is counted (:mod:`memlife.online.history`).
+summariser failure. A message, or a tool call with its results, larger than the bound by
+itself is shortened for the summariser only: long texts cut to head and tail around a
+placeholder saying how much was left out, ids and tool pairing kept; the kept history is
+never touched. A summariser failure changes nothing and is reported in
+:class:`CompactionResult`. A count that is not a whole number (an int of at least 0; a
+float, even 12.0, a bool or a string is not) is ``counter_failed``. Shapes are checked
+before anything is counted (:mod:`memlife.online.history`).
 """
 
 from __future__ import annotations
 
 import copy
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -46,10 +50,9 @@ from memlife.errors import InputError, MemlifeError
 from memlife.errors import SummarizerError as SummarizerError  # moved; re-exported
 from memlife.online.compaction_summary import (
     NoRoom,
-    is_own_summary,
+    after_task,
+    merge_summary,
     summarise_in_chunks,
-    summary_block,
-    summary_text,
 )
 from memlife.online.history import (
     DEFAULT_MODEL,
@@ -58,7 +61,6 @@ from memlife.online.history import (
     EstimateTokenCounter,
     Message,
     TokenCounter,
-    _blocks,
     _has_tool_result,
     check_turn_starts,
     derive_turn_starts,
@@ -241,18 +243,6 @@ class CompactionResult:
         return self.tokens_after is None or self.tokens_after > self.budget_tokens
 
 
-def _merge_summary(kept: list[Message], summary: str) -> tuple[list[Message], bool]:
-    """Put the summary in front of ``kept``; returns (messages, merged into kept[0])."""
-    first = kept[0]
-    if first.get("role") == "user":
-        # Prepend a block rather than a message: two user messages in a row would break
-        # alternation, and the original blocks stay byte-equal behind it.
-        merged = dict(first)
-        merged["content"] = [summary_block(summary), *_blocks(first.get("content"))]
-        return [merged, *kept[1:]], True
-    return [{"role": "user", "content": summary_text(summary)}, *kept], False
-
-
 def _round_cuts(messages: Sequence[Mapping[str, Any]], task: int, end: int, keep: int) -> list[int]:
     """Where a cut may fall inside the turn ``messages[task:end]`` keeping at least its last
     ``keep`` rounds: before an assistant message that follows a user message of tool
@@ -265,15 +255,6 @@ def _round_cuts(messages: Sequence[Mapping[str, Any]], task: int, end: int, keep
         if messages[i].get("role") == "assistant" and _has_tool_result(messages[i - 1])
     ]  # fmt: skip
     return cuts[: len(cuts) - keep + 1] if len(cuts) >= keep else []
-
-
-def _after_task(task: Message, summary: str) -> Message:
-    """The request, verbatim, with the summary of its older rounds as its last block. Only
-    summaries compaction wrote there (marked; the summariser read them) go: text the user
-    wrote in summary form stays, wherever it is."""
-    blocks = [b for b in _blocks(task.get("content")) if not is_own_summary(b)]
-    task["content"] = [*blocks, summary_block(summary)]
-    return task
 
 
 def _first_fitting(cands: Sequence[int], fits: Callable[[int], bool]) -> int:
@@ -318,6 +299,19 @@ def _summarise(summarizer: Summarizer, head: Sequence[Message], bound: int) -> t
         return summarise_in_chunks(read, head, bound)
     except NoRoom as exc:
         raise _Stop("summarizer_failed", str(exc)) from None
+
+
+def _whole_tokens(value: object) -> int | None:
+    """``value`` as a token count when it is a whole number of at least 0: an int or
+    another integer type (``__index__``: numpy's), never a bool, a float (12.0 too: a
+    counter that answers in floats is guessing) or a string; else None."""
+    if isinstance(value, bool):
+        return None
+    try:
+        tokens = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+    return tokens if tokens >= 0 else None
 
 
 def _whole_number(name: str, value: object, least: int) -> int:
@@ -378,11 +372,20 @@ def compact(
 
     def count(messages: Sequence[Mapping[str, Any]]) -> int:
         try:
-            return int(counter.count(messages))
+            got = counter.count(messages)
         except Exception as exc:  # noqa: BLE001 - any counter failure means "do not touch"
             raise _Stop(
                 "counter_failed", f"token counting failed: {type(exc).__name__}: {exc}"
             ) from None
+        tokens = _whole_tokens(got)
+        if tokens is None:  # -5, "100000", 12.0: a count is an int of at least 0
+            shown = f" ({got})" if isinstance(got, int | float) else ""
+            raise _Stop(
+                "counter_failed",
+                f"token counting failed: the counter returned a {type(got).__name__}{shown}, "
+                "not a whole number of tokens (an int of at least 0)",
+            )
+        return tokens
 
     try:
         before = count(conv.messages)
@@ -427,7 +430,7 @@ def _compact(
         for cut in dict.fromkeys((fit, cands[-1])):
             summary, n = _summarise(summarizer, msgs[:cut], bound)
             calls += n
-            cur, merged = _merge_summary(copy.deepcopy(msgs[cut:]), summary)
+            cur, merged = merge_summary(copy.deepcopy(msgs[cut:]), summary)
             after = count(cur)
             if after <= budget:
                 break
@@ -458,7 +461,7 @@ def _compact(
             cut = _first_fitting(cuts, fits)
             summary, n = _summarise(summarizer, cur[task:cut], bound)
             calls += n
-            request = _after_task(copy.deepcopy(cur[task]), summary)
+            request = after_task(copy.deepcopy(cur[task]), summary)
             gone = cut - task - 1
             rounds = sum(1 for m in cur[task + 1 : cut] if m.get("role") == "assistant")
             cur = [*copy.deepcopy(cur[:task]), request, *copy.deepcopy(cur[cut:])]

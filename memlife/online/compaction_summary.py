@@ -1,5 +1,5 @@
-"""The summaries compaction writes, and the chunks a summariser reads (for
-:mod:`memlife.online.compaction`).
+"""The summaries compaction writes (and where they go in the history), and the chunks a
+summariser reads (for :mod:`memlife.online.compaction`).
 
 Marked summaries: a summary block is ``SUMMARY_HEADER``, a newline, the summary, a newline
 and a marker line, ``[memlife summary <digest>]``, where the digest is the first 16 hex
@@ -21,24 +21,38 @@ message and the user message after it) while they fit in three quarters of the b
 in what the summary so far leaves of it. When the summary so far leaves no room for the
 next unit, it is condensed first, in a call that reads only it; when it still leaves none
 (or is itself longer than the bound) the summary stops with :class:`NoRoom` and
-compaction changes nothing. The one call over the bound reads a unit larger than the
-bound by itself (a message, or a tool call with its results, cannot be split), alone
-after the summary so far.
+compaction changes nothing.
+
+Oversize units: a unit larger than the bound by itself (a message, or a tool call with its
+results, cannot be split) is shortened for the summariser only (:func:`shortened`), to half
+the bound (the other half for the summary so far), else to the bound: each long text (a
+text block, a tool result, a document's text, each string in a tool input, thinking) is
+cut to its head and tail around a placeholder, ``[... N of M characters left out here for
+the summary ...]``, every block keeping its kind, ids and place, so tool calls still meet
+their results. Where that is not enough (images, opaque blocks, thousands of small
+blocks), images and opaque blocks become text placeholders; and last, each message of the
+unit becomes one text block, its transcript cut the same way. A unit that cannot be
+shortened into the bound stops the summary with :class:`NoRoom`. The history compaction
+keeps is never touched: only the copy the summariser reads is shortened.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from memlife.errors import SummarizerError
 from memlife.online.history import (
+    MEDIA_KINDS,
     SUMMARY_HEADER,
     EstimateTokenCounter,
     Message,
     _blocks,
+    _document_text,
     is_summary_block,
+    render_transcript,
 )
 
 _MARK = "[memlife summary {}]"
@@ -94,6 +108,30 @@ def unmarked(messages: Sequence[Message]) -> list[Message]:
     return out
 
 
+# ---- placing summaries --------------------------------------------------------------------
+
+
+def merge_summary(kept: list[Message], summary: str) -> tuple[list[Message], bool]:
+    """Put the summary in front of ``kept``; returns (messages, merged into kept[0])."""
+    first = kept[0]
+    if first.get("role") == "user":
+        # Prepend a block rather than a message: two user messages in a row would break
+        # alternation, and the original blocks stay byte-equal behind it.
+        merged = dict(first)
+        merged["content"] = [summary_block(summary), *_blocks(first.get("content"))]
+        return [merged, *kept[1:]], True
+    return [{"role": "user", "content": summary_text(summary)}, *kept], False
+
+
+def after_task(task: Message, summary: str) -> Message:
+    """The request, verbatim, with the summary of its older rounds as its last block. Only
+    summaries compaction wrote there (marked; the summariser read them) go: text the user
+    wrote in summary form stays, wherever it is."""
+    blocks = [b for b in _blocks(task.get("content")) if not is_own_summary(b)]
+    task["content"] = [*blocks, summary_block(summary)]
+    return task
+
+
 def so_far(summary: str) -> Message:
     """The user message that opens a later chunk: the summary so far (unmarked)."""
     return {"role": "user", "content": [{"type": "text", "text": f"{SUMMARY_HEADER}\n{summary}"}]}
@@ -110,6 +148,114 @@ def units(head: Sequence[Message]) -> list[list[Message]]:
     return out
 
 
+# ---- oversize units ------------------------------------------------------------------------
+
+_OPAQUE = "[{} left out for the summary]"
+
+
+def _cut(text: str, keep: int) -> str:
+    """``text`` as its head and tail, ``keep`` characters in all, around a placeholder
+    saying how much was left out; as it is when that would not make it shorter."""
+    gone = len(text) - keep
+    mark = f"\n[... {gone:,} of {len(text):,} characters left out here for the summary ...]\n"
+    if gone <= len(mark):
+        return text
+    head = keep - keep // 2
+    return text[:head] + mark + text[len(text) - keep // 2 :]
+
+
+def _cut_json(value: Any, keep: int) -> Any:
+    """A tool input with each string in it cut (keys, numbers and structure as they were)."""
+    if isinstance(value, str):
+        return _cut(value, keep)
+    if isinstance(value, Mapping):
+        return {k: _cut_json(v, keep) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cut_json(v, keep) for v in value]
+    return value
+
+
+def _cut_block(block: Mapping[str, Any], keep: int, opaque: bool) -> Mapping[str, Any]:
+    """``block`` with its long texts cut to ``keep`` characters each; with ``opaque``,
+    images, non-text documents and blocks read as JSON (server tool results, redacted
+    thinking, unknown kinds) become text placeholders."""
+    kind = block.get("type")
+    if kind == "text":
+        return {**block, "text": _cut(str(block.get("text", "")), keep)}
+    if kind == "thinking":
+        return {**block, "thinking": _cut(str(block.get("thinking", "")), keep)}
+    if kind in ("tool_use", "server_tool_use"):
+        return {**block, "input": _cut_json(block.get("input", {}), keep)}
+    if kind in ("tool_result", "search_result"):
+        inner = block.get("content")
+        if isinstance(inner, str):
+            return {**block, "content": _cut(inner, keep)}
+        if isinstance(inner, list):
+            return {**block, "content": [_cut_block(b, keep, opaque) for b in _blocks(inner)]}
+        return block
+    if kind == "document" and _document_text(block) is not None:
+        source = dict(block["source"])
+        if source.get("type") == "text":
+            source["data"] = _cut(str(source.get("data", "")), keep)
+        elif isinstance(source.get("content"), str):
+            source["content"] = _cut(source["content"], keep)
+        else:
+            source["content"] = [_cut_block(b, keep, opaque) for b in _blocks(source["content"])]
+        return {**block, "source": source}
+    if opaque and (kind in MEDIA_KINDS or len(json.dumps(dict(block), default=str)) > keep):
+        return {"type": "text", "text": _OPAQUE.format(f"{kind} block")}
+    return block
+
+
+def _cut_unit(unit: Sequence[Message], keep: int, opaque: bool) -> list[Message]:
+    """``unit`` with its long texts cut to ``keep`` characters each (and with ``opaque``,
+    its opaque blocks as placeholders): new messages and blocks, ``unit`` as it was."""
+    return [
+        {**msg, "content": _cut(content, keep)}
+        if isinstance(content := msg.get("content"), str)
+        else {**msg, "content": [_cut_block(b, keep, opaque) for b in _blocks(content)]}
+        for msg in unit
+    ]
+
+
+def _as_text(unit: Sequence[Message]) -> list[Message]:
+    """Each message of ``unit`` as its transcript, one text (no tool blocks left to pair)."""
+    return [
+        {**msg, "content": render_transcript([msg]).strip() or _OPAQUE.format("message")}
+        for msg in unit
+    ]
+
+
+def shortened(unit: Sequence[Message], target: int) -> list[Message] | None:
+    """A copy of ``unit`` (one message, or a tool call with its results) of at most
+    ``target`` estimated tokens, keeping as much of each long text as that allows (a
+    binary search over the characters each keeps): texts cut; then opaque blocks replaced
+    too; then the messages read as text. None when even the shortest form is larger.
+    ``unit`` itself is never changed."""
+    est = EstimateTokenCounter()
+    if est.count(unit) <= target:
+        return list(unit)
+    longest = len(json.dumps(list(unit), ensure_ascii=False, default=str))
+    forms: list[tuple[Callable[[], Sequence[Message]], bool]] = [
+        (lambda: unit, False),
+        (lambda: unit, True),
+        (lambda: _as_text(unit), False),
+    ]
+    for form, opaque in forms:
+        base = form()
+        if est.count(_cut_unit(base, 0, opaque)) > target:
+            continue
+        lo, hi = 0, longest  # lo fits: the most each text may keep, found by halving
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if est.count(_cut_unit(base, mid, opaque)) <= target:
+                lo = mid
+            else:
+                hi = mid - 1
+        return _cut_unit(base, lo, opaque)
+    return None
+
+
 class NoRoom(SummarizerError):
     """The summary so far leaves the next call no room within the summariser's bound."""
 
@@ -119,14 +265,24 @@ def summarise_in_chunks(
 ) -> tuple[str, int]:
     """A summary of ``head`` and the calls it took: ``read`` (one summariser call; a
     non-empty summary) gets each chunk after the summary so far, never more than
-    ``bound`` estimated tokens but for a unit larger than that alone (see the module
-    docstring). Raises :class:`NoRoom` when the summary so far leaves no room."""
+    ``bound`` estimated tokens (a unit larger than that by itself shortened: see the
+    module docstring). Raises :class:`NoRoom` when the summary so far, or a unit that
+    cannot be shortened enough, leaves no room."""
     est = EstimateTokenCounter()
     todo = units(unmarked(head))
     # a unit costs no more in a chunk than alone (thinking before the chunk's last turn
     # start counts nothing), and the summary so far adds its own count: their sum bounds
     # a call's estimate
     costs = [est.count(unit) for unit in todo]
+    for k, cost in enumerate(costs):
+        if cost > bound:  # no call may hold it: shortened, for the summariser only
+            short = shortened(todo[k], bound // 2) or shortened(todo[k], bound)
+            if short is None:
+                raise NoRoom(
+                    f"a message or tool call of {cost} estimated tokens cannot be shortened "
+                    f"to fit summarizer_input_tokens={bound}"
+                )
+            todo[k], costs[k] = short, est.count(short)
     summary, calls, i, condensed = "", 0, 0, False
     while i < len(todo):
         earlier = [so_far(summary)] if summary else []
@@ -146,7 +302,7 @@ def summarise_in_chunks(
             summary, calls, condensed = read(earlier), calls + 1, True
             continue
         limit = min(bound * 3 // 4, bound - held)
-        end, size = i + 1, costs[i]  # one unit at least: in bound, or too large for any
+        end, size = i + 1, costs[i]  # one unit at least: with the summary so far, in bound
         while end < len(todo) and size + costs[end] <= limit:
             size += costs[end]
             end += 1

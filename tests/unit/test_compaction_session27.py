@@ -4,8 +4,9 @@
 Before, chunks were cut at three quarters of the bound whatever the summary so far cost,
 so a summariser whose summaries ran past a quarter of the bound read more than the bound.
 Every input is counted here with the counter compaction's chunking uses (the estimate).
-The one exception is a unit no call can hold: a message, or an assistant message and the
-user message answering it, larger than the bound by itself."""
+A unit no call can hold (a message, or an assistant message and the user message
+answering it, larger than the bound by itself) is read shortened since the second fix of
+this session (tests/unit/test_compaction_edges_session27.py)."""
 
 from __future__ import annotations
 
@@ -168,10 +169,10 @@ def test_a_summary_longer_than_the_bound_is_never_read() -> None:
     assert len(summarizer.calls) == 1 and max(summarizer.sizes) <= 1000
 
 
-def test_an_oversize_tool_pair_is_read_alone_after_the_summary_so_far() -> None:
-    """A tool call and its result larger than the bound cannot be split: that unit is
-    read in a call of its own after the summary so far (as an oversize unit always was);
-    every other call stays in bound, with a summary so far of 40% of it."""
+def test_an_oversize_tool_pair_is_shortened_for_the_summariser() -> None:
+    """A tool call and its result larger than the bound cannot be split: the summariser
+    reads a shortened copy of that unit (head and tail, the cut stated), in bound like
+    every other call; the history kept is never altered."""
     big = [
         U("look it up"),
         A([{"type": "tool_use", "id": "big", "name": "f", "input": {}}]),
@@ -185,11 +186,16 @@ def test_an_oversize_tool_pair_is_read_alone_after_the_summary_so_far() -> None:
         summarizer_input_tokens=1000, summary_allowance=500,
     )  # fmt: skip
     assert result.compacted, result.error
-    over = [c for c in summarizer.calls if EST.count(c) > 1000]
-    assert len(over) == 1 and over[0][1:] == big[1:3] and _is_so_far(over[0][0])
+    assert max(summarizer.sizes) <= 1000, summarizer.sizes
     for call in summarizer.calls:
-        _check_call(call, 1000, oversize_allowed=True)
-    assert summarizer.read() == msgs[: result.summarized_messages]
+        _check_call(call, 1000)
+    read = summarizer.read()
+    i = read.index(big[1])
+    (answer,) = read[i + 1]["content"]
+    assert answer["tool_use_id"] == "big" and "characters left out" in answer["content"]
+    assert len(answer["content"]) < 6000
+    head = msgs[: result.summarized_messages]
+    assert read[:i] + read[i + 2 :] == [m for m in head if m not in big[1:3]]
 
 
 def test_tool_rounds_are_read_in_bound_after_a_long_summary() -> None:
