@@ -43,7 +43,8 @@ class ShardIndex:
     """One actor + namespace: the active records' ids, vectors and lexical index, row-aligned.
 
     ``fingerprint``, ``checked_epoch`` and ``loaded_at`` belong to the owner's staleness
-    check (:class:`memlife.online.memory.LongTermMemory`); the index only carries them.
+    check (:class:`memlife.online.memory.LongTermMemory`); the index carries them, and
+    :meth:`shift` / :meth:`drop` keep ``fingerprint`` describing exactly the rows held.
     """
 
     actor_id: str
@@ -159,4 +160,24 @@ class ShardIndex:
         same.remove(rid)
         if not same:
             del self.by_norm[nsha]
+        return True
+
+    def shift(self, share: Sequence[float] | None, sign: int = 1) -> None:
+        """Move ``fingerprint`` by one record's share (its row added: ``sign`` 1, removed:
+        -1), so it keeps describing the rows held, not the store as once loaded: a record
+        made active again elsewhere then no longer matches. Share unknown (no signal, the
+        record gone): fingerprint unknown, and the shard is re-checked (reloaded) on use."""
+        if share is None or self.fingerprint is None:
+            self.fingerprint = None
+            self.checked_epoch = -1
+        else:
+            self.fingerprint = tuple(
+                a + sign * b for a, b in zip(self.fingerprint, share, strict=True)
+            )
+
+    def drop(self, rid: str, share: Sequence[float] | None) -> bool:
+        """:meth:`remove` a row and take its ``share`` out of the fingerprint."""
+        if not self.remove(rid):
+            return False
+        self.shift(share, -1)
         return True

@@ -12,7 +12,9 @@ Staleness (the nightly job or another process changed the store): a store with a
 connection's ``total_changes``) says per call whether anyone else wrote since we last
 looked; only then is the shard's fingerprint (count, rowid sum, content length and a text
 checksum of its active rows, one indexed query) compared and the shard reloaded if it
-moved. An exact duplicate is also re-checked against the record as stored before it is
+moved. A row we add or drop moves the shard's fingerprint by that record's share (so a
+record made active again elsewhere never matches a fingerprint as loaded); a marker that
+moved during our own write by more than it explains is another's write. An exact duplicate is also re-checked against the record as stored before it is
 refreshed, and SQLite refuses a second active copy of one text in the insert itself
 (two processes remembering one fact at once). Other
 stores have no cheap change signal: their shards are reloaded after
@@ -181,28 +183,31 @@ class LongTermMemory:
         sig = self._signal()
         return None if sig is None else sig.shard_fingerprint(actor, namespace)
 
-    def _own_write(
-        self, before: Any, shard: ShardIndex, added: MemoryRecord | None = None, same: bool = False
-    ) -> None:
-        """After our write: absorb it, unless someone else also wrote since we last looked.
-
-        The shard's fingerprint is updated in place for the common writes (``same``: a
-        refresh that changed no content or status; ``added``: one new active record) and
-        recomputed otherwise.
-        """
+    def _share(self, record_id: str) -> tuple[float, ...] | None:
+        """One record's share of its shard's fingerprint, whatever its status (None: gone)."""
         sig = self._signal()
-        if before != self._seen_marker or sig is None:
+        return None if sig is None else sig.record_fingerprint(record_id)
+
+    def _foreign(self, before: Any, after: Any) -> bool:
+        """Whether the marker moved from ``before`` to ``after`` by more than our own
+        writes can explain. SQLite: ``data_version`` moves only for other connections'
+        commits (ours move ``total_changes``). Any other store's marker moves for ours too:
+        there, any move counts (the shards re-check their fingerprints, no more)."""
+        if isinstance(self.store, SqliteStore) and isinstance(before, tuple):
+            return bool(before[0] != after[0])  # (data_version, total_changes)
+        return bool(before != after)
+
+    def _own_write(self, before: Any) -> None:
+        """After our write (``before``: the marker read before it), whose rows the shards
+        already hold and whose shares their fingerprints already carry (``shift``,
+        ``drop``): take the marker as seen. If anyone else wrote since we last looked,
+        before or during our write, every shard re-checks its fingerprint on next use
+        (that finds the other's rows: ours alone are in it) and the next insert runs
+        SQLite's duplicate scan (its ``seen_version`` is not the store's)."""
+        after = self._marker()
+        if self._signal() is None or before != self._seen_marker or self._foreign(before, after):
             self._epoch += 1  # a foreign write slipped in: every shard re-checks
-            return
-        self._seen_marker = self._marker()
-        fp = shard.fingerprint
-        if same and fp is not None:
-            pass
-        elif added is not None and fp is not None and (one := sig.record_fingerprint(added.id)):
-            shard.fingerprint = tuple(a + b for a, b in zip(fp, one, strict=True))
-        else:
-            shard.fingerprint = self._fingerprint(shard.actor_id, shard.namespace)
-        shard.checked_epoch = self._epoch
+        self._seen_marker = after
 
     # -- shards ----------------------------------------------------------------------------
     def _load(self, actor: str, namespace: str) -> ShardIndex:
@@ -322,8 +327,9 @@ class LongTermMemory:
                 return shard
         before = self._marker()
         shard = self._shards[key] = self._load(actor, namespace)
-        if before == self._seen_marker:  # absorb the embedding cache's own writes
-            self._seen_marker = self._marker()
+        after = self._marker()  # absorb the embedding cache's own writes, never another's
+        if before == self._seen_marker and not self._foreign(before, after):
+            self._seen_marker = after
         return shard
 
     def _actor_namespaces(self, actor: str) -> set[str]:
@@ -420,7 +426,7 @@ class LongTermMemory:
                     # never call a fact a duplicate of a record that no longer says it
                     reloads += 1
                     if reloads > 2:
-                        shard.remove(existing_id)
+                        shard.drop(existing_id, self._share(existing_id))
                         continue
                     del self._shards[(actor, namespace)]
                     shard = self._shard(actor, namespace)
@@ -428,9 +434,10 @@ class LongTermMemory:
                 if refreshed:
                     if vector is not None:  # a vector of text we did not store: do not keep
                         self.cache.delete_for([content_sha256(fact)])
-                    self._own_write(before, shard, same=True)
+                    self._own_write(before)  # no content or status changed
                     return RememberResult(existing_id, False, existing_id, sim)
-                shard.remove(existing_id)  # no longer active in the store: look again
+                # no longer active in the store: look again
+                shard.drop(existing_id, self._share(existing_id))
 
             record = MemoryRecord(
                 id=new_memory_id(),
@@ -480,10 +487,11 @@ class LongTermMemory:
                 self._epoch += 1  # removed by another writer already: every shard re-checks
                 return RememberResult(record.id, True, None, None)
             shard.append(record.id, fact, vector, record.created_at)
+            shard.shift(self._share(record.id))
             names = self._namespaces.get(actor)
             if names is not None:
                 names[1].add(namespace)
-            self._own_write(before, shard, added=record)
+            self._own_write(before)
             return RememberResult(record.id, True, None, None)
 
     def _put_subject(self, record: MemoryRecord, inferred: str) -> bool:
@@ -627,7 +635,7 @@ class LongTermMemory:
                 result = guarded(list(record_ids), status, replaced_by=replaced_by)
             else:
                 result = self.store.set_status(list(record_ids), status, replaced_by=replaced_by)
-            touched: set[tuple[str, str]] = set()
+            touched: dict[tuple[str, str], ShardIndex] = {}
             back: dict[tuple[str, str], list[MemoryRecord]] = {}
             for rid in result.succeeded:
                 rec = records.get(rid)
@@ -640,17 +648,16 @@ class LongTermMemory:
                 if status is Status.active and rid not in shard.row_of:
                     back.setdefault(key, []).append(rec)
                 elif status is not Status.active:
-                    shard.remove(rid)
-                touched.add(key)
-            for (actor, ns), recs in back.items():
+                    shard.drop(rid, self._share(rid))
+                touched[key] = shard
+            for key, recs in back.items():
                 # embedded after the write: an erasure committed since would have its text's
                 # vector and codes stored again, so the shard load's guard (sweep, re-read)
-                vectors = self._embed_loaded(actor, recs, started)
+                vectors = self._embed_loaded(key[0], recs, started)
                 for rec, vec in zip(recs, vectors, strict=True):
-                    self._shards[(actor, ns)].append(rec.id, rec.content, vec, rec.created_at)
-            for key in touched:
-                self._own_write(before, self._shards[key])
-                before = self._seen_marker
+                    touched[key].append(rec.id, rec.content, vec, rec.created_at)
+                    touched[key].shift(self._share(rec.id))
+            self._own_write(before)
             return list(result.succeeded)
 
     def forget(self, record_ids: Sequence[str]) -> list[str]:
@@ -716,7 +723,9 @@ class LongTermMemory:
                     if rec is not None and self.expired(rec, now):
                         continue  # past its deadline: never returned, even before a run deletes it
                     if rec is None or rec.status is not Status.active or rec.actor_id != actor:
-                        shards[c.which].remove(rid)  # changed behind our back: never returned
+                        # changed behind our back: never returned, and its share leaves the
+                        # fingerprint (made active again elsewhere, it no longer matches)
+                        shards[c.which].drop(rid, None if rec is None else self._share(rid))
                         continue
                     out.append(Hit(rec, c.score, len(out) + 1, c.similarity))
                     if len(out) == k:
