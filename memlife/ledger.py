@@ -3,7 +3,8 @@
 Layout (hive partitioning, readable by pyarrow.dataset, DuckDB, Athena, Spark)::
 
     <root>/date=YYYY-MM-DD/part-<uuid>.parquet      rows of SCHEMA, day of accessed_at (UTC)
-    <root>/_ingested/cloudtrail/<sha256>            markers: CloudTrail log files already read
+    <root>/_ingested/cloudtrail/<sha256>            markers: CloudTrail log files already read,
+                                                    by full key (before: by base name)
                                                     (the events are read by memlife.cloudtrail)
 
 ``root`` defaults to ``$MEMLIFE_HOME/ledger``. Rows are ``{actor_id, namespace, record_id,
@@ -37,9 +38,8 @@ import threading
 import uuid
 import warnings
 import weakref
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from memlife import cloudtrail
+from memlife.cloudtrail import IngestReport as IngestReport  # re-exported
 from memlife.cloudtrail import actor_from_namespace as actor_from_namespace  # re-exported
 from memlife.ledger_merge import ActorStats, reads_by_record
 from memlife.model import utcnow
@@ -93,26 +94,6 @@ def cloudtrail_accesses(
     """Ledger rows for one AgentCore read event, and why there are none (or None)."""
     hits, why = cloudtrail.read_hits(event, actor_resolver)
     return [Access(*hit) for hit in hits], why
-
-
-@dataclass
-class IngestReport:
-    """What :meth:`AccessLedger.ingest_cloudtrail` did."""
-
-    files: int = 0  # log files read
-    already_ingested: int = 0  # log files skipped: read by an earlier ingest
-    events: int = 0  # AgentCore memory read events seen
-    rows: int = 0  # ledger rows written
-    skipped: Counter[str] = field(default_factory=Counter)  # events without a row, by reason
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "files": self.files,
-            "already_ingested": self.already_ingested,
-            "events": self.events,
-            "rows": self.rows,
-            "skipped": dict(self.skipped),
-        }
 
 
 # a part written to replace others (a day's compaction, an erasure's rewrite) names them
@@ -440,8 +421,12 @@ class AccessLedger:
         ``source`` is a local folder (searched recursively) or ``s3://bucket/prefix``
         (boto3; ``s3_client`` overrides the default client). Files are the gzipped JSON
         objects CloudTrail delivers (``{"Records": [...]}``); ``.json`` files are read too.
-        A log file already ingested is skipped (a marker per file name under
-        ``_ingested/cloudtrail``; CloudTrail file names are unique) unless ``force``.
+        A log file already ingested is skipped (a marker per full key, ``s3://bucket/key``
+        or the file's absolute path, under ``_ingested/cloudtrail``; a marker an earlier
+        version wrote by base name still counts, so nothing read then is read twice)
+        unless ``force``. A file that does not read, and an event of the wrong shape, is
+        skipped and named (``bad_files``, ``bad_events``, a warning); the rest is read. A
+        bad file is not marked: it is named again each time until it is replaced.
 
         Assumptions (see :func:`cloudtrail_accesses`): only ``GetMemoryRecord`` and
         ``RetrieveMemoryRecords`` from ``bedrock-agentcore.amazonaws.com`` count; the actor
@@ -453,27 +438,25 @@ class AccessLedger:
         CloudTrail did not log the response the event is skipped (``no_record_ids``).
         """
         report = IngestReport()
-        for name, load in cloudtrail.log_files(str(source), s3_client):
-            if self._ingested(name) and not force:
+        for key, load in cloudtrail.log_files(str(source), s3_client):
+            if not force and self.cloudtrail_ingested(key):
                 report.already_ingested += 1
                 continue
-            data = load()
-            records = cloudtrail.parse_log(data)
-            rows: list[Access] = []
-            for event in records:
-                if not cloudtrail.is_memory_read(event):
-                    continue
-                report.events += 1
-                got, why = cloudtrail_accesses(event, actor_resolver)
-                if why:
-                    report.skipped[why] += 1
-                rows += got
+            hits = cloudtrail.file_hits(key, load, report, actor_resolver)
+            if hits is None:
+                continue
+            rows = [Access(*hit) for hit in hits]
             with self._lock:
                 self._write(rows)
             report.rows += len(rows)
             report.files += 1
-            self._mark_ingested(name)
+            self._mark_ingested(key)
         return report
+
+    def cloudtrail_ingested(self, key: str) -> bool:
+        """Whether the log file at ``key`` was ingested: marked by its full key, or by its
+        base name (the marker of versions before full keys)."""
+        return self._ingested(key) or self._ingested(cloudtrail.legacy_name(key))
 
 
 _LIVE: weakref.WeakSet[AccessLedger] = weakref.WeakSet()

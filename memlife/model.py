@@ -148,9 +148,12 @@ class MemoryRecord(BaseModel):
     @field_validator("namespace")
     @classmethod
     def _clean_namespace(cls, v: str) -> str:
-        from memlife.namespaces import namespace_problem
+        from memlife.namespaces import stored_namespace_problem
 
-        problem = namespace_problem(v)
+        # a record built from a stored one (a merge, an erasure's rebuild, an AgentCore read)
+        # keeps a namespace written before the leading '/' was required; new ones are
+        # checked with the rule at the door (parse_record, memlife.online.inputs)
+        problem = stored_namespace_problem(v)
         if problem:
             raise ValueError(f"namespace {problem}")
         return v
@@ -276,6 +279,11 @@ def parse_record(data: Any, line: int | None = None) -> MemoryRecord:
     except ValidationError as exc:
         field, reason = _first_error(exc)
         raise RecordError(rid, field, reason, line) from None
+    from memlife.namespaces import namespace_problem
+
+    problem = namespace_problem(record.namespace)
+    if problem:  # a new record's namespace starts with '/' (every policy glob does)
+        raise RecordError(rid, "namespace", f"namespace {problem}", line)
     if record.status is Status.superseded and not record.provenance.replaced_by:
         # invariant 3 at the door: a superseded record must point to its replacement
         raise RecordError(rid, "provenance.replaced_by", "required when status is superseded", line)

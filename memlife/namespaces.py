@@ -1,6 +1,9 @@
 """Namespace paths: validation and segment-aware globs.
 
-A namespace is a `/`-separated path (``/users/u-1/facts``). Segments are never empty,
+A namespace is a `/`-separated path from the root (``/users/u-1/facts``): it starts with
+``/``, as every policy glob must (``users/u-1/facts`` was accepted once, and no
+``enforce_deletion_in`` glob could ever match it: its expired records were never deleted).
+Segments are never empty,
 ``.`` or ``..``: such a path would name one place and look like another, and a glob
 written for one tree could then reach into a second one. In a glob, ``*`` (and ``?``,
 ``[...]``) match inside ONE segment, ``**`` matches any number of whole segments (zero
@@ -23,7 +26,19 @@ def _segments(path: str) -> list[str]:
 
 
 def namespace_problem(namespace: str) -> str | None:
-    """Why this namespace is refused, or None when it is fine."""
+    """Why this namespace is refused for a new record (import, ``remember``, recall, the
+    MEMLIFE_NAMESPACE template), or None when it is fine."""
+    problem = stored_namespace_problem(namespace)
+    if problem is None and not namespace.startswith("/"):
+        return "must start with '/' (as every policy glob does)"
+    return problem
+
+
+def stored_namespace_problem(namespace: str) -> str | None:
+    """:func:`namespace_problem` without the leading '/': what a record already stored may
+    have. Rows written before the rule stay readable (a record read, rebuilt by an erasure
+    or merged by a nightly run keeps its namespace); the nightly run names each such
+    namespace instead (``Policy.deletion_enforced``: no glob can match it)."""
     if not namespace or not namespace.strip():
         return "must not be blank"
     if _CONTROL.search(namespace):
@@ -48,7 +63,7 @@ def check_namespace(namespace: str) -> str:
 @lru_cache(maxsize=1 << 14)
 def glob_match(pattern: str, namespace: str) -> bool:
     """True when ``namespace`` matches ``pattern`` segment by segment (see module doc)."""
-    if namespace_problem(namespace) is not None:
+    if stored_namespace_problem(namespace) is not None:
         return False  # a malformed path is never inside an enforced tree by accident
     if pattern.startswith("/") != namespace.startswith("/"):
         return False

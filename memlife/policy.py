@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Iterable
+from functools import lru_cache
 from pathlib import Path
 from typing import Annotated
 
@@ -30,6 +32,7 @@ from memlife.model import MemoryType, RetentionClass, Source
 from memlife.namespaces import glob_match
 
 DEFAULT_POLICY = "policies/default.yaml"
+log = logging.getLogger("memlife.policy")
 
 
 # Strict scalars: YAML reads `yes` as true and `"30"` as a string; neither is a number here
@@ -39,6 +42,13 @@ Int = Annotated[int, Strict()]
 Text = Annotated[str, Strict()]
 Flag = Annotated[bool, Strict()]
 Share = Annotated[float, Strict(), Field(ge=0, le=1)]
+# Every span of days is at most 100 years: the planner turns them into timedeltas and dates
+# (cutoff - days), which overflow long before a float does (keep_answers_days: 1000000 was
+# accepted, then ended the run with a bare OverflowError); no retention rule needs more.
+MAX_DAYS = 36_500
+# A half-life is at least ~15 minutes: the decay rate is ln 2 / half-life, and a tiny one
+# (1e-320) made it infinite and the scores NaN (an ArrowInvalid at the end of the run).
+MIN_HALF_LIFE_DAYS = 0.01
 
 
 class _Strict(BaseModel):
@@ -63,13 +73,13 @@ class ScoreWeights(_Strict):
 
 
 class HalfLives(_Strict):
-    creation: Num = Field(gt=0)
-    access: Num = Field(gt=0)
+    creation: Num = Field(ge=MIN_HALF_LIFE_DAYS, le=MAX_DAYS)
+    access: Num = Field(ge=MIN_HALF_LIFE_DAYS, le=MAX_DAYS)
 
 
 class TypePolicy(_Strict):
-    default_ttl_days: Num | None = Field(default=None, gt=0)
-    verification_stale_days: Num | None = Field(default=None, gt=0)
+    default_ttl_days: Num | None = Field(default=None, gt=0, le=MAX_DAYS)
+    verification_stale_days: Num | None = Field(default=None, gt=0, le=MAX_DAYS)
     half_life_days: HalfLives
     frequency_scale: Num = Field(default=10, gt=0)
     weights: ScoreWeights
@@ -126,7 +136,7 @@ class ReviewPolicy(_Strict):
     frequent_access_count: Int = Field(default=5, ge=1)
     # a `keep` answers a finding time brings (STALE_VERIFICATION, LOW_SCORE) for this many
     # days: still found after that, it is asked again (a new item). None: for good
-    keep_answers_days: Int | None = Field(default=365, ge=1)
+    keep_answers_days: Int | None = Field(default=365, ge=1, le=MAX_DAYS)
     # priority = type weight + class weight + (1 - confidence) + access share, see plan.py
     type_priority: dict[MemoryType, Share] = Field(
         default_factory=lambda: {
@@ -200,7 +210,7 @@ class Policy(_Strict):
     source_weights: dict[Source, Share]
     sensitivity_penalty: dict[RetentionClass, Share] = Field(default_factory=dict)
     contradiction_penalty: Num = Field(default=0.3, ge=0, le=1)
-    pending_delete_grace_days: Num = Field(default=7, ge=0)
+    pending_delete_grace_days: Num = Field(default=7, ge=0, le=MAX_DAYS)
     grouping: Grouping = Field(default_factory=Grouping)
     memory_types: dict[MemoryType, TypePolicy]
     gate: GatePolicy = Field(default_factory=GatePolicy)
@@ -212,9 +222,9 @@ class Policy(_Strict):
     # superseded originals are deleted (receipted) this many days after they were superseded;
     # a class missing here keeps them (legal_hold is never deleted whatever this says)
     # a negative value deleted superseded originals the night they were superseded
-    superseded_retention_days: dict[RetentionClass, Annotated[float, Strict(), Field(ge=0)]] = (
-        Field(default_factory=dict)
-    )
+    superseded_retention_days: dict[
+        RetentionClass, Annotated[float, Strict(), Field(ge=0, le=MAX_DAYS)]
+    ] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _complete(self) -> Policy:
@@ -235,6 +245,8 @@ class Policy(_Strict):
         return hashlib.sha256(canon.encode()).hexdigest()
 
     def deletion_enforced(self, namespace: str) -> bool:
+        if not namespace.startswith("/"):
+            warn_unrooted(namespace)
         return any(glob_match(pat, namespace) for pat in self.enforce_deletion_in)
 
     def unmatched_enforcement(self, namespaces: Iterable[str]) -> list[str]:
@@ -242,6 +254,8 @@ class Policy(_Strict):
         that is still a glob ("/user/*/episodes") silently enforces nothing where it meant
         to, so an unscoped run names each one (it may also be a namespace not used yet)."""
         seen = set(namespaces)
+        for ns in sorted(n for n in seen if not n.startswith("/")):
+            warn_unrooted(ns)
         return [g for g in self.enforce_deletion_in if not any(glob_match(g, ns) for ns in seen)]
 
     def owner_for(self, actor_id: str, namespace: str, memory_type: MemoryType | str) -> str | None:
@@ -250,6 +264,20 @@ class Policy(_Strict):
             if memory_type in rule.memory_types and glob_match(rule.namespace, namespace):
                 return rule.owner.replace("{actor}", actor_id)
         return None
+
+
+@lru_cache(maxsize=1024)  # once per namespace and process: named, never repeated per record
+def warn_unrooted(namespace: str) -> None:
+    """Name a namespace without its leading '/' (written before import, `remember` and
+    MEMLIFE_NAMESPACE refused them, memlife/namespaces.py): every glob starts with '/', so
+    no ``enforce_deletion_in`` or ``owners`` rule can ever match it; its deletions, hard
+    expiry included, stay proposals night after night. Its records stay readable."""
+    log.warning(
+        "namespace %r has no leading '/': no policy glob can match it, so nothing there is "
+        "ever deleted by policy (hard expiry included) until its records are moved to %r",
+        namespace,
+        "/" + namespace,
+    )
 
 
 def resolve_policy_path(path: str | Path | None) -> Path:
@@ -274,20 +302,37 @@ _SHIPPED = {Path(DEFAULT_POLICY), Path("policies/rollout-example.yaml")}
 
 class _UniqueKeyLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no types
     """safe_load that refuses a key written twice in one mapping (PyYAML keeps the last:
-    a repeated ``enforce_deletion_in: []`` further down would silently win)."""
+    a repeated ``enforce_deletion_in: []`` further down would silently win).
+
+    Merge keys (``<<: *anchor``, ``<<: [*a, *b]``) are standard YAML and work as in
+    ``safe_load``: a key written beside a merge overrides the merged one. Only keys written
+    in the mapping itself count as repeats (``<<`` written twice is one too)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[object, object]:
         seen: set[object] = set()
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
+            if key_node.tag == _MERGE_TAG:
+                key: object = _MERGE  # the merge itself has no constructor: never build it
+            else:
+                key = self.construct_object(key_node, deep=deep)
+            try:
+                repeated = key in seen
+            except TypeError:  # unhashable: SafeConstructor names it below
+                continue
+            if repeated:
                 line = key_node.start_mark.line + 1
+                name = "'<<' (merge)" if key is _MERGE else repr(key)
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} repeated (line {line})", key_node.start_mark
+                    None, None, f"key {name} repeated (line {line})", key_node.start_mark
                 )
             seen.add(key)
+        # SafeConstructor flattens the merges first (explicit keys win), then builds
         mapping: dict[object, object] = super().construct_mapping(node, deep=deep)
         return mapping
+
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_MERGE = object()  # a merge key among the keys seen (a quoted "<<" is an ordinary key)
 
 
 def load_policy(path: str | Path | None = None) -> Policy:

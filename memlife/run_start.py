@@ -165,20 +165,16 @@ def _cloudtrail_preview(ledger: Any, source: str, cutoff: datetime) -> ActorStat
     """What an ingest of ``source`` would add to the ledger's stats (reads up to the
     cutoff), read in memory."""
     from memlife import cloudtrail as ct
-    from memlife.ledger import cloudtrail_accesses
     from memlife.ledger_merge import AccessTimes
 
     times: dict[tuple[str, str], list[float]] = {}
-    for name, load in ct.log_files(source, None):
-        if ledger._ingested(name):
+    report = ct.IngestReport()  # a bad file or event is named (a warning) and skipped
+    for key, load in ct.log_files(source, None):
+        if ledger.cloudtrail_ingested(key):
             continue
-        for event in ct.parse_log(load()):
-            if not ct.is_memory_read(event):
-                continue
-            for a in cloudtrail_accesses(event)[0]:
-                if a.accessed_at <= cutoff:
-                    key = (a.actor_id, a.record_id)
-                    times.setdefault(key, []).append(a.accessed_at.timestamp())
+        for a in ct.file_hits(key, load, report) or []:
+            if a.accessed_at <= cutoff:
+                times.setdefault((a.actor_id, a.record_id), []).append(a.accessed_at.timestamp())
     return {key: AccessTimes(got) for key, got in times.items()}
 
 

@@ -16,12 +16,21 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from memlife.errors import SettingsError
 
 PREFIX = "MEMLIFE_"
+# onnxruntime gains nothing past the machine's cores; 256 covers the largest instances
+# (192 vCPUs) while 100000 (a typo or a unit slip) started that many threads: recall never
+# answered and memory grew ~45 MB/s until the host ran out of threads. A fixed bound, not
+# a multiple of this host's CPUs: a setting valid on one machine stays valid on the next.
+EMBED_THREADS_MAX = 256
+# Spans of seconds become timedeltas and sleeps: inf or 1e300 passed `gt=0` and then ended
+# the run with a bare OverflowError. Each has a sane maximum besides (see the fields).
+HOUR = 3600.0
+DAY = 24 * HOUR
 # Read under their own names (the SDK reads them too).
 _FOREIGN = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
 
@@ -31,8 +40,9 @@ class Settings(BaseSettings):
 
     # An empty variable counts as unset (as `if os.environ.get(...)` always treated it).
     model_config = SettingsConfigDict(
-        env_prefix=PREFIX, extra="ignore", frozen=True, env_ignore_empty=True
-    )
+        env_prefix=PREFIX, extra="ignore", frozen=True, env_ignore_empty=True,
+        allow_inf_nan=False,  # no setting means anything by inf or nan
+    )  # fmt: skip
 
     # where state lives
     home: Path = Field(
@@ -63,7 +73,10 @@ class Settings(BaseSettings):
         "claude-sonnet-4-5", description="Model of the example agent (memlife chat)"
     )
     embed_threads: int | None = Field(
-        None, ge=1, description="onnxruntime intra-op threads; default: onnxruntime's"
+        None,
+        ge=1,
+        le=EMBED_THREADS_MAX,
+        description="onnxruntime intra-op threads (1..256); default: onnxruntime's",
     )
     token_alignment: bool = Field(
         True,
@@ -81,20 +94,26 @@ class Settings(BaseSettings):
     model: str | None = Field(
         None, description="Consolidation/evaluation model; default claude-sonnet-4-5"
     )
-    model_timeout: float = Field(60.0, gt=0, description="Seconds per model request")
+    model_timeout: float = Field(60.0, gt=0, le=HOUR, description="Seconds per model request")
     model_concurrency: int = Field(4, ge=1, description="Model requests in flight per process")
     # orchestration (flows/)
-    flow_timeout_seconds: float = Field(6 * 3600, gt=0, description="Nightly flow timeout")
+    flow_timeout_seconds: float = Field(
+        6 * HOUR, gt=0, le=7 * DAY, description="Nightly flow timeout"
+    )
     task_retries: int = Field(3, ge=0, description="Retries of a throttled shard batch")
     retry_backoff_seconds: float = Field(
-        10.0, ge=0, description="Backoff factor: 10 -> 10, 20, 40 s"
+        10.0, ge=0, le=HOUR, description="Backoff factor: 10 -> 10, 20, 40 s"
     )
     retry_jitter: float = Field(0.5, ge=0, description="Retry jitter factor")
     model_calls_limit: str = Field(
         "memlife-model-calls", description="Prefect global concurrency limit held per model call"
     )
+    # at most a day: a writer killed while holding it blocks every other writer that long
     lease_ttl_seconds: float = Field(
-        120.0, gt=0, description="Lifecycle lease: seconds a writer holds the store without renewal"
+        120.0,
+        gt=0,
+        le=DAY,
+        description="Lifecycle lease: seconds a writer holds the store without renewal",
     )
     eval_cases: str | None = Field(
         None, description="Regression gate's evaluation set (file or s3://) when a run names none"
@@ -129,6 +148,18 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("ANTHROPIC_BASE_URL"),
         description="Messages API endpoint",
     )
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace_template(cls, v: str) -> str:
+        """The template must give a namespace `remember` accepts (a leading '/', no empty,
+        '.' or '..' segment): refused here, naming the variable, not at each write."""
+        from memlife.namespaces import namespace_problem
+
+        problem = namespace_problem(v.replace("{actor}", "actor"))
+        if problem:
+            raise ValueError(f"the namespace template {problem}")
+        return v
 
     @property
     def store_url(self) -> str:

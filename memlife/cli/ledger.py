@@ -28,8 +28,12 @@ def register(app: typer.Typer) -> None:
         json_out: JsonOpt = False,
     ) -> None:
         """Read GetMemoryRecord / RetrieveMemoryRecords data events into the ledger (idempotent per file)."""
+        import logging
+
         from memlife.ledger import AccessLedger
 
+        # the report below names each bad file and event; the ingest's warnings would repeat it
+        logging.getLogger("memlife.cloudtrail").setLevel(logging.ERROR)
         led = AccessLedger(ledger)
         report = led.ingest_cloudtrail(source, force=force)
         led.flush()
@@ -40,6 +44,17 @@ def register(app: typer.Typer) -> None:
                 f"{report.files} files read ({report.already_ingested} already ingested), "
                 f"{report.events} read events, {report.rows} ledger rows"
                 + (f", skipped {dict(report.skipped)}" if report.skipped else "")
-            )
+                + (f", {len(report.bad_files)} bad files skipped" if report.bad_files else ""),
+                markup=False, highlight=False,
+            )  # fmt: skip
+            for line in report.bad_files:
+                err_console.print(f"bad file (not marked; read again next time): {line}",
+                                  markup=False, highlight=False)  # fmt: skip
+            shown = report.bad_events
+            for line in shown:
+                err_console.print(f"bad event (skipped): {line}", markup=False, highlight=False)
+            more = report.skipped.get("bad_event", 0) - len(shown)
+            if more > 0:
+                err_console.print(f"... and {more} more bad events", markup=False)
 
     app.add_typer(group, name="ledger")

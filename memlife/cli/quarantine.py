@@ -24,6 +24,9 @@ from memlife.model import parse_time, utcnow
 from memlife.stores import open_store
 
 PolicyOpt = Annotated[str, typer.Option("--policy")]
+# at most 100 years, as every span of days in a policy (memlife.policy.MAX_DAYS): the
+# grace becomes ``now - timedelta(days=...)``, which 1e308 overflowed (a bare OverflowError)
+MAX_DAYS = 36_500
 
 
 def _report(result: dict[str, Any], json_out: bool, verb: str) -> None:
@@ -95,7 +98,8 @@ def register(app: typer.Typer) -> None:
     @group.command("purge")
     def purge(
         older_than: Annotated[
-            float, typer.Option("--older-than", min=0, help="Days in quarantine")
+            float,
+            typer.Option("--older-than", min=0, max=MAX_DAYS, help="Days in quarantine (0..36500)"),
         ],
         now: Annotated[
             str | None,
