@@ -129,7 +129,15 @@ class AccessLedger:
         self._buffer: list[Access] = []
         self._lock = threading.RLock()
         self._timer: threading.Timer | None = None
+        self._stores: list[Any] = []  # whose erasures this ledger's writes honour
         _LIVE.add(self)  # flushed at interpreter exit, if still buffering
+
+    def watch_erasures(self, store: Any, watch: bool = True) -> None:
+        """Rows of records ``store``'s erasures removed are not written, and rows an erasure
+        committed while they were being written are scrubbed after (its own scrub read the
+        files before they existed): a buffered access outlives no erasure."""
+        with self._lock:
+            self._stores = [s for s in self._stores if s is not store] + [store] * watch
 
     # -- writing ---------------------------------------------------------------------------
     def append(
@@ -173,33 +181,30 @@ class AccessLedger:
             return len(self._buffer)
 
     def flush(self) -> int:
-        """Write buffered rows, one new file per day touched; returns rows written."""
+        """Write buffered rows, one new file per day touched; returns rows written. A day
+        that fails goes back to the buffer with the days after it, never the days written."""
+        from memlife.tombstones import erased_pairs
+
         with self._lock:
             rows, self._buffer = self._buffer, []
-        try:
-            return self._write(rows)
-        except BaseException:
-            with self._lock:  # not written: back in front of what came meanwhile
-                self._buffer[:0] = rows
-            raise
+        gone = erased_pairs(self._stores, {(r.actor_id, r.record_id) for r in rows})
+        days = _by_day([r for r in rows if (r.actor_id, r.record_id) not in gone])
+        for i, (day, part) in enumerate(days):
+            try:
+                self._write_day(day, _table(part))
+            except BaseException:
+                with self._lock:  # not written: back in front of what came meanwhile
+                    self._buffer[:0] = [r for _, later in days[i:] for r in later]
+                raise
+        written = [r for _, part in days for r in part]
+        gone = erased_pairs(self._stores, {(r.actor_id, r.record_id) for r in written})
+        if gone:
+            self.erase({rid for _, rid in gone})
+        return len(written)
 
     def _write(self, rows: list[Access]) -> int:
-        by_day: dict[date, list[Access]] = {}
-        for r in rows:
-            by_day.setdefault(r.accessed_at.astimezone(UTC).date(), []).append(r)
-        for day, part in sorted(by_day.items()):
-            table = pa.Table.from_pydict(
-                {
-                    "actor_id": [r.actor_id for r in part],
-                    "namespace": [r.namespace for r in part],
-                    "record_id": [r.record_id for r in part],
-                    "accessed_at": [r.accessed_at for r in part],
-                    "rank": [r.rank for r in part],
-                    "query_sha256": [r.query_sha256 for r in part],
-                },
-                schema=SCHEMA,
-            )
-            self._write_day(day.isoformat(), table)
+        for day, part in _by_day(rows):
+            self._write_day(day, _table(part))
         return len(rows)
 
     def add_rows(self, table: pa.Table) -> int:
@@ -457,6 +462,18 @@ class AccessLedger:
         """Whether the log file at ``key`` was ingested: marked by its full key, or by its
         base name (the marker of versions before full keys)."""
         return self._ingested(key) or self._ingested(cloudtrail.legacy_name(key))
+
+
+def _by_day(rows: Sequence[Access]) -> list[tuple[str, list[Access]]]:
+    by_day: dict[date, list[Access]] = {}
+    for r in rows:
+        by_day.setdefault(r.accessed_at.astimezone(UTC).date(), []).append(r)
+    return [(day.isoformat(), part) for day, part in sorted(by_day.items())]
+
+
+def _table(rows: Sequence[Access]) -> pa.Table:
+    columns = ("actor_id", "namespace", "record_id", "accessed_at", "rank", "query_sha256")
+    return pa.Table.from_pydict({c: [getattr(r, c) for r in rows] for c in columns}, SCHEMA)
 
 
 _LIVE: weakref.WeakSet[AccessLedger] = weakref.WeakSet()

@@ -91,6 +91,21 @@ def listing(store: MemoryStore, actor_id: str | None = None) -> list[dict[str, A
     return _backend(store).tombstones(actor_id)
 
 
+def erased_pairs(
+    stores: Sequence[MemoryStore], pairs: set[tuple[str, str]]
+) -> set[tuple[str, str]]:
+    """The (actor, record id) ``pairs`` an erasure of one of ``stores`` removed (the access
+    ledger's writes honour them: memlife/ledger.py)."""
+    erased: set[tuple[str, str]] = set()
+    for store in stores:
+        for actor in {actor for actor, _ in pairs}:
+            try:
+                erased |= {(actor, t["record_id"]) for t in listing(store, actor)}
+            except Exception:  # a closed or failing store: its erasures scrub what they see
+                break
+    return erased & pairs
+
+
 def refusal(store: MemoryStore, record: MemoryRecord) -> str | None:
     """ERASED_CONTENT / ERASED_SOURCE when a tombstone forbids this record, else None."""
     return _backend(store).tombstone_refusal(record, record.provenance.supersedes)

@@ -147,6 +147,7 @@ class LongTermMemory:
         self._embedder = embedder
         self.cache = cache if cache is not None else embedding_cache(store, embedder)
         self.ledger = ledger if ledger is not None else open_ledger(store=store)
+        self.ledger.watch_erasures(store)  # a buffered access outlives no erasure
         self.near_duplicate = near_duplicate
         self.threshold = threshold
         self.refresh_seconds = refresh_seconds
@@ -754,6 +755,7 @@ class LongTermMemory:
 
     def close(self) -> None:
         self.ledger.flush()
+        self.ledger.watch_erasures(self.store, False)  # the store may close next
 
     def __enter__(self) -> LongTermMemory:
         return self
