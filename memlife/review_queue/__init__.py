@@ -327,6 +327,7 @@ def resolve(
         ReviewDecision.verify,
     ):
         raise ReviewError(f"review item {iid}: record {item.record_id} is under legal hold")
+    trail = _followers(store, queue, iid, record) if decision is ReviewDecision.delete else []
     # one run per decision on one item by one reviewer: two items of a record resolved at the
     # same ``now`` (a review UI's batch time) are two runs, each with its own receipt
     request = {"item": iid, "decision": decision.value, "reviewer": reviewer}
@@ -353,10 +354,23 @@ def resolve(
         payload=json.dumps({"decision": decision.value}),
         key_ids=[item.item_id, decision.value, reviewer],
     )  # fmt: skip
+    # the records superseded by the one deleted go with it, each its own receipted delete,
+    # decided after it (the delete applier lets a source go only once its replacement does)
+    follow = [
+        run.executor.new_op(OpKind.delete, s.actor_id, s.namespace, s.id,
+                            [Reason.ALREADY_SUPERSEDED.value, Reason.REPLACEMENT_DELETED.value],
+                            s.sha256, key_ids=[item.item_id, decision.value, reviewer, s.id])
+        for s in trail
+    ]  # fmt: skip
     from memlife.apply.lifecycle import run_lifecycle
+    from memlife.journal import Outcome
 
-    (done,) = run_lifecycle(run.executor, run.journal.plan([op]), run.tally)
-    if done.state is OpState.RECEIPTED or done.state is OpState.APPLIED:
+    ran = run_lifecycle(run.executor, run.journal.plan([op, *follow]), run.tally)
+    done = next(o for o in ran if o.operation_id == op.operation_id)
+    kept = decision is ReviewDecision.delete and done.outcome is Outcome.skipped
+    if kept:  # a hold placed on a record superseded by it since the check: it stays
+        run.extra["refused"] = "HELD_SOURCE"
+    elif done.state is OpState.RECEIPTED or done.state is OpState.APPLIED:
         state = "disputed" if decision is ReviewDecision.dispute else "resolved"
         queue.close(iid, state=state, decision=decision.value, reviewer=reviewer, at=run.cutoff,
                     operation_id=done.operation_id)  # fmt: skip
@@ -369,8 +383,40 @@ def resolve(
     run.extra["reviewer"] = reviewer
     run.extra["item_id"] = iid
     summary = run.finish()
+    if kept:
+        raise ReviewError(
+            f"review item {iid}: record {item.record_id} was kept: a record it replaces is "
+            "under legal hold (a held source pins its replacement); the item stays open"
+        )
     resolved = queue.get(iid)
     if resolved is None:  # the queue lost the item it just closed: not a reviewer's mistake
         raise RuntimeError(f"review item {iid} vanished while it was resolved")
     summary["item"] = resolved.as_json()
     return summary
+
+
+def _followers(store: Any, queue: ReviewQueue, iid: str, record: Any) -> builtins.list[Any]:
+    """The superseded records that would go with ``record`` (memlife/orphans.py), nearest
+    first; a delete is refused, before anything is written, while one of them is held (a
+    held source pins its replacement, as at night) or disputed (never deleted until its
+    item is resolved)."""
+    from memlife.orphans import followers
+
+    if record is None:
+        return []
+    trail = followers(store, record)
+    held = sorted(s.id for s in trail if s.held)
+    if held:
+        raise ReviewError(
+            f"review item {iid}: record {record.id} replaces {', '.join(held[:5])}, under "
+            "legal hold: a held source pins its replacement, so the delete is refused "
+            "(release the hold first, or keep)"
+        )
+    disputed = sorted({s.id for s in trail} & queue.disputed(record.actor_id, record.namespace))
+    if disputed:
+        raise ReviewError(
+            f"review item {iid}: record {record.id} replaces {', '.join(disputed[:5])}, "
+            "disputed: a disputed record is never deleted until its item is resolved, and it "
+            "would go with its replacement; the delete is refused"
+        )
+    return trail

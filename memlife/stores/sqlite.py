@@ -562,6 +562,23 @@ class SqliteStore:
         with self.lock:
             return [rid for (rid,) in self.connection.execute(q, args)]
 
+    def superseded_pointing_to(self, actor_id: str, ids: Sequence[str]) -> dict[str, str]:
+        """The actor's superseded and quarantined records (every namespace) whose
+        ``replaced_by`` is one of ``ids``: record id -> the one it names (memlife/orphans.py).
+        Read through the status index; no content."""
+        out: dict[str, str] = {}
+        q = (
+            "SELECT id, json_extract(provenance, '$.replaced_by') FROM records "
+            "WHERE actor_id=? AND status IN (?, ?) "
+            "AND json_extract(provenance, '$.replaced_by') IN ({})"
+        )
+        statuses = (Status.superseded.value, Status.quarantined.value)
+        with self.lock:
+            for qs, chunk in in_chunks(ids):
+                rows = self.connection.execute(q.format(qs), [actor_id, *statuses, *chunk])
+                out.update((rid, by) for rid, by in rows)
+        return out
+
     def count(self, statuses: Sequence[Status] | None = None) -> int:
         sql, args = "SELECT count(*) FROM records", []
         if statuses:

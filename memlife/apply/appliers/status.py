@@ -21,6 +21,7 @@ from memlife.errors import ShardStopped
 from memlife.faults import checkpoint
 from memlife.journal import Operation, Outcome
 from memlife.model import MemoryRecord, Status
+from memlife.orphans import Paged, note_pointers, pointing_to
 from memlife.stores.base import BatchResult, ItemFailure, StoreError
 
 if TYPE_CHECKING:
@@ -73,6 +74,9 @@ def set_status(
                         replaced_by=replacement, policy_version=ex.policy.version, at=ex.cutoff)  # fmt: skip
         res, stop = until_stopped(write)
         done = settled(out, group, res, stop, outcome)
+        for o in group:  # what points where, for a store paged for it (orphans.pointing_to)
+            if o.record_id in done:
+                note_pointers(_paged(ex), (o.actor_id, o.namespace), [o.record_id], replacement)
         if status is Status.superseded:
             replaced += [
                 (found[o.record_id], replacement or "") for o in group if o.record_id in done
@@ -123,27 +127,42 @@ def _hand_over(
 MAX_CHAIN = 64
 
 
+def _paged(ex: Executor) -> Paged:
+    """The shards paged for :func:`memlife.orphans.pointing_to` this run (stores without a
+    lookup by replaced_by), kept current by this module's writes."""
+    paged: Paged = vars(ex).setdefault("pointers_paged", {})
+    return paged
+
+
 def _repoint(ex: Executor, replaced: list[tuple[MemoryRecord, str]]) -> dict[str, str]:
     """Invariant 3 across nights: a replacement superseded in its turn hands what points to
     it to the new replacement, so none points to a superseded record. What points to it
     is found down its ``supersedes``, level by level: its sources, and the sources of a
     replacement among them that an earlier night re-pointed to it (they are listed by that
-    replacement, not by this one). Idempotent (a rerun re-points what a crash left); a
-    held record is never rewritten, a hold placed since the read included (the store checks
-    it in the write, where it can). Returns the replaced records whose sources did not all
-    move: id -> the item's code."""
+    replacement, not by this one); and, at each level, the records whose ``replaced_by``
+    names it (a reviewer's `supersede --by`, an online status change: listed by nobody,
+    memlife/orphans.py). Idempotent (a rerun re-points what a crash left); a held record
+    is never rewritten, a hold placed since the read included (the store checks it in the
+    write, where it can). Returns the replaced records whose sources did not all move:
+    id -> the item's code."""
     moves: dict[tuple[str, Status], list[str]] = {}
     hangs_from: dict[str, str] = {}  # record to move -> the replaced record it hangs from
+    shard_of: dict[str, tuple[str, str]] = {}
     chain: dict[str, str] = {r.id: r.id for r, _ in replaced}  # superseded -> replaced top
     frontier = {sid: (r.id, by) for r, by in replaced for sid in r.provenance.supersedes}
+    level = {r.id: (r, r.id, by) for r, by in replaced}
     seen = set(chain)
     for _ in range(MAX_CHAIN):
+        scope = {rid: (r.actor_id, r.namespace) for rid, (r, _, _) in level.items()}
+        for sid, named in pointing_to(ex.store, scope, _paged(ex)).items():
+            frontier.setdefault(sid, level[named][1:])
         ids = sorted(i for i in frontier if i not in seen)
         if not ids:
             break
         seen.update(ids)
         found = get_many(ex.store, ids)
         below: dict[str, tuple[str, str]] = {}
+        level = {}
         for sid in ids:
             top, by = frontier[sid]
             s = found.get(sid)
@@ -153,9 +172,11 @@ def _repoint(ex: Executor, replaced: list[tuple[MemoryRecord, str]]) -> dict[str
             if chain.get(s.provenance.replaced_by or "") != top:
                 continue  # points elsewhere: not this chain's to move
             chain[sid] = top
+            level[sid] = (s, top, by)
             if not is_held(s):
                 moves.setdefault((by, s.status), []).append(sid)
                 hangs_from[sid] = top
+                shard_of[sid] = (s.actor_id, s.namespace)
             for child in s.provenance.supersedes:
                 below.setdefault(child, (top, by))
         frontier = below
@@ -164,6 +185,8 @@ def _repoint(ex: Executor, replaced: list[tuple[MemoryRecord, str]]) -> dict[str
         res = _setter(ex)(
             ids, status, replaced_by=by, policy_version=ex.policy.version, at=ex.cutoff
         )
+        for rid in res.succeeded:
+            note_pointers(_paged(ex), shard_of[rid], [rid], by)
         for f in res.failed:
             if f.code != "LEGAL_HOLD":  # a hold placed meanwhile wins, as the read's check
                 unmoved.setdefault(hangs_from[f.id], f.code)
