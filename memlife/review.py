@@ -156,9 +156,8 @@ def verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal | 
             # a superseded original, a replacement or a quarantined record vanished unreceipted
             v.problem("RECORD_MISSING_WITHOUT_RECEIPT", operation_id=oid, record_id=rid)
         elif current is not None and op["action"] == OpKind.supersede.value:
-            if (
-                current.status.value == "superseded"
-                and current.provenance.replaced_by != op["replacement_id"]
+            if current.status.value == "superseded" and not _handed_over(
+                store, op["replacement_id"], current.provenance.replaced_by
             ):
                 v.problem("SUPERSEDE_MISMATCH", operation_id=oid, record_id=rid)
     return v
@@ -188,3 +187,21 @@ def _removed_later(journal: Journal | None, record_id: str, operation_id: str) -
         and o.state is OpState.RECEIPTED
         for o in journal.for_record(record_id)
     )
+
+
+def _handed_over(
+    store: MemoryStore, replacement: str | None, now: str | None, hops: int = 32
+) -> bool:
+    """The record points to the run's ``replacement``, or to where it was handed over since:
+    that replacement superseded in its turn (a later night's merge, a reviewer), down the
+    chain of replacements to ``now`` (status._repoint moves the sources along)."""
+    seen: set[str] = set()
+    while replacement is not None and replacement not in seen and len(seen) < hops:
+        if replacement == now:
+            return True
+        seen.add(replacement)
+        rec = store.get(replacement)
+        if rec is None or rec.status.value != "superseded":
+            return False
+        replacement = rec.provenance.replaced_by
+    return False

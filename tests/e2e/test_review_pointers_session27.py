@@ -156,7 +156,7 @@ def test_a_reviewers_supersede_is_handed_over_when_its_replacement_is_superseded
     """1c, by a reviewer: A superseded by B, then B superseded by C: A points to C."""
     _put(home, AISLE, WINDOW, EXIT_ROW)
     run_local(RunConfig(dry_run=False, now=NOW))
-    _resolve(home, "A", "supersede", by="B")
+    first = _resolve(home, "A", "supersede", by="B")
     before = snapshot(home / "memlife.db")
     done = _resolve(home, "B", "supersede", by="C")
     after = snapshot(home / "memlife.db")
@@ -165,6 +165,8 @@ def test_a_reviewers_supersede_is_handed_over_when_its_replacement_is_superseded
     check_invariants(before, after, home / "receipts")
     _invariant_3(home)
     _verified(home, done["run_id"])
+    # the earlier run's supersede was handed over, not undone: verify follows the chain
+    _verified(home, first["run_id"])
     _quiet_nights(home, 1)
 
 
@@ -180,7 +182,7 @@ def test_a_reviewers_supersede_is_handed_over_when_a_night_merges_its_replacemen
     )
     _put(home, older, newer)
     run_local(RunConfig(dry_run=False, now=NOW))
-    _resolve(home, "A", "supersede", by="B")
+    first = _resolve(home, "A", "supersede", by="B")
     dup = rec("D", "manuals", WINDOW.content, subject=WINDOW.subject, age=10, mtype=P)
     _put(home, dup)
     before = snapshot(home / "memlife.db")
@@ -193,6 +195,7 @@ def test_a_reviewers_supersede_is_handed_over_when_a_night_merges_its_replacemen
     check_invariants(before, after, home / "receipts")
     _invariant_3(home)
     _verified(home, night.run_id)
+    _verified(home, first["run_id"])  # handed over by the merge: verify follows the chain
 
 
 def test_a_held_source_refuses_the_reviewers_delete_of_its_replacement(home: Path) -> None:
