@@ -658,8 +658,25 @@ class LongTermMemory:
                 for rec, vec in zip(recs, vectors, strict=True):
                     touched[key].append(rec.id, rec.content, vec, rec.created_at)
                     touched[key].shift(self._share(rec.id))
+            if status is Status.superseded and result.succeeded:
+                self._hand_over(result.succeeded, records, replaced_by)
             self._own_write(before)
             return list(result.succeeded)
+
+    def _hand_over(
+        self, ids: Sequence[str], records: dict[str, MemoryRecord], to: str | None
+    ) -> None:
+        """Superseded records that pointed to a record superseded here now point to its
+        replacement, as the night's and a reviewer's hand-over do (status._repoint): a
+        superseded record never points to a superseded one. Held ones stay as they are."""
+        from memlife.orphans import pointing_to
+
+        targets = {i: (records[i].actor_id, records[i].namespace) for i in ids if i in records}
+        found = self._get_many(sorted(set(pointing_to(self.store, targets)) - {to}))
+        followers = [i for i, r in found.items() if r.status is Status.superseded and not r.held]
+        if followers:
+            write = getattr(self.store, "set_status_unless_held", None) or self.store.set_status
+            write(followers, Status.superseded, replaced_by=to)
 
     def forget(self, record_ids: Sequence[str]) -> list[str]:
         """Mark records ``pending_delete`` (the nightly job deletes them after the grace)."""

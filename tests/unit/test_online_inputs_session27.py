@@ -242,3 +242,17 @@ def test_a_backdated_restatement_never_moves_recency_back(mem: LongTermMemory) -
     assert rec is not None and rec.access_count == 1
     assert rec.last_accessed_at is not None and rec.last_accessed_at >= now
     assert rec.last_verified_at is None or rec.last_verified_at >= now
+
+
+def test_a_chain_of_online_supersedes_hands_the_older_record_over(mem: LongTermMemory) -> None:
+    """set_status(A, superseded, B) then set_status(B, superseded, C): A points to C, as a
+    reviewer's and the night's hand-over leave it (invariant 3: never to a superseded B)."""
+    a, b, c = (
+        mem.remember("u1", NS, "seat", text).record_id
+        for text in ("Prefers aisle seats.", "Prefers window seats.", "Prefers exit rows.")
+    )
+    assert mem.set_status([a], "superseded", replaced_by=b) == [a]
+    assert mem.set_status([b], "superseded", replaced_by=c) == [b]
+    older = mem.store.get(a)
+    assert older is not None and older.status is Status.superseded
+    assert older.provenance.replaced_by == c
