@@ -137,7 +137,9 @@ class AccessLedger:
         committed while they were being written are scrubbed after (its own scrub read the
         files before they existed): a buffered access outlives no erasure."""
         with self._lock:
-            self._stores = [s for s in self._stores if s is not store] + [store] * watch
+            self._stores = [s for s in self._stores if s is not store]
+            if watch:
+                self._stores.append(store)
 
     # -- writing ---------------------------------------------------------------------------
     def append(

@@ -14,8 +14,8 @@ looked; only then is the shard's fingerprint (count, rowid sum, content length a
 checksum of its active rows, one indexed query) compared and the shard reloaded if it
 moved. A row we add or drop moves the shard's fingerprint by that record's share (so a
 record made active again elsewhere never matches a fingerprint as loaded); a marker that
-moved during our own write by more than it explains is another's write. An exact duplicate is also re-checked against the record as stored before it is
-refreshed, and SQLite refuses a second active copy of one text in the insert itself
+moved during our own write by more than it explains is another's write. An exact
+duplicate is also re-checked against the record as stored before it is refreshed, and SQLite refuses a second active copy of one text in the insert itself
 (two processes remembering one fact at once). Other
 stores have no cheap change signal: their shards are reloaded after
 ``refresh_seconds``. Independently, each recall re-reads its hits from the store and
@@ -631,11 +631,7 @@ class LongTermMemory:
                 _check_replacement(self.store.get(replaced_by), replaced_by, records.values())
             # the check again at the write, in its transaction: a hold placed since the read
             # wins (SQLite); other stores check, then write
-            guarded = getattr(self.store, "set_status_unless_held", None)
-            if guarded is not None:
-                result = guarded(list(record_ids), status, replaced_by=replaced_by)
-            else:
-                result = self.store.set_status(list(record_ids), status, replaced_by=replaced_by)
+            result = self._write_status(list(record_ids), status, replaced_by)
             touched: dict[tuple[str, str], ShardIndex] = {}
             back: dict[tuple[str, str], list[MemoryRecord]] = {}
             for rid in result.succeeded:
@@ -675,8 +671,14 @@ class LongTermMemory:
         found = self._get_many(sorted(set(pointing_to(self.store, targets)) - {to}))
         followers = [i for i, r in found.items() if r.status is Status.superseded and not r.held]
         if followers:
-            write = getattr(self.store, "set_status_unless_held", None) or self.store.set_status
-            write(followers, Status.superseded, replaced_by=to)
+            self._write_status(followers, Status.superseded, to)
+
+    def _write_status(self, ids: list[str], status: Status, replaced_by: str | None) -> Any:
+        """The status write, with the hold check in its transaction where the store has one
+        (SQLite: a hold placed since the read wins); other stores check, then write."""
+        guarded = getattr(self.store, "set_status_unless_held", None)
+        write = guarded if guarded is not None else self.store.set_status
+        return write(ids, status, replaced_by=replaced_by)
 
     def forget(self, record_ids: Sequence[str]) -> list[str]:
         """Mark records ``pending_delete`` (the nightly job deletes them after the grace)."""
