@@ -31,7 +31,14 @@ content words once filler (articles, "and", "very") is set aside and inflection 
   after prefer: "prefers tea to coffee", "more ... than", "rather than") puts the words
   after it, to the end of the clause, on its other side: "prefers tea to coffee" is not
   "prefers coffee to tea". "Don't" and "dont" are "do not", "noone" "no one", "versus" and
-  "vs." "vs".
+  "vs." "vs";
+- where both texts are as many clauses of two words or more (split at punctuation, "and",
+  "or" and the clause ends), the same words in each clause, in any order of clauses:
+  "likes tea, hates coffee" is not "likes coffee, hates tea", nor "Alice likes coffee and
+  Bob likes tea" "Alice likes tea and Bob likes coffee", while "Caroline hates coffee and
+  likes tea" is "Caroline likes tea and hates coffee" (the words both first clauses open
+  with are the subject, which later clauses leave unsaid). A one-word part is a list's
+  item ("likes tea and coffee"): lists keep any order.
 Rewordings with other words are not merged on this rule: a missed merge, never a lost
 specific.
 """
@@ -82,6 +89,8 @@ _COMPARED = frozenset(("compared", "compare", "comparing", "comparison"))
 _CLAUSE_ENDS = frozenset("but although though whereas however".split())
 _CONJUNCTIONS = frozenset("and or".split())
 _DETERMINERS = frozenset("the a an my your his her its our their this that these those".split())
+# each clause's words (None: one clause, or a part of one word)
+Clauses = tuple[tuple[str, ...], ...] | None
 _local = threading.local()  # PyStemmer objects must not be shared across threads
 
 
@@ -161,10 +170,10 @@ def _sides(tokens: list[str], stems: list[str]) -> list[str]:
 
 
 def _shape(text: str) -> tuple[frozenset[tuple[str, int]], tuple[str, ...], tuple[str, ...],
-                               frozenset[tuple[tuple[str, str], int]]]:  # fmt: skip
+                               frozenset[tuple[tuple[str, str], int]], Clauses]:  # fmt: skip
     """(content words counted, names in order, the words after a determiner in order, each
-    number with its next word counted): a name is a capitalised (not all-capitals) word
-    after the first."""
+    number with its next word counted, the words of each clause): a name is a
+    capitalised (not all-capitals) word after the first."""
     tokens = _TOKEN.findall(_CONTRACTED.sub(_uncontracted, symbols_as_words(text)))
     raw = [t for t in tokens if t not in _CLAUSE_MARKS]
     folded = [w.casefold() for w in raw]
@@ -183,14 +192,54 @@ def _shape(text: str) -> tuple[frozenset[tuple[str, int]], tuple[str, ...], tupl
         if w.isdigit() or w in NUMBER_WORDS
     )  # fmt: skip
     placed = Counter(sides[i] + stems[i] for i in keep)
-    return frozenset(placed.items()), names, after, frozenset(numbers.items())
+    clauses = _clauses(tokens, folded, [s + w for s, w in zip(sides, stems, strict=True)])
+    return frozenset(placed.items()), names, after, frozenset(numbers.items()), clauses
+
+
+def _clauses(tokens: list[str], folded: list[str], marked: list[str]) -> Clauses:
+    """Each clause's content words (``marked``: the words' stems with their sides); None
+    when there is one clause or a part of one word (a list's item: module doc)."""
+    clauses: list[list[str]] = [[]]
+    i = 0
+    for tok in tokens:
+        if tok in _CLAUSE_MARKS:
+            clauses.append([])
+            continue
+        if folded[i] in _CLAUSE_ENDS or folded[i] in _CONJUNCTIONS:
+            clauses.append([])
+        elif folded[i] not in _FILLER:
+            clauses[-1].append(marked[i])
+        i += 1
+    parts = [c for c in clauses if c]
+    if len(parts) < 2 or any(len(c) < 2 for c in parts):
+        return None
+    return tuple(tuple(c) for c in parts)
+
+
+def _same_clauses(a: Clauses, b: Clauses) -> bool:
+    """Whether two texts' clauses hold the same words, in any order of clauses. The words
+    both first clauses open with (a subject: "Caroline", "my sister") are set aside, as
+    the other clauses leave their subject unsaid."""
+    if a is None or b is None or len(a) != len(b):
+        return True  # not both cut into clauses alike: the bag of words decides alone
+    n = 0
+    while n < min(len(a[0]), len(b[0])) and a[0][n] == b[0][n]:
+        n += 1
+
+    def bags(c: tuple[tuple[str, ...], ...]) -> Counter[frozenset[tuple[str, int]]]:
+        return Counter(frozenset(Counter(p).items()) for p in (c[0][n:], *c[1:]))
+
+    return bags(a) == bags(b)
 
 
 def restates(a: str, b: str) -> bool:
     """True when ``a`` and ``b`` say the same words (up to filler, inflection other than
     tense and an order that carries no role: module doc) with the same names: keeping
     either loses nothing."""
-    words_a, names_a, after_a, numbers_a = _shape(a)
-    words_b, names_b, after_b, numbers_b = _shape(b)
+    words_a, names_a, after_a, numbers_a, clauses_a = _shape(a)
+    words_b, names_b, after_b, numbers_b, clauses_b = _shape(b)
     same_roles = len(after_a) != len(after_b) or after_a == after_b  # an article dropped
-    return words_a == words_b and names_a == names_b and numbers_a == numbers_b and same_roles
+    return (
+        words_a == words_b and names_a == names_b and numbers_a == numbers_b
+        and same_roles and _same_clauses(clauses_a, clauses_b)
+    )  # fmt: skip
