@@ -29,6 +29,7 @@ SWAPPED = [
     ("Alice likes coffee and Bob likes tea", "Alice likes tea and Bob likes coffee"),
     ("Runs 5 km on Mondays, swims 2 km on Fridays", "Runs 5 km on Fridays, swims 2 km on Mondays"),
     ("Visited Paris in May or Rome in June", "Visited Paris in June or Rome in May"),
+    ("Cats are fine, dogs arent", "Dogs are fine, cats arent"),  # a negation after its subject
 ]  # fmt: skip
 RESTATED = [  # the same clauses in another order, lists in another order, one clause
     ("Caroline hates coffee and likes tea", "Caroline likes tea and hates coffee"),
