@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from memlife.errors import InputError
 from memlife.model import MemoryRecord, MemoryType, Source, Status
-from memlife.online.inputs import ids_arg, text_arg
+from memlife.online.inputs import ids_arg, record_id_arg
 
 if TYPE_CHECKING:
     from memlife.ledger import AccessLedger
@@ -149,6 +149,8 @@ class Memory:
     ) -> list[Recollection]:
         """``actor``'s ``k`` most relevant ACTIVE memories (all namespaces when None).
 
+        ``namespace`` is one :meth:`remember` takes (a leading '/'), or one of ``actor``'s
+        stored before that rule, spelled as stored (``notes``); another is an InputError.
         Superseded, quarantined and pending-delete memories are never returned; each hit
         is written to the access ledger (what the nightly scoring reads as recency).
         """
@@ -169,14 +171,15 @@ class Memory:
         ]
 
     def get(self, record_id: str, *, actor: str) -> MemoryRecord | None:
-        """The record if it exists, belongs to ``actor``, is active and not expired; else None."""
+        """The record if it exists, belongs to ``actor``, is active and not expired; else None.
+        An id no record can have (not text, over 256 characters) is an InputError."""
         rec = self._own_active(record_id, actor)
         if rec is None or self._mem.expired(rec):  # as recall: past its deadline, never served
             return None
         return rec
 
     def _own_active(self, record_id: str, actor: str) -> MemoryRecord | None:
-        text_arg(record_id, "record_id")
+        record_id_arg(record_id, "record_id")  # an id no record can have: refused, not looked up
         rec = self.store.get(record_id)
         if rec is None or rec.actor_id != actor or rec.status is not Status.active:
             return None

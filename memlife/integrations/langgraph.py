@@ -284,7 +284,9 @@ class MemlifeStore(BaseStore):
                 rec = None
         if rec is None or rec.status is not Status.active:
             return None
-        if rec.actor_id != actor or rec.namespace != path:
+        # as search and list_namespaces show it: a namespace stored without its leading '/'
+        # (written before the rule) is ("notes",) too, so an item search found, get finds
+        if rec.actor_id != actor or to_namespace(rec.namespace) != namespace:
             return None
         if self.memory.long_term.expired(rec):  # as recall: past its deadline, never served
             return None

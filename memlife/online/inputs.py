@@ -9,14 +9,14 @@ the type or value expected, never a memory's content.
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from enum import Enum
 from typing import Any, TypeVar, overload
 
-from memlife.errors import InputError
+from memlife.errors import InputError, NamespaceError
 from memlife.model import FUTURE_SKEW, MemoryRecord, utcnow
-from memlife.namespaces import check_namespace
+from memlife.namespaces import check_namespace, namespace_problem, stored_namespace_problem
 from memlife.text import DEFAULT_IGNORABLE
 
 E = TypeVar("E", bound=Enum)
@@ -85,8 +85,29 @@ def namespace_arg(namespace: object) -> str:
     return check_namespace(bounded(text, "namespace", NAMESPACE_MAX_CHARS))
 
 
+def namespace_filter_arg(namespace: object, stored: Callable[[], Iterable[str]]) -> str:
+    """A namespace a read is filtered by (recall's ``namespace``): one a new record can have
+    (:func:`namespace_arg`), or one written before the leading '/' was required, spelled
+    exactly as stored (``notes``): such records stay readable, so a read can name them.
+    ``stored`` gives the namespaces the reader's records have; it is asked only for an
+    unrooted one. Exact, as every namespace key is (shards, ledger, policy globs):
+    ``/notes`` is another namespace than ``notes`` and never reaches it."""
+    text: str = text_arg(namespace, "namespace")
+    bounded(text, "namespace", NAMESPACE_MAX_CHARS)  # first: the messages below quote it
+    problem = namespace_problem(text)
+    if problem is not None and stored_namespace_problem(text) is None:  # only the '/' missing
+        if text in stored():
+            return text
+        problem += ", or name one stored without it"
+    if problem:
+        raise NamespaceError(f"namespace {text!r} {problem}")
+    return text
+
+
 def record_id_arg(value: object, what: str, *, optional: bool = False) -> Any:
-    """A record id (text, at most the record's ``id`` length; None where ``optional``)."""
+    """A record id (text, at most the record's ``id`` length; None where ``optional``): the
+    one check of every id the online library is given (get, forget, set_status, replaced_by),
+    before any store is asked."""
     text = text_arg(value, what, optional=optional)
     return None if text is None else bounded(text, what, ID_MAX_CHARS)
 
@@ -157,9 +178,10 @@ def choice_arg(cls: type[E], value: object, what: str) -> E:
 
 
 def ids_arg(value: object, what: str) -> list[str]:
-    """Record ids: one id as text, or a list (any iterable but a mapping) of ids as text."""
+    """Record ids: one id as text, or a list (any iterable but a mapping) of ids as text,
+    each checked by :func:`record_id_arg` (one over the bound refuses the call)."""
     if isinstance(value, str):
-        return [text_arg(value, what)]
+        return [record_id_arg(value, what)]
     if (
         value is None
         or isinstance(value, bytes | bytearray | dict)
@@ -170,7 +192,7 @@ def ids_arg(value: object, what: str) -> list[str]:
     for rid in out:
         if not isinstance(rid, str):
             raise InputError(f"{what} must hold record ids as text, not {type(rid).__name__}")
-        valid_unicode(rid, what)
+        record_id_arg(rid, what)
     return out
 
 

@@ -69,6 +69,7 @@ from memlife.online.inputs import (
     ids_arg,
     label_arg,
     namespace_arg,
+    namespace_filter_arg,
     number_in,
     record_id_arg,
     stored_time,
@@ -720,8 +721,8 @@ class LongTermMemory:
             raise InputError(f"k must be a positive whole number, not {k!r}")
         if threshold is not None and not number_in(threshold, -1, 1):
             raise InputError(f"threshold must be a cosine from -1 to 1, not {threshold!r}")
-        if namespace is not None:
-            namespace_arg(namespace)  # as remember: a namespace no record can have is a mistake
+        if namespace is not None:  # as remember's, or one of the actor's stored without '/'
+            namespace_filter_arg(namespace, lambda: self.store.list_namespaces(actor))
         thr = self.threshold if threshold is None else threshold
         qv, tokens = embed_for_recall(self.embedder, query, self.token_alignment)
         with self._lock:

@@ -225,8 +225,10 @@ def test_set_status_refuses_a_replacement_id_no_record_can_have_without_quoting_
     )
     refused(lambda: mem.set_status([rid], Status.superseded, replaced_by="r" * 257), "replaced_by")
     assert snapshot(store) == before
-    # an unknown id to forget is left alone, as documented (an over-long one is unknown too)
-    assert mem.forget(["i" * TEN_MB]) == []
+    # an unknown id to forget is left alone, as documented; one no record can have (over
+    # the id's 256 characters) is refused by name, as replaced_by is (test_online_namespace_reads)
+    assert mem.forget(["i" * 256]) == []
+    refused(lambda: mem.forget(["i" * TEN_MB]), "record_ids")
     assert snapshot(store) == before
 
 
