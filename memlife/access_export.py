@@ -148,7 +148,7 @@ def import_access(
         ("query_sha256: not a sha256 digest (query text is never kept)",
          pc.invert(pc.match_substring_regex(table["query_sha256"], "^[0-9a-f]{64}$"))),
     ]  # fmt: skip
-    bad = pa.array([False] * table.num_rows)
+    bad = pa.array([False] * table.num_rows, type=pa.bool_())  # typed: an empty file is 0 rows
     for why, flags in checks:
         flags = pc.and_(pc.fill_null(flags, False), pc.invert(bad))  # one reason a row
         for i in pc.indices_nonzero(flags).to_pylist():

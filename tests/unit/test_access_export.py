@@ -236,3 +236,30 @@ def test_agentcore_reads_under_its_own_record_ids_are_exported_under_ours(
         ledger.flush()
         assert export_access(store, ledger, tmp_path / "reads.parquet") == 4
     assert set(pq.read_table(tmp_path / "reads.parquet")["record_id"].to_pylist()) == {"e-1"}
+
+
+def test_a_store_with_records_and_no_reads_migrates_with_its_empty_access_file(
+    home: Path, tmp_path: Path, runner: CliRunner
+) -> None:
+    """README's migration on a store nobody has recalled from yet (session 28 review): the
+    export wrote an access file of 0 rows and the import failed on it ("Function 'invert'
+    has no kernel matching input types (null)", exit 1) after the records were written."""
+    old = f"sqlite:///{tmp_path / 'old.db'}"
+    src = tmp_path / "r.jsonl"
+    src.write_text("".join(json.dumps(good(r, content=f"Likes drink {r}.")) + "\n"
+                           for r in ("m-1", "m-2")))  # fmt: skip
+    assert runner.invoke(app, ["import", str(src), "--store", old]).exit_code == 0
+    out, reads = tmp_path / "all.jsonl", tmp_path / "reads.parquet"
+    res = runner.invoke(app, ["export", "--store", old, "-o", str(out), "--access", str(reads)])
+    assert res.exit_code == 0 and "0 reads" in res.output, res.output
+    assert pq.read_table(reads).num_rows == 0
+    new = f"sqlite:///{tmp_path / 'new.db'}"
+    res = runner.invoke(app, ["import", str(out), "--store", new, "--access", str(reads), "--json"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    assert report["access"]["rows"] == 0 and not report["access"]["refused"], report
+    with SqliteStore(tmp_path / "new.db") as store:
+        assert sorted(r.id for r in store.page("u-1", "/users/u-1/preferences").records) == [
+            "m-1",
+            "m-2",
+        ]
