@@ -42,12 +42,21 @@ def ungated(
     return items, groups, counted
 
 
+def counted_judgements(ctx: RunContext, outcomes: Sequence[BatchOutcome]) -> int:
+    """Judgement deletions a dry run without an evaluation set only counted (deletion_refs)
+    that an apply run would withhold (``ungated``'s items, counted)."""
+    if ctx.config.eval_cases or not ctx.policy.gate.required:
+        return 0
+    return sum(o.deletion_refs["judgement"] for o in outcomes)
+
+
 def went_ungated(ctx: RunContext, outcomes: Sequence[BatchOutcome]) -> tuple[int, int]:
     """(deletions, consolidations) a run without an evaluation set lets go ahead unevaluated:
     obligations, and consolidations outside the enforced namespaces (all of both when the
     policy does not require the gate). Counts only: the gate line and receipt say them."""
     withheld, _, _ = ungated(ctx, outcomes)
     dels = sum(len(o.deletions) for o in outcomes) - len(withheld)
+    dels += sum(o.deletion_refs.total() for o in outcomes) - counted_judgements(ctx, outcomes)
     enforced = ctx.policy.deletion_enforced
     required = ctx.policy.gate.required
     staged = sum(1 for o in outcomes for g in o.staged if not (required and enforced(g.shard[1])))
@@ -109,7 +118,8 @@ def run_gate(
         items, groups, counted = ungated(ctx, outcomes)
         # apply runs withhold such groups before staging them (groups.withheld_by_gate)
         early = sum(o.tally.counts.get("gate_withheld_groups", 0) for o in outcomes)
-        verdict = gate.not_configured(ctx.policy.gate, len(items), len(groups) + counted + early)
+        withheld = len(items) + counted_judgements(ctx, outcomes)
+        verdict = gate.not_configured(ctx.policy.gate, withheld, len(groups) + counted + early)
         verdict["ungated_deletions"], verdict["ungated_groups"] = went_ungated(ctx, outcomes)
         return verdict
     # with an evaluation set every staged group is whole (refs: dry runs without one)

@@ -303,9 +303,9 @@ def gate_line(result: dict[str, Any]) -> str | None:
             f"{dels} deletions (obligations) and {groups} consolidations (namespaces not enforced)"
         )
         if dry:
-            return ("gate: not configured (GATE_NOT_CONFIGURED): an apply run would withhold every "
-                    "consolidation and judgement deletion in enforced namespaces; see `memlife eval "
-                    f"init`; {went}")  # fmt: skip
+            return ("gate: not configured (GATE_NOT_CONFIGURED): an apply run would withhold "
+                    f"{g['withheld_deletions']} deletions and {g['withheld_groups']} consolidations "
+                    f"in enforced namespaces (every judgement); see `memlife eval init`; {went}")  # fmt: skip
         return (f"gate: not configured (GATE_NOT_CONFIGURED): {g['withheld_deletions']} deletions and "
                 f"{g['withheld_groups']} consolidations withheld in enforced namespaces; {went}; "
                 "write a set with `memlife eval init` and pass --eval-cases")  # fmt: skip

@@ -18,6 +18,7 @@ from memlife.derived import flush_for
 from memlife.embed_cache import EmbeddingCache
 from memlife.erase_sweep import sweep_after_write
 from memlife.errors import InputError, StoreError
+from memlife.gate import OBLIGATIONS
 from memlife.journal import OpKind
 from memlife.model import Link, MemoryRecord, PlanView, link_of, plan_view
 from memlife.orphans import sources_follow
@@ -281,6 +282,12 @@ def process_batch(
                     out.staged += [g for g in staged if isinstance(g, StagedGroup)]
             if not ctx.config.dry_run or ctx.config.eval_cases:  # deletes, or the gate's candidates
                 out.deletions += _deletions(ctx, decisions, out.tally)
+            else:  # counted only: what an apply run's gate would withhold or let go ahead
+                out.deletion_refs.update(
+                    "obligation" if any(r.value in OBLIGATIONS for r in d.reasons) else "judgement"
+                    for d in decisions
+                    if d.action in DELETE_ACTIONS and ctx.policy.deletion_enforced(d.namespace)
+                )
         except (StoreError, InputError, OSError) as exc:
             # Bad data (InputError; a stored record that does not decode: CorruptRecordError,
             # a StoreError) or a store failure stops this shard only; the rest of the run goes

@@ -161,6 +161,9 @@ class BatchOutcome:
     # a dry run without an evaluation set only counts its staged groups: how many per namespace
     # (whether each would be withheld), not a StagedRef each (~110 B apiece held to the end)
     staged_refs: Counter[str] = field(default_factory=Counter)
+    # a dry run without an evaluation set only counts its deletions in enforced namespaces:
+    # "obligation" (hard expiry, a user's forget) or "judgement", for the gate's line
+    deletion_refs: Counter[str] = field(default_factory=Counter)
     tally: Tally = field(default_factory=Tally)
     # review findings, queued after planning: the budget's best only, counts of the rest
     reviews: ReviewCandidates = field(default_factory=ReviewCandidates)

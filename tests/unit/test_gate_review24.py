@@ -283,3 +283,33 @@ def test_an_id_whose_replacement_lives_on_is_still_covered(home: Path) -> None:
         ("typo", "TARGET_ABSENT")
     ]
     assert verdict["failed_cases"] == []
+
+
+def test_a_dry_runs_gate_line_counts_the_deletions_the_apply_run_then_makes(
+    home: Path, tmp_path: Path
+) -> None:
+    """Session 28 review: a dry run counted no deletions at all (it stages none), so its gate
+    line said an apply run would let "0 deletions (obligations)" go ahead ungated, and
+    withhold 0, where the apply run on the same store then deleted the hard-expired records
+    and withheld the TTL judgements."""
+    expired = [rec(f"m-trip-{i}", "episodes", f"Planned trip number {i} to Osaka.",
+                   mtype=MemoryType.episodic, age=40, expires=NOW - timedelta(days=2))
+               for i in range(3)]  # fmt: skip
+    ttl = [rec(f"m-ttl-{i}", "facts", f"Prefers seat {i} on flights.", subject=f"seat-{i}", age=900)
+           for i in range(2)]  # fmt: skip
+    seed(home, [*expired, *ttl, DOG])
+    policy = yaml.safe_load(Path("policies/default.yaml").read_text())
+    policy["memory_types"]["semantic"]["default_ttl_days"] = 365  # the m-ttl: judgements
+    policy["version"] = "test-ttl"
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(policy))
+
+    dry = run_local(RunConfig(dry_run=True, now=NOW, policy=str(tmp_path / "p.yaml")))
+    applied = run_local(RunConfig(dry_run=False, now=NOW, policy=str(tmp_path / "p.yaml")))
+
+    assert applied.lifecycle["deleted"] == 3  # the obligations; the judgements withheld
+    for summary in (dry, applied):
+        g = summary.gate or {}
+        assert (g["ungated_deletions"], g["withheld_deletions"]) == (3, 2), (summary.mode, g)
+    line = gate_line(dry.as_json()) or ""
+    assert "an apply run would withhold 2 deletions" in line
+    assert "let go ahead ungated: 3 deletions (obligations)" in line
