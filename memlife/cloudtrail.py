@@ -4,7 +4,7 @@ AgentCore keeps no ``lastAccessedAt``; the access ledger learns of reads from re
 telemetry and from CloudTrail data events for ``GetMemoryRecord`` / ``RetrieveMemoryRecords``
 delivered to S3 (or a folder) as gzipped JSON. This module only reads and interprets those
 files; :meth:`memlife.ledger.AccessLedger.ingest_cloudtrail` writes the rows and remembers
-which files it has read.
+which files it has read (memlife/ledger_ingest.py: each row once, erased records' never).
 
 A file that does not read (a truncated ``.json.gz``, not JSON, ``Records`` not a list) is a
 :class:`BadLogFile` naming its key; an event with a field of the wrong shape (``namespaces``
@@ -65,6 +65,10 @@ class IngestReport:
     already_ingested: int = 0  # log files skipped: read by an earlier ingest
     events: int = 0  # AgentCore memory read events seen
     rows: int = 0  # ledger rows written
+    erased_rows: int = 0  # rows left out: their records were erased (a count, never an id)
+    # rows left out: an earlier ingest of their file wrote them (a forced ingest: they were
+    # compacted, rewritten by an erasure, or written before per-file parts)
+    already_written_rows: int = 0
     skipped: Counter[str] = field(default_factory=Counter)  # events without a row, by reason
     # files that did not read ("<key>: <why>"): skipped, not marked (read again next time)
     bad_files: list[str] = field(default_factory=list)
@@ -79,6 +83,9 @@ class IngestReport:
             "rows": self.rows,
             "skipped": dict(self.skipped),
         }
+        for name in ("erased_rows", "already_written_rows"):
+            if getattr(self, name):
+                out[name] = getattr(self, name)
         if self.bad_files:
             out["bad_files"] = list(self.bad_files)
         if self.bad_events:

@@ -3,9 +3,11 @@
 Layout (hive partitioning, readable by pyarrow.dataset, DuckDB, Athena, Spark)::
 
     <root>/date=YYYY-MM-DD/part-<uuid>.parquet      rows of SCHEMA, day of accessed_at (UTC)
+    <root>/date=YYYY-MM-DD/part-ct-<sha256>.parquet one CloudTrail log file's rows of the day
     <root>/_ingested/cloudtrail/<sha256>            markers: CloudTrail log files already read,
-                                                    by full key (before: by base name)
-                                                    (the events are read by memlife.cloudtrail)
+                                                    by full key (before: by base name), and
+                                                    the days of each (memlife/ledger_ingest.py;
+                                                    the events are read by memlife.cloudtrail)
 
 ``root`` defaults to ``$MEMLIFE_HOME/ledger``. Rows are ``{actor_id, namespace, record_id,
 accessed_at, rank, query_sha256}``: the query is kept only as its sha256 (it says which
@@ -40,7 +42,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +51,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from memlife import cloudtrail
+from memlife import cloudtrail, ledger_ingest
 from memlife.cloudtrail import IngestReport as IngestReport  # re-exported
 from memlife.cloudtrail import actor_from_namespace as actor_from_namespace  # re-exported
 from memlife.ledger_merge import ActorStats, reads_by_record
@@ -185,29 +187,21 @@ class AccessLedger:
     def flush(self) -> int:
         """Write buffered rows, one new file per day touched; returns rows written. A day
         that fails goes back to the buffer with the days after it, never the days written."""
-        from memlife.tombstones import erased_pairs
-
         with self._lock:
             rows, self._buffer = self._buffer, []
-        gone = erased_pairs(self._stores, {(r.actor_id, r.record_id) for r in rows})
-        days = _by_day([r for r in rows if (r.actor_id, r.record_id) not in gone])
-        for i, (day, part) in enumerate(days):
-            try:
-                self._write_day(day, _table(part))
-            except BaseException:
-                with self._lock:  # not written: back in front of what came meanwhile
-                    self._buffer[:0] = [r for _, later in days[i:] for r in later]
-                raise
-        written = [r for _, part in days for r in part]
-        gone = erased_pairs(self._stores, {(r.actor_id, r.record_id) for r in written})
-        if gone:
-            self.erase({rid for _, rid in gone})
+
+        def put_back(rest: list[Access]) -> None:
+            with self._lock:  # not written: back in front of what came meanwhile
+                self._buffer[:0] = rest
+
+        written, _ = ledger_ingest.write_checked(
+            self, rows, self._stores, self._write_new, put_back
+        )
         return len(written)
 
-    def _write(self, rows: list[Access]) -> int:
-        for day, part in _by_day(rows):
-            self._write_day(day, _table(part))
-        return len(rows)
+    def _write_new(self, day: str, rows: list[Access]) -> bool:
+        self._write_day(day, _table(rows))
+        return True
 
     def add_rows(self, table: pa.Table) -> int:
         """Rows already in the ledger's schema (an import), one new part per day touched."""
@@ -222,6 +216,10 @@ class AccessLedger:
         """One new part file in the day's partition (S3AccessLedger: one object)."""
         self._write_file(self.root / f"date={day}", table)
 
+    def _write_named(self, day: str, name: str, table: pa.Table) -> None:
+        """The part ``name`` of the day's partition, replaced if there (S3AccessLedger too)."""
+        self._write_file(self.root / f"date={day}", table, name)
+
     def _ingested(self, name: str) -> bool:
         return self._marker(name).exists()
 
@@ -234,9 +232,9 @@ class AccessLedger:
         return self.root / "_ingested" / "cloudtrail" / hashlib.sha256(name.encode()).hexdigest()
 
     @staticmethod
-    def _write_file(folder: Path, table: pa.Table) -> Path:
+    def _write_file(folder: Path, table: pa.Table, name: str | None = None) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
-        name = f"part-{uuid.uuid4().hex}.parquet"
+        name = name or f"part-{uuid.uuid4().hex}.parquet"
         tmp = folder / f".{name}.tmp"  # dot-names are invisible to dataset discovery
         pq.write_table(table, tmp)
         final = folder / name
@@ -422,6 +420,7 @@ class AccessLedger:
         actor_resolver: Callable[[Mapping[str, Any]], str | None] | None = None,
         s3_client: Any = None,
         force: bool = False,
+        store: Any = None,
     ) -> IngestReport:
         """Read AgentCore memory reads from CloudTrail data-event log files into the ledger.
 
@@ -435,6 +434,14 @@ class AccessLedger:
         skipped and named (``bad_files``, ``bad_events``, a warning); the rest is read. A
         bad file is not marked: it is named again each time until it is replaced.
 
+        Each row is written once, whatever fails (memlife/ledger_ingest.py): a file's rows
+        go to one part per day named after the file, so a rerun after a failure part way
+        replaces the days it wrote; ``force`` rewrites a day only while the file's own part
+        holds it (a day a compaction or an erasure folded elsewhere, or an earlier version
+        wrote, is left as it is: ``already_written_rows``). Rows of records an erasure of
+        ``store`` (or of a store :meth:`watch_erasures` watches) removed are not written
+        (``erased_rows``: a count, never an id).
+
         Assumptions (see :func:`cloudtrail_accesses`): only ``GetMemoryRecord`` and
         ``RetrieveMemoryRecords`` from ``bedrock-agentcore.amazonaws.com`` count; the actor
         is ``requestParameters.actorId`` when present, else taken from the namespace
@@ -444,21 +451,10 @@ class AccessLedger:
         ``responseElements.memoryRecordSummaries`` (rank = position, 1-based); when
         CloudTrail did not log the response the event is skipped (``no_record_ids``).
         """
-        report = IngestReport()
-        for key, load in cloudtrail.log_files(str(source), s3_client):
-            if not force and self.cloudtrail_ingested(key):
-                report.already_ingested += 1
-                continue
-            hits = cloudtrail.file_hits(key, load, report, actor_resolver)
-            if hits is None:
-                continue
-            rows = [Access(*hit) for hit in hits]
-            with self._lock:
-                self._write(rows)
-            report.rows += len(rows)
-            report.files += 1
-            self._mark_ingested(key)
-        return report
+        stores = [*(s for s in self._stores if s is not store), *([store] if store else [])]
+        return ledger_ingest.ingest(
+            self, str(source), stores, _table, actor_resolver, s3_client, force
+        )
 
     def cloudtrail_ingested(self, key: str) -> bool:
         """Whether the log file at ``key`` was ingested: marked by its full key, or by its
@@ -466,14 +462,7 @@ class AccessLedger:
         return self._ingested(key) or self._ingested(cloudtrail.legacy_name(key))
 
 
-def _by_day(rows: Sequence[Access]) -> list[tuple[str, list[Access]]]:
-    by_day: dict[date, list[Access]] = {}
-    for r in rows:
-        by_day.setdefault(r.accessed_at.astimezone(UTC).date(), []).append(r)
-    return [(day.isoformat(), part) for day, part in sorted(by_day.items())]
-
-
-def _table(rows: Sequence[Access]) -> pa.Table:
+def _table(rows: Sequence[Access | cloudtrail.ReadHit]) -> pa.Table:
     columns = ("actor_id", "namespace", "record_id", "accessed_at", "rank", "query_sha256")
     return pa.Table.from_pydict({c: [getattr(r, c) for r in rows] for c in columns}, SCHEMA)
 

@@ -4,6 +4,7 @@
 
     {prefix}/ledger/date=YYYY-MM-DD/part-<uuid>.parquet         appends (one object per flush)
     {prefix}/ledger/date=YYYY-MM-DD/part-c-<sha>.parquet        a compaction of small parts
+    {prefix}/ledger/date=YYYY-MM-DD/part-ct-<sha>.parquet       a CloudTrail log file's rows
     {prefix}/ledger/_ingested/cloudtrail/<sha256>               CloudTrail files already read
 
 Every online worker flushes its own small parts, so a day collects many; :meth:`compact`
@@ -55,6 +56,9 @@ class S3AccessLedger(AccessLedger):
 
     def _write_day(self, day: str, table: pa.Table) -> None:
         self._put(f"{self.prefix}/date={day}/part-{uuid.uuid4().hex}.parquet", table)
+
+    def _write_named(self, day: str, name: str, table: pa.Table) -> None:
+        self._put(f"{self.prefix}/date={day}/{name}", table)  # a put replaces the object
 
     def _objects(self, day: str | None = None) -> list[tuple[str, int]]:
         prefix = f"{self.prefix}/date={day}/" if day else f"{self.prefix}/date="
