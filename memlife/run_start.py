@@ -138,7 +138,7 @@ def load_access_stats(
 
     The ledger is on S3 with a remote state backend, else under $MEMLIFE_HOME.
     ``cloudtrail``: AgentCore reads logged by CloudTrail are ingested first (each log file
-    once: a rerun reads nothing twice). A dry run reads the files not ingested yet and
+    once: a rerun reads nothing twice; reads of records the store erased are left out). A dry run reads the files not ingested yet and
     writes nothing: no ledger part, and no marker that would make the apply run skip them."""
     from memlife.ledger import AccessLedger
 
@@ -153,8 +153,14 @@ def load_access_stats(
     extra: ActorStats = {}
     if cloudtrail and dry_run:
         extra = _cloudtrail_preview(ledger, cloudtrail, cutoff)
-    elif cloudtrail:
-        ledger.ingest_cloudtrail(cloudtrail)
+    elif cloudtrail:  # reads of records the run's store erased are left out
+        from memlife.stores import open_store
+
+        store = open_store(store_url)
+        try:
+            ledger.ingest_cloudtrail(cloudtrail, store=store)
+        finally:
+            store.close()
     stats = ledger.actor_stats(cutoff) if remote is not None or ledger.root.exists() else {}
     for key, times in extra.items():
         stats[key] = stats[key].plus(times) if key in stats else times

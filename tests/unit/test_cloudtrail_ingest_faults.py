@@ -284,3 +284,16 @@ def test_the_ingest_command_leaves_out_the_configured_stores_erased_records(
     assert _ids(AccessLedger(ledger)) == [kept]
     out = json.loads(result.stdout)
     assert (out["rows"], out["erased_rows"]) == (1, 1) and gone not in result.output
+
+
+def test_the_nightly_runs_ingest_leaves_out_its_stores_erased_records(
+    home: Path, tmp_path: Path, erased: tuple[SqliteStore, str, str]
+) -> None:
+    """`memlife run --cloudtrail` (the night reads the trail before scoring) honours the
+    erasures of the store it runs on, as the ingest command does."""
+    from memlife.pipeline import RunConfig, run_local
+
+    _, gone, kept = erased
+    trail = _reads(tmp_path, gone, kept)
+    run_local(RunConfig(dry_run=False, cloudtrail=str(trail)))
+    assert _ids(AccessLedger(home / "ledger")) == [kept]
