@@ -23,6 +23,10 @@ _EXPORTS = {
     "compact": "memlife.online.compaction",
     "CompactionResult": "memlife.online.compaction",
     "Conversation": "memlife.online.compaction",
+    "Summarizer": "memlife.online.compaction",
+    "AnthropicSummarizer": "memlife.online.compaction",
+    "TokenCounter": "memlife.online.compaction",
+    "InputError": "memlife.errors",
     "MemoryRecord": "memlife.model",
     "MemoryType": "memlife.model",
     "Source": "memlife.model",
@@ -42,6 +46,10 @@ __all__ = [
     "compact",
     "CompactionResult",
     "Conversation",
+    "Summarizer",
+    "AnthropicSummarizer",
+    "TokenCounter",
+    "InputError",
     "MemoryRecord",
     "MemoryType",
     "Source",
@@ -55,8 +63,16 @@ __all__ = [
 
 if TYPE_CHECKING:
     from memlife.api import AsyncMemory, Memory, Recollection, Remembered
+    from memlife.errors import InputError
     from memlife.model import MemoryRecord, MemoryType, Provenance, RetentionClass, Source, Status
-    from memlife.online.compaction import CompactionResult, Conversation, compact
+    from memlife.online.compaction import (
+        AnthropicSummarizer,
+        CompactionResult,
+        Conversation,
+        Summarizer,
+        TokenCounter,
+        compact,
+    )
     from memlife.stores import open_store
     from memlife.stores.base import MemoryStore
 

@@ -51,6 +51,7 @@ from memlife.errors import SummarizerError as SummarizerError  # moved; re-expor
 from memlife.online.compaction_summary import (
     NoRoom,
     after_task,
+    anthropic_client,
     merge_summary,
     summarise_in_chunks,
 )
@@ -180,7 +181,7 @@ class AnthropicSummarizer:
 
     def summarize(self, messages: Sequence[Mapping[str, Any]]) -> str:
         if self._client is None:
-            self._client = anthropic.Anthropic(max_retries=self.max_retries)
+            self._client = anthropic_client(self.max_retries)
         prompt = (
             f"{self.instructions}\n\n<transcript>\n{render_transcript(messages)}\n</transcript>"
         )

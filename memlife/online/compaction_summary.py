@@ -40,8 +40,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memlife.errors import SummarizerError
 from memlife.online.history import (
@@ -55,7 +56,22 @@ from memlife.online.history import (
     render_transcript,
 )
 
+if TYPE_CHECKING:
+    import anthropic
+
 _MARK = "[memlife summary {}]"
+
+
+def anthropic_client(max_retries: int) -> anthropic.Anthropic:
+    """The default summariser's client; without a key a clear SummarizerError (the SDK
+    would fail on the request with a TypeError about its auth headers)."""
+    import anthropic
+
+    if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
+        raise SummarizerError(
+            "no model configured: set ANTHROPIC_API_KEY, or pass summarizer= to compact"
+        )
+    return anthropic.Anthropic(max_retries=max_retries)
 
 
 def _digest(summary: str) -> str:

@@ -342,6 +342,23 @@ def test_summarizer_failure_leaves_history_unchanged(summarizer: Summarizer) -> 
     assert "model exploded" not in json.dumps(result.messages)
 
 
+def test_the_default_summariser_without_a_key_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """README's `compact(messages, budget_tokens=...)` with no key (session 28 review): the
+    SDK's TypeError about auth headers was the error; now it names what to set."""
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    result = compact(_tool_history(), budget_tokens=10, keep_last_turns=1)
+    assert result.reason == "summarizer_failed" and result.messages == _tool_history()
+    assert result.error and "ANTHROPIC_API_KEY" in result.error and "summarizer=" in result.error
+    from memlife import AnthropicSummarizer as Exported
+    from memlife import InputError as ExportedError
+    from memlife import Summarizer as ExportedProtocol
+    from memlife.errors import InputError
+
+    assert Exported is AnthropicSummarizer and ExportedError is InputError
+    assert isinstance(RecordingSummarizer("ok"), ExportedProtocol)
+
+
 def test_counter_failure_and_invalid_input_are_reported() -> None:
     class Broken:
         def count(self, messages: Sequence[Mapping[str, Any]]) -> int:
