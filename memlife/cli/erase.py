@@ -96,13 +96,18 @@ def register(app: typer.Typer) -> None:
         if (subject or ids) and not actor:
             raise fail("--actor is required with --subject/--id")
         db = open_store(check_store(store, must_exist=True))
-        if not yes:  # a preview: what would be erased or deferred, nothing changed
-            try:
-                ids_why = _erase_preview(db, actor, subject, ids or (), pending)
-            except EraseError as exc:
-                raise fail(str(exc)) from None
-            finally:
-                db.close()
+        try:  # what would be erased or deferred: a preview, and the check before a run
+            ids_why = _erase_preview(db, actor, subject, ids or (), pending)
+        except EraseError as exc:
+            db.close()
+            raise fail(str(exc)) from None
+        if not ids_why and (subject or ids):  # no run, no receipt for nothing (README: exit 1)
+            db.close()
+            if json_out:
+                preview("erase", [], json_out, {})
+            raise fail("nothing matched: no record would be erased or deferred", 1)
+        if not yes:  # a preview: nothing changed
+            db.close()
             preview("erase", list(ids_why), json_out, ids_why)
             return
         try:

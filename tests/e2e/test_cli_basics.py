@@ -236,6 +236,25 @@ def test_erase_previews_and_reports_no_match(home: Path) -> None:
         assert store.get(rid) is None
 
 
+def test_an_erase_that_matches_nothing_exits_1_and_runs_nothing(home: Path) -> None:
+    """Session 28 review: the preview of an erase matching nothing exited 0, and with
+    --yes a manual run wrote a "success" receipt before the "nothing matched" error."""
+    code, _, err = invoke("remember", "--actor", "u1", "--subject", "beverage", "Drinks tea.")
+    assert code == 0, err
+    runs = home / "receipts" / "runs"
+    before = sorted(runs.rglob("receipt.json")) if runs.exists() else []
+    for yes in ([], ["--yes"]):
+        code, _, err = invoke("erase", "--actor", "u1", "--subject", "no-such-subject", *yes)
+        assert code == 1 and "nothing matched" in err, (yes, code, err)
+        code, _, err = invoke("erase", "--actor", "u1", "--id", "m-nope", *yes)
+        assert code == 1 and "nothing matched" in err, (yes, code, err)
+        assert "success" not in err
+    code, out, _ = invoke("erase", "--actor", "u1", "--subject", "nope", "--json")
+    assert code == 1 and json.loads(out)["count"] == 0
+    after = sorted(runs.rglob("receipt.json")) if runs.exists() else []
+    assert after == before  # no manual run was started for nothing
+
+
 # -- the engine is chosen, and said ------------------------------------------------------------
 
 
