@@ -163,7 +163,11 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print_json(result)
         else:
-            err_console.print(f"held: {', '.join(result['held']) or '-'}")
+            placed = [i for i in result["held"] if i not in set(result.get("already_held", ()))]
+            err_console.print(f"held: {', '.join(placed) or '-'}")
+            for key in ("already_held", "not_found"):  # named: exit 3 says only "not fully"
+                if result.get(key):
+                    err_console.print(f"{key.replace('_', ' ')}: {', '.join(result[key])}")
             err_console.print(
                 f"run {result['run_id']}: {result['status']}; receipt: {result['receipt']}"
             )

@@ -294,3 +294,16 @@ def test_dry_run_on_a_small_store_is_local(home: Path, tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert "engine: local" in res.stderr and "no Prefect API configured" in res.stderr
     assert "13" in res.stdout  # the total row of the table
+
+
+def test_hold_place_names_ids_not_found_and_already_held(home: Path) -> None:
+    """Session 28 review: `hold place --id m-nope` printed only "held: -" (exit 3), and a
+    second place of a held id printed "held: ..." again."""
+    code, out, err = invoke("remember", "--actor", "u1", "Drinks tea.", "--json")
+    assert code == 0, err
+    rid = json.loads(out)["id"]
+    code, _, err = invoke("hold", "place", "--id", rid)
+    assert code == 0 and f"held: {rid}" in err, err
+    code, _, err = invoke("hold", "place", "--id", rid, "--id", "m-nope")
+    assert code == 3, err
+    assert "held: -" in err and f"already held: {rid}" in err and "not found: m-nope" in err
