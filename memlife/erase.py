@@ -315,7 +315,8 @@ def _defer(
     for o in run.journal.plan(ops):
         if o.state is OpState.PLANNED:
             o = run.journal.transition(o.operation_id, OpState.FAILED, outcome=Outcome.failed,
-                                       error="LEGAL_HOLD", at=run.cutoff)  # fmt: skip
+                                       error="LEGAL_HOLD", at=run.cutoff,
+                                       by=run.executor.mover)  # fmt: skip
         try:
             _write_deferral_receipt(run.sink, o)
         except ReceiptWriteError:

@@ -13,8 +13,9 @@ digest, manifest, Parquet, every operation receipt (present, unchanged, fields e
 its row), no receipt claiming this run outside its Parquet, counts equal to the rows.
 Threat model (docs/receipts.md): a writer to an unlocked bucket can rewrite all of it
 consistently; S3 Object Lock (compliance mode) on the bucket plus this digest is the
-defence, and the journal cross-check of ``memlife receipts verify`` catches what a
-consistent rewrite of the bucket alone would hide.
+defence, and the journal cross-check of ``memlife receipts verify``
+(memlife/evidence_journal.py) catches what a consistent rewrite of the bucket alone would
+hide.
 """
 
 from __future__ import annotations
@@ -243,7 +244,8 @@ def verify_evidence(sink: ReceiptSink, run: Any, v: Any) -> list[dict[str, Any]]
     one before it (``previous_receipt_sha256``; receipts sealed before that field are
     accepted without it) and keeps every operation an earlier one sealed as RECEIPTED, with
     counts at least theirs (COMPLETION_DROPS_OPERATIONS). Malformed evidence (a receipt,
-    manifest or Parquet that does not parse) is a problem naming its key, never a crash."""
+    manifest or Parquet that does not parse) is a problem naming its key, never a crash.
+    ``v.sealed_by`` is set to which receipt of the run (1-based) sealed those rows."""
     manifest_body = sink.get(f"{run.prefix}/manifest.json")
     manifest = loads(manifest_body)
     if manifest_body is None:
@@ -265,7 +267,7 @@ def verify_evidence(sink: ReceiptSink, run: Any, v: Any) -> list[dict[str, Any]]
     previous: bytes | None = None
     receipted_before: dict[str, str] = {}  # operation id -> the receipt that sealed it so
     counts_before: dict[str, tuple[int, str]] = {}  # count -> (highest so far, its receipt)
-    for key, body in found:
+    for n, (key, body) in enumerate(found, 1):
         receipt = loads(body)
         if receipt is None:
             v.problem("RECEIPT_UNREADABLE", key=key)
@@ -303,7 +305,7 @@ def verify_evidence(sink: ReceiptSink, run: Any, v: Any) -> list[dict[str, Any]]
         _keeps_earlier(key, rows, counts, receipted_before, counts_before, v)
         if completed is None:  # what a receipt after the completed one lists proves nothing
             known.update(r["operation_id"] for r in rows)
-            result = rows
+            result, v.sealed_by = rows, n
             if receipt.get("status") != "failure":
                 completed = key
     unnamed_parquet(sink, run.prefix, named, v)
@@ -424,63 +426,6 @@ def _mismatched(doc: dict[str, Any], row: dict[str, Any], skip: Sequence[str] = 
 
 def _norm(value: Any) -> Any:
     return list(value) if isinstance(value, (list, tuple)) else value
-
-
-def verify_journal(
-    rows: list[dict[str, Any]], journal_ops: Sequence[Operation], sink: ReceiptSink, v: Any,
-    finished_at: str | None = None,
-) -> None:  # fmt: skip
-    """Journal <-> Parquet <-> receipts, both ways (the journal is the writer's own record).
-
-    A row is the operation as it was when the run sealed (``updated_at`` included). An
-    operation the journal has not changed since must equal its row; one changed since (a
-    retry completing it) may only have moved on, and only after the run finished."""
-    by_id = {o.operation_id: o for o in journal_ops}
-    later = {"PLANNED": {"PLANNED", "APPLIED", "FAILED", "RECEIPTED"},
-             "FAILED": {"FAILED", "APPLIED", "RECEIPTED"}, "APPLIED": {"APPLIED", "RECEIPTED"},
-             "RECEIPTED": {"RECEIPTED"}}  # fmt: skip
-    sealed = _when(finished_at)
-    seen: dict[str, str] = {}
-    for r in rows:
-        oid = r["operation_id"]
-        seen[oid] = r["state"]
-        o = by_id.get(oid)
-        if o is None:
-            v.problem("PARQUET_OP_NOT_IN_JOURNAL", operation_id=oid, record_id=r["record_id"])
-            continue
-        outcome = o.outcome.value if o.outcome else None
-        changed = (o.state.value, outcome) != (r["state"], r.get("outcome"))
-        then, now = _when(r.get("updated_at")), _when(o.updated_at)
-        unchanged_since = then is not None and now is not None and now <= then
-        moved_in_run = changed and sealed is not None and now is not None and now <= sealed
-        if (
-            o.state.value not in later.get(r["state"], set())
-            or (r["state"] == "RECEIPTED" and outcome != r.get("outcome"))
-            or (changed and (unchanged_since or moved_in_run))
-        ):
-            v.problem("JOURNAL_PARQUET_MISMATCH", operation_id=oid, record_id=r["record_id"])
-    for oid, o in by_id.items():
-        if oid not in seen and o.state.value in ("APPLIED", "RECEIPTED", "FAILED"):
-            v.problem("JOURNAL_OP_NOT_IN_PARQUET", operation_id=oid, record_id=o.record_id)
-        if o.state.value != "RECEIPTED":
-            continue
-        body = sink.get(operation_key(oid))
-        if body is None:
-            if seen.get(oid) != "RECEIPTED":  # else reported with the Parquet row
-                v.problem("OPERATION_RECEIPT_MISSING", operation_id=oid, record_id=o.record_id)
-            continue
-        doc = loads(body)
-        if doc is None:
-            v.problem("RECEIPT_UNREADABLE", key=operation_key(oid), operation_id=oid)
-            continue
-        row = {"record_id": o.record_id, "action": o.kind.value,
-               "outcome": o.outcome.value if o.outcome else None, "replacement_id": o.replacement_id,
-               "content_sha256": o.content_sha256, "reason_codes": list(o.reasons), "run_id": o.run_id,
-               "actor_id": o.actor_id, "namespace": o.namespace}  # fmt: skip
-        for field_name in _mismatched(doc, row):
-            v.problem(
-                "RECEIPT_FIELD_MISMATCH", operation_id=oid, field=field_name, against="journal"
-            )
 
 
 def _when(value: Any) -> datetime | None:

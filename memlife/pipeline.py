@@ -28,6 +28,7 @@ from typing import Any, Protocol, TypeVar
 from memlife import progress
 from memlife.apply import Executor, Tally
 from memlife.consolidate.base import Consolidator
+from memlife.evidence import run_receipts
 from memlife.faults import checkpoint
 from memlife.journal import Journal, open_journal, open_memo_reader
 from memlife.model import parse_time
@@ -237,6 +238,8 @@ def make_executor(
         memo_reader=open_memo_reader(store) if dry and consolidator is not None else None,
         memo_as=applied_consolidator_id() if dry else None,
         eval_digest=eval_digest(ctx.config.eval_cases),
+        # the run's receipts when this attempt began: its moves are a rerun's after those
+        after_receipts=0 if dry else len(run_receipts(ctx.sink, ctx.prefix)),
     )  # fmt: skip
 
 

@@ -27,7 +27,7 @@ from memlife.apply.counts import journal_counts, lifecycle_from_journal
 from memlife.apply.lifecycle import retryable
 from memlife.apply.tally import COUNT
 from memlife.audit import ReceiptSink, ReceiptWriteError, dumps, open_sink, run_prefix
-from memlife.evidence import put_run_receipt, seal, sealed
+from memlife.evidence import put_run_receipt, run_receipts, seal, sealed
 from memlife.journal import Journal, Operation, OpKind, OpState, open_journal
 from memlife.lease import Lease
 from memlife.lease import for_store as lease_for_store
@@ -164,8 +164,13 @@ def manual_run(
     lease = lease_for_store(store, run_id, f"manual:{action}")
     if lease.depth > 1:  # inside another manual run's lease (erase inside hold release)
         lease.bind(run_id)
+    try:  # the run's receipts before this attempt: its moves after them are a rerun's
+        before = len(run_receipts(sink, run_prefix(run_id, cutoff)))
+    except BaseException:
+        lease.release()
+        raise
     executor = Executor(run_id=run_id, run_key=key, policy=pol, cutoff=cutoff, store=store,
-                        journal=journal, sink=sink)  # fmt: skip
+                        journal=journal, sink=sink, after_receipts=before)  # fmt: skip
     run = ManualRun(action, run_id, key, cutoff, pol, sink, journal, executor, lease=lease)
     manifest = {"run_id": run_id, "run_key": key, "mode": f"manual:{action}",
                 "policy_version": pol.version, "cutoff": cutoff.isoformat(),

@@ -96,6 +96,7 @@ class Verification:
     checked_records: int = 0
     problems: list[dict[str, str | None]] = field(default_factory=list)
     notes: list[dict[str, str | None]] = field(default_factory=list)  # informational only
+    sealed_by: int = 0  # which of the run's receipts (1-based) sealed its result (evidence.py)
 
     @property
     def ok(self) -> bool:
@@ -121,7 +122,8 @@ def verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal | 
                *, evidence_only: bool = False) -> Verification:  # fmt: skip
     """Evidence (digest, manifest, Parquet, operation receipts, counts; memlife/evidence.py),
     then, unless ``evidence_only``, the journal both ways and the store itself."""
-    from memlife.evidence import verify_evidence, verify_journal
+    from memlife.evidence import verify_evidence
+    from memlife.evidence_journal import verify_journal
 
     v = Verification(run_id)
     run = find_run(sink, run_id)
@@ -134,7 +136,7 @@ def verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal | 
         return v
     if journal is not None:
         finished_at = (run.receipt or {}).get("finished_at")
-        verify_journal(ops, journal.by_run(run_id), sink, v, finished_at)
+        verify_journal(ops, journal.by_run(run_id), sink, v, finished_at, v.sealed_by or 1)
     for op in ops:
         oid, rid = op["operation_id"], op["record_id"]
         if sink.get(operation_key(oid)) is None:

@@ -17,7 +17,7 @@ from memlife.apply.tally import Tally
 from memlife.audit import ReceiptSink
 from memlife.consolidate.base import Consolidator
 from memlife.embed_cache import EmbeddingCache
-from memlife.journal import Journal, MemoOutcome, Operation, OpKind, operation_id
+from memlife.journal import Journal, MemoOutcome, Mover, Operation, OpKind, operation_id
 from memlife.lease import check_held
 from memlife.model import MemoryRecord, PlanView
 from memlife.plan import Decision
@@ -44,8 +44,12 @@ class Executor:
         memo_reader: Callable[[Sequence[str]], dict[str, MemoOutcome]] | None = None,
         memo_as: str | None = None,
         eval_digest: str | None = None,
+        after_receipts: int = 0,
     ):
         self.run_id, self.run_key, self.policy, self.cutoff = run_id, run_key, policy, cutoff
+        # who this attempt's transitions name (journal.base.Mover): the run, and how many of
+        # its own receipts existed when this attempt began (a rerun after a seal: > 0)
+        self.mover = Mover(run_id, after_receipts)
         self.policy_fingerprint = policy.fingerprint()  # once a run: the memo keys use it
         if journal is None and not dry_run:
             raise ValueError("an apply run needs a journal (only a dry run keeps none)")

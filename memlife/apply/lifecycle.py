@@ -71,7 +71,7 @@ def end_terminally(ex: Executor, ops: list[Operation], code: str, tally: Tally) 
     for o in ops:
         if o.state is OpState.PLANNED or retryable(o):
             ex.journal.transition(o.operation_id, OpState.FAILED, outcome=Outcome.failed,
-                                  error=code, next_retry_at=None)  # fmt: skip
+                                  error=code, next_retry_at=None, by=ex.mover)  # fmt: skip
             _count_failure(o, ItemFailure(o.record_id, code, retryable=False), None, tally)
 
 
@@ -102,10 +102,10 @@ def _apply(ex: Executor, todo: list[Operation], fn: ApplyFn, tally: Tally) -> No
         if isinstance(r, ItemFailure):
             retry_at = next_retry(o.attempts + 1, ex.cutoff) if r.retryable else None
             ex.journal.transition(o.operation_id, OpState.FAILED, outcome=Outcome.failed,
-                                  error=r.code, next_retry_at=retry_at)  # fmt: skip
+                                  error=r.code, next_retry_at=retry_at, by=ex.mover)  # fmt: skip
             _count_failure(o, r, retry_at, tally)
         else:
-            ex.journal.transition(o.operation_id, OpState.APPLIED, outcome=r)
+            ex.journal.transition(o.operation_id, OpState.APPLIED, outcome=r, by=ex.mover)
             tally.counts[COUNT[r]] += 1
             if o.run_id != ex.run_id:  # an earlier run's operation, finished by the retry queue
                 tally.counts[f"retry_queue_{COUNT[r]}"] += 1
@@ -126,4 +126,4 @@ def receipt(ex: Executor, op: Operation, tally: Tally) -> Operation:
         })  # fmt: skip
         return op  # stays APPLIED: the retry queue writes the receipt later
     checkpoint("after_receipt")
-    return ex.journal.transition(op.operation_id, OpState.RECEIPTED)
+    return ex.journal.transition(op.operation_id, OpState.RECEIPTED, by=ex.mover)

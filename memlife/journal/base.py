@@ -10,6 +10,11 @@ Operation ids are deterministic (run key + action + record ids), so re-running t
 run after a crash finds its own operations and resumes each from its state: nothing is
 applied twice, nothing receipted twice. Shaped after AWS Powertools idempotency: a small
 persistence protocol (this file), one backend per file (sqlite.py).
+
+Every transition records who made it (``Mover``): the acting run's id and how many run
+receipts that run already had when this attempt of it began. ``receipts verify`` judges
+by it whether an operation moved after its run sealed (memlife/evidence_journal.py),
+never by comparing the wall clocks of two workers.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Protocol, TypedDict
+from typing import Any, NamedTuple, Protocol, TypedDict
 
 from memlife.errors import JournalStateError as JournalStateError  # moved; re-exported
 
@@ -69,6 +74,15 @@ ALLOWED: dict[OpState, frozenset[OpState]] = {
 }
 
 
+class Mover(NamedTuple):
+    """Who moves an operation: the acting run (``run_id``) and how many receipts of its own
+    that run had when this attempt of it began (``after_receipts``: 0 for an attempt that
+    began before the run sealed anything; N for a rerun begun after its N-th receipt)."""
+
+    run_id: str
+    after_receipts: int = 0
+
+
 def operation_id(run_key: str, kind: OpKind, record_ids: Iterable[str]) -> str:
     raw = "\x1f".join([run_key, kind.value, *sorted(record_ids)])
     return "op-" + hashlib.sha256(raw.encode()).hexdigest()[:32]
@@ -96,6 +110,10 @@ class Operation:
     updated_at: datetime | None = None
     resolution: str | None = None  # an operator's decision on a terminal failure
     resolved_at: datetime | None = None
+    # the last transition's mover (``Mover``); None: written before movers were recorded,
+    # or by a caller that named none
+    moved_by: str | None = None
+    moved_after_receipts: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -148,8 +166,11 @@ class Journal(Protocol):
         error: str | None = None,
         next_retry_at: datetime | None = None,
         at: datetime | None = None,
+        by: Mover | None = None,
     ) -> Operation:
-        """Move one operation along ALLOWED; raises JournalStateError otherwise."""
+        """Move one operation along ALLOWED; raises JournalStateError otherwise. ``by``: the
+        run (attempt) making the move, recorded as ``moved_by`` / ``moved_after_receipts``
+        (None records no mover: verify then falls back to its wall-clock rule)."""
         ...
 
     def by_run(self, run_id: str) -> list[Operation]: ...

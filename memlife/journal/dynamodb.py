@@ -12,6 +12,8 @@ operation; a crash between the two leaves a membership without operation, which 
 as nothing and is completed by the rerun's ``plan``. On RECEIPTED the payload and the
 ``open`` index keys are removed and the operation and its memberships get ``expires_at``
 (now + ``ttl_days``) in one transaction: DynamoDB's TTL then drops finished operations.
+Each transition sets its mover (``moved_by``, ``moved_after_receipts``: base.Mover); an item
+written before movers were recorded lacks both and reads None.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from memlife.journal.base import (
     GroupInReview,
     JournalStateError,
     MemoOutcome,
+    Mover,
     Operation,
     OpKind,
     OpState,
@@ -48,15 +51,6 @@ from memlife.state.dynamodb import (
 
 MEMO_TTL = timedelta(days=180)  # consolidation outcomes (``cout#``) expire: judged again
 
-_OPTIONAL = (
-    "content_sha256",
-    "replacement_id",
-    "outcome",
-    "next_retry_at",
-    "last_error",
-    "payload",
-)
-
 
 def _op_key(operation_id: str) -> dict[str, Any]:
     return key(f"op#{operation_id}", "op")
@@ -70,6 +64,11 @@ def _open_keys(op_id: str, created: str) -> dict[str, Any]:
 def _s(item: dict[str, Any], name: str) -> str | None:
     v = item.get(name)
     return v["S"] if v is not None else None
+
+
+def _n(item: dict[str, Any], name: str) -> int | None:
+    v = item.get(name)
+    return int(v["N"]) if v is not None else None
 
 
 def _dt(v: str | None) -> datetime | None:
@@ -99,6 +98,8 @@ def _from_item(item: dict[str, Any]) -> Operation:
         updated_at=_dt(_s(item, "updated_at")),
         resolution=_s(item, "resolution"),
         resolved_at=_dt(_s(item, "resolved_at")),
+        moved_by=_s(item, "moved_by"),
+        moved_after_receipts=_n(item, "moved_after_receipts"),
     )
 
 
@@ -384,6 +385,7 @@ class DynamoJournal:
         error: str | None = None,
         next_retry_at: datetime | None = None,
         at: datetime | None = None,
+        by: Mover | None = None,
     ) -> Operation:
         op = self.get(operation_id)
         if op is None:
@@ -408,12 +410,18 @@ class DynamoJournal:
         for name, value in (
             ("next_retry_at", next_retry_at.isoformat() if next_retry_at else None),
             ("last_error", error),
+            ("moved_by", by.run_id if by else None),  # the mover: none named, none kept
         ):
             if value is None:
                 removes.append(name)
             else:
                 sets.append(f"{name} = :{name}")
                 values[f":{name}"] = {"S": value}
+        if by is None:
+            removes.append("moved_after_receipts")
+        else:
+            sets.append("moved_after_receipts = :mar")
+            values[":mar"] = {"N": str(by.after_receipts)}
         if to is OpState.FAILED:  # a new failure: any earlier operator decision is spent
             removes += ["resolution", "resolved_at"]
         expires = None
@@ -452,6 +460,7 @@ class DynamoJournal:
         op.state, op.attempts, op.updated_at = to, attempts, datetime.fromisoformat(when)
         op.outcome = outcome or op.outcome
         op.next_retry_at, op.last_error = next_retry_at, error
+        op.moved_by, op.moved_after_receipts = by if by is not None else (None, None)
         if to is OpState.RECEIPTED:
             op.payload = None
         if to is OpState.FAILED:

@@ -16,6 +16,7 @@ from memlife.journal.base import (
     GroupInReview,
     JournalStateError,
     MemoOutcome,
+    Mover,
     Operation,
     OpKind,
     OpState,
@@ -88,8 +89,10 @@ CREATE TABLE IF NOT EXISTS consolidation_outcomes (
     updated_at TEXT NOT NULL
 );
 """
-# Columns added after the first release: (name, SQL type); added in place on open.
-_ADDED = (("resolution", "TEXT"), ("resolved_at", "TEXT"))
+# Columns added after the first release: (name, SQL type); added in place on open. A row
+# written before ``moved_by`` existed reads None there (verify: the wall-clock fallback).
+_ADDED = (("resolution", "TEXT"), ("resolved_at", "TEXT"), ("moved_by", "TEXT"),
+          ("moved_after_receipts", "INTEGER"))  # fmt: skip
 # Due: unfinished (PLANNED, APPLIED) or a retryable failure whose time has come. A
 # terminal failure has no next_retry_at and never comes back by itself (invariant 10).
 _DUE = (
@@ -101,7 +104,10 @@ _COLS = (
     "policy_version", "content_sha256", "replacement_id", "state", "outcome", "attempts",
     "next_retry_at", "last_error", "payload", "created_at", "updated_at",
 )  # fmt: skip
-_SELECT = f"SELECT {', '.join(_COLS)}, resolution, resolved_at FROM operations"
+_SELECT = (
+    f"SELECT {', '.join(_COLS)}, resolution, resolved_at, moved_by, moved_after_receipts "
+    "FROM operations"
+)
 
 
 def _dt(v: str | None) -> datetime | None:
@@ -116,7 +122,7 @@ def _row(row: tuple[Any, ...]) -> Operation:
         outcome=Outcome(row[11]) if row[11] else None, attempts=row[12],
         next_retry_at=_dt(row[13]), last_error=row[14], payload=row[15],
         created_at=_dt(row[16]), updated_at=_dt(row[17]), resolution=row[18],
-        resolved_at=_dt(row[19]),
+        resolved_at=_dt(row[19]), moved_by=row[20], moved_after_receipts=row[21],
     )  # fmt: skip
 
 
@@ -214,6 +220,7 @@ class SqliteJournal:
         error: str | None = None,
         next_retry_at: datetime | None = None,
         at: datetime | None = None,
+        by: Mover | None = None,
     ) -> Operation:
         with self.lock:
             op = self.get(operation_id)
@@ -228,7 +235,8 @@ class SqliteJournal:
                 payload_sql += ", resolution=NULL, resolved_at=NULL"
             self.connection.execute(
                 f"UPDATE operations SET state=?, outcome=COALESCE(?, outcome), attempts=?, "
-                f"next_retry_at=?, last_error=?, updated_at=?{payload_sql} WHERE operation_id=?",
+                f"next_retry_at=?, last_error=?, updated_at=?, moved_by=?, moved_after_receipts=?"
+                f"{payload_sql} WHERE operation_id=?",
                 (
                     to.value,
                     outcome.value if outcome else None,
@@ -236,6 +244,8 @@ class SqliteJournal:
                     next_retry_at.isoformat() if next_retry_at else None,
                     error,
                     (at or utcnow()).isoformat(),
+                    by.run_id if by else None,
+                    by.after_receipts if by else None,
                     operation_id,
                 ),  # fmt: skip
             )

@@ -13,6 +13,7 @@ import pytest
 
 from memlife.journal import (
     JournalStateError,
+    Mover,
     Operation,
     OpKind,
     OpState,
@@ -96,6 +97,27 @@ def test_transitions_follow_the_state_machine(journal) -> None:
             journal.transition(a.operation_id, to)  # RECEIPTED is final
     with pytest.raises(JournalStateError):
         journal.transition("op-missing", OpState.APPLIED)
+
+
+def test_every_transition_records_its_mover(journal) -> None:
+    """Which run moved an operation last (and how many of its own receipts existed when that
+    attempt began): what `receipts verify` judges "after the seal" by, not a clock. An
+    operation planned and never moved (or an item/row written before movers) reads None;
+    a move that names no mover clears the last one rather than keep a stale one."""
+    (a,) = journal.plan([op("m-1")])
+    assert (a.moved_by, a.moved_after_receipts) == (None, None)
+    failed = journal.transition(a.operation_id, OpState.FAILED, error="THROTTLED",
+                                next_retry_at=T0, by=Mover("run-1"))  # fmt: skip
+    assert (failed.moved_by, failed.moved_after_receipts) == ("run-1", 0)
+    journal.transition(a.operation_id, OpState.APPLIED, outcome=Outcome.deleted,
+                       by=Mover("run-2", 3))  # fmt: skip
+    stored = journal.get(a.operation_id)
+    assert (stored.moved_by, stored.moved_after_receipts) == ("run-2", 3)
+    assert stored.run_id == "run-1"  # the planner stays the operation's run
+    done = journal.transition(a.operation_id, OpState.RECEIPTED)
+    assert (done.moved_by, done.moved_after_receipts) == (None, None)
+    assert journal.get(a.operation_id).moved_by is None
+    assert journal.by_run("run-1")[0].moved_by is None
 
 
 def test_by_run_and_for_record(journal) -> None:

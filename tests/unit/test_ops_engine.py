@@ -317,8 +317,10 @@ def test_a_long_terminal_backlog_starves_nothing(db) -> None:
         for i in range(10_001)
     ]
     with store.lock:
+        from memlife.journal.sqlite import _COLS  # named: columns added later stay NULL
+
         store.connection.executemany(
-            f"INSERT INTO operations VALUES ({', '.join('?' * 18)}, NULL, NULL)", rows
+            f"INSERT INTO operations ({', '.join(_COLS)}) VALUES ({', '.join('?' * 18)})", rows
         )
     orphan = ex.journal.plan(
         [ex.new_op(OpKind.delete, "u-1", "/n", "m-gone", ["HARD_EXPIRED"], None)]
