@@ -33,6 +33,7 @@ from memlife.lease import Lease
 from memlife.lease import for_store as lease_for_store
 from memlife.model import MemoryRecord, Status, utcnow
 from memlife.policy import Policy, load_policy
+from memlife.stores import store_identity
 from memlife.stores.base import MAX_BATCH, MemoryStore, chunked, iter_shard
 
 
@@ -175,6 +176,8 @@ def manual_run(
     manifest = {"run_id": run_id, "run_key": key, "mode": f"manual:{action}",
                 "policy_version": pol.version, "cutoff": cutoff.isoformat(),
                 "record_ids": sorted(ids), "started_at": utcnow().isoformat()}  # fmt: skip
+    if getattr(store, "url", None):  # as a night's: verify tells another store's run apart
+        manifest["store_identity"] = store_identity(store.url)
     try:
         sink.put_new(f"{run.prefix}/manifest.json", dumps(manifest))
     except ReceiptWriteError:

@@ -15,6 +15,7 @@ from typing import Any
 from memlife.audit import ReceiptSink
 from memlife.journal import Journal, OpKind, OpState
 from memlife.receipts import operation_key
+from memlife.stores import store_identity
 from memlife.stores.base import MemoryStore
 
 
@@ -133,6 +134,10 @@ def verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal | 
     ops = verify_evidence(sink, run, v)
     v.operations = len(ops)
     if evidence_only or store is None:
+        return v
+    ran_on, here = run.manifest.get("store_identity"), getattr(store, "url", None)
+    if ran_on and here and store_identity(here) != ran_on:  # its journal and records are not here
+        v.problem("OTHER_STORE", run_store=str(ran_on), store=store_identity(here))
         return v
     if journal is not None:
         finished_at = (run.receipt or {}).get("finished_at")

@@ -1,0 +1,56 @@
+"""`receipts verify RUN --store OTHER` (session 28 review): two stores in one home share the
+receipts, and verifying one store's run against the other reported
+`PARQUET_OP_NOT_IN_JOURNAL`, `RECEIPT_WITHOUT_JOURNALED_CHANGE` and
+`DELETED_RECORD_PRESENT`: tampering, to a compliance reviewer. The run's manifest names its
+store (nightly and manual runs), and verify says the run is another store's instead."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from memlife.cli import app
+from memlife.stores.sqlite import SqliteStore
+from tests.support.records import good
+
+runner = CliRunner()
+
+
+def _store(tmp_path: Path, name: str, ids: tuple[str, ...]) -> str:
+    url = f"sqlite:///{tmp_path / name}"
+    src = tmp_path / f"{name}.jsonl"
+    src.write_text("".join(json.dumps(good(r, content=f"Likes drink {r}.")) + "\n" for r in ids))
+    res = runner.invoke(app, ["import", str(src), "--store", url])
+    assert res.exit_code == 0, res.output
+    return url
+
+
+def _verify(run_id: str, store: str) -> tuple[int, dict]:
+    res = runner.invoke(app, ["receipts", "verify", run_id, "--store", store, "--json"])
+    return res.exit_code, json.loads(res.stdout)
+
+
+def test_a_run_verified_against_another_store_is_named_so_not_as_tampering(
+    home: Path, tmp_path: Path
+) -> None:
+    a = _store(tmp_path, "a.db", ("m-1", "m-2"))
+    b = _store(tmp_path, "b.db", ("m-1", "m-2"))  # the same ids: the worst case
+    res = runner.invoke(app, ["erase", "--actor", "u-1", "--id", "m-1", "--store", a, "--yes",
+                              "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    manual = json.loads(res.stdout)["run_id"]
+    res = runner.invoke(app, ["run", "--engine", "local", "--store", a, "--json"])
+    assert res.exit_code == 0, res.output
+    night = json.loads(res.stdout)["run_id"]
+
+    for run_id in (manual, night):
+        code, out = _verify(run_id, a)
+        assert code == 0 and out["ok"], out
+        code, out = _verify(run_id, b)
+        assert code == 1 and [p["code"] for p in out["problems"]] == ["OTHER_STORE"], out
+        problem = out["problems"][0]
+        assert problem["run_store"].endswith("a.db") and problem["store"].endswith("b.db")
+    with SqliteStore(tmp_path / "b.db") as store:
+        assert store.get("m-1") is not None  # b untouched, and not reported as tampered
