@@ -12,6 +12,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from memlife.cli import app
+from memlife.model import MemoryRecord
 from memlife.stores.sqlite import SqliteStore
 from tests.support.records import good
 
@@ -37,6 +38,9 @@ def test_a_run_verified_against_another_store_is_named_so_not_as_tampering(
 ) -> None:
     a = _store(tmp_path, "a.db", ("m-1", "m-2"))
     b = _store(tmp_path, "b.db", ("m-1", "m-2"))  # the same ids: the worst case
+    expired = tmp_path / "x.jsonl"  # a hard-expired record: the night deletes it
+    expired.write_text(json.dumps(good("m-old", expires_at="2026-01-03T00:00:00Z")) + "\n")
+    assert runner.invoke(app, ["import", str(expired), "--store", a]).exit_code == 0
     res = runner.invoke(app, ["erase", "--actor", "u-1", "--id", "m-1", "--store", a, "--yes",
                               "--json"])  # fmt: skip
     assert res.exit_code == 0, res.output
@@ -54,3 +58,21 @@ def test_a_run_verified_against_another_store_is_named_so_not_as_tampering(
         assert problem["run_store"].endswith("a.db") and problem["store"].endswith("b.db")
     with SqliteStore(tmp_path / "b.db") as store:
         assert store.get("m-1") is not None  # b untouched, and not reported as tampered
+
+
+def test_a_store_moved_since_its_run_is_still_verified_in_full(home: Path, tmp_path: Path) -> None:
+    """The identity is the file's path: a store moved (or restored from a backup) keeps its
+    journal, so its runs are checked as ever, tampering included."""
+    a = _store(tmp_path, "a.db", ("m-1", "m-2"))
+    res = runner.invoke(app, ["erase", "--actor", "u-1", "--id", "m-1", "--store", a, "--yes",
+                              "--json"])  # fmt: skip
+    run_id = json.loads(res.stdout)["run_id"]
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    (tmp_path / "a.db").rename(moved / "a.db")
+    code, out = _verify(run_id, f"sqlite:///{moved / 'a.db'}")
+    assert code == 0 and out["ok"] and not out.get("notes"), out
+    with SqliteStore(moved / "a.db") as store:  # the erased record written back
+        store.put_many([MemoryRecord.model_validate(good("m-1", content="Likes drink m-1."))])
+    code, out = _verify(run_id, f"sqlite:///{moved / 'a.db'}")
+    assert code == 1 and "DELETED_RECORD_PRESENT" in {p["code"] for p in out["problems"]}, out
