@@ -135,9 +135,9 @@ def verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal | 
     v.operations = len(ops)
     if evidence_only or store is None:
         return v
-    journaled = journal.by_run(run_id) if journal is not None else []
+    run_ops = journal.by_run(run_id) if journal is not None else []
     ran_on, here = run.manifest.get("store_identity"), getattr(store, "url", None)
-    if ran_on and here and store_identity(here) != ran_on and not journaled:
+    if ran_on and here and store_identity(here) != ran_on and not run_ops:
         # another store's run (one home, two stores), not tampering: none of its operations
         # is journaled here (a store moved or copied since keeps them, and is checked)
         (v.problem if ops else v.note)(
@@ -146,7 +146,7 @@ def verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal | 
         return v
     if journal is not None:
         finished_at = (run.receipt or {}).get("finished_at")
-        verify_journal(ops, journaled, sink, v, finished_at, v.sealed_by or 1)
+        verify_journal(ops, run_ops, sink, v, finished_at, v.sealed_by or 1)
     for op in ops:
         oid, rid = op["operation_id"], op["record_id"]
         if sink.get(operation_key(oid)) is None:
