@@ -5,6 +5,7 @@ one-line and markdown renderings (CLI, Prefect artifact, event payload).
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -286,8 +287,21 @@ def write_run_receipt(ctx: RunContext, receipt: dict[str, Any]) -> str | None:
     return put_run_receipt(ctx.sink, ctx.prefix, receipt)
 
 
+_ONE = re.compile(r"\b(?<![.,])1 (deletion|consolidation|supersede|record|call|case|group)s\b")
+
+
+def singular(line: str) -> str:
+    """``line`` with a count of one singular: "1 consolidations" is "1 consolidation"."""
+    return _ONE.sub(r"1 \1", line)
+
+
 def gate_line(result: dict[str, Any]) -> str | None:
     """One line for the operator: the gate's verdict, the case or gate, figures, quarantined."""
+    line = _gate_line(result)
+    return None if line is None else singular(line)
+
+
+def _gate_line(result: dict[str, Any]) -> str | None:
     g = result.get("gate")
     if not g:
         return None

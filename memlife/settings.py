@@ -12,6 +12,7 @@ reads (``MEMLIFE_WORKDIR``, ``MEMLIFE_TIMEZONE``, ...) belong to deploy/ and its
 from __future__ import annotations
 
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,31 @@ HOUR = 3600.0
 DAY = 24 * HOUR
 # Read under their own names (the SDK reads them too).
 _FOREIGN = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
+
+Shown = str | int | float | bool | None  # a value as `memlife config show --json` gives it
+_PLACEHOLDER = re.compile(r"\{[^{}]*\}")
+
+
+def store_url_problem(url: str) -> str | None:
+    """Why ``url`` is no store URL, or None (whether a SQLite file exists is the caller's
+    question)."""
+    from urllib.parse import urlparse
+
+    scheme = urlparse(url).scheme
+    if scheme == "sqlite":
+        if not url.startswith("sqlite:///") or not url[len("sqlite:///") :]:
+            return "expected sqlite:///path/to/file.db"
+        return None
+    if scheme == "agentcore":
+        return None
+    return "use sqlite:///path/to/file.db or agentcore://MEMORY_ID?region=.."
+
+
+def is_http_url(url: str) -> bool:
+    from urllib.parse import urlparse
+
+    parsed = urlparse(url)
+    return url == url.strip() and parsed.scheme in ("http", "https") and bool(parsed.hostname)
 
 
 class Settings(BaseSettings):
@@ -59,7 +85,8 @@ class Settings(BaseSettings):
     )
     state: str | None = Field(
         None,
-        description="Run state backend (dynamodb://TABLE?region=..&parquet=s3://..); default: files under MEMLIFE_HOME",
+        description="Run state backend (dynamodb://TABLE?region=..&parquet=s3://..); default: "
+        "a SQLite store's own file, files under MEMLIFE_HOME for any other store",
     )
     service_identity: str | None = Field(
         None,
@@ -67,7 +94,8 @@ class Settings(BaseSettings):
     )
     # online library
     namespace: str = Field(
-        "/users/{actor}/facts", description="Namespace of remember/recall ({actor} filled in)"
+        "/users/{actor}/facts",
+        description="Namespace of remember/recall ({actor} filled in; no other placeholder)",
     )
     chat_model: str = Field(
         "claude-sonnet-4-5", description="Model of the example agent (memlife chat)"
@@ -153,12 +181,37 @@ class Settings(BaseSettings):
     @classmethod
     def _namespace_template(cls, v: str) -> str:
         """The template must give a namespace `remember` accepts (a leading '/', no empty,
-        '.' or '..' segment): refused here, naming the variable, not at each write."""
+        '.' or '..' segment): refused here, naming the variable, not at each write. Its one
+        placeholder is ``{actor}``: ``{user}`` (a typo) was kept literally and every actor's
+        memories went into one namespace named ``/users/{user}/facts``."""
         from memlife.namespaces import namespace_problem
 
+        other = sorted(set(_PLACEHOLDER.findall(v)) - {"{actor}"})
+        if other:
+            raise ValueError(
+                f"the namespace template has the placeholder(s) {', '.join(other)}; "
+                "the only one filled in is {actor}"
+            )
         problem = namespace_problem(v.replace("{actor}", "actor"))
         if problem:
             raise ValueError(f"the namespace template {problem}")
+        return v
+
+    @field_validator("store")
+    @classmethod
+    def _store_url(cls, v: str | None) -> str | None:
+        problem = store_url_problem(v) if v is not None else None
+        if problem:
+            raise ValueError(problem)
+        return v
+
+    @field_validator("s3_endpoint_url")
+    @classmethod
+    def _endpoint_url(cls, v: str | None) -> str | None:
+        """An http(s) URL with a host: ``notaurl`` was accepted here and failed at the first
+        receipt write, inside boto3, as "Invalid endpoint: notaurl"."""
+        if v is not None and not is_http_url(v):
+            raise ValueError("expected an http(s) URL, e.g. http://127.0.0.1:9000")
         return v
 
     @property
@@ -173,24 +226,27 @@ class Settings(BaseSettings):
     def model_name(self) -> str:
         return self.model or DEFAULT_MODEL
 
-    def shown(self) -> list[tuple[str, str | None, str]]:
-        """(variable, resolved value, description) for every setting; secrets masked."""
+    def shown(self) -> list[tuple[str, Shown, str]]:
+        """(variable, resolved value, description) for every setting; secrets masked.
+        A typed setting keeps its type (int, float, bool); paths and URLs are text."""
         rows = []
         for name, field in type(self).model_fields.items():
             var = name.upper() if name.startswith("anthropic_") else PREFIX + name.upper()
             value: Any = getattr(self, name)
-            text: str | None
+            shown: Shown
             if isinstance(value, SecretStr):
-                text = "**** (set)"  # never any part of a secret
+                shown = "**** (set)"  # never any part of a secret
             elif value is None:  # unset: the derived default where there is one
-                text = {
+                shown = {
                     "store": self.store_url,
                     "receipts": self.receipts_url,
                     "model": self.model_name,
                 }.get(name)
+            elif isinstance(value, (bool, int, float)):
+                shown = value
             else:
-                text = str(value)
-            rows.append((var, text, field.description or ""))
+                shown = str(value)
+            rows.append((var, shown, field.description or ""))
         return rows
 
 
@@ -211,7 +267,8 @@ def _parse(env: tuple[tuple[str, str], ...]) -> Settings:
         err = exc.errors(include_url=False)[0]
         name = str(err["loc"][0]) if err["loc"] else "?"
         var = name.upper() if name.upper() in _FOREIGN else PREFIX + name.upper()
-        raise SettingsError(f"{var}: {err['msg']} (got {err.get('input')!r})") from None
+        msg = str(err["msg"]).removeprefix("Value error, ")  # our validators' own words
+        raise SettingsError(f"{var}: {msg} (got {err.get('input')!r})") from None
 
 
 def settings() -> Settings:

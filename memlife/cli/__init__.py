@@ -82,7 +82,10 @@ LEASE_HELD = 4  # another lifecycle run holds the store's lease (memlife/lease.p
 def load_command(name: str) -> Command:
     """Import the module behind ``name`` and build its click command."""
     module = import_module(COMMANDS[name][0])
-    holder = typer.Typer(add_completion=False)
+    # plain help, as the root's: typer's rich help printed a `<bool>` metavar after every
+    # flag (`--dry-run <bool>`, `--help <bool>`: no value is taken) and cut long help
+    # texts with "…" inside its boxes
+    holder = typer.Typer(add_completion=False, rich_markup_mode=None)
     module.register(holder)
     group = typer.main.get_command(holder)
     cmd = group.commands.get(name) if isinstance(group, TyperGroup) else group

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Annotated, Any
 
 import typer
@@ -85,6 +86,44 @@ def plain(value: object) -> Text:
     return Text(printable(value))
 
 
+def print_id_table(
+    title: str, columns: Sequence[str], rows: Iterable[Sequence[object]], ids: Collection[str]
+) -> None:
+    """A table whose id columns (``ids``) are never cut: they keep their whole width and
+    the other columns wrap. When the console is too narrow for the ids plus a few
+    characters of every other column (``review list`` at 80 columns showed ``rv-5…``), one
+    block per row instead: ``column  value`` lines, empty ones left out, wrapped by the
+    terminal and not by rich, so an id stays whole and can be copied into the next command.
+    Cells are stored data: never markup, controls escaped (``plain``)."""
+    from rich.cells import cell_len
+    from rich.table import Table
+
+    cells = [[printable(v) for v in row] for row in rows]
+    widest = [max([cell_len(c)] + [cell_len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    need = sum(w if c in ids else min(w, _NARROWEST) for c, w in zip(columns, widest, strict=True))
+    if need + 3 * len(columns) + 1 <= console.width:  # each column: 2 padding, 1 border
+        table = Table(title=title)
+        for col, width in zip(columns, widest, strict=True):
+            if col in ids:
+                table.add_column(col, no_wrap=True, min_width=width)
+            else:
+                table.add_column(col, overflow="fold")
+        for row in cells:
+            table.add_row(*map(Text, row))
+        console.print(table)
+        return
+    label = max(map(cell_len, columns))
+    console.print(Text(title, style="italic"), soft_wrap=True)
+    for row in cells:
+        console.print()
+        for col, cell in zip(columns, row, strict=True):
+            if cell:  # an empty cell (no pair, no owner) is left out
+                console.print(Text(f"{col:<{label}}  {cell}"), soft_wrap=True)
+
+
+_NARROWEST = 8  # characters a wrapped column keeps in a table of whole ids
+
+
 def fail(message: str, code: int = 2) -> typer.Exit:
     from rich.markup import escape
 
@@ -120,43 +159,57 @@ def prefect_api_url() -> str | None:
 
 
 def check_store(url: str | None, *, must_exist: bool = True) -> str:
-    """The resolved store URL, or a one-line refusal (exit 2).
+    """The resolved store URL, or a one-line refusal (exit 2) naming where the value came
+    from (--store, else MEMLIFE_STORE, else the default under MEMLIFE_HOME).
 
     ``must_exist``: a SQLite file must already be there. Opening a mistyped path would
     create an empty database, and a read would then report success with 0 records.
     """
     from pathlib import Path
-    from urllib.parse import urlparse
 
-    from memlife.stores import resolve_store_url
+    from memlife.settings import settings, store_url_problem
 
-    resolved = resolve_store_url(url)
-    scheme = urlparse(resolved).scheme
-    if scheme == "sqlite":
-        path = resolved[len("sqlite:///") :] if resolved.startswith("sqlite:///") else ""
-        if not path:
-            raise fail(f"store {resolved!r}: expected sqlite:///path/to/file.db")
+    if url:
+        source = "--store"
+        problem = store_url_problem(url)
+        if problem:
+            raise fail(f"--store {url!r}: {problem}")
+        resolved = url
+    else:  # MEMLIFE_STORE was checked as the settings were read (a bad one names itself)
+        source = "MEMLIFE_STORE" if settings().store else "the default under MEMLIFE_HOME"
+        resolved = settings().store_url
+    if resolved.startswith("sqlite:///"):
+        path = resolved[len("sqlite:///") :]
         if must_exist and not Path(path).is_file():
-            raise fail(f"store {resolved}: no such file {path} (check --store or MEMLIFE_STORE)")
-        return resolved
-    if scheme == "agentcore":
-        return resolved
-    raise fail(
-        f"store {resolved!r}: use sqlite:///path/to/file.db or agentcore://MEMORY_ID?region=.."
-    )
+            raise fail(f"store {resolved}: no such file {path} (from {source})")
+    return resolved
 
 
 def check_receipts(url: str | None) -> None:
-    """A one-line refusal (exit 2) for a receipts URL no sink can take."""
+    """A one-line refusal (exit 2) for a receipts URL no sink can take, naming where it came
+    from (--receipts, else MEMLIFE_RECEIPTS; the default under MEMLIFE_HOME is fine)."""
     from memlife.audit import receipts_url_problem
     from memlife.settings import settings
 
-    resolved = url or settings().receipts
+    source, resolved = ("--receipts", url) if url else ("MEMLIFE_RECEIPTS", settings().receipts)
     if not resolved:
-        return  # the default under MEMLIFE_HOME
+        return
     problem = receipts_url_problem(resolved)
     if problem is not None:
-        raise fail(f"receipts {resolved!r}: {problem}")
+        raise fail(f"{source} {resolved!r}: {problem}")
+
+
+def option_time(value: str | None, option: str) -> datetime | None:
+    """An ISO-8601 time with a zone given as ``option``, or a one-line refusal naming it."""
+    from memlife.model import parse_time
+
+    if not value:
+        return None
+    try:
+        return parse_time(value)
+    except ValueError as exc:
+        why = "has no time zone" if "timezone" in str(exc) else "is no ISO-8601 time"
+        raise fail(f"{option} {value!r} {why} (e.g. 2026-11-29T02:15:00Z)") from None
 
 
 def check_policy(path: str | None) -> None:

@@ -14,7 +14,9 @@ def register(app: typer.Typer) -> None:
 
     @group.command("show")
     def show(json_out: JsonOpt = False) -> None:
-        """Every setting with its resolved value (default or environment) and what it does."""
+        """Every setting with its resolved value (default or environment) and what it does.
+
+        With --json a typed setting keeps its type (numbers, true/false; unset: null)."""
         rows = settings().shown()
         if json_out:
             print_json({var: value for var, value, _ in rows})
@@ -23,7 +25,7 @@ def register(app: typer.Typer) -> None:
         for col in ("variable", "value", "meaning"):
             table.add_column(col)
         for var, value, meaning in rows:
-            table.add_row(var, "(unset)" if value is None else value, meaning)
+            table.add_row(var, "(unset)" if value is None else str(value), meaning)
         console.print(table)
 
     app.add_typer(group, name="config")

@@ -17,11 +17,11 @@ from memlife.cli.common import (
     err_console,
     fail,
     interactive,
+    option_time,
     print_json,
     progress_bar,
 )
 from memlife.importer import MAX_LINE_BYTES, import_file
-from memlife.model import parse_time
 from memlife.stores import open_store
 from memlife.stores.base import MemoryStore, chunked
 
@@ -95,7 +95,7 @@ def register(app: typer.Typer) -> None:
         if erasures is not None:  # checked whole before anything is imported
             with erasures.open(encoding="utf-8") as f:
                 parsed = parse_erasures(f)
-        db = open_store(store)
+        db = open_store(check_store(store, must_exist=False))
         carried: dict[str, Any] | None = None
         try:
             report = import_file(
@@ -232,7 +232,7 @@ def register(app: typer.Typer) -> None:
         """Write realistic demo records (deterministic under --seed and --anchor)."""
         from memlife.demo import generate
 
-        when: datetime | None = parse_time(anchor) if anchor else None
+        when: datetime | None = option_time(anchor, "--anchor")
         db = open_store(check_store(store, must_exist=False))
         if not force and _holds_records(db):
             db.close()

@@ -13,14 +13,16 @@ from memlife.cli.common import (
     JsonOpt,
     ReceiptsOpt,
     StoreOpt,
+    check_receipts,
+    check_store,
     console,
     err_console,
     fail,
+    option_time,
     print_json,
 )
 from memlife.evalset import EvalSetError, dump_cases, load_cases
 from memlife.evalset_starter import starter_cases
-from memlife.model import parse_time
 from memlife.policy import PolicyError, load_policy
 from memlife.stores import open_store
 
@@ -68,12 +70,13 @@ def register(app: typer.Typer) -> None:
             raise fail("give --cases FILE (or use `memlife eval init` to write a starter set)")
         from memlife.gate import evaluate
 
+        url = check_store(store, must_exist=True)  # a typo must not become an empty store
         try:
             loaded = load_cases(cases)
             pol = load_policy(policy)
         except (EvalSetError, PolicyError) as exc:
             raise fail(str(exc)) from None
-        db = open_store(store)
+        db = open_store(url)
         try:
             report = evaluate(db, loaded, policy=pol)
         finally:
@@ -135,12 +138,14 @@ def register(app: typer.Typer) -> None:
 
         if output.exists() and not force:
             raise fail(f"{output} exists (use --force to overwrite)")
-        db = open_store(store)
+        cutoff = option_time(now, "--now")
+        check_receipts(receipts)
+        db = open_store(check_store(store, must_exist=True))
         try:
             cases = starter_cases(
                 db,
                 policy=load_policy(policy),
-                now=parse_time(now) if now else None,
+                now=cutoff,
                 actors=actors,
                 actor_ids=actor or (),
                 per_kind=per_kind,

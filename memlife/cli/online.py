@@ -82,7 +82,7 @@ def register(app: typer.Typer) -> None:
         if not fact.strip():
             raise fail("the fact is blank")
         try:
-            with _memory(store, ledger) as mem:
+            with _memory(check_store(store, must_exist=False), ledger) as mem:
                 res = mem.remember(
                     actor,
                     namespace or default_namespace(actor),
@@ -103,10 +103,9 @@ def register(app: typer.Typer) -> None:
                     "similarity": res.similarity,
                 }
             )
-        elif res.created:
-            err_console.print(f"remembered {res.record_id}")
-        else:
-            err_console.print(f"already known: refreshed {res.record_id}")
+        else:  # the id alone on stdout: ID=$(memlife remember ...) captures it
+            sys.stdout.write(res.record_id + "\n")
+            err_console.print("remembered" if res.created else "already known: refreshed")
 
     @app.command("recall")
     def recall(
@@ -210,7 +209,7 @@ def register(app: typer.Typer) -> None:
 
         from memlife.online.agent import MemoryAgent
 
-        with _memory(store, ledger) as mem:
+        with _memory(check_store(store, must_exist=False), ledger) as mem:
             agent = MemoryAgent(
                 mem,
                 actor,

@@ -6,9 +6,16 @@ from enum import StrEnum
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from memlife.cli.common import JsonOpt, StoreOpt, console, fail, plain, print_json
+from memlife.cli.common import (
+    JsonOpt,
+    StoreOpt,
+    check_store,
+    console,
+    fail,
+    print_id_table,
+    print_json,
+)
 from memlife.journal import JournalStateError, open_journal
 from memlife.model import utcnow
 from memlife.stores import open_store
@@ -32,7 +39,7 @@ def register(app: typer.Typer) -> None:
         json_out: JsonOpt = False,
     ) -> None:
         """Terminal failures (never retried by themselves) and groups sent to review."""
-        db = open_store(store)
+        db = open_store(check_store(store, must_exist=True))
         try:
             journal = open_journal(db)
             ops = journal.terminal_failures(include_resolved=all_)
@@ -57,14 +64,11 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print_json({"operations": rows, "groups_in_review": review})
             return
-        table = Table(title=f"{len(rows)} terminal failures")
-        for col in ("operation", "run", "action", "record", "code", "failed at", "resolution"):
-            table.add_column(col)
-        for r in rows:
-            table.add_row(*map(plain, (r["operation_id"], r["run_id"], r["action"], r["record_id"],
-                                       r["code"] or "", str(r["failed_at"] or "")[:19],
-                                       r["resolution"] or "")))  # fmt: skip
-        console.print(table)
+        columns = ("operation", "run", "action", "record", "code", "failed at", "resolution")
+        cells = [(r["operation_id"], r["run_id"], r["action"], r["record_id"], r["code"] or "",
+                  str(r["failed_at"] or "")[:19], r["resolution"] or "") for r in rows]  # fmt: skip
+        print_id_table(f"{len(rows)} terminal failures", columns, cells,
+                       ids={"operation", "run", "record"})  # fmt: skip
         if review:
             console.print(
                 f"{len(review)} consolidation groups in review (refused answers); --json lists them"
@@ -78,7 +82,7 @@ def register(app: typer.Typer) -> None:
         json_out: JsonOpt = False,
     ) -> None:
         """Decide on a terminal failure by hand: requeue it (it runs again, with its checks) or dismiss it."""
-        db = open_store(store)
+        db = open_store(check_store(store, must_exist=True))
         try:
             journal = open_journal(db)
             now = utcnow()

@@ -8,15 +8,16 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from memlife.audit import open_sink
+from memlife.audit import ReceiptSink, open_sink
 from memlife.cli.common import (
     JsonOpt,
     ReceiptsOpt,
     StoreOpt,
+    check_receipts,
     check_store,
     console,
     fail,
-    plain,
+    print_id_table,
     print_json,
 )
 from memlife.journal import open_journal
@@ -37,6 +38,12 @@ def _day(value: str | None, option: str) -> date | None:
         raise fail(f"{option} {value!r}: expected a day, YYYY-MM-DD") from None
 
 
+def _sink(receipts: str | None) -> ReceiptSink:
+    """The receipts sink; a bad URL is one line naming --receipts or MEMLIFE_RECEIPTS."""
+    check_receipts(receipts)
+    return open_sink(receipts)
+
+
 def register(app: typer.Typer) -> None:
     receipts_app = typer.Typer(help="Review run receipts (file:// or s3://).", no_args_is_help=True)
     app.add_typer(receipts_app, name="receipts")
@@ -55,18 +62,14 @@ def register(app: typer.Typer) -> None:
         """Runs with their status, by processing cutoff (the runs/yyyy/mm/dd folders), newest last."""
         from memlife.receipts_history import runs_between
 
-        runs = runs_between(open_sink(receipts), _day(since, "--since"), _day(until, "--until"))
+        runs = runs_between(_sink(receipts), _day(since, "--since"), _day(until, "--until"))
         if json_out:
             print_json([r.as_json() for r in runs])
             return
-        table = Table(title="memlife runs")
-        for col in ("run id", "mode", "status", "policy", "started"):
-            table.add_column(col, no_wrap=col == "run id")
-        for r in runs:
-            j = r.as_json()
-            table.add_row(*map(plain, (r.run_id, j["mode"], j["status"], j["policy_version"],
-                                       r.started_at[:19])))  # fmt: skip
-        console.print(table)
+        rows = [(r.run_id, j["mode"], j["status"], j["policy_version"], r.started_at[:19])
+                for r, j in ((r, r.as_json()) for r in runs)]  # fmt: skip
+        print_id_table("memlife runs", ("run id", "mode", "status", "policy", "started"), rows,
+                       ids={"run id"})  # fmt: skip
 
     @receipts_app.command("history")
     def history(
@@ -83,27 +86,23 @@ def register(app: typer.Typer) -> None:
         """Every operation on one record across runs (from the operations dataset), oldest first."""
         from memlife.receipts_history import record_history
 
-        rows = record_history(open_sink(receipts), record_id, since=_day(since, "--since"),
+        rows = record_history(_sink(receipts), record_id, since=_day(since, "--since"),
                               until=_day(until, "--until"))  # fmt: skip
         if json_out:
             print_json(rows)
             return
         if not rows:
             raise fail(f"no operation on {record_id} in the receipts", 1)
-        table = Table(title=f"history of {record_id}")
-        for col in ("cutoff day", "run id", "mode", "action", "reasons", "outcome", "replacement"):
-            table.add_column(col, no_wrap=col == "run id")
-        for r in rows:
-            table.add_row(*map(plain, (r["date"], r["run_id"], r["mode"] or "", r["action"],
-                                       ", ".join(r["reason_codes"] or []),
-                                       r["outcome"] or r["state"] or "",
-                                       r["replacement_id"] or "")))  # fmt: skip
-        console.print(table)
+        columns = ("cutoff day", "run id", "mode", "action", "reasons", "outcome", "replacement")
+        cells = [(r["date"], r["run_id"], r["mode"] or "", r["action"],
+                  ", ".join(r["reason_codes"] or []), r["outcome"] or r["state"] or "",
+                  r["replacement_id"] or "") for r in rows]  # fmt: skip
+        print_id_table(f"history of {record_id}", columns, cells, ids={"run id", "replacement"})
 
     @receipts_app.command("show")
     def show(run_id: str, receipts: ReceiptsOpt = None, json_out: JsonOpt = False) -> None:
         """Counts and status of one run."""
-        run = find_run(open_sink(receipts), run_id)
+        run = find_run(_sink(receipts), run_id)
         if run is None:
             raise fail(f"run {run_id} not found", 1)
         if json_out:
@@ -132,11 +131,11 @@ def register(app: typer.Typer) -> None:
                json_out: JsonOpt = False) -> None:  # fmt: skip
         """Journal <-> receipts <-> Parquet <-> counts both ways, the run digest, and the store."""
         if evidence_only:
-            result = verify_run(open_sink(receipts), None, None, run_id, evidence_only=True)
+            result = verify_run(_sink(receipts), None, None, run_id, evidence_only=True)
         else:
             db = open_store(check_store(store, must_exist=True))
             try:
-                result = verify_run(open_sink(receipts), db, open_journal(db), run_id)
+                result = verify_run(_sink(receipts), db, open_journal(db), run_id)
             finally:
                 db.close()
         if json_out:

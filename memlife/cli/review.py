@@ -11,10 +11,9 @@ from memlife.cli.common import (
     ReceiptsOpt,
     StoreOpt,
     check_store,
-    console,
     err_console,
     fail,
-    plain,
+    print_id_table,
     print_json,
     printable,
 )
@@ -39,7 +38,9 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option("--namespace", help="Namespace or glob: * one segment, ** any number"),
         ] = None,
-        actor: Annotated[str | None, typer.Option("--actor")] = None,
+        actor: Annotated[
+            str | None, typer.Option("--actor", help="Only this actor's items")
+        ] = None,
         all_: Annotated[bool, typer.Option("--all", help="Resolved items too")] = False,
         store: StoreOpt = None,
         json_out: JsonOpt = False,
@@ -57,17 +58,11 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print_json([i.as_json() for i in items])
             return
-        from rich.table import Table
-
-        table = Table(title=f"{len(items)} review items")
-        for col in ("item", "record", "pair", "reason", "owner", "namespace", "type", "priority",
-                    "nights", "state"):  # fmt: skip
-            table.add_column(col)
-        for i in items:
-            table.add_row(*map(plain, (i.item_id, i.record_id, i.pair_id or "", i.reason,
-                                       i.owner or "", i.namespace, i.memory_type or "",
-                                       f"{i.priority:.2f}", i.nights, i.state)))  # fmt: skip
-        console.print(table)
+        columns = ("item", "record", "pair", "reason", "owner", "namespace", "type", "priority",
+                   "nights", "state")  # fmt: skip
+        rows = [(i.item_id, i.record_id, i.pair_id or "", i.reason, i.owner or "", i.namespace,
+                 i.memory_type or "", f"{i.priority:.2f}", i.nights, i.state) for i in items]  # fmt: skip
+        print_id_table(f"{len(items)} review items", columns, rows, ids={"item", "record", "pair"})
 
     @group.command("resolve")
     def resolve(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -23,11 +24,13 @@ from memlife.cli.common import (
     interactive,
     prefect_api_url,
     print_json,
+    printable,
     progress_bar,
 )
 from memlife.errors import InputError
 from memlife.pipeline import gate_line, parse_now, run_local
 from memlife.policy import DEFAULT_POLICY
+from memlife.run_finish import singular
 from memlife.run_types import RunConfig, operator_config
 from memlife.settings import settings
 
@@ -98,7 +101,12 @@ def register(app: typer.Typer) -> None:
             str | None, typer.Option("--now", help="Processing cutoff, ISO-8601 with zone")
         ] = None,
         namespace: Annotated[
-            list[str] | None, typer.Option("--namespace", help="Namespace glob (repeatable)")
+            list[str] | None,
+            typer.Option(
+                "--namespace",
+                help="Namespace glob from the root, e.g. '/users/*/facts' (* one segment, "
+                "** any number; repeatable).",
+            ),
         ] = None,
         actor: Annotated[
             list[str] | None, typer.Option("--actor", help="Actor id (repeatable)")
@@ -133,7 +141,9 @@ def register(app: typer.Typer) -> None:
         metrics_namespace: Annotated[
             str | None,
             typer.Option(
-                "--metrics-namespace", help="Publish counts to CloudWatch under this namespace."
+                "--metrics-namespace",
+                help="Publish counts to CloudWatch under this namespace (default "
+                "$MEMLIFE_CLOUDWATCH_NAMESPACE; neither: nothing is published).",
             ),
         ] = None,
         cloudtrail: Annotated[
@@ -153,7 +163,9 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(
                 "--state",
-                help="Run state backend: dynamodb://TABLE?region=..&parquet=s3://bucket/prefix (default $MEMLIFE_STATE; else files beside the store).",
+                help="Run state backend: dynamodb://TABLE?region=..&parquet=s3://bucket/prefix "
+                "(default $MEMLIFE_STATE; else a SQLite store's own file, and files under "
+                "$MEMLIFE_HOME for any other store).",
             ),
         ] = None,
         allow_future_cutoff: Annotated[
@@ -167,14 +179,25 @@ def register(app: typer.Typer) -> None:
         """Run the nightly lifecycle job (use --dry-run to only propose)."""
         if retry_only and dry_run:
             raise fail("--retry-only applies; it cannot be combined with --dry-run")
+        if with_model and not settings().anthropic_api_key:
+            raise fail(
+                "--with-model: no model is configured (set ANTHROPIC_API_KEY); without one an "
+                "apply run consolidates extractively and calls no model"
+            )
+        for glob in namespace or ():
+            from memlife.namespaces import namespace_problem
+
+            if problem := namespace_problem(glob):  # it could match no namespace at all
+                raise fail(f"--namespace {glob!r} {problem}")
         try:
             cutoff = parse_now(now)
         except ValueError as exc:
             raise fail(f"--now: {exc}") from None
         # validated before anything starts (a mistyped store must not become an empty one)
         check_policy(policy)
-        check_store(store, must_exist=True)
+        store_url = check_store(store, must_exist=True)
         check_receipts(receipts)
+        cases_from = "--eval-cases" if eval_cases else "MEMLIFE_EVAL_CASES"
         eval_cases = eval_cases or settings().eval_cases or None
         if eval_cases:  # a gate that cannot load its set must stop the run before it starts
             from memlife.evalset import EvalSetError, load_cases
@@ -182,7 +205,7 @@ def register(app: typer.Typer) -> None:
             try:
                 load_cases(eval_cases)
             except EvalSetError as exc:
-                raise fail(f"--eval-cases: {exc}") from None
+                raise fail(f"{cases_from}: {exc}") from None
         from memlife.state import ENV, StateSettingsError, parse_state_url
 
         try:  # the flag, or MEMLIFE_STATE: a bad value is refused either way (not ignored)
@@ -211,23 +234,29 @@ def register(app: typer.Typer) -> None:
             config = operator_config(config)
         except InputError as exc:
             raise fail(str(exc).replace("cutoff ", "--now ", 1)) from None
+        unmatched = unmatched_scope(store_url, config.namespaces, config.actors)
         with progress_bar("starting", None, interactive(json_out)):
             result = run_flow(config) if engine is Engine.prefect else run_local(config).as_json()
+        add_scope_unmatched(result, unmatched)
+        model_estimate(result, config)
         if json_out:
             print_json(result)
             raise typer.Exit(exit_code(result["status"]))
         console.print(counts_table(result))
         err_console.print(f"status: {result['status']}")
+        for option, value in unmatched:
+            err_console.print(
+                f"warning: {option} {printable(value)!r} matches no record in the store "
+                "(scope_unmatched); nothing of it was planned",
+                markup=False,
+                highlight=False,
+            )
         line = gate_line(result)
         if line:
             err_console.print(line, markup=False, highlight=False)
-        estimated = result.get("model", {}).get("estimated_calls")
-        if estimated:
-            err_console.print(
-                f"model: not called (dry run); an apply run would make about {estimated:,} "
-                f"calls, ~{result['model']['estimated_input_tokens']:,} input tokens "
-                "(--with-model to call it)"
-            )
+        line = model_line(result, config)
+        if line:
+            err_console.print(line, markup=False, highlight=False)
         err_console.print(f"report: {result['report']}")
         err_console.print(f"manifest: {result['manifest']}")
         if result.get("report_html"):
@@ -235,6 +264,84 @@ def register(app: typer.Typer) -> None:
         if result.get("receipt"):
             err_console.print(f"receipt: {result['receipt']}")
         raise typer.Exit(exit_code(result["status"]))
+
+
+def unmatched_scope(
+    store_url: str, namespaces: Sequence[str], actors: Sequence[str]
+) -> list[tuple[str, str]]:
+    """(option, value) for each ``--namespace`` glob and ``--actor`` id of a scoped run
+    that selects no shard of the store (within the rest of the scope), read before the run
+    starts as its shard listing reads it. A scope that matched nothing used to end as a
+    success with 0 records and no word of why: a typo looked like a quiet night."""
+    if not namespaces and not actors:
+        return []
+    from memlife.namespaces import glob_match
+    from memlife.stores import open_store
+
+    globs, ids = set(namespaces), set(actors)
+    seen_globs: set[str] = set()
+    seen_actors: set[str] = set()
+    db = open_store(store_url)
+    try:
+        for actor in db.list_actors():
+            if ids and actor not in ids:
+                continue
+            for ns in db.list_namespaces(actor):
+                hits = {g for g in globs if glob_match(g, ns)}
+                seen_globs |= hits
+                if hits or not globs:
+                    seen_actors.add(actor)
+            if seen_globs == globs and seen_actors == ids:
+                break  # everything matched: the rest of the store need not be read
+    finally:
+        db.close()
+    return [("--namespace", g) for g in namespaces if g not in seen_globs] + [
+        ("--actor", a) for a in actors if a not in seen_actors
+    ]
+
+
+def add_scope_unmatched(result: dict[str, Any], unmatched: list[tuple[str, str]]) -> None:
+    """In --json: ``scope_unmatched`` (option and value of each) and one
+    ``scope_unmatched:<option>=<value>`` count each in ``other_counts``, as the policy's
+    ``enforcement_glob_unmatched:<glob>`` is counted. (The run's receipt does not carry
+    them: the run itself is not told.)"""
+    result["scope_unmatched"] = [{"option": o, "value": v} for o, v in unmatched]
+    other = result.setdefault("other_counts", {})
+    for option, value in unmatched:
+        other[f"scope_unmatched:{option}={value}"] = 1
+
+
+def model_estimate(result: dict[str, Any], config: RunConfig) -> None:
+    """The model figures of ``result`` for the consolidator an apply run would use: a dry run
+    counts a model call per group it stages, but without ANTHROPIC_API_KEY an apply run
+    consolidates extractively and calls no model (``apply_consolidator`` says which)."""
+    model = result.setdefault("model", {})
+    key = bool(settings().anthropic_api_key)
+    if not config.consolidate:
+        model["apply_consolidator"] = None
+    else:
+        model["apply_consolidator"] = f"anthropic:{settings().model_name}" if key else "extractive"
+    if not key or not config.consolidate:
+        model["estimated_calls"] = model["estimated_input_tokens"] = 0
+
+
+def model_line(result: dict[str, Any], config: RunConfig) -> str | None:
+    """What a dry run says about the model: the estimate, or that none would be called."""
+    model = result.get("model", {})
+    if not config.dry_run or config.with_model:
+        return None
+    if model.get("apply_consolidator") == "extractive":
+        return (
+            "model: none configured (ANTHROPIC_API_KEY unset): an apply run consolidates "
+            "extractively and makes no model calls"
+        )
+    estimated = model.get("estimated_calls")
+    if not estimated:
+        return None
+    return singular(
+        f"model: not called (dry run); an apply run would make about {estimated:,} calls, "
+        f"~{model.get('estimated_input_tokens', 0):,} input tokens (--with-model to call it)"
+    )
 
 
 def exit_code(status: str) -> int:

@@ -251,7 +251,8 @@ def test_without_a_set_the_gate_line_counts_what_went_ahead_ungated(
     assert g["ungated_groups"] == ungated and g["withheld_groups"] == withheld
     assert summary.lifecycle["consolidated"] == ungated  # the default behaviour is unchanged
     line = gate_line(summary.as_json()) or ""
-    assert f"went ahead ungated: 0 deletions (obligations) and {ungated} consolidations" in line
+    noun = "consolidation" if ungated == 1 else "consolidations"
+    assert f"went ahead ungated: 0 deletions (obligations) and {ungated} {noun} " in line
 
 
 def test_yaml_policy_loader_is_the_one_reused() -> None:

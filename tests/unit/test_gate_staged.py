@@ -243,7 +243,7 @@ def test_apply_without_eval_set_withholds_judgements_and_says_why(
         app, ["run", "--engine", "local", "--now", NOW_ARG, "--policy", str(tmp_path / "p.yaml")]
     )
     assert (
-        "gate: not configured (GATE_NOT_CONFIGURED): 1 deletions and 1 consolidations withheld"
+        "gate: not configured (GATE_NOT_CONFIGURED): 1 deletion and 1 consolidation withheld"
         in res.output
     )
 
@@ -680,7 +680,7 @@ def test_dry_run_estimates_model_calls_and_calls_none_unless_asked(
     assert summary.model["calls"] == 0 and summary.model["estimated_calls"] == 1
     assert summary.model["estimated_input_tokens"] > 100
     res = CliRunner().invoke(app, ["run", "--engine", "local", "--dry-run", "--now", NOW_ARG])
-    assert "model: not called (dry run); an apply run would make about 1 calls" in res.output
+    assert "model: not called (dry run); an apply run would make about 1 call," in res.output
     assert messages_server.message_requests == []
 
     def answer(body: dict) -> Any:

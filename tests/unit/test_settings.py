@@ -73,7 +73,7 @@ def test_config_show_masks_secrets(clean_env: pytest.MonkeyPatch, tmp_path: Path
     shown = json.loads(result.output)
     assert set(shown) == set(VARIABLES)
     assert shown["ANTHROPIC_API_KEY"] == "**** (set)"
-    assert shown["MEMLIFE_EMBED_THREADS"] == "2"
+    assert shown["MEMLIFE_EMBED_THREADS"] == 2  # typed, as the setting is
     assert shown["MEMLIFE_STORE"] == f"sqlite:///{tmp_path}/memlife.db"
     assert shown["MEMLIFE_SERVICE_IDENTITY"] is None
 
