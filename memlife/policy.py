@@ -101,7 +101,7 @@ class OwnerRule(_Strict):
     ``memory_types`` limits the rule: procedural records usually need a team, not a user.
     """
 
-    namespace: Text = Field(min_length=1)  # fnmatch glob, anchored at both ends
+    namespace: Text = Field(min_length=1)  # a glob per segment: namespaces.glob_match
     owner: Text = Field(min_length=1)
     memory_types: list[MemoryType] = Field(
         default_factory=lambda: [MemoryType.episodic, MemoryType.semantic]
