@@ -155,6 +155,11 @@ def register(app: typer.Typer) -> None:
                 f"imported {report.imported} records, {len(report.invalid)} invalid lines, "
                 f"{len(report.conflicts)} skipped, {report.updated} updated, {report.unchanged} unchanged"
             )
+            if report.run is not None:  # --update is a manual run: its receipt, as every writer's
+                err_console.print(
+                    f"run {report.run['run_id']}: {report.run['status']}; "
+                    f"receipt: {report.run['receipt']}"
+                )
         raise typer.Exit(0 if report.ok and not (reads and reads.refused) else 1)
 
     @app.command("export")

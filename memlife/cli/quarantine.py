@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from memlife.cli.common import (
     JsonOpt,
@@ -13,11 +12,10 @@ from memlife.cli.common import (
     StoreOpt,
     YesOpt,
     check_store,
-    console,
     err_console,
     fail,
-    plain,
     preview,
+    print_id_table,
     print_json,
 )
 from memlife.model import parse_time, utcnow
@@ -69,13 +67,22 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print_json(rows)
             return
-        table = Table(title=f"{len(rows)} quarantined records")
-        for col in ("id", "actor", "namespace", "type", "since", "reasons"):
-            table.add_column(col)
-        for r in rows:
-            table.add_row(*map(plain, (r["id"], r["actor_id"], r["namespace"], r["memory_type"],
-                                       r["quarantined_at"] or "", ", ".join(r["reasons"]))))  # fmt: skip
-        console.print(table)
+        print_id_table(
+            f"{len(rows)} quarantined records",
+            ("id", "actor", "namespace", "type", "since", "reasons"),
+            [
+                (
+                    r["id"],
+                    r["actor_id"],
+                    r["namespace"],
+                    r["memory_type"],
+                    r["quarantined_at"] or "",
+                    ", ".join(r["reasons"]),
+                )
+                for r in rows
+            ],  # fmt: skip
+            {"id"},
+        )
 
     @group.command("restore")
     def restore(

@@ -279,3 +279,19 @@ def test_one_is_singular() -> None:
         "gate: ...: 1 deletion (obligations) and 1 consolidation; 11 consolidations, 21 calls"
     )
     assert singular("about 1 calls, ~2,001 calls") == "about 1 call, ~2,001 calls"
+
+
+def test_quarantine_list_shows_whole_ids_at_80_columns(home: Path) -> None:
+    from memlife.model import MemoryRecord, Status
+    from tests.support.records import good
+
+    ids = [f"m-quarantined-record-with-a-long-id-{i:04d}" for i in range(3)]
+    with SqliteStore(home / "memlife.db") as store:
+        store.put_many([
+            MemoryRecord.model_validate(good(rid, status=Status.quarantined.value,
+                                             namespace="/users/u-1/a-rather-long-namespace-name"))
+            for rid in ids
+        ])  # fmt: skip
+    code, out, err = invoke("quarantine", "list", env={"COLUMNS": "80"})
+    assert code == 0, err
+    assert "…" not in out and all(rid in out for rid in ids), out

@@ -98,6 +98,15 @@ def test_update_needs_the_flag_skips_held_and_is_receipted(
     assert len(ops) == 1 and ops[0].run_id == out["update_run"]["run_id"]
     receipt = out["update_run"]["receipt"]
     assert receipt and Path(receipt.removeprefix("file://")).exists()
+    again = write_jsonl(tmp_path / "again.jsonl", [json.dumps(good("m-plain", content="Again."))])
+    text = runner.invoke(app, ["import", str(again), "--store", f"sqlite:///{held_store}",
+                               "--update"])  # fmt: skip
+    # the text output names its run and receipt, as every writer's does
+    assert "run manual-" in text.stderr and "receipt: " in text.stderr, text.stderr
+    src = write_jsonl(tmp_path / "upd2.jsonl", [
+        json.dumps(good("m-held", content="Changed held.", retention_class="standard")),
+        json.dumps(good("m-plain", content="Again.")),
+    ])  # fmt: skip
     code, out = _import(runner, src, held_store, "--update", "--allow-held")
     assert out["updated"] == 1  # m-held now; m-plain is unchanged
     with SqliteStore(held_store) as s:
