@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
@@ -23,6 +24,14 @@ from memlife.stores import open_store
 from memlife.stores.base import MemoryStore
 
 PolicyOpt = Annotated[str, typer.Option("--policy")]
+
+
+class AfterRelease(StrEnum):
+    """The classes a released record may take: RetentionClass but legal_hold (a release to
+    legal_hold releases nothing, and --help offered it)."""
+
+    standard = RetentionClass.standard.value
+    sensitive = RetentionClass.sensitive.value
 
 
 def _report(result: dict[str, Any], json_out: bool) -> None:
@@ -178,8 +187,8 @@ def register(app: typer.Typer) -> None:
     def release(
         ids: Annotated[list[str], typer.Option("--id", help="Record id (repeatable)")],
         retention_class: Annotated[
-            RetentionClass, typer.Option("--retention-class", help="Class after release")
-        ] = RetentionClass.standard,
+            AfterRelease, typer.Option("--retention-class", help="Class after release")
+        ] = AfterRelease.standard,
         policy: PolicyOpt = "policies/default.yaml",
         store: StoreOpt = None,
         receipts: ReceiptsOpt = None,
@@ -191,8 +200,9 @@ def register(app: typer.Typer) -> None:
         db = open_store(check_store(store, must_exist=True))
         try:
             result = release_hold(
-                db, ids, retention_class=retention_class, policy=policy, receipts=receipts
-            )
+                db, ids, retention_class=RetentionClass(retention_class), policy=policy,
+                receipts=receipts,
+            )  # fmt: skip
         except EraseError as exc:
             raise fail(str(exc)) from None
         finally:

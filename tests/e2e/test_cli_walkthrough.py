@@ -295,3 +295,14 @@ def test_quarantine_list_shows_whole_ids_at_80_columns(home: Path) -> None:
     code, out, err = invoke("quarantine", "list", env={"COLUMNS": "80"})
     assert code == 0, err
     assert "…" not in out and all(rid in out for rid in ids), out
+
+
+def test_hold_release_offers_only_classes_that_release(home: Path) -> None:
+    from memlife.cli.erase import AfterRelease
+    from memlife.model import RetentionClass
+
+    assert {c.value for c in AfterRelease} == {c.value for c in RetentionClass} - {"legal_hold"}
+    code, out, _ = invoke("hold", "release", "--help")
+    assert code == 0 and "legal_hold" not in out and "sensitive" in out
+    code, _, err = invoke("hold", "release", "--id", "m-1", "--retention-class", "legal_hold")
+    assert code == 2, err
