@@ -71,7 +71,20 @@ def _erase_preview(
             released = db.get(p["record_id"])
             if released is not None and released.id not in out and not held(released):
                 out[released.id] = "HOLD_RELEASED"
+        out |= {rid: "UNFINISHED_ERASURE" for rid in _unfinished_erasures(db, actor)}
     return out
+
+
+def _unfinished_erasures(db: MemoryStore, actor: str | None) -> list[str]:
+    """Records whose erasure an earlier attempt left unfinished (killed after the delete,
+    before its receipt; a receipt outage): ``erase --pending`` (the default) completes them,
+    so a rerun of the same request is never "nothing matched"."""
+    from memlife.journal import OpKind, open_journal
+    from memlife.model import utcnow
+
+    journal = open_journal(db)
+    return [o.record_id for page in journal.due_pages(utcnow()) for o in page
+            if o.kind is OpKind.erase and (actor is None or o.actor_id == actor)]  # fmt: skip
 
 
 def register(app: typer.Typer) -> None:
@@ -133,11 +146,14 @@ def register(app: typer.Typer) -> None:
             raise fail(str(exc)) from None
         finally:
             db.close()
+        resumed = sorted(i for i, why in ids_why.items() if why == "UNFINISHED_ERASURE")
+        if resumed and not json_out:  # the records are gone already: their receipts were not
+            err_console.print(f"finished earlier erasures: {', '.join(resumed)}")
         _report(result, json_out)
         if result["status"] != "success":
             raise typer.Exit(3)
         done = ("erased", "derived", "deferred", "released", "erasures")
-        if (subject or ids) and not any(result.get(k) for k in done):
+        if (subject or ids) and not resumed and not any(result.get(k) for k in done):
             raise fail("nothing matched: no record was erased or deferred", 1)
 
     hold = typer.Typer(help="Legal holds.", no_args_is_help=True)

@@ -105,3 +105,33 @@ def test_crash_then_rerun_converges_with_journal_counts(home: Path, action: str,
             assert sorted(out["released"]) == IDS
     finally:
         store.close()
+
+
+def test_the_same_erase_command_after_a_kill_before_its_receipt_finishes_it(home: Path) -> None:
+    """Session 28 review: `erase --id X --yes` killed after the delete, before the receipt,
+    left the erasure APPLIED with no receipt; rerunning the same command (the record gone)
+    stopped at "nothing matched" (exit 1) and receipted nothing (invariant 2). It finishes
+    the erasure now, preview included, and says so."""
+    import os
+    import subprocess
+    import sys
+
+    with SqliteStore(home / "memlife.db") as store:
+        store.put_many([rec("m-1"), rec("m-keep", subject="dogs")])
+    env = {**os.environ, "MEMLIFE_HOME": str(home)}
+    cmd = [sys.executable, "-m", "memlife", "erase", "--actor", "u-1", "--id", "m-1"]
+    killed = subprocess.run([*cmd, "--yes"], env={**env, "MEMLIFE_FAULT": "before_receipt",
+                            "MEMLIFE_FAULT_MODE": "kill"}, capture_output=True, text=True)  # fmt: skip
+    assert killed.returncode != 0
+    with SqliteStore(home / "memlife.db") as store:
+        (op,) = open_journal(store).for_record("m-1")
+        assert store.get("m-1") is None and op.state is OpState.APPLIED
+    preview = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    assert preview.returncode == 0 and "UNFINISHED_ERASURE" in preview.stderr, preview.stderr
+    again = subprocess.run([*cmd, "--yes"], env=env, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert "finished earlier erasures: m-1" in again.stderr
+    with SqliteStore(home / "memlife.db") as store:
+        (op,) = open_journal(store).for_record("m-1")
+        assert op.state is OpState.RECEIPTED and store.get("m-keep") is not None
+    assert FileSink(home / "receipts").get(operation_key(op.operation_id)) is not None
