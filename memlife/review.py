@@ -137,13 +137,10 @@ def verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal | 
         return v
     run_ops = journal.by_run(run_id) if journal is not None else []
     ran_on, here = run.manifest.get("store_identity"), getattr(store, "url", None)
-    if ran_on and here and store_identity(here) != ran_on and not run_ops:
-        # another store's run (one home, two stores), not tampering: none of its operations
-        # is journaled here (a store moved or copied since keeps them, and is checked)
-        (v.problem if ops else v.note)(
-            "OTHER_STORE", run_store=str(ran_on), store=store_identity(here)
-        )
-        return v
+    if ran_on and here and store_identity(here) != ran_on:
+        # said, never instead of a finding: another store's run (one home, two stores) reads
+        # as missing journal rows, and a store moved or restored since is checked in full
+        v.note("OTHER_STORE", run_store=str(ran_on), store=store_identity(here))
     if journal is not None:
         finished_at = (run.receipt or {}).get("finished_at")
         verify_journal(ops, run_ops, sink, v, finished_at, v.sealed_by or 1)
