@@ -56,8 +56,8 @@ CREATE TABLE IF NOT EXISTS derived (
 # 8: `restates` scopes more negations ("none", "nobody", "nothing", "dont", "rarely",
 # "except", "quit"...) and reads "vs" / "versus" / "as opposed to" / "compared to" as a
 # comparison ("tea vs coffee" is not "coffee vs tea"); statement keys are unchanged.
-# 9: `restates` keeps a verb with its object: each clause's last two words ("likes tea,
-# hates coffee" is not "likes coffee, hates tea").
+# 9: `restates` keeps a verb with its object: each clause's words ("likes tea, hates
+# coffee" is not "likes coffee, hates tea"; clauses also end at after, because, who...).
 VERSION = f"derived-9:{memlife.__version__}"
 FLUSH_ROWS = 256
 READ_AHEAD = 128  # shards whose rows one query reads

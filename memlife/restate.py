@@ -33,12 +33,15 @@ content words once filler (articles, "and", "very") is set aside and inflection 
   "prefers coffee to tea". "Don't" and "dont" are "do not", "noone" "no one", "versus" and
   "vs." "vs";
 - where both texts are as many clauses of two words or more (split at punctuation, "and",
-  "or" and the clause ends), the same words in each clause, in any order of clauses:
+  "or", the clause ends and after, because, when, while, who, which...), the same words in
+  each clause, in any order of clauses:
   "likes tea, hates coffee" is not "likes coffee, hates tea", nor "Alice likes coffee and
-  Bob likes tea" "Alice likes tea and Bob likes coffee", while "Caroline hates coffee and
+  Bob likes tea" "Alice likes tea and Bob likes coffee", nor "moved to Boston after she
+  left Sweden" "left Boston after she moved to Sweden", while "Caroline hates coffee and
   likes tea" is "Caroline likes tea and hates coffee" (the words both first clauses open
-  with are the subject, which later clauses leave unsaid). A one-word part is a list's
-  item ("likes tea and coffee"): lists keep any order.
+  with are the subject, which later clauses leave unsaid or give as a pronoun). A one-word
+  part is a list's item ("likes tea, coffee and cake"): such lists keep any order, and
+  the clauses of a text holding one are not compared.
 Rewordings with other words are not merged on this rule: a missed merge, never a lost
 specific.
 """
@@ -88,6 +91,11 @@ _CEASE = frozenset(("quit", "stop"))  # stems: "quit smoking", "stopped drinking
 _COMPARED = frozenset(("compared", "compare", "comparing", "comparison"))
 _CLAUSE_ENDS = frozenset("but although though whereas however".split())
 _CONJUNCTIONS = frozenset("and or".split())
+# words that open a clause of their own ("moved to Boston after she left Sweden")
+_SUBORDINATE = frozenset(
+    "after before because since until when while who whom whose which where if unless".split()
+)
+_PRONOUNS = frozenset("he she they it we you".split())  # a later clause's subject
 _DETERMINERS = frozenset("the a an my your his her its our their this that these those".split())
 # each clause's words (None: one clause, or a part of one word)
 Clauses = tuple[tuple[str, ...], ...] | None
@@ -198,36 +206,48 @@ def _shape(text: str) -> tuple[frozenset[tuple[str, int]], tuple[str, ...], tupl
 
 def _clauses(tokens: list[str], folded: list[str], marked: list[str]) -> Clauses:
     """Each clause's content words (``marked``: the words' stems with their sides); None
-    when there is one clause or a part of one word (a list's item: module doc)."""
+    when there is one clause or a part of one word (a list's item, "likes tea, coffee and
+    cake": lists of such items keep any order, module doc)."""
     clauses: list[list[str]] = [[]]
     i = 0
     for tok in tokens:
         if tok in _CLAUSE_MARKS:
             clauses.append([])
             continue
-        if folded[i] in _CLAUSE_ENDS or folded[i] in _CONJUNCTIONS:
+        w = folded[i]
+        if w in _CLAUSE_ENDS or w in _CONJUNCTIONS or w in _SUBORDINATE:
             clauses.append([])
-        elif folded[i] not in _FILLER:
+        elif w not in _FILLER:
             clauses[-1].append(marked[i])
         i += 1
     parts = [c for c in clauses if c]
-    if len(parts) < 2 or any(len(c) < 2 for c in parts):
+    if len(parts) < 2 or any(len(c) < 2 for c in parts):  # a list's item: any order
         return None
     return tuple(tuple(c) for c in parts)
 
 
 def _same_clauses(a: Clauses, b: Clauses) -> bool:
     """Whether two texts' clauses hold the same words, in any order of clauses. The words
-    both first clauses open with (a subject: "Caroline", "my sister") are set aside, as
-    the other clauses leave their subject unsaid."""
+    both first clauses open with (a subject: "Caroline", "my sister", "Gina is") are set
+    aside, as are the pronouns and be/have/do a later clause opens with ("... and she
+    likes", "... and is excited"): the other clauses leave their subject unsaid."""
     if a is None or b is None or len(a) != len(b):
         return True  # not both cut into clauses alike: the bag of words decides alone
     n = 0
     while n < min(len(a[0]), len(b[0])) and a[0][n] == b[0][n]:
         n += 1
+    subject = set(a[0][:n])
+
+    def bare(part: tuple[str, ...]) -> tuple[str, ...]:
+        k = 0
+        while k < len(part) and (
+            part[k] in subject or part[k] in _PRONOUNS or part[k].startswith("\x00")
+        ):
+            k += 1
+        return part[k:]
 
     def bags(c: tuple[tuple[str, ...], ...]) -> Counter[frozenset[tuple[str, int]]]:
-        return Counter(frozenset(Counter(p).items()) for p in (c[0][n:], *c[1:]))
+        return Counter(frozenset(Counter(bare(p)).items()) for p in (c[0][n:], *c[1:]))
 
     return bags(a) == bags(b)
 

@@ -30,6 +30,9 @@ SWAPPED = [
     ("Runs 5 km on Mondays, swims 2 km on Fridays", "Runs 5 km on Fridays, swims 2 km on Mondays"),
     ("Visited Paris in May or Rome in June", "Visited Paris in June or Rome in May"),
     ("Cats are fine, dogs arent", "Dogs are fine, cats arent"),  # a negation after its subject
+    # across after, because, when, who... (the session's review)
+    ("Caroline moved to Boston after she left Sweden", "Caroline left Boston after she moved to Sweden"),
+    ("Joanna paints portraits because she loves faces", "Joanna paints faces because she loves portraits"),
 ]  # fmt: skip
 RESTATED = [  # the same clauses in another order, lists in another order, one clause
     ("Caroline hates coffee and likes tea", "Caroline likes tea and hates coffee"),
@@ -41,6 +44,10 @@ RESTATED = [  # the same clauses in another order, lists in another order, one c
     ("Went hiking, read a book", "read a book, went hiking"),
     ("Likes tea, hates coffee.", "likes tea , hates coffee"),
     ("Earns 1,000 dollars a week", "earns 1,000 dollars a week."),
+    # a later clause's subject as a pronoun, or its be/have said again (the session's review)
+    ("Caroline likes tea and she hates coffee", "Caroline hates coffee and she likes tea"),
+    ("Gina is proud of Jon and is excited about his dance studio",
+     "Gina is excited about his dance studio and is proud of Jon"),
 ]  # fmt: skip
 
 
