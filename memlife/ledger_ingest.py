@@ -5,11 +5,14 @@ Every write (an online flush, a CloudTrail ingest) goes through :func:`write_che
 of records an erasure removed are left out, and rows an erasure committed while they were
 written are scrubbed after.
 
-A CloudTrail log file's rows go, day by day, to a part named after the file
-(``date=D/part-ct-<sha256 of the key>.parquet``: a write under that name replaces the part,
-never adds one); each day written is marked (``<key>#date=D`` under ``_ingested/cloudtrail``)
-and, once every day is, the file (``<key>#parts``, then the plain marker by key that
-:meth:`~memlife.ledger.AccessLedger.cloudtrail_ingested` reads). So:
+A CloudTrail log file's rows go, day by day, to a part named after the file's bytes
+(``date=D/part-ct-<sha256>.parquet``: a write under that name replaces the part, never adds
+one); each day written is marked (``sha256:<digest>#date=D`` under ``_ingested/cloudtrail``)
+and, once every day is, the file (``sha256:<digest>#parts``, then the plain marker by key
+that :meth:`~memlife.ledger.AccessLedger.cloudtrail_ingested` reads). So:
+
+- the same file under another key (a folder moved, a synced copy) is read once, then
+  skipped as ingested: its reads are the same reads;
 
 - a rerun after a failure part way (the file is not marked) writes the file's days again
   under the same names: a day written before is replaced, not added to;
@@ -157,20 +160,29 @@ def ingest(
         if marked and not force:
             report.already_ingested += 1
             continue
-        hits = cloudtrail.file_hits(key, load, report, actor_resolver)
+        body: list[bytes] = []
+        hits = cloudtrail.file_hits(key, _kept(load, body), report, actor_resolver)
         if hits is None:
             continue
-        days = days_to_write(ledger, key, marked, (d for d, _ in by_day(hits)), live)
-        name = part_name(key)
+        # the file's parts and day markers are named after its bytes: the same log file
+        # under another key (a folder moved, an `aws s3 sync` copy) is the same reads
+        ident = content_id(body[0]) if body else key
+        if not force and ledger._ingested(parts_marker(ident)):
+            report.already_ingested += 1
+            ledger._mark_ingested(key)
+            continue
+        days = days_to_write(ledger, ident, marked, (d for d, _ in by_day(hits)), live)
+        name = part_name(ident)
 
         def write(
-            day: str, rows: list[ReadHit], key: str = key, name: str = name, days: set[str] = days
-        ) -> bool:
+            day: str, rows: list[ReadHit], ident: str = ident, name: str = name,
+            days: set[str] = days,
+        ) -> bool:  # fmt: skip
             if day not in days:
                 report.already_written_rows += len(rows)
                 return False
             ledger._write_named(day, name, table(rows))  # replaces what a failed run wrote
-            ledger._mark_ingested(day_marker(key, day))
+            ledger._mark_ingested(day_marker(ident, day))
             return True
 
         with ledger._lock:
@@ -178,6 +190,21 @@ def ingest(
         report.rows += len(written)
         report.erased_rows += erased
         report.files += 1
-        ledger._mark_ingested(parts_marker(key))
+        ledger._mark_ingested(parts_marker(ident))
         ledger._mark_ingested(key)
     return report
+
+
+def content_id(body: bytes) -> str:
+    """A log file's identity for its parts and markers: its bytes, not where it lies."""
+    return "sha256:" + hashlib.sha256(body).hexdigest()
+
+
+def _kept(load: Callable[[], bytes], into: list[bytes]) -> Callable[[], bytes]:
+    """``load``, keeping what it read in ``into`` (the file is read once)."""
+
+    def read() -> bytes:
+        into.append(load())
+        return into[-1]
+
+    return read

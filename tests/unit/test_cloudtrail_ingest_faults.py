@@ -297,3 +297,23 @@ def test_the_nightly_runs_ingest_leaves_out_its_stores_erased_records(
     trail = _reads(tmp_path, gone, kept)
     run_local(RunConfig(dry_run=False, cloudtrail=str(trail)))
     assert _ids(AccessLedger(home / "ledger")) == [kept]
+
+
+def test_the_same_log_file_under_another_key_is_read_once(tmp_path: Path) -> None:
+    """Session 28 review: a trail folder moved (or an `aws s3 sync` copy ingested beside
+    the bucket) was ingested again under its new keys: every read counted twice."""
+    trail = _trail(tmp_path, _two_days())
+    ledger = AccessLedger(tmp_path / "ledger", flush_seconds=None)
+    ledger.ingest_cloudtrail(trail)
+    moved = tmp_path / "moved"
+    trail.rename(moved)
+    report = ledger.ingest_cloudtrail(moved)
+    assert (report.rows, report.already_ingested) == (0, 1)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for f in moved.rglob("*.gz"):
+        (copy / f.name).write_bytes(f.read_bytes())
+    ledger.ingest_cloudtrail(tmp_path)  # the moved folder and the copy, side by side
+    assert _ids(ledger) == ["m-1", "m-2", "m-3"]
+    again = ledger.ingest_cloudtrail(copy, force=True)  # forced: replaced, not added
+    assert again.rows + again.already_written_rows == 3 and _ids(ledger) == ["m-1", "m-2", "m-3"]
