@@ -37,6 +37,8 @@ _FOREIGN = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
 
 Shown = str | int | float | bool | None  # a value as `memlife config show --json` gives it
 _PLACEHOLDER = re.compile(r"\{[^{}]*\}")
+# other templating a deploy may have left unexpanded: $ACTOR, ${ACTOR}, <actor>, %(actor)s
+_FOREIGN_PLACEHOLDER = re.compile(r"\$\{?\w+\}?|<[^<>/]*>|%\(\w+\)")
 
 
 def store_url_problem(url: str) -> str | None:
@@ -187,6 +189,7 @@ class Settings(BaseSettings):
         from memlife.namespaces import namespace_problem
 
         other = sorted(set(_PLACEHOLDER.findall(v)) - {"{actor}"})
+        other += sorted(set(_FOREIGN_PLACEHOLDER.findall(v)))
         if other:
             raise ValueError(
                 f"the namespace template has the placeholder(s) {', '.join(other)}; "

@@ -158,13 +158,25 @@ def test_receipts_history_shows_whole_ids_at_80_columns(applied: Path) -> None:
 # -- 4. MEMLIFE_NAMESPACE: {actor} is the only placeholder ------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("template", "named"),
+    [
+        ("/users/{user}/facts", "{user}"),
+        ("/users/<actor>/facts", "<actor>"),
+        ("/users/$ACTOR/facts", "$ACTOR"),
+        ("/users/${ACTOR}/facts", "${ACTOR}"),
+        ("/users/%(actor)s/facts", "%(actor)"),
+    ],  # fmt: skip
+)
 def test_a_mistyped_namespace_placeholder_is_refused(
-    home: Path, monkeypatch: pytest.MonkeyPatch
+    home: Path, monkeypatch: pytest.MonkeyPatch, template: str, named: str
 ) -> None:
-    monkeypatch.setenv("MEMLIFE_NAMESPACE", "/users/{user}/facts")
+    """Session 28: `{user}`, and templating a deploy left unexpanded (`$ACTOR`, `<actor>`,
+    `%(actor)s`: the session's review), put every actor in one literal namespace."""
+    monkeypatch.setenv("MEMLIFE_NAMESPACE", template)
     code, _, err = invoke("remember", "--actor", "u2", "I drink green tea.")
     line = error_line(code, err)
-    assert "MEMLIFE_NAMESPACE" in line and "{user}" in line
+    assert "MEMLIFE_NAMESPACE" in line and named in line
     if (home / "memlife.db").exists():
         with SqliteStore(home / "memlife.db") as store:
             assert store.count() == 0
