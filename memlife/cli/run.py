@@ -185,10 +185,17 @@ def register(app: typer.Typer) -> None:
                 "apply run consolidates extractively and calls no model"
             )
         for glob in namespace or ():
-            from memlife.namespaces import namespace_problem
+            from memlife.namespaces import namespace_problem, stored_namespace_problem
 
-            if problem := namespace_problem(glob):  # it could match no namespace at all
-                raise fail(f"--namespace {glob!r} {problem}")
+            problem = namespace_problem(glob)
+            if problem and not (stored_namespace_problem(glob) is None and _unrooted_stored(
+                store, glob
+            )):  # fmt: skip
+                # it could match no namespace at all (a store written before the rule keeps
+                # its unrooted ones: a glob matching one of them is taken, as recall's is)
+                raise fail(
+                    f"--namespace {glob!r} {problem}, or match a namespace stored without it"
+                )
         try:
             cutoff = parse_now(now)
         except ValueError as exc:
@@ -264,6 +271,18 @@ def register(app: typer.Typer) -> None:
         if result.get("receipt"):
             err_console.print(f"receipt: {result['receipt']}")
         raise typer.Exit(exit_code(result["status"]))
+
+
+def _unrooted_stored(store: str | None, glob: str) -> bool:
+    """Whether ``glob`` (no leading '/') matches a namespace the store holds so."""
+    from memlife.namespaces import glob_match
+    from memlife.stores import open_store
+
+    db = open_store(check_store(store, must_exist=True))
+    try:
+        return any(glob_match(glob, ns) for a in db.list_actors() for ns in db.list_namespaces(a))
+    finally:
+        db.close()
 
 
 def unmatched_scope(

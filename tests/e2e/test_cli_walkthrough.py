@@ -88,6 +88,23 @@ def test_run_refuses_an_unrooted_namespace_glob(offline: Path) -> None:
     assert "--namespace 'users/*/facts'" in line and "must start with '/'" in line
 
 
+def test_run_takes_an_unrooted_glob_that_matches_a_namespace_stored_so(home: Path) -> None:
+    """The session's review: a store written before the rule keeps its unrooted namespaces;
+    recall reaches them, so a scoped run must too (an unrooted glob matching none is still
+    refused)."""
+    from memlife.model import MemoryRecord
+    from tests.support.records import good
+
+    with SqliteStore(home / "memlife.db") as store:
+        store.put_many([MemoryRecord.model_validate(good("m-1", namespace="notes/u-1"))])
+    args = ("run", "--dry-run", "--engine", "local", "--json")
+    code, out, err = invoke(*args, "--namespace", "notes/*")
+    assert code == 0, err
+    assert json.loads(out)["records"] == 1 and json.loads(out)["scope_unmatched"] == []
+    code, _, err = invoke(*args, "--namespace", "nothere/*")
+    assert "must start with '/'" in error_line(code, err)
+
+
 def test_run_names_a_scope_that_matches_no_record(offline: Path) -> None:
     args = ("run", "--dry-run", "--engine", "local", "--now", NOW_ARG)
     code, out, err = invoke(*args, "--json", "--namespace", "/users/*/factz",
