@@ -137,9 +137,10 @@ def verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal | 
         return v
     run_ops = journal.by_run(run_id) if journal is not None else []
     ran_on, here = run.manifest.get("store_identity"), getattr(store, "url", None)
-    if ran_on and here and store_identity(here) != ran_on:
+    if ran_on and here and store_identity(here) != ran_on and not run_ops:
         # said, never instead of a finding: another store's run (one home, two stores) reads
-        # as missing journal rows, and a store moved or restored since is checked in full
+        # as missing journal rows; a store moved since keeps them (no note), and one whose
+        # rows went with the move or a tamper is checked in full all the same
         v.note("OTHER_STORE", run_store=str(ran_on), store=store_identity(here))
     if journal is not None:
         finished_at = (run.receipt or {}).get("finished_at")
