@@ -166,7 +166,7 @@ def ingest(
             continue
         # the file's parts and day markers are named after its bytes: the same log file
         # under another key (a folder moved, an `aws s3 sync` copy) is the same reads
-        ident = content_id(body[0]) if body else key
+        ident = content_id(body[0])  # read: file_hits gave hits
         if not force and ledger._ingested(parts_marker(ident)):
             report.already_ingested += 1
             ledger._mark_ingested(key)

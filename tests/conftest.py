@@ -6,11 +6,17 @@ import atexit
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from memlife.prefect_env import QUIET  # noqa: E402  (imports no Prefect)
+
+if TYPE_CHECKING:  # the fixtures import them when used: collecting stays fast
+    from memlife.online.memory import LongTermMemory
+    from memlife.stores.sqlite import SqliteStore
 
 _PREFECT_HOME = tempfile.mkdtemp(prefix="memlife-prefect-")
 atexit.register(shutil.rmtree, _PREFECT_HOME, ignore_errors=True)  # one per worker, every run
@@ -54,6 +60,20 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("MEMLIFE_RECEIPTS", f"file://{tmp_path / 'home' / 'receipts'}")
     monkeypatch.chdir(REPO)
     return tmp_path / "home"
+
+
+@pytest.fixture()
+def memory_and_store(home: Path) -> Iterator[tuple[LongTermMemory, SqliteStore]]:
+    """The online library's long-term memory over the home's SQLite store, and the store."""
+    from memlife.ledger import AccessLedger
+    from memlife.online.memory import LongTermMemory
+    from memlife.stores.sqlite import SqliteStore
+
+    store = SqliteStore(home / "memlife.db")
+    m = LongTermMemory(store, ledger=AccessLedger(home / "ledger"))
+    yield m, store
+    m.close()
+    store.close()
 
 
 @pytest.fixture()

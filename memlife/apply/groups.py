@@ -29,6 +29,7 @@ from memlife.apply.retry import next_retry
 from memlife.apply.stage_cache import StageCache
 from memlife.apply.tally import Tally
 from memlife.consolidate.base import MODEL_MISCONFIGURED, ConsolidationError, Group
+from memlife.consolidate.extractive import ExtractiveConsolidator
 from memlife.consolidate.grounding import KEEP_APART
 from memlife.consolidate.replacement import build_from_members
 from memlife.faults import checkpoint
@@ -39,6 +40,9 @@ from memlife.plan import Action, Decision
 
 if TYPE_CHECKING:
     from memlife.apply.executor import Executor
+
+# how a dry run's memo names an apply run that consolidates extractively (no model to call)
+EXTRACTIVE = f"{ExtractiveConsolidator.name}:"
 
 
 @dataclass
@@ -315,7 +319,9 @@ def stage_group(
     tally.model_calls += result.requests or (1 if result.model else 0)
     tally.input_tokens += result.input_tokens
     tally.output_tokens += result.output_tokens
-    if not result.model and ex.dry_run:  # a dry run calls no model (unless --with-model)
+    # a dry run calls no model (unless --with-model); it estimates what an apply run's would
+    # cost, none when that run consolidates extractively (memo_as: who an apply run asks)
+    if not result.model and ex.dry_run and not (ex.memo_as or "").startswith(EXTRACTIVE):
         from memlife.consolidate.estimate import estimate_input_tokens
 
         tally.counts["estimated_model_calls"] += 1

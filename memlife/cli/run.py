@@ -188,9 +188,10 @@ def register(app: typer.Typer) -> None:
             from memlife.namespaces import namespace_problem, stored_namespace_problem
 
             problem = namespace_problem(glob)
-            if problem and not (stored_namespace_problem(glob) is None and _unrooted_stored(
-                store, glob
-            )):  # fmt: skip
+            if problem and not (
+                stored_namespace_problem(glob) is None
+                and not unmatched_scope(check_store(store, must_exist=True), [glob], [])
+            ):
                 # it could match no namespace at all (a store written before the rule keeps
                 # its unrooted ones: a glob matching one of them is taken, as recall's is)
                 raise fail(
@@ -273,18 +274,6 @@ def register(app: typer.Typer) -> None:
         raise typer.Exit(exit_code(result["status"]))
 
 
-def _unrooted_stored(store: str | None, glob: str) -> bool:
-    """Whether ``glob`` (no leading '/') matches a namespace the store holds so."""
-    from memlife.namespaces import glob_match
-    from memlife.stores import open_store
-
-    db = open_store(check_store(store, must_exist=True))
-    try:
-        return any(glob_match(glob, ns) for a in db.list_actors() for ns in db.list_namespaces(a))
-    finally:
-        db.close()
-
-
 def unmatched_scope(
     store_url: str, namespaces: Sequence[str], actors: Sequence[str]
 ) -> list[tuple[str, str]]:
@@ -331,17 +320,14 @@ def add_scope_unmatched(result: dict[str, Any], unmatched: list[tuple[str, str]]
 
 
 def model_estimate(result: dict[str, Any], config: RunConfig) -> None:
-    """The model figures of ``result`` for the consolidator an apply run would use: a dry run
-    counts a model call per group it stages, but without ANTHROPIC_API_KEY an apply run
-    consolidates extractively and calls no model (``apply_consolidator`` says which)."""
+    """Which consolidator an apply run would use (``apply_consolidator``): without
+    ANTHROPIC_API_KEY it consolidates extractively, and the dry run estimated no calls."""
     model = result.setdefault("model", {})
     key = bool(settings().anthropic_api_key)
     if not config.consolidate:
         model["apply_consolidator"] = None
     else:
         model["apply_consolidator"] = f"anthropic:{settings().model_name}" if key else "extractive"
-    if not key or not config.consolidate:
-        model["estimated_calls"] = model["estimated_input_tokens"] = 0
 
 
 def model_line(result: dict[str, Any], config: RunConfig) -> str | None:

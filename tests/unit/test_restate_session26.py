@@ -6,14 +6,10 @@ the 3rd-person -s and true restatements still restate. The tense pairs failed be
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memlife.ledger import AccessLedger
 from memlife.online.memory import LongTermMemory
 from memlife.restate import restates
 from memlife.stores.sqlite import SqliteStore
@@ -84,19 +80,10 @@ def test_any_regular_verb_in_another_tense_is_another_statement(
 
 
 # -- remember: the news is kept, an ordinary restatement still refreshes --------------------
-@pytest.fixture()
-def mem(home: Path) -> Iterator[tuple[LongTermMemory, SqliteStore]]:
-    store = SqliteStore(home / "memlife.db")
-    m = LongTermMemory(store, ledger=AccessLedger(home / "ledger"))
-    yield m, store
-    m.close()
-    store.close()
-
-
 def test_remember_keeps_the_news_that_a_present_fact_is_past(
-    mem: tuple[LongTermMemory, SqliteStore],
+    memory_and_store: tuple[LongTermMemory, SqliteStore],
 ) -> None:
-    m, store = mem
+    m, store = memory_and_store
     for i, (old, new) in enumerate(TENSE[:2]):
         ns = f"/users/u1/facts{i}"
         first = m.remember("u1", ns, None, old)
@@ -108,9 +95,9 @@ def test_remember_keeps_the_news_that_a_present_fact_is_past(
 
 
 def test_remember_still_refreshes_a_restatement_in_the_same_tense(
-    mem: tuple[LongTermMemory, SqliteStore],
+    memory_and_store: tuple[LongTermMemory, SqliteStore],
 ) -> None:
-    m, store = mem
+    m, store = memory_and_store
     ns = "/users/u1/facts"
     first = m.remember("u1", ns, None, "Worked at Google as a software engineer.")
     again = m.remember("u1", ns, None, "worked at Google as a software engineer")
@@ -202,9 +189,9 @@ def test_swapping_the_two_sides_is_never_a_restatement_while_spelling_variants_a
 
 
 def test_remember_keeps_the_fact_with_its_sides_swapped(
-    mem: tuple[LongTermMemory, SqliteStore],
+    memory_and_store: tuple[LongTermMemory, SqliteStore],
 ) -> None:
-    m, store = mem
+    m, store = memory_and_store
     for i, (old, new) in enumerate(SWAPPED[:3]):
         ns = f"/users/u1/sides{i}"
         first = m.remember("u1", ns, None, old)

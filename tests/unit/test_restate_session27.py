@@ -9,14 +9,10 @@ apostrophe now also restates its written-out form (a missed merge before)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memlife.ledger import AccessLedger
 from memlife.online.memory import LongTermMemory
 from memlife.restate import restates
 from memlife.stores.sqlite import SqliteStore
@@ -130,19 +126,10 @@ def test_swapping_the_sides_of_any_negation_or_comparison_is_never_a_restatement
 
 
 # -- remember: the fact with its sides swapped is kept, a restatement still refreshes ---------
-@pytest.fixture()
-def mem(home: Path) -> Iterator[tuple[LongTermMemory, SqliteStore]]:
-    store = SqliteStore(home / "memlife.db")
-    m = LongTermMemory(store, ledger=AccessLedger(home / "ledger"))
-    yield m, store
-    m.close()
-    store.close()
-
-
 def test_remember_keeps_a_fact_swapped_across_none_dont_or_vs(
-    mem: tuple[LongTermMemory, SqliteStore],
+    memory_and_store: tuple[LongTermMemory, SqliteStore],
 ) -> None:
-    m, store = mem
+    m, store = memory_and_store
     for i, (old, new) in enumerate([SWAPPED[0], SWAPPED[12], SWAPPED[19]]):
         ns = f"/users/u1/sides{i}"
         m.remember("u1", ns, None, old)

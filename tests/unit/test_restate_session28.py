@@ -7,14 +7,10 @@ before."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memlife.ledger import AccessLedger
 from memlife.online.memory import LongTermMemory
 from memlife.restate import restates
 from memlife.stores.sqlite import SqliteStore
@@ -93,19 +89,10 @@ def test_any_trade_of_objects_between_verbs_is_caught_and_any_clause_order_is_ke
 
 
 # -- remember and the night: the traded fact is kept beside the first -----------------------
-@pytest.fixture()
-def mem(home: Path) -> Iterator[tuple[LongTermMemory, SqliteStore]]:
-    store = SqliteStore(home / "memlife.db")
-    m = LongTermMemory(store, ledger=AccessLedger(home / "ledger"))
-    yield m, store
-    m.close()
-    store.close()
-
-
 def test_remember_keeps_a_fact_whose_clauses_trade_objects(
-    mem: tuple[LongTermMemory, SqliteStore],
+    memory_and_store: tuple[LongTermMemory, SqliteStore],
 ) -> None:
-    m, store = mem
+    m, store = memory_and_store
     ns = "/users/u1/prefs"
     m.remember("u1", ns, None, SWAPPED[0][0])
     second = m.remember("u1", ns, None, SWAPPED[0][1])
