@@ -15,11 +15,11 @@ Errors are one line on stderr; MEMLIFE_DEBUG=1 shows the traceback instead.
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 import typer
 from typer import _click
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperCommand, TyperGroup, TyperOption
 from typer.exceptions import TyperException  # click's exceptions (typer vendors click)
 
 from memlife import __version__
@@ -91,7 +91,19 @@ def load_command(name: str) -> Command:
     cmd = group.commands.get(name) if isinstance(group, TyperGroup) else group
     if cmd is None:
         raise RuntimeError(f"{COMMANDS[name][0]} registers no command {name!r}")
+    _name_repeated_values(cmd)
     return cmd
+
+
+def _name_repeated_values(cmd: Command) -> None:
+    """A repeatable option takes one value each time it is given: its help shows that
+    value's type (`--id <str>`), not typer's `<list[str]>`, which reads as one list."""
+    for sub in [cmd, *getattr(cmd, "commands", {}).values()]:
+        for param in sub.params:
+            if isinstance(param, TyperOption) and param.multiple and param.metavar is None:
+                element = get_args(param.type_descriptor.annotation)
+                if len(element) == 1 and isinstance(element[0], type):
+                    param.metavar = f"<{element[0].__name__}>"
 
 
 def one_line_error(exc: BaseException) -> tuple[str, int]:

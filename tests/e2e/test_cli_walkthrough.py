@@ -274,6 +274,15 @@ def test_flags_show_no_metavar_in_help() -> None:
     assert len(actor.split()) > 2  # it has help text
 
 
+def test_a_repeatable_option_shows_the_type_of_one_value() -> None:
+    """`--id <list[str]>` read as one list; the option takes one id each time it is given."""
+    for command in (("erase",), ("hold", "place"), ("run",), ("eval", "init"), ("warm",)):
+        code, out, _ = invoke(*command, "--help")
+        assert code == 0 and "list[" not in out, command
+    code, out, _ = invoke("erase", "--help")
+    assert next(ln for ln in out.splitlines() if "--id" in ln).split()[1] == "<str>"
+
+
 def test_the_default_policy_describes_glob_matching_as_it_is() -> None:
     text = (REPO / "policies" / "default.yaml").read_text()
     assert "(fnmatch)" not in text and "segment" in text
