@@ -70,7 +70,9 @@ def _day_prefixes(since: date | None, until: date | None) -> list[date] | None:
 def record_history(
     sink: ReceiptSink, record_id: str, *, since: date | None = None, until: date | None = None
 ) -> list[dict[str, Any]]:
-    """Every operation on ``record_id`` across runs, oldest first (ids, codes, times)."""
+    """Every operation on ``record_id`` across runs, oldest first (ids, codes, times), each
+    with ``store``: the store its run's manifest names (None before manifests named it).
+    Record ids are unique within one actor and store only; the rows say whose they are."""
     rows: list[dict[str, Any]] = []
     for day, run_id, key in partition_keys(sink, since, until):
         part = sealed_part(sink, day, run_id, key)
@@ -82,8 +84,10 @@ def record_history(
         # (pyarrow 26: "terminate called without an active exception", exit 134)
         table = pq.read_table(io.BytesIO(body))
         table = table.filter(pc.equal(table["record_id"], record_id))
+        if table.num_rows:
+            store = run_info(sink, f"runs/{day:%Y/%m/%d}/{run_id}").store
         for row in table.to_pylist():
-            rows.append({"date": day.isoformat(), "run_id": run_id, **row})
+            rows.append({"date": day.isoformat(), "run_id": run_id, **row, "store": store})
     rows.sort(
         key=lambda r: (
             r["cutoff"] or datetime.min.replace(tzinfo=UTC),

@@ -37,8 +37,15 @@ class RunInfo:
             "run_id": self.run_id, "mode": self.manifest.get("mode"),
             "status": r.get("status", "incomplete"), "policy_version": self.manifest.get("policy_version"),
             "cutoff": self.manifest.get("cutoff"), "started_at": self.started_at,
-            "counts": r.get("counts", {}), "location": self.prefix,
+            "counts": r.get("counts", {}), "location": self.prefix, "store": self.store,
         }  # fmt: skip
+
+    @property
+    def store(self) -> str | None:
+        """The store the run ran on (``store_identity``); None in a manifest from before
+        runs named it, or one missing or unreadable."""
+        named = self.manifest.get("store_identity")
+        return named if isinstance(named, str) and named else None
 
 
 def latest_receipt(sink: ReceiptSink, prefix: str) -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ from memlife.cli.common import (
     check_receipts,
     check_store,
     console,
+    err_console,
     fail,
     print_id_table,
     print_json,
@@ -23,7 +24,7 @@ from memlife.cli.common import (
 from memlife.journal import open_journal
 from memlife.model import parse_time
 from memlife.review import find_run, verify_run
-from memlife.stores import open_store
+from memlife.stores import open_store, store_identity
 
 
 def _day(value: str | None, option: str) -> date | None:
@@ -44,6 +45,27 @@ def _sink(receipts: str | None) -> ReceiptSink:
     return open_sink(receipts)
 
 
+ForStoreOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--for-store",
+        help="Only runs of this store (its URL, as `run --store` takes it); runs whose "
+        "manifest names no store are left out. MEMLIFE_STORE is not read here.",
+    ),
+]
+
+
+def _identity(url: str) -> str:
+    """The store a --for-store URL names (it need not exist any more: a reviewer may ask
+    about a store since removed); one line naming the flag when it is no store URL."""
+    from memlife.settings import store_url_problem
+
+    problem = store_url_problem(url)
+    if problem:
+        raise fail(f"--for-store {url!r}: {problem}")
+    return store_identity(url)
+
+
 def register(app: typer.Typer) -> None:
     receipts_app = typer.Typer(help="Review run receipts (file:// or s3://).", no_args_is_help=True)
     app.add_typer(receipts_app, name="receipts")
@@ -56,20 +78,28 @@ def register(app: typer.Typer) -> None:
         until: Annotated[
             str | None, typer.Option("--until", help="Last cutoff day, YYYY-MM-DD (UTC)")
         ] = None,
+        for_store: ForStoreOpt = None,
         receipts: ReceiptsOpt = None,
         json_out: JsonOpt = False,
     ) -> None:
-        """Runs with their status, by processing cutoff (the runs/yyyy/mm/dd folders), newest last."""
+        """Runs with their status, by processing cutoff (the runs/yyyy/mm/dd folders), newest
+        last. Stores sharing one receipts location are told apart by the store column."""
         from memlife.receipts_history import runs_between
 
+        store = _identity(for_store) if for_store is not None else None
         runs = runs_between(_sink(receipts), _day(since, "--since"), _day(until, "--until"))
+        if store is not None:
+            runs = [r for r in runs if r.store == store]
         if json_out:
             print_json([r.as_json() for r in runs])
             return
-        rows = [(r.run_id, j["mode"], j["status"], j["policy_version"], r.started_at[:19])
+        columns: tuple[str, ...] = ("run id", "mode", "status", "policy", "started")
+        rows: list[tuple[object, ...]] = [(r.run_id, j["mode"], j["status"], j["policy_version"], r.started_at[:19])
                 for r, j in ((r, r.as_json()) for r in runs)]  # fmt: skip
-        print_id_table("memlife runs", ("run id", "mode", "status", "policy", "started"), rows,
-                       ids={"run id"})  # fmt: skip
+        if len({r.store for r in runs}) > 1:  # one location, several stores: say whose
+            columns += ("store",)
+            rows = [(*row, r.store or "(not named)") for row, r in zip(rows, runs, strict=True)]
+        print_id_table("memlife runs", columns, rows, ids={"run id"})
 
     @receipts_app.command("history")
     def history(
@@ -80,24 +110,44 @@ def register(app: typer.Typer) -> None:
         until: Annotated[
             str | None, typer.Option("--until", help="Last cutoff day, YYYY-MM-DD")
         ] = None,
+        actor: Annotated[
+            str | None, typer.Option("--actor", help="Only this actor's record of that id")
+        ] = None,
+        for_store: ForStoreOpt = None,
         receipts: ReceiptsOpt = None,
         json_out: JsonOpt = False,
     ) -> None:
-        """Every operation on one record across runs (from the operations dataset), oldest first."""
+        """Every operation on one record across runs (from the operations dataset), oldest
+        first. A record id is unique within an actor and store only: an id another actor or
+        store reuses is told apart by the actor and store columns, or by --actor/--for-store."""
         from memlife.receipts_history import record_history
 
+        store = _identity(for_store) if for_store is not None else None
         rows = record_history(_sink(receipts), record_id, since=_day(since, "--since"),
                               until=_day(until, "--until"))  # fmt: skip
+        if actor is not None:
+            rows = [r for r in rows if r["actor_id"] == actor]
+        if store is not None:
+            rows = [r for r in rows if r["store"] == store]
         if json_out:
             print_json(rows)
             return
         if not rows:
             raise fail(f"no operation on {record_id} in the receipts", 1)
-        columns = ("cutoff day", "run id", "mode", "action", "reasons", "outcome", "replacement")
-        cells = [(r["date"], r["run_id"], r["mode"] or "", r["action"],
+        columns: tuple[str, ...] = ("cutoff day", "run id", "actor", "mode", "action",
+                                    "reasons", "outcome", "replacement")  # fmt: skip
+        cells: list[tuple[object, ...]] = [(r["date"], r["run_id"], r["actor_id"], r["mode"] or "", r["action"],
                   ", ".join(r["reason_codes"] or []), r["outcome"] or r["state"] or "",
                   r["replacement_id"] or "") for r in rows]  # fmt: skip
+        for key, name in (("namespace", "namespace"), ("store", "store")):
+            if len({r[key] for r in rows}) > 1:  # records of several scopes share this id
+                columns += (name,)
+                cells = [(*c, r[key] or "(not named)") for c, r in zip(cells, rows, strict=True)]
         print_id_table(f"history of {record_id}", columns, cells, ids={"run id", "replacement"})
+        scopes = {(r["actor_id"], r["namespace"], r["store"]) for r in rows}
+        if len(scopes) > 1:
+            err_console.print(f"note: {len(scopes)} records (actor, namespace, store) have the "
+                              f"id {record_id}; --actor and --for-store keep one")  # fmt: skip
 
     @receipts_app.command("show")
     def show(run_id: str, receipts: ReceiptsOpt = None, json_out: JsonOpt = False) -> None:
