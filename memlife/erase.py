@@ -48,6 +48,7 @@ from memlife.consolidate.base import Group, pick_survivor
 from memlife.derived import forget_for
 from memlife.embed_cache import EmbeddingCache, dry_run_cache
 from memlife.errors import EraseError as EraseError  # moved; re-exported
+from memlife.evidence_key import for_evidence
 from memlife.journal import Journal, Operation, OpKind, OpState, Outcome, open_journal
 from memlife.lease import for_store as lease_for_store
 from memlife.lease import scoped as lease_scoped
@@ -286,13 +287,13 @@ def deferral_key(operation_id: str) -> str:
     return f"deferrals/{operation_id}.json"
 
 
-def _write_deferral_receipt(sink: ReceiptSink, op: Operation) -> bool:
+def _write_deferral_receipt(sink: ReceiptSink, op: Operation, secret: bytes) -> bool:
     """Create-only; False when it exists already (a rerun). Raises ReceiptWriteError.
 
     Kept beside ``operations/``, not in it: the operation itself is not done (FAILED,
     LEGAL_HOLD), and its own receipt is written if and when it is applied.
     """
-    doc = operation_receipt(op)
+    doc = operation_receipt(for_evidence(op, secret))  # its content hash keyed, as any receipt's
     doc["outcome"] = "deferred"
     return sink.put_new(deferral_key(op.operation_id), dumps(doc))
 
@@ -318,7 +319,7 @@ def _defer(
                                        error="LEGAL_HOLD", at=run.cutoff,
                                        by=run.executor.mover)  # fmt: skip
         try:
-            _write_deferral_receipt(run.sink, o)
+            _write_deferral_receipt(run.sink, o, run.executor.evidence_secret())
         except ReceiptWriteError:
             run.tally.counts["receipt_failed"] += 1
         side.add_pending(
@@ -518,7 +519,8 @@ def _erase(
     )  # fmt: skip
     if pending:  # erasures an earlier attempt left unfinished (a crash, a receipt outage)
         run.executor.erase_cache = cache
-        run.executor.resume_due(run.tally, kinds={OpKind.erase})
+        if run.executor.resume_due(run.tally, kinds={OpKind.erase}):
+            run.seal_abandoned()  # the attempt that left them gets its run receipt too
     if held:  # not again for a record deferred before, unless this call asks for it
         fresh = [r for r in held if r.id not in pending_now or why[r.id] == "ERASURE_REQUEST"]
         _defer(run, store, fresh, why)

@@ -86,11 +86,16 @@ def fetch_all(sink: ReceiptSink, keys: Sequence[str]) -> Iterator[bytes | None]:
 
 
 def seal(
-    sink: ReceiptSink, prefix: str, ops: Sequence[Operation], dataset: DatasetTarget | None = None
-) -> dict[str, Any]:
+    sink: ReceiptSink, prefix: str, ops: Sequence[Operation], dataset: DatasetTarget | None = None,
+    *, secret: bytes,
+) -> dict[str, Any]:  # fmt: skip
     """Write this attempt's operations Parquet (create-only), and with ``dataset`` (run id,
     cutoff, mode) its partition file of the receipts dataset, and return the evidence block
-    that names (and so seals) both."""
+    that names (and so seals) both. Content hashes are keyed by ``secret`` (the store's run
+    secret: memlife/evidence_key.py)."""
+    from memlife.evidence_key import for_evidence
+
+    ops = [for_evidence(o, secret) for o in ops]
     manifest = sink.get(f"{prefix}/manifest.json")
     parquet_key = parquet_sha = None
     if ops:

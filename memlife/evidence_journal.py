@@ -15,6 +15,7 @@ from typing import Any
 
 from memlife.audit import ReceiptSink
 from memlife.evidence import _mismatched, _when, loads
+from memlife.evidence_key import as_written
 from memlife.journal import Operation
 from memlife.receipts import operation_key
 
@@ -26,7 +27,7 @@ LATER = {"PLANNED": {"PLANNED", "APPLIED", "FAILED", "RECEIPTED"},
 
 def verify_journal(
     rows: list[dict[str, Any]], journal_ops: Sequence[Operation], sink: ReceiptSink, v: Any,
-    finished_at: str | None = None, sealed_by: int = 1,
+    finished_at: str | None = None, sealed_by: int = 1, secret: bytes = b"",
 ) -> None:  # fmt: skip
     """Journal <-> Parquet <-> receipts, both ways.
 
@@ -79,7 +80,7 @@ def verify_journal(
             continue
         row = {"record_id": o.record_id, "action": o.kind.value,
                "outcome": o.outcome.value if o.outcome else None, "replacement_id": o.replacement_id,
-               "content_sha256": o.content_sha256, "reason_codes": list(o.reasons), "run_id": o.run_id,
+               "content_sha256": as_written(o.content_sha256, doc.get("content_sha256"), secret), "reason_codes": list(o.reasons), "run_id": o.run_id,
                "actor_id": o.actor_id, "namespace": o.namespace}  # fmt: skip
         for field_name in _mismatched(doc, row):
             v.problem(

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+import yaml
+
 from memlife.apply import Executor, Tally
 from memlife.apply.counts import journal_counts, lifecycle_from_journal
 from memlife.apply.lifecycle import retryable
@@ -32,7 +34,9 @@ from memlife.journal import Journal, Operation, OpKind, OpState, open_journal
 from memlife.lease import Lease
 from memlife.lease import for_store as lease_for_store
 from memlife.model import MemoryRecord, Status, utcnow
-from memlife.policy import Policy, load_policy
+from memlife.policy import Policy, load_policy, resolve_policy_path
+from memlife.policy_record import check_policy
+from memlife.receipts import operator_identity
 from memlife.stores import store_identity
 from memlife.stores.base import MAX_BATCH, MemoryStore, chunked, iter_shard
 
@@ -89,9 +93,25 @@ class ManualRun:
 
     def release(self) -> None:
         """Give the lease back (idempotent; finish() does it, a failure path must too)."""
+        _LIVE.discard(self.run_id)
         if self.lease is not None:
             self.lease.release()
             self.lease = None
+
+    def seal_abandoned(self) -> None:
+        """Seal this store's dead runs, as the next apply run would (memlife/run_abandoned.py):
+        a run that finishes what another attempt left (a killed erase or review decision)
+        also gives that attempt its run receipt. The store's lease keeps every other
+        process's writer out; the manual runs still open in this one (an erase inside a
+        hold release) are alive, not dead, and left alone."""
+        from memlife.run_abandoned import seal_abandoned
+
+        url = getattr(self.executor.store, "url", None)
+        if url is None:
+            return
+        if sealed := seal_abandoned(self.sink, self.journal, store_url=url, run_id=self.run_id,
+                                    cutoff=self.cutoff, alive=frozenset(_LIVE)):  # fmt: skip
+            self.tally.counts["abandoned_runs_sealed"] += len(sealed)
 
     def finish(self) -> dict[str, Any]:
         """operations.parquet + run receipt (create-only); returns the summary (ids, counts)."""
@@ -116,7 +136,8 @@ class ManualRun:
         try:
             # Parquet and dataset part, then the receipt
             receipt["evidence"] = seal(self.sink, self.prefix, ops,
-                                       (self.run_id, self.cutoff, f"manual:{self.action}"))  # fmt: skip
+                                       (self.run_id, self.cutoff, f"manual:{self.action}"),
+                                       secret=self.journal.run_secret())  # fmt: skip
             # deleted counts already_absent too (as a nightly receipt does); zeros stay out
             receipt["counts"].update({k: v for k, v in lifecycle_from_journal(jc).items() if v})
             # after a failure receipt (a crashed attempt sealed as abandoned), the next N
@@ -147,6 +168,7 @@ def manual_run(
     sink = (
         receipts if receipts is not None and not isinstance(receipts, str) else open_sink(receipts)
     )
+    check_policy(sink, pol, _policy_text(policy, pol), record=True)  # one version, one policy
     cutoff = now or utcnow()
     raw = json.dumps(
         {"action": action, "ids": sorted(ids), "at": cutoff.isoformat()}
@@ -172,10 +194,15 @@ def manual_run(
         raise
     executor = Executor(run_id=run_id, run_key=key, policy=pol, cutoff=cutoff, store=store,
                         journal=journal, sink=sink, after_receipts=before)  # fmt: skip
+    executor.reviewer = (
+        operator_identity()
+    )  # a person asked: receipts name who (review: the reviewer)
     run = ManualRun(action, run_id, key, cutoff, pol, sink, journal, executor, lease=lease)
+    _LIVE.add(run_id)
     manifest = {"run_id": run_id, "run_key": key, "mode": f"manual:{action}",
                 "policy_version": pol.version, "cutoff": cutoff.isoformat(),
-                "record_ids": sorted(ids), "started_at": utcnow().isoformat()}  # fmt: skip
+                "record_ids": sorted(ids), "started_at": utcnow().isoformat(),
+                "requested_by": executor.reviewer}  # fmt: skip
     if getattr(store, "url", None):  # as a night's: verify tells another store's run apart
         manifest["store_identity"] = store_identity(store.url)
     try:
@@ -188,6 +215,13 @@ def manual_run(
     return run
 
 
+def _policy_text(given: Policy | str | None, policy: Policy) -> bytes:
+    """The policy file's text; a policy given as an object, as YAML of its rules."""
+    if isinstance(given, Policy):
+        return str(yaml.safe_dump(policy.model_dump(mode="json"), sort_keys=False)).encode()
+    return resolve_policy_path(given).read_bytes()
+
+
 def _resume_own(run: ManualRun) -> None:
     """A rerun of this same run (after a crash) first finishes what it left, by kind."""
     left: dict[OpKind, list[Operation]] = {}
@@ -198,6 +232,9 @@ def _resume_own(run: ManualRun) -> None:
         for batch in chunked(ops, 100):
             run.executor.run_lifecycle(batch, run.tally)
 
+
+# manual runs of this process not yet finished (released): alive, whatever their receipts say
+_LIVE: set[str] = set()
 
 _OUTCOME_COUNTS = {*COUNT.values(), "failed", "receipt_failed"}  # the journal's, not the tally's
 

@@ -7,6 +7,7 @@ construction (only those fields are ever copied in) and proven by the canary tes
 from __future__ import annotations
 
 import io
+import os
 import socket
 from collections.abc import Sequence
 from typing import Any
@@ -24,6 +25,20 @@ from memlife.settings import settings
 def service_identity() -> str:
     """Who acted: MEMLIFE_SERVICE_IDENTITY (e.g. an IAM role ARN) or memlife@host."""
     return settings().service_identity or f"memlife/{__version__}@{socket.gethostname()}"
+
+
+def operator_identity() -> str:
+    """Who asked for a manual action: MEMLIFE_OPERATOR (a person or ticket), else the OS
+    user at this host, so a hold release or an erasure never names nobody."""
+    import getpass
+
+    if named := settings().operator:
+        return named
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no user name for this uid (a bare container)
+        user = f"uid-{os.getuid()}"
+    return f"{user}@{socket.gethostname()}"
 
 
 def operation_receipt(op: Operation, reviewer: str | None = None) -> dict[str, Any]:

@@ -50,14 +50,22 @@ def sealed_part(sink: ReceiptSink, day: date, run_id: str, latest: str) -> str |
     no run of that id has a receipt in that day's folder (a run's files lie under its
     cutoff day, as its run folder does), so nothing there is a run's evidence. A file added
     beside the sealed one is not read (``receipts verify``: DATASET_NOT_SEALED)."""
+    return _sealed(sink, day, run_id, latest)[0]
+
+
+def _sealed(
+    sink: ReceiptSink, day: date, run_id: str, latest: str | None
+) -> tuple[str | None, str | None, bool]:
+    """(the file to read, the sha256 its seal names or None, whether the run has a receipt)."""
     receipt = latest_receipt(sink, f"runs/{day:%Y/%m/%d}/{run_id}")
     if receipt is None:
-        return None
+        return None, None, False
     evidence = receipt.get("evidence")
     key = evidence.get("dataset_key") if isinstance(evidence, dict) else None
     if isinstance(key, str) and is_part_key(key) and f"/run_id={run_id}/" in key:
-        return key
-    return latest
+        digest = evidence.get("dataset_sha256") if isinstance(evidence, dict) else None
+        return key, digest if isinstance(digest, str) else None, True
+    return latest, None, True
 
 
 def _day_prefixes(since: date | None, until: date | None) -> list[date] | None:
@@ -68,26 +76,48 @@ def _day_prefixes(since: date | None, until: date | None) -> list[date] | None:
 
 
 def record_history(
-    sink: ReceiptSink, record_id: str, *, since: date | None = None, until: date | None = None
-) -> list[dict[str, Any]]:
+    sink: ReceiptSink, record_id: str, *, since: date | None = None, until: date | None = None,
+    problems: list[dict[str, str]] | None = None,
+) -> list[dict[str, Any]]:  # fmt: skip
     """Every operation on ``record_id`` across runs, oldest first (ids, codes, times), each
     with ``store``: the store its run's manifest names (None before manifests named it).
-    Record ids are unique within one actor and store only; the rows say whose they are."""
+    Record ids are unique within one actor and store only; the rows say whose they are.
+
+    Only sealed evidence is read, and a gap in it is never read as "no operation": into
+    ``problems`` go each run whose sealed file differs from its seal (its rows are left
+    out: DATASET_DIGEST_MISMATCH), whose sealed file is gone (DATASET_PART_MISSING, also
+    for a run whose whole dataset folder is gone), and whose file no receipt seals
+    (DATASET_NOT_SEALED: a run killed before its receipt, or a receipt removed)."""
+    from memlife.evidence import sha256
+
+    found = problems if problems is not None else []
     rows: list[dict[str, Any]] = []
+    seen: set[str] = set()
     for day, run_id, key in partition_keys(sink, since, until):
-        part = sealed_part(sink, day, run_id, key)
+        seen.add(run_id)
+        part, digest, receipted = _sealed(sink, day, run_id, key)
+        if not receipted:
+            found.append({"code": "DATASET_NOT_SEALED", "run_id": run_id, "key": key})
+            continue
         body = sink.get(part) if part is not None else None
         if body is None:
+            found.append({"code": "DATASET_PART_MISSING", "run_id": run_id, "key": str(part)})
+            continue
+        if digest is not None and sha256(body) != digest:
+            found.append({"code": "DATASET_DIGEST_MISMATCH", "run_id": run_id, "key": str(part)})
             continue
         # read whole, then filtered: `read_table(buffer, filters=...)` goes through Arrow's
         # dataset scanner, whose threads aborted the process at exit about one run in three
-        # (pyarrow 26: "terminate called without an active exception", exit 134)
-        table = pq.read_table(io.BytesIO(body))
+        # (pyarrow 26: "terminate called without an active exception", exit 134), and on the
+        # calling thread: `read_table` (threads on or off) still aborted about one process in
+        # ten at exit (6 of 70, session 29); `ParquetFile.read(use_threads=False)` 0 of 120
+        table = pq.ParquetFile(io.BytesIO(body)).read(use_threads=False)
         table = table.filter(pc.equal(table["record_id"], record_id))
         if table.num_rows:
             store = run_info(sink, f"runs/{day:%Y/%m/%d}/{run_id}").store
         for row in table.to_pylist():
             rows.append({"date": day.isoformat(), "run_id": run_id, **row, "store": store})
+    found += _sealed_files_gone(sink, since, until, seen)
     rows.sort(
         key=lambda r: (
             r["cutoff"] or datetime.min.replace(tzinfo=UTC),
@@ -95,6 +125,31 @@ def record_history(
         )
     )
     return rows
+
+
+def _sealed_files_gone(
+    sink: ReceiptSink, since: date | None, until: date | None, listed: set[str]
+) -> list[dict[str, str]]:
+    """Runs whose receipt seals a dataset file under a folder that is not there at all."""
+    days = _day_prefixes(since, until)
+    prefixes = [f"runs/{d:%Y/%m/%d}/" for d in days] if days else ["runs/"]
+    out = []
+    for prefix in prefixes:
+        for run_prefix in run_prefixes(sink.list(prefix)):
+            run_id = run_prefix.rsplit("/", 1)[1]
+            day = _run_day(run_prefix)
+            if (
+                run_id in listed
+                or day is None
+                or (since and day < since)
+                or (until and day > until)
+            ):
+                continue
+            evidence = (latest_receipt(sink, run_prefix) or {}).get("evidence")
+            key = evidence.get("dataset_key") if isinstance(evidence, dict) else None
+            if isinstance(key, str) and sink.get(key) is None:
+                out.append({"code": "DATASET_PART_MISSING", "run_id": run_id, "key": key})
+    return out
 
 
 def runs_between(sink: ReceiptSink, since: date | None, until: date | None) -> list[Any]:
@@ -107,14 +162,19 @@ def runs_between(sink: ReceiptSink, since: date | None, until: date | None) -> l
         # a run folder by its manifest or by a receipt (a run whose manifest is gone is
         # still listed; a manifest that does not parse reads as {}: ``verify`` names both)
         for run_prefix in run_prefixes(sink.list(prefix)):
-            parts = run_prefix.split("/")  # runs/yyyy/mm/dd/run_id
-            try:
-                day = date(int(parts[1]), int(parts[2]), int(parts[3]))
-            except (IndexError, ValueError):
-                continue
-            if (since and day < since) or (until and day > until):
+            day = _run_day(run_prefix)
+            if day is None or (since and day < since) or (until and day > until):
                 continue
             runs.append(run_info(sink, run_prefix))
     runs.sort(key=lambda r: (str(r.manifest.get("cutoff") or (r.receipt or {}).get("cutoff") or ""),
                              r.started_at))  # fmt: skip
     return runs
+
+
+def _run_day(run_prefix: str) -> date | None:
+    """The cutoff day of a run folder ``runs/yyyy/mm/dd/run_id``; None for any other key."""
+    parts = run_prefix.split("/")
+    try:
+        return date(int(parts[1]), int(parts[2]), int(parts[3]))
+    except (IndexError, ValueError):
+        return None

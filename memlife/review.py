@@ -63,9 +63,34 @@ def latest_receipt(sink: ReceiptSink, prefix: str) -> dict[str, Any] | None:
 _RUN_KEY = re.compile(r"^(runs/\d{4}/\d{2}/\d{2}/[^/]+)/(?:manifest|receipt(?:\.\d+)?)\.json$")
 
 
+# a run id names its cutoff day: nightly `YYYYmmddTHHMMSSZ-...`, manual `manual-YYYYmmddT...`
+_ID_DAY = re.compile(r"^(?:manual-)?(\d{4})(\d{2})(\d{2})T")
+
+
 def run_prefixes(keys: Iterable[str]) -> list[str]:
-    """The run folders (``runs/yyyy/mm/dd/run_id``) that ``keys`` show, each once, sorted."""
-    return sorted({m.group(1) for k in keys if (m := _RUN_KEY.match(k))})
+    """The run folders (``runs/yyyy/mm/dd/run_id``) that ``keys`` show, each once, sorted;
+    only under the day the run id names (a run's folder is its cutoff's day): a copy of a
+    run under another day, which a create-only bucket accepts, is no run's evidence
+    (``misplaced_runs``; ``receipts verify``: RUN_FOLDER_MISPLACED)."""
+    return sorted(p for p in _folders(keys) if in_place(p))
+
+
+def _folders(keys: Iterable[str]) -> set[str]:
+    return {m.group(1) for k in keys if (m := _RUN_KEY.match(k))}
+
+
+def in_place(prefix: str) -> bool:
+    """A run folder under the day its run id names (an id naming no day: any folder)."""
+    _, yyyy, mm, dd, run_id = prefix.split("/", 4)
+    m = _ID_DAY.match(run_id)
+    return m is None or m.groups() == (yyyy, mm, dd)
+
+
+def misplaced_runs(keys: Iterable[str], run_id: str | None = None) -> list[str]:
+    """Run folders that ``keys`` show under another day than their run id's (of ``run_id``
+    only, when given)."""
+    return sorted(p for p in _folders(keys)
+                  if not in_place(p) and run_id in (None, p.rsplit("/", 1)[1]))  # fmt: skip
 
 
 def run_info(sink: ReceiptSink, prefix: str) -> RunInfo:
@@ -89,11 +114,11 @@ def list_runs(sink: ReceiptSink, since: datetime | None = None) -> list[RunInfo]
 
 
 def find_run(sink: ReceiptSink, run_id: str) -> RunInfo | None:
-    # run ids start with the cutoff (YYYYmmddTHHMMSSZ): look in that day's folder first
-    if len(run_id) >= 8 and run_id[:8].isdigit():
-        prefix = f"runs/{run_id[:4]}/{run_id[4:6]}/{run_id[6:8]}/{run_id}"
-        if run_prefixes(sink.list(f"{prefix}/")):
-            return run_info(sink, prefix)
+    # run ids name their cutoff day: the run is in that day's folder, or nowhere (a copy
+    # under another day is not it); an id naming no day is looked for everywhere
+    if m := _ID_DAY.match(run_id):
+        prefix = "runs/{}/{}/{}/{}".format(*m.groups(), run_id)
+        return run_info(sink, prefix) if run_prefixes(sink.list(f"{prefix}/")) else None
     return next((r for r in list_runs(sink) if r.run_id == run_id), None)
 
 
@@ -135,6 +160,8 @@ def verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal | 
 
     v = Verification(run_id)
     run = find_run(sink, run_id)
+    for copy in misplaced_runs(sink.list("runs/"), run_id):  # a second account of the run
+        v.problem("RUN_FOLDER_MISPLACED", key=copy)
     if run is None:
         v.problem("RUN_NOT_FOUND")
         return v
@@ -151,7 +178,9 @@ def verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal | 
         v.note("OTHER_STORE", run_store=str(ran_on), store=store_identity(here))
     if journal is not None:
         finished_at = (run.receipt or {}).get("finished_at")
-        verify_journal(ops, run_ops, sink, v, finished_at, v.sealed_by or 1)
+        verify_journal(ops, run_ops, sink, v, finished_at, v.sealed_by or 1,
+                       journal.run_secret())  # fmt: skip
+    secret = journal.run_secret() if journal is not None else b""
     for op in ops:
         oid, rid = op["operation_id"], op["record_id"]
         if sink.get(operation_key(oid)) is None:
@@ -165,7 +194,7 @@ def verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal | 
         current = store.get(rid)
         later_removal = _removed_later(journal, rid, oid)
         if op["action"] in _REMOVING:
-            if current is not None and _reused(current, op):
+            if current is not None and _reused(current, op, secret):
                 v.note("RECORD_ID_REUSED", operation_id=oid, record_id=rid)
             elif current is not None:
                 v.problem("DELETED_RECORD_PRESENT", operation_id=oid, record_id=rid)
@@ -180,7 +209,7 @@ def verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal | 
     return v
 
 
-def _reused(current: Any, op: dict[str, Any]) -> bool:
+def _reused(current: Any, op: dict[str, Any], secret: bytes) -> bool:
     """The id was written again after the removal (deterministic ids: LangGraph's are
     sha256(actor, namespace, key)): the record now there was created after the operation
     was sealed AND holds other content than the one removed. The same content back under
@@ -191,8 +220,11 @@ def _reused(current: Any, op: dict[str, Any]) -> bool:
     removed_at, created = _when(op.get("updated_at")), _when(current.created_at)
     if removed_at is None or created is None or created <= removed_at:
         return False
+    from memlife.evidence_key import as_written
+
     removed_sha = op.get("content_sha256")
-    return removed_sha is not None and content_sha256(current.content) != removed_sha
+    now_sha = as_written(content_sha256(current.content), removed_sha, secret)
+    return removed_sha is not None and now_sha != removed_sha
 
 
 def _removed_later(journal: Journal | None, record_id: str, operation_id: str) -> bool:

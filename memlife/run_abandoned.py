@@ -30,6 +30,7 @@ written before the identity was), when the store's journal holds operations of i
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -38,6 +39,7 @@ from memlife.audit import ReceiptSink, ReceiptWriteError, dumps
 from memlife.evidence import loads, receipt_key, run_receipts, seal, sealed
 from memlife.journal import Journal
 from memlife.model import utcnow
+from memlife.review import in_place
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +48,10 @@ LOOKBACK = timedelta(days=7)  # run folders (by cutoff day) looked at around thi
 
 def seal_abandoned(
     sink: ReceiptSink, journal: Journal, *, store_url: str, run_id: str, cutoff: datetime,
-    now: datetime | None = None,
+    now: datetime | None = None, alive: Collection[str] = (),
 ) -> list[str]:  # fmt: skip
-    """Seal every dead run of this store without a receipt; the ids of those sealed."""
+    """Seal every dead run of this store without a receipt; the ids of those sealed.
+    ``alive``: runs of the caller's process still under way (not ``run_id``'s only)."""
     from memlife.stores import store_identity
 
     now = now or utcnow()
@@ -63,7 +66,9 @@ def seal_abandoned(
                 continue
             prefix = key.rsplit("/", 1)[0]
             other = prefix.rsplit("/", 1)[1]
-            if other == run_id or run_receipts(sink, prefix):
+            if other == run_id or other in alive or not in_place(prefix):
+                continue  # a folder under another day than its id's is no run (verify names it)
+            if run_receipts(sink, prefix):
                 continue
             if before := sealed_before(sink, prefix):
                 log.warning("ABANDONED_RUN_SEALED_BEFORE run %s not sealed again: %s is there "
@@ -116,7 +121,7 @@ def _seal_one(
     try:
         # no operations, no dataset part: the cutoff is then never read
         part = (other, datetime.fromisoformat(str(manifest.get("cutoff"))), mode) if ops else None
-        receipt["evidence"] = seal(sink, prefix, ops, part)
+        receipt["evidence"] = seal(sink, prefix, ops, part, secret=journal.run_secret())
         # create-only: a run sealed meanwhile by another path keeps its receipt
         return sink.put_new(receipt_key(prefix, 1), dumps(sealed(receipt)))
     except (ReceiptWriteError, ValueError) as exc:  # sealed by a later run, never fails this one

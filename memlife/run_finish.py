@@ -186,7 +186,8 @@ def finish_run(
             # manifest first (start_run), then this attempt's Parquet, the receipt last, sealed
             part = journal is not None and not ctx.config.dry_run
             receipt["evidence"] = seal(ctx.sink, ctx.prefix, journal_ops,
-                                       (ctx.run_id, ctx.cutoff, ctx.mode) if part else None)  # fmt: skip
+                                       (ctx.run_id, ctx.cutoff, ctx.mode) if part else None,
+                                       secret=journal.run_secret() if journal is not None else b"")  # fmt: skip
             rkey = write_run_receipt(ctx, sealed(receipt))
         summary.receipt = ctx.sink.location(rkey) if rkey else None
     except ReceiptWriteError:
@@ -265,7 +266,11 @@ def write_failure_receipt(
             jc = journal_counts(ops)
             receipt.update(counts=lifecycle_from_journal(jc), journal_counts=jc)
             receipt["evidence"] = seal(
-                ctx.sink, ctx.prefix, ops, (ctx.run_id, ctx.cutoff, ctx.mode)
+                ctx.sink,
+                ctx.prefix,
+                ops,
+                (ctx.run_id, ctx.cutoff, ctx.mode),
+                secret=journal.run_secret(),
             )
             receipt = sealed(receipt)
         key = write_run_receipt(ctx, receipt)

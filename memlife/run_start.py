@@ -20,6 +20,7 @@ from memlife.lease import Lease
 from memlife.lease import for_store as lease_for_store
 from memlife.model import utcnow
 from memlife.policy import load_policy, resolve_policy_path
+from memlife.policy_record import check_policy
 from memlife.run_types import RunConfig, RunContext, mode_of
 from memlife.settings import settings
 from memlife.stores import MemoryStore, resolve_store_url, store_identity
@@ -100,6 +101,8 @@ def start_run(config: RunConfig, sink: ReceiptSink | None = None) -> RunContext:
     # Reports are per attempt: two attempts of one run never write the same file.
     attempt = config.attempt or f"{started:%Y%m%dT%H%M%S%fZ}-{os.getpid()}"
     policy_bytes = resolve_policy_path(config.policy).read_bytes()
+    # one version, one policy: refused before the manifest when the version names other rules
+    check_policy(sink, policy, policy_bytes, record=not config.dry_run)
     manifest = {
         "run_id": run_id, "run_key": key, "mode": mode, "policy_version": policy.version,
         "policy_sha256": hashlib.sha256(policy_bytes).hexdigest(), "cutoff": cutoff.isoformat(),

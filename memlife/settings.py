@@ -50,6 +50,12 @@ def store_url_problem(url: str) -> str | None:
     if scheme == "sqlite":
         if not url.startswith("sqlite:///") or not url[len("sqlite:///") :]:
             return "expected sqlite:///path/to/file.db"
+        if "?" in url or "#" in url:
+            # a SQLite store takes no options: '?mode=ro' would become part of the file
+            # name (a new, empty store 'm.db?mode=ro' beside the one meant)
+            return (
+                "a sqlite:/// URL takes no query string or fragment ('?', '#'): give only the path"
+            )
         return None
     if scheme == "agentcore":
         return None
@@ -93,6 +99,12 @@ class Settings(BaseSettings):
     service_identity: str | None = Field(
         None,
         description="Who receipts name as the actor of a change; default memlife/<version>@<host>",
+    )
+    operator: str | None = Field(
+        None,
+        description="Who receipts name as the person behind a manual action (erase, hold "
+        "place/release, quarantine restore/purge, import --update): `reviewer_identity`; "
+        "default <OS user>@<host>. `review resolve` names its --reviewer instead",
     )
     # online library
     namespace: str = Field(

@@ -75,6 +75,14 @@ class Executor:
         self.eval_digest = eval_digest
         self.reviewer: str | None = None  # a person's decision (review resolve): in receipts
         self._removal_cache: EmbeddingCache | None = None
+        self._evidence_secret: bytes | None = None
+
+    def evidence_secret(self) -> bytes:
+        """The store's run secret, read once a run: the key of the content hashes its
+        receipts carry (memlife/evidence_key.py)."""
+        if self._evidence_secret is None:
+            self._evidence_secret = self.journal.run_secret()
+        return self._evidence_secret
 
     def removal_cache(self) -> EmbeddingCache:
         """The cache a removed record's content leaves (opened once a run): the one erasure

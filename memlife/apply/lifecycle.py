@@ -18,6 +18,7 @@ from memlife.apply.retry import next_retry
 from memlife.apply.tally import COUNT, Tally
 from memlife.audit import ReceiptWriteError
 from memlife.errors import JournalStateError, ShardStopped
+from memlife.evidence_key import for_evidence
 from memlife.faults import checkpoint
 from memlife.journal import Operation, OpState, Outcome
 from memlife.receipts import write_operation_receipt
@@ -116,7 +117,8 @@ def receipt(ex: Executor, op: Operation, tally: Tally) -> Operation:
     checkpoint("before_receipt")
     try:
         # False: already there from a crashed run. A reviewer's decision names the reviewer.
-        write_operation_receipt(ex.sink, op, reviewer=getattr(ex, "reviewer", None))
+        write_operation_receipt(ex.sink, for_evidence(op, ex.evidence_secret()),
+                                reviewer=getattr(ex, "reviewer", None))  # fmt: skip
     except ReceiptWriteError as exc:
         tally.counts["receipt_failed"] += 1
         tally.failures.append({

@@ -23,7 +23,7 @@ from memlife.cli.common import (
 )
 from memlife.journal import open_journal
 from memlife.model import parse_time
-from memlife.review import find_run, verify_run
+from memlife.review import find_run, misplaced_runs, verify_run
 from memlife.stores import open_store, store_identity
 
 
@@ -87,7 +87,11 @@ def register(app: typer.Typer) -> None:
         from memlife.receipts_history import runs_between
 
         store = _identity(for_store) if for_store is not None else None
-        runs = runs_between(_sink(receipts), _day(since, "--since"), _day(until, "--until"))
+        sink = _sink(receipts)
+        runs = runs_between(sink, _day(since, "--since"), _day(until, "--until"))
+        for copy in misplaced_runs(sink.list("runs/")):  # not listed: no run's evidence
+            err_console.print(f"not listed: {copy} is not under its run's day "
+                              "(`memlife receipts verify RUN_ID` names it)", markup=False)  # fmt: skip
         if store is not None:
             runs = [r for r in runs if r.store == store]
         if json_out:
@@ -123,17 +127,27 @@ def register(app: typer.Typer) -> None:
         from memlife.receipts_history import record_history
 
         store = _identity(for_store) if for_store is not None else None
+        gaps: list[dict[str, str]] = []  # evidence not read: a history with gaps is no answer
         rows = record_history(_sink(receipts), record_id, since=_day(since, "--since"),
-                              until=_day(until, "--until"))  # fmt: skip
+                              until=_day(until, "--until"), problems=gaps)  # fmt: skip
         if actor is not None:
             rows = [r for r in rows if r["actor_id"] == actor]
         if store is not None:
             rows = [r for r in rows if r["store"] == store]
+        for gap in gaps:
+            err_console.print(f"evidence not read: run {gap['run_id']} {gap['code']} ({gap['key']}); "
+                              f"`memlife receipts verify {gap['run_id']}` says more", markup=False)  # fmt: skip
         if json_out:
             print_json(rows)
+            if gaps:
+                raise typer.Exit(1)
             return
         if not rows:
-            raise fail(f"no operation on {record_id} in the receipts", 1)
+            raise fail(
+                f"no operation on {record_id} in the receipts"
+                + (f", {len(gaps)} runs' evidence not read (above)" if gaps else ""),
+                1,
+            )
         columns: tuple[str, ...] = ("cutoff day", "run id", "actor", "mode", "action",
                                     "reasons", "outcome", "replacement")  # fmt: skip
         cells: list[tuple[object, ...]] = [(r["date"], r["run_id"], r["actor_id"], r["mode"] or "", r["action"],
@@ -148,6 +162,8 @@ def register(app: typer.Typer) -> None:
         if len(scopes) > 1:
             err_console.print(f"note: {len(scopes)} records (actor, namespace, store) have the "
                               f"id {record_id}; --actor and --for-store keep one")  # fmt: skip
+        if gaps:  # what is shown is true, but may not be all
+            raise typer.Exit(1)
 
     @receipts_app.command("show")
     def show(run_id: str, receipts: ReceiptsOpt = None, json_out: JsonOpt = False) -> None:

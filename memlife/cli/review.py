@@ -101,6 +101,9 @@ def register(app: typer.Typer) -> None:
             print_json(result)
         else:
             it = result["item"]
+            if result.get("finished_run"):  # the record was changed by that attempt already
+                err_console.print(f"finished the decision run {result['finished_run']} left "
+                                  "unfinished (killed before its receipt)", markup=False)  # fmt: skip
             err_console.print(
                 printable(f"{it['item_id']} ({it['record_id']}): {decision} by {reviewer} -> "
                           f"{it['state']}"), markup=False, highlight=False,

@@ -56,6 +56,7 @@ from memlife.review_queue.base import (
     sort_key,
 )
 from memlife.review_queue.candidates import ReviewCandidates
+from memlife.review_queue.unfinished import earlier_attempt, unfinished
 
 __all__ = [
     "COLUMNS",
@@ -250,7 +251,7 @@ def resolve(
     by: str | None = None, policy: Any = None, receipts: Any = None, now: datetime | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Carry out a reviewer's decision on one item: journaled, receipted with the reviewer."""
-    from memlife.journal import OpKind, OpState
+    from memlife.journal import OpKind, OpState, open_journal
     from memlife.quarantine import manual_run
 
     decision = ReviewDecision(decision)
@@ -272,7 +273,12 @@ def resolve(
         # the id was freed and taken by another actor or namespace: not this item's record
         # (invariant 8); the item can only be closed (keep), and nothing is read or written
         record = None
-    if record is None and decision is not ReviewDecision.keep:
+    kind = {ReviewDecision.supersede: OpKind.supersede, ReviewDecision.delete: OpKind.delete}.get(
+        decision, OpKind.review
+    )
+    # the same decision killed part way (after the delete, before its receipt): finished now
+    earlier = earlier_attempt(open_journal(store), item, decision.value, kind)
+    if record is None and decision is not ReviewDecision.keep and not earlier:
         raise ReviewError(
             f"review item {iid}: record {item.record_id} no longer exists in "
             f"{item.actor_id} {item.namespace}"
@@ -327,10 +333,13 @@ def resolve(
         ReviewDecision.verify,
     ):
         raise ReviewError(f"review item {iid}: record {item.record_id} is under legal hold")
-    trail = _followers(store, queue, iid, record) if decision is ReviewDecision.delete else []
+    deletes = decision is ReviewDecision.delete and not earlier
+    trail = _followers(store, queue, iid, record) if deletes else []
     # one run per decision on one item by one reviewer: two items of a record resolved at the
     # same ``now`` (a review UI's batch time) are two runs, each with its own receipt
     request = {"item": iid, "decision": decision.value, "reviewer": reviewer}
+    if earlier:
+        request["finishes"] = earlier[0].run_id
     run = manual_run(store, f"review_{decision.value}", [item.record_id], policy=policy,
                      receipts=receipts, now=now, request=request)  # fmt: skip
     run.executor.reviewer = reviewer
@@ -340,33 +349,19 @@ def resolve(
         run.finish()
         by_whom = f" ({again.decision} by {again.reviewer})" if again is not None else ""
         raise ReviewError(f"review item {iid}: already resolved{by_whom}")
-    kind = {ReviewDecision.supersede: OpKind.supersede, ReviewDecision.delete: OpKind.delete}.get(
-        decision, OpKind.review
-    )
-    op = run.executor.new_op(
-        kind, item.actor_id, item.namespace, item.record_id,
-        [f"REVIEW_{decision.value.upper()}", item.reason],
-        # the precondition the applier re-checks (stale()): the reviewed content, so a change
-        # between this check and the apply is STALE_PRECONDITION and nothing is done
-        item.content_sha256 if decision.value in ACTS_ON_CONTENT
-        else record.sha256 if record is not None else None,
-        replacement=replacement if decision is ReviewDecision.supersede else None,
-        payload=json.dumps({"decision": decision.value}),
-        key_ids=[item.item_id, decision.value, reviewer],
-    )  # fmt: skip
-    # the records superseded by the one deleted go with it, each its own receipted delete,
-    # decided after it (the delete applier lets a source go only once its replacement does)
-    follow = [
-        run.executor.new_op(OpKind.delete, s.actor_id, s.namespace, s.id,
-                            [Reason.ALREADY_SUPERSEDED.value, Reason.REPLACEMENT_DELETED.value],
-                            s.sha256, key_ids=[item.item_id, decision.value, reviewer, s.id])
-        for s in trail
-    ]  # fmt: skip
+    if earlier:  # that attempt's own operations, carried to their receipts by this run
+        op, todo = earlier[0], [o for o in earlier if unfinished(o)]
+        run.extra["finished_run"] = op.run_id
+    else:
+        todo = _new_ops(run, item, decision, reviewer, kind, record, replacement, trail)
+        op = todo[0]
     from memlife.apply.lifecycle import run_lifecycle
     from memlife.journal import Outcome
 
-    ran = run_lifecycle(run.executor, run.journal.plan([op, *follow]), run.tally)
-    done = next(o for o in ran if o.operation_id == op.operation_id)
+    ran = run_lifecycle(run.executor, run.journal.plan(todo), run.tally) if todo else []
+    done = next((o for o in ran if o.operation_id == op.operation_id), op)
+    if earlier:  # the attempt that left them gets its run receipt too
+        run.seal_abandoned()
     kept = decision is ReviewDecision.delete and done.outcome is Outcome.skipped
     if kept:  # a hold placed on a record superseded by it since the check: it stays
         run.extra["refused"] = "HELD_SOURCE"
@@ -393,6 +388,35 @@ def resolve(
         raise RuntimeError(f"review item {iid} vanished while it was resolved")
     summary["item"] = resolved.as_json()
     return summary
+
+
+def _new_ops(
+    run: Any, item: ReviewItem, decision: ReviewDecision, reviewer: str, kind: Any,
+    record: Any, replacement: str | None, trail: builtins.list[Any],
+) -> builtins.list[Any]:  # fmt: skip
+    """The decision's operation, then the deletes of the records superseded by the one
+    deleted (each its own receipted delete, decided after it: the delete applier lets a
+    source go only once its replacement does)."""
+    from memlife.journal import OpKind
+
+    op = run.executor.new_op(
+        kind, item.actor_id, item.namespace, item.record_id,
+        [f"REVIEW_{decision.value.upper()}", item.reason],
+        # the precondition the applier re-checks (stale()): the reviewed content, so a change
+        # between this check and the apply is STALE_PRECONDITION and nothing is done
+        item.content_sha256 if decision.value in ACTS_ON_CONTENT
+        else record.sha256 if record is not None else None,
+        replacement=replacement if decision is ReviewDecision.supersede else None,
+        payload=json.dumps({"decision": decision.value}),
+        key_ids=[item.item_id, decision.value, reviewer],
+    )  # fmt: skip
+    follow = [
+        run.executor.new_op(OpKind.delete, s.actor_id, s.namespace, s.id,
+                            [Reason.ALREADY_SUPERSEDED.value, Reason.REPLACEMENT_DELETED.value],
+                            s.sha256, key_ids=[item.item_id, decision.value, reviewer, s.id])
+        for s in trail
+    ]  # fmt: skip
+    return [op, *follow]
 
 
 def _followers(store: Any, queue: ReviewQueue, iid: str, record: Any) -> builtins.list[Any]:

@@ -135,3 +135,12 @@ def test_the_same_erase_command_after_a_kill_before_its_receipt_finishes_it(home
         (op,) = open_journal(store).for_record("m-1")
         assert op.state is OpState.RECEIPTED and store.get("m-keep") is not None
     assert FileSink(home / "receipts").get(operation_key(op.operation_id)) is not None
+    # the killed attempt's run is sealed by the run that finished it (session 29)
+    listed = subprocess.run([sys.executable, "-m", "memlife", "receipts", "list", "--json"],
+                            env=env, capture_output=True, text=True)  # fmt: skip
+    runs = [r["run_id"] for r in json.loads(listed.stdout)]
+    assert len(runs) == 2
+    for run_id in runs:
+        verify = subprocess.run([sys.executable, "-m", "memlife", "receipts", "verify", run_id],
+                                env=env, capture_output=True, text=True)  # fmt: skip
+        assert verify.returncode == 0, (run_id, verify.stdout)

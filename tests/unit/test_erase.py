@@ -15,6 +15,7 @@ from memlife.backends import embedding_cache
 from memlife.cli import app
 from memlife.erase import EraseError, erase, pending_erasures, select_targets
 from memlife.evalset import parse_cases
+from memlife.evidence_key import keyed
 from memlife.gate import ShadowRecall, evaluate
 from memlife.journal import Operation, OpKind, OpState, open_journal
 from memlife.ledger import AccessLedger
@@ -194,7 +195,7 @@ def test_erasure_leaves_no_byte_of_the_erased_content(home: Path) -> None:
         assert (
             doc["action"] == "erase"
             and doc["outcome"] == "deleted"
-            and doc["content_sha256"] in erased_shas
+            and doc["content_sha256"] in {keyed(s, journal.run_secret()) for s in erased_shas}
         )
     store.close()
     assert disk_count(db, MARKER) == {"memlife.db": 0, "memlife.db-wal": 0, "memlife.db-shm": 0}
@@ -299,7 +300,9 @@ def test_legal_hold_defers_the_erasure_until_released(home: Path) -> None:
     assert op.state is OpState.FAILED and op.last_error == "LEGAL_HOLD"
     doc = json.loads((home / "receipts" / "deferrals" / f"{op.operation_id}.json").read_text())
     assert doc["outcome"] == "deferred" and "ERASURE_DEFERRED" in doc["reason_codes"]
-    assert doc["action"] == "erase" and doc["content_sha256"] == held.sha256
+    # the content hash keyed by the store's secret: the receipt gives no content back
+    assert doc["action"] == "erase" and doc["content_sha256"] != held.sha256
+    assert doc["content_sha256"] == keyed(held.sha256, open_journal(store).run_secret())
     assert verify(store, out["run_id"]) == []
     assert [p["record_id"] for p in pending_erasures(store)] == ["m-pass"]
     # a later erase call leaves a still-held record alone

@@ -252,16 +252,18 @@ def test_deleted_record_back_with_its_old_content_still_fails(
 ) -> None:
     """A restore of the removed content under the id (a later created_at claimed) is no
     reuse: still DELETED_RECORD_PRESENT. (The removed content is not in the receipts, so
-    the hash of the content put back is made to equal the receipted one.)"""
+    the hash of the content put back is made to equal the removed one: the journal's, which
+    the receipt holds keyed since session 29.)"""
     import memlife.model as model
 
     ops = [json.loads(p.read_text()) for p in (ev["root"] / "receipts" / "operations").iterdir()]
     op = next(d for d in ops if d["outcome"] == "deleted" and d.get("content_sha256"))
+    store = SqliteStore(ev["root"] / "memlife.db")
+    removed = open_journal(store).get(op["operation_id"]).content_sha256
     real = model.content_sha256
     monkeypatch.setattr(model, "content_sha256",
-                        lambda text: op["content_sha256"] if text == "restored" else real(text))  # fmt: skip
+                        lambda text: removed if text == "restored" else real(text))  # fmt: skip
     sink = to_s3(ev["root"] / "receipts")
-    store = SqliteStore(ev["root"] / "memlife.db")
     try:
         store.put_many([MemoryRecord(id=op["record_id"], actor_id=op["scope"]["actor_id"],
                                      namespace=op["scope"]["namespace"], memory_type="semantic",
