@@ -204,9 +204,12 @@ class Memory:
         keep_last_turns: int = 2,
         summarizer: Summarizer | None = None,
         counter: TokenCounter | None = None,
+        summary_allowance: int | None = None,
+        summarizer_input_tokens: int | None = None,
     ) -> CompactionResult:
-        """Short-term compaction of a Messages API history (see :func:`memlife.compact`)."""
-        from memlife.online.compaction import compact
+        """Short-term compaction of a Messages API history (see :func:`memlife.compact`,
+        whose keyword options this takes: None leaves compact's own default)."""
+        from memlife.online.compaction import SUMMARIZER_INPUT_TOKENS, compact
 
         return compact(
             messages,
@@ -214,6 +217,10 @@ class Memory:
             keep_last_turns=keep_last_turns,
             summarizer=summarizer,
             counter=counter,
+            summary_allowance=summary_allowance,
+            summarizer_input_tokens=SUMMARIZER_INPUT_TOKENS
+            if summarizer_input_tokens is None
+            else summarizer_input_tokens,
         )
 
     def close(self) -> None:
@@ -256,8 +263,28 @@ class AsyncMemory:
     async def forget(self, ids: str | Sequence[str], *, actor: str) -> list[str]:
         return await asyncio.to_thread(self.sync.forget, ids, actor=actor)
 
-    async def compact(self, messages: Sequence[Mapping[str, Any]], **kw: Any) -> CompactionResult:
-        return await asyncio.to_thread(Memory.compact, messages, **kw)
+    async def compact(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        budget_tokens: int,
+        keep_last_turns: int = 2,
+        summarizer: Summarizer | None = None,
+        counter: TokenCounter | None = None,
+        summary_allowance: int | None = None,
+        summarizer_input_tokens: int | None = None,
+    ) -> CompactionResult:
+        """:meth:`Memory.compact`, in a worker thread (the summariser's call blocks)."""
+        return await asyncio.to_thread(
+            Memory.compact,
+            messages,
+            budget_tokens=budget_tokens,
+            keep_last_turns=keep_last_turns,
+            summarizer=summarizer,
+            counter=counter,
+            summary_allowance=summary_allowance,
+            summarizer_input_tokens=summarizer_input_tokens,
+        )
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self.sync.close)

@@ -7,43 +7,42 @@
 
 Mapping (one memlife record per LangGraph item):
 
-- namespace ``("users", "u1", "prefs")`` is the memlife namespace ``/users/u1/prefs``;
-  the actor is ``actor_of(namespace)``: by default the label after a leading ``"users"``;
-  any other namespace needs an explicit ``actor_of`` (``actor_label(1)`` for langmem's
-  ``("memories", "{user_id}")``), never a guess. A label holding ``/`` is refused.
-- the record id is derived from (actor, namespace, key), so a second ``put`` updates the
-  same record; the key is kept in ``provenance.source_event`` (``langgraph:<kind>:<key>``).
-  A key is a string of at most :data:`KEY_MAX_CHARS` (256) characters, the bound of the
-  record's own identifiers (``id``, ``actor_id``; ``subject`` and ``owner`` too): a longer
-  one is refused, by its length, never quoted.
-- the value: ``{"content": "text"}`` is stored as the text itself; any other dict as its
-  canonical JSON, which reads back exactly as written: a value JSON cannot carry exactly
-  (a non-string dict key, a tuple, a set, bytes, NaN or infinity) is refused, saying
-  which. LangGraph's InMemoryStore keeps such Python objects as given (``{1: "a"}`` with
-  its int key); a JSON store would hand back something else (``{"1": "a"}``). A record
-  that memlife wrote itself (``remember``, or a consolidation replacement) reads back as
-  ``{"content": text}`` under its record id.
+- namespace ``("users", "u1", "prefs")`` is the memlife namespace ``/users/u1/prefs``; its
+  actor is ``actor_of(namespace)``: by default the label after a leading ``"users"``, else
+  an explicit ``actor_of`` (``actor_label(1)`` for langmem's ``("memories", "{user_id}")``),
+  never a guess. A label holding ``/`` is refused.
+- the record id is derived from (actor, namespace, key): a second ``put`` updates the same
+  record; the key, kept in ``provenance.source_event`` (``langgraph:<kind>:<key>``), is a
+  string of at most :data:`KEY_MAX_CHARS` (256) characters, a record id's bound: a longer
+  one is refused by its length, never quoted.
+- the value: ``{"content": "text"}`` is stored as the text, any other dict as its canonical
+  JSON, which reads back exactly as written: what JSON cannot carry exactly (a non-string
+  key, a tuple, a set, bytes, NaN or infinity; InMemoryStore keeps ``{1: "a"}``, JSON
+  would give ``{"1": "a"}``) is refused, saying which. A record memlife wrote itself
+  reads back as ``{"content": text}`` under its record id.
 - ``delete`` marks the record ``pending_delete`` (gone for get/search at once; the nightly
   run deletes it with a receipt). A ``legal_hold`` or held record is never rewritten.
-- ``search(query=...)`` is memlife's hybrid recall (MiniLM + BM25), scores are the fused
-  recall scores, and every item returned is written to the access ledger the nightly
-  scoring reads. Without a query, items come in namespace then key order. Expired records
-  (``expires_at`` or the policy's TTL) are served by neither, nor by ``get``.
+- ``search(query=...)`` is memlife's hybrid recall (MiniLM + BM25) and its fused scores; a
+  ``filter`` keeps the best-ranked items passing it, however deep they rank. Items returned
+  go to the access ledger the nightly scoring reads. Without a query: namespace then key
+  order. Expired records are served by neither, nor by ``get``.
 - ``put`` writes only over the row it read (SQLite: one transaction checks tombstones,
-  holds and that row) and within the policy's ``limits.content_max_bytes``.
+  holds and that row), within the policy's ``limits.content_max_bytes``, never erased
+  text: neither the value as stored nor any string value it carries, at any depth.
 
-After a nightly run consolidates items, the originals are superseded: ``get`` of an old
-key returns None and ``search`` finds the replacement. That is the point: stale and
-duplicate memories leave the agent's view.
+After a nightly run consolidates items, the originals are superseded: ``get`` of an old key
+returns None and ``search`` finds the replacement: stale and duplicate memories leave.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import nullcontext
 from datetime import timedelta
 from typing import Any
 
@@ -85,12 +84,10 @@ KEY_MAX_CHARS = 256  # as MemoryRecord.id and actor_id: a key names one item as 
 
 
 def default_actor_of(namespace: tuple[str, ...]) -> str:
-    """``("users", "u1", ...)`` -> ``u1``; any other namespace is refused.
-
-    Which label names the user is the application's choice (langmem's documented
-    ``("memories", "{user_id}")`` has it second, after a constant): guessing the first
-    label made every user of such a namespace one actor, mixing tenants (their recall,
-    their erasures). Pass ``actor_of=actor_label(i)`` or a function of your own."""
+    """``("users", "u1", ...)`` -> ``u1``; any other namespace is refused: which label names
+    the user is the application's choice (langmem's ``("memories", "{user_id}")`` has it
+    second); a guess at the first made all its users one actor, mixing tenants' recall and
+    erasures. Pass ``actor_of=actor_label(i)`` or a function of your own."""
     if len(namespace) > 1 and namespace[0] == "users":
         return namespace[1]
     raise InvalidNamespaceError(
@@ -140,6 +137,14 @@ def encode_value(value: dict[str, Any]) -> tuple[str, str]:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")), "json"
 
 
+def texts_of(value: Any) -> set[str]:
+    """Every string value a JSON value carries, at any depth: erased text wrapped in a dict
+    with other fields is erased text still (the tombstone check reads each)."""
+    if isinstance(value, dict | list):
+        return set().union(*map(texts_of, value.values() if isinstance(value, dict) else value))
+    return {value} if isinstance(value, str) else set()
+
+
 def json_problem(value: Any) -> str | None:
     """What in ``value`` JSON cannot carry exactly (it would read back as something else,
     or not at all), or None: JSON has string keys, lists and finite numbers only."""
@@ -177,8 +182,7 @@ def check_key(key: object) -> str:
 
 def decode(record: MemoryRecord) -> tuple[str, dict[str, Any]]:
     """(key, value) of a record, written by this adapter or by memlife itself."""
-    event = record.provenance.source_event or ""
-    parts = event.split(":", 2)
+    parts = (record.provenance.source_event or "").split(":", 2)
     if len(parts) == 3 and parts[0] == _EVENT:
         kind, key = parts[1], parts[2]
         if kind == "json":
@@ -301,16 +305,9 @@ class MemlifeStore(BaseStore):
         # a naive time stored before session 26 (remember's refresh) is read as UTC
         created = stored_time(rec.created_at)
         updated = stored_time(rec.last_verified_at) or created
-        kw: dict[str, Any] = dict(
-            namespace=to_namespace(rec.namespace),
-            key=key,
-            value=value,
-            created_at=created,
-            updated_at=max(updated, created),
-        )
-        if cls is SearchItem:
-            kw["score"] = score
-        return cls(**kw)
+        kw: dict[str, Any] = {"score": score} if cls is SearchItem else {}
+        kw.update(namespace=to_namespace(rec.namespace), key=key, value=value)
+        return cls(**kw, created_at=created, updated_at=max(updated, created))
 
     def _put(self, op: PutOp) -> None:
         namespace = tuple(op.namespace)
@@ -337,6 +334,7 @@ class MemlifeStore(BaseStore):
                 "keys, lists and finite numbers"
             )
         content, kind = encode_value(dict(op.value))
+        texts = {t for t in texts_of(dict(op.value)) if t.strip() and t != content}
         limit = self.memory.long_term.content_max_bytes
         size = len(content.encode("utf-8"))
         if size > limit:  # the bound remember and import apply (policy limits.content_max_bytes)
@@ -354,27 +352,19 @@ class MemlifeStore(BaseStore):
                 raise PermissionError(f"record {rid} is held; it cannot be rewritten")
             now = utcnow()
             record = MemoryRecord(
-                id=rid,
-                actor_id=actor,
-                namespace=path,
-                memory_type=self.memory_type,
-                subject=existing.subject if existing else None,
-                content=content,
-                owner=self.owner,
-                confidence=1.0,
-                source=self.source,
+                id=rid, actor_id=actor, namespace=path, memory_type=self.memory_type,
+                subject=existing.subject if existing else None, content=content,
+                owner=self.owner, confidence=1.0, source=self.source,
                 created_at=stored_time(existing.created_at) if existing else now,
                 access_count=existing.access_count if existing else 0,
                 last_accessed_at=stored_time(existing.last_accessed_at) if existing else None,
-                last_verified_at=now,
-                expires_at=expires,
+                last_verified_at=now, expires_at=expires, status=Status.active,
                 retention_class=existing.retention_class if existing else RetentionClass.standard,
-                status=Status.active,
                 provenance=Provenance(
                     source_event=f"{_EVENT}:{kind}:{op.key}", content_sha256=content_sha256(content)
                 ),
-            )
-            result = self._write(record, existing)
+            )  # fmt: skip
+            result = self._write(record, existing, texts)
             if rid in result.succeeded:
                 break
             code = result.failed[0].code if result.failed else "NOT_STORED"
@@ -387,20 +377,42 @@ class MemlifeStore(BaseStore):
                 raise RuntimeError(f"store refused record {rid}: {why}")
         else:
             raise RuntimeError(f"record {rid} kept changing under the put; try again")
-        self.memory.long_term.invalidate(actor)  # the recall index picks the change up
 
-    def _write(self, record: MemoryRecord, existing: MemoryRecord | None) -> BatchResult:
-        """Write ``record`` only over the row as read (``existing``): SQLite checks tombstones,
-        holds and that row in the write's own transaction (CHANGED: read again). Other stores
-        have no such transaction: tombstones are checked right before an upsert (weaker)."""
-        if isinstance(self.store, SqliteStore):
-            return self.store.put_if_unchanged(
-                record, None if existing is None else existing.sha256
-            )
-        code = refusal(self.store, record)
-        if code is not None:
-            return BatchResult(failed=[ItemFailure(record.id, code, retryable=False)])
-        return self.store.put_many([record])
+    def _write(
+        self, record: MemoryRecord, existing: MemoryRecord | None, texts: set[str]
+    ) -> BatchResult:
+        """Write ``record`` over the row as read (``existing``) unless a tombstone forbids its
+        content or a ``texts`` item (SQLite: in the write's transaction, CHANGED: read again;
+        other stores: right before an upsert). A loaded recall index is kept in step."""
+        blank = {"provenance": Provenance()}  # a probe: ``record`` holding one of the texts
+        probes = [record.model_copy(update={**blank, "content": t}) for t in texts]
+        lt, key = self.memory.long_term, (record.actor_id, record.namespace)
+        with lt._lock:
+            lt._check_marker()
+            before, started, shard = lt._marker(), utcnow(), lt._shards.get(key)
+            old = lt._share(record.id) if shard is not None and record.id in shard.row_of else None
+            if isinstance(store := self.store, SqliteStore):
+                # one transaction checks the texts and writes (put_if_unchanged's joins it)
+                with store.lock, store.transaction() if probes else nullcontext():
+                    sha = existing.sha256 if existing is not None else None
+                    code = next((c for p in probes if (c := store.tombstone_refusal(p))), None)
+                    result = store.put_if_unchanged(record, sha) if code is None else BatchResult()
+            else:
+                code = next((c for p in [record, *probes] if (c := refusal(store, p))), None)
+                result = store.put_many([record]) if code is None else BatchResult()
+            if code is not None:
+                return BatchResult(failed=[ItemFailure(record.id, code, retryable=False)])
+            if record.id not in result.succeeded:
+                return result
+            if shard is not None and lt._shards.get(key) is shard:
+                shard.drop(record.id, old)  # the row as it was (absent: no-op)
+                vector = lt._embed_loaded(record.actor_id, [record], started)[0]
+                shard.append(record.id, record.content, vector, record.created_at)
+                shard.shift(lt._share(record.id))
+            if (names := lt._namespaces.get(record.actor_id)) is not None:
+                names[1].add(record.namespace)
+            lt._own_write(before)
+        return result
 
     def _scope(self, prefix: tuple[str, ...]) -> list[tuple[str, str]]:
         """(actor, path) pairs whose namespace starts with ``prefix``."""
@@ -418,32 +430,32 @@ class MemlifeStore(BaseStore):
         """Whether every namespace under ``prefix`` has the same actor (known mappings)."""
         if isinstance(self.actor_of, actor_label):
             return len(prefix) > self.actor_of.index
-        if self.actor_of is not default_actor_of:
-            return False
-        return len(prefix) >= 2 and prefix[0] == "users"
+        return self.actor_of is default_actor_of and len(prefix) >= 2 and prefix[0] == "users"
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
-        prefix = tuple(op.namespace_prefix)
-        scope = self._scope(prefix)
+        scope = self._scope(tuple(op.namespace_prefix))
         want = op.offset + op.limit
         long_term = self.memory.long_term
         if op.query:
+            recall = functools.partial(long_term.recall, threshold=-1.0, log=False)
             scored: list[tuple[float, MemoryRecord]] = []
             for actor, path in scope:
-                # threshold -1: rank everything, as LangGraph stores do; filters apply after
-                n = want if not op.filter else 1000
-                for hit in long_term.recall(
-                    actor, op.query, k=n, namespace=path, threshold=-1.0, log=False
-                ):
-                    scored.append((hit.score, hit.record))
+                # threshold -1: rank everything, as LangGraph stores do. A filter applies to
+                # the ranked list: deeper until ``want`` items pass or none are left unranked
+                k = want
+                while True:
+                    hits = recall(actor, op.query, k=k, namespace=path)
+                    passed = [(h.score, h.record) for h in hits if self._keep(h.record, op.filter)]
+                    if len(passed) >= want or len(hits) < k:
+                        break
+                    k *= 4
+                scored += passed
             scored.sort(key=lambda s: -s[0])
-            kept = [(s, r) for s, r in scored if self._keep(r, op.filter)][op.offset : want]
+            kept = scored[op.offset : want]
             # only what is returned was accessed: the ledger is what nightly scoring reads
-            qsha, at = query_sha256(op.query), utcnow()
+            qsha, at, ledger = query_sha256(op.query), utcnow(), long_term.ledger
             for i, (_, r) in enumerate(kept, start=op.offset + 1):
-                long_term.ledger.append(
-                    r.actor_id, r.namespace, r.id, rank=i, query_sha256=qsha, at=at
-                )
+                ledger.append(r.actor_id, r.namespace, r.id, rank=i, query_sha256=qsha, at=at)
             return [self._item(r, SearchItem, s) for s, r in kept]
         items: list[SearchItem] = []
         now = utcnow()
@@ -456,19 +468,16 @@ class MemlifeStore(BaseStore):
                 and not long_term.expired(r, now)  # as recall: past its deadline, never served
                 and self._keep(r, op.filter)
             ]
-            items += [
-                self._item(r, SearchItem) for r in sorted(records, key=lambda r: decode(r)[0])
-            ]
+            records.sort(key=lambda r: decode(r)[0])
+            items += [self._item(r, SearchItem) for r in records]
             if len(items) >= want:
                 break
         return items[op.offset : want]
 
     @staticmethod
     def _keep(rec: MemoryRecord, filter_: dict[str, Any] | None) -> bool:
-        if not filter_:
-            return True
-        value = decode(rec)[1]
-        return all(_matches(value.get(k), v) for k, v in filter_.items())
+        value = decode(rec)[1] if filter_ else {}
+        return all(_matches(value.get(k), v) for k, v in (filter_ or {}).items())
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         found = {
@@ -484,7 +493,5 @@ class MemlifeStore(BaseStore):
         return sorted(found)[op.offset : op.offset + op.limit]
 
     def _has_active(self, actor: str, path: str) -> bool:
-        for page in iter_shard(self.store, actor, path, page_size=50, statuses=(Status.active,)):
-            if any(r.status is Status.active for r in page.records):
-                return True
-        return False
+        pages = iter_shard(self.store, actor, path, page_size=50, statuses=(Status.active,))
+        return any(r.status is Status.active for page in pages for r in page.records)

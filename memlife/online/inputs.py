@@ -72,30 +72,57 @@ def bounded(text: str, what: str, limit: int) -> str:
 
 
 def actor_arg(actor: object) -> str:
+    """An actor id as written, or an InputError naming ``actor`` (never quoting it). Refused,
+    never normalised (an erasure of "u1" must find every memory of u1, and only those): one
+    with leading or trailing whitespace, a '/' (a namespace built from it, /users/a/b/facts,
+    would read as actor a's), a control, format (zero-width), line-separator or other
+    default-ignorable character, or one Unicode NFKC writes otherwise (fullwidth 'ｕ1' is
+    another actor than 'u1' that looks the same). As subject and owner, it is a key."""
     text: str = text_arg(actor, "actor")
     if not text.strip():
         raise InputError("actor is blank")
-    return bounded(text, "actor", ACTOR_MAX_CHARS)
+    bounded(text, "actor", ACTOR_MAX_CHARS)
+    if text != text.strip():
+        raise InputError("actor has leading or trailing whitespace")
+    for i, ch in enumerate(text):
+        if ch == "/":
+            raise InputError(f"actor has a '/' at character {i} (namespaces are built from it)")
+        if ch != " " and _invisible(ch):
+            raise InputError(f"actor has an invisible character (U+{ord(ch):04X}) at character {i}")
+    if unicodedata.normalize("NFKC", text) != text:
+        raise InputError("actor is not in Unicode NFKC form: it would look like another actor")
+    return text
 
 
 def namespace_arg(namespace: object) -> str:
     """A namespace a record can have (text, at most the record's length; no '.', '..' or
-    empty segments). The length first: the segment check quotes the namespace."""
+    empty segments, and no '*' in a segment: it would read as a glob where a policy or a
+    reader meets it). The length first: the segment check quotes the namespace."""
     text: str = text_arg(namespace, "namespace")
-    return check_namespace(bounded(text, "namespace", NAMESPACE_MAX_CHARS))
+    check_namespace(bounded(text, "namespace", NAMESPACE_MAX_CHARS))
+    if "*" in text:
+        raise NamespaceError(
+            f"namespace {text!r} has a '*' in a segment: a namespace is one path, not a glob"
+        )
+    return text
 
 
 def namespace_filter_arg(namespace: object, stored: Callable[[], Iterable[str]]) -> str:
     """A namespace a read is filtered by (recall's ``namespace``): one a new record can have
     (:func:`namespace_arg`), or one written before the leading '/' was required, spelled
-    exactly as stored (``notes``): such records stay readable, so a read can name them.
+    exactly as stored (``notes``), as is one with a '*' (refused for new records; a glob
+    here would search nothing): such records stay readable, so a read can name them.
     ``stored`` gives the namespaces the reader's records have; it is asked only for an
     unrooted one. Exact, as every namespace key is (shards, ledger, policy globs):
     ``/notes`` is another namespace than ``notes`` and never reaches it."""
     text: str = text_arg(namespace, "namespace")
     bounded(text, "namespace", NAMESPACE_MAX_CHARS)  # first: the messages below quote it
     problem = namespace_problem(text)
-    if problem is not None and stored_namespace_problem(text) is None:  # only the '/' missing
+    if problem is None and "*" in text:  # a glob matches nothing here: only one stored so
+        problem = "has a '*': recall takes one namespace (or all, with None), not a glob"
+        if text in stored():
+            return text
+    elif problem is not None and stored_namespace_problem(text) is None:  # only the '/' missing
         if text in stored():
             return text
         problem += ", or name one stored without it"
@@ -179,7 +206,8 @@ def choice_arg(cls: type[E], value: object, what: str) -> E:
 
 def ids_arg(value: object, what: str) -> list[str]:
     """Record ids: one id as text, or a list (any iterable but a mapping) of ids as text,
-    each checked by :func:`record_id_arg` (one over the bound refuses the call)."""
+    each checked by :func:`record_id_arg` (one over the bound refuses the call). Each id
+    once, in the order first given: a call changes and returns an id once."""
     if isinstance(value, str):
         return [record_id_arg(value, what)]
     if (
@@ -193,7 +221,15 @@ def ids_arg(value: object, what: str) -> list[str]:
         if not isinstance(rid, str):
             raise InputError(f"{what} must hold record ids as text, not {type(rid).__name__}")
         record_id_arg(rid, what)
-    return out
+    return list(dict.fromkeys(out))
+
+
+def cosine_arg(value: object, what: str) -> float:
+    """A cosine bound (``threshold``, ``near_duplicate``): a real number from -1 to 1."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and -1 <= value <= 1:
+        return float(value)
+    shown = repr(value) if isinstance(value, int | float) else type(value).__name__
+    raise InputError(f"{what} must be a cosine from -1 to 1, not {shown}")
 
 
 def valid_unicode(text: str, what: str) -> str:

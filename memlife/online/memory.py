@@ -36,8 +36,8 @@ import hashlib
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -66,6 +66,7 @@ from memlife.online.inputs import (
     actor_arg,
     at_arg,
     choice_arg,
+    cosine_arg,
     ids_arg,
     label_arg,
     namespace_arg,
@@ -80,7 +81,7 @@ from memlife.restate import restates
 from memlife.retrieval import DEFAULT_THRESHOLD, rank_sets
 from memlife.settings import settings
 from memlife.stores.base import BatchResult, ChangeSignal, MemoryStore, iter_shard
-from memlife.stores.sqlite import DUPLICATE_ACTIVE, SqliteStore
+from memlife.stores.sqlite import DUPLICATE_ACTIVE, Refresh, SqliteStore
 from memlife.text import negates
 from memlife.token_match import TokenCodes
 from memlife.tombstones import ERASED_CONTENT, ERASED_SOURCE, insert_new
@@ -133,6 +134,10 @@ class LongTermMemory:
         policy: Policy | None = None,
         token_alignment: bool | None = None,  # None: settings().token_alignment
     ) -> None:
+        _check_options(store, refresh_seconds, page_size, content_max_bytes, token_alignment)
+        # cosines: 5 would return nothing, ever, and "x" fail only at the first remember
+        near_duplicate = cosine_arg(near_duplicate, "near_duplicate")
+        threshold = cosine_arg(threshold, "threshold")
         self.store = store
         self.token_alignment = (
             settings().token_alignment if token_alignment is None else token_alignment
@@ -371,6 +376,10 @@ class LongTermMemory:
         ``near_duplicate`` and the same polarity: "drinks coffee" never refreshes "never
         drinks coffee") is refreshed instead: ``last_verified_at`` set, access count
         bumped, confidence raised to ``confidence`` if lower, a missing subject filled in.
+        The refreshed record keeps the longer of two lifetimes: its own, and the one a new
+        record of ``memory_type`` would have (that type's TTL from ``at``; none: never
+        expires). An episodic record restated as semantic becomes semantic and loses its
+        expiry; one restated as episodic expires no sooner than a new episodic record would.
         """
         fact = text_arg(fact, "fact").strip()
         if not fact:
@@ -422,6 +431,7 @@ class LongTermMemory:
                     now,
                     source,
                     key=key if vector is None else None,
+                    memory_type=memory_type,
                 )
                 if refreshed is None:
                     # the index's text of that row is stale (rewritten elsewhere): reload it;
@@ -471,7 +481,9 @@ class LongTermMemory:
             if dup:  # another process stored the same text since our index looked
                 self._epoch += 1  # its write: every shard re-checks
                 existing_id = dup[0].message
-                if self._refresh(existing_id, subject, confidence, now, source, key=key):
+                if self._refresh(
+                    existing_id, subject, confidence, now, source, key=key, memory_type=memory_type
+                ):
                     if content_sha256(fact) not in self._hashes(existing_id):
                         self.cache.delete_for([content_sha256(fact)])
                     return RememberResult(existing_id, False, existing_id, 1.0)
@@ -573,36 +585,83 @@ class LongTermMemory:
     def _refresh(
         self, record_id: str, subject: str | None, confidence: float, now: datetime,
         source: Source = Source.user_stated, *, key: str | None = None,
+        memory_type: MemoryType = MemoryType.semantic,
     ) -> bool | None:  # fmt: skip
         """True: refreshed. False: gone or no longer active (look again). None: the record
-        no longer has the exact-duplicate ``key`` (its text was changed elsewhere)."""
-        rec = self.store.get(record_id)
-        if rec is None or rec.status is not Status.active or self.expired(rec, now):
-            return False  # an expired record is never served: the fact is stored anew
-        if key is not None and norm_key(rec.content) != key:
-            return None  # checked on the read the conditional write below is tied to
-        if rec.retention_class is RetentionClass.legal_hold:
-            # a held record is never rewritten (invariant 1): the access goes to the ledger
-            self.ledger.append(rec.actor_id, rec.namespace, rec.id, at=now)
-            return True
-        update: dict[str, Any] = {  # a backdated restatement never moves recency back
-            "last_accessed_at": _later(rec.last_accessed_at or rec.created_at, now),
-            "access_count": rec.access_count + 1,
-            "confidence": max(rec.confidence, confidence),
-        }
-        if source in self.policy.verification.verified_on_restatement:
-            update["last_verified_at"] = _later(
-                rec.last_verified_at or rec.created_at, now
-            )  # said again: verified
-        if rec.subject is None and subject:
-            update["subject"] = subject
-        refreshed = rec.model_copy(update=update)
-        refresh = getattr(self.store, "refresh_active", None)
-        if refresh is not None:  # conditional: a record deleted or erased since the read
-            # stays gone (False: the caller looks again, then inserts, tombstones checked)
-            return bool(refresh(refreshed, rec.sha256))
-        result = self.store.put_many([refreshed])  # stores without one: last writer wins
-        return record_id in result.succeeded
+        no longer has the exact-duplicate ``key`` (its text was changed elsewhere).
+
+        The store changes only what a refresh changes, from the row as it is then (SQLite:
+        one conditional UPDATE, ``access_count + 1``): a concurrent refresh's access or
+        another writer's expiry is never written back from this read. A lifetime change
+        (:meth:`_relife`) is written only while the row's lifetime is still the one read:
+        else read again (a few times), so it is never lost to a concurrent change."""
+        read_sha: str | None = None  # a near duplicate's text as first read (key is None)
+        for _ in range(3):
+            rec = self.store.get(record_id)
+            if rec is None or rec.status is not Status.active or self.expired(rec, now):
+                return False  # an expired record is never served: the fact is stored anew
+            if key is not None and norm_key(rec.content) != key:
+                return None  # checked on the read the conditional write below is tied to
+            if key is None and read_sha not in (None, rec.sha256):
+                return False  # rewritten since its words were compared (_restated): look again
+            read_sha = rec.sha256
+            if rec.retention_class is RetentionClass.legal_hold:
+                # a held record is never rewritten (invariant 1): the access goes to the ledger
+                self.ledger.append(rec.actor_id, rec.namespace, rec.id, at=now)
+                return True
+            change = Refresh(
+                at=now,
+                confidence=confidence,
+                subject=subject or None,
+                # said again by a source the policy trusts: verified
+                verify=source in self.policy.verification.verified_on_restatement,
+            )
+            relife = self._relife(rec, memory_type, now)
+            if relife is not None:
+                change = replace(
+                    change,
+                    memory_type=relife[0],
+                    expires_at=relife[1],
+                    was_type=rec.memory_type,
+                    was_expires_at=rec.expires_at,
+                )
+            refresh = getattr(self.store, "refresh_active", None)
+            if refresh is None:  # stores without one: a read-modify-write, last writer wins
+                result = self.store.put_many([_refreshed(rec, change)])
+                return record_id in result.succeeded
+            if refresh(record_id, rec.sha256, change):
+                return True
+            # not written: deleted, erased, held or rewritten since the read, or (a lifetime
+            # change) its expiry changed: read again
+        return False
+
+    def _relife(
+        self, rec: MemoryRecord, memory_type: MemoryType, now: datetime
+    ) -> tuple[MemoryType, datetime | None] | None:
+        """The lifetime a duplicate's refresh gives ``rec`` (memory_type, expires_at), or None
+        to keep its own. A restatement is never thrown away before a new record of the
+        ``memory_type`` asked for would be (that type's TTL from ``now``; a type without
+        one, never): "allergic to penicillin" saved as semantic must not vanish with the
+        year-old episodic record of the same words. The later deadline wins; a record's
+        type changes only when its own type's TTL would otherwise end it (an episodic
+        record restated as semantic becomes semantic; a procedural one keeps its type)."""
+        old = self._deadline(rec.memory_type, rec.created_at, rec.expires_at)
+        new = self._deadline(memory_type, now, None)
+        if old is None:
+            return None  # never expires: nothing lives longer
+        if new is None:
+            own_ttl = self.policy.memory_types[rec.memory_type].default_ttl_days
+            return (rec.memory_type if own_ttl is None else memory_type), None
+        return (rec.memory_type, new) if new > old else None
+
+    def _deadline(
+        self, memory_type: MemoryType, created_at: datetime, expires_at: datetime | None
+    ) -> datetime | None:
+        """When a record expires (as :meth:`expired` reads it); None: never."""
+        if expires_at is not None:
+            return stored_time(expires_at)
+        ttl = self.policy.memory_types[memory_type].default_ttl_days
+        return None if ttl is None else stored_time(created_at) + timedelta(days=ttl)
 
     # -- status changes --------------------------------------------------------------------
     def set_status(
@@ -658,7 +717,7 @@ class LongTermMemory:
             if status is Status.superseded and result.succeeded:
                 self._hand_over(result.succeeded, records, replaced_by)
             self._own_write(before)
-            return list(result.succeeded)
+            return list(dict.fromkeys(result.succeeded))  # each id once
 
     def _hand_over(
         self, ids: Sequence[str], records: dict[str, MemoryRecord], to: str | None
@@ -799,8 +858,52 @@ def _check_replacement(
             )
 
 
+def _check_options(
+    store: object,
+    refresh_seconds: object,
+    page_size: object,
+    content_max_bytes: object,
+    token_alignment: object,
+) -> None:
+    """LongTermMemory's (and so Memory's) options, checked before anything is opened, as
+    every call's arguments are: an InputError naming the option."""
+    if not isinstance(store, MemoryStore):
+        raise InputError(
+            f"store must be a store URL or an open MemoryStore, not {type(store).__name__}"
+        )
+    if not number_in(refresh_seconds, 0, float("inf")):
+        raise InputError(
+            f"refresh_seconds must be a number of seconds >= 0, not {refresh_seconds!r}"
+        )
+    for what, value in (("page_size", page_size), ("content_max_bytes", content_max_bytes)):
+        if value is None and what == "content_max_bytes":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise InputError(f"{what} must be a positive whole number, not {value!r}")
+    if token_alignment is not None and not isinstance(token_alignment, bool):
+        raise InputError(f"token_alignment must be True, False or None, not {token_alignment!r}")
+
+
 def _later(kept: datetime | None, at: datetime) -> datetime:
     return at if kept is None or at > kept else kept
+
+
+def _refreshed(rec: MemoryRecord, change: Refresh) -> MemoryRecord:
+    """``rec`` with ``change`` applied (stores without ``refresh_active``: a whole-record
+    write, last writer wins; a backdated restatement never moves recency back)."""
+    update: dict[str, Any] = {
+        "last_accessed_at": _later(rec.last_accessed_at or rec.created_at, change.at),
+        "access_count": rec.access_count + 1,
+        "confidence": max(rec.confidence, change.confidence),
+    }
+    if change.verify:
+        update["last_verified_at"] = _later(rec.last_verified_at or rec.created_at, change.at)
+    if rec.subject is None and change.subject:
+        update["subject"] = change.subject
+    if change.memory_type is not None:
+        update["memory_type"] = change.memory_type
+        update["expires_at"] = change.expires_at
+    return rec.model_copy(update=update)
 
 
 def default_namespace(actor: str) -> str:

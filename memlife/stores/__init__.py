@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
-from memlife.settings import settings
+from memlife.settings import settings, store_url_problem
 from memlife.stores.base import BatchResult, MemoryStore, Page, iter_shard
 
 DEFAULT_STORE_URL = "sqlite:///.memlife/memlife.db"
@@ -49,10 +49,10 @@ def open_store(url: str | None = None) -> MemoryStore:
     if scheme == "sqlite":
         from memlife.stores.sqlite import SqliteStore
 
-        path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
-        if not path:
-            raise ValueError(f"store URL {url!r}: expected sqlite:///path/to/file.db")
-        return SqliteStore(path)
+        problem = store_url_problem(url)  # the CLI's check: no path, a '?' or '#' in it
+        if problem:
+            raise ValueError(f"store URL {url!r}: {problem}")
+        return SqliteStore(url[len("sqlite:///") :])
     if scheme == "agentcore":
         from memlife.stores.agentcore import AgentCoreStore
 

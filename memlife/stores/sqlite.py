@@ -17,6 +17,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Collection, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from operator import itemgetter
 from pathlib import Path
@@ -220,9 +221,31 @@ _UPSERT = (
 )
 
 # online refresh: the row as read, only while it is still that row (active, unheld, same text)
+# online remember's refresh of a duplicate: ONE statement that changes only what a refresh
+# changes, each from the row as it is now (a concurrent writer's access count, expiry or
+# subject is never written back from a stale read); the row must still be active, unheld
+# and hold the text read. A lifetime change (memory_type, expires_at) also needs the row's
+# lifetime as read (:relife = 0: none wanted); else nothing is written and the caller
+# reads again. Times compare by their *_ts columns (seconds), never as text.
+_LATER = (
+    "CASE WHEN COALESCE({c}_ts, created_ts) >= :at_ts THEN COALESCE({c}_at, created_at) "
+    "ELSE :at END"
+)
 _REFRESH = (
-    f"UPDATE records SET {', '.join(f'{c}=?' for c in COLUMNS[1:])} WHERE id=? "
-    "AND status='active' AND retention_class!='legal_hold' AND content_sha256=?"
+    "UPDATE records SET access_count = access_count + 1, "
+    f"last_accessed_at = {_LATER.format(c='last_accessed')}, "
+    "last_accessed_ts = MAX(COALESCE(last_accessed_ts, created_ts), :at_ts), "
+    "confidence = MAX(confidence, :confidence), subject = COALESCE(subject, :subject), "
+    f"last_verified_at = CASE WHEN :verify THEN {_LATER.format(c='last_verified')} "
+    "ELSE last_verified_at END, "
+    "last_verified_ts = CASE WHEN :verify THEN MAX(COALESCE(last_verified_ts, created_ts), "
+    ":at_ts) ELSE last_verified_ts END, "
+    "memory_type = CASE WHEN :relife THEN :memory_type ELSE memory_type END, "
+    "expires_at = CASE WHEN :relife THEN :expires_at ELSE expires_at END, "
+    "expires_ts = CASE WHEN :relife THEN :expires_ts ELSE expires_ts END "
+    "WHERE id = :id AND status = 'active' AND retention_class != 'legal_hold' "
+    "AND content_sha256 = :sha AND (NOT :relife OR (memory_type = :was_type "
+    "AND (expires_at IS :was_expires_at OR expires_ts IS :was_expires_ts)))"
 )
 
 # 16 bits of a row's folded-text hash (its first 4 hex digits, as code points: SQLite has
@@ -247,6 +270,25 @@ _SAME_ACTIVE = (
 DUPLICATE_ACTIVE = "DUPLICATE_ACTIVE"
 HELD = "HELD"
 CHANGED = "CHANGED"
+
+
+@dataclass(frozen=True)
+class Refresh:
+    """What a duplicate ``remember`` changes in the record it refreshes (refresh_active):
+    one more access at ``at`` (recency never moved back), confidence raised to at least
+    ``confidence``, a missing subject filled in, verified at ``at`` when ``verify``, and
+    when ``memory_type`` is set, the lifetime: that type and ``expires_at``, written only
+    while the row still has ``was_type`` and ``was_expires_at`` (the lifetime read)."""
+
+    at: datetime
+    confidence: float
+    subject: str | None = None
+    verify: bool = False
+    memory_type: MemoryType | None = None
+    expires_at: datetime | None = None
+    was_type: MemoryType | None = None
+    was_expires_at: datetime | None = None
+
 
 _MT = {m.value: m for m in MemoryType}
 _SRC = {s.value: s for s in Source}
@@ -607,13 +649,32 @@ class SqliteStore:
             self.connection.executemany(_UPSERT, rows)
         return BatchResult(succeeded=[r.id for r in records])
 
-    def refresh_active(self, record: MemoryRecord, expected_sha256: str) -> bool:
-        """Write ``record`` over its row only if that row is still active, not held and holds
-        ``expected_sha256``: online remember's read-modify-write of a duplicate. A record
-        deleted, erased, superseded or held since it was read is not brought back."""
-        row = record_to_row(record)
+    def refresh_active(self, record_id: str, expected_sha256: str, change: Refresh) -> bool:
+        """Apply ``change`` (online remember's refresh of a duplicate) to the row in ONE
+        statement, only if that row is still active, not held and holds ``expected_sha256``
+        (and, for a lifetime change, still has the lifetime read): a record deleted, erased,
+        superseded or held since it was read is not brought back, and what another writer
+        changed meanwhile (access count, expiry) is never reverted. False: not written."""
+        at = change.at
+        was = change.was_expires_at
+        params = {
+            "id": record_id,
+            "sha": expected_sha256,
+            "at": at.isoformat(),
+            "at_ts": at.timestamp(),
+            "confidence": change.confidence,
+            "subject": change.subject,
+            "verify": int(change.verify),
+            "relife": int(change.memory_type is not None),
+            "memory_type": None if change.memory_type is None else change.memory_type.value,
+            "expires_at": _ts(change.expires_at),
+            "expires_ts": None if change.expires_at is None else change.expires_at.timestamp(),
+            "was_type": None if change.was_type is None else change.was_type.value,
+            "was_expires_at": _ts(was),
+            "was_expires_ts": None if was is None else was.timestamp(),
+        }
         with self.lock, self.transaction():
-            cur = self.connection.execute(_REFRESH, (*row[1:], row[0], expected_sha256))
+            cur = self.connection.execute(_REFRESH, params)
         return cur.rowcount == 1
 
     def put_if_unchanged(self, record: MemoryRecord, expected_sha256: str | None) -> BatchResult:
