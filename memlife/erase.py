@@ -48,6 +48,7 @@ from memlife.consolidate.base import Group, pick_survivor
 from memlife.derived import forget_for
 from memlife.embed_cache import EmbeddingCache, dry_run_cache
 from memlife.errors import EraseError as EraseError  # moved; re-exported
+from memlife.evidence_deferrals import deferral_key
 from memlife.evidence_key import for_evidence
 from memlife.journal import Journal, Operation, OpKind, OpState, Outcome, open_journal
 from memlife.lease import for_store as lease_for_store
@@ -281,10 +282,6 @@ def compact(
         out["vacuumed"] = True
     out["wal_busy"] = busy  # > 0: another connection held the WAL; rerun `memlife erase --pending`
     return out
-
-
-def deferral_key(operation_id: str) -> str:
-    return f"deferrals/{operation_id}.json"
 
 
 def _write_deferral_receipt(sink: ReceiptSink, op: Operation, secret: bytes) -> bool:

@@ -156,6 +156,7 @@ def verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal | 
     """Evidence (digest, manifest, Parquet, operation receipts, counts; memlife/evidence.py),
     then, unless ``evidence_only``, the journal both ways and the store itself."""
     from memlife.evidence import verify_evidence
+    from memlife.evidence_deferrals import verify_deferrals
     from memlife.evidence_journal import verify_journal
 
     v = Verification(run_id)
@@ -166,6 +167,7 @@ def verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal | 
         v.problem("RUN_NOT_FOUND")
         return v
     ops = verify_evidence(sink, run, v)
+    verify_deferrals(sink, run_id, ops, v)
     v.operations = len(ops)
     if evidence_only or store is None:
         return v

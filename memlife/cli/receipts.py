@@ -66,6 +66,14 @@ def _identity(url: str) -> str:
     return store_identity(url)
 
 
+def _outcome(row: dict[str, object]) -> str:
+    """An operation's outcome as a reviewer reads it: an erasure a legal hold deferred is
+    `deferred` (its deferral receipt), not `failed`; it is applied once the hold goes."""
+    if "ERASURE_DEFERRED" in (row.get("reason_codes") or []) and row.get("outcome") == "failed":  # type: ignore[operator]
+        return "deferred (legal hold)"
+    return str(row.get("outcome") or row.get("state") or "")
+
+
 def register(app: typer.Typer) -> None:
     receipts_app = typer.Typer(help="Review run receipts (file:// or s3://).", no_args_is_help=True)
     app.add_typer(receipts_app, name="receipts")
@@ -151,7 +159,7 @@ def register(app: typer.Typer) -> None:
         columns: tuple[str, ...] = ("cutoff day", "run id", "actor", "mode", "action",
                                     "reasons", "outcome", "replacement")  # fmt: skip
         cells: list[tuple[object, ...]] = [(r["date"], r["run_id"], r["actor_id"], r["mode"] or "", r["action"],
-                  ", ".join(r["reason_codes"] or []), r["outcome"] or r["state"] or "",
+                  ", ".join(r["reason_codes"] or []), _outcome(r),
                   r["replacement_id"] or "") for r in rows]  # fmt: skip
         for key, name in (("namespace", "namespace"), ("store", "store")):
             if len({r[key] for r in rows}) > 1:  # records of several scopes share this id

@@ -1,0 +1,51 @@
+"""Deferral receipts are evidence too: an erasure a legal hold defers leaves a receipt under
+``deferrals/{operation_id}.json`` (memlife/erase.py), and nothing checked them: one removed,
+or rewritten to another record or to ``"outcome": "deleted"``, left `receipts verify`
+saying "verified" (session 29 compliance review).
+
+A deferred erasure is the run's operation with ``ERASURE_DEFERRED`` among its reason codes
+(FAILED with LEGAL_HOLD in the journal; applied later, with an operation receipt of its
+own, once the hold is released). Each such row of the run's Parquet must have its deferral
+receipt, saying ``deferred`` and agreeing with the row field by field; a deferral receipt
+naming the run with no such row is not the run's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from memlife.audit import ReceiptSink
+from memlife.evidence import _mismatched, fetch_all, loads
+
+DEFERRED = "ERASURE_DEFERRED"
+
+
+def deferral_key(operation_id: str) -> str:
+    return f"deferrals/{operation_id}.json"
+
+
+def verify_deferrals(
+    sink: ReceiptSink, run_id: str, rows: Sequence[dict[str, Any]], v: Any
+) -> None:
+    deferred = {r["operation_id"]: r for r in rows
+                if r["action"] == "erase" and DEFERRED in (r.get("reason_codes") or [])}  # fmt: skip
+    keys = list(sink.list("deferrals/"))
+    docs = dict(zip(keys, fetch_all(sink, keys), strict=True))
+    for oid, r in deferred.items():
+        body = docs.get(deferral_key(oid))
+        doc = loads(body)
+        if body is None:
+            v.problem("DEFERRAL_RECEIPT_MISSING", operation_id=oid, record_id=r["record_id"])
+        elif doc is None:
+            v.problem("RECEIPT_UNREADABLE", key=deferral_key(oid), operation_id=oid)
+        else:
+            wrong = _mismatched(doc, r, skip=("outcome",))
+            wrong += ["outcome"] if doc.get("outcome") != "deferred" else []
+            for field_name in wrong:
+                v.problem("DEFERRAL_FIELD_MISMATCH", operation_id=oid, field=field_name)
+    for key, body in docs.items():
+        oid = key.rsplit("/", 1)[-1].removesuffix(".json")
+        doc = loads(body) or {}
+        if doc.get("run_id") == run_id and oid not in deferred:
+            v.problem("DEFERRAL_NOT_IN_RUN", operation_id=oid, record_id=doc.get("record_id"))
