@@ -58,7 +58,9 @@ CREATE TABLE IF NOT EXISTS derived (
 # comparison ("tea vs coffee" is not "coffee vs tea"); statement keys are unchanged.
 # 9: `restates` keeps a verb with its object: each clause's words ("likes tea, hates
 # coffee" is not "likes coffee, hates tea"; clauses also end at after, because, who...).
-VERSION = f"derived-9:{memlife.__version__}"
+# 10: `restates` compares the clauses of a text holding a list too ("likes tea and cake,
+# but hates coffee" is not "likes coffee and cake, but hates tea"); a list keeps any order.
+VERSION = f"derived-10:{memlife.__version__}"
 FLUSH_ROWS = 256
 READ_AHEAD = 128  # shards whose rows one query reads
 KINDS = ("inference", "staging", "staging_total")  # the kinds kept (rows per shard)

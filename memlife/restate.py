@@ -40,8 +40,10 @@ content words once filler (articles, "and", "very") is set aside and inflection 
   left Sweden" "left Boston after she moved to Sweden", while "Caroline hates coffee and
   likes tea" is "Caroline likes tea and hates coffee" (the words both first clauses open
   with are the subject, which later clauses leave unsaid or give as a pronoun). A one-word
-  part is a list's item ("likes tea, coffee and cake"): such lists keep any order, and
-  the clauses of a text holding one are not compared.
+  part is a list's item ("likes tea, coffee and cake") and belongs to the clause before it
+  (the one after, for a list that opens the text): a list keeps any order, and "likes tea
+  and cake, but hates coffee" is not "likes coffee and cake, but hates tea" (session 29;
+  before, a text holding a one-word part was not compared by clause).
 Rewordings with other words are not merged on this rule: a missed merge, never a lost
 specific.
 """
@@ -206,22 +208,45 @@ def _shape(text: str) -> tuple[frozenset[tuple[str, int]], tuple[str, ...], tupl
 
 def _clauses(tokens: list[str], folded: list[str], marked: list[str]) -> Clauses:
     """Each clause's content words (``marked``: the words' stems with their sides); None
-    when there is one clause or a part of one word (a list's item, "likes tea, coffee and
-    cake": lists of such items keep any order, module doc)."""
-    clauses: list[list[str]] = [[]]
+    when there is one clause. A part of one word is a list's item ("likes tea, coffee and
+    cake") and goes to the clause before it (after it, for a list opening the text), as
+    does the first word of the part an "and"/"or" opens after one ("friends, family, and
+    mentors are her rocks": "mentors" is the list's last item): a list keeps any order."""
+    clauses: list[tuple[bool, list[str]]] = [(False, [])]  # (opened by and/or, words)
     i = 0
     for tok in tokens:
         if tok in _CLAUSE_MARKS:
-            clauses.append([])
+            clauses.append((False, []))
             continue
         w = folded[i]
         if w in _CLAUSE_ENDS or w in _CONJUNCTIONS or w in _SUBORDINATE:
-            clauses.append([])
+            if not clauses[-1][1]:  # "..., and": the word opens the part
+                clauses.pop()
+            clauses.append((w in _CONJUNCTIONS, []))
         elif w not in _FILLER:
-            clauses[-1].append(marked[i])
+            clauses[-1][1].append(marked[i])
         i += 1
-    parts = [c for c in clauses if c]
-    if len(parts) < 2 or any(len(c) < 2 for c in parts):  # a list's item: any order
+    parts: list[list[str]] = []
+    lead: list[str] = []  # one-word parts before any clause: the list opens the text
+    listing = False  # the part before was a list's item
+    for joined, c in ((j, c) for j, c in clauses if c):
+        if len(c) == 1 or (listing and joined and parts):
+            take, c = c[:1], c[1:]
+            if parts:
+                parts[-1] += take
+            else:
+                lead += take
+            listing = True
+            if len(c) < 2:
+                if c:
+                    (parts[-1] if parts else lead).extend(c)
+                continue
+        listing = False
+        parts.append(lead + c)
+        lead = []
+    if lead:  # one-word parts only (or trailing a text with no clause of two words)
+        parts = [lead + (parts[0] if parts else [])] + parts[1:]
+    if len(parts) < 2:
         return None
     return tuple(tuple(c) for c in parts)
 
