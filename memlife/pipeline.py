@@ -104,6 +104,10 @@ def run(
     if lease is not None:
         lease.bind(ctx.run_id)
         ctx.lease_taken_over = lease.taken_over
+    if not config.dry_run:  # under the lease: the run before this one on the store
+        from memlife.run_chain import advance
+
+        ctx.previous_run = advance(open_journal(store), ctx.run_id)
     try:
         summary = _steps(ctx, store, step, t0, fan_out, limit_model, gate, consolidator, logger)
     except BaseException as exc:  # incl. a flow timeout: the receipt says the run failed

@@ -211,6 +211,9 @@ def manual_run(
         # invariant 2, as the nightly run: no evidence can be written, so nothing changes
         run.release()
         raise
+    from memlife.run_chain import advance
+
+    run.extra["previous_run"] = advance(journal, run_id)  # under the lease (run_chain.py)
     _resume_own(run)
     return run
 

@@ -168,6 +168,9 @@ def verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal | 
         return v
     ops = verify_evidence(sink, run, v)
     verify_deferrals(sink, run_id, ops, v)
+    previous = (run.receipt or {}).get("previous_run")  # memlife/run_chain.py
+    if isinstance(previous, str) and find_run(sink, previous) is None:
+        v.problem("PREVIOUS_RUN_MISSING", previous_run=previous)
     v.operations = len(ops)
     if evidence_only or store is None:
         return v

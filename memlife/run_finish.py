@@ -178,7 +178,7 @@ def finish_run(
         "next_retry_at": min(retries) if retries else None, "model": summary.model,
         "gate": gate, "receipt_failures": receipt_failures,
         "lease_taken_over": ctx.lease_taken_over, "journal_counts": jc,
-        "retry_queue_failed": queue_failed,
+        "retry_queue_failed": queue_failed, "previous_run": ctx.previous_run,
     }  # fmt: skip
     try:
         rkey = completed_receipt(ctx.sink, ctx.prefix, journal_ops)  # a completed run's rerun
@@ -258,7 +258,7 @@ def write_failure_receipt(
         "policy_version": ctx.policy.version, "cutoff": ctx.cutoff.isoformat(),
         "scope": scope(ctx.config), "started_at": ctx.started_at.isoformat(),
         "finished_at": utcnow().isoformat(), "pagination_complete": False,
-        "error": type(error).__name__,
+        "error": type(error).__name__, "previous_run": ctx.previous_run,
     }  # fmt: skip
     try:
         if journal is not None and not ctx.config.dry_run:

@@ -136,6 +136,7 @@ class RunContext:
     lease_taken_over: dict[str, Any] | None = (
         None  # the expired lease (of a killed run) this run took over
     )
+    previous_run: str | None = None  # the store's run before this one (memlife/run_chain.py)
 
     @property
     def mode(self) -> str:

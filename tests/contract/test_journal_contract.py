@@ -299,3 +299,14 @@ def test_consolidation_outcomes_are_remembered_by_key(journal) -> None:
     for k in many:
         journal.remember_outcome(k, "u-1", "/ns", "NO_MERGE", None, T0)
     assert set(journal.outcomes(many)) == set(many)
+
+
+def test_the_run_chain_names_the_run_before_each(journal) -> None:
+    """memlife/run_chain.py on every journal backend: each run names the one before it, a
+    rerun of the latest names the same one (session 29)."""
+    from memlife.run_chain import advance
+
+    assert advance(journal, "run-a") is None
+    assert advance(journal, "run-b") == "run-a"
+    assert advance(journal, "run-b") == "run-a"
+    assert advance(journal, "run-c") == "run-b"

@@ -1,0 +1,48 @@
+"""Each run names the run before it on its store: a run whose evidence was removed shows.
+
+A run whose whole evidence was taken out of the receipts location (its folder, dataset
+files and operation receipts; a delete marker hides them on a versioned bucket) left no
+trace: `receipts list` and `history` showed nothing and the next run noticed nothing
+(session 29 compliance review). The store's journal now keeps its latest run, and every
+run that changes records (nightly, retry, manual) names the one before it in its receipt
+(``previous_run``), read under the store's lease. ``receipts verify`` of any later run
+reports PREVIOUS_RUN_MISSING when that run is not in the receipts location. Dry runs
+change nothing and are not in the chain.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+NAME = "run_chain"
+
+
+def advance(journal: Any, run_id: str) -> str | None:
+    """Make ``run_id`` the store's latest run; the run before it (None for the first). A
+    rerun of the latest run (the same id after a crash) names the same run as before."""
+    if hasattr(journal, "state"):  # the DynamoDB journal (MEMLIFE_STATE): one meta item
+        from memlife.state.dynamodb import key
+
+        k = key("meta", NAME)
+        item = journal.state.get(k)
+        stored = json.loads(item["chain"]["S"]) if item else {}
+        previous = _previous(stored, run_id)
+        chain = json.dumps({"run": run_id, "previous": previous})
+        journal.state.ddb.put_item(TableName=journal.state.table, Item={**k, "chain": {"S": chain}})
+        return previous
+    with journal.lock:  # the SQLite journal: a row of its secrets table
+        row = journal.connection.execute(
+            "SELECT value FROM secrets WHERE name=?", (NAME,)
+        ).fetchone()
+        previous = _previous(json.loads(row[0]) if row else {}, run_id)
+        journal.connection.execute(
+            "INSERT OR REPLACE INTO secrets VALUES (?, ?)",
+            (NAME, json.dumps({"run": run_id, "previous": previous}).encode()),
+        )
+        return previous
+
+
+def _previous(stored: dict[str, Any], run_id: str) -> str | None:
+    latest = stored.get("run")
+    return stored.get("previous") if latest == run_id else latest

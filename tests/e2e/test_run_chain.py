@@ -1,0 +1,70 @@
+"""A run whose evidence was removed shows (session 29 compliance review): the erase run's
+folder, dataset files and operation receipts removed left no trace in `receipts list`,
+`history` or the next run, and `verify` of the later runs still passed. Each run that
+changes records names the store's run before it (`previous_run`), and verify of the next
+run says when that run is gone."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from memlife.cli import app
+from memlife.journal import open_journal
+from memlife.run_chain import advance
+from memlife.stores.sqlite import SqliteStore
+from tests.support.records import good
+
+runner = CliRunner()
+
+
+def test_the_run_after_a_removed_run_names_it(home: Path, tmp_path: Path) -> None:
+    src = tmp_path / "r.jsonl"
+    src.write_text(json.dumps(good("m-1")) + "\n" + json.dumps(good("m-2", subject="dogs")) + "\n")
+    assert runner.invoke(app, ["import", str(src)]).exit_code == 0
+    res = runner.invoke(app, ["run", "--engine", "local", "--json"])
+    night = json.loads(res.stdout)["run_id"]
+    res = runner.invoke(app, ["erase", "--actor", "u-1", "--id", "m-1", "--yes", "--json"])
+    erased = json.loads(res.stdout)["run_id"]
+    res = runner.invoke(app, ["run", "--engine", "local", "--dry-run", "--json"])
+    assert res.exit_code == 0  # a dry run is not in the chain
+    res = runner.invoke(app, ["run", "--engine", "local", "--now", "2026-12-05T01:00:00Z",
+                              "--allow-future-cutoff", "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    later = json.loads(res.stdout)["run_id"]
+    receipts = home / "receipts"
+
+    def receipt(run_id: str) -> dict:
+        (path,) = receipts.rglob(f"runs/*/*/*/{run_id}/receipt.json")
+        return json.loads(path.read_text())
+
+    assert receipt(erased)["previous_run"] == night and receipt(later)["previous_run"] == erased
+    res = runner.invoke(app, ["receipts", "verify", later, "--json"])
+    assert res.exit_code == 0, res.stdout
+
+    # the erase run's evidence removed entirely: its folder, dataset files, receipts
+    ops = [p for p in (receipts / "operations").glob("*.json")
+           if json.loads(p.read_text())["run_id"] == erased]  # fmt: skip
+    assert ops
+    for p in ops:
+        p.unlink()
+    (folder,) = receipts.rglob(f"runs/*/*/*/{erased}")
+    shutil.rmtree(folder)
+    for d in receipts.rglob(f"run_id={erased}"):
+        shutil.rmtree(d)
+    res = runner.invoke(app, ["receipts", "verify", later, "--json"])
+    out = json.loads(res.stdout)
+    assert res.exit_code == 1
+    assert {"code": "PREVIOUS_RUN_MISSING", "previous_run": erased} in out["problems"]
+
+
+def test_a_rerun_names_the_same_run_before_it(home: Path) -> None:
+    with SqliteStore(home / "memlife.db") as store:
+        journal = open_journal(store)
+        assert advance(journal, "r1") is None
+        assert advance(journal, "r2") == "r1"
+        assert advance(journal, "r2") == "r1"  # the same run again (a crash, a rerun)
+        assert advance(journal, "r3") == "r2"
