@@ -44,7 +44,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from memlife.consolidate.base import ConsolidationError, ConsolidationResult, Group
-from memlife.consolidate.coverage import check_coverage
+from memlife.consolidate.coverage import check_coverage, retired
 from memlife.embed import Embedder
 from memlife.lexical import tokenize
 from memlife.policy import Limits
@@ -487,7 +487,7 @@ def check_grounding(
     # update retires one) nor a record read as an instruction (it grounds nothing, so a
     # merge of it goes to review rather than drop it unseen)
     check_coverage(
-        result, group, embedder, exempt=set(group.superseded_ids) | set(result.outdated_ids),
+        result, group, embedder, exempt=retired(result, group),
         free=_LINK_TERMS | _VAGUE_TIME, parts=lambda t: [*clauses(t), *comma_parts(t)],
         specifics=specifics, vocabulary=lambda t: _vocabulary([t]),
     )  # fmt: skip

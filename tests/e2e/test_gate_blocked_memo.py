@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from memlife.consolidate.prompts import TOOL_NAME
+from memlife.errors import PolicyError
 from memlife.model import Status
 from memlife.pipeline import RunConfig, run_local
 from memlife.policy import DEFAULT_POLICY, load_policy, resolve_policy_path
@@ -163,8 +164,10 @@ def test_a_changed_member_reopens_the_blocked_group(env: dict[str, Any]) -> None
 def test_a_gate_threshold_edited_under_the_same_version_reopens_the_blocked_group(
     env: dict[str, Any], tmp_path: Path
 ) -> None:
-    # An operator loosens a threshold and forgets to bump `version`: the blocked group must
-    # be judged under the policy in force, not skipped for 30 days under the old verdict.
+    # An operator loosens a threshold and forgets to bump `version`: since session 29 the
+    # run is refused before it starts (one policy per version, memlife/policy_record.py);
+    # with a new version the blocked group is judged under the policy in force, not
+    # skipped for 30 days under the old verdict.
     night(env, 0)
     _, calls = night(env, 1)
     assert calls == 1  # the pet group; beverage is remembered as blocked
@@ -172,6 +175,12 @@ def test_a_gate_threshold_edited_under_the_same_version_reopens_the_blocked_grou
     edited = tmp_path / "edited.yaml"
     edited.write_text(text.replace("aggregate_score_min: 0.9", "aggregate_score_min: 0.5"))
     assert load_policy(edited).version == load_policy(None).version
+    sent = len(env["server"].message_requests)
+    with pytest.raises(PolicyError, match="names other rules"):
+        night(env, 2, policy=str(edited))
+    assert len(env["server"].message_requests) == sent  # nothing started
+    version = load_policy(None).version
+    edited.write_text(edited.read_text().replace(version, version + "-loose", 1))
     _, calls = night(env, 2, policy=str(edited))
     assert calls == 1  # the beverage group, judged again
     # the same policy with other comments and layout is the same policy

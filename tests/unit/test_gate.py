@@ -15,6 +15,7 @@ from memlife.backends import embedding_cache
 from memlife.cli import app
 from memlife.demo import generate
 from memlife.evalset import CaseKind, EvalSetError, Impact, dump_cases, load_cases, parse_cases
+from memlife.evidence_key import keyed
 from memlife.gate import evaluate
 from memlife.journal import OpKind, OpState, open_journal
 from memlife.model import Status
@@ -123,7 +124,8 @@ def test_policy_change_that_would_delete_a_must_retain_fact_is_blocked_and_quara
     for o in ops:
         doc = json.loads((receipts / "operations" / f"{o.operation_id}.json").read_text())
         assert doc["action"] == "restore" and doc["outcome"] == "restored"
-        assert doc["content_sha256"] == before[o.record_id].sha256  # type: ignore[union-attr]
+        secret = open_journal(store).run_secret()  # receipts key their hashes (session 29)
+        assert doc["content_sha256"] == keyed(before[o.record_id].sha256, secret)  # type: ignore[union-attr]
     assert evaluate(store, load_cases(cases))["failed_cases"] == []
     # restoring again is refused per record, and said so
     again = restore(store, ["m-allergy"], now=NOW + timedelta(days=2))

@@ -151,7 +151,12 @@ def test_claim_resting_only_on_a_contradicted_record_is_rejected(emb) -> None:
         "Prefers a window seat on flights.", "Prefers an aisle seat on flights.", superseded=(0,)
     )
     ids = ("s-0", "s-1")
-    assert code(result("Prefers an aisle seat on flights.", ids=ids), g, emb) is None
+    aisle = result("Prefers an aisle seat on flights.", ids=ids)
+    # the contradicted statement dropped, as the prompt asks (rule 3); a "duplicate" that
+    # leaves it unsaid without a word is no merge (session 29)
+    assert code(aisle, g, emb) == "DROPPED_FACT"
+    aisle = aisle.model_copy(update={"dropped_claims": ["Prefers a window seat on flights."]})
+    assert code(aisle, g, emb) is None
     assert (
         code(result("Prefers a window seat on flights.", ids=ids), g, emb) == "CONTRADICTED_CLAIM"
     )
