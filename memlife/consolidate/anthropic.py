@@ -14,7 +14,11 @@ grounded against the group's records before anything is returned. Failures are
                       the model name is wrong, not the group. Retryable (no group is held
                       to account) and sticky: this consolidator sends nothing more, every
                       later group gets the same error at no cost
+                      (a 400 about the account, "credit balance is too low", too)
 - MODEL_REJECTED      any other API error (a bad request): retrying will not help
+An outage is sticky too: after OUTAGE_CALLS groups in a row found the service unavailable,
+later groups of the run are not sent (MODEL_UNAVAILABLE, retried by the next run): a
+hanging or overloaded endpoint cost 3 attempts x the timeout for every group of the run.
 - grounding codes     see memlife.consolidate.grounding
 """
 
@@ -53,7 +57,13 @@ MODEL_UNAVAILABLE = "MODEL_UNAVAILABLE"
 MODEL_REJECTED = "MODEL_REJECTED"
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 _CONFIG_STATUS = frozenset({401, 403, 404})  # key, permission, model or endpoint
-_NAMES_MODEL = re.compile(r"\bmodel\b", re.IGNORECASE)
+# a 400 about the model or the account fails every group alike (the API's words, never
+# memory content): "model: x not found", "Your credit balance is too low"
+_NAMES_MODEL = re.compile(
+    r"\b(model|credit|billing|balance|quota|account|organi[sz]ation|permission|api[ _-]?key)\b",
+    re.IGNORECASE,
+)
+OUTAGE_CALLS = 5  # groups in a row finding the service unavailable: the run stops sending
 
 
 @dataclass
@@ -103,6 +113,7 @@ class AnthropicConsolidator:
         # call fails the same way without a request, for as long as this instance lives
         # (one run): a wrong key must not cost one refused request per group.
         self.misconfigured: str | None = None
+        self._outage = 0  # groups in a row that found the service unavailable (OUTAGE_CALLS)
         # One limit per instance, shared by every thread that uses it: the pipeline's
         # workers must not open more concurrent calls than the account's rate allows.
         self._slots = threading.BoundedSemaphore(max_concurrency)
@@ -148,7 +159,7 @@ class AnthropicConsolidator:
         system, messages = build_messages(group)
         try:
             with self._slots:
-                return self.client.messages.create(
+                msg = self.client.messages.create(
                     model=self.model,
                     max_tokens=self.max_tokens,
                     system=system,
@@ -156,12 +167,16 @@ class AnthropicConsolidator:
                     tools=[tool_definition()],
                     tool_choice=tool_choice(),
                 )
+            self._outage = 0
+            return msg
         except anthropic.APIConnectionError as exc:  # includes APITimeoutError
             self._count(0, 0, failed=True)
+            self._outage += 1
             raise ConsolidationError(MODEL_UNAVAILABLE, type(exc).__name__, retryable=True) from exc
         except anthropic.APIStatusError as exc:
             self._count(0, 0, failed=True)
             if exc.status_code in _RETRYABLE_STATUS or exc.status_code >= 500:
+                self._outage += 1
                 raise ConsolidationError(
                     MODEL_UNAVAILABLE, f"HTTP {exc.status_code}", retryable=True
                 ) from exc
@@ -176,6 +191,7 @@ class AnthropicConsolidator:
             # a gateway's or proxy's page, a cut body. The model never answered this group:
             # retried, nobody blamed (a group's rejections send it to review for good).
             self._count(0, 0, failed=True)
+            self._outage += 1
             raise ConsolidationError(
                 MODEL_UNAVAILABLE, "response body is not a message", retryable=True
             ) from exc
@@ -205,6 +221,12 @@ class AnthropicConsolidator:
             raise ConsolidationError(Reason.EMPTY_GROUP, group.key)
         if self.misconfigured is not None:  # nothing sent: the run's configuration is wrong
             raise ConsolidationError(MODEL_MISCONFIGURED, self.misconfigured, retryable=True)
+        if self._outage >= OUTAGE_CALLS:  # nothing sent: the service is down for this run
+            raise ConsolidationError(
+                MODEL_UNAVAILABLE,
+                f"{self._outage} groups in a row unavailable: not sent",
+                retryable=True,
+            )
         msg = self._call(group)
         if not _is_message(msg):
             # a 200 whose body is not a message: not JSON (a proxy's or captive portal's HTML
