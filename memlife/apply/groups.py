@@ -346,6 +346,7 @@ def stage_group(
     replacement = build_from_members(
         actor_id, namespace, plan.members, plan.survivor_id, result, ex.cutoff,
         ex.policy.version, MemoryType.semantic if promoted else None,
+        {mt: tp.default_ttl_days for mt, tp in ex.policy.memory_types.items()},
     )  # fmt: skip
     write = ex.new_op(
         OpKind.write_replacement,
