@@ -19,7 +19,7 @@ from prefect.artifacts import (  # noqa: E402
 from prefect.events import emit_event  # noqa: E402
 
 from memlife.run_finish import as_link, gate_line, markdown_summary  # noqa: E402
-from memlife.run_types import RunContext, RunSummary  # noqa: E402
+from memlife.run_types import RunConfig, RunContext, RunSummary, mode_of  # noqa: E402
 
 EVENT_PARTIAL = "memlife.run.partial_failure"
 EVENT_FAILURE = "memlife.run.failure"
@@ -49,6 +49,24 @@ def on_failure(ctx: RunContext, error: BaseException, receipt: str | None) -> No
     """The run could not finish (its failure receipt is written): log and emit the event."""
     get_run_logger().error("run %s failed: %s", ctx.run_id, type(error).__name__)
     _emit(failure_event(ctx, error, receipt))
+
+
+def on_refused(config: RunConfig, error: BaseException) -> None:
+    """The run was refused before it started (a bad policy path, a missing store, a glob
+    that can match nothing): no run id, no receipt, and still the failure event, so the
+    automation watching memlife.run.* alerts (a Failed flow run alone alerted nobody)."""
+    get_run_logger().error("run refused before it started: %s", type(error).__name__)
+    _emit(refused_event(config, error))
+
+
+def refused_event(
+    config: RunConfig, error: BaseException
+) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """Error type and mode only, never the message (it may name a path or a value)."""
+    mode = mode_of(config)
+    payload = {"run_id": None, "status": "failure", "stage": "start", "mode": mode,
+               "error": type(error).__name__}  # fmt: skip
+    return EVENT_FAILURE, _resource("refused", mode), payload
 
 
 def _emit(event: tuple[str, dict[str, str], dict[str, Any]] | None) -> None:

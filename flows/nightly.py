@@ -36,9 +36,14 @@ def as_task(name: str, fn: pipeline.F) -> pipeline.F:
 def nightly(config: RunConfig = RunConfig()) -> dict[str, Any] | State:  # noqa: B008 - frozen: safe as a default
     # the cutoff pinned to this flow run's schedule (a retry is the same run), a far-future
     # apply cutoff refused: as the CLI does
-    config = operator_config(config, flow_run.scheduled_start_time)
+    try:
+        config = operator_config(config, flow_run.scheduled_start_time)
+    except BaseException as exc:
+        events.on_refused(config, exc)
+        raise
     summary = content_free(pipeline.run)(config, as_task, fan_out=shard.fan_out, limit_model=limits.limited,
-                           logger=get_run_logger(), on_failure=events.on_failure)  # fmt: skip
+                           logger=get_run_logger(), on_failure=events.on_failure,
+                           on_refused=events.on_refused)  # fmt: skip
     events.publish(summary)
     result = summary.as_json()
     if summary.status in STATE_NAMES:

@@ -38,10 +38,11 @@ from memlife.run_finish import finish_run, gate_verdict, write_failure_receipt
 from memlife.run_finish import gate_line as gate_line  # re-exported: the CLI's one line
 from memlife.run_finish import markdown_summary as markdown_summary  # re-exported
 from memlife.run_planning import embeddings_for, open_report, process_batch
+from memlife.run_scope import check_namespaces, check_store_exists, unmatched_scope
 from memlife.run_start import remote_state, start_run, take_lease
 from memlife.run_types import BatchOutcome, RunConfig, RunContext, RunSummary, Shard, collect
 from memlife.settings import settings
-from memlife.stores import MemoryStore, open_store
+from memlife.stores import MemoryStore, open_store, resolve_store_url
 
 __all__ = ["RunConfig", "RunContext", "RunSummary", "Shard", "BatchOutcome", "run", "run_local"]
 
@@ -80,24 +81,40 @@ def run(
     consolidator: Consolidator | None = None,
     logger: logging.Logger | logging.LoggerAdapter[Any] = log,
     on_failure: OnFailure | None = None,
+    on_refused: Callable[[RunConfig, BaseException], None] | None = None,
 ) -> RunSummary:
     """One lifecycle run, in DESIGN.md's order, whatever the engine.
 
     ``fan_out`` plans the shard batches (default: in this process, or in processes for a
     large dry run); ``limit_model`` wraps the consolidator (Prefect: the global model-call
     limit); ``gate`` and ``consolidator`` replace the real ones (tests); ``on_failure``
-    sees a run that could not finish after its failure receipt is written.
+    sees a run that could not finish after its failure receipt is written, ``on_refused``
+    one refused before it started (no run id, no receipt: a bad store, scope or policy).
     """
     t0 = time.perf_counter()
-    store = open_store(config.store)
+    try:
+        check_store_exists(resolve_store_url(config.store))  # a run never creates a store
+        store = open_store(config.store)
+    except BaseException as exc:
+        if on_refused is not None:
+            on_refused(config, exc)
+        raise
     lease = None
     try:
+        check_namespaces(store, config.namespaces)  # before anything is written
+        unmatched = unmatched_scope(store, config.namespaces, config.actors)
+        for option, value in unmatched:  # a typo'd scope is no quiet night (any engine)
+            logger.warning("%s %r matches no record in the store (scope_unmatched); nothing "
+                           "of it is planned", option, value)  # fmt: skip
         lease = take_lease(config, store)  # one lifecycle writer per store; else LeaseHeld
         ctx = step("start-run", start_run)(config)
-    except BaseException:
+        ctx.scope_unmatched = unmatched
+    except BaseException as exc:
         if lease is not None:
             lease.release()
         store.close()
+        if on_refused is not None:
+            on_refused(config, exc)
         raise
     logger.info("run %s: %s, policy %s, cutoff %s", ctx.run_id, ctx.mode, ctx.policy.version,
                 ctx.cutoff.isoformat())  # fmt: skip

@@ -137,6 +137,8 @@ class RunContext:
         None  # the expired lease (of a killed run) this run took over
     )
     previous_run: str | None = None  # the store's run before this one (memlife/run_chain.py)
+    # (option, value) of each scope glob or actor that matched nothing (memlife/run_scope.py)
+    scope_unmatched: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def mode(self) -> str:

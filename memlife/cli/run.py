@@ -277,35 +277,17 @@ def register(app: typer.Typer) -> None:
 def unmatched_scope(
     store_url: str, namespaces: Sequence[str], actors: Sequence[str]
 ) -> list[tuple[str, str]]:
-    """(option, value) for each ``--namespace`` glob and ``--actor`` id of a scoped run
-    that selects no shard of the store (within the rest of the scope), read before the run
-    starts as its shard listing reads it. A scope that matched nothing used to end as a
-    success with 0 records and no word of why: a typo looked like a quiet night."""
+    """:func:`memlife.run_scope.unmatched_scope` of the store at ``store_url``."""
     if not namespaces and not actors:
         return []
-    from memlife.namespaces import glob_match
+    from memlife.run_scope import unmatched_scope as unmatched
     from memlife.stores import open_store
 
-    globs, ids = set(namespaces), set(actors)
-    seen_globs: set[str] = set()
-    seen_actors: set[str] = set()
     db = open_store(store_url)
     try:
-        for actor in db.list_actors():
-            if ids and actor not in ids:
-                continue
-            for ns in db.list_namespaces(actor):
-                hits = {g for g in globs if glob_match(g, ns)}
-                seen_globs |= hits
-                if hits or not globs:
-                    seen_actors.add(actor)
-            if seen_globs == globs and seen_actors == ids:
-                break  # everything matched: the rest of the store need not be read
+        return unmatched(db, namespaces, actors)
     finally:
         db.close()
-    return [("--namespace", g) for g in namespaces if g not in seen_globs] + [
-        ("--actor", a) for a in actors if a not in seen_actors
-    ]
 
 
 def add_scope_unmatched(result: dict[str, Any], unmatched: list[tuple[str, str]]) -> None:
