@@ -124,7 +124,7 @@ def run(
     if not config.dry_run:  # under the lease: the run before this one on the store
         from memlife.run_chain import advance
 
-        ctx.previous_run = advance(open_journal(store), ctx.run_id)
+        ctx.previous_run = advance(open_journal(store), ctx.run_id, ctx.sink)
     try:
         summary = _steps(ctx, store, step, t0, fan_out, limit_model, gate, consolidator, logger)
     except BaseException as exc:  # incl. a flow timeout: the receipt says the run failed

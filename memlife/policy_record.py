@@ -5,15 +5,18 @@ version (every TTL set to one day by a typo, or on purpose) deleted 1,423 record
 receipts named the shipped default's version, and nothing kept the rules that were
 applied. The first run that changes records under a version keeps the policy's text at
 ``policies/{version}.yaml`` in the receipts location (create-only). Any later run under
-that version whose policy reads otherwise (compared as parsed rules, so a comment or the
-key order may change) is refused before its manifest is written, naming the version:
-a changed policy gets a new version. A reviewer reads the exact rules behind any receipt
+that version whose policy reads otherwise (compared as parsed rules, so a comment, the
+key order or the description may change; versions a reader cannot tell apart, "V1" and
+"v1 ", are one) is refused before its manifest is written, naming the version: a changed
+policy gets a new version. A dry run changes nothing and is not checked: it previews an
+edited policy. A reviewer reads the exact rules behind any receipt
 from that file (its sha256 is the manifest's ``policy_sha256`` when the bytes agree).
 """
 
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 from urllib.parse import quote
 
 import yaml
@@ -24,12 +27,19 @@ from memlife.policy import Policy
 
 
 def policy_key(version: str) -> str:
-    return f"policies/{quote(version, safe='')}.yaml"
+    """One file for every spelling a receipt reader cannot tell apart: "v1", "V1", "v1 ",
+    "v1" with a zero-width space, "café" composed or not (session 29 review)."""
+    folded = unicodedata.normalize("NFKC", version).casefold()
+    plain = "".join(c for c in folded if unicodedata.category(c) not in ("Cc", "Cf")).strip()
+    return f"policies/{quote(plain, safe='')}.yaml"
 
 
 def check_policy(sink: ReceiptSink, policy: Policy, text: bytes, *, record: bool) -> None:
     """Refuse ``policy`` when its version names other rules in this receipts location;
-    with ``record`` (a run that will change records), keep its text when it is the first."""
+    with ``record`` (a run that will change records), keep its text when it is the first.
+    A dry run is not checked: it changes nothing, and previews an edited policy."""
+    if not record:
+        return
     key = policy_key(policy.version)
     kept = sink.get(key)
     if kept is None:
@@ -38,7 +48,7 @@ def check_policy(sink: ReceiptSink, policy: Policy, text: bytes, *, record: bool
         kept = sink.get(key)  # another run kept it first: compare with what it kept
         if kept is None:
             return
-    if _rules(kept) != policy:
+    if _rules(kept) != _rules_of(policy):
         sha = hashlib.sha256(kept).hexdigest()[:12]
         raise PolicyError(
             f"policy version {policy.version!r} names other rules in the receipts "
@@ -47,9 +57,14 @@ def check_policy(sink: ReceiptSink, policy: Policy, text: bytes, *, record: bool
         )
 
 
-def _rules(text: bytes) -> Policy | None:
+def _rules(text: bytes) -> dict[str, object] | None:
     """The kept policy as rules; None when it no longer parses (then it differs)."""
     try:
-        return Policy.model_validate(yaml.safe_load(text))
+        return _rules_of(Policy.model_validate(yaml.safe_load(text)))
     except (yaml.YAMLError, ValueError):
         return None
+
+
+def _rules_of(policy: Policy) -> dict[str, object]:
+    """What a policy decides: its fields but the version's spelling and the description."""
+    return policy.model_dump(mode="json", exclude={"version", "description"})

@@ -213,7 +213,7 @@ def manual_run(
         raise
     from memlife.run_chain import advance
 
-    run.extra["previous_run"] = advance(journal, run_id)  # under the lease (run_chain.py)
+    run.extra["previous_run"] = advance(journal, run_id, sink)  # under the lease (run_chain.py)
     _resume_own(run)
     return run
 

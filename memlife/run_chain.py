@@ -6,25 +6,32 @@ trace: `receipts list` and `history` showed nothing and the next run noticed not
 (session 29 compliance review). The store's journal now keeps its latest run, and every
 run that changes records (nightly, retry, manual) names the one before it in its receipt
 (``previous_run``), read under the store's lease. ``receipts verify`` of any later run
-reports PREVIOUS_RUN_MISSING when that run is not in the receipts location. Dry runs
-change nothing and are not in the chain.
+reports PREVIOUS_RUN_MISSING when that run is not in the receipts location. A chain is
+kept per receipts location (a run whose receipts went elsewhere, `--receipts`, is in that
+location's chain, not missing from this one's). Dry runs change nothing and are not in it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
+
+from memlife.audit import ReceiptSink
 
 NAME = "run_chain"
 
 
-def advance(journal: Any, run_id: str) -> str | None:
-    """Make ``run_id`` the store's latest run; the run before it (None for the first). A
-    rerun of the latest run (the same id after a crash) names the same run as before."""
+def advance(journal: Any, run_id: str, sink: ReceiptSink) -> str | None:
+    """Make ``run_id`` the store's latest run in ``sink``'s location; the run before it
+    there (None for the first). A rerun of the latest run (the same id after a crash)
+    names the same run as before."""
+    where = hashlib.sha256(sink.location("runs").encode()).hexdigest()[:16]
+    name = f"{NAME}:{where}"
     if hasattr(journal, "state"):  # the DynamoDB journal (MEMLIFE_STATE): one meta item
         from memlife.state.dynamodb import key
 
-        k = key("meta", NAME)
+        k = key("meta", name)
         item = journal.state.get(k)
         stored = json.loads(item["chain"]["S"]) if item else {}
         previous = _previous(stored, run_id)
@@ -33,12 +40,12 @@ def advance(journal: Any, run_id: str) -> str | None:
         return previous
     with journal.lock:  # the SQLite journal: a row of its secrets table
         row = journal.connection.execute(
-            "SELECT value FROM secrets WHERE name=?", (NAME,)
+            "SELECT value FROM secrets WHERE name=?", (name,)
         ).fetchone()
         previous = _previous(json.loads(row[0]) if row else {}, run_id)
         journal.connection.execute(
             "INSERT OR REPLACE INTO secrets VALUES (?, ?)",
-            (NAME, json.dumps({"run": run_id, "previous": previous}).encode()),
+            (name, json.dumps({"run": run_id, "previous": previous}).encode()),
         )
         return previous
 

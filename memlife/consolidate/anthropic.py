@@ -14,7 +14,7 @@ grounded against the group's records before anything is returned. Failures are
                       the model name is wrong, not the group. Retryable (no group is held
                       to account) and sticky: this consolidator sends nothing more, every
                       later group gets the same error at no cost
-                      (a 400 about the account, "credit balance is too low", too)
+                      (a 400 about billing, "credit balance is too low", too)
 - MODEL_REJECTED      any other API error (a bad request): retrying will not help
 An outage is sticky too: after OUTAGE_CALLS groups in a row found the service unavailable,
 later groups of the run are not sent (MODEL_UNAVAILABLE, retried by the next run): a
@@ -60,7 +60,7 @@ _CONFIG_STATUS = frozenset({401, 403, 404})  # key, permission, model or endpoin
 # a 400 about the model or the account fails every group alike (the API's words, never
 # memory content): "model: x not found", "Your credit balance is too low"
 _NAMES_MODEL = re.compile(
-    r"\b(model|credit|billing|balance|quota|account|organi[sz]ation|permission|api[ _-]?key)\b",
+    r"\b(model|credit|billing|balance)\b",
     re.IGNORECASE,
 )
 OUTAGE_CALLS = 5  # groups in a row finding the service unavailable: the run stops sending

@@ -56,7 +56,7 @@ from memlife.review_queue.base import (
     sort_key,
 )
 from memlife.review_queue.candidates import ReviewCandidates
-from memlife.review_queue.unfinished import earlier_attempt, unfinished
+from memlife.review_queue.unfinished import earlier_attempt, same_request, unfinished
 
 __all__ = [
     "COLUMNS",
@@ -278,6 +278,13 @@ def resolve(
     )
     # the same decision killed part way (after the delete, before its receipt): finished now
     earlier = earlier_attempt(open_journal(store), item, decision.value, kind)
+    if earlier and not same_request(_sink(receipts), earlier[0], item, decision.value,
+                                    reviewer, by or item.pair_id):  # fmt: skip
+        raise ReviewError(
+            f"review item {iid}: an earlier {decision.value} of it (run {earlier[0].run_id}) "
+            "is unfinished and was another request (another reviewer or replacement): the "
+            "next nightly run completes it, then the item can be answered"
+        )
     if record is None and decision is not ReviewDecision.keep and not earlier:
         raise ReviewError(
             f"review item {iid}: record {item.record_id} no longer exists in "
@@ -388,6 +395,14 @@ def resolve(
         raise RuntimeError(f"review item {iid} vanished while it was resolved")
     summary["item"] = resolved.as_json()
     return summary
+
+
+def _sink(receipts: Any) -> Any:
+    from memlife.audit import open_sink
+
+    return (
+        receipts if receipts is not None and not isinstance(receipts, str) else open_sink(receipts)
+    )
 
 
 def _new_ops(

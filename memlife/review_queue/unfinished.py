@@ -18,7 +18,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from memlife.apply.lifecycle import retryable
+from memlife.audit import ReceiptSink
 from memlife.journal import Journal, Operation, OpKind, OpState, Outcome
+from memlife.journal.base import operation_id
 from memlife.model import parse_time
 from memlife.review_queue.base import ReviewItem
 
@@ -48,6 +50,29 @@ def earlier_attempt(
     rest = [o for o in journal.by_run(main.run_id)
             if o.operation_id != main.operation_id and unfinished(o)]  # fmt: skip
     return [main, *rest]
+
+
+def same_request(
+    sink: ReceiptSink,
+    op: Operation,
+    item: ReviewItem,
+    decision: str,
+    reviewer: str,
+    replacement: str | None,
+) -> bool:
+    """Whether ``op`` is this very decision: the same replacement, and the same reviewer,
+    told by its operation id (keyed by its run's key, in that run's manifest, with the
+    item, the decision and the reviewer). Another reviewer's attempt is not finished under
+    this one's name, nor a supersede to another record (session 29 review)."""
+    from memlife.review import find_run
+
+    if op.kind is OpKind.supersede and op.replacement_id != replacement:
+        return False
+    run = find_run(sink, op.run_id)
+    key = run.manifest.get("run_key") if run is not None else None
+    if not isinstance(key, str):
+        return False
+    return operation_id(key, op.kind, [item.item_id, decision, reviewer]) == op.operation_id
 
 
 def unfinished(op: Operation) -> bool:

@@ -301,12 +301,14 @@ def test_consolidation_outcomes_are_remembered_by_key(journal) -> None:
     assert set(journal.outcomes(many)) == set(many)
 
 
-def test_the_run_chain_names_the_run_before_each(journal) -> None:
+def test_the_run_chain_names_the_run_before_each(journal, tmp_path: Path) -> None:
     """memlife/run_chain.py on every journal backend: each run names the one before it, a
     rerun of the latest names the same one (session 29)."""
+    from memlife.audit import FileSink
     from memlife.run_chain import advance
 
-    assert advance(journal, "run-a") is None
-    assert advance(journal, "run-b") == "run-a"
-    assert advance(journal, "run-b") == "run-a"
-    assert advance(journal, "run-c") == "run-b"
+    sink = FileSink(tmp_path / "receipts")
+    assert advance(journal, "run-a", sink) is None
+    assert advance(journal, "run-b", sink) == "run-a"
+    assert advance(journal, "run-b", sink) == "run-a"
+    assert advance(journal, "run-c", sink) == "run-b"

@@ -55,12 +55,19 @@ def test_a_policy_changed_under_its_version_is_refused(home: Path, tmp_path: Pat
 
     typo = _edited(tmp_path, "typo.yaml")
     for args in (["run", "--engine", "local", "--policy", str(typo)],
-                 ["run", "--engine", "local", "--dry-run", "--policy", str(typo)],
                  ["erase", "--actor", "u-1", "--id", "m-1", "--policy", str(typo), "--yes"]):  # fmt: skip
         res = runner.invoke(app, args)
         assert res.exit_code == 2, (args, res.output)
         assert f"policy version {version!r} names other rules" in res.output
     assert _runs(home) == runs  # nothing started
+    # a look-alike version is the same version (session 29 review)
+    for lookalike in (version.upper(), version + " ", version + "\u200b"):
+        res = runner.invoke(app, ["run", "--engine", "local", "--policy",
+                                  str(_edited(tmp_path, "alike.yaml", version=lookalike))])  # fmt: skip
+        assert res.exit_code == 2 and "names other rules" in res.output, lookalike
+    # a dry run previews the edited policy: it changes nothing, and is not refused
+    res = runner.invoke(app, ["run", "--engine", "local", "--dry-run", "--policy", str(typo)])
+    assert res.exit_code == 0, res.output
     with SqliteStore(home / "memlife.db") as store:
         assert all(store.get(f"m-{i}") is not None for i in range(5))
     assert kept.read_bytes() == DEFAULT.read_bytes()

@@ -79,3 +79,20 @@ def test_another_decision_after_a_killed_delete_is_still_refused(home: Path, ite
     assert _cli(home, *resolve, "delete", fault="before_receipt").returncode != 0
     other = _cli(home, *resolve, "verify")
     assert other.returncode == 2 and "no longer exists" in other.stderr
+
+
+def test_another_reviewers_killed_attempt_is_not_finished_under_this_name(
+    home: Path, item: dict
+) -> None:
+    """Session 29 review: the attempt was matched by record and reason only, so reviewer B's
+    resolve would have receipted A's killed delete under B's name."""
+    ana = ("review", "resolve", item["item_id"], "--decision", "delete", "--reviewer", "ana")
+    assert _cli(home, *ana, fault="before_receipt").returncode != 0
+    bob = _cli(home, "review", "resolve", item["item_id"], "--decision", "delete",
+               "--reviewer", "bob")  # fmt: skip
+    assert bob.returncode == 2 and "another request" in bob.stderr, bob.stderr
+    again = _cli(home, *ana)
+    assert again.returncode == 0 and "finished the decision run" in again.stderr
+    (now,) = [i for i in json.loads(_cli(home, "review", "list", "--all", "--json").stdout)
+              if i["item_id"] == item["item_id"]]  # fmt: skip
+    assert now["reviewer"] == "ana"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from memlife.audit import FileSink
 from memlife.cli import app
 from memlife.journal import open_journal
 from memlife.run_chain import advance
@@ -62,9 +63,27 @@ def test_the_run_after_a_removed_run_names_it(home: Path, tmp_path: Path) -> Non
 
 
 def test_a_rerun_names_the_same_run_before_it(home: Path) -> None:
+    here, there = FileSink(home / "receipts"), FileSink(home / "elsewhere")
     with SqliteStore(home / "memlife.db") as store:
         journal = open_journal(store)
-        assert advance(journal, "r1") is None
-        assert advance(journal, "r2") == "r1"
-        assert advance(journal, "r2") == "r1"  # the same run again (a crash, a rerun)
-        assert advance(journal, "r3") == "r2"
+        assert advance(journal, "r1", here) is None
+        assert advance(journal, "r2", here) == "r1"
+        assert advance(journal, "r2", here) == "r1"  # the same run again (a crash, a rerun)
+        assert advance(journal, "x1", there) is None  # another location: its own chain
+        assert advance(journal, "r3", here) == "r2"
+
+
+def test_a_run_whose_receipts_went_elsewhere_is_not_missing(home: Path, tmp_path: Path) -> None:
+    """Session 29 review: an erase with `--receipts` of another location made the next
+    night's verify report PREVIOUS_RUN_MISSING; each location keeps its own chain."""
+    src = tmp_path / "r.jsonl"
+    src.write_text(json.dumps(good("m-1")) + "\n" + json.dumps(good("m-2", subject="dogs")) + "\n")
+    assert runner.invoke(app, ["import", str(src)]).exit_code == 0
+    elsewhere = f"file://{tmp_path / 'other-receipts'}"
+    res = runner.invoke(app, ["erase", "--actor", "u-1", "--id", "m-1", "--yes",
+                              "--receipts", elsewhere])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["run", "--engine", "local", "--json"])
+    night = json.loads(res.stdout)["run_id"]
+    res = runner.invoke(app, ["receipts", "verify", night, "--json"])
+    assert res.exit_code == 0, res.stdout
