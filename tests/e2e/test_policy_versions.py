@@ -79,9 +79,10 @@ def test_the_same_rules_written_otherwise_and_a_new_version_pass(
     _seed(tmp_path)
     assert runner.invoke(app, ["run", "--engine", "local"]).exit_code == 0
     commented = tmp_path / "commented.yaml"
-    commented.write_text("# reviewed by legal, 2026-12-04\n" + DEFAULT.read_text())
+    commented.write_text("# reviewed by legal, 2026-12-04\n" + re.sub(
+        r"(?m)^description: .*$", "description: Reviewed by legal.", DEFAULT.read_text()))  # fmt: skip
     res = runner.invoke(app, ["run", "--engine", "local", "--policy", str(commented)])
-    assert res.exit_code == 0, res.output  # a comment is no other rule
+    assert res.exit_code == 0, res.output  # a comment or a description is no other rule
     bumped = _edited(tmp_path, "bumped.yaml", version="2026.12-short-ttl")
     res = runner.invoke(app, ["run", "--engine", "local", "--dry-run", "--policy", str(bumped)])
     assert res.exit_code == 0, res.output

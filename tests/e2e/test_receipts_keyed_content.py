@@ -97,3 +97,26 @@ def test_a_keyed_hash_edited_in_a_receipt_is_still_caught(home: Path, tmp_path: 
     assert {p.get("field") for p in out["problems"]} >= {"content_sha256"}, out["problems"]
     with SqliteStore(home / "memlife.db") as store:
         assert store.get("m-old") is None
+
+
+def test_a_plain_receipt_and_its_reruns_keyed_row_are_not_a_mismatch() -> None:
+    """Session 29 review: an attempt crashed before keys wrote plain operation receipts; its
+    rerun's seal keys every row: the bucket alone cannot compare the two forms (verify
+    with the store compares each with the journal), so they are no RECEIPT_FIELD_MISMATCH;
+    two values of one form still are."""
+    from memlife.evidence import _mismatched
+    from memlife.evidence_key import keyed
+
+    plain = "a" * 64
+    row = {"record_id": "m-1", "content_sha256": keyed(plain, b"k"), "actor_id": "u",
+           "namespace": "/n"}  # fmt: skip
+    doc = {
+        "record_id": "m-1",
+        "content_sha256": plain,
+        "scope": {"actor_id": "u", "namespace": "/n"},
+    }
+    assert "content_sha256" not in _mismatched(doc, row)
+    assert "content_sha256" in _mismatched(doc | {"content_sha256": keyed("b" * 64, b"k")}, row)
+    assert "content_sha256" in _mismatched(
+        doc | {"content_sha256": "b" * 64}, row | {"content_sha256": plain}
+    )
