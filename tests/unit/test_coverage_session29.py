@@ -63,3 +63,23 @@ def test_a_planner_label_alone_retires_nothing(emb: MiniLMEmbedder) -> None:
 )  # fmt: skip
 def test_rewordings_still_restate(emb: MiniLMEmbedder, sources, summary) -> None:
     assert check(summary, group(*sources), emb) is None
+
+
+@pytest.mark.parametrize(
+    ("sources", "summary"),
+    [
+        (("Caroline mentioned that she loves hiking.", "Caroline loves hiking."), "Caroline loves hiking."),
+        (("Alice really loves hiking.", "Alice loves hiking."), "Alice loves hiking."),
+        (("Alice works as a software engineer.", "Alice is a software engineer."), "Alice is a software engineer."),
+    ],
+)  # fmt: skip
+def test_who_said_it_and_how_strongly_is_no_fact(emb: MiniLMEmbedder, sources, summary) -> None:
+    assert check(summary, group(*sources), emb) is None
+
+
+@pytest.mark.parametrize(
+    "summary", ["Alice has a lovely dog called Rex.", "Alice owns a dog called Rex."]
+)
+def test_a_word_added_does_not_hide_two_dropped(emb: MiniLMEmbedder, summary: str) -> None:
+    sources = ("Alice has a dog called Rex.", "Alice has a dog called Rex that bites strangers.")
+    assert check(summary, group(*sources), emb) == DROPPED_FACT
