@@ -38,6 +38,7 @@ from memlife.consolidate.base import (
     ConsolidationResult,
     Group,
 )
+from memlife.consolidate.deadline import DeadlineTransport
 from memlife.consolidate.grounding import check_grounding
 from memlife.consolidate.prompts import (
     TOOL_NAME,
@@ -104,7 +105,10 @@ class AnthropicConsolidator:
             base_url=base_url,
             timeout=timeout,
             max_retries=max_retries,
-            http_client=anthropic.DefaultHttpxClient(event_hooks={"request": [self._on_request]}),
+            # the timeout bounds each request whole, not each read (a trickling body)
+            http_client=anthropic.DefaultHttpxClient(
+                event_hooks={"request": [self._on_request]}, transport=DeadlineTransport(timeout)
+            ),
         )
         self._embedder = embedder
         self.grouping = policy.grouping if policy is not None else Grouping()
