@@ -19,19 +19,14 @@ from typer.testing import CliRunner
 from memlife.audit import FileSink
 from memlife.cli import app
 from memlife.receipts_history import record_history
-from tests.e2e.test_dataset_tamper import deleted_record
-from tests.support.evidence import copied_run, sealed_nightly_run
+from tests.e2e.test_dataset_tamper import deleted_record, pristine  # noqa: F401 (a fixture)
+from tests.support.evidence import copied_run
 
 runner = CliRunner()
 
 
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    return sealed_nightly_run(tmp_path_factory.mktemp("pristine"))
-
-
 @pytest.fixture()
-def ev(pristine: dict, tmp_path: Path) -> dict:
+def ev(pristine: dict, tmp_path: Path) -> dict:  # noqa: F811 (pristine: the tamper tests')
     run = copied_run(pristine, tmp_path / "c")
     receipts = run["root"] / "receipts"
     (part,) = receipts.glob(f"dataset/operations/date=*/run_id={run['run_id']}/part-0.parquet")
