@@ -32,56 +32,12 @@ def build_from_members(
     """The replacement of a planned group (group_plan.GroupPlan): built from its members'
     ids, hashes and times, so a group of any size needs no record content in memory.
     ``ttl_days``: the policy's TTL per type, so it lives as long as its longest-lived member."""
-    record = _build(actor_id, namespace, members, survivor_id, result, cutoff, policy_version,
-                    memory_type)  # fmt: skip
-    return record if ttl_days is None else _lives_as_long(record, members, ttl_days)
-
-
-def _lives_as_long(
-    record: MemoryRecord, members: Sequence[Member], ttl_days: Mapping[MemoryType, float | None]
-) -> MemoryRecord:
-    """The replacement outlives none of its claims' records and dies before none: under its
-    own type's TTL, counted from its statement time, it could be past its deadline the
-    night it is written (a replay of an earlier cutoff: its newest statement time is the
-    oldest member's) and be deleted by the next run with every source it supersedes, while
-    its members were alive (session 29 review: a cancelled night's rerun deleted 19 more).
-    It then takes its longest-lived member's deadline, or, when one has none, its type."""
-
-    def deadline(created: datetime, mtype: MemoryType, expires: datetime | None) -> datetime | None:
-        if expires is not None:
-            return expires
-        days = ttl_days.get(mtype)
-        return created + timedelta(days=days) if days else None
-
-    if record.expires_at is not None:  # every member has one: it has their latest already
-        return record
-    own = deadline(record.created_at, record.memory_type, None)
-    if own is None:
-        return record
-    theirs = [(deadline(m.created_at, m.memory_type, m.expires_at), m) for m in members]
-    lasting = [m for d, m in theirs if d is None]
-    if lasting:  # a member that never expires: the replacement keeps its claim as long
-        return record.model_copy(update={"memory_type": lasting[0].memory_type})
-    latest = max(d for d, _ in theirs if d is not None)
-    return record.model_copy(update={"expires_at": latest}) if latest > own else record
-
-
-def _build(
-    actor_id: str,
-    namespace: str,
-    members: Sequence[Member],
-    survivor_id: str,
-    result: ConsolidationResult,
-    cutoff: datetime,
-    policy_version: str,
-    memory_type: MemoryType | None,
-) -> MemoryRecord:
     survivor = next(m for m in members if m.id == survivor_id)
     verified = [m.last_verified_at for m in members if m.last_verified_at]
     accessed = [m.last_accessed_at for m in members if m.last_accessed_at]
     sensitive = any(m.retention_class is RetentionClass.sensitive for m in members)
     owner = survivor.owner or next((m.owner for m in members if m.owner), None)
-    return MemoryRecord(
+    record = MemoryRecord(
         id="r-" + consolidation_key(actor_id, namespace, members[0].subject, members)[:28],
         actor_id=actor_id,
         namespace=namespace,
@@ -113,6 +69,36 @@ def _build(
             content_sha256=content_sha256(result.summary),
         ),
     )
+    return record if ttl_days is None else _lives_as_long(record, members, ttl_days)
+
+
+def _lives_as_long(
+    record: MemoryRecord, members: Sequence[Member], ttl_days: Mapping[MemoryType, float | None]
+) -> MemoryRecord:
+    """The replacement outlives none of its claims' records and dies before none: under its
+    own type's TTL, counted from its statement time, it could be past its deadline the
+    night it is written (a replay of an earlier cutoff: its newest statement time is the
+    oldest member's) and be deleted by the next run with every source it supersedes, while
+    its members were alive (session 29 review: a cancelled night's rerun deleted 19 more).
+    It then takes its longest-lived member's deadline, or, when one has none, its type."""
+
+    def deadline(created: datetime, mtype: MemoryType, expires: datetime | None) -> datetime | None:
+        if expires is not None:
+            return expires
+        days = ttl_days.get(mtype)
+        return created + timedelta(days=days) if days else None
+
+    if record.expires_at is not None:  # every member has one: it has their latest already
+        return record
+    own = deadline(record.created_at, record.memory_type, None)
+    if own is None:
+        return record
+    theirs = [(deadline(m.created_at, m.memory_type, m.expires_at), m) for m in members]
+    lasting = [m for d, m in theirs if d is None]
+    if lasting:  # a member that never expires: the replacement keeps its claim as long
+        return record.model_copy(update={"memory_type": lasting[0].memory_type})
+    latest = max(d for d, _ in theirs if d is not None)
+    return record.model_copy(update={"expires_at": latest}) if latest > own else record
 
 
 def _latest_expiry(members: Sequence[Member]) -> datetime | None:
