@@ -27,6 +27,7 @@ _EXPORTS = {
     "AnthropicSummarizer": "memlife.online.compaction",
     "TokenCounter": "memlife.online.compaction",
     "InputError": "memlife.errors",
+    "RememberRefused": "memlife.online.memory",
     "MemoryRecord": "memlife.model",
     "MemoryType": "memlife.model",
     "Source": "memlife.model",
@@ -50,6 +51,7 @@ __all__ = [
     "AnthropicSummarizer",
     "TokenCounter",
     "InputError",
+    "RememberRefused",
     "MemoryRecord",
     "MemoryType",
     "Source",
@@ -73,6 +75,7 @@ if TYPE_CHECKING:
         TokenCounter,
         compact,
     )
+    from memlife.online.memory import RememberRefused
     from memlife.stores import open_store
     from memlife.stores.base import MemoryStore
 

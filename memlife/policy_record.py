@@ -34,20 +34,24 @@ def policy_key(version: str) -> str:
     return f"policies/{quote(plain, safe='')}.yaml"
 
 
-def check_policy(sink: ReceiptSink, policy: Policy, text: bytes, *, record: bool) -> None:
+def check_policy(sink: ReceiptSink, policy: Policy, text: bytes, *, record: bool) -> str | None:
     """Refuse ``policy`` when its version names other rules in this receipts location;
     with ``record`` (a run that will change records), keep its text when it is the first.
-    A dry run is not checked: it changes nothing, and previews an edited policy."""
-    if not record:
-        return
+    A dry run (``record`` False) changes nothing and previews an edited policy: it is not
+    refused, and gets back the refusal an apply run would meet, to warn with."""
     key = policy_key(policy.version)
     kept = sink.get(key)
+    if not record:
+        if kept is not None and _rules(kept) != _rules_of(policy):
+            return (f"policy version {policy.version!r} names other rules in the receipts "
+                    f"({key}): an apply run under it would be refused; give it a new version")  # fmt: skip
+        return None
     if kept is None:
-        if not record or sink.put_new(key, text, "application/yaml"):
-            return
+        if sink.put_new(key, text, "application/yaml"):
+            return None
         kept = sink.get(key)  # another run kept it first: compare with what it kept
         if kept is None:
-            return
+            return None
     if _rules(kept) != _rules_of(policy):
         sha = hashlib.sha256(kept).hexdigest()[:12]
         raise PolicyError(
@@ -55,6 +59,7 @@ def check_policy(sink: ReceiptSink, policy: Policy, text: bytes, *, record: bool
             f"({key}, sha256 {sha}…): a changed policy needs a new `version`, so that "
             "receipts say which rules were applied"
         )
+    return None
 
 
 def _rules(text: bytes) -> dict[str, object] | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import tempfile
 from datetime import datetime
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from memlife.ledger_merge import ActorStats
     from memlife.policy import Policy
     from memlife.state.dynamodb import DynamoState
+
+log = logging.getLogger(__name__)
 
 
 def scope(config: RunConfig) -> dict[str, Any]:
@@ -102,7 +105,8 @@ def start_run(config: RunConfig, sink: ReceiptSink | None = None) -> RunContext:
     attempt = config.attempt or f"{started:%Y%m%dT%H%M%S%fZ}-{os.getpid()}"
     policy_bytes = resolve_policy_path(config.policy).read_bytes()
     # one version, one policy: refused before the manifest when the version names other rules
-    check_policy(sink, policy, policy_bytes, record=not config.dry_run)
+    if warning := check_policy(sink, policy, policy_bytes, record=not config.dry_run):
+        log.warning("%s", warning)  # a dry run previews it; an apply run is refused
     manifest = {
         "run_id": run_id, "run_key": key, "mode": mode, "policy_version": policy.version,
         "policy_sha256": hashlib.sha256(policy_bytes).hexdigest(), "cutoff": cutoff.isoformat(),

@@ -89,7 +89,7 @@ def register(app: typer.Typer) -> None:
             try:
                 op = journal.resolve(
                     operation_id,
-                    f"{decision.value}d",
+                    {Decision.requeue: "requeued", Decision.dismiss: "dismissed"}[decision],
                     at=now,
                     retry_at=now if decision is Decision.requeue else None,
                 )

@@ -10,6 +10,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -44,7 +45,9 @@ def _runs(home: Path) -> int:
     return len(list((home / "receipts").rglob("manifest.json")))
 
 
-def test_a_policy_changed_under_its_version_is_refused(home: Path, tmp_path: Path) -> None:
+def test_a_policy_changed_under_its_version_is_refused(
+    home: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     _seed(tmp_path)
     version = yaml.safe_load(DEFAULT.read_text())["version"]
     res = runner.invoke(app, ["run", "--engine", "local"])
@@ -68,6 +71,7 @@ def test_a_policy_changed_under_its_version_is_refused(home: Path, tmp_path: Pat
     # a dry run previews the edited policy: it changes nothing, and is not refused
     res = runner.invoke(app, ["run", "--engine", "local", "--dry-run", "--policy", str(typo)])
     assert res.exit_code == 0, res.output
+    assert "an apply run under it would be refused" in caplog.text  # and says what is ahead
     with SqliteStore(home / "memlife.db") as store:
         assert all(store.get(f"m-{i}") is not None for i in range(5))
     assert kept.read_bytes() == DEFAULT.read_bytes()

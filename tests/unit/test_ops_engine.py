@@ -481,6 +481,9 @@ def test_ops_failed_lists_terminal_failures_and_resolve_decides(db) -> None:
     )  # still held: fails again
     assert open_journal(store).terminal_failures()[0].operation_id == op_id
     res = runner.invoke(app, ["ops", "resolve", op_id, "--decision", "dismiss"])
+    assert res.exit_code == 0 and res.output.strip().endswith(": dismissed"), (
+        res.output
+    )  # not "dismissd"
     assert res.exit_code == 0
     assert json.loads(runner.invoke(app, ["ops", "failed", "--json"]).stdout)["operations"] == []
     assert store.get("m-h") is not None
