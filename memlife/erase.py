@@ -50,6 +50,7 @@ from memlife.embed_cache import EmbeddingCache, dry_run_cache
 from memlife.errors import EraseError as EraseError  # moved; re-exported
 from memlife.evidence_deferrals import deferral_key
 from memlife.evidence_key import for_evidence
+from memlife.holds import require_some
 from memlife.journal import Journal, Operation, OpKind, OpState, Outcome, open_journal
 from memlife.lease import for_store as lease_for_store
 from memlife.lease import scoped as lease_scoped
@@ -622,6 +623,7 @@ def release_hold(
     """Lift the legal hold of these records (receipted run), then apply their pending erasures."""
     if retention_class is RetentionClass.legal_hold:
         raise EraseError("releasing a hold to legal_hold is not a release")
+    require_some(store, list(dict.fromkeys(ids)), "release")
     with lease_for_store(store, "hold-release", "manual:hold_release"):  # across the erasures too
         run = manual_run(store, "hold_release", ids, policy=policy, receipts=receipts, now=now)
         try:

@@ -87,6 +87,14 @@ class InputError(MemlifeError, ValueError):
     exit_code = BAD_INPUT
 
 
+class NotFoundError(InputError):
+    """Nothing the request names exists, so nothing was started and no receipt written:
+    the CLI exits 1, as every command's "not found" does (README "Exit codes")."""
+
+    default_code = Reason.NOT_FOUND
+    exit_code = FAILED
+
+
 # -- stores --------------------------------------------------------------------------------
 class StoreError(MemlifeError, RuntimeError):
     """A store-level failure that stops the current shard (e.g. quota exceeded)."""

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from memlife.errors import InputError
+from memlife.errors import InputError, NotFoundError
 from memlife.journal import OpKind
 from memlife.model import RetentionClass
 from memlife.stores.base import MemoryStore, iter_shard
@@ -19,6 +19,17 @@ from memlife.stores.base import MemoryStore, iter_shard
 
 class HoldError(InputError):
     """A hold request that names nothing (or names it ambiguously)."""
+
+
+class HoldNotFound(HoldError, NotFoundError):
+    """No record the hold request names exists: no run, no receipt (exit 1)."""
+
+
+def require_some(store: MemoryStore, ids: Sequence[str], what: str) -> None:
+    """Refuse before any run when none of ``ids`` is a record: a receipt of a hold placed
+    or lifted on nothing would read as a success a reviewer can cite."""
+    if not any(store.get(i) is not None for i in ids):
+        raise HoldNotFound(f"nothing to {what}: no record has id {', '.join(ids)}")
 
 
 def subject_ids(store: MemoryStore, actor: str, subject: str) -> list[str]:
@@ -61,6 +72,7 @@ def place_hold(
         if foreign:
             raise HoldError(f"{len(foreign)} id(s) are not records of actor {actor}: "
                             f"{', '.join(foreign)}")  # fmt: skip
+    require_some(store, ids, "hold")
     run = manual_run(store, "hold_place", ids, policy=policy, receipts=receipts, now=now)
     ops, missing, already = [], [], []
     for rid in ids:

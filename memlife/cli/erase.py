@@ -182,7 +182,7 @@ def register(app: typer.Typer) -> None:
             result = place_hold(db, ids=ids or (), actor=actor, subject=subject, policy=policy,
                                 receipts=receipts)  # fmt: skip
         except HoldError as exc:
-            raise fail(str(exc)) from None
+            raise fail(str(exc), exc.exit_code) from None
         finally:
             db.close()
         if json_out:
@@ -212,6 +212,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Lift a legal hold; a deferred erasure of the record is applied at once."""
         from memlife.erase import EraseError, release_hold
+        from memlife.holds import HoldError
 
         db = open_store(check_store(store, must_exist=True))
         try:
@@ -219,8 +220,8 @@ def register(app: typer.Typer) -> None:
                 db, ids, retention_class=RetentionClass(retention_class), policy=policy,
                 receipts=receipts,
             )  # fmt: skip
-        except EraseError as exc:
-            raise fail(str(exc)) from None
+        except (EraseError, HoldError) as exc:
+            raise fail(str(exc), exc.exit_code) from None
         finally:
             db.close()
         _report(result, json_out)

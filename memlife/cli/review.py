@@ -94,7 +94,7 @@ def register(app: typer.Typer) -> None:
                 db, item, decision, reviewer, by=by, policy=policy, receipts=receipts
             )
         except ReviewError as exc:
-            raise fail(str(exc)) from None
+            raise fail(str(exc), exc.exit_code) from None
         finally:
             db.close()
         if json_out:

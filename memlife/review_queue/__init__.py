@@ -41,7 +41,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from memlife.errors import InputError
+from memlife.errors import InputError, NotFoundError
 from memlife.model import Status
 from memlife.namespaces import glob_match
 from memlife.plan import REVIEW_REASONS, Decision, Reason
@@ -83,6 +83,10 @@ class ReviewDecision(StrEnum):
 
 class ReviewError(InputError):
     """A resolve request that cannot be carried out; the message names the item and why."""
+
+
+class ReviewItemNotFound(ReviewError, NotFoundError):
+    """No review item has this id (exit 1, as any "not found")."""
 
 
 # decisions that act on the record's content as reviewed: they need the record to hold the
@@ -260,7 +264,7 @@ def resolve(
     queue = ReviewQueue.for_store(store)
     item = queue.get(iid)
     if item is None:
-        raise ReviewError(f"review item {iid}: not found")
+        raise ReviewItemNotFound(f"review item {iid}: not found")
     if item.state == "resolved":
         raise ReviewError(
             f"review item {iid}: already resolved ({item.decision} by {item.reviewer})"

@@ -307,3 +307,20 @@ def test_hold_place_names_ids_not_found_and_already_held(home: Path) -> None:
     code, _, err = invoke("hold", "place", "--id", rid, "--id", "m-nope")
     assert code == 3, err
     assert "held: -" in err and f"already held: {rid}" in err and "not found: m-nope" in err
+
+
+def test_a_hold_on_ids_that_do_not_exist_writes_no_receipt_and_exits_1(home: Path) -> None:
+    """Session 29 walk-through: `hold place --id m-nope` wrote a `success` receipt for a hold
+    on nothing (exit 3), one a reviewer could cite; "not found" now exits 1 everywhere."""
+    code, out, err = invoke("remember", "--actor", "u1", "Drinks tea.", "--json")
+    assert code == 0, err
+    code, out, _ = invoke("receipts", "list", "--json")
+    before = json.loads(out) if code == 0 else []
+    for verb in ("place", "release"):
+        code, _, err = invoke("hold", verb, "--id", "m-nope", "--id", "m-nope-2")
+        line = one_line_error(code, err, expected_code=1)
+        assert "no record has id m-nope, m-nope-2" in line, line
+    code, _, err = invoke("review", "resolve", "rv-nope", "--decision", "keep", "--reviewer", "r")
+    assert "review item rv-nope: not found" in one_line_error(code, err, expected_code=1)
+    code, out, _ = invoke("receipts", "list", "--json")
+    assert (json.loads(out) if code == 0 else []) == before  # no run was started
