@@ -230,7 +230,9 @@ def register(app: typer.Typer) -> None:
                 if api
                 else "no Prefect API configured; --engine prefect for the flow"
             )
-            err_console.print(f"engine: {engine.value} ({why})")
+        else:  # said either way, so a log always tells which engine ran
+            why = "--engine"
+        err_console.print(f"engine: {engine.value} ({why})")
         config = RunConfig(
             dry_run=dry_run, namespaces=tuple(namespace or ()), actors=tuple(actor or ()),
             now=cutoff, policy=policy, store=store, receipts=receipts, page_size=page_size,

@@ -30,7 +30,8 @@ def invoke(*args: str, input: str | None = None) -> tuple[int, str, str]:
 
 
 def one_line_error(code: int, err: str, expected_code: int = 2) -> str:
-    lines = [ln for ln in err.splitlines() if ln.strip()]
+    # the engine line is the run's first word, not part of the error
+    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("engine: ")]
     assert code == expected_code, err
     assert len(lines) == 1 and lines[0].startswith("error:"), err
     assert "Traceback" not in err
@@ -324,3 +325,12 @@ def test_a_hold_on_ids_that_do_not_exist_writes_no_receipt_and_exits_1(home: Pat
     assert "review item rv-nope: not found" in one_line_error(code, err, expected_code=1)
     code, out, _ = invoke("receipts", "list", "--json")
     assert (json.loads(out) if code == 0 else []) == before  # no run was started
+
+
+def test_an_engine_chosen_explicitly_is_still_named(home: Path) -> None:
+    """Session 29 walk-through: `--engine local` printed no engine line, so a log of a run
+    started with the option did not say which engine ran it."""
+    write_records(home / "memlife.db", 3)
+    code, _, err = invoke("run", "--dry-run", "--engine", "local", "--now", FIXED_NOW)
+    assert code == 0, err
+    assert "engine: local (--engine)" in err, err
