@@ -191,6 +191,7 @@ class ConsolidationError(MemlifeError, RuntimeError):
         self.requests = 0
         self.input_tokens = 0
         self.output_tokens = 0
+        self.usage_estimated = False  # the answer carried no usage: the tokens are estimates
 
 
 class JournalStateError(MemlifeError, RuntimeError):

@@ -300,6 +300,8 @@ def stage_group(
         tally.model_calls += exc.requests
         tally.input_tokens += exc.input_tokens
         tally.output_tokens += exc.output_tokens
+        if exc.usage_estimated:  # the answer carried no usage
+            tally.counts["model_usage_estimated"] += 1
         tally.rejections[exc.code] += 1
         tally.counts["consolidation_rejected"] += 1
         if exc.code == KEEP_APART:  # an answer, not a failure: settled until a member changes
@@ -319,6 +321,8 @@ def stage_group(
     tally.model_calls += result.requests or (1 if result.model else 0)
     tally.input_tokens += result.input_tokens
     tally.output_tokens += result.output_tokens
+    if result.usage_estimated:  # the answer carried no usage: its tokens are estimates
+        tally.counts["model_usage_estimated"] += 1
     # a dry run calls no model (unless --with-model); it estimates what an apply run's would
     # cost, none when that run consolidates extractively (memo_as: who an apply run asks)
     if not result.model and ex.dry_run and not (ex.memo_as or "").startswith(EXTRACTIVE):

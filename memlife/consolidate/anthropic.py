@@ -24,6 +24,7 @@ hanging or overloaded endpoint cost 3 attempts x the timeout for every group of 
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from memlife.consolidate.base import (
     Group,
 )
 from memlife.consolidate.deadline import DeadlineTransport
+from memlife.consolidate.estimate import CHARS_PER_TOKEN, estimate_input_tokens
 from memlife.consolidate.grounding import check_grounding
 from memlife.consolidate.prompts import (
     TOOL_NAME,
@@ -212,11 +214,12 @@ class AnthropicConsolidator:
 
     def consolidate(self, group: Group) -> ConsolidationResult:
         self._sent.n = 0
-        tokens = [0, 0]
+        tokens = [0, 0, 0]  # input, output, 1 where estimated (_usage)
         try:
             result = self._consolidate(group, tokens)
         except ConsolidationError as exc:
-            exc.requests, (exc.input_tokens, exc.output_tokens) = self._sent.n, tokens
+            exc.requests, (exc.input_tokens, exc.output_tokens) = self._sent.n, tokens[:2]
+            exc.usage_estimated = bool(tokens[2])
             raise
         return result.model_copy(update={"requests": self._sent.n})
 
@@ -240,11 +243,8 @@ class AnthropicConsolidator:
             # fault (a SCHEMA_INVALID would count against it, and send it to review for good)
             self._count(0, 0, failed=True)
             raise ConsolidationError(MODEL_UNAVAILABLE, "response is not a message", retryable=True)
-        # The SDK builds responses leniently: a malformed body may lack usage or content.
-        usage = getattr(msg, "usage", None)
-        tin = int(getattr(usage, "input_tokens", 0) or 0)
-        tout = int(getattr(usage, "output_tokens", 0) or 0)
-        tokens[:] = [tin, tout]
+        tin, tout, estimated = _usage(msg, group)
+        tokens[:] = [tin, tout, estimated]
         try:
             output = _parse(msg)
         except ConsolidationError:
@@ -256,6 +256,7 @@ class AnthropicConsolidator:
             model=getattr(msg, "model", None) or self.model,
             input_tokens=tin,
             output_tokens=tout,
+            usage_estimated=bool(estimated),
         )
         try:
             check_grounding(
@@ -270,6 +271,22 @@ class AnthropicConsolidator:
             raise
         self._count(tin, tout, failed=False)
         return result
+
+
+def _usage(msg: anthropic.types.Message, group: Group) -> tuple[int, int, int]:
+    """Input and output tokens of an answer, and 1 where they are estimated: a message
+    without ``usage`` (a proxy or gateway that drops it; the SDK builds such a body without
+    complaint) still cost its tokens, and counting 0 would hide them from the run's figures.
+    The estimate is the dry run's for the request and 4 characters a token of the answer."""
+    usage = getattr(msg, "usage", None)
+    tin = int(getattr(usage, "input_tokens", 0) or 0)
+    tout = int(getattr(usage, "output_tokens", 0) or 0)
+    if tin > 0:  # every real request has input tokens
+        return tin, tout, 0
+    blocks = msg.content if isinstance(msg.content, list) else []
+    chars = sum(len(json.dumps(getattr(b, "input", None) or getattr(b, "text", "") or "",
+                               default=str)) for b in blocks)  # fmt: skip
+    return estimate_input_tokens(group), max(tout, -(-chars // CHARS_PER_TOKEN)), 1
 
 
 def _is_message(msg: object) -> bool:

@@ -100,6 +100,7 @@ class ConsolidationResult(BaseModel):
     requests: int = 0  # HTTP requests sent for this result, SDK retries included
     input_tokens: int = 0
     output_tokens: int = 0
+    usage_estimated: bool = False  # the answer carried no usage: the tokens are estimates
 
 
 class Consolidator(Protocol):

@@ -343,3 +343,41 @@ def test_settings_from_env(monkeypatch: pytest.MonkeyPatch, messages_server, emb
     assert c.consolidate(COFFEE).model == "claude-test-model"
     headers = messages_server.message_requests[0].headers
     assert "sk-ant-env" in (headers.get("x-api-key", "") + headers.get("authorization", ""))
+
+
+@pytest.mark.parametrize("usage", [None, {}, {"input_tokens": 0, "output_tokens": 0}])
+def test_an_answer_without_usage_still_costs_its_tokens(messages_server, embedder, usage) -> None:
+    """Session 29 review: a message whose `usage` a proxy dropped counted 0 tokens, so a run's
+    model figures hid what it spent. Now both sides are estimated and the result says so."""
+    import json
+
+    from memlife.consolidate.estimate import estimate_input_tokens
+
+    body: dict[str, Any] = {
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-haiku-4-5",
+        "content": [{"type": "tool_use", "id": "tu_1", "name": TOOL_NAME, "input": GOOD}],
+        "stop_reason": "tool_use", "stop_sequence": None,
+    }  # fmt: skip
+    if usage is not None:
+        body["usage"] = usage
+    messages_server.enqueue(raw_reply(json.dumps(body)))
+    c = make(messages_server, embedder)
+    result = c.consolidate(COFFEE)
+    assert result.usage_estimated
+    assert result.input_tokens == estimate_input_tokens(COFFEE) > 0
+    assert result.output_tokens >= len(json.dumps(GOOD)) // 4 > 0
+    assert c.usage.input_tokens == result.input_tokens
+    # a refused answer without usage costs its estimate too
+    bad = dict(body, content=[{"type": "text", "text": "I cannot help with that."}],
+               stop_reason="end_turn")  # fmt: skip
+    messages_server.enqueue(raw_reply(json.dumps(bad)))
+    with pytest.raises(ConsolidationError) as info:
+        c.consolidate(COFFEE)
+    assert info.value.usage_estimated and info.value.input_tokens == result.input_tokens
+    assert info.value.output_tokens > 0
+
+
+def test_an_answer_with_usage_is_not_estimated(messages_server, embedder) -> None:
+    messages_server.enqueue(answer(GOOD, input_tokens=321, output_tokens=45))
+    result = make(messages_server, embedder).consolidate(COFFEE)
+    assert not result.usage_estimated and (result.input_tokens, result.output_tokens) == (321, 45)
