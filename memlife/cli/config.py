@@ -25,7 +25,8 @@ def register(app: typer.Typer) -> None:
         for col in ("variable", "value", "meaning"):
             table.add_column(col)
         for var, value, meaning in rows:
-            table.add_row(var, "(unset)" if value is None else str(value), meaning)
+            # not set: the default applies, which the meaning column states
+            table.add_row(var, "(default)" if value is None else str(value), meaning)
         console.print(table)
 
     app.add_typer(group, name="config")

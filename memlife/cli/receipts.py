@@ -215,16 +215,24 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print_json(result.as_json())
         else:
+            # another store's run first: its journal findings below follow from it
+            other = [p for p in result.notes if p["code"] == "OTHER_STORE"]
+            for p in other:
+                console.print(f"[yellow]OTHER_STORE[/yellow] run_store={p['run_store']} "
+                              f"store={p['store']}: the run changed another store; verify it "
+                              "with --store set to that store (the journal findings below "
+                              "follow from this)", highlight=False)  # fmt: skip
             for p in result.problems:
                 console.print(
                     f"[red]{p['code']}[/red] "
                     + " ".join(f"{k}={v}" for k, v in p.items() if k != "code")
                 )
             for p in result.notes:  # informational (e.g. RECORD_ID_REUSED): not a failure
-                console.print(
-                    f"[yellow]{p['code']}[/yellow] "
-                    + " ".join(f"{k}={v}" for k, v in p.items() if k != "code")
-                )
+                if p not in other:
+                    console.print(
+                        f"[yellow]{p['code']}[/yellow] "
+                        + " ".join(f"{k}={v}" for k, v in p.items() if k != "code")
+                    )
             console.print(f"{run_id}: {result.operations} operations, {result.checked_records} records checked, "
                           + ("[green]verified[/green]" if result.ok else f"[red]{len(result.problems)} problems[/red]"))  # fmt: skip
         raise typer.Exit(0 if result.ok else 1)

@@ -85,3 +85,20 @@ def test_a_store_moved_since_its_run_is_still_verified_in_full(home: Path, tmp_p
     codes = {p["code"] for p in out["problems"]}
     assert code == 1 and {"DELETED_RECORD_PRESENT", "PARQUET_OP_NOT_IN_JOURNAL"} <= codes, out
     assert [n["code"] for n in out["notes"]] == ["OTHER_STORE"]  # said, beside the findings
+
+
+def test_the_text_output_names_the_other_store_before_its_findings(
+    home: Path, tmp_path: Path
+) -> None:
+    """Session 29 walk-through: the terminal listed every journal finding first and the one
+    line that explains them (OTHER_STORE) last, below the fold of a long run."""
+    a = _store(tmp_path, "a.db", ("m-1", "m-2"))
+    b = _store(tmp_path, "b.db", ("m-1", "m-2"))
+    res = runner.invoke(app, ["erase", "--actor", "u-1", "--id", "m-1", "--store", a, "--yes",
+                              "--json"])  # fmt: skip
+    run_id = json.loads(res.stdout)["run_id"]
+    res = runner.invoke(app, ["receipts", "verify", run_id, "--store", b], env={"COLUMNS": "400"})
+    assert res.exit_code == 1
+    lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
+    assert lines[0].startswith("OTHER_STORE") and "--store" in lines[0], lines
+    assert len(lines) > 2 and sum("OTHER_STORE" in ln for ln in lines) == 1, lines

@@ -123,3 +123,17 @@ def test_the_scan_catches_an_import_time_read(tmp_path: Path) -> None:
         "import os\nX = os.environ.get('A')\ndef f(y=os.getenv('B')):\n    return os.environ['C']\n"
     )
     assert _import_time_env_reads(bad) == [2, 3]
+
+
+def test_config_show_says_a_setting_left_alone_takes_its_default(
+    clean_env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Session 29 walk-through: a setting not set read "(unset)", as if nothing applied."""
+    from memlife.cli import app
+
+    clean_env.setenv("MEMLIFE_HOME", str(tmp_path))
+    clean_env.setenv("COLUMNS", "200")
+    result = CliRunner().invoke(app, ["config", "show"])
+    assert result.exit_code == 0, result.output
+    row = next(ln for ln in result.output.splitlines() if "MEMLIFE_EMBED_THREADS" in ln)
+    assert "(default)" in row and "(unset)" not in result.output
