@@ -20,6 +20,8 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memlife.would_change import would_change
+
 if TYPE_CHECKING:
     from memlife.audit import ReceiptSink
 
@@ -302,19 +304,6 @@ def gate_text(gate: Mapping[str, Any] | None) -> tuple[str, str]:
     if gate.get("blocked"):
         return "blocked", "bad"
     return ("warn", "warn") if gate.get("status") == "warn" else ("passed", "ok")
-
-
-def would_change(summary: Mapping[str, Any]) -> list[tuple[str, int]]:
-    """A dry run's "an apply run would ..." figures (the same as the CLI table's)."""
-    counts, other = summary.get("counts", {}), summary.get("other_counts", {})
-    return [
-        ("consolidate (groups)", other.get("consolidation_proposed", 0)),
-        ("merge duplicates", other.get("merged_duplicates", 0)),
-        ("supersede contradicted", other.get("contradictions_resolved", 0)),
-        ("delete", counts.get("delete_expired", 0) + counts.get("delete_pending", 0)),
-        ("left for review", counts.get("review", 0) - other.get("review_answered", 0)),
-        ("held", counts.get("hold", 0)),
-    ]
 
 
 def _trend_series(runs: Sequence[Mapping[str, Any]], dry: bool) -> dict[str, list[int]]:

@@ -375,7 +375,7 @@ def as_link(location: str) -> str:
 
 
 def markdown_summary(summary: RunSummary) -> str:
-    from memlife.report_html import would_change
+    from memlife.would_change import would_change
 
     lines = [f"# memlife {summary.mode} `{summary.run_id}`", "",
              f"status **{summary.status}**, policy `{summary.policy_version}`, cutoff {summary.cutoff}, "

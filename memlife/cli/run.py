@@ -70,15 +70,9 @@ def counts_table(result: dict[str, Any]) -> Table:
     table.add_column("records", justify="right")
     planned = list(result["counts"].items()) + [("[bold]total", result["records"])]
     if mode == "dry_run":  # nothing changed: show what an apply run would do
-        other, counts = result.get("other_counts", {}), result["counts"]
-        right = [
-            ("consolidate (groups)", other.get("consolidation_proposed", 0)),
-            ("merge duplicates", other.get("merged_duplicates", 0)),
-            ("supersede contradicted", other.get("contradictions_resolved", 0)),
-            ("delete", counts.get("delete_expired", 0) + counts.get("delete_pending", 0)),
-            ("left for review", counts.get("review", 0) - other.get("review_answered", 0)),
-            ("held", counts.get("hold", 0)),
-        ]
+        from memlife.would_change import would_change
+
+        right = would_change(result)  # net of what its gate would withhold
         table.add_column("an apply run would")
     else:
         right = list(result.get("lifecycle", {}).items())

@@ -407,3 +407,18 @@ def test_an_enforcement_glob_that_matches_no_namespace_is_named(home: Path, tmp_
     assert "enforcement_glob_unmatched:/users/*/episodes" not in plain.other
     scoped = run_local(RunConfig(dry_run=True, now=now, policy=str(policy), actors=("u-1",)))
     assert not any(k.startswith("enforcement_glob_unmatched:") for k in scoped.other)
+
+
+def test_what_a_dry_run_says_an_apply_run_would_do_is_what_it_does(db: Path) -> None:
+    """Session 29 walk-through: without an evaluation set the dry run's "an apply run would"
+    column counted every deletion and consolidation, though the apply run's gate withholds
+    the judgements in enforced namespaces (only the gate line said so)."""
+    from memlife.would_change import would_change
+
+    dry = run_local(config(full=True)).as_json()
+    would = dict(would_change(dry))
+    assert would["withhold, no eval set: deletions"] > 0  # the case this test is about
+    applied = run_local(RunConfig(dry_run=False, now=ANCHOR)).as_json()
+    done = applied["lifecycle"]
+    assert done["deleted"] == would["delete"]
+    assert done["consolidated"] == would["consolidate (groups)"]

@@ -52,8 +52,10 @@ def test_page_beside_receipts_without_content(seeded: list, home: Path) -> None:
     got = figures(html)
     assert got["records"] == f"{N:,}" and got["status"] == summary.status
     assert got["gate"] == "not configured" and got["model-calls"] == "0"
-    deletes = summary.counts["delete_expired"] + summary.counts["delete_pending"]
-    assert got["would-delete"] == f"{deletes:,}"
+    # net of the judgements an apply run's gate would withhold without a set (session 30)
+    withheld = summary.gate["withheld_deletions"]
+    deletes = summary.counts["delete_expired"] + summary.counts["delete_pending"] - withheld
+    assert withheld > 0 and got["would-delete"] == f"{deletes:,}"
     assert "an apply run would" in html
 
 
@@ -120,8 +122,10 @@ def test_trends_after_two_runs_and_apply_figures(seeded: list) -> None:
 def test_dry_run_markdown_says_what_an_apply_would_change(seeded: list) -> None:
     summary = dry_run()
     md = markdown_summary(summary)
-    deletes = summary.counts["delete_expired"] + summary.counts["delete_pending"]
+    withheld = summary.gate["withheld_deletions"]
+    deletes = summary.counts["delete_expired"] + summary.counts["delete_pending"] - withheld
     assert "| an apply run would | records |" in md and f"| delete | {deletes:,} |" in md
+    assert f"| withhold, no eval set: deletions | {withheld:,} |" in md and withheld > 0
     assert "regression gate **not configured**" in md and "[Report page](file://" in md
 
 
