@@ -31,7 +31,7 @@ from memlife.apply.tally import Tally
 from memlife.consolidate.base import MODEL_MISCONFIGURED, ConsolidationError, Group
 from memlife.consolidate.extractive import ExtractiveConsolidator
 from memlife.consolidate.grounding import KEEP_APART
-from memlife.consolidate.replacement import build_from_members
+from memlife.consolidate.replacement import build_from_members, outlives
 from memlife.faults import checkpoint
 from memlife.group_plan import CONTRADICTION, plan_group
 from memlife.journal import MemoOutcome, Operation, OpKind, OpState, Outcome
@@ -427,9 +427,14 @@ def _sources_moved(ex: Executor, write: list[Operation], rest: list[Operation]) 
         return True  # a supersede of this run already ended otherwise (an earlier group)
     todo = [o for o in rest if o.state is OpState.PLANNED]
     current = get_many(ex.store, [o.record_id for o in todo])
+    payload = next((o.payload for o in write if o.payload), None)
+    replacement = MemoryRecord.model_validate_json(payload) if payload else None
+    ttl = {mt: tp.default_ttl_days for mt, tp in ex.policy.memory_types.items()}
     for o in todo:
         r = current.get(o.record_id)
         if r is None or r.status is not Status.active or stale(o, r) is not None:
+            return True
+        if replacement is not None and outlives(r, replacement, ttl):  # restated since
             return True
     return False
 

@@ -83,10 +83,7 @@ def _lives_as_long(
     It then takes its longest-lived member's deadline, or, when one has none, its type."""
 
     def deadline(created: datetime, mtype: MemoryType, expires: datetime | None) -> datetime | None:
-        if expires is not None:
-            return expires
-        days = ttl_days.get(mtype)
-        return created + timedelta(days=days) if days else None
+        return lifetime_end(created, mtype, expires, ttl_days)
 
     if record.expires_at is not None:  # every member has one: it has their latest already
         return record
@@ -99,6 +96,29 @@ def _lives_as_long(
         return record.model_copy(update={"memory_type": lasting[0].memory_type})
     latest = max(d for d, _ in theirs if d is not None)
     return record.model_copy(update={"expires_at": latest}) if latest > own else record
+
+
+def lifetime_end(created: datetime, memory_type: MemoryType, expires_at: datetime | None,
+                 ttl_days: Mapping[MemoryType, float | None]) -> datetime | None:  # fmt: skip
+    """When a record's lifetime ends: its own deadline, else its type's TTL from its
+    statement time; None: never."""
+    if expires_at is not None:
+        return expires_at
+    days = ttl_days.get(memory_type)
+    return created + timedelta(days=days) if days else None
+
+
+def outlives(source: MemoryRecord, replacement: MemoryRecord,
+             ttl_days: Mapping[MemoryType, float | None]) -> bool:  # fmt: skip
+    """Would ``source``, as it is now, live longer than ``replacement``? Then superseding it
+    cuts its claim's life short: a restatement (remember of the same text) since the group
+    was read made it semantic or pushed its deadline out, and the replacement, built from
+    the members as they were, would take the claim down at the old deadline (session 30
+    review: the next night past it deleted the replacement and its sources with it)."""
+    theirs = lifetime_end(source.created_at, source.memory_type, source.expires_at, ttl_days)
+    ours = lifetime_end(replacement.created_at, replacement.memory_type,
+                        replacement.expires_at, ttl_days)  # fmt: skip
+    return ours is not None and (theirs is None or theirs > ours)
 
 
 def _latest_expiry(members: Sequence[Member]) -> datetime | None:
