@@ -16,8 +16,10 @@ or runs at an older cutoff, never looks at some findings):
                   ledger included) at a cutoff no earlier than the night that last found
                   it, it is at or above its type's low score, or acting on it no longer
                   matters (Planner.low_score_finding);
-                  POSSIBLE_UPDATE: the newer record of the pair is gone from the shard
-                  (merged, it is still there: the pair moves to the merged record).
+                  POSSIBLE_UPDATE: the newer record of the pair is gone from the shard,
+                  or no longer active (superseded, pending deletion) since before this
+                  night, which did not pair the record with its successor (a merge's
+                  pair is renewed for the merged record the night after).
                   Other findings (conflicts) are left.
 
 Left open as well: disputed items (a dispute protects its record until a person resolves
@@ -154,6 +156,13 @@ def _finding_gone(
         return not planner.low_score_finding(view)
     if item.reason == Reason.POSSIBLE_UPDATE.value and item.pair_id is not None:
         newer = records.get(item.pair_id)
-        # a superseded newer record is merged: the pair moves to its replacement next night
-        return newer is None or not _same_shard(newer, item)
+        if newer is None or not _same_shard(newer, item):
+            return True
+        # a newer record no longer active (superseded by a reviewer or a merge, pending
+        # deletion) cannot replace this one. The night it changed, the pair waits for its
+        # successor (the planner pairs the record with a merged record the next night, and
+        # the item is renewed); a night after that which did not find it again leaves it
+        # moot, not open for good with its default decision refused (session 30 review)
+        changed = newer.status_changed_at
+        return newer.status is not Status.active and (changed is None or changed < ctx.cutoff)
     return False

@@ -236,3 +236,35 @@ def test_a_low_score_risen_by_the_agents_reads_closes_its_item(offline_home: Pat
     assert (read.state, read.decision) == ("resolved", "cleared")
     (unread,) = _only(h, "unread", "LOW_SCORE")
     assert (unread.state, unread.nights) == ("open", 2)  # found again: carried
+
+
+def test_a_pair_whose_newer_record_a_reviewer_superseded_is_closed_the_night_after(
+    offline_home: Path,
+) -> None:
+    """Session 30 operator review: x -> a1 was open; a reviewer superseded a1 by b (which is
+    no update of x). Nights later the item was still open, never found again nor closed,
+    and its default decision refused (a1 "is not an active record"). Now the first night
+    after the supersede that does not pair x again closes the item `cleared`."""
+    from memlife.review_queue import resolve
+
+    h = Home(offline_home)
+    coffee, tea = (
+        "I drink a large black coffee every morning.",
+        "I gave up coffee in October; my mornings are green tea now.",
+    )
+    later = DAY1 + timedelta(days=39)
+    h.put(rec("x", coffee), rec("a1", tea, created_at=later))
+    first = later + timedelta(days=2)
+    run_local(RunConfig(dry_run=False, now=first))
+    (item,) = _only(h, "x", "POSSIBLE_UPDATE")
+    assert (item.state, item.pair_id) == ("open", "a1")
+    h.put(rec("b", "The printer is on the third floor.", created_at=first))
+    (a1_item,) = [i for i in h.items("open") if i.record_id == "a1"]
+    with h.store() as store:
+        resolve(store, a1_item.item_id, "supersede", "ana", by="b",
+                now=first + timedelta(hours=12))  # fmt: skip
+        assert store.get("a1").status.value == "superseded"  # type: ignore[union-attr]
+    night = run_local(RunConfig(dry_run=False, now=first + timedelta(days=1)))
+    (closed,) = _only(h, "x", "POSSIBLE_UPDATE")
+    assert (closed.state, closed.decision) == ("resolved", "cleared"), closed
+    assert night.other["review_cleared"] >= 1
