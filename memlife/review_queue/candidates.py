@@ -246,6 +246,8 @@ def _followed(item: ReviewItem, d: Decision, lapsed_before: datetime | None) -> 
 
 # findings that time brings back on unchanged content: a keep answers them for a while
 _TIME_BORN = frozenset({Reason.STALE_VERIFICATION.value, Reason.LOW_SCORE.value})
+# decisions that take the record out of service: their answer holds while it stays out
+_REMOVES = frozenset({"delete", "supersede"})
 
 
 def _answers(item: ReviewItem, lapsed_before: datetime | None = None) -> bool:
@@ -255,6 +257,11 @@ def _answers(item: ReviewItem, lapsed_before: datetime | None = None) -> bool:
     low score) answers it until ``lapsed_before`` passes its resolve time: a year on, the
     record's keeper is asked again, not trusted for good."""
     if item.reason == Reason.STALE_VERIFICATION.value and item.decision == "verify":
+        return False
+    if item.decision in _REMOVES:
+        # a finding is made on an active record only: one a reviewer deleted or superseded
+        # is back (an import of the same file, a restore), and the answer did not hold;
+        # counted answered, the record stayed for good unasked (session 30 review)
         return False
     if (
         item.decision == "keep"
