@@ -43,6 +43,7 @@ from memlife.import_parse import (
     checked_text,
 )
 from memlife.import_parse import json_depth as json_depth  # re-exported
+from memlife.import_removed import brought_back, rowid_mark
 from memlife.import_turns import Limits, NoWorkers, TurnFailed, import_in_turns
 from memlife.import_write import (
     Flushed,
@@ -198,7 +199,28 @@ def import_file(
     """Import a JSONL file. ``workers`` (a SQLite store): processes that parse and write in
     turn (import_turns); 0: parse in this process, on a thread beside the reader and the
     writer; None: two processes for a file of TURNS_MIN_BYTES or more on two cores or
-    more, else 0. Either way the stored rows and report are the same."""
+    more, else 0. Either way the stored rows and report are the same. Records a receipted
+    removal had taken out are imported and named (``PREVIOUSLY_DELETED``, import_removed)."""
+    mark = rowid_mark(store)
+    report = _import_file(store, path, policy=policy, update=update, allow_held=allow_held,
+                          now=now, receipts=receipts, max_line_bytes=max_line_bytes,
+                          workers=workers)  # fmt: skip
+    report.warnings += brought_back(store, mark)
+    return report
+
+
+def _import_file(
+    store: MemoryStore,
+    path: Path,
+    *,
+    policy: Policy | str | None,
+    update: bool,
+    allow_held: bool,
+    now: datetime | None,
+    receipts: str | None,
+    max_line_bytes: int,
+    workers: int | None,
+) -> ImportReport:
     pol = policy if isinstance(policy, Policy) else load_policy(policy)
     now = now or utcnow()
     report = ImportReport()

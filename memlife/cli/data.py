@@ -147,6 +147,13 @@ def register(app: typer.Typer) -> None:
                     f"[yellow]skipped[/yellow] line {c['line']}: record {c['id']}: {c['code']}"
                 )
             for w in report.warnings:
+                if w["code"] == "PREVIOUSLY_DELETED":  # no line: found in the store after
+                    err_console.print(
+                        f"[yellow]warning[/yellow] record {w['id']}: PREVIOUSLY_DELETED: run "
+                        f"{w['run_id']} removed it with a receipt; imported again (verify of "
+                        "that run will report it present)"
+                    )
+                    continue
                 err_console.print(
                     f"[yellow]warning[/yellow] line {w['line']}: record {w['id']}: "
                     f"field '{w['field']}': {w['code']}"

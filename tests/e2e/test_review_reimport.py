@@ -61,3 +61,30 @@ def test_a_record_a_reviewer_removed_and_imported_again_is_asked_about_again(
     open_now = [i for i in _items(db, "n-1") if i.state == "open"]
     assert len(open_now) == 1 and open_now[0].item_id != item.item_id, _items(db, "n-1")
     assert night.other.get("review_answered", 0) == 0, night.other
+
+
+def test_an_import_names_records_a_receipted_removal_had_taken_out(
+    offline_home: Path, tmp_path: Path
+) -> None:
+    """The same file imported again brought a reviewer-deleted record back with no word:
+    its run's receipts then say "deleted" of a record that is there. Now it is named
+    (PREVIOUSLY_DELETED, with the run); the same id holding other content is a reused id."""
+    src = tmp_path / "notes.jsonl"
+    src.write_text("".join(json.dumps(line) + "\n" for line in LINES))
+    runner = CliRunner()
+    assert runner.invoke(app, ["import", str(src)]).exit_code == 0
+    db = offline_home / "memlife.db"
+    run_local(RunConfig(dry_run=False, now=NIGHT1))
+    items = {i.record_id: i for i in _items(db, "n-1") + _items(db, "n-2")}
+    with SqliteStore(db) as store:
+        runs = {rid: resolve(store, items[rid].item_id, "delete", "ana",
+                             now=NIGHT1 + timedelta(hours=2))["run_id"] for rid in items}  # fmt: skip
+        assert store.get("n-1") is None and store.get("n-2") is None
+    reused = [LINES[0], {**LINES[1], "content": "The printer moved to the fourth floor."}]
+    src.write_text("".join(json.dumps(line) + "\n" for line in reused))
+    res = runner.invoke(app, ["import", str(src), "--json"])
+    assert res.exit_code == 0, res.output
+    warned = [w for w in json.loads(res.stdout)["warnings"] if w["code"] == "PREVIOUSLY_DELETED"]
+    assert [(w["id"], w["run_id"]) for w in warned] == [("n-1", runs["n-1"])], res.stdout
+    res = runner.invoke(app, ["import", str(src)])  # again: nothing new, nothing named
+    assert res.exit_code == 0 and "PREVIOUSLY_DELETED" not in res.output, res.output
