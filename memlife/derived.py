@@ -60,7 +60,9 @@ CREATE TABLE IF NOT EXISTS derived (
 # coffee" is not "likes coffee, hates tea"; clauses also end at after, because, who...).
 # 10: `restates` compares the clauses of a text holding a list too ("likes tea and cake,
 # but hates coffee" is not "likes coffee and cake, but hates tea"); a list keeps any order.
-VERSION = f"derived-10:{memlife.__version__}"
+# 11: a probable update (group.infer_subjects) pairs only records stated at different times:
+# two records with the same created_at are never each other's update (the id decided).
+VERSION = f"derived-11:{memlife.__version__}"
 FLUSH_ROWS = 256
 READ_AHEAD = 128  # shards whose rows one query reads
 KINDS = ("inference", "staging", "staging_total")  # the kinds kept (rows per shard)

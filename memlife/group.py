@@ -9,8 +9,10 @@ clustering over their embeddings (time order; a record joins the closest leader 
 inferred subject, near duplicates share a statement key and a probable update (a newer,
 related statement with an update cue: "now", "gave up", "moved", a polarity flip) is
 reported as an (older, newer) pair: the planner merges the former and sends the latter to
-review (or to the model). Every neighbour search is blocked: at most ``_BLOCK`` rows
-against one subject's members at a time, never an N x N matrix.
+review (or to the model). "Newer" means stated strictly later: two records with the same
+``created`` (saved at one instant, e.g. one imported session) are never each other's update.
+Every neighbour search is blocked: at most ``_BLOCK`` rows against one subject's members at
+a time, never an N x N matrix.
 """
 
 from __future__ import annotations
@@ -108,10 +110,16 @@ def _statement_leaders(
 
 
 def closest_earlier(
-    vecs: np.ndarray, root: np.ndarray, merge: float, floor: float
+    vecs: np.ndarray,
+    root: np.ndarray,
+    merge: float,
+    floor: float,
+    times: np.ndarray | None = None,
 ) -> list[tuple[int, int, float]]:
     """(k, j, cosine) for each row k whose most similar earlier row j (the first on a tie)
     of another statement, among those below ``merge``, reaches ``floor``; rows in order.
+    ``times`` (the rows' statement times, ascending like the rows): earlier means strictly
+    earlier in time, so rows saved at the same instant are skipped, not paired.
     Blocked: ``_BLOCK`` rows against the rows before them at a time, never n x n."""
     out: list[tuple[int, int, float]] = []
     for start in range(1, len(vecs), _BLOCK):
@@ -119,6 +127,11 @@ def closest_earlier(
         sims = vecs[start:stop] @ vecs[:stop].T
         ks = np.arange(start, stop)
         keep = np.arange(stop)[None, :] < ks[:, None]
+        if times is not None:
+            # Same-time siblings carry no order (their row order is only the id tie-break),
+            # so neither can update the other. They are skipped, not ended on: a genuinely
+            # older statement behind the sibling can still be the one this row updates.
+            keep &= times[None, :stop] < times[ks][:, None]
         keep &= root[None, :stop] != root[ks][:, None]
         keep &= ~(sims >= merge)
         sims = np.where(keep, sims, np.float32(-np.inf))
@@ -254,8 +267,10 @@ def infer_subjects(
                 key = items[idx[min(ks)]].norm_sha256
                 for k in ks:
                     statements[items[idx[k]].id] = key
-        # probable updates: the closest earlier, different statement with an update cue
-        for k, j, sim in closest_earlier(vecs, root, merge, cfg.update_cosine):
+        # probable updates: the closest strictly earlier, different statement with an update
+        # cue (records saved at the same instant are never each other's update)
+        times = np.array([items[i].created for i in idx], dtype=np.float64)
+        for k, j, sim in closest_earlier(vecs, root, merge, cfg.update_cosine, times):
             older, newer = items[idx[j]], items[idx[k]]
             if not looks_like_update(newer.text, older.text):
                 continue
