@@ -294,7 +294,11 @@ class Planner:
         strong_head = head.source != Source.agent_inferred
         superseded_any = False
         for c in ordered[:-1]:
-            if strong_head and w[head.source] >= max(w[r.source] for r in c):
+            strongest = max(w[r.source] for r in c)
+            # stated at the same instant with the same authority, the two have no order:
+            # only the record id would pick the "newer" one (session 30 review)
+            tied = c[-1].created == head.created and w[head.source] == strongest
+            if strong_head and not tied and w[head.source] >= strongest:
                 why = (
                     Reason.CONTRADICTION
                     if c[-1].negated != head.negated

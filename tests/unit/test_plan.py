@@ -837,3 +837,23 @@ def test_every_reason_is_explained_where_receipt_readers_look() -> None:
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "receipts.md").read_text()
     assert [r.value for r in Reason if f"`{r.value}`" not in text] == []
+
+
+@pytest.mark.parametrize("ids", [("m1", "m2"), ("m2", "m1")])
+def test_statements_made_at_one_instant_with_one_authority_are_a_conflict_not_an_update(
+    ids: tuple[str, str],
+) -> None:
+    """Session 30 review: "Lives in Lisbon." and "Lives in Porto." saved at the same time by
+    the same source: the one with the higher id superseded the other, whichever said what."""
+    lisbon, porto = ids
+    ds = plan(rec(lisbon, "Lives in Lisbon.", subject="home"),
+              rec(porto, "Lives in Porto.", subject="home"))  # fmt: skip
+    assert {d.action for d in ds.values()} == {Action.review}, ds
+    assert all(Reason.CONFLICTING_SOURCE in d.reasons for d in ds.values())
+    # a second apart the later one wins as before, and a stronger source wins at one instant
+    later = plan(rec(lisbon, "Lives in Lisbon.", subject="home"),
+                 rec(porto, "Lives in Porto.", subject="home", created_at=days(10) + timedelta(seconds=1)))  # fmt: skip
+    assert later[lisbon].action is Action.supersede_candidate and later[lisbon].survivor == porto
+    stronger = plan(rec(lisbon, "Lives in Lisbon.", subject="home"),
+                    rec(porto, "Lives in Porto.", subject="home", source=Source.system_of_record))  # fmt: skip
+    assert stronger[lisbon].action is Action.supersede_candidate
