@@ -69,7 +69,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "hold": ("memlife.cli.erase", "Legal holds."),
     "config": ("memlife.cli.config", "Show the resolved settings (environment variables; secrets masked)."),
-    "review": ("memlife.cli.review", "Review items: list them, resolve them (journaled, receipted)."),
+    "review": ("memlife.cli.review", "Review items: list them, show one with its text, resolve them (journaled, receipted)."),
     "ledger": ("memlife.cli.ledger", "The access ledger (recall telemetry, CloudTrail data events)."),
     "ops": ("memlife.cli.ops", "Operations in the journal: terminal failures and their resolution."),
 }  # fmt: skip

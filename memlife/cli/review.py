@@ -1,4 +1,4 @@
-"""`memlife review list | resolve`: review items as a workflow (memlife.review_queue)."""
+"""`memlife review list | show | resolve`: review items as a workflow (memlife.review_queue)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from memlife.cli.common import (
     ReceiptsOpt,
     StoreOpt,
     check_store,
+    console,
     err_console,
     fail,
     print_id_table,
@@ -23,7 +24,8 @@ PolicyOpt = Annotated[str, typer.Option("--policy")]
 
 
 def register(app: typer.Typer) -> None:
-    group = typer.Typer(help="Review items: list them, resolve them (journaled, receipted).",
+    # the help is memlife/cli/__init__.py's COMMANDS line (test_cli_basics checks they agree)
+    group = typer.Typer(help="Review items: list them, show one with its text, resolve them (journaled, receipted).",
                         no_args_is_help=True)  # fmt: skip
 
     @group.command("list")
@@ -46,10 +48,24 @@ def register(app: typer.Typer) -> None:
         json_out: JsonOpt = False,
     ) -> None:
         """Open (and disputed) review items, highest priority first; ids and codes only."""
-        from memlife.review_queue import ReviewQueue
+        from memlife.errors import InputError
+        from memlife.review_queue import ReviewError, ReviewQueue
+        from memlife.review_queue.show import review_reason
+        from memlife.run_scope import check_namespaces
 
+        # a filter that can match nothing is refused: "0 review items" reads as an empty queue
+        if reason is not None:
+            try:
+                reason = review_reason(reason)
+            except ReviewError as exc:
+                raise fail(str(exc), exc.exit_code) from None
         db = open_store(check_store(store, must_exist=True))
         try:
+            if namespace is not None:
+                try:  # an unrooted glob, as `run --namespace` refuses it
+                    check_namespaces(db, [namespace])
+                except InputError as exc:  # "namespace 'x' must start with '/' ..."
+                    raise fail(f"--{exc}", exc.exit_code) from None
             states = ("open", "disputed", "resolved") if all_ else ("open", "disputed")
             items = ReviewQueue.for_store(db).list(owner=owner, reason=reason, namespace=namespace,
                                                    actor=actor, states=states)  # fmt: skip
@@ -63,6 +79,41 @@ def register(app: typer.Typer) -> None:
         rows = [(i.item_id, i.record_id, i.pair_id or "", i.reason, i.owner or "", i.namespace,
                  i.memory_type or "", f"{i.priority:.2f}", i.nights, i.state) for i in items]  # fmt: skip
         print_id_table(f"{len(items)} review items", columns, rows, ids={"item", "record", "pair"})
+
+    @group.command("show")
+    def show(
+        item: Annotated[str, typer.Argument(help="Review item id (rv-...)")],
+        store: StoreOpt = None,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """One item and what it asks about: its record's text and dates (and its pair's)."""
+        from memlife.review_queue import ReviewError
+        from memlife.review_queue.show import show as do_show
+
+        db = open_store(check_store(store, must_exist=True))
+        try:
+            found = do_show(db, item)
+        except ReviewError as exc:
+            raise fail(str(exc), exc.exit_code) from None
+        finally:
+            db.close()
+        if json_out:
+            print_json(found)
+            return
+        it = found["item"]
+        _lines(f"review item {it['item_id']}", [
+            ("reason", it["reason"]), ("state", it["state"]), ("nights", it["nights"]),
+            ("priority", f"{it['priority']:.2f}"), ("owner", it["owner"] or "-"),
+            ("actor", it["actor_id"]), ("namespace", it["namespace"]),
+            ("opened", f"{it['opened_at']} (run {it['opened_run']})"),
+            ("last seen", f"{it['last_seen_at']} (run {it['last_seen_run']})"),
+            *([("decision", f"{it['decision']} by {it['reviewer']} at {it['resolved_at']}")]
+              if it["decision"] else []),
+        ])  # fmt: skip
+        _record(f"record {it['record_id']}", found["record"], it)
+        if it["pair_id"]:
+            _record(f"pair {it['pair_id']} (the newer record, which probably replaces it)",
+                    found["pair"], it)  # fmt: skip
 
     @group.command("resolve")
     def resolve(
@@ -104,9 +155,11 @@ def register(app: typer.Typer) -> None:
             if result.get("finished_run"):  # the record was changed by that attempt already
                 err_console.print(f"finished the decision run {result['finished_run']} left "
                                   "unfinished (killed before its receipt)", markup=False)  # fmt: skip
+            # the replacing record is named as such: "supersede by ana" read as if ana were it
+            replaced = f" (replaced by {by or it['pair_id']})" if decision == "supersede" else ""
             err_console.print(
-                printable(f"{it['item_id']} ({it['record_id']}): {decision} by {reviewer} -> "
-                          f"{it['state']}"), markup=False, highlight=False,
+                printable(f"{it['item_id']} (record {it['record_id']}): {decision}{replaced} "
+                          f"by reviewer {reviewer} -> {it['state']}"), markup=False, highlight=False,
             )  # fmt: skip
             err_console.print(
                 printable(f"run {result['run_id']}: {result['status']}; receipt: "
@@ -116,3 +169,27 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(3)
 
     app.add_typer(group, name="review")
+
+
+def _lines(title: str, fields: list[tuple[str, object]]) -> None:
+    """A title and ``name  value`` lines of stored data: never markup, controls escaped."""
+    from rich.markup import escape
+
+    console.print(f"[bold]{escape(printable(title))}[/bold]", highlight=False, soft_wrap=True)
+    for name, value in fields:
+        console.print(f"  {name:<17} {escape(printable(value))}", highlight=False, soft_wrap=True)
+
+
+def _record(title: str, rec: dict[str, object] | None, it: dict[str, str]) -> None:
+    if rec is None:
+        _lines(title, [("content", f"(gone: no longer in {it['actor_id']} {it['namespace']})")])
+        return
+    _lines(title, [
+        ("status", rec["status"]), ("memory_type", rec["memory_type"]),
+        ("created_at", rec["created_at"]), ("expires_at", rec["expires_at"] or "-"),
+        ("last_verified_at", rec["last_verified_at"] or "-"),
+        *([("replaced_by", rec["replaced_by"])] if rec["replaced_by"] else []),
+        *([("changed", "since the item was opened (a night asks about the new content)")]
+          if rec["changed_since_opened"] else []),
+        ("content", rec["content"]),
+    ])  # fmt: skip

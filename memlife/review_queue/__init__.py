@@ -63,8 +63,10 @@ __all__ = [
     "ReviewBackend",
     "ReviewCandidates",
     "ReviewDecision",
+    "ReplacementNotFound",
     "ReviewError",
     "ReviewItem",
+    "ReviewItemNotFound",
     "ReviewQueue",
     "item_id",
     "legacy_item_id",
@@ -87,6 +89,11 @@ class ReviewError(InputError):
 
 class ReviewItemNotFound(ReviewError, NotFoundError):
     """No review item has this id (exit 1, as any "not found")."""
+
+
+class ReplacementNotFound(ReviewError, NotFoundError):
+    """``supersede --by ID`` where no record has that id (exit 1, as any "not found"); a
+    record that exists but is not active is a ReviewError (exit 2)."""
 
 
 # decisions that act on the record's content as reviewed: they need the record to hold the
@@ -259,6 +266,8 @@ def resolve(
     from memlife.quarantine import manual_run
 
     decision = ReviewDecision(decision)
+    if by is not None and decision is not ReviewDecision.supersede:  # else silently ignored
+        raise ReviewError(f"--by is for --decision supersede, not {decision.value}")
     if not reviewer or not reviewer.strip():
         raise ReviewError("a reviewer identity is required (--reviewer)")
     queue = ReviewQueue.for_store(store)
@@ -301,14 +310,23 @@ def resolve(
         if replacement == item.record_id:  # invariant 3: a record cannot replace itself
             raise ReviewError(f"review item {iid}: a record cannot be superseded by itself")
         newer = store.get(replacement)
-        if newer is None or newer.status is not Status.active:
-            raise ReviewError(
-                f"review item {iid}: replacement {replacement} is not an active record"
-            )
-        if (newer.actor_id, newer.namespace) != (item.actor_id, item.namespace):
+        if newer is None and by is not None:
+            raise ReplacementNotFound(f"review item {iid}: replacement {by}: no such record")
+        if newer is not None and (newer.actor_id, newer.namespace) != (
+            item.actor_id,
+            item.namespace,
+        ):
             raise ReviewError(
                 f"review item {iid}: replacement {replacement} is in another actor/namespace"
             )
+        if newer is None or newer.status is not Status.active:
+            now_by = newer.provenance.replaced_by if newer is not None else None
+            raise ReviewError(
+                f"review item {iid}: replacement {replacement} is not an active record"
+                + (" (it no longer exists; name one with --by RECORD_ID)" if newer is None
+                   else f" (it was superseded by {now_by}: use --by {now_by})" if now_by
+                   else f" ({newer.status.value})")
+            )  # fmt: skip
     if record is not None and decision.value in ACTS_ON_CONTENT:
         # The item is about the content it was opened on (or last renewed for by a night).
         # A hash of None is an item opened before hashes were kept: which content it was

@@ -82,7 +82,7 @@ def test_resolving_an_item_of_a_hostile_id_reports_its_success(home: Path) -> No
         got = cli(home, "review", "resolve", iid, "--decision", "delete", "--reviewer",
                   "ana", "--receipts", f"file://{home}/receipts")  # fmt: skip
         assert got.returncode == 0, got.stderr
-        assert f"({printable(rid)}): delete by ana -> resolved" in got.stderr
+        assert f"(record {printable(rid)}): delete by reviewer ana -> resolved" in got.stderr
         assert ESC not in got.stderr
 
 
