@@ -64,6 +64,9 @@ def place_hold(
         if not actor:
             raise HoldError("--subject needs --actor: a subject is always someone's")
         ids = [*ids, *subject_ids(store, actor, subject)]
+        if not ids:  # found nothing: a "not found" (exit 1), as any
+            raise HoldNotFound(f"nothing to hold: no record of actor {actor} has subject "
+                               f"{subject!r}")  # fmt: skip
     ids = list(dict.fromkeys(ids))
     if not ids:
         raise HoldError("nothing to hold: name --id or --actor with --subject (no record matched)")

@@ -39,7 +39,9 @@ def brought_back(store: MemoryStore, mark: int | None) -> list[dict[str, Any]]:
     kinds, states = ",".join("?" * len(_REMOVALS)), ",".join("?" * len(_DONE))
     try:
         rows = store.connection.execute(
-            f"SELECT r.id, max(o.run_id) FROM records r JOIN operations o ON o.record_id = r.id "
+            # SQLite takes a bare column from the row of the max(): the latest removal's run
+            f"SELECT r.id, o.run_id, max(o.updated_at) FROM records r "
+            f"JOIN operations o ON o.record_id = r.id "
             f"WHERE r.rowid > ? AND o.kind IN ({kinds}) AND o.state IN ({states}) "
             "AND o.outcome = ? AND o.content_sha256 = r.content_sha256 "
             "AND o.actor_id = r.actor_id GROUP BY r.id ORDER BY r.id",
@@ -48,4 +50,4 @@ def brought_back(store: MemoryStore, mark: int | None) -> list[dict[str, Any]]:
     except sqlite3.OperationalError:  # no journal yet: nothing was ever removed here
         return []
     return [{"line": None, "id": rid, "field": "id", "code": "PREVIOUSLY_DELETED", "run_id": run}
-            for rid, run in rows]  # fmt: skip
+            for rid, run, _ in rows]  # fmt: skip

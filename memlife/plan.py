@@ -295,9 +295,9 @@ class Planner:
         superseded_any = False
         for c in ordered[:-1]:
             strongest = max(w[r.source] for r in c)
-            # stated at the same instant with the same authority, the two have no order:
-            # only the record id would pick the "newer" one (session 30 review)
-            tied = c[-1].created == head.created and w[head.source] == strongest
+            # a statement of the same instant and the same authority as the head leaves the
+            # two without an order: only the record id would pick the "newer" (session 30)
+            tied = any(r.created == head.created and w[r.source] == w[head.source] for r in c)
             if strong_head and not tied and w[head.source] >= strongest:
                 why = (
                     Reason.CONTRADICTION

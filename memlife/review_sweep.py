@@ -158,6 +158,10 @@ def _finding_gone(
         newer = records.get(item.pair_id)
         if newer is None or not _same_shard(newer, item):
             return True
+        if newer.created_at == record.created_at:
+            # stated at one instant: no update either way (group.py since session 30); an
+            # item opened before that rule is moot, and its default would retire a fact
+            return True
         # a newer record no longer active (superseded by a reviewer or a merge, pending
         # deletion) cannot replace this one. The night it changed, the pair waits for its
         # successor (the planner pairs the record with a merged record the next night, and

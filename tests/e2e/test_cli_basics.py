@@ -321,6 +321,8 @@ def test_a_hold_on_ids_that_do_not_exist_writes_no_receipt_and_exits_1(home: Pat
         code, _, err = invoke("hold", verb, "--id", "m-nope", "--id", "m-nope-2")
         line = one_line_error(code, err, expected_code=1)
         assert "no record has id m-nope, m-nope-2" in line, line
+    code, _, err = invoke("hold", "place", "--actor", "u1", "--subject", "no such subject")
+    assert "has subject 'no such subject'" in one_line_error(code, err, expected_code=1)
     code, _, err = invoke("review", "resolve", "rv-nope", "--decision", "keep", "--reviewer", "r")
     assert "review item rv-nope: not found" in one_line_error(code, err, expected_code=1)
     code, out, _ = invoke("receipts", "list", "--json")

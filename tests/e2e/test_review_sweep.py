@@ -268,3 +268,26 @@ def test_a_pair_whose_newer_record_a_reviewer_superseded_is_closed_the_night_aft
     (closed,) = _only(h, "x", "POSSIBLE_UPDATE")
     assert (closed.state, closed.decision) == ("resolved", "cleared"), closed
     assert night.other["review_cleared"] >= 1
+
+
+def test_an_item_an_earlier_version_opened_for_a_same_instant_pair_is_closed(
+    offline_home: Path,
+) -> None:
+    """Session 30 review of the same-time rule: items opened before it for two records saved
+    at one instant were never found again nor closed, and their default `supersede` retired
+    the complementary fact. The sweep closes them `cleared`."""
+    from memlife.review_queue import ReviewItem, ReviewQueue
+
+    h = Home(offline_home)
+    h.put(rec("x", "I drink a large black coffee every morning.", owner="team"),
+          rec("y", "I gave up coffee in October; my mornings are green tea now.", owner="team"))  # fmt: skip
+    opened = (DAY1 + timedelta(days=1)).isoformat()
+    with h.store() as store:  # as the earlier version's night wrote it
+        old = ReviewItem("rv-oldpair", "x", "POSSIBLE_UPDATE", "y", "u-7", NS, "semantic",
+                         "team", 0.5, "open", None, None, 1, "old-run", opened, "old-run",
+                         opened, None, None, store.get("x").sha256)  # type: ignore[union-attr]  # fmt: skip
+        ReviewQueue.for_store(store).backend.write_night([], [old], "old-run", opened, [])
+    night = run_local(RunConfig(dry_run=False, now=NIGHT2))
+    (item,) = _only(h, "x", "POSSIBLE_UPDATE")
+    assert (item.state, item.decision) == ("resolved", "cleared"), item
+    assert night.other["review_cleared"] >= 1

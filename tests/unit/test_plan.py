@@ -857,3 +857,16 @@ def test_statements_made_at_one_instant_with_one_authority_are_a_conflict_not_an
     stronger = plan(rec(lisbon, "Lives in Lisbon.", subject="home"),
                     rec(porto, "Lives in Porto.", subject="home", source=Source.system_of_record))  # fmt: skip
     assert stronger[lisbon].action is Action.supersede_candidate
+
+
+def test_a_weaker_echo_at_the_heads_instant_is_no_tie() -> None:
+    """Session 30 review of the tie rule: a1 "Lisbon" (user, 30 days ago), a2 "Lisbon"
+    (agent, at t1) and b "Porto" (user, at t1): b is later than a1 with a1's authority and
+    stronger than a2 at the same instant, so nothing is tied: a1's statement is superseded."""
+    t1 = days(2)
+    ds = plan(
+        rec("a1", "Lives in Lisbon.", subject="home", created_at=days(30)),
+        rec("a2", "Lives in Lisbon.", subject="home", created_at=t1, source=Source.agent_inferred),
+        rec("b", "Lives in Porto.", subject="home", created_at=t1),
+    )
+    assert ds["a1"].action is Action.supersede_candidate and ds["a1"].survivor == "b", ds
