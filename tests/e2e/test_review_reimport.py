@@ -35,16 +35,21 @@ def _items(db: Path, rid: str) -> list:
     return [i for i in found if i.record_id == rid and i.reason == "MISSING_OWNER"]
 
 
-@pytest.mark.parametrize("decision", ["delete", "supersede"])
-def test_a_record_a_reviewer_removed_and_imported_again_is_asked_about_again(
-    offline_home: Path, tmp_path: Path, decision: str
-) -> None:
+def _imported_and_one_night(home: Path, tmp_path: Path) -> tuple[Path, CliRunner, Path]:
+    """LINES imported through the CLI and one night run: the items are open."""
     src = tmp_path / "notes.jsonl"
     src.write_text("".join(json.dumps(line) + "\n" for line in LINES))
     runner = CliRunner()
     assert runner.invoke(app, ["import", str(src)]).exit_code == 0
-    db = offline_home / "memlife.db"
     run_local(RunConfig(dry_run=False, now=NIGHT1))
+    return src, runner, home / "memlife.db"
+
+
+@pytest.mark.parametrize("decision", ["delete", "supersede"])
+def test_a_record_a_reviewer_removed_and_imported_again_is_asked_about_again(
+    offline_home: Path, tmp_path: Path, decision: str
+) -> None:
+    src, runner, db = _imported_and_one_night(offline_home, tmp_path)
     (item,) = _items(db, "n-1")
     with SqliteStore(db) as store:
         resolve(store, item.item_id, decision, "ana", by="n-2" if decision == "supersede" else None,
@@ -69,12 +74,7 @@ def test_an_import_names_records_a_receipted_removal_had_taken_out(
     """The same file imported again brought a reviewer-deleted record back with no word:
     its run's receipts then say "deleted" of a record that is there. Now it is named
     (PREVIOUSLY_DELETED, with the run); the same id holding other content is a reused id."""
-    src = tmp_path / "notes.jsonl"
-    src.write_text("".join(json.dumps(line) + "\n" for line in LINES))
-    runner = CliRunner()
-    assert runner.invoke(app, ["import", str(src)]).exit_code == 0
-    db = offline_home / "memlife.db"
-    run_local(RunConfig(dry_run=False, now=NIGHT1))
+    src, runner, db = _imported_and_one_night(offline_home, tmp_path)
     items = {i.record_id: i for i in _items(db, "n-1") + _items(db, "n-2")}
     with SqliteStore(db) as store:
         runs = {rid: resolve(store, items[rid].item_id, "delete", "ana",
