@@ -557,7 +557,7 @@ def test_hold_place_is_receipted_and_wins(home: Path) -> None:
     none = CliRunner().invoke(
         app, ["hold", "place", "--actor", "org-1", "--subject", "nothing-here"]
     )
-    assert none.exit_code == 2
+    assert none.exit_code == 1  # nothing it names exists: "not found" (README "Exit codes")
 
 
 def test_superseded_originals_are_deleted_after_retention(home: Path) -> None:
