@@ -230,6 +230,13 @@ def receipts_url_problem(url: str) -> str | None:
     return "use file://path or s3://bucket/prefix"
 
 
+def as_sink(receipts: str | ReceiptSink | None) -> ReceiptSink:
+    """The sink given, or the one a URL names (None: ``MEMLIFE_RECEIPTS``, the default)."""
+    return (
+        receipts if receipts is not None and not isinstance(receipts, str) else open_sink(receipts)
+    )
+
+
 def open_sink(url: str | None = None) -> ReceiptSink:
     """``file://path`` (relative or absolute) or ``s3://bucket/prefix?endpoint_url=..&region=..``."""
     url = url or settings().receipts_url

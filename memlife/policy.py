@@ -244,6 +244,10 @@ class Policy(_Strict):
         canon = json.dumps(self.model_dump(mode="json"), sort_keys=True)
         return hashlib.sha256(canon.encode()).hexdigest()
 
+    def ttl_days(self) -> dict[MemoryType, float | None]:
+        """Each memory type's default TTL in days (None: never expires by age)."""
+        return {mt: tp.default_ttl_days for mt, tp in self.memory_types.items()}
+
     def deletion_enforced(self, namespace: str) -> bool:
         if not namespace.startswith("/"):
             warn_unrooted(namespace)

@@ -28,7 +28,7 @@ from memlife.apply import Executor, Tally
 from memlife.apply.counts import journal_counts, lifecycle_from_journal
 from memlife.apply.lifecycle import retryable
 from memlife.apply.tally import COUNT
-from memlife.audit import ReceiptSink, ReceiptWriteError, dumps, open_sink, run_prefix
+from memlife.audit import ReceiptSink, ReceiptWriteError, as_sink, dumps, run_prefix
 from memlife.evidence import put_run_receipt, run_receipts, seal, sealed
 from memlife.journal import Journal, Operation, OpKind, OpState, open_journal
 from memlife.lease import Lease
@@ -165,9 +165,7 @@ def manual_run(
     unguessable from the evidence: an erasure by subject keeps the subject out of it.
     """
     pol = policy if isinstance(policy, Policy) else load_policy(policy)
-    sink = (
-        receipts if receipts is not None and not isinstance(receipts, str) else open_sink(receipts)
-    )
+    sink = as_sink(receipts)
     check_policy(sink, pol, _policy_text(policy, pol), record=True)  # one version, one policy
     cutoff = now or utcnow()
     raw = json.dumps(

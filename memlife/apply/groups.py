@@ -350,7 +350,7 @@ def stage_group(
     replacement = build_from_members(
         actor_id, namespace, plan.members, plan.survivor_id, result, ex.cutoff,
         ex.policy.version, MemoryType.semantic if promoted else None,
-        {mt: tp.default_ttl_days for mt, tp in ex.policy.memory_types.items()},
+        ex.policy.ttl_days(),
     )  # fmt: skip
     write = ex.new_op(
         OpKind.write_replacement,
@@ -429,7 +429,7 @@ def _sources_moved(ex: Executor, write: list[Operation], rest: list[Operation]) 
     current = get_many(ex.store, [o.record_id for o in todo])
     payload = next((o.payload for o in write if o.payload), None)
     replacement = MemoryRecord.model_validate_json(payload) if payload else None
-    ttl = {mt: tp.default_ttl_days for mt, tp in ex.policy.memory_types.items()}
+    ttl = ex.policy.ttl_days()
     for o in todo:
         r = current.get(o.record_id)
         if r is None or r.status is not Status.active or stale(o, r) is not None:

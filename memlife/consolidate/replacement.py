@@ -81,16 +81,13 @@ def _lives_as_long(
     oldest member's) and be deleted by the next run with every source it supersedes, while
     its members were alive (session 29 review: a cancelled night's rerun deleted 19 more).
     It then takes its longest-lived member's deadline, or, when one has none, its type."""
-
-    def deadline(created: datetime, mtype: MemoryType, expires: datetime | None) -> datetime | None:
-        return lifetime_end(created, mtype, expires, ttl_days)
-
     if record.expires_at is not None:  # every member has one: it has their latest already
         return record
-    own = deadline(record.created_at, record.memory_type, None)
+    own = lifetime_end(record.created_at, record.memory_type, None, ttl_days)
     if own is None:
         return record
-    theirs = [(deadline(m.created_at, m.memory_type, m.expires_at), m) for m in members]
+    theirs = [(lifetime_end(m.created_at, m.memory_type, m.expires_at, ttl_days), m)
+              for m in members]  # fmt: skip
     lasting = [m for d, m in theirs if d is None]
     if lasting:  # a member that never expires: the replacement keeps its claim as long
         return record.model_copy(update={"memory_type": lasting[0].memory_type})

@@ -262,6 +262,7 @@ def resolve(
     by: str | None = None, policy: Any = None, receipts: Any = None, now: datetime | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Carry out a reviewer's decision on one item: journaled, receipted with the reviewer."""
+    from memlife.audit import as_sink
     from memlife.journal import OpKind, OpState, open_journal
     from memlife.quarantine import manual_run
 
@@ -291,7 +292,7 @@ def resolve(
     )
     # the same decision killed part way (after the delete, before its receipt): finished now
     earlier = earlier_attempt(open_journal(store), item, decision.value, kind)
-    if earlier and not same_request(_sink(receipts), earlier[0], item, decision.value,
+    if earlier and not same_request(as_sink(receipts), earlier[0], item, decision.value,
                                     reviewer, by or item.pair_id):  # fmt: skip
         raise ReviewError(
             f"review item {iid}: an earlier {decision.value} of it (run {earlier[0].run_id}) "
@@ -417,14 +418,6 @@ def resolve(
         raise RuntimeError(f"review item {iid} vanished while it was resolved")
     summary["item"] = resolved.as_json()
     return summary
-
-
-def _sink(receipts: Any) -> Any:
-    from memlife.audit import open_sink
-
-    return (
-        receipts if receipts is not None and not isinstance(receipts, str) else open_sink(receipts)
-    )
 
 
 def _new_ops(
