@@ -143,15 +143,13 @@ def test_a_record_planned_as_a_delete_not_carried_out_keeps_its_items(offline_ho
     assert (state, decision) == ("open", None)
 
 
-def test_a_pair_whose_newer_record_is_merged_moves_to_the_merged_record(offline_home: Path) -> None:
-    """x -> a1 is open; a duplicate of a1 arrives and the two merge. The first form closed
-    x's item `cleared` (the planner lets x's pair wait a night for the merged record), then
-    opened a new item x -> R: a close and a reopen per merge, its nights lost; where the merge
-    was withheld, the finding was closed for good. Now the item stays, and is renewed for R."""
+def _coffee_tea_pair(offline_home: Path) -> tuple[Home, ReviewItem, str, datetime]:
+    """x (coffee) -> a1 (gave up coffee for tea), one night run: the pair item x -> a1 is
+    open. Returns the home, the item, a1's text and that night's cutoff."""
     h = Home(offline_home)
     coffee, tea = (
         "I drink a large black coffee every morning.",
-        ("I gave up coffee in October; my mornings are green tea now."),
+        "I gave up coffee in October; my mornings are green tea now.",
     )
     later = DAY1 + timedelta(days=39)
     h.put(rec("x", coffee), rec("a1", tea, created_at=later))
@@ -159,6 +157,15 @@ def test_a_pair_whose_newer_record_is_merged_moves_to_the_merged_record(offline_
     run_local(RunConfig(dry_run=False, now=first))
     (item,) = _only(h, "x", "POSSIBLE_UPDATE")
     assert (item.state, item.pair_id) == ("open", "a1")
+    return h, item, tea, first
+
+
+def test_a_pair_whose_newer_record_is_merged_moves_to_the_merged_record(offline_home: Path) -> None:
+    """x -> a1 is open; a duplicate of a1 arrives and the two merge. The first form closed
+    x's item `cleared` (the planner lets x's pair wait a night for the merged record), then
+    opened a new item x -> R: a close and a reopen per merge, its nights lost; where the merge
+    was withheld, the finding was closed for good. Now the item stays, and is renewed for R."""
+    h, item, tea, first = _coffee_tea_pair(offline_home)
     h.put(rec("a2", tea, created_at=first + timedelta(hours=1)))
     merged = run_local(RunConfig(dry_run=False, now=first + timedelta(days=1)))
     assert merged.lifecycle["consolidated"] == 1 and "review_cleared" not in merged.other
@@ -247,17 +254,7 @@ def test_a_pair_whose_newer_record_a_reviewer_superseded_is_closed_the_night_aft
     after the supersede that does not pair x again closes the item `cleared`."""
     from memlife.review_queue import resolve
 
-    h = Home(offline_home)
-    coffee, tea = (
-        "I drink a large black coffee every morning.",
-        "I gave up coffee in October; my mornings are green tea now.",
-    )
-    later = DAY1 + timedelta(days=39)
-    h.put(rec("x", coffee), rec("a1", tea, created_at=later))
-    first = later + timedelta(days=2)
-    run_local(RunConfig(dry_run=False, now=first))
-    (item,) = _only(h, "x", "POSSIBLE_UPDATE")
-    assert (item.state, item.pair_id) == ("open", "a1")
+    h, item, _, first = _coffee_tea_pair(offline_home)
     h.put(rec("b", "The printer is on the third floor.", created_at=first))
     (a1_item,) = [i for i in h.items("open") if i.record_id == "a1"]
     with h.store() as store:
