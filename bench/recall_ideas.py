@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+import locomo_replica as replica
 import numpy as np
 import recall_bootstrap as bootstrap
 import recall_locomo as bench
@@ -274,6 +275,40 @@ def float_token_best(p: Prepared) -> np.ndarray:
     return best
 
 
+def weighted_token_term(mode: str) -> Callable[[Prepared, np.ndarray], np.ndarray]:
+    """Round 20: token alignment with each question word weighted by how far its best
+    matches spread over the pool (a soft idf: a word every candidate matches about as well
+    tells them apart little): ``idf*spread`` (the pool's idf times max - mean), ``spread``
+    alone, or ``idf*std``. Replaces locomo_replica.token_term while it runs."""
+
+    def term(p: Prepared, idx: np.ndarray) -> np.ndarray:
+        assert p.tok_best is not None and p.tok_held is not None and p.tok_mask is not None
+        best = np.take_along_axis(p.tok_best, idx[:, None, :], 2)
+        df = np.take_along_axis(p.tok_held, idx[:, None, :], 2).sum(axis=2)
+        idf = (np.log((idx.shape[1] + 1) / (df + 1)) + 1.0) * p.tok_mask
+        spread = (best.max(axis=2) - best.mean(axis=2)) * p.tok_mask
+        weight = {"idf*spread": idf * spread, "spread": spread}.get(mode)
+        if weight is None:
+            weight = idf * best.std(axis=2) * p.tok_mask
+        denom = weight.sum(axis=1)
+        score = np.einsum("qt,qtp->qp", weight, best) / np.where(denom > 0, denom, 1.0)[:, None]
+        return score.astype(np.float32)
+
+    return term
+
+
+def pool_centroid(p: Prepared, f: np.ndarray, w: dict) -> np.ndarray:
+    """Round 20: the centroid correction again, but from the mean of the query's own best
+    50 (what the pool has in common: usually the person and the topic), mean-zero over it."""
+    if not w.get("pcent"):
+        return f
+    idx = np.argsort(-f, axis=1, kind="stable")[:, :50]
+    v = p.conv.vecs
+    t = -(v[idx].mean(axis=1) @ v.T)
+    t = t - np.take_along_axis(t, idx, 1).mean(axis=1, keepdims=True)
+    return (f + np.float32(w["pcent"]) * t).astype(np.float32)
+
+
 def context_vectors(c: bench.Conversation, cache: VectorCache) -> np.ndarray:
     """Per memory: the embedding of itself with up to two earlier memories of its session
     (known at write time), as a second document vector."""
@@ -413,6 +448,25 @@ def main(argv: list[str] | None = None) -> int:
         (
             "answer type, numbers only",
             lambda: extra_terms(atype=lambda c: answer_type(c, ("num",))),
+        )
+    )
+
+    def token_weighting(mode: str) -> dict:
+        shipped = replica.token_term
+        replica.token_term = weighted_token_term(mode)
+        try:
+            return held_out(preps, grid)
+        finally:
+            replica.token_term = shipped
+
+    for mode in ("idf*spread", "spread", "idf*std"):
+        runs.append((f"token words weighted {mode}", lambda m=mode: token_weighting(m)))
+    runs.append(
+        (
+            "pool centroid (top-50 mean) correction",
+            lambda: held_out(
+                preps, idea("pcent", (0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)), pool_centroid
+            ),
         )
     )
     if args.embed_variants:

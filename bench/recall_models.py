@@ -11,7 +11,9 @@ bench/locomo_replica.py (checked against ``rank`` for every model before it is m
   model]`` (cosine = (1-s) cos_minilm + s cos_model), s chosen on the training half from
   recall_locomo.SECOND_GRID with the other weights chosen anew for each s;
 - ``+ MiniLM, equal shares``: s = 1/2, fixed beforehand;
-- ``--equal-mix A,B``: MiniLM, A and B concatenated with equal shares (1/3 each).
+- ``--equal-mix A,B``: MiniLM, A and B concatenated with equal shares (1/3 each);
+- ``--choose-between A,B``: MiniLM + A or MiniLM + B, which one and its share both chosen
+  on the training half (round 20: bge-small with and without its query instruction).
 
 ``--query-cost`` also times embedding one question at a time (one thread, CPU and wall
 time, the machine's load printed beside them) for the models named on the command line.
@@ -27,7 +29,7 @@ import dataclasses
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import locomo_replica as replica
@@ -71,8 +73,9 @@ def equal_mix(convs: Sequence[bench.Conversation], files: Sequence[Path]) -> lis
     return preps
 
 
-def held_out_shares(by_share: dict[float, list[replica.Prepared]]) -> dict:
-    """Like replica.held_out, with the share chosen per training fold (outer loop)."""
+def held_out_shares(by_share: dict, show: Callable[[object], object] = lambda s: s) -> dict:
+    """Like replica.held_out, with the share chosen per training fold (outer loop). A key
+    may be any setting the fold chooses (``--choose-between``: model and share)."""
     grid = dict(bench.GRID)
     chosen, tests = [], []
     for train, test in bench.FOLDS:
@@ -84,7 +87,7 @@ def held_out_shares(by_share: dict[float, list[replica.Prepared]]) -> dict:
                 best = (r, share, w)
         assert best is not None
         _, share, w = best
-        chosen.append({"share": round(share, 3), "train_r5": round(best[0], 4)} | w)
+        chosen.append({"share": show(share), "train_r5": round(best[0], 4)} | w)
         tests.append(
             replica._score([by_share[share][i] for i in test], w, None, replica.CONTEXT_POOL)
         )
@@ -133,6 +136,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--equal-mix", nargs="*", default=[], help="NAME,NAME: MiniLM + these, equal shares"
     )
+    ap.add_argument(
+        "--choose-between",
+        nargs="*",
+        default=[],
+        help="NAME,NAME: model and share both chosen per training fold (round 20)",
+    )
     ap.add_argument("--query-cost", nargs="*", default=[], help="second_model_vectors models")
     ap.add_argument("--wheel-dir", nargs="*", default=[], help="MODEL=FOLDER for --query-cost")
     ap.add_argument("--work", type=Path, default=Path("/tmp"))
@@ -160,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(_line(f"{name} alone", replica.held_out(alone, dict(bench.GRID))), flush=True)
         by_share = {s: mixed(withm, s) for s in bench.SECOND_GRID}
-        r = held_out_shares(by_share)
+        r = held_out_shares(by_share, lambda s: round(s, 3))
         print(_line(f"{name} + MiniLM, share per fold", r), flush=True)
         print(f"{'':44s} chosen per fold: {r['chosen']}")
         half = replica.held_out(by_share[0.5], dict(bench.GRID))
@@ -174,6 +183,14 @@ def main(argv: list[str] | None = None) -> int:
             continue
         label = f"MiniLM + {' + '.join(names.split(','))}, equal shares"
         print(_line(label, replica.held_out(preps, dict(bench.GRID))), flush=True)
+    for names in args.choose_between:
+        options = {}
+        for n in names.split(","):
+            withm = attach(convs, Path(files[n]))
+            options |= {(n, s): mixed(withm, s) for s in bench.SECOND_GRID}
+        r = held_out_shares(options, lambda k: f"{k[0]} {k[1]:.3f}")  # type: ignore[index]
+        print(_line(f"{names.replace(',', ' or ')} + MiniLM, chosen per fold", r), flush=True)
+        print(f"{'':44s} chosen per fold: {r['chosen']}")
     cache.save()
     return 0
 

@@ -30,6 +30,7 @@ from memlife.review_queue.candidates import ReviewCandidates
 from memlife.run_types import BatchOutcome, RunContext, Shard
 from memlife.settings import settings
 from memlife.stores import MemoryStore, iter_shard
+from memlife.superseded_since import count_from_supersede
 
 if TYPE_CHECKING:
     from memlife.ledger_merge import ActorStats
@@ -108,6 +109,9 @@ def plan_shard(
     # the planner reads no provenance: a held source's replacement is held here (pinned.py),
     # and a superseded record whose replacement is deleted goes with it (orphans.py)
     views_of = [v for p in pages for v in p]
+    # superseded retention counts real time since the supersede (a catch-up run's cutoff
+    # lies months back: superseded_since.py); before the pins and orphans that follow it
+    decisions = count_from_supersede(store, ctx.policy, ctx.cutoff, views_of, decisions)
     decisions = hold_pinned(store, views_of, decisions, links)
     return sources_follow(store, views_of, decisions, links, hints.disputed)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from functools import partial
 
 from memlife.journal.base import (
@@ -21,7 +22,12 @@ from memlife.journal.base import (
     Rejection,
     operation_id,
 )
-from memlife.journal.sqlite import SqliteJournal, read_outcomes
+from memlife.journal.sqlite import (
+    SqliteJournal,
+    has_table,
+    read_outcomes,
+    read_supersede_times,
+)
 from memlife.settings import settings
 
 __all__ = [
@@ -39,6 +45,7 @@ __all__ = [
     "SqliteJournal",
     "open_journal",
     "open_memo_reader",
+    "open_supersede_times",
     "operation_id",
 ]
 
@@ -79,6 +86,43 @@ def open_memo_reader(
         from memlife.journal.dynamodb import DynamoJournal
 
         return remote.part("journal", DynamoJournal).outcomes  # reads: batch_get only
+    ro = _home_read_only(store)
+    return partial(read_outcomes, *ro) if ro is not None and _has_memo(*ro) else None
+
+
+def open_supersede_times(store: object) -> Callable[[Sequence[str]], dict[str, datetime]] | None:
+    """When (wall clock) each record's latest supersede was done, read-only: planning asks
+    in dry runs too, which never create the journal. None where no journal exists yet."""
+    conn = getattr(store, "connection", None)
+    if conn is not None:
+        return partial(
+            read_supersede_times, conn, getattr(store, "lock", None) or threading.RLock()
+        )
+    from memlife.state import uses_remote_state
+
+    remote = uses_remote_state(store)
+    if remote is not None:
+        from memlife.journal.dynamodb import DynamoJournal
+
+        return partial(supersede_times_via, remote.part("journal", DynamoJournal))
+    ro = _home_read_only(store)
+    return partial(read_supersede_times, *ro) if ro is not None else None
+
+
+def supersede_times_via(journal: Journal, record_ids: Sequence[str]) -> dict[str, datetime]:
+    """``read_supersede_times`` over any journal: one ``for_record`` a record."""
+    out: dict[str, datetime] = {}
+    for rid in dict.fromkeys(record_ids):
+        done = [o.updated_at for o in journal.for_record(rid)
+                if o.kind is OpKind.supersede and o.record_id == rid
+                and o.outcome is Outcome.superseded and o.updated_at is not None]  # fmt: skip
+        if done:
+            out[rid] = max(done)
+    return out
+
+
+def _home_read_only(store: object) -> tuple[sqlite3.Connection, threading.RLock] | None:
+    """The home's journal file (state/home.py), opened read-only; None if there is none."""
     from memlife.state.home import check_home
 
     check_home(store)
@@ -86,15 +130,9 @@ def open_memo_reader(
     if not path.exists():
         return None
     ro = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
-    lock = threading.RLock()
-    return partial(read_outcomes, ro, lock) if _has_memo(ro, lock) else None
+    return ro, threading.RLock()
 
 
 def _has_memo(conn: sqlite3.Connection, lock: threading.RLock) -> bool:
     with lock:
-        return (
-            conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type='table' AND name='consolidation_outcomes'"
-            ).fetchone()
-            is not None
-        )
+        return has_table(conn, "consolidation_outcomes")

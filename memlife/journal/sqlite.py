@@ -444,3 +444,28 @@ def read_outcomes(
             ).fetchall()  # fmt: skip
             out.update({k: MemoOutcome(outcome=o, retry_at=_dt(r)) for k, o, r in rows})
     return out
+
+
+def read_supersede_times(
+    connection: sqlite3.Connection, lock: threading.RLock, record_ids: Sequence[str]
+) -> dict[str, datetime]:
+    """When (wall clock) each record's latest supersede was done: its operation's last move
+    (APPLIED or RECEIPTED). A connection without the journal table knows none."""
+    out: dict[str, datetime] = {}
+    with lock:
+        if not has_table(connection, "operations"):
+            return out
+        for qs, chunk in in_chunks(list(dict.fromkeys(record_ids))):
+            rows = connection.execute(
+                "SELECT record_id, MAX(updated_at) FROM operations WHERE kind='supersede' "
+                f"AND outcome='superseded' AND record_id IN ({qs}) GROUP BY record_id", chunk,
+            ).fetchall()  # fmt: skip
+            out.update({rid: datetime.fromisoformat(at) for rid, at in rows if at})
+    return out
+
+
+def has_table(connection: sqlite3.Connection, name: str) -> bool:
+    found = connection.execute(
+        "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)
+    ).fetchone()
+    return found is not None

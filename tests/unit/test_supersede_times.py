@@ -1,0 +1,71 @@
+"""When each record's supersede was done, as the journal knows it (memlife/superseded_since.py).
+
+Both readers (SQL over a SQLite journal, ``for_record`` over any journal: the DynamoDB one)
+must give the latest supersede that took effect, and nothing for an operation that failed,
+was only planned, or superseded another record.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from memlife.journal import (
+    Operation,
+    OpKind,
+    OpState,
+    Outcome,
+    SqliteJournal,
+    open_supersede_times,
+)
+from memlife.journal import supersede_times_via as via_for_record
+from memlife.journal.sqlite import read_supersede_times
+
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+def _op(oid: str, rid: str, kind: OpKind = OpKind.supersede) -> Operation:
+    return Operation(operation_id=oid, run_id="run-1", kind=kind, actor_id="u",
+                     namespace="/users/u/facts", record_id=rid, reasons=[],
+                     policy_version="p", replacement_id="r-new")  # fmt: skip
+
+
+def _journal(tmp_path: Path) -> SqliteJournal:
+    j = SqliteJournal.at(tmp_path / "journal.db")
+    j.plan([_op("o1", "a"), _op("o2", "a"), _op("o3", "b"), _op("o4", "c"),
+            _op("o5", "d", OpKind.delete), _op("o6", "e")])  # fmt: skip
+    j.transition("o1", OpState.APPLIED, outcome=Outcome.superseded, at=T0)
+    j.transition("o1", OpState.RECEIPTED, at=T0 + timedelta(minutes=1))
+    j.transition("o2", OpState.APPLIED, outcome=Outcome.superseded, at=T0 + timedelta(days=5))
+    j.transition("o3", OpState.FAILED, outcome=Outcome.failed, error="X", at=T0)  # no effect
+    j.transition("o5", OpState.APPLIED, outcome=Outcome.deleted, at=T0)  # not a supersede
+    j.transition("o6", OpState.APPLIED, outcome=Outcome.skipped, at=T0)  # record was gone
+    return j  # o4 (record c) only planned
+
+
+def test_both_readers_give_the_latest_supersede_that_took_effect(tmp_path: Path) -> None:
+    j = _journal(tmp_path)
+    ids = ["a", "b", "c", "d", "e", "zz"]
+    want = {"a": T0 + timedelta(days=5)}
+    assert read_supersede_times(j.connection, j.lock, ids) == want
+    assert via_for_record(j, ids) == want
+
+
+def test_a_store_without_a_journal_table_knows_none(tmp_path: Path) -> None:
+    import sqlite3
+    import threading
+
+    conn = sqlite3.connect(tmp_path / "plain.db")
+    assert read_supersede_times(conn, threading.RLock(), ["a"]) == {}
+    assert not conn.execute("SELECT name FROM sqlite_master").fetchall()  # nothing created
+
+
+def test_a_sqlite_store_reads_its_own_file(tmp_path: Path) -> None:
+    j = _journal(tmp_path)
+
+    class Store:  # what open_supersede_times asks of an embedded store
+        connection = j.connection
+        lock = j.lock
+
+    read = open_supersede_times(Store())
+    assert read is not None and read(["a", "b"]) == {"a": T0 + timedelta(days=5)}
