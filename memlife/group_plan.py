@@ -15,7 +15,8 @@ apply.py):
     (source weight, created_at, id);
   - same cluster as the survivor: EXACT_DUPLICATE (same content) or NEAR_DUPLICATE;
   - another cluster, older than the survivor: CONTRADICTION (superseded by the newer
-    statement), except in episodic groups, where distinct events are kept;
+    statement), except in episodic groups, where distinct events are kept; said at the
+    survivor's instant, only by a weaker source (one instant, one authority: conflicting);
   - another cluster, newer than the survivor: conflicting (a weaker source said something
     newer): kept for review, never superseded;
   - fewer than two records with a role: nothing to merge;
@@ -186,6 +187,16 @@ def pick_survivor(
     return max(members, key=survivor_rank(weights))
 
 
+def _older(m: Member, survivor: Member, weights: Mapping[Source, float]) -> bool:
+    """Whether ``m`` said its statement before the survivor: strictly earlier, or at the
+    same instant from a weaker source. Two statements of one instant and one authority say
+    nothing about which is current: the other is conflicting (kept, for review), never
+    superseded by whichever id sorts first (as the planner's tie, plan.py)."""
+    if m.created_at != survivor.created_at:
+        return m.created_at < survivor.created_at
+    return weights[m.source] < weights[survivor.source]
+
+
 def plan_group(
     members: Sequence[Member],
     vectors: Callable[[Sequence[str]], np.ndarray] | None,
@@ -214,7 +225,7 @@ def plan_group(
             continue
         if cluster[m.statement] == home:
             roles[m.id] = EXACT_DUPLICATE if m.sha == survivor.sha else NEAR_DUPLICATE
-        elif m.age < survivor.age:
+        elif _older(m, survivor, weights):
             if not episodic:  # distinct events never contradict
                 roles[m.id] = CONTRADICTION
                 contradicted.add(m.id)

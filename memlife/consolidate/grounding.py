@@ -106,9 +106,11 @@ def check_relation(result: ConsolidationResult, group: Group) -> None:
         raise ConsolidationError(UPDATE_DIRECTION, "an update retires every record")
     newest = max(kept, key=lambda r: (r.created_at, r.id))
     for i in result.outdated_ids:
-        if (by_id[i].created_at, i) > (newest.created_at, newest.id):
+        # said at the newest kept statement's instant: neither is the later one (no order
+        # by id), so an update cannot retire it
+        if by_id[i].created_at >= newest.created_at:
             raise ConsolidationError(
-                UPDATE_DIRECTION, f"outdated {i} is newer than the kept statements"
+                UPDATE_DIRECTION, f"outdated {i} is not older than the kept statements"
             )
     if reads_additive(newest.content):
         raise ConsolidationError(ADDITIVE_NOT_UPDATE, f"{newest.id} adds a fact, it replaces none")

@@ -115,7 +115,7 @@ def supersede_times_via(journal: Journal, record_ids: Sequence[str]) -> dict[str
     for rid in dict.fromkeys(record_ids):
         done = [o.updated_at for o in journal.for_record(rid)
                 if o.kind is OpKind.supersede and o.record_id == rid
-                and o.outcome is Outcome.superseded and o.updated_at is not None]  # fmt: skip
+                and o.updated_at is not None]  # fmt: skip
         if done:
             out[rid] = max(done)
     return out

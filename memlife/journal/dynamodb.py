@@ -50,6 +50,9 @@ from memlife.state.dynamodb import (
 )
 
 MEMO_TTL = timedelta(days=180)  # consolidation outcomes (``cout#``) expire: judged again
+# a supersede is kept a year at least: superseded retention counts from its time (90 days
+# by default; superseded_since.py), which a 30-day TTL would drop first
+SUPERSEDE_TTL = timedelta(days=366)
 
 
 def _op_key(operation_id: str) -> dict[str, Any]:
@@ -427,7 +430,8 @@ class DynamoJournal:
         expires = None
         if to is OpState.RECEIPTED:  # payload may hold content: it goes with the receipt
             removes += ["payload", "open_pk", "open_sk"]
-            expires = int((utcnow() + self.ttl).timestamp())
+            kept = max(self.ttl, SUPERSEDE_TTL) if op.kind is OpKind.supersede else self.ttl
+            expires = int((utcnow() + kept).timestamp())
             sets.append("expires_at = :exp")
             values[":exp"] = {"N": str(expires)}
         update = {

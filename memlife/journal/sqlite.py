@@ -449,8 +449,9 @@ def read_outcomes(
 def read_supersede_times(
     connection: sqlite3.Connection, lock: threading.RLock, record_ids: Sequence[str]
 ) -> dict[str, datetime]:
-    """When (wall clock) each record's latest supersede was done: its operation's last move
-    (APPLIED or RECEIPTED). A connection without the journal table knows none."""
+    """When (wall clock) each record's latest supersede operation last moved, whatever its
+    state: one that failed after the store wrote (a hand-over stopped) superseded it too,
+    and a later time only delays a deletion. A connection without the journal knows none."""
     out: dict[str, datetime] = {}
     with lock:
         if not has_table(connection, "operations"):
@@ -458,7 +459,7 @@ def read_supersede_times(
         for qs, chunk in in_chunks(list(dict.fromkeys(record_ids))):
             rows = connection.execute(
                 "SELECT record_id, MAX(updated_at) FROM operations WHERE kind='supersede' "
-                f"AND outcome='superseded' AND record_id IN ({qs}) GROUP BY record_id", chunk,
+                f"AND record_id IN ({qs}) GROUP BY record_id", chunk,
             ).fetchall()  # fmt: skip
             out.update({rid: datetime.fromisoformat(at) for rid, at in rows if at})
     return out

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from memlife.model import MemoryRecord, RetentionClass, utcnow
+from memlife.model import MemoryRecord, RetentionClass, Status, utcnow
 from memlife.pipeline import RunConfig, run_local
 from memlife.stores.sqlite import SqliteStore
 from tests.support.gate import rec
@@ -70,7 +70,7 @@ def test_the_night_after_a_catch_up_run_keeps_what_it_superseded(
     night = run_local(RunConfig(dry_run=False, now=utcnow(), policy=policy))
     after = statuses(home)
     assert superseded <= set(after) and all(after[r] == "superseded" for r in superseded)
-    assert night.lifecycle["deleted"] == 0 and dry.lifecycle.get("deleted", 0) == 0
+    assert night.lifecycle["deleted"] == 0 and dry.counts.get("delete_expired", 0) == 0
 
     # 40 days later in real time the sensitive class's 30 days have passed, not the 90
     assert _age_supersedes(home, 40) >= 2
@@ -81,3 +81,32 @@ def test_the_night_after_a_catch_up_run_keeps_what_it_superseded(
     _age_supersedes(home, 91)
     run_local(RunConfig(dry_run=False, now=utcnow(), policy=policy))
     assert not superseded & set(statuses(home))
+
+
+def test_a_catch_up_run_re_pointing_a_record_keeps_its_status_time(
+    home: Path, tmp_path: Path
+) -> None:
+    """Review of session 31: re-pointing (A superseded by B, B now superseded: A moves to
+    the new replacement) stamped A with the catch-up run's cutoff, 200 days back, and no
+    supersede of the journal names A (the app superseded it online), so the next night
+    deleted A at once. Re-pointing is no new supersede: A keeps its status time."""
+    store = SqliteStore(home / "memlife.db")
+    store.put_many([
+        _at(rec("m-a", "preferences", "Likes oolong.", subject="drink-old"), 150),
+        _at(rec("m-b", "preferences", "Drinks only green tea, never coffee.",
+                subject="beverage"), 100),
+        _at(rec("m-c", "preferences", "Switched to black coffee; no longer drinks tea.",
+                subject="beverage"), 10),
+    ])  # fmt: skip
+    store.set_status(["m-a"], Status.superseded, replaced_by="m-b")  # online, just now
+    online = store.get("m-a").status_changed_at
+    store.close()
+    policy = policy_with(tmp_path, required=False)
+    run_local(RunConfig(dry_run=False, now=CATCH_UP, policy=policy))
+    store = SqliteStore(home / "memlife.db")
+    a = store.get("m-a")
+    store.close()
+    assert a.provenance.replaced_by not in (None, "m-b")  # moved on with B
+    assert a.status_changed_at == online
+    run_local(RunConfig(dry_run=False, now=utcnow(), policy=policy))
+    assert statuses(home).get("m-a") == "superseded"

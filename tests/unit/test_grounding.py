@@ -375,3 +375,16 @@ def test_how_models_write_merges_still_grounds(emb, sources: tuple[str, str], su
     verb, a linking adverb opening a sentence, and two events that differ in a number were
     refused (the group went to review)."""
     assert code(result(summary, ids=("s-0", "s-1")), group(*sources), emb) is None
+
+
+def test_an_update_cannot_retire_a_statement_of_the_same_instant(emb) -> None:
+    """Session 30 "Left": two statements saved at one instant (one session's observations)
+    were ordered by record id, so an update retiring the one whose id sorts lower passed.
+    Neither is the later one: the update is refused whichever way the ids sort."""
+    g = group("I am allergic to 2 medications.", "I am allergic to 3 medications.")
+    same = g.records[0].created_at
+    g.records[1] = g.records[1].model_copy(update={"created_at": same})
+    for outdated, kept in (("s-0", "3"), ("s-1", "2")):
+        answer = result(f"I am allergic to {kept} medications.", ids=("s-0", "s-1"))
+        answer = answer.model_copy(update={"relation": "update", "outdated_ids": [outdated]})
+        assert code(answer, g, emb) == "UPDATE_DIRECTION"

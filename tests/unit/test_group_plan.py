@@ -97,6 +97,33 @@ def test_a_huge_group_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     plan = gp.plan_group(ms, fake_vectors(v, ms, calls), grouping=Grouping(),
                          weights=POLICY.source_weights)  # fmt: skip
     assert sum(calls) == 2000 and max(calls) <= 512
-    assert plan is not None and len(plan.ids) == 20_000  # every record has a role
+    # every record has a role but the 40 other statements said at the survivor's instant
+    # (day 399) by the same source: which is current is unknown, so they are conflicting
+    assert plan is not None and len(plan.ids) == 20_000 - 40 and len(plan.conflicting) == 40
     dups = [i for i, r in plan.roles.items() if r.endswith("DUPLICATE")]
     assert len(dups) == 9  # the survivor's own restatements only
+
+
+def test_a_statement_of_the_survivors_instant_is_conflicting_not_contradicted() -> None:
+    """Session 30 "Left": roles ordered members by (created_at, id), so of two statements
+    saved at one instant by one source, the one whose id sorted lower was superseded as the
+    older. Now it is conflicting (kept, for review) whichever way the ids sort; a weaker
+    source at that instant is still contradicted, and an older statement still is."""
+    for ids in (("a", "b"), ("b", "a")):
+        tie = [rec(ids[0], "Lives in Paris.", 5), rec(ids[1], "Lives in Berlin.", 5)]
+        v = {"a": [1, 0], "b": [0, 1]}
+        plan = gp.plan_group(tie, fake_vectors(v, tie, []), grouping=Grouping(),
+                             weights=POLICY.source_weights, planner_survivor=ids[1])  # fmt: skip
+        assert plan is not None and plan.conflicting == [ids[0]] and plan.roles == {}
+    weaker = [
+        rec("a", "Lives in Paris.", 5, Source.agent_inferred),
+        rec("b", "Lives in Berlin.", 5),
+    ]
+    v = {"a": [1, 0], "b": [0, 1]}
+    plan = gp.plan_group(weaker, fake_vectors(v, weaker, []), grouping=Grouping(),
+                         weights=POLICY.source_weights)  # fmt: skip
+    assert plan is not None and plan.roles == {"b": gp.SURVIVOR, "a": gp.CONTRADICTION}
+    older = [rec("b", "Lives in Paris.", 4), rec("a", "Lives in Berlin.", 5)]
+    plan = gp.plan_group(older, fake_vectors({"b": [1, 0], "a": [0, 1]}, older, []),
+                         grouping=Grouping(), weights=POLICY.source_weights)  # fmt: skip
+    assert plan is not None and plan.roles == {"a": gp.SURVIVOR, "b": gp.CONTRADICTION}

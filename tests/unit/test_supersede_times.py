@@ -37,18 +37,21 @@ def _journal(tmp_path: Path) -> SqliteJournal:
     j.transition("o1", OpState.APPLIED, outcome=Outcome.superseded, at=T0)
     j.transition("o1", OpState.RECEIPTED, at=T0 + timedelta(minutes=1))
     j.transition("o2", OpState.APPLIED, outcome=Outcome.superseded, at=T0 + timedelta(days=5))
-    j.transition("o3", OpState.FAILED, outcome=Outcome.failed, error="X", at=T0)  # no effect
+    j.transition("o3", OpState.FAILED, outcome=Outcome.failed, error="X", at=T0)
     j.transition("o5", OpState.APPLIED, outcome=Outcome.deleted, at=T0)  # not a supersede
-    j.transition("o6", OpState.APPLIED, outcome=Outcome.skipped, at=T0)  # record was gone
+    j.transition("o6", OpState.APPLIED, outcome=Outcome.skipped, at=T0)
     return j  # o4 (record c) only planned
 
 
-def test_both_readers_give_the_latest_supersede_that_took_effect(tmp_path: Path) -> None:
+def test_both_readers_give_the_latest_supersede_operation_of_each_record(tmp_path: Path) -> None:
+    """Any supersede operation counts, whatever its state: one that failed after the store
+    wrote (a hand-over stopped) superseded the record too (review of session 31), and a
+    later time only delays a deletion. A delete and another record's operation do not."""
     j = _journal(tmp_path)
     ids = ["a", "b", "c", "d", "e", "zz"]
-    want = {"a": T0 + timedelta(days=5)}
-    assert read_supersede_times(j.connection, j.lock, ids) == want
-    assert via_for_record(j, ids) == want
+    for got in (read_supersede_times(j.connection, j.lock, ids), via_for_record(j, ids)):
+        assert set(got) == {"a", "b", "c", "e"}  # c: planned only, at its planning time
+        assert (got["a"], got["b"], got["e"]) == (T0 + timedelta(days=5), T0, T0)
 
 
 def test_a_store_without_a_journal_table_knows_none(tmp_path: Path) -> None:
@@ -68,4 +71,30 @@ def test_a_sqlite_store_reads_its_own_file(tmp_path: Path) -> None:
         lock = j.lock
 
     read = open_supersede_times(Store())
-    assert read is not None and read(["a", "b"]) == {"a": T0 + timedelta(days=5)}
+    assert read is not None and read(["a", "d"]) == {"a": T0 + timedelta(days=5)}
+
+
+def test_dynamodb_keeps_a_supersede_past_its_ttl(tmp_path: Path) -> None:
+    """Review of session 31: a receipted operation expired ``ttl_days`` (30) after receipt,
+    so the supersede's time was gone long before a standard record's 90 days of superseded
+    retention, and the record was deleted on day 31. A supersede is kept a year at least;
+    other operations keep the state's TTL. DynamoDB's TTL is played by deleting what has
+    expired by day 31."""
+    import time
+
+    from memlife.journal.dynamodb import DynamoJournal
+    from tests.support.aws_state import aws_state
+
+    with aws_state("inprocess") as (_, state):
+        j = DynamoJournal(state)
+        j.plan([_op("o1", "m-tea"), _op("o2", "m-old", OpKind.delete)])
+        j.transition("o1", OpState.APPLIED, outcome=Outcome.superseded)
+        j.transition("o2", OpState.APPLIED, outcome=Outcome.deleted)
+        for oid in ("o1", "o2"):
+            j.transition(oid, OpState.RECEIPTED)
+        day31 = time.time() + 31 * 86400
+        for it in state.ddb.scan(TableName=state.table)["Items"]:
+            if "expires_at" in it and int(it["expires_at"]["N"]) < day31:
+                state.ddb.delete_item(TableName=state.table, Key={"pk": it["pk"], "sk": it["sk"]})
+        assert j.get("o2") is None  # the delete expired with the state's TTL
+        assert set(via_for_record(j, ["m-tea"])) == {"m-tea"}  # the supersede did not

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -145,7 +146,10 @@ def _repoint(ex: Executor, replaced: list[tuple[MemoryRecord, str]]) -> dict[str
     is never rewritten, a hold placed since the read included (the store checks it in the
     write, where it can). Returns the replaced records whose sources did not all move:
     id -> the item's code."""
-    moves: dict[tuple[str, Status], list[str]] = {}
+    # (new replacement, status, status time) -> records: re-pointing is no new supersede,
+    # so a record keeps its status time unless the cutoff is later (a catch-up run's
+    # cutoff months back must not move it back: superseded retention counts from it)
+    moves: dict[tuple[str, Status, datetime], list[str]] = {}
     hangs_from: dict[str, str] = {}  # record to move -> the replaced record it hangs from
     shard_of: dict[str, tuple[str, str]] = {}
     chain: dict[str, str] = {r.id: r.id for r, _ in replaced}  # superseded -> replaced top
@@ -174,17 +178,16 @@ def _repoint(ex: Executor, replaced: list[tuple[MemoryRecord, str]]) -> dict[str
             chain[sid] = top
             level[sid] = (s, top, by)
             if not is_held(s):
-                moves.setdefault((by, s.status), []).append(sid)
+                at = max(s.status_changed_at or ex.cutoff, ex.cutoff)
+                moves.setdefault((by, s.status, at), []).append(sid)
                 hangs_from[sid] = top
                 shard_of[sid] = (s.actor_id, s.namespace)
             for child in s.provenance.supersedes:
                 below.setdefault(child, (top, by))
         frontier = below
     unmoved: dict[str, str] = {}
-    for (by, status), ids in sorted(moves.items()):
-        res = _setter(ex)(
-            ids, status, replaced_by=by, policy_version=ex.policy.version, at=ex.cutoff
-        )
+    for (by, status, at), ids in sorted(moves.items()):
+        res = _setter(ex)(ids, status, replaced_by=by, policy_version=ex.policy.version, at=at)
         for rid in res.succeeded:
             note_pointers(_paged(ex), shard_of[rid], [rid], by)
         for f in res.failed:
