@@ -77,9 +77,12 @@ class Restore(BaseApplier):
                     res = ex.store.put_many([back])
                 elif head := _active_head(ex, r.provenance.replaced_by, r):
                     # no snapshot (another tool, a migrated store), but it names what replaced
-                    # it: back behind that replacement, never served as current again
+                    # it: back behind that replacement, never served as current again; its
+                    # status time no earlier than the quarantine's (a restore --now months
+                    # back would start superseded retention then: superseded_since.py)
+                    at = max(r.status_changed_at or ex.cutoff, ex.cutoff)
                     res = ex.store.set_status([o.record_id], Status.superseded,
-                                              replaced_by=head, at=ex.cutoff)  # fmt: skip
+                                              replaced_by=head, at=at)  # fmt: skip
                 else:  # quarantined without a snapshot or a replacement: back to active
                     res = ex.store.set_status([o.record_id], Status.active, at=ex.cutoff)
                 checkpoint(self.checkpoint)
