@@ -137,6 +137,11 @@ _NUMBER = re.compile(r"(?:(?<![\w.])[-\u2212+])?[$\u20ac\u00a3\u00a5]?\d+(?:[.,:
 # a word ends in a letter or digit: the closing quote of "'Charlotte's Web'" is not its own
 _WORD = re.compile(r"[A-Za-z](?:[A-Za-z0-9_'’-]*[A-Za-z0-9_])?")
 _SENTENCE_END = re.compile(r"[.!?:;]\s*$")
+_UPKEEP = (  # who keeps the memories: a program, or a "memory manager" (a maintenance one is a person)
+    r"((memory|memories)\s+(system|bot|job|agent|process|service|manager|pipeline|daemon|tool)"
+    r"|(housekeeping|cleanup|clean-up|maintenance|nightly|curation|archiv\w*)"
+    r"\s+(system|bot|job|agent|process|service|pipeline|daemon|task|tool))\b"
+)
 _INJECTION = re.compile(
     r"\b(ignore|disregard|forget|override)\b[^.]{0,40}\b(instructions?|prompts?|rules|above|previous)\b"
     r"|\b(system prompt|new instructions|you are now|as an ai)\b"
@@ -144,9 +149,21 @@ _INJECTION = re.compile(
     # words to whoever reads or merges the notes, about what the merged note must say
     r"|\b(whoever|anyone|assistant|ai|summari[sz]er|llm)\b[^.]{0,60}"
     r"\b(summari[sz]\w*|consolidat\w*|merg\w*)\b"
+    # ("promoted to assistant manager" is a job title, not an addressee)
     r"|\b(to|for|dear)\s+(the\s+)?(assistant|ai|llm|summari[sz]er)\b"
+    r"(?!\s+(manager|director|coach|editor|professor|principal|teacher|producer|chef))"
     r"|\b(correct|right|real|true|proper|final|only)\s+(summary|version)\b"
-    r"|\b(when|if|while)\s+(you\s+)?(summari[sz]|consolidat|merg)\w*",
+    r"|\b(when|if|while)\s+(you\s+)?(summari[sz]|consolidat|merg)\w*"
+    # a note addressed to the memory's own upkeep ("Note to the memory system: ...",
+    # "Housekeeping bot, keep ...", "Dear cleanup job"), not a fact about a system the
+    # person works on ("is building a memory system")
+    r"|\b(note|message|reminder|instructions?|request)\s+(to|for)\s+(the\s+|this\s+|my\s+)?"
+    + _UPKEEP
+    + r"|\b(dear|attention|hey|hi|hello)\s+(the\s+|this\s+|my\s+)?"
+    + _UPKEEP
+    + r"|(^|[.!?]\s+)\W*((to|for)\s+)?(the\s+)?"
+    + _UPKEEP
+    + r"\s*[,:!\u2013\u2014-]",
     re.IGNORECASE,
 )
 
