@@ -6,7 +6,8 @@ trace: `receipts list` and `history` showed nothing and the next run noticed not
 (session 29 compliance review). The store's journal now keeps its latest run, and every
 run that changes records (nightly, retry, manual) names the one before it in its receipt
 (``previous_run``), read under the store's lease. ``receipts verify`` of any later run
-reports PREVIOUS_RUN_MISSING when that run is not in the receipts location. A chain is
+reports PREVIOUS_RUN_MISSING when that run is not in the receipts location, and
+``receipts verify latest`` LATEST_RUN_MISSING when the latest is not. A chain is
 kept per receipts location (a run whose receipts went elsewhere, `--receipts`, is in that
 location's chain, not missing from this one's). Dry runs change nothing and are not in it.
 """
@@ -22,12 +23,33 @@ from memlife.audit import ReceiptSink
 NAME = "run_chain"
 
 
+def _name(sink: ReceiptSink) -> str:
+    return f"{NAME}:{hashlib.sha256(sink.location('runs').encode()).hexdigest()[:16]}"
+
+
+def latest(journal: Any, sink: ReceiptSink) -> str | None:
+    """The store's latest run in ``sink``'s location (None: none changed records there).
+    ``receipts verify latest`` checks it: a latest run removed whole shows at once, not
+    only once a later run names it."""
+    if hasattr(journal, "state"):
+        from memlife.state.dynamodb import key
+
+        item = journal.state.get(key("meta", _name(sink)))
+        run = json.loads(item["chain"]["S"]).get("run") if item else None
+    else:
+        with journal.lock:
+            row = journal.connection.execute(
+                "SELECT value FROM secrets WHERE name=?", (_name(sink),)
+            ).fetchone()
+        run = json.loads(row[0]).get("run") if row else None
+    return run if isinstance(run, str) else None
+
+
 def advance(journal: Any, run_id: str, sink: ReceiptSink) -> str | None:
     """Make ``run_id`` the store's latest run in ``sink``'s location; the run before it
     there (None for the first). A rerun of the latest run (the same id after a crash)
     names the same run as before."""
-    where = hashlib.sha256(sink.location("runs").encode()).hexdigest()[:16]
-    name = f"{NAME}:{where}"
+    name = _name(sink)
     if hasattr(journal, "state"):  # the DynamoDB journal (MEMLIFE_STATE): one meta item
         from memlife.state.dynamodb import key
 

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from memlife import run_chain
 from memlife.audit import ReceiptSink, open_sink
 from memlife.cli.common import (
     JsonOpt,
@@ -37,6 +38,9 @@ def _day(value: str | None, option: str) -> date | None:
         return date.fromisoformat(value)
     except ValueError:
         raise fail(f"{option} {value!r}: expected a day, YYYY-MM-DD") from None
+
+
+LATEST = "latest"  # `receipts verify latest`: the store's latest run (memlife/run_chain.py)
 
 
 def _sink(receipts: str | None) -> ReceiptSink:
@@ -203,15 +207,29 @@ def register(app: typer.Typer) -> None:
                    "--evidence-only",
                    help="Check the receipts alone (digest, Parquet, operation receipts, counts): no store or journal needed.")] = False,
                json_out: JsonOpt = False) -> None:  # fmt: skip
-        """Journal <-> receipts <-> Parquet <-> counts both ways, the run digest, and the store."""
+        """Journal <-> receipts <-> Parquet <-> counts both ways, the run digest, and the store.
+        RUN_ID ``latest``: the store's latest run in this receipts location (its journal
+        keeps it); a latest run whose evidence is gone is LATEST_RUN_MISSING."""
+        asked_latest = run_id == LATEST
+        if evidence_only and asked_latest:
+            raise fail("'latest' is read from the store's journal: drop --evidence-only")
         if evidence_only:
             result = verify_run(_sink(receipts), None, None, run_id, evidence_only=True)
         else:
             db = open_store(check_store(store, must_exist=True))
             try:
-                result = verify_run(_sink(receipts), db, open_journal(db), run_id)
+                journal = open_journal(db)
+                if asked_latest:
+                    found = run_chain.latest(journal, _sink(receipts))
+                    if found is None:
+                        raise fail("no run of this store changed records in this receipts "
+                                   "location: nothing is the latest", code=1)  # fmt: skip
+                    run_id = found
+                result = verify_run(_sink(receipts), db, journal, run_id)
             finally:
                 db.close()
+            if asked_latest and any(p["code"] == "RUN_NOT_FOUND" for p in result.problems):
+                result.problem("LATEST_RUN_MISSING", latest_run=run_id)
         if json_out:
             print_json(result.as_json())
         else:

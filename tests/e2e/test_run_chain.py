@@ -87,3 +87,38 @@ def test_a_run_whose_receipts_went_elsewhere_is_not_missing(home: Path, tmp_path
     night = json.loads(res.stdout)["run_id"]
     res = runner.invoke(app, ["receipts", "verify", night, "--json"])
     assert res.exit_code == 0, res.stdout
+
+
+def test_verify_latest_shows_the_latest_run_removed_whole(home: Path, tmp_path: Path) -> None:
+    """Session 29 "Left": a run's `previous_run` is checked by verify of the run after it,
+    so the latest run removed whole showed only once a next run existed. `receipts verify
+    latest` reads the latest run from the store's journal and says when it is gone."""
+    src = tmp_path / "r.jsonl"
+    src.write_text(json.dumps(good("m-1")) + "\n" + json.dumps(good("m-2", subject="dogs")) + "\n")
+    assert runner.invoke(app, ["import", str(src)]).exit_code == 0
+    none = runner.invoke(app, ["receipts", "verify", "latest"])
+    assert none.exit_code == 1  # nothing has changed records yet (the import is no run)
+    res = runner.invoke(app, ["run", "--engine", "local", "--json"])
+    night = json.loads(res.stdout)["run_id"]
+    res = runner.invoke(app, ["erase", "--actor", "u-1", "--id", "m-1", "--yes", "--json"])
+    erased = json.loads(res.stdout)["run_id"]
+    assert runner.invoke(app, ["run", "--engine", "local", "--dry-run"]).exit_code == 0
+    ok = runner.invoke(app, ["receipts", "verify", "latest", "--json"])
+    assert ok.exit_code == 0, ok.stdout
+    assert json.loads(ok.stdout)["run_id"] == erased != night  # the dry run is not in it
+    only = runner.invoke(app, ["receipts", "verify", "latest", "--evidence-only"])
+    assert only.exit_code == 2  # the latest run is the journal's to say
+
+    receipts = home / "receipts"
+    for p in receipts.glob("operations/*.json"):
+        if json.loads(p.read_text())["run_id"] == erased:
+            p.unlink()
+    (folder,) = receipts.rglob(f"runs/*/*/*/{erased}")
+    shutil.rmtree(folder)
+    for d in receipts.rglob(f"run_id={erased}"):
+        shutil.rmtree(d)
+    gone = runner.invoke(app, ["receipts", "verify", "latest", "--json"])
+    assert gone.exit_code == 1
+    assert {"code": "LATEST_RUN_MISSING", "latest_run": erased} in json.loads(gone.stdout)[
+        "problems"
+    ]
