@@ -5,12 +5,22 @@ body one byte every 2 s held one group, and the store's lease, as long as it kep
 with MEMLIFE_MODEL_TIMEOUT at 3 s (session 29 review). The transport here counts from the
 moment a request is sent and ends the body's reading once the deadline is past, as a read
 timeout (the SDK's retries and MODEL_UNAVAILABLE follow, as for any timeout).
+
+The answer's headers are bounded too: until they are in, a timer shuts the request's socket
+down at the deadline (``socket.shutdown`` wakes a read blocked in it; ``close`` from
+another thread would not), and the failed read is reported as the deadline's timeout. The
+socket is the one the request's own connection opened (httpcore's ``connect_tcp`` trace),
+so connections are not kept alive between requests: a model call takes seconds, a new
+connection milliseconds.
 """
 
 from __future__ import annotations
 
+import socket
+import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import httpx2 as httpx  # the HTTP client the anthropic SDK uses
 
@@ -33,12 +43,45 @@ class DeadlineTransport(httpx.HTTPTransport):
     """An HTTP transport whose responses must be read whole within ``seconds`` of sending."""
 
     def __init__(self, seconds: float, **kw: object) -> None:
+        kw.setdefault("limits", httpx.Limits(max_keepalive_connections=0))  # module doc
         super().__init__(**kw)  # type: ignore[arg-type]
         self.seconds = seconds
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         until = time.monotonic() + self.seconds
-        response = super().handle_request(request)
+        sockets: list[socket.socket] = []
+        traced = request.extensions.get("trace")
+
+        def trace(event: str, info: dict[str, Any]) -> None:
+            if event == "connection.connect_tcp.complete" and info.get("return_value"):
+                sock = info["return_value"].get_extra_info("socket")
+                if sock is not None:
+                    sockets.append(sock)
+            if traced is not None:
+                traced(event, info)
+
+        request.extensions["trace"] = trace
+        timer = threading.Timer(self.seconds, _shut, (sockets,))
+        timer.daemon = True
+        timer.start()
+        try:
+            response = super().handle_request(request)
+        except httpx.TransportError as exc:
+            if time.monotonic() >= until and not isinstance(exc, httpx.TimeoutException):
+                raise httpx.ReadTimeout(
+                    "the request's deadline passed before the answer", request=request
+                ) from exc
+            raise
+        finally:
+            timer.cancel()
         if isinstance(response.stream, httpx.SyncByteStream):  # what HTTPTransport returns
             response.stream = _Deadline(response.stream, request, until)
         return response
+
+
+def _shut(sockets: list[socket.socket]) -> None:
+    for sock in sockets:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:  # already closed: the request ended as the timer fired
+            pass

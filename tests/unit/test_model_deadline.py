@@ -55,3 +55,37 @@ def test_a_trickling_answer_ends_at_the_requests_deadline(trickle: str) -> None:
     took = time.monotonic() - t0
     assert info.value.code == "MODEL_UNAVAILABLE" and info.value.retryable
     assert took < 6, took  # the whole body would take about 90 s
+
+
+class _SlowHeaders(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        try:  # the status line one byte every 0.2 s: each read well in time, never done
+            for b in b"HTTP/1.1 200 OK\r\nx-pad: " + b"a" * 400:
+                self.wfile.write(bytes([b]))
+                self.wfile.flush()
+                time.sleep(0.2)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_trickling_headers_end_at_the_requests_deadline() -> None:
+    """Session 29 "Left": the deadline bounded the body, while headers sent one byte at a
+    time still held the request for as long as the server kept sending (80 s here)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowHeaders)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        c = AnthropicConsolidator(model="claude-haiku-4-5", base_url=url, api_key="sk-ant-fake",
+                                  embedder=default_embedder(), max_retries=0, timeout=1.5)  # fmt: skip
+        t0 = time.monotonic()
+        with pytest.raises(ConsolidationError) as info:
+            c.consolidate(PAIR)
+        took = time.monotonic() - t0
+    finally:
+        server.shutdown()
+    assert info.value.code == "MODEL_UNAVAILABLE" and info.value.retryable
+    assert took < 6, took
