@@ -127,6 +127,48 @@ def record_history(
     return rows
 
 
+# how far a superseded record's hand-over is followed (status._repoint walks as far)
+MAX_HANDOVERS = 64
+
+
+def handed_on(
+    sink: ReceiptSink, rows: list[dict[str, Any]], *, since: date | None = None,
+    until: date | None = None, problems: list[dict[str, str]] | None = None,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """What a superseded record was handed on to: when its replacement was superseded in
+    its turn, the run re-pointed the record to the new replacement (``status._repoint``)
+    with no operation of its own, so ``rows`` (the record's history) still end at the first
+    replacement. One row per later supersede down the chain, oldest first: ``action``
+    ``handed_on``, the run that superseded ``via``, the ``replacement_id`` it now names."""
+    done = [r for r in rows if r["action"] == "supersede" and r["outcome"] == "superseded"]
+    if not done:
+        return []
+    last = done[-1]
+    # a later operation on the record itself (deleted, restored, superseded anew) ends it
+    ends = [r["cutoff"] for r in rows[rows.index(last) + 1 :] if r["cutoff"] is not None]
+    end = min(ends) if ends else None
+    out: list[dict[str, Any]] = []
+    via, after, seen = last["replacement_id"], last["cutoff"], {last["record_id"]}
+    while via and via not in seen and len(out) < MAX_HANDOVERS:
+        seen.add(via)
+        later = [r for r in record_history(sink, via, since=since, until=until, problems=problems)
+                 if r["action"] == "supersede" and r["outcome"] == "superseded"
+                 and (r["actor_id"], r["store"]) == (last["actor_id"], last["store"])
+                 and r["replacement_id"] and r["cutoff"] is not None
+                 and (after is None or r["cutoff"] >= after)
+                 and (end is None or r["cutoff"] < end)]  # fmt: skip
+        if not later:
+            break
+        step = later[0]
+        out.append({**last, "date": step["date"], "run_id": step["run_id"], "action": "handed_on",
+                    "reason_codes": ["REPLACEMENT_SUPERSEDED"], "outcome": "re-pointed",
+                    "replacement_id": step["replacement_id"], "via": via,
+                    "cutoff": step["cutoff"], "updated_at": step["updated_at"],
+                    "operation_id": step["operation_id"], "mode": step["mode"]})  # fmt: skip
+        via, after = step["replacement_id"], step["cutoff"]
+    return out
+
+
 def _sealed_files_gone(
     sink: ReceiptSink, since: date | None, until: date | None, listed: set[str]
 ) -> list[dict[str, str]]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, date
+from datetime import UTC, date, datetime
 from typing import Annotated
 
 import typer
@@ -40,6 +40,7 @@ def _day(value: str | None, option: str) -> date | None:
         raise fail(f"{option} {value!r}: expected a day, YYYY-MM-DD") from None
 
 
+_EPOCH = datetime.min.replace(tzinfo=UTC)
 LATEST = "latest"  # `receipts verify latest`: the store's latest run (memlife/run_chain.py)
 
 
@@ -136,7 +137,7 @@ def register(app: typer.Typer) -> None:
         """Every operation on one record across runs (from the operations dataset), oldest
         first. A record id is unique within an actor and store only: an id another actor or
         store reuses is told apart by the actor and store columns, or by --actor/--for-store."""
-        from memlife.receipts_history import record_history
+        from memlife.receipts_history import handed_on, record_history
 
         store = _identity(for_store) if for_store is not None else None
         gaps: list[dict[str, str]] = []  # evidence not read: a history with gaps is no answer
@@ -146,6 +147,10 @@ def register(app: typer.Typer) -> None:
             rows = [r for r in rows if r["actor_id"] == actor]
         if store is not None:
             rows = [r for r in rows if r["store"] == store]
+        if len({r["actor_id"] for r in rows}) == 1:  # one record: follow its hand-overs
+            rows += handed_on(_sink(receipts), rows, since=_day(since, "--since"),
+                              until=_day(until, "--until"), problems=gaps)  # fmt: skip
+            rows.sort(key=lambda r: (r["cutoff"] or _EPOCH, r["updated_at"] or _EPOCH))
         for gap in gaps:
             err_console.print(f"evidence not read: run {gap['run_id']} {gap['code']} ({gap['key']}); "
                               f"`memlife receipts verify {gap['run_id']}` says more", markup=False)  # fmt: skip

@@ -181,6 +181,37 @@ def test_a_replacement_replaced_twice_hands_over_every_source(home: Path) -> Non
     assert len(_pointers(home)) == 1  # tea and coffee point to the one active replacement
 
 
+def test_history_follows_a_record_handed_on_down_the_chain(home: Path) -> None:
+    """Session 30 "Left": a record re-pointed when its replacement was superseded gets no
+    operation of its own, so `receipts history` still ended at the first replacement while
+    the store named the third. Each hand-over is now a row (`handed_on`, via the superseded
+    replacement, in the run that superseded it), and the last names what the store names."""
+    from typer.testing import CliRunner
+
+    from memlife.cli import app
+
+    seed(home, [TEA, COFFEE])
+    cases = gate_cases(home / "memlife.db")
+    runs = []
+    for day, record in ((0, None), (2, WATER), (4, MILK)):
+        if record is not None:
+            seed(home, [record])
+        night = run_local(RunConfig(dry_run=False, now=NOW + timedelta(days=day), eval_cases=cases))
+        runs.append(night.run_id)
+    (now_names,) = _pointers(home)
+    res = CliRunner().invoke(app, ["receipts", "history", TEA.id, "--json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)
+    assert [r["action"] for r in rows] == ["supersede", "handed_on", "handed_on"]
+    first, *handed = rows
+    assert [r["run_id"] for r in rows] == runs
+    assert handed[0]["via"] == first["replacement_id"]
+    assert handed[1]["via"] == handed[0]["replacement_id"]
+    assert handed[1]["replacement_id"] == now_names  # what the store says now
+    table = CliRunner().invoke(app, ["receipts", "history", TEA.id])
+    assert table.exit_code == 0 and "handed_on" in table.stdout
+
+
 def test_a_second_run_before_the_retry_is_due_re_points_the_whole_chain(home: Path) -> None:
     """Review of session 21: R1's supersede by R2 waits for a retry (the quota stopped its
     re-pointing), and a run minutes later supersedes R2 by R3 before the retry is due: tea
