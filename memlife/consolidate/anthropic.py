@@ -39,7 +39,7 @@ from memlife.consolidate.base import (
     ConsolidationResult,
     Group,
 )
-from memlife.consolidate.deadline import DeadlineTransport
+from memlife.consolidate.deadline import deadline_client_options
 from memlife.consolidate.estimate import CHARS_PER_TOKEN, estimate_input_tokens
 from memlife.consolidate.grounding import check_grounding
 from memlife.consolidate.prompts import (
@@ -109,7 +109,7 @@ class AnthropicConsolidator:
             max_retries=max_retries,
             # the timeout bounds each request whole, not each read (a trickling body)
             http_client=anthropic.DefaultHttpxClient(
-                event_hooks={"request": [self._on_request]}, transport=DeadlineTransport(timeout)
+                event_hooks={"request": [self._on_request]}, **deadline_client_options(timeout)
             ),
         )
         self._embedder = embedder

@@ -53,7 +53,8 @@ class DeadlineTransport(httpx.HTTPTransport):
         traced = request.extensions.get("trace")
 
         def trace(event: str, info: dict[str, Any]) -> None:
-            if event == "connection.connect_tcp.complete" and info.get("return_value"):
+            # TLS wraps (and detaches) the TCP socket: the TLS stream's socket is the live one
+            if event.endswith(_OPENED) and info.get("return_value") is not None:
                 sock = info["return_value"].get_extra_info("socket")
                 if sock is not None:
                     sockets.append(sock)
@@ -79,9 +80,27 @@ class DeadlineTransport(httpx.HTTPTransport):
         return response
 
 
+_OPENED = (".connect_tcp.complete", ".start_tls.complete")
+
+
 def _shut(sockets: list[socket.socket]) -> None:
     for sock in sockets:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:  # already closed: the request ended as the timer fired
+        try:  # the plain socket call: SSLSocket.shutdown would drop its TLS state under the
+            # thread reading it
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+        except OSError:  # already closed (the request ended as the timer fired), detached
             pass
+
+
+def deadline_client_options(seconds: float) -> dict[str, Any]:
+    """``transport`` and ``mounts`` for an httpx client whose every request is bounded whole:
+    a client given its own transport reads no proxy from the environment, so the
+    environment's proxies (HTTP(S)_PROXY, ALL_PROXY, NO_PROXY, as httpx reads them) are
+    mounted here, each through a deadline transport of its own."""
+    from httpx2._utils import get_environment_proxies  # httpx's own reading of them
+
+    mounts: dict[str, httpx.BaseTransport | None] = {
+        pattern: DeadlineTransport(seconds, proxy=url) if url else None  # None: direct
+        for pattern, url in get_environment_proxies().items()
+    }
+    return {"transport": DeadlineTransport(seconds), "mounts": mounts}
