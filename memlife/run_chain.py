@@ -36,11 +36,17 @@ def latest(journal: Any, sink: ReceiptSink) -> str | None:
 
         item = journal.state.get(key("meta", _name(sink)))
         run = json.loads(item["chain"]["S"]).get("run") if item else None
-    else:
+    else:  # a SQLite journal, or a store holding one: read only, and only if it is there
+        from memlife.journal.sqlite import has_table
+
         with journal.lock:
-            row = journal.connection.execute(
-                "SELECT value FROM secrets WHERE name=?", (_name(sink),)
-            ).fetchone()
+            row = (
+                journal.connection.execute(
+                    "SELECT value FROM secrets WHERE name=?", (_name(sink),)
+                ).fetchone()
+                if has_table(journal.connection, "secrets")
+                else None
+            )
         run = json.loads(row[0]).get("run") if row else None
     return run if isinstance(run, str) else None
 

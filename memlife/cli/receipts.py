@@ -22,7 +22,7 @@ from memlife.cli.common import (
     print_id_table,
     print_json,
 )
-from memlife.journal import open_journal
+from memlife.journal import open_chain_reader, open_journal
 from memlife.model import parse_time
 from memlife.review import find_run, misplaced_runs, verify_run
 from memlife.stores import open_store, store_identity
@@ -223,14 +223,14 @@ def register(app: typer.Typer) -> None:
         else:
             db = open_store(check_store(store, must_exist=True))
             try:
-                journal = open_journal(db)
-                if asked_latest:
-                    found = run_chain.latest(journal, _sink(receipts))
+                if asked_latest:  # read without creating the journal (a store never run)
+                    chain = open_chain_reader(db)
+                    found = run_chain.latest(chain, _sink(receipts)) if chain else None
                     if found is None:
                         raise fail("no run of this store changed records in this receipts "
                                    "location: nothing is the latest", code=1)  # fmt: skip
                     run_id = found
-                result = verify_run(_sink(receipts), db, journal, run_id)
+                result = verify_run(_sink(receipts), db, open_journal(db), run_id)
             finally:
                 db.close()
             if asked_latest and any(p["code"] == "RUN_NOT_FOUND" for p in result.problems):

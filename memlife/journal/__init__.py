@@ -7,6 +7,8 @@ import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import partial
+from types import SimpleNamespace
+from typing import Any
 
 from memlife.journal.base import (
     ALLOWED,
@@ -44,6 +46,7 @@ __all__ = [
     "Rejection",
     "SqliteJournal",
     "open_journal",
+    "open_chain_reader",
     "open_memo_reader",
     "open_supersede_times",
     "operation_id",
@@ -119,6 +122,23 @@ def supersede_times_via(journal: Journal, record_ids: Sequence[str]) -> dict[str
         if done:
             out[rid] = max(done)
     return out
+
+
+def open_chain_reader(store: object) -> Any | None:
+    """The store's journal to read its run chain from (memlife/run_chain.py ``latest``),
+    never creating it: the store itself (SQLite), the DynamoDB journal, or the home's file
+    opened read-only; None where none exists yet."""
+    if getattr(store, "connection", None) is not None:
+        return store
+    from memlife.state import uses_remote_state
+
+    remote = uses_remote_state(store)
+    if remote is not None:
+        from memlife.journal.dynamodb import DynamoJournal
+
+        return remote.part("journal", DynamoJournal)
+    ro = _home_read_only(store)
+    return SimpleNamespace(connection=ro[0], lock=ro[1]) if ro is not None else None
 
 
 def _home_read_only(store: object) -> tuple[sqlite3.Connection, threading.RLock] | None:

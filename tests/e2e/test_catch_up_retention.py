@@ -110,3 +110,34 @@ def test_a_catch_up_run_re_pointing_a_record_keeps_its_status_time(
     assert a.status_changed_at == online
     run_local(RunConfig(dry_run=False, now=utcnow(), policy=policy))
     assert statuses(home).get("m-a") == "superseded"
+
+
+def test_a_regular_night_re_pointing_a_record_keeps_its_status_time(
+    home: Path, tmp_path: Path
+) -> None:
+    """Review of session 31: the first fix kept the later of the record's status time and
+    the cutoff, so every regular night that re-pointed a record restarted its superseded
+    retention, and a subject restated more often than every 90 days kept its old records
+    for good. A record superseded 80 days ago keeps that time when re-pointed tonight."""
+    now = utcnow()
+    day = timedelta(days=1)
+    store = SqliteStore(home / "memlife.db")
+    store.put_many([
+        rec("m-a", "preferences", "Likes oolong.", subject="drink-old").model_copy(
+            update={"created_at": now - 150 * day, "last_verified_at": now - 150 * day}),
+        rec("m-b", "preferences", "Drinks only green tea, never coffee.",
+            subject="beverage").model_copy(
+            update={"created_at": now - 100 * day, "last_verified_at": now - 100 * day}),
+        rec("m-c", "preferences", "Switched to black coffee; no longer drinks tea.",
+            subject="beverage").model_copy(
+            update={"created_at": now - 10 * day, "last_verified_at": now - 10 * day}),
+    ])  # fmt: skip
+    store.set_status(["m-a"], Status.superseded, replaced_by="m-b", at=now - 80 * day)
+    before = store.get("m-a").status_changed_at
+    store.close()
+    run_local(RunConfig(dry_run=False, now=utcnow(), policy=policy_with(tmp_path, required=False)))
+    store = SqliteStore(home / "memlife.db")
+    a = store.get("m-a")
+    store.close()
+    assert a.provenance.replaced_by not in (None, "m-b")  # re-pointed tonight
+    assert a.status_changed_at == before

@@ -96,8 +96,16 @@ def test_verify_latest_shows_the_latest_run_removed_whole(home: Path, tmp_path: 
     src = tmp_path / "r.jsonl"
     src.write_text(json.dumps(good("m-1")) + "\n" + json.dumps(good("m-2", subject="dogs")) + "\n")
     assert runner.invoke(app, ["import", str(src)]).exit_code == 0
+    import sqlite3
+
+    def tables() -> set[str]:
+        with sqlite3.connect(home / "memlife.db") as db:
+            return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+    before = tables()
     none = runner.invoke(app, ["receipts", "verify", "latest"])
     assert none.exit_code == 1  # nothing has changed records yet (the import is no run)
+    assert tables() == before  # and a reading command created no journal
     res = runner.invoke(app, ["run", "--engine", "local", "--json"])
     night = json.loads(res.stdout)["run_id"]
     res = runner.invoke(app, ["erase", "--actor", "u-1", "--id", "m-1", "--yes", "--json"])

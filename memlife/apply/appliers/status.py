@@ -147,8 +147,9 @@ def _repoint(ex: Executor, replaced: list[tuple[MemoryRecord, str]]) -> dict[str
     write, where it can). Returns the replaced records whose sources did not all move:
     id -> the item's code."""
     # (new replacement, status, status time) -> records: re-pointing is no new supersede,
-    # so a record keeps its status time unless the cutoff is later (a catch-up run's
-    # cutoff months back must not move it back: superseded retention counts from it)
+    # so a record keeps its status time (superseded retention counts from it: a catch-up
+    # run's cutoff would move it months back, a night's restart it). Sources superseded
+    # by one run share its cutoff, so the writes stay few.
     moves: dict[tuple[str, Status, datetime], list[str]] = {}
     hangs_from: dict[str, str] = {}  # record to move -> the replaced record it hangs from
     shard_of: dict[str, tuple[str, str]] = {}
@@ -178,7 +179,7 @@ def _repoint(ex: Executor, replaced: list[tuple[MemoryRecord, str]]) -> dict[str
             chain[sid] = top
             level[sid] = (s, top, by)
             if not is_held(s):
-                at = max(s.status_changed_at or ex.cutoff, ex.cutoff)
+                at = s.status_changed_at or ex.cutoff
                 moves.setdefault((by, s.status, at), []).append(sid)
                 hangs_from[sid] = top
                 shard_of[sid] = (s.actor_id, s.namespace)
