@@ -45,6 +45,7 @@ import numpy as np
 
 from memlife.consolidate.base import ConsolidationError, ConsolidationResult, Group
 from memlife.consolidate.coverage import check_coverage, retired
+from memlife.consolidate.instructions import looks_like_instruction
 from memlife.embed import Embedder
 from memlife.lexical import tokenize
 from memlife.policy import Limits
@@ -139,62 +140,6 @@ _NUMBER = re.compile(r"(?:(?<![\w.])[-\u2212+])?[$\u20ac\u00a3\u00a5]?\d+(?:[.,:
 # a word ends in a letter or digit: the closing quote of "'Charlotte's Web'" is not its own
 _WORD = re.compile(r"[A-Za-z](?:[A-Za-z0-9_'’-]*[A-Za-z0-9_])?")
 _SENTENCE_END = re.compile(r"[.!?:;]\s*$")
-# who keeps the memories, as a note would address it: a program ("memory system", "memory
-# bot", "housekeeping bot"), never a person's job or a service one pays ("housekeeping
-# manager", "maintenance service", "nightly job": facts a person states)
-_UPKEEP = (
-    r"((memory|memories)('s?)?\s*(keeping\s+)?"  # \s*: an invisible mark between is dropped
-    r"(system|bot|agent|manager|pipeline|daemon|janitor|keeper|curator|librarian)s?"
-    r"|(housekeeping|cleanup|clean\s+up|maintenance|curation)\s+(bot|agent|daemon|script)s?"
-    r"|(nightly\s+)?(consolidator|summari[sz]er))\b"
-)
-_DETERMINER = r"(the\s+|this\s+|my\s+|our\s+|your\s+|a\s+)?"
-_INJECTION = re.compile(
-    r"\b(ignore|disregard|forget|override)\b[^.]{0,40}\b(instructions?|prompts?|rules|above|previous)\b"
-    r"|\b(system prompt|new instructions|you are now|as an ai)\b"
-    r"|\b(state|say|write|claim|assert|output|respond)\s+(that|the user|user)\b"
-    # words to whoever reads or merges the notes, about what the merged note must say
-    r"|\b(whoever|anyone|assistant|ai|summari[sz]er|llm)\b[^.]{0,60}"
-    r"\b(summari[sz]\w*|consolidat\w*|merg\w*)\b"
-    # ("promoted to assistant manager" is a job title, not an addressee)
-    r"|\b(to|for|dear)\s+(the\s+)?(assistant|ai|llm|summari[sz]er)\b"
-    r"(?!\s+(vice\s+)?(manager|director|coach|editor|professor|principal|teacher|producer"
-    r"|chef|president|secretary|engineer|agents?|apps?|models?|tools?|research|startups?))"
-    r"|\b(correct|right|real|true|proper|final|only)\s+(summary|version)\b"
-    r"|\b(when|if|while)\s+(you\s+)?(summari[sz]|consolidat|merg)\w*"
-    # a note addressed to the memory's own upkeep ("Note to the memory system: ...",
-    # "Dear housekeeping bot"), not a fact about a system the person works on ("is
-    # building a memory system"); a sentence opening with one: _UPKEEP_OPENING
-    r"|\b(note|message|reminder|instructions?|request)\s+(to|for)\s+"
-    + _DETERMINER
-    + r"(\w+\s+)?"
-    + _UPKEEP
-    + r"|\b(dear|attention|attn|hey|hi|hello|yo)[\s,:]{1,4}"
-    + _DETERMINER
-    + _UPKEEP,
-    re.IGNORECASE,
-)
-# "Memory system: keep only ...", "To the housekeeping bot - ...": matched at each sentence's
-# start (a search for "a sentence start, then ..." over the whole text backtracked: 200 s on
-# a 64 KB line of ". .", with the interpreter lock held against the lease's heartbeat)
-_UPKEEP_OPENING = re.compile(
-    r"\W{0,8}((to|for)\s+)?" + _DETERMINER + _UPKEEP + r"\s*[,:!;>\u2013\u2014-]", re.IGNORECASE
-)
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?\n])\s+")
-# inside a word: a hyphen ("memory-system"), a zero-width or other invisible format mark
-_JOINERS = re.compile(r"(?<=\w)[-\u2010\u2011](?=\w)|[\u00ad\u200b-\u200f\u2060-\u2064\ufeff]")
-
-
-def looks_like_instruction(text: str) -> bool:
-    """Does a memory read like an instruction aimed at the model rather than a statement?
-    Read in NFKC with hyphens inside words as spaces and invisible marks dropped: a
-    "memory-system", or one with a zero-width space inside, is a memory system."""
-    t = _JOINERS.sub(
-        lambda m: " " if m.group() in "-\u2010\u2011" else "", unicodedata.normalize("NFKC", text)
-    )
-    if _INJECTION.search(t) is not None:
-        return True
-    return any(_UPKEEP_OPENING.match(part) for part in _SENTENCE_BREAK.split(t))
 
 
 def clauses(text: str) -> list[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -18,7 +19,23 @@ from memlife.embed import default_embedder
 from tests.unit.test_consolidation_adversarial import PAIR
 
 
-class _Trickle(BaseHTTPRequestHandler):
+def _drip(handler: BaseHTTPRequestHandler, data: bytes, step: int) -> None:
+    """Send ``data`` ``step`` bytes every 0.2 s: each read well in time, the whole never."""
+    try:
+        for i in range(0, len(data), step):
+            handler.wfile.write(data[i : i + step])
+            handler.wfile.flush()
+            time.sleep(0.2)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+
+
+class _Quiet(BaseHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+class _Trickle(_Quiet):
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
         self.rfile.read(int(self.headers.get("content-length", 0)))
         body = b'{"id": "msg_1", "type": "message", "role": "assistant", "content": []}' * 50
@@ -26,69 +43,47 @@ class _Trickle(BaseHTTPRequestHandler):
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(body)))
         self.end_headers()
-        try:
-            for i in range(0, len(body), 8):  # 8 bytes every 0.2 s: each read well in time
-                self.wfile.write(body[i : i + 8])
-                self.wfile.flush()
-                time.sleep(0.2)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-
-    def log_message(self, *args: object) -> None:
-        pass
+        _drip(self, body, 8)
 
 
-@pytest.fixture()
-def trickle() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Trickle)
+@contextmanager
+def _serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[ThreadingHTTPServer]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    try:
+        yield server
+    finally:
+        server.shutdown()
 
 
-def test_a_trickling_answer_ends_at_the_requests_deadline(trickle: str) -> None:
-    c = AnthropicConsolidator(model="claude-haiku-4-5", base_url=trickle, api_key="sk-ant-fake",
+def _ends_at_the_deadline(server: ThreadingHTTPServer) -> None:
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    c = AnthropicConsolidator(model="claude-haiku-4-5", base_url=url, api_key="sk-ant-fake",
                               embedder=default_embedder(), max_retries=0, timeout=1.5)  # fmt: skip
     t0 = time.monotonic()
     with pytest.raises(ConsolidationError) as info:
         c.consolidate(PAIR)
     took = time.monotonic() - t0
     assert info.value.code == "MODEL_UNAVAILABLE" and info.value.retryable
-    assert took < 6, took  # the whole body would take about 90 s
+    assert took < 6, took  # the whole answer would take 80 to 90 s
 
 
-class _SlowHeaders(BaseHTTPRequestHandler):
+def test_a_trickling_answer_ends_at_the_requests_deadline() -> None:
+    with _serve(_Trickle) as server:
+        _ends_at_the_deadline(server)
+
+
+class _SlowHeaders(_Quiet):
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
         self.rfile.read(int(self.headers.get("content-length", 0)))
-        try:  # the status line one byte every 0.2 s: each read well in time, never done
-            for b in b"HTTP/1.1 200 OK\r\nx-pad: " + b"a" * 400:
-                self.wfile.write(bytes([b]))
-                self.wfile.flush()
-                time.sleep(0.2)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-
-    def log_message(self, *args: object) -> None:
-        pass
+        _drip(self, b"HTTP/1.1 200 OK\r\nx-pad: " + b"a" * 400, 1)  # the status line, never done
 
 
 def test_trickling_headers_end_at_the_requests_deadline() -> None:
     """Session 29 "Left": the deadline bounded the body, while headers sent one byte at a
     time still held the request for as long as the server kept sending (80 s here)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowHeaders)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
-        c = AnthropicConsolidator(model="claude-haiku-4-5", base_url=url, api_key="sk-ant-fake",
-                                  embedder=default_embedder(), max_retries=0, timeout=1.5)  # fmt: skip
-        t0 = time.monotonic()
-        with pytest.raises(ConsolidationError) as info:
-            c.consolidate(PAIR)
-        took = time.monotonic() - t0
-    finally:
-        server.shutdown()
-    assert info.value.code == "MODEL_UNAVAILABLE" and info.value.retryable
-    assert took < 6, took
+    with _serve(_SlowHeaders) as server:
+        _ends_at_the_deadline(server)
 
 
 def _self_signed(tmp_path) -> tuple[str, str]:  # type: ignore[no-untyped-def]
@@ -146,7 +141,7 @@ def test_trickling_headers_over_tls_end_at_the_deadline(tmp_path) -> None:  # ty
     assert time.monotonic() - t0 < 6
 
 
-class _Proxy(BaseHTTPRequestHandler):
+class _Proxy(_Quiet):
     seen: list[str] = []
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
@@ -158,9 +153,6 @@ class _Proxy(BaseHTTPRequestHandler):
         self.send_header("content-length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 def test_the_model_client_goes_through_the_environments_proxy(monkeypatch) -> None:  # type: ignore[no-untyped-def]
