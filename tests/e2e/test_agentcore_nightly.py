@@ -507,3 +507,40 @@ def test_reads_through_a_stale_location_fall_back_to_the_sidecar(
     # and a status change through our store still sees the current version (no CONFLICT)
     res = ours.set_status([r.id for r in recs], Status.quarantined)
     assert sorted(res.succeeded) == sorted(r.id for r in recs) and not res.failed
+
+
+def test_a_catch_up_runs_supersedes_keep_their_originals_on_agentcore(ac: dict) -> None:
+    """The journal of a store that is not SQLite lives in the home (its own file): planning
+    reads the supersede's wall-clock time there, read-only (memlife/superseded_since.py),
+    as tests/e2e/test_catch_up_retention.py shows on SQLite."""
+    from memlife.model import utcnow
+    from tests.support.gate import rec
+    from tests.unit.test_gate_staged import policy_with
+
+    store, fake = ac["store"], ac["fake"]
+    catch_up = utcnow() - timedelta(days=200)
+
+    def said(r: MemoryRecord, days_before: float) -> MemoryRecord:
+        t = catch_up - timedelta(days=days_before)
+        return r.model_copy(update={"created_at": t, "last_verified_at": t})
+
+    bulk_load(store, fake, [
+        said(rec("m-tea", "preferences", "Drinks only green tea, never coffee.",
+                 subject="beverage"), 100),
+        said(rec("m-coffee", "preferences", "Switched to black coffee; no longer drinks tea.",
+                 subject="beverage"), 10),
+    ])  # fmt: skip
+    policy = policy_with(ac["home"], required=False)
+    apply(ac, now=catch_up, policy=policy)
+    assert store.get("m-tea").status is Status.superseded  # type: ignore[union-attr]
+    night = apply(ac, now=utcnow(), policy=policy)
+    assert night.lifecycle["deleted"] == 0 and present(fake, "m-tea")
+    j = journal(ac)  # 91 days of real time pass: the standard class's 90 are over
+    with j.lock:
+        j.connection.execute(
+            "UPDATE operations SET updated_at=? WHERE kind='supersede'",
+            ((utcnow() - timedelta(days=91)).isoformat(),),
+        )
+        j.connection.commit()
+    later = apply(ac, now=utcnow(), policy=policy)
+    assert later.lifecycle["deleted"] >= 1 and not present(fake, "m-tea")
