@@ -288,17 +288,36 @@ def resolve_policy_path(path: str | Path | None) -> Path:
     """A given path; the repository's or the installed copy of the default otherwise."""
     p = Path(path or DEFAULT_POLICY)
     if p.exists():
+        if p in _SHIPPED:
+            _say_if_not_shipped(p.resolve())
         return p
     # only the shipped policies' own relative names fall back to the installed copies: a
     # missing my-team/default.yaml is an error, never silently the bundled default
-    if p in _SHIPPED:
-        for base in (
-            Path(__file__).parent.parent / "policies",
-            Path(__file__).parent / "_policies",
-        ):
-            if (base / p.name).exists():
-                return base / p.name
+    copies = _shipped_copies(p.name) if p in _SHIPPED else []
+    if copies:
+        return copies[0]
     raise PolicyError(f"policy file {p} not found")
+
+
+def _shipped_copies(name: str) -> list[Path]:
+    bases = (Path(__file__).parent.parent / "policies", Path(__file__).parent / "_policies")
+    return [base / name for base in bases if (base / name).exists()]
+
+
+@lru_cache(maxsize=16)
+def _say_if_not_shipped(found: Path) -> None:
+    """A shipped policy's name (``policies/default.yaml``, the default of ``--policy``) found
+    in the working directory with other rules than memlife's own copy: it is used, as a
+    path given is, and said once, since a project's own file of that name would otherwise
+    win silently wherever the command happens to run."""
+    shipped = _shipped_copies(found.name)
+    if shipped and shipped[0].resolve() != found and shipped[0].read_bytes() != found.read_bytes():
+        log.warning(
+            "policy: %s is the working directory's, not memlife's own %s; pass --policy "
+            "(or run elsewhere) to choose",
+            found,
+            shipped[0],
+        )
 
 
 _SHIPPED = {Path(DEFAULT_POLICY), Path("policies/rollout-example.yaml")}

@@ -332,3 +332,34 @@ def test_an_enforcement_glob_no_namespace_could_match_is_named(tmp_path: Path, g
     with pytest.raises(PolicyError, match="enforce_deletion_in") as info:
         load_policy(_write(tmp_path, data))
     assert "no namespace glob" in str(info.value)
+
+
+def test_a_default_policy_in_the_working_directory_is_said_when_it_is_not_memlifes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Session 29 "Left": `--policy` defaults to policies/default.yaml, read against the
+    working directory first, so another project's file of that name won silently wherever
+    the command ran. It is still used (a path is a path), and said once; memlife's own copy
+    (the repository's, run from it) says nothing."""
+    import memlife.policy as policy_mod
+
+    shipped = Path("policies/default.yaml").resolve()
+    (tmp_path / "policies").mkdir()
+    own = tmp_path / "policies" / "default.yaml"
+    own.write_text(
+        shipped.read_text().replace("pending_delete_grace_days: 7", "pending_delete_grace_days: 1")
+    )
+    monkeypatch.chdir(tmp_path)
+    policy_mod._say_if_not_shipped.cache_clear()
+    with caplog.at_level("WARNING", logger="memlife.policy"):
+        assert load_policy().pending_delete_grace_days == 1  # used
+        load_policy()
+    said = [r for r in caplog.records if "working directory" in r.getMessage()]
+    assert len(said) == 1 and str(own) in said[0].getMessage()
+
+    caplog.clear()
+    own.write_bytes(shipped.read_bytes())  # the same rules: nothing to say
+    policy_mod._say_if_not_shipped.cache_clear()
+    with caplog.at_level("WARNING", logger="memlife.policy"):
+        load_policy()
+    assert not [r for r in caplog.records if "working directory" in r.getMessage()]
