@@ -9,10 +9,11 @@ verify`` reports any other file of the run (memlife/evidence_dataset.py).
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
@@ -88,6 +89,14 @@ def record_history(
     out: DATASET_DIGEST_MISMATCH), whose sealed file is gone (DATASET_PART_MISSING, also
     for a run whose whole dataset folder is gone), and whose file no receipt seals
     (DATASET_NOT_SEALED: a run killed before its receipt, or a receipt removed)."""
+    return _operations(sink, lambda t: pc.equal(t["record_id"], record_id), since, until, problems)
+
+
+def _operations(
+    sink: ReceiptSink, keep: Callable[[pa.Table], pa.ChunkedArray], since: date | None,
+    until: date | None, problems: list[dict[str, str]] | None,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """The sealed operations rows ``keep`` selects, oldest first (``record_history``)."""
     from memlife.evidence import sha256
 
     found = problems if problems is not None else []
@@ -112,7 +121,7 @@ def record_history(
         # calling thread: `read_table` (threads on or off) still aborted about one process in
         # ten at exit (6 of 70, session 29); `ParquetFile.read(use_threads=False)` 0 of 120
         table = pq.ParquetFile(io.BytesIO(body)).read(use_threads=False)
-        table = table.filter(pc.equal(table["record_id"], record_id))
+        table = table.filter(keep(table))
         if table.num_rows:
             store = run_info(sink, f"runs/{day:%Y/%m/%d}/{run_id}").store
         for row in table.to_pylist():
@@ -133,13 +142,15 @@ MAX_HANDOVERS = 64
 
 def handed_on(
     sink: ReceiptSink, rows: list[dict[str, Any]], *, since: date | None = None,
-    until: date | None = None, problems: list[dict[str, str]] | None = None,
+    until: date | None = None,
 ) -> list[dict[str, Any]]:  # fmt: skip
     """What a superseded record was handed on to: when its replacement was superseded in
     its turn, the run re-pointed the record to the new replacement (``status._repoint``)
     with no operation of its own, so ``rows`` (the record's history) still end at the first
     replacement. One row per later supersede down the chain, oldest first: ``action``
-    ``handed_on``, the run that superseded ``via``, the ``replacement_id`` it now names."""
+    ``handed_on``, the run that superseded ``via``, the ``replacement_id`` it now names.
+    One more read of the dataset (every supersede in it); its gaps are those the record's
+    own history reported."""
     done = [r for r in rows if r["action"] == "supersede" and r["outcome"] == "superseded"]
     if not done:
         return []
@@ -147,14 +158,16 @@ def handed_on(
     # a later operation on the record itself (deleted, restored, superseded anew) ends it
     ends = [r["cutoff"] for r in rows[rows.index(last) + 1 :] if r["cutoff"] is not None]
     end = min(ends) if ends else None
+    supersedes: dict[str, list[dict[str, Any]]] = {}
+    for r in _operations(sink, _supersede, since, until, None):
+        if (r["actor_id"], r["store"]) == (last["actor_id"], last["store"]):
+            supersedes.setdefault(r["record_id"], []).append(r)
     out: list[dict[str, Any]] = []
     via, after, seen = last["replacement_id"], last["cutoff"], {last["record_id"]}
     while via and via not in seen and len(out) < MAX_HANDOVERS:
         seen.add(via)
-        later = [r for r in record_history(sink, via, since=since, until=until, problems=problems)
-                 if r["action"] == "supersede" and r["outcome"] == "superseded"
-                 and (r["actor_id"], r["store"]) == (last["actor_id"], last["store"])
-                 and r["replacement_id"] and r["cutoff"] is not None
+        later = [r for r in supersedes.get(via, [])
+                 if r["replacement_id"] and r["cutoff"] is not None
                  and (after is None or r["cutoff"] >= after)
                  and (end is None or r["cutoff"] < end)]  # fmt: skip
         if not later:
@@ -167,6 +180,10 @@ def handed_on(
                     "operation_id": step["operation_id"], "mode": step["mode"]})  # fmt: skip
         via, after = step["replacement_id"], step["cutoff"]
     return out
+
+
+def _supersede(table: pa.Table) -> pa.ChunkedArray:
+    return pc.and_(pc.equal(table["action"], "supersede"), pc.equal(table["outcome"], "superseded"))
 
 
 def _sealed_files_gone(

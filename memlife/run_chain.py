@@ -27,27 +27,31 @@ def _name(sink: ReceiptSink) -> str:
     return f"{NAME}:{hashlib.sha256(sink.location('runs').encode()).hexdigest()[:16]}"
 
 
+def _stored(journal: Any, name: str) -> dict[str, Any]:
+    """The chain as the journal keeps it ({} for none): one meta item of the DynamoDB
+    journal, else a row of the SQLite journal's secrets table (read only if it is there:
+    ``latest`` may read a store's own file before any run made the journal)."""
+    if hasattr(journal, "state"):  # the DynamoDB journal (MEMLIFE_STATE)
+        from memlife.state.dynamodb import key
+
+        item = journal.state.get(key("meta", name))
+        return json.loads(item["chain"]["S"]) if item else {}
+    from memlife.journal.sqlite import has_table
+
+    with journal.lock:
+        if not has_table(journal.connection, "secrets"):
+            return {}
+        row = journal.connection.execute(
+            "SELECT value FROM secrets WHERE name=?", (name,)
+        ).fetchone()
+    return json.loads(row[0]) if row else {}
+
+
 def latest(journal: Any, sink: ReceiptSink) -> str | None:
     """The store's latest run in ``sink``'s location (None: none changed records there).
     ``receipts verify latest`` checks it: a latest run removed whole shows at once, not
     only once a later run names it."""
-    if hasattr(journal, "state"):
-        from memlife.state.dynamodb import key
-
-        item = journal.state.get(key("meta", _name(sink)))
-        run = json.loads(item["chain"]["S"]).get("run") if item else None
-    else:  # a SQLite journal, or a store holding one: read only, and only if it is there
-        from memlife.journal.sqlite import has_table
-
-        with journal.lock:
-            row = (
-                journal.connection.execute(
-                    "SELECT value FROM secrets WHERE name=?", (_name(sink),)
-                ).fetchone()
-                if has_table(journal.connection, "secrets")
-                else None
-            )
-        run = json.loads(row[0]).get("run") if row else None
+    run = _stored(journal, _name(sink)).get("run")
     return run if isinstance(run, str) else None
 
 
@@ -59,18 +63,13 @@ def advance(journal: Any, run_id: str, sink: ReceiptSink) -> str | None:
     if hasattr(journal, "state"):  # the DynamoDB journal (MEMLIFE_STATE): one meta item
         from memlife.state.dynamodb import key
 
-        k = key("meta", name)
-        item = journal.state.get(k)
-        stored = json.loads(item["chain"]["S"]) if item else {}
-        previous = _previous(stored, run_id)
+        previous = _previous(_stored(journal, name), run_id)
         chain = json.dumps({"run": run_id, "previous": previous})
-        journal.state.ddb.put_item(TableName=journal.state.table, Item={**k, "chain": {"S": chain}})
+        item = {**key("meta", name), "chain": {"S": chain}}
+        journal.state.ddb.put_item(TableName=journal.state.table, Item=item)
         return previous
-    with journal.lock:  # the SQLite journal: a row of its secrets table
-        row = journal.connection.execute(
-            "SELECT value FROM secrets WHERE name=?", (name,)
-        ).fetchone()
-        previous = _previous(json.loads(row[0]) if row else {}, run_id)
+    with journal.lock:  # the SQLite journal: a row of its secrets table, read and written
+        previous = _previous(_stored(journal, name), run_id)
         journal.connection.execute(
             "INSERT OR REPLACE INTO secrets VALUES (?, ?)",
             (name, json.dumps({"run": run_id, "previous": previous}).encode()),

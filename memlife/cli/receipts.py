@@ -149,7 +149,7 @@ def register(app: typer.Typer) -> None:
             rows = [r for r in rows if r["store"] == store]
         if len({r["actor_id"] for r in rows}) == 1:  # one record: follow its hand-overs
             rows += handed_on(_sink(receipts), rows, since=_day(since, "--since"),
-                              until=_day(until, "--until"), problems=gaps)  # fmt: skip
+                              until=_day(until, "--until"))  # fmt: skip
             rows.sort(key=lambda r: (r["cutoff"] or _EPOCH, r["updated_at"] or _EPOCH))
         for gap in gaps:
             err_console.print(f"evidence not read: run {gap['run_id']} {gap['code']} ({gap['key']}); "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated
 
 import typer
@@ -19,6 +21,7 @@ from memlife.cli.common import (
     printable,
 )
 from memlife.stores import open_store
+from memlife.stores.base import MemoryStore
 
 PolicyOpt = Annotated[str, typer.Option("--policy")]
 
@@ -87,16 +90,10 @@ def register(app: typer.Typer) -> None:
         json_out: JsonOpt = False,
     ) -> None:
         """One item and what it asks about: its record's text and dates (and its pair's)."""
-        from memlife.review_queue import ReviewError
         from memlife.review_queue.show import show as do_show
 
-        db = open_store(check_store(store, must_exist=True))
-        try:
+        with _review_store(store) as db:
             found = do_show(db, item)
-        except ReviewError as exc:
-            raise fail(str(exc), exc.exit_code) from None
-        finally:
-            db.close()
         if json_out:
             print_json(found)
             return
@@ -134,20 +131,15 @@ def register(app: typer.Typer) -> None:
         json_out: JsonOpt = False,
     ) -> None:
         """Carry out a reviewer's decision: journaled and receipted with the reviewer's identity."""
-        from memlife.review_queue import ReviewDecision, ReviewError
+        from memlife.review_queue import ReviewDecision
         from memlife.review_queue import resolve as do_resolve
 
         if decision not in {d.value for d in ReviewDecision}:
             raise fail(f"--decision {decision!r}: use keep, verify, supersede, delete or dispute")
-        db = open_store(check_store(store, must_exist=True))
-        try:
+        with _review_store(store) as db:
             result = do_resolve(
                 db, item, decision, reviewer, by=by, policy=policy, receipts=receipts
             )
-        except ReviewError as exc:
-            raise fail(str(exc), exc.exit_code) from None
-        finally:
-            db.close()
         if json_out:
             print_json(result)
         else:
@@ -193,3 +185,18 @@ def _record(title: str, rec: dict[str, object] | None, it: dict[str, str]) -> No
           if rec["changed_since_opened"] else []),
         ("content", rec["content"]),
     ])  # fmt: skip
+
+
+@contextmanager
+def _review_store(store: str | None) -> Iterator[MemoryStore]:
+    """The store a review command reads or changes, closed after; a ReviewError (an item
+    not found, a decision refused) is the command's error, with its exit code."""
+    from memlife.review_queue import ReviewError
+
+    db = open_store(check_store(store, must_exist=True))
+    try:
+        yield db
+    except ReviewError as exc:
+        raise fail(str(exc), exc.exit_code) from None
+    finally:
+        db.close()

@@ -72,44 +72,49 @@ def open_journal(store: object) -> Journal:
     return SqliteJournal.at(settings().home / "journal.db")
 
 
+def _read_only(store: object) -> tuple[sqlite3.Connection, threading.RLock] | Journal | None:
+    """The store's journal to read, never created: the store's own SQLite file (its
+    connection), the DynamoDB journal, or the home's file opened read-only; None where no
+    journal exists yet. Dry runs and reading commands ask this, never ``open_journal``."""
+    conn = getattr(store, "connection", None)
+    if conn is not None:
+        return conn, getattr(store, "lock", None) or threading.RLock()
+    from memlife.state import uses_remote_state
+
+    remote = uses_remote_state(store)
+    if remote is not None:
+        from memlife.journal.dynamodb import DynamoJournal
+
+        return remote.part("journal", DynamoJournal)  # reads: get, query, batch_get
+    from memlife.state.home import check_home
+
+    check_home(store)
+    path = settings().home / "journal.db"
+    if not path.exists():
+        return None
+    ro = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
+    return ro, threading.RLock()
+
+
 def open_memo_reader(
     store: object,
 ) -> Callable[[Sequence[str]], dict[str, MemoOutcome]] | None:
     """The consolidation memo (``Journal.outcomes``), read-only, for a dry run: it must
     estimate what an apply run would send, yet never create or write the journal. None
     where no journal exists yet (nothing is settled)."""
-    conn = getattr(store, "connection", None)
-    if conn is not None:
-        lock = getattr(store, "lock", None) or threading.RLock()
-        return partial(read_outcomes, conn, lock) if _has_memo(conn, lock) else None
-    from memlife.state import uses_remote_state
-
-    remote = uses_remote_state(store)
-    if remote is not None:
-        from memlife.journal.dynamodb import DynamoJournal
-
-        return remote.part("journal", DynamoJournal).outcomes  # reads: batch_get only
-    ro = _home_read_only(store)
-    return partial(read_outcomes, *ro) if ro is not None and _has_memo(*ro) else None
+    found = _read_only(store)
+    if isinstance(found, tuple):
+        return partial(read_outcomes, *found) if _has_memo(*found) else None
+    return found.outcomes if found is not None else None
 
 
 def open_supersede_times(store: object) -> Callable[[Sequence[str]], dict[str, datetime]] | None:
     """When (wall clock) each record's latest supersede was done, read-only: planning asks
     in dry runs too, which never create the journal. None where no journal exists yet."""
-    conn = getattr(store, "connection", None)
-    if conn is not None:
-        return partial(
-            read_supersede_times, conn, getattr(store, "lock", None) or threading.RLock()
-        )
-    from memlife.state import uses_remote_state
-
-    remote = uses_remote_state(store)
-    if remote is not None:
-        from memlife.journal.dynamodb import DynamoJournal
-
-        return partial(supersede_times_via, remote.part("journal", DynamoJournal))
-    ro = _home_read_only(store)
-    return partial(read_supersede_times, *ro) if ro is not None else None
+    found = _read_only(store)
+    if isinstance(found, tuple):
+        return partial(read_supersede_times, *found)
+    return partial(supersede_times_via, found) if found is not None else None
 
 
 def supersede_times_via(journal: Journal, record_ids: Sequence[str]) -> dict[str, datetime]:
@@ -126,31 +131,11 @@ def supersede_times_via(journal: Journal, record_ids: Sequence[str]) -> dict[str
 
 def open_chain_reader(store: object) -> Any | None:
     """The store's journal to read its run chain from (memlife/run_chain.py ``latest``),
-    never creating it: the store itself (SQLite), the DynamoDB journal, or the home's file
-    opened read-only; None where none exists yet."""
-    if getattr(store, "connection", None) is not None:
-        return store
-    from memlife.state import uses_remote_state
-
-    remote = uses_remote_state(store)
-    if remote is not None:
-        from memlife.journal.dynamodb import DynamoJournal
-
-        return remote.part("journal", DynamoJournal)
-    ro = _home_read_only(store)
-    return SimpleNamespace(connection=ro[0], lock=ro[1]) if ro is not None else None
-
-
-def _home_read_only(store: object) -> tuple[sqlite3.Connection, threading.RLock] | None:
-    """The home's journal file (state/home.py), opened read-only; None if there is none."""
-    from memlife.state.home import check_home
-
-    check_home(store)
-    path = settings().home / "journal.db"
-    if not path.exists():
-        return None
-    ro = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
-    return ro, threading.RLock()
+    never creating it; None where none exists yet."""
+    found = _read_only(store)
+    if isinstance(found, tuple):
+        return SimpleNamespace(connection=found[0], lock=found[1])
+    return found
 
 
 def _has_memo(conn: sqlite3.Connection, lock: threading.RLock) -> bool:
