@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from functools import lru_cache
-
-from confusable_homoglyphs import confusables
+from functools import cache
 
 # who keeps the memories, as a note would address it: a program ("memory system", "memory
 # bot", "housekeeping bot"), never a person's job or a service one pays ("housekeeping
@@ -37,7 +35,7 @@ _INJECTION = re.compile(
     r"\b(summari[sz]\w*|consolidat\w*|merg\w*)\b"
     # ("promoted to assistant manager" is a job title, not an addressee)
     r"|\b(to|for|dear)\s+(the\s+)?(assistant|ai|llm|summari[sz]er)\b"
-    r"(?!\s+(vice\s+)?(manager|director|coach|editor|professor|principal|teacher|producer"
+    r"(?!\.?\s+(vice\s+)?(manager|director|coach|editor|professor|principal|teacher|producer"
     r"|chef|president|secretary|engineer|agents?|apps?|models?|tools?|research|startups?))"
     r"|\b(correct|right|real|true|proper|final|only)\s+(summary|version)\b"
     r"|\b(when|if|while)\s+(you\s+)?(summari[sz]|consolidat|merg)\w*"
@@ -64,17 +62,32 @@ _SENTENCE_BREAK = re.compile(r"(?<=[.!?\n])\s+")
 _JOINERS = re.compile(r"(?<=\w)[-\u2010\u2011](?=\w)|[\u00ad\u200b-\u200f\u2060-\u2064\ufeff]")
 
 
-# a word spelled out: single letters with one separator between ("m e m o r y", "m.e.m.o.r.y");
-# two spaces or more end the word. Linear: a letter is read once, a run never starts inside one.
-_SPELLED = re.compile(r"(?<![^\W_])[^\W_](?:[ .*_\u00b7-][^\W_])+(?![^\W_])")
-# an addressee of the upkeep inside a spelled run read without its word breaks
-# ("m e m o r y s y s t e m" -> "memorysystem", "n o t e t o t h e m e m o r y b o t")
-_UPKEEP_JOINED = re.compile(
-    r"(memory|memories)(keeping)?(system|bot|agent|manager|pipeline|daemon|janitor|keeper"
-    r"|curator|librarian)|(housekeeping|cleanup|maintenance|curation)(bot|agent|daemon|script)"
-    r"|consolidator|summari[sz]er|ignore(all)?(previous|prior|the)|systemprompt",
+# a word spelled out: single letters with one separator between ("m e m o r y", "m.e.m.o.r.y",
+# "N. o. t. e"); two spaces or more end the word ("It's a" is no run: an apostrophe joins).
+# Linear: a letter is read once, a run never starts inside one.
+_SPELLED = re.compile(
+    r"(?<![^\W_]|['\u2019])[^\W_](?:(?:[.,/]?[ \t]|[.*_\u00b7,/\u2010-\u2015-])[^\W_])+(?![^\W_])"
+)
+# a spelled run read without its word breaks ("i g n o r e p r e v i o u s ..."): an
+# injection anywhere in it, or an addressee of the upkeep ending it before a colon, comma,
+# dash ("m e m o r y s y s t e m: keep only ..."); a word spelled at a spelling bee
+# ("s u m m a r i z e r and she got it") is no address
+_INJECTION_JOINED = re.compile(
+    r"(ignore|disregard|forget|override)(all|the|any)*(previous|prior|above|earlier)"
+    r"(instructions?|prompts?|rules)|systemprompt|newinstructions",
     re.IGNORECASE,
 )
+_UPKEEP_JOINED = re.compile(
+    r"((memory|memories)(keeping)?(system|bot|agent|manager|pipeline|daemon|janitor|keeper"
+    r"|curator|librarian)s?|(housekeeping|cleanup|maintenance|curation)(bot|agent|daemon|script)s?"
+    r"|consolidator|summari[sz]er)$",
+    re.IGNORECASE,
+)
+_ADDRESS_END = re.compile(r"[.\s]*[,:!;>\u2013\u2014-]")
+_MARKS = frozenset(("Mn", "Me", "Cf"))  # accents, enclosing marks, invisible format marks
+_NOT_LETTER = re.compile(r"[\W_]")
+_WORD = re.compile(r"\w+")
+_ASCII_LETTER = re.compile("[a-z]")
 
 
 def looks_like_instruction(text: str) -> bool:
@@ -86,25 +99,53 @@ def looks_like_instruction(text: str) -> bool:
         lambda m: " " if m.group() in "-\u2010\u2011" else "", unicodedata.normalize("NFKC", text)
     )
     if not t.isascii():
-        t = t.translate(_as_latin(frozenset(c for c in t if not c.isascii())))
-    spelled = [m.group() for m in _SPELLED.finditer(t)]
-    if spelled:
-        if any(_UPKEEP_JOINED.search(re.sub(r"[\W_]", "", run)) for run in spelled):
+        t = _as_latin(t)
+    for m in _SPELLED.finditer(t):
+        joined = _NOT_LETTER.sub("", m.group())
+        if _INJECTION_JOINED.search(joined) or (
+            _UPKEEP_JOINED.search(joined) and _ADDRESS_END.match(t, m.end())
+        ):
             return True
-        t = _SPELLED.sub(lambda m: re.sub(r"[\W_]", "", m.group()), t)
+    t = _SPELLED.sub(lambda m: _NOT_LETTER.sub("", m.group()), t)
     if _INJECTION.search(t) is not None:
         return True
     return any(_UPKEEP_OPENING.match(part) for part in _SENTENCE_BREAK.split(t))
 
 
-@lru_cache(maxsize=4096)
-def _as_latin(chars: frozenset[str]) -> dict[int, str]:
-    """The Latin letter each of ``chars`` imitates, where Unicode's confusables name one
-    (a single ASCII letter: "rn" for "m" is a look-alike of two letters, not a reading)."""
+def _as_latin(text: str) -> str:
+    """``text`` casefolded, its accents and invisible marks dropped, and letters of other
+    scripts that imitate Latin ones read as those (Unicode's confusables). Text mostly in
+    another script keeps its own words: only a word mixing in Latin letters is a disguise
+    (Greek "Το AI" is no "To AI")."""
+    t = "".join(
+        c for c in unicodedata.normalize("NFKD", text.casefold())
+        if unicodedata.category(c) not in _MARKS
+    )  # fmt: skip
+    table = _latin_table()
+    latin = sum(1 for c in t if c.isascii() and c.isalpha())
+    if 2 * latin >= sum(1 for c in t if c.isalpha()):
+        return t.translate(table)
+    return _WORD.sub(
+        lambda m: m.group().translate(table) if _ASCII_LETTER.search(m.group()) else m.group(), t
+    )
+
+
+@cache
+def _latin_table() -> dict[int, str]:
+    """Each letter that Unicode's confusables (``confusable-homoglyphs``) read as one ASCII
+    letter, mapped to it ("rn" for "m" is two letters, not a reading), and the Latin small
+    capitals ("ᴍᴇᴍᴏʀʏ"), few of which that list names. Built once (~70 ms)."""
+    from confusable_homoglyphs.confusables import confusables_data
+
     table: dict[int, str] = {}
-    for found in confusables.is_confusable("".join(sorted(chars)), greedy=True,
-                                           preferred_aliases=["latin"]) or ():  # fmt: skip
-        latin = [h["c"] for h in found["homoglyphs"] if len(h["c"]) == 1 and h["c"].isascii()]
-        if latin and latin[0].isalpha():
-            table[ord(found["character"])] = latin[0]
+    for ch, found in confusables_data.items():
+        if len(ch) != 1 or ch.isascii():
+            continue
+        letters = [h["c"] for h in found if len(h["c"]) == 1 and h["c"].isascii()]
+        if letters and letters[0].isalpha():
+            table[ord(ch)] = letters[0].lower()  # the text it reads is casefolded
+    for cp in (*range(0x0250, 0x0300), *range(0x1D00, 0x1D80), *range(0xA720, 0xA800)):
+        name = unicodedata.name(chr(cp), "")
+        if name.startswith("LATIN LETTER SMALL CAPITAL ") and len(name) == 28:
+            table[cp] = name[-1].lower()
     return table
