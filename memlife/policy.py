@@ -127,10 +127,18 @@ class ReviewPolicy(_Strict):
     Staleness and a low score alone only lower the score; they open a review item only
     where acting on the record matters (types/classes below, frequently recalled records,
     records in a group the run changes). New items are opened by priority up to
-    ``nightly_budget``; the rest wait for a later night and are counted.
+    ``nightly_budget``; the rest wait for a later night and are counted, the best
+    ``waiting_listed`` of them by name (`review list --waiting`), each gaining
+    ``waiting_priority_per_day`` of priority a day since it was first found.
     """
 
     nightly_budget: Int = Field(default=500, ge=0)
+    # findings past the budget kept by name as waiting, with when they were first found
+    waiting_listed: Int = Field(default=5000, ge=0, le=1_000_000)
+    # what a waiting finding gains a day: priorities span about 0-4 (type, class, low
+    # confidence, access), so a finding of the lowest priority outranks a new one of the
+    # highest within about 40 days, however many higher ones keep coming
+    waiting_priority_per_day: Num = Field(default=0.1, ge=0, le=10)
     stale_types: list[MemoryType] = Field(default_factory=lambda: [MemoryType.procedural])
     stale_classes: list[RetentionClass] = Field(default_factory=lambda: [RetentionClass.sensitive])
     frequent_access_count: Int = Field(default=5, ge=1)

@@ -1,5 +1,5 @@
-"""Open review items whose finding the record itself shows gone: closed, so the queue holds
-only live questions.
+"""Open (and waiting) review items whose finding the record itself shows gone: closed, so the
+queue holds only live questions.
 
 The queue carries an item each night its finding is made again; an item not found again
 used to wait for a reviewer for ever. It is closed here only on evidence in the store, not
@@ -77,7 +77,7 @@ def close_unfound(
             and f"{i.actor_id}:{i.namespace}" not in skip_shards
         )
 
-    todo = [i for i in items if i.state == "open" and planned(i)]
+    todo = [i for i in items if i.state in ("open", "waiting") and planned(i)]
     counts: Counter[str] = Counter()
     planner = Planner(ctx.policy, ctx.cutoff)
     for start in range(0, len(todo), CHUNK):

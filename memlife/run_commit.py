@@ -225,7 +225,8 @@ def commit_run(
 
 def queue_reviews(ctx: RunContext, store: MemoryStore, outcomes: Sequence[BatchOutcome]) -> Tally:
     """Review items persist across nights: carry open ones, open new ones by priority up to
-    the policy's nightly budget; the rest wait (counted). A dry run only counts.
+    the policy's nightly budget; the rest wait (counted; the best ``waiting_listed`` kept by
+    name, ageing). A dry run only counts.
     Each batch kept only its best new items (ReviewCandidates): merged, the same ones."""
     from memlife.review_queue import ReviewCandidates, ReviewQueue
 
@@ -240,12 +241,13 @@ def queue_reviews(ctx: RunContext, store: MemoryStore, outcomes: Sequence[BatchO
     ))  # fmt: skip
     from memlife.review_sweep import close_unfound
 
-    items = queue.backend.list(("open", "disputed"))  # once a night, for both closings
+    items = queue.backend.list(("open", "disputed", "waiting"))  # once a night, both closings
     closed = set() if ctx.config.dry_run else close_removed(ctx, store, queue, items)
     if closed:
         tally.counts["review_items_closed"] = len(closed)
     failed = [s["shard"] for o in outcomes for s in o.failed_shards]
     seen = [i for i, _ in found.carried] + [i for i, *_ in found.changed] + found.moot
+    seen += list(found.waiting)
     rest = [i for i in items if i.item_id not in closed]
     tally.counts.update(close_unfound(ctx, store, queue, rest, found=seen, failed_shards=failed,
                                       withheld=found.withheld))  # fmt: skip

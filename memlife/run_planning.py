@@ -258,7 +258,11 @@ def process_batch(
 
     A failing shard is recorded and skipped; the other shards go on.
     """
-    out = BatchOutcome(reviews=ReviewCandidates(ctx.policy.review.nightly_budget, keep_lapse(ctx)))
+    rv = ctx.policy.review
+    out = BatchOutcome(reviews=ReviewCandidates(
+        rv.nightly_budget, keep_lapse(ctx), rv.waiting_listed, rv.waiting_priority_per_day,
+        ctx.cutoff,
+    ))  # fmt: skip
     from memlife.consolidate.extractive import ExtractiveConsolidator
 
     # a model judges possible updates (duplicate / update / complement); offline: review

@@ -179,7 +179,10 @@ def collect(outcomes: list[BatchOutcome], outcome: BatchOutcome) -> None:
     if outcomes:
         kept = outcomes[0].reviews
         if kept.budget is None:  # the first was a failed batch's (no findings, no budget)
-            kept.budget = outcome.reviews.budget
+            new = outcome.reviews
+            kept.budget, kept.listed, kept.age_per_day, kept.at = (
+                new.budget, new.listed, new.age_per_day, new.at,
+            )  # fmt: skip
         kept.absorb(outcome.reviews)
     outcomes.append(outcome)
 

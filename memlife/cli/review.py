@@ -46,7 +46,11 @@ def register(app: typer.Typer) -> None:
         actor: Annotated[
             str | None, typer.Option("--actor", help="Only this actor's items")
         ] = None,
-        all_: Annotated[bool, typer.Option("--all", help="Resolved items too")] = False,
+        all_: Annotated[bool, typer.Option("--all", help="Resolved and waiting items too")] = False,
+        waiting: Annotated[
+            bool,
+            typer.Option("--waiting", help="Findings past the nightly budget, oldest first"),
+        ] = False,
         store: StoreOpt = None,
         json_out: JsonOpt = False,
     ) -> None:
@@ -69,19 +73,25 @@ def register(app: typer.Typer) -> None:
                     check_namespaces(db, [namespace])
                 except InputError as exc:  # "namespace 'x' must start with '/' ..."
                     raise fail(f"--{exc}", exc.exit_code) from None
-            states = ("open", "disputed", "resolved") if all_ else ("open", "disputed")
+            states = (("waiting",) if waiting else ("open", "disputed")) + (
+                ("open", "disputed", "waiting", "resolved") if all_ else ()
+            )
             items = ReviewQueue.for_store(db).list(owner=owner, reason=reason, namespace=namespace,
-                                                   actor=actor, states=states)  # fmt: skip
+                                                   actor=actor, states=dict.fromkeys(states))  # fmt: skip
         finally:
             db.close()
+        if waiting and not all_:  # the longest waiting first: what ageing opens next
+            items.sort(key=lambda i: (i.first_seen_at or i.opened_at, i.item_id))
         if json_out:
             print_json([i.as_json() for i in items])
             return
         columns = ("item", "record", "pair", "reason", "owner", "namespace", "type", "priority",
-                   "nights", "state")  # fmt: skip
+                   "nights", "state", "first found")  # fmt: skip
         rows = [(i.item_id, i.record_id, i.pair_id or "", i.reason, i.owner or "", i.namespace,
-                 i.memory_type or "", f"{i.priority:.2f}", i.nights, i.state) for i in items]  # fmt: skip
-        print_id_table(f"{len(items)} review items", columns, rows, ids={"item", "record", "pair"})
+                 i.memory_type or "", f"{i.priority:.2f}", i.nights, i.state,
+                 (i.first_seen_at or "")[:10]) for i in items]  # fmt: skip
+        what = "waiting review findings" if waiting and not all_ else "review items"
+        print_id_table(f"{len(items)} {what}", columns, rows, ids={"item", "record", "pair"})
 
     @group.command("show")
     def show(
@@ -102,7 +112,10 @@ def register(app: typer.Typer) -> None:
             ("reason", it["reason"]), ("state", it["state"]), ("nights", it["nights"]),
             ("priority", f"{it['priority']:.2f}"), ("owner", it["owner"] or "-"),
             ("actor", it["actor_id"]), ("namespace", it["namespace"]),
-            ("opened", f"{it['opened_at']} (run {it['opened_run']})"),
+            ("opened" if it["state"] != "waiting" else "waiting since",
+             f"{it['opened_at']} (run {it['opened_run']})"),
+            *([("first found", it["first_seen_at"])]
+              if it.get("first_seen_at") and it["first_seen_at"] != it["opened_at"] else []),
             ("last seen", f"{it['last_seen_at']} (run {it['last_seen_run']})"),
             *([("decision", f"{it['decision']} by {it['reviewer']} at {it['resolved_at']}")]
               if it["decision"] else []),

@@ -48,6 +48,7 @@ from memlife.plan import REVIEW_REASONS, Decision, Reason
 from memlife.review_queue.base import (
     COLUMNS,
     OPEN_STATES,
+    WAITING,
     ReviewBackend,
     ReviewItem,
     content_item_id,
@@ -178,14 +179,18 @@ class ReviewQueue:
     # -- the nightly queueing ------------------------------------------------------------------
     def queue(
         self, decisions: Iterable[Decision] | ReviewCandidates, *, budget: int, run_id: str,
-        at: datetime, dry_run: bool = False,
+        at: datetime, dry_run: bool = False, listed: int = 0, age_per_day: float = 0.0,
     ) -> Counter[str]:  # fmt: skip
-        """Carry open items forward and open new ones by priority up to ``budget``.
+        """Carry open items forward, open new ones by priority up to ``budget``, and keep the
+        next ``listed`` by name as waiting (first found when; they gain ``age_per_day`` of
+        priority a day on later nights).
 
         ``decisions``: a run's decisions, or its findings already gathered while planning
-        (ReviewCandidates: bounded, merged over the run's processes).
+        (ReviewCandidates: bounded, merged over the run's processes; ``listed`` and
+        ``age_per_day`` are then theirs).
         Returns counts: review_carried (already open), review_opened, review_waiting
-        (over budget), review_closed_earlier (findings resolved before for the content the
+        (over budget), review_waiting_listed (of those, kept by name), review_opened_waited
+        (opened tonight after waiting), review_closed_earlier (findings resolved before for the content the
         record holds: not reopened), review_answered (records all of whose findings are
         such: nothing is left for a human, so the run's "reviewed" leaves them out), and,
         where any, review_content_changed (carried items whose record's content changed
@@ -200,18 +205,24 @@ class ReviewQueue:
         if isinstance(decisions, ReviewCandidates):
             found = decisions
         else:
-            found = ReviewCandidates()
+            found = ReviewCandidates(None, None, listed, age_per_day, at)
             found.add(decisions)
         found.settle(self.backend)
         if not found.found:
             return counts
         # a rerun of the night (same run id) has spent what its first attempt opened
-        opened = found.opened(max(0, budget - found.by_run[run_id]))
+        room = max(0, budget - found.by_run[run_id])
+        ranked = found.opened(room + found.listed)
+        opened, waiting = ranked[:room], ranked[room:]
         counts["review_carried"] = len(found.carried) + len(found.changed)
         counts["review_closed_earlier"] = found.closed_earlier
         counts["review_answered"] = found.answered_records
         counts["review_opened"] = len(opened)
         counts["review_waiting"] = found.new - len(opened)
+        if waiting:
+            counts["review_waiting_listed"] = len(waiting)
+        if waited := sum(1 for e in opened if e[3] in found.waiting):
+            counts["review_opened_waited"] = waited
         for _, _, code, _, _ in opened:
             counts[f"review_reason:{code}"] += 1
         if len(found.changed) > found.pair_changed:
@@ -229,21 +240,30 @@ class ReviewQueue:
             self.close(iid, state="resolved", decision="answered_earlier",
                        reviewer=f"memlife:{run_id}", at=at, operation_id=None)  # fmt: skip
 
-        def item(i: str, code: str, d: Decision, state: str = "open") -> ReviewItem:
+        def item(i: str, code: str, d: Decision, state: str = "open",
+                 first: str | None = None) -> ReviewItem:  # fmt: skip
             # only a POSSIBLE_UPDATE item is a pair: on the record's other items a pair would
             # be the replacement a bare `supersede` takes
             pair = d.pair if code == Reason.POSSIBLE_UPDATE.value else None
             return ReviewItem(
                 i, d.id, code, pair, d.actor_id, d.namespace, d.memory_type, d.owner,
                 float(d.priority or 0.0), state, None, None, 1, run_id, now, run_id, now,
-                None, None, d.content_sha256,
+                None, None, d.content_sha256, first or now,
             )  # fmt: skip
 
-        items = [item(i, code, d) for _, _, code, i, d in opened]
+        items = [item(i, code, d) for _, _, code, i, d in opened if i not in found.waiting]
+        # an item that waited opens in place (opened tonight, first found when it was)
+        moved = [item(i, code, d, first=found.waiting[i]) for _, _, code, i, d in opened
+                 if i in found.waiting]  # fmt: skip
+        for _, _, code, i, d in waiting:
+            if i not in found.waiting:
+                items.append(item(i, code, d, WAITING))
+            elif found.waiting[i] is None:  # found again for other content: first found now
+                moved.append(item(i, code, d, WAITING))
         # the record changed since the item was opened: the finding is about the new content
         # now (a reviewer's resolve of the old one is refused); state and decision stay
         renewed = [(old, item(i, code, d)) for i, old, d, code in found.changed]
-        self.backend.write_night(found.carried, items, run_id, now, renewed)
+        self.backend.write_night(found.carried, items, run_id, now, renewed, moved)
         return counts
 
     def close(self, iid: str, *, state: str, decision: str, reviewer: str, at: datetime,

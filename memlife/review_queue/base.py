@@ -9,6 +9,9 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Protocol
 
 OPEN_STATES = ("open", "disputed")
+# a finding the nightly budget had no room for, kept by name (up to the policy's
+# ``waiting_listed``) with the time it was first found: it ages into a later night's budget
+WAITING = "waiting"
 # a reviewer's decisions: an item resolved with one answers its finding for the content (and
 # pair) it was about. memlife's own closings (answered_earlier, deleted, superseded, erased)
 # answer nothing: should the finding come back, it is asked again.
@@ -26,7 +29,7 @@ class ReviewItem:
     memory_type: str | None
     owner: str | None
     priority: float
-    state: str  # open | disputed | resolved
+    state: str  # open | disputed | resolved | waiting
     decision: str | None
     reviewer: str | None
     nights: int
@@ -40,6 +43,9 @@ class ReviewItem:
     # when a later night carries it for the same content, renewed when the content changed
     # (RENEWED below). None: an item opened before hashes were kept ("unknown"; see resolve).
     content_sha256: str | None = None
+    # when a night first found this finding (it may have waited before it opened); None on
+    # items opened before it was kept
+    first_seen_at: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -99,12 +105,16 @@ class ReviewBackend(Protocol):
         ...
 
     def write_night(self, carried: Sequence[Carried], opened: Sequence[ReviewItem], run_id: str,
-                    at: str, renewed: Sequence[Renewal] = ()) -> None:  # fmt: skip
+                    at: str, renewed: Sequence[Renewal] = (),
+                    moved: Sequence[ReviewItem] = ()) -> None:  # fmt: skip
         """Carried items: nights + 1 once per run (not when last seen by ``run_id``), and the
         content hash recorded where the item had none.
-        Opened items: inserted unless the id exists (an insert never overwrites).
+        Opened items (open, or waiting: listed by name): inserted unless the id exists (an
+        insert never overwrites).
         Renewed items (the record's content changed): the RENEWED fields set, only while the
-        item is not resolved and still holds the old hash (a rerun changes nothing twice)."""
+        item is not resolved and still holds the old hash (a rerun changes nothing twice).
+        Moved items: an item that waits set whole to the given one (opened tonight, or first
+        seen again for other content), only while it still waits (a rerun moves it once)."""
         ...
 
     def close(self, iid: str, *, state: str, decision: str, reviewer: str,

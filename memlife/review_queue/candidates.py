@@ -1,11 +1,14 @@
 """A run's review findings, bounded: what the nightly queueing needs, not every decision.
 
-The queue opens at most ``budget`` new items a night, best first (``order``), and only
-counts the rest. So a planning process keeps the ``budget`` best new items it found, the
-ids of items already open (carried: nights + 1), and counts; a million-record night holds
-~500 decisions instead of every review decision (~1 KB each, in every process and again
-in the parent). The best ``budget`` of the union is the best ``budget`` of the per-process
-bests: merging gives exactly what one sort of every finding would.
+The queue opens at most ``budget`` new items a night, best first (``order``), lists the
+next ``listed`` by name as waiting, and only counts the rest. So a planning process keeps
+the ``budget + listed`` best new items it found, the ids of items already open (carried:
+nights + 1), and counts; a million-record night holds a few thousand decisions instead of
+every review decision (~1 KB each, in every process and again in the parent). The best
+``budget + listed`` of the union are the best of the per-process bests: merging gives
+exactly what one sort of every finding would. A finding that waited is found again as a new
+one, its priority raised by ``age_per_day`` for each day since it was first found: a steady
+stream of higher-priority findings cannot keep it waiting for ever.
 
 Findings are looked up in the queue's backend in chunks as they come (existing or new);
 a run holds the store's lease, so nothing else changes the queue between planning and
@@ -27,6 +30,7 @@ from memlife.plan import REVIEW_REASONS, Action, Decision, Reason
 from memlife.review_queue.base import (
     ANSWERS,
     OPEN_STATES,
+    WAITING,
     Carried,
     ReviewBackend,
     ReviewItem,
@@ -47,9 +51,10 @@ CHUNK = 1024  # findings looked up in the backend at a time
 GROUP_ACTIONS = frozenset({Action.consolidate_candidate, Action.supersede_candidate})
 
 
-def order(decision: Decision, reason: str, iid: str) -> Entry:
-    """Highest priority first, then record id, then reason code (unique per item)."""
-    return (-(decision.priority or 0.0), decision.id, reason, iid, decision)
+def order(decision: Decision, reason: str, iid: str, waited: float = 0.0) -> Entry:
+    """Highest priority first (``waited``: what a finding that waited gained), then record
+    id, then reason code (unique per item)."""
+    return (-((decision.priority or 0.0) + waited), decision.id, reason, iid, decision)
 
 
 def _rank(entry: Entry) -> tuple[float, str, str]:
@@ -64,7 +69,13 @@ class ReviewCandidates:
     # a reviewer's `keep` on a finding time brings, resolved before this, has lapsed
     # (ReviewPolicy.keep_answers_days); None: a keep answers for good
     keep_lapsed_before: datetime | None = None
-    best: list[Entry] = field(default_factory=list)  # new items, pruned to budget
+    listed: int = 0  # new items past the budget kept by name, waiting (ReviewPolicy)
+    age_per_day: float = 0.0  # priority a waiting finding gains a day since first found
+    at: datetime | None = None  # the night's cutoff: a waiting finding's age is read at it
+    best: list[Entry] = field(default_factory=list)  # new items, pruned to budget + listed
+    # of ``best``: items that wait already -> when first found (None: found again for other
+    # content, so first found tonight); opened or listed, they are moved, not inserted
+    waiting: dict[str, str | None] = field(default_factory=dict)
     new: int = 0  # new items found: opened + waiting
     carried: list[Carried] = field(default_factory=list)  # open or disputed, same content
     changed: list[Changed] = field(default_factory=list)  # open or disputed, content changed
@@ -149,13 +160,18 @@ class ReviewCandidates:
         self.answered_records += sum(answered.values())
         self.pending.clear()
         self.seen_only.clear()
-        if self.budget is not None and len(self.best) >= 2 * self.budget + CHUNK:
-            self.best = self.opened(self.budget)
+        self._prune(over=True)
 
     def _sort(self, i: str, item: ReviewItem | None, d: Decision, reason: str) -> bool:
         """File one finding under item ``i``; True when a reviewer answered it already."""
         if item is None:
             self.best.append(order(d, reason, i))
+            self.new += 1
+            return False
+        if item.state == WAITING:  # new again, older: it competes for tonight's budget
+            first = None if _other_finding(item, d) else (item.first_seen_at or item.opened_at)
+            self.best.append(order(d, reason, i, self._gained(first)))
+            self.waiting[i] = first
             self.new += 1
             return False
         self.by_run[item.opened_run] += 1
@@ -170,11 +186,31 @@ class ReviewCandidates:
             return True
         return False
 
+    def _gained(self, first_seen: str | None) -> float:
+        """Priority a finding first found at ``first_seen`` has gained by waiting."""
+        if first_seen is None or self.at is None or not self.age_per_day:
+            return 0.0
+        try:
+            days = (self.at - parse_time(first_seen)).total_seconds() / 86400
+        except (TypeError, ValueError):  # a row edited by hand: no gain, the night goes on
+            return 0.0
+        return max(0.0, days) * self.age_per_day
+
+    def _prune(self, *, over: bool = False) -> None:
+        """Keep the ``budget + listed`` best new items (``over``: only once well past that)."""
+        if self.budget is None:
+            return
+        kept = self.budget + self.listed
+        if over and len(self.best) < 2 * kept + CHUNK:
+            return
+        self.best = self.opened(kept)
+        ids = {e[3] for e in self.best}
+        self.waiting = {i: t for i, t in self.waiting.items() if i in ids}
+
     def compact(self, backend: ReviewBackend) -> None:
         """Settle, and keep only the budget's best (a batch's outcome, before it is held)."""
         self.settle(backend)
-        if self.budget is not None:
-            self.best = self.opened(self.budget)
+        self._prune()
 
     def absorb(self, other: ReviewCandidates) -> None:
         """Take ``other``'s findings (it is left empty): a run that plans batch after batch
@@ -189,6 +225,8 @@ class ReviewCandidates:
         self.pair_changed += other.pair_changed
         self.moot += other.moot
         self.by_run.update(other.by_run)
+        self.waiting.update(other.waiting)
+        other.waiting = {}
         self.pending.update(other.pending)
         self.seen_only |= other.seen_only
         other.seen_only = set()
@@ -200,8 +238,7 @@ class ReviewCandidates:
         other.by_run = Counter()
         other.changed = []
         other.pending = {}
-        if self.budget is not None and len(self.best) >= 2 * self.budget + CHUNK:
-            self.best = self.opened(self.budget)
+        self._prune(over=True)
 
     @property
     def found(self) -> int:
@@ -217,10 +254,12 @@ class ReviewCandidates:
         cls, parts: Sequence[ReviewCandidates], budget: int, backend: ReviewBackend
     ) -> ReviewCandidates:
         """Every process's findings as one (each settled against ``backend`` first)."""
-        out = cls(budget, parts[0].keep_lapsed_before if parts else None)
+        first = parts[0] if parts else cls()
+        out = cls(budget, first.keep_lapsed_before, first.listed, first.age_per_day, first.at)
         for p in parts:
             p.settle(backend)
-            out.best += p.opened(budget)
+            out.best += p.opened(budget + out.listed)
+            out.waiting.update(p.waiting)
             out.new += p.new
             out.carried += p.carried
             out.changed += p.changed
@@ -231,7 +270,7 @@ class ReviewCandidates:
             out.moot += p.moot
             out.by_run.update(p.by_run)
             out.withheld += p.withheld
-        out.best = out.opened(budget)
+        out._prune()
         return out
 
 

@@ -13,7 +13,7 @@ write is conditional: an insert never overwrites an item, a night is counted onc
 id, and a resolved item is never changed again. The disputed marker changes in the same
 transaction as its item.
 
-An open or disputed item also carries ``open_pk`` = ``rvopen#{0..7}`` / ``open_sk`` = item
+An open, disputed or waiting item also carries ``open_pk`` = ``rvopen#{0..7}`` / ``open_sk`` = item
 id, the keys of the table's sparse ``open`` index; resolving removes them. Listing the open
 items (every night, and `review list`) reads that index, so it costs what is open, not every
 item ever resolved. Items opened before the index was kept are given its keys by the next
@@ -33,6 +33,7 @@ from memlife.review_queue.base import (
     COLUMNS,
     OPEN_STATES,
     RENEWED,
+    WAITING,
     Carried,
     Renewal,
     ReviewItem,
@@ -40,6 +41,8 @@ from memlife.review_queue.base import (
 from memlife.state.dynamodb import OPEN_INDEX, DynamoState, is_conditional_failure, key
 
 BUCKETS = 8
+# the states the sparse ``open`` index holds: what a night and `review list` read
+INDEXED_STATES = (*OPEN_STATES, WAITING)
 _NUMBERS = {"priority": float, "nights": int}
 # set once every open item carries the open index's keys (items of before the index backfilled)
 INDEXED = key("meta", "rvopen")
@@ -54,7 +57,7 @@ def item_key(iid: str) -> dict[str, dict[str, str]]:
 
 
 def open_keys(iid: str) -> dict[str, dict[str, str]]:
-    """The item's entry in the sparse ``open`` index (only while open or disputed)."""
+    """The item's entry in the sparse ``open`` index (only while open, disputed or waiting)."""
     return {"open_pk": {"S": f"rvopen#{_bucket(iid)}"}, "open_sk": {"S": iid}}
 
 
@@ -64,7 +67,7 @@ def _marker(item: ReviewItem) -> dict[str, dict[str, str]]:
 
 def to_item(item: ReviewItem) -> dict[str, Any]:
     out: dict[str, Any] = item_key(item.item_id)
-    if item.state in OPEN_STATES:
+    if item.state in INDEXED_STATES:
         out.update(open_keys(item.item_id))
     for col in COLUMNS:
         value = getattr(item, col)
@@ -100,7 +103,7 @@ class DynamoReviews:
 
     def list(self, states: Iterable[str]) -> list[ReviewItem]:
         states = tuple(states)
-        if set(states) <= set(OPEN_STATES) and self.is_indexed():
+        if set(states) <= set(INDEXED_STATES) and self.is_indexed():
             # the index is eventually consistent: its ids are re-read before a state is trusted
             ids = [raw["sk"]["S"] for b in range(BUCKETS) for raw in self.state.query(
                 f"rvopen#{b}", index=OPEN_INDEX, ProjectionExpression="pk, sk")]  # fmt: skip
@@ -153,11 +156,13 @@ class DynamoReviews:
         return frozenset(r["record_id"]["S"] for r in rows)
 
     def write_night(self, carried: Sequence[Carried], opened: Sequence[ReviewItem], run_id: str,
-                    at: str, renewed: Sequence[Renewal] = ()) -> None:  # fmt: skip
+                    at: str, renewed: Sequence[Renewal] = (),
+                    moved: Sequence[ReviewItem] = ()) -> None:  # fmt: skip
         ddb, table = self.state.ddb, self.state.table
         self._backfill()
         self._written.update([i for i, _ in carried] + [i.item_id for i in opened]
-                             + [i.item_id for _, i in renewed])  # fmt: skip
+                             + [i.item_id for _, i in renewed]
+                             + [i.item_id for i in moved])  # fmt: skip
         for iid, sha in carried:
             values = {":one": {"N": "1"}, ":r": {"S": run_id}, ":t": {"S": at},
                       ":resolved": {"S": "resolved"}}  # fmt: skip
@@ -199,6 +204,16 @@ class DynamoReviews:
                     ExpressionAttributeNames=names, ExpressionAttributeValues=values,
                 )  # fmt: skip
             except ClientError as exc:  # renewed already (a rerun), or resolved meanwhile
+                if not is_conditional_failure(exc):
+                    raise
+        for item in moved:
+            try:  # the whole item, only while it waits (opened or renewed once: a rerun)
+                ddb.put_item(
+                    TableName=table, Item=to_item(item), ConditionExpression="#s = :waiting",
+                    ExpressionAttributeNames={"#s": "state"},
+                    ExpressionAttributeValues={":waiting": {"S": WAITING}},
+                )  # fmt: skip
+            except ClientError as exc:
                 if not is_conditional_failure(exc):
                     raise
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
-from memlife.review_queue.base import COLUMNS, RENEWED, Carried, Renewal, ReviewItem
+from memlife.review_queue.base import COLUMNS, RENEWED, WAITING, Carried, Renewal, ReviewItem
 from memlife.sql_in import in_chunks, marks
 
 SCHEMA = """
@@ -21,7 +21,7 @@ CREATE TABLE IF NOT EXISTS review_items (
     memory_type TEXT,
     owner TEXT,
     priority REAL NOT NULL,
-    state TEXT NOT NULL,          -- open | disputed | resolved
+    state TEXT NOT NULL,          -- open | disputed | resolved | waiting
     decision TEXT,
     reviewer TEXT,
     nights INTEGER NOT NULL,
@@ -31,7 +31,8 @@ CREATE TABLE IF NOT EXISTS review_items (
     last_seen_at TEXT NOT NULL,
     resolved_at TEXT,
     operation_id TEXT,
-    content_sha256 TEXT           -- the record's content the finding is about (NULL: unknown)
+    content_sha256 TEXT,          -- the record's content the finding is about (NULL: unknown)
+    first_seen_at TEXT            -- when a night first found the finding (NULL: not kept then)
 );
 CREATE INDEX IF NOT EXISTS review_items_record ON review_items (record_id);
 CREATE INDEX IF NOT EXISTS review_items_state ON review_items (state, actor_id, namespace);
@@ -40,7 +41,7 @@ TABLE = "review_items"
 FILENAME = "reviews.db"
 # columns added after the first schema: (name, SQL type); a table of before gets them with
 # ALTER TABLE (NULL for the items it holds), or, read-only (a dry run), reads them as NULL
-ADDED = (("content_sha256", "TEXT"),)
+ADDED = (("content_sha256", "TEXT"), ("first_seen_at", "TEXT"))
 
 
 class SqliteReviews:
@@ -88,7 +89,8 @@ class SqliteReviews:
         return frozenset(r[0] for r in rows)
 
     def write_night(self, carried: Sequence[Carried], opened: Sequence[ReviewItem], run_id: str,
-                    at: str, renewed: Sequence[Renewal] = ()) -> None:  # fmt: skip
+                    at: str, renewed: Sequence[Renewal] = (),
+                    moved: Sequence[ReviewItem] = ()) -> None:  # fmt: skip
         with self.lock:
             conn = self.connection
             own = not conn.in_transaction  # inside the store's transaction: join it
@@ -112,6 +114,12 @@ class SqliteReviews:
                     [(*(getattr(item, c) for c in RENEWED), item.item_id, old)
                      for old, item in renewed],
                 )  # fmt: skip
+                rest = [c for c in COLUMNS if c != "item_id"]
+                conn.executemany(
+                    f"UPDATE review_items SET {', '.join(f'{c}=?' for c in rest)} "
+                    f"WHERE item_id=? AND state='{WAITING}'",
+                    [(*(getattr(item, c) for c in rest), item.item_id) for item in moved],
+                )
             except BaseException:
                 if own:
                     conn.execute("ROLLBACK")

@@ -403,10 +403,8 @@ def test_a_table_of_before_gets_the_hash_column(tmp_path: Path) -> None:
 
     path = tmp_path / "reviews.db"
     conn = sqlite3.connect(path, isolation_level=None)
-    conn.executescript(SCHEMA.replace(
-        ",\n    content_sha256 TEXT           -- the record's content the finding is about "
-        "(NULL: unknown)", "",
-    ))  # fmt: skip
+    before = SCHEMA.split(",\n    content_sha256 TEXT")[0] + SCHEMA[SCHEMA.index("\n);") :]
+    conn.executescript(before)
     assert "content_sha256" not in {r[1] for r in conn.execute("PRAGMA table_info(review_items)")}
     conn.execute(
         "INSERT INTO review_items VALUES ('rv-1', 'r1', 'MISSING_OWNER', NULL, 'a', '/n', NULL, "
@@ -420,6 +418,7 @@ def test_a_table_of_before_gets_the_hash_column(tmp_path: Path) -> None:
     assert rw.get_many(["rv-1"])["rv-1"].content_sha256 is None
     rw.write_night([("rv-1", "v1")], [], "n1", "t1")
     assert rw.get_many(["rv-1"])["rv-1"].content_sha256 == "v1"
+    assert rw.get_many(["rv-1"])["rv-1"].first_seen_at is None  # not kept then
 
 
 def test_an_answered_finding_is_not_asked_again_until_the_content_changes(store) -> None:
