@@ -108,7 +108,8 @@ def seal(
     part = None
     if dataset is not None and ops:
         run_id, cutoff, mode = dataset
-        part = write_operations(sink, ops, run_id=run_id, cutoff=cutoff, mode=mode)
+        part = write_operations(sink, ops, run_id=run_id, cutoff=cutoff, mode=mode,
+                                store=_manifest_store(manifest))  # fmt: skip
     # only receipts of RECEIPTED operations: a retry that later receipts a FAILED or APPLIED
     # operation of this run must not change what this seal covers
     count, head, _ = chain(sink, [o.operation_id for o in ops if o.state.value == "RECEIPTED"])
@@ -120,6 +121,15 @@ def seal(
         "previous_receipt_sha256": sha256(earlier[-1][1]) if earlier else None,
         **({"dataset_key": part.key, "dataset_sha256": part.sha256} if part else {}),
     }  # fmt: skip
+
+
+def _manifest_store(manifest: bytes | None) -> str | None:
+    """The store the run's manifest names (``store_identity``), for the dataset's column."""
+    try:
+        found = json.loads(manifest or b"{}").get("store_identity")
+    except (ValueError, AttributeError):  # a manifest that is no JSON object: no store said
+        return None
+    return found if isinstance(found, str) else None
 
 
 def receipt_key(prefix: str, n: int) -> str:

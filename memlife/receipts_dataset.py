@@ -9,7 +9,8 @@ Layout (under the receipts root, ``file://`` or ``s3://``; docs/receipts.md)::
 folder. The prefix holds Parquet only, so ``pyarrow.dataset``, DuckDB
 (``read_parquet(..., hive_partitioning = true)``) and Athena (partition projection) read
 it as one table. Columns are typed (timestamps are timestamps) and carry the run's mode,
-cutoff, policy version and service identity beside each operation. Content-free: ids,
+cutoff, policy version, service identity and store beside each operation (stores sharing one
+receipts location are told apart in the one table). Content-free: ids,
 codes, hashes, counts and times, as every receipt. Files are create-only like receipts:
 each seal of a run (a crashed attempt's failure receipt, then the rerun's completion) writes
 its own file, ``part-0``, then ``part-001``, ``part-002``, ...; each holds all of the run's
@@ -54,6 +55,9 @@ SCHEMA = pa.schema(
         pa.field("cutoff", pa.timestamp("us", tz="UTC")),
         pa.field("policy_version", pa.string()),
         pa.field("service_identity", pa.string()),
+        # which store the run changed (stores.store_identity: sqlite: + the file's path, or
+        # agentcore://MEMORY_ID@REGION); absent from files written before session 32
+        pa.field("store", pa.string()),
     ]
 )
 
@@ -76,8 +80,9 @@ def dataset_key(run_id: str, cutoff: datetime, n: int = 0) -> str:
 
 
 def operations_table(
-    ops: Sequence[Operation], *, mode: str, cutoff: datetime, service_identity: str
-) -> pa.Table:
+    ops: Sequence[Operation], *, mode: str, cutoff: datetime, service_identity: str,
+    store: str | None = None,
+) -> pa.Table:  # fmt: skip
     cut = cutoff.astimezone(UTC)
     rows = [
         {
@@ -97,6 +102,7 @@ def operations_table(
             "cutoff": cut,
             "policy_version": o.policy_version,
             "service_identity": service_identity,
+            "store": store,
         }
         for o in ops
     ]
@@ -112,8 +118,9 @@ class DatasetPart(NamedTuple):
 
 
 def write_operations(
-    sink: ReceiptSink, ops: Sequence[Operation], *, run_id: str, cutoff: datetime, mode: str
-) -> DatasetPart | None:
+    sink: ReceiptSink, ops: Sequence[Operation], *, run_id: str, cutoff: datetime, mode: str,
+    store: str | None = None,
+) -> DatasetPart | None:  # fmt: skip
     """Create this seal's partition file of the run; its key and digest, or None when
     there is nothing to write (or no free name).
 
@@ -124,7 +131,9 @@ def write_operations(
         return None
     from memlife.receipts import service_identity
 
-    table = operations_table(ops, mode=mode, cutoff=cutoff, service_identity=service_identity())
+    table = operations_table(
+        ops, mode=mode, cutoff=cutoff, service_identity=service_identity(), store=store
+    )
     buf = io.BytesIO()
     pq.write_table(table, buf, compression="zstd")
     body = buf.getvalue()
