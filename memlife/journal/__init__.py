@@ -118,10 +118,10 @@ def open_supersede_times(store: object) -> Callable[[Sequence[str]], dict[str, d
 
 
 def supersede_times_via(journal: Journal, record_ids: Sequence[str]) -> dict[str, datetime]:
-    """``read_supersede_times`` over any journal: one ``for_record`` a record."""
+    """``read_supersede_times`` over any journal (``for_records``: read together)."""
     out: dict[str, datetime] = {}
-    for rid in dict.fromkeys(record_ids):
-        done = [o.updated_at for o in journal.for_record(rid)
+    for rid, ops in journal.for_records(record_ids).items():
+        done = [o.updated_at for o in ops
                 if o.kind is OpKind.supersede and o.record_id == rid
                 and o.updated_at is not None]  # fmt: skip
         if done:

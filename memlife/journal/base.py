@@ -202,6 +202,10 @@ class Journal(Protocol):
 
     def for_record(self, record_id: str) -> list[Operation]: ...
 
+    def for_records(self, record_ids: Sequence[str]) -> dict[str, list[Operation]]:
+        """``for_record`` of each id, read together where the backend can."""
+        ...
+
     def forget_payloads(self, record_ids: Sequence[str]) -> int:
         """Drop stored payloads mentioning these records (erasure)."""
         ...

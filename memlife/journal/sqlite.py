@@ -415,6 +415,9 @@ class SqliteJournal:
             ).fetchall()
         return [_row(r) for r in rows]
 
+    def for_records(self, record_ids: Sequence[str]) -> dict[str, list[Operation]]:
+        return {rid: self.for_record(rid) for rid in dict.fromkeys(record_ids)}  # local reads
+
     def forget_payloads(self, record_ids: Sequence[str]) -> int:
         n = 0
         with self.lock:

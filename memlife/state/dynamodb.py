@@ -53,6 +53,7 @@ T = TypeVar("T")
 OPEN_BUCKETS = 8
 OPEN_INDEX = "open"
 BATCH_GET_MAX = 100
+QUERY_WORKERS = 10  # queries at once: botocore's connection pool (max_pool_connections) holds 10
 BATCH_WRITE_MAX = 25
 
 Key = dict[str, dict[str, str]]

@@ -15,9 +15,7 @@ from typing import Any
 
 from memlife.embed import Embedder
 from memlife.embed_cache import EmbeddingCache
-from memlife.state.dynamodb import DynamoState, key
-
-QUERY_WORKERS = 10  # botocore's connection pool (max_pool_connections) holds 10
+from memlife.state.dynamodb import QUERY_WORKERS, DynamoState, key
 
 
 class DynamoEmbeddingCache(EmbeddingCache):

@@ -98,3 +98,37 @@ def test_dynamodb_keeps_a_supersede_past_its_ttl(tmp_path: Path) -> None:
                 state.ddb.delete_item(TableName=state.table, Key={"pk": it["pk"], "sk": it["sk"]})
         assert j.get("o2") is None  # the delete expired with the state's TTL
         assert set(via_for_record(j, ["m-tea"])) == {"m-tea"}  # the supersede did not
+
+
+def test_dynamodb_reads_many_records_together_and_as_each_alone(tmp_path: Path) -> None:
+    """Session 30 "Left": the DynamoDB journal was asked one record at a time, a membership
+    query then a batch read each (two calls a record, one after another). ``for_records``
+    runs the queries together and reads every operation they name in one batch; what it
+    gives is ``for_record``'s for each id."""
+    from collections import Counter
+
+    from memlife.journal.dynamodb import DynamoJournal
+    from tests.support.aws_state import aws_state
+
+    with aws_state("inprocess") as (_, state):
+        j = DynamoJournal(state)
+        rids = [f"m-{i}" for i in range(30)]
+        j.plan(
+            [_op(f"o{i}", rid) for i, rid in enumerate(rids)] + [_op("od", "m-0", OpKind.delete)]
+        )
+        for i in range(0, 30, 2):
+            j.transition(f"o{i}", OpState.APPLIED, outcome=Outcome.superseded)
+        calls: Counter[str] = Counter()
+
+        def count(model, **_: object) -> None:
+            calls[model.name] += 1
+
+        state.ddb.meta.events.register("before-call.dynamodb", count)
+        together = j.for_records([*rids, "m-none", "m-0"])
+        assert calls == Counter({"Query": 31, "BatchGetItem": 1})  # was 31 + 31, in turn
+        alone = {rid: j.for_record(rid) for rid in [*rids, "m-none"]}
+        key = lambda ops: sorted((o.operation_id, o.state) for o in ops)  # noqa: E731
+        assert {r: key(o) for r, o in together.items()} == {r: key(o) for r, o in alone.items()}
+        assert key(together["m-0"]) == [("o0", OpState.APPLIED), ("od", OpState.PLANNED)]
+        assert together["m-none"] == []
+        assert set(via_for_record(j, rids)) == set(rids)  # every one planned or applied
