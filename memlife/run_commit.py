@@ -144,11 +144,32 @@ def run_gate(
     unchecked = verdict["uncovered_cases"]
     verdict["uncovered"] = uncovered(ctx, outcomes, cases, unchecked)
     unseen_by(verdict["uncovered"], [*verdict["unreadable_cases"], *unchecked], outcomes)
+    verdict["held_back"] = held_back(verdict, outcomes)
     if verdict["deletions_blocked"] and not ctx.config.dry_run:
         from memlife.quarantine import snapshot
 
         snapshot(store, [i.id for o in outcomes for i in held_deletions(verdict, o.deletions)])
     return verdict
+
+
+def groups_blocked(verdict: dict[str, Any]) -> bool:
+    """The verdict holds back every staged group (a verdict of before the split: blocked)."""
+    return bool(
+        verdict.get("supersedes_blocked")
+        or verdict.get("blocked") and "supersedes_blocked" not in verdict
+    )  # fmt: skip
+
+
+def held_back(verdict: dict[str, Any], outcomes: Sequence[BatchOutcome]) -> dict[str, int]:
+    """How many deletions and groups this verdict keeps from the store (commit_run): blocked
+    (quarantined, supersedes undone) or uncovered (waiting). A dry run's "an apply run
+    would" figures are net of them (memlife/would_change.py)."""
+    uncovered = verdict.get("uncovered") or {}
+    items = [i for o in outcomes for i in o.deletions]
+    deletions = {i.id for i in held_deletions(verdict, items)} | set(uncovered.get("deletions", ()))
+    staged = {g.replacement.id for o in outcomes for g in o.staged}
+    groups = staged if groups_blocked(verdict) else staged & set(uncovered.get("groups", ()))
+    return {"deletions": len(deletions), "groups": len(groups)}
 
 
 def held_deletions(verdict: dict[str, Any], items: Sequence[DeleteItem]) -> list[DeleteItem]:
@@ -194,11 +215,7 @@ def commit_run(
     same_set = gate.get("eval_digest") == executor.eval_digest
     for o in outcomes:
         for g in o.staged:
-            if (
-                gate.get("supersedes_blocked")
-                or gate.get("blocked")
-                and "supersedes_blocked" not in gate
-            ):
+            if groups_blocked(gate):
                 tally.counts["gate_blocked_groups"] += 1
                 if g.replacement.id in blocking and same_set:
                     executor.remember_gate_blocked(g, tally)

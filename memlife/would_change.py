@@ -11,12 +11,16 @@ def would_change(summary: Mapping[str, Any]) -> list[tuple[str, int]]:
     """A dry run's "an apply run would ..." figures (the CLI table, the Markdown artifact and
     this page): net of what the gate would withhold. Without an evaluation set an apply run
     withholds every judgement in the enforced namespaces, so counting them as changes would
-    promise what the next apply run will not do (its gate line alone said so)."""
+    promise what the next apply run will not do (its gate line alone said so); with one,
+    what its verdict blocks (quarantined deletions, undone supersedes) or cannot see
+    (GATE_UNCOVERED) is held back the same way."""
     counts, other = summary.get("counts", {}), summary.get("other_counts", {})
     gate = summary.get("gate") or {}
     unjudged = not gate.get("configured", True)  # no set: withheld, counted (run_commit)
-    groups_out = int(gate.get("withheld_groups", 0)) if unjudged else 0
-    deletes_out = int(gate.get("withheld_deletions", 0)) if unjudged else 0
+    # with a set: what its verdict blocks or cannot see (run_commit.held_back)
+    kept = {} if unjudged else gate.get("held_back") or {}
+    groups_out = int(gate.get("withheld_groups", 0) if unjudged else kept.get("groups", 0))
+    deletes_out = int(gate.get("withheld_deletions", 0) if unjudged else kept.get("deletions", 0))
     groups = other.get("consolidation_proposed", 0)
     merges = other.get("merged_duplicates", 0), other.get("contradictions_resolved", 0)
     if groups_out and groups_out >= groups:  # every group withheld: none of their merges
@@ -34,6 +38,6 @@ def would_change(summary: Mapping[str, Any]) -> list[tuple[str, int]]:
         ("held", counts.get("hold", 0)),
     ]
     if groups_out or deletes_out:
-        rows += [("withhold, no eval set: groups", groups_out),
-                 ("withhold, no eval set: deletions", deletes_out)]  # fmt: skip
+        why = "withhold, no eval set" if unjudged else "hold back, gate"
+        rows += [(f"{why}: groups", groups_out), (f"{why}: deletions", deletes_out)]
     return rows

@@ -763,3 +763,29 @@ def test_dry_run_counts_withheld_groups_per_enforced_namespace_as_apply_does(
     (tmp_path / "pa.yaml").write_text(yaml.safe_dump(policy))
     applied = run_local(RunConfig(dry_run=False, now=NOW, policy=str(tmp_path / "pa.yaml")))
     assert applied.gate is not None and applied.gate["withheld_groups"] == found[1]
+
+
+@pytest.mark.parametrize("blocks", ["supersedes", "deletions"])
+def test_a_dry_runs_would_is_net_of_what_the_gate_blocks(
+    home: Path, tmp_path: Path, blocks: str
+) -> None:
+    """Session 30 "Left": with an evaluation set the dry run's "an apply run would" column
+    counted the consolidation or deletion its own gate line said it would block: the apply
+    run then quarantined the deletion, or left the supersede undone."""
+    from memlife.would_change import would_change
+
+    seed(home)
+    case = tea_case() if blocks == "supersedes" else {
+        "id": "trip-kept", "query": "Where did the user plan a trip?", "actor_id": ACTOR,
+        "must_retrieve": ["m-trip"], "impact": "high", "k": 3,
+    }  # fmt: skip
+    cases = write_cases(tmp_path / "cases.yaml", [case])
+    dry = run_local(RunConfig(dry_run=True, now=NOW, eval_cases=cases)).as_json()
+    assert (dry["gate"] or {})[f"{blocks}_blocked"] is True
+    would = dict(would_change(dry))
+    assert would[f"hold back, gate: {'groups' if blocks == 'supersedes' else 'deletions'}"] == 1
+    done = run_local(RunConfig(dry_run=False, now=NOW, eval_cases=cases)).as_json()["lifecycle"]
+    assert (done["deleted"], done["consolidated"]) == (
+        would["delete"],
+        would["consolidate (groups)"],
+    )
