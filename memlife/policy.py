@@ -134,7 +134,8 @@ class ReviewPolicy(_Strict):
 
     nightly_budget: Int = Field(default=500, ge=0)
     # findings past the budget kept by name as waiting, with when they were first found
-    waiting_listed: Int = Field(default=5000, ge=0, le=1_000_000)
+    # (a process holds the budget's and these best findings: ~1 KB each, ~70 MB at 50,000)
+    waiting_listed: Int = Field(default=5000, ge=0, le=50_000)
     # what a waiting finding gains a day: priorities span about 0-4 (type, class, low
     # confidence, access), so a finding of the lowest priority outranks a new one of the
     # highest within about 40 days, however many higher ones keep coming

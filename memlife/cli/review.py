@@ -66,6 +66,8 @@ def register(app: typer.Typer) -> None:
                 reason = review_reason(reason)
             except ReviewError as exc:
                 raise fail(str(exc), exc.exit_code) from None
+        if waiting and all_:
+            raise fail("--waiting lists the findings that wait, --all every item: use one")
         db = open_store(check_store(store, must_exist=True))
         try:
             if namespace is not None:
@@ -80,7 +82,7 @@ def register(app: typer.Typer) -> None:
                                                    actor=actor, states=dict.fromkeys(states))  # fmt: skip
         finally:
             db.close()
-        if waiting and not all_:  # the longest waiting first: what ageing opens next
+        if waiting:  # the longest waiting first (the one that has gained the most)
             items.sort(key=lambda i: (i.first_seen_at or i.opened_at, i.item_id))
         if json_out:
             print_json([i.as_json() for i in items])
@@ -90,7 +92,7 @@ def register(app: typer.Typer) -> None:
         rows = [(i.item_id, i.record_id, i.pair_id or "", i.reason, i.owner or "", i.namespace,
                  i.memory_type or "", f"{i.priority:.2f}", i.nights, i.state,
                  (i.first_seen_at or "")[:10]) for i in items]  # fmt: skip
-        what = "waiting review findings" if waiting and not all_ else "review items"
+        what = "waiting review findings" if waiting else "review items"
         print_id_table(f"{len(items)} {what}", columns, rows, ids={"item", "record", "pair"})
 
     @group.command("show")

@@ -221,6 +221,10 @@ class ReviewQueue:
         counts["review_waiting"] = found.new - len(opened)
         if waiting:
             counts["review_waiting_listed"] = len(waiting)
+        # waiting items tonight's list has no room for: dropped (counted as waiting, unnamed)
+        dropped = sorted(found.waiting_found - {e[3] for e in ranked})
+        if dropped:
+            counts["review_waiting_dropped"] = len(dropped)
         if waited := sum(1 for e in opened if e[3] in found.waiting):
             counts["review_opened_waited"] = waited
         for _, _, code, _, _ in opened:
@@ -263,7 +267,13 @@ class ReviewQueue:
         # the record changed since the item was opened: the finding is about the new content
         # now (a reviewer's resolve of the old one is refused); state and decision stay
         renewed = [(old, item(i, code, d)) for i, old, d, code in found.changed]
-        self.backend.write_night(found.carried, items, run_id, now, renewed, moved)
+        # a waiting item listed again, same finding: seen tonight (nights + 1, last seen), as
+        # a carried one (not counted as one)
+        seen = [(i, d.content_sha256) for _, _, _, i, d in waiting
+                if i in found.waiting and found.waiting[i] is not None]  # fmt: skip
+        self.backend.write_night(
+            [*found.carried, *seen], items, run_id, now, renewed, moved, dropped
+        )
         return counts
 
     def close(self, iid: str, *, state: str, decision: str, reviewer: str, at: datetime,

@@ -106,7 +106,7 @@ class ReviewBackend(Protocol):
 
     def write_night(self, carried: Sequence[Carried], opened: Sequence[ReviewItem], run_id: str,
                     at: str, renewed: Sequence[Renewal] = (),
-                    moved: Sequence[ReviewItem] = ()) -> None:  # fmt: skip
+                    moved: Sequence[ReviewItem] = (), dropped: Sequence[str] = ()) -> None:  # fmt: skip
         """Carried items: nights + 1 once per run (not when last seen by ``run_id``), and the
         content hash recorded where the item had none.
         Opened items (open, or waiting: listed by name): inserted unless the id exists (an
@@ -114,7 +114,8 @@ class ReviewBackend(Protocol):
         Renewed items (the record's content changed): the RENEWED fields set, only while the
         item is not resolved and still holds the old hash (a rerun changes nothing twice).
         Moved items: an item that waits set whole to the given one (opened tonight, or first
-        seen again for other content), only while it still waits (a rerun moves it once)."""
+        seen again for other content), only while it still waits (a rerun moves it once).
+        Dropped ids: items removed while they wait (the night's list has no room for them)."""
         ...
 
     def close(self, iid: str, *, state: str, decision: str, reviewer: str,

@@ -76,6 +76,9 @@ class ReviewCandidates:
     # of ``best``: items that wait already -> when first found (None: found again for other
     # content, so first found tonight); opened or listed, they are moved, not inserted
     waiting: dict[str, str | None] = field(default_factory=dict)
+    # every waiting item found tonight (never pruned: at most what the queue lists): those
+    # tonight's list leaves out are dropped from it, so it stays ``listed`` long
+    waiting_found: set[str] = field(default_factory=set)
     new: int = 0  # new items found: opened + waiting
     carried: list[Carried] = field(default_factory=list)  # open or disputed, same content
     changed: list[Changed] = field(default_factory=list)  # open or disputed, content changed
@@ -153,7 +156,8 @@ class ReviewCandidates:
             # carried or renewed again); the queue closes it. Past items memlife closed
             # (no answer) the chain goes on to the item that followed them.
             chained = backend.get_many(after_answer).values()
-            self.moot += [i.item_id for i in chained if i.state in OPEN_STATES]
+            # (a waiting one too: found no more, it would wait for ever; review of session 32)
+            self.moot += [i.item_id for i in chained if i.state in (*OPEN_STATES, WAITING)]
             after_answer = [content_item_id(i.item_id, i.content_sha256) for i in chained
                             if i.state == "resolved" and not _answers(i, self.keep_lapsed_before)
                             and i.content_sha256]  # fmt: skip
@@ -172,6 +176,7 @@ class ReviewCandidates:
             first = None if _other_finding(item, d) else (item.first_seen_at or item.opened_at)
             self.best.append(order(d, reason, i, self._gained(first)))
             self.waiting[i] = first
+            self.waiting_found.add(i)
             self.new += 1
             return False
         self.by_run[item.opened_run] += 1
@@ -225,8 +230,10 @@ class ReviewCandidates:
         self.pair_changed += other.pair_changed
         self.moot += other.moot
         self.by_run.update(other.by_run)
-        self.waiting.update(other.waiting)
-        other.waiting = {}
+        # getattr: a child's outcome pickled by a version without waiting items
+        self.waiting.update(getattr(other, "waiting", {}))
+        self.waiting_found |= getattr(other, "waiting_found", set())
+        other.waiting, other.waiting_found = {}, set()
         self.pending.update(other.pending)
         self.seen_only |= other.seen_only
         other.seen_only = set()
@@ -259,7 +266,8 @@ class ReviewCandidates:
         for p in parts:
             p.settle(backend)
             out.best += p.opened(budget + out.listed)
-            out.waiting.update(p.waiting)
+            out.waiting.update(getattr(p, "waiting", {}))
+            out.waiting_found |= getattr(p, "waiting_found", set())
             out.new += p.new
             out.carried += p.carried
             out.changed += p.changed

@@ -13,8 +13,9 @@ write is conditional: an insert never overwrites an item, a night is counted onc
 id, and a resolved item is never changed again. The disputed marker changes in the same
 transaction as its item.
 
-An open, disputed or waiting item also carries ``open_pk`` = ``rvopen#{0..7}`` / ``open_sk`` = item
-id, the keys of the table's sparse ``open`` index; resolving removes them. Listing the open
+An open or disputed item also carries ``open_pk`` = ``rvopen#{0..7}`` / ``open_sk`` = item
+id, the keys of the table's sparse ``open`` index, and a waiting one ``rvwait#{0..7}``;
+resolving removes them. Listing the open
 items (every night, and `review list`) reads that index, so it costs what is open, not every
 item ever resolved. Items opened before the index was kept are given its keys by the next
 night that writes the queue (``_backfill``), which then sets ``meta``/``rvopen``; until then
@@ -56,9 +57,11 @@ def item_key(iid: str) -> dict[str, dict[str, str]]:
     return key(f"rv#{_bucket(iid)}", iid)
 
 
-def open_keys(iid: str) -> dict[str, dict[str, str]]:
-    """The item's entry in the sparse ``open`` index (only while open, disputed or waiting)."""
-    return {"open_pk": {"S": f"rvopen#{_bucket(iid)}"}, "open_sk": {"S": iid}}
+def open_keys(iid: str, state: str = "open") -> dict[str, dict[str, str]]:
+    """The item's entry in the sparse ``open`` index (only while open, disputed or waiting):
+    waiting items under partitions of their own, so reading what is open reads none of them."""
+    part = "rvwait" if state == WAITING else "rvopen"
+    return {"open_pk": {"S": f"{part}#{_bucket(iid)}"}, "open_sk": {"S": iid}}
 
 
 def _marker(item: ReviewItem) -> dict[str, dict[str, str]]:
@@ -68,7 +71,7 @@ def _marker(item: ReviewItem) -> dict[str, dict[str, str]]:
 def to_item(item: ReviewItem) -> dict[str, Any]:
     out: dict[str, Any] = item_key(item.item_id)
     if item.state in INDEXED_STATES:
-        out.update(open_keys(item.item_id))
+        out.update(open_keys(item.item_id, item.state))
     for col in COLUMNS:
         value = getattr(item, col)
         if value is not None:
@@ -105,8 +108,10 @@ class DynamoReviews:
         states = tuple(states)
         if set(states) <= set(INDEXED_STATES) and self.is_indexed():
             # the index is eventually consistent: its ids are re-read before a state is trusted
-            ids = [raw["sk"]["S"] for b in range(BUCKETS) for raw in self.state.query(
-                f"rvopen#{b}", index=OPEN_INDEX, ProjectionExpression="pk, sk")]  # fmt: skip
+            parts = [p for p, wanted in (("rvopen", set(states) & set(OPEN_STATES)),
+                                         ("rvwait", WAITING in states)) if wanted]  # fmt: skip
+            ids = [raw["sk"]["S"] for p in parts for b in range(BUCKETS) for raw in
+                   self.state.query(f"{p}#{b}", index=OPEN_INDEX, ProjectionExpression="pk, sk")]  # fmt: skip
             found = self.get_many(list(dict.fromkeys([*ids, *sorted(self._written)])))
             return [i for i in found.values() if i.state in states]
         return [from_item(raw) for raw in self._scan(states)]
@@ -157,7 +162,7 @@ class DynamoReviews:
 
     def write_night(self, carried: Sequence[Carried], opened: Sequence[ReviewItem], run_id: str,
                     at: str, renewed: Sequence[Renewal] = (),
-                    moved: Sequence[ReviewItem] = ()) -> None:  # fmt: skip
+                    moved: Sequence[ReviewItem] = (), dropped: Sequence[str] = ()) -> None:  # fmt: skip
         ddb, table = self.state.ddb, self.state.table
         self._backfill()
         self._written.update([i for i, _ in carried] + [i.item_id for i in opened]
@@ -178,6 +183,18 @@ class DynamoReviews:
                     ExpressionAttributeNames={"#s": "state"}, ExpressionAttributeValues=values,
                 )  # fmt: skip
             except ClientError as exc:  # already counted for this run, or resolved meanwhile
+                if not is_conditional_failure(exc):
+                    raise
+        # the items that waited and open tonight before the new waiting ones (review of
+        # session 32: a crash between, then a reviewer's answer, opened nothing on the rerun)
+        for item in moved:
+            try:  # the whole item, only while it waits (opened or renewed once: a rerun)
+                ddb.put_item(
+                    TableName=table, Item=to_item(item), ConditionExpression="#s = :waiting",
+                    ExpressionAttributeNames={"#s": "state"},
+                    ExpressionAttributeValues={":waiting": {"S": WAITING}},
+                )  # fmt: skip
+            except ClientError as exc:
                 if not is_conditional_failure(exc):
                     raise
         for item in opened:
@@ -206,10 +223,10 @@ class DynamoReviews:
             except ClientError as exc:  # renewed already (a rerun), or resolved meanwhile
                 if not is_conditional_failure(exc):
                     raise
-        for item in moved:
-            try:  # the whole item, only while it waits (opened or renewed once: a rerun)
-                ddb.put_item(
-                    TableName=table, Item=to_item(item), ConditionExpression="#s = :waiting",
+        for iid in dropped:
+            try:  # only while it waits (a reviewer's answer meanwhile stays)
+                ddb.delete_item(
+                    TableName=table, Key=item_key(iid), ConditionExpression="#s = :waiting",
                     ExpressionAttributeNames={"#s": "state"},
                     ExpressionAttributeValues={":waiting": {"S": WAITING}},
                 )  # fmt: skip
@@ -227,6 +244,10 @@ class DynamoReviews:
         sets, removes = ["#s = :st", "decision = :d", "reviewer = :rv"], []
         if state not in OPEN_STATES:  # out of the open index
             removes += ["open_pk", "open_sk"]
+        else:  # a waiting item disputed: from the waiting partitions to the open ones
+            sets += ["open_pk = :opk", "open_sk = :osk"]
+            keys = open_keys(iid, state)
+            values.update({":opk": keys["open_pk"], ":osk": keys["open_sk"]})
         for col, value in (("resolved_at", resolved_at), ("operation_id", operation_id)):
             if value is None:
                 removes.append(col)

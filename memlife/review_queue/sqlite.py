@@ -90,7 +90,7 @@ class SqliteReviews:
 
     def write_night(self, carried: Sequence[Carried], opened: Sequence[ReviewItem], run_id: str,
                     at: str, renewed: Sequence[Renewal] = (),
-                    moved: Sequence[ReviewItem] = ()) -> None:  # fmt: skip
+                    moved: Sequence[ReviewItem] = (), dropped: Sequence[str] = ()) -> None:  # fmt: skip
         with self.lock:
             conn = self.connection
             own = not conn.in_transaction  # inside the store's transaction: join it
@@ -119,6 +119,10 @@ class SqliteReviews:
                     f"UPDATE review_items SET {', '.join(f'{c}=?' for c in rest)} "
                     f"WHERE item_id=? AND state='{WAITING}'",
                     [(*(getattr(item, c) for c in rest), item.item_id) for item in moved],
+                )
+                conn.executemany(
+                    f"DELETE FROM review_items WHERE item_id=? AND state='{WAITING}'",
+                    [(i,) for i in dropped],
                 )
             except BaseException:
                 if own:

@@ -96,6 +96,8 @@ def test_waiting_findings_are_listed_and_closed_when_their_finding_goes(
     assert {i["first_seen_at"] for i in listed} == {NIGHT.isoformat()}
     res = CliRunner().invoke(app, ["review", "list"])  # the reviewer's queue: open only
     assert res.exit_code == 0 and "2 review items" in res.stdout
+    res = CliRunner().invoke(app, ["review", "list", "--waiting", "--all"])
+    assert res.exit_code == 2 and "use one" in res.stderr
     # one of them gets an owner: the next night's sweep closes its waiting item
     gone = sorted(waiting(offline_home))[0]
     store = SqliteStore(offline_home / "memlife.db")

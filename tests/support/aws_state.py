@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -40,10 +41,15 @@ def moto_server() -> Iterator[str]:
     """A moto server on 127.0.0.1 (DynamoDB, S3, ...); yields its endpoint URL."""
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
     server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
     try:
-        host, port = server.get_host_and_port()
-        yield f"http://{host}:{port}"
+        yield endpoint
     finally:
+        # moto's backends live in this process, shared by every server: the next test's
+        # server would find this one's tables and items
+        request = urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST")
+        urllib.request.urlopen(request, timeout=10).close()
         server.stop()
 
 

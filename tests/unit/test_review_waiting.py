@@ -8,8 +8,11 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta
 
+import pytest
+
 from memlife.plan import Reason
 from memlife.review_queue import ReviewQueue, item_id
+from memlife.review_queue.base import content_item_id
 from tests.unit.test_review_state import NIGHT, _d, store  # noqa: F401 (its fixture, F811 below)
 
 WAITING = ("waiting",)
@@ -106,3 +109,80 @@ def test_a_reviewer_can_answer_a_waiting_finding_before_it_opens(store) -> None:
                          listed=5)  # fmt: skip
     assert counts["review_closed_earlier"] == 1 and counts.get("review_opened", 0) == 0
     assert queue.list(states=WAITING) == [] and "low" not in {i.record_id for i in queue.list()}
+
+
+def test_the_waiting_list_stays_its_listed_length_night_after_night(store) -> None:  # noqa: F811
+    """Review of the change: each night wrote its best waiting findings and none went, so a
+    stream of new, better findings grew the list by ``listed`` a night (3, 6, 9, ...). The
+    findings a night's list leaves out are dropped from it (counted, as before lists)."""
+    queue = ReviewQueue.for_store(store)
+    for n in range(5):
+        ds = [_d(f"n{n}k{k}", 10.0 * n + k) for k in range(5)]
+        ds += [_d(f"n{m}k{k}", 10.0 * m + k) for m in range(n) for k in range(5)]
+        counts = queue.queue(ds, budget=1, run_id=f"night-{n}", at=NIGHT + timedelta(days=n),
+                             listed=3, age_per_day=0.0)  # fmt: skip
+        waiting = sorted(i.record_id for i in queue.list(states=WAITING))
+        assert waiting == [f"n{n}k{k}" for k in (1, 2, 3)]  # the best after the one opened
+        assert counts.get("review_waiting_dropped", 0) == (3 if n else 0)
+
+
+def test_a_waiting_follower_of_an_answered_finding_is_closed_when_the_content_returns(
+    store,  # noqa: F811
+) -> None:
+    """Review of the change: a reviewer keeps x for content c1; x changes to c2 and the
+    finding about c2 waits (budget spent); x goes back to c1. An open follower was closed
+    as moot; a waiting one was never found again and waited for ever."""
+    queue = ReviewQueue.for_store(store)
+    x1 = dataclasses.replace(_d("x", 1.0), content_sha256="c1")
+    queue.queue([x1], budget=1, run_id="n1", at=NIGHT, listed=5)
+    first = queue.get(item_id("x", Reason.MISSING_OWNER.value, "a", "/n"))
+    assert first is not None
+    queue.close(first.item_id, state="resolved", decision="keep", reviewer="ana", at=NIGHT,
+                operation_id=None)  # fmt: skip
+    x2 = dataclasses.replace(_d("x", 1.0), content_sha256="c2")
+    queue.queue([_d("h1", 9.0), x2], budget=1, run_id="n2", at=NIGHT + timedelta(days=1),
+                listed=5)  # fmt: skip
+    follower = queue.get(content_item_id(first.item_id, "c1"))
+    assert follower is not None and follower.state == "waiting"
+    counts = queue.queue([_d("h2", 9.0), x1], budget=1, run_id="n3",
+                         at=NIGHT + timedelta(days=2), listed=5)  # fmt: skip
+    assert counts["review_moot_closed"] == 1
+    closed = queue.get(follower.item_id)
+    assert closed is not None and (closed.state, closed.decision) == (
+        "resolved",
+        "answered_earlier",
+    )
+
+
+def test_a_waiting_finding_found_again_is_seen_again(store) -> None:  # noqa: F811
+    """Review of the change: found night after night, a waiting item kept nights 1 and the
+    night it was listed as last seen."""
+    queue = ReviewQueue.for_store(store)
+    for n in range(4):
+        queue.queue([_d(f"h{n}", 9.0), _d("low", 0.5)], budget=1, run_id=f"n{n}",
+                    at=NIGHT + timedelta(days=n), listed=5)  # fmt: skip
+    [low] = queue.list(states=WAITING)
+    assert (low.nights, low.last_seen_run, low.first_seen_at) == (4, "n3", NIGHT.isoformat())
+
+
+def test_dynamodb_lists_what_is_open_without_reading_what_waits(store, monkeypatch) -> None:  # noqa: F811
+    """Review of the change: waiting items shared the open index's partitions, so `review
+    list` and every night read every waiting item to find the open ones."""
+    queue = ReviewQueue.for_store(store)
+    if not hasattr(queue.backend, "state"):
+        pytest.skip("DynamoDB only")
+    queue.queue([_d(f"r{i}", float(i)) for i in range(60)], budget=1, run_id="n1", at=NIGHT,
+                listed=59)  # fmt: skip
+    fresh = ReviewQueue.for_store(store)  # another process: `memlife review list`
+    read: list[object] = []
+    batch_get = fresh.backend.state.batch_get
+    monkeypatch.setattr(fresh.backend.state, "batch_get",
+                        lambda keys: (read.extend(keys), batch_get(keys))[1])  # fmt: skip
+    assert [i.record_id for i in fresh.list()] == ["r59"]
+    assert len(read) == 1
+    assert len(fresh.list(states=WAITING)) == 59
+    # disputed while it waits: listed as open from then on
+    [w] = [i for i in fresh.list(states=WAITING) if i.record_id == "r0"]
+    assert fresh.close(w.item_id, state="disputed", decision="dispute", reviewer="ana",
+                       at=NIGHT, operation_id=None)  # fmt: skip
+    assert {i.record_id for i in ReviewQueue.for_store(store).list()} == {"r59", "r0"}
