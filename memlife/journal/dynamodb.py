@@ -18,7 +18,6 @@ written before movers were recorded lacks both and reads None.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import secrets
 from collections.abc import Iterator, Sequence
@@ -41,6 +40,7 @@ from memlife.journal.base import (
     Rejection,
     stored,
 )
+from memlife.journal.dynamodb_items import from_item, memberships, op_key, text, to_item, when
 from memlife.model import utcnow
 from memlife.state.dynamodb import (
     OPEN_BUCKETS,
@@ -57,91 +57,6 @@ MEMO_TTL = timedelta(days=180)  # consolidation outcomes (``cout#``) expire: jud
 SUPERSEDE_TTL = timedelta(days=366)
 
 
-def _op_key(operation_id: str) -> dict[str, Any]:
-    return key(f"op#{operation_id}", "op")
-
-
-def _open_keys(op_id: str, created: str) -> dict[str, Any]:
-    bucket = hashlib.sha256(op_id.encode()).digest()[0] % OPEN_BUCKETS
-    return {"open_pk": {"S": f"open#{bucket}"}, "open_sk": {"S": f"{created}#{op_id}"}}
-
-
-def _s(item: dict[str, Any], name: str) -> str | None:
-    v = item.get(name)
-    return v["S"] if v is not None else None
-
-
-def _n(item: dict[str, Any], name: str) -> int | None:
-    v = item.get(name)
-    return int(v["N"]) if v is not None else None
-
-
-def _dt(v: str | None) -> datetime | None:
-    return datetime.fromisoformat(v) if v else None
-
-
-def _from_item(item: dict[str, Any]) -> Operation:
-    outcome = _s(item, "outcome")
-    return Operation(
-        operation_id=item["pk"]["S"][3:],
-        run_id=item["run_id"]["S"],
-        kind=OpKind(item["kind"]["S"]),
-        actor_id=item["actor_id"]["S"],
-        namespace=item["namespace"]["S"],
-        record_id=item["record_id"]["S"],
-        reasons=json.loads(item["reasons"]["S"]),
-        policy_version=item["policy_version"]["S"],
-        content_sha256=_s(item, "content_sha256"),
-        replacement_id=_s(item, "replacement_id"),
-        state=OpState(item["st"]["S"]),
-        outcome=Outcome(outcome) if outcome else None,
-        attempts=int(item["attempts"]["N"]),
-        next_retry_at=_dt(_s(item, "next_retry_at")),
-        last_error=_s(item, "last_error"),
-        payload=_s(item, "payload"),
-        created_at=_dt(_s(item, "created_at")),
-        updated_at=_dt(_s(item, "updated_at")),
-        resolution=_s(item, "resolution"),
-        resolved_at=_dt(_s(item, "resolved_at")),
-        moved_by=_s(item, "moved_by"),
-        moved_after_receipts=_n(item, "moved_after_receipts"),
-    )
-
-
-def _to_item(op: Operation, now: str) -> dict[str, Any]:
-    item: dict[str, Any] = {
-        **_op_key(op.operation_id),
-        "run_id": {"S": op.run_id},
-        "kind": {"S": op.kind.value},
-        "actor_id": {"S": op.actor_id},
-        "namespace": {"S": op.namespace},
-        "record_id": {"S": op.record_id},
-        "reasons": {"S": json.dumps(op.reasons)},
-        "policy_version": {"S": op.policy_version},
-        "st": {"S": OpState.PLANNED.value},
-        "attempts": {"N": "0"},
-        "created_at": {"S": now},
-        "updated_at": {"S": now},
-        **_open_keys(op.operation_id, now),
-    }
-    for name in ("content_sha256", "replacement_id", "payload"):
-        value = getattr(op, name)
-        if value is not None:
-            item[name] = {"S": value}
-    return item
-
-
-def _memberships(op: Operation, expires: int | None = None) -> list[dict[str, Any]]:
-    pks = [f"jrun#{op.run_id}", f"jrec#{op.record_id}"]
-    if op.replacement_id and op.replacement_id != op.record_id:
-        pks.append(f"jrec#{op.replacement_id}")
-    items = [key(pk, op.operation_id) for pk in pks]
-    if expires is not None:
-        for it in items:
-            it["expires_at"] = {"N": str(expires)}
-    return items
-
-
 class DynamoJournal:
     def __init__(self, state: DynamoState) -> None:
         self.state = state
@@ -149,12 +64,12 @@ class DynamoJournal:
 
     # -- reads -----------------------------------------------------------------------------------
     def get(self, operation_id: str) -> Operation | None:
-        item = self.state.get(_op_key(operation_id))
-        return _from_item(item) if item else None
+        item = self.state.get(op_key(operation_id))
+        return from_item(item) if item else None
 
     def _many(self, ids: Sequence[str]) -> list[Operation]:
-        items = self.state.batch_get([_op_key(i) for i in dict.fromkeys(ids)])
-        return [_from_item(i) for i in items]
+        items = self.state.batch_get([op_key(i) for i in dict.fromkeys(ids)])
+        return [from_item(i) for i in items]
 
     def _members(self, pk: str) -> list[str]:
         return [i["sk"]["S"] for i in self.state.query(pk, ProjectionExpression="sk")]
@@ -276,7 +191,7 @@ class DynamoJournal:
         try:
             self.state.ddb.update_item(
                 TableName=self.state.table,
-                Key=_op_key(operation_id),
+                Key=op_key(operation_id),
                 UpdateExpression=update,
                 ConditionExpression="st = :failed AND attribute_not_exists(next_retry_at)",
                 ExpressionAttributeValues=values,
@@ -295,7 +210,7 @@ class DynamoJournal:
         return Rejection(
             attempts=int(item["attempts"]["N"]),
             code=item["last_code"]["S"],
-            next_attempt_at=_dt(_s(item, "next_attempt_at")),
+            next_attempt_at=when(text(item, "next_attempt_at")),
         )
 
     def reject(
@@ -340,7 +255,7 @@ class DynamoJournal:
         items = self.state.batch_get([key(f"cout#{k}", "cout") for k in dict.fromkeys(memo_keys)])
         return {
             i["pk"]["S"][5:]: MemoOutcome(
-                outcome=i["outcome"]["S"], retry_at=_dt(_s(i, "retry_at"))
+                outcome=i["outcome"]["S"], retry_at=when(text(i, "retry_at"))
             )
             for i in items
         }
@@ -388,12 +303,12 @@ class DynamoJournal:
     # -- writes ----------------------------------------------------------------------------------
     def plan(self, ops: Sequence[Operation]) -> list[Operation]:
         now = utcnow().isoformat()
-        self.state.batch_write(puts=[m for op in ops for m in _memberships(op)])
+        self.state.batch_write(puts=[m for op in ops for m in memberships(op)])
         for op in ops:
             try:
                 self.state.ddb.put_item(
                     TableName=self.state.table,
-                    Item=_to_item(op, now),
+                    Item=to_item(op, now),
                     ConditionExpression="attribute_not_exists(pk)",
                 )
             except ClientError as exc:
@@ -459,7 +374,7 @@ class DynamoJournal:
             values[":exp"] = {"N": str(expires)}
         update = {
             "TableName": self.state.table,
-            "Key": _op_key(operation_id),
+            "Key": op_key(operation_id),
             "UpdateExpression": "SET "
             + ", ".join(sets)
             + (" REMOVE " + ", ".join(removes) if removes else ""),
@@ -473,7 +388,7 @@ class DynamoJournal:
             else:  # the operation and its memberships expire together
                 puts = [
                     {"Put": {"TableName": self.state.table, "Item": m}}
-                    for m in _memberships(op, expires)
+                    for m in memberships(op, expires)
                 ]
                 self.state.ddb.transact_write_items(TransactItems=[{"Update": update}, *puts])
         except ClientError as exc:
@@ -510,7 +425,7 @@ class DynamoJournal:
                 try:
                     self.state.ddb.update_item(
                         TableName=self.state.table,
-                        Key=_op_key(op_id),
+                        Key=op_key(op_id),
                         UpdateExpression="REMOVE payload",
                         ConditionExpression="attribute_exists(payload) AND (record_id = :r OR "
                         "replacement_id = :r OR contains(payload, :q))",

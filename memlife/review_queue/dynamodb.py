@@ -25,7 +25,7 @@ the listing reads the item partitions, as it did before.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -187,16 +187,8 @@ class DynamoReviews:
                     raise
         # the items that waited and open tonight before the new waiting ones (review of
         # session 32: a crash between, then a reviewer's answer, opened nothing on the rerun)
-        for item in moved:
-            try:  # the whole item, only while it waits (opened or renewed once: a rerun)
-                ddb.put_item(
-                    TableName=table, Item=to_item(item), ConditionExpression="#s = :waiting",
-                    ExpressionAttributeNames={"#s": "state"},
-                    ExpressionAttributeValues={":waiting": {"S": WAITING}},
-                )  # fmt: skip
-            except ClientError as exc:
-                if not is_conditional_failure(exc):
-                    raise
+        for item in moved:  # the whole item (opened or renewed once: a rerun)
+            self._while_waiting(ddb.put_item, Item=to_item(item))
         for item in opened:
             try:
                 ddb.put_item(TableName=table, Item=to_item(item),
@@ -224,15 +216,18 @@ class DynamoReviews:
                 if not is_conditional_failure(exc):
                     raise
         for iid in dropped:
-            try:  # only while it waits (a reviewer's answer meanwhile stays)
-                ddb.delete_item(
-                    TableName=table, Key=item_key(iid), ConditionExpression="#s = :waiting",
-                    ExpressionAttributeNames={"#s": "state"},
-                    ExpressionAttributeValues={":waiting": {"S": WAITING}},
-                )  # fmt: skip
-            except ClientError as exc:
-                if not is_conditional_failure(exc):
-                    raise
+            self._while_waiting(ddb.delete_item, Key=item_key(iid))
+
+    def _while_waiting(self, call: Callable[..., Any], **kw: Any) -> None:
+        """``call`` (a put or a delete of one item) only while the item waits; else nothing:
+        a rerun did it, or a reviewer answered meanwhile (that answer stays)."""
+        try:
+            call(TableName=self.state.table, ConditionExpression="#s = :waiting",
+                 ExpressionAttributeNames={"#s": "state"},
+                 ExpressionAttributeValues={":waiting": {"S": WAITING}}, **kw)  # fmt: skip
+        except ClientError as exc:
+            if not is_conditional_failure(exc):
+                raise
 
     def close(self, iid: str, *, state: str, decision: str, reviewer: str,
               resolved_at: str | None, operation_id: str | None) -> bool:  # fmt: skip

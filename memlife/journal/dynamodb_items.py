@@ -1,0 +1,98 @@
+"""How an operation is kept in the DynamoDB state table (memlife/journal/dynamodb.py): its
+item (``op#{id}``/``op``, the ``open`` index keys while due), and the membership items
+that find it by run (``jrun#``) and by record (``jrec#``, the replacement's too)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from typing import Any
+
+from memlife.journal.base import Operation, OpKind, OpState, Outcome
+from memlife.state.dynamodb import OPEN_BUCKETS, key
+
+
+def op_key(operation_id: str) -> dict[str, Any]:
+    return key(f"op#{operation_id}", "op")
+
+
+def open_keys(op_id: str, created: str) -> dict[str, Any]:
+    bucket = hashlib.sha256(op_id.encode()).digest()[0] % OPEN_BUCKETS
+    return {"open_pk": {"S": f"open#{bucket}"}, "open_sk": {"S": f"{created}#{op_id}"}}
+
+
+def text(item: dict[str, Any], name: str) -> str | None:
+    v = item.get(name)
+    return v["S"] if v is not None else None
+
+
+def number(item: dict[str, Any], name: str) -> int | None:
+    v = item.get(name)
+    return int(v["N"]) if v is not None else None
+
+
+def when(v: str | None) -> datetime | None:
+    return datetime.fromisoformat(v) if v else None
+
+
+def from_item(item: dict[str, Any]) -> Operation:
+    outcome = text(item, "outcome")
+    return Operation(
+        operation_id=item["pk"]["S"][3:],
+        run_id=item["run_id"]["S"],
+        kind=OpKind(item["kind"]["S"]),
+        actor_id=item["actor_id"]["S"],
+        namespace=item["namespace"]["S"],
+        record_id=item["record_id"]["S"],
+        reasons=json.loads(item["reasons"]["S"]),
+        policy_version=item["policy_version"]["S"],
+        content_sha256=text(item, "content_sha256"),
+        replacement_id=text(item, "replacement_id"),
+        state=OpState(item["st"]["S"]),
+        outcome=Outcome(outcome) if outcome else None,
+        attempts=int(item["attempts"]["N"]),
+        next_retry_at=when(text(item, "next_retry_at")),
+        last_error=text(item, "last_error"),
+        payload=text(item, "payload"),
+        created_at=when(text(item, "created_at")),
+        updated_at=when(text(item, "updated_at")),
+        resolution=text(item, "resolution"),
+        resolved_at=when(text(item, "resolved_at")),
+        moved_by=text(item, "moved_by"),
+        moved_after_receipts=number(item, "moved_after_receipts"),
+    )
+
+
+def to_item(op: Operation, now: str) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        **op_key(op.operation_id),
+        "run_id": {"S": op.run_id},
+        "kind": {"S": op.kind.value},
+        "actor_id": {"S": op.actor_id},
+        "namespace": {"S": op.namespace},
+        "record_id": {"S": op.record_id},
+        "reasons": {"S": json.dumps(op.reasons)},
+        "policy_version": {"S": op.policy_version},
+        "st": {"S": OpState.PLANNED.value},
+        "attempts": {"N": "0"},
+        "created_at": {"S": now},
+        "updated_at": {"S": now},
+        **open_keys(op.operation_id, now),
+    }
+    for name in ("content_sha256", "replacement_id", "payload"):
+        value = getattr(op, name)
+        if value is not None:
+            item[name] = {"S": value}
+    return item
+
+
+def memberships(op: Operation, expires: int | None = None) -> list[dict[str, Any]]:
+    pks = [f"jrun#{op.run_id}", f"jrec#{op.record_id}"]
+    if op.replacement_id and op.replacement_id != op.record_id:
+        pks.append(f"jrec#{op.replacement_id}")
+    items = [key(pk, op.operation_id) for pk in pks]
+    if expires is not None:
+        for it in items:
+            it["expires_at"] = {"N": str(expires)}
+    return items
