@@ -69,7 +69,7 @@ OBJECTIVES: dict[str, Objective] = {
 
 def bagged(preps: Sequence[Prepared], how: str, resamples: int = 16, seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
-    n = len(ranks(preps, bench.DEFAULTS))
+    n = sum(len(p.conv.queries) for p in preps)
     found = [ascend(preps, lambda r: recall(r, 5), rng.integers(0, n, n)) for _ in range(resamples)]
     agg = np.mean if how == "mean" else np.median
     return {name: float(agg([w[name] for w in found])) for name in bench.GRID}

@@ -264,7 +264,7 @@ def queue_reviews(ctx: RunContext, store: MemoryStore, outcomes: Sequence[BatchO
         tally.counts["review_items_closed"] = len(closed)
     failed = [s["shard"] for o in outcomes for s in o.failed_shards]
     seen = [i for i, _ in found.carried] + [i for i, *_ in found.changed] + found.moot
-    seen += list(found.waiting)
+    seen += found.waiting_found
     rest = [i for i in items if i.item_id not in closed]
     tally.counts.update(close_unfound(ctx, store, queue, rest, found=seen, failed_shards=failed,
                                       withheld=found.withheld))  # fmt: skip

@@ -75,11 +75,13 @@ def register(app: typer.Typer) -> None:
                     check_namespaces(db, [namespace])
                 except InputError as exc:  # "namespace 'x' must start with '/' ..."
                     raise fail(f"--{exc}", exc.exit_code) from None
-            states = (("waiting",) if waiting else ("open", "disputed")) + (
-                ("open", "disputed", "waiting", "resolved") if all_ else ()
-            )
+            states = (
+                ("waiting",) if waiting
+                else ("open", "disputed", "waiting", "resolved") if all_
+                else ("open", "disputed")
+            )  # fmt: skip
             items = ReviewQueue.for_store(db).list(owner=owner, reason=reason, namespace=namespace,
-                                                   actor=actor, states=dict.fromkeys(states))  # fmt: skip
+                                                   actor=actor, states=states)  # fmt: skip
         finally:
             db.close()
         if waiting:  # the longest waiting first (the one that has gained the most)

@@ -58,8 +58,8 @@ _UPKEEP_OPENING = re.compile(
     r"\W{0,8}((to|for)\s+)?" + _DETERMINER + _UPKEEP + r"\s*[,:!;>\u2013\u2014-]", re.IGNORECASE
 )
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?\n])\s+")
-# inside a word: a hyphen ("memory-system"), a zero-width or other invisible format mark
-_JOINERS = re.compile(r"(?<=\w)[-\u2010\u2011](?=\w)|[\u00ad\u200b-\u200f\u2060-\u2064\ufeff]")
+# a hyphen inside a word ("memory-system"); invisible marks go with accents (_as_latin)
+_JOINERS = re.compile(r"(?<=\w)[-\u2010\u2011](?=\w)")
 
 
 # a word spelled out: single letters with one separator between ("m e m o r y", "m.e.m.o.r.y",
@@ -95,9 +95,7 @@ def looks_like_instruction(text: str) -> bool:
     Read in NFKC with hyphens inside words as spaces and invisible marks dropped (a
     "memory-system", or one with a zero-width space inside, is a memory system), letters of
     other scripts that imitate Latin ones read as those, and spelled-out words joined."""
-    t = _JOINERS.sub(
-        lambda m: " " if m.group() in "-\u2010\u2011" else "", unicodedata.normalize("NFKC", text)
-    )
+    t = _JOINERS.sub(" ", unicodedata.normalize("NFKC", text))
     if not t.isascii():
         t = _as_latin(t)
     for m in _SPELLED.finditer(t):

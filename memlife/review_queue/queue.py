@@ -110,8 +110,9 @@ class ReviewQueue:
         (ReviewCandidates: bounded, merged over the run's processes; ``listed`` and
         ``age_per_day`` are then theirs).
         Returns counts: review_carried (already open), review_opened, review_waiting
-        (over budget), review_waiting_listed (of those, kept by name), review_opened_waited
-        (opened tonight after waiting), review_closed_earlier (findings resolved before for the content the
+        (over budget), review_waiting_listed (of those, kept by name), review_waiting_dropped
+        (listed before, no room tonight: off the list), review_opened_waited (opened tonight
+        after waiting), review_closed_earlier (findings resolved before for the content the
         record holds: not reopened), review_answered (records all of whose findings are
         such: nothing is left for a human, so the run's "reviewed" leaves them out), and,
         where any, review_content_changed (carried items whose record's content changed
@@ -180,18 +181,17 @@ class ReviewQueue:
         # an item that waited opens in place (opened tonight, first found when it was)
         moved = [item(i, code, d, first=found.waiting[i]) for _, _, code, i, d in opened
                  if i in found.waiting]  # fmt: skip
+        seen: list[tuple[str, str | None]] = []  # listed again: nights + 1, last seen
         for _, _, code, i, d in waiting:
             if i not in found.waiting:
                 items.append(item(i, code, d, WAITING))
             elif found.waiting[i] is None:  # found again for other content: first found now
                 moved.append(item(i, code, d, WAITING))
+            else:  # the same finding: seen tonight, as a carried item (not counted as one)
+                seen.append((i, d.content_sha256))
         # the record changed since the item was opened: the finding is about the new content
         # now (a reviewer's resolve of the old one is refused); state and decision stay
         renewed = [(old, item(i, code, d)) for i, old, d, code in found.changed]
-        # a waiting item listed again, same finding: seen tonight (nights + 1, last seen), as
-        # a carried one (not counted as one)
-        seen = [(i, d.content_sha256) for _, _, _, i, d in waiting
-                if i in found.waiting and found.waiting[i] is not None]  # fmt: skip
         self.backend.write_night(
             [*found.carried, *seen], items, run_id, now, renewed, moved, dropped
         )
