@@ -186,3 +186,40 @@ def test_dynamodb_lists_what_is_open_without_reading_what_waits(store, monkeypat
     assert fresh.close(w.item_id, state="disputed", decision="dispute", reviewer="ana",
                        at=NIGHT, operation_id=None)  # fmt: skip
     assert {i.record_id for i in ReviewQueue.for_store(store).list()} == {"r59", "r0"}
+
+
+def test_a_crash_between_the_nights_writes_then_an_answer_still_opens_what_aged(
+    store,  # noqa: F811
+    monkeypatch,
+) -> None:
+    """Review of the change (DynamoDB writes a night item by item): the night's new waiting
+    items were written before the ones that open after waiting. Killed in between, and a
+    reviewer answering a new waiting item, the rerun counted that item against the night's
+    budget (it was written by this run) and opened nothing. The aged item is written first."""
+    queue = ReviewQueue.for_store(store)
+    if not hasattr(queue.backend, "state"):
+        pytest.skip("SQLite writes the night in one transaction")
+    queue.queue([_d("h0", 9.0), _d("low", 0.5)], budget=1, run_id="n1", at=NIGHT, listed=5)
+    night = [_d("low", 0.5), _d("h2", 9.0), _d("h3", 1.0)]  # low gains 10 in ten days
+    at = NIGHT + timedelta(days=10)
+    ddb = queue.backend.state.ddb
+    put, inserts = ddb.put_item, []
+
+    def killed_at_the_second_insert(**kw: object) -> object:
+        if kw.get("ConditionExpression") == "attribute_not_exists(pk)":
+            inserts.append(kw)
+            if len(inserts) == 2:
+                raise KeyboardInterrupt("killed")
+        return put(**kw)
+
+    monkeypatch.setattr(ddb, "put_item", killed_at_the_second_insert)
+    with pytest.raises(KeyboardInterrupt):
+        queue.queue(night, budget=1, run_id="n2", at=at, listed=5, age_per_day=1.0)
+    monkeypatch.setattr(ddb, "put_item", put)
+    for w in queue.list(states=WAITING):  # a reviewer answers what the night listed
+        if w.opened_run == "n2":
+            queue.close(w.item_id, state="resolved", decision="keep", reviewer="ana", at=at,
+                        operation_id=None)  # fmt: skip
+    queue.queue(night, budget=1, run_id="n2", at=at, listed=5, age_per_day=1.0)
+    opened = {i.record_id for i in queue.list() if i.opened_run == "n2"}
+    assert opened == {"low"}
