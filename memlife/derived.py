@@ -211,19 +211,25 @@ def derived_for(cache: object) -> DerivedCache | None:
 
 
 def forget_for(cache: object, shards: Iterable[Shard]) -> int:
-    """Erasure: drop the derived rows of these shards in ``cache``'s SQLite file (creating
-    nothing where no derived table exists); returns how many rows went."""
-    found = cache.__dict__.get("_derived") if cache is not None else None
-    if isinstance(found, DerivedCache):
-        return found.forget_shards(shards)
+    """Erasure: drop the derived rows of these shards in ``cache``'s SQLite file, and the
+    model answers a dry run kept there (consolidate/answers.py: they hold words), creating
+    nothing where no such table exists; returns how many rows went."""
+    from memlife.consolidate import answers
+
+    gone = set(shards)
     conn = getattr(cache, "connection", None)
     if not isinstance(conn, sqlite3.Connection):
         return 0
-    with getattr(cache, "lock", None) or nullcontext():
+    lock = getattr(cache, "lock", None) or nullcontext()
+    n = answers.forget_shards(conn, lock, gone)
+    found = cache.__dict__.get("_derived")
+    if isinstance(found, DerivedCache):
+        return n + found.forget_shards(gone)
+    with lock:
         q = "SELECT 1 FROM sqlite_master WHERE type='table' AND name='derived'"
         if conn.execute(q).fetchone() is None:
-            return 0
-    return DerivedCache(conn, getattr(cache, "lock", None) or nullcontext()).forget_shards(shards)
+            return n
+    return n + DerivedCache(conn, lock).forget_shards(gone)
 
 
 def flush_for(cache: object) -> None:

@@ -20,6 +20,7 @@ import sqlite3
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
+from memlife.consolidate import answers
 from memlife.derived import derived_for
 from memlife.embed_cache import EmbeddingCache
 from memlife.sql_in import in_chunks
@@ -70,6 +71,8 @@ def sweep_after_write(
     if derived is not None:
         dropped += derived.forget_actors({actor for actor, _ in found})
     conn = getattr(cache, "connection", None)
+    if isinstance(conn, sqlite3.Connection):  # the model answers it kept hold words
+        dropped += answers.forget_actors(conn, cache.lock, {actor for actor, _ in found})
     if dropped and isinstance(conn, sqlite3.Connection):
         with cache.lock:  # secure_delete zeroed the rows; fold the WAL that still holds them
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

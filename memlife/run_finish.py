@@ -149,6 +149,8 @@ def finish_run(
         failed_shards=failed_shards,
         model={
             "calls": tally.model_calls,
+            # answers a dry run was given to the same requests (consolidate/answers.py)
+            "answers_reused": tally.counts.get("model_answers_reused", 0),
             "input_tokens": tally.input_tokens,
             "output_tokens": tally.output_tokens,
             "rejections": dict(tally.rejections),

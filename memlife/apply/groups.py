@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, NamedTuple
 
+from memlife.apply.answers import consolidate
 from memlife.apply.appliers.base import get_many, stale
 from memlife.apply.group_reads import GroupReads, Reads
 from memlife.apply.lifecycle import end_terminally, retryable, run_lifecycle
@@ -294,7 +295,7 @@ def stage_group(
     if _backing_off(ex, gkey, tally):
         return None
     try:
-        result = ex.consolidator.consolidate(model_group)
+        result = consolidate(ex, model_group)  # a dry run's answer where one was kept
     except ConsolidationError as exc:
         # every request sent costs, whatever became of it
         tally.model_calls += exc.requests
@@ -318,7 +319,10 @@ def stage_group(
             if exc.code == MODEL_MISCONFIGURED:
                 tally.counts["consolidation_model_misconfigured"] += 1
         return None  # originals untouched
-    tally.model_calls += result.requests or (1 if result.model else 0)
+    if result.reused:  # what a dry run was answered: no call tonight
+        tally.counts["model_answers_reused"] += 1
+    else:
+        tally.model_calls += result.requests or (1 if result.model else 0)
     tally.input_tokens += result.input_tokens
     tally.output_tokens += result.output_tokens
     if result.usage_estimated:  # the answer carried no usage: its tokens are estimates

@@ -33,6 +33,7 @@ from typing import Any
 import anthropic
 from pydantic import ValidationError
 
+from memlife.consolidate.answers import AnswerBook, KeptAnswer, request_digest
 from memlife.consolidate.base import (
     MODEL_MISCONFIGURED,
     ConsolidationError,
@@ -81,6 +82,7 @@ class Usage:
 
 class AnthropicConsolidator:
     name = "anthropic"
+    keeps_answers = True  # a dry run's answers serve the apply run (consolidate/answers.py)
 
     def __init__(
         self,
@@ -161,18 +163,22 @@ class AnthropicConsolidator:
             self.usage.input_tokens += input_tokens
             self.usage.output_tokens += output_tokens
 
-    def _call(self, group: Group) -> anthropic.types.Message:
+    def _request(self, group: Group) -> dict[str, Any]:
+        """Everything the Messages API is sent for this group (and the answer's key)."""
         system, messages = build_messages(group)
+        return {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "system": system,
+            "messages": messages,
+            "tools": [tool_definition()],
+            "tool_choice": tool_choice(),
+        }
+
+    def _call(self, request: dict[str, Any]) -> anthropic.types.Message:
         try:
             with self._slots:
-                msg = self.client.messages.create(
-                    model=self.model,
-                    max_tokens=self.max_tokens,
-                    system=system,
-                    messages=messages,
-                    tools=[tool_definition()],
-                    tool_choice=tool_choice(),
-                )
+                msg: anthropic.types.Message = self.client.messages.create(**request)
             self._outage = 0
             return msg
         except anthropic.APIConnectionError as exc:  # includes APITimeoutError
@@ -212,20 +218,41 @@ class AnthropicConsolidator:
             _NAMES_MODEL.search(exc.message) or self.model in exc.message
         )
 
-    def consolidate(self, group: Group) -> ConsolidationResult:
+    def consolidate(self, group: Group, answers: AnswerBook | None = None) -> ConsolidationResult:
+        """``answers``: what a dry run was answered to the same request (consolidate/answers.py),
+        used in place of a call and checked as a fresh answer is; a dry run keeps its own."""
         self._sent.n = 0
         tokens = [0, 0, 0]  # input, output, 1 where estimated (_usage)
         try:
-            result = self._consolidate(group, tokens)
+            result = self._consolidate(group, tokens, answers)
         except ConsolidationError as exc:
             exc.requests, (exc.input_tokens, exc.output_tokens) = self._sent.n, tokens[:2]
             exc.usage_estimated = bool(tokens[2])
             raise
         return result.model_copy(update={"requests": self._sent.n})
 
-    def _consolidate(self, group: Group, tokens: list[int]) -> ConsolidationResult:
+    def _consolidate(
+        self, group: Group, tokens: list[int], answers: AnswerBook | None
+    ) -> ConsolidationResult:
         if not group.records:
             raise ConsolidationError(Reason.EMPTY_GROUP, group.key)
+        request = self._request(group)
+        digest = request_digest(request) if answers is not None else ""
+        kept = _kept(answers.find(digest)) if answers is not None else None
+        if kept is not None:  # no call: the answer a dry run was given, checked as a fresh one
+            output, model = kept
+            return self._checked(group, output, model, reused=True)
+        return self._answer(group, request, tokens, answers, digest)
+
+    def _answer(
+        self,
+        group: Group,
+        request: dict[str, Any],
+        tokens: list[int],
+        answers: AnswerBook | None,
+        digest: str,
+    ) -> ConsolidationResult:
+        """Ask the model: one call (the SDK's retries aside), parsed, then grounded."""
         if self.misconfigured is not None:  # nothing sent: the run's configuration is wrong
             raise ConsolidationError(MODEL_MISCONFIGURED, self.misconfigured, retryable=True)
         if self._outage >= OUTAGE_CALLS:  # nothing sent: the service is down for this run
@@ -234,7 +261,7 @@ class AnthropicConsolidator:
                 f"{self._outage} groups in a row unavailable: not sent",
                 retryable=True,
             )
-        msg = self._call(group)
+        msg = self._call(request)
         if not _is_message(msg):
             # a 200 whose body is not a message: not JSON (a proxy's or captive portal's HTML
             # page: the SDK hands back the text), or JSON of another shape (a gateway's
@@ -250,27 +277,46 @@ class AnthropicConsolidator:
         except ConsolidationError:
             self._count(tin, tout, failed=True)
             raise
-        result = ConsolidationResult(
-            **output.model_dump(exclude={"source_ids"}),
-            source_ids=list(dict.fromkeys(output.source_ids)),
-            model=getattr(msg, "model", None) or self.model,
-            input_tokens=tin,
-            output_tokens=tout,
-            usage_estimated=bool(estimated),
-        )
+        model = getattr(msg, "model", None) or self.model
+        if answers is not None:  # kept whatever the checks below say: the apply run's verdict
+            answers.keep(digest, (group.actor_id, group.namespace), model, output.model_dump())
         try:
-            check_grounding(
-                result,
-                group,
-                self.embedder,
-                self.grouping.grounding_cosine,
-                max_bytes=self.limits.content_max_bytes,
-            )
+            result = self._checked(group, output, model, input_tokens=tin, output_tokens=tout,
+                                   usage_estimated=bool(estimated))  # fmt: skip
         except ConsolidationError:
             self._count(tin, tout, failed=True)
             raise
         self._count(tin, tout, failed=False)
         return result
+
+    def _checked(
+        self, group: Group, output: ConsolidationOutput, model: str, **filled: Any
+    ) -> ConsolidationResult:
+        """The answer as a result, grounded in the group (grounding.py), or the refusal."""
+        result = ConsolidationResult(
+            **output.model_dump(exclude={"source_ids"}),
+            source_ids=list(dict.fromkeys(output.source_ids)),
+            model=model,
+            **filled,
+        )
+        check_grounding(
+            result,
+            group,
+            self.embedder,
+            self.grouping.grounding_cosine,
+            max_bytes=self.limits.content_max_bytes,
+        )
+        return result
+
+
+def _kept(found: KeptAnswer | None) -> tuple[ConsolidationOutput, str] | None:
+    """A kept answer that still reads as one (a row that does not: asked again)."""
+    if found is None:
+        return None
+    try:
+        return ConsolidationOutput.model_validate(found.output), found.model
+    except ValidationError:
+        return None
 
 
 def _usage(msg: anthropic.types.Message, group: Group) -> tuple[int, int, int]:

@@ -101,6 +101,7 @@ class ConsolidationResult(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     usage_estimated: bool = False  # the answer carried no usage: the tokens are estimates
+    reused: bool = False  # a dry run's answer to the same request: no call (answers.py)
 
 
 class Consolidator(Protocol):
