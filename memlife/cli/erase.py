@@ -227,5 +227,9 @@ def register(app: typer.Typer) -> None:
         _report(result, json_out)
         if result.get("not_found"):
             raise typer.Exit(3)
+        if not result.get("released") and not result.get("erasures"):
+            # every id is a record and none was held: nothing changed (the receipt says so);
+            # exit 0 would read as a release to a script
+            raise fail(f"nothing released: not held: {', '.join(result['not_held'])}", 1)
 
     app.add_typer(hold, name="hold")

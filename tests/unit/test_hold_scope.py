@@ -203,6 +203,8 @@ def test_hold_release_names_what_it_did_not_release_and_never_creates_a_store(
         store.put_many([rec("a", "Fact A.")])
     res = CliRunner().invoke(app, ["hold", "release", "--id", "a", "--id", "zz"])
     assert res.exit_code == 3 and "not held: a" in res.output and "not found: zz" in res.output
+    res = CliRunner().invoke(app, ["hold", "release", "--id", "a"])  # a record, not held
+    assert res.exit_code == 1 and "nothing released: not held: a" in res.output
     missing = tmp_path / "nowhere" / "memlife.db"
     res = CliRunner().invoke(
         app, ["hold", "release", "--id", "a", "--store", f"sqlite:///{missing}"]
