@@ -349,6 +349,13 @@ class EmbeddingCache:
             q = "SELECT COUNT(*) FROM embeddings WHERE model_id NOT LIKE ?"
             return int(self._db.execute(q, ("%" + TOKENS,)).fetchone()[0])
 
+    def fold_wal(self) -> None:
+        """Fold the WAL into the file and truncate it: rows secure_delete zeroed in the
+        file are still whole in WAL frames until then (erasure)."""
+        if self.connection is not None:
+            with self.lock:
+                self.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def close(self) -> None:
         if self._own:
             with self.lock:

@@ -73,7 +73,6 @@ def sweep_after_write(
     conn = getattr(cache, "connection", None)
     if isinstance(conn, sqlite3.Connection):  # the model answers it kept hold words
         dropped += answers.forget_actors(conn, cache.lock, {actor for actor, _ in found})
-    if dropped and isinstance(conn, sqlite3.Connection):
-        with cache.lock:  # secure_delete zeroed the rows; fold the WAL that still holds them
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    if dropped:  # secure_delete zeroed the rows; fold the WAL that still holds them
+        cache.fold_wal()
     return dropped

@@ -42,7 +42,7 @@ from memlife.consolidate.base import (
 )
 from memlife.consolidate.deadline import deadline_client_options
 from memlife.consolidate.estimate import CHARS_PER_TOKEN, estimate_input_tokens
-from memlife.consolidate.grounding import check_grounding
+from memlife.consolidate.grounding import KEEP_APART, check_grounding
 from memlife.consolidate.prompts import (
     TOOL_NAME,
     ConsolidationOutput,
@@ -239,9 +239,14 @@ class AnthropicConsolidator:
         request = self._request(group)
         digest = request_digest(request) if answers is not None else ""
         kept = _kept(answers.find(digest)) if answers is not None else None
-        if kept is not None:  # no call: the answer a dry run was given, checked as a fresh one
+        if kept is not None and answers is not None:  # no call: checked as a fresh answer
             output, model = kept
-            return self._checked(group, output, model, reused=True)
+            try:
+                return self._checked(group, output, model, reused=True)
+            except ConsolidationError as exc:
+                if not exc.retryable and exc.code != KEEP_APART:  # refused: ask afresh next time
+                    answers.drop(digest)
+                raise
         return self._answer(group, request, tokens, answers, digest)
 
     def _answer(

@@ -12,17 +12,23 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from memlife.consolidate.answers import KEEP_DAYS
 from memlife.consolidate.prompts import TOOL_NAME
 from memlife.erase import erase
+from memlife.faults import InjectedFault, inject
 from memlife.model import Status
 from memlife.pipeline import RunConfig, run_local
 from memlife.policy import DEFAULT_POLICY
+from memlife.stores.base import BatchResult, ItemFailure
 from memlife.stores.sqlite import SqliteStore
 from tests.fakes.messages_api import MessagesServer, tool_use_reply
 from tests.support.gate import ACTOR, NOW, rec
@@ -111,7 +117,18 @@ def test_the_apply_run_merges_what_the_dry_run_was_answered(env: dict[str, Any])
     assert calls == 0 and applied["model_answers_reused"] == 1
     st = status(env["home"])
     assert Status.superseded in (st["m-dog-1"], st["m-dog-2"])  # merged, as the dry run showed
-    assert kept(env["home"]) == []  # taken: one answer serves one apply run
+    assert len(kept(env["home"])) == 1  # kept for its week: a crashed apply run's rerun
+
+
+@pytest.mark.parametrize("point", ["after_stage", "after_gate"])
+def test_an_apply_run_that_crashed_finds_the_answer_again(env: dict[str, Any], point: str) -> None:
+    night(env, 0, dry=True)
+    env["state"]["relation"] = "complement"
+    with inject(point), pytest.raises(InjectedFault):
+        night(env, 0)
+    rerun, calls = night(env, 0)
+    assert calls == 0 and rerun["model_answers_reused"] == 1
+    assert Status.superseded in status(env["home"]).values()
 
 
 def test_a_changed_member_is_asked_again(env: dict[str, Any]) -> None:
@@ -138,6 +155,7 @@ def test_a_tampered_answer_is_checked_as_a_fresh_one(env: dict[str, Any]) -> Non
     assert calls == 0  # the kept answer was used, and refused
     assert applied.get("consolidation_rejected") == 1  # grounding: "Tom" is in no record
     assert set(status(env["home"]).values()) == {Status.active}
+    assert kept(env["home"]) == []  # refused: the group's retry asks the model afresh
 
 
 def test_an_erasure_takes_the_kept_answer_with_the_records(env: dict[str, Any]) -> None:
@@ -170,3 +188,108 @@ def test_an_erasure_racing_the_dry_run_leaves_no_answer_behind(env: dict[str, An
     _, calls = night(env, 0, dry=True)
     assert calls == 1
     assert kept(env["home"]) == []
+
+
+def leftovers(home: Path) -> list[str]:
+    return [p.name for p in home.rglob("*") if p.is_file() and MARKER.encode() in p.read_bytes()]
+
+
+def test_an_erasure_finished_by_erase_pending_takes_the_answer(env: dict[str, Any]) -> None:
+    night(env, 0, dry=True)
+    store = SqliteStore(env["home"] / "memlife.db")
+    try:
+        with inject("after_delete"), pytest.raises(InjectedFault):
+            erase(store, ACTOR, ids=["m-dog-1", "m-dog-2"], now=NOW)
+        erase(store, None, pending=True, now=NOW)  # a later attempt finishes it
+    finally:
+        store.close()
+    assert kept(env["home"]) == [] and leftovers(env["home"]) == []
+
+
+def test_an_erasure_the_night_retries_takes_the_answer(
+    env: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    night(env, 0, dry=True)
+    real = SqliteStore.delete_many
+    throttled = lambda self, ids: BatchResult(failed=[ItemFailure(i, "THROTTLED") for i in ids])  # noqa: E731
+    monkeypatch.setattr(SqliteStore, "delete_many", throttled)
+    store = SqliteStore(env["home"] / "memlife.db")
+    try:
+        erase(store, ACTOR, ids=["m-dog-1", "m-dog-2"], now=NOW)  # retryable: queued
+    finally:
+        store.close()
+    monkeypatch.setattr(SqliteStore, "delete_many", real)
+    night(env, 2)  # the apply run drains the retry queue with the store's own cache
+    assert status(env["home"]) == {}
+    assert kept(env["home"]) == [] and leftovers(env["home"]) == []
+
+
+@contextmanager
+def write_locked(path: Path) -> Iterator[None]:
+    """Another connection's write transaction on ``path`` (a VACUUM, a dry run elsewhere),
+    held until the block ends (at most a minute)."""
+    ready, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        con = sqlite3.connect(path, isolation_level=None)
+        con.execute("BEGIN IMMEDIATE")
+        ready.set()
+        done.wait(60)
+        con.execute("ROLLBACK")
+        con.close()
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    ready.wait()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def test_a_locked_answer_file_never_fails_the_apply_run(env: dict[str, Any]) -> None:
+    # the kept answer is forged, so the apply run refuses it and tries to drop it, while
+    # another writer holds the file: the run reads past the lock (WAL), waits 2 s at most
+    # to write, and finishes; the answer stays (refused again, never merged)
+    night(env, 0, dry=True)
+    path = env["home"] / "embeddings.db"
+    ((_, output),) = kept(env["home"])
+    forged = {**json.loads(output), "summary": "Has a dog named Tom.", "claims": ["Has a dog named Tom."]}  # fmt: skip
+    con = sqlite3.connect(path)
+    con.execute("UPDATE model_answers SET output=?", (json.dumps(forged),))
+    con.commit()
+    con.close()
+    with write_locked(path):  # the whole run long
+        applied, calls = night(env, 0)
+    assert calls == 0 and applied.get("consolidation_rejected") == 1
+    assert set(status(env["home"]).values()) == {Status.active}
+
+
+def test_a_locked_answer_file_never_fails_the_dry_run(env: dict[str, Any]) -> None:
+    path = env["home"] / "embeddings.db"
+    night(env, 0, dry=True)  # the file and its tables exist; the next dry run keeps anew
+    con = sqlite3.connect(path)
+    con.execute("DELETE FROM model_answers")
+    con.commit()
+    con.close()
+    locked = write_locked(path)
+    env["state"]["during_call"] = lambda: (
+        env["state"].update(during_call=None),
+        locked.__enter__(),
+    )
+    try:
+        _, calls = night(env, 0, dry=True)  # reads its own answers past the lock, keeps none
+    finally:
+        locked.__exit__(None, None, None)
+    assert calls == 1 and kept(env["home"]) == []
+
+
+def test_answers_past_the_keeping_time_leave_the_file(env: dict[str, Any]) -> None:
+    night(env, 0, dry=True)
+    con = sqlite3.connect(env["home"] / "embeddings.db")
+    con.execute("UPDATE model_answers SET answered_at = answered_at - ?", (KEEP_DAYS * 86400 + 60,))
+    con.commit()
+    con.close()
+    _, calls = night(env, 0)
+    assert calls == 1 and kept(env["home"]) == []
