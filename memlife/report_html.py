@@ -451,6 +451,7 @@ def _gate_table(gate: Mapping[str, Any] | None) -> str:
 def _model_table(model: Mapping[str, Any]) -> str:
     rows = [
         ("calls", model.get("calls", 0)),
+        ("answers reused from a dry run", model.get("answers_reused", 0)),
         ("input tokens", model.get("input_tokens", 0)),
         ("output tokens", model.get("output_tokens", 0)),
     ]

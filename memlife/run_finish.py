@@ -295,7 +295,9 @@ def write_run_receipt(ctx: RunContext, receipt: dict[str, Any]) -> str | None:
     return put_run_receipt(ctx.sink, ctx.prefix, receipt)
 
 
-_ONE = re.compile(r"\b(?<![.,])1 (deletion|consolidation|supersede|record|call|case|group)s\b")
+_ONE = re.compile(
+    r"\b(?<![.,])1 (deletion|consolidation|supersede|record|call|case|group|answer)s\b"
+)
 
 
 def singular(line: str) -> str:

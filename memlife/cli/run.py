@@ -309,8 +309,15 @@ def model_estimate(result: dict[str, Any], config: RunConfig) -> None:
 
 
 def model_line(result: dict[str, Any], config: RunConfig) -> str | None:
-    """What a dry run says about the model: the estimate, or that none would be called."""
+    """What a dry run says about the model: the estimate, or that none would be called; what
+    an apply run took from a dry run's answers (consolidate/answers.py)."""
     model = result.get("model", {})
+    reused = model.get("answers_reused", 0)
+    if reused and (config.with_model or not config.dry_run):
+        return singular(
+            f"model: {model.get('calls', 0):,} calls; {reused:,} answers reused from a dry run "
+            "(checked again, not asked again)"
+        )
     if not config.dry_run or config.with_model:
         return None
     if model.get("apply_consolidator") == "extractive":

@@ -293,3 +293,20 @@ def test_answers_past_the_keeping_time_leave_the_file(env: dict[str, Any]) -> No
     con.close()
     _, calls = night(env, 0)
     assert calls == 1 and kept(env["home"]) == []
+
+
+def test_the_cli_says_what_the_apply_run_reused(env: dict[str, Any]) -> None:
+    from typer.testing import CliRunner
+
+    from memlife.cli import app
+
+    base = ["run", "--engine", "local", "--now", NOW.isoformat(), "--eval-cases", env["cases"]]
+    dry = CliRunner().invoke(app, [*base, "--dry-run", "--with-model"])
+    assert dry.exit_code == 0, dry.stderr
+    applied = CliRunner().invoke(app, base)
+    assert applied.exit_code == 0, applied.stderr
+    assert "model: 0 calls; 1 answer reused from a dry run" in applied.stderr
+    page = next(line.split(": ", 1)[1] for line in applied.stderr.splitlines()
+                if line.startswith("report page: "))  # fmt: skip
+    html = Path(page.removeprefix("file://")).read_text()
+    assert "answers reused from a dry run" in html
