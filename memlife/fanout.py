@@ -5,9 +5,8 @@
   id and run key as its parent (invariant 4: reruns and children resume, never fork).
 - ``process_isolated``: one shard batch in its own process (own store connection, journal,
   executor and report part) for workers that cannot share the parent's live objects.
-- ``failed_outcome``: a batch whose task raised becomes failed-shard entries, so one
-  shard failing never fails the run (its receipt says ``partial_failure`` and names it).
-- ``is_throttling``: which exceptions deserve an orchestration-level retry with backoff.
+- ``failed_outcome`` and ``is_throttling`` (memlife/throttling.py, re-exported): a batch
+  whose task raised becomes failed-shard entries; which exceptions deserve a retry.
 
 The Prefect event shapes for a run's outcome are in flows/events.py.
 """
@@ -22,6 +21,8 @@ from memlife.pipeline import process_isolated as process_isolated  # flows/shard
 from memlife.run_start import remote_state
 from memlife.run_types import BatchOutcome, RunConfig, RunContext, Shard
 from memlife.state import state_url
+from memlife.throttling import failed_outcome as failed_outcome  # flows/shard.py
+from memlife.throttling import is_throttling as is_throttling  # flows/limits.py
 
 ConsolidatorWrap = Callable[[Consolidator | None], Consolidator | None]
 
@@ -63,47 +64,6 @@ def child_outcome(ctx: RunContext, part: str) -> BatchOutcome:
     from memlife.state.reports import get_outcome
 
     return get_outcome(remote, ctx, part)
-
-
-def failed_outcome(shards: Sequence[Shard], error: BaseException | str) -> BatchOutcome:
-    """Every shard of a batch that failed as a whole: recorded by name and error type only."""
-    code = error if isinstance(error, str) else getattr(error, "code", None) or type(error).__name__
-    return BatchOutcome(failed_shards=[{"shard": str(s), "code": str(code)} for s in shards])
-
-
-_THROTTLE_CODES = {
-    "ThrottledException",
-    "ThrottlingException",
-    "Throttling",
-    "TooManyRequestsException",
-    "ProvisionedThroughputExceededException",
-    "RequestLimitExceeded",
-    "SlowDown",
-    "RateLimitError",
-    "rate_limit_error",
-    "overloaded_error",
-    "429",
-    "529",
-    "THROTTLED",  # memlife's own code (memlife.foreign_errors keeps it for a library's)
-}
-
-
-def is_throttling(exc: BaseException | None) -> bool:
-    """True for rate limiting / overload (worth a retry with backoff), False otherwise."""
-    seen = 0
-    while exc is not None and seen < 5:
-        names = {type(exc).__name__, str(getattr(exc, "code", "") or "")}
-        status = getattr(exc, "status_code", None)
-        if status is not None:
-            names.add(str(status))
-        response = getattr(exc, "response", None)
-        if isinstance(response, dict):  # botocore ClientError
-            names.add(str(response.get("Error", {}).get("Code", "")))
-        if names & _THROTTLE_CODES:
-            return True
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
-    return False
 
 
 def calls_model(consolidator: Consolidator | None) -> bool:

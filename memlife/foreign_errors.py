@@ -30,7 +30,7 @@ class ForeignError(MemlifeError, RuntimeError):
     was rate limiting (so the batch is retried), else its type's name."""
 
     def __init__(self, exc: BaseException):
-        from memlife.fanout import is_throttling
+        from memlife.throttling import is_throttling
 
         self.kind = f"{type(exc).__module__}.{type(exc).__qualname__}"
         code = Reason.THROTTLED if is_throttling(exc) else type(exc).__name__

@@ -23,6 +23,7 @@ import shutil
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from memlife import progress
@@ -43,6 +44,7 @@ from memlife.run_start import remote_state, start_run, take_lease
 from memlife.run_types import BatchOutcome, RunConfig, RunContext, RunSummary, Shard, collect
 from memlife.settings import settings
 from memlife.stores import MemoryStore, open_store, resolve_store_url
+from memlife.throttling import retried
 
 __all__ = ["RunConfig", "RunContext", "RunSummary", "Shard", "BatchOutcome", "run", "run_local"]
 
@@ -179,12 +181,12 @@ def _steps(
         and limit_model is None
         and (workers := planning_workers(config, len(shards))) > 1
     ):
-        outcomes = plan_in_processes(ctx, shards, workers,
-                                     lambda part: process_batch(ctx, store, part, report, executor))  # fmt: skip
+        outcomes = plan_in_processes(ctx, shards, workers, lambda part: retried(
+            lambda: process_batch(ctx, store, part, report, executor), part))  # fmt: skip
     else:
         outcomes = []
-        for b in groups:
-            collect(outcomes, process_batch(ctx, store, b, report, executor))
+        for b in groups:  # a throttled batch is retried, as a Prefect task is (throttling.py)
+            collect(outcomes, retried(partial(process_batch, ctx, store, b, report, executor), b))
     logger.info("planned %d records", sum(o.records for o in outcomes))
     checkpoint("after_stage")  # staged: nothing written yet
     progress.phase("regression gate" if config.eval_cases else "finishing")
@@ -420,7 +422,7 @@ def plan_in_processes(
     outcomes: list[BatchOutcome] = []
     with ProcessPoolExecutor(children, mp_context=multiprocessing.get_context(method)) as pool:
         futures = [
-            pool.submit(process_isolated, params, part, f"{i:05d}") for i, part in enumerate(parts)
+            pool.submit(isolated_retried, params, part, f"{i:05d}") for i, part in enumerate(parts)
         ]
         if local is not None:
             for part, future in zip(reversed(parts), reversed(futures), strict=True):
@@ -434,6 +436,12 @@ def plan_in_processes(
             progress.advance(outcome.records)
             collect(outcomes, outcome)
     return outcomes
+
+
+def isolated_retried(params: RunConfig, part: Sequence[Shard], name: str) -> BatchOutcome:
+    """A child process's batch, retried while throttled (the parent's retries cannot reach
+    inside it)."""
+    return retried(lambda: process_isolated(params, part, name), part)
 
 
 def parse_now(value: str | None) -> datetime | None:
