@@ -21,6 +21,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.tasks import exponential_backoff
 
 from memlife import fanout
+from memlife.consolidate.answers import AnswerBook
 from memlife.consolidate.base import ConsolidationResult, Consolidator, Group
 from memlife.settings import settings
 
@@ -78,9 +79,13 @@ class LimitedConsolidator:
         self.name = inner.name
         self.limit = limit or settings().model_calls_limit
 
-    def consolidate(self, group: Group) -> ConsolidationResult:
+    def consolidate(self, group: Group, answers: AnswerBook | None = None) -> ConsolidationResult:
+        """``answers``: the run's kept answers, handed through to a consolidator that keeps
+        them (memlife/apply/answers.py finds ``keeps_answers`` on the wrapped one)."""
         with concurrency(self.limit, occupy=1, strict=False):
-            return self.inner.consolidate(group)
+            if answers is None:
+                return self.inner.consolidate(group)
+            return self.inner.consolidate(group, answers=answers)  # type: ignore[call-arg]
 
     def __getattr__(self, name: str) -> Any:  # model name, stats, ... of the wrapped one
         return getattr(self.inner, name)

@@ -310,3 +310,21 @@ def test_the_cli_says_what_the_apply_run_reused(env: dict[str, Any]) -> None:
                 if line.startswith("report page: "))  # fmt: skip
     html = Path(page.removeprefix("file://")).read_text()
     assert "answers reused from a dry run" in html
+
+
+def test_the_prefect_flow_reuses_the_dry_runs_answers(
+    env: dict[str, Any], prefect_harness: Any
+) -> None:
+    # under Prefect the consolidator is wrapped to hold a slot of the model-call limit
+    # (flows/limits.LimitedConsolidator): the kept answer must reach it through the wrap
+    import flows.nightly as nightly_mod
+
+    base = dict(now=NOW, eval_cases=env["cases"], policy=DEFAULT_POLICY)
+    sent = len(env["server"].message_requests)
+    nightly_mod.nightly(RunConfig(dry_run=True, with_model=True, **base))
+    assert len(env["server"].message_requests) == sent + 1
+    env["state"]["relation"] = "complement"
+    result = nightly_mod.nightly(RunConfig(dry_run=False, **base))
+    assert len(env["server"].message_requests) == sent + 1  # no call: the dry run's answer
+    assert result["model"]["answers_reused"] == 1
+    assert Status.superseded in status(env["home"]).values()
