@@ -138,6 +138,11 @@ class Settings(BaseSettings):
     )
     model_timeout: float = Field(60.0, gt=0, le=HOUR, description="Seconds per model request")
     model_concurrency: int = Field(4, ge=1, description="Model requests in flight per process")
+    reuse_model_answers: bool = Field(
+        True,
+        description="An apply run uses the answers a dry run with --with-model was given "
+        "(7 days); false: every run asks the model",
+    )
     # orchestration (flows/)
     flow_timeout_seconds: float = Field(
         6 * HOUR, gt=0, le=7 * DAY, description="Nightly flow timeout"

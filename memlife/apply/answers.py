@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from memlife.consolidate.answers import AnswerBook, answer_book
 from memlife.consolidate.base import ConsolidationResult, Group
+from memlife.settings import settings
 
 if TYPE_CHECKING:
     from memlife.apply.executor import Executor
@@ -37,6 +38,8 @@ def for_executor(ex: Executor) -> AnswerBook | None:
     """The run's book (opened once an executor); None unless its consolidator calls a model
     and keeps answers (``keeps_answers``), or where its cache keeps no SQLite file."""
     if not isinstance(ex.consolidator, KeepsAnswers) or not ex.consolidator.keeps_answers:
+        return None
+    if not settings().reuse_model_answers:  # MEMLIFE_REUSE_MODEL_ANSWERS=false
         return None
     if "_answers" not in ex.__dict__:
         ex.__dict__["_answers"] = answer_book(ex.embeddings, dry_run=ex.dry_run)

@@ -328,3 +328,13 @@ def test_the_prefect_flow_reuses_the_dry_runs_answers(
     assert len(env["server"].message_requests) == sent + 1  # no call: the dry run's answer
     assert result["model"]["answers_reused"] == 1
     assert Status.superseded in status(env["home"]).values()
+
+
+def test_reuse_can_be_switched_off(env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMLIFE_REUSE_MODEL_ANSWERS", "false")
+    _, calls = night(env, 0, dry=True)
+    assert calls == 1 and kept(env["home"]) == []  # nothing kept
+    env["state"]["relation"] = "complement"
+    applied, calls = night(env, 0)
+    assert calls == 1 and "model_answers_reused" not in applied
+    assert set(status(env["home"]).values()) == {Status.active}  # the fresh answer: apart
