@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -360,6 +360,18 @@ class EmbeddingCache:
         if self._own:
             with self.lock:
                 self._db.close()
+
+
+@contextmanager
+def with_dry_runs_cache(cache: EmbeddingCache) -> Iterator[list[EmbeddingCache]]:
+    """``cache`` and, after it, the dry runs' file on this machine when it is another file
+    (closed on leaving): what leaves the store (deleted, erased) leaves both."""
+    home = dry_run_cache(other_than=cache)
+    try:
+        yield [cache] if home is None else [cache, home]
+    finally:
+        if home is not None:
+            home.close()
 
 
 def dry_run_cache(other_than: EmbeddingCache | None = None) -> EmbeddingCache | None:

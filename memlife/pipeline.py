@@ -182,7 +182,7 @@ def _steps(
         and (workers := planning_workers(config, len(shards))) > 1
     ):
         outcomes = plan_in_processes(ctx, shards, workers, lambda part: retried(
-            lambda: process_batch(ctx, store, part, report, executor), part))  # fmt: skip
+            partial(process_batch, ctx, store, part, report, executor), part))  # fmt: skip
     else:
         outcomes = []
         for b in groups:  # a throttled batch is retried, as a Prefect task is (throttling.py)
@@ -441,7 +441,7 @@ def plan_in_processes(
 def isolated_retried(params: RunConfig, part: Sequence[Shard], name: str) -> BatchOutcome:
     """A child process's batch, retried while throttled (the parent's retries cannot reach
     inside it)."""
-    return retried(lambda: process_isolated(params, part, name), part)
+    return retried(partial(process_isolated, params, part, name), part)
 
 
 def parse_now(value: str | None) -> datetime | None:

@@ -206,25 +206,27 @@ def forget_shards(
     conn: sqlite3.Connection, lock: AbstractContextManager[Any], shards: set[tuple[str, str]]
 ) -> int:
     """Drop every kept answer of these shards (creating nothing); how many went."""
-    n = 0
-    with lock:
-        if conn.execute(_TABLE).fetchone() is None:
-            return 0
-        for actor_id, namespace in sorted(shards):
-            n += conn.execute(
-                "DELETE FROM model_answers WHERE actor_id=? AND namespace=?", (actor_id, namespace)
-            ).rowcount
-    return n
+    sql = "DELETE FROM model_answers WHERE actor_id=? AND namespace=?"
+    return _delete_each(conn, lock, sql, sorted(shards))
 
 
 def forget_actors(
     conn: sqlite3.Connection, lock: AbstractContextManager[Any], actors: set[str]
 ) -> int:
     """Drop every kept answer of these actors, all namespaces."""
+    sql = "DELETE FROM model_answers WHERE actor_id=?"
+    return _delete_each(conn, lock, sql, [(a,) for a in sorted(actors)])
+
+
+def _delete_each(
+    conn: sqlite3.Connection, lock: AbstractContextManager[Any], sql: str,
+    keys: list[tuple[str, ...]],
+) -> int:  # fmt: skip
+    """Erasure's deletes: never quiet (a lock error propagates, unlike ``_quietly``)."""
     n = 0
     with lock:
         if conn.execute(_TABLE).fetchone() is None:
             return 0
-        for actor_id in sorted(actors):
-            n += conn.execute("DELETE FROM model_answers WHERE actor_id=?", (actor_id,)).rowcount
+        for key in keys:
+            n += conn.execute(sql, key).rowcount
     return n

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from memlife.consolidate.answers import KEEP_DAYS, answer_book, request_digest
+from memlife.consolidate.answers import KEEP_DAYS, AnswerBook, answer_book, request_digest
 from memlife.derived import forget_for
 from memlife.embed_cache import EmbeddingCache
 
@@ -25,12 +25,17 @@ def caches(home: Path) -> tuple[EmbeddingCache, EmbeddingCache]:
     return dry, applied
 
 
+def dry_book(cache: EmbeddingCache) -> AnswerBook:
+    book = answer_book(cache, dry_run=True)
+    assert book is not None
+    return book
+
+
 def test_the_apply_run_reads_the_dry_runs_file_and_drops_what_it_refused(
     caches: tuple[EmbeddingCache, EmbeddingCache],
 ) -> None:
     dry, applied = caches
-    book = answer_book(dry, dry_run=True)
-    assert book is not None
+    book = dry_book(dry)
     book.keep("d1", ("u-1", "/users/u-1/facts"), "claude-x", OUTPUT)
     found = book.find("d1")
     assert found is not None and found.output == OUTPUT and found.model == "claude-x"
@@ -49,8 +54,7 @@ def test_an_answer_older_than_the_keeping_time_is_not_read(
     caches: tuple[EmbeddingCache, EmbeddingCache],
 ) -> None:
     dry, _ = caches
-    book = answer_book(dry, dry_run=True)
-    assert book is not None
+    book = dry_book(dry)
     book.keep("old", ("u-1", "/users/u-1/facts"), "m", OUTPUT)
     assert dry.connection is not None
     dry.connection.execute(
@@ -66,8 +70,7 @@ def test_forgetting_a_shard_takes_its_answers_and_no_others(
     caches: tuple[EmbeddingCache, EmbeddingCache],
 ) -> None:
     dry, _ = caches
-    book = answer_book(dry, dry_run=True)
-    assert book is not None
+    book = dry_book(dry)
     book.keep("a", ("u-1", "/users/u-1/facts"), "m", OUTPUT)
     book.keep("b", ("u-1", "/users/u-1/prefs"), "m", OUTPUT)
     book.keep("c", ("u-2", "/users/u-2/facts"), "m", OUTPUT)
@@ -87,8 +90,7 @@ def test_forgetting_creates_nothing_where_nothing_was_kept(home: Path) -> None:
 
 def test_a_damaged_row_is_a_miss(caches: tuple[EmbeddingCache, EmbeddingCache]) -> None:
     dry, _ = caches
-    book = answer_book(dry, dry_run=True)
-    assert book is not None
+    book = dry_book(dry)
     book.keep("d", ("u-1", "/users/u-1/facts"), "m", OUTPUT)
     assert dry.connection is not None
     dry.connection.execute("UPDATE model_answers SET output='{not json'")

@@ -102,7 +102,7 @@ def forget_content(ex: Executor, gone: list[Operation], current: dict[str, Memor
     delete then misses is only embedded again when next asked. Erasure does more
     (apply/appliers/erase.py)."""
     from memlife.derived import forget_for
-    from memlife.embed_cache import dry_run_cache
+    from memlife.embed_cache import with_dry_runs_cache
     from memlife.inferred import InferredSubjects
 
     shards: dict[tuple[str, str], dict[str, str | None]] = {}
@@ -121,13 +121,10 @@ def forget_content(ex: Executor, gone: list[Operation], current: dict[str, Memor
         for actor, mine in shas.items()
         for sha in (mine - held(actor, mine, leaving) if held is not None else mine)
     ]
-    cache = ex.removal_cache()
-    home = dry_run_cache(other_than=cache)
-    for c in [cache] if home is None else [cache, home]:
-        c.delete_for(drop)
-        forget_for(c, shards)
-    if home is not None:
-        home.close()
+    with with_dry_runs_cache(ex.removal_cache()) as caches:
+        for c in caches:
+            c.delete_for(drop)
+            forget_for(c, shards)
     subjects = InferredSubjects.for_store(ex.store)
     for shard, removed in shards.items():
         subjects.forget_removed(shard, removed)

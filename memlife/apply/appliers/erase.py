@@ -70,24 +70,20 @@ def _forget_derived(
 ) -> None:  # fmt: skip
     from memlife.backends import open_ledger
     from memlife.derived import forget_for
-    from memlife.embed_cache import dry_run_cache
+    from memlife.embed_cache import with_dry_runs_cache
     from memlife.state.side import side_tables
 
     cache = ex.removal_cache()  # the dry runs' file: erase.py's caller (home_caches)
-    cache.delete_for(shas)
-    # results derived from the shard (an inferred subject key holds content words)
-    tally.counts["derived_rows_forgotten"] += forget_for(cache, shards)
     # an erase retried by a later run (the nightly retry queue, `erase --pending`) runs
     # with the store's cache: the dry runs' file on this machine is cleaned all the same
     # (its vectors, and the model answers a dry run kept: consolidate/answers.py)
-    home = dry_run_cache(other_than=cache)
-    if home is not None:
-        try:
-            home.delete_for(shas)
-            tally.counts["derived_rows_forgotten"] += forget_for(home, shards)
-            home.fold_wal()  # secure_delete zeroed the rows; the WAL still holds them
-        finally:
-            home.close()
+    with with_dry_runs_cache(cache) as caches:
+        for c in caches:
+            c.delete_for(shas)
+            # results derived from the shard (an inferred subject key holds content words)
+            tally.counts["derived_rows_forgotten"] += forget_for(c, shards)
+            if c is not cache:  # secure_delete zeroed the rows; the WAL still holds them
+                c.fold_wal()
     # the access ledger forgets them (on S3 with $MEMLIFE_STATE)
     tally.counts["ledger_rows_erased"] += int(open_ledger(store=ex.store).erase(list(gone)))
     tally.counts["journal_payloads_forgotten"] += ex.journal.forget_payloads(gone)
