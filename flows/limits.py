@@ -18,9 +18,8 @@ from typing import Any
 
 from prefect.concurrency.sync import concurrency
 from prefect.task_runners import ThreadPoolTaskRunner
-from prefect.tasks import exponential_backoff
 
-from memlife import fanout
+from memlife import fanout, throttling
 from memlife.consolidate.answers import AnswerBook
 from memlife.consolidate.base import ConsolidationResult, Consolidator, Group
 from memlife.settings import settings
@@ -60,7 +59,7 @@ def retrying() -> dict[str, Any]:
     s = settings()
     return dict(
         retries=s.task_retries,
-        retry_delay_seconds=exponential_backoff(backoff_factor=s.retry_backoff_seconds),
+        retry_delay_seconds=throttling.backoff_delays(s.task_retries, s.retry_backoff_seconds),
         retry_jitter_factor=s.retry_jitter,
         retry_condition_fn=retry_on_throttling,
     )

@@ -147,9 +147,14 @@ class Settings(BaseSettings):
     flow_timeout_seconds: float = Field(
         6 * HOUR, gt=0, le=7 * DAY, description="Nightly flow timeout"
     )
-    task_retries: int = Field(3, ge=0, description="Retries of a throttled shard batch")
+    # at most 10: Prefect takes 50 delays at most, and past ten doublings every wait is at
+    # throttling.MAX_RETRY_DELAY_SECONDS: more retries only keep a throttled night going
+    task_retries: int = Field(3, ge=0, le=10, description="Retries of a throttled shard batch")
     retry_backoff_seconds: float = Field(
-        10.0, ge=0, le=HOUR, description="Backoff factor: 10 -> 10, 20, 40 s"
+        10.0,
+        ge=0,
+        le=HOUR,
+        description="Backoff factor: 10 -> 10, 20, 40 s (each wait at most 15 min)",
     )
     retry_jitter: float = Field(0.5, ge=0, description="Retry jitter factor")
     model_calls_limit: str = Field(

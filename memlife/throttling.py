@@ -79,6 +79,17 @@ def retried(
                 raise
             if attempt >= s.task_retries:
                 return failed_outcome(shards, "THROTTLED")
-        delay = s.retry_backoff_seconds * 2**attempt
+        delay = backoff_delays(s.task_retries, s.retry_backoff_seconds)[attempt]
         sleep(max(0.0, delay * (1 + jitter.uniform(-s.retry_jitter, s.retry_jitter))))
         attempt += 1
+
+
+MAX_RETRY_DELAY_SECONDS = 900.0  # one wait: a night's batch never sleeps for hours
+
+
+def backoff_delays(retries: int, factor: float) -> list[float]:
+    """The wait before each retry of a throttled batch: ``factor`` doubling (10, 20, 40 s),
+    each capped at MAX_RETRY_DELAY_SECONDS; the Prefect tasks (flows/limits.retrying) and
+    the local engine use the same list. Uncapped, MEMLIFE_TASK_RETRIES=10 with the largest
+    factor (an hour) slept 21 days before its last try."""
+    return [min(MAX_RETRY_DELAY_SECONDS, factor * 2.0**r) for r in range(retries)]

@@ -11,6 +11,13 @@ RETRY_CAP = timedelta(hours=24)
 _JITTER = random.Random()
 
 
+# past this many doublings the delay is at the cap anyway (5 min x 2**9 > a day); without
+# the bound a failure retried every night overflowed timedelta on its 40th attempt and
+# wedged the retry queue for good
+_MAX_DOUBLINGS = 16
+
+
 def next_retry(attempts: int, now: datetime) -> datetime:
-    delay = min(RETRY_CAP, RETRY_BASE * (1 << max(0, attempts - 1)))  # 2**(attempts-1)
+    doublings = min(max(0, attempts - 1), _MAX_DOUBLINGS)  # 2**(attempts-1), bounded
+    delay = min(RETRY_CAP, RETRY_BASE * (1 << doublings))
     return now + delay * (0.5 + _JITTER.random() / 2)

@@ -57,6 +57,42 @@ def test_a_batch_throttled_past_its_retries_is_named_failed(quick: None) -> None
     assert waits == [2.0, 4.0, 8.0]  # three retries, then it gives up
 
 
+def test_every_wait_is_capped_and_the_prefect_tasks_wait_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The most retries and the largest factor the settings allow: the doubling stops at
+    MAX_RETRY_DELAY_SECONDS (uncapped, the tenth wait was 21 days), and the Prefect tasks'
+    delays are the local engine's list."""
+    from flows.limits import retrying
+    from memlife.throttling import MAX_RETRY_DELAY_SECONDS
+
+    monkeypatch.setenv("MEMLIFE_TASK_RETRIES", "10")
+    monkeypatch.setenv("MEMLIFE_RETRY_BACKOFF_SECONDS", "3600")
+    monkeypatch.setenv("MEMLIFE_RETRY_JITTER", "0")
+    waits: list[float] = []
+
+    def batch() -> BatchOutcome:
+        raise throttled()
+
+    out = retried(batch, SHARDS, sleep=waits.append)
+    assert out.failed_shards and len(waits) == 10
+    assert waits == [MAX_RETRY_DELAY_SECONDS] * 10
+    assert retrying()["retry_delay_seconds"] == waits and retrying()["retries"] == 10
+
+
+@pytest.mark.parametrize("value", ["11", "1000"])
+def test_a_retry_count_past_ten_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """A typo (MEMLIFE_TASK_RETRIES=100) would keep a throttled night retrying for a day
+    and break Prefect's limit of 50 delays: refused, naming the setting."""
+    from memlife.settings import settings
+
+    monkeypatch.setenv("MEMLIFE_TASK_RETRIES", value)
+    with pytest.raises(Exception, match="MEMLIFE_TASK_RETRIES"):
+        settings()
+
+
 def test_any_other_error_is_not_retried(quick: None) -> None:
     waits: list[float] = []
 
