@@ -515,9 +515,11 @@ def _erase(
         derived=sorted(i for i, w in why.items() if w not in ("ERASURE_REQUEST", "HOLD_RELEASED")),
         rebuilt=sorted(r.id for r in plan.rebuild), reactivated=sorted(r.id for r in plan.reactivate),
     )  # fmt: skip
+    resumed = 0
     if pending:  # erasures an earlier attempt left unfinished (a crash, a receipt outage)
         run.executor.erase_cache = cache
-        if run.executor.resume_due(run.tally, kinds={OpKind.erase}):
+        resumed = run.executor.resume_due(run.tally, kinds={OpKind.erase})
+        if resumed:
             run.seal_abandoned()  # the attempt that left them gets its run receipt too
     if held:  # not again for a record deferred before, unless this call asks for it
         fresh = [r for r in held if r.id not in pending_now or why[r.id] == "ERASURE_REQUEST"]
@@ -537,7 +539,10 @@ def _erase(
     run.extra["erased"] = [
         o.record_id for o in done if o.outcome in (Outcome.deleted, Outcome.already_absent)
     ]
-    if free or plan.rebuild:
+    # a resumed erasure compacts too (this run's own, or another attempt's pending): the
+    # attempt that deleted the record and then failed never did, and the erased bytes stay
+    # in the WAL as long as this process, or a killed one's file, keeps it
+    if free or plan.rebuild or resumed or OpKind.erase in run.resumed:
         run.extra["compaction"] = compact(store, caches)
     for c in caches[1:]:
         c.close()

@@ -86,6 +86,7 @@ class ManualRun:
     tally: Tally = field(default_factory=Tally)
     extra: dict[str, Any] = field(default_factory=dict)
     lease: Lease | None = None  # the store's lifecycle lease, held until finish()
+    resumed: set[OpKind] = field(default_factory=set)  # kinds a rerun finished first (_resume_own)
 
     @property
     def prefix(self) -> str:
@@ -229,9 +230,10 @@ def _resume_own(run: ManualRun) -> None:
     for o in run.journal.by_run(run.run_id):
         if o.state in (OpState.PLANNED, OpState.APPLIED) or retryable(o):
             left.setdefault(o.kind, []).append(o)
-    for ops in left.values():
+    for kind, ops in left.items():
         for batch in chunked(ops, 100):
             run.executor.run_lifecycle(batch, run.tally)
+        run.resumed.add(kind)
 
 
 # manual runs of this process not yet finished (released): alive, whatever their receipts say
