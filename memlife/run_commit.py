@@ -94,8 +94,8 @@ def unseen_by(
 ) -> None:
     """Add to ``held`` the judgements a case that could not read its shard, or that checks
     nothing (gate.coverage), would have seen: in that case's namespace, or every namespace
-    of its actor when it names none (or names one its actor has no record in). Nothing
-    changes there unevaluated; the rest of the run goes on."""
+    of its actor when it names none (or names one its actor has no record in). No judgement
+    is made there unevaluated; obligations and the rest of the run go on."""
     if not unread:
         return
     scopes = {(u["actor_id"], u["namespace"]) for u in unread}
@@ -103,7 +103,11 @@ def unseen_by(
     def seen(actor: str, namespace: str) -> bool:
         return (actor, namespace) in scopes or (actor, None) in scopes
 
-    deletions = {i.id for o in outcomes for i in o.deletions if seen(i.actor_id, i.namespace)}
+    # judgements only: an obligation (hard expiry, a user's forget) goes ahead, as without a set
+    deletions = {
+        i.id for o in outcomes for i in o.deletions
+        if seen(i.actor_id, i.namespace) and not _obligation(i)
+    }  # fmt: skip
     groups = {g.replacement.id for o in outcomes for g in o.staged if seen(*g.shard)}
     held["deletions"] = sorted(set(held["deletions"]) | deletions)
     held["groups"] = sorted(set(held["groups"]) | groups)
