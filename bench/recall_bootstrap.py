@@ -11,7 +11,8 @@ difference, and how many questions it wins and loses at k.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -65,3 +66,40 @@ def paired(
         "wins": int(sum((d > 0).sum() for d in diffs)),
         "losses": int(sum((d < 0).sum() for d in diffs)),
     }
+
+
+def print_rows(
+    runs: Sequence[tuple[str, Callable[[], dict[str, Any]]]],
+    heading: str,
+    ks: Sequence[int],
+    *,
+    width: int = 44,
+    weights_label: str = "idea weight per fold",
+    before: Callable[[], None] | None = None,
+) -> None:
+    """Run each (label, held-out figure) in turn and print its row: recall at ``ks``, the
+    weights each fold chose, recall@5 per category; the first row (the headline) with its
+    interval, every later one paired with it (bench/recall_ideas.py, recall_pool_terms.py)."""
+    print(f"{heading:{width}s} " + " ".join(f"r@{k:<4d}" for k in ks))
+    base = None
+    for label, fn in runs:
+        if before is not None:
+            before()
+        r = fn()
+        m = " ".join(f"{r['mean'][k]:.4f}" for k in ks)
+        cats = " ".join(
+            f"{c.split()[1]} {v['recall@5']:.3f}" for c, v in r["pooled"]["per_category"].items()
+        )
+        print(
+            f"{label:{width}s} {m}   {weights_label} {r['idea_weights']}   r@5: {cats}", flush=True
+        )
+        if base is None:  # the headline runs first: every idea is compared with it
+            base = r["ranks"]
+            lo, hi = interval(base)
+            print(f"{'':{width}s} r@5 95% interval over the questions [{lo:.4f}, {hi:.4f}]")
+        else:
+            d = paired(r["ranks"], base)
+            print(
+                f"{'':{width}s} r@5 vs headline {d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}], "
+                f"questions won {d['wins']}, lost {d['losses']}"
+            )

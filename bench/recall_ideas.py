@@ -500,32 +500,17 @@ def main(argv: list[str] | None = None) -> int:
                     p.tok_best = best
 
         runs.append(("token alignment over float states (not sign bits)", float_tokens))
-    head = f"{'held out, ' + args.granularity:44s} " + " ".join(f"r@{k:<4d}" for k in bench.KS)
-    print(head)
-    base = None
-    for label, fn in runs:
-        if args.only and not any(o in label for o in args.only) and base is not None:
-            continue
+    chosen = [
+        (label, fn)
+        for n, (label, fn) in enumerate(runs)
+        if n == 0 or not args.only or any(o in label for o in args.only)
+    ]
+
+    def clear() -> None:
         for p in preps:
             p.extra = {}
-        r = fn()
-        m = " ".join(f"{r['mean'][k]:.4f}" for k in bench.KS)
-        cats = " ".join(
-            f"{c.split()[1]} {v['recall@5']:.3f}" for c, v in r["pooled"]["per_category"].items()
-        )
-        print(
-            f"{label:44s} {m}   idea weight per fold {r['idea_weights']}   r@5: {cats}", flush=True
-        )
-        if base is None:  # the headline runs first: every idea is compared with it
-            base = r["ranks"]
-            lo, hi = bootstrap.interval(base)
-            print(f"{'':44s} r@5 95% interval over the questions [{lo:.4f}, {hi:.4f}]")
-        else:
-            d = bootstrap.paired(r["ranks"], base)
-            print(
-                f"{'':44s} r@5 vs headline {d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}], "
-                f"questions won {d['wins']}, lost {d['losses']}"
-            )
+
+    bootstrap.print_rows(chosen, f"held out, {args.granularity}", bench.KS, before=clear)
     cache.save()
     return 0
 

@@ -180,27 +180,15 @@ def main(argv: list[str] | None = None) -> int:
         ("query likelihood (Dirichlet) beside BM25", lambda: extra_terms("ql", query_likelihood)),
         ("coverage of the question's terms (idf)", lambda: extra_terms("cover", coverage)),
     ]
-    print(f"{'held out, observations':50s} " + " ".join(f"r@{k:<4d}" for k in bench.KS))
-    base = None
-    for label, fn in runs:
+
+    def clear() -> None:
         for p in preps:
             p.extra = {}
-        r = fn()
-        m = " ".join(f"{r['mean'][k]:.4f}" for k in bench.KS)
-        cats = " ".join(
-            f"{c.split()[1]} {v['recall@5']:.3f}" for c, v in r["pooled"]["per_category"].items()
-        )
-        print(f"{label:50s} {m}   weights per fold {r['idea_weights']}   r@5: {cats}", flush=True)
-        if base is None:
-            base = r["ranks"]
-            lo, hi = bootstrap.interval(base)
-            print(f"{'':50s} r@5 95% interval over the questions [{lo:.4f}, {hi:.4f}]")
-        else:
-            d = bootstrap.paired(r["ranks"], base)
-            print(
-                f"{'':50s} r@5 vs headline {d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}], "
-                f"questions won {d['wins']}, lost {d['losses']}"
-            )
+
+    bootstrap.print_rows(
+        runs, "held out, observations", bench.KS, width=50, weights_label="weights per fold",
+        before=clear,
+    )  # fmt: skip
     cache.save()
     return 0
 
