@@ -70,6 +70,7 @@ def retried(
     Any other error propagates: a bug is not retried."""
     s = settings()
     jitter = random.Random()  # its own stream: memlife never moves the global one
+    delays = backoff_delays(s.task_retries, s.retry_backoff_seconds)
     attempt = 0
     while True:
         try:
@@ -79,8 +80,8 @@ def retried(
                 raise
             if attempt >= s.task_retries:
                 return failed_outcome(shards, "THROTTLED")
-        delay = backoff_delays(s.task_retries, s.retry_backoff_seconds)[attempt]
-        sleep(max(0.0, delay * (1 + jitter.uniform(-s.retry_jitter, s.retry_jitter))))
+        jittered = delays[attempt] * (1 + jitter.uniform(-s.retry_jitter, s.retry_jitter))
+        sleep(max(0.0, jittered))
         attempt += 1
 
 

@@ -15,10 +15,7 @@ from typer.testing import CliRunner
 from memlife.audit import FileSink
 from memlife.cli import app
 from memlife.evidence import chain, counts_from_rows, receipt_digest, sha256
-from memlife.journal import open_journal
-from memlife.review import verify_run
-from memlife.stores.sqlite import SqliteStore
-from tests.support.evidence import copied_run, sealed_nightly_run
+from tests.support.evidence import copied_run, sealed_nightly_run, verify_problems
 
 
 @pytest.fixture(scope="module")
@@ -35,14 +32,7 @@ def ev(pristine: dict, tmp_path: Path) -> dict:
 
 
 def codes(ev: dict, evidence_only: bool) -> set[str]:
-    store = SqliteStore(ev["root"] / "memlife.db")
-    try:
-        v = verify_run(ev["sink"], None if evidence_only else store,
-                       None if evidence_only else open_journal(store), ev["run_id"],
-                       evidence_only=evidence_only)  # fmt: skip
-    finally:
-        store.close()
-    return {p["code"] for p in v.problems}
+    return {p["code"] for p in verify_problems(ev, evidence_only)}
 
 
 def rows(ev: dict) -> list[dict]:

@@ -5,8 +5,12 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
+from memlife.journal import open_journal
 from memlife.pipeline import RunConfig, run_local
+from memlife.review import verify_run
+from memlife.stores.sqlite import SqliteStore
 from tests.support.lifecycle import CUTOFF, seed
 
 
@@ -31,3 +35,16 @@ def copied_run(pristine: dict, dest: Path) -> dict:
     receipt = dest / pristine["receipt"].relative_to(pristine["base"])
     return {"root": dest, "run_id": pristine["run_id"], "receipt": receipt,
             "folder": receipt.parent}  # fmt: skip
+
+
+def verify_problems(ev: dict, evidence_only: bool) -> list[dict[str, Any]]:
+    """What ``verify_run`` finds in ``ev`` (copied_run's), from the evidence alone or
+    against the store and its journal as well."""
+    store = SqliteStore(ev["root"] / "memlife.db")
+    try:
+        v = verify_run(ev["sink"], None if evidence_only else store,
+                       None if evidence_only else open_journal(store), ev["run_id"],
+                       evidence_only=evidence_only)  # fmt: skip
+    finally:
+        store.close()
+    return list(v.problems)

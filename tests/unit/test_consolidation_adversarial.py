@@ -212,10 +212,12 @@ def test_a_character_the_source_holds_may_stay(emb) -> None:
 
 
 # -- through the real SDK -------------------------------------------------------------------
-def _make(server: MessagesServer, emb: MiniLMEmbedder, **kw: Any) -> AnthropicConsolidator:
+def _make(
+    server: MessagesServer, emb: MiniLMEmbedder, timeout: float = 5.0, **kw: Any
+) -> AnthropicConsolidator:
     return AnthropicConsolidator(model="claude-haiku-4-5", max_tokens=512, base_url=server.base_url,
-                                 api_key="sk-ant-fake", embedder=emb, max_retries=0, timeout=5.0,
-                                 **kw)  # fmt: skip
+                                 api_key="sk-ant-fake", embedder=emb, max_retries=0,
+                                 timeout=timeout, **kw)  # fmt: skip
 
 
 def _answer(summary: str, ids: list[str], stop_reason: str = "tool_use", **fields: Any) -> Reply:

@@ -36,6 +36,7 @@ from memlife.model import MemoryRecord, utcnow
 from memlife.policy import load_policy
 from memlife.stores.base import MAX_BATCH, BatchResult, ItemFailure
 from memlife.stores.sqlite import SqliteStore
+from tests.unit.test_guards_session33 import any_journal  # noqa: F401 (its fixture: SQLite and DynamoDB)
 
 OTHER = "elsewhere:2:y"  # another host's writer
 T0 = datetime(2026, 11, 1, 12, tzinfo=UTC)
@@ -264,21 +265,10 @@ def test_an_operator_cannot_resolve_an_operation_that_did_not_fail(
 
 
 # -- 8. journal/base.py ALLOWED: a failed operation is never receipted as done --------------
-@pytest.fixture(params=["sqlite", "dynamodb"])
-def any_journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Journal]:
-    if request.param == "sqlite":
-        yield SqliteJournal.at(tmp_path / "journal.db")
-        return
-    from memlife.journal.dynamodb import DynamoJournal
-    from tests.support.aws_state import aws_state
-
-    with aws_state("inprocess") as (_, state):
-        yield DynamoJournal(state)
-
-
 @pytest.mark.parametrize("retry", [False, True], ids=["terminal", "retryable"])
 def test_a_failed_operation_cannot_be_receipted_as_if_it_succeeded(
-    any_journal: Journal, retry: bool
+    any_journal: Journal,  # noqa: F811 (the imported fixture)
+    retry: bool,
 ) -> None:
     """Attacks the FAILED row of ALLOWED: FAILED moves on only by a new attempt (APPLIED or
     FAILED again). Straight to RECEIPTED, a failed delete would read as done (its receipt

@@ -32,9 +32,9 @@ from memlife.ledger import AccessLedger
 from memlife.receipts import operation_key, write_operation_receipt
 from memlife.receipts_dataset import dataset_key
 from memlife.receipts_history import record_history
-from memlife.review import verify_run
 from memlife.stores.sqlite import SqliteStore
 from tests.support.evidence import copied_run, sealed_nightly_run
+from tests.support.evidence import verify_problems as problems
 from tests.support.lifecycle import CUTOFF
 
 T0 = datetime(2026, 11, 30, 12, tzinfo=UTC)
@@ -60,17 +60,6 @@ def ev(pristine: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
     run = copied_run(pristine, tmp_path / "c")
     return run | {"sink": FileSink(run["root"] / "receipts"),
                   "ops": run["root"] / "receipts" / "operations"}  # fmt: skip
-
-
-def problems(ev: dict[str, Any], evidence_only: bool) -> list[dict[str, Any]]:
-    store = SqliteStore(ev["root"] / "memlife.db")
-    try:
-        v = verify_run(ev["sink"], None if evidence_only else store,
-                       None if evidence_only else open_journal(store), ev["run_id"],
-                       evidence_only=evidence_only)  # fmt: skip
-    finally:
-        store.close()
-    return list(v.problems)
 
 
 def rows(ev: dict[str, Any]) -> list[dict[str, Any]]:

@@ -25,10 +25,10 @@ from memlife.model import Status
 from memlife.online.memory import LongTermMemory
 from memlife.pipeline import RunConfig, run_local, start_run
 from memlife.stores.sqlite import Refresh, SqliteStore
-from tests.fakes.messages_api import error_reply, invalid_request_error, tool_use_reply
+from tests.fakes.messages_api import error_reply, tool_use_reply
 from tests.support.gate import NOW
 from tests.support.gate import rec as gate_rec
-from tests.unit.test_consolidation_adversarial import COFFEE, PAIR
+from tests.unit.test_consolidation_adversarial import COFFEE, PAIR, _make
 from tests.unit.test_model_deadline import _drip, _Quiet, _serve
 from tests.unit.test_throttling import throttle_reads
 
@@ -39,12 +39,6 @@ ANSWER = {"summary": COFFEE, "claims": [COFFEE], "confidence": 0.9, "source_ids"
 @pytest.fixture(scope="module")
 def emb() -> MiniLMEmbedder:
     return default_embedder()
-
-
-def _make(server: Any, emb: MiniLMEmbedder, timeout: float = 5.0) -> AnthropicConsolidator:
-    return AnthropicConsolidator(model="claude-haiku-4-5", max_tokens=512, base_url=server.base_url,
-                                 api_key="sk-ant-fake", embedder=emb, max_retries=0,
-                                 timeout=timeout)  # fmt: skip
 
 
 def refused(server: Any, emb: MiniLMEmbedder, **kw: Any) -> ConsolidationError:
@@ -62,19 +56,6 @@ def test_a_request_timeout_status_is_retryable(messages_server, emb) -> None:
     messages_server.enqueue(error_reply(408, "timeout_error", "Request timed out"))
     err = refused(messages_server, emb)
     assert err.code == "MODEL_UNAVAILABLE" and err.retryable
-
-
-# -- 2. anthropic.py _configuration_error: a 400 naming the configured model is the run's ------
-def test_a_bad_request_naming_the_model_id_is_the_runs(messages_server, emb) -> None:
-    """A 400 that names the configured model id (without the word "model") is
-    MODEL_MISCONFIGURED, sticky: later groups are not sent."""
-    messages_server.enqueue(invalid_request_error("claude-haiku-4-5 is not available to you"))
-    c = _make(messages_server, emb)
-    for _ in range(3):
-        with pytest.raises(ConsolidationError) as info:
-            c.consolidate(PAIR)
-        assert info.value.code == "MODEL_MISCONFIGURED" and info.value.retryable
-    assert len(messages_server.message_requests) == 1
 
 
 # -- 3. anthropic.py _parse: never two calls of the consolidation tool ------------------------

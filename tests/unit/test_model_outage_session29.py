@@ -22,10 +22,20 @@ def emb() -> MiniLMEmbedder:
     return default_embedder()
 
 
-def test_an_account_error_is_the_runs_not_the_groups(messages_server, emb) -> None:
-    messages_server.enqueue(invalid_request_error(
+@pytest.mark.parametrize(
+    "message",
+    [
         "Your credit balance is too low to access the Anthropic API. Please go to Plans & "
-        "Billing to upgrade or purchase credits."))  # fmt: skip
+        "Billing to upgrade or purchase credits.",
+        # names the configured model id without the word "model" (session 34 audit)
+        "claude-haiku-4-5 is not available to you",
+    ],
+    ids=["account", "model-id"],
+)
+def test_an_account_error_is_the_runs_not_the_groups(messages_server, emb, message: str) -> None:
+    """A 400 about the account or the configured model is MODEL_MISCONFIGURED, sticky:
+    later groups are not sent."""
+    messages_server.enqueue(invalid_request_error(message))
     c = _make(messages_server, emb)
     for _ in range(3):
         with pytest.raises(ConsolidationError) as info:
