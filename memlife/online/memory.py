@@ -422,8 +422,11 @@ class LongTermMemory:
                 if row is None:
                     break
                 existing_id = shard.ids[row]
-                if vector is not None and not self._restated(existing_id, fact):
-                    break  # close in meaning but saying other words: a new memory
+                compared: str | None = None  # the hash of the words restates() read
+                if vector is not None:
+                    same, compared = self._restated(existing_id, fact)
+                    if not same:
+                        break  # close in meaning but saying other words: a new memory
                 refreshed = self._refresh(
                     existing_id,
                     subject,
@@ -432,6 +435,7 @@ class LongTermMemory:
                     source,
                     key=key if vector is None else None,
                     memory_type=memory_type,
+                    compared=compared,
                 )
                 if refreshed is None:
                     # the index's text of that row is stale (rewritten elsewhere): reload it;
@@ -575,27 +579,33 @@ class LongTermMemory:
         row = int(np.argmax(sims))
         return (row, float(sims[row])) if np.isfinite(sims[row]) else (None, -1.0)
 
-    def _restated(self, record_id: str, fact: str) -> bool:
-        """A near duplicate refreshes only a record that says the same words: "allergic to 3
-        medications" must not confirm "2 medications" (memlife/restate.py). A record gone
-        meanwhile counts as restated: the refresh then finds it gone and looks again."""
+    def _restated(self, record_id: str, fact: str) -> tuple[bool, str | None]:
+        """Whether the record says the same words as ``fact``, and the hash of the text
+        compared. A near duplicate refreshes only a record that says the same words:
+        "allergic to 3 medications" must not confirm "2 medications" (memlife/restate.py).
+        A record gone meanwhile counts as restated: the refresh then finds it gone and
+        looks again."""
         rec = self.store.get(record_id)
-        return rec is None or restates(rec.content, fact)
+        if rec is None:
+            return True, None
+        return restates(rec.content, fact), rec.sha256
 
     def _refresh(
         self, record_id: str, subject: str | None, confidence: float, now: datetime,
         source: Source = Source.user_stated, *, key: str | None = None,
-        memory_type: MemoryType = MemoryType.semantic,
+        memory_type: MemoryType = MemoryType.semantic, compared: str | None = None,
     ) -> bool | None:  # fmt: skip
-        """True: refreshed. False: gone or no longer active (look again). None: the record
-        no longer has the exact-duplicate ``key`` (its text was changed elsewhere).
+        """True: refreshed. False: gone, no longer active, or no longer the text
+        ``compared`` (a near duplicate's hash as :meth:`_restated` read it): look again.
+        None: the record no longer has the exact-duplicate ``key`` (its text was changed
+        elsewhere).
 
         The store changes only what a refresh changes, from the row as it is then (SQLite:
         one conditional UPDATE, ``access_count + 1``): a concurrent refresh's access or
         another writer's expiry is never written back from this read. A lifetime change
         (:meth:`_relife`) is written only while the row's lifetime is still the one read:
         else read again (a few times), so it is never lost to a concurrent change."""
-        read_sha: str | None = None  # a near duplicate's text as first read (key is None)
+        read_sha = compared  # a near duplicate's text as compared (key is None)
         for _ in range(3):
             rec = self.store.get(record_id)
             if rec is None or rec.status is not Status.active or self.expired(rec, now):
