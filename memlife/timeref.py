@@ -1,4 +1,5 @@
-"""Absolute dates named in a query ("on 16 June, 2023", "in October 2023", "in 2022").
+"""Absolute dates named in a query ("on 16 June, 2023", "in October 2023", "in 2022",
+"on 2023-06-16").
 
 Recall uses them to prefer memories created in (or shortly after) the named period:
 records carry ``created_at``, and a fact said in a conversation is saved when it is said,
@@ -29,6 +30,9 @@ _DAY_MONTH_YEAR = re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MON},?\s+{_YEAR}\b", re.I
 _MONTH_DAY_YEAR = re.compile(rf"\b{_MON}\s+{_DAY},?\s+{_YEAR}\b", re.I)
 _MONTH_YEAR = re.compile(rf"\b{_MON},?\s+(?:of\s+)?{_YEAR}\b", re.I)
 _YEAR_ONLY = re.compile(rf"\b{_YEAR}\b")
+# year first, as agents and models write dates: 2023-06-16, 2023/06/16, 2023-06-16T10:00Z
+_ISO_DAY = re.compile(rf"\b{_YEAR}([-/])(\d{{1,2}})\2(\d{{1,2}})(?!\d)")
+_ISO_MONTH = re.compile(rf"\b{_YEAR}-(\d{{1,2}})(?![\d/-])")
 
 
 def _month(name: str) -> int:
@@ -58,6 +62,17 @@ def query_date_ranges(text: str) -> list[tuple[date, date]]:
     def take(m: re.Match[str]) -> None:
         taken[m.start() : m.end()] = b"\x01" * (m.end() - m.start())
 
+    for m in _ISO_DAY.finditer(text):
+        year, month = int(m[1]), int(m[3])
+        try:
+            d = date(year, month, int(m[4]))
+        except ValueError:
+            if 1 <= month <= 12:  # no such day: its month, as "31 February 2023" reads
+                out.append((date(year, month, 1), _month_end(year, month)))
+                take(m)
+            continue  # no such month: its year stands, read below
+        out.append((d, d))
+        take(m)
     for pat, day_first in ((_DAY_MONTH_YEAR, True), (_MONTH_DAY_YEAR, False)):
         for m in pat.finditer(text):
             if not free(m):
@@ -72,6 +87,11 @@ def query_date_ranges(text: str) -> list[tuple[date, date]]:
     for m in _MONTH_YEAR.finditer(text):
         if free(m):
             year, month = int(m[2]), _month(m[1])
+            out.append((date(year, month, 1), _month_end(year, month)))
+            take(m)
+    for m in _ISO_MONTH.finditer(text):
+        if free(m) and 1 <= (month := int(m[2])) <= 12:
+            year = int(m[1])
             out.append((date(year, month, 1), _month_end(year, month)))
             take(m)
     for m in _YEAR_ONLY.finditer(text):

@@ -229,6 +229,9 @@ def test_date_in_query_prefers_records_created_then() -> None:
     # That day first, then within the grace week after; earlier or later records tie.
     assert list(hits.indices) == [2, 3, 0, 1]
     assert hits.scores[0] == pytest.approx(hits.scores[2] + DATE_WEIGHT)
+    iso = rank(q, v, k=4, query_text="What did I save on 2023-06-16?", created=created,
+               context_weight=0.0)  # fmt: skip
+    assert list(iso.indices) == [2, 3, 0, 1]  # the day, not all of 2023
     month = rank(q, v, k=4, query_text="in June 2023", created=created, context_weight=0.0)
     assert list(month.indices) == [1, 2, 3, 0]  # all of June (and the week after) first
     off = rank(q, v, k=4, query_text=query, created=created, date_weight=0.0, context_weight=0.0)

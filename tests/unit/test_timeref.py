@@ -54,6 +54,31 @@ def test_any_written_day_is_read_back(d: date, form: str) -> None:
     assert query_date_ranges(text) == [(d, d)]
 
 
+def test_year_first_dates_as_agents_write_them() -> None:
+    """ "on 2023-06-16" was read as all of 2023: every record of that year got the bonus."""
+    day = [(date(2023, 6, 16), date(2023, 6, 16))]
+    assert query_date_ranges("What did I note on 2023-06-16?") == day
+    assert query_date_ranges("on 2023/06/16") == day
+    assert query_date_ranges("since 2023-06-16T10:00:00Z") == day
+    assert query_date_ranges("in 2023-06") == [(date(2023, 6, 1), date(2023, 6, 30))]
+    assert query_date_ranges("2023-02-31") == [(date(2023, 2, 1), date(2023, 2, 28))]
+    # no such month, a season or a phone number: the year alone, never a month
+    for text in ("2023-13-40", "the 2023-24 season", "call 2023-555-1234", "in 2023/06"):
+        assert query_date_ranges(text) == [(date(2023, 1, 1), date(2023, 12, 31))], text
+    # day-first numbers are ambiguous (16.06 / 06.16): only their year is read
+    assert query_date_ranges("16.06.2023") == [(date(2023, 1, 1), date(2023, 12, 31))]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.dates(min_value=date(1950, 1, 1), max_value=date(2099, 12, 31)),
+    st.sampled_from(["%Y-%m-%d", "%Y/%m/%d", "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%d %H:%M"]),
+)
+def test_any_year_first_day_is_read_back(d: date, form: str) -> None:
+    text = f"what happened on {datetime(d.year, d.month, d.day, 9, 30).strftime(form)}?"
+    assert query_date_ranges(text) == [(d, d)]
+
+
 def test_epoch_seconds_takes_naive_as_utc() -> None:
     naive = datetime(2023, 6, 16, 12, 0)
     assert epoch_seconds(naive) == epoch_seconds(naive.replace(tzinfo=UTC)) == 1686916800.0
