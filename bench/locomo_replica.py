@@ -10,10 +10,14 @@ trusted (tests/e2e/test_bench_recall.py does the same on random conversations).
 
 from __future__ import annotations
 
+import argparse
+import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import recall_locomo as bench
@@ -24,6 +28,9 @@ from memlife.retrieval import CONTEXT_POOL, CONTEXT_WINDOW_S
 from memlife.speakers import query_names
 from memlife.timeref import query_date_ranges
 from memlife.token_match import QueryTokens, TokenCodes
+
+if TYPE_CHECKING:
+    from locomo_cache import VectorCache
 
 
 @dataclass
@@ -184,6 +191,53 @@ def check_replica(preps: Sequence[Prepared], w: dict[str, float]) -> float:
         same += int((got == np.asarray(want)).sum())
         total += len(want)
     return same / total
+
+
+def checked(convs: list[bench.Conversation], cache: VectorCache) -> list[Prepared] | None:
+    """Every conversation embedded (through ``cache``) and prepared, once the replica has
+    agreed with ``rank`` on every query (printed); None, with a message, where it has not."""
+    bench.prepare(convs, cache)
+    preps = [prepare(c) for c in convs]
+    agree = check_replica(preps, bench.DEFAULTS)
+    print(f"replica agrees with retrieval.rank on {agree:.4f} of queries")
+    if agree < 0.999:
+        print("replica disagrees with rank(): stopping", file=sys.stderr)
+        return None
+    return preps
+
+
+def observations_from_argv(
+    argv: list[str] | None, doc: str
+) -> tuple[VectorCache, list[Prepared]] | None:
+    """A script's command line, ``path [--embed-cache FILE]``: the observation task
+    embedded, prepared and :func:`checked` (None where the replica disagrees)."""
+    from locomo_cache import VectorCache
+
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("path", type=Path)
+    ap.add_argument("--embed-cache", type=Path)
+    args = ap.parse_args(argv)
+    cache = VectorCache(args.embed_cache)
+    preps = checked(bench.load(args.path, "observations"), cache)
+    return None if preps is None else (cache, preps)
+
+
+def held_out_with(
+    preps: Sequence[Prepared],
+    grid: dict,
+    name: str,
+    make: Callable[[int, bench.Conversation], np.ndarray],
+    weights: Sequence[float],
+) -> dict:
+    """``held_out`` with one more fused term: ``make(i, conversation)`` (Q x N) for each
+    conversation, its weight chosen from ``weights`` (0 = off) like the others."""
+    for i, p in enumerate(preps):
+        p.extra = {name: make(i, p.conv)}
+    try:
+        return held_out(preps, grid | {name: tuple(weights)})
+    finally:
+        for p in preps:
+            p.extra = {}
 
 
 def _score(preps: Sequence[Prepared], w: dict, post: Post | None, pool: int) -> dict:

@@ -31,7 +31,7 @@ import numpy as np
 import recall_bootstrap as bootstrap
 import recall_locomo as bench
 from locomo_cache import VectorCache
-from locomo_replica import Post, Prepared, check_replica, held_out, prepare
+from locomo_replica import Post, Prepared, held_out, prepare
 
 from memlife.embed import default_embedder
 from memlife.lexical import tokenize
@@ -350,12 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     convs = bench.load(args.path, args.granularity)
     cache = VectorCache(args.embed_cache)
-    bench.prepare(convs, cache)
-    preps = [prepare(c) for c in convs]
-    agree = check_replica(preps, bench.DEFAULTS)
-    print(f"replica agrees with retrieval.rank on {agree:.4f} of queries")
-    if agree < 0.999:
-        print("replica disagrees with rank(): stopping", file=sys.stderr)
+    preps = replica.checked(convs, cache)
+    if preps is None:
         return 1
     grid = dict(bench.GRID)
 

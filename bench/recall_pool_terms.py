@@ -21,19 +21,16 @@ scores, compared question by question with the headline (``recall_bootstrap.pair
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from collections import Counter
 from collections.abc import Callable
-from pathlib import Path
 
 import locomo_replica as replica
 import numpy as np
 import recall_bootstrap as bootstrap
 import recall_locomo as bench
-from locomo_cache import VectorCache
-from locomo_replica import Prepared, check_replica, held_out, prepare
+from locomo_replica import Prepared, held_out, held_out_with
 
 from memlife.lexical import tokenize
 from memlife.retrieval import CONTEXT_POOL
@@ -129,18 +126,10 @@ def coverage(c: bench.Conversation) -> np.ndarray:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("path", type=Path)
-    ap.add_argument("--embed-cache", type=Path)
-    args = ap.parse_args(argv)
-    convs = bench.load(args.path, "observations")
-    cache = VectorCache(args.embed_cache)
-    bench.prepare(convs, cache)
-    preps = [prepare(c) for c in convs]
-    agree = check_replica(preps, bench.DEFAULTS)
-    print(f"replica agrees with retrieval.rank on {agree:.4f} of queries")
-    if agree < 0.999:
+    loaded = replica.observations_from_argv(argv, __doc__ or "")
+    if loaded is None:
         return 1
+    cache, preps = loaded
     grid = dict(bench.GRID)
     shipped = replica.first_hits
 
@@ -155,9 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         return run
 
     def extra_terms(name: str, make: Callable[[bench.Conversation], np.ndarray]) -> dict:
-        for p in preps:
-            p.extra = {name: make(p.conv)}
-        return held_out(preps, grid | {name: (0.0, 0.05, 0.1, 0.2, 0.3, 0.5)})
+        return held_out_with(
+            preps, grid, name, lambda i, c: make(c), (0.0, 0.05, 0.1, 0.2, 0.3, 0.5)
+        )
 
     near = (0.0, 0.1, 0.2, 0.3, 0.5)
     zt = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3)
@@ -181,14 +170,9 @@ def main(argv: list[str] | None = None) -> int:
         ("coverage of the question's terms (idf)", lambda: extra_terms("cover", coverage)),
     ]
 
-    def clear() -> None:
-        for p in preps:
-            p.extra = {}
-
     bootstrap.print_rows(
-        runs, "held out, observations", bench.KS, width=50, weights_label="weights per fold",
-        before=clear,
-    )  # fmt: skip
+        runs, "held out, observations", bench.KS, width=50, weights_label="weights per fold"
+    )
     cache.save()
     return 0
 

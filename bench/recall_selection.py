@@ -130,11 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", default=["objective", "bagging", "slots"])
     args = ap.parse_args(argv)
     convs = bench.load(args.path, "observations")
-    bench.prepare(convs, VectorCache(args.embed_cache))
-    preps = [replica.prepare(c) for c in convs]
-    agree = replica.check_replica(preps, bench.DEFAULTS)
-    print(f"replica agrees with retrieval.rank on {agree:.4f} of queries")
-    if agree < 0.999:
+    preps = replica.checked(convs, VectorCache(args.embed_cache))
+    if preps is None:
         return 1
     folds = [([preps[i] for i in a], [preps[i] for i in b]) for a, b in bench.FOLDS]
     chosen = [ascend(train, lambda r: recall(r, 5)) for train, _ in folds]
