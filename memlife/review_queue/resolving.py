@@ -56,7 +56,12 @@ def resolve(
         decision, OpKind.review
     )
     # the same decision killed part way (after the delete, before its receipt): finished now
-    earlier = earlier_attempt(open_journal(store), item, decision.value, kind)
+    # a predecessor item's decision (the record deleted, imported again, found again) is not
+    # an attempt of this one: the operations other items were closed with are left out
+    others = {o.operation_id for o in queue.for_record(item.record_id, item.actor_id,
+                                                         item.namespace)
+              if o.item_id != iid and o.operation_id}  # fmt: skip
+    earlier = earlier_attempt(open_journal(store), item, decision.value, kind, others)
     if earlier and not same_request(as_sink(receipts), earlier[0], item, decision.value,
                                     reviewer, by or item.pair_id):  # fmt: skip
         raise ReviewError(

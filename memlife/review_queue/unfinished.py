@@ -15,6 +15,7 @@ namespace, the decision's kind, and the reason codes the resolve writes
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 
 from memlife.apply.lifecycle import retryable
@@ -29,18 +30,27 @@ DONE = frozenset({Outcome.deleted, Outcome.already_absent, Outcome.superseded})
 
 
 def earlier_attempt(
-    journal: Journal, item: ReviewItem, decision: str, kind: OpKind
+    journal: Journal,
+    item: ReviewItem,
+    decision: str,
+    kind: OpKind,
+    others: Collection[str] = (),
 ) -> list[Operation]:
     """The latest earlier attempt's operations of ``decision`` on ``item`` (its main
     operation first, then the deletes that went with it), or [] when there is none, or
-    when it ended otherwise (refused, skipped, failed for good)."""
+    when it ended otherwise (refused, skipped, failed for good). ``others``: operations
+    other items of the record were closed with, never this item's attempts."""
     opened = _time(item.opened_at)
     mine = [
         o for o in journal.for_record(item.record_id)
         if o.record_id == item.record_id and o.kind is kind  # for_record: replacements too
         and (o.actor_id, o.namespace) == (item.actor_id, item.namespace)
         and f"REVIEW_{decision.upper()}" in o.reasons and item.reason in o.reasons
+        # the item's opening is a night's cutoff, the operation's time the journal's clock:
+        # a night at an earlier cutoff (a catch-up, --now) opens an item "before" the
+        # delete that closed its predecessor, so that delete is told apart by its item
         and (opened is None or o.created_at is None or o.created_at >= opened)
+        and o.operation_id not in others
     ]  # fmt: skip
     if not mine:
         return []
