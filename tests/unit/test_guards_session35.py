@@ -519,26 +519,3 @@ def test_the_sweep_counts_a_verification_at_the_items_opening_instant_as_since(
     assert dict(sweep(home, store)) == {}
     store.put_many([r.model_copy(update={"last_verified_at": T0})])
     assert dict(sweep(home, store)) == {"review_cleared": 1}
-
-
-# -- metrics.py: every count is sent once, in calls of at most 1,000 data ----------------------
-def test_many_counts_are_published_once_each_in_calls_of_at_most_1000() -> None:
-    """Attacks ``data[i : i + 1000]`` in metrics.publish_counts: PutMetricData takes at most
-    1,000 data a call. 2,500 counts go out in three calls of at most 1,000, each count
-    exactly once (an overlapping slice would send one twice and exceed the limit). The
-    client is CloudWatch's stand-in, recording calls (AWS is not reached from tests)."""
-    from memlife.metrics import publish_counts
-
-    class Recording:
-        def __init__(self) -> None:
-            self.calls: list[list[str]] = []
-
-        def put_metric_data(self, *, Namespace: str, MetricData: list[dict[str, Any]]) -> None:
-            self.calls.append([d["MetricName"] for d in MetricData])
-
-    cw = Recording()
-    counts = {f"count_{n:04d}": n for n in range(2500)}
-    assert publish_counts(counts, namespace="memlife-test", mode="apply", policy_version="v1",
-                          timestamp=T0, client=cw)  # fmt: skip
-    assert [len(c) for c in cw.calls] == [1000, 1000, 500]
-    assert sorted(n for c in cw.calls for n in c) == sorted(counts)
