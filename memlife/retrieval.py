@@ -389,7 +389,10 @@ def rank_sets(
     CONTEXT_POOL candidates that token alignment and the conversation context reorder
     (a neighbour in another namespace counts). Each set scores its own rows; the best
     pool of every set holds the union's best pool. Returns the best ``k`` (ties by id);
-    the caller cuts after its own checks (online recall drops hits no longer active)."""
+    the caller cuts after its own checks (online recall drops hits no longer active).
+    Scores agree with :func:`rank`'s to float32 rounding: BLAS may sum a row in another
+    order in another matrix, so one memory kept in two sets may score a last bit apart,
+    and such a pair is ordered by that bit, not by id."""
     if k <= 0:
         raise ValueError("k must be positive")
     live = [(which, s) for which, s in enumerate(sets) if len(s.ids)]

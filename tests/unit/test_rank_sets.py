@@ -72,6 +72,31 @@ def corpora(draw: st.DrawFn) -> tuple:
     return texts, vectors, created, codes, cuts, query, qtok, _unit(rng.standard_normal(DIM))
 
 
+ROUNDING = 1e-6  # float32 products of one row in two matrices may differ in the last bit
+
+
+def assert_same_ranking(got: list[tuple[str, float]], want: list[tuple[str, float]]) -> None:
+    """The same ids in the same order, with the same scores, except that memories whose
+    scores are a float rounding apart may come in either order (and either may take the
+    last place): each set scores its own rows, and BLAS may sum one row in another order
+    in another matrix (a repeated memory in two sets scored 4e-8 apart). Scores exactly
+    equal are ties, and ties go by id on both sides."""
+    assert len(got) == len(want)
+    g_scores, w_scores = [s for _, s in got], [s for _, s in want]
+    np.testing.assert_allclose(g_scores, w_scores, rtol=1e-5, atol=ROUNDING)
+    for ranked in (got, want):
+        for (a, sa), (b, sb) in itertools.pairwise(ranked):
+            assert sa > sb or (sa == sb and a < b), (a, sa, b, sb)  # best first, ties by id
+    start = 0
+    while start < len(want):  # runs of scores a rounding apart
+        end = start + 1
+        while end < len(want) and w_scores[end - 1] - w_scores[end] <= ROUNDING:
+            end += 1
+        if end < len(want):  # a run before the cut holds the same memories
+            assert {i for i, _ in got[start:end]} == {i for i, _ in want[start:end]}
+        start = end
+
+
 @settings(max_examples=150, deadline=None)
 @given(corpora(), st.integers(1, 12), st.sampled_from([None, -1.0, 0.0, 0.3]),
        st.booleans())  # fmt: skip
@@ -92,8 +117,7 @@ def test_any_split_ranks_as_the_union(corpus, k, threshold, with_codes) -> None:
         token_codes=(lambda rows: [codes[int(r)] for r in rows]) if with_codes else None,
     )  # fmt: skip
     want = [(ids[int(i)], float(s)) for i, s in zip(whole.indices, whole.scores, strict=True)]
-    assert [r.id for r in got] == [i for i, _ in want]
-    np.testing.assert_allclose([r.score for r in got], [s for _, s in want], rtol=1e-5, atol=1e-6)
+    assert_same_ranking([(r.id, r.score) for r in got], want)
     for r in got:  # each hit names its set and row
         assert sets[r.which].ids[r.row] == r.id
 
