@@ -519,3 +519,41 @@ def test_the_sweep_counts_a_verification_at_the_items_opening_instant_as_since(
     assert dict(sweep(home, store)) == {}
     store.put_many([r.model_copy(update={"last_verified_at": T0})])
     assert dict(sweep(home, store)) == {"review_cleared": 1}
+
+
+# -- cli/review.py: a decision run that failed exits 3 -----------------------------------------
+def test_a_resolve_whose_delete_failed_exits_3_and_leaves_the_item_open(
+    store: SqliteStore, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attacks ``status != "success" -> exit 3`` in `memlife review resolve` (the thirteenth
+    audit left it untested). The record is rewritten by another connection after resolve's
+    checks and before its delete: the delete is refused (its precondition, the reviewed
+    content, no longer holds), the run is a partial failure, and a script calling the CLI
+    must see exit 3, not 0; the item stays open and the rewritten record stays."""
+    from typer.testing import CliRunner
+
+    import memlife.quarantine as quarantine
+    from memlife.cli import app
+
+    r = rec("m-1")
+    store.put_many([r])
+    night(store, "night-1", T0, finding(r))
+    iid = item_id("m-1", "MISSING_OWNER", "u-1", NS)
+    real = quarantine.manual_run
+
+    def run_then_rewrite(*args: Any, **kwargs: Any) -> Any:
+        run = real(*args, **kwargs)  # resolve has checked the record: now it changes
+        with SqliteStore(home / "memlife.db") as other:
+            other.put_many([rec("m-1", "Lives in Porto now.")])
+        return run
+
+    monkeypatch.setattr(quarantine, "manual_run", run_then_rewrite)
+    res = CliRunner().invoke(
+        app, ["review", "resolve", iid, "--decision", "delete", "--reviewer", "eve@example.com",
+              "--json"],
+    )  # fmt: skip
+    assert res.exit_code == 3, res.output
+    left = store.get("m-1")
+    assert left is not None and left.content == "Lives in Porto now."
+    item = ReviewQueue.for_store(store).get(iid)
+    assert item is not None and item.state == "open"
