@@ -13,6 +13,7 @@ from typing import Any
 
 from memlife.errors import InputError, NotFoundError
 from memlife.journal import OpKind
+from memlife.lease import scoped as lease_scoped
 from memlife.model import RetentionClass
 from memlife.stores.base import MemoryStore, iter_shard
 
@@ -52,6 +53,7 @@ def subject_ids(store: MemoryStore, actor: str, subject: str) -> list[str]:
     return ids
 
 
+@lease_scoped  # the lease its run takes is given back however the hold ends
 def place_hold(
     store: MemoryStore, *, ids: Sequence[str] = (), actor: str | None = None,
     subject: str | None = None, policy: Any = None, receipts: Any = None,

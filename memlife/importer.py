@@ -54,6 +54,7 @@ from memlife.import_write import (
     write_batch,
 )
 from memlife.journal import Operation, OpKind, Outcome
+from memlife.lease import scoped as lease_scoped
 from memlife.model import (
     FUTURE_SKEW,
     MemoryRecord,
@@ -441,6 +442,7 @@ class _Batches(Generic[T]):
             self.seen.close()
 
 
+@lease_scoped  # the lease the update run takes is given back however the updates end
 def _apply_updates(
     store: MemoryStore,
     updates: list[tuple[int, MemoryRecord]],

@@ -8,6 +8,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from memlife.lease import scoped as lease_scoped
 from memlife.model import Status
 from memlife.plan import Reason
 from memlife.review_queue.base import ReviewItem
@@ -22,6 +23,7 @@ from memlife.review_queue.queue import ReviewQueue
 from memlife.review_queue.unfinished import earlier_attempt, same_request, unfinished
 
 
+@lease_scoped  # the lease its decision run takes is given back however the resolve ends
 def resolve(
     store: Any, iid: str, decision: ReviewDecision | str, reviewer: str, *,
     by: str | None = None, policy: Any = None, receipts: Any = None, now: datetime | None = None,

@@ -557,3 +557,41 @@ def test_a_resolve_whose_delete_failed_exits_3_and_leaves_the_item_open(
     assert left is not None and left.content == "Lives in Porto now."
     item = ReviewQueue.for_store(store).get(iid)
     assert item is not None and item.state == "open"
+
+
+# -- lease.scoped on every manual run: a failure gives the store's lease back ------------------
+def _leases(store: SqliteStore) -> int:
+    return int(store.connection.execute("SELECT COUNT(*) FROM leases").fetchone()[0])
+
+
+@pytest.mark.parametrize("entry", ["resolve", "place_hold", "import_update"])
+def test_a_manual_run_that_fails_gives_the_stores_lease_back(
+    store: SqliteStore, home: Path, tmp_path: Path, entry: str
+) -> None:
+    """A review decision, a hold and an import's updates each take the store's lifecycle
+    lease for their run. One that raised part way kept it, renewed by its heartbeat for as
+    long as the process lived: in a review UI or an agent's process that is for good, and
+    the nightly run (another process) found the store held and could not start. Each is
+    now given back however the call ends (``lease.scoped``, as erase was)."""
+    from memlife.faults import InjectedFault, inject
+    from memlife.holds import place_hold
+    from memlife.importer import import_file
+
+    r = rec("m-1")
+    store.put_many([r])
+    night(store, "night-1", T0, finding(r))
+    line = tmp_path / "update.jsonl"
+    line.write_text(rec("m-1", "Lives in Porto.").to_json() + "\n")
+    calls = {
+        "resolve": lambda: resolve(store, item_id("m-1", "MISSING_OWNER", "u-1", NS), "keep",
+                                   "eve@example.com", policy=POLICY),
+        "place_hold": lambda: place_hold(store, ids=["m-1"], policy=POLICY),
+        "import_update": lambda: import_file(store, line, policy=POLICY, update=True,
+                                             workers=0),
+    }  # fmt: skip
+    with inject("before_receipt"), pytest.raises(InjectedFault):
+        calls[entry]()
+    assert _leases(store) == 0  # nothing of this process's left in the lease table
+    from memlife import lease
+
+    assert not any(h.backend.connection is store.connection for h in lease._HELD.values())
