@@ -88,6 +88,15 @@ _QUALIFIERS = {w: w for w in """only used want severe mild might will would befo
     "days": "day", "weeks": "week", "months": "month", "years": "year", "plans": "plan",
     "planned": "plan", "planning": "plan",
 }  # fmt: skip
+# be and have in their tense: "has cancer" is not "had cancer", "was married" not "is";
+# both are stopwords to BM25, and MiniLM hardly moves for them (remember's restates keeps
+# the same tenses)
+_TENSES = {
+    **dict.fromkeys("is are am isn't aren't".split(), ("be", "now")),
+    **dict.fromkeys("was were wasn't weren't".split(), ("be", "then")),
+    **dict.fromkeys("has have hasn't haven't".split(), ("have", "now")),
+    **dict.fromkeys("had hadn't".split(), ("have", "then")),
+}
 _FOLD = {"each": "everi"}  # "each morning" is "every morning"
 _NAME = re.compile(r"\b[A-Z][\w'’-]*")
 _RAW = re.compile(r"\d+(?:[.,:]\d+)*|[a-z'’]+")
@@ -102,6 +111,22 @@ def content_words(text: str, free: Collection[str] = ()) -> set[str]:
 
 def qualifiers(text: str) -> set[str]:
     return {_QUALIFIERS[w] for w in _RAW.findall(text.casefold()) if w in _QUALIFIERS}
+
+
+def tenses(text: str) -> set[tuple[str, str]]:
+    """(verb, "now" or "then") for each form of be and have ``text`` uses."""
+    return {_TENSES[w] for w in _RAW.findall(text.casefold().replace("’", "'")) if w in _TENSES}
+
+
+def _retensed(member: set[tuple[str, str]], summary: set[tuple[str, str]]) -> bool:
+    """A verb the member uses in one tense and the summary only in the other: "has cancer"
+    merged as "had cancer" says the fact is over, "was married" as "is married" that it
+    is not."""
+    return any(
+        (verb, when) in member and (verb, other) in summary and (verb, when) not in summary
+        for verb in ("be", "have")
+        for when, other in (("now", "then"), ("then", "now"))
+    )
 
 
 def bindings(text: str) -> dict[str, set[str]]:
@@ -183,7 +208,7 @@ def check_coverage(
     units = _pieces(summary, parts)
     unit_neg = np.array([n for _, n in units])
     unit_said = [_lenient(vocabulary(u), u) for u, _ in units]
-    bound, qualified = bindings(summary), qualifiers(summary)
+    bound, qualified, tensed = bindings(summary), qualifiers(summary), tenses(summary)
 
     # the words the summary affirms and those it denies, leaf by leaf: "eats fish but does
     # not eat meat" affirms no meat, "allergic to peanuts and shellfish" denies nothing
@@ -214,6 +239,8 @@ def check_coverage(
             raise ConsolidationError(DROPPED_FACT, f"{r.id}: a number or origin reassigned")
         if qualifiers(r.content) - qualified:
             raise ConsolidationError(DROPPED_FACT, f"{r.id}: a qualifier not in the summary")
+        if _retensed(tenses(r.content), tensed):
+            raise ConsolidationError(DROPPED_FACT, f"{r.id}: said in another tense")
         own = _leaves(r.content, parts)
         if any(_traded(_names(leaf), summary_names) for leaf, _ in own):
             raise ConsolidationError(DROPPED_FACT, f"{r.id}: two names traded places")

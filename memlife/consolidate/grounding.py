@@ -135,6 +135,8 @@ _UNITS = frozenset(
     month months year years decade decades times""".split()
 )
 _NUMBER_UNIT = re.compile(r"(\S*\d\S*|\b[A-Za-z]+\b)(?=\s+([A-Za-z]+)\b)")
+# a time of day with its half: "8am" (or "8 a.m.") is not "8pm"; read as "8 am"
+_MERIDIEM = re.compile(r"(?<![\w.])(\d{1,2}(?::\d\d)?)\s?([ap])\.?\s?m\b\.?", re.IGNORECASE)
 # a number with its sign, currency and percent: "-18" is not "18", "$900" not "€900"
 _NUMBER = re.compile(r"(?:(?<![\w.])[-\u2212+])?[$\u20ac\u00a3\u00a5]?\d+(?:[.,:/-]\d+)*%?")
 # a word ends in a letter or digit: the closing quote of "'Charlotte's Web'" is not its own
@@ -207,7 +209,7 @@ def specifics(text: str) -> set[str]:
     """Numbers (with sign, currency, percent; and in words, by value), months and weekdays,
     and proper nouns: capitalised not at sentence start, ALL CAPS, or opening a sentence as
     a name does (``_reads_as_name``; never a function, time or linking word)."""
-    found = {m.group() for m in _NUMBER.finditer(text)} | _with_units(text)
+    found = {m.group() for m in _NUMBER.finditer(text)} | _with_units(text) | _meridiem(text)
     for m in _WORD.finditer(text):
         w = m.group()
         low = w.lower()
@@ -283,6 +285,11 @@ def _with_units(text: str) -> set[str]:
     return out
 
 
+def _meridiem(text: str) -> set[str]:
+    """Each time of day with its half: "8am", "8 a.m." and "8 AM" are all "8 am"."""
+    return {f"{m[1]} {m[2].lower()}m" for m in _MERIDIEM.finditer(text)}
+
+
 def _sentence_start(text: str, at: int) -> bool:
     """The text starts at ``at``, or the last non-space before it ends a sentence
     (``_SENTENCE_END`` on ``text[:at]``, without searching the whole prefix per word)."""
@@ -298,7 +305,7 @@ def _vocabulary(texts: Sequence[str]) -> set[str]:
     vocab: set[str] = set()
     for t in texts:
         vocab.update(m.group() for m in _NUMBER.finditer(t))
-        vocab |= _with_units(t)
+        vocab |= _with_units(t) | _meridiem(t)
         vocab.update(
             NUMBER_VALUES[w] for w in map(str.lower, _WORD.findall(t)) if w in NUMBER_VALUES
         )
