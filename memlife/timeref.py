@@ -45,6 +45,10 @@ def _month_end(year: int, month: int) -> date:
     return first_next - timedelta(days=1)
 
 
+def _whole_month(year: int, month: int) -> tuple[date, date]:
+    return date(year, month, 1), _month_end(year, month)
+
+
 def query_date_ranges(text: str) -> list[tuple[date, date]]:
     """Each explicit date in ``text`` as an inclusive (first day, last day) range.
 
@@ -68,7 +72,7 @@ def query_date_ranges(text: str) -> list[tuple[date, date]]:
             d = date(year, month, int(m[4]))
         except ValueError:
             if 1 <= month <= 12:  # no such day: its month, as "31 February 2023" reads
-                out.append((date(year, month, 1), _month_end(year, month)))
+                out.append(_whole_month(year, month))
                 take(m)
             continue  # no such month: its year stands, read below
         out.append((d, d))
@@ -87,12 +91,12 @@ def query_date_ranges(text: str) -> list[tuple[date, date]]:
     for m in _MONTH_YEAR.finditer(text):
         if free(m):
             year, month = int(m[2]), _month(m[1])
-            out.append((date(year, month, 1), _month_end(year, month)))
+            out.append(_whole_month(year, month))
             take(m)
     for m in _ISO_MONTH.finditer(text):
         if free(m) and 1 <= (month := int(m[2])) <= 12:
             year = int(m[1])
-            out.append((date(year, month, 1), _month_end(year, month)))
+            out.append(_whole_month(year, month))
             take(m)
     for m in _YEAR_ONLY.finditer(text):
         if free(m):

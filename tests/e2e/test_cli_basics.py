@@ -10,23 +10,15 @@ from pathlib import Path
 
 import pytest
 import typer
-from typer.testing import CliRunner
 
 from memlife import __version__
-from memlife.cli import COMMANDS, app
+from memlife.cli import COMMANDS
 from memlife.model import Status
 from memlife.stores.sqlite import SqliteStore
 from tests.conftest import REPO
+from tests.support.cli import invoke
 
-runner = CliRunner()
 FIXED_NOW = "2026-11-01T00:00:00Z"
-
-
-def invoke(*args: str, input: str | None = None) -> tuple[int, str, str]:
-    res = runner.invoke(app, list(args), input=input)
-    if res.exception and not isinstance(res.exception, SystemExit):
-        raise res.exception
-    return res.exit_code, res.stdout, res.stderr
 
 
 def one_line_error(code: int, err: str, expected_code: int = 2) -> str:

@@ -19,22 +19,14 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from memlife.cli import app
 from memlife.demo import generate
 from memlife.stores.sqlite import SqliteStore
 from tests.conftest import REPO
+from tests.support.cli import invoke
 from tests.support.gate import NOW, write_cases
 
 NOW_ARG = NOW.isoformat()
-
-
-def invoke(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    res = CliRunner().invoke(app, list(args), env=env)
-    if res.exception and not isinstance(res.exception, SystemExit):
-        raise res.exception
-    return res.exit_code, res.stdout, res.stderr
 
 
 def error_line(code: int, err: str, expected: int = 2) -> str:

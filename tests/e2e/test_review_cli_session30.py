@@ -21,15 +21,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from memlife.cli import app
 from memlife.model import MemoryRecord, Status
 from memlife.pipeline import RunConfig, run_local
 from memlife.review_queue import ReviewItem, ReviewQueue
 from memlife.stores.sqlite import SqliteStore
+from tests.support.cli import invoke
 
-runner = CliRunner()
 DAY1 = datetime(2026, 1, 5, 8, tzinfo=UTC)
 LATER = DAY1 + timedelta(days=39)
 NIGHT = LATER + timedelta(days=2)
@@ -45,13 +43,6 @@ def rec(rid: str, text: str, **kw: object) -> MemoryRecord:
         "id": rid, "actor_id": "u-7", "namespace": NS, "memory_type": "semantic",
         "content": text, "created_at": DAY1, "source": "agent_inferred", "confidence": 0.6, **kw,
     })  # fmt: skip
-
-
-def invoke(*args: str) -> tuple[int, str, str]:
-    res = runner.invoke(app, list(args))
-    if res.exception and not isinstance(res.exception, SystemExit):
-        raise res.exception
-    return res.exit_code, res.stdout, res.stderr
 
 
 def error_line(code: int, err: str, expected: int) -> str:

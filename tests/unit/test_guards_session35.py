@@ -220,35 +220,26 @@ def _deleted_then_imported_again(
     return first, again.item_id
 
 
+@pytest.mark.parametrize("later", [True, False], ids=["night-after", "night-at-earlier-cutoff"])
 def test_a_record_deleted_then_imported_again_can_be_deleted_again_by_its_new_item(
-    store: SqliteStore, home: Path
+    store: SqliteStore, home: Path, later: bool
 ) -> None:
     """Holds the filters of unfinished.earlier_attempt that tell a predecessor item's
     decision apart (``o.created_at >= opened``, and the operations other items were closed
     with). The reviewer's delete through the item a later night opened for the re-imported
-    record is a first attempt: the delete receipted before that item was opened is not an
-    unfinished attempt of it (refused as "another request")."""
-    later = datetime.now(UTC) + timedelta(seconds=1)  # after the first delete's operation
-    _, again = _deleted_then_imported_again(store, home, later)
-    out = resolve(store, again, "delete", "eve@example.com", policy=POLICY,
-                  receipts=f"file://{home}/receipts")  # fmt: skip
-    assert out["item"]["state"] == "resolved"
-    assert store.get("m-1") is None
+    record is a first attempt, not an unfinished attempt of it (refused as "another
+    request").
 
-
-def test_a_night_at_an_earlier_cutoff_does_not_block_the_new_items_delete(
-    store: SqliteStore, home: Path
-) -> None:
-    """Found by this audit (fixed in memlife/review_queue/unfinished.py): earlier_attempt
-    read operations of this record, kind, actor, namespace and reason codes created since
-    the item was opened. ``created_at`` is the journal's wall clock, ``opened_at`` the
-    opening night's cutoff: a night whose cutoff lies before the predecessor item's delete
-    (a catch-up or late night, ``--now``) opened the follow-up item "before" that receipted
-    delete, which was taken for an earlier attempt of the new item; same_request failed
-    (another item id) and the reviewer was refused for good ("an earlier delete of it ...
-    is unfinished and was another request") though nothing was unfinished. The operations
-    other items were closed with are no attempt of this one."""
-    _, again = _deleted_then_imported_again(store, home, T0 + timedelta(days=1))
+    The second case was a bug this audit found (fixed in memlife/review_queue/
+    unfinished.py): ``created_at`` is the journal's wall clock, ``opened_at`` the opening
+    night's cutoff, so a night whose cutoff lies before the predecessor's delete (a
+    catch-up or late night, ``--now``) opened the follow-up item "before" that receipted
+    delete, which was taken for an earlier attempt; the reviewer was refused for good
+    though nothing was unfinished. The operations other items were closed with are no
+    attempt of this one."""
+    # after the first delete's operation (the journal's clock), or a day after T0: earlier
+    second = datetime.now(UTC) + timedelta(seconds=1) if later else T0 + timedelta(days=1)
+    _, again = _deleted_then_imported_again(store, home, second)
     out = resolve(store, again, "delete", "eve@example.com", policy=POLICY,
                   receipts=f"file://{home}/receipts")  # fmt: skip
     assert out["item"]["state"] == "resolved"

@@ -15,13 +15,12 @@ import pytest
 pytest.importorskip("langgraph.store.base")
 
 from langgraph.store.base import InvalidNamespaceError, PutOp  # noqa: E402
-from typer.testing import CliRunner  # noqa: E402
 
 from memlife import Memory  # noqa: E402
-from memlife.cli import app  # noqa: E402
 from memlife.integrations.langgraph import MemlifeStore, actor_label, record_id  # noqa: E402
 from memlife.model import MemoryRecord, RetentionClass, Status, utcnow  # noqa: E402
 from memlife.stores.sqlite import SqliteStore  # noqa: E402
+from tests.support.cli import invoke
 
 T0 = datetime(2026, 11, 1, 12, tzinfo=UTC)
 
@@ -146,14 +145,6 @@ def test_a_put_op_with_an_empty_namespace_is_refused_whatever_the_actor_mapping(
 
 
 # -- CLI: erase ------------------------------------------------------------------------------
-runner = CliRunner()
-
-
-def invoke(*args: str) -> tuple[int, str, str]:
-    res = runner.invoke(app, list(args))
-    if res.exception and not isinstance(res.exception, SystemExit):
-        raise res.exception
-    return res.exit_code, res.stdout, res.stderr
 
 
 def remembered(actor: str, subject: str, fact: str) -> str:

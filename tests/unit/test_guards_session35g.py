@@ -8,13 +8,13 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from memlife.consolidate import ConsolidationError, ConsolidationResult, Group, check_grounding
+from memlife.consolidate import ConsolidationResult, Group
 from memlife.consolidate.coverage import DROPPED_FACT
 from memlife.consolidate.estimate import CHARS_PER_TOKEN, estimate_input_tokens
 from memlife.consolidate.grounding import OVERSIZED_RESULT, UNGROUNDED_CLAIM, UNKNOWN_SOURCE
 from memlife.consolidate.prompts import request_chars, tool_definition
 from memlife.embed import MiniLMEmbedder, default_embedder
-from tests.unit.test_grounding import THRESHOLD, group
+from tests.unit.test_grounding import code, group
 
 
 @pytest.fixture(scope="module")
@@ -30,14 +30,6 @@ def answer(g: Group, summary: str, *claims: str, **extra: object) -> Consolidati
         source_ids=[r.id for r in g.records],
         **extra,
     )
-
-
-def code(res: ConsolidationResult, g: Group, emb: MiniLMEmbedder) -> str | None:
-    try:
-        check_grounding(res, g, emb, THRESHOLD)
-    except ConsolidationError as exc:
-        return exc.code
-    return None
 
 
 def test_an_update_retiring_an_id_outside_the_group_is_refused(emb) -> None:
