@@ -150,6 +150,12 @@ class Lease:
             )
         self._confirmed = asked
 
+    def holds(self, depth: int) -> bool:
+        """Whether this process still holds the lease at ``depth`` (a nested taker's level):
+        a scope that ended, however, gave its level back."""
+        with _HELD_LOCK:
+            return _HELD.get(self.key) is self and self.depth >= depth
+
     def release(self) -> None:
         self.depth -= 1
         if self.depth > 0:

@@ -94,7 +94,7 @@ class ManualRun:
 
     def release(self) -> None:
         """Give the lease back (idempotent; finish() does it, a failure path must too)."""
-        _LIVE.discard(self.run_id)
+        _LIVE.pop(self.run_id, None)
         if self.lease is not None:
             self.lease.release()
             self.lease = None
@@ -111,7 +111,7 @@ class ManualRun:
         if url is None:
             return
         if sealed := seal_abandoned(self.sink, self.journal, store_url=url, run_id=self.run_id,
-                                    cutoff=self.cutoff, alive=frozenset(_LIVE)):  # fmt: skip
+                                    cutoff=self.cutoff, alive=_alive()):  # fmt: skip
             self.tally.counts["abandoned_runs_sealed"] += len(sealed)
 
     def finish(self) -> dict[str, Any]:
@@ -197,7 +197,7 @@ def manual_run(
         operator_identity()
     )  # a person asked: receipts name who (review: the reviewer)
     run = ManualRun(action, run_id, key, cutoff, pol, sink, journal, executor, lease=lease)
-    _LIVE.add(run_id)
+    _LIVE[run_id] = (lease, lease.depth)
     manifest = {"run_id": run_id, "run_key": key, "mode": f"manual:{action}",
                 "policy_version": pol.version, "cutoff": cutoff.isoformat(),
                 "record_ids": sorted(ids), "started_at": utcnow().isoformat(),
@@ -236,8 +236,20 @@ def _resume_own(run: ManualRun) -> None:
         run.resumed.add(kind)
 
 
-# manual runs of this process not yet finished (released): alive, whatever their receipts say
-_LIVE: set[str] = set()
+# manual runs of this process not yet finished (released): alive, whatever their receipts
+# say. Each with its lease and that lease's depth when the run took it: a caller that
+# failed part way gave the lease back below it (lease.scoped) without finishing the run,
+# which is then as dead as a killed process's, and the next run seals it.
+_LIVE: dict[str, tuple[Lease, int]] = {}
+
+
+def _alive() -> frozenset[str]:
+    """The manual runs of this process still under way (their leases held as taken)."""
+    for run_id, (lease, depth) in list(_LIVE.items()):
+        if not lease.holds(depth):
+            _LIVE.pop(run_id, None)
+    return frozenset(_LIVE)
+
 
 _OUTCOME_COUNTS = {*COUNT.values(), "failed", "receipt_failed"}  # the journal's, not the tally's
 

@@ -1,0 +1,92 @@
+"""Guards left untested by earlier audits (session 36): each test fails when the guard it
+names is loosened. Real components: the SQLite store, the CLI through typer's runner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memlife.model import RetentionClass
+from memlife.stores.sqlite import SqliteStore
+from tests.support.cli import invoke
+
+
+def test_an_erase_whose_record_was_held_meanwhile_exits_3_and_defers_it(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attacks ``status != "success" -> exit 3`` in `memlife erase` (the thirteenth audit
+    left it untested). Another writer (an import with --allow-held) puts the record on
+    legal hold after erase selected it and before its delete: the store refuses the
+    delete, the erasure is deferred, the run is a partial failure, and a script calling
+    the CLI must see exit 3, not 0 (which would read as "erased"). The record stays."""
+    import memlife.erase as erase_module
+
+    code, out, err = invoke(
+        "remember", "--actor", "u1", "--subject", "case", "My cat is Tom.", "--json"
+    )
+    assert code == 0, err
+    rid = json.loads(out)["id"]
+    real = erase_module.manual_run
+
+    def run_then_hold(*args: Any, **kwargs: Any) -> Any:
+        run = real(*args, **kwargs)  # erase has selected the record: now it is held
+        with SqliteStore(home / "memlife.db") as other:
+            r = other.get(rid)
+            assert r is not None
+            other.put_many([r.model_copy(update={"retention_class": RetentionClass.legal_hold})])
+        return run
+
+    monkeypatch.setattr(erase_module, "manual_run", run_then_hold)
+    code, out, err = invoke("erase", "--actor", "u1", "--id", rid, "--yes", "--json")
+    assert code == 3, (code, out, err)
+    result = json.loads(out)
+    assert result["status"] == "partial_failure" and result["deferred"] == [rid]
+    assert result["erased"] == []
+    with SqliteStore(home / "memlife.db") as store:
+        left = store.get(rid)
+        assert left is not None and left.retention_class is RetentionClass.legal_hold
+
+
+def test_an_erase_the_store_refused_is_sealed_by_the_rerun_in_the_same_process(
+    home: Path,
+) -> None:
+    """A manual run whose caller failed part way (here the store refuses the delete: a full
+    disk, a corrupt page; a trigger stands in for it) gave its lease back but stayed
+    "alive" for the rest of the process. The erase run again in the same process (an
+    agent, a review UI, a worker) deleted the record under the first run's operation and
+    never sealed that run: `receipts verify` failed on it for good and the record's history
+    showed only the rerun's `already_absent`, never the deletion. The first run is dead
+    once its lease is given back: the rerun seals it, as a rerun in a new process does."""
+    code, out, err = invoke(
+        "remember", "--actor", "u1", "--subject", "case", "My cat is Tom.", "--json"
+    )
+    assert code == 0, err
+    rid = json.loads(out)["id"]
+    with SqliteStore(home / "memlife.db") as store:
+        store.connection.execute(
+            "CREATE TRIGGER refuse BEFORE DELETE ON records "
+            "BEGIN SELECT RAISE(ABORT, 'the disk refused'); END"
+        )
+        store.connection.commit()
+    code, out, err = invoke("erase", "--actor", "u1", "--id", rid, "--yes", "--json")
+    assert code == 1 and "the disk refused" in err, (code, out, err)
+    with SqliteStore(home / "memlife.db") as store:
+        assert store.get(rid) is not None  # nothing erased, the lease given back
+        assert store.connection.execute("SELECT COUNT(*) FROM leases").fetchone()[0] == 0
+        store.connection.execute("DROP TRIGGER refuse")
+        store.connection.commit()
+    code, out, err = invoke("erase", "--actor", "u1", "--id", rid, "--yes", "--json")
+    assert code == 0, (code, out, err)
+    assert json.loads(out)["counts"].get("abandoned_runs_sealed") == 1, out
+    code, out, err = invoke("receipts", "list", "--json")
+    runs = json.loads(out)
+    assert [r["status"] for r in runs] != ["incomplete", "success"], runs
+    for run in runs:
+        code, out, err = invoke("receipts", "verify", run["run_id"])
+        assert code == 0, (run, out, err)
+    code, out, err = invoke("receipts", "history", rid, "--json")
+    assert code == 0, err
+    assert "deleted" in [h["outcome"] for h in json.loads(out)], out
