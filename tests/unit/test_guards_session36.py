@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from memlife.journal import Operation, OpKind, operation_id
+from memlife.journal.sqlite import SqliteJournal
 from memlife.model import RetentionClass
 from memlife.stores.sqlite import SqliteStore
 from tests.support.cli import invoke
@@ -90,3 +92,32 @@ def test_an_erase_the_store_refused_is_sealed_by_the_rerun_in_the_same_process(
     code, out, err = invoke("receipts", "history", rid, "--json")
     assert code == 0, err
     assert "deleted" in [h["outcome"] for h in json.loads(out)], out
+
+
+def _op(rid: str) -> Operation:
+    return Operation(
+        operation_id=operation_id("run-1", OpKind.delete, [rid]),
+        run_id="run-1", kind=OpKind.delete, actor_id="u-1", namespace="/users/u-1/facts",
+        record_id=rid, reasons=["HARD_EXPIRED"], policy_version="p1", content_sha256="ab" * 32,
+    )  # fmt: skip
+
+
+def test_a_plan_that_fails_part_way_journals_none_of_its_operations(tmp_path: Path) -> None:
+    """The SQLite journal's ``plan`` is one transaction (the sixteenth audit left it
+    unchecked): a batch whose third insert fails (the disk refuses; a trigger stands in)
+    journals none of the batch, so no operation is PLANNED without the others the run
+    planned with it, and the rerun plans the whole batch again. Committing instead of
+    rolling back, or one transaction per insert, leaves the first two behind."""
+    journal = SqliteJournal.at(tmp_path / "journal.db")
+    journal.connection.execute(
+        "CREATE TRIGGER refuse BEFORE INSERT ON operations WHEN NEW.record_id = 'm-3' "
+        "BEGIN SELECT RAISE(ABORT, 'the disk refused'); END"
+    )
+    ops = [_op(f"m-{i}") for i in range(1, 5)]
+    with pytest.raises(Exception, match="the disk refused"):
+        journal.plan(ops)
+    assert journal.by_run("run-1") == []
+    journal.connection.execute("DROP TRIGGER refuse")
+    planned = journal.plan(ops)
+    assert sorted(o.record_id for o in planned) == ["m-1", "m-2", "m-3", "m-4"]
+    assert len(journal.by_run("run-1")) == 4
