@@ -391,9 +391,12 @@ def _media_tokens(block: Mapping[str, Any], image_tokens: int) -> int:
     if kind == "image":
         return image_tokens
     if kind == "document":
+        source = block.get("source")
+        if isinstance(source, Mapping) and source.get("type") == "content":
+            # its text blocks are read as text; an image among them costs an image
+            return sum(_media_tokens(b, image_tokens) for b in _blocks(source.get("content")))
         if _document_text(block) is not None:
             return 0
-        source = block.get("source")
         data = source.get("data") if isinstance(source, Mapping) else None
         pages = _pdf_pages(data) if isinstance(data, str) else 1
         return pages * PDF_PAGE_TOKENS
