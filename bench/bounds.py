@@ -11,6 +11,8 @@ child process, best of ``--repeat``, beside a raw baseline measured in the same 
                                        vs. recall over the short one alone
 - an apply night over one group of two 10 MB records
                                        vs. the same night over two short records
+- the depth check of a hostile 1 MiB import line (an unterminated string of \\")
+                                       vs. json.loads of a valid 1 MiB line (same imports)
 
 CPU time, not wall: on a shared 2-core machine wall time measures the neighbours. Each row
 also carries the bound its test once asserted; the script exits 1 when a figure is past
@@ -77,6 +79,16 @@ s.close()
 r = run_local(RunConfig(dry_run=False, now=now, workers=1))
 assert r.status == "success" and r.lifecycle["consolidated"] == 1, r.as_json()
 """
+_HOSTILE = """
+from memlife.import_lines import json_depth
+line = b'{"id":"m-q","a":"' + b"[" * 20 + b'\\\\"' * 524_000 + b"}"
+assert json_depth(line) == 1
+"""
+_VALID = """
+import json
+import memlife.import_lines
+json.loads(b'{"id":"m-q","a":"' + b"x" * 1_048_000 + b'"}')
+"""
 _DEMO = """
 import os
 from memlife.demo import generate
@@ -130,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         ("recall beside a 10 MB record", code(_RECALL, "big"), code(_RECALL, "small"), None, 8.0),
         ("apply night, a group of two 10 MB records", code(_GROUP, "big"), code(_GROUP, "small"),
          None, 40.0),
+        ("depth check of a hostile 1 MiB import line", code(_HOSTILE), code(_VALID), None, 1.0),
     ]  # fmt: skip
     results, over = [], []
     print(f"{'bound':44s} {'CPU s':>8s} {'raw s':>8s} {'x raw':>7s} {'bound s':>8s}")

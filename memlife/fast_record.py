@@ -106,6 +106,11 @@ _PROV_DEFAULTS: dict[str, Any] = {
 
 
 @lru_cache(maxsize=4096)
+def _plain_key(key: str) -> bool:
+    # printable ASCII; any other id or actor goes to the checked path (memlife.text.invisible_at)
+    return key.isascii() and key.isprintable()
+
+
 def _namespace_ok(namespace: str) -> bool:
     # namespaces repeat across an import; MemoryRecord._clean_namespace runs the same check
     return namespace_problem(namespace) is None
@@ -158,7 +163,7 @@ def fast_record(raw: bytes | str) -> MemoryRecord | None:
         and d["actor_id"].strip()
         and d["content"].strip()
         and d["namespace"].strip()
-    ) or not _namespace_ok(d["namespace"]):
+    ) or not (_plain_key(d["id"]) and _plain_key(d["actor_id"]) and _namespace_ok(d["namespace"])):
         return None
     get = d.get
     # in the model's field order: a model serialises its __dict__ in that order
@@ -222,9 +227,9 @@ def fast_row(raw: bytes | str) -> tuple[Any, ...] | None:
     except ValidationError:
         return None
     rid, actor, namespace, content = d["id"], d["actor_id"], d["namespace"], d["content"]
-    if not (
-        rid.strip() and actor.strip() and content.strip() and namespace.strip()
-    ) or not _namespace_ok(namespace):
+    if not (rid.strip() and actor.strip() and content.strip() and namespace.strip()) or not (
+        _plain_key(rid) and _plain_key(actor) and _namespace_ok(namespace)
+    ):
         return None
     get = d.get
     iso: list[str | None] = []

@@ -100,6 +100,7 @@ _NOT_BLANK = (
     r"[^\x{9}-\x{d}\x{1c}-\x{20}\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}"
     r"\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]"
 )
+_PLAIN_KEY = r"^[\x{20}-\x{7e}]*$"  # printable ASCII
 # a string that pydantic_core.to_json writes as itself in quotes needs none of these
 _NEEDS_ESCAPE = r'["\\\x{0}-\x{1f}]'
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -223,6 +224,8 @@ class _Block:
             need(pc.is_valid(col[name]))
         for name in ("id", "actor_id", "namespace", "content"):
             need(pc.match_substring_regex(col[name], _NOT_BLANK))
+        for name in ("id", "actor_id"):  # any other key: line_row (memlife.text.invisible_at)
+            need(pc.match_substring_regex(col[name], _PLAIN_KEY))
         for name, limit in _MAX_CHARS.items():
             need(pc.less_equal(pc.utf8_length(col[name]), limit))
         need(pc.less_equal(pc.binary_length(col["content"]), self.chunk.content_max))

@@ -274,6 +274,18 @@ def parse_record(data: Any, line: int | None = None) -> MemoryRecord:
             None, "<record>", f"expected a JSON object, got {type(data).__name__}", line
         )
     rid = data.get("id") if isinstance(data.get("id"), str) else None
+    from memlife.text import invisible_at
+
+    for name in ("id", "actor_id"):  # keys a person types, reads and erases by
+        key = data.get(name)
+        at = invisible_at(key) if isinstance(key, str) else None
+        if isinstance(key, str) and at is not None:  # the hostile id is not echoed
+            raise RecordError(
+                rid if name != "id" else None,
+                name,
+                f"has an invisible character (U+{ord(key[at]):04X}) at character {at}",
+                line,
+            )
     try:
         record = MemoryRecord.model_validate_json(json.dumps(data, default=str), strict=True)
     except ValidationError as exc:

@@ -251,6 +251,24 @@ def _ignorable(cp: int) -> bool:
     return any(lo <= cp <= hi for lo, hi in DEFAULT_IGNORABLE)
 
 
+def invisible_at(key: str) -> int | None:
+    """Where ``key`` (a record id, an actor) first holds a character nobody sees as itself:
+    a control, format or separator character, whitespace other than the plain space, or a
+    default-ignorable code point; None when it holds none. Such a key cannot be typed on a
+    command line (NUL), prints as something else (ESC sequences, a right-to-left override)
+    or looks like another key (a zero-width space, a no-break space)."""
+    if key.isascii() and key.isprintable():
+        return None
+    for i, ch in enumerate(key):
+        if ch != " " and (
+            ch.isspace()
+            or unicodedata.category(ch) in ("Cc", "Cf", "Zs", "Zl", "Zp")
+            or _ignorable(ord(ch))
+        ):
+            return i
+    return None
+
+
 class _FoldTable(dict[int, str | None]):
     """str.translate's table for :func:`unicode_fold`, filled as characters are met:
     a default-ignorable code point (DEFAULT_IGNORABLE: zero-width space and joiners, soft

@@ -17,7 +17,7 @@ from typing import Any, TypeVar, overload
 from memlife.errors import InputError, NamespaceError
 from memlife.model import FUTURE_SKEW, MemoryRecord, utcnow
 from memlife.namespaces import check_namespace, namespace_problem, stored_namespace_problem
-from memlife.text import DEFAULT_IGNORABLE
+from memlife.text import DEFAULT_IGNORABLE, invisible_at
 
 E = TypeVar("E", bound=Enum)
 
@@ -84,11 +84,14 @@ def actor_arg(actor: object) -> str:
     bounded(text, "actor", ACTOR_MAX_CHARS)
     if text != text.strip():
         raise InputError("actor has leading or trailing whitespace")
-    for i, ch in enumerate(text):
-        if ch == "/":
-            raise InputError(f"actor has a '/' at character {i} (namespaces are built from it)")
-        if ch != " " and _invisible(ch):
-            raise InputError(f"actor has an invisible character (U+{ord(ch):04X}) at character {i}")
+    if "/" in text:
+        i = text.index("/")
+        raise InputError(f"actor has a '/' at character {i} (namespaces are built from it)")
+    at = invisible_at(text)  # the importer's rule for ids and actors too (model.parse_record)
+    if at is not None:
+        raise InputError(
+            f"actor has an invisible character (U+{ord(text[at]):04X}) at character {at}"
+        )
     if unicodedata.normalize("NFKC", text) != text:
         raise InputError("actor is not in Unicode NFKC form: it would look like another actor")
     return text

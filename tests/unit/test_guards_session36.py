@@ -121,3 +121,51 @@ def test_a_plan_that_fails_part_way_journals_none_of_its_operations(tmp_path: Pa
     planned = journal.plan(ops)
     assert sorted(o.record_id for o in planned) == ["m-1", "m-2", "m-3", "m-4"]
     assert len(journal.by_run("run-1")) == 4
+
+
+# -- ids and actors a person can type, read and erase by -------------------------------------
+def _line(rid: str, actor: str = "u-1") -> str:
+    return json.dumps(
+        {"id": rid, "actor_id": actor, "namespace": "/users/u-1/facts",
+         "memory_type": "semantic", "content": f"Fact {len(rid)}.",
+         "created_at": "2026-01-02T10:00:00Z"},
+        ensure_ascii=False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "kw", [{"workers": 0}, {"workers": 1}, {"update": True}], ids=["rows", "turns", "update"]
+)
+def test_an_id_or_actor_holding_an_invisible_character_is_refused_by_name(
+    tmp_path: Path, kw: dict[str, Any]
+) -> None:
+    """The sixteenth-b audit imported ids and actors holding control and format characters:
+    an actor with a NUL cannot be named on a command line (`erase --actor`), an id with an
+    ESC sequence rewrote the terminal of whoever listed it, one with a right-to-left
+    override or a zero-width space reads as another. Every import path (the fast path, the
+    columnar reader, the checked path) refuses such a key, naming the line and field and
+    never echoing the id; the lines around them are imported, and printable ids with
+    spaces or accents stay valid. The online library refused such actors already."""
+    from memlife.importer import import_file
+
+    lines = [
+        _line("m-ok"),
+        _line("m-\x1b[2J"),  # escaped in JSON (\u001b)
+        _line("m-\u202eabc"),  # raw UTF-8: a right-to-left override
+        _line("m-\u200b1"),  # a zero-width space
+        _line("m-2", actor="u\u00a01"),  # a no-break space in the actor
+        _line("m-3", actor="u-1\ufeff"),  # a BOM
+        _line("m é 4", actor="ü-1"),
+    ]
+    src = tmp_path / "keys.jsonl"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with SqliteStore(tmp_path / "s.db") as store:
+        report = import_file(store, src, **kw)
+        ids = {r[0] for r in store.connection.execute("SELECT id FROM records")}
+    assert ids == {"m-ok", "m é 4"}
+    refused = sorted((e.line, e.field, e.record_id) for e in report.invalid)
+    assert refused == [
+        (2, "id", None), (3, "id", None), (4, "id", None),
+        (5, "actor_id", "m-2"), (6, "actor_id", "m-3"),
+    ], refused  # fmt: skip
+    assert all("invisible character" in e.reason for e in report.invalid)
