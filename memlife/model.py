@@ -274,6 +274,11 @@ def parse_record(data: Any, line: int | None = None) -> MemoryRecord:
             None, "<record>", f"expected a JSON object, got {type(data).__name__}", line
         )
     rid = data.get("id") if isinstance(data.get("id"), str) else None
+    bad = _lone_surrogate(data)
+    if bad is not None:  # JSON's \ud800 escape: text no store or terminal can write
+        raise RecordError(
+            rid if bad != "id" else None, bad, "holds a lone surrogate: not valid Unicode", line
+        )
     from memlife.text import invisible_at
 
     for name in ("id", "actor_id"):  # keys a person types, reads and erases by
@@ -300,6 +305,30 @@ def parse_record(data: Any, line: int | None = None) -> MemoryRecord:
         # invariant 3 at the door: a superseded record must point to its replacement
         raise RecordError(rid, "provenance.replaced_by", "required when status is superseded", line)
     return record
+
+
+def _lone_surrogate(data: dict[str, Any], prefix: str = "") -> str | None:
+    """The first field (dotted: ``provenance.supersedes``) whose text holds a lone UTF-16
+    surrogate, which ``json.loads`` decodes from a ``\\ud800`` escape; None when none does."""
+    for key, value in data.items():
+        texts = value if isinstance(value, list) else [value]
+        if any(isinstance(t, str) and not _encodes(t) for t in texts):
+            return f"{prefix}{key}"
+        if isinstance(value, dict):
+            inner = _lone_surrogate(value, f"{prefix}{key}.")
+            if inner is not None:
+                return inner
+    return None
+
+
+def _encodes(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def parse_record_line(text: str, line: int | None = None) -> MemoryRecord:

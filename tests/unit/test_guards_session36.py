@@ -169,3 +169,35 @@ def test_an_id_or_actor_holding_an_invisible_character_is_refused_by_name(
         (5, "actor_id", "m-2"), (6, "actor_id", "m-3"),
     ], refused  # fmt: skip
     assert all("invisible character" in e.reason for e in report.invalid)
+
+
+@pytest.mark.parametrize(
+    "kw", [{"workers": 0}, {"workers": 1}, {"update": True}], ids=["rows", "turns", "update"]
+)
+def test_a_lone_surrogate_is_named_by_its_field(tmp_path: Path, kw: dict[str, Any]) -> None:
+    """JSON's ``\\ud800`` escape decodes to a lone surrogate, text no store or terminal can
+    write. The line was refused as field ``<record>`` with the validator's "unexpected end
+    of hex escape" (a reader had to find the field); it is now named (a nested one dotted),
+    the id not echoed when it is the id that holds it, and the other lines imported."""
+    from memlife.importer import import_file
+
+    base = (
+        '"actor_id":"u-1","namespace":"/users/u-1/facts","memory_type":"semantic",'
+        '"created_at":"2026-01-02T10:00:00Z"'
+    )
+    lines = [
+        '{"id":"m-ok","content":"Fine.",' + base + "}",
+        '{"id":"m-1","content":"a\\ud800b",' + base + "}",
+        '{"id":"m-\\udc00","content":"Fine too.",' + base + "}",
+        '{"id":"m-2","content":"ok",' + base + ',"provenance":{"supersedes":["x\\ud83d"]}}',
+    ]
+    src = tmp_path / "surrogates.jsonl"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with SqliteStore(tmp_path / "s.db") as store:
+        report = import_file(store, src, **kw)
+        ids = {r[0] for r in store.connection.execute("SELECT id FROM records")}
+    assert ids == {"m-ok"}
+    refused = sorted((e.line, e.field, e.record_id) for e in report.invalid)
+    assert refused == [
+        (2, "content", "m-1"), (3, "id", None), (4, "provenance.supersedes", "m-2"),
+    ], refused  # fmt: skip
