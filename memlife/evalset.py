@@ -69,6 +69,9 @@ class Target(BaseModel):
             raise ValueError("a target is a record id or a fact/claim text, not both or neither")
         if self.text is not None and not normalise(self.text):
             raise ValueError("fact/claim text is blank")
+        if self.id is not None and not self.id.strip():
+            # no record has a blank id: a forbidden blank id would check nothing, every night
+            raise ValueError("record id is blank")
         return self
 
     @property
