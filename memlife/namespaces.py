@@ -77,3 +77,28 @@ def _match(pat: tuple[str, ...], segs: tuple[str, ...]) -> bool:
     if head == "**":
         return any(_match(rest, segs[i:]) for i in range(len(segs) + 1))
     return bool(segs) and fnmatchcase(segs[0], head) and _match(rest, segs[1:])
+
+
+def glob_covers(wide: str, narrow: str) -> bool:
+    """True when every namespace ``narrow`` matches, ``wide`` matches too (a later policy
+    rule under an earlier one that always wins). Sure answers only: a segment pattern other
+    than ``*`` covers only itself or a plain name it matches, so False may mean "cannot
+    tell", never a rule wrongly called dead."""
+    if wide.startswith("/") != narrow.startswith("/"):
+        return False
+    return _covers(tuple(_segments(wide)), tuple(_segments(narrow)))
+
+
+def _covers(wide: tuple[str, ...], narrow: tuple[str, ...]) -> bool:
+    if not wide:
+        return not narrow
+    head = wide[0]
+    if head == "**":
+        return _covers(wide[1:], narrow) or (bool(narrow) and _covers(wide, narrow[1:]))
+    if not narrow or narrow[0] == "**":
+        return False
+    seg = narrow[0]
+    plain = not any(ch in seg for ch in "*?[")
+    return (head in ("*", seg) or (plain and fnmatchcase(seg, head))) and _covers(
+        wide[1:], narrow[1:]
+    )

@@ -24,12 +24,13 @@ from pydantic import (
     Field,
     Strict,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
 from memlife.errors import PolicyError as PolicyError  # moved; re-exported
 from memlife.model import MemoryType, RetentionClass, Source
-from memlife.namespaces import glob_match
+from memlife.namespaces import glob_covers, glob_match
 
 DEFAULT_POLICY = "policies/default.yaml"
 log = logging.getLogger("memlife.policy")
@@ -49,6 +50,27 @@ MAX_DAYS = 36_500
 # A half-life is at least ~15 minutes: the decay rate is ln 2 / half-life, and a tiny one
 # (1e-320) made it infinite and the scores NaN (an ArrowInvalid at the end of the run).
 MIN_HALF_LIFE_DAYS = 0.01
+
+
+def _namespace_glob(pattern: str) -> str:
+    """A glob a namespace could match: "/seg/*/seg". A typo such as "users/*/episodes" (no
+    leading slash), a stray space or a ".." segment matched nothing and took the namespace
+    out from under enforcement, silently."""
+    segments = pattern.split("/")
+    if (
+        pattern != pattern.strip()
+        or not pattern.startswith("/")
+        or any(seg in ("", ".", "..") for seg in segments[1:])
+    ):
+        raise ValueError(
+            f"{pattern!r} is no namespace glob (a leading '/', no empty, '.' or '..' "
+            "segment, no surrounding spaces)"
+        )
+    return pattern
+
+
+# a policy glob checked as it loads: enforce_deletion_in and owners rules
+NamespaceGlob = Annotated[str, Strict(), AfterValidator(_namespace_glob)]
 
 
 class _Strict(BaseModel):
@@ -101,10 +123,10 @@ class OwnerRule(_Strict):
     ``memory_types`` limits the rule: procedural records usually need a team, not a user.
     """
 
-    namespace: Text = Field(min_length=1)  # a glob per segment: namespaces.glob_match
+    namespace: NamespaceGlob  # a glob per segment: namespaces.glob_match
     owner: Text = Field(min_length=1)
     memory_types: list[MemoryType] = Field(
-        default_factory=lambda: [MemoryType.episodic, MemoryType.semantic]
+        default_factory=lambda: [MemoryType.episodic, MemoryType.semantic], min_length=1
     )
 
 
@@ -193,29 +215,10 @@ class Limits(_Strict):
     content_max_bytes: Int = Field(default=64 * 1024, ge=1, le=16 * 1024 * 1024)
 
 
-def _namespace_glob(pattern: str) -> str:
-    """A glob a namespace could match: "/seg/*/seg". A typo such as "users/*/episodes" (no
-    leading slash), a stray space or a ".." segment matched nothing and took the namespace
-    out from under enforcement, silently."""
-    segments = pattern.split("/")
-    if (
-        pattern != pattern.strip()
-        or not pattern.startswith("/")
-        or any(seg in ("", ".", "..") for seg in segments[1:])
-    ):
-        raise ValueError(
-            f"{pattern!r} is no namespace glob (a leading '/', no empty, '.' or '..' "
-            "segment, no surrounding spaces)"
-        )
-    return pattern
-
-
 class Policy(_Strict):
     version: Text = Field(min_length=1)
     description: Text = ""
-    enforce_deletion_in: list[Annotated[str, Strict(), AfterValidator(_namespace_glob)]] = Field(
-        default_factory=list
-    )
+    enforce_deletion_in: list[NamespaceGlob] = Field(default_factory=list)
     source_weights: dict[Source, Share]
     sensitivity_penalty: dict[RetentionClass, Share] = Field(default_factory=dict)
     contradiction_penalty: Num = Field(default=0.3, ge=0, le=1)
@@ -234,6 +237,23 @@ class Policy(_Strict):
     superseded_retention_days: dict[
         RetentionClass, Annotated[float, Strict(), Field(ge=0, le=MAX_DAYS)]
     ] = Field(default_factory=dict)
+
+    @field_validator("owners")
+    @classmethod
+    def _every_owner_rule_can_apply(cls, rules: list[OwnerRule]) -> list[OwnerRule]:
+        # the first matching rule wins: one under an earlier rule's glob and types never
+        # applies, and an edit meant to give those records another owner would do nothing
+        for j, later in enumerate(rules):
+            for i, earlier in enumerate(rules[:j]):
+                if set(later.memory_types) <= set(earlier.memory_types) and glob_covers(
+                    earlier.namespace, later.namespace
+                ):
+                    raise ValueError(
+                        f"rule {j} ({later.namespace!r}) never applies: rule {i} "
+                        f"({earlier.namespace!r}) comes first and answers for its namespaces "
+                        "and memory types"
+                    )
+        return rules
 
     @model_validator(mode="after")
     def _complete(self) -> Policy:
