@@ -37,11 +37,7 @@ class Restore(BaseApplier):
                     continue
                 if r.status is not Status.quarantined:
                     # Done already (a crash after the write, snapshot kept until the receipt)?
-                    done = (
-                        snap is not None
-                        and r.status.value == snap[0]
-                        and r.provenance == Provenance.model_validate_json(snap[2])
-                    )
+                    done = snap is not None and _restored(ex, r, snap[0], snap[2])
                     out[o.operation_id] = (
                         Outcome.restored
                         if done
@@ -93,6 +89,39 @@ class Restore(BaseApplier):
         from memlife.state.side import side_tables
 
         side_tables(ex.store).forget_snapshots([o.record_id for o in ops])
+
+
+def _restored(ex: Executor, r: MemoryRecord, status: str, snapshot: str) -> bool:
+    """Whether ``r`` is as a restore from its snapshot left it: the snapshot's status and
+    provenance, but for ``replaced_by``, which the restore moves to the active end of the
+    snapshot's chain (a replacement superseded in its turn since the quarantine)."""
+    before = Provenance.model_validate_json(snapshot)
+    if r.status.value != status:
+        return False
+    if r.provenance.model_copy(update={"replaced_by": before.replaced_by}) != before:
+        return False
+    now, then = r.provenance.replaced_by, before.replaced_by
+    return now == then or (now is not None and then is not None and _succeeds(ex, now, then, r))
+
+
+def _succeeds(ex: Executor, later: str, earlier: str, r: MemoryRecord) -> bool:
+    """Whether ``later`` replaced ``earlier``, directly or along a chain of replacements in
+    ``r``'s actor and namespace: each replacement lists what it supersedes, so the chain is
+    read from ``later`` back even when ``earlier`` itself is gone (retention deleted it)."""
+    seen: set[str] = set()
+    todo = [later]
+    while todo and len(seen) < 64:
+        rid = todo.pop()
+        if rid in seen:
+            continue
+        seen.add(rid)
+        rec = ex.store.get(rid)
+        if rec is None or (rec.actor_id, rec.namespace) != (r.actor_id, r.namespace):
+            continue
+        if earlier in rec.provenance.supersedes:
+            return True
+        todo.extend(rec.provenance.supersedes)
+    return False
 
 
 def _active_head(ex: Executor, replaced_by: str | None, r: MemoryRecord) -> str | None:
