@@ -29,17 +29,10 @@ from memlife.online.compaction import (
     validate_history,
 )
 from memlife.online.compaction_summary import is_own_summary
+from tests.support.messages import A, U
 
 EST = EstimateTokenCounter()
 LEFT_OUT = "characters left out"
-
-
-def U(content: Any) -> Message:
-    return {"role": "user", "content": content}
-
-
-def A(content: Any) -> Message:
-    return {"role": "assistant", "content": content}
 
 
 def _use(uid: str, **args: Any) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from memlife.online.compaction import (
     validate_history,
 )
 from tests.fakes.messages_api import MessagesServer, text_reply
+from tests.support.messages import A, U
 
 COUNTER = EstimateTokenCounter()
 
@@ -40,14 +41,6 @@ class RecordingSummarizer:  # as in test_compaction.py
 def _messages_server() -> Iterator[MessagesServer]:
     with MessagesServer() as server:
         yield server
-
-
-def U(content: Any) -> Message:
-    return {"role": "user", "content": content}
-
-
-def A(content: Any) -> Message:
-    return {"role": "assistant", "content": content}
 
 
 def _turns(n: int, size: int = 400) -> list[Message]:

@@ -22,6 +22,7 @@ from memlife.online.compaction import (
     validate_history,
 )
 from tests.fakes.messages_api import check_messages_request
+from tests.support.messages import A, U
 
 COUNTER = EstimateTokenCounter()
 SO_FAR = "SO-FAR summary"
@@ -36,14 +37,6 @@ class RecordingSummarizer:
     def summarize(self, messages: Sequence[Mapping[str, Any]]) -> str:
         self.calls.append(copy.deepcopy([dict(m) for m in messages]))
         return self.reply
-
-
-def U(content: Any) -> Message:
-    return {"role": "user", "content": content}
-
-
-def A(content: Any) -> Message:
-    return {"role": "assistant", "content": content}
 
 
 def _text(text: str) -> dict[str, str]:

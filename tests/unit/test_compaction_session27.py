@@ -26,16 +26,9 @@ from memlife.online.compaction import (
     compact,
     validate_history,
 )
+from tests.support.messages import A, U
 
 EST = EstimateTokenCounter()
-
-
-def U(content: Any) -> Message:
-    return {"role": "user", "content": content}
-
-
-def A(content: Any) -> Message:
-    return {"role": "assistant", "content": content}
 
 
 def _text(text: str) -> dict[str, str]:

@@ -37,16 +37,9 @@ from memlife.online.history import PDF_PAGE_TOKENS
 from memlife.online.inputs import stored_time
 from memlife.online.memory import LongTermMemory
 from tests.fakes.messages_api import MessagesServer, text_reply
+from tests.support.messages import A, U
 
 EST = EstimateTokenCounter()
-
-
-def U(content: Any) -> Message:
-    return {"role": "user", "content": content}
-
-
-def A(content: Any) -> Message:
-    return {"role": "assistant", "content": content}
 
 
 def use(uid: str, **args: Any) -> dict[str, Any]:

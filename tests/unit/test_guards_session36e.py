@@ -12,7 +12,7 @@ stand-in); no mocks of memlife logic."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,24 +22,11 @@ from memlife.apply import Executor, Tally
 from memlife.apply.lifecycle import run_lifecycle
 from memlife.audit import FileSink
 from memlife.journal import Journal, Operation, OpKind, OpState, Outcome, open_journal
-from memlife.model import MemoryRecord, RetentionClass, Status
-from memlife.policy import load_policy
+from memlife.model import MemoryRecord, Status
 from memlife.stores.sqlite import SqliteStore
+from tests.unit.test_guards_session33 import NS, POLICY, T0, held, rec
 
-T0 = datetime(2026, 11, 1, 12, tzinfo=UTC)
-POLICY = load_policy("policies/default.yaml")
-NS = "/users/u-1/facts"
 Env = tuple[SqliteStore, Journal, FileSink]
-
-
-def rec(rid: str, content: str = "Likes tea.", **kw: Any) -> MemoryRecord:
-    base = dict(id=rid, actor_id="u-1", namespace=NS, memory_type="semantic", content=content,
-                created_at=T0 - timedelta(days=40), subject="drinks", owner="team")  # fmt: skip
-    return MemoryRecord.model_validate({**base, **kw})
-
-
-def held(r: MemoryRecord) -> MemoryRecord:
-    return r.model_copy(update={"retention_class": RetentionClass.legal_hold})
 
 
 def stored(store: SqliteStore, rid: str) -> MemoryRecord:
