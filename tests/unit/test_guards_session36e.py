@@ -916,3 +916,32 @@ def test_records_quarantined_instead_of_deleted_are_listed_as_not_deleted(env: E
     executor(env).quarantine([item], tally, "GATE_BLOCKED")
     assert tally.ids_not_deleted == [{"id": "m-exp", "reason": "GATE_BLOCKED"}]
     assert stored(store, "m-exp").status is Status.quarantined
+
+
+def test_an_answer_accepted_after_a_refusal_clears_the_groups_backoff(env: Env) -> None:
+    """Guard (G14, left by the twentieth audit): ``ex.journal.clear_rejection(gkey)`` in
+    stage_group once an answer is accepted. The model's answer was refused on night 1; at
+    the end of the backoff another model (here the extractive consolidator) is accepted.
+    Mutant: the rejection kept -> the group's refusal count and backoff carry on past a
+    good answer, and the next refusal of it waits longer, or goes to review, sooner."""
+    from datetime import datetime as dt
+
+    from memlife.consolidate.extractive import ExtractiveConsolidator
+    from memlife.plan import Action, Decision
+
+    store, journal, _ = env
+    store.put_many([rec("m-1"), rec("m-2")])  # the same fact twice: a group to merge
+    members = [Decision(i, "u-1", NS, Action.consolidate_candidate, [], group="g")
+               for i in ("m-1", "m-2")]  # fmt: skip
+    first = executor(env, "n1")
+    first.consolidator = CountingRefusals()
+    first.stage_shard(members, Tally())
+    rows = "SELECT next_attempt_at FROM consolidation_rejections"
+    ((ends,),) = journal.connection.execute(rows).fetchall()  # type: ignore[attr-defined]
+    again = Executor(run_id="run-n2", run_key="n2", policy=POLICY, cutoff=dt.fromisoformat(ends),
+                     store=store, journal=journal, sink=env[2],
+                     consolidator=ExtractiveConsolidator())  # fmt: skip
+    tally = Tally()
+    staged = again.stage_shard(members, tally)
+    assert staged and tally.counts["consolidation_rejected"] == 0
+    assert journal.connection.execute(rows).fetchall() == []  # type: ignore[attr-defined]
