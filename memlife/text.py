@@ -259,14 +259,17 @@ def invisible_at(key: str) -> int | None:
     or looks like another key (a zero-width space, a no-break space)."""
     if key.isascii() and key.isprintable():
         return None
-    for i, ch in enumerate(key):
-        if ch != " " and (
-            ch.isspace()
-            or unicodedata.category(ch) in ("Cc", "Cf", "Zs", "Zl", "Zp")
-            or _ignorable(ord(ch))
-        ):
-            return i
-    return None
+    return next((i for i, ch in enumerate(key) if ch != " " and invisible(ch)), None)
+
+
+def invisible(ch: str) -> bool:
+    """Whitespace, a control or format character (zero-width space, joiners, BOM), a
+    separator, or a default-ignorable code point (a Hangul filler): nothing a reader sees."""
+    return (
+        ch.isspace()
+        or unicodedata.category(ch) in ("Cc", "Cf", "Zs", "Zl", "Zp")
+        or _ignorable(ord(ch))
+    )
 
 
 class _FoldTable(dict[int, str | None]):

@@ -17,7 +17,7 @@ from typing import Any, TypeVar, overload
 from memlife.errors import InputError, NamespaceError
 from memlife.model import FUTURE_SKEW, MemoryRecord, utcnow
 from memlife.namespaces import check_namespace, namespace_problem, stored_namespace_problem
-from memlife.text import DEFAULT_IGNORABLE, invisible_at
+from memlife.text import invisible, invisible_at
 
 E = TypeVar("E", bound=Enum)
 
@@ -151,16 +151,7 @@ def label_arg(value: object, what: str) -> str | None:
     if text is None:
         return None
     bounded(text, what, LABEL_MAX_CHARS)  # first: a 10 MB run of spaces is refused, not None
-    return text if any(not _invisible(ch) for ch in text) else None
-
-
-def _invisible(ch: str) -> bool:
-    """Whitespace, a control or format character (zero-width space, joiners, BOM), a
-    separator, or a default-ignorable code point (a Hangul filler): nothing a reader sees."""
-    if ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf", "Zs", "Zl", "Zp"):
-        return True
-    cp = ord(ch)
-    return any(lo <= cp <= hi for lo, hi in DEFAULT_IGNORABLE)
+    return text if any(not invisible(ch) for ch in text) else None
 
 
 def at_arg(at: object) -> datetime | None:

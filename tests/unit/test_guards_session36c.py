@@ -541,7 +541,7 @@ def memory(home: Path) -> Iterator[Memory]:
 def test_a_format_character_outside_the_default_ignorables_is_refused_in_an_actor(
     memory: Memory,
 ) -> None:
-    """Guard: inputs.py ``_invisible``: category ``Cf`` among the invisible ones. Mutant:
+    """Guard: text.py ``invisible``: category ``Cf`` among the invisible ones. Mutant:
     ``Cf`` dropped from the list; U+FFF9 (interlinear annotation anchor, a format
     character not in DEFAULT_IGNORABLE) slips into an actor id that looks like "u1", and
     a subject of only that character is kept as a key nobody can read."""
