@@ -242,12 +242,14 @@ def held_out_with(
 
 def _score(preps: Sequence[Prepared], w: dict, post: Post | None, pool: int) -> dict:
     """Hits per k and category, and every query's first-hit rank in order (bench/recall_bootstrap.py)."""
+    return scored(preps, [first_hits(p, w, post, pool) for p in preps])
+
+
+def scored(preps: Sequence[Prepared], ranks: Sequence[np.ndarray]) -> dict:
+    """``_score`` of first-hit ranks already found, one array per conversation."""
     hits = {k: Counter() for k in bench.KS}
     total: Counter = Counter()
-    ranks = []
-    for p in preps:
-        got = first_hits(p, w, post, pool)
-        ranks.append(got)
+    for p, got in zip(preps, ranks, strict=True):
         for cat, r in zip(p.category, got, strict=True):
             total[cat] += 1
             for k in bench.KS:

@@ -132,8 +132,6 @@ def _short(w: dict) -> str:
 def _score_by_kind(preps: Sequence[Prepared], kinds: Sequence[np.ndarray], chosen: dict) -> dict:
     """replica._score with each query ranked under its kind's weights (ranks kept in the
     queries' order, for the paired comparison)."""
-    hits = {k: Counter() for k in bench.KS}
-    total: Counter = Counter()
     ranks = []
     for p, ks in zip(preps, kinds, strict=True):
         got = np.zeros(len(p.category), np.int64)
@@ -142,11 +140,7 @@ def _score_by_kind(preps: Sequence[Prepared], kinds: Sequence[np.ndarray], chose
             if rows.any():
                 got[rows] = replica.first_hits(subset(p, rows), w)
         ranks.append(got)
-        for cat, r in zip(p.category, got, strict=True):
-            total[cat] += 1
-            for k in bench.KS:
-                hits[k][cat] += bool(0 < r <= k)
-    return {"hits": hits, "total": total, "ranks": np.concatenate(ranks)}
+    return replica.scored(preps, ranks)
 
 
 def held_out_by_pool(preps: Sequence[Prepared], grid: dict) -> dict:
