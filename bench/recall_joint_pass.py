@@ -16,7 +16,7 @@ per training fold (0 = off, the grid fixed before the run):
 - ``pair_vs_q``: the pair's mean state against the question's own sentence vector;
 - ``shift``: the pair's mean state against the memory's own sentence vector.
 
-About 26,000 pairs at ~60 a second on this machine's two cores; ``--pairs FILE`` keeps
+About 26,000 pairs (18 minutes at a load of 12 on this machine's two cores); ``--pairs FILE`` keeps
 them between runs.
 
     uv run python bench/recall_joint_pass.py ../shared/data/locomo10.json [--embed-cache FILE] [--pairs FILE]
