@@ -183,7 +183,7 @@ class DerivedCache:
         memlife/erase_sweep.py; a tombstone names the actor, not the namespace)."""
         gone = set(actors)
         self._pending = {k: v for k, v in self._pending.items() if k[0] not in gone}
-        self._last = None
+        self._ahead, self._span = {}, None  # the read-ahead holds their subject keys too
         n = 0
         with self.lock:
             for actor_id in sorted(gone):
