@@ -78,17 +78,22 @@ def namespace_pattern(actor_id: str, namespace: str) -> str:
 
     The actor id is masked wherever it stands as whole segments, one or several (an
     AgentCore actor id may hold ``/``: ``acme/alice@example.com``), and so is the segment
-    after an ``actors`` / ``users`` / ``sessions`` segment (a session id)."""
+    after an ``actors`` / ``users`` / ``sessions`` segment (a session id), and any segment
+    after the actor's that holds a digit: AgentCore's ``/summaries/{actorId}/{sessionId}``
+    names the session with no key before it, and each session was a row of its own."""
     parts = namespace.split("/")
     actor = actor_id.split("/") if actor_id else []
     out: list[str] = []
+    after_actor = False
     i = 0
     while i < len(parts):
         if actor and any(actor) and parts[i : i + len(actor)] == actor:
             out.append("*")
             i += len(actor)
+            after_actor = True
             continue
         masked = bool(out) and out[-1].lower().replace("_", "").replace("-", "") in _ID_KEYS
+        masked = masked or (after_actor and any(ch.isdigit() for ch in parts[i]))
         out.append("*" if masked and parts[i] else parts[i])
         i += 1
     return "/".join(out)
@@ -129,9 +134,13 @@ def breakdown(report_parquet: str | Path | None, batch_rows: int = 65_536) -> Br
     return out
 
 
-def history(sink: ReceiptSink, mode: str, run_id: str, n: int = TREND_RUNS) -> list[dict[str, Any]]:
-    """The receipts of the last ``n`` runs of ``mode`` before ``run_id`` (oldest first)."""
-    from memlife.review import latest_receipt
+def history(
+    sink: ReceiptSink, mode: str, run_id: str, n: int = TREND_RUNS, store: str | None = None
+) -> list[dict[str, Any]]:
+    """The receipts of the last ``n`` runs of ``mode`` before ``run_id`` (oldest first), of
+    ``store`` only where it is given: stores sharing one receipts sink each trend their
+    own runs (a run whose manifest names no store, from before runs named it, counts)."""
+    from memlife.review import latest_receipt, run_info
 
     prefixes = sorted(
         {k.rsplit("/", 1)[0] for k in sink.list("runs/") if k.endswith("/manifest.json")}
@@ -142,6 +151,9 @@ def history(sink: ReceiptSink, mode: str, run_id: str, n: int = TREND_RUNS) -> l
             continue
         receipt = latest_receipt(sink, prefix)
         if receipt and receipt.get("mode") == mode and receipt.get("counts"):
+            ran_on = run_info(sink, prefix).store if store else None
+            if ran_on and ran_on != store:
+                continue
             out.append(receipt)
             if len(out) == n:
                 break
@@ -468,7 +480,10 @@ def write_run_report(sink: ReceiptSink, prefix: str, summary: Mapping[str, Any])
     Returns its location; None when the sink refused. A rerun of the same run keeps the
     first page, as it keeps the first receipt.
     """
-    past = history(sink, str(summary.get("mode")), str(summary.get("run_id")))
+    from memlife.review import run_info
+
+    store = run_info(sink, prefix).store
+    past = history(sink, str(summary.get("mode")), str(summary.get("run_id")), store=store)
     page = render(summary, breakdown(summary.get("report_parquet")), past)
     key = f"{prefix}/report.html"
     sink.put_new(key, page.encode("utf-8"), "text/html; charset=utf-8")

@@ -15,7 +15,7 @@ import os
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -34,6 +34,16 @@ HOUR = 3600.0
 DAY = 24 * HOUR
 # Read under their own names (the SDK reads them too).
 _FOREIGN = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
+# MEMLIFE_ variables that deploy/ files read and memlife does not (README "Settings"). Any
+# other MEMLIFE_ name that is no setting is a typo: MEMLIFE_LEASE_TTL_SECOND=30 was
+# dropped silently and the lease stayed 120 s.
+DEPLOY_ONLY = (
+    "MEMLIFE_WORKDIR", "MEMLIFE_TIMEZONE", "MEMLIFE_ALERT_BLOCK_ID", "MEMLIFE_MEMORY_ID",
+    "MEMLIFE_SIDECAR_TABLE", "MEMLIFE_RECEIPTS_BUCKET", "MEMLIFE_RECEIPTS_PREFIX",
+    "MEMLIFE_RECEIPTS_KMS_KEY_ID", "MEMLIFE_STATE_TABLE", "MEMLIFE_STATE_BUCKET",
+    "MEMLIFE_STATE_PREFIX", "MEMLIFE_STATE_KMS_KEY_ID", "MEMLIFE_CLOUDTRAIL_BUCKET",
+    "MEMLIFE_CLOUDTRAIL_PREFIX",
+)  # fmt: skip
 
 Shown = str | int | float | bool | None  # a value as `memlife config show --json` gives it
 _PLACEHOLDER = re.compile(r"\{[^{}]*\}")
@@ -181,7 +191,7 @@ class Settings(BaseSettings):
     fault_mark: str | None = Field(
         None, description="Tests/drills only: file touched when a 'hang' fault point is reached"
     )
-    fault_mode: str = Field(
+    fault_mode: Literal["raise", "kill", "hang"] = Field(
         "raise", description="Tests/drills only: raise, kill or hang at the armed point"
     )
     # Anthropic (SDK names)
@@ -220,6 +230,35 @@ class Settings(BaseSettings):
         problem = namespace_problem(v.replace("{actor}", "actor"))
         if problem:
             raise ValueError(f"the namespace template {problem}")
+        return v
+
+    @field_validator("service_identity", "operator")
+    @classmethod
+    def _identity(cls, v: str | None) -> str | None:
+        """Receipts name this as who acted: blank (an unexpanded template left spaces) it
+        named nobody; a control or invisible character prints as someone else."""
+        from memlife.text import invisible_at
+
+        if v is None:
+            return v
+        if not v.strip():
+            raise ValueError("blank: name a person, a ticket or a role, or leave it unset")
+        if v != v.strip() or invisible_at(v) is not None:
+            raise ValueError("holds leading or trailing space, or a character nobody sees")
+        return v
+
+    @field_validator("fault")
+    @classmethod
+    def _fault_point(cls, v: str | None) -> str | None:
+        """``point[:skip]`` with a known point: a misspelled point armed nothing and the
+        drill it was for passed without its fault."""
+        from memlife.faults import POINTS
+
+        if v is None:
+            return v
+        point, colon, skip = v.partition(":")
+        if point not in POINTS or (colon and not skip.isdigit()):
+            raise ValueError(f"expected point[:skip], a point one of {', '.join(POINTS)}")
         return v
 
     @field_validator("store")
@@ -284,8 +323,24 @@ def _relevant_environment() -> tuple[tuple[str, str], ...]:
     )
 
 
+def _unknown(env: tuple[tuple[str, str], ...]) -> str | None:
+    """The first MEMLIFE_ variable set in ``env`` that memlife neither reads nor leaves to
+    deploy/, with the setting it was probably meant to be; None when there is none."""
+    from difflib import get_close_matches
+
+    known = {PREFIX + name.upper() for name in Settings.model_fields}
+    for name, value in env:
+        if name.startswith(PREFIX) and value and name not in known and name not in DEPLOY_ONLY:
+            near = get_close_matches(name, sorted(known), n=1)
+            hint = f"; did you mean {near[0]}?" if near else ""
+            return f"{name}: not a memlife setting (README lists them){hint}"
+    return None
+
+
 @lru_cache(maxsize=8)
 def _parse(env: tuple[tuple[str, str], ...]) -> Settings:
+    if problem := _unknown(env):
+        raise SettingsError(problem)
     try:
         return Settings(_env_file=None)
     except ValidationError as exc:
