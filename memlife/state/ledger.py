@@ -137,6 +137,17 @@ class S3AccessLedger(AccessLedger):
     def _parts(self) -> Iterator[tuple[str, pa.Table]]:
         yield from self._live(self._load(self.files())).items()
 
+    def _sweep(self) -> None:
+        """Delete the parts another part replaces (what a crash between a replacement's put
+        and its sources' delete left; erase runs it first, under the lease). Without it
+        the local ledger's sweep ran on a folder that does not exist: an erasure that
+        rewrote the replacement (deleting it) brought the replaced parts back to every
+        reader, erased rows included, and a crashed erasure's old part stayed for good."""
+        loaded = self._load(self.files())
+        gone = set().union(*(r for _, r in loaded.values())) if loaded else set()
+        if stale := sorted(k for k in loaded if k in gone):
+            self._delete(stale)
+
     def _replace_part(self, part: str, rest: pa.Table) -> None:
         if rest.num_rows:  # names the part it replaces: a crash before the delete leaves both
             day = part.rsplit("/", 2)[-2]
