@@ -28,6 +28,7 @@ from memlife.errors import InputError
 from memlife.stores.base import MemoryStore
 
 SHA256 = r"^[0-9a-f]{64}$"
+LINE_MAX = 64 << 10  # a line is a few hundred bytes; a bound keeps a hostile file cheap
 
 
 class Tombstone(BaseModel):
@@ -79,13 +80,30 @@ def count_erasures(store: MemoryStore) -> int:
     return len(tombstones.listing(store)) + len(pending_erasures(store))
 
 
-def parse_erasures(lines: Iterable[str]) -> tuple[list[Tombstone], list[PendingErasure]]:
-    """Every line checked before any is applied; InputError names the line and field."""
+def parse_erasures(
+    lines: Iterable[str | bytes],
+) -> tuple[list[Tombstone], list[PendingErasure]]:
+    """Every line checked before any is applied; InputError names the line and field.
+    Lines may come as bytes (the CLI reads the file so): each is decoded on its own, and a
+    line too long, not UTF-8, nested too deep or holding a number past Python's digit limit
+    is refused by number like any other bad line (these failed naming no line, or with a
+    RecursionError)."""
+    from memlife.import_lines import MAX_DEPTH, json_depth
+
     tombs: list[Tombstone] = []
     pending: list[PendingErasure] = []
     for n, line in enumerate(lines, 1):
+        if len(line) > LINE_MAX:
+            raise InputError(f"erasures line {n}: longer than {LINE_MAX} bytes")
+        if isinstance(line, bytes):
+            try:
+                line = line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(f"erasures line {n}: not UTF-8 at byte {exc.start}") from None
         if not line.strip():
             continue
+        if line.count("{") + line.count("[") > MAX_DEPTH and json_depth(line.encode()) > MAX_DEPTH:
+            raise InputError(f"erasures line {n}: nested deeper than {MAX_DEPTH} levels")
         try:
             data = json.loads(line)
             kind = data.get("kind") if isinstance(data, dict) else None
@@ -95,13 +113,15 @@ def parse_erasures(lines: Iterable[str]) -> tuple[list[Tombstone], list[PendingE
                 pending.append(PendingErasure.model_validate(data))
             else:
                 raise InputError(f"erasures line {n}: field 'kind': not tombstone/pending_erasure")
-        except json.JSONDecodeError:
-            raise InputError(f"erasures line {n}: not a JSON object") from None
+        except InputError:
+            raise
         except ValidationError as exc:
             field = ".".join(str(p) for p in exc.errors()[0]["loc"]) or "line"
             raise InputError(
                 f"erasures line {n}: field '{field}': {exc.errors()[0]['msg']}"
             ) from None
+        except (ValueError, RecursionError):  # not JSON; a number past the digit limit
+            raise InputError(f"erasures line {n}: not a JSON object") from None
     return tombs, pending
 
 
@@ -119,7 +139,8 @@ def apply_erasures(
     """Apply parsed erasures (``parse_erasures``) to ``store``."""
     from memlife.erase import carry_pending
 
-    _refuse_live_text(store, tombs, {p.record_id for p in pending})
+    _refuse_pending_not_held(store, pending)
+    _refuse_live_text(store, tombs, {(p.actor_id, p.namespace, p.record_id) for p in pending})
     rows = [(t.actor_id, t.record_id, t.content_sha256, t.norm_sha256) for t in tombs]
     added = tombstones._backend(store).add_tombstones(rows) if rows else 0
     out: dict[str, Any] = {"tombstones": len(tombs), "tombstones_added": max(added, 0)}
@@ -128,10 +149,29 @@ def apply_erasures(
     return out
 
 
-def _refuse_live_text(store: MemoryStore, tombs: list[Tombstone], deferred: set[str]) -> None:
+def _refuse_pending_not_held(store: MemoryStore, pending: list[PendingErasure]) -> None:
+    """A pending erasure waits for its record's hold. A line naming a record of its scope
+    that is not held here does not belong to these records: deferred anyway, the record
+    was erased by the next release of any hold, asked by nobody in this store."""
+    free = []
+    for p in pending:
+        r = store.get(p.record_id)
+        if r is not None and (r.actor_id, r.namespace) == (p.actor_id, p.namespace) and not r.held:
+            free.append(p.record_id)
+    if free:
+        raise InputError(
+            f"erasures: pending erasures name {len(free)} record(s) not under legal hold here "
+            f"({', '.join(sorted(free)[:5])}): not this store's erasures"
+        )
+
+
+def _refuse_live_text(
+    store: MemoryStore, tombs: list[Tombstone], deferred: set[tuple[str, str, str]]
+) -> None:
     """A tombstone says its text was erased; a live record of that actor holding it (not a
-    held copy the file defers) means the file does not belong to these records: taken as
-    is, it would have the next release of any hold erase that record, asked by nobody."""
+    held copy the file defers: same actor, namespace and id) means the file does not
+    belong to these records: taken as is, it would have the next release of any hold erase
+    that record, asked by nobody."""
     from memlife.erase import actor_records, text_keys, tombstone_keys
 
     by_actor: dict[str, set[str]] = {}
@@ -143,7 +183,7 @@ def _refuse_live_text(store: MemoryStore, tombs: list[Tombstone], deferred: set[
         live = [
             r.id
             for r in actor_records(store, actor)
-            if r.id not in deferred and text_keys(r) & keys
+            if not (r.held and (r.actor_id, r.namespace, r.id) in deferred) and text_keys(r) & keys
         ]
         if live:
             raise InputError(

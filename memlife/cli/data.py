@@ -93,7 +93,7 @@ def register(app: typer.Typer) -> None:
         reads: AccessImport | None = None
         parsed = None
         if erasures is not None:  # checked whole before anything is imported
-            with erasures.open(encoding="utf-8") as f:
+            with erasures.open("rb") as f:  # each line decoded on its own, named if bad
                 parsed = parse_erasures(f)
         db = open_store(check_store(store, must_exist=False))
         carried: dict[str, Any] | None = None
