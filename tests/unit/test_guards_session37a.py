@@ -311,3 +311,21 @@ def test_dynamodb_forget_leaves_no_member_entry_of_the_erased_key() -> None:
         assert subjects.forget(["m-1"], SHARD) == 1
         items = state.ddb.scan(TableName=state.table)["Items"]
         assert [i["pk"]["S"] for i in items if i["pk"]["S"].startswith(("infk#", "infs#"))] == []
+
+
+def test_dynamodb_member_lists_are_per_shard_so_each_tenants_erasure_finds_its_own() -> None:
+    """Attacks the shard in ``memlife/inferred/dynamodb.py::_members`` (the audit left it
+    untested): two actors whose records hold the same words share a subject key. Without
+    the shard in the member list's partition, u-1's erasure of the key found u-2's record
+    in the list, deleted its entry (the record held the key in another shard), and u-2's
+    own erasure of the key then found nothing: u-2's inferred subject, content words of the
+    erased text, stayed."""
+    subject = "maria adopted grey ~9ccd23"
+    with aws_state("inprocess") as (_, state):
+        subjects = DynamoSubjects(state)
+        subjects.put("u-1", "/users/u-1/facts", {"m-1": subject}, "nightly")
+        subjects.put("u-2", "/users/u-2/facts", {"m-2": subject}, "nightly")
+        assert subjects.forget_keys(("u-1", "/users/u-1/facts"), {subject}) == 1
+        assert subjects.get(("u-2", "/users/u-2/facts"), ["m-2"]) == {"m-2": subject}
+        assert subjects.forget_keys(("u-2", "/users/u-2/facts"), {subject}) == 1
+        assert subjects.get(("u-2", "/users/u-2/facts"), ["m-2"]) == {}
