@@ -86,6 +86,7 @@ class RunConfig(BaseModel):
 
 
 MAX_AHEAD = timedelta(hours=48)
+MAX_BEHIND = timedelta(days=36_500)  # the policy's longest span (MAX_DAYS)
 
 
 def operator_config(config: RunConfig, scheduled: datetime | None = None) -> RunConfig:
@@ -99,6 +100,13 @@ def operator_config(config: RunConfig, scheduled: datetime | None = None) -> Run
       run accepts any."""
     if config.now is None and scheduled is not None:
         config = config.model_copy(update={"now": scheduled})
+    if config.now is not None and config.now < utcnow() - MAX_BEHIND:
+        # year 1 overflowed the planner's date arithmetic after the manifest and receipt were
+        # written; year 26 ran, under a malformed run id and a folder runs/26/
+        raise InputError(
+            f"cutoff {config.now.isoformat()} is more than 100 years before the clock: no "
+            "memory is that old; give the cutoff you mean"
+        )
     if (
         config.now is not None and not config.dry_run and not config.allow_future_cutoff
         and config.now > utcnow() + MAX_AHEAD

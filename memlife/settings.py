@@ -309,12 +309,28 @@ class Settings(BaseSettings):
             elif isinstance(value, (bool, int, float)):
                 shown = value
             else:
-                shown = str(value)
+                shown = _without_password(str(value))
             rows.append((var, shown, field.description or ""))
         return rows
 
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
+
+
+def _without_password(value: str) -> str:
+    """A URL's userinfo password masked (``https://user:****@proxy/``): a base URL or
+    endpoint may carry credentials, and `config show` never prints a secret."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value)
+        password = parts.password
+    except ValueError:
+        return value
+    if not password:
+        return value
+    host = parts.netloc.rsplit("@", 1)[1]
+    return parts._replace(netloc=f"{parts.username or ''}:****@{host}").geturl()
 
 
 def _relevant_environment() -> tuple[tuple[str, str], ...]:

@@ -166,7 +166,7 @@ class LazyGroup(TyperGroup):
             from memlife.cli.common import err_console
 
             message, code = one_line_error(exc)
-            err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False)
+            err_console.print(f"[red]error:[/red] {escape(message)}", markup=True)
             raise typer.Exit(code) from None
 
 

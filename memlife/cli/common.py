@@ -17,8 +17,24 @@ from rich.text import Text
 
 from memlife import progress as progress_hook
 
-console = Console()
-err_console = Console(stderr=True, soft_wrap=True)
+
+class StoredDataConsole(Console):
+    """A console for output that carries stored data (ids, namespaces, paths, settings):
+    markup is off unless a call asks for it (``markup=True``, its values through
+    :func:`safe`), and every string printed has its control characters written as escapes
+    (line breaks kept). With rich's default, a stored id ``q-[/]`` raised MarkupError after
+    the command's work was done (exit 1 for a run that succeeded), ``q-[bold]b`` printed as
+    another id, and an ESC in an id reached the terminal."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(markup=False, highlight=False, **kwargs)
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:  # noqa: A003 - rich's name
+        super().print(*(_lines(o) if isinstance(o, str) else o for o in objects), **kwargs)
+
+
+console = StoredDataConsole()
+err_console = StoredDataConsole(stderr=True, soft_wrap=True)
 
 StoreOpt = Annotated[
     str | None,
@@ -80,6 +96,18 @@ def printable(value: object) -> str:
     return _UNSAFE.sub(lambda m: ascii(m.group())[1:-1], str(value))
 
 
+def _lines(text: str) -> str:
+    """``printable`` line by line: the line breaks of a message kept."""
+    return "\n".join(printable(line) for line in text.split("\n"))
+
+
+def safe(value: object) -> str:
+    """A stored value inside a ``markup=True`` message: controls escaped, markup escaped."""
+    from rich.markup import escape
+
+    return escape(printable(value))
+
+
 def plain(value: object) -> Text:
     """A table cell of stored data (ids, owners, namespaces): never read as rich markup
     (an id "a[/]" raised MarkupError and hid the whole table) nor as terminal controls."""
@@ -102,7 +130,7 @@ def print_id_table(
     widest = [max([cell_len(c)] + [cell_len(r[i]) for r in cells]) for i, c in enumerate(columns)]
     need = sum(w if c in ids else min(w, _NARROWEST) for c, w in zip(columns, widest, strict=True))
     if need + 3 * len(columns) + 1 <= console.width:  # each column: 2 padding, 1 border
-        table = Table(title=title)
+        table = Table(title=Text(printable(title)))
         for col, width in zip(columns, widest, strict=True):
             if col in ids:
                 table.add_column(col, no_wrap=True, min_width=width)
@@ -113,7 +141,7 @@ def print_id_table(
         console.print(table)
         return
     label = max(map(cell_len, columns))
-    console.print(Text(title, style="italic"), soft_wrap=True)
+    console.print(Text(printable(title), style="italic"), soft_wrap=True)
     for row in cells:
         console.print()
         for col, cell in zip(columns, row, strict=True):
@@ -127,7 +155,7 @@ _NARROWEST = 8  # characters a wrapped column keeps in a table of whole ids
 def fail(message: str, code: int = 2) -> typer.Exit:
     from rich.markup import escape
 
-    err_console.print(f"[red]error:[/red] {escape(printable(message))}", highlight=False)
+    err_console.print(f"[red]error:[/red] {escape(printable(message))}", markup=True)
     return typer.Exit(code)
 
 

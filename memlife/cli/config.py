@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from memlife.cli.common import JsonOpt, console, print_json
+from memlife.cli.common import JsonOpt, console, plain, print_json
 from memlife.settings import settings
 
 
@@ -26,7 +26,7 @@ def register(app: typer.Typer) -> None:
             table.add_column(col)
         for var, value, meaning in rows:
             # not set: the default applies, which the meaning column states
-            table.add_row(var, "(default)" if value is None else str(value), meaning)
+            table.add_row(var, "(default)" if value is None else plain(value), meaning)
         console.print(table)
 
     app.add_typer(group, name="config")

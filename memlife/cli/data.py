@@ -20,6 +20,7 @@ from memlife.cli.common import (
     option_time,
     print_json,
     progress_bar,
+    safe,
 )
 from memlife.importer import MAX_LINE_BYTES, import_file
 from memlife.stores import open_store
@@ -129,7 +130,7 @@ def register(app: typer.Typer) -> None:
                     f"ledger, {reads.not_in_store} of records not in this store"
                 )
                 for why in reads.refused:
-                    err_console.print(f"[red]refused[/red] access {why}")
+                    err_console.print(f"[red]refused[/red] access {safe(why)}", markup=True)
             if carried is not None:
                 err_console.print(
                     f"erasures: {carried['tombstones']} tombstones, "
@@ -141,22 +142,26 @@ def register(app: typer.Typer) -> None:
                     )
                 )
             for e in report.invalid:
-                err_console.print(f"[red]invalid[/red] {e}")
+                err_console.print(f"[red]invalid[/red] {safe(e)}", markup=True)
             for c in report.conflicts:
                 err_console.print(
-                    f"[yellow]skipped[/yellow] line {c['line']}: record {c['id']}: {c['code']}"
+                    f"[yellow]skipped[/yellow] line {c['line']}: record {safe(c['id'])}: "
+                    f"{safe(c['code'])}",
+                    markup=True,
                 )
             for w in report.warnings:
                 if w["code"] == "PREVIOUSLY_DELETED":  # no line: found in the store after
                     err_console.print(
-                        f"[yellow]warning[/yellow] record {w['id']}: PREVIOUSLY_DELETED: run "
-                        f"{w['run_id']} removed it with a receipt; imported again (verify of "
-                        "that run will report it present)"
+                        f"[yellow]warning[/yellow] record {safe(w['id'])}: PREVIOUSLY_DELETED: "
+                        f"run {safe(w['run_id'])} removed it with a receipt; imported again "
+                        "(verify of that run will report it present)",
+                        markup=True,
                     )
                     continue
                 err_console.print(
-                    f"[yellow]warning[/yellow] line {w['line']}: record {w['id']}: "
-                    f"field '{w['field']}': {w['code']}"
+                    f"[yellow]warning[/yellow] line {w['line']}: record {safe(w['id'])}: "
+                    f"field '{safe(w['field'])}': {safe(w['code'])}",
+                    markup=True,
                 )
             err_console.print(
                 f"imported {report.imported} records, {len(report.invalid)} invalid lines, "
@@ -212,7 +217,8 @@ def register(app: typer.Typer) -> None:
                 err_console.print(
                     f"[yellow]warning[/yellow] {n} erasures (tombstones, pending erasures) are "
                     "not in this export: a store imported from it would accept erased text "
-                    "again; pass --erasures FILE and import with --erasures FILE"
+                    "again; pass --erasures FILE and import with --erasures FILE",
+                    markup=True,
                 )
             if access is not None:
                 from memlife.access_export import export_access

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import JustifyMethod
 from rich.table import Table
+from rich.text import Text
 
 from memlife.cli.common import (
     JsonOpt,
@@ -19,6 +20,7 @@ from memlife.cli.common import (
     err_console,
     fail,
     option_time,
+    plain,
     print_json,
 )
 from memlife.evalset import EvalSetError, dump_cases, load_cases
@@ -27,6 +29,10 @@ from memlife.policy import PolicyError, load_policy
 from memlife.stores import open_store
 
 PolicyOpt = Annotated[str, typer.Option("--policy", help="Policy file (gate thresholds).")]
+
+
+def _verdict(passed: bool) -> Text:
+    return Text("pass", style="green") if passed else Text("FAIL", style="red")
 
 
 def gate_table(report: dict[str, Any], title: str) -> Table:
@@ -42,10 +48,10 @@ def gate_table(report: dict[str, Any], title: str) -> Table:
     for name, g in report["gates"].items():
         before = f" (before {g['before']:.3f})" if "before" in g else ""
         table.add_row(
-            name,
+            plain(name),
             f"{g['value']:.3f}{before}",
             f"{g['threshold']:.3f}",
-            "[green]pass" if g["passed"] else "[red]FAIL",
+            _verdict(g["passed"]),
         )
     return table
 
@@ -94,12 +100,12 @@ def register(app: typer.Typer) -> None:
                 cases_t.add_column(col)
             for r in report["results"]:
                 cases_t.add_row(
-                    r["id"],
-                    r["kind"],
-                    r["impact"],
+                    plain(r["id"]),
+                    plain(r["kind"]),
+                    plain(r["impact"]),
                     f"{r['must_hits']}/{r['must_total']}" if r["must_total"] else "-",
-                    ", ".join(r["forbidden_hits"]) or "-",
-                    "[green]pass" if r["passed"] else "[red]FAIL",
+                    plain(", ".join(r["forbidden_hits"]) or "-"),
+                    _verdict(r["passed"]),
                 )
             console.print(cases_t)
             if report["high_impact_failed"]:

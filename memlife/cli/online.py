@@ -20,6 +20,7 @@ from memlife.cli.common import (
     interactive,
     print_json,
     progress_bar,
+    safe,
 )
 
 if TYPE_CHECKING:
@@ -145,7 +146,9 @@ def register(app: typer.Typer) -> None:
             err_console.print("no memories above the threshold")
         for r in rows:
             console.print(
-                f"{r['rank']}. [bold]{r['score']:.3f}[/bold] {r['content']}  [dim]{r['id']}[/dim]"
+                f"{r['rank']}. [bold]{r['score']:.3f}[/bold] {safe(r['content'])}  "
+                f"[dim]{safe(r['id'])}[/dim]",
+                markup=True,
             )
 
     @app.command("warm")
@@ -167,7 +170,9 @@ def register(app: typer.Typer) -> None:
                 for ns in mem.store.list_namespaces(a)
             ]
             for a in sorted(set(actors or ()) - {a for a, _ in shards}):
-                err_console.print(f"[yellow]warning:[/yellow] actor {a!r} has no memories")
+                err_console.print(
+                    f"[yellow]warning:[/yellow] actor {safe(repr(a))} has no memories", markup=True
+                )
             read = embedded = 0
             with progress_bar("shards", len(shards), interactive(json_out)) as advance:
                 for actor, namespace in shards:
@@ -227,8 +232,13 @@ def register(app: typer.Typer) -> None:
                 except anthropic.APIError as exc:
                     raise fail(f"model call failed: {exc}", code=1) from None
                 for call in reply.tool_calls:
-                    err_console.print(f"[dim]tool {call['name']}: {call['result']}[/dim]")
+                    err_console.print(
+                        f"[dim]tool {safe(call['name'])}: {safe(call['result'])}[/dim]",
+                        markup=True,
+                    )
                 if reply.stopped == "step_limit":
-                    err_console.print(f"[yellow]stopped at the step limit ({max_steps})[/yellow]")
+                    err_console.print(
+                        f"[yellow]stopped at the step limit ({max_steps})[/yellow]", markup=True
+                    )
                 sys.stdout.write(reply.text + "\n")
                 sys.stdout.flush()

@@ -11,14 +11,18 @@ from memlife.cli.common import (
     ReceiptsOpt,
     StoreOpt,
     YesOpt,
+    check_policy,
+    check_receipts,
     check_store,
     err_console,
     fail,
+    option_time,
     preview,
     print_id_table,
     print_json,
+    safe,
 )
-from memlife.model import parse_time, utcnow
+from memlife.model import utcnow
 from memlife.stores import open_store
 
 PolicyOpt = Annotated[str, typer.Option("--policy")]
@@ -37,7 +41,7 @@ def _report(result: dict[str, Any], json_out: bool, verb: str) -> None:
                 + (f" ({o['error']})" if o["error"] else "")
             )
         for rid in result.get("not_found", []):
-            err_console.print(f"[yellow]not found[/yellow] {rid}")
+            err_console.print(f"[yellow]not found[/yellow] {safe(rid)}", markup=True)
         err_console.print(
             f"run {result['run_id']}: {result['status']}; receipt: {result['receipt']}"
         )
@@ -95,7 +99,9 @@ def register(app: typer.Typer) -> None:
         """Bring records back exactly as they were before quarantine (journaled, receipted)."""
         from memlife.quarantine import restore as do_restore
 
-        db = open_store(store)
+        check_policy(policy)
+        check_receipts(receipts)
+        db = open_store(check_store(store, must_exist=True))  # a typo is no new, empty store
         try:
             result = do_restore(db, ids, policy=policy, receipts=receipts)
         finally:
@@ -125,7 +131,7 @@ def register(app: typer.Typer) -> None:
         from memlife.quarantine import purge_candidates
         from memlife.run_types import MAX_AHEAD  # the guard of `memlife run --now`
 
-        at = parse_time(now) if now else None
+        at = option_time(now, "--now")
         # a reference time far ahead makes every quarantined record look old enough at once;
         # a time in the past is harmless (less is due). A preview changes nothing.
         if yes and at is not None and at > utcnow() + MAX_AHEAD:

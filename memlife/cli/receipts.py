@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from memlife import run_chain
 from memlife.audit import ReceiptSink, open_sink
@@ -19,8 +20,11 @@ from memlife.cli.common import (
     console,
     err_console,
     fail,
+    plain,
     print_id_table,
     print_json,
+    printable,
+    safe,
 )
 from memlife.journal import open_chain_reader, open_journal
 from memlife.model import parse_time
@@ -193,13 +197,15 @@ def register(app: typer.Typer) -> None:
             return
         r = run.receipt or {}
         table = Table(
-            title=f"{run_id}: {r.get('status', 'incomplete')} ({run.manifest.get('mode')})"
+            title=Text(
+                printable(f"{run_id}: {r.get('status', 'incomplete')} ({run.manifest.get('mode')})")
+            )
         )
         table.add_column("count")
         table.add_column("records", justify="right")
         counts = r.get("counts")
         for k, v in (counts if isinstance(counts, dict) else {}).items():
-            table.add_row(str(k), f"{v:,}" if isinstance(v, int) else str(v))
+            table.add_row(plain(k), f"{v:,}" if isinstance(v, int) else plain(v))
         console.print(table)
         console.print(f"policy {run.manifest.get('policy_version')}  cutoff {run.manifest.get('cutoff')}  "
                       f"pagination complete: {r.get('pagination_complete')}  "
@@ -241,21 +247,24 @@ def register(app: typer.Typer) -> None:
             # another store's run first: its journal findings below follow from it
             other = [p for p in result.notes if p["code"] == "OTHER_STORE"]
             for p in other:
-                console.print(f"[yellow]OTHER_STORE[/yellow] run_store={p['run_store']} "
-                              f"store={p['store']}: the run changed another store; verify it "
-                              "with --store set to that store (the journal findings below "
-                              "follow from this)", highlight=False)  # fmt: skip
+                console.print(f"[yellow]OTHER_STORE[/yellow] run_store={safe(p['run_store'])} "
+                              f"store={safe(p['store'])}: the run changed another store; verify "
+                              "it with --store set to that store (the journal findings below "
+                              "follow from this)", markup=True)  # fmt: skip
             for p in result.problems:
                 console.print(
-                    f"[red]{p['code']}[/red] "
-                    + " ".join(f"{k}={v}" for k, v in p.items() if k != "code")
+                    f"[red]{safe(p['code'])}[/red] "
+                    + " ".join(f"{k}={safe(v)}" for k, v in p.items() if k != "code"),
+                    markup=True,
                 )
             for p in result.notes:  # informational (e.g. RECORD_ID_REUSED): not a failure
                 if p not in other:
                     console.print(
-                        f"[yellow]{p['code']}[/yellow] "
-                        + " ".join(f"{k}={v}" for k, v in p.items() if k != "code")
+                        f"[yellow]{safe(p['code'])}[/yellow] "
+                        + " ".join(f"{k}={safe(v)}" for k, v in p.items() if k != "code"),
+                        markup=True,
                     )
-            console.print(f"{run_id}: {result.operations} operations, {result.checked_records} records checked, "
-                          + ("[green]verified[/green]" if result.ok else f"[red]{len(result.problems)} problems[/red]"))  # fmt: skip
+            console.print(f"{safe(run_id)}: {result.operations} operations, {result.checked_records} records checked, "
+                          + ("[green]verified[/green]" if result.ok else f"[red]{len(result.problems)} problems[/red]"),
+                          markup=True)  # fmt: skip
         raise typer.Exit(0 if result.ok else 1)

@@ -19,6 +19,7 @@ from memlife.cli.common import (
     print_id_table,
     print_json,
     printable,
+    safe,
 )
 from memlife.stores import open_store
 from memlife.stores.base import MemoryStore
@@ -182,11 +183,9 @@ def register(app: typer.Typer) -> None:
 
 def _lines(title: str, fields: list[tuple[str, object]]) -> None:
     """A title and ``name  value`` lines of stored data: never markup, controls escaped."""
-    from rich.markup import escape
-
-    console.print(f"[bold]{escape(printable(title))}[/bold]", highlight=False, soft_wrap=True)
+    console.print(f"[bold]{safe(title)}[/bold]", markup=True, soft_wrap=True)
     for name, value in fields:
-        console.print(f"  {name:<17} {escape(printable(value))}", highlight=False, soft_wrap=True)
+        console.print(f"  {name:<17} {printable(value)}", soft_wrap=True)
 
 
 def _record(title: str, rec: dict[str, object] | None, it: dict[str, str]) -> None:

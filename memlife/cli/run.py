@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from memlife.cli.common import (
     JsonOpt,
@@ -64,11 +65,15 @@ def run_flow(config: RunConfig) -> dict[str, Any]:
 def counts_table(result: dict[str, Any]) -> Table:
     mode = result.get("mode", "dry_run")
     table = Table(
-        title=f"memlife {mode.replace('_', ' ')} {result['run_id']}  (policy {result['policy_version']})"
-    )
+        title=Text(
+            printable(f"memlife {mode.replace('_', ' ')} {result['run_id']}  "
+                      f"(policy {result['policy_version']})")
+        )
+    )  # fmt: skip
     table.add_column("planned action")
     table.add_column("records", justify="right")
-    planned = list(result["counts"].items()) + [("[bold]total", result["records"])]
+    planned: list[tuple[str | Text, Any]] = list(result["counts"].items())
+    planned.append((Text("total", style="bold"), result["records"]))
     if mode == "dry_run":  # nothing changed: show what an apply run would do
         from memlife.would_change import would_change
 
