@@ -1,7 +1,7 @@
 """Guards left untested by the twenty-seventh audit (session 37): the CLI commands `run`,
 `receipts`, `quarantine`, `ledger`, `eval` and `config` (exit codes a script reads, flags
-refused by name, stored ids printed as stored: never markup nor terminal controls). Fifteen tests
-failed on the code before session 37 (each docstring says "Real bug")."""
+refused by name, stored ids printed as stored: never markup nor terminal controls).
+Fifteen of them failed on the code before session 37."""
 
 from __future__ import annotations
 
