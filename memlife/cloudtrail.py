@@ -102,7 +102,12 @@ def is_memory_read(event: object) -> TypeGuard[Mapping[str, Any]]:
     """An AgentCore memory read; an entry of ``Records`` that is no object is a BadEvent."""
     if not isinstance(event, Mapping):
         raise BadEvent("<event>", f"is {type(event).__name__}, not an object")
-    return event.get("eventSource") == AGENTCORE_SOURCE and event.get("eventName") in READ_EVENTS
+    name = event.get("eventName")  # a list here raised TypeError and stopped the whole ingest
+    return (
+        event.get("eventSource") == AGENTCORE_SOURCE
+        and isinstance(name, str)
+        and (name in READ_EVENTS)
+    )
 
 
 def actor_from_namespace(namespace: str | None) -> str | None:
@@ -119,9 +124,10 @@ def _event_time(event: Mapping[str, Any]) -> datetime | None:
         return None
     try:
         dt = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
+        # 9999-12-31T23:00-05:00 is past the calendar in UTC: OverflowError, a bad time
+        return dt.astimezone(UTC) if dt.tzinfo else None
+    except (ValueError, OverflowError):
         return None
-    return dt.astimezone(UTC) if dt.tzinfo else None
 
 
 def _as_dict(value: object, field: str) -> Mapping[str, Any]:
@@ -297,5 +303,15 @@ def log_files(source: str, s3_client: Any) -> Iterator[tuple[str, Callable[[], b
 
 
 def _read_object(s3_client: Any, bucket: str, key: str) -> bytes:
-    body: bytes = s3_client.get_object(Bucket=bucket, Key=key)["Body"].read()
+    """The object's bytes; an object S3 will not give (AccessDenied under a KMS key the role
+    cannot use, NoSuchKey after a lifecycle rule) is an OSError, a bad file like any other:
+    it stopped the whole ingest, every night."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        body: bytes = s3_client.get_object(Bucket=bucket, Key=key)["Body"].read()
+    except ClientError as exc:
+        raise OSError(f"{exc.response.get('Error', {}).get('Code', 'error')} from S3") from None
+    except BotoCoreError as exc:
+        raise OSError(type(exc).__name__) from None
     return body

@@ -278,8 +278,11 @@ class AccessLedger:
     @staticmethod
     def _write_replacing(folder: Path, table: pa.Table, parts: Sequence[Path]) -> None:
         """A part that replaces ``parts`` (named in its metadata), written, then theirs
-        removed: a crash in between leaves both, and readers skip the replaced ones."""
-        names = sorted(p.name for p in parts)
+        removed: a crash in between leaves both, and readers skip the replaced ones. It also
+        names what they replaced: an ingest killed between its part and its day marker
+        writes that part again on its rerun, and after two rewrites of it (two erasures,
+        two compactions) nothing named it any more, so its rows counted twice."""
+        names = sorted({p.name for p in parts} | {q.name for q in _replaced(parts)})
         digest = hashlib.sha256("\n".join(names).encode()).hexdigest()[:32]
         name = f"{REPLACING}{digest}.parquet"
         tmp = folder / f".{name}.tmp"

@@ -45,10 +45,14 @@ class S3AccessLedger(AccessLedger):
         self.bucket = state.settings.parquet_bucket
         self.prefix = f"{base}/ledger" if base else "ledger"
         self.url = f"s3://{self.bucket}/{self.prefix}"
+        self._replaces_of: dict[str, set[str]] = {}  # a loaded part -> the parts it replaces
 
     # -- storage primitives ------------------------------------------------------------------
     def _put(self, key: str, table: pa.Table, replaces: Iterable[str] = ()) -> None:
-        meta = {REPLACES: json.dumps(sorted(replaces)).encode()} if replaces else {}
+        # what the replaced parts replaced too, as the local ledger's _write_replacing does
+        names = set(replaces)
+        names |= set().union(*(self._replaces_of.get(k, set()) for k in list(names)))
+        meta = {REPLACES: json.dumps(sorted(names)).encode()} if names else {}
         buf = io.BytesIO()
         pq.write_table(table.replace_schema_metadata(meta or None), buf, compression="zstd")
         self.state.s3.put_object(Bucket=self.bucket, Key=key, Body=buf.getvalue(),
@@ -81,6 +85,7 @@ class S3AccessLedger(AccessLedger):
             meta = table.schema.metadata or {}
             replaced = set(json.loads(meta[REPLACES])) if REPLACES in meta else set()
             out[k] = (table.replace_schema_metadata(None).cast(SCHEMA), replaced)
+            self._replaces_of[k] = replaced
         return out
 
     @staticmethod
