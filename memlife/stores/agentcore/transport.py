@@ -39,6 +39,7 @@ class Outcome:
     message: str = ""
     memory_record_id: str | None = None
     stopped: bool = False  # not done: a quota stop came first (message: the stop's)
+    answered: bool = False  # the service reported this item's failure (``failedRecords``)
 
 
 @dataclass
@@ -243,6 +244,7 @@ class Transport:
                     None if ok_item else item.get("errorCode"),
                     item.get("errorMessage", ""),
                     item.get("memoryRecordId"),
+                    answered=not ok_item,
                 )
         for e in entries:  # an item the service did not report is not done
             out.setdefault(e.key, Outcome(False, 500, "not reported by the service"))

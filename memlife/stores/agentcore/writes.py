@@ -132,11 +132,13 @@ class ChunkWriter:
             nonce = None
             if mrid is None:  # a create: the pending attempt's nonce, or a new attempt
                 nonce = (old.create_nonce if old else None) or new_nonce()
+            # an update keeps the namespace the record is in until BatchUpdate has moved it
+            # (_moved): a failed move left reads and deletes naming the new one (403)
             new = SidecarItem(
                 key=key,
                 record_id=r.id,
                 actor_id=r.actor_id,
-                namespace=r.namespace,
+                namespace=old.namespace if old and mrid else r.namespace,
                 version=(old.version if old else 0) + 1,
                 memory_record_id=mrid,
                 blobs=blobs,
@@ -176,6 +178,8 @@ class ChunkWriter:
             entries.append(Entry(k, body))
         outcomes = self.transport.batch("update", entries)
         gone = []
+        moved = [k for k in keys if outcomes[k].ok and staged[k].namespace != by_key[k].namespace]
+        self._moved(moved, by_key, staged)
         for k in keys:
             o = outcomes[k]
             if o.ok:
@@ -189,6 +193,21 @@ class ChunkWriter:
                 code, retry = failure_of(o)
                 result.failed.append(ItemFailure(by_key[k].id, code, o.message, retry))
         return self._restage_pending(gone, by_key, staged, result), stop_of(outcomes)
+
+    def _moved(
+        self, keys: list[str], by_key: dict[str, MemoryRecord], staged: dict[str, SidecarItem]
+    ) -> None:
+        """The records BatchUpdate moved: the sidecar now names their new namespace (a lost
+        race leaves the other writer's item, which names where it put the record)."""
+        writes = [
+            (replace(staged[k], version=staged[k].version + 1, namespace=by_key[k].namespace),
+             staged[k].version)
+            for k in keys
+        ]  # fmt: skip
+        conflicts = self.sidecar.put_many(writes) if writes else {}
+        for new, _ in writes:
+            if new.key not in conflicts:
+                staged[new.key] = new
 
     def _restage_pending(
         self,
@@ -204,8 +223,9 @@ class ChunkWriter:
         for k in keys:
             it = staged[k]
             new = replace(
-                it, version=it.version + 1, memory_record_id=None, create_nonce=new_nonce()
-            )
+                it, version=it.version + 1, memory_record_id=None, create_nonce=new_nonce(),
+                namespace=by_key[k].namespace,  # created where the record is meant to be
+            )  # fmt: skip
             writes.append((new, it.version))
         conflicts = self.sidecar.put_many(writes) if writes else {}
         for key, why in conflicts.items():
@@ -252,8 +272,13 @@ class ChunkWriter:
             else:
                 code, retry = failure_of(o)
                 result.failed.append(ItemFailure(by_key[k].id, code, o.message, retry))
+                if o.answered:  # the token would replay this answer: the retry is a new try
+                    done.append((replace(it, version=it.version + 1, create_nonce=new_nonce()),
+                                 it.version))  # fmt: skip
         lost = self.sidecar.put_many(done)
         for it, _ in done:
+            if it.memory_record_id is None:  # a failed create, staged again (reported above)
+                continue
             if it.key in lost:  # created, but the id is not recorded: find_by_key finds it
                 result.failed.append(
                     ItemFailure(it.record_id, "CONFLICT", "sidecar changed during create")
