@@ -194,7 +194,7 @@ class Memory:
         wanted = ids_arg(ids, "ids")
         # an expired record too: hidden from reads, but the user's forget still applies
         mine = [rid for rid in wanted if self._own_active(rid, actor) is not None]
-        return self._mem.forget(mine) if mine else []
+        return self._mem.forget(mine, actor=actor) if mine else []
 
     @staticmethod
     def compact(

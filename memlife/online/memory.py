@@ -424,7 +424,7 @@ class LongTermMemory:
                 existing_id = shard.ids[row]
                 compared: str | None = None  # the hash of the words restates() read
                 if vector is not None:
-                    same, compared = self._restated(existing_id, fact)
+                    same, compared = self._restated(existing_id, fact, (actor, namespace))
                     if not same:
                         break  # close in meaning but saying other words: a new memory
                 refreshed = self._refresh(
@@ -436,6 +436,7 @@ class LongTermMemory:
                     key=key if vector is None else None,
                     memory_type=memory_type,
                     compared=compared,
+                    scope=(actor, namespace),
                 )
                 if refreshed is None:
                     # the index's text of that row is stale (rewritten elsewhere): reload it;
@@ -486,8 +487,9 @@ class LongTermMemory:
                 self._epoch += 1  # its write: every shard re-checks
                 existing_id = dup[0].message
                 if self._refresh(
-                    existing_id, subject, confidence, now, source, key=key, memory_type=memory_type
-                ):
+                    existing_id, subject, confidence, now, source, key=key,
+                    memory_type=memory_type, scope=(actor, namespace),
+                ):  # fmt: skip
                     if content_sha256(fact) not in self._hashes(existing_id):
                         self.cache.delete_for([content_sha256(fact)])
                     return RememberResult(existing_id, False, existing_id, 1.0)
@@ -579,14 +581,17 @@ class LongTermMemory:
         row = int(np.argmax(sims))
         return (row, float(sims[row])) if np.isfinite(sims[row]) else (None, -1.0)
 
-    def _restated(self, record_id: str, fact: str) -> tuple[bool, str | None]:
+    def _restated(
+        self, record_id: str, fact: str, scope: tuple[str, str]
+    ) -> tuple[bool, str | None]:
         """Whether the record says the same words as ``fact``, and the hash of the text
         compared. A near duplicate refreshes only a record that says the same words:
         "allergic to 3 medications" must not confirm "2 medications" (memlife/restate.py).
         A record gone meanwhile counts as restated: the refresh then finds it gone and
-        looks again."""
+        looks again; so does a record no longer in ``scope`` (actor, namespace): another
+        actor's record that took the id over is not this shard's."""
         rec = self.store.get(record_id)
-        if rec is None:
+        if rec is None or (rec.actor_id, rec.namespace) != scope:
             return True, None
         return restates(rec.content, fact), rec.sha256
 
@@ -594,6 +599,7 @@ class LongTermMemory:
         self, record_id: str, subject: str | None, confidence: float, now: datetime,
         source: Source = Source.user_stated, *, key: str | None = None,
         memory_type: MemoryType = MemoryType.semantic, compared: str | None = None,
+        scope: tuple[str, str] | None = None,
     ) -> bool | None:  # fmt: skip
         """True: refreshed. False: gone, no longer active, or no longer the text
         ``compared`` (a near duplicate's hash as :meth:`_restated` read it): look again.
@@ -610,6 +616,8 @@ class LongTermMemory:
             rec = self.store.get(record_id)
             if rec is None or rec.status is not Status.active or self.expired(rec, now):
                 return False  # an expired record is never served: the fact is stored anew
+            if scope is not None and (rec.actor_id, rec.namespace) != scope:
+                return False  # the id is another actor's (or namespace's) record now: not ours
             if key is not None and norm_key(rec.content) != key:
                 return None  # checked on the read the conditional write below is tied to
             if key is None and read_sha not in (None, rec.sha256):
@@ -639,7 +647,7 @@ class LongTermMemory:
             if refresh is None:  # stores without one: a read-modify-write, last writer wins
                 result = self.store.put_many([_refreshed(rec, change)])
                 return record_id in result.succeeded
-            if refresh(record_id, rec.sha256, change):
+            if refresh(record_id, rec.sha256, change, scope=scope):
                 return True
             # not written: deleted, erased, held or rewritten since the read, or (a lifetime
             # change) its expiry changed: read again
@@ -675,12 +683,18 @@ class LongTermMemory:
 
     # -- status changes --------------------------------------------------------------------
     def set_status(
-        self, record_ids: Sequence[str], status: Status | str, *, replaced_by: str | None = None
+        self,
+        record_ids: Sequence[str],
+        status: Status | str,
+        *,
+        replaced_by: str | None = None,
+        actor: str | None = None,
     ) -> list[str]:
         """Change status through the store and keep the index in step; returns ids changed.
         A held record (legal_hold, retained) is never changed from here (invariant 1): not
         forgotten, superseded or quarantined, nor made active again (that drops its
-        replacement and writes no receipt; a release is `memlife hold release`)."""
+        replacement and writes no receipt; a release is `memlife hold release`). ``actor``:
+        only that actor's records, checked again at the write (SQLite: in its transaction)."""
         status = choice_arg(Status, status, "status")
         record_ids = ids_arg(record_ids, "record_ids")
         replaced_by = record_id_arg(replaced_by, "replaced_by", optional=True)
@@ -697,11 +711,15 @@ class LongTermMemory:
             started = utcnow()  # before the write: an erasure after it is swept below
             records = self._get_many(record_ids)
             record_ids = [i for i in record_ids if i not in records or not records[i].held]
+            if actor is not None:
+                record_ids = [
+                    i for i in record_ids if i in records and records[i].actor_id == actor
+                ]
             if replaced_by is not None:
                 _check_replacement(self.store.get(replaced_by), replaced_by, records.values())
             # the check again at the write, in its transaction: a hold placed since the read
             # wins (SQLite); other stores check, then write
-            result = self._write_status(list(record_ids), status, replaced_by)
+            result = self._write_status(list(record_ids), status, replaced_by, actor)
             touched: dict[tuple[str, str], ShardIndex] = {}
             back: dict[tuple[str, str], list[MemoryRecord]] = {}
             for rid in result.succeeded:
@@ -743,16 +761,23 @@ class LongTermMemory:
         if followers:
             self._write_status(followers, Status.superseded, to)
 
-    def _write_status(self, ids: list[str], status: Status, replaced_by: str | None) -> Any:
-        """The status write, with the hold check in its transaction where the store has one
-        (SQLite: a hold placed since the read wins); other stores check, then write."""
+    def _write_status(
+        self, ids: list[str], status: Status, replaced_by: str | None, actor: str | None = None
+    ) -> Any:
+        """The status write, with the hold (and ``actor``) check in its transaction where the
+        store has one (SQLite: a hold placed since the read wins); other stores check, then
+        write."""
         guarded = getattr(self.store, "set_status_unless_held", None)
-        write = guarded if guarded is not None else self.store.set_status
-        return write(ids, status, replaced_by=replaced_by)
+        if guarded is None:
+            return self.store.set_status(ids, status, replaced_by=replaced_by)
+        if actor is None:
+            return guarded(ids, status, replaced_by=replaced_by)
+        return guarded(ids, status, replaced_by=replaced_by, actor=actor)
 
-    def forget(self, record_ids: Sequence[str]) -> list[str]:
-        """Mark records ``pending_delete`` (the nightly job deletes them after the grace)."""
-        return self.set_status(record_ids, Status.pending_delete)
+    def forget(self, record_ids: Sequence[str], actor: str | None = None) -> list[str]:
+        """Mark records ``pending_delete`` (the nightly job deletes them after the grace);
+        ``actor``: only that actor's, checked again at the write."""
+        return self.set_status(record_ids, Status.pending_delete, actor=actor)
 
     def _get_many(self, ids: Sequence[str]) -> dict[str, MemoryRecord]:
         get_many = getattr(self.store, "get_many", None)
@@ -812,7 +837,13 @@ class LongTermMemory:
                     rec = records.get(rid)
                     if rec is not None and self.expired(rec, now):
                         continue  # past its deadline: never returned, even before a run deletes it
-                    if rec is None or rec.status is not Status.active or rec.actor_id != actor:
+                    # another actor's record under a reused id, or the record moved to another
+                    # namespace: not what this shard ranked
+                    if (
+                        rec is None
+                        or rec.status is not Status.active
+                        or (rec.actor_id, rec.namespace) != (actor, shards[c.which].namespace)
+                    ):
                         # changed behind our back: never returned, and its share leaves the
                         # fingerprint (made active again elsewhere, it no longer matches)
                         shards[c.which].drop(rid, None if rec is None else self._share(rid))

@@ -244,6 +244,7 @@ _REFRESH = (
     "expires_at = CASE WHEN :relife THEN :expires_at ELSE expires_at END, "
     "expires_ts = CASE WHEN :relife THEN :expires_ts ELSE expires_ts END "
     "WHERE id = :id AND status = 'active' AND retention_class != 'legal_hold' "
+    "AND (:actor IS NULL OR (actor_id = :actor AND namespace = :namespace)) "
     "AND content_sha256 = :sha AND (NOT :relife OR (memory_type = :was_type "
     "AND (expires_at IS :was_expires_at OR expires_ts IS :was_expires_ts)))"
 )
@@ -649,17 +650,27 @@ class SqliteStore:
             self.connection.executemany(_UPSERT, rows)
         return BatchResult(succeeded=[r.id for r in records])
 
-    def refresh_active(self, record_id: str, expected_sha256: str, change: Refresh) -> bool:
+    def refresh_active(
+        self,
+        record_id: str,
+        expected_sha256: str,
+        change: Refresh,
+        scope: tuple[str, str] | None = None,
+    ) -> bool:
         """Apply ``change`` (online remember's refresh of a duplicate) to the row in ONE
         statement, only if that row is still active, not held and holds ``expected_sha256``
         (and, for a lifetime change, still has the lifetime read): a record deleted, erased,
         superseded or held since it was read is not brought back, and what another writer
-        changed meanwhile (access count, expiry) is never reverted. False: not written."""
+        changed meanwhile (access count, expiry) is never reverted. ``scope`` (actor,
+        namespace): only while the row is still there (an id another actor's record took
+        over is not that record). False: not written."""
         at = change.at
         was = change.was_expires_at
         params = {
             "id": record_id,
             "sha": expected_sha256,
+            "actor": None if scope is None else scope[0],
+            "namespace": None if scope is None else scope[1],
             "at": at.isoformat(),
             "at_ts": at.timestamp(),
             "confidence": change.confidence,
@@ -721,12 +732,16 @@ class SqliteStore:
         replaced_by: str | None = None,
         policy_version: str | None = None,
         at: datetime | None = None,
+        actor: str | None = None,
     ) -> BatchResult:
         """:meth:`set_status`, refusing (LEGAL_HOLD) a record that is held when it is written:
         the check and the write share one transaction, so a hold placed after the caller
         read the record still wins (online ``forget``, LangGraph ``delete``, the nightly
-        supersede and quarantine)."""
-        return self._set_status(ids, status, replaced_by, policy_version, at, unless_held=True)
+        supersede and quarantine). ``actor``: a row of another actor counts as missing, in
+        the same transaction (an id another actor's record took over since the read)."""
+        return self._set_status(
+            ids, status, replaced_by, policy_version, at, unless_held=True, actor=actor
+        )
 
     def _set_status(
         self,
@@ -737,14 +752,16 @@ class SqliteStore:
         at: datetime | None,
         *,
         unless_held: bool,
+        actor: str | None = None,
     ) -> BatchResult:
         result = BatchResult()
         with self.lock, self.transaction():
             for rid in ids:
                 row = self.connection.execute(
-                    "SELECT provenance, retention_class, status FROM records WHERE id=?", (rid,)
+                    "SELECT provenance, retention_class, status, actor_id FROM records WHERE id=?",
+                    (rid,),
                 ).fetchone()
-                if row is None:
+                if row is None or (actor is not None and row[3] != actor):
                     result.missing.append(rid)
                     continue
                 if unless_held and (
