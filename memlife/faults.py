@@ -25,25 +25,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from memlife.errors import InjectedFault as InjectedFault  # moved; re-exported
+from memlife.fault_points import IMPORT_POINTS as IMPORT_POINTS
+from memlife.fault_points import POINTS as POINTS
 from memlife.settings import settings
-
-POINTS = (
-    "after_journal_write",
-    "after_replacement_write",
-    "after_supersede",
-    "after_delete",
-    "before_receipt",
-    "after_receipt",
-    "after_stage",
-    "after_gate",
-    "after_commit_groups",
-    "after_shard_reported",
-    "import_chunk",
-    "import_commit",
-)
-# in the importer only: a nightly run never passes them
-IMPORT_POINTS = ("import_chunk", "import_commit")
-
 
 _armed: dict[str, list[Any]] = {}  # point -> [remaining skips: int, mode: str]
 

@@ -252,7 +252,7 @@ class Settings(BaseSettings):
     def _fault_point(cls, v: str | None) -> str | None:
         """``point[:skip]`` with a known point: a misspelled point armed nothing and the
         drill it was for passed without its fault."""
-        from memlife.faults import POINTS
+        from memlife.fault_points import POINTS
 
         if v is None:
             return v
