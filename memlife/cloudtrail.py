@@ -15,7 +15,6 @@ reads the rest: one bad object must not stop every night's run.
 from __future__ import annotations
 
 import functools
-import gzip
 import json
 import logging
 import re
@@ -43,6 +42,11 @@ class ReadHit(NamedTuple):
     accessed_at: datetime
     rank: int | None = None
     query_sha256: str | None = None
+
+
+# A CloudTrail log file holds about five minutes of one region's events: a few MB once
+# inflated. Past this it is no log file (and would be parsed whole into memory).
+MAX_LOG_BYTES = 256 << 20
 
 
 class BadLogFile(InputError):
@@ -211,6 +215,23 @@ def read_hits(
     return rows, None
 
 
+def _gunzip(data: bytes, limit: int) -> bytes:
+    """``data`` gunzipped (every member, as gzip.decompress), refusing more than ``limit``
+    bytes out: a small file that inflates to gigabytes (a gzip bomb in a bucket the ingest
+    reads) was inflated whole, then parsed, by the nightly run."""
+    out = bytearray()
+    rest = data
+    while rest:
+        inflate = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        out += inflate.decompress(rest, limit + 1 - len(out))
+        if len(out) > limit:
+            raise ValueError(f"inflates past {limit} bytes")
+        if not inflate.eof:
+            raise EOFError("compressed file ended before the end-of-stream marker")
+        rest = inflate.unused_data.lstrip(b"\x00")  # gzip pads members with zeros
+    return bytes(out)
+
+
 def read_log(key: str, load: Callable[[], bytes]) -> list[object]:
     """The entries of one log file's ``Records`` (a file without one, a digest, has none),
     as written: an entry that is no object is the ingest's to report. A file that does not
@@ -218,7 +239,7 @@ def read_log(key: str, load: Callable[[], bytes]) -> list[object]:
     try:
         data = load()
         if data[:2] == b"\x1f\x8b":
-            data = gzip.decompress(data)
+            data = _gunzip(data, MAX_LOG_BYTES)
         doc = json.loads(data)
     except (OSError, EOFError, zlib.error, ValueError, RecursionError) as exc:
         # OSError: unreadable, or gzip's BadGzipFile; EOFError: a truncated .gz;

@@ -497,3 +497,34 @@ def test_an_entry_of_records_that_is_no_object_is_named(tmp_path: Path) -> None:
     assert report.skipped["bad_event"] == 1
     assert report.bad_events[0].endswith("a.json: Records[0] is int, not an object")
     assert _ids(ledger) == ["m-1"]
+
+
+def test_a_gzip_bomb_is_a_bad_file_and_members_and_padding_still_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attacks the bound in `memlife/cloudtrail.py::_gunzip` (left by this audit: a small
+    file that inflates past any log file was inflated whole, then parsed, in the nightly
+    run). A file inflating past ``MAX_LOG_BYTES`` (made 1 MiB here) is a bad file named by
+    key, the others are read; a log in two gzip members with zero padding after them reads
+    as gzip.decompress reads it."""
+    import gzip
+
+    import memlife.cloudtrail as cloudtrail
+
+    monkeypatch.setattr(cloudtrail, "MAX_LOG_BYTES", 1 << 20)
+    trail = tmp_path / "trail"
+    trail.mkdir()
+    bomb = b'{"Records": [' + b" " * (2 << 20) + b"]}"
+    (trail / "a.json.gz").write_bytes(gzip.compress(bomb))
+    doc = json.dumps({"Records": [_get("m-1", "2025-05-01T10:00:00Z")]}).encode()
+    half = len(doc) // 2
+    two = gzip.compress(doc[:half]) + gzip.compress(doc[half:]) + b"\x00" * 8
+    (trail / "b.json.gz").write_bytes(two)
+    assert cloudtrail.read_log("b", lambda: two) == json.loads(doc)["Records"]
+    ledger = AccessLedger(tmp_path / "ledger")
+    report = ledger.ingest_cloudtrail(trail)
+    assert len(report.bad_files) == 1 and "a.json.gz" in report.bad_files[0], report.bad_files
+    assert _ids(ledger) == ["m-1"]
+    truncated = gzip.compress(doc)[:-12]
+    with pytest.raises(cloudtrail.BadLogFile, match="EOFError"):
+        cloudtrail.read_log("c", lambda: truncated)
