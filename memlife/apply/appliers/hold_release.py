@@ -5,7 +5,14 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from memlife.apply.appliers.base import BaseApplier, get_many, is_held, keeping, record_missing
+from memlife.apply.appliers.base import (
+    SCOPE_CHANGED,
+    BaseApplier,
+    get_many,
+    is_held,
+    keeping,
+    record_missing,
+)
 from memlife.apply.registry import Result, register
 from memlife.faults import checkpoint
 from memlife.journal import Operation, OpKind, Outcome
@@ -37,6 +44,11 @@ class HoldRelease(BaseApplier):
                 )
                 if r is None:
                     out[o.operation_id] = record_missing(o)
+                    continue
+                if (r.actor_id, r.namespace) != (o.actor_id, o.namespace):
+                    # another actor's record under the id now: its hold is not ours to lift,
+                    # nor its pending erasures ours to run (invariants 1 and 8)
+                    out[o.operation_id] = ItemFailure(o.record_id, SCOPE_CHANGED, retryable=False)
                     continue
                 if not is_held(r):  # released already: by our crashed attempt, or by hand
                     out[o.operation_id] = (
