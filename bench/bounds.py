@@ -13,6 +13,9 @@ child process, best of ``--repeat``, beside a raw baseline measured in the same 
                                        vs. the same night over two short records
 - the depth check of a hostile 1 MiB import line (an unterminated string of \\")
                                        vs. json.loads of a valid 1 MiB line (same imports)
+- the statement key, the numbers with units, the clauses and the list items of 64 kB runs
+  that were quadratic until session 37 (a run of "=" or "-", one long token, spaces)
+                                       vs. the same functions on ordinary 64 kB text
 
 CPU time, not wall: on a shared 2-core machine wall time measures the neighbours. Each row
 also carries the bound its test once asserted; the script exits 1 when a figure is past
@@ -89,6 +92,22 @@ import json
 import memlife.import_lines
 json.loads(b'{"id":"m-q","a":"' + b"x" * 1_048_000 + b'"}')
 """
+_RUNS = """
+from memlife.consolidate.coverage import _items
+from memlife.consolidate.grounding import clauses, specifics
+from memlife.text import norm_sha256
+n = 64_000
+norm_sha256("a" + "=" * n), norm_sha256("a" + "-" * n)
+specifics("x" * n), clauses("a" + " " * n + "b"), _items("a" + " " * n + "b")
+"""
+_RUNS_RAW = """
+from memlife.consolidate.coverage import _items
+from memlife.consolidate.grounding import clauses, specifics
+from memlife.text import norm_sha256
+n = 64_000
+norm_sha256("a " * (n // 2)), specifics("x " * (n // 2)), clauses("a b " * (n // 4))
+_items("a b " * (n // 4))
+"""
 _DEMO = """
 import os
 from memlife.demo import generate
@@ -143,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         ("apply night, a group of two 10 MB records", code(_GROUP, "big"), code(_GROUP, "small"),
          None, 40.0),
         ("depth check of a hostile 1 MiB import line", code(_HOSTILE), code(_VALID), None, 1.0),
+        ("text runs of 64 kB (=, -, one token, spaces)", code(_RUNS), code(_RUNS_RAW), None, 2.0),
     ]  # fmt: skip
     results, over = [], []
     print(f"{'bound':44s} {'CPU s':>8s} {'raw s':>8s} {'x raw':>7s} {'bound s':>8s}")

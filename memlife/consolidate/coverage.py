@@ -70,7 +70,8 @@ HABIT_COSINE = 0.8  # the same, where one event told many times becomes a habit
 # listing thousands of items would otherwise embed each)
 MAX_PENDING_PARTS = 256
 # list joiners: each item must be said ("peanuts as well as shellfish", "gluten or dairy")
-_JOINER = re.compile(r"\s+(?:and|or|plus|as well as|along with|together with)\s+", re.I)
+# from the start of a whitespace run only (from each space of a long run it was quadratic)
+_JOINER = re.compile(r"(?<!\s)\s+(?:and|or|plus|as well as|along with|together with)\s+", re.I)
 # words that qualify a fact without being its topic, and when it happens: MiniLM hardly
 # moves for them ("severely allergic" / "allergic" 0.99, "used to smoke" / "smokes" 0.91,
 # "every morning" / "every night"), and some are stopwords to BM25: a member's must be
