@@ -1,9 +1,10 @@
 """Guards left untested by the thirtieth audit (session 37): superlinear work on hostile text.
 
-Three regexes ran in quadratic time on text anyone can store (a remembered fact, an imported
+Four regexes ran in quadratic time on text anyone can store (a remembered fact, an imported
 record) or a model can answer with. Each test pins the *result* on the hostile input and on
 the edge cases a linear rewrite must keep (a statement key must not move: it is stored and
-matched against erasure tombstones); none measures time.
+matched against erasure tombstones); none measures time (bench/bounds.py does). Fixed in
+session 37.
 """
 
 from __future__ import annotations
