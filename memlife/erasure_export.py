@@ -24,7 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memlife import tombstones
-from memlife.errors import InputError
+from memlife.errors import InputError, RecordError
 from memlife.stores.base import MemoryStore
 
 SHA256 = r"^[0-9a-f]{64}$"
@@ -88,7 +88,7 @@ def parse_erasures(
     line too long, not UTF-8, nested too deep or holding a number past Python's digit limit
     is refused by number like any other bad line (these failed naming no line, or with a
     RecursionError)."""
-    from memlife.import_lines import MAX_DEPTH, json_depth
+    from memlife.import_lines import checked_text
 
     tombs: list[Tombstone] = []
     pending: list[PendingErasure] = []
@@ -96,14 +96,12 @@ def parse_erasures(
         if len(line) > LINE_MAX:
             raise InputError(f"erasures line {n}: longer than {LINE_MAX} bytes")
         if isinstance(line, bytes):
-            try:
-                line = line.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise InputError(f"erasures line {n}: not UTF-8 at byte {exc.start}") from None
+            try:  # the importer's own check of a line: UTF-8, not nested too deep
+                line = checked_text(line, n)
+            except RecordError as exc:
+                raise InputError(f"erasures line {n}: {exc.reason}") from None
         if not line.strip():
             continue
-        if line.count("{") + line.count("[") > MAX_DEPTH and json_depth(line.encode()) > MAX_DEPTH:
-            raise InputError(f"erasures line {n}: nested deeper than {MAX_DEPTH} levels")
         try:
             data = json.loads(line)
             kind = data.get("kind") if isinstance(data, dict) else None

@@ -140,7 +140,7 @@ def history(
     """The receipts of the last ``n`` runs of ``mode`` before ``run_id`` (oldest first), of
     ``store`` only where it is given: stores sharing one receipts sink each trend their
     own runs (a run whose manifest names no store, from before runs named it, counts)."""
-    from memlife.review import latest_receipt, run_info
+    from memlife.review import run_info
 
     prefixes = sorted(
         {k.rsplit("/", 1)[0] for k in sink.list("runs/") if k.endswith("/manifest.json")}
@@ -149,10 +149,10 @@ def history(
     for prefix in reversed(prefixes):
         if prefix.rsplit("/", 1)[1] == run_id:
             continue
-        receipt = latest_receipt(sink, prefix)
+        run = run_info(sink, prefix)  # the manifest names the store, the receipt the rest
+        receipt = run.receipt
         if receipt and receipt.get("mode") == mode and receipt.get("counts"):
-            ran_on = run_info(sink, prefix).store if store else None
-            if ran_on and ran_on != store:
+            if store and run.store and run.store != store:
                 continue
             out.append(receipt)
             if len(out) == n:
