@@ -770,8 +770,6 @@ class LongTermMemory:
         guarded = getattr(self.store, "set_status_unless_held", None)
         if guarded is None:
             return self.store.set_status(ids, status, replaced_by=replaced_by)
-        if actor is None:
-            return guarded(ids, status, replaced_by=replaced_by)
         return guarded(ids, status, replaced_by=replaced_by, actor=actor)
 
     def forget(self, record_ids: Sequence[str], actor: str | None = None) -> list[str]:
