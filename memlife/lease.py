@@ -107,6 +107,7 @@ class Lease:
     purpose: str
     ttl: timedelta
     key: Any = 0  # which backend connection (re-entrancy within this process)
+    store: str | None = None  # the store it fences (stores.store_identity); None: any store
     taken_over: dict[str, Any] | None = None  # the expired holder this lease replaced
     depth: int = 1
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -179,13 +180,30 @@ _HELD: dict[Any, Lease] = {}
 _HELD_LOCK = threading.Lock()
 
 
-def check_held() -> None:
-    """Before a write: every lease this process holds is still its own (Lease.check); a
-    process that holds none (a planning worker, a test without a lease) passes."""
+def check_held(store: str | None = None) -> None:
+    """Before a write to ``store`` (its store_identity): the lease this process holds on it
+    is still its own (Lease.check). A lease on another store is not checked: a lease kept
+    on a closed store must not stop this one's writes. A process that holds none (a
+    planning worker, a test without a lease) passes; ``store=None`` checks every lease."""
     with _HELD_LOCK:
         held = list(_HELD.values())
     for lease in held:
-        lease.check()
+        if store is None or lease.store is None or lease.store == store:
+            lease.check()
+
+
+def fence_for(store: object) -> Callable[[], None]:
+    """The check a writer to ``store`` makes before each batch (check_held on its lease)."""
+    return functools.partial(check_held, _identity(store))
+
+
+def _identity(store: object) -> str | None:
+    url = getattr(store, "url", None)
+    if not isinstance(url, str):
+        return None  # unknown: fenced by every lease, as before
+    from memlife.stores import store_identity
+
+    return store_identity(url)
 
 
 def for_store(store: object, run_id: str, purpose: str) -> Lease:
@@ -199,7 +217,7 @@ def for_store(store: object, run_id: str, purpose: str) -> Lease:
 
         identity = store_identity(getattr(store, "url", None))
         remote.check_store(identity, claim=True)  # a writer binds the table to its store
-        return acquire(DynamoBackend(remote, identity), run_id, purpose)
+        return acquire(DynamoBackend(remote, identity), run_id, purpose, store=_identity(store))
     from memlife.journal import SqliteJournal, open_journal
 
     if getattr(store, "connection", None) is None:  # its state lives in the home: bind it
@@ -209,7 +227,7 @@ def for_store(store: object, run_id: str, purpose: str) -> Lease:
     journal = open_journal(store)  # no remote state here: the store's (or home's) SQLite file
     if not isinstance(journal, SqliteJournal):
         raise RuntimeError(f"no lease backend for {type(journal).__name__}")
-    return acquire(journal, run_id, purpose)
+    return acquire(journal, run_id, purpose, store=_identity(store))
 
 
 class DynamoBackend:
@@ -249,8 +267,9 @@ class DynamoBackend:
         self._lease(owner, ttl()).release()
 
 
-def acquire(backend: LeaseBackend, run_id: str, purpose: str) -> Lease:
-    """Take the store's lifecycle lease, or raise LeaseHeld naming the holder."""
+def acquire(backend: LeaseBackend, run_id: str, purpose: str, store: str | None = None) -> Lease:
+    """Take the store's lifecycle lease, or raise LeaseHeld naming the holder. ``store``
+    (its store_identity) is what the lease fences; None: every store's writes."""
     conn = getattr(backend, "connection", backend)
     key = conn if isinstance(conn, tuple) else id(conn)
     with _HELD_LOCK:
@@ -268,7 +287,7 @@ def acquire(backend: LeaseBackend, run_id: str, purpose: str) -> Lease:
                                               takeover=other["owner"])  # fmt: skip
         if not ok:
             raise LeaseHeld(other or {})
-        lease = Lease(backend, run_id, purpose, span, key=key, taken_over=other)
+        lease = Lease(backend, run_id, purpose, span, key=key, taken_over=other, store=store)
         lease._thread = threading.Thread(target=lease._beat, name="memlife-lease", daemon=True)
         lease._thread.start()
         _HELD[key] = lease

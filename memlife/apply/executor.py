@@ -18,7 +18,7 @@ from memlife.audit import ReceiptSink
 from memlife.consolidate.base import Consolidator
 from memlife.embed_cache import EmbeddingCache
 from memlife.journal import Journal, MemoOutcome, Mover, Operation, OpKind, operation_id
-from memlife.lease import check_held
+from memlife.lease import fence_for
 from memlife.model import MemoryRecord, PlanView
 from memlife.plan import Decision
 from memlife.policy import Policy
@@ -59,7 +59,7 @@ class Executor:
         self.embeddings = embeddings  # near-duplicate analysis; None: text rules only
         self.erase_cache = erase_cache  # the cache erasure cleans; None: the store's own
         # called before each batch of changes: raises when this writer lost its lease
-        self.fence: Callable[[], None] | None = None if dry_run else check_held
+        self.fence: Callable[[], None] | None = None if dry_run else fence_for(store)
         # Shards a StoreError (e.g. QUOTA_EXCEEDED) stopped: no further groups or deletes.
         self.stopped: set[tuple[str, str]] = set()
         # held, superseded ids per shard, paged once a run where the store has no index

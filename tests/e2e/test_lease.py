@@ -226,3 +226,39 @@ def test_a_dead_pid_is_taken_over_only_in_this_hosts_own_pid_namespace(tmp_path:
             with pytest.raises(LeaseHeld):
                 acquire(journal, "run-4", "test")
     store.close()
+
+
+def test_a_lost_lease_on_one_store_stops_its_writes_and_no_other_stores(tmp_path: Path) -> None:
+    """A lease kept on one store (taken over while this process held it) fenced every other
+    store's writes in the process too: each writer fences on its own store's lease."""
+    from memlife import lease as lease_mod
+    from memlife.apply.executor import Executor
+    from memlife.audit import FileSink
+    from memlife.lease import LeaseLost
+    from memlife.policy import load_policy
+
+    a, b = SqliteStore(tmp_path / "a.db"), SqliteStore(tmp_path / "b.db")
+    lease_a = lease_mod.for_store(a, "run-a", "test")
+    lease_b = lease_mod.for_store(b, "run-b", "test")
+    a.connection.execute(  # a's lease expired and another writer took it over
+        "UPDATE leases SET owner='elsewhere:2:y', run_id='run-other', "
+        "expires_at='2999-01-01T00:00:00+00:00'"
+    )
+    lease_a._confirmed -= lease_a.ttl.total_seconds()
+    lease_b._confirmed -= lease_b.ttl.total_seconds()  # b's renewal is due too: it holds
+
+    def fence(store: SqliteStore) -> None:
+        ex = Executor(run_id="r", run_key="k", policy=load_policy(), cutoff=CUTOFF, store=store,
+                      journal=open_journal(store), sink=FileSink(tmp_path / "receipts"))  # fmt: skip
+        assert ex.fence is not None
+        ex.fence()
+
+    fence(b)  # b's writer goes on
+    with pytest.raises(LeaseLost, match="run-a"):
+        fence(a)
+    with pytest.raises(LeaseLost, match="run-a"):
+        lease_mod.check_held()  # no store named: every lease, as before
+    lease_a.release()
+    lease_b.release()
+    a.close()
+    b.close()
