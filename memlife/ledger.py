@@ -114,6 +114,13 @@ def _replaced(parts: Sequence[Path]) -> set[Path]:
     return gone
 
 
+def names_matter(part: str) -> bool:
+    """Whether an emptied part must leave an empty one naming it: an ingest's part (a rerun
+    of a killed ingest writes it again under the same name) or one that names others (they
+    may include one). A part of appended rows has a fresh name and nothing to keep."""
+    return part.startswith((REPLACING, ledger_ingest.PART))
+
+
 class AccessLedger:
     """Buffered writer and reader of the access ledger (thread-safe)."""
 
@@ -379,7 +386,8 @@ class AccessLedger:
         """Remove every row of these records (buffer and files); returns rows removed.
 
         Only files that hold one of the ids are rewritten (new file written, then the old
-        one removed); a file left empty is removed.
+        one removed); a file left empty is removed, or left as an empty part where its
+        name must stay known (:func:`names_matter`).
         """
         ids = set(record_ids)
         if not ids:
@@ -407,10 +415,12 @@ class AccessLedger:
             yield str(path), pq.read_table(path, schema=SCHEMA)
 
     def _replace_part(self, part: str, rest: pa.Table) -> None:
-        """``rest`` takes the place of ``part``: written first, then the old part goes (a
-        part left empty is only removed)."""
+        """``rest`` takes the place of ``part``: written first, then the old part goes. It
+        names the part it replaces (a crash before the unlink leaves both) and what that one
+        replaced, even when empty: an ingest killed before its day marker writes its part
+        again on the rerun, and a removed part named it no more."""
         path = Path(part)
-        if rest.num_rows:  # names the part it replaces: a crash before the unlink leaves both
+        if rest.num_rows or names_matter(path.name):
             self._write_replacing(path.parent, rest, [path])
         else:
             path.unlink()

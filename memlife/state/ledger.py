@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from memlife.ledger import SCHEMA, AccessLedger
+from memlife.ledger import SCHEMA, AccessLedger, names_matter
 from memlife.state.dynamodb import DynamoState
 
 REPLACES = b"memlife.replaces"
@@ -154,8 +154,10 @@ class S3AccessLedger(AccessLedger):
             self._delete(stale)
 
     def _replace_part(self, part: str, rest: pa.Table) -> None:
-        if rest.num_rows:  # names the part it replaces: a crash before the delete leaves both
-            day = part.rsplit("/", 2)[-2]
+        # names the part it replaces (a crash before the delete leaves both), even when
+        # empty where the name matters: a killed ingest's rerun puts that part again
+        day, name = part.rsplit("/", 2)[-2:]
+        if rest.num_rows or names_matter(name) or self._replaces_of.get(part):
             self._put(f"{self.prefix}/{day}/part-{uuid.uuid4().hex}.parquet", rest, [part])
         self._delete([part])
 
