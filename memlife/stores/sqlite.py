@@ -263,6 +263,14 @@ _OVERWRITE = (
     "AND content_sha256=? AND retention_class!='legal_hold' AND status!='retained'"
 )
 
+# set_retention: the class (and a status change) of the row as read, nothing else
+_SET_RETENTION = (
+    "UPDATE records SET retention_class=?, "
+    "status_changed_at=CASE WHEN status=? THEN status_changed_at ELSE ? END, "
+    "status_changed_ts=CASE WHEN status=? THEN status_changed_ts ELSE ? END, status=? "
+    "WHERE id=? AND actor_id=? AND namespace=? AND retention_class=? AND status=?"
+)
+
 # an active record of the same actor + namespace holding the same folded text
 _SAME_ACTIVE = (
     "SELECT id FROM records WHERE actor_id=? AND namespace=? AND norm_sha256=? "
@@ -686,6 +694,32 @@ class SqliteStore:
         }
         with self.lock, self.transaction():
             cur = self.connection.execute(_REFRESH, params)
+        return cur.rowcount == 1
+
+    def set_retention(
+        self,
+        was: MemoryRecord,
+        retention_class: RetentionClass,
+        *,
+        status: Status | None = None,
+        at: datetime | None = None,
+    ) -> bool:
+        """Give the record ``was`` names this retention class (and ``status``, changed
+        ``at``) in ONE statement, only while its row is still as read: the same actor and
+        namespace, retention class and status. Nothing else in the row is written, so what
+        another writer changed since the read (its text, its reads) stays, and a record
+        forgotten, held, released or taken over by another actor since then is left alone
+        (the legal hold and its release; they wrote the whole record read back). False: not
+        written (read it again)."""
+        when = at or utcnow()
+        new_status = (status or was.status).value
+        params = (
+            retention_class.value, new_status, _ts(when), new_status, when.timestamp(),
+            new_status, was.id, was.actor_id, was.namespace, was.retention_class.value,
+            was.status.value,
+        )  # fmt: skip
+        with self.lock, self.transaction():
+            cur = self.connection.execute(_SET_RETENTION, params)
         return cur.rowcount == 1
 
     def put_if_unchanged(self, record: MemoryRecord, expected_sha256: str | None) -> BatchResult:

@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING
 
 from memlife.errors import ShardStopped
 from memlife.journal import Operation, OpKind, Outcome
-from memlife.model import MemoryRecord
+from memlife.model import MemoryRecord, RetentionClass, Status
 from memlife.stores.base import BatchResult, ItemFailure, MemoryStore, StoreError
 
 STALE = "STALE_PRECONDITION"
 SCOPE_CHANGED = "SCOPE_CHANGED"
+CHANGED = "CHANGED"  # the row moved between the read and the write: read it again
 
 if TYPE_CHECKING:
     from memlife.apply.executor import Executor
@@ -76,6 +77,26 @@ def settled(
         elif o.record_id in failed or o.record_id in done:
             out[o.operation_id] = failed.get(o.record_id, outcome)
     return done - failed.keys()
+
+
+def write_retention(
+    ex: Executor, was: MemoryRecord, retention_class: RetentionClass,
+    status: Status | None = None,
+) -> ItemFailure | None:  # fmt: skip
+    """A hold placed or lifted on ``was`` (the record as read), and ``status`` set: one
+    conditional statement where the store has it (``SqliteStore.set_retention``: only
+    while the row is as read, nothing else in it written; CHANGED otherwise, retryable),
+    else the whole record written back (AgentCore has no conditional write)."""
+    setter = getattr(ex.store, "set_retention", None)
+    if setter is not None:
+        if setter(was, retention_class, status=status, at=ex.cutoff):
+            return None
+        return ItemFailure(was.id, CHANGED, retryable=True)
+    update: dict[str, object] = {"retention_class": retention_class}
+    if status is not None and status is not was.status:
+        update.update(status=status, status_changed_at=ex.cutoff)
+    res = ex.store.put_many([was.model_copy(update=update)])
+    return res.failed[0] if res.failed else None
 
 
 def record_missing(o: Operation) -> ItemFailure:

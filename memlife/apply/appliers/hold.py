@@ -5,16 +5,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from memlife.apply.appliers.base import (
+    CHANGED,
     SCOPE_CHANGED,
     BaseApplier,
     get_many,
     keeping,
     record_missing,
+    write_retention,
 )
 from memlife.apply.registry import Result, register
 from memlife.faults import checkpoint
 from memlife.journal import Operation, OpKind, Outcome
-from memlife.model import RetentionClass
+from memlife.model import MemoryRecord, RetentionClass
 from memlife.stores.base import ItemFailure
 
 if TYPE_CHECKING:
@@ -32,19 +34,23 @@ class Hold(BaseApplier):
         current = get_many(ex.store, [o.record_id for o in ops])
         with keeping(out):
             for o in ops:
-                r = current.get(o.record_id)
-                if r is None:
-                    out[o.operation_id] = record_missing(o)
-                elif (r.actor_id, r.namespace) != (o.actor_id, o.namespace):
-                    # the id is another actor's (or namespace's) record now: a hold asked for
-                    # one tenant's record never lands on another's (invariant 8)
-                    out[o.operation_id] = ItemFailure(o.record_id, SCOPE_CHANGED, retryable=False)
-                elif r.retention_class is RetentionClass.legal_hold:
-                    out[o.operation_id] = Outcome.held  # already held: by us (a crash) or by hand
-                else:
-                    res = ex.store.put_many(
-                        [r.model_copy(update={"retention_class": RetentionClass.legal_hold})]
-                    )
-                    checkpoint(self.checkpoint)
-                    out[o.operation_id] = res.failed[0] if res.failed else Outcome.held
+                out[o.operation_id] = self._hold(ex, o, current.get(o.record_id))
         return out
+
+    def _hold(
+        self, ex: Executor, o: Operation, r: MemoryRecord | None, again: bool = True
+    ) -> Result:
+        if r is None:
+            return record_missing(o)
+        if (r.actor_id, r.namespace) != (o.actor_id, o.namespace):
+            # the id is another actor's (or namespace's) record now: a hold asked for one
+            # tenant's record never lands on another's (invariant 8)
+            return ItemFailure(o.record_id, SCOPE_CHANGED, retryable=False)
+        if r.retention_class is RetentionClass.legal_hold:
+            return Outcome.held  # already held: by us (a crash) or by hand
+        failure = write_retention(ex, r, RetentionClass.legal_hold)
+        checkpoint(self.checkpoint)
+        if failure is not None and failure.code == CHANGED and again:
+            # the row moved since the read (forgotten, taken over): decide on it as it is now
+            return self._hold(ex, o, ex.store.get(o.record_id), again=False)
+        return failure or Outcome.held

@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from memlife.apply.appliers.base import (
+    CHANGED,
     SCOPE_CHANGED,
     BaseApplier,
     get_many,
     is_held,
     keeping,
     record_missing,
+    write_retention,
 )
 from memlife.apply.registry import Result, register
 from memlife.faults import checkpoint
 from memlife.journal import Operation, OpKind, Outcome
-from memlife.model import RetentionClass, Status
+from memlife.model import MemoryRecord, RetentionClass, Status
 from memlife.stores.base import ItemFailure
 
 if TYPE_CHECKING:
@@ -38,29 +40,27 @@ class HoldRelease(BaseApplier):
         current = get_many(ex.store, [o.record_id for o in ops])
         with keeping(out):
             for o in ops:
-                r = current.get(o.record_id)
-                target = RetentionClass(
-                    json.loads(o.payload or "{}").get("retention_class", "standard")
-                )
-                if r is None:
-                    out[o.operation_id] = record_missing(o)
-                    continue
-                if (r.actor_id, r.namespace) != (o.actor_id, o.namespace):
-                    # another actor's record under the id now: its hold is not ours to lift,
-                    # nor its pending erasures ours to run (invariants 1 and 8)
-                    out[o.operation_id] = ItemFailure(o.record_id, SCOPE_CHANGED, retryable=False)
-                    continue
-                if not is_held(r):  # released already: by our crashed attempt, or by hand
-                    out[o.operation_id] = (
-                        Outcome.released
-                        if r.retention_class is target
-                        else ItemFailure(o.record_id, "NOT_HELD", retryable=False)
-                    )
-                    continue
-                update: dict[str, Any] = {"retention_class": target}
-                if r.status is Status.retained:
-                    update.update(status=Status.active, status_changed_at=ex.cutoff)
-                res = ex.store.put_many([r.model_copy(update=update)])
-                checkpoint(self.checkpoint)
-                out[o.operation_id] = res.failed[0] if res.failed else Outcome.released
+                out[o.operation_id] = self._release(ex, o, current.get(o.record_id))
         return out
+
+    def _release(
+        self, ex: Executor, o: Operation, r: MemoryRecord | None, again: bool = True
+    ) -> Result:
+        target = RetentionClass(json.loads(o.payload or "{}").get("retention_class", "standard"))
+        if r is None:
+            return record_missing(o)
+        if (r.actor_id, r.namespace) != (o.actor_id, o.namespace):
+            # another actor's record under the id now: its hold is not ours to lift, nor its
+            # pending erasures ours to run (invariants 1 and 8)
+            return ItemFailure(o.record_id, SCOPE_CHANGED, retryable=False)
+        if not is_held(r):  # released already: by our crashed attempt, or by hand
+            if r.retention_class is target:
+                return Outcome.released
+            return ItemFailure(o.record_id, "NOT_HELD", retryable=False)
+        status = Status.active if r.status is Status.retained else None
+        failure = write_retention(ex, r, target, status)
+        checkpoint(self.checkpoint)
+        if failure is not None and failure.code == CHANGED and again:
+            # the row moved since the read: decide on it as it is now
+            return self._release(ex, o, ex.store.get(o.record_id), again=False)
+        return failure or Outcome.released
