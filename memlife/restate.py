@@ -15,9 +15,11 @@ content words once filler (articles, "and", "very") is set aside and inflection 
 - the same signs, comparisons, percents and currencies ("-18" is not "18", "$900" not
   "€900", "<7%" not ">7%", blood type "A+" not "A-", "C++" not "C");
 - each number with the same word after it ("two dogs and one cat" is not "one dog and two
-  cats");
-- the words after "the", "a", "my"... in the same order where both texts have as many
-  ("the dog bit the man" is not "the man bit the dog");
+  cats", "twelve eggs and apples" not "eggs and twelve apples"), and each "from", "into",
+  "onto" (and "to" beside a "from") with the word after it ("switched from tea to coffee"
+  is not "from coffee to tea");
+- the first word after "the", "a", "my"... that is not filler, in the same order where
+  both texts have as many ("the dog bit the man" is not "the very man bit the dog");
 - each word on the same side of a negation and of a comparison. A negation (not, no,
   never, n't with any apostrophe or none, cannot, without, neither, nor, none, nobody, no
   one, nothing, nowhere, rarely, seldom, hardly, barely, scarcely, except, excluding, and
@@ -39,13 +41,18 @@ content words once filler (articles, "and", "very") is set aside and inflection 
   Bob likes tea" "Alice likes tea and Bob likes coffee", nor "moved to Boston after she
   left Sweden" "left Boston after she moved to Sweden", while "Caroline hates coffee and
   likes tea" is "Caroline likes tea and hates coffee" (the words both first clauses open
-  with are the subject, which later clauses leave unsaid or give as a pronoun). A one-word
+  with are the subject, which later clauses leave unsaid or give as a pronoun; a later
+  clause's be/have/do keeps its tense: "was happy and is sad" is not "is happy and was
+  sad"). A one-word
   part is a list's item ("likes tea, coffee and cake") and belongs to the clause before it
   (the one after, for a list that opens the text): a list keeps any order, and "likes tea
   and cake, but hates coffee" is not "likes coffee and cake, but hates tea" (session 29;
   before, a text holding a one-word part was not compared by clause).
 Rewordings with other words are not merged on this rule: a missed merge, never a lost
-specific.
+specific. Still read as one statement (session 38): a subject and object traded with no name
+or article to mark them ("dogs chase cats" / "cats chase dogs"), and the objects of "with",
+"before", "above"... traded ("replaced tea with coffee"); a rule on the first word refused
+clause reorders ("weighs 70.5 kg and runs" / "runs and weighs 70.5 kg").
 """
 
 from __future__ import annotations
@@ -98,6 +105,10 @@ _SUBORDINATE = frozenset(
     "after before because since until when while who whom whose which where if unless".split()
 )
 _PRONOUNS = frozenset("he she they it we you".split())  # a later clause's subject
+# a preposition whose object has a role a list never blurs: "from tea to coffee" is not
+# "from coffee to tea" ("to" pairs only beside a "from": "allergic to peanuts and
+# shellfish" lists in any order)
+_ROLE_PREPOSITIONS = frozenset(("from", "into", "onto"))
 _DETERMINERS = frozenset("the a an my your his her its our their this that these those".split())
 # each clause's words (None: one clause, or a part of one word)
 Clauses = tuple[tuple[str, ...], ...] | None
@@ -194,16 +205,32 @@ def _shape(text: str) -> tuple[frozenset[tuple[str, int]], tuple[str, ...], tupl
     names = tuple(
         stems[i] for i in keep if raw[i][:1].isupper() and not raw[i].isupper() and i != keep[0]
     )  # fmt: skip
-    after = tuple(stems[i + 1] for i in range(len(raw) - 1)
-                  if folded[i] in _DETERMINERS and folded[i + 1] not in _FILLER)  # fmt: skip
+    # the first word after each determiner that is not filler ("the very man": "man")
+    after = tuple(stems[nxt] for i, nxt in _next_kept(folded, keep) if folded[i] in _DETERMINERS)
     content = [stems[i] for i in keep]
+    origin = "from" in folded
+    # each number (the word as written: "twelve" stems to "twelv") with the word after it,
+    # and each role preposition with its object ("from tea to coffee")
     numbers = Counter(
         (w, content[j + 1]) for j, w in enumerate(content[:-1])
-        if w.isdigit() or w in NUMBER_WORDS
+        if folded[keep[j]].isdigit() or folded[keep[j]] in NUMBER_WORDS
+        or folded[keep[j]] in _ROLE_PREPOSITIONS or (folded[keep[j]] == "to" and origin)
     )  # fmt: skip
     placed = Counter(sides[i] + stems[i] for i in keep)
     clauses = _clauses(tokens, folded, [s + w for s, w in zip(sides, stems, strict=True)])
     return frozenset(placed.items()), names, after, frozenset(numbers.items()), clauses
+
+
+def _next_kept(folded: list[str], keep: list[int]) -> list[tuple[int, int]]:
+    """(i, the index of the first word after word i that is not filler) for every word
+    that has one."""
+    out, k = [], 0
+    for i in range(len(folded)):
+        while k < len(keep) and keep[k] <= i:
+            k += 1
+        if k < len(keep):
+            out.append((i, keep[k]))
+    return out
 
 
 def _clauses(tokens: list[str], folded: list[str], marked: list[str]) -> Clauses:
@@ -265,9 +292,8 @@ def _same_clauses(a: Clauses, b: Clauses) -> bool:
 
     def bare(part: tuple[str, ...]) -> tuple[str, ...]:
         k = 0
-        while k < len(part) and (
-            part[k] in subject or part[k] in _PRONOUNS or part[k].startswith("\x00")
-        ):
+        # be/have/do stays: its tense is a fact ("was happy and is sad")
+        while k < len(part) and (part[k] in subject or part[k] in _PRONOUNS):
             k += 1
         return part[k:]
 

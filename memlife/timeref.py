@@ -36,7 +36,7 @@ _ISO_MONTH = re.compile(rf"\b{_YEAR}-(\d{{1,2}})(?![\d/-])")
 
 
 def _month(name: str) -> int:
-    key = name.lower().rstrip(".")
+    key = name.casefold().rstrip(".")  # re.I matched "ſept" as "sept": casefold agrees
     return MONTHS.get(key) or _ABBR[key[:4] if key.startswith("sept") else key[:3]]
 
 
@@ -85,6 +85,11 @@ def query_date_ranges(text: str) -> list[tuple[date, date]]:
             try:
                 d = date(int(m[3]), _month(mon), int(day))
             except ValueError:
+                try:  # no such day: its month, in either order ("February 31, 2023")
+                    out.append(_whole_month(int(m[3]), _month(mon)))
+                    take(m)
+                except ValueError:
+                    pass  # no such year either: read below, or not at all
                 continue
             out.append((d, d))
             take(m)
