@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -194,11 +195,14 @@ def loads(body: bytes | None) -> dict[str, Any] | None:
 
 def effective_receipt(receipts: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     """The run's result: the first completed receipt (nothing may follow it), else the last
-    failure. Only a failed attempt is ever followed by another receipt."""
+    failure that sealed its work (the last failure where none did). Only a failed attempt
+    is ever followed by another receipt."""
     for r in receipts:
         if r.get("status") != "failure":
             return r
-    return receipts[-1] if receipts else None
+    # the last failure that sealed its work: an unsealed one after it proves nothing
+    sealed_ones = [r for r in receipts if isinstance(r.get("evidence"), dict)]
+    return sealed_ones[-1] if sealed_ones else (receipts[-1] if receipts else None)
 
 
 def sealed(receipt: dict[str, Any]) -> dict[str, Any]:
@@ -221,7 +225,10 @@ def read_rows(sink: ReceiptSink, key: str | None) -> tuple[bytes | None, list[di
     return body, (pq.read_table(io.BytesIO(body)).to_pylist() if body else [])
 
 
-_ROW_COLUMNS = {"operation_id", "record_id", "state", "outcome", "reason_codes"}
+# every column a check reads by name (deferrals and verify_run read action and replacement_id)
+_ROW_COLUMNS = {
+    "operation_id", "record_id", "state", "outcome", "reason_codes", "action", "replacement_id",
+}  # fmt: skip
 
 
 def _read_rows(
@@ -303,6 +310,8 @@ def verify_evidence(sink: ReceiptSink, run: Any, v: Any) -> list[dict[str, Any]]
                 v.problem("RECEIPT_CHAIN_MISMATCH", key=key)
         previous = body
         if receipt.get("status") == "failure" and ev is None:
+            if seals:  # a failure that seals nothing comes before any seal, never after one
+                v.problem("EVIDENCE_UNSEALED", key=key, after="a sealed receipt")
             continue  # this attempt could not finish: it sealed nothing
         if isinstance(ev, dict) and "digest" in receipt:
             if isinstance(ev.get("parquet_key"), str):
@@ -431,7 +440,8 @@ def _mismatched(doc: dict[str, Any], row: dict[str, Any], skip: Sequence[str] = 
     out = [f for f, col in FIELDS
            if f not in skip and _norm(doc.get(f)) != _norm(row.get(col))
            and not _other_form(f, doc.get(f), row.get(col))]  # fmt: skip
-    scope = doc.get("scope") or {}
+    scope = doc.get("scope")
+    scope = scope if isinstance(scope, dict) else {}  # of the wrong type: a mismatch, named
     if (scope.get("actor_id"), scope.get("namespace")) != (
         row.get("actor_id"),
         row.get("namespace"),
@@ -446,7 +456,15 @@ def _other_form(field_name: str, a: Any, b: Any) -> bool:
     each with the journal)."""
     if field_name != "content_sha256" or not isinstance(a, str) or not isinstance(b, str):
         return False
-    return a.startswith("hmac-sha256:") != b.startswith("hmac-sha256:")
+    keyed = "hmac-sha256:"
+    if a.startswith(keyed) == b.startswith(keyed):
+        return False
+    plain, other = (b, a) if a.startswith(keyed) else (a, b)
+    # the plain form is a sha256 and the keyed one a keyed sha256: anything else is an edit
+    return bool(_SHA256.fullmatch(plain)) and bool(_SHA256.fullmatch(other[len(keyed) :]))
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def _norm(value: Any) -> Any:

@@ -12,7 +12,7 @@ naming the run with no such row is not the run's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from memlife.audit import ReceiptSink
@@ -26,8 +26,12 @@ def deferral_key(operation_id: str) -> str:
 
 
 def verify_deferrals(
-    sink: ReceiptSink, run_id: str, rows: Sequence[dict[str, Any]], v: Any
-) -> None:
+    sink: ReceiptSink, run_id: str, rows: Sequence[dict[str, Any]], v: Any,
+    journaled: Callable[[str, object], str | None] | None = None,
+) -> None:  # fmt: skip
+    """Each deferred erasure of ``rows`` has its deferral receipt, agreeing with the row (and,
+    given ``journaled``, (operation id, the receipt's hash) -> the journal's hash in that
+    form, with the journal too: a plain hash where the row is keyed passes the bucket alone)."""
     deferred = {r["operation_id"]: r for r in rows
                 if r["action"] == "erase" and DEFERRED in (r.get("reason_codes") or [])}  # fmt: skip
     keys = list(sink.list("deferrals/"))
@@ -42,6 +46,9 @@ def verify_deferrals(
         else:
             wrong = _mismatched(doc, r, skip=("outcome",))
             wrong += ["outcome"] if doc.get("outcome") != "deferred" else []
+            if journaled is not None and "content_sha256" not in wrong:
+                if doc.get("content_sha256") != journaled(oid, doc.get("content_sha256")):
+                    wrong.append("content_sha256")
             for field_name in wrong:
                 v.problem("DEFERRAL_FIELD_MISMATCH", operation_id=oid, field=field_name)
     for key, body in docs.items():

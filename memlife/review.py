@@ -7,7 +7,7 @@ operation journal and the store itself, and reports every mismatch by id and cod
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -151,6 +151,21 @@ class Verification:
 _REMOVING = {OpKind.delete.value, OpKind.purge.value, OpKind.erase.value}
 
 
+def _journaled_sha(journal: Journal | None) -> Callable[[str, object], str | None] | None:
+    """(operation id, a receipt's content hash) -> the journal's, in the receipt's form."""
+    if journal is None:
+        return None
+    from memlife.evidence_key import as_written
+
+    secret = journal.run_secret()
+
+    def sha(oid: str, written: object) -> str | None:
+        op = journal.get(oid)
+        return None if op is None else as_written(op.content_sha256, written, secret)
+
+    return sha
+
+
 def verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal | None, run_id: str,
                *, evidence_only: bool = False) -> Verification:  # fmt: skip
     """Evidence (digest, manifest, Parquet, operation receipts, counts; memlife/evidence.py),
@@ -167,7 +182,8 @@ def verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal | 
         v.problem("RUN_NOT_FOUND")
         return v
     ops = verify_evidence(sink, run, v)
-    verify_deferrals(sink, run_id, ops, v)
+    verify_deferrals(sink, run_id, ops, v, None if evidence_only or store is None
+                     else _journaled_sha(journal))  # fmt: skip
     previous = (run.receipt or {}).get("previous_run")  # memlife/run_chain.py
     if isinstance(previous, str) and find_run(sink, previous) is None:
         v.problem("PREVIOUS_RUN_MISSING", previous_run=previous)
