@@ -371,8 +371,8 @@ def repeats_a_key(raw: bytes | str) -> bool:
         json.loads(raw, object_pairs_hook=_unique_keys)
     except _RepeatedKey:
         return True
-    except ValueError:  # malformed, or not UTF-8: the validating parser refuses it anyway
-        return False
+    except (ValueError, RecursionError):  # malformed, not UTF-8 or nested past the C
+        return False  # parser's limit (a short line of 1,100 "["): the validator refuses it
     return False
 
 
@@ -380,7 +380,7 @@ def _id_in(text: str) -> str | None:
     """The line's id for the error, when the line parses with repeats allowed."""
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     rid = data.get("id") if isinstance(data, dict) else None
     return rid if isinstance(rid, str) else None
