@@ -164,7 +164,12 @@ def test_blocked_flow_emits_the_event(
         "emit_event",
         lambda event, resource, payload: emitted.append((event, payload)),
     )
-    result = nightly_mod.nightly(RunConfig(dry_run=False, now=NOW, eval_cases=cases))
+    state = nightly_mod.nightly(
+        RunConfig(dry_run=False, now=NOW, eval_cases=cases), return_state=True
+    )
+    # Completed under its own name: visible to automations, never Failed (Prefect would retry)
+    assert state.is_completed() and state.name == "Blocked"
+    result = state.result()
     assert result["status"] == "blocked"
     assert [e for e, _ in emitted] == ["memlife.run.blocked"]
     assert emitted[0][1]["gate"]["high_impact_failed"] == ["tea-kept"]
@@ -789,3 +794,31 @@ def test_a_dry_runs_would_is_net_of_what_the_gate_blocks(
         would["delete"],
         would["consolidate (groups)"],
     )
+
+
+def test_a_flow_refused_before_it_starts_still_emits_the_failure_event(
+    home: Path, prefect_harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refused run has no run id and no receipt: the failure event is all an automation
+    watching memlife.run.* sees (flows/nightly.py calls events.on_refused). Content-free:
+    the error's type, never its message."""
+    import flows.events
+    import flows.nightly as nightly_mod
+    from memlife.errors import InputError
+
+    seed(home)
+    emitted: list[tuple[str, dict, dict]] = []
+    monkeypatch.setattr(
+        flows.events,
+        "emit_event",
+        lambda event, resource, payload: emitted.append((event, resource, payload)),
+    )
+    far = NOW.replace(year=NOW.year + 50)  # an apply cutoff far ahead: refused
+    with pytest.raises(InputError):
+        nightly_mod.nightly(RunConfig(dry_run=False, now=far))
+    (name, resource, payload), *more = emitted
+    assert not more and name == flows.events.EVENT_FAILURE
+    assert resource["prefect.resource.id"] == "memlife.run.refused"
+    assert payload == {"run_id": None, "status": "failure", "stage": "start", "mode": "apply",
+                       "error": "InputError"}  # fmt: skip
+    assert statuses(home)["m-tea"] == "active"  # nothing ran
