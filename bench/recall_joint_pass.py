@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import locomo_replica as replica
@@ -109,6 +109,36 @@ def scaled_term(signal: dict[int, np.ndarray], preps: list[Prepared]) -> pool_te
     return term
 
 
+def print_signals(
+    preps: list[Prepared], kept: dict[str, np.ndarray], names: Sequence[str],
+    weights: Sequence[float], label: str,
+) -> None:  # fmt: skip
+    """The headline, then each signal (``kept["{conversation}:{name}"]``, Q x N) added as a
+    pool term with its weight chosen per training fold; paired with the headline."""
+    grid = dict(bench.GRID)
+    shipped = replica.first_hits
+
+    def with_signal(name: str) -> Callable[[], dict]:
+        term = scaled_term({i: kept[f"{i}:{name}"] for i in range(len(preps))}, preps)
+
+        def run() -> dict:
+            replica.first_hits = pool_terms.first_hits_with({name: term})
+            try:
+                return held_out(preps, grid | {name: tuple(weights)})
+            finally:
+                replica.first_hits = shipped
+
+        return run
+
+    runs: list[tuple[str, Callable[[], dict]]] = [
+        ("shipped terms (headline)", lambda: held_out(preps, grid))
+    ]
+    runs += [(f"{label}: {name}", with_signal(name)) for name in names]
+    bootstrap.print_rows(
+        runs, "held out, observations", bench.KS, width=40, weights_label="weights per fold"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("path", type=Path)
@@ -130,28 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         if args.pairs is not None:
             np.savez(args.pairs, **kept)  # type: ignore[arg-type]
-    grid = dict(bench.GRID)
-    shipped = replica.first_hits
-
-    def with_signal(name: str) -> Callable[[], dict]:
-        term = scaled_term({i: kept[f"{i}:{name}"] for i in range(len(preps))}, preps)
-
-        def run() -> dict:
-            replica.first_hits = pool_terms.first_hits_with({name: term})
-            try:
-                return held_out(preps, grid | {name: WEIGHTS})
-            finally:
-                replica.first_hits = shipped
-
-        return run
-
-    runs: list[tuple[str, Callable[[], dict]]] = [
-        ("shipped terms (headline)", lambda: held_out(preps, grid))
-    ]
-    runs += [(f"joint pass: {name}", with_signal(name)) for name in SIGNALS]
-    bootstrap.print_rows(
-        runs, "held out, observations", bench.KS, width=40, weights_label="weights per fold"
-    )
+    print_signals(preps, kept, SIGNALS, WEIGHTS, "joint pass")
     cache.save()
     return 0
 

@@ -28,12 +28,10 @@ from pathlib import Path
 
 import locomo_replica as replica
 import numpy as np
-import recall_bootstrap as bootstrap
 import recall_locomo as bench
-import recall_pool_terms as pool_terms
 from locomo_cache import VectorCache
-from locomo_replica import Prepared, held_out
-from recall_joint_pass import scaled_term, shipped_top
+from locomo_replica import Prepared
+from recall_joint_pass import print_signals, shipped_top
 
 from memlife.embed import default_embedder
 
@@ -75,28 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         for i, p in enumerate(preps)
         for name, values in hop_signals(p, lambda t: np.asarray(emb.embed(t))).items()
     }
-    grid = dict(bench.GRID)
-    shipped = replica.first_hits
-
-    def with_signal(name: str) -> Callable[[], dict]:
-        term = scaled_term({i: kept[f"{i}:{name}"] for i in range(len(preps))}, preps)
-
-        def run() -> dict:
-            replica.first_hits = pool_terms.first_hits_with({name: term})
-            try:
-                return held_out(preps, grid | {name: WEIGHTS})
-            finally:
-                replica.first_hits = shipped
-
-        return run
-
-    runs: list[tuple[str, Callable[[], dict]]] = [
-        ("shipped terms (headline)", lambda: held_out(preps, grid))
-    ]
-    runs += [(f"second hop: {name}", with_signal(name)) for name in SIGNALS]
-    bootstrap.print_rows(
-        runs, "held out, observations", bench.KS, width=40, weights_label="weights per fold"
-    )
+    print_signals(preps, kept, SIGNALS, WEIGHTS, "second hop")
     cache.save()
     return 0
 

@@ -8,38 +8,21 @@ name of the ingest's part: the rerun brought every row back, erased ones include
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from memlife.ledger import AccessLedger
 from memlife.state.ledger import S3AccessLedger
 from tests.support.aws_state import aws_state
-
-
-def _get(rid: str, when: str) -> dict[str, Any]:
-    return {
-        "eventSource": "bedrock-agentcore.amazonaws.com",
-        "eventName": "GetMemoryRecord",
-        "eventTime": when,
-        "requestParameters": {"memoryId": "mem-1", "memoryRecordId": rid},
-        "responseElements": {
-            "memoryRecord": {"memoryRecordId": rid, "namespaces": ["/users/u1/facts"]}
-        },
-    }
+from tests.unit.test_guards_session37g import _get, _trail
 
 
 @pytest.fixture()
 def trail(tmp_path: Path) -> Path:
     """One log file with reads of three records on one day."""
-    folder = tmp_path / "trail"
-    folder.mkdir()
-    events = [_get(f"m-{i}", f"2025-05-01T1{i}:00:00Z") for i in (1, 2, 3)]
-    (folder / "a.json").write_text(json.dumps({"Records": events}), encoding="utf-8")
-    return folder
+    return _trail(tmp_path, a=[_get(f"m-{i}", f"2025-05-01T1{i}:00:00Z") for i in (1, 2, 3)])
 
 
 @pytest.fixture()
