@@ -7,6 +7,7 @@ format module must not import the gate.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from datetime import datetime
@@ -39,7 +40,7 @@ def question_for(r: Any) -> str:
 def erasure_cases(sink: Any, actors: Sequence[str] | None = None) -> list[EvalCase]:
     """One ``erased`` case per erased record in the receipts: ids only (the receipt has no
     content). Recall over the whole namespace (k=100, any similarity) must never return it."""
-    out: dict[str, EvalCase] = {}
+    out: dict[tuple[str, str, str], EvalCase] = {}  # record ids are unique per actor only
     for key in sink.list("operations/"):
         doc = json.loads(sink.get(key) or b"{}")
         if doc.get("action") != "erase" or doc.get("outcome") in (None, "failed"):
@@ -50,7 +51,7 @@ def erasure_cases(sink: Any, actors: Sequence[str] | None = None) -> list[EvalCa
             continue
         leaf = ns.rstrip("/").rsplit("/", 1)[-1].replace("_", " ") or "memories"
         out.setdefault(
-            rid,
+            (actor, ns, rid),
             EvalCase(
                 id=f"erased-{actor}-{rid}",
                 kind=CaseKind.erased,
@@ -62,7 +63,24 @@ def erasure_cases(sink: Any, actors: Sequence[str] | None = None) -> list[EvalCa
                 threshold=-1.0,
             ),
         )
-    return [out[k] for k in sorted(out)]
+    return unique_ids([out[k] for k in sorted(out)])
+
+
+def unique_ids(cases: list[EvalCase]) -> list[EvalCase]:
+    """Each case id once: ids join an actor and a record id with "-", which both may hold
+    ("u-1" + "x" and "u" + "1-x"), and a set naming an id twice is refused by every load.
+    A repeat gets a digest of its actor, namespace and id (the same on every init)."""
+    seen: set[str] = set()
+    out = []
+    for c in cases:
+        if c.id in seen:
+            key = "\x1f".join((c.actor_id, c.namespace or "", c.id))
+            c = c.model_copy(
+                update={"id": f"{c.id}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"}
+            )
+        seen.add(c.id)
+        out.append(c)
+    return out
 
 
 def starter_cases(
@@ -209,7 +227,7 @@ def starter_cases(
     if sink is not None:
         for c in erasure_cases(sink, list(actor_ids) or None):  # every erased actor by default
             add(c)
-    return cases
+    return unique_ids(cases)
 
 
 DELETES = frozenset({"delete_expired", "delete_pending"})

@@ -201,18 +201,23 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Export every record as JSONL (the import contract)."""
         from memlife.erasure_export import count_erasures, dump_erasures
+        from memlife.export_files import Staged, export_targets_problem
 
         db = open_store(check_store(store, must_exist=True))
         iter_all = getattr(db, "iter_all", None)
         if iter_all is None:
+            db.close()
             raise fail("this store cannot export yet")
-        out = output.open("w", encoding="utf-8") if output else sys.stdout
+        if problem := export_targets_problem(db, output=output, erasures=erasures, access=access):
+            db.close()
+            raise fail(problem)
+        staged = Staged()
+        out = staged.open(output) if output else sys.stdout
         try:
             for record in iter_all():
                 out.write(record.to_json() + "\n")
             if erasures is not None:
-                with erasures.open("w", encoding="utf-8") as f:
-                    f.writelines(line + "\n" for line in dump_erasures(db))
+                staged.open(erasures).writelines(line + "\n" for line in dump_erasures(db))
             elif n := count_erasures(db):
                 err_console.print(
                     f"[yellow]warning[/yellow] {n} erasures (tombstones, pending erasures) are "
@@ -224,11 +229,12 @@ def register(app: typer.Typer) -> None:
                 from memlife.access_export import export_access
                 from memlife.backends import open_ledger
 
-                n_reads = export_access(db, open_ledger(store=db), access)
+                n_reads = export_access(db, open_ledger(store=db), staged.path(access))
+            staged.commit()  # every file in its place at once, only once all are written
+            if access is not None:
                 err_console.print(f"access history: {n_reads} reads written to {access}")
         finally:
-            if output:
-                out.close()
+            staged.discard()
             db.close()
 
     @app.command("demo")
