@@ -16,7 +16,7 @@ import base64
 import json
 import sqlite3
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from operator import itemgetter
@@ -262,6 +262,33 @@ _OVERWRITE = (
     f"UPDATE records SET {', '.join(f'{c}=?' for c in COLUMNS[1:])} WHERE id=? "
     "AND content_sha256=? AND retention_class!='legal_hold' AND status!='retained'"
 )
+
+# a row still as an applier read it: the same actor, namespace, text, status and class
+AS_READ = "actor_id=? AND namespace=? AND content_sha256=? AND status=? AND retention_class=?"
+_OVERWRITE_AS_READ = (
+    f"UPDATE records SET {', '.join(f'{c}=?' for c in COLUMNS[1:])} WHERE id=? AND {AS_READ}"
+)
+
+
+def _changed(
+    was: MemoryRecord, actor: str, namespace: str, sha: str | None,
+    status: str | None = None, retention: str | None = None,
+) -> str | None:  # fmt: skip
+    """Why a row (its values now; None: not compared) is not the record as read, or None."""
+    if (actor, namespace) != (was.actor_id, was.namespace):
+        return "SCOPE_CHANGED"  # another actor's (or namespace's) record took the id
+    read = as_read(was)
+    if any(v is not None and v != r for v, r in zip((sha, status, retention), read[2:],
+                                                    strict=True)):  # fmt: skip
+        return "STALE_PRECONDITION"  # rewritten, forgotten or held since the read
+    return None
+
+
+def as_read(r: MemoryRecord) -> tuple[str, str, str, str, str]:
+    """The values ``AS_READ`` compares, of the record as read."""
+    return (r.actor_id, r.namespace, content_sha256(r.content), Status(r.status).value,
+            RetentionClass(r.retention_class).value)  # fmt: skip
+
 
 # set_retention: the class (and a status change) of the row as read, nothing else
 _SET_RETENTION = (
@@ -722,6 +749,20 @@ class SqliteStore:
             cur = self.connection.execute(_SET_RETENTION, params)
         return cur.rowcount == 1
 
+    # its writes take ``expect`` / put_as_read: checked against the row as read, in the
+    # write's own transaction (apply/appliers/base.py as_read)
+    writes_as_read = True
+
+    def put_as_read(self, record: MemoryRecord, was: MemoryRecord) -> bool:
+        """Overwrite ``was``'s row with ``record`` in ONE statement, only while the row is
+        still as read (``AS_READ``: actor, namespace, text, status, class): a record another
+        actor's took the id of, rewritten, forgotten or held since the read is left alone
+        (the review's stamp, a restore, an import's update). False: not written."""
+        row = record_to_row(record)
+        with self.lock, self.transaction():
+            cur = self.connection.execute(_OVERWRITE_AS_READ, (*row[1:], row[0], *as_read(was)))
+        return cur.rowcount == 1
+
     def put_if_unchanged(self, record: MemoryRecord, expected_sha256: str | None) -> BatchResult:
         """Write ``record`` in ONE transaction, tombstones checked inside it: insert it when
         ``expected_sha256`` is None (the id was absent when read), else overwrite its row only
@@ -755,8 +796,11 @@ class SqliteStore:
         replaced_by: str | None = None,
         policy_version: str | None = None,
         at: datetime | None = None,
+        expect: Mapping[str, MemoryRecord] | None = None,
     ) -> BatchResult:
-        return self._set_status(ids, status, replaced_by, policy_version, at, unless_held=False)
+        return self._set_status(
+            ids, status, replaced_by, policy_version, at, unless_held=False, expect=expect
+        )
 
     def set_status_unless_held(
         self,
@@ -767,15 +811,20 @@ class SqliteStore:
         policy_version: str | None = None,
         at: datetime | None = None,
         actor: str | None = None,
+        expect: Mapping[str, MemoryRecord] | None = None,
     ) -> BatchResult:
         """:meth:`set_status`, refusing (LEGAL_HOLD) a record that is held when it is written:
         the check and the write share one transaction, so a hold placed after the caller
         read the record still wins (online ``forget``, LangGraph ``delete``, the nightly
         supersede and quarantine). ``actor``: a row of another actor counts as missing, in
-        the same transaction (an id another actor's record took over since the read)."""
+        the same transaction (an id another actor's record took over since the read).
+        ``expect`` (id -> the record as the caller read it): a row no longer as read
+        (``AS_READ``) is not written, SCOPE_CHANGED or STALE_PRECONDITION (an applier's
+        read and write, with writers that take no lease in between)."""
         return self._set_status(
-            ids, status, replaced_by, policy_version, at, unless_held=True, actor=actor
-        )
+            ids, status, replaced_by, policy_version, at, unless_held=True, actor=actor,
+            expect=expect,
+        )  # fmt: skip
 
     def _set_status(
         self,
@@ -787,12 +836,14 @@ class SqliteStore:
         *,
         unless_held: bool,
         actor: str | None = None,
+        expect: Mapping[str, MemoryRecord] | None = None,
     ) -> BatchResult:
         result = BatchResult()
         with self.lock, self.transaction():
             for rid in ids:
                 row = self.connection.execute(
-                    "SELECT provenance, retention_class, status, actor_id FROM records WHERE id=?",
+                    "SELECT provenance, retention_class, status, actor_id, namespace, "
+                    "content_sha256 FROM records WHERE id=?",
                     (rid,),
                 ).fetchone()
                 if row is None or (actor is not None and row[3] != actor):
@@ -802,6 +853,11 @@ class SqliteStore:
                     row[1] == RetentionClass.legal_hold.value or row[2] == Status.retained.value
                 ):
                     result.failed.append(ItemFailure(rid, "LEGAL_HOLD", retryable=False))
+                    continue
+                was = expect.get(rid) if expect is not None else None
+                if was is not None and (changed := _changed(was, row[3], row[4], row[5],
+                                                            row[2], row[1])):  # fmt: skip
+                    result.failed.append(ItemFailure(rid, changed, retryable=False))
                     continue
                 prov = json.loads(row[0])
                 if replaced_by is not None or status is not Status.superseded:
@@ -833,13 +889,34 @@ class SqliteStore:
                 out |= {sha for rid, sha in rows if rid not in excluding}
         return out
 
-    def delete_many(self, ids: Sequence[str]) -> BatchResult:
+    def delete_many(
+        self,
+        ids: Sequence[str],
+        *,
+        expect: Mapping[str, MemoryRecord] | None = None,
+        any_text: bool = False,
+    ) -> BatchResult:
         """Delete by id, never a held record: the hold is part of the DELETE, so one placed
-        after the caller last read the record still wins (``LEGAL_HOLD``, not retried)."""
+        after the caller last read the record still wins (``LEGAL_HOLD``, not retried).
+        ``expect`` (id -> the record as read): only while the row keeps its actor, namespace
+        and (unless ``any_text``: an erasure) text, else SCOPE_CHANGED / STALE_PRECONDITION:
+        an id another actor's record took over, or a text rewritten since, is not deleted."""
         result = BatchResult()
         held = (RetentionClass.legal_hold.value, Status.retained.value)
         with self.lock, self.transaction():
             for rid in ids:
+                was = expect.get(rid) if expect is not None else None
+                if was is not None:
+                    now = self.connection.execute(
+                        "SELECT actor_id, namespace, content_sha256 FROM records WHERE id=?",
+                        (rid,),
+                    ).fetchone()
+                    changed = None if now is None else _changed(
+                        was, now[0], now[1], None if any_text else now[2]
+                    )  # fmt: skip
+                    if changed:
+                        result.failed.append(ItemFailure(rid, changed, retryable=False))
+                        continue
                 cur = self.connection.execute(
                     "DELETE FROM records WHERE id=? AND retention_class!=? AND status!=?",
                     (rid, *held),
@@ -900,13 +977,26 @@ class SqliteStore:
 
         An erasure commits its tombstones before it selects derived records, so a
         replacement is either visible to that selection or refused here: never both missed.
+        A row already under its id is overwritten only while it is the same actor's and
+        namespace's and not held (a crashed attempt's own write): another actor's record
+        that took the id is SCOPE_CHANGED, a held one LEGAL_HOLD, both in this transaction.
         """
         with self.lock, self.transaction():
             code = self.tombstone_refusal(record, record.provenance.supersedes)
+            now = self.connection.execute(
+                "SELECT actor_id, namespace, retention_class, status FROM records WHERE id=?",
+                (record.id,),
+            ).fetchone()
+            if code is None and now is not None:
+                if (now[0], now[1]) != (record.actor_id, record.namespace):
+                    code = "SCOPE_CHANGED"
+                elif now[2] == RetentionClass.legal_hold.value or now[3] == Status.retained.value:
+                    code = "LEGAL_HOLD"
             if code is None:
                 self.connection.execute(_UPSERT, record_to_row(record))
         if code is not None:
-            return BatchResult(failed=[ItemFailure(record.id, code, "tombstoned", retryable=False)])
+            why = "tombstoned" if code.startswith("ERASED") else "the id's row is not ours"
+            return BatchResult(failed=[ItemFailure(record.id, code, why, retryable=False)])
         return BatchResult(succeeded=[record.id])
 
     def insert_new(

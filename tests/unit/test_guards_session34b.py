@@ -295,7 +295,7 @@ class QuotaStore(SqliteStore):
 
     calls = 0
 
-    def delete_many(self, ids: Sequence[str]) -> BatchResult:
+    def delete_many(self, ids: Sequence[str], **kw: object) -> BatchResult:
         self.calls += 1
         raise StoreError("service quota exceeded", code="QUOTA_EXCEEDED")
 
@@ -355,7 +355,7 @@ def test_a_write_throttled_for_fifty_nights_keeps_its_place_in_the_retry_queue(
     night records one more attempt and the operation stays FAILED (retryable), due again."""
 
     class AlwaysThrottled(SqliteStore):
-        def delete_many(self, ids: Sequence[str]) -> BatchResult:
+        def delete_many(self, ids: Sequence[str], **kw: object) -> BatchResult:
             return BatchResult(failed=[ItemFailure(i, "THROTTLED", retryable=True) for i in ids])
 
     store = AlwaysThrottled(tmp_path / "memlife.db")

@@ -279,13 +279,13 @@ class DeletesThrottledOnce(SqliteStore):
 
     throttled = False
 
-    def delete_many(self, ids: Any) -> Any:
+    def delete_many(self, ids: Any, **kw: Any) -> Any:
         from memlife.stores.base import BatchResult, ItemFailure
 
         if not self.throttled:
             self.throttled = True
             return BatchResult(failed=[ItemFailure(i, "THROTTLED", retryable=True) for i in ids])
-        return super().delete_many(ids)
+        return super().delete_many(ids, **kw)
 
 
 def test_a_retried_delete_whose_record_went_meanwhile_is_already_absent(home: Path) -> None:
@@ -800,7 +800,7 @@ def test_a_source_kept_because_its_replacement_stays_is_reported_as_such(env: En
 class DeleteQuota(SqliteStore):
     """Every batch delete is refused for quota (AgentCore's 402): a store-level error."""
 
-    def delete_many(self, ids: Any) -> Any:
+    def delete_many(self, ids: Any, **kw: Any) -> Any:
         from memlife.errors import StoreError
 
         raise StoreError("quota exceeded", "SERVICE_QUOTA_EXCEEDED")

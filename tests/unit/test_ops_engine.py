@@ -333,7 +333,10 @@ def test_a_long_terminal_backlog_starves_nothing(db) -> None:
 
 
 class FailOncePut:
-    """A store whose first put_many fails retryably (throttled), then works."""
+    """A store whose first put_many fails retryably (throttled), then works; it has no
+    conditional writes (as AgentCore), so the appliers put whole records."""
+
+    writes_as_read = False
 
     def __init__(self, inner: SqliteStore):
         self.inner, self.failed = inner, False

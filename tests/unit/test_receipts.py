@@ -211,9 +211,9 @@ class PartialDeleteStore(SqliteStore):
 
     fail_ids: set[str] = set()
 
-    def delete_many(self, ids):  # type: ignore[override]
+    def delete_many(self, ids, **kw):  # type: ignore[override]
         failing = [i for i in ids if i in self.fail_ids]
-        res = super().delete_many([i for i in ids if i not in self.fail_ids])
+        res = super().delete_many([i for i in ids if i not in self.fail_ids], **kw)
         return BatchResult(
             res.succeeded, [ItemFailure(i, "THROTTLED") for i in failing], res.missing
         )

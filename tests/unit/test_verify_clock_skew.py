@@ -64,11 +64,11 @@ class Throttled(SqliteStore):
 
     fail = True
 
-    def delete_many(self, ids):  # type: ignore[no-untyped-def]
+    def delete_many(self, ids, **kw):  # type: ignore[no-untyped-def]
         ids = list(ids)
         if not Throttled.fail:
-            return super().delete_many(ids)
-        res = super().delete_many(ids[3:])
+            return super().delete_many(ids, **kw)
+        res = super().delete_many(ids[3:], **kw)
         return BatchResult(res.succeeded, [ItemFailure(i, "THROTTLED") for i in ids[:3]],
                            res.missing)  # fmt: skip
 

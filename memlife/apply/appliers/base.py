@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memlife.errors import ShardStopped
-from memlife.journal import Operation, OpKind, Outcome
+from memlife.journal import Operation, OpKind, OpState, Outcome
 from memlife.model import MemoryRecord, RetentionClass, Status
 from memlife.stores.base import BatchResult, ItemFailure, MemoryStore, StoreError
 
@@ -79,6 +79,25 @@ def settled(
     return done - failed.keys()
 
 
+def as_read(ex: Executor, records: Mapping[str, MemoryRecord]) -> dict[str, Any]:
+    """``expect=`` for a status write or delete: where the store checks it in the write's
+    own transaction (SQLite), a row another writer changed since the applier's read (an id
+    another actor's record took over, a text rewritten, a forget; writers that take no
+    lease) is not written. AgentCore has no conditional write: the read is the check."""
+    return {"expect": dict(records)} if getattr(ex.store, "writes_as_read", False) else {}
+
+
+def put_as_read(ex: Executor, record: MemoryRecord, was: MemoryRecord) -> ItemFailure | None:
+    """``record`` over ``was`` (as read): only while the row is still as read where the
+    store can tell (SqliteStore.put_as_read; CHANGED otherwise, retried after a fresh read
+    on the next run), else written back whole."""
+    if getattr(ex.store, "writes_as_read", False):
+        ok = ex.store.put_as_read(record, was)  # type: ignore[attr-defined]
+        return None if ok else ItemFailure(was.id, CHANGED, retryable=True)
+    res = ex.store.put_many([record])
+    return res.failed[0] if res.failed else None
+
+
 def write_retention(
     ex: Executor, was: MemoryRecord, retention_class: RetentionClass,
     status: Status | None = None,
@@ -121,6 +140,17 @@ def removed_by_another(ex: Executor, op: Operation) -> bool:
         and (since is None or (other.updated_at is not None and other.updated_at >= since))
         for other in ex.journal.for_record(op.record_id)
     )
+
+
+def gone_outcome(ex: Executor, o: Operation) -> Outcome:
+    """A removal that found its record gone: PLANNED by us and never tried, our own killed
+    attempt deleted it (``deleted``: no other receipt will say so), unless an erase, purge
+    or delete journaled by another operation took it: theirs is the receipt that says
+    deleted (invariant 2: one deletion, one claim). Else ``already_absent``."""
+    first = o.attempts == 0 and o.state is OpState.PLANNED
+    if first and removed_by_another(ex, o):
+        first = False
+    return Outcome.deleted if first else Outcome.already_absent
 
 
 @contextmanager

@@ -8,15 +8,16 @@ from typing import TYPE_CHECKING
 
 from memlife.apply.appliers.base import (
     BaseApplier,
+    as_read,
     get_many,
-    removed_by_another,
+    gone_outcome,
     stale,
     until_stopped,
 )
 from memlife.apply.registry import Result, register
 from memlife.errors import ShardStopped
 from memlife.faults import checkpoint
-from memlife.journal import Operation, OpKind, OpState, Outcome
+from memlife.journal import Operation, OpKind, Outcome
 from memlife.model import MemoryRecord, Status, content_sha256
 
 if TYPE_CHECKING:
@@ -47,19 +48,13 @@ def delete_records(ex: Executor, ops: list[Operation]) -> dict[str, Result]:
         # it would leave records gone with no receipt that says so (only already_absent).
         # A hold placed on a record meanwhile still wins: SQLite's DELETE refuses it.
         forget_content(ex, [by_record[rid] for rid in ids], current)
-        res, stop = until_stopped(lambda: ex.store.delete_many(ids))
+        expect = as_read(ex, {rid: current[rid] for rid in ids if rid in current})
+        res, stop = until_stopped(lambda: ex.store.delete_many(ids, **expect))
         checkpoint("after_delete")
         for rid in res.succeeded:
             out[by_record[rid].operation_id] = Outcome.deleted
         for rid in res.missing:
-            # PLANNED by us and now gone: our earlier attempt (crash) or someone else. An
-            # erase, purge or delete journaled by another operation took it: theirs is the
-            # receipt that says deleted (invariant 2: one deletion, one claim)
-            o = by_record[rid]
-            first = o.attempts == 0 and o.state is OpState.PLANNED
-            if first and removed_by_another(ex, o):
-                first = False
-            out[o.operation_id] = Outcome.deleted if first else Outcome.already_absent
+            out[by_record[rid].operation_id] = gone_outcome(ex, by_record[rid])
         for f in res.failed:
             out[by_record[f.id].operation_id] = f
         if stop is not None:

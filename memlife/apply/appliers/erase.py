@@ -10,7 +10,15 @@ from __future__ import annotations
 from contextlib import suppress
 from typing import TYPE_CHECKING
 
-from memlife.apply.appliers.base import BaseApplier, get_many, is_held, until_stopped
+from memlife.apply.appliers.base import (
+    SCOPE_CHANGED,
+    BaseApplier,
+    as_read,
+    get_many,
+    gone_outcome,
+    is_held,
+    until_stopped,
+)
 from memlife.apply.registry import Result, register
 from memlife.errors import ShardStopped
 from memlife.faults import checkpoint
@@ -40,16 +48,24 @@ class Erase(BaseApplier):
             if r is not None and is_held(r):  # a hold placed since selection
                 out[o.operation_id] = ItemFailure(o.record_id, "LEGAL_HOLD", retryable=False)
                 continue
+            if r is not None and (r.actor_id, r.namespace) != (o.actor_id, o.namespace):
+                # the id is another actor's record now: not the one asked to be erased
+                out[o.operation_id] = ItemFailure(o.record_id, SCOPE_CHANGED, retryable=False)
+                continue
             if r is not None:
                 shas[o.record_id] |= {r.sha256, content_sha256(r.content)}
             ids.append(o.record_id)
         by_record = {o.record_id: o for o in ops}
-        res, stop = until_stopped(lambda: ex.store.delete_many(ids))
+        # its text may have changed since: an erasure takes the record whatever it says now
+        expect = as_read(ex, {rid: current[rid] for rid in ids if rid in current})
+        if expect:
+            expect["any_text"] = True
+        res, stop = until_stopped(lambda: ex.store.delete_many(ids, **expect))
         checkpoint(self.checkpoint)
         for rid in res.succeeded:
             out[by_record[rid].operation_id] = Outcome.deleted
-        for rid in res.missing:
-            out[by_record[rid].operation_id] = Outcome.already_absent
+        for rid in res.missing:  # a killed attempt's own delete is this erasure's to claim
+            out[by_record[rid].operation_id] = gone_outcome(ex, by_record[rid])
         for f in res.failed:
             out[by_record[f.id].operation_id] = f
         gone = [*res.succeeded, *res.missing]

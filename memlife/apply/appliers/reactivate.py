@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from memlife.apply.appliers.base import (
     BaseApplier,
+    as_read,
     get_many,
     is_held,
     record_missing,
@@ -55,7 +56,8 @@ class Reactivate(BaseApplier):
                 ready.append(o)
         if ready:
             write = partial(ex.store.set_status, [o.record_id for o in ready], Status.active,
-                            replaced_by=None, policy_version=ex.policy.version, at=ex.cutoff)  # fmt: skip
+                            replaced_by=None, policy_version=ex.policy.version, at=ex.cutoff,
+                            **as_read(ex, {o.record_id: current[o.record_id] for o in ready}))  # fmt: skip
             res, stop = until_stopped(write)  # a quota part-way: what it did is kept
             settled(out, ready, res, stop, Outcome.restored)
             if stop is not None:

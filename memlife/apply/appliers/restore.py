@@ -5,12 +5,20 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from memlife.apply.appliers.base import BaseApplier, get_many, keeping, record_missing, stale
+from memlife.apply.appliers.base import (
+    BaseApplier,
+    as_read,
+    get_many,
+    keeping,
+    put_as_read,
+    record_missing,
+    stale,
+)
 from memlife.apply.registry import Result, register
 from memlife.faults import checkpoint
 from memlife.journal import Operation, OpKind, Outcome
 from memlife.model import MemoryRecord, Provenance, Status
-from memlife.stores.base import ItemFailure
+from memlife.stores.base import BatchResult, ItemFailure
 
 if TYPE_CHECKING:
     from memlife.apply.executor import Executor
@@ -70,7 +78,8 @@ class Restore(BaseApplier):
                             "provenance": before,
                         }
                     )
-                    res = ex.store.put_many([back])
+                    failure = put_as_read(ex, back, r)
+                    res = BatchResult(failed=[failure] if failure else [])
                 elif head := _active_head(ex, r.provenance.replaced_by, r):
                     # no snapshot (another tool, a migrated store), but it names what replaced
                     # it: back behind that replacement, never served as current again; its
@@ -78,9 +87,10 @@ class Restore(BaseApplier):
                     # back would start superseded retention then: superseded_since.py)
                     at = max(r.status_changed_at or ex.cutoff, ex.cutoff)
                     res = ex.store.set_status([o.record_id], Status.superseded,
-                                              replaced_by=head, at=at)  # fmt: skip
+                                              replaced_by=head, at=at, **as_read(ex, {r.id: r}))  # fmt: skip
                 else:  # quarantined without a snapshot or a replacement: back to active
-                    res = ex.store.set_status([o.record_id], Status.active, at=ex.cutoff)
+                    res = ex.store.set_status([o.record_id], Status.active, at=ex.cutoff,
+                                              **as_read(ex, {r.id: r}))  # fmt: skip
                 checkpoint(self.checkpoint)
                 out[o.operation_id] = res.failed[0] if res.failed else Outcome.restored
         return out

@@ -10,7 +10,14 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from memlife.apply.appliers.base import BaseApplier, get_many, keeping, record_missing, stale
+from memlife.apply.appliers.base import (
+    BaseApplier,
+    get_many,
+    keeping,
+    put_as_read,
+    record_missing,
+    stale,
+)
 from memlife.apply.registry import Result, register
 from memlife.faults import checkpoint
 from memlife.journal import Operation, OpKind, Outcome
@@ -49,7 +56,7 @@ class Review(BaseApplier):
                 if r.last_verified_at == ex.cutoff:  # our crashed attempt already stamped it
                     out[o.operation_id] = Outcome.reviewed
                     continue
-                res = ex.store.put_many([r.model_copy(update={"last_verified_at": ex.cutoff})])
+                failure = put_as_read(ex, r.model_copy(update={"last_verified_at": ex.cutoff}), r)
                 checkpoint(self.checkpoint)
-                out[o.operation_id] = res.failed[0] if res.failed else Outcome.reviewed
+                out[o.operation_id] = failure or Outcome.reviewed
         return out

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from memlife.apply.appliers.base import (
     STALE,
+    as_read,
     get_many,
     is_held,
     record_missing,
@@ -72,7 +73,8 @@ def set_status(
         ready.setdefault(o.replacement_id or keep, []).append(o)
     for replacement, group in ready.items():
         write = partial(_setter(ex), [o.record_id for o in group], status,
-                        replaced_by=replacement, policy_version=ex.policy.version, at=ex.cutoff)  # fmt: skip
+                        replaced_by=replacement, policy_version=ex.policy.version, at=ex.cutoff,
+                        **as_read(ex, {o.record_id: found[o.record_id] for o in group}))  # fmt: skip
         res, stop = until_stopped(write)
         done = settled(out, group, res, stop, outcome)
         for o in group:  # what points where, for a store paged for it (orphans.pointing_to)

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memlife.apply.appliers.base import BaseApplier, get_many, is_held, keeping
+from memlife.apply.appliers.base import (
+    BaseApplier,
+    get_many,
+    is_held,
+    keeping,
+    put_as_read,
+    record_missing,
+)
 from memlife.apply.registry import Result, register
 from memlife.journal import Operation, OpKind, Outcome
 from memlife.model import MemoryRecord
@@ -47,6 +54,8 @@ class Update(BaseApplier):
                 if code:
                     out[o.operation_id] = ItemFailure(o.record_id, code, retryable=False)
                     continue
-                res = ex.store.put_many([new])
-                out[o.operation_id] = res.failed[0] if res.failed else Outcome.updated
+                failure = (
+                    put_as_read(ex, new, old) if old else record_missing(o)
+                )  # the row as checked
+                out[o.operation_id] = failure or Outcome.updated
         return out
