@@ -427,7 +427,7 @@ def test_an_erase_resumed_after_a_crash_past_the_delete_finishes_the_clean_ups(
 ) -> None:
     """Attacks ``gone = [*res.succeeded, *res.missing]`` in the erase applier: the first
     attempt died right after the delete, before any clean-up. The rerun finds the record
-    absent (already_absent); its vector and the journal payload holding its text still go."""
+    absent (its own delete); its vector and the journal payload holding its text still go."""
     from memlife import faults
 
     x = rec("x", f"Was treated for depression in 2025 ({MARKER}).", subject="health")
@@ -444,7 +444,8 @@ def test_an_erase_resumed_after_a_crash_past_the_delete_finishes_the_clean_ups(
 
     out = erase(store, "u-1", ids=["x"], now=NOW)
 
-    assert out["status"] == "success" and out["counts"]["already_absent"] == 1
+    # its own killed attempt deleted it: receipted deleted (session 38), not already_absent
+    assert out["status"] == "success" and out["counts"]["deleted"] == 1
     q = "SELECT COUNT(*) FROM embeddings WHERE content_sha256=?"
     assert store.connection.execute(q, (content_sha256(x.content),)).fetchone()[0] == 0
     op = open_journal(store).get("op-crashed")
@@ -472,7 +473,8 @@ def test_an_erase_resumed_in_the_same_process_leaves_no_byte_in_the_wal(
 
     out = erase(store, "u-1", ids=["x"], now=NOW)
 
-    assert out["status"] == "success" and out["counts"]["already_absent"] == 1
+    # its own killed attempt deleted it: receipted deleted (session 38), not already_absent
+    assert out["status"] == "success" and out["counts"]["deleted"] == 1
     assert (out.get("compaction") or {}).get("vacuumed") is True
     assert disk_count(db, MARKER) == {"memlife.db": 0, "memlife.db-wal": 0}  # store still open
 

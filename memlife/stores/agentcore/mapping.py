@@ -139,6 +139,10 @@ def encode_metadata(record: MemoryRecord) -> tuple[dict[str, Any], dict[str, Any
         key = str(f.key)  # every non-list field has a metadata key (FIELD_MAP)
         if f.kind == "ts":
             meta[key] = {"stringValue": iso(value)}
+        elif f.kind == "int" and abs(value) > 2**53:
+            # a double holds an int exactly only to 2**53 (2**63-1 read back as 2**63, past
+            # the model's bound: the record, and its shard, unreadable); decode reads digits
+            meta[key] = {"stringValue": str(value)}
         elif f.kind in ("num", "int"):
             meta[key] = {"numberValue": float(value)}
         elif f.kind == "enum":

@@ -295,6 +295,13 @@ class ChunkWriter:
             self.sidecar.register_shards(sorted(new))
             self._registered |= new
 
+    def _native(self, rid: str) -> bool:
+        """Whether ``rid`` names a record AgentCore extracted itself: the AgentCore id of one
+        of ours is no record id (reads say it does not exist; a delete by it removed ours
+        under another name, with no result naming it)."""
+        raw = self.transport.get(rid, None)
+        return raw is not None and not is_ours(raw)
+
     def delete(self, ids: Sequence[str]) -> BatchResult:
         result = BatchResult()
         keys = {rid: safe_value(rid) for rid in ids}
@@ -308,7 +315,7 @@ class ChunkWriter:
             if item is not None and item.memory_record_id:
                 body = {"memoryRecordId": item.memory_record_id, "namespace": item.namespace}
                 entries.append(Entry(key, body))
-            elif item is None and MEMORY_RECORD_ID_RE.fullmatch(rid):
+            elif item is None and MEMORY_RECORD_ID_RE.fullmatch(rid) and self._native(rid):
                 entries.append(Entry(key, {"memoryRecordId": rid}))  # native record
             else:
                 result.missing.append(rid)
