@@ -211,7 +211,9 @@ def test_an_erasure_the_night_retries_takes_the_answer(
 ) -> None:
     night(env, 0, dry=True)
     real = SqliteStore.delete_many
-    throttled = lambda self, ids: BatchResult(failed=[ItemFailure(i, "THROTTLED") for i in ids])  # noqa: E731
+    throttled = lambda self, ids, **kw: BatchResult(
+        failed=[ItemFailure(i, "THROTTLED") for i in ids]
+    )  # noqa: E731
     monkeypatch.setattr(SqliteStore, "delete_many", throttled)
     store = SqliteStore(env["home"] / "memlife.db")
     try:

@@ -34,7 +34,7 @@ def retried(home: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         store.put_many([EXPIRED, KEPT])
     real = SqliteStore.delete_many
 
-    def throttled(self: SqliteStore, ids: Any) -> BatchResult:
+    def throttled(self: SqliteStore, ids: Any, **kw: Any) -> BatchResult:
         return BatchResult(failed=[ItemFailure(i, "THROTTLED") for i in ids])
 
     monkeypatch.setattr(SqliteStore, "delete_many", throttled)

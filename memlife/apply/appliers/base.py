@@ -142,12 +142,14 @@ def removed_by_another(ex: Executor, op: Operation) -> bool:
     )
 
 
-def gone_outcome(ex: Executor, o: Operation) -> Outcome:
-    """A removal that found its record gone: PLANNED by us and never tried, our own killed
-    attempt deleted it (``deleted``: no other receipt will say so), unless an erase, purge
-    or delete journaled by another operation took it: theirs is the receipt that says
-    deleted (invariant 2: one deletion, one claim). Else ``already_absent``."""
-    first = o.attempts == 0 and o.state is OpState.PLANNED
+def gone_outcome(ex: Executor, o: Operation, read_there: bool) -> Outcome:
+    """A removal that found its record gone: PLANNED by us, never tried and already gone
+    when this attempt read it, our own killed attempt deleted it (``deleted``: no other
+    receipt will say so), unless an erase, purge or delete journaled by another operation
+    took it: theirs is the receipt that says deleted (invariant 2: one deletion, one
+    claim). Gone only after this attempt read it (``read_there``): another writer took it
+    then, not us. Else ``already_absent``."""
+    first = o.attempts == 0 and o.state is OpState.PLANNED and not read_there
     if first and removed_by_another(ex, o):
         first = False
     return Outcome.deleted if first else Outcome.already_absent

@@ -54,7 +54,7 @@ def delete_records(ex: Executor, ops: list[Operation]) -> dict[str, Result]:
         for rid in res.succeeded:
             out[by_record[rid].operation_id] = Outcome.deleted
         for rid in res.missing:
-            out[by_record[rid].operation_id] = gone_outcome(ex, by_record[rid])
+            out[by_record[rid].operation_id] = gone_outcome(ex, by_record[rid], rid in current)
         for f in res.failed:
             out[by_record[f.id].operation_id] = f
         if stop is not None:

@@ -65,7 +65,7 @@ class Erase(BaseApplier):
         for rid in res.succeeded:
             out[by_record[rid].operation_id] = Outcome.deleted
         for rid in res.missing:  # a killed attempt's own delete is this erasure's to claim
-            out[by_record[rid].operation_id] = gone_outcome(ex, by_record[rid])
+            out[by_record[rid].operation_id] = gone_outcome(ex, by_record[rid], rid in current)
         for f in res.failed:
             out[by_record[f.id].operation_id] = f
         gone = [*res.succeeded, *res.missing]
