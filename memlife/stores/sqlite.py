@@ -263,6 +263,7 @@ _OVERWRITE = (
     "AND content_sha256=? AND retention_class!='legal_hold' AND status!='retained'"
 )
 
+_SAME_TEXT = " AND content_sha256=?"
 # a row still as an applier read it: the same actor, namespace, text, status and class
 AS_READ = "actor_id=? AND namespace=? AND content_sha256=? AND status=? AND retention_class=?"
 _OVERWRITE_AS_READ = (
@@ -903,9 +904,21 @@ class SqliteStore:
         an id another actor's record took over, or a text rewritten since, is not deleted."""
         result = BatchResult()
         held = (RetentionClass.legal_hold.value, Status.retained.value)
+        plain = "DELETE FROM records WHERE id=? AND retention_class!=? AND status!=?"
+        scoped = plain + " AND actor_id=? AND namespace=?" + ("" if any_text else _SAME_TEXT)
         with self.lock, self.transaction():
             for rid in ids:
                 was = expect.get(rid) if expect is not None else None
+                if was is None:
+                    cur = self.connection.execute(plain, (rid, *held))
+                else:  # one statement on the common path; why not, only when it deleted none
+                    text = () if any_text else (content_sha256(was.content),)
+                    cur = self.connection.execute(
+                        scoped, (rid, *held, was.actor_id, was.namespace, *text)
+                    )
+                if cur.rowcount:
+                    result.succeeded.append(rid)
+                    continue
                 if was is not None:
                     now = self.connection.execute(
                         "SELECT actor_id, namespace, content_sha256 FROM records WHERE id=?",
@@ -917,13 +930,7 @@ class SqliteStore:
                     if changed:
                         result.failed.append(ItemFailure(rid, changed, retryable=False))
                         continue
-                cur = self.connection.execute(
-                    "DELETE FROM records WHERE id=? AND retention_class!=? AND status!=?",
-                    (rid, *held),
-                )
-                if cur.rowcount:
-                    result.succeeded.append(rid)
-                elif self.connection.execute("SELECT 1 FROM records WHERE id=?", (rid,)).fetchone():
+                if self.connection.execute("SELECT 1 FROM records WHERE id=?", (rid,)).fetchone():
                     result.failed.append(ItemFailure(rid, "LEGAL_HOLD", retryable=False))
                 else:
                     result.missing.append(rid)
