@@ -10,7 +10,7 @@ without writing anything (the replacement is held in the run, invisible to recal
 pipeline evaluates the regression gate on them and only then ``commit_group``s the ones it
 allows. Order inside a group (invariant 3): the replacement is written and receipted
 before any original is superseded. The write and its supersedes are journaled in one
-transaction at commit, so a crash anywhere resumes the group as a unit (``resume_group``);
+transaction at commit, so a crash anywhere resumes the group as a unit (apply/group_resume.py);
 a crash before commit leaves nothing behind, and a rerun stages the same replacement ids.
 """
 
@@ -23,20 +23,19 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, NamedTuple
 
 from memlife.apply.answers import consolidate
-from memlife.apply.appliers.base import get_many, stale
 from memlife.apply.group_reads import GroupReads, Reads
-from memlife.apply.lifecycle import end_terminally, retryable, run_lifecycle
+from memlife.apply.group_resume import resume_group
 from memlife.apply.retry import next_retry
 from memlife.apply.stage_cache import StageCache
 from memlife.apply.tally import Tally
 from memlife.consolidate.base import MODEL_MISCONFIGURED, ConsolidationError, Group
 from memlife.consolidate.extractive import ExtractiveConsolidator
 from memlife.consolidate.grounding import KEEP_APART
-from memlife.consolidate.replacement import build_from_members, outlives
+from memlife.consolidate.replacement import build_from_members
 from memlife.faults import checkpoint
 from memlife.group_plan import CONTRADICTION, plan_group
-from memlife.journal import MemoOutcome, Operation, OpKind, OpState, Outcome
-from memlife.model import MemoryRecord, MemoryType, PlanView, Status, content_sha256
+from memlife.journal import MemoOutcome, Operation, OpKind
+from memlife.model import MemoryRecord, MemoryType, PlanView, content_sha256
 from memlife.plan import Action, Decision
 
 if TYPE_CHECKING:
@@ -388,63 +387,6 @@ def commit_group(ex: Executor, staged: StagedGroup | StagedRef, tally: Tally) ->
     planned = ex.journal.plan([staged.write, *staged.supersedes])  # one transaction
     checkpoint("after_journal_write")
     resume_group(ex, planned, tally)
-
-
-def resume_group(ex: Executor, planned: list[Operation], tally: Tally) -> None:
-    write = [o for o in planned if o.kind is OpKind.write_replacement]
-    rest = [o for o in planned if o.kind is OpKind.supersede]
-    if not write and rest:  # resumed supersedes: their write may be finished or terminal
-        write = [
-            o
-            for o in ex.journal.for_record(rest[0].replacement_id or "")
-            if o.kind is OpKind.write_replacement and o.run_id == rest[0].run_id
-        ]
-    if _sources_moved(ex, write, rest):
-        # a source changed, was held or left active since the group was read (a rerun
-        # after a crash, an edit during the gate): the replacement would carry a claim its
-        # sources no longer make (invariant 6). Withdrawn, nothing written: the next night
-        # regroups what the records say now
-        tally.counts["consolidation_withdrawn_changed"] += 1
-        for ops in (write, rest):
-            run_lifecycle(ex, ops, tally, lambda b: {o.operation_id: Outcome.skipped for o in b})
-        return
-    done = run_lifecycle(ex, write, tally)
-    if any(o.outcome is Outcome.skipped for o in done):  # an erasure took a source: withdrawn
-        tally.counts["consolidation_withdrawn_erased"] += 1
-        run_lifecycle(ex, rest, tally, lambda ops: {o.operation_id: Outcome.skipped for o in ops})
-        return
-    if any(o.state is OpState.FAILED and o.next_retry_at is None for o in done):
-        # the replacement will never be written: its supersedes end here, once, not nightly
-        end_terminally(ex, rest, "REPLACEMENT_NOT_WRITTEN", tally)
-        return
-    if any(o.state is not OpState.RECEIPTED and o.state is not OpState.APPLIED for o in done):
-        return  # replacement not durable yet: never supersede without it
-    run_lifecycle(ex, rest, tally)
-
-
-def _sources_moved(ex: Executor, write: list[Operation], rest: list[Operation]) -> bool:
-    """Before a replacement is written: is any source still to supersede no longer the
-    active, unheld record with the content the group was built from?"""
-    if not any(o.state is OpState.PLANNED or retryable(o) for o in write):
-        return False  # written already: each supersede re-checks its own source
-    if any(_ended(o) and o.outcome is not Outcome.superseded for o in rest):
-        return True  # a supersede of this run already ended otherwise (an earlier group)
-    todo = [o for o in rest if o.state is OpState.PLANNED]
-    current = get_many(ex.store, [o.record_id for o in todo])
-    payload = next((o.payload for o in write if o.payload), None)
-    replacement = MemoryRecord.model_validate_json(payload) if payload else None
-    ttl = ex.policy.ttl_days()
-    for o in todo:
-        r = current.get(o.record_id)
-        if r is None or r.status is not Status.active or stale(o, r) is not None:
-            return True
-        if replacement is not None and outlives(r, replacement, ttl):  # restated since
-            return True
-    return False
-
-
-def _ended(o: Operation) -> bool:
-    return o.state is OpState.RECEIPTED or (o.state is OpState.FAILED and not retryable(o))
 
 
 MAX_REJECTIONS = 3  # refused answers for one group before it goes to review

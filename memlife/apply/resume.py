@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
-from memlife.apply.groups import resume_group
+from memlife.apply.group_resume import resume_group
 from memlife.apply.lifecycle import retryable, run_lifecycle
 from memlife.apply.tally import Tally
 from memlife.journal import Operation, OpKind, OpState

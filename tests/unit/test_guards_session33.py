@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from memlife.apply import DeleteItem, Executor, Tally
-from memlife.apply.groups import resume_group
+from memlife.apply.group_resume import resume_group
 from memlife.apply.lifecycle import run_lifecycle
 from memlife.audit import FileSink
 from memlife.consolidate.base import Group

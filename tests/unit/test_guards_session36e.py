@@ -649,7 +649,7 @@ def test_a_group_whose_source_left_active_before_the_write_is_withdrawn(env: Env
     text, same scope, no hold) after the group was read. Mutant: only stale() is asked ->
     the replacement is written with m-b's claim while m-b's supersede is refused: a new
     active record carrying what the gate held back."""
-    from memlife.apply.groups import resume_group
+    from memlife.apply.group_resume import resume_group
 
     store = env[0]
     a, b = rec("m-a"), rec("m-b", "Likes tea a lot.")
@@ -673,7 +673,7 @@ def test_a_group_resumed_after_its_write_supersedes_each_source_on_its_own_check
     receipted) before a crash; then m-b was edited. Mutant: the group is judged again and
     withdrawn -> the written replacement stays active beside m-a, which nothing supersedes
     (a duplicate served twice); on clean code m-a is superseded and m-b refused STALE."""
-    from memlife.apply.groups import resume_group
+    from memlife.apply.group_resume import resume_group
 
     store = env[0]
     a, b = rec("m-a"), rec("m-b", "Likes tea a lot.")

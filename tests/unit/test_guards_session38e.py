@@ -401,12 +401,6 @@ def test_an_erasure_killed_after_its_delete_is_receipted_as_the_deletion(
     assert [(a, out) for a, _rid, _r, out in claims] == [("erase", "deleted")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="OPEN (session 38, docs/adversarial-review.md Left): a group withdrawn on the rerun "
-    "leaves the replacement the killed attempt wrote active in the store, receipted "
-    "`skipped` (nothing written)",
-)
 def test_a_group_withdrawn_on_the_rerun_leaves_no_replacement_behind(home: Path) -> None:
     """Attacks memlife/apply/groups.py::resume_group's withdrawal (``_sources_moved``:
     "Withdrawn, nothing written"): the night dies right after its first replacement write

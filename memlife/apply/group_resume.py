@@ -1,0 +1,114 @@
+"""Finishing a journaled consolidation group: its replacement written and receipted before
+any original is superseded (invariant 3), as a unit after a crash (apply/resume.py).
+
+Before the write, a source that moved since the group was read (changed, held, no longer
+active, restated) withdraws the group, and a replacement the killed attempt wrote before
+it died is taken back under a receipted delete of its own.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from memlife.apply.appliers.base import get_many, is_held, stale
+from memlife.apply.lifecycle import end_terminally, retryable, run_lifecycle
+from memlife.apply.tally import Tally
+from memlife.consolidate.replacement import outlives
+from memlife.journal import Operation, OpKind, OpState, Outcome
+from memlife.model import MemoryRecord, Status
+
+if TYPE_CHECKING:
+    from memlife.apply.executor import Executor
+
+
+def resume_group(ex: Executor, planned: list[Operation], tally: Tally) -> None:
+    write = [o for o in planned if o.kind is OpKind.write_replacement]
+    rest = [o for o in planned if o.kind is OpKind.supersede]
+    if not write and rest:  # resumed supersedes: their write may be finished or terminal
+        write = [
+            o
+            for o in ex.journal.for_record(rest[0].replacement_id or "")
+            if o.kind is OpKind.write_replacement and o.run_id == rest[0].run_id
+        ]
+    if _sources_moved(ex, write, rest):
+        # a source changed, was held or left active since the group was read (a rerun
+        # after a crash, an edit during the gate): the replacement would carry a claim its
+        # sources no longer make (invariant 6). Withdrawn, nothing written: the next night
+        # regroups what the records say now
+        tally.counts["consolidation_withdrawn_changed"] += 1
+        _take_back(ex, write, tally)
+        for ops in (write, rest):
+            run_lifecycle(ex, ops, tally, lambda b: {o.operation_id: Outcome.skipped for o in b})
+        return
+    done = run_lifecycle(ex, write, tally)
+    if any(o.outcome is Outcome.skipped for o in done):  # an erasure took a source: withdrawn
+        tally.counts["consolidation_withdrawn_erased"] += 1
+        run_lifecycle(ex, rest, tally, lambda ops: {o.operation_id: Outcome.skipped for o in ops})
+        return
+    if any(o.state is OpState.FAILED and o.next_retry_at is None for o in done):
+        # the replacement will never be written: its supersedes end here, once, not nightly
+        end_terminally(ex, rest, "REPLACEMENT_NOT_WRITTEN", tally)
+        return
+    if any(o.state is not OpState.RECEIPTED and o.state is not OpState.APPLIED for o in done):
+        return  # replacement not durable yet: never supersede without it
+    run_lifecycle(ex, rest, tally)
+
+
+def _sources_moved(ex: Executor, write: list[Operation], rest: list[Operation]) -> bool:
+    """Before a replacement is written: is any source still to supersede no longer the
+    active, unheld record with the content the group was built from?"""
+    if not any(o.state is OpState.PLANNED or retryable(o) for o in write):
+        return False  # written already: each supersede re-checks its own source
+    if any(_ended(o) and o.outcome is not Outcome.superseded for o in rest):
+        return True  # a supersede of this run already ended otherwise (an earlier group)
+    todo = [o for o in rest if o.state is OpState.PLANNED]
+    current = get_many(ex.store, [o.record_id for o in todo])
+    payload = next((o.payload for o in write if o.payload), None)
+    replacement = MemoryRecord.model_validate_json(payload) if payload else None
+    ttl = ex.policy.ttl_days()
+    for o in todo:
+        r = current.get(o.record_id)
+        if r is None or r.status is not Status.active or stale(o, r) is not None:
+            return True
+        if replacement is not None and outlives(r, replacement, ttl):  # restated since
+            return True
+    return False
+
+
+WITHDRAWN = "CONSOLIDATION_WITHDRAWN"  # the reason on the delete of a withdrawn replacement
+
+
+def _take_back(ex: Executor, write: list[Operation], tally: Tally) -> None:
+    """A killed attempt may have written the replacement before it died: a withdrawn group
+    leaves none behind (DESIGN 7: a replacement is seen only once committed; else it stays
+    active, naming as superseded sources that are not, and is consolidated again). It goes
+    by a delete of its own, journaled and receipted (no delete without a receipt), planned
+    once: a rerun after a crash here finds it pending. Only our record as written goes (its
+    shard, content and sources); one under a hold since stays (invariant 1)."""
+    for o in write:
+        if not o.payload:
+            continue
+        ours = MemoryRecord.model_validate_json(o.payload)
+        current = ex.store.get(ours.id)
+        if current is None or (current.actor_id, current.namespace, current.content) != (
+            ours.actor_id, ours.namespace, ours.content,
+        ) or set(current.provenance.supersedes) != set(ours.provenance.supersedes):  # fmt: skip
+            continue
+        if is_held(current):
+            tally.counts["consolidation_withdrawn_kept_held"] += 1
+            continue
+        pending = [
+            p for p in ex.journal.for_record(ours.id)
+            if p.kind is OpKind.delete and WITHDRAWN in p.reasons and not _ended(p)
+        ]  # fmt: skip
+        ops = pending or ex.journal.plan(
+            [ex.new_op(OpKind.delete, ours.actor_id, ours.namespace, ours.id, [WITHDRAWN],
+                       current.sha256, key_ids=[o.operation_id, WITHDRAWN])]
+        )  # fmt: skip
+        done = run_lifecycle(ex, ops, tally)
+        removed = sum(1 for d in done if d.outcome in (Outcome.deleted, Outcome.already_absent))
+        tally.counts["consolidation_withdrawn_removed"] += removed
+
+
+def _ended(o: Operation) -> bool:
+    return o.state is OpState.RECEIPTED or (o.state is OpState.FAILED and not retryable(o))
