@@ -82,6 +82,8 @@ class Reason(StrEnum):
     HELD_SOURCE = "HELD_SOURCE"  # a held source names it its replacement (memlife/pinned.py)
     # superseded by a record the night deletes: it goes with it (memlife/orphans.py)
     REPLACEMENT_DELETED = "REPLACEMENT_DELETED"
+    # a killed run's replacement, its group withdrawn on the rerun (apply/group_resume.py)
+    CONSOLIDATION_WITHDRAWN = "CONSOLIDATION_WITHDRAWN"
     SCORE_OK = "SCORE_OK"
 
 

@@ -16,6 +16,7 @@ from memlife.apply.tally import Tally
 from memlife.consolidate.replacement import outlives
 from memlife.journal import Operation, OpKind, OpState, Outcome
 from memlife.model import MemoryRecord, Status
+from memlife.plan import Reason
 
 if TYPE_CHECKING:
     from memlife.apply.executor import Executor
@@ -75,7 +76,7 @@ def _sources_moved(ex: Executor, write: list[Operation], rest: list[Operation]) 
     return False
 
 
-WITHDRAWN = "CONSOLIDATION_WITHDRAWN"  # the reason on the delete of a withdrawn replacement
+WITHDRAWN = Reason.CONSOLIDATION_WITHDRAWN.value  # on the delete of a withdrawn replacement
 
 
 def _take_back(ex: Executor, write: list[Operation], tally: Tally) -> None:
