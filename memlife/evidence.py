@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 from memlife.apply.counts import deferral
 from memlife.audit import ReceiptSink, dumps
 from memlife.evidence_dataset import unnamed_parquet, verify_dataset
+from memlife.evidence_key import PREFIX as KEYED
 from memlife.journal import Operation
 from memlife.receipts import operation_key, operations_parquet
 from memlife.receipts_dataset import write_operations
@@ -456,12 +457,11 @@ def _other_form(field_name: str, a: Any, b: Any) -> bool:
     each with the journal)."""
     if field_name != "content_sha256" or not isinstance(a, str) or not isinstance(b, str):
         return False
-    keyed = "hmac-sha256:"
-    if a.startswith(keyed) == b.startswith(keyed):
+    if a.startswith(KEYED) == b.startswith(KEYED):
         return False
-    plain, other = (b, a) if a.startswith(keyed) else (a, b)
+    plain, other = (b, a) if a.startswith(KEYED) else (a, b)
     # the plain form is a sha256 and the keyed one a keyed sha256: anything else is an edit
-    return bool(_SHA256.fullmatch(plain)) and bool(_SHA256.fullmatch(other[len(keyed) :]))
+    return bool(_SHA256.fullmatch(plain)) and bool(_SHA256.fullmatch(other[len(KEYED) :]))
 
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")

@@ -919,21 +919,17 @@ class SqliteStore:
                 if cur.rowcount:
                     result.succeeded.append(rid)
                     continue
-                if was is not None:
-                    now = self.connection.execute(
-                        "SELECT actor_id, namespace, content_sha256 FROM records WHERE id=?",
-                        (rid,),
-                    ).fetchone()
-                    changed = None if now is None else _changed(
-                        was, now[0], now[1], None if any_text else now[2]
-                    )  # fmt: skip
-                    if changed:
-                        result.failed.append(ItemFailure(rid, changed, retryable=False))
-                        continue
-                if self.connection.execute("SELECT 1 FROM records WHERE id=?", (rid,)).fetchone():
-                    result.failed.append(ItemFailure(rid, "LEGAL_HOLD", retryable=False))
-                else:
+                # deleted none: gone, moved or rewritten since the read, or held
+                now = self.connection.execute(
+                    "SELECT actor_id, namespace, content_sha256 FROM records WHERE id=?", (rid,)
+                ).fetchone()
+                if now is None:
                     result.missing.append(rid)
+                    continue
+                changed = None if was is None else _changed(
+                    was, now[0], now[1], None if any_text else now[2]
+                )  # fmt: skip
+                result.failed.append(ItemFailure(rid, changed or "LEGAL_HOLD", retryable=False))
         return result
 
     # -- tombstones (erasure) --------------------------------------------------------------

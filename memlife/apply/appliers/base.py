@@ -84,14 +84,20 @@ def as_read(ex: Executor, records: Mapping[str, MemoryRecord]) -> dict[str, Any]
     own transaction (SQLite), a row another writer changed since the applier's read (an id
     another actor's record took over, a text rewritten, a forget; writers that take no
     lease) is not written. AgentCore has no conditional write: the read is the check."""
-    return {"expect": dict(records)} if getattr(ex.store, "writes_as_read", False) else {}
+    return {"expect": dict(records)} if writes_as_read(ex) else {}
+
+
+def writes_as_read(ex: Executor) -> bool:
+    """Whether the store checks the row as read in a write's own transaction (one flag for
+    every conditional write it has: ``expect=``, ``put_as_read``, ``set_retention``)."""
+    return bool(getattr(ex.store, "writes_as_read", False))
 
 
 def put_as_read(ex: Executor, record: MemoryRecord, was: MemoryRecord) -> ItemFailure | None:
     """``record`` over ``was`` (as read): only while the row is still as read where the
     store can tell (SqliteStore.put_as_read; CHANGED otherwise, retried after a fresh read
     on the next run), else written back whole."""
-    if getattr(ex.store, "writes_as_read", False):
+    if writes_as_read(ex):
         ok = ex.store.put_as_read(record, was)  # type: ignore[attr-defined]
         return None if ok else ItemFailure(was.id, CHANGED, retryable=True)
     res = ex.store.put_many([record])
@@ -106,9 +112,8 @@ def write_retention(
     conditional statement where the store has it (``SqliteStore.set_retention``: only
     while the row is as read, nothing else in it written; CHANGED otherwise, retryable),
     else the whole record written back (AgentCore has no conditional write)."""
-    setter = getattr(ex.store, "set_retention", None)
-    if setter is not None:
-        if setter(was, retention_class, status=status, at=ex.cutoff):
+    if writes_as_read(ex):
+        if ex.store.set_retention(was, retention_class, status=status, at=ex.cutoff):  # type: ignore[attr-defined]
             return None
         return ItemFailure(was.id, CHANGED, retryable=True)
     update: dict[str, object] = {"retention_class": retention_class}
