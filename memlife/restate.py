@@ -48,11 +48,15 @@ content words once filler (articles, "and", "very") is set aside and inflection 
   (the one after, for a list that opens the text): a list keeps any order, and "likes tea
   and cake, but hates coffee" is not "likes coffee and cake, but hates tea" (session 29;
   before, a text holding a one-word part was not compared by clause).
+- no two words traded (session 39): the first and last words of a clause ("dogs chase
+  cats" is not "cats chase dogs": a subject and object with no name or article to mark
+  them), nor the words either side of "with", "for", "above", "below"... ("replaced tea
+  with coffee" is not "replaced coffee with tea"). Only a swap counts: a clause whose words
+  merely move ("every morning she drinks coffee" / "she drinks coffee every morning") is
+  read as before.
 Rewordings with other words are not merged on this rule: a missed merge, never a lost
-specific. Still read as one statement (session 38): a subject and object traded with no name
-or article to mark them ("dogs chase cats" / "cats chase dogs"), and the objects of "with",
-"before", "above"... traded ("replaced tea with coffee"); a rule on the first word refused
-clause reorders ("weighs 70.5 kg and runs" / "runs and weighs 70.5 kg").
+specific. A rule on the first word alone refused clause reorders ("weighs 70.5 kg and
+runs" / "runs and weighs 70.5 kg"), so only a swap of two words is read as a trade.
 """
 
 from __future__ import annotations
@@ -109,6 +113,8 @@ _PRONOUNS = frozenset("he she they it we you".split())  # a later clause's subje
 # "from coffee to tea" ("to" pairs only beside a "from": "allergic to peanuts and
 # shellfish" lists in any order)
 _ROLE_PREPOSITIONS = frozenset(("from", "into", "onto"))
+# a preposition that links two words whose sides are a fact: "replaced tea with coffee"
+_LINKS = frozenset("with for above below under behind beside near against toward towards".split())
 _DETERMINERS = frozenset("the a an my your his her its our their this that these those".split())
 # each clause's words (None: one clause, or a part of one word)
 Clauses = tuple[tuple[str, ...], ...] | None
@@ -190,11 +196,14 @@ def _sides(tokens: list[str], stems: list[str]) -> list[str]:
     return marks
 
 
-def _shape(text: str) -> tuple[frozenset[tuple[str, int]], tuple[str, ...], tuple[str, ...],
-                               frozenset[tuple[tuple[str, str], int]], Clauses]:  # fmt: skip
+Shape = tuple[frozenset[tuple[str, int]], tuple[str, ...], tuple[str, ...],
+              frozenset[tuple[tuple[str, str], int]], Clauses, frozenset[tuple[str, str]]]  # fmt: skip
+
+
+def _shape(text: str) -> Shape:
     """(content words counted, names in order, the words after a determiner in order, each
-    number with its next word counted, the words of each clause): a name is a
-    capitalised (not all-capitals) word after the first."""
+    number with its next word counted, the words of each clause, the ordered pairs a trade
+    would swap): a name is a capitalised (not all-capitals) word after the first."""
     tokens = _TOKEN.findall(_CONTRACTED.sub(_uncontracted, symbols_as_words(text)))
     raw = [t for t in tokens if t not in _CLAUSE_MARKS]
     folded = [w.casefold() for w in raw]
@@ -217,8 +226,14 @@ def _shape(text: str) -> tuple[frozenset[tuple[str, int]], tuple[str, ...], tupl
         or folded[keep[j]] in _ROLE_PREPOSITIONS or (folded[keep[j]] == "to" and origin)
     )  # fmt: skip
     placed = Counter(sides[i] + stems[i] for i in keep)
-    clauses = _clauses(tokens, folded, [s + w for s, w in zip(sides, stems, strict=True)])
-    return frozenset(placed.items()), names, after, frozenset(numbers.items()), clauses
+    marked = [s + w for s, w in zip(sides, stems, strict=True)]
+    clauses = _clauses(tokens, folded, marked)
+    # the ends of each clause, and the words either side of a link ("tea with coffee")
+    ends = {(c[0], c[-1]) for c in (clauses or ([marked[i] for i in keep],)) if c}
+    links = {(marked[keep[j - 1]], marked[keep[j + 1]])
+             for j in range(1, len(keep) - 1) if folded[keep[j]] in _LINKS}  # fmt: skip
+    pairs = frozenset(p for p in ends | links if p[0] != p[1])
+    return frozenset(placed.items()), names, after, frozenset(numbers.items()), clauses, pairs
 
 
 def _next_kept(folded: list[str], keep: list[int]) -> list[tuple[int, int]]:
@@ -307,10 +322,16 @@ def restates(a: str, b: str) -> bool:
     """True when ``a`` and ``b`` say the same words (up to filler, inflection other than
     tense and an order that carries no role: module doc) with the same names: keeping
     either loses nothing."""
-    words_a, names_a, after_a, numbers_a, clauses_a = _shape(a)
-    words_b, names_b, after_b, numbers_b, clauses_b = _shape(b)
+    words_a, names_a, after_a, numbers_a, clauses_a, pairs_a = _shape(a)
+    words_b, names_b, after_b, numbers_b, clauses_b, pairs_b = _shape(b)
     same_roles = len(after_a) != len(after_b) or after_a == after_b  # an article dropped
     return (
         words_a == words_b and names_a == names_b and numbers_a == numbers_b
         and same_roles and _same_clauses(clauses_a, clauses_b)
+        and not _traded(pairs_a, pairs_b) and not _traded(pairs_b, pairs_a)
     )  # fmt: skip
+
+
+def _traded(a: frozenset[tuple[str, str]], b: frozenset[tuple[str, str]]) -> bool:
+    """Whether a pair of ``a`` stands swapped in ``b`` and not as it was."""
+    return any((y, x) in b and (x, y) not in b for x, y in a)
