@@ -214,8 +214,11 @@ _UPDATE_HINTS = ShardHints(subjects={"a": "coffee ~1", "b": "coffee ~1"}, update
 
 
 # decided after the planner, with the store's provenance (memlife/pinned.py; its cases
-# are in test_hold_scope.py)
-OUTSIDE_THE_PLANNER = {Reason.HELD_SOURCE, Reason.REPLACEMENT_DELETED}  # pinned.py, orphans.py
+# are in test_hold_scope.py), or by a rerun's group resume (apply/group_resume.py; its
+# cases are in test_withdrawn_replacement.py)
+OUTSIDE_THE_PLANNER = {  # pinned.py, orphans.py, apply/group_resume.py
+    Reason.HELD_SOURCE, Reason.REPLACEMENT_DELETED, Reason.CONSOLIDATION_WITHDRAWN,
+}  # fmt: skip
 
 
 def test_every_reason_has_a_case() -> None:
