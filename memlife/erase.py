@@ -143,8 +143,11 @@ def plan_erasure(
     if erased_earlier:
         for ghost, keys in _erased_keys(store, actor_id).items():
             # an id the actor uses again is that record's: the erased text still counts,
-            # under a name no record has (its copies go; the new record stays)
-            gid = ghost if ghost not in by_id else f"{ghost}#erased"
+            # under a name no record has (its copies go; the new record stays): "x#erased"
+            # may be a live record's id, which must not take the ghost's reason
+            gid = ghost
+            while gid in by_id:
+                gid += "#erased"
             why[gid], texts[gid] = ERASED_EARLIER, keys
     withdrawn: set[str] = set()
     changed = bool(why)

@@ -55,15 +55,15 @@ def close_unfound(
     items: Sequence[ReviewItem],
     *,
     found: Iterable[str],
-    failed_shards: Iterable[str],
+    failed_shards: Iterable[tuple[str, str]],
     withheld: Iterable[str] = (),
 ) -> Counter[str]:
     """Close (a dry run: count) the open ``items`` (the queue's, listed once a night) the
     night did not find again and whose finding the store shows gone (module doc).
 
     ``found``: the ids of the items the night found (carried, renewed, closed as moot: a dry
-    run writes none of that); ``failed_shards``: "actor:namespace" of the shards whose
-    planning failed (their items stay); ``withheld``: item ids whose finding this attempt
+    run writes none of that); ``failed_shards``: (actor, namespace) of the shards whose
+    planning failed (never their joined name: "a" + "/x:/y" and "a:/x" + "/y" read alike) (their items stay); ``withheld``: item ids whose finding this attempt
     left out. Counts review_cleared (the record holds, its finding does not),
     review_record_superseded and review_record_gone."""
     skip_shards, skip_items = set(failed_shards), set(found) | set(withheld)
@@ -74,7 +74,7 @@ def close_unfound(
             and i.opened_run != ctx.run_id
             and i.item_id not in skip_items
             and ctx.config.covers(i.actor_id, i.namespace)
-            and f"{i.actor_id}:{i.namespace}" not in skip_shards
+            and (i.actor_id, i.namespace) not in skip_shards
         )
 
     todo = [i for i in items if i.state in ("open", "waiting") and planned(i)]

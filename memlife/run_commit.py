@@ -266,7 +266,7 @@ def queue_reviews(ctx: RunContext, store: MemoryStore, outcomes: Sequence[BatchO
     closed = set() if ctx.config.dry_run else close_removed(ctx, store, queue, items)
     if closed:
         tally.counts["review_items_closed"] = len(closed)
-    failed = [s["shard"] for o in outcomes for s in o.failed_shards]
+    failed = [(s["actor_id"], s["namespace"]) for o in outcomes for s in o.failed_shards]
     seen = [i for i, _ in found.carried] + [i for i, *_ in found.changed] + found.moot
     seen += found.waiting_found
     rest = [i for i in items if i.item_id not in closed]

@@ -24,7 +24,7 @@ from memlife.plan import Action
 from memlife.report import ReportWriter
 from memlife.rerun_counts import carried_over
 from memlife.run_start import remote_state, scope
-from memlife.run_types import BatchOutcome, RunContext, RunSummary
+from memlife.run_types import BatchOutcome, RunContext, RunSummary, Shard
 
 log = logging.getLogger("memlife.pipeline")
 
@@ -90,7 +90,7 @@ def finish_run(
                                        run_id=ctx.run_id, cutoff=ctx.cutoff):  # fmt: skip
             tally.counts["abandoned_runs_sealed"] += len(abandoned)
     failed_shards = [s for o in outcomes for s in o.failed_shards]
-    failed_shards += [{"shard": f"{s['actor_id']}:{s['namespace']}", "code": s["code"]}
+    failed_shards += [Shard(s["actor_id"], s["namespace"]).failed(s["code"])
                       for s in tally.stopped_shards]  # fmt: skip
     records = carried.adjust(counts, sum(o.records for o in outcomes))
     # left for a human: a record whose every finding a reviewer answered for the content it

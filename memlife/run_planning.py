@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from memlife import progress
 from memlife.apply import DeleteItem, Executor, StagedGroup, Tally
@@ -301,14 +301,9 @@ def process_batch(
             # a StoreError) or a store failure stops this shard only; the rest of the run goes
             # on. Anything else (a ValueError from our own code) is a bug: it propagates, and
             # a Prefect task reports its shard as crashed (fanout). Ids and codes only here.
-            failed: dict[str, Any] = {
-                "shard": str(shard),
-                "code": getattr(exc, "code", type(exc).__name__),
-            }
-            for name in ("record_id", "field"):
-                if getattr(exc, name, None) is not None:
-                    failed[name] = getattr(exc, name)
-            out.failed_shards.append(failed)
+            more = {n: getattr(exc, n) for n in ("record_id", "field")
+                    if getattr(exc, n, None) is not None}  # fmt: skip
+            out.failed_shards.append(shard.failed(getattr(exc, "code", type(exc).__name__), **more))
             continue
         except (KeyError, TypeError, ValueError):  # after InputError, itself a ValueError
             # planning reads stored rows by position, unchecked (the hot path): a row it could
@@ -318,8 +313,9 @@ def process_batch(
             corrupt = found(shard.actor_id, shard.namespace) if found is not None else None
             if corrupt is None:
                 raise
-            out.failed_shards.append({"shard": str(shard), "code": corrupt.code,
-                                      "record_id": corrupt.record_id, "field": corrupt.field})  # fmt: skip
+            out.failed_shards.append(
+                shard.failed(corrupt.code, record_id=corrupt.record_id, field=corrupt.field)
+            )
             continue
         out.counts.update(str(d.action) for d in decisions)
         out.records += len(decisions)

@@ -124,7 +124,12 @@ class Shard:
     namespace: str
 
     def __str__(self) -> str:
-        return f"{self.actor_id}:{self.namespace}"
+        return f"{self.actor_id}:{self.namespace}"  # for people: "a:/x:/y" may be two shards
+
+    def failed(self, code: str, **more: Any) -> dict[str, Any]:
+        """A failed-shard entry: its name for people, its scope as data (compare these)."""
+        return {"shard": str(self), "actor_id": self.actor_id, "namespace": self.namespace,
+                "code": code, **more}  # fmt: skip
 
 
 @dataclass

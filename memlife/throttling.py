@@ -21,7 +21,7 @@ from memlife.settings import settings
 def failed_outcome(shards: Sequence[Shard], error: BaseException | str) -> BatchOutcome:
     """Every shard of a batch that failed as a whole: recorded by name and error type only."""
     code = error if isinstance(error, str) else getattr(error, "code", None) or type(error).__name__
-    return BatchOutcome(failed_shards=[{"shard": str(s), "code": str(code)} for s in shards])
+    return BatchOutcome(failed_shards=[s.failed(str(code)) for s in shards])
 
 
 _THROTTLE_CODES = {

@@ -169,6 +169,8 @@ class DynamoTombstones:
         self.lock = threading.RLock()
 
     def add_tombstones(self, rows: Sequence[tuple[str, str, str, str | None]]) -> int:
+        from memlife.stores.sqlite import erased_again
+
         at = utcnow().isoformat()
         new = 0
         for actor, rid, sha, norm in rows:
@@ -181,13 +183,25 @@ class DynamoTombstones:
             if norm:
                 marks.append(key(f"tomb#{actor}", f"norm#{norm}"))
             self.state.batch_write(puts=marks)  # the checks see it before the listing does
-            try:
-                self.state.ddb.put_item(TableName=self.state.table, Item=row,
-                                        ConditionExpression="attribute_not_exists(pk)")  # fmt: skip
-                new += 1
-            except ClientError as exc:
-                if not is_conditional_failure(exc):
-                    raise
+            # the id erased before with another text (the id reused): this one under
+            # erased_again's name, so the listing keeps both (the marks refuse both already)
+            for name in (rid, erased_again(rid, sha)):
+                item = {**row, **key(f"tomb#{actor}", f"id#{name}"), "record_id": {"S": name}}
+                try:
+                    self.state.ddb.put_item(TableName=self.state.table, Item=item,
+                                            ConditionExpression="attribute_not_exists(pk)")  # fmt: skip
+                    new += 1
+                    break
+                except ClientError as exc:
+                    if not is_conditional_failure(exc):
+                        raise
+                was = self.state.ddb.get_item(
+                    TableName=self.state.table,
+                    Key=key(f"tomb#{actor}", f"id#{name}"),
+                    ConsistentRead=True,
+                ).get("Item", {})
+                if was.get("content_sha256", {}).get("S") == sha:
+                    break  # this very tombstone: idempotent
         return new
 
     def tombstones(self, actor_id: str | None = None) -> list[dict[str, str | None]]:

@@ -380,6 +380,12 @@ def record_to_row(r: MemoryRecord) -> tuple[Any, ...]:
     )
 
 
+def erased_again(record_id: str, sha: str) -> str:
+    """The tombstone name of a second text erased under one record id (the id reused):
+    ``erase._erased_keys`` reads the id before the '#'."""
+    return f"{record_id}#{sha[:16]}"
+
+
 def tombstone_norm(content: str) -> str | None:
     """The folded-text hash a tombstone matches on; None for text that folds to nothing."""
     return norm_sha256(content) if normalise(content) else None
@@ -934,14 +940,21 @@ class SqliteStore:
 
     # -- tombstones (erasure) --------------------------------------------------------------
     def add_tombstones(self, rows: Sequence[tuple[str, str, str, str | None]]) -> int:
-        """(actor_id, record_id, content_sha256, norm_sha256) rows; idempotent."""
+        """(actor_id, record_id, content_sha256, norm_sha256) rows; idempotent. An id the
+        actor reused and had erased again keeps both texts out: the second tombstone goes
+        under ``erased_again(id, sha)`` (the table's key is the actor and the id)."""
         at = utcnow().isoformat()
+        insert = "INSERT OR IGNORE INTO tombstones VALUES (?, ?, ?, ?, ?)"
+        held = "SELECT content_sha256 FROM tombstones WHERE actor_id=? AND record_id=?"
+        new = 0
         with self.lock, self.transaction():
-            cur = self.connection.executemany(
-                "INSERT OR IGNORE INTO tombstones VALUES (?, ?, ?, ?, ?)",
-                [(*r, at) for r in rows],
-            )
-        return cur.rowcount
+            for actor, rid, sha, norm in rows:
+                if self.connection.execute(insert, (actor, rid, sha, norm, at)).rowcount:
+                    new += 1
+                elif self.connection.execute(held, (actor, rid)).fetchone()[0] != sha:
+                    again = (actor, erased_again(rid, sha), sha, norm, at)
+                    new += self.connection.execute(insert, again).rowcount
+        return new
 
     def tombstones(self, actor_id: str | None = None) -> list[dict[str, str | None]]:
         sql = "SELECT actor_id, record_id, content_sha256, norm_sha256, erased_at FROM tombstones"

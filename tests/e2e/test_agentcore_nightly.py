@@ -27,6 +27,7 @@ from memlife.journal import OpState
 from memlife.journal.sqlite import SqliteJournal
 from memlife.model import MemoryRecord, MemoryType, RetentionClass, Source, Status
 from memlife.pipeline import RunConfig, RunSummary, run_local
+from memlife.run_types import Shard
 from memlife.stores.agentcore import AgentCoreStore, safe_value
 from memlife.stores.sqlite import SqliteStore
 from tests.fakes.agentcore import AgentCoreHarness, FakeAgentCore, bulk_load
@@ -326,9 +327,9 @@ def test_quota_exceeded_stops_the_shard_and_the_others_complete(ac: dict) -> Non
     first = apply(ac)
     assert first.status == "partial_failure"
     rec = receipt(first)
-    stopped = "u-b:/users/u-b/episodes"
-    assert rec["shards"]["failed"] == [{"shard": stopped, "code": "QUOTA_EXCEEDED"}]
-    assert first.failed_shards == [{"shard": stopped, "code": "QUOTA_EXCEEDED"}]
+    stopped = Shard("u-b", "/users/u-b/episodes").failed("QUOTA_EXCEEDED")
+    assert rec["shards"]["failed"] == [stopped]
+    assert first.failed_shards == [stopped]
     assert rec["pagination_complete"] is False and rec["status"] == "partial_failure"
     # the other shards completed, receipted
     got = delete_receipts(ac)
@@ -377,7 +378,7 @@ def test_a_quota_stop_after_part_of_a_batch_keeps_what_was_done(ac: dict) -> Non
     fake.quota_next(1, "delete", skip=1)  # the request retrying the throttled four
 
     first = apply(ac)
-    assert first.failed_shards == [{"shard": "u-q:/users/u-q/episodes", "code": "QUOTA_EXCEEDED"}]
+    assert first.failed_shards == [Shard("u-q", "/users/u-q/episodes").failed("QUOTA_EXCEEDED")]
     assert first.lifecycle["deleted"] == 26 and first.lifecycle["failed"] == 4
     got = delete_receipts(ac)
     assert set(got) == {r.id for r in recs} - throttled

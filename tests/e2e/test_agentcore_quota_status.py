@@ -11,6 +11,7 @@ from typing import Any
 from memlife.journal import OpState
 from memlife.model import MemoryRecord, MemoryType, Provenance, Source, Status
 from memlife.pipeline import RunConfig, RunSummary, run_local
+from memlife.run_types import Shard
 from tests.e2e.test_agentcore_nightly import ac, harness, home, journal  # noqa: F401
 from tests.fakes.agentcore import bulk_load
 from tests.support.lifecycle import ANCHOR, CUTOFF, gate_cases, operation_receipts
@@ -56,9 +57,7 @@ def test_a_quota_stop_between_status_batches_keeps_the_batches_done(ac: dict) ->
     fake.clear_scripts()
     fake.quota_next(1, "update", skip=1)  # the retry's second group
     second = night(ac, CUTOFF + timedelta(days=1), cases)
-    assert second.failed_shards == [
-        {"shard": "u-s:/users/u-s/preferences", "code": "QUOTA_EXCEEDED"}
-    ]
+    assert second.failed_shards == [Shard("u-s", "/users/u-s/preferences").failed("QUOTA_EXCEEDED")]
     assert second.other["retry_queue_superseded"] == 2
     assert json.loads(Path(str(second.receipt)).read_text())["retry_queue_failed"] == 2
     done = superseded(ac)

@@ -99,7 +99,8 @@ def test_a_batch_failing_with_content_in_its_message_leaves_none_in_prefect(
 
     monkeypatch.setattr(run_planning, "plan_shard", plan_shard)
     result = nightly({"dry_run": True, "now": ANCHOR.isoformat()})
-    assert result["failed_shards"] == [{"shard": "u-1:/users/u-1/facts", "code": "ValidationError"}]
+    assert result["failed_shards"] == [{"shard": "u-1:/users/u-1/facts", "actor_id": "u-1",
+                                        "namespace": "/users/u-1/facts", "code": "ValidationError"}]  # fmt: skip
     texts = _prefect_texts()
     deadline = time.monotonic() + 60  # task states reach the server as events, a bit later
     while not any("ValidationError" in t for t in texts) and time.monotonic() < deadline:

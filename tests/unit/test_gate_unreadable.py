@@ -57,7 +57,8 @@ def test_a_row_the_gate_cannot_read_stops_its_shard_and_the_run_goes_on(home: Pa
     summary = run_local(RunConfig(dry_run=False, now=NOW, eval_cases=str(cases)))
 
     assert summary.status == "partial_failure"
-    assert summary.failed_shards == [{"shard": "u-1:/users/u-1/facts", "code": "CORRUPT_RECORD",
+    assert summary.failed_shards == [{"shard": "u-1:/users/u-1/facts", "actor_id": "u-1",
+                                      "namespace": "/users/u-1/facts", "code": "CORRUPT_RECORD",
                                       "record_id": "u-1-tea-1", "field": "retention_class"}]  # fmt: skip
     receipt = json.loads(Path(str(summary.receipt)).read_text())
     unread = receipt["gate"]["unreadable_cases"]

@@ -348,7 +348,7 @@ def test_disputed_records_are_read_per_actor_and_namespace(store: SqliteStore) -
 
 
 # -- review_sweep.py: the sweep of items not found again ---------------------------------------
-def sweep(home: Path, store: SqliteStore, *, failed: tuple[str, ...] = ()) -> Any:
+def sweep(home: Path, store: SqliteStore, *, failed: tuple[tuple[str, str], ...] = ()) -> Any:
     """A dry run's sweep at T0 + 2 days over every open item (counts what it would close)."""
     from memlife.review_sweep import close_unfound
     from memlife.run_start import start_run
@@ -406,7 +406,7 @@ def test_the_sweep_leaves_the_items_of_a_shard_whose_planning_failed(
     store.put_many([a, b])
     night(store, "night-1", T0, finding(a), finding(b))
     store.delete_many(["m-a", "m-b"])
-    assert dict(sweep(home, store, failed=(f"u-1:{NS}",))) == {"review_record_gone": 1}
+    assert dict(sweep(home, store, failed=(("u-1", NS),))) == {"review_record_gone": 1}
 
 
 def test_the_sweep_leaves_the_items_of_a_record_under_legal_hold(

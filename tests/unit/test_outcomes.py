@@ -100,7 +100,7 @@ def test_a_planted_outcome_runs_nothing_and_the_batch_counts_failed(gated_child,
         assert str(path) in str(refused.value) and refused.value.code == "OUTCOME_REFUSED"
         # what flows/shard.py does with it: the batch's shards fail by code, the run goes on
         failed = fanout.failed_outcome([Shard("a", "n")], refused.value)
-        assert failed.failed_shards == [{"shard": str(Shard("a", "n")), "code": "OUTCOME_REFUSED"}]
+        assert failed.failed_shards == [Shard("a", "n").failed("OUTCOME_REFUSED")]
 
 
 def test_an_outcome_of_allowed_types_is_refused_unless_this_run_sealed_it(gated_child, tmp_path):

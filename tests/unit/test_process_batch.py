@@ -93,6 +93,8 @@ def test_a_record_that_does_not_decode_stops_its_shard_only(setup: Any) -> None:
     assert out.failed_shards == [
         {
             "shard": str(shards[1]),
+            "actor_id": shards[1].actor_id,
+            "namespace": shards[1].namespace,
             "code": "CORRUPT_RECORD",
             "record_id": "mem-native-7",
             "field": "created_at",

@@ -53,7 +53,7 @@ def test_a_batch_throttled_past_its_retries_is_named_failed(quick: None) -> None
         raise throttled()
 
     out = retried(batch, SHARDS, sleep=waits.append)
-    assert out.failed_shards == [{"shard": str(SHARDS[0]), "code": "THROTTLED"}]
+    assert out.failed_shards == [SHARDS[0].failed("THROTTLED")]
     assert waits == [2.0, 4.0, 8.0]  # three retries, then it gives up
 
 
