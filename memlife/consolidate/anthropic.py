@@ -179,8 +179,7 @@ class AnthropicConsolidator:
         try:
             with self._slots:
                 msg: anthropic.types.Message = self.client.messages.create(**request)
-            self._outage = 0
-            return msg
+            return msg  # the streak ends only on a message (_answer): a proxy's 200 is none
         except anthropic.APIConnectionError as exc:  # includes APITimeoutError
             self._count(0, 0, failed=True)
             self._outage += 1
@@ -274,7 +273,9 @@ class AnthropicConsolidator:
             # into a Message without checking. The service was not reached: not the group's
             # fault (a SCHEMA_INVALID would count against it, and send it to review for good)
             self._count(0, 0, failed=True)
+            self._outage += 1
             raise ConsolidationError(MODEL_UNAVAILABLE, "response is not a message", retryable=True)
+        self._outage = 0  # the service answered
         tin, tout, estimated = _usage(msg, group)
         tokens[:] = [tin, tout, estimated]
         try:

@@ -752,25 +752,32 @@ class LongTermMemory:
     ) -> None:
         """Superseded records that pointed to a record superseded here now point to its
         replacement, as the night's and a reviewer's hand-over do (status._repoint): a
-        superseded record never points to a superseded one. Held ones stay as they are."""
+        superseded record never points to a superseded one. A quarantined one moves too
+        (a restore puts it back under its replacement). Each keeps its status and its
+        status time: a move is no new supersede (superseded retention counts from that
+        time). Held ones stay as they are."""
         from memlife.orphans import pointing_to
 
         targets = {i: (records[i].actor_id, records[i].namespace) for i in ids if i in records}
         found = self._get_many(sorted(set(pointing_to(self.store, targets)) - {to}))
-        followers = [i for i, r in found.items() if r.status is Status.superseded and not r.held]
-        if followers:
-            self._write_status(followers, Status.superseded, to)
+        moves: dict[tuple[Status, datetime | None], list[str]] = {}
+        for i, r in sorted(found.items()):
+            if r.status in (Status.superseded, Status.quarantined) and not r.held:
+                moves.setdefault((r.status, r.status_changed_at), []).append(i)
+        for (status, at), followers in moves.items():
+            self._write_status(followers, status, to, at=at)
 
     def _write_status(
-        self, ids: list[str], status: Status, replaced_by: str | None, actor: str | None = None
-    ) -> Any:
+        self, ids: list[str], status: Status, replaced_by: str | None, actor: str | None = None,
+        at: datetime | None = None,
+    ) -> Any:  # fmt: skip
         """The status write, with the hold (and ``actor``) check in its transaction where the
         store has one (SQLite: a hold placed since the read wins); other stores check, then
-        write."""
+        write. ``at``: the status time to keep (a hand-over), else now."""
         guarded = getattr(self.store, "set_status_unless_held", None)
         if guarded is None:
-            return self.store.set_status(ids, status, replaced_by=replaced_by)
-        return guarded(ids, status, replaced_by=replaced_by, actor=actor)
+            return self.store.set_status(ids, status, replaced_by=replaced_by, at=at)
+        return guarded(ids, status, replaced_by=replaced_by, actor=actor, at=at)
 
     def forget(self, record_ids: Sequence[str], actor: str | None = None) -> list[str]:
         """Mark records ``pending_delete`` (the nightly job deletes them after the grace);

@@ -192,7 +192,7 @@ def test_an_erase_between_group_read_and_replacement_write_is_never_undone(
     assert night.status == "success"
     receipt = json.loads(Path(night.receipt or "").read_text())
     counts = receipt["other_counts"]
-    # withdrawn before the write (its source is gone: groups._sources_moved); an erasure
+    # withdrawn before the write (its source is gone: group_resume._sources_moved); an erasure
     # landing later still meets the tombstones inside the write (withdrawn_erased)
     withdrawn = counts.get("consolidation_withdrawn_changed", 0)
     assert withdrawn + counts.get("consolidation_withdrawn_erased", 0) == 1
@@ -222,9 +222,9 @@ def test_an_erase_after_the_source_check_is_refused_inside_the_write(
 ) -> None:
     """The second line of defence: an erasure landing after the sources were re-checked
     meets the tombstones in the write's own transaction (withdrawn, payload forgotten)."""
-    from memlife.apply import groups
+    from memlife.apply import group_resume
 
-    checked = groups._sources_moved
+    checked = group_resume._sources_moved
     fired: list[str] = []
 
     def check_then_erase(ex, write, rest):  # type: ignore[no-untyped-def]
@@ -235,7 +235,7 @@ def test_an_erase_after_the_source_check_is_refused_inside_the_write(
                 assert erase(other, "u-1", ids=["m-a"], now=NOW)["erased"] == ["m-a"]
         return moved
 
-    monkeypatch.setattr(groups, "_sources_moved", check_then_erase)
+    monkeypatch.setattr(group_resume, "_sources_moved", check_then_erase)
     night = run_local(RunConfig(dry_run=False, now=NOW, eval_cases=gate_cases(db)))
     assert fired and night.status == "success"
     receipt = json.loads(Path(night.receipt or "").read_text())
