@@ -85,7 +85,8 @@ def _take_back(ex: Executor, write: list[Operation], tally: Tally) -> None:
     active, naming as superseded sources that are not, and is consolidated again). It goes
     by a delete of its own, journaled and receipted (no delete without a receipt), planned
     once: a rerun after a crash here finds it pending. Only our record as written goes (its
-    shard, content and sources); one under a hold since stays (invariant 1)."""
+    shard, content and sources, not restated since); one under a hold since stays
+    (invariant 1), as does one the user restated (``remember`` told them it is kept)."""
     for o in write:
         if not o.payload:
             continue
@@ -98,6 +99,9 @@ def _take_back(ex: Executor, write: list[Operation], tally: Tally) -> None:
         if is_held(current):
             tally.counts["consolidation_withdrawn_kept_held"] += 1
             continue
+        if _restated(current, ours):  # the user said it again since: theirs now, kept
+            tally.counts["consolidation_withdrawn_kept_restated"] += 1
+            continue
         pending = [
             p for p in ex.journal.for_record(ours.id)
             if p.kind is OpKind.delete and WITHDRAWN in p.reasons and not _ended(p)
@@ -109,6 +113,14 @@ def _take_back(ex: Executor, write: list[Operation], tally: Tally) -> None:
         done = run_lifecycle(ex, ops, tally)
         removed = sum(1 for d in done if d.outcome in (Outcome.deleted, Outcome.already_absent))
         tally.counts["consolidation_withdrawn_removed"] += removed
+
+
+def _restated(current: MemoryRecord, ours: MemoryRecord) -> bool:
+    """Whether the replacement as written was restated since (online ``remember`` found it
+    the record that says the text: verified again, made lasting, its deadline moved)."""
+    return (current.last_verified_at, current.memory_type, current.expires_at) != (
+        ours.last_verified_at, ours.memory_type, ours.expires_at,
+    )  # fmt: skip
 
 
 def _ended(o: Operation) -> bool:

@@ -1,4 +1,4 @@
-"""Guards left untested by the thirty-Nth audit (session 39): the online hand-over of a
+"""Guards left untested by the thirty-ninth audit (session 39): the online hand-over of a
 supersede (memlife/online/memory.py::_hand_over) on SQLite and AgentCore, the cap on the
 records subject inference hands to staging (run_planning.KEEP_READ), and the outage streak
 of the Anthropic consolidator on 200 answers that are no message.
