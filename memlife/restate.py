@@ -50,8 +50,8 @@ content words once filler (articles, "and", "very") is set aside and inflection 
   before, a text holding a one-word part was not compared by clause).
 - no two words traded (session 39): the first and last words of a clause ("dogs chase
   cats" is not "cats chase dogs": a subject and object with no name or article to mark
-  them), nor the words either side of "with", "for", "above", "below"... ("replaced tea
-  with coffee" is not "replaced coffee with tea"). Only a swap counts: a clause whose words
+  them), nor the words either side of a preposition ("replaced tea with coffee" is not
+  "replaced coffee with tea", "puts cups on plates" not "puts plates on cups"). Only a swap counts: a clause whose words
   merely move ("every morning she drinks coffee" / "she drinks coffee every morning") is
   read as before.
 Rewordings with other words are not merged on this rule: a missed merge, never a lost
@@ -114,7 +114,10 @@ _PRONOUNS = frozenset("he she they it we you".split())  # a later clause's subje
 # shellfish" lists in any order)
 _ROLE_PREPOSITIONS = frozenset(("from", "into", "onto"))
 # a preposition that links two words whose sides are a fact: "replaced tea with coffee"
-_LINKS = frozenset("with for above below under behind beside near against toward towards".split())
+_LINKS = frozenset(
+    "with for above below under behind beside near against toward towards on in at of to by "
+    "about inside beneath beyond around across through between among".split()
+)
 _DETERMINERS = frozenset("the a an my your his her its our their this that these those".split())
 # each clause's words (None: one clause, or a part of one word)
 Clauses = tuple[tuple[str, ...], ...] | None
@@ -230,8 +233,10 @@ def _shape(text: str) -> Shape:
     clauses = _clauses(tokens, folded, marked)
     # the ends of each clause, and the words either side of a link ("tea with coffee")
     ends = {(c[0], c[-1]) for c in (clauses or ([marked[i] for i in keep],)) if c}
+    # (not where the word before is itself a preposition's: "a fan of jazz and of blues")
     links = {(marked[keep[j - 1]], marked[keep[j + 1]])
-             for j in range(1, len(keep) - 1) if folded[keep[j]] in _LINKS}  # fmt: skip
+             for j in range(1, len(keep) - 1) if folded[keep[j]] in _LINKS
+             and (j < 2 or folded[keep[j - 2]] not in _LINKS)}  # fmt: skip
     pairs = frozenset(p for p in ends | links if p[0] != p[1])
     return frozenset(placed.items()), names, after, frozenset(numbers.items()), clauses, pairs
 

@@ -2,7 +2,7 @@
 
 ``restates`` compared a clause's words as a bag, so a subject and object traded with no
 name or article to mark them ("dogs chase cats" / "cats chase dogs") and the words either
-side of "with", "for", "above"... traded ("replaced tea with coffee") were one statement:
+side of a preposition traded ("replaced tea with coffee") were one statement:
 online ``remember`` refreshed the old fact instead of keeping the new one, and the night
 merged them. Only a swap counts: words that merely move still restate.
 """
@@ -22,6 +22,8 @@ TRADED = [
     ("Swapped the red car for the blue bike.", "Swapped the blue bike for the red car."),
     ("Hung the mirror above the painting.", "Hung the painting above the mirror."),
     ("Parked the van behind the truck", "parked the truck behind the van"),
+    ("Puts cups on plates.", "Puts plates on cups."),
+    ("Sends letters to friends", "sends friends to letters"),
     ("Dogs chase cats and birds sing.", "Cats chase dogs and birds sing."),
     ("Birds sing, and dogs chase cats.", "Birds sing, and cats chase dogs."),
 ]
@@ -32,6 +34,8 @@ MOVED = [
     ("Goes hiking with her friends.", "With her friends goes hiking."),
     ("Caroline hates coffee and likes tea.", "Caroline likes tea and hates coffee."),
     ("Drinks tea with milk.", "drinks tea with milk"),
+    ("A fan of jazz and of blues.", "A fan of blues and of jazz."),
+    ("Moved to Lisbon in spring.", "In spring moved to Lisbon."),
     ("Dogs chase cats.", "dogs chase cats"),
 ]
 
