@@ -116,8 +116,15 @@ _ROLE_PREPOSITIONS = frozenset(("from", "into", "onto"))
 # a preposition that links two words whose sides are a fact: "replaced tea with coffee"
 _LINKS = frozenset(
     "with for above below under behind beside near against toward towards on in at of to by "
-    "about inside beneath beyond around across through between among".split()
+    "about inside beneath beyond around across through between among after before until "
+    "since s".split()
+)  # ("s": a possessive, "mom's friend" is not "friend's mom")
+# a word that ends what a clause's subject does to its object ("dogs chase cats daily")
+_TRAILING = frozenset(
+    "daily weekly monthly yearly nightly yesterday today tomorrow tonight now often always "
+    "usually sometimes every again recently lately".split()
 )
+_POSSESSIVE = frozenset("my your his her its our their".split())  # keeps its noun's owner
 _DETERMINERS = frozenset("the a an my your his her its our their this that these those".split())
 # each clause's words (None: one clause, or a part of one word)
 Clauses = tuple[tuple[str, ...], ...] | None
@@ -217,8 +224,12 @@ def _shape(text: str) -> Shape:
     names = tuple(
         stems[i] for i in keep if raw[i][:1].isupper() and not raw[i].isupper() and i != keep[0]
     )  # fmt: skip
-    # the first word after each determiner that is not filler ("the very man": "man")
-    after = tuple(stems[nxt] for i, nxt in _next_kept(folded, keep) if folded[i] in _DETERMINERS)
+    # the first word after each determiner that is not filler ("the very man": "man"), with
+    # its owner where the determiner names one ("my dog bit your cat")
+    after = tuple(
+        (folded[i] + "\x02" if folded[i] in _POSSESSIVE else "") + stems[nxt]
+        for i, nxt in _next_kept(folded, keep) if folded[i] in _DETERMINERS
+    )  # fmt: skip
     content = [stems[i] for i in keep]
     origin = "from" in folded
     # each number (the word as written: "twelve" stems to "twelv") with the word after it,
@@ -231,8 +242,15 @@ def _shape(text: str) -> Shape:
     placed = Counter(sides[i] + stems[i] for i in keep)
     marked = [s + w for s, w in zip(sides, stems, strict=True)]
     clauses = _clauses(tokens, folded, marked)
-    # the ends of each clause, and the words either side of a link ("tea with coffee")
-    ends = {(c[0], c[-1]) for c in (clauses or ([marked[i] for i in keep],)) if c}
+    # each clause's first word with its last and with the word before a link or a trailing
+    # time word ("mom helps dad at work"), and the words either side of a link ("tea with
+    # coffee"); the clauses as indices, to read which word each is
+    cut = _clauses(tokens, folded, [str(i) for i in range(len(folded))])
+    ends = set()
+    for c in [[int(x) for x in part] for part in cut] if cut else [keep]:
+        ends |= {(marked[c[0]], marked[c[-1]])} if c else set()
+        ends |= {(marked[c[0]], marked[c[k - 1]]) for k in range(2, len(c))
+                 if folded[c[k]] in _LINKS or folded[c[k]] in _TRAILING}  # fmt: skip
     # (not where the word before is itself a preposition's: "a fan of jazz and of blues")
     links = {(marked[keep[j - 1]], marked[keep[j + 1]])
              for j in range(1, len(keep) - 1) if folded[keep[j]] in _LINKS
@@ -309,11 +327,14 @@ def _same_clauses(a: Clauses, b: Clauses) -> bool:
     while n < min(len(a[0]), len(b[0])) and a[0][n] == b[0][n]:
         n += 1
     subject = set(a[0][:n])
+    spoken = subject & _PRONOUNS
 
     def bare(part: tuple[str, ...]) -> tuple[str, ...]:
         k = 0
         # be/have/do stays: its tense is a fact ("was happy and is sad")
-        while k < len(part) and (part[k] in subject or part[k] in _PRONOUNS):
+        # a pronoun is the subject left unsaid, unless the subject is another pronoun ("she
+        # likes tea and he likes coffee")
+        while k < len(part) and (part[k] in subject or (part[k] in _PRONOUNS and not spoken)):
             k += 1
         return part[k:]
 
