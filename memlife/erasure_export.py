@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from memlife import tombstones
 from memlife.errors import InputError, RecordError
 from memlife.stores.base import MemoryStore
+from memlife.stores.sqlite import TOMBSTONE_NAME_MAX
 
 SHA256 = r"^[0-9a-f]{64}$"
 LINE_MAX = 64 << 10  # a line is a few hundred bytes; a bound keeps a hostile file cheap
@@ -36,7 +37,8 @@ class Tombstone(BaseModel):
 
     kind: Literal["tombstone"]
     actor_id: str = Field(min_length=1, max_length=256)
-    record_id: str = Field(min_length=1, max_length=300)  # "<id>#recorded" for a second hash
+    # "<id>#recorded" for a second hash, "#<16 hex>" per text erased again under the id
+    record_id: str = Field(min_length=1, max_length=TOMBSTONE_NAME_MAX)
     content_sha256: str = Field(pattern=SHA256)
     norm_sha256: str | None = Field(None, pattern=SHA256)
 

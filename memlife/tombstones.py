@@ -107,8 +107,23 @@ def erased_pairs(
 
 
 def refusal(store: MemoryStore, record: MemoryRecord) -> str | None:
-    """ERASED_CONTENT / ERASED_SOURCE when a tombstone forbids this record, else None."""
-    return _backend(store).tombstone_refusal(record, record.provenance.supersedes)
+    """ERASED_CONTENT / ERASED_SOURCE when a tombstone forbids this record, else None. A
+    source id the actor reused since its erasure is no erased source while its record
+    holds a text no tombstone names (the SQLite store decides that in its own query)."""
+    backend = _backend(store)
+    sources = record.provenance.supersedes
+    code = backend.tombstone_refusal(record, sources)
+    if code != ERASED_SOURCE or isinstance(backend, SqliteStore) and backend is store:
+        return code
+    for s in sources:
+        if backend.tombstone_refusal(record, [s]) != ERASED_SOURCE:
+            continue
+        live = store.get(s)
+        if live is None or live.actor_id != record.actor_id:
+            return ERASED_SOURCE
+        if backend.tombstone_refusal(live, ()) is not None:  # the erased text itself
+            return ERASED_SOURCE
+    return None
 
 
 def write_replacement(store: MemoryStore, record: MemoryRecord) -> BatchResult:

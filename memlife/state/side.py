@@ -169,7 +169,7 @@ class DynamoTombstones:
         self.lock = threading.RLock()
 
     def add_tombstones(self, rows: Sequence[tuple[str, str, str, str | None]]) -> int:
-        from memlife.stores.sqlite import erased_again
+        from memlife.stores.sqlite import ERASED_AGAIN_MAX, erased_again
 
         at = utcnow().isoformat()
         new = 0
@@ -185,7 +185,8 @@ class DynamoTombstones:
             self.state.batch_write(puts=marks)  # the checks see it before the listing does
             # the id erased before with another text (the id reused): this one under
             # erased_again's name, so the listing keeps both (the marks refuse both already)
-            for name in (rid, erased_again(rid, sha)):
+            name = rid
+            for _ in range(ERASED_AGAIN_MAX):
                 item = {**row, **key(f"tomb#{actor}", f"id#{name}"), "record_id": {"S": name}}
                 try:
                     self.state.ddb.put_item(TableName=self.state.table, Item=item,
@@ -202,6 +203,7 @@ class DynamoTombstones:
                 ).get("Item", {})
                 if was.get("content_sha256", {}).get("S") == sha:
                     break  # this very tombstone: idempotent
+                name = erased_again(name, sha)  # taken by another text: the next name
         return new
 
     def tombstones(self, actor_id: str | None = None) -> list[dict[str, str | None]]:

@@ -381,9 +381,15 @@ def record_to_row(r: MemoryRecord) -> tuple[Any, ...]:
 
 
 def erased_again(record_id: str, sha: str) -> str:
-    """The tombstone name of a second text erased under one record id (the id reused):
-    ``erase._erased_keys`` reads the id before the '#'."""
+    """The tombstone name of a second text erased under one record id (the id reused;
+    ``erase.erased_id`` reads the id back). Taken too (an erased record's own id), the
+    name is extended again, at most ERASED_AGAIN_MAX times."""
     return f"{record_id}#{sha[:16]}"
+
+
+ERASED_AGAIN_MAX = 8
+# the longest tombstone name: an id (256), "#recorded", and each name taken extended once
+TOMBSTONE_NAME_MAX = 256 + len("#recorded") + ERASED_AGAIN_MAX * 17
 
 
 def tombstone_norm(content: str) -> str | None:
@@ -949,11 +955,14 @@ class SqliteStore:
         new = 0
         with self.lock, self.transaction():
             for actor, rid, sha, norm in rows:
-                if self.connection.execute(insert, (actor, rid, sha, norm, at)).rowcount:
-                    new += 1
-                elif self.connection.execute(held, (actor, rid)).fetchone()[0] != sha:
-                    again = (actor, erased_again(rid, sha), sha, norm, at)
-                    new += self.connection.execute(insert, again).rowcount
+                name = rid
+                for _ in range(ERASED_AGAIN_MAX):  # a name taken by another text: the next
+                    if self.connection.execute(insert, (actor, name, sha, norm, at)).rowcount:
+                        new += 1
+                        break
+                    if self.connection.execute(held, (actor, name)).fetchone()[0] == sha:
+                        break  # this very tombstone: idempotent
+                    name = erased_again(name, sha)
         return new
 
     def tombstones(self, actor_id: str | None = None) -> list[dict[str, str | None]]:
@@ -981,9 +990,15 @@ class SqliteStore:
         ).fetchone()
         if hit:
             return "ERASED_CONTENT"
-        # the writer's own actor: an id another actor's erasure freed may be taken again
+        # the writer's own actor: an id another actor's erasure freed may be taken again; an
+        # id the actor itself reused since is a source when its record holds a text no
+        # tombstone names (the erased record is gone: a live one under the id with the
+        # erased text is that record between the tombstone and its delete)
         for qs, chunk in in_chunks(sources):
-            q = f"SELECT 1 FROM tombstones WHERE actor_id=? AND record_id IN ({qs}) LIMIT 1"
+            q = (f"SELECT 1 FROM tombstones t WHERE t.actor_id=? AND t.record_id IN ({qs}) "
+                 "AND NOT EXISTS (SELECT 1 FROM records r WHERE r.id=t.record_id "
+                 "AND r.actor_id=t.actor_id AND r.content_sha256 NOT IN "
+                 "(SELECT content_sha256 FROM tombstones WHERE actor_id=t.actor_id)) LIMIT 1")  # fmt: skip
             if self.connection.execute(q, [r.actor_id, *chunk]).fetchone():
                 return "ERASED_SOURCE"
         return None
