@@ -178,7 +178,24 @@ def plan_erasure(
             s for s in records
             if s.id not in why and s.provenance.replaced_by == rid and s.status is Status.superseded
         ]  # fmt: skip
+    # superseded by an erased record not built from it (a reviewer's `supersede --by`, an
+    # online status change): its text is its own, so it stays and comes back
+    plan.reactivate += [
+        s for s in records
+        if s.id not in why and s.status is Status.superseded and s.provenance.replaced_by in why
+        and s.provenance.replaced_by not in withdrawn and not _source_of(s, by_id, why)
+    ]  # fmt: skip
     return plan
+
+
+def _source_of(r: MemoryRecord, by_id: dict[str, MemoryRecord], why: dict[str, str]) -> bool:
+    """Whether ``r`` is a source of an erased replacement, holding its claims: superseded by
+    a record erased now that lists it (or one erased earlier: its sources are unknown)."""
+    by = r.provenance.replaced_by
+    if by is None or by not in why:
+        return False
+    target = by_id.get(by)
+    return target is None or r.id in target.provenance.supersedes
 
 
 def _rule(
@@ -189,7 +206,7 @@ def _rule(
     sup = set(r.provenance.supersedes)
     if sup and sup <= why.keys():
         return "DERIVED_REPLACEMENT"
-    if r.provenance.replaced_by in why and r.provenance.replaced_by not in withdrawn:
+    if _source_of(r, by_id, why) and r.provenance.replaced_by not in withdrawn:
         return "SOURCE_OF_ERASED"
     if not (sup & why.keys() or texts[r.id] & erased_keys):
         return None
