@@ -60,7 +60,7 @@ from memlife.quarantine import ManualRun, forget_snapshots, manual_run
 from memlife.receipts import operation_receipt
 from memlife.state.side import side_tables
 from memlife.stores.base import MAX_BATCH, MemoryStore, chunked, iter_shard
-from memlife.stores.sqlite import erased_again, tombstone_norm
+from memlife.stores.sqlite import tombstone_norm
 
 
 def pending_erasures(store: MemoryStore, actor_id: str | None = None) -> list[dict[str, Any]]:
@@ -238,26 +238,11 @@ def _erased_keys(store: MemoryStore, actor_id: str) -> dict[str, set[str]]:
     rows = tombstones.listing(store, actor_id)
     names = {str(t["record_id"]) for t in rows}
     for t in rows:
-        rid = erased_id(str(t["record_id"]), str(t["content_sha256"]), names)
+        rid = tombstones.erased_id(str(t["record_id"]), str(t["content_sha256"]), names)
         out.setdefault(rid, set()).update(
             tombstone_keys(str(t["content_sha256"]), t.get("norm_sha256"))
         )
     return out
-
-
-def erased_id(name: str, sha: str, names: set[str]) -> str:
-    """The record id a tombstone name stands for. Ours add '#recorded' (a record's second
-    hash: tombstones.rows_for) or erased_again's '#<16 hex>' (a second text under one id),
-    always beside a tombstone of the base name; an id that holds '#' itself ("m#a", which
-    the importer accepts) is its own."""
-    for _ in range(16):  # each suffix is one of ours at most this often
-        base, sep, tail = name.rpartition("#")
-        if not sep or base not in names:
-            return name
-        if tail != "recorded" and name != erased_again(base, sha):
-            return name
-        name = base
-    return name
 
 
 def tombstone_keys(content_sha256: str, norm_sha256: str | None) -> set[str]:

@@ -92,10 +92,15 @@ def write_checked(
     scrubbed after (its own scrub read the files before they existed). ``failed`` gets the
     rows of the day that raised and of the days after. Returns (the rows written, the
     number of erased records' rows left out)."""
-    from memlife.tombstones import erased_pairs
+    from memlife.tombstones import erased_times
 
-    gone = erased_pairs(stores, {(r.actor_id, r.record_id) for r in rows})
-    days = by_day([r for r in rows if (r.actor_id, r.record_id) not in gone])
+    erased = erased_times(stores, {(r.actor_id, r.record_id) for r in rows})
+
+    def gone(r: R) -> bool:  # read before its id's last erasure: the erased record's
+        at = erased.get((r.actor_id, r.record_id))
+        return at is not None and r.accessed_at <= at
+
+    days = by_day([r for r in rows if not gone(r)])
     written: list[R] = []
     for i, (day, part) in enumerate(days):
         try:
@@ -105,9 +110,10 @@ def write_checked(
             if failed is not None:
                 failed([r for _, later in days[i:] for r in later])
             raise
-    late = erased_pairs(stores, {(r.actor_id, r.record_id) for r in written})
-    if late:
-        ledger.erase({rid for _, rid in late})
+    since = erased_times(stores, {(r.actor_id, r.record_id) for r in written})
+    late = {rid for pair, at in since.items() if at != erased.get(pair) for _, rid in [pair]}
+    if late:  # erased meanwhile: every read written of it is the erased record's
+        ledger.erase(late)
     return written, len(rows) - sum(len(part) for _, part in days)
 
 

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from memlife.model import MemoryRecord, content_sha256
 from memlife.settings import settings
 from memlife.stores.base import BatchResult, ItemFailure, MemoryStore
-from memlife.stores.sqlite import SqliteStore, tombstone_norm
+from memlife.stores.sqlite import SqliteStore, erased_again, tombstone_norm
 
 ERASED_CONTENT = "ERASED_CONTENT"
 ERASED_SOURCE = "ERASED_SOURCE"
@@ -91,19 +92,51 @@ def listing(store: MemoryStore, actor_id: str | None = None) -> list[dict[str, A
     return _backend(store).tombstones(actor_id)
 
 
-def erased_pairs(
+def erased_times(
     stores: Sequence[MemoryStore], pairs: set[tuple[str, str]]
-) -> set[tuple[str, str]]:
-    """The (actor, record id) ``pairs`` an erasure of one of ``stores`` removed (the access
-    ledger's writes honour them: memlife/ledger.py)."""
-    erased: set[tuple[str, str]] = set()
+) -> dict[tuple[str, str], datetime]:
+    """When each of the (actor, record id) ``pairs`` an erasure of one of ``stores`` removed
+    was last erased (the access ledger drops a read of it up to then: a later read is of a
+    record that took the id since; memlife/ledger_ingest.py)."""
+    erased: dict[tuple[str, str], datetime] = {}
     for store in stores:
         for actor in {actor for actor, _ in pairs}:
             try:
-                erased |= {(actor, t["record_id"]) for t in listing(store, actor)}
+                rows = listing(store, actor)
             except Exception:  # a closed or failing store: its erasures scrub what they see
                 break
-    return erased & pairs
+            names = {str(t["record_id"]) for t in rows}
+            for t in rows:
+                pair = (actor, erased_id(str(t["record_id"]), str(t["content_sha256"]), names))
+                at = _when(t.get("erased_at"))
+                if pair in pairs and (pair not in erased or at > erased[pair]):
+                    erased[pair] = at
+    return erased
+
+
+def _when(value: object) -> datetime:
+    """A tombstone's erased_at, aware; one that cannot be read counts as the end of time
+    (every read of its id is dropped: the safe side)."""
+    try:
+        at = datetime.fromisoformat(str(value))
+    except ValueError:
+        return datetime.max.replace(tzinfo=UTC)
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+def erased_id(name: str, sha: str, names: set[str]) -> str:
+    """The record id a tombstone name stands for. Ours add '#recorded' (a record's second
+    hash: tombstones.rows_for) or erased_again's '#<16 hex>' (a second text under one id),
+    always beside a tombstone of the base name; an id that holds '#' itself ("m#a", which
+    the importer accepts) is its own."""
+    for _ in range(16):  # each suffix is one of ours at most this often
+        base, sep, tail = name.rpartition("#")
+        if not sep or base not in names:
+            return name
+        if tail != "recorded" and name != erased_again(base, sha):
+            return name
+        name = base
+    return name
 
 
 def refusal(store: MemoryStore, record: MemoryRecord) -> str | None:

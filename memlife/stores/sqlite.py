@@ -382,7 +382,7 @@ def record_to_row(r: MemoryRecord) -> tuple[Any, ...]:
 
 def erased_again(record_id: str, sha: str) -> str:
     """The tombstone name of a second text erased under one record id (the id reused;
-    ``erase.erased_id`` reads the id back). Taken too (an erased record's own id), the
+    ``tombstones.erased_id`` reads the id back). Taken too (an erased record's own id), the
     name is extended again, at most ERASED_AGAIN_MAX times."""
     return f"{record_id}#{sha[:16]}"
 

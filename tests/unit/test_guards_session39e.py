@@ -1,7 +1,6 @@
 """Guards left untested by the thirty-ninth audit (session 39e): erasure tombstones and
 what reads them (an id erased twice, ids holding '#', the erasures export, the ledger).
-Three real bugs fixed in session 39; one (the ledger's reads of a reused id) left open, a
-strict xfail."""
+Four real bugs fixed in session 39."""
 
 from __future__ import annotations
 
@@ -72,29 +71,33 @@ def test_a_second_text_is_tombstoned_when_its_second_name_is_an_erased_records_i
         store.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="OPEN (docs/adversarial-review.md Left): erased_pairs drops a reused id's later "
-    "reads (a tombstone names the id, not the time; its erased_at is the wall clock)",
-)
 def test_reads_of_a_record_that_reused_an_erased_id_reach_the_ledger(tmp_path: Path) -> None:
-    """Attacks ``erased_pairs`` in ``memlife/tombstones.py`` (read by ``ledger_ingest.
+    """Attacks ``erased_times`` in ``memlife/tombstones.py`` (read by ``ledger_ingest.
     write_checked``): u-1's 'x' is erased, u-1 writes a new 'x' (allowed) and reads it
-    three days later. The tombstone names the id, not the time: every later read of the
-    new record is dropped as an erased record's, so it is scored as never read."""
+    three days later. A read of the erased 'x' (before its erasure) is dropped; the new
+    record's later read is kept (the tombstone named the id, not the time: every later read
+    was dropped as the erased record's, so the new one was scored as never read)."""
     from memlife.ledger import AccessLedger
+    from memlife.model import utcnow
 
     store = SqliteStore(tmp_path / "memlife.db")
     try:
         store.put_many([rec("x", "Lives in Lisbon."), rec("y", "Drinks green tea.")])
+        before = utcnow() - timedelta(days=1)
         assert erase(store, "u-1", ids=["x"], now=NOW)["erased"] == ["x"]
         assert store.put_many([rec("x", "Owns a red bicycle.")]).succeeded == ["x"]
         ledger = AccessLedger(tmp_path / "ledger", flush_seconds=None)
         ledger.watch_erasures(store)
+        later = utcnow() + timedelta(days=3)
+        ledger.append("u-1", "facts", "x", at=before)  # the erased record's read
         for rid in ("x", "y"):
-            ledger.append("u-1", "facts", rid, at=NOW + timedelta(days=3))
+            ledger.append("u-1", "facts", rid, at=later)
         ledger.flush()
-        assert sorted(ledger.read().column("record_id").to_pylist()) == ["x", "y"]
+        table = ledger.read()
+        rows = sorted(zip(table.column("record_id").to_pylist(),
+                          table.column("accessed_at").to_pylist(), strict=True))  # fmt: skip
+        assert [r for r, _ in rows] == ["x", "y"]
+        assert all(at >= later - timedelta(seconds=1) for _, at in rows), rows
     finally:
         store.close()
 
@@ -214,7 +217,7 @@ def _reads(tmp_path: Path, store: Any, *rows: tuple[str, str]) -> list[str]:
 
 
 def test_another_actors_erasure_of_an_id_leaves_this_actors_reads(tmp_path: Path) -> None:
-    """Attacks ``listing(store, actor)`` in ``memlife/tombstones.py::erased_pairs`` (the
+    """Attacks ``listing(store, actor)`` in ``memlife/tombstones.py::erased_times`` (the
     actor's own tombstones): u-2 erased its 'x'; u-1's live 'x' is another record, and
     its reads are written (tenants never mixed)."""
     store = SqliteStore(tmp_path / "memlife.db")
@@ -228,7 +231,7 @@ def test_another_actors_erasure_of_an_id_leaves_this_actors_reads(tmp_path: Path
 
 
 def test_a_closed_watched_store_stops_no_ledger_write(tmp_path: Path) -> None:
-    """Attacks ``except Exception: break`` in ``memlife/tombstones.py::erased_pairs``: a
+    """Attacks ``except Exception: break`` in ``memlife/tombstones.py::erased_times``: a
     store the ledger watches was closed (its erasures scrub what they see); the reads of
     the live records are written, not put back for ever behind an error."""
     store = SqliteStore(tmp_path / "memlife.db")
