@@ -42,6 +42,7 @@ from typing import Any
 
 from memlife import tombstones
 from memlife.apply.appliers.hold_release import release_payload
+from memlife.apply.appliers.status import MAX_CHAIN
 from memlife.audit import ReceiptSink, ReceiptWriteError, dumps
 from memlife.backends import embedding_cache
 from memlife.consolidate.base import Group, pick_survivor
@@ -190,12 +191,25 @@ def plan_erasure(
 
 def _source_of(r: MemoryRecord, by_id: dict[str, MemoryRecord], why: dict[str, str]) -> bool:
     """Whether ``r`` is a source of an erased replacement, holding its claims: superseded by
-    a record erased now that lists it (or one erased earlier: its sources are unknown)."""
+    a record erased now that was built from it, directly or down a chain of replacements
+    (a source handed over to a later replacement: status._repoint), or by one erased
+    earlier (its sources are unknown)."""
     by = r.provenance.replaced_by
     if by is None or by not in why:
         return False
     target = by_id.get(by)
-    return target is None or r.id in target.provenance.supersedes
+    if target is None:
+        return True
+    seen: set[str] = set()
+    level = set(target.provenance.supersedes)
+    for _ in range(MAX_CHAIN):
+        if r.id in level:
+            return True
+        seen |= level
+        level = {s for i in level if i in by_id for s in by_id[i].provenance.supersedes} - seen
+        if not level:
+            return False
+    return True  # a chain past the bound: its claims may be anyone's, so it goes
 
 
 def _rule(

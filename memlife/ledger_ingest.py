@@ -92,13 +92,19 @@ def write_checked(
     scrubbed after (its own scrub read the files before they existed). ``failed`` gets the
     rows of the day that raised and of the days after. Returns (the rows written, the
     number of erased records' rows left out)."""
-    from memlife.tombstones import erased_times
+    from memlife.tombstones import erased_times, reused
 
     erased = erased_times(stores, {(r.actor_id, r.record_id) for r in rows})
+    again = reused(stores, set(erased))
 
-    def gone(r: R) -> bool:  # read before its id's last erasure: the erased record's
-        at = erased.get((r.actor_id, r.record_id))
-        return at is not None and r.accessed_at <= at
+    def gone(r: R) -> bool:
+        """The erased record's read: any read of an erased id, but one after the id's last
+        erasure where the actor holds the id again with a text no tombstone names."""
+        pair = (r.actor_id, r.record_id)
+        if pair not in erased:
+            return False
+        read = r.accessed_at if r.accessed_at.tzinfo else r.accessed_at.replace(tzinfo=UTC)
+        return pair not in again or read <= erased[pair]
 
     days = by_day([r for r in rows if not gone(r)])
     written: list[R] = []

@@ -107,11 +107,35 @@ def erased_times(
                 break
             names = {str(t["record_id"]) for t in rows}
             for t in rows:
-                pair = (actor, erased_id(str(t["record_id"]), str(t["content_sha256"]), names))
+                name = str(t["record_id"])
                 at = _when(t.get("erased_at"))
-                if pair in pairs and (pair not in erased or at > erased[pair]):
-                    erased[pair] = at
+                # the name as written and the id it stands for: an id that holds '#' itself
+                # ("m#recorded", which the importer accepts) is erased under its own name
+                for rid in {name, erased_id(name, str(t["content_sha256"]), names)}:
+                    pair = (actor, rid)
+                    if pair in pairs and (pair not in erased or at > erased[pair]):
+                        erased[pair] = at
     return erased
+
+
+def _erased_text(store: MemoryStore, record: MemoryRecord) -> bool:
+    return _backend(store).tombstone_refusal(record, ()) is not None
+
+
+def reused(stores: Sequence[MemoryStore], pairs: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """Those (actor, record id) ``pairs`` whose id the actor holds again, with a text no
+    tombstone names: only their reads after the erasure are the new record's (the erased
+    record is served between its tombstone and its delete; a clock may run ahead)."""
+    out: set[tuple[str, str]] = set()
+    for store in stores:
+        try:
+            for actor, rid in sorted(pairs - out):
+                live = store.get(rid)
+                if live is not None and live.actor_id == actor and not _erased_text(store, live):
+                    out.add((actor, rid))
+        except Exception:  # a closed or failing store: no id counts as reused (reads dropped)
+            continue
+    return out
 
 
 def _when(value: object) -> datetime:

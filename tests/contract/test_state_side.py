@@ -36,9 +36,13 @@ def side(request, aws) -> object:
 
 
 class RemoteStore:
-    """A store without a SQLite file of its own (AgentCore-like) for the dispatch."""
+    """A store without a SQLite file of its own (AgentCore-like) for the dispatch, its
+    records gone (what an erasure leaves: a source id is read to tell a reused one)."""
 
     connection = None
+
+    def get(self, record_id: str) -> None:
+        return None
 
 
 def test_snapshots_and_pending_erasures(side) -> None:
