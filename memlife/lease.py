@@ -66,9 +66,11 @@ class LeaseHeld(MemlifeError, RuntimeError):
 
     def __init__(self, holder: dict[str, Any]):
         self.holder = holder
+        h = {k: holder.get(k, "?") for k in ("run_id", "acquired_at", "owner", "purpose",
+                                                 "expires_at")}  # fmt: skip
         super().__init__(
-            f"another run holds the lock: {holder['run_id']} since {holder['acquired_at']} "
-            f"(owner {holder['owner']}, {holder['purpose']}; lease expires {holder['expires_at']} "
+            f"another run holds the lock: {h['run_id']} since {h['acquired_at']} "
+            f"(owner {h['owner']}, {h['purpose']}; lease expires {h['expires_at']} "
             "unless renewed)"
         )
 

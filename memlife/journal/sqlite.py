@@ -233,10 +233,12 @@ class SqliteJournal:
             payload_sql = ", payload=NULL" if to is OpState.RECEIPTED else ""
             if to is OpState.FAILED:  # a new failure: any earlier operator decision is spent
                 payload_sql += ", resolution=NULL, resolved_at=NULL"
-            self.connection.execute(
+            # only from the state read: another writer's move since (a writer paused past
+            # its lease) is not undone (RECEIPTED -> APPLIED would make it due again)
+            cur = self.connection.execute(
                 f"UPDATE operations SET state=?, outcome=COALESCE(?, outcome), attempts=?, "
                 f"next_retry_at=?, last_error=?, updated_at=?, moved_by=?, moved_after_receipts=?"
-                f"{payload_sql} WHERE operation_id=?",
+                f"{payload_sql} WHERE operation_id=? AND state=? AND attempts=?",
                 (
                     to.value,
                     outcome.value if outcome else None,
@@ -247,8 +249,12 @@ class SqliteJournal:
                     by.run_id if by else None,
                     by.after_receipts if by else None,
                     operation_id,
+                    op.state.value,
+                    op.attempts,
                 ),  # fmt: skip
             )
+            if cur.rowcount != 1:
+                raise JournalStateError(f"{operation_id}: changed by another writer")
         return stored(self.get(operation_id), operation_id)
 
     def by_run(self, run_id: str) -> list[Operation]:

@@ -71,18 +71,27 @@ class DynamoLease:
             "acquired_at": {"S": _iso(now)},
             "expires_at": {"N": str(int(now + self.ttl_s))},
         }
-        try:
-            old = self.state.ddb.put_item(
-                TableName=self.state.table,
-                Item=item,
-                ReturnValues="ALL_OLD",
-                ConditionExpression="attribute_not_exists(pk) OR expires_at < :now OR holder = :me",
-                ExpressionAttributeValues={":now": {"N": str(int(now))}, ":me": {"S": self.holder}},
-            ).get("Attributes")
-        except ClientError as exc:
-            if not is_conditional_failure(exc):
-                raise
-            self._refuse()
+        old = None
+        for attempt in range(3):  # refused, then released before the refusal read it: again
+            try:
+                old = self.state.ddb.put_item(
+                    TableName=self.state.table,
+                    Item=item,
+                    ReturnValues="ALL_OLD",
+                    ConditionExpression=(
+                        "attribute_not_exists(pk) OR expires_at < :now OR holder = :me"
+                    ),
+                    ExpressionAttributeValues={
+                        ":now": {"N": str(int(now))},
+                        ":me": {"S": self.holder},
+                    },
+                ).get("Attributes")
+                break
+            except ClientError as exc:
+                if not is_conditional_failure(exc):
+                    raise
+                if self.state.get(self._key()) or attempt == 2:
+                    self._refuse()
         if not old or old["holder"]["S"] == self.holder:
             return None
         return _holder(old)
