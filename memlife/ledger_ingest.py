@@ -117,7 +117,7 @@ def write_checked(
                 failed([r for _, later in days[i:] for r in later])
             raise
     since = erased_times(stores, {(r.actor_id, r.record_id) for r in written})
-    late = {rid for pair, at in since.items() if at != erased.get(pair) for _, rid in [pair]}
+    late = {rid for (actor, rid), at in since.items() if at != erased.get((actor, rid))}
     if late:  # erased meanwhile: every read written of it is the erased record's
         ledger.erase(late)
     return written, len(rows) - sum(len(part) for _, part in days)

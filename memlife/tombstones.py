@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from memlife.model import MemoryRecord, content_sha256
 from memlife.settings import settings
 from memlife.stores.base import BatchResult, ItemFailure, MemoryStore
-from memlife.stores.sqlite import SqliteStore, erased_again, tombstone_norm
+from memlife.stores.sqlite import ERASED_AGAIN_MAX, SqliteStore, erased_again, tombstone_norm
 
 ERASED_CONTENT = "ERASED_CONTENT"
 ERASED_SOURCE = "ERASED_SOURCE"
@@ -118,8 +118,15 @@ def erased_times(
     return erased
 
 
-def _erased_text(store: MemoryStore, record: MemoryRecord) -> bool:
-    return _backend(store).tombstone_refusal(record, ()) is not None
+def _held_again(store: MemoryStore, actor: str, rid: str) -> bool:
+    """Whether the actor holds ``rid`` again, with a text no tombstone names (an erased id
+    reused; a live record under it with the erased text is the erased record before its
+    delete)."""
+    live = store.get(rid)
+    return (
+        live is not None and live.actor_id == actor
+        and _backend(store).tombstone_refusal(live, ()) is None
+    )  # fmt: skip
 
 
 def reused(stores: Sequence[MemoryStore], pairs: set[tuple[str, str]]) -> set[tuple[str, str]]:
@@ -129,10 +136,8 @@ def reused(stores: Sequence[MemoryStore], pairs: set[tuple[str, str]]) -> set[tu
     out: set[tuple[str, str]] = set()
     for store in stores:
         try:
-            for actor, rid in sorted(pairs - out):
-                live = store.get(rid)
-                if live is not None and live.actor_id == actor and not _erased_text(store, live):
-                    out.add((actor, rid))
+            out |= {(actor, rid) for actor, rid in sorted(pairs - out)
+                    if _held_again(store, actor, rid)}  # fmt: skip
         except Exception:  # a closed or failing store: no id counts as reused (reads dropped)
             continue
     return out
@@ -153,7 +158,7 @@ def erased_id(name: str, sha: str, names: set[str]) -> str:
     hash: tombstones.rows_for) or erased_again's '#<16 hex>' (a second text under one id),
     always beside a tombstone of the base name; an id that holds '#' itself ("m#a", which
     the importer accepts) is its own."""
-    for _ in range(16):  # each suffix is one of ours at most this often
+    for _ in range(ERASED_AGAIN_MAX + 1):  # '#recorded', then each name taken, at most
         base, sep, tail = name.rpartition("#")
         if not sep or base not in names:
             return name
@@ -173,12 +178,8 @@ def refusal(store: MemoryStore, record: MemoryRecord) -> str | None:
     if code != ERASED_SOURCE or isinstance(backend, SqliteStore) and backend is store:
         return code
     for s in sources:
-        if backend.tombstone_refusal(record, [s]) != ERASED_SOURCE:
-            continue
-        live = store.get(s)
-        if live is None or live.actor_id != record.actor_id:
-            return ERASED_SOURCE
-        if backend.tombstone_refusal(live, ()) is not None:  # the erased text itself
+        erased = backend.tombstone_refusal(record, [s]) == ERASED_SOURCE
+        if erased and not _held_again(store, record.actor_id, s):
             return ERASED_SOURCE
     return None
 
