@@ -50,7 +50,8 @@ content words once filler (articles, "and", "very") is set aside and inflection 
   before, a text holding a one-word part was not compared by clause).
 - no two words traded (session 39): the first and last words of a clause ("dogs chase
   cats" is not "cats chase dogs": a subject and object with no name or article to mark
-  them), nor the words either side of a preposition ("replaced tea with coffee" is not
+  them; a list at either end pairs each of its items, session 40: "cats and dogs hate
+  mice" is not "mice hate cats and dogs"), nor the words either side of a preposition ("replaced tea with coffee" is not
   "replaced coffee with tea", "puts cups on plates" not "puts plates on cups"). Only a swap counts: a clause whose words
   merely move ("every morning she drinks coffee" / "she drinks coffee every morning") is
   read as before.
@@ -246,10 +247,23 @@ def _shape(text: str) -> Shape:
     # time word ("mom helps dad at work"), and the words either side of a link ("tea with
     # coffee"); the clauses as indices, to read which word each is
     cut = _clauses(tokens, folded, [str(i) for i in range(len(folded))])
+    joined = _joined(tokens, folded)
     ends = set()
     for c in [[int(x) for x in part] for part in cut] if cut else [keep]:
-        ends |= {(marked[c[0]], marked[c[-1]])} if c else set()
-        ends |= {(marked[c[0]], marked[c[k - 1]]) for k in range(2, len(c))
+        if not c:
+            continue
+        # a list at either end ("cats and dogs hate mice") pairs each of its items
+        head, tail = [c[0]], [c[-1]]
+        for k in range(1, len(c)):
+            if not joined[c[k]]:
+                break
+            head.append(c[k])
+        for k in range(len(c) - 1, 0, -1):
+            if not joined[c[k]]:
+                break
+            tail.append(c[k - 1])
+        ends |= {(marked[h], marked[t]) for h in head for t in tail}
+        ends |= {(marked[h], marked[c[k - 1]]) for h in head for k in range(2, len(c))
                  if folded[c[k]] in _LINKS or folded[c[k]] in _TRAILING}  # fmt: skip
     # (not where the word before is itself a preposition's: "a fan of jazz and of blues")
     links = {(marked[keep[j - 1]], marked[keep[j + 1]])
@@ -257,6 +271,24 @@ def _shape(text: str) -> Shape:
              and (j < 2 or folded[keep[j - 2]] not in _LINKS)}  # fmt: skip
     pairs = frozenset(p for p in ends | links if p[0] != p[1])
     return frozenset(placed.items()), names, after, frozenset(numbers.items()), clauses, pairs
+
+
+def _joined(tokens: list[str], folded: list[str]) -> list[bool]:
+    """For each word, whether a "," or an "and"/"or" stands between it and the last word
+    before it that is not filler: the word is a list's next item."""
+    out: list[bool] = []
+    join = False
+    for tok in tokens:
+        if tok in _CLAUSE_MARKS:
+            join = join or tok == ","
+            continue
+        w = folded[len(out)]
+        out.append(join and w not in _CONJUNCTIONS)
+        if w in _CONJUNCTIONS:
+            join = True
+        elif w not in _FILLER:
+            join = False
+    return out
 
 
 def _next_kept(folded: list[str], keep: list[int]) -> list[tuple[int, int]]:

@@ -6,19 +6,29 @@ already ours (a resumed holder); renewing and releasing are conditional on still
 the holder. A worker that dies simply stops renewing: once ``expires_at`` has passed the
 next run takes over (its retry queue then resumes what the dead one left). ``expires_at``
 is also the table's TTL attribute, so abandoned leases disappear by themselves.
+
+``expires_at`` is written on the holder's clock and read on the taker's, so it alone cannot
+tell a dead holder from a live one whose clock runs behind. Every renewal also adds one to
+``beat``; a lease that looks expired is taken over only after its beat has stood still
+for half its holder's TTL on the taker's own monotonic clock (the holder beats every third
+and trusts a renewal for a third), and only if the beat is still the one watched.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NoReturn
 
 from botocore.exceptions import ClientError
 
 from memlife.errors import MemlifeError, Reason
 from memlife.state.dynamodb import DynamoState, Key, is_conditional_failure, key
+
+log = logging.getLogger(__name__)
+_REFUSED = object()  # a conditional put the lease's state refused
 
 
 def _iso(ts: float) -> str:
@@ -61,7 +71,43 @@ class DynamoLease:
         return key(f"lease#{self.store}", "lease")
 
     def acquire(self, run_id: str = "", purpose: str = "lifecycle") -> dict[str, str] | None:
-        """Take the lease or raise LeaseHeld; returns the expired holder it took over, if any."""
+        """Take the lease or raise LeaseHeld; returns the expired holder it took over, if any.
+        A lease that looks expired costs a watch of half its holder's TTL (_watch)."""
+        free = "attribute_not_exists(pk) OR holder = :me"
+        for _ in range(3):  # the lease changed hands while we looked: look again
+            old = self._put(run_id, purpose, free, {})
+            if old is not _REFUSED:
+                return None  # free, or ours already (a resumed holder)
+            seen = self.state.get(self._key())
+            if not seen:
+                continue  # released since the refusal
+            if float(seen.get("expires_at", {}).get("N", "0")) >= time.time():
+                self._refuse(seen)
+            old = self._put(run_id, purpose, *self._watch(seen))
+            if old is not _REFUSED:
+                return _holder(old)
+            now_seen = self.state.get(self._key())
+            if now_seen and now_seen.get("holder") == seen.get("holder"):
+                log.warning("lease of %s looked expired here but its holder renewed it while "
+                            "watched: this worker's clock may run ahead", self.store)  # fmt: skip
+                self._refuse(now_seen)  # alive: its clock and ours disagree
+        self._refuse()
+
+    def _watch(self, seen: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """Wait half the holder's TTL on our own clock; return the condition that takes the
+        lease only if nobody renewed it meanwhile (the same holder, beat and expiry)."""
+        holder_ttl = float(seen.get("ttl_s", {}).get("N", str(self.ttl_s)))
+        log.info("lease of %s looks expired on this clock: watching its beat for %.0fs before "
+                 "taking it over", self.store, max(0.0, holder_ttl / 2))  # fmt: skip
+        time.sleep(max(0.0, holder_ttl / 2))
+        values = {":them": seen["holder"], ":exp": seen["expires_at"]}
+        beat = "attribute_not_exists(beat)"  # a lease written before beats were counted
+        if "beat" in seen:
+            beat, values[":beat"] = "beat = :beat", seen["beat"]
+        return f"holder = :them AND expires_at = :exp AND {beat}", values
+
+    def _put(self, run_id: str, purpose: str, condition: str, values: dict[str, Any]) -> Any:
+        """Write the lease as ours if ``condition`` holds: the old item (or None), or _REFUSED."""
         now = time.time()
         item = {
             **self._key(),
@@ -70,36 +116,33 @@ class DynamoLease:
             "purpose": {"S": purpose},
             "acquired_at": {"S": _iso(now)},
             "expires_at": {"N": str(int(now + self.ttl_s))},
+            "ttl_s": {"N": str(self.ttl_s)},
+            "beat": {"N": "0"},
         }
-        old = None
-        for attempt in range(3):  # refused, then released before the refusal read it: again
-            try:
-                old = self.state.ddb.put_item(
-                    TableName=self.state.table,
-                    Item=item,
-                    ReturnValues="ALL_OLD",
-                    ConditionExpression=(
-                        "attribute_not_exists(pk) OR expires_at < :now OR holder = :me"
-                    ),
-                    ExpressionAttributeValues={
-                        ":now": {"N": str(int(now))},
-                        ":me": {"S": self.holder},
-                    },
-                ).get("Attributes")
-                break
-            except ClientError as exc:
-                if not is_conditional_failure(exc):
-                    raise
-                if self.state.get(self._key()) or attempt == 2:
-                    self._refuse()
-        if not old or old["holder"]["S"] == self.holder:
-            return None
-        return _holder(old)
+        if ":me" in condition:
+            values = {**values, ":me": {"S": self.holder}}
+        try:
+            return self.state.ddb.put_item(
+                TableName=self.state.table,
+                Item=item,
+                ReturnValues="ALL_OLD",
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
+            ).get("Attributes")
+        except ClientError as exc:
+            if not is_conditional_failure(exc):
+                raise
+            return _REFUSED
 
     def renew(self, run_id: str | None = None) -> None:
-        """Extend our lease; LeaseHeld if it was lost (expired and taken by another)."""
-        values = {":e": {"N": str(int(time.time() + self.ttl_s))}, ":me": {"S": self.holder}}
-        update = "SET expires_at = :e"
+        """Extend our lease and count a beat; LeaseHeld if it was lost (taken by another)."""
+        values = {
+            ":e": {"N": str(int(time.time() + self.ttl_s))},
+            ":me": {"S": self.holder},
+            ":zero": {"N": "0"},
+            ":one": {"N": "1"},
+        }
+        update = "SET expires_at = :e, beat = if_not_exists(beat, :zero) + :one"
         if run_id:
             update += ", run_id = :r"
             values[":r"] = {"S": run_id}
@@ -129,8 +172,8 @@ class DynamoLease:
             if not is_conditional_failure(exc):
                 raise
 
-    def _refuse(self) -> None:
-        item = self.state.get(self._key()) or {}
+    def _refuse(self, seen: dict[str, Any] | None = None) -> NoReturn:
+        item = seen or self.state.get(self._key()) or {}
         raise LeaseHeld(
             self.store,
             item.get("holder", {}).get("S", "?"),

@@ -312,11 +312,6 @@ def test_online_hand_over_keeps_each_followers_status_time_on_agentcore(home: Pa
         harness.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="OPEN (docs/adversarial-review.md Left): restate._shape pairs a clause's first word with its last; a subject or "
-    "object that is a list ('cats and dogs') escapes the trade rule: the facts merge",
-)
 def test_a_subject_and_object_traded_when_one_is_a_list_is_another_statement() -> None:
     """Attacks the clause-ends pairs (``ends``) in ``memlife/restate.py::_shape`` (session
     39: "dogs chase cats" is not "cats chase dogs"). With a list on one side the ends

@@ -51,11 +51,23 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[DynamoState]:
 
 
 class _Clock:
-    """A writer's wall clock as memlife.state.lease reads it (``time.time``)."""
+    """A writer's wall clock as memlife.state.lease reads it (``time.time``), and its sleep
+    (the watch of a lease that looks expired): time passes, and whatever else runs meanwhile
+    (``meanwhile``: a live holder's heartbeat) runs."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, now: float) -> None:
         self.now = now
-        monkeypatch.setattr(dynamo_lease_mod, "time", SimpleNamespace(time=lambda: self.now))
+        self.slept: list[float] = []
+        self.meanwhile: list[Callable[[], None]] = []
+        monkeypatch.setattr(
+            dynamo_lease_mod, "time", SimpleNamespace(time=lambda: self.now, sleep=self._sleep)
+        )
+
+    def _sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+        for run in self.meanwhile:
+            run()
 
 
 def _lease_item(state: DynamoState) -> dict[str, Any] | None:
@@ -64,7 +76,7 @@ def _lease_item(state: DynamoState) -> dict[str, Any] | None:
 
 # -- 1. the fence over the DynamoDB lease: a paused writer's lease taken over ---------------
 def test_a_dynamodb_lease_taken_over_while_its_writer_paused_stops_its_next_write(
-    aws: DynamoState,
+    aws: DynamoState, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Attacks ``except DynamoHeld: return False`` in `memlife/lease.py::DynamoBackend.
     lease_renew` and ``holder = :me`` in `memlife/state/lease.py::DynamoLease.renew` and
@@ -73,6 +85,7 @@ def test_a_dynamodb_lease_taken_over_while_its_writer_paused_stops_its_next_writ
     its next write (lease.fence_for, what the executor calls) must stop it, and giving its
     lease back must leave the second run's lease in place (else a third writer starts)."""
     store = _AgentCoreStore()
+    clock = _Clock(monkeypatch, 1_000_000.0)
     paused = lease_mod.for_store(store, "run-paused", "nightly")
     try:
         paused._stop.set()  # no heartbeat: the fence alone
@@ -87,6 +100,7 @@ def test_a_dynamodb_lease_taken_over_while_its_writer_paused_stops_its_next_writ
         )
         took = DynamoLease(aws, STORE, OTHER, ttl_s=60).acquire("run-taker", "nightly")
         assert took is not None and took["run_id"] == "run-paused"
+        assert clock.slept == [30.0]  # its beat watched for half its TTL first
         paused._confirmed -= paused.ttl.total_seconds()  # its last renewal was before the pause
         with pytest.raises(LeaseLost, match="run-paused"):
             lease_mod.fence_for(store)()
@@ -104,10 +118,10 @@ def test_a_dynamodb_lease_taken_over_while_its_writer_paused_stops_its_next_writ
 def test_a_dead_writers_lease_is_taken_over_exactly_once_its_ttl_has_run_out(
     aws: DynamoState, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Attacks ``now + self.ttl_s`` in `memlife/state/lease.py::DynamoLease.acquire` and
+    """Attacks ``now + self.ttl_s`` in `memlife/state/lease.py::DynamoLease._put` and
     ``time.time() + self.ttl_s`` in ``renew``. A worker killed mid-run stops renewing; the
-    next run takes over once the TTL since its last renewal has passed, not before (two
-    writers) and not a multiple of it later (the store's nights stall)."""
+    next run takes over once the TTL since its last renewal has passed and its beat stood
+    still for half a TTL more, not before (two writers) and not later (the nights stall)."""
     clock = _Clock(monkeypatch, 1_000_000.0)
     dead = DynamoLease(aws, STORE, "killed-host:1:a", ttl_s=60)
     dead.acquire("run-killed", "nightly")
@@ -120,6 +134,7 @@ def test_a_dead_writers_lease_is_taken_over_exactly_once_its_ttl_has_run_out(
     clock.now += 2  # 61 s after the last renewal
     took = nxt.acquire("run-next", "nightly")
     assert took is not None and took["run_id"] == "run-killed"
+    assert clock.slept == [30.0]  # refused at once while it looked alive; then one watch
     clock.now += 59  # the taker's own lease, 59 s after it was taken: still its own
     with pytest.raises(LeaseHeld, match=OTHER):
         DynamoLease(aws, STORE, "third-host:1:x", ttl_s=60).acquire("run-third")
@@ -202,40 +217,95 @@ def test_an_operation_is_receipted_once_when_two_writers_receipt_it(
 
 
 # -- 4. clock skew between workers ----------------------------------------------------------
-@pytest.mark.xfail(
-    strict=True,
-    reason="OPEN (docs/adversarial-review.md Left): a worker whose clock runs ahead by more than the TTL takes over a lease its "
-    "live holder renewed a moment ago; the holder's fence trusts that renewal for a third of "
-    "the TTL: two writers at once (memlife/state/lease.py::DynamoLease.acquire)",
-)
-def test_a_worker_whose_clock_runs_ahead_does_not_take_a_freshly_renewed_lease(
+def test_a_worker_whose_clock_runs_ahead_does_not_take_a_live_lease(
     aws: DynamoState, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Attacks the expiry test ``expires_at < :now`` of `memlife/state/lease.py::DynamoLease.
-    acquire`, which compares the holder's clock (it wrote expires_at) with the taker's.
-    A nightly run holds the store's lease and has just renewed it (its fence passes). A
-    manual run on another worker whose clock is 61 s ahead (TTL 60 s) is started: it must
-    be refused (LeaseHeld). It takes the lease, and the first run keeps writing (its fence
-    trusts the renewal for 20 s): two lifecycle writers on one store (invariant 9)."""
+    """Attacks the watch of `memlife/state/lease.py::DynamoLease.acquire` (``_watch``: the
+    beat, holder and expiry a takeover is conditional on). A nightly run holds the store's
+    lease and has just renewed it. A manual run on another worker whose clock is 61 s ahead
+    (TTL 60 s) sees the lease as expired; the holder's heartbeat beats while it watches
+    (every 20 s, on the holder's own clock): it must be refused (LeaseHeld), else two
+    lifecycle writers share the store (invariant 9). Once the holder stops beating (killed),
+    the same worker takes the lease over and the old holder's fence stops its next write."""
     store = _AgentCoreStore()
     clock = _Clock(monkeypatch, 1_000_000.0)
     holder = lease_mod.for_store(store, "run-nightly", "nightly")
+
+    def heartbeat() -> None:  # the holder's thread, on the holder's clock (61 s behind)
+        clock.now -= 61
+        try:
+            now = lease_mod.utcnow()
+            span = now + holder.ttl
+            assert holder.backend.lease_renew(lease_mod.NAME, lease_mod.OWNER, now, span)
+        finally:
+            clock.now += 61
+
     try:
         holder._stop.set()
         holder._confirmed -= holder.ttl.total_seconds()
         lease_mod.fence_for(store)()  # renewed now, on the holder's clock
         clock.now += 61  # the other worker's clock (the holder's renewal is a moment old)
         other = DynamoLease(aws, STORE, OTHER, ttl_s=60)
-        took: BaseException | None = None
-        try:
+        clock.meanwhile.append(heartbeat)
+        with pytest.raises(LeaseHeld, match="lifecycle|leased"):
             other.acquire("run-manual", "manual:erase")
-        except LeaseHeld as exc:
-            took = exc
+        assert clock.slept == [30.0]
         clock.now -= 61
-        lease_mod.fence_for(store)()  # the holder: fresh, it writes on
-        assert isinstance(took, LeaseHeld), "the skewed worker took a live, fresh lease"
+        lease_mod.fence_for(store)()  # the holder: still its own, it writes on
+        clock.now += 61
+        clock.meanwhile.clear()  # the holder is killed: no beat any more
+        took = other.acquire("run-manual", "manual:erase")
+        assert took is not None and took["run_id"] == "run-nightly"
+        holder._confirmed -= holder.ttl.total_seconds()  # its trust ran out while watched
+        with pytest.raises(LeaseLost, match="run-nightly"):
+            lease_mod.fence_for(store)()
     finally:
         holder.release()
+    held = _lease_item(aws)
+    assert held is not None and held["holder"]["S"] == OTHER
+
+
+def test_a_lease_that_changes_hands_while_watched_is_not_taken(
+    aws: DynamoState, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attacks the condition ``holder = :them AND expires_at = :exp AND beat`` of
+    `memlife/state/lease.py::DynamoLease._watch`: while a taker watches an expired lease,
+    its holder gives it back and a third worker takes it. The taker must not overwrite the
+    third worker's fresh lease (it looks again and is refused), nor a lease whose holder
+    renewed it in place of a beat (a lease item written before beats were counted)."""
+    clock = _Clock(monkeypatch, 1_000_000.0)
+    DynamoLease(aws, STORE, "old-host:1:a", ttl_s=60).acquire("run-old")
+    clock.now += 61
+    third = DynamoLease(aws, STORE, "third-host:1:x", ttl_s=60)
+
+    def hand_over() -> None:
+        DynamoLease(aws, STORE, "old-host:1:a", ttl_s=60).release()
+        third.acquire("run-third")
+
+    clock.meanwhile.append(hand_over)
+    with pytest.raises(LeaseHeld, match="third-host"):
+        DynamoLease(aws, STORE, OTHER, ttl_s=60).acquire("run-taker")
+    clock.meanwhile.clear()
+    item = _lease_item(aws)
+    assert item is not None and item["run_id"]["S"] == "run-third"
+    aws.ddb.update_item(  # a lease as an earlier memlife wrote it: no beat, no ttl_s
+        TableName=aws.table,
+        Key={"pk": item["pk"], "sk": item["sk"]},
+        UpdateExpression="REMOVE beat, ttl_s",
+    )
+    clock.now += 61
+
+    def renew_without_beat() -> None:
+        aws.ddb.update_item(
+            TableName=aws.table,
+            Key={"pk": item["pk"], "sk": item["sk"]},
+            UpdateExpression="SET expires_at = :e",
+            ExpressionAttributeValues={":e": {"N": str(int(clock.now + 60))}},
+        )
+
+    clock.meanwhile.append(renew_without_beat)
+    with pytest.raises(LeaseHeld, match="third-host"):
+        DynamoLease(aws, STORE, OTHER, ttl_s=60).acquire("run-taker")
 
 
 def test_a_lease_taken_through_memlife_lease_expires_after_the_configured_ttl(
