@@ -180,6 +180,7 @@ class Lease:
 
 _HELD: dict[Any, Lease] = {}
 _HELD_LOCK = threading.Lock()
+_TAKING = [threading.Lock() for _ in range(8)]  # one acquire per backend at a time, striped
 
 
 def check_held(store: str | None = None) -> None:
@@ -274,11 +275,14 @@ def acquire(backend: LeaseBackend, run_id: str, purpose: str, store: str | None 
     (its store_identity) is what the lease fences; None: every store's writes."""
     conn = getattr(backend, "connection", backend)
     key = conn if isinstance(conn, tuple) else id(conn)
-    with _HELD_LOCK:
-        held = _HELD.get(key)
-        if held is not None:  # this process holds it already (e.g. erase inside hold release)
-            held.depth += 1
-            return held
+    # one taker per backend in this process; the take itself (a DynamoDB takeover watches
+    # for half a TTL) holds no lock other threads' fences and releases need
+    with _TAKING[hash(key) % len(_TAKING)]:
+        with _HELD_LOCK:
+            held = _HELD.get(key)
+            if held is not None:  # this process holds it already (erase inside hold release)
+                held.depth += 1
+                return held
         now = utcnow()
         span = ttl()
         ok, other = backend.lease_acquire(NAME, OWNER, run_id, purpose, now, now + span)
@@ -292,7 +296,8 @@ def acquire(backend: LeaseBackend, run_id: str, purpose: str, store: str | None 
         lease = Lease(backend, run_id, purpose, span, key=key, taken_over=other, store=store)
         lease._thread = threading.Thread(target=lease._beat, name="memlife-lease", daemon=True)
         lease._thread.start()
-        _HELD[key] = lease
+        with _HELD_LOCK:
+            _HELD[key] = lease
         return lease
 
 

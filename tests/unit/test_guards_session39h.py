@@ -530,3 +530,31 @@ def test_a_lease_holds_every_level_taken_and_no_level_given_back(tmp_path: Path)
         outer.release()
     assert not outer.holds(1)
     store.close()
+
+
+def test_a_takeovers_watch_holds_no_lock_other_threads_fences_need(
+    aws: DynamoState, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attacks the lock order of `memlife/lease.py::acquire` (session 40): a takeover of a
+    DynamoDB lease that looks expired watches its beat for half a TTL (a minute by default).
+    Taken under the process's ``_HELD_LOCK``, every other thread's fence check and release
+    (check_held, Lease.release) would wait out that minute mid-run. The watch must run with
+    that lock free."""
+    clock = _Clock(monkeypatch, 1_000_000.0)
+    DynamoLease(aws, STORE, OTHER, ttl_s=60).acquire("run-dead", "nightly")
+    clock.now += 61
+    free: list[bool] = []
+
+    def others_fence_can_run() -> None:
+        got = lease_mod._HELD_LOCK.acquire(blocking=False)
+        free.append(got)
+        if got:
+            lease_mod._HELD_LOCK.release()
+
+    clock.meanwhile.append(others_fence_can_run)
+    lease = lease_mod.for_store(_AgentCoreStore(), "run-next", "nightly")
+    try:
+        assert lease.taken_over is not None and lease.taken_over["run_id"] == "run-dead"
+        assert free == [True]
+    finally:
+        lease.release()
