@@ -51,7 +51,8 @@ content words once filler (articles, "and", "very") is set aside and inflection 
 - no two words traded (session 39): the first and last words of a clause ("dogs chase
   cats" is not "cats chase dogs": a subject and object with no name or article to mark
   them; a list at either end pairs each of its items, session 40: "cats and dogs hate
-  mice" is not "mice hate cats and dogs"), nor the words either side of a preposition ("replaced tea with coffee" is not
+  mice" is not "mice hate cats and dogs"; and the subject with the word before the last,
+  "sister owes brother money" is not "brother owes sister money"), nor the words either side of a preposition ("replaced tea with coffee" is not
   "replaced coffee with tea", "puts cups on plates" not "puts plates on cups"). Only a swap counts: a clause whose words
   merely move ("every morning she drinks coffee" / "she drinks coffee every morning") is
   read as before.
@@ -263,6 +264,13 @@ def _shape(text: str) -> Shape:
                 break
             tail.append(c[k - 1])
         ends |= {(marked[h], marked[t]) for h in head for t in tail}
+        # two objects with no marker ("sister owes brother money"): the subject and the word
+        # before the last, unless that is the subject's neighbour ("I only drink tea") or
+        # a preposition ("moved to Lisbon in spring")
+        if len(c) > len(head) + len(tail) + 1:
+            second = c[-len(tail) - 1]
+            if second != c[len(head)] and folded[second] not in _LINKS | _TRAILING:
+                ends |= {(marked[h], marked[second]) for h in head}
         ends |= {(marked[h], marked[c[k - 1]]) for h in head for k in range(2, len(c))
                  if folded[c[k]] in _LINKS or folded[c[k]] in _TRAILING}  # fmt: skip
     # (not where the word before is itself a preposition's: "a fan of jazz and of blues")

@@ -172,13 +172,9 @@ def test_remember_keeps_a_trade_behind_a_trailing_phrase(
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="OPEN (docs/adversarial-review.md Left): two objects with no marker ('owes "
-    "brother money'): pairing the subject with the word before the last would refuse "
-    "'I only drink tea' / 'I drink only tea'",
-)
 def test_a_trade_before_a_second_object_is_seen() -> None:
     """A subject and object traded ahead of a second object ("Sister owes brother money."
-    / "Brother owes sister money.") is read as one statement: left open."""
+    / "Brother owes sister money.") is another statement: the subject pairs with the word
+    before the last too (session 40), except where that is the subject's neighbour ("I only
+    drink tea" / "I drink only tea" still restate)."""
     assert _neither("Sister owes brother money.", "Brother owes sister money.")
