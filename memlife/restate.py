@@ -30,7 +30,8 @@ content words once filler (articles, "and", "very") is set aside and inflection 
   eat meat and drinks wine" is not "doesn't drink wine and eats meat", nor "allergic to
   peanuts, not shellfish and crab" "allergic to peanuts and crab, not shellfish"). A
   comparison (than, over, vs, versus, instead of, as opposed to, compared to/with, and to
-  after prefer: "prefers tea to coffee", "more ... than", "rather than") puts the words
+  after prefer: "prefers tea to coffee", "more ... than", "rather than"), and a "then"
+  after an event (not "back then", "since then": session 40), puts the words
   after it, to the end of the clause, on its other side: "prefers tea to coffee" is not
   "prefers coffee to tea". "Don't" and "dont" are "do not", "noone" "no one", "versus" and
   "vs." "vs";
@@ -105,6 +106,8 @@ _NEGATIONS = frozenset(
 _CEASE = frozenset(("quit", "stop"))  # stems: "quit smoking", "stopped drinking coffee"
 _COMPARED = frozenset(("compared", "compare", "comparing", "comparison"))
 _CLAUSE_ENDS = frozenset("but although though whereas however".split())
+# "then" orders two events ("painted, then hiked"), except as a time ("back then")
+_THEN_AS_TIME = frozenset("back since until till by from right just even".split())
 _CONJUNCTIONS = frozenset("and or".split())
 # words that open a clause of their own ("moved to Boston after she left Sweden")
 _SUBORDINATE = frozenset(
@@ -175,7 +178,7 @@ def _sides(tokens: list[str], stems: list[str]) -> list[str]:
     A word that opens, joins or ends a reach stands on none ("")."""
     marks: list[str] = []
     neg = joined = prefer = False
-    side = 0
+    side = seen = 0
     prev = ""
     for tok in tokens:
         if tok in _CLAUSE_MARKS:  # the clause ends
@@ -191,6 +194,8 @@ def _sides(tokens: list[str], stems: list[str]) -> list[str]:
             neg, joined = True, False
         elif w in _CONJUNCTIONS:
             joined = joined or neg
+        elif w == "then" and prev not in _THEN_AS_TIME and seen > 1:
+            side += 1  # what came first and what came next ("painted, then hiked")
         elif (
             w in ("than", "over", "vs")
             or (w == "of" and prev == "instead")
@@ -205,6 +210,7 @@ def _sides(tokens: list[str], stems: list[str]) -> list[str]:
             prefer = prefer or stems[len(marks)] == "prefer"
         marks.append(mark)
         prev = w
+        seen += w not in _FILLER  # "she then moved": no event before it yet
     return marks
 
 
