@@ -51,6 +51,23 @@ def _report(result: dict[str, Any], json_out: bool) -> None:
     err_console.print(f"run {result['run_id']}: {result['status']}; receipt: {result['receipt']}")
 
 
+def _inferred_hint(db: MemoryStore, actor: str, subject: str) -> str:
+    """Erase by subject reads only subjects a person gave; where memlife inferred this one
+    (what `hold place --subject` also counts), say which records, so that an operator
+    erasing a person's data is not told "nothing" while their records stay."""
+    from memlife.holds import subject_ids
+
+    inferred = subject_ids(db, actor, subject)
+    if not inferred:
+        return ""
+    shown = ", ".join(sorted(inferred)[:10]) + (", ..." if len(inferred) > 10 else "")
+    return (
+        f" (no record of actor {actor} was given subject {subject!r}; {len(inferred)} "
+        f"carry it as an inferred subject, which erase does not read: {shown}; erase "
+        "them with --id after checking)"
+    )
+
+
 def _erase_preview(
     db: MemoryStore, actor: str | None, subject: str | None, ids: Sequence[str], pending: bool
 ) -> dict[str, str]:
@@ -124,10 +141,11 @@ def register(app: typer.Typer) -> None:
             db.close()
             raise fail(str(exc)) from None
         if not ids_why and (subject or ids):  # no run, no receipt for nothing (README: exit 1)
+            hint = _inferred_hint(db, actor, subject) if subject and actor else ""
             db.close()
             if json_out:
                 preview("erase", [], json_out, {})
-            raise fail("nothing matched: no record would be erased or deferred", 1)
+            raise fail(f"nothing matched: no record would be erased or deferred{hint}", 1)
         if not yes:  # a preview: nothing changed
             db.close()
             preview("erase", list(ids_why), json_out, ids_why)
