@@ -98,7 +98,7 @@ class ErasurePlan:
 
 def plan_erasure(
     store: MemoryStore, actor_id: str, *, subject: str | None = None, ids: Sequence[str] = (),
-    erased_earlier: bool = False,
+    erased_earlier: bool = False, still_held: Sequence[str] = (),
 ) -> ErasurePlan:  # fmt: skip
     """Requested records and every copy of their text, to a fixpoint:
 
@@ -119,6 +119,10 @@ def plan_erasure(
     deferred as derived (a tainted or pinned replacement, a source) is decided again from
     what was erased, never taken for a request of its own (which would erase the kept
     sources a replacement was to be rebuilt from).
+
+    ``still_held``: requested records whose erasure a hold still defers. What they reach
+    counts as reached (a copy of their text whose own hold was lifted goes now), while they
+    stay out of the plan: their deferral stands.
     """
     if not subject and not ids and not erased_earlier:
         raise EraseError("name a --subject or at least one --id")
@@ -150,6 +154,9 @@ def plan_erasure(
             while gid in by_id:
                 gid += "#erased"
             why[gid], texts[gid] = ERASED_EARLIER, keys
+    for rid in still_held:
+        if rid in by_id and rid not in why:
+            why[rid] = STILL_HELD
     withdrawn: set[str] = set()
     changed = bool(why)
     while changed:  # to a fixpoint
@@ -163,8 +170,8 @@ def plan_erasure(
                 why[r.id] = code
                 withdrawn |= {r.id} if code == "WITHDRAWN_REPLACEMENT" else set()
                 changed = True
-    plan = ErasurePlan([by_id[i] for i in sorted(why) if i in by_id],
-                       {i: w for i, w in why.items() if i in by_id})  # fmt: skip
+    planned = {i: w for i, w in why.items() if i in by_id and w != STILL_HELD}
+    plan = ErasurePlan([by_id[i] for i in sorted(planned)], planned)
     erased_keys = set().union(*(texts[i] for i in why)) if why else set()
     for r in records:
         sup = set(r.provenance.supersedes)
@@ -241,6 +248,7 @@ def _rule(
 
 
 ERASED_EARLIER = "ERASED_EARLIER"  # a tombstoned record, as plan_erasure's erased_earlier reads it
+STILL_HELD = "STILL_HELD"  # a requested record a hold still defers, as plan_erasure reads it
 # what a pending erasure was deferred as, when it was asked for (not derived): planned as a
 # request once released; any other reason is derived again from what was erased
 REQUESTED = frozenset({"ERASURE_REQUEST", "HOLD_RELEASED"})
@@ -479,18 +487,24 @@ def _select(
         plan = plan_erasure(store, actor_id, subject=subject, ids=ids)
     released: dict[str, list[str]] = {}
     requested: dict[str, list[str]] = {}
+    held: dict[str, list[str]] = {}  # requests a hold still defers: what they reach goes
     if pending:
         journal = open_journal(store)
         for p in pending_erasures(store, actor_id):
             r = store.get(p["record_id"])
-            if r is None or not _is_its_record(r, p) or r.id in plan.why or r.held:
+            if r is None or not _is_its_record(r, p) or r.id in plan.why:
+                continue
+            if r.held:
+                if deferred_as(journal, p) in REQUESTED:
+                    held.setdefault(r.actor_id, []).append(r.id)
                 continue
             released.setdefault(r.actor_id, []).append(r.id)
             if deferred_as(journal, p) in REQUESTED:
                 requested.setdefault(r.actor_id, []).append(r.id)
     for actor in sorted(released):
         asked = requested.get(actor, [])
-        more = plan_erasure(store, actor, ids=asked, erased_earlier=True)
+        more = plan_erasure(store, actor, ids=asked, erased_earlier=True,
+                            still_held=held.get(actor, []))  # fmt: skip
         more.why.update({i: "HOLD_RELEASED" for i in asked})
         plan = _merge(plan, more)
     return plan, [i for rids in released.values() for i in rids]

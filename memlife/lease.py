@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import functools
 import logging
+import math
 import os
 import socket
 import threading
@@ -243,7 +244,10 @@ class DynamoBackend:
     def _lease(self, owner: str, span: timedelta) -> Any:
         from memlife.state.lease import DynamoLease
 
-        return DynamoLease(self.state, self.store, owner, ttl_s=max(1, int(span.total_seconds())))
+        # rounded up: a taker watches half the TTL the item names, which must not be shorter
+        # than the third of its own TTL the holder trusts a renewal for
+        ttl_s = max(1, math.ceil(span.total_seconds()))
+        return DynamoLease(self.state, self.store, owner, ttl_s=ttl_s)
 
     def lease_acquire(self, name: str, owner: str, run_id: str, purpose: str, now: datetime,
                       expires: datetime, takeover: str | None = None,
@@ -283,7 +287,7 @@ def acquire(backend: LeaseBackend, run_id: str, purpose: str, store: str | None 
             if held is not None:  # this process holds it already (erase inside hold release)
                 held.depth += 1
                 return held
-        now = utcnow()
+        now, asked = utcnow(), time.monotonic()  # trusted from the asking, not the answer
         span = ttl()
         ok, other = backend.lease_acquire(NAME, OWNER, run_id, purpose, now, now + span)
         if not ok and other and _dead_here(other.get("owner", "")):
@@ -293,7 +297,8 @@ def acquire(backend: LeaseBackend, run_id: str, purpose: str, store: str | None 
                                               takeover=other["owner"])  # fmt: skip
         if not ok:
             raise LeaseHeld(other or {})
-        lease = Lease(backend, run_id, purpose, span, key=key, taken_over=other, store=store)
+        lease = Lease(backend, run_id, purpose, span, key=key, taken_over=other, store=store,
+                      _confirmed=asked)  # fmt: skip
         lease._thread = threading.Thread(target=lease._beat, name="memlife-lease", daemon=True)
         lease._thread.start()
         with _HELD_LOCK:

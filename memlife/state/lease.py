@@ -29,6 +29,7 @@ from memlife.state.dynamodb import DynamoState, Key, is_conditional_failure, key
 
 log = logging.getLogger(__name__)
 _REFUSED = object()  # a conditional put the lease's state refused
+MAX_TTL_S = 86_400  # the longest lease memlife writes (settings: MEMLIFE_LEASE_TTL_SECONDS)
 
 
 def _iso(ts: float) -> str:
@@ -97,6 +98,7 @@ class DynamoLease:
         """Wait half the holder's TTL on our own clock; return the condition that takes the
         lease only if nobody renewed it meanwhile (the same holder, beat and expiry)."""
         holder_ttl = float(seen.get("ttl_s", {}).get("N", str(self.ttl_s)))
+        holder_ttl = min(holder_ttl, float(MAX_TTL_S))  # a foreign item's: at most a day
         log.info("lease of %s looks expired on this clock: watching its beat for %.0fs before "
                  "taking it over", self.store, max(0.0, holder_ttl / 2))  # fmt: skip
         time.sleep(max(0.0, holder_ttl / 2))
