@@ -85,7 +85,8 @@ INVENTED = " The user also owes money to loan sharks in Zurich."
 RECORD = re.compile(r'<(memory_\w+) id="([^"]+)"[^>]*>\n(.*?)\n</\1>', re.S)
 FAITHFUL = ("faithful", "dup_ids")
 KINDS = (
-    *FAITHFUL, "ungrounded", "numbers", "other_id", "unknown_id", "held_id", "empty",
+    *FAITHFUL, "ungrounded", "numbers", "other_id", "unknown_id", "held_id", "other_outdated",
+    "unknown_outdated", "empty",
     "blank", "long", "erased_text", "other_text", "invalid_json", "wrong_schema",
     "text_only", "wrong_tool", "two_calls", "max_tokens", "refusal", "end_turn",
     "http_429", "http_500", "http_529", "http_400", "error_200",
@@ -222,6 +223,9 @@ class ConsolidationMachine(RuleBasedStateMachine):
         if kind in ("other_id", "unknown_id", "held_id"):
             extra = {"other_id": other_ids[:1], "held_id": my_held[:1]}.get(kind) or ["zz-404"]
             return _tool({**out, "source_ids": keep + extra}), newest
+        if kind in ("other_outdated", "unknown_outdated"):  # an id to retire, not its group's
+            extra = (other_ids[:1] if kind == "other_outdated" else []) or ["zz-404"]
+            return _tool({**out, "relation": "update", "outdated_ids": old + extra}), newest
         if kind == "empty":
             return said("")
         if kind == "blank":

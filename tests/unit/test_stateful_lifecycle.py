@@ -1,7 +1,8 @@
 """Stateful (model-based) test of the nightly lifecycle on the embedded SQLite store, session 40.
 
 The machine models two tenants (actors ``t1``, ``t2``), each with an enforced namespace
-(``/users/A/facts``) and a rollout-only one (``/users/A/notes``), and interleaves what users
+(``/users/A/facts``) and a rollout-only one (``/users/A/notes``), one enforced namespace
+both write to (``/users/shared/facts``), and interleaves what users
 do between nights with the nightly run itself (local engine, offline extractive
 consolidator, an injected cutoff; a policy copy with ``gate.required: false`` so the night
 consolidates and deletes without an evaluation set).
@@ -9,7 +10,9 @@ consolidates and deletes without an evaluation set).
 Rules: import a record (JSONL, ``import_file``; some hard-expired by ``expires_at``, some
 expiring later, some without a subject), remember a fact (``LongTermMemory.remember``;
 facts are near-duplicates of each other by subject), restate a stored record's exact text,
-online forget (possibly asked as the other tenant), place and release a legal hold
+online forget (possibly asked as the other tenant), import a copy of a stored record's
+text under a new id, import a hard-expired record and hold it at once, place and release a
+legal hold
 (``holds.place_hold``, ``erase.release_hold``), erase a record by id (``erase.erase``), an
 apply night, a dry run, a rerun of the same night, advance the clock.
 
@@ -40,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -58,7 +61,9 @@ T0 = datetime(2022, 1, 3, 12, tzinfo=UTC)
 LATEST = datetime(2026, 1, 1, tzinfo=UTC)  # remember refuses a time past the wall clock
 LIVE_ENDS = (Status.active.value, Status.pending_delete.value, Status.quarantined.value)
 ACTORS = ("t1", "t2")
-KINDS = ("facts", "notes")  # facts: deletion enforced (default policy); notes: rollout only
+# facts: deletion enforced (default policy); notes: rollout only; shared: one namespace both
+# tenants write to (a reader that drops the actor and keeps the namespace mixes them)
+KINDS = ("facts", "notes", "shared")
 FACTS = (
     ("city", "{a} lives in Paris"),
     ("city", "{a} lives in Paris now"),
@@ -69,6 +74,7 @@ FACTS = (
 )
 KEYS = ("MEMLIFE_HOME", "MEMLIFE_STORE", "MEMLIFE_RECEIPTS", "ANTHROPIC_API_KEY")
 EXAMPLES = int(os.environ.get("MEMLIFE_STATEFUL_EXAMPLES", "6"))
+NOSHRINK = bool(os.environ.get("MEMLIFE_STATEFUL_NOSHRINK"))  # a mutation hunt: no shrinking
 DELETED = ("delete", "purge", "erase")
 AUDIT = """
 CREATE TABLE IF NOT EXISTS t40_supersedes (record_id TEXT, replaced_by TEXT, repl_status TEXT,
@@ -90,7 +96,7 @@ END;
 
 
 def ns_of(actor: str, kind: str) -> str:
-    return f"/users/{actor}/{kind}"
+    return "/users/shared/facts" if kind == "shared" else f"/users/{actor}/{kind}"
 
 
 def dump(db: Path, skip: tuple[str, ...] = ()) -> dict[str, list[tuple[Any, ...]]]:
@@ -213,6 +219,17 @@ class Lifecycle(RuleBasedStateMachine):
         self.changed()
 
     @rule(actor=st.sampled_from(ACTORS), kind=st.sampled_from(KINDS), fact=st.integers(0, 5))
+    def import_held_expired(self, actor: str, kind: str, fact: int) -> None:
+        """A record held after its expiry passed (litigation on old data): a night must keep
+        it (DELETE_DEFERRED). Picked at random, a held record is rarely an expired one."""
+        self.import_record(actor, kind, fact, -1, 3)
+        rid = f"{actor}-i{self.serial}"
+        with SqliteStore(self.db) as store:
+            place_hold(store, ids=[rid], actor=actor, now=self.at())
+        self.held.setdefault(rid, self.records()[rid])
+        self.changed()
+
+    @rule(actor=st.sampled_from(ACTORS), kind=st.sampled_from(KINDS), fact=st.integers(0, 5))
     def remember(self, actor: str, kind: str, fact: int) -> None:
         subject, content = self.text(actor, fact)
         with SqliteStore(self.db) as store:
@@ -239,6 +256,24 @@ class Lifecycle(RuleBasedStateMachine):
                 assert exc.code == "ERASED_CONTENT" and rid in self.deferred, exc.code
             finally:
                 mem.close()
+        self.changed()
+
+    @rule(n=st.integers(0, 99), kind=st.sampled_from(KINDS))
+    def import_copy(self, n: int, kind: str) -> None:
+        """An import brings a stored record's exact words back under a new id (an import
+        does not merge with what is stored): an erasure of either must take both."""
+        rid = self.pick(n)
+        if rid is None:
+            return
+        actor, content = self.known[rid][0], self.records()[rid]["content"]
+        self.serial += 1
+        line = good(f"{actor}-c{self.serial}", actor_id=actor, namespace=ns_of(actor, kind),
+                    content=content, created_at=self.now.isoformat(),
+                    last_verified_at=self.now.isoformat())  # fmt: skip
+        src = self.home / "in.jsonl"
+        src.write_text(json.dumps(line) + "\n")
+        with SqliteStore(self.db) as store:
+            import_file(store, src, now=self.at())  # refused when the text was erased
         self.changed()
 
     @rule(n=st.integers(0, 99), as_other=st.booleans())
@@ -384,7 +419,7 @@ class Lifecycle(RuleBasedStateMachine):
     def supersedes_point_to_active_replacements(self) -> None:
         now = self.records()
         for rid, r in now.items():
-            assert r["namespace"].startswith(f"/users/{r['actor_id']}/"), f"{rid} misfiled"
+            assert r["namespace"] in {ns_of(r["actor_id"], k) for k in KINDS}, f"{rid} misfiled"
             for src in r["provenance"]["supersedes"]:
                 if src in self.known:
                     assert self.known[src][:2] == (r["actor_id"], r["namespace"]), rid
@@ -464,6 +499,16 @@ Lifecycle.TestCase.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
     derandomize=True,
+    phases=[p for p in Phase if p is not Phase.shrink or not NOSHRINK],
 )
 TestLifecycle = Lifecycle.TestCase
+
+
+@pytest.fixture(autouse=True)
+def _knobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The size knobs are read at import; memlife refuses unknown MEMLIFE_ settings."""
+    for var in ("MEMLIFE_STATEFUL_EXAMPLES", "MEMLIFE_STATEFUL_NOSHRINK"):
+        monkeypatch.delenv(var, raising=False)
+
+
 pytestmark = pytest.mark.filterwarnings("ignore")
