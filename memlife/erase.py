@@ -94,6 +94,9 @@ class ErasurePlan:
     rebuild: list[MemoryRecord] = field(default_factory=list)  # new version, same id
     reactivate: list[MemoryRecord] = field(default_factory=list)
     old_shas: set[str] = field(default_factory=set)  # hashes rebuilding replaces (caches go)
+    # requests a hold still defers (plan_erasure's still_held): not planned, yet they pin
+    # what they point to, as the held targets do (_split_held)
+    still_held: list[MemoryRecord] = field(default_factory=list)
 
 
 def plan_erasure(
@@ -172,6 +175,7 @@ def plan_erasure(
                 changed = True
     planned = {i: w for i, w in why.items() if i in by_id and w != STILL_HELD}
     plan = ErasurePlan([by_id[i] for i in sorted(planned)], planned)
+    plan.still_held = [by_id[i] for i in sorted(why) if i in by_id and why[i] == STILL_HELD]
     erased_keys = set().union(*(texts[i] for i in why)) if why else set()
     for r in records:
         sup = set(r.provenance.supersedes)
@@ -435,7 +439,7 @@ def _split_held(plan: ErasurePlan) -> tuple[list[MemoryRecord], list[MemoryRecor
     held = [r for r in plan.targets if r.held]
     # held superseded records: targets, and kept sources of a withdrawn replacement (never
     # reactivated while held: that would rewrite them)
-    staying = [*held, *(r for r in plan.reactivate if r.held)]
+    staying = [*held, *(r for r in plan.reactivate if r.held), *plan.still_held]
     pinned = {r.provenance.replaced_by for r in staying if r.status is Status.superseded}
     free = []
     for r in plan.targets:
@@ -457,8 +461,10 @@ def _merge(a: ErasurePlan, b: ErasurePlan) -> ErasurePlan:
     by_id = {r.id: r for r in [*b.targets, *a.targets]}
     rebuild = {r.id: r for r in [*a.rebuild, *b.rebuild] if r.id not in why}
     react = {r.id: r for r in [*a.reactivate, *b.reactivate] if r.id not in why}
+    still = {r.id: r for r in [*a.still_held, *b.still_held] if r.id not in why}
     return ErasurePlan([by_id[i] for i in sorted(why)], why, list(rebuild.values()),
-                       list(react.values()), a.old_shas | b.old_shas)  # fmt: skip
+                       list(react.values()), a.old_shas | b.old_shas,
+                       list(still.values()))  # fmt: skip
 
 
 def _is_its_record(r: MemoryRecord | None, row: dict[str, Any]) -> bool:

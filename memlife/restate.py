@@ -31,7 +31,8 @@ content words once filler (articles, "and", "very") is set aside and inflection 
   peanuts, not shellfish and crab" "allergic to peanuts and crab, not shellfish"). A
   comparison (than, over, vs, versus, instead of, as opposed to, compared to/with, and to
   after prefer: "prefers tea to coffee", "more ... than", "rather than"), and a "then"
-  after an event (not "back then", "since then": session 40), puts the words
+  after an event (not "back then", "since then", "was then": session 40; a sequence of
+  them goes on past a comma: "ate, then swam, then read"), puts the words
   after it, to the end of the clause, on its other side: "prefers tea to coffee" is not
   "prefers coffee to tea". "Don't" and "dont" are "do not", "noone" "no one", "versus" and
   "vs." "vs";
@@ -53,7 +54,9 @@ content words once filler (articles, "and", "very") is set aside and inflection 
   cats" is not "cats chase dogs": a subject and object with no name or article to mark
   them; a list at either end pairs each of its items, session 40: "cats and dogs hate
   mice" is not "mice hate cats and dogs"; and the subject with the word before the last,
-  "sister owes brother money" is not "brother owes sister money"), nor the words either side of a preposition ("replaced tea with coffee" is not
+  or before a preposition or trailing time word, "sister owes brother money" is not
+  "brother owes sister money", nor "mom sent dad flowers yesterday" "dad sent mom flowers
+  yesterday"), nor the words either side of a preposition ("replaced tea with coffee" is not
   "replaced coffee with tea", "puts cups on plates" not "puts plates on cups"). Only a swap counts: a clause whose words
   merely move ("every morning she drinks coffee" / "she drinks coffee every morning") is
   read as before.
@@ -107,7 +110,10 @@ _CEASE = frozenset(("quit", "stop"))  # stems: "quit smoking", "stopped drinking
 _COMPARED = frozenset(("compared", "compare", "comparing", "comparison"))
 _CLAUSE_ENDS = frozenset("but although though whereas however".split())
 # "then" orders two events ("painted, then hiked"), except as a time ("back then")
-_THEN_AS_TIME = frozenset("back since until till by from right just even".split())
+_THEN_AS_TIME = frozenset(
+    "back since until till by from right just even was were is are am had has have did do "
+    "does been be".split()
+)  # ("she was then living in Paris": a time, as "back then")
 _CONJUNCTIONS = frozenset("and or".split())
 # words that open a clause of their own ("moved to Boston after she left Sweden")
 _SUBORDINATE = frozenset(
@@ -178,24 +184,26 @@ def _sides(tokens: list[str], stems: list[str]) -> list[str]:
     A word that opens, joins or ends a reach stands on none ("")."""
     marks: list[str] = []
     neg = joined = prefer = False
-    side = seen = 0
+    side = seen = thens = 0
     prev = ""
     for tok in tokens:
-        if tok in _CLAUSE_MARKS:  # the clause ends
+        if tok in _CLAUSE_MARKS:  # the clause ends (a sequence of events goes on past a ",")
             neg = joined = prefer = False
-            side = 0
+            thens = thens if tok == "," else 0
+            side = thens
             continue
         w = tok.casefold()
         mark = ""
         if w in _CLAUSE_ENDS:
             neg = joined = prefer = False
-            side = 0
+            side = thens
         elif w in _NEGATIONS or stems[len(marks)] in _CEASE:
             neg, joined = True, False
         elif w in _CONJUNCTIONS:
             joined = joined or neg
         elif w == "then" and prev not in _THEN_AS_TIME and seen > 1:
-            side += 1  # what came first and what came next ("painted, then hiked")
+            thens += 1  # what came first and what came next ("painted, then hiked")
+            side = max(side + 1, thens)
         elif (
             w in ("than", "over", "vs")
             or (w == "of" and prev == "instead")
@@ -269,16 +277,19 @@ def _shape(text: str) -> Shape:
             if not joined[c[k]]:
                 break
             tail.append(c[k - 1])
-        ends |= {(marked[h], marked[t]) for h in head for t in tail}
-        # two objects with no marker ("sister owes brother money"): the subject and the word
-        # before the last, unless that is the subject's neighbour ("I only drink tea") or
-        # a preposition ("moved to Lisbon in spring")
-        if len(c) > len(head) + len(tail) + 1:
-            second = c[-len(tail) - 1]
-            if second != c[len(head)] and folded[second] not in _LINKS | _TRAILING:
-                ends |= {(marked[h], marked[second]) for h in head}
-        ends |= {(marked[h], marked[c[k - 1]]) for h in head for k in range(2, len(c))
-                 if folded[c[k]] in _LINKS or folded[c[k]] in _TRAILING}  # fmt: skip
+        # the clause's end, and each end before a link or a trailing time word ("mom helps
+        # dad at work", "mom sent dad flowers yesterday"), pairs with the subject, and so
+        # does the word before that end's item: two objects with no marker ("sister owes
+        # brother money"), unless that word is a preposition ("moved to Lisbon in spring")
+        # ("I only drink tea": a clause too short for a second object)
+        cuts = [(len(c), tail)] + [(k, [c[k - 1]]) for k in range(2, len(c))
+                                   if folded[c[k]] in _LINKS or folded[c[k]] in _TRAILING]  # fmt: skip
+        for e, items in cuts:
+            ends |= {(marked[h], marked[t]) for h in head for t in items}
+            if e > len(head) + len(items) + 1:
+                second = c[e - len(items) - 1]
+                if folded[second] not in _LINKS | _TRAILING:
+                    ends |= {(marked[h], marked[second]) for h in head}
     # (not where the word before is itself a preposition's: "a fan of jazz and of blues")
     links = {(marked[keep[j - 1]], marked[keep[j + 1]])
              for j in range(1, len(keep) - 1) if folded[keep[j]] in _LINKS

@@ -106,7 +106,12 @@ class DynamoLease:
         beat = "attribute_not_exists(beat)"  # a lease written before beats were counted
         if "beat" in seen:
             beat, values[":beat"] = "beat = :beat", seen["beat"]
-        return f"holder = :them AND expires_at = :exp AND {beat}", values
+        # the same take too: a process's leases share a holder name and a second's expiry,
+        # and a lease given back and taken again meanwhile starts its beat at 0 again
+        took = "attribute_not_exists(acquired_at)"
+        if "acquired_at" in seen:
+            took, values[":took"] = "acquired_at = :took", seen["acquired_at"]
+        return f"holder = :them AND expires_at = :exp AND {beat} AND {took}", values
 
     def _put(self, run_id: str, purpose: str, condition: str, values: dict[str, Any]) -> Any:
         """Write the lease as ours if ``condition`` holds: the old item (or None), or _REFUSED."""
