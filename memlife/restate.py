@@ -133,9 +133,10 @@ _LINKS = frozenset(
 # a word that ends what a clause's subject does to its object ("dogs chase cats daily")
 _TRAILING = frozenset(
     "daily weekly monthly yearly nightly yesterday today tomorrow tonight now often always "
-    "usually sometimes every again recently lately".split()
+    "usually sometimes every again recently lately then".split()
 )
 _POSSESSIVE = frozenset("my your his her its our their".split())  # keeps its noun's owner
+_FRONTED = _LINKS | _TRAILING | {"back"}  # a clause's first word that is not its subject
 _DETERMINERS = frozenset("the a an my your his her its our their this that these those".split())
 # each clause's words (None: one clause, or a part of one word)
 Clauses = tuple[tuple[str, ...], ...] | None
@@ -265,8 +266,8 @@ def _shape(text: str) -> Shape:
     joined = _joined(tokens, folded)
     ends = set()
     for c in [[int(x) for x in part] for part in cut] if cut else [keep]:
-        if not c:
-            continue
+        if not c or folded[c[0]] in _FRONTED:
+            continue  # a clause opened by a time or a place ("back then she lived in Paris")
         # a list at either end ("cats and dogs hate mice") pairs each of its items
         head, tail = [c[0]], [c[-1]]
         for k in range(1, len(c)):
