@@ -266,8 +266,12 @@ def _shape(text: str) -> Shape:
     joined = _joined(tokens, folded)
     ends = set()
     for c in [[int(x) for x in part] for part in cut] if cut else [keep]:
-        if not c or folded[c[0]] in _FRONTED:
-            continue  # a clause opened by a time or a place ("back then she lived in Paris")
+        # a clause opened by a time or a place ("back then she lived in Paris", "in 2020
+        # dogs chased cats"): its subject comes after it
+        while len(c) > 2 and folded[c[0]] in _FRONTED:
+            c = c[2:] if folded[c[0]] in _LINKS or folded[c[0]] == "every" else c[1:]
+        if not c:
+            continue
         # a list at either end ("cats and dogs hate mice") pairs each of its items
         head, tail = [c[0]], [c[-1]]
         for k in range(1, len(c)):

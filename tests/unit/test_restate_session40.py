@@ -48,3 +48,31 @@ def test_then_as_a_time_or_before_any_event_still_restates(a: str, b: str) -> No
     """Attacks ``_THEN_AS_TIME`` and ``seen > 1`` in ``memlife/restate.py::_sides``: "back
     then", "since then", and a "then" with no event before it order nothing."""
     assert _both(a, b)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("She lived in Paris back then.", "Back then she lived in Paris."),
+        ("Yesterday mom sent dad flowers.", "Mom sent dad flowers yesterday."),
+        ("Every morning she drinks coffee.", "She drinks coffee every morning."),
+        ("In spring moved to Lisbon.", "Moved to Lisbon in spring."),
+    ],
+)
+def test_a_time_or_place_moved_to_the_front_still_restates(a: str, b: str) -> None:
+    """Attacks ``_FRONTED`` in ``memlife/restate.py::_shape``: a clause opened by a time or
+    a place reads its subject after it, so the phrase may stand at either end."""
+    assert _both(a, b)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("Yesterday mom sent dad flowers.", "Yesterday dad sent mom flowers."),
+        ("In 2020 dogs chased cats.", "In 2020 cats chased dogs."),
+    ],
+)
+def test_a_trade_behind_a_fronted_time_is_another_statement(a: str, b: str) -> None:
+    """Attacks the loop that steps past a fronted phrase in ``memlife/restate.py::_shape``:
+    the subject and objects after it are paired as in any clause."""
+    assert _neither(a, b)
