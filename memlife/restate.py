@@ -136,7 +136,8 @@ _TRAILING = frozenset(
     "usually sometimes every again recently lately then".split()
 )
 _POSSESSIVE = frozenset("my your his her its our their".split())  # keeps its noun's owner
-_FRONTED = _LINKS | _TRAILING | {"back"}  # a clause's first word that is not its subject
+_PART_ENDS = _LINKS | _TRAILING  # a word that ends what a subject does ("at work", "daily")
+_FRONTED = _PART_ENDS | {"back"}  # a clause's first word that is not its subject
 _DETERMINERS = frozenset("the a an my your his her its our their this that these those".split())
 # each clause's words (None: one clause, or a part of one word)
 Clauses = tuple[tuple[str, ...], ...] | None
@@ -288,12 +289,12 @@ def _shape(text: str) -> Shape:
         # brother money"), unless that word is a preposition ("moved to Lisbon in spring")
         # ("I only drink tea": a clause too short for a second object)
         cuts = [(len(c), tail)] + [(k, [c[k - 1]]) for k in range(2, len(c))
-                                   if folded[c[k]] in _LINKS or folded[c[k]] in _TRAILING]  # fmt: skip
+                                   if folded[c[k]] in _PART_ENDS]  # fmt: skip
         for e, items in cuts:
             ends |= {(marked[h], marked[t]) for h in head for t in items}
             if e > len(head) + len(items) + 1:
                 second = c[e - len(items) - 1]
-                if folded[second] not in _LINKS | _TRAILING:
+                if folded[second] not in _PART_ENDS:
                     ends |= {(marked[h], marked[second]) for h in head}
     # (not where the word before is itself a preposition's: "a fan of jazz and of blues")
     links = {(marked[keep[j - 1]], marked[keep[j + 1]])

@@ -76,7 +76,7 @@ class DynamoLease:
         A lease that looks expired costs a watch of half its holder's TTL (_watch)."""
         free = "attribute_not_exists(pk) OR holder = :me"
         for _ in range(3):  # the lease changed hands while we looked: look again
-            old = self._put(run_id, purpose, free, {})
+            old = self._put(run_id, purpose, free, {":me": {"S": self.holder}})
             if old is not _REFUSED:
                 return None  # free, or ours already (a resumed holder)
             seen = self.state.get(self._key())
@@ -126,8 +126,6 @@ class DynamoLease:
             "ttl_s": {"N": str(self.ttl_s)},
             "beat": {"N": "0"},
         }
-        if ":me" in condition:
-            values = {**values, ":me": {"S": self.holder}}
         try:
             return self.state.ddb.put_item(
                 TableName=self.state.table,

@@ -16,22 +16,15 @@ import pytest
 import memlife.state.lease as dynamo_lease_mod
 from memlife.erase import erase, pending_erasures, plan_erasure, release_hold
 from memlife.model import RetentionClass, Status
-from memlife.restate import restates
 from memlife.state.dynamodb import DynamoState
 from memlife.state.lease import DynamoLease, LeaseHeld
 from memlife.stores.sqlite import SqliteStore
 from tests.support.aws_state import aws_state
+from tests.support.restating import both as _both
+from tests.support.restating import neither as _neither
 from tests.unit.test_erase import NOW, rec
 
 STORE = "agentcore://mem-40e@us-east-1"
-
-
-def _neither(a: str, b: str) -> bool:
-    return not restates(a, b) and not restates(b, a)
-
-
-def _both(a: str, b: str) -> bool:
-    return restates(a, b) and restates(b, a)
 
 
 # -- restate: a list at either end of a clause ---------------------------------------------

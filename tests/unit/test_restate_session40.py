@@ -8,15 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from memlife.restate import restates
-
-
-def _neither(a: str, b: str) -> bool:
-    return not restates(a, b) and not restates(b, a)
-
-
-def _both(a: str, b: str) -> bool:
-    return restates(a, b) and restates(b, a)
+from tests.support.restating import both as _both
+from tests.support.restating import neither as _neither
 
 
 @pytest.mark.parametrize(
