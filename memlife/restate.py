@@ -53,11 +53,15 @@ content words once filler (articles, "and", "very") is set aside and inflection 
 - no two words traded (session 39): the first and last words of a clause ("dogs chase
   cats" is not "cats chase dogs": a subject and object with no name or article to mark
   them; a list at either end pairs each of its items, session 40: "cats and dogs hate
-  mice" is not "mice hate cats and dogs"; and the subject with the word before the last,
-  or before a preposition or trailing time word, "sister owes brother money" is not
+  mice" is not "mice hate cats and dogs", an item a determiner opens counted whole, session
+  41: "Jon and his old friend met Gina" is not "Jon and Gina met his old friend"; and the
+  subject with the word before the last, or before a preposition or trailing time word,
+  "sister owes brother money" is not
   "brother owes sister money", nor "mom sent dad flowers yesterday" "dad sent mom flowers
   yesterday"), nor the words either side of a preposition ("replaced tea with coffee" is not
-  "replaced coffee with tea", "puts cups on plates" not "puts plates on cups"). Only a swap counts: a clause whose words
+  "replaced coffee with tea", "puts cups on plates" not "puts plates on cups"), nor two
+  words after a subject a relative clause restricts (session 41: "kids who love dogs fear
+  cats" is not "kids who love cats fear dogs"). Only a swap counts: a clause whose words
   merely move ("every morning she drinks coffee" / "she drinks coffee every morning") is
   read as before.
 Rewordings with other words are not merged on this rule: a missed merge, never a lost
@@ -120,6 +124,7 @@ _SUBORDINATE = frozenset(
     "after before because since until when while who whom whose which where if unless".split()
 )
 _PRONOUNS = frozenset("he she they it we you".split())  # a later clause's subject
+_RELATIVE = frozenset("who whom whose which that".split())  # "kids who love dogs"
 # a preposition whose object has a role a list never blurs: "from tea to coffee" is not
 # "from coffee to tea" ("to" pairs only beside a "from": "allergic to peanuts and
 # shellfish" lists in any order)
@@ -273,12 +278,13 @@ def _shape(text: str) -> Shape:
             c = c[2:] if folded[c[0]] in _LINKS or folded[c[0]] == "every" else c[1:]
         if not c:
             continue
+        # a subject a relative clause restricts ("kids who love dogs fear cats"): which
+        # verb each later word belongs to is read from their order alone, so every two
+        # words after the subject keep theirs (session 41)
+        if len(c) > 2 and any(folded[i] in _RELATIVE for i in range(c[0] + 1, c[1] + 1)):
+            ends |= {(marked[x], marked[y]) for k, x in enumerate(c[1:], 1) for y in c[k + 1 :]}
         # a list at either end ("cats and dogs hate mice") pairs each of its items
-        head, tail = [c[0]], [c[-1]]
-        for k in range(1, len(c)):
-            if not joined[c[k]]:
-                break
-            head.append(c[k])
+        head, tail = _head_list(c, folded, joined), [c[-1]]
         for k in range(len(c) - 1, 0, -1):
             if not joined[c[k]]:
                 break
@@ -302,6 +308,35 @@ def _shape(text: str) -> Shape:
              and (j < 2 or folded[keep[j - 2]] not in _LINKS)}  # fmt: skip
     pairs = frozenset(p for p in ends | links if p[0] != p[1])
     return frozenset(placed.items()), names, after, frozenset(numbers.items()), clauses, pairs
+
+
+def _item_end(c: list[int], k: int, folded: list[str], joined: list[bool], limit: int) -> int:
+    """Where the list item opening at ``c[k]`` ends: one word, or up to three where a
+    determiner opens it ("his old friend", "the old friend"), short of ``limit``, a link,
+    a trailing time word and the next item (session 41: "Jon and his old friend met Gina"
+    is not "Jon and Gina met his old friend")."""
+    own = folded[c[k]] in _DETERMINERS  # "his" is kept; "the" is filler, read before it
+    if not own and (c[k] == 0 or folded[c[k] - 1] not in _DETERMINERS):
+        return k + 1
+    end = k + 1
+    while (
+        end < min(k + (3 if own else 2), limit)
+        and not joined[c[end]]
+        and folded[c[end]] not in _PART_ENDS
+    ):
+        end += 1
+    return end
+
+
+def _head_list(c: list[int], folded: list[str], joined: list[bool]) -> list[int]:
+    """The words of the list a clause opens with (its first word where it opens none),
+    each item whole, a verb and an object left after it. (An item of several words at a
+    clause's end, or a list's first, is a part of its own: ``_clauses``.)"""
+    head, end = [c[0]], 1
+    while end < len(c) and joined[c[end]]:
+        k, end = end, _item_end(c, end, folded, joined, len(c) - 2)
+        head += c[k:end]
+    return head
 
 
 def _joined(tokens: list[str], folded: list[str]) -> list[bool]:
