@@ -63,9 +63,18 @@ def _inferred_hint(db: MemoryStore, actor: str, subject: str) -> str:
     shown = ", ".join(sorted(inferred)[:10]) + (", ..." if len(inferred) > 10 else "")
     return (
         f" (no record of actor {actor} was given subject {subject!r}; {len(inferred)} "
-        f"carry it as an inferred subject, which erase does not read: {shown}; erase "
-        "them with --id after checking)"
+        f"carry it as an inferred subject, which erase reads only with --inferred: {shown}; "
+        "check them (the preview, without --yes), then erase with --inferred or --id)"
     )
+
+
+def _inferred_only(db: MemoryStore, actor: str, subject: str) -> list[str]:
+    """The actor's records that carry ``subject`` only as an inferred subject."""
+    from memlife.holds import subject_ids
+
+    given = subject.strip().lower()
+    return [rid for rid in subject_ids(db, actor, subject)
+            if ((r := db.get(rid)) is not None and (r.subject or "").strip().lower() != given)]  # fmt: skip
 
 
 def _erase_preview(
@@ -120,6 +129,14 @@ def register(app: typer.Typer) -> None:
                 "--pending/--no-pending", help="Also apply deferred erasures whose hold is gone"
             ),
         ] = True,
+        inferred: Annotated[
+            bool,
+            typer.Option(
+                "--inferred",
+                help="With --subject: also the records memlife inferred the subject for "
+                "(what hold place --subject holds); check the preview first",
+            ),
+        ] = False,
         policy: PolicyOpt = "policies/default.yaml",
         store: StoreOpt = None,
         receipts: ReceiptsOpt = None,
@@ -134,9 +151,18 @@ def register(app: typer.Typer) -> None:
             raise fail("name --subject or --id (or --pending to apply deferred erasures)")
         if (subject or ids) and not actor:
             raise fail("--actor is required with --subject/--id")
+        if inferred and not subject:
+            raise fail("--inferred reads a subject: name it with --subject")
         db = open_store(check_store(store, must_exist=True))
+        guessed: list[str] = []
+        if inferred and subject and actor:  # named as ids: the run erases what was previewed
+            guessed = _inferred_only(db, actor, subject)
+            ids = [*(ids or ()), *guessed]
         try:  # what would be erased or deferred: a preview, and the check before a run
             ids_why = _erase_preview(db, actor, subject, ids or (), pending)
+            for rid in guessed:  # an inferred key is a guess: the preview says which
+                if rid in ids_why:
+                    ids_why[rid] += "; inferred subject"
         except EraseError as exc:
             db.close()
             raise fail(str(exc)) from None
