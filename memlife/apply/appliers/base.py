@@ -147,6 +147,23 @@ def removed_by_another(ex: Executor, op: Operation) -> bool:
     )
 
 
+def replacement_removed(ex: Executor, op: Operation) -> bool:
+    """Whether the replacement ``op`` supersedes its record by was removed (erased, deleted,
+    purged) by an operation journaled as done after ``op`` was planned: a user's erasure
+    between a killed night and its rerun. The group is withdrawn, not failed: the source
+    stays as it is and regroups next night (the write applier's answer to an erased
+    source)."""
+    rid = op.replacement_id
+    return bool(rid) and any(
+        (other.actor_id, other.namespace) == (op.actor_id, op.namespace)
+        and other.kind in _REMOVALS
+        and other.outcome is Outcome.deleted
+        and (op.created_at is None or (other.updated_at is not None
+                                        and other.updated_at >= op.created_at))
+        for other in ex.journal.for_record(rid or "")
+    )  # fmt: skip
+
+
 def gone_outcome(ex: Executor, o: Operation, read_there: bool) -> Outcome:
     """A removal that found its record gone: PLANNED by us, never tried and already gone
     when this attempt read it, our own killed attempt deleted it (``deleted``: no other

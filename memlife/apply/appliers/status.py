@@ -14,6 +14,7 @@ from memlife.apply.appliers.base import (
     is_held,
     record_missing,
     removed_by_another,
+    replacement_removed,
     settled,
     stale,
     until_stopped,
@@ -65,7 +66,12 @@ def set_status(
             repl = found.get(o.replacement_id or "")
             # invariant 3: the replacement is another record, and active
             if repl is None or repl.id == o.record_id or repl.status is not Status.active:
-                out[o.operation_id] = ItemFailure(o.record_id, "REPLACEMENT_MISSING")
+                withdrawn = repl is None and replacement_removed(ex, o)
+                out[o.operation_id] = (
+                    Outcome.skipped
+                    if withdrawn
+                    else ItemFailure(o.record_id, "REPLACEMENT_MISSING")
+                )
                 continue
         # a quarantined record keeps what replaced it: a restore (or an erasure of that
         # replacement, SOURCE_OF_ERASED) must still see the chain; other statuses drop it
