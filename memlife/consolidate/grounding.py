@@ -31,8 +31,8 @@ update retires records (``outdated_ids``): a "duplicate" that names one is refus
 What a duplicate or update leaves out of the records it supersedes is the coverage
 check's (memlife/consolidate/coverage.py): a dropped part, name, number, date or
 qualifier, or an object swapped below the restatement cosine ("pollen" for "peanuts").
-Known limit: a word the summary *adds* beside every member's own ("sister and brother")
-is grounded by the cosine when no competing statement is in the group.
+So is a kin, feeling, colour or compass word no source uses ("brother" for "sister",
+"hates" for "loves": memlife/consolidate/swap_words.py), added or swapped.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ import numpy as np
 from memlife.consolidate.base import ConsolidationError, ConsolidationResult, Group
 from memlife.consolidate.coverage import check_coverage, retired
 from memlife.consolidate.instructions import looks_like_instruction
+from memlife.consolidate.swap_words import unsupported
 from memlife.embed import Embedder
 from memlife.lexical import tokenize
 from memlife.policy import Limits
@@ -450,7 +451,8 @@ def check_grounding(
     for r in usable:
         texts = dict.fromkeys([r.content.strip(), *clauses(r.content)])
         units.extend((r.id, t) for t in texts)
-    vocab = _vocabulary([r.content for r in usable])
+    source_texts = [r.content for r in usable]
+    vocab = _vocabulary(source_texts)
     vectors = embedder.embed([t for _, t in units] + statements)
     unit_vecs, stmt_vecs = vectors[: len(units)], vectors[len(units) :]
     sims = stmt_vecs @ unit_vecs.T  # rows are L2-normalised: dot product is cosine
@@ -461,9 +463,11 @@ def check_grounding(
         # a clause's specifics were checked in the whole summary (the sentence start is
         # known there, not in the fragment)
         missing = set() if i in fragments else specifics(claim) - vocab
-        if missing:
+        swapped = set() if i in fragments else unsupported(claim, source_texts)
+        if missing or swapped:  # a swap: "brother" for "sister" is 0.95, no specific
+            kind = "name/number/date" if missing else "kin, feeling, colour or compass word"
             raise ConsolidationError(
-                UNGROUNDED_CLAIM, f"{what}: {len(missing)} name/number/date in no source"
+                UNGROUNDED_CLAIM, f"{what}: {len(missing or swapped)} {kind} in no source"
             )
         close = sims[i] >= threshold
         if not close.any():

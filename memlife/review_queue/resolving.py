@@ -223,13 +223,21 @@ def _new_ops(
 
 def _followers(store: Any, queue: ReviewQueue, iid: str, record: Any) -> builtins.list[Any]:
     """The superseded records that would go with ``record`` (memlife/orphans.py), nearest
-    first; a delete is refused, before anything is written, while one of them is held (a
-    held source pins its replacement, as at night) or disputed (never deleted until its
-    item is resolved)."""
+    first; a delete is refused, before anything is written, while the record itself is
+    disputed, or one of them is held (a held source pins its replacement, as at night) or
+    disputed (never deleted until its item is resolved)."""
     from memlife.orphans import followers
 
     if record is None:
         return []
+    disputes = [i.item_id for i in queue.for_record(record.id, record.actor_id, record.namespace)
+                if i.state == "disputed" and i.item_id != iid]  # fmt: skip
+    if disputes:  # disputed through another item of the record (session 41): it stands
+        raise ReviewError(
+            f"review item {iid}: record {record.id} is disputed in review item {disputes[0]}: "
+            "a disputed record is never deleted until its dispute is resolved; the delete "
+            "is refused (resolve that item)"
+        )
     trail = followers(store, record)
     held = sorted(s.id for s in trail if s.held)
     if held:

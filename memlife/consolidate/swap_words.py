@@ -1,0 +1,61 @@
+"""Words a paraphrase may not swap: kin, feelings, colours, compass points.
+
+A summary that says "her brother" where its source says "her sister", "hates" for
+"loves", "dad" for "mom" or "west" for "east" reads as the same sentence to MiniLM
+(cosine 0.88 to 0.95) and names no number, date or name the specifics check would miss:
+the grounding check let it through (docs/adversarial-review.md, session 24 review). Each
+word here has a *value*; a statement may only use values some source uses. Spellings of
+one value count as one ("mom", "mum", "mother"; "grandma", "grandmother"), and a feeling
+is only its sign ("adores" for "loves" is a paraphrase, "dislikes" for "likes" is not;
+"like" itself is left out: "looks like", "felt like" are no feeling).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+_VALUES: dict[str, tuple[str, ...]] = {
+    "kin:mother": ("mother", "mom", "mum", "mommy", "mummy", "mama", "mamma"),
+    "kin:father": ("father", "dad", "daddy", "papa"),
+    "kin:sister": ("sister",), "kin:brother": ("brother",),
+    "kin:son": ("son",), "kin:daughter": ("daughter",),
+    "kin:wife": ("wife",), "kin:husband": ("husband",),
+    "kin:aunt": ("aunt", "auntie"), "kin:uncle": ("uncle",),
+    "kin:niece": ("niece",), "kin:nephew": ("nephew",),
+    "kin:grandmother": ("grandmother", "grandma", "granny", "nana"),
+    "kin:grandfather": ("grandfather", "grandpa", "granddad", "grandad"),
+    "kin:grandson": ("grandson",), "kin:granddaughter": ("granddaughter",),
+    "kin:girlfriend": ("girlfriend",), "kin:boyfriend": ("boyfriend",),
+    "feeling:+": ("love", "loves", "loved", "loving", "adore", "adores", "adored", "enjoy",
+                  "enjoys", "enjoyed", "enjoying"),
+    "feeling:-": ("hate", "hates", "hated", "hating", "dislike", "dislikes", "disliked",
+                  "detest", "detests", "detested", "loathe", "loathes", "loathed", "despise",
+                  "despises", "despised"),
+    **{f"colour:{c}": (c,) for c in
+       "red blue green yellow black white purple pink orange brown violet".split()},
+    "colour:grey": ("grey", "gray"),
+    **{f"compass:{d}": (d, d + "ern") for d in ("north", "south", "east", "west")},
+}  # fmt: skip
+# every spelling, and its plural, -> its value. Words as written, not stems: Snowball
+# reads "lovely" as "love" and "western" as "western" ("a lovely dog" is no feeling)
+_BY_WORD: dict[str, str] = {
+    form: value for value, words in _VALUES.items() for w in words for form in (w, w + "s")
+}
+_WORD = re.compile(r"[a-z]+")
+
+
+def swap_values(text: str) -> set[str]:
+    """The values of the swap words ``text`` uses ("My mum loves red": kin:mother,
+    feeling:+, colour:red)."""
+    return {v for w in _WORD.findall(text.lower()) if (v := _BY_WORD.get(w)) is not None}
+
+
+def unsupported(claim: str, sources: Iterable[str]) -> set[str]:
+    """The claim's swap values that no source uses."""
+    used = swap_values(claim)
+    if not used:
+        return used
+    for text in sources:
+        used -= swap_values(text)
+    return used
