@@ -280,9 +280,10 @@ def _shape(text: str) -> Shape:
             continue
         # a subject a relative clause restricts ("kids who love dogs fear cats"): which
         # verb each later word belongs to is read from their order alone, so every two
-        # words after the subject keep theirs (session 41)
-        if len(c) > 2 and any(folded[i] in _RELATIVE for i in range(c[0] + 1, c[1] + 1)):
-            ends |= {(marked[x], marked[y]) for k, x in enumerate(c[1:], 1) for y in c[k + 1 :]}
+        # words after the relative word keep theirs, a moved time word aside (session 41)
+        later = [i for i in c[_relative_start(c, folded) :]
+                 if folded[i] not in _TRAILING and folded[i] not in _RELATIVE]  # fmt: skip
+        ends |= {(marked[x], marked[y]) for k, x in enumerate(later) for y in later[k + 1 :]}
         # a list at either end ("cats and dogs hate mice") pairs each of its items
         head, tail = _head_list(c, folded, joined), [c[-1]]
         for k in range(len(c) - 1, 0, -1):
@@ -308,6 +309,21 @@ def _shape(text: str) -> Shape:
              and (j < 2 or folded[keep[j - 2]] not in _LINKS)}  # fmt: skip
     pairs = frozenset(p for p in ends | links if p[0] != p[1])
     return frozenset(placed.items()), names, after, frozenset(numbers.items()), clauses, pairs
+
+
+def _relative_start(c: list[int], folded: list[str]) -> int:
+    """Where in clause ``c`` the words after a relative word begin ("young kids who | love
+    dogs fear cats", "Jon said kids who | ..."; a clause cut at "who": 0); ``len(c)``
+    where no relative word opens the clause or follows one of its first three words."""
+    j = c[0] - 1
+    while j >= 0 and folded[j] in _FILLER:
+        j -= 1
+    if j >= 0 and folded[j] in _RELATIVE:
+        return 0
+    for k in range(1, min(len(c), 4)):
+        if any(folded[i] in _RELATIVE for i in range(c[k - 1] + 1, c[k] + 1)):
+            return k
+    return len(c)
 
 
 def _item_end(c: list[int], k: int, folded: list[str], joined: list[bool], limit: int) -> int:

@@ -7,7 +7,8 @@ the grounding check let it through (docs/adversarial-review.md, session 24 revie
 word here has a *value*; a statement may only use values some source uses. Spellings of
 one value count as one ("mom", "mum", "mother"; "grandma", "grandmother"), and a feeling
 is only its sign ("adores" for "loves" is a paraphrase, "dislikes" for "likes" is not;
-"like" itself is left out: "looks like", "felt like" are no feeling).
+"like" itself is left out: "looks like", "felt like" are no feeling; "likes" and "liked"
+are in).
 """
 
 from __future__ import annotations
@@ -20,22 +21,28 @@ _VALUES: dict[str, tuple[str, ...]] = {
     "kin:father": ("father", "dad", "daddy", "papa"),
     "kin:sister": ("sister",), "kin:brother": ("brother",),
     "kin:son": ("son",), "kin:daughter": ("daughter",),
-    "kin:wife": ("wife",), "kin:husband": ("husband",),
     "kin:aunt": ("aunt", "auntie"), "kin:uncle": ("uncle",),
     "kin:niece": ("niece",), "kin:nephew": ("nephew",),
     "kin:grandmother": ("grandmother", "grandma", "granny", "nana"),
     "kin:grandfather": ("grandfather", "grandpa", "granddad", "grandad"),
     "kin:grandson": ("grandson",), "kin:granddaughter": ("granddaughter",),
     "kin:girlfriend": ("girlfriend",), "kin:boyfriend": ("boyfriend",),
-    "feeling:+": ("love", "loves", "loved", "loving", "adore", "adores", "adored", "enjoy",
-                  "enjoys", "enjoyed", "enjoying"),
-    "feeling:-": ("hate", "hates", "hated", "hating", "dislike", "dislikes", "disliked",
-                  "detest", "detests", "detested", "loathe", "loathes", "loathed", "despise",
-                  "despises", "despised"),
+    "kin:stepmother": ("stepmother", "stepmom", "stepmum"),
+    "kin:stepfather": ("stepfather", "stepdad"),
+    "kin:stepson": ("stepson",), "kin:stepdaughter": ("stepdaughter",),
+    "kin:stepsister": ("stepsister",), "kin:stepbrother": ("stepbrother",),
+    "kin:wife": ("wife", "wives"), "kin:husband": ("husband",),
+    "feeling:+": ("love", "loves", "loved", "loving", "adore", "adores", "adored", "adoring",
+                  "enjoy", "enjoys", "enjoyed", "enjoying", "likes", "liked"),
+    "feeling:-": ("hate", "hates", "hated", "hating", "hatred", "dislike", "dislikes",
+                  "disliked", "disliking", "detest", "detests", "detested", "detesting",
+                  "loathe", "loathes", "loathed", "loathing", "despise", "despises",
+                  "despised", "despising"),
     **{f"colour:{c}": (c,) for c in
        "red blue green yellow black white purple pink orange brown violet".split()},
     "colour:grey": ("grey", "gray"),
-    **{f"compass:{d}": (d, d + "ern") for d in ("north", "south", "east", "west")},
+    **{f"compass:{d}": (d, d + "ern") for d in ("north", "south", "east", "west", "northeast",
+                                                "northwest", "southeast", "southwest")},
 }  # fmt: skip
 # every spelling, and its plural, -> its value. Words as written, not stems: Snowball
 # reads "lovely" as "love" and "western" as "western" ("a lovely dog" is no feeling)
