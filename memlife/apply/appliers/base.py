@@ -155,7 +155,8 @@ def replacement_removed(ex: Executor, op: Operation) -> bool:
     source)."""
     rid = op.replacement_id
     return bool(rid) and any(
-        (other.actor_id, other.namespace) == (op.actor_id, op.namespace)
+        other.record_id == rid  # (for_record also lists the operations naming it otherwise)
+        and (other.actor_id, other.namespace) == (op.actor_id, op.namespace)
         and other.kind in _REMOVALS
         and other.outcome is Outcome.deleted
         and (op.created_at is None or (other.updated_at is not None
