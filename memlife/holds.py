@@ -33,8 +33,9 @@ def require_some(store: MemoryStore, ids: Sequence[str], what: str) -> None:
         raise HoldNotFound(f"nothing to {what}: no record has id {', '.join(ids)}")
 
 
-def subject_ids(store: MemoryStore, actor: str, subject: str) -> list[str]:
-    """Ids of the actor's records whose subject (given, or inferred) is ``subject``."""
+def subject_ids(store: MemoryStore, actor: str, subject: str, *, given: bool = True) -> list[str]:
+    """Ids of the actor's records whose subject (given, or inferred) is ``subject``; with
+    ``given=False`` only those memlife inferred it for (a record saved without one)."""
     from memlife.inferred import InferredSubjects
 
     want = subject.strip().lower()
@@ -44,7 +45,7 @@ def subject_ids(store: MemoryStore, actor: str, subject: str) -> list[str]:
         unnamed: list[str] = []
         for page in iter_shard(store, actor, ns):
             for r in page.records:
-                if r.subject and r.subject.strip().lower() == want:
+                if r.subject and given and r.subject.strip().lower() == want:
                     ids.append(r.id)
                 elif not r.subject:
                     unnamed.append(r.id)

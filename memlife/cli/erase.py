@@ -57,7 +57,7 @@ def _inferred_hint(db: MemoryStore, actor: str, subject: str) -> str:
     erasing a person's data is not told "nothing" while their records stay."""
     from memlife.holds import subject_ids
 
-    inferred = subject_ids(db, actor, subject)
+    inferred = subject_ids(db, actor, subject, given=False)
     if not inferred:
         return ""
     shown = ", ".join(sorted(inferred)[:10]) + (", ..." if len(inferred) > 10 else "")
@@ -66,15 +66,6 @@ def _inferred_hint(db: MemoryStore, actor: str, subject: str) -> str:
         f"carry it as an inferred subject, which erase reads only with --inferred: {shown}; "
         "check them (the preview, without --yes), then erase with --inferred or --id)"
     )
-
-
-def _inferred_only(db: MemoryStore, actor: str, subject: str) -> list[str]:
-    """The actor's records that carry ``subject`` only as an inferred subject."""
-    from memlife.holds import subject_ids
-
-    given = subject.strip().lower()
-    return [rid for rid in subject_ids(db, actor, subject)
-            if ((r := db.get(rid)) is not None and (r.subject or "").strip().lower() != given)]  # fmt: skip
 
 
 def _erase_preview(
@@ -156,7 +147,9 @@ def register(app: typer.Typer) -> None:
         db = open_store(check_store(store, must_exist=True))
         guessed: list[str] = []
         if inferred and subject and actor:  # named as ids: the run erases what was previewed
-            guessed = _inferred_only(db, actor, subject)
+            from memlife.holds import subject_ids
+
+            guessed = subject_ids(db, actor, subject, given=False)
             ids = [*(ids or ()), *guessed]
         try:  # what would be erased or deferred: a preview, and the check before a run
             ids_why = _erase_preview(db, actor, subject, ids or (), pending)

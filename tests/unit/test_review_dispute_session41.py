@@ -8,7 +8,6 @@ queue's stateful machine's author, forty-first audit d)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -17,14 +16,9 @@ import pytest
 from memlife.plan import Reason
 from memlife.review_queue import ReviewError, ReviewQueue, item_id, resolve
 from memlife.stores.sqlite import SqliteStore
-from tests.unit.test_guards_session35 import NS, POLICY, T0, finding, night, rec
+from tests.unit.test_guards_session35 import NS, POLICY, T0, finding, night, rec, store
 
-
-@pytest.fixture()
-def store(home: Path) -> Iterator[SqliteStore]:
-    s = SqliteStore(home / "memlife.db")
-    yield s
-    s.close()
+__all__ = ["store"]  # the SQLite store fixture
 
 
 def test_a_record_disputed_in_one_item_is_not_deleted_through_another(

@@ -136,14 +136,21 @@ def removed_by_another(ex: Executor, op: Operation) -> bool:
     namespaces) removed it, journaled as done after ``op`` was planned: a delete, an
     erasure or a purge. One done before removed an earlier record under the id (``op``
     was planned from a record that was there), and says nothing of this one."""
+    return _removed_since(ex, op, op.record_id)
+
+
+def _removed_since(ex: Executor, op: Operation, record_id: str) -> bool:
+    """Whether an operation other than ``op``, of its scope, removed ``record_id`` and was
+    journaled as done after ``op`` was planned."""
     since = op.created_at
     return any(
         other.operation_id != op.operation_id
+        and other.record_id == record_id  # (for_record also lists operations naming it)
         and (other.actor_id, other.namespace) == (op.actor_id, op.namespace)
         and other.kind in _REMOVALS
         and other.outcome is Outcome.deleted
         and (since is None or (other.updated_at is not None and other.updated_at >= since))
-        for other in ex.journal.for_record(op.record_id)
+        for other in ex.journal.for_record(record_id)
     )
 
 
@@ -153,16 +160,7 @@ def replacement_removed(ex: Executor, op: Operation) -> bool:
     between a killed night and its rerun. The group is withdrawn, not failed: the source
     stays as it is and regroups next night (the write applier's answer to an erased
     source)."""
-    rid = op.replacement_id
-    return bool(rid) and any(
-        other.record_id == rid  # (for_record also lists the operations naming it otherwise)
-        and (other.actor_id, other.namespace) == (op.actor_id, op.namespace)
-        and other.kind in _REMOVALS
-        and other.outcome is Outcome.deleted
-        and (op.created_at is None or (other.updated_at is not None
-                                        and other.updated_at >= op.created_at))
-        for other in ex.journal.for_record(rid or "")
-    )  # fmt: skip
+    return bool(op.replacement_id) and _removed_since(ex, op, op.replacement_id or "")
 
 
 def gone_outcome(ex: Executor, o: Operation, read_there: bool) -> Outcome:
