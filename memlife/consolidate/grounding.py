@@ -32,7 +32,8 @@ What a duplicate or update leaves out of the records it supersedes is the covera
 check's (memlife/consolidate/coverage.py): a dropped part, name, number, date or
 qualifier, or an object swapped below the restatement cosine ("pollen" for "peanuts").
 So is a kin, feeling, colour or compass word no source uses ("brother" for "sister",
-"hates" for "loves": memlife/consolidate/swap_words.py), added or swapped.
+"hates" for "loves": memlife/consolidate/swap_words.py), added or swapped, and a
+lookalike ("psychologist" for "psychiatrist": memlife/consolidate/lookalikes.py).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ import numpy as np
 from memlife.consolidate.base import ConsolidationError, ConsolidationResult, Group
 from memlife.consolidate.coverage import check_coverage, retired
 from memlife.consolidate.instructions import looks_like_instruction
-from memlife.consolidate.swap_words import unsupported
+from memlife.consolidate.swap_words import SWAPPED, unsupported
 from memlife.embed import Embedder
 from memlife.lexical import tokenize
 from memlife.policy import Limits
@@ -465,7 +466,7 @@ def check_grounding(
         missing = set() if i in fragments else specifics(claim) - vocab
         swapped = set() if i in fragments else unsupported(claim, source_texts)
         if missing or swapped:  # a swap: "brother" for "sister" is 0.95, no specific
-            kind = "name/number/date" if missing else "kin, feeling, colour or compass word"
+            kind = "name/number/date" if missing else SWAPPED
             raise ConsolidationError(
                 UNGROUNDED_CLAIM, f"{what}: {len(missing or swapped)} {kind} in no source"
             )

@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from memlife.consolidate.lookalikes import lookalikes
+
 _VALUES: dict[str, tuple[str, ...]] = {
     "kin:mother": ("mother", "mom", "mum", "mommy", "mummy", "mama", "mamma"),
     "kin:father": ("father", "dad", "daddy", "papa"),
@@ -50,6 +52,7 @@ _BY_WORD: dict[str, str] = {
     form: value for value, words in _VALUES.items() for w in words for form in (w, w + "s")
 }
 _WORD = re.compile(r"[a-z]+")
+SWAPPED = "kin, feeling, colour or compass word, or lookalike"  # what a refusal names
 
 
 def swap_values(text: str) -> set[str]:
@@ -59,10 +62,10 @@ def swap_values(text: str) -> set[str]:
 
 
 def unsupported(claim: str, sources: Iterable[str]) -> set[str]:
-    """The claim's swap values that no source uses."""
+    """The claim's swap values that no source uses, and its lookalike words
+    (memlife/consolidate/lookalikes.py: "psychologist" where a source says "psychiatrist")."""
+    sources = list(sources)
     used = swap_values(claim)
-    if not used:
-        return used
     for text in sources:
         used -= swap_values(text)
-    return used
+    return used | {f"lookalike:{w}" for w in lookalikes(claim, sources, skip=_BY_WORD)}
