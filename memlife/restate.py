@@ -144,6 +144,7 @@ _POSSESSIVE = frozenset("my your his her its our their".split())  # keeps its no
 _PART_ENDS = _LINKS | _TRAILING  # a word that ends what a subject does ("at work", "daily")
 _FRONTED = _PART_ENDS | {"back"}  # a clause's first word that is not its subject
 _DETERMINERS = frozenset("the a an my your his her its our their this that these those".split())
+_QUANTIFIERS = frozenset("all both several many few some each two three four five six".split())
 # each clause's words (None: one clause, or a part of one word)
 Clauses = tuple[tuple[str, ...], ...] | None
 _local = threading.local()  # PyStemmer objects must not be shared across threads
@@ -314,13 +315,13 @@ def _shape(text: str) -> Shape:
 def _relative_start(c: list[int], folded: list[str]) -> int:
     """Where in clause ``c`` the words after a relative word begin ("young kids who | love
     dogs fear cats", "Jon said kids who | ..."; a clause cut at "who": 0); ``len(c)``
-    where no relative word opens the clause or follows one of its first three words."""
+    where no relative word opens the clause or follows one of its first four words."""
     j = c[0] - 1
     while j >= 0 and folded[j] in _FILLER:
         j -= 1
     if j >= 0 and folded[j] in _RELATIVE:
         return 0
-    for k in range(1, min(len(c), 4)):
+    for k in range(1, min(len(c), 5)):
         if any(folded[i] in _RELATIVE for i in range(c[k - 1] + 1, c[k] + 1)):
             return k
     return len(c)
@@ -331,8 +332,8 @@ def _item_end(c: list[int], k: int, folded: list[str], joined: list[bool], limit
     determiner opens it ("his old friend", "the old friend"), short of ``limit``, a link,
     a trailing time word and the next item (session 41: "Jon and his old friend met Gina"
     is not "Jon and Gina met his old friend")."""
-    own = folded[c[k]] in _DETERMINERS  # "his" is kept; "the" is filler, read before it
-    if not own and (c[k] == 0 or folded[c[k] - 1] not in _DETERMINERS):
+    own = _opens_item(folded[c[k]])  # "his", "two" are kept; "the" is filler, read before
+    if not own and (c[k] == 0 or not _opens_item(folded[c[k] - 1])):
         return k + 1
     end = k + 1
     while (
@@ -342,6 +343,12 @@ def _item_end(c: list[int], k: int, folded: list[str], joined: list[bool], limit
     ):
         end += 1
     return end
+
+
+def _opens_item(word: str) -> bool:
+    """A determiner, quantifier or number opens a list item of several words ("his old
+    friend", "two old friends", "2 old friends", "both her sisters")."""
+    return word in _DETERMINERS or word in _QUANTIFIERS or word.isdigit()
 
 
 def _head_list(c: list[int], folded: list[str], joined: list[bool]) -> list[int]:

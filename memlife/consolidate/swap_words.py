@@ -49,16 +49,30 @@ _VALUES: dict[str, tuple[str, ...]] = {
 # every spelling, and its plural, -> its value. Words as written, not stems: Snowball
 # reads "lovely" as "love" and "western" as "western" ("a lovely dog" is no feeling)
 _BY_WORD: dict[str, str] = {
-    form: value for value, words in _VALUES.items() for w in words for form in (w, w + "s")
+    form: value
+    for value, words in _VALUES.items()
+    for w in words
+    for form in (w, w + "s", w[:-1] + "ies" if w.endswith("y") else w)  # "grannies"
 }
 _WORD = re.compile(r"[a-z]+")
+# a compound written apart is the compound: "step-mom" is a stepmother, not a mother;
+# "north east" one direction, not two
+_APART = re.compile(r"\b(step|grand|north|south)[\s-]+([a-z]+)")
+# a source's "I like tea" grounds a summary's "likes tea" (a summary's "like" is no
+# feeling: "looks like")
+_SOURCE_ONLY = {"like": "feeling:+"}
 SWAPPED = "kin, feeling, colour or compass word, or lookalike"  # what a refusal names
 
 
 def swap_values(text: str) -> set[str]:
     """The values of the swap words ``text`` uses ("My mum loves red": kin:mother,
     feeling:+, colour:red)."""
-    return {v for w in _WORD.findall(text.lower()) if (v := _BY_WORD.get(w)) is not None}
+    joined = _APART.sub(_joined, text.lower())
+    return {v for w in _WORD.findall(joined) if (v := _BY_WORD.get(w)) is not None}
+
+
+def _joined(m: re.Match[str]) -> str:
+    return m[1] + m[2] if m[1] + m[2] in _BY_WORD else m[0]
 
 
 def unsupported(claim: str, sources: Iterable[str]) -> set[str]:
@@ -68,4 +82,5 @@ def unsupported(claim: str, sources: Iterable[str]) -> set[str]:
     used = swap_values(claim)
     for text in sources:
         used -= swap_values(text)
+        used -= {_SOURCE_ONLY[w] for w in _WORD.findall(text.lower()) if w in _SOURCE_ONLY}
     return used | {f"lookalike:{w}" for w in lookalikes(claim, sources, skip=_BY_WORD)}

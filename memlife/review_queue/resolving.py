@@ -172,9 +172,11 @@ def resolve(
         queue.close(iid, state=state, decision=decision.value, reviewer=reviewer, at=run.cutoff,
                     operation_id=done.operation_id)  # fmt: skip
         if decision in (ReviewDecision.supersede, ReviewDecision.delete):
-            # the record is gone from recall: its other open items have nothing left to decide
+            # the record is gone from recall: its other open items have nothing left to
+            # decide. A dispute stands: it still guards the record (and, through its
+            # replacement, from a delete) until someone resolves it
             for other in queue.for_record(item.record_id, item.actor_id, item.namespace):
-                if other.item_id != iid and other.state != "resolved":
+                if other.item_id != iid and other.state not in ("resolved", "disputed"):
                     queue.close(other.item_id, state="resolved", decision=decision.value,
                                 reviewer=reviewer, at=run.cutoff, operation_id=done.operation_id)  # fmt: skip
     run.extra["reviewer"] = reviewer
