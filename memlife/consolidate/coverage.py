@@ -35,8 +35,9 @@ carries:
 A refusal sends the group to review with its originals untouched.
 
 Known limits (docs/adversarial-review.md; two adversarial reviews in session 25): a swap
-MiniLM reads as a paraphrase passes ("brother" for "sister" 0.95, "hates" for "loves",
-"psychologist" for "psychiatrist"); word for word is judged over all the summary's parts
+MiniLM reads as a paraphrase passes this check ("brother" for "sister" 0.95, "hates" for
+"loves" and "psychologist" for "psychiatrist" are grounding's: swap_words, lookalikes);
+word for word is judged over all the summary's parts
 of one polarity together, so facts traded between two parts pass ("Alice likes coffee and
 Bob likes tea" for "Alice likes tea" and "Bob likes coffee"; two events' dates or two
 amounts swapped), as do common nouns reordered ("aisle seats over window seats"), names
