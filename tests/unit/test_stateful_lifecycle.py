@@ -636,6 +636,14 @@ def test_a_forgotten_replacement_takes_its_sources_when_its_grace_ends() -> None
         m.teardown()
 
 
+def _killed_after_its_replacement(m: Lifecycle) -> str:
+    """Seed ``m`` and kill its night after the first receipt (a replacement written, its
+    sources' supersedes not done): the replacement's id."""
+    m.seed()
+    m.killed_night(point="after_receipt", skip=0, rerun=False)
+    return next(r for r in m.records() if r.startswith("r-"))
+
+
 def test_a_replacement_erased_between_a_crash_and_its_rerun() -> None:
     """A night killed after its first receipt (the replacement written, its supersedes not
     all done); the user erases the replacement; the rerun's supersede of a source found it
@@ -645,9 +653,7 @@ def test_a_replacement_erased_between_a_crash_and_its_rerun() -> None:
     vanished record has its receipt."""
     m = Lifecycle()
     try:
-        m.seed()
-        m.killed_night(point="after_receipt", skip=0, rerun=False)
-        repl = next(r for r in m.records() if r.startswith("r-"))
+        repl = _killed_after_its_replacement(m)
         with SqliteStore(m.db) as store:
             erase(store, m.known[repl][0], ids=[repl], now=m.at())
         m.changed()
@@ -656,6 +662,33 @@ def test_a_replacement_erased_between_a_crash_and_its_rerun() -> None:
         assert repl not in now
         assert not [r for r, v in now.items() if v["provenance"].get("replaced_by") == repl]
         m.every_vanished_record_has_a_receipt()
+    finally:
+        m.teardown()
+
+
+def test_a_replacement_forgotten_between_a_crash_and_its_rerun_stays_forgotten() -> None:
+    """As above, but the user *forgets* the replacement online (pending_delete, out of
+    recall at once). The resumed supersedes found it not active and failed
+    (REPLACEMENT_MISSING, the run partial); the next night merged the still-active sources
+    again into the same id, written over the forgotten record: active again, in recall
+    (session 42, audit a). Must hold: the rerun and two later nights succeed, and the
+    forgotten record is never active again."""
+    m = Lifecycle()
+    try:
+        repl = _killed_after_its_replacement(m)
+        with SqliteStore(m.db) as store:
+            mem = LongTermMemory(store)
+            try:
+                assert mem.forget([repl], actor=m.known[repl][0]) == [repl]
+            finally:
+                mem.close()
+        statuses, seen = [], []
+        for day in range(3):  # the rerun (the same cutoff), then two later nights
+            m.now += timedelta(days=1 if day else 0)
+            statuses.append(run_local(m.config(dry_run=False)).status)
+            seen.append(m.records().get(repl, {}).get("status"))
+        assert "active" not in seen, f"the forgotten {repl} is back in recall: {seen}"
+        assert statuses == ["success"] * 3, statuses
     finally:
         m.teardown()
 
