@@ -351,15 +351,23 @@ def _is_message(msg: object) -> bool:
     )
 
 
+_STOP_REASONS = frozenset({"end_turn", "stop_sequence", "pause_turn", "refusal"})
+_FIELDS = frozenset(ConsolidationOutput.model_fields)
+
+
+def _place(part: int | str) -> str:
+    return str(part) if isinstance(part, int) or part in _FIELDS else "<key>"
+
+
 def _parse(msg: anthropic.types.Message) -> ConsolidationOutput:
     if msg.stop_reason == "max_tokens":
         raise ConsolidationError(SCHEMA_INVALID, "answer truncated at max_tokens")
     if msg.stop_reason != "tool_use":
         # a forced tool call ends in tool_use; anything else (a refusal with a tool call
         # attached, end_turn, pause_turn) is not an answer to take
-        raise ConsolidationError(
-            SCHEMA_INVALID, f"stop_reason {str(msg.stop_reason)[:40]}, want tool_use"
-        )
+        # named only when it is one the API documents: a proxy may send any text here
+        said = msg.stop_reason if msg.stop_reason in _STOP_REASONS else "<other>"
+        raise ConsolidationError(SCHEMA_INVALID, f"stop_reason {said}, want tool_use")
     blocks = msg.content if isinstance(msg.content, list) else []
     calls = [
         b
@@ -371,6 +379,7 @@ def _parse(msg: anthropic.types.Message) -> ConsolidationOutput:
     try:
         return ConsolidationOutput.model_validate(getattr(calls[0], "input", None))
     except ValidationError as exc:
-        # Field locations only: the message must not carry memory content.
-        where = sorted({".".join(str(p) for p in e["loc"]) or "<input>" for e in exc.errors()})
+        # Field locations only: the message must not carry memory content. A key the
+        # schema does not know is the model's text: named by its place, "<key>"
+        where = sorted({".".join(map(_place, e["loc"])) or "<input>" for e in exc.errors()})
         raise ConsolidationError(SCHEMA_INVALID, f"invalid fields: {', '.join(where)}") from None
