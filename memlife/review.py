@@ -223,8 +223,10 @@ def verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal | 
             # a superseded original, a replacement or a quarantined record vanished unreceipted
             v.problem("RECORD_MISSING_WITHOUT_RECEIPT", operation_id=oid, record_id=rid)
         elif current is not None and op["action"] == OpKind.supersede.value:
-            if current.status.value == "superseded" and not _handed_over(
-                store, op["replacement_id"], current.provenance.replaced_by
+            if (
+                current.status.value == "superseded"
+                and not _handed_over(store, op["replacement_id"], current.provenance.replaced_by)
+                and not _superseded_again(store, journal, rid, oid, current.provenance.replaced_by)
             ):
                 v.problem("SUPERSEDE_MISMATCH", operation_id=oid, record_id=rid)
     return v
@@ -255,6 +257,25 @@ def _removed_later(journal: Journal | None, record_id: str, operation_id: str) -
         o.operation_id != operation_id
         and o.kind.value in _REMOVING
         and o.state is OpState.RECEIPTED
+        for o in journal.for_record(record_id)
+    )
+
+
+def _superseded_again(
+    store: MemoryStore, journal: Journal | None, record_id: str, operation_id: str, now: str | None
+) -> bool:
+    """A receipted supersede of the record planned after this operation points it to
+    ``now`` (down its own chain): put back active (``import --update``) and merged again by
+    a later night, the record points where that supersede says, not down this one's."""
+    mine = journal.get(operation_id) if journal is not None else None
+    if journal is None or mine is None or mine.created_at is None:
+        return False
+    return any(
+        o.kind is OpKind.supersede
+        and o.state is OpState.RECEIPTED
+        and o.created_at is not None
+        and o.created_at > mine.created_at
+        and _handed_over(store, o.replacement_id, now)
         for o in journal.for_record(record_id)
     )
 
