@@ -51,6 +51,7 @@ def test_a_second_night_at_one_cutoff_changes_nothing_its_receipt_does_not_seal(
     ok("import", str(tmp_path / "late.jsonl"))
     again = json.loads(ok(*night))
     assert again["run_id"] == first["run_id"] and again["status"] == "success"
+    assert again["other_counts"]["rerun_of_completed_run"] == 1  # the CLI says so too
     code, out, err = invoke("receipts", "verify", first["run_id"])
     assert code == 0, out + err
     assert "late-1" in snapshot(home / "memlife.db")  # waits for the next night
