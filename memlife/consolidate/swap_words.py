@@ -56,11 +56,13 @@ _BY_WORD: dict[str, str] = {
 }
 _WORD = re.compile(r"[a-z]+")
 # a compound written apart is the compound: "step-mom" is a stepmother, not a mother;
-# "north east" one direction, not two
-_APART = re.compile(r"\b(step|grand|north|south)[\s-]+([a-z]+)")
+# "north east" one direction, not two. "step"/"grand" only with a hyphen: "the next step
+# mom suggested" is no stepmother (a source's spaced "step mom" counts both ways, below)
+_APART = re.compile(r"\b(?:step|grand)-[a-z]+|\b(?:north|south)[\s-]+[a-z]+")
+_SPACED = re.compile(r"\b(?:step|grand)\s+[a-z]+")
 # a source's "I like tea" grounds a summary's "likes tea" (a summary's "like" is no
-# feeling: "looks like")
-_SOURCE_ONLY = {"like": "feeling:+"}
+# feeling, nor a source's "looks like", "feels like")
+_LIKING = re.compile(r"\b(?:i|we|you|they)\s+(?:really\s+|also\s+|still\s+|do\s+)?like\b")
 SWAPPED = "kin, feeling, colour or compass word, or lookalike"  # what a refusal names
 
 
@@ -72,7 +74,16 @@ def swap_values(text: str) -> set[str]:
 
 
 def _joined(m: re.Match[str]) -> str:
-    return m[1] + m[2] if m[1] + m[2] in _BY_WORD else m[0]
+    word = re.sub(r"[\s-]+", "", m[0])
+    return word if word in _BY_WORD else m[0]
+
+
+def _source_values(text: str) -> set[str]:
+    """What a source grounds: its values, a spaced compound's too, a first person's like."""
+    low = text.lower()
+    spaced = {_BY_WORD.get(_joined(m)) for m in _SPACED.finditer(low)}
+    liking = {"feeling:+"} if _LIKING.search(low) else set()
+    return swap_values(text) | liking | {v for v in spaced if v is not None}
 
 
 def unsupported(claim: str, sources: Iterable[str]) -> set[str]:
@@ -81,6 +92,5 @@ def unsupported(claim: str, sources: Iterable[str]) -> set[str]:
     sources = list(sources)
     used = swap_values(claim)
     for text in sources:
-        used -= swap_values(text)
-        used -= {_SOURCE_ONLY[w] for w in _WORD.findall(text.lower()) if w in _SOURCE_ONLY}
+        used -= _source_values(text)
     return used | {f"lookalike:{w}" for w in lookalikes(claim, sources, skip=_BY_WORD)}

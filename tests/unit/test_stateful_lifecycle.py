@@ -24,7 +24,10 @@ that vanished has a delete/erase receipt naming it and no such receipt names a p
 record; receipts hold no record text; every superseded record's replacement chain ends at
 an active record of its tenant and namespace (or one forgotten or quarantined, which its
 sources follow), and when it was superseded its replacement
-existed and was active (an SQLite trigger logs each supersede write); nothing of one
+existed and was active, or one the user put out of recall online since (forgotten or
+quarantined: a night killed between the replacement's write and its supersedes resumes
+them, and the sources follow it as they would have) (an SQLite trigger logs each supersede
+write); nothing of one
 tenant appears under the other (ids, namespaces, sources, replacements, receipts' scopes);
 an erased (not deferred) text appears in no table of any SQLite file under the home and in
 no byte of those files. In the rules: a dry run changes no table; a rerun of the same night
@@ -173,6 +176,7 @@ class Lifecycle(RuleBasedStateMachine):
         self.deferred: set[str] = set()  # erasure asked while held
         self.deferred_text: dict[str, str] = {}
         self.texts: set[str] = set()  # every record text ever stored
+        self.out_online: set[str] = set()  # forgotten or quarantined online
         self.last_night: datetime | None = None
         self.night_state: dict[str, Any] | None = None  # tables and receipts after a night
         self.crashed: str | None = None  # the run id of a killed night not yet run to its end
@@ -327,6 +331,8 @@ class Lifecycle(RuleBasedStateMachine):
                 mem.close()
         if as_other:  # another tenant's forget never touches the record
             assert self.records()[rid] == before, "forget as the other tenant changed it"
+        else:
+            self.out_online.add(rid)
         self.changed()
 
     @rule(n=st.integers(0, 99))
@@ -584,7 +590,8 @@ class Lifecycle(RuleBasedStateMachine):
         finally:
             con.close()
         for rec, repl, status, r_actor, r_ns, actor, ns in rows:
-            assert status == Status.active.value, f"{rec} superseded by {repl} ({status})"
+            out = repl in self.out_online and status in LIVE_ENDS  # a resumed supersede
+            assert status == Status.active.value or out, f"{rec} superseded by {repl} ({status})"
             assert (r_actor, r_ns) == (actor, ns), f"{rec} superseded across tenants"
 
     @invariant()
@@ -682,6 +689,7 @@ def test_a_replacement_forgotten_between_a_crash_and_its_rerun_stays_forgotten()
                 assert mem.forget([repl], actor=m.known[repl][0]) == [repl]
             finally:
                 mem.close()
+        m.out_online.add(repl)
         statuses, seen = [], []
         for day in range(3):  # the rerun (the same cutoff), then two later nights
             m.now += timedelta(days=1 if day else 0)
@@ -689,6 +697,34 @@ def test_a_replacement_forgotten_between_a_crash_and_its_rerun_stays_forgotten()
             seen.append(m.records().get(repl, {}).get("status"))
         assert "active" not in seen, f"the forgotten {repl} is back in recall: {seen}"
         assert statuses == ["success"] * 3, statuses
+        m.supersedes_point_to_active_replacements()  # the machine's invariant 3, as amended
+    finally:
+        m.teardown()
+
+
+def test_a_replacement_quarantined_between_a_crash_and_its_rerun_stays_out_of_recall() -> None:
+    """As above, with the replacement quarantined online instead (session 42, audit e): the
+    resumed supersedes failed (REPLACEMENT_MISSING) and the next night wrote the replacement
+    back active over the quarantined record. Must hold: the nights succeed and the
+    quarantined record is never active again (a restore is the way back)."""
+    m = Lifecycle()
+    try:
+        repl = _killed_after_its_replacement(m)
+        with SqliteStore(m.db) as store:
+            mem = LongTermMemory(store)
+            try:
+                assert mem.set_status([repl], "quarantined", actor=m.known[repl][0]) == [repl]
+            finally:
+                mem.close()
+        m.out_online.add(repl)
+        statuses, seen = [], []
+        for day in range(3):  # the rerun (the same cutoff), then two later nights
+            m.now += timedelta(days=1 if day else 0)
+            statuses.append(run_local(m.config(dry_run=False)).status)
+            seen.append(m.records().get(repl, {}).get("status"))
+        assert "active" not in seen, f"the quarantined {repl} is back in recall: {seen}"
+        assert statuses == ["success"] * 3, statuses
+        m.supersedes_point_to_active_replacements()
     finally:
         m.teardown()
 

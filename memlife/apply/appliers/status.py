@@ -64,10 +64,11 @@ def set_status(
             continue
         if status is Status.superseded:
             repl = found.get(o.replacement_id or "")
-            # invariant 3: the replacement is another record, and active; or forgotten
-            # online since the plan (pending_delete): its sources then go with it, as they
-            # would had the night not been killed between its write and these supersedes
-            live = (Status.active, Status.pending_delete)
+            # invariant 3: the replacement is another record, and active; or put out of
+            # recall online since the plan (forgotten: pending_delete; quarantined): its
+            # sources then follow it, as they would had the night not been killed between
+            # its write and these supersedes (written over, it would be active again)
+            live = (Status.active, Status.pending_delete, Status.quarantined)
             if repl is None or repl.id == o.record_id or repl.status not in live:
                 withdrawn = repl is None and replacement_removed(ex, o)
                 out[o.operation_id] = (
