@@ -284,7 +284,10 @@ def _shape(text: str) -> Shape:
         # words after the relative word keep theirs, a moved time word aside (session 41)
         later = [i for i in c[_relative_start(c, folded) :]
                  if folded[i] not in _TRAILING and folded[i] not in _RELATIVE]  # fmt: skip
-        ends |= {(marked[x], marked[y]) for k, x in enumerate(later) for y in later[k + 1 :]}
+        # (a list's items among them may come in any order: "loves pottery and painting")
+        items = [sum(not joined[j] for j in later[: k + 1]) for k in range(len(later))]
+        ends |= {(marked[x], marked[later[m]]) for k, x in enumerate(later)
+                 for m in range(k + 1, len(later)) if items[m] != items[k]}  # fmt: skip
         # a list at either end ("cats and dogs hate mice") pairs each of its items
         head, tail = _head_list(c, folded, joined), [c[-1]]
         for k in range(len(c) - 1, 0, -1):
@@ -315,29 +318,30 @@ def _shape(text: str) -> Shape:
 def _relative_start(c: list[int], folded: list[str]) -> int:
     """Where in clause ``c`` the words after a relative word begin ("young kids who | love
     dogs fear cats", "Jon said kids who | ..."; a clause cut at "who": 0); ``len(c)``
-    where no relative word opens the clause or follows one of its first four words."""
+    where no relative word opens the clause or follows one of its words."""
     j = c[0] - 1
     while j >= 0 and folded[j] in _FILLER:
         j -= 1
     if j >= 0 and folded[j] in _RELATIVE:
         return 0
-    for k in range(1, min(len(c), 5)):
+    for k in range(1, len(c)):
         if any(folded[i] in _RELATIVE for i in range(c[k - 1] + 1, c[k] + 1)):
             return k
     return len(c)
 
 
 def _item_end(c: list[int], k: int, folded: list[str], joined: list[bool], limit: int) -> int:
-    """Where the list item opening at ``c[k]`` ends: one word, or up to three where a
-    determiner opens it ("his old friend", "the old friend"), short of ``limit``, a link,
-    a trailing time word and the next item (session 41: "Jon and his old friend met Gina"
-    is not "Jon and Gina met his old friend")."""
+    """Where the list item opening at ``c[k]`` ends: one word, or up to two after filler
+    ("the old friend"), or as far as it goes where a kept determiner, quantifier or number
+    opens it ("his three old school friends"), short of ``limit``, a link, a trailing time
+    word and the next item (session 41: "Jon and his old friend met Gina" is not "Jon and
+    Gina met his old friend")."""
     own = _opens_item(folded[c[k]])  # "his", "two" are kept; "the" is filler, read before
     if not own and (c[k] == 0 or not _opens_item(folded[c[k] - 1])):
         return k + 1
     end = k + 1
     while (
-        end < min(k + (3 if own else 2), limit)
+        end < (limit if own else min(k + 2, limit))
         and not joined[c[end]]
         and folded[c[end]] not in _PART_ENDS
     ):
@@ -348,7 +352,7 @@ def _item_end(c: list[int], k: int, folded: list[str], joined: list[bool], limit
 def _opens_item(word: str) -> bool:
     """A determiner, quantifier or number opens a list item of several words ("his old
     friend", "two old friends", "2 old friends", "both her sisters")."""
-    return word in _DETERMINERS or word in _QUANTIFIERS or word.isdigit()
+    return word in _DETERMINERS or word in _QUANTIFIERS or word in NUMBER_WORDS or word.isdigit()
 
 
 def _head_list(c: list[int], folded: list[str], joined: list[bool]) -> list[int]:
