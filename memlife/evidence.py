@@ -177,11 +177,22 @@ def completed_receipt(sink: ReceiptSink, prefix: str, ops: Sequence[Operation]) 
     own receipt accounts for them). None otherwise (no receipt, or failures only)."""
     del ops  # nothing may follow a completed receipt (``put_run_receipt``): sealing again
     # would only leave a Parquet that no receipt names (``verify``: PARQUET_NOT_SEALED)
+    found = _completed(sink, prefix)
+    return found[0] if found is not None else None
+
+
+def completed_status(sink: ReceiptSink, prefix: str) -> str | None:
+    """The status of this run's completed receipt (success, partial_failure, blocked);
+    None where it has none (not run, or failed attempts only)."""
+    found = _completed(sink, prefix)
+    return str(found[1].get("status")) if found is not None else None
+
+
+def _completed(sink: ReceiptSink, prefix: str) -> tuple[str, dict[str, Any]] | None:
     for key, body in run_receipts(sink, prefix):
         doc = loads(body) or {}
-        if doc.get("status") == "failure":
-            continue
-        return key
+        if doc.get("status") != "failure":
+            return key, doc
     return None
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from memlife import gate
 from memlife.apply import DeleteItem, Executor, StagedGroup, Tally
 from memlife.evalset import EvalCase, cases_digest, load_cases
-from memlife.evidence import completed_receipt
+from memlife.evidence import completed_status
 from memlife.faults import checkpoint
 from memlife.run_planning import make_embeddings
 from memlife.run_types import BatchOutcome, RunContext
@@ -201,9 +201,10 @@ def commit_run(
     tally = Tally()
     if executor is None or ctx.config.dry_run:
         return tally
-    if completed_receipt(ctx.sink, ctx.prefix, []) is not None:
-        # a rerun of a completed run (one cutoff is one run): nothing may follow its
-        # completed receipt, so what the store gained since waits for the next night
+    if completed_status(ctx.sink, ctx.prefix) == "success":
+        # a rerun of a run that succeeded (one cutoff is one run): nothing may follow its
+        # receipt, so what the store gained since waits for the next night. (A rerun of a
+        # partial failure finishes what that one left: its failed shards, its own work.)
         tally.counts["rerun_of_completed_run"] += 1
         return tally
     gate = gate or {}
