@@ -407,8 +407,17 @@ class Lifecycle(RuleBasedStateMachine):
             self.deferred.add(rid)
             self.deferred_text[rid] = content
         else:
-            self.erased[rid] = content
             assert rid not in self.records(), "an erased record is still there"
+            # a held record deferred by this erasure (a replacement) may carry the text: it
+            # lives on until that hold goes (docs/adversarial-review.md, Left: the hold wins)
+            now = self.records()
+            kept = [d for d in (*out["deferred"], *out.get("still_deferred", ()))
+                    if now.get(d, {}).get("content") == content]  # fmt: skip
+            for d in kept:
+                self.deferred.add(d)
+                self.deferred_text[d] = content
+            if not kept:
+                self.erased[rid] = content
         self.changed()
 
     @precondition(lambda self: self.now < LATEST)
