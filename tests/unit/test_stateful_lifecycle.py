@@ -465,32 +465,30 @@ class Lifecycle(RuleBasedStateMachine):
         assert summary.status == "success", summary.status
         assert self.state() == self.night_state, "a rerun of the same night changed something"
 
-    def journal(self) -> list[tuple[str, str, str, str, str | None, str | None, str]]:
-        """The journal's rows: op id, run, kind, record, replacement, outcome, state."""
+    def journal_rows(self, sql: str) -> list[tuple[Any, ...]]:
+        """``sql``'s rows from the journal; none before the first night (no table yet)."""
         con = sqlite3.connect(self.db)
         try:
-            return con.execute(
-                "SELECT operation_id, run_id, kind, record_id, replacement_id, outcome, state"
-                " FROM operations ORDER BY operation_id"
-            ).fetchall()
-        except sqlite3.OperationalError:  # no night yet: no journal table
-            return []
-        finally:
-            con.close()
-
-    def in_flight(self) -> list[str]:
-        """Present records an unfinished operation of the journal names (its record or its
-        replacement): PLANNED, APPLIED, or FAILED with a retry to come."""
-        con = sqlite3.connect(self.db)
-        try:
-            rows = con.execute(
-                "SELECT record_id, replacement_id FROM operations WHERE state IN "
-                "('PLANNED', 'APPLIED') OR (state='FAILED' AND next_retry_at IS NOT NULL)"
-            ).fetchall()
+            return con.execute(sql).fetchall()
         except sqlite3.OperationalError:
             return []
         finally:
             con.close()
+
+    def journal(self) -> list[tuple[str, str, str, str, str | None, str | None, str]]:
+        """The journal's rows: op id, run, kind, record, replacement, outcome, state."""
+        return self.journal_rows(
+            "SELECT operation_id, run_id, kind, record_id, replacement_id, outcome, state"
+            " FROM operations ORDER BY operation_id"
+        )
+
+    def in_flight(self) -> list[str]:
+        """Present records an unfinished operation of the journal names (its record or its
+        replacement): PLANNED, APPLIED, or FAILED with a retry to come."""
+        rows = self.journal_rows(
+            "SELECT record_id, replacement_id FROM operations WHERE state IN "
+            "('PLANNED', 'APPLIED') OR (state='FAILED' AND next_retry_at IS NOT NULL)"
+        )
         return sorted({i for row in rows for i in row if i} & set(self.records()))
 
     @precondition(lambda self: self.crashed is not None)
@@ -672,16 +670,10 @@ class Lifecycle(RuleBasedStateMachine):
     def rows(self) -> list[tuple[Any, ...]]:
         """The journal's rows for ``operation_ids_stable``: op id, run, kind, record, reasons,
         state, attempts, created_at, outcome."""
-        con = sqlite3.connect(self.db)
-        try:
-            return con.execute(
-                "SELECT operation_id, run_id, kind, record_id, reasons, state, attempts,"
-                " created_at, outcome FROM operations"
-            ).fetchall()
-        except sqlite3.OperationalError:  # no night yet: no journal table
-            return []
-        finally:
-            con.close()
+        return self.journal_rows(
+            "SELECT operation_id, run_id, kind, record_id, reasons, state, attempts,"
+            " created_at, outcome FROM operations"
+        )
 
     @invariant()
     def receipts_hold_no_text(self) -> None:
