@@ -41,7 +41,7 @@ from memlife.model import (
     content_sha256,
     repeats_a_key,
 )
-from memlife.namespaces import namespace_problem
+from memlife.namespaces import new_namespace_problem
 from memlife.text import negates, norm_sha256
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
@@ -113,7 +113,7 @@ def _plain_key(key: str) -> bool:
 
 def _namespace_ok(namespace: str) -> bool:
     # namespaces repeat across an import; MemoryRecord._clean_namespace runs the same check
-    return namespace_problem(namespace) is None
+    return new_namespace_problem(namespace) is None
 
 
 _new = object.__new__

@@ -296,9 +296,9 @@ def parse_record(data: Any, line: int | None = None) -> MemoryRecord:
     except ValidationError as exc:
         field, reason = _first_error(exc)
         raise RecordError(rid, field, reason, line) from None
-    from memlife.namespaces import namespace_problem
+    from memlife.namespaces import new_namespace_problem
 
-    problem = namespace_problem(record.namespace)
+    problem = new_namespace_problem(record.namespace)
     if problem:  # a new record's namespace starts with '/' (every policy glob does)
         raise RecordError(rid, "namespace", f"namespace {problem}", line)
     if record.status is Status.superseded and not record.provenance.replaced_by:

@@ -34,6 +34,20 @@ def namespace_problem(namespace: str) -> str | None:
     return problem
 
 
+GLOB_CHARS = "*?["  # fnmatch's pattern characters: every namespace selector reads them
+
+
+def new_namespace_problem(namespace: str) -> str | None:
+    """:func:`namespace_problem` for a new record's namespace (import, ``remember``): no
+    glob character either. Every selector (``run --namespace``, ``review list``, policy
+    globs) reads one as a pattern: ``/users/u?/facts`` would select u1's records, and
+    ``/users/[u]1/facts`` not its own."""
+    problem = namespace_problem(namespace)
+    if problem is None and any(ch in namespace for ch in GLOB_CHARS):
+        return "has a glob character ('*', '?' or '['): a namespace is one path, not a glob"
+    return problem
+
+
 def stored_namespace_problem(namespace: str) -> str | None:
     """:func:`namespace_problem` without the leading '/': what a record already stored may
     have. Rows written before the rule stay readable (a record read, rebuilt by an erasure

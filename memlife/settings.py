@@ -218,7 +218,7 @@ class Settings(BaseSettings):
         '.' or '..' segment): refused here, naming the variable, not at each write. Its one
         placeholder is ``{actor}``: ``{user}`` (a typo) was kept literally and every actor's
         memories went into one namespace named ``/users/{user}/facts``."""
-        from memlife.namespaces import namespace_problem
+        from memlife.namespaces import new_namespace_problem
 
         other = sorted(set(_PLACEHOLDER.findall(v)) - {"{actor}"})
         other += sorted(set(_FOREIGN_PLACEHOLDER.findall(v)))
@@ -227,7 +227,7 @@ class Settings(BaseSettings):
                 f"the namespace template has the placeholder(s) {', '.join(other)}; "
                 "the only one filled in is {actor}"
             )
-        problem = namespace_problem(v.replace("{actor}", "actor"))
+        problem = new_namespace_problem(v.replace("{actor}", "actor"))
         if problem:
             raise ValueError(f"the namespace template {problem}")
         return v

@@ -73,6 +73,7 @@ from memlife.model import (
     content_sha256,
     utcnow,
 )
+from memlife.namespaces import GLOB_CHARS
 from memlife.online.inputs import stored_time
 from memlife.stores.base import BatchResult, ItemFailure, MemoryStore, iter_shard
 from memlife.stores.sqlite import CHANGED, HELD, SqliteStore
@@ -326,6 +327,11 @@ class MemlifeStore(BaseStore):
             return
         key = check_key(op.key)  # first: a message below may quote it
         path, actor = to_path(namespace), self.actor_of(namespace)
+        if any(ch in path for ch in GLOB_CHARS):  # as remember and import refuse them
+            raise InvalidNamespaceError(
+                f"namespace {namespace!r} has a glob character ('*', '?' or '['): every "
+                "namespace selector of memlife would read it as a pattern"
+            )
         problem = json_problem(dict(op.value))
         if problem is not None:
             raise InputError(

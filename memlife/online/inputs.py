@@ -16,7 +16,13 @@ from typing import Any, TypeVar, overload
 
 from memlife.errors import InputError, NamespaceError
 from memlife.model import FUTURE_SKEW, MemoryRecord, utcnow
-from memlife.namespaces import check_namespace, namespace_problem, stored_namespace_problem
+from memlife.namespaces import (
+    GLOB_CHARS,
+    check_namespace,
+    namespace_problem,
+    new_namespace_problem,
+    stored_namespace_problem,
+)
 from memlife.text import invisible, invisible_at
 
 E = TypeVar("E", bound=Enum)
@@ -99,21 +105,20 @@ def actor_arg(actor: object) -> str:
 
 def namespace_arg(namespace: object) -> str:
     """A namespace a record can have (text, at most the record's length; no '.', '..' or
-    empty segments, and no '*' in a segment: it would read as a glob where a policy or a
-    reader meets it). The length first: the segment check quotes the namespace."""
+    empty segments, and no glob character: it would read as a pattern where a policy or a
+    selector meets it). The length first: the segment check quotes the namespace."""
     text: str = text_arg(namespace, "namespace")
     check_namespace(bounded(text, "namespace", NAMESPACE_MAX_CHARS))
-    if "*" in text:
-        raise NamespaceError(
-            f"namespace {text!r} has a '*' in a segment: a namespace is one path, not a glob"
-        )
+    problem = new_namespace_problem(text)
+    if problem:
+        raise NamespaceError(f"namespace {text!r} {problem}")
     return text
 
 
 def namespace_filter_arg(namespace: object, stored: Callable[[], Iterable[str]]) -> str:
     """A namespace a read is filtered by (recall's ``namespace``): one a new record can have
     (:func:`namespace_arg`), or one written before the leading '/' was required, spelled
-    exactly as stored (``notes``), as is one with a '*' (refused for new records; a glob
+    exactly as stored (``notes``), as is one with a glob character (refused for new records; a glob
     here would search nothing): such records stay readable, so a read can name them.
     ``stored`` gives the namespaces the reader's records have; it is asked only for an
     unrooted one. Exact, as every namespace key is (shards, ledger, policy globs):
@@ -121,8 +126,8 @@ def namespace_filter_arg(namespace: object, stored: Callable[[], Iterable[str]])
     text: str = text_arg(namespace, "namespace")
     bounded(text, "namespace", NAMESPACE_MAX_CHARS)  # first: the messages below quote it
     problem = namespace_problem(text)
-    if problem is None and "*" in text:  # a glob matches nothing here: only one stored so
-        problem = "has a '*': recall takes one namespace (or all, with None), not a glob"
+    if problem is None and any(ch in text for ch in GLOB_CHARS):  # only one stored so
+        problem = "has a glob character: recall takes one namespace (or all), not a glob"
         if text in stored():
             return text
     elif problem is not None and stored_namespace_problem(text) is None:  # only the '/' missing

@@ -77,8 +77,14 @@ class SqliteSideTables:
     # pending erasures
     def add_pending(self, row: dict[str, str]) -> None:
         with self.lock:
+            # the first deferral of a record stands; a row of another actor or namespace is
+            # stale (its record went another way and the id was taken again): replaced
             self.connection.execute(
-                "INSERT OR IGNORE INTO pending_erasures VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO pending_erasures VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(record_id)"
+                " DO UPDATE SET actor_id=excluded.actor_id, namespace=excluded.namespace,"
+                " operation_id=excluded.operation_id, run_id=excluded.run_id,"
+                " requested_at=excluded.requested_at"
+                " WHERE actor_id != excluded.actor_id OR namespace != excluded.namespace",
                 tuple(row[k] for k in PENDING_KEYS),
             )
 
@@ -132,9 +138,13 @@ class DynamoSideTables:
     def add_pending(self, row: dict[str, str]) -> None:
         item = {**key("perase", row["record_id"])}
         item.update({k: {"S": row[k]} for k in PENDING_KEYS if k != "record_id"})
-        try:  # INSERT OR IGNORE: the first deferral stands
-            self.state.ddb.put_item(TableName=self.state.table, Item=item,
-                                    ConditionExpression="attribute_not_exists(pk)")  # fmt: skip
+        try:  # the first deferral stands; another actor's or namespace's row is stale
+            self.state.ddb.put_item(
+                TableName=self.state.table, Item=item,
+                ConditionExpression="attribute_not_exists(pk) OR actor_id <> :a OR #ns <> :n",
+                ExpressionAttributeNames={"#ns": "namespace"},
+                ExpressionAttributeValues={":a": item["actor_id"], ":n": item["namespace"]},
+            )  # fmt: skip
         except ClientError as exc:
             if not is_conditional_failure(exc):
                 raise

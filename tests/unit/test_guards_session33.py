@@ -244,21 +244,48 @@ def test_supersedes_wait_while_the_replacement_write_is_retried(home: Path) -> N
 
 
 # -- 7. appliers/status.py: a supersede needs another record, active, as its replacement --
-@pytest.mark.parametrize("case", ["replacement_superseded", "replacement_is_itself"])
+@pytest.mark.parametrize(
+    "case", ["chain_into_nothing", "chain_into_a_loop", "chain_into_another_tenant", "itself"]
+)
 def test_a_supersede_is_refused_without_an_active_other_replacement(
     sqlite_env: SqliteEnv, case: str
 ) -> None:
-    """Attacks invariant 3's check in set_status: a superseded or self replacement."""
+    """Attacks invariant 3's check in set_status: a replacement superseded down a chain
+    that ends nowhere (a record gone, a loop), or the record itself."""
+    store, journal, sink = sqlite_env
+    a = rec("m-a")
+    ends = {"chain_into_a_loop": "m-y", "chain_into_another_tenant": "m-x"}.get(case, "m-z")
+    gone = rec("m-r", "Likes green tea.", status=Status.superseded,
+               provenance={"replaced_by": ends})  # fmt: skip
+    loop = rec("m-y", "Likes tea.", status=Status.superseded, provenance={"replaced_by": "m-r"})
+    other = rec("m-x", "Likes green tea, mostly.", actor_id="u-2")
+    store.put_many([a, gone, loop, other])
+    ex = executor(store, journal, sink)
+    op = supersede_op(ex, a, by="m-a" if case == "itself" else "m-r")
+    (done,) = run_lifecycle(ex, [op], Tally())
+    assert (done.state, done.last_error) == (OpState.FAILED, "REPLACEMENT_MISSING")
+    assert store.get("m-a") == a
+
+
+def test_a_supersede_follows_a_replacement_superseded_since_down_its_chain(
+    sqlite_env: SqliteEnv,
+) -> None:
+    """The replacement was superseded online since the plan (by m-z, another record of the
+    tenant): the source goes down the chain to m-z, where a hand-over would have moved it
+    had the supersede come first (session 43)."""
     store, journal, sink = sqlite_env
     a = rec("m-a")
     gone = rec("m-r", "Likes green tea.", status=Status.superseded,
                provenance={"replaced_by": "m-z"})  # fmt: skip
     store.put_many([a, gone, rec("m-z", "Likes green tea, mostly.")])
     ex = executor(store, journal, sink)
-    op = supersede_op(ex, a, by="m-r" if case == "replacement_superseded" else "m-a")
-    (done,) = run_lifecycle(ex, [op], Tally())
-    assert (done.state, done.last_error) == (OpState.FAILED, "REPLACEMENT_MISSING")
-    assert store.get("m-a") == a
+    (done,) = run_lifecycle(ex, [supersede_op(ex, a, by="m-r")], Tally())
+    assert done.state is OpState.RECEIPTED, (done.state, done.last_error)
+    now = store.get("m-a")
+    assert now is not None and (now.status, now.provenance.replaced_by) == (
+        Status.superseded,
+        "m-z",
+    )
 
 
 # -- 8. lifecycle.py: the fence before a batch of changes ---------------------------------

@@ -851,6 +851,47 @@ def test_a_replacement_quarantined_between_a_crash_and_its_rerun_stays_out_of_re
         m.teardown()
 
 
+def test_a_replacement_superseded_online_between_a_crash_and_its_rerun_hands_its_sources_on() -> (
+    None
+):
+    """As above, with the replacement superseded online by a newer record the user wrote.
+    The resumed supersedes found it not active and failed (REPLACEMENT_MISSING, the run
+    partial), leaving its sources active beside the newer record: the older facts served
+    as current, and each later night merged them again (listed under "Left" in session
+    42). Must hold: the rerun and a later night succeed, every source ends superseded,
+    down the chain to the newer record, and the replacement is never active again."""
+    m = Lifecycle()
+    try:
+        repl = _killed_after_its_replacement(m)
+        actor, ns, _ = m.known[repl]
+        sources = m.records()[repl]["provenance"]["supersedes"]
+        with SqliteStore(m.db) as store:
+            mem = LongTermMemory(store)
+            try:
+                newer = mem.remember(actor, ns, None, "Bought a tandem kayak in the spring.")
+                assert newer.created
+                done = mem.set_status(
+                    [repl], "superseded", replaced_by=newer.record_id, actor=actor
+                )
+                assert done == [repl]
+            finally:
+                mem.close()
+        m.changed()
+        statuses, seen = [], []
+        for day in range(2):  # the rerun (the same cutoff), then a later night
+            m.now += timedelta(days=1 if day else 0)
+            statuses.append(run_local(m.config(dry_run=False)).status)
+            seen.append(m.records().get(repl, {}).get("status"))
+        assert "active" not in seen, f"the superseded {repl} is back in recall: {seen}"
+        assert statuses == ["success"] * 2, statuses
+        now = m.records()
+        assert {now[s]["status"] for s in sources if s in now} == {"superseded"}, sources
+        m.supersedes_point_to_active_replacements()
+        m.every_vanished_record_has_a_receipt()
+    finally:
+        m.teardown()
+
+
 Lifecycle.TestCase.settings = settings(
     max_examples=EXAMPLES,
     stateful_step_count=25,

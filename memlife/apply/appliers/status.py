@@ -49,12 +49,14 @@ def set_status(
             gone = removed_by_another(ex, o)
             out[o.operation_id] = Outcome.skipped if gone else record_missing(o)
             continue
-        if current.status is status and current.provenance.replaced_by == (
-            o.replacement_id if status is Status.superseded else current.provenance.replaced_by
-        ):
+        repl, target = None, current.provenance.replaced_by
+        if status is Status.superseded:
+            repl = _handed_to(ex, found.get(o.replacement_id or ""))
+            target = repl.id if repl is not None else o.replacement_id
+        if current.status is status and current.provenance.replaced_by == target:
             out[o.operation_id] = outcome  # done already (a crash before the journal knew)
             if status is Status.superseded:
-                replaced.append((current, o.replacement_id or ""))
+                replaced.append((current, target or ""))
             continue
         refused = stale(o, current)
         if refused is None and status is Status.superseded and current.status is not Status.active:
@@ -63,13 +65,21 @@ def set_status(
             out[o.operation_id] = refused
             continue
         if status is Status.superseded:
-            repl = found.get(o.replacement_id or "")
-            # invariant 3: the replacement is another record, and active; or put out of
-            # recall online since the plan (forgotten: pending_delete; quarantined): its
+            if repl is not None and repl.id == o.record_id != o.replacement_id:
+                out[o.operation_id] = Outcome.skipped  # handed on to this very source
+                continue
+            # invariant 3: the replacement is another record of the source's tenant, and
+            # active; or put out of recall online since the plan (forgotten:
+            # pending_delete; quarantined; superseded: its sources go down its chain): its
             # sources then follow it, as they would had the night not been killed between
             # its write and these supersedes (written over, it would be active again)
             live = (Status.active, Status.pending_delete, Status.quarantined)
-            if repl is None or repl.id == o.record_id or repl.status not in live:
+            if (
+                repl is None
+                or repl.id == o.record_id
+                or repl.status not in live
+                or (repl.actor_id, repl.namespace) != (current.actor_id, current.namespace)
+            ):
                 withdrawn = repl is None and replacement_removed(ex, o)
                 out[o.operation_id] = (
                     Outcome.skipped
@@ -80,7 +90,7 @@ def set_status(
         # a quarantined record keeps what replaced it: a restore (or an erasure of that
         # replacement, SOURCE_OF_ERASED) must still see the chain; other statuses drop it
         keep = current.provenance.replaced_by if status is Status.quarantined else None
-        ready.setdefault(o.replacement_id or keep, []).append(o)
+        ready.setdefault(repl.id if repl is not None else keep, []).append(o)
     for replacement, group in ready.items():
         write = partial(_setter(ex), [o.record_id for o in group], status,
                         replaced_by=replacement, policy_version=ex.policy.version, at=ex.cutoff,
@@ -102,6 +112,21 @@ def set_status(
     if stop is not None:  # every write done, the re-pointing stopped (a quota)
         raise ShardStopped(stop, out) from stop
     return out
+
+
+def _handed_to(ex: Executor, replacement: MemoryRecord | None) -> MemoryRecord | None:
+    """Where ``replacement`` hands its sources: itself, or, superseded online since the plan,
+    down its ``replaced_by`` to the first record not superseded (where :func:`_repoint`
+    would have moved them had the night not been killed before their supersedes). None
+    for a chain that breaks (a record gone, a loop, longer than ``MAX_CHAIN``)."""
+    seen: set[str] = set()
+    while replacement is not None and replacement.status is Status.superseded:
+        nxt = replacement.provenance.replaced_by
+        if nxt is None or replacement.id in seen or len(seen) >= MAX_CHAIN:
+            return None
+        seen.add(replacement.id)
+        replacement = ex.store.get(nxt)
+    return replacement
 
 
 def _setter(ex: Executor) -> Callable[..., BatchResult]:
