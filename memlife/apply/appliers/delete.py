@@ -15,6 +15,7 @@ from memlife.apply.appliers.base import (
     until_stopped,
 )
 from memlife.apply.registry import Result, register
+from memlife.consolidate.replacement import lifetime_end
 from memlife.errors import ShardStopped
 from memlife.faults import checkpoint
 from memlife.journal import Operation, OpKind, Outcome
@@ -67,7 +68,15 @@ def _still_superseded(ex: Executor, o: Operation, r: MemoryRecord, going: list[s
     deleted: memlife/orphans.py) still holds only while the record is superseded (an
     erasure may have made it active again since), and, for REPLACEMENT_DELETED, while its
     replacement is gone or ``going`` (deleted by this batch: a hold placed on the
-    replacement keeps it, and so its sources)."""
+    replacement keeps it, and so its sources). A forgotten record past its grace, or an
+    expired one, still holds only while it is forgotten, or its deadline past: an agent
+    may have written it again since the plan (a LangGraph put of the same key and value)."""
+    if "GRACE_ELAPSED" in o.reasons and r.status is not Status.pending_delete:
+        return False  # written active again since the plan: no grace left to end
+    if {"HARD_EXPIRED", "TTL_EXPIRED"} & set(o.reasons):
+        end = lifetime_end(r.created_at, r.memory_type, r.expires_at, ex.policy.ttl_days())
+        if end is None or end > ex.cutoff:
+            return False  # written again since the plan with a later deadline, or none
     if "ALREADY_SUPERSEDED" not in o.reasons:
         return True
     if r.status is not Status.superseded:

@@ -20,6 +20,7 @@ from memlife.apply.appliers.base import (
     until_stopped,
 )
 from memlife.apply.registry import Result
+from memlife.consolidate.replacement import outlives
 from memlife.errors import ShardStopped
 from memlife.faults import checkpoint
 from memlife.journal import Operation, Outcome
@@ -87,6 +88,11 @@ def set_status(
                     else ItemFailure(o.record_id, "REPLACEMENT_MISSING")
                 )
                 continue
+            ours = found.get(o.replacement_id or "")
+            if ours is not None and o.record_id in ours.provenance.supersedes:
+                if outlives(current, ours, ex.policy.ttl_days()):  # restated since the read
+                    out[o.operation_id] = Outcome.skipped  # (remember): kept, as it was told
+                    continue
         # a quarantined record keeps what replaced it: a restore (or an erasure of that
         # replacement, SOURCE_OF_ERASED) must still see the chain; other statuses drop it
         keep = current.provenance.replaced_by if status is Status.quarantined else None
