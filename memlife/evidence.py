@@ -138,21 +138,28 @@ def receipt_key(prefix: str, n: int) -> str:
     return f"{prefix}/receipt.json" if n == 1 else f"{prefix}/receipt.{n}.json"
 
 
-def put_run_receipt(sink: ReceiptSink, prefix: str, receipt: dict[str, Any]) -> str | None:
-    """Create-only: receipt.json, or receipt.N.json when a rerun completes an earlier failure
-    (a crash's, or an abandoned run's seal: memlife/run_abandoned.py); its key.
+# a run's receipts a rerun's receipt may follow: the attempt did not finish everything (a
+# crash, an abandoned run's seal, failed shards). A rerun of a partial failure finishes
+# what that one left, so what it commits needs a receipt of its own (session 43, audit a).
+FOLLOWED = ("failure", "partial_failure")
 
-    Evidence is never overwritten. A rerun that finds a receipt of a completed attempt
-    (success / partial_failure / blocked) moves on without writing another, a failure
-    included: only a failed attempt is ever followed by another receipt (``verify``:
-    RECEIPT_AFTER_COMPLETION).
+
+def put_run_receipt(sink: ReceiptSink, prefix: str, receipt: dict[str, Any]) -> str | None:
+    """Create-only: receipt.json, or receipt.N.json when a rerun follows an attempt that
+    did not finish (``FOLLOWED``: a crash's, an abandoned run's seal, a partial failure);
+    its key.
+
+    Evidence is never overwritten. A rerun that finds a receipt of a finished attempt
+    (success / blocked) moves on without writing another: nothing follows such a receipt
+    (``verify``: RECEIPT_AFTER_COMPLETION), and the rerun commits nothing
+    (``run_commit``).
     """
     for n in range(1, 1000):
         key = receipt_key(prefix, n)
         if sink.put_new(key, dumps(receipt)):
             return key
         existing = loads(sink.get(key)) or {}
-        if existing.get("status") != "failure":
+        if existing.get("status") not in FOLLOWED:
             return key  # an earlier attempt of this same run already completed
     return None
 
@@ -182,8 +189,8 @@ def completed_receipt(sink: ReceiptSink, prefix: str, ops: Sequence[Operation]) 
 
 
 def completed_status(sink: ReceiptSink, prefix: str) -> str | None:
-    """The status of this run's completed receipt (success, partial_failure, blocked);
-    None where it has none (not run, or failed attempts only)."""
+    """The status of this run's completed receipt (success, blocked); None where it has
+    none (not run, or attempts that did not finish only: ``FOLLOWED``)."""
     found = _completed(sink, prefix)
     return str(found[1].get("status")) if found is not None else None
 
@@ -191,7 +198,7 @@ def completed_status(sink: ReceiptSink, prefix: str) -> str | None:
 def _completed(sink: ReceiptSink, prefix: str) -> tuple[str, dict[str, Any]] | None:
     for key, body in run_receipts(sink, prefix):
         doc = loads(body) or {}
-        if doc.get("status") != "failure":
+        if doc.get("status") not in FOLLOWED:
             return key, doc
     return None
 
@@ -207,10 +214,10 @@ def loads(body: bytes | None) -> dict[str, Any] | None:
 
 def effective_receipt(receipts: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     """The run's result: the first completed receipt (nothing may follow it), else the last
-    failure that sealed its work (the last failure where none did). Only a failed attempt
-    is ever followed by another receipt."""
+    attempt that sealed its work (the last attempt where none did). Only an attempt that
+    did not finish (``FOLLOWED``) is ever followed by another receipt."""
     for r in receipts:
-        if r.get("status") != "failure":
+        if r.get("status") not in FOLLOWED:
             return r
     # the last failure that sealed its work: an unsealed one after it proves nothing
     sealed_ones = [r for r in receipts if isinstance(r.get("evidence"), dict)]
@@ -342,7 +349,7 @@ def verify_evidence(sink: ReceiptSink, run: Any, v: Any) -> list[dict[str, Any]]
         if completed is None:  # what a receipt after the completed one lists proves nothing
             known.update(r["operation_id"] for r in rows)
             result, v.sealed_by = rows, n
-            if receipt.get("status") != "failure":
+            if receipt.get("status") not in FOLLOWED:
                 completed = key
     unnamed_parquet(sink, run.prefix, named, v)
     verify_dataset(sink, run, seals, result, v)

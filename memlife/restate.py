@@ -290,6 +290,10 @@ def _shape(text: str) -> Shape:
                  for m in range(k + 1, len(later)) if items[m] != items[k]}  # fmt: skip
         # a list at either end ("cats and dogs hate mice") pairs each of its items
         head, tail = _head_list(c, folded, joined), [c[-1]]
+        # an item a number opens may run past its noun into the verb and the object ("mom
+        # and seven coworkers took dad"): the subject keeps its order before those words
+        spilled = _spilled(head, joined)
+        ends |= {(marked[c[0]], marked[w]) for w in spilled}
         for k in range(len(c) - 1, 0, -1):
             if not joined[c[k]]:
                 break
@@ -303,7 +307,7 @@ def _shape(text: str) -> Shape:
                                    if folded[c[k]] in _PART_ENDS]  # fmt: skip
         for e, items in cuts:
             ends |= {(marked[h], marked[t]) for h in head for t in items}
-            if e > len(head) + len(items) + 1:
+            if e > len(head) + len(items) + (not spilled):  # (the verb may be in the head)
                 second = c[e - len(items) - 1]
                 if folded[second] not in _PART_ENDS:
                     ends |= {(marked[h], marked[second]) for h in head}
@@ -313,6 +317,12 @@ def _shape(text: str) -> Shape:
              and (j < 2 or folded[keep[j - 2]] not in _LINKS)}  # fmt: skip
     pairs = frozenset(p for p in ends | links if p[0] != p[1])
     return frozenset(placed.items()), names, after, frozenset(numbers.items()), clauses, pairs
+
+
+def _spilled(head: list[int], joined: list[bool]) -> list[int]:
+    """The head list's words past the first two of its last item."""
+    starts = [k for k in range(1, len(head)) if joined[head[k]]]
+    return head[starts[-1] + 2 :] if starts else []
 
 
 def _relative_start(c: list[int], folded: list[str]) -> int:

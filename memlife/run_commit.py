@@ -201,10 +201,11 @@ def commit_run(
     tally = Tally()
     if executor is None or ctx.config.dry_run:
         return tally
-    if completed_status(ctx.sink, ctx.prefix) == "success":
-        # a rerun of a run that succeeded (one cutoff is one run): nothing may follow its
-        # receipt, so what the store gained since waits for the next night. (A rerun of a
-        # partial failure finishes what that one left: its failed shards, its own work.)
+    if completed_status(ctx.sink, ctx.prefix) is not None:
+        # a rerun of a run that finished (success, blocked; one cutoff is one run): nothing
+        # may follow its receipt, so what the store gained since waits for the next night.
+        # (A rerun of a partial failure finishes what that one left, under a receipt of its
+        # own: evidence.FOLLOWED.)
         tally.counts["rerun_of_completed_run"] += 1
         return tally
     gate = gate or {}

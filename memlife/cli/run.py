@@ -262,7 +262,7 @@ def register(app: typer.Typer) -> None:
             )
         if (result.get("other_counts") or {}).get("rerun_of_completed_run"):
             err_console.print(
-                "note: this cutoff's run had already succeeded (its receipt is sealed): "
+                "note: this cutoff's run had already finished (its receipt is sealed): "
                 "nothing new was committed; what the store gained since waits for the next night"
             )
         line = gate_line(result)

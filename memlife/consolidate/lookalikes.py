@@ -9,8 +9,9 @@ source does, or where it is a form of a source word sharing its opening: one ste
 the other ("painter" beside "painting"), stems that part within two letters ("belief" /
 "believing", "satisfaction" / "satisfying"), words sharing most of their letters
 ("understood" / "understand"), or one letter more or less ("neighbourhood" /
-"neighborhood"). A form of one source word passes whatever else the sources say
-("experimentation" beside "experimenting" and "experienced").
+"neighborhood"). Beside a source word it is not a form of, only a form by its letters
+(most shared, or one letter apart) passes: "experimentation" beside "experimenting" and
+"experienced", not "psychologist" beside "psychosis" and "psychiatrist".
 """
 
 from __future__ import annotations
@@ -79,6 +80,18 @@ def lookalikes(claim: str, sources: Iterable[str], *, skip: Container[str] = ())
         if word in skip or not alike:
             continue
         stem = _stem(word)
-        if not any(_form(word, stem, other, other_stem) for other, other_stem in alike):
+        forms = [_form(word, stem, other, other_stem) for other, other_stem in alike]
+        if all(forms):
+            continue
+        # beside a lookalike, a form by its stems alone is not enough ("psychologist" is a
+        # stem's reach from "psychosis" and a swap for "psychiatrist"): it must share most
+        # of its letters with a source word, or be one letter from it
+        if not any(f and _close(word, other) for f, (other, _) in zip(forms, alike, strict=True)):
             found.add(word)
     return found
+
+
+def _close(word: str, other: str) -> bool:
+    """Forms of one word by their letters: most of them shared, or one letter apart."""
+    shared = _shared(word, other) / max(len(word), len(other)) > _MAX_SHARED_SHARE
+    return shared or _one_apart(word, other)

@@ -130,22 +130,32 @@ def test_a_log_whose_records_is_an_object_is_named_and_read_again_later(tmp_path
 
 # -- 4. evidence.py put_run_receipt: nothing follows a completed run receipt ------------------
 def test_a_receipt_written_after_a_completed_one_is_not_a_second_receipt(tmp_path: Path) -> None:
-    """Once a run's receipt says it completed, a later put (a rerun's failure, a second
-    completion) writes nothing: the completed receipt's key comes back, and it alone stays."""
+    """Once a run's receipt says it finished (success, blocked), a later put (a rerun's
+    failure, a second completion) writes nothing: the finished receipt's key comes back,
+    and it alone stays. A failure or a partial failure is followed (evidence.FOLLOWED:
+    its rerun finishes what it left, session 43)."""
     sink = FileSink(tmp_path / "receipts")
-    prefix = "runs/2026/11/30/r-1"
-    first = {"run_id": "r-1", "status": "partial_failure", "counts": {"failed": 1}}
-    assert put_run_receipt(sink, prefix, first) == f"{prefix}/receipt.json"
-    for status in ("failure", "success"):
-        assert put_run_receipt(sink, prefix, {"run_id": "r-1", "status": status}) == (
+    for run, done in (("r-1", "success"), ("r-3", "blocked")):
+        prefix = f"runs/2026/11/30/{run}"
+        assert put_run_receipt(sink, prefix, {"run_id": run, "status": done}) == (
             f"{prefix}/receipt.json"
         )
-    assert [json.loads(b)["status"] for _, b in run_receipts(sink, prefix)] == ["partial_failure"]
-    # only a failure is followed: its rerun's receipt is the next one
+        for status in ("failure", "partial_failure", "success"):
+            assert put_run_receipt(sink, prefix, {"run_id": run, "status": status}) == (
+                f"{prefix}/receipt.json"
+            )
+        assert [json.loads(b)["status"] for _, b in run_receipts(sink, prefix)] == [done]
+    # a failure and a partial failure are followed: the rerun's receipt is the next one
     failed = "runs/2026/11/30/r-2"
     put_run_receipt(sink, failed, {"run_id": "r-2", "status": "failure"})
-    assert put_run_receipt(sink, failed, {"run_id": "r-2", "status": "success"}) == (
+    assert put_run_receipt(sink, failed, {"run_id": "r-2", "status": "partial_failure"}) == (
         f"{failed}/receipt.2.json"
+    )
+    assert put_run_receipt(sink, failed, {"run_id": "r-2", "status": "success"}) == (
+        f"{failed}/receipt.3.json"
+    )
+    assert put_run_receipt(sink, failed, {"run_id": "r-2", "status": "failure"}) == (
+        f"{failed}/receipt.3.json"
     )
 
 
