@@ -5,8 +5,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pytest
-
 from memlife.model import MemoryRecord
 from memlife.pipeline import RunConfig, run_local
 from memlife.stores.sqlite import SqliteStore
