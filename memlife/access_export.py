@@ -124,6 +124,11 @@ def read_access_file(path: Path) -> pa.Table:
             raise InputError(
                 f"{path}: column '{f.name}' is missing (ledger rows have {SCHEMA.names})"
             )
+        got = table[f.name].type
+        if pa.types.is_timestamp(f.type) and not (
+            pa.types.is_timestamp(got) or pa.types.is_string(got) or pa.types.is_large_string(got)
+        ):  # a cast would read a number as microseconds since 1970: every read lost, silently
+            raise InputError(f"{path}: column '{f.name}' is not {f.type} ({got})")
         try:
             table = table.set_column(
                 table.column_names.index(f.name), f.name, table[f.name].cast(f.type)

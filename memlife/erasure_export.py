@@ -136,14 +136,21 @@ def apply_erasures(
     store: MemoryStore, tombs: list[Tombstone], pending: list[PendingErasure], *,
     policy: Any = None, receipts: Any = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """Apply parsed erasures (``parse_erasures``) to ``store``."""
-    from memlife.erase import carry_pending
+    """Apply parsed erasures (``parse_erasures``) to ``store``. A record a tombstone names,
+    under its own id and text (an older backup restored with today's erasures), is erased
+    again, with its receipt, once the tombstones are in."""
+    from memlife.erase import carry_pending, erase
 
     _refuse_pending_not_held(store, pending)
-    _refuse_live_text(store, tombs, {(p.actor_id, p.namespace, p.record_id) for p in pending})
+    stale = _refuse_live_text(
+        store, tombs, {(p.actor_id, p.namespace, p.record_id) for p in pending}
+    )
     rows = [(t.actor_id, t.record_id, t.content_sha256, t.norm_sha256) for t in tombs]
     added = tombstones._backend(store).add_tombstones(rows) if rows else 0
     out: dict[str, Any] = {"tombstones": len(tombs), "tombstones_added": max(added, 0)}
+    for actor, ids in sorted(stale.items()):  # the erased records an older export held
+        erase(store, actor, ids=ids, pending=False, policy=policy, receipts=receipts)
+        out.setdefault("erased_again", []).extend(ids)
     if pending:
         out |= carry_pending(store, pending, policy=policy, receipts=receipts)
     return out
@@ -167,26 +174,33 @@ def _refuse_pending_not_held(store: MemoryStore, pending: list[PendingErasure]) 
 
 def _refuse_live_text(
     store: MemoryStore, tombs: list[Tombstone], deferred: set[tuple[str, str, str]]
-) -> None:
+) -> dict[str, list[str]]:
     """A tombstone says its text was erased; a live record of that actor holding it (not a
     held copy the file defers: same actor, namespace and id) means the file does not
     belong to these records: taken as is, it would have the next release of any hold erase
-    that record, asked by nobody."""
+    that record, asked by nobody. The erased record itself (the tombstone's own id and
+    text: an older backup) is no such record: returned, actor -> ids, to erase again."""
     from memlife.erase import actor_records, text_keys, tombstone_keys
 
     by_actor: dict[str, set[str]] = {}
+    own: dict[tuple[str, str], set[str]] = {}  # (actor, erased id) -> its text keys
     for t in tombs:
-        by_actor.setdefault(t.actor_id, set()).update(
-            tombstone_keys(t.content_sha256, t.norm_sha256)
-        )
+        keys = tombstone_keys(t.content_sha256, t.norm_sha256)
+        by_actor.setdefault(t.actor_id, set()).update(keys)
+        own.setdefault((t.actor_id, t.record_id), set()).update(keys)
+    stale: dict[str, list[str]] = {}
     for actor, keys in sorted(by_actor.items()):
-        live = [
-            r.id
-            for r in actor_records(store, actor)
-            if not (r.held and (r.actor_id, r.namespace, r.id) in deferred) and text_keys(r) & keys
-        ]
+        live = []
+        for r in actor_records(store, actor):
+            if (r.held and (r.actor_id, r.namespace, r.id) in deferred) or not text_keys(r) & keys:
+                continue
+            if text_keys(r) & own.get((actor, r.id), set()):
+                stale.setdefault(actor, []).append(r.id)
+            else:
+                live.append(r.id)
         if live:
             raise InputError(
                 f"erasures: tombstones of actor {actor} match {len(live)} live record(s) the "
                 f"file does not defer ({', '.join(sorted(live)[:5])}): not this store's erasures"
             )
+    return stale

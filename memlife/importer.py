@@ -457,8 +457,7 @@ def _apply_updates(
 
     ok: list[tuple[int, MemoryRecord]] = []
     for n, new in updates:
-        old = store.get(new.id)
-        code = None
+        old, code = store.get(new.id), None
         if old is not None and old.actor_id != new.actor_id:
             code = "ACTOR_MISMATCH"
         elif old is not None and old.namespace != new.namespace:
@@ -496,5 +495,6 @@ def _apply_updates(
             report.conflicts.append(
                 {"line": line_of[o.record_id], "id": o.record_id, "code": o.last_error or "FAILED"}
             )
-    run.extra["updated"] = [o.record_id for o in done if o.outcome is Outcome.updated]
+    run.extra["updated"] = updated = [o.record_id for o in done if o.outcome is Outcome.updated]
+    check_links(store, [(line_of[i], i) for i in updated], report)  # warned as inserts are
     report.run = run.finish()

@@ -140,6 +140,11 @@ def register(app: typer.Typer) -> None:
                         if carried.get("not_found")
                         else ""
                     )
+                    + (  # an older backup held records erased since: erased again
+                        f", {len(carried['erased_again'])} erased record(s) erased again"
+                        if carried.get("erased_again")
+                        else ""
+                    )
                 )
             for e in report.invalid:
                 err_console.print(f"[red]invalid[/red] {safe(e)}", markup=True)
