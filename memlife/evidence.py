@@ -32,12 +32,13 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from memlife.apply.counts import deferral
-from memlife.audit import ReceiptSink, dumps
+from memlife.audit import ReceiptSink
 from memlife.evidence_dataset import unnamed_parquet, verify_dataset
 from memlife.evidence_key import PREFIX as KEYED
 from memlife.journal import Operation
 from memlife.receipts import operation_key, operations_parquet
 from memlife.receipts_dataset import write_operations
+from memlife.run_receipts import FOLLOWED, loads, run_receipts
 
 # a seal's partition file of the receipts dataset: run id, cutoff, mode
 DatasetTarget = tuple[str, datetime, str]
@@ -132,96 +133,6 @@ def _manifest_store(manifest: bytes | None) -> str | None:
     except (ValueError, AttributeError):  # a manifest that is no JSON object: no store said
         return None
     return found if isinstance(found, str) else None
-
-
-def receipt_key(prefix: str, n: int) -> str:
-    return f"{prefix}/receipt.json" if n == 1 else f"{prefix}/receipt.{n}.json"
-
-
-# a run's receipts a rerun's receipt may follow: the attempt did not finish everything (a
-# crash, an abandoned run's seal, failed shards). A rerun of a partial failure finishes
-# what that one left, so what it commits needs a receipt of its own (session 43, audit a).
-FOLLOWED = ("failure", "partial_failure")
-
-
-def put_run_receipt(sink: ReceiptSink, prefix: str, receipt: dict[str, Any]) -> str | None:
-    """Create-only: receipt.json, or receipt.N.json when a rerun follows an attempt that
-    did not finish (``FOLLOWED``: a crash's, an abandoned run's seal, a partial failure);
-    its key.
-
-    Evidence is never overwritten. A rerun that finds a receipt of a finished attempt
-    (success / blocked) moves on without writing another: nothing follows such a receipt
-    (``verify``: RECEIPT_AFTER_COMPLETION), and the rerun commits nothing
-    (``run_commit``).
-    """
-    for n in range(1, 1000):
-        key = receipt_key(prefix, n)
-        if sink.put_new(key, dumps(receipt)):
-            return key
-        existing = loads(sink.get(key)) or {}
-        if existing.get("status") not in FOLLOWED:
-            return key  # an earlier attempt of this same run already completed
-    return None
-
-
-def run_receipts(sink: ReceiptSink, prefix: str) -> list[tuple[str, bytes]]:
-    """(key, bytes) of receipt.json, receipt.2.json, ... in order, up to the first missing."""
-    out: list[tuple[str, bytes]] = []
-    for n in range(1, 1000):
-        key = receipt_key(prefix, n)
-        body = sink.get(key)
-        if body is None:
-            break
-        out.append((key, body))
-    return out
-
-
-def completed_receipt(sink: ReceiptSink, prefix: str, ops: Sequence[Operation]) -> str | None:
-    """The key of this run's completed receipt when it already seals every RECEIPTED
-    operation in ``ops``: a rerun of a completed run then seals nothing more (no second
-    Parquet, no re-read of every operation receipt), and ``put_run_receipt`` would return
-    this key anyway (even when it lacks operations a retry receipted since: the retry's
-    own receipt accounts for them). None otherwise (no receipt, or failures only)."""
-    del ops  # nothing may follow a completed receipt (``put_run_receipt``): sealing again
-    # would only leave a Parquet that no receipt names (``verify``: PARQUET_NOT_SEALED)
-    found = _completed(sink, prefix)
-    return found[0] if found is not None else None
-
-
-def completed_status(sink: ReceiptSink, prefix: str) -> str | None:
-    """The status of this run's completed receipt (success, blocked); None where it has
-    none (not run, or attempts that did not finish only: ``FOLLOWED``)."""
-    found = _completed(sink, prefix)
-    return str(found[1].get("status")) if found is not None else None
-
-
-def _completed(sink: ReceiptSink, prefix: str) -> tuple[str, dict[str, Any]] | None:
-    for key, body in run_receipts(sink, prefix):
-        doc = loads(body) or {}
-        if doc.get("status") not in FOLLOWED:
-            return key, doc
-    return None
-
-
-def loads(body: bytes | None) -> dict[str, Any] | None:
-    """A JSON object, or None (missing, unreadable or not an object)."""
-    try:
-        doc = json.loads(body) if body is not None else None
-    except ValueError:
-        return None
-    return doc if isinstance(doc, dict) else None
-
-
-def effective_receipt(receipts: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
-    """The run's result: the first completed receipt (nothing may follow it), else the last
-    attempt that sealed its work (the last attempt where none did). Only an attempt that
-    did not finish (``FOLLOWED``) is ever followed by another receipt."""
-    for r in receipts:
-        if r.get("status") not in FOLLOWED:
-            return r
-    # the last failure that sealed its work: an unsealed one after it proves nothing
-    sealed_ones = [r for r in receipts if isinstance(r.get("evidence"), dict)]
-    return sealed_ones[-1] if sealed_ones else (receipts[-1] if receipts else None)
 
 
 def sealed(receipt: dict[str, Any]) -> dict[str, Any]:

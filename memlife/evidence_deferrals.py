@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from memlife.audit import ReceiptSink
-from memlife.evidence import _mismatched, fetch_all, loads
+from memlife.evidence import _mismatched, fetch_all
+from memlife.run_receipts import loads
 
 DEFERRED = "ERASURE_DEFERRED"
 

@@ -14,10 +14,11 @@ from datetime import datetime
 from typing import Any
 
 from memlife.audit import ReceiptSink
-from memlife.evidence import _mismatched, _when, loads
+from memlife.evidence import _mismatched, _when
 from memlife.evidence_key import as_written
 from memlife.journal import Operation
 from memlife.receipts import operation_key
+from memlife.run_receipts import loads
 
 # the states an operation may have reached since a row showed it in the first one
 LATER = {"PLANNED": {"PLANNED", "APPLIED", "FAILED", "RECEIPTED"},

@@ -29,7 +29,6 @@ from typing import Any, Protocol, TypeVar
 from memlife import progress
 from memlife.apply import Executor, Tally
 from memlife.consolidate.base import Consolidator
-from memlife.evidence import run_receipts
 from memlife.faults import checkpoint
 from memlife.journal import Journal, open_journal, open_memo_reader
 from memlife.model import parse_time
@@ -39,6 +38,7 @@ from memlife.run_finish import finish_run, gate_verdict, write_failure_receipt
 from memlife.run_finish import gate_line as gate_line  # re-exported: the CLI's one line
 from memlife.run_finish import markdown_summary as markdown_summary  # re-exported
 from memlife.run_planning import embeddings_for, open_report, process_batch
+from memlife.run_receipts import run_receipts
 from memlife.run_scope import check_namespaces, check_store_exists, unmatched_scope
 from memlife.run_start import remote_state, start_run, take_lease
 from memlife.run_types import BatchOutcome, RunConfig, RunContext, RunSummary, Shard, collect

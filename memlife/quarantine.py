@@ -29,7 +29,7 @@ from memlife.apply.counts import journal_counts, lifecycle_from_journal
 from memlife.apply.lifecycle import retryable
 from memlife.apply.tally import COUNT
 from memlife.audit import ReceiptSink, ReceiptWriteError, as_sink, dumps, run_prefix
-from memlife.evidence import put_run_receipt, run_receipts, seal, sealed
+from memlife.evidence import seal, sealed
 from memlife.journal import Journal, Operation, OpKind, OpState, open_journal
 from memlife.lease import Lease
 from memlife.lease import for_store as lease_for_store
@@ -37,6 +37,7 @@ from memlife.model import MemoryRecord, Status, utcnow
 from memlife.policy import Policy, load_policy, resolve_policy_path
 from memlife.policy_record import check_policy
 from memlife.receipts import operator_identity
+from memlife.run_receipts import put_run_receipt, run_receipts
 from memlife.stores import store_identity
 from memlife.stores.base import MAX_BATCH, MemoryStore, chunked, iter_shard
 

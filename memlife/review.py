@@ -52,7 +52,7 @@ def latest_receipt(sink: ReceiptSink, prefix: str) -> dict[str, Any] | None:
     """The run's result: receipt.json, or the receipt.N.json with which a rerun completed a
     failed attempt. A receipt added after a completed one is not the result (``verify``
     reports it: RECEIPT_AFTER_COMPLETION)."""
-    from memlife.evidence import effective_receipt, loads, run_receipts
+    from memlife.run_receipts import effective_receipt, loads, run_receipts
 
     docs = [loads(body) or {} for _, body in run_receipts(sink, prefix)]
     return effective_receipt(docs)
@@ -96,7 +96,7 @@ def misplaced_runs(keys: Iterable[str], run_id: str | None = None) -> list[str]:
 def run_info(sink: ReceiptSink, prefix: str) -> RunInfo:
     """The run in ``prefix``; a manifest that is missing or not a JSON object reads as {}
     (``verify``: MANIFEST_MISSING / MANIFEST_UNREADABLE), never an exception."""
-    from memlife.evidence import loads
+    from memlife.run_receipts import loads
 
     manifest = loads(sink.get(f"{prefix}/manifest.json")) or {}
     return RunInfo(prefix.rsplit("/", 1)[1], prefix, manifest, latest_receipt(sink, prefix))

@@ -36,10 +36,11 @@ from typing import Any
 
 from memlife.apply.counts import journal_counts, lifecycle_from_journal
 from memlife.audit import ReceiptSink, ReceiptWriteError, dumps
-from memlife.evidence import loads, receipt_key, run_receipts, seal, sealed
+from memlife.evidence import seal, sealed
 from memlife.journal import Journal
 from memlife.model import utcnow
 from memlife.review import in_place
+from memlife.run_receipts import loads, receipt_key, run_receipts
 
 log = logging.getLogger(__name__)
 

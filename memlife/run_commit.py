@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 from memlife import gate
 from memlife.apply import DeleteItem, Executor, StagedGroup, Tally
 from memlife.evalset import EvalCase, cases_digest, load_cases
-from memlife.evidence import completed_status
 from memlife.faults import checkpoint
 from memlife.run_planning import make_embeddings
+from memlife.run_receipts import completed_status
 from memlife.run_types import BatchOutcome, RunContext
 from memlife.stores import MemoryStore
 
@@ -205,7 +205,7 @@ def commit_run(
         # a rerun of a run that finished (success, blocked; one cutoff is one run): nothing
         # may follow its receipt, so what the store gained since waits for the next night.
         # (A rerun of a partial failure finishes what that one left, under a receipt of its
-        # own: evidence.FOLLOWED.)
+        # own: run_receipts.FOLLOWED.)
         tally.counts["rerun_of_completed_run"] += 1
         return tally
     gate = gate or {}

@@ -16,13 +16,14 @@ from typing import Any
 from memlife.apply import Tally
 from memlife.apply.counts import journal_counts, lifecycle_from_journal
 from memlife.audit import ReceiptWriteError
-from memlife.evidence import completed_receipt, put_run_receipt, seal, sealed
+from memlife.evidence import seal, sealed
 from memlife.journal import Journal
 from memlife.metrics import publish_counts
 from memlife.model import utcnow
 from memlife.plan import Action
 from memlife.report import ReportWriter
 from memlife.rerun_counts import carried_over
+from memlife.run_receipts import completed_receipt, put_run_receipt
 from memlife.run_start import remote_state, scope
 from memlife.run_types import BatchOutcome, RunContext, RunSummary, Shard
 
@@ -291,7 +292,7 @@ def write_failure_receipt(
 
 def write_run_receipt(ctx: RunContext, receipt: dict[str, Any]) -> str | None:
     """Create-only: receipt.json, or receipt.N.json when a rerun completes an earlier failure
-    (``evidence.put_run_receipt``)."""
+    (``run_receipts.put_run_receipt``)."""
     return put_run_receipt(ctx.sink, ctx.prefix, receipt)
 
 

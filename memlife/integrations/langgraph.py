@@ -328,10 +328,7 @@ class MemlifeStore(BaseStore):
         key = check_key(op.key)  # first: a message below may quote it
         path, actor = to_path(namespace), self.actor_of(namespace)
         if any(ch in path for ch in GLOB_CHARS):  # as remember and import refuse them
-            raise InvalidNamespaceError(
-                f"namespace {namespace!r} has a glob character ('*', '?' or '['): every "
-                "namespace selector of memlife would read it as a pattern"
-            )
+            raise InvalidNamespaceError(f"namespace {namespace!r} has a glob character (*?[)")
         problem = json_problem(dict(op.value))
         if problem is not None:
             raise InputError(

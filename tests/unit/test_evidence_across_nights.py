@@ -1,7 +1,7 @@
 """Evidence across nights (session 42, audit g; found on LoCoMo memories, kept here on a
 few plain ones so they run wherever the data is not). Two apply nights at one cutoff (the same run id) with the
 store changed between them: the second is a rerun of a completed run, and nothing may follow
-its completed receipt (``evidence.completed_receipt``). And a record a night superseded,
+its completed receipt (``run_receipts.completed_receipt``). And a record a night superseded,
 put back by `import --update` and merged again by a later night: the first night's
 evidence must still verify."""
 

@@ -18,20 +18,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from memlife.audit import FileSink
-from memlife.evidence import (
-    chain,
-    counts_from_rows,
-    put_run_receipt,
-    receipt_digest,
-    run_receipts,
-    sha256,
-)
+from memlife.evidence import chain, counts_from_rows, receipt_digest, sha256
 from memlife.evidence_key import keyed
 from memlife.journal import Operation, OpKind, OpState, Outcome, open_journal
 from memlife.ledger import AccessLedger
 from memlife.receipts import operation_key, write_operation_receipt
 from memlife.receipts_dataset import dataset_key
 from memlife.receipts_history import record_history
+from memlife.run_receipts import put_run_receipt, run_receipts
 from memlife.stores.sqlite import SqliteStore
 from tests.support.evidence import copied_run, sealed_nightly_run
 from tests.support.evidence import verify_problems as problems
@@ -132,7 +126,7 @@ def test_a_log_whose_records_is_an_object_is_named_and_read_again_later(tmp_path
 def test_a_receipt_written_after_a_completed_one_is_not_a_second_receipt(tmp_path: Path) -> None:
     """Once a run's receipt says it finished (success, blocked), a later put (a rerun's
     failure, a second completion) writes nothing: the finished receipt's key comes back,
-    and it alone stays. A failure or a partial failure is followed (evidence.FOLLOWED:
+    and it alone stays. A failure or a partial failure is followed (run_receipts.FOLLOWED:
     its rerun finishes what it left, session 43)."""
     sink = FileSink(tmp_path / "receipts")
     for run, done in (("r-1", "success"), ("r-3", "blocked")):
