@@ -204,6 +204,26 @@ class S3Sink:
     def location(self, key: str) -> str:
         return f"s3://{self.bucket}/{self._key(key)}"
 
+    def overwritten(self, prefix: str) -> list[str] | None:
+        """Keys under ``prefix`` with more than one version. Evidence is written once
+        (``put_new``), so on a versioned bucket a later version is an overwrite: Object
+        Lock keeps the first, but a reader of the current version would see the second.
+        None where the versions cannot be listed (no s3:ListBucketVersions)."""
+        from botocore.exceptions import ClientError
+
+        seen: dict[str, int] = {}
+        try:
+            pages = self.client.get_paginator("list_object_versions").paginate(
+                Bucket=self.bucket, Prefix=self._key(prefix)
+            )
+            for page in pages:
+                for v in [*page.get("Versions", []), *page.get("DeleteMarkers", [])]:
+                    seen[v["Key"]] = seen.get(v["Key"], 0) + 1
+        except ClientError:
+            return None
+        cut = len(self.prefix) + 1 if self.prefix else 0
+        return [k[cut:] for k, n in sorted(seen.items()) if n > 1]
+
 
 S3_PARAMS = frozenset({"endpoint_url", "region"})
 

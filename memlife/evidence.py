@@ -198,6 +198,9 @@ def verify_evidence(sink: ReceiptSink, run: Any, v: Any) -> list[dict[str, Any]]
     counts at least theirs (COMPLETION_DROPS_OPERATIONS). Malformed evidence (a receipt,
     manifest or Parquet that does not parse) is a problem naming its key, never a crash.
     ``v.sealed_by`` is set to which receipt of the run (1-based) sealed those rows."""
+    versions = getattr(sink, "overwritten", None)  # S3: a later version over the evidence
+    for key in (versions(f"{run.prefix}/") or []) if versions is not None else []:
+        v.problem("EVIDENCE_OVERWRITTEN", key=key)
     manifest_body = sink.get(f"{run.prefix}/manifest.json")
     manifest = loads(manifest_body)
     if manifest_body is None:
@@ -348,7 +351,11 @@ def _verify_receipt(
                 continue
             # an operation receipted after the seal (a retry) may differ in its outcome only
             skip = () if r["state"] == "RECEIPTED" else ("outcome",)
-            for field_name in _mismatched(doc, r, skip):
+            # the policy that authorised the change: only the chain's digest held it, so an
+            # edit was OPERATIONS_DIGEST_MISMATCH naming no receipt
+            sealed_too = ("policy_version",) if r["state"] == "RECEIPTED" else ()
+            wrong = [f for f in sealed_too if doc.get(f) != r.get(f)]
+            for field_name in [*_mismatched(doc, r, skip), *wrong]:
                 v.problem(
                     "RECEIPT_FIELD_MISMATCH", operation_id=oid, field=field_name, against="parquet"
                 )

@@ -18,13 +18,16 @@ import hashlib
 import json
 from typing import Any
 
-from memlife.audit import ReceiptSink
+from memlife.audit import FileSink, ReceiptSink
 
 NAME = "run_chain"
 
 
 def _name(sink: ReceiptSink) -> str:
-    return f"{NAME}:{hashlib.sha256(sink.location('runs').encode()).hexdigest()[:16]}"
+    where = sink.location("runs")
+    if isinstance(sink, FileSink):  # one folder, however it is spelt (relative, '..', links)
+        where = str(sink.root.resolve() / "runs")
+    return f"{NAME}:{hashlib.sha256(where.encode()).hexdigest()[:16]}"
 
 
 def _stored(journal: Any, name: str) -> dict[str, Any]:

@@ -34,6 +34,7 @@ IAM_NAME = {
     ("s3", "ListObjects"): "ListBucket",
     ("s3", "HeadObject"): "GetObject",
     ("s3", "HeadBucket"): "ListBucket",
+    ("s3", "ListObjectVersions"): "ListBucketVersions",
 }
 
 # receivers whose attribute calls are boto3 client calls
