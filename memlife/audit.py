@@ -204,7 +204,7 @@ class S3Sink:
     def location(self, key: str) -> str:
         return f"s3://{self.bucket}/{self._key(key)}"
 
-    def overwritten(self, prefix: str) -> list[str] | None:
+    def overwritten(self, prefix: str) -> tuple[str, ...] | None:
         """Keys under ``prefix`` with more than one version. Evidence is written once
         (``put_new``), so on a versioned bucket a later version is an overwrite: Object
         Lock keeps the first, but a reader of the current version would see the second.
@@ -222,7 +222,7 @@ class S3Sink:
         except ClientError:
             return None
         cut = len(self.prefix) + 1 if self.prefix else 0
-        return [k[cut:] for k, n in sorted(seen.items()) if n > 1]
+        return tuple(k[cut:] for k, n in sorted(seen.items()) if n > 1)
 
 
 S3_PARAMS = frozenset({"endpoint_url", "region"})
