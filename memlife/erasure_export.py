@@ -149,8 +149,10 @@ def apply_erasures(
     added = tombstones._backend(store).add_tombstones(rows) if rows else 0
     out: dict[str, Any] = {"tombstones": len(tombs), "tombstones_added": max(added, 0)}
     for actor, ids in sorted(stale.items()):  # the erased records an older export held
-        erase(store, actor, ids=ids, pending=False, policy=policy, receipts=receipts)
-        out.setdefault("erased_again", []).extend(ids)
+        done = erase(store, actor, ids=ids, pending=False, policy=policy, receipts=receipts)
+        out.setdefault("erased_again", []).extend(done.get("erased", []))
+        if done.get("deferred"):  # held in the backup: erased once its hold is released
+            out.setdefault("deferred_again", []).extend(done["deferred"])
     if pending:
         out |= carry_pending(store, pending, policy=policy, receipts=receipts)
     return out

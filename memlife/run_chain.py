@@ -30,6 +30,13 @@ def _name(sink: ReceiptSink) -> str:
     return f"{NAME}:{hashlib.sha256(where.encode()).hexdigest()[:16]}"
 
 
+def _chain(journal: Any, sink: ReceiptSink) -> dict[str, Any]:
+    """The chain under its name, else under the folder as spelt (before session 43: the
+    default home is the relative ``.memlife``), so an upgrade keeps its chain."""
+    spelt = f"{NAME}:{hashlib.sha256(sink.location('runs').encode()).hexdigest()[:16]}"
+    return _stored(journal, _name(sink)) or _stored(journal, spelt)
+
+
 def _stored(journal: Any, name: str) -> dict[str, Any]:
     """The chain as the journal keeps it ({} for none): one meta item of the DynamoDB
     journal, else a row of the SQLite journal's secrets table (read only if it is there:
@@ -54,7 +61,7 @@ def latest(journal: Any, sink: ReceiptSink) -> str | None:
     """The store's latest run in ``sink``'s location (None: none changed records there).
     ``receipts verify latest`` checks it: a latest run removed whole shows at once, not
     only once a later run names it."""
-    run = _stored(journal, _name(sink)).get("run")
+    run = _chain(journal, sink).get("run")
     return run if isinstance(run, str) else None
 
 
@@ -66,13 +73,13 @@ def advance(journal: Any, run_id: str, sink: ReceiptSink) -> str | None:
     if hasattr(journal, "state"):  # the DynamoDB journal (MEMLIFE_STATE): one meta item
         from memlife.state.dynamodb import key
 
-        previous = _previous(_stored(journal, name), run_id)
+        previous = _previous(_chain(journal, sink), run_id)
         chain = json.dumps({"run": run_id, "previous": previous})
         item = {**key("meta", name), "chain": {"S": chain}}
         journal.state.ddb.put_item(TableName=journal.state.table, Item=item)
         return previous
     with journal.lock:  # the SQLite journal: a row of its secrets table, read and written
-        previous = _previous(_stored(journal, name), run_id)
+        previous = _previous(_chain(journal, sink), run_id)
         journal.connection.execute(
             "INSERT OR REPLACE INTO secrets VALUES (?, ?)",
             (name, json.dumps({"run": run_id, "previous": previous}).encode()),
