@@ -290,19 +290,24 @@ def text_keys(r: MemoryRecord) -> set[str]:
 def _rebuilt(
     r: MemoryRecord, kept: Sequence[MemoryRecord], clean: Sequence[MemoryRecord]
 ) -> MemoryRecord:
-    """The replacement again, from the kept sources only: extractive, so it never writes text."""
-    if any(r.content == k.content for k in clean):
-        content = r.content  # already a kept statement: only the source list changes
-    else:
-        content = pick_survivor(Group(key=f"rebuild:{r.id}", actor_id=r.actor_id,
-                                      namespace=r.namespace, subject=r.subject or "",
-                                      records=list(clean))).content  # fmt: skip
+    """The replacement again, from the kept sources only: extractive, so it never writes text.
+    Its free-text fields (owner, subject) come from the kept sources too: one the erased
+    source gave it goes with that source."""
+    pick = next((k for k in clean if k.content == r.content), None)  # only sources change
+    if pick is None:
+        pick = pick_survivor(Group(key=f"rebuild:{r.id}", actor_id=r.actor_id,
+                                   namespace=r.namespace, subject=r.subject or "",
+                                   records=list(clean)))  # fmt: skip
+    content = pick.content
     prov = r.provenance.model_copy(update={
         "supersedes": [k.id for k in kept], "content_sha256": content_sha256(content),
     })  # fmt: skip
+    kept_subject = any(k.subject == r.subject for k in clean)
     return r.model_copy(update={
         "content": content, "provenance": prov, "created_at": max(k.created_at for k in clean),
         "confidence": min(r.confidence, max(k.confidence for k in clean)),
+        "owner": pick.owner or next((k.owner for k in clean if k.owner), None),
+        "subject": r.subject if kept_subject else pick.subject or None,
     })  # fmt: skip
 
 

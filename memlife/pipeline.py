@@ -34,7 +34,7 @@ from memlife.journal import Journal, open_journal, open_memo_reader
 from memlife.model import parse_time
 from memlife.report import ReportWriter
 from memlife.run_commit import GateFn, commit_run, queue_reviews, run_gate
-from memlife.run_finish import finish_run, gate_verdict, write_failure_receipt
+from memlife.run_finish import drop_outcomes, finish_run, gate_verdict, write_failure_receipt
 from memlife.run_finish import gate_line as gate_line  # re-exported: the CLI's one line
 from memlife.run_finish import markdown_summary as markdown_summary  # re-exported
 from memlife.run_planning import embeddings_for, open_report, process_batch
@@ -132,6 +132,9 @@ def run(
     except BaseException as exc:  # incl. a flow timeout: the receipt says the run failed
         journal = None if config.dry_run or config.retry_only else _journal_or_none(store)
         receipt = write_failure_receipt(ctx, exc, journal)
+        # the child batches' staged replacement texts: a rerun is a new attempt that never
+        # reads them, and an erasure before it would not find them
+        drop_outcomes(ctx, remote_state(ctx.store_url))
         if on_failure is not None:
             on_failure(ctx, exc, receipt)
         raise

@@ -196,14 +196,14 @@ def finish_run(
         summary.receipt = ctx.sink.location(rkey) if rkey else None
     except ReceiptWriteError:
         summary.status = "partial_failure" if status == "success" else status
-    _drop_outcomes(ctx, remote)
+    drop_outcomes(ctx, remote)
     summary.report_html = write_report_page(ctx, summary)
     publish_counts(lifecycle, namespace=ctx.config.metrics_namespace, mode=ctx.mode,
                    policy_version=ctx.policy.version, timestamp=ctx.cutoff)  # fmt: skip
     return summary
 
 
-def _drop_outcomes(ctx: RunContext, remote: Any) -> None:
+def drop_outcomes(ctx: RunContext, remote: Any) -> None:
     """The child batches' outcomes, read: they hold replacement texts (memlife/outcomes.py)."""
     try:
         if remote is not None:

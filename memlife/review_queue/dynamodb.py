@@ -237,6 +237,9 @@ class DynamoReviews:
         values = {":st": {"S": state}, ":d": {"S": decision}, ":rv": {"S": reviewer},
                   ":resolved": {"S": "resolved"}}  # fmt: skip
         sets, removes = ["#s = :st", "decision = :d", "reviewer = :rv"], []
+        owner_name = {"#owner": "owner"} if decision == "erased" else {}
+        if owner_name:  # an erased record's owner goes with it
+            removes.append("#owner")
         if state not in OPEN_STATES:  # out of the open index
             removes += ["open_pk", "open_sk"]
         else:  # a waiting item disputed: from the waiting partitions to the open ones
@@ -262,7 +265,7 @@ class DynamoReviews:
                 {"Update": {"TableName": self.state.table, "Key": item_key(iid),
                             "UpdateExpression": update,
                             "ConditionExpression": "attribute_exists(pk) AND #s <> :resolved",
-                            "ExpressionAttributeNames": {"#s": "state"},
+                            "ExpressionAttributeNames": {"#s": "state", **owner_name},
                             "ExpressionAttributeValues": values}},
                 mark,
             ])  # fmt: skip

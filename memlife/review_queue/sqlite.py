@@ -134,9 +134,10 @@ class SqliteReviews:
     def close(self, iid: str, *, state: str, decision: str, reviewer: str,
               resolved_at: str | None, operation_id: str | None) -> bool:  # fmt: skip
         with self.lock:
-            cur = self.connection.execute(
+            cur = self.connection.execute(  # an erased record's owner goes with it
                 "UPDATE review_items SET state=?, decision=?, reviewer=?, resolved_at=?, "
-                "operation_id=? WHERE item_id=? AND state<>'resolved'",
-                (state, decision, reviewer, resolved_at, operation_id, iid),
+                "operation_id=?, owner=CASE WHEN ?='erased' THEN NULL ELSE owner END "
+                "WHERE item_id=? AND state<>'resolved'",
+                (state, decision, reviewer, resolved_at, operation_id, decision, iid),
             )
         return cur.rowcount == 1

@@ -132,3 +132,21 @@ def test_memlife_closing_a_disputed_item_keeps_no_operation_of_the_dispute(state
     assert item is not None and (item.state, item.decision) == ("resolved", "answered_earlier")
     assert item.operation_id is None
     assert _queue().disputed("a", "/n") == frozenset()
+
+
+@pytest.mark.parametrize("decision", ["erased", "keep"])
+def test_an_erased_records_item_keeps_no_owner_on_dynamodb(state, decision: str) -> None:
+    """As on SQLite (tests/unit/test_erasure_erased_owner.py, session 43): an item closed
+    because its record was erased drops the record's owner (free text, the record's own);
+    an item answered otherwise keeps it."""
+    from memlife.plan import Reason
+
+    queue, iid = _queue(), item_id("r1", "LOW_SCORE", "a", "/n")
+    queue.queue([_d("r1", 1.0, Reason.LOW_SCORE)], budget=5, run_id="night-1", at=NIGHT)
+    before = queue.get(iid)
+    assert before is not None and before.owner
+    assert queue.close(iid, state="resolved", decision=decision, reviewer="memlife:e",
+                       at=NIGHT, operation_id="op-e")  # fmt: skip
+    after = _queue().get(iid)
+    assert after is not None
+    assert (after.owner is None) is (decision == "erased"), after.owner
