@@ -35,8 +35,9 @@ from memlife.consolidate.replacement import build_from_members
 from memlife.faults import checkpoint
 from memlife.group_plan import CONTRADICTION, plan_group
 from memlife.journal import MemoOutcome, Operation, OpKind
-from memlife.model import MemoryRecord, MemoryType, PlanView, content_sha256
+from memlife.model import MemoryRecord, MemoryType, PlanView, Provenance, content_sha256
 from memlife.plan import Action, Decision
+from memlife.tombstones import ERASED_CONTENT, refusal
 
 if TYPE_CHECKING:
     from memlife.apply.executor import Executor
@@ -333,6 +334,14 @@ def stage_group(
 
         tally.counts["estimated_model_calls"] += 1
         tally.counts["estimated_input_tokens"] += estimate_input_tokens(model_group)
+    if not ex.dry_run and _erased_text(ex, model_group, result.summary):
+        # the write would refuse it (ERASED_CONTENT) and withdraw the group, remembering
+        # nothing: the same answer was asked for every night. A refusal backs off instead.
+        tally.rejections[ERASED_CONTENT] += 1
+        tally.counts["consolidation_rejected"] += 1
+        retry_at = _rejected(ex, model_group, gkey, ERASED_CONTENT, tally)
+        _remember(ex, memo_key, model_group, REFUSED, retry_at)
+        return None
     if not ex.dry_run and ex.journal.rejection(gkey) is not None:
         ex.journal.clear_rejection(gkey)
         if memo_key is not None:
@@ -407,6 +416,12 @@ def _backing_off(ex: Executor, gkey: str, tally: Tally) -> bool:
         tally.counts["consolidation_backing_off"] += 1
         return True
     return False
+
+
+def _erased_text(ex: Executor, group: Group, summary: str) -> bool:
+    """Does the answer say a text the actor erased (a faithful merge of two rewordings)?"""
+    probe = group.records[0].model_copy(update={"content": summary, "provenance": Provenance()})
+    return refusal(ex.store, probe) == ERASED_CONTENT
 
 
 def _rejected(ex: Executor, group: Group, gkey: str, code: str, tally: Tally) -> datetime | None:

@@ -331,8 +331,7 @@ def _usage(msg: anthropic.types.Message, group: Group) -> tuple[int, int, int]:
     complaint) still cost its tokens, and counting 0 would hide them from the run's figures.
     The estimate is the dry run's for the request and 4 characters a token of the answer."""
     usage = getattr(msg, "usage", None)
-    tin = int(getattr(usage, "input_tokens", 0) or 0)
-    tout = int(getattr(usage, "output_tokens", 0) or 0)
+    tin, tout = _tokens(usage, "input_tokens"), _tokens(usage, "output_tokens")
     if tin > 0:  # every real request has input tokens
         return tin, tout, 0
     blocks = msg.content if isinstance(msg.content, list) else []
@@ -341,12 +340,22 @@ def _usage(msg: anthropic.types.Message, group: Group) -> tuple[int, int, int]:
     return estimate_input_tokens(group), max(tout, -(-chars // CHARS_PER_TOKEN)), 1
 
 
+def _tokens(usage: object, name: str) -> int:
+    """A token count the SDK passed unchecked (NaN, a string, -7000 from a proxy): an int
+    of 0 or more, else 0, read as missing (then estimated)."""
+    n = getattr(usage, name, None)
+    return n if type(n) is int and n >= 0 else 0
+
+
 def _is_message(msg: object) -> bool:
-    """What the Messages API sends: a message with a stop reason and a list of blocks."""
+    """What the Messages API sends: a message with a stop reason and a list of blocks.
+    The SDK builds one from a body of any field types: a list as stop reason or a number
+    as model raised out of the run (every night, with the same proxy)."""
     return (
         isinstance(msg, anthropic.types.Message)
         and getattr(msg, "type", None) == "message"
-        and getattr(msg, "stop_reason", None) is not None
+        and isinstance(getattr(msg, "stop_reason", None), str)
+        and isinstance(getattr(msg, "model", None), str | None)
         and isinstance(getattr(msg, "content", None), list)
     )
 
