@@ -59,6 +59,15 @@ def on_refused(config: RunConfig, error: BaseException) -> None:
     _emit(refused_event(config, error))
 
 
+def on_invalid_parameters(flow: Any, flow_run: Any, state: Any) -> None:
+    """Prefect refused the flow run's parameters before its body ran (a mistyped key, a
+    cutoff without a zone): ``on_refused`` never ran, so the refusal's event is sent here."""
+    if str(getattr(state, "message", "") or "").startswith("Validation of flow parameters failed"):
+        payload = {"run_id": None, "status": "failure", "stage": "start", "mode": None,
+                   "error": "ParameterValidationError"}  # fmt: skip
+        _emit((EVENT_FAILURE, _resource("refused", "unknown"), payload))
+
+
 def refused_event(
     config: RunConfig, error: BaseException
 ) -> tuple[str, dict[str, str], dict[str, Any]]:

@@ -32,7 +32,8 @@ def as_task(name: str, fn: pipeline.F) -> pipeline.F:
 
 
 @flow(name="memlife-nightly", persist_result=False, validate_parameters=True,
-      timeout_seconds=limits.FLOW_TIMEOUT_SECONDS)  # fmt: skip
+      timeout_seconds=limits.FLOW_TIMEOUT_SECONDS,
+      on_failure=[events.on_invalid_parameters])  # fmt: skip
 def nightly(config: RunConfig = RunConfig()) -> dict[str, Any] | State:  # noqa: B008 - frozen: safe as a default
     # the cutoff pinned to this flow run's schedule (a retry is the same run), a far-future
     # apply cutoff refused: as the CLI does

@@ -40,7 +40,7 @@ from memlife.run_finish import markdown_summary as markdown_summary  # re-export
 from memlife.run_planning import embeddings_for, open_report, process_batch
 from memlife.run_receipts import run_receipts
 from memlife.run_scope import check_namespaces, check_store_exists, unmatched_scope
-from memlife.run_start import remote_state, start_run, take_lease
+from memlife.run_start import remote_state, start_run, take_lease, use_state
 from memlife.run_types import BatchOutcome, RunConfig, RunContext, RunSummary, Shard, collect
 from memlife.settings import settings
 from memlife.stores import MemoryStore, open_store, resolve_store_url
@@ -95,6 +95,7 @@ def run(
     """
     t0 = time.perf_counter()
     try:
+        use_state(config)  # the run's state (a flow parameter) holds its lease: before it
         check_store_exists(resolve_store_url(config.store))  # a run never creates a store
         store = open_store(config.store)
     except BaseException as exc:

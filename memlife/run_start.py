@@ -80,17 +80,23 @@ def remote_state(store_url: str) -> DynamoState | None:
     return None if store_url.startswith("sqlite:") else current()
 
 
+def use_state(config: RunConfig) -> None:
+    """``config.state`` (a flow parameter) as this process's MEMLIFE_STATE: before the store
+    is opened and the lease taken, so the lease is taken where the run's state is."""
+    if config.state:
+        from memlife.state import ENV, parse_state_url
+
+        parse_state_url(config.state)  # a bad URL fails here, before the lease and manifest
+        os.environ[ENV] = config.state  # child processes and every state part read it
+
+
 def start_run(config: RunConfig, sink: ReceiptSink | None = None) -> RunContext:
     """Step 1: fix the cutoff and write the run manifest before touching any record."""
     # the gate's evaluation set: the run's own, else the worker's MEMLIFE_EVAL_CASES
     config = config.model_copy(
         update={"eval_cases": config.eval_cases or settings().eval_cases or None}
     )
-    if config.state:
-        from memlife.state import ENV, parse_state_url
-
-        parse_state_url(config.state)  # a bad URL fails here, before the manifest
-        os.environ[ENV] = config.state  # child processes and every state part read it
+    use_state(config)
     policy = load_policy(config.policy)
     cutoff = config.now or utcnow()
     run_scope = scope(config)
