@@ -114,9 +114,11 @@ class ShadowRecall:
         cache: EmbeddingCache | None = None,
         added: Iterable[MemoryRecord] = (),
         token_alignment: bool | None = None,  # None: settings(), as online recall reads it
+        hidden: Callable[[MemoryRecord], bool] | None = None,  # what online recall never serves
     ):
 
         self.store = store
+        self.hidden = hidden
         self.cache = cache if cache is not None else embedding_cache(store)
         self.token_alignment = (
             settings().token_alignment if token_alignment is None else token_alignment
@@ -147,7 +149,12 @@ class ShadowRecall:
             records: list[MemoryRecord] = []
             try:
                 for page in iter_shard(self.store, actor, namespace, statuses=[Status.active]):
-                    records += [r for r in page.records if r.status is Status.active]
+                    # a record online recall never serves (past its deadline where the run
+                    # does not delete it: a held one, a namespace not enforced) answers no
+                    # case: counted, it hid a fact the run lost. The run's own candidates stay
+                    records += [r for r in page.records if r.status is Status.active
+                                and (self.hidden is None or r.id in extra
+                                     or not self.hidden(r))]  # fmt: skip
             except (KeyError, TypeError, ValueError, CorruptRecordError) as exc:
                 raise unreadable(self.store, actor, namespace, exc) from None
             have = {r.id for r in records}
@@ -606,6 +613,7 @@ def evaluate_changes(
     answerer: Answerer | None = None,
     groups: Sequence[tuple[str, Sequence[str]]] = (),
     owners: Mapping[str, str] | None = None,
+    hidden: Callable[[MemoryRecord], bool] | None = None,
 ) -> dict[str, Any]:
     """Step 8 on everything staged: before (the store as found) vs after (a shadow view
     minus ``deletions`` and ``superseded`` ids, plus the staged ``replacements``).
@@ -613,13 +621,15 @@ def evaluate_changes(
     block, ``blocking_groups`` names the ones that do (the consolidation memo keeps them).
     ``owners``: deletion id -> actor; when the deletions block, ``blocking_actors`` names
     the actors whose deletions are held (the others' go ahead), or is absent (all held).
+    ``hidden``: records online recall never serves (past their deadline), left out of
+    both views unless the run deletes them.
 
     When blocked, each part's own after view is evaluated too, so that the verdict can
     say which part blocks (``deletions_blocked``, ``supersedes_blocked``): the pipeline
     commits only a view that was evaluated and passed. Reads only; the caller (the run's
     gate step, memlife/run_commit.py) loads the cases and snapshots what is held back.
     """
-    recall = ShadowRecall(store, cache, added=replacements)
+    recall = ShadowRecall(store, cache, added=replacements, hidden=hidden)
     dels = frozenset(deletions)
     sups = frozenset(superseded)
     # a case that reads nothing here checks nothing: left out, what it judges waits
@@ -633,9 +643,12 @@ def evaluate_changes(
         unread.update((u["case"], u) for u in rep["unreadable_cases"])
         return rep
 
-    def run(exclude: frozenset[str], plus: bool) -> dict[str, Any]:
+    def run(
+        exclude: frozenset[str], plus: bool, subset: Sequence[EvalCase] | None = None
+    ) -> dict[str, Any]:
         return seen(run_set(
-            cases, recall, gate, exclude=exclude, include=dels, answerer=answerer, plus=plus
+            cases if subset is None else subset, recall, gate, exclude=exclude, include=dels,
+            answerer=answerer, plus=plus,
         ))  # fmt: skip
 
     before = run(frozenset(), False)
@@ -660,16 +673,29 @@ def evaluate_changes(
         # what commits: the other actors' deletions, plus the supersedes if they go ahead
         sups_kept = frozenset() if out["supersedes_blocked"] else sups
 
-        def without(actors: frozenset[str]) -> dict[str, Any]:
+        def without(
+            actors: frozenset[str], subset: Sequence[EvalCase] | None = None
+        ) -> dict[str, Any]:
             kept = frozenset(d for d in dels if owners.get(d) not in actors)
             view = kept | sups_kept
-            rep = run(view, not out["supersedes_blocked"])
+            rep = run(view, not out["supersedes_blocked"], subset)
             recall.forget(view)
             return rep
 
         actors = blocking_actors(before, blamed, cases, owners, dels)
         if actors and not verdict(before, without(frozenset(actors)), len(dels), gate)["blocked"]:
             out["blocking_actors"] = actors
+        elif failing := {c.actor_id for c in cases if c.id in set(blamed["high_impact_failed"])}:
+            # a high-impact case that fails whatever the run does blocks every view: its
+            # actor's deletions wait, and the others' are judged by their own actors' cases
+            # (recall is actor-scoped: another tenant's deletion cannot move it)
+            owned = {owners.get(d, "") for d in dels}
+            held = frozenset(set(actors) | (failing & owned))
+            rest = [c for c in cases if c.actor_id not in failing]
+            was = run(frozenset(), False, rest)
+            if held != owned and not verdict(was, without(held, rest), len(dels), gate)["blocked"]:
+                out["blocking_actors"] = sorted(held)
+                out["deletions_blocked"] = bool(held)
     if out["supersedes_blocked"] and groups:
         scope = {r.id: (r.actor_id, r.namespace) for r in replacements}
 

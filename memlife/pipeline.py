@@ -29,6 +29,7 @@ from typing import Any, Protocol, TypeVar
 from memlife import progress
 from memlife.apply import Executor, Tally
 from memlife.consolidate.base import Consolidator
+from memlife.evalset import load_cases
 from memlife.faults import checkpoint
 from memlife.journal import Journal, open_journal, open_memo_reader
 from memlife.model import parse_time
@@ -105,6 +106,8 @@ def run(
     lease = None
     try:
         check_namespaces(store, config.namespaces)  # before anything is written
+        if cases := config.eval_cases or settings().eval_cases:  # a set that cannot load
+            load_cases(cases)  # stops the run before it starts (any engine), as the CLI's
         unmatched = unmatched_scope(store, config.namespaces, config.actors)
         for option, value in unmatched:  # a typo'd scope is no quiet night (any engine)
             logger.warning("%s %r matches no record in the store (scope_unmatched); nothing "

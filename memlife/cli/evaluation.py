@@ -159,6 +159,13 @@ def register(app: typer.Typer) -> None:
             )
         finally:
             db.close()
+        if not cases:  # every load refuses a set of no case: the gate would stop each run
+            raise fail(
+                "no starter case found (no subjects, preference namespaces, procedures, "
+                "expiries or erasures to pin one on): write the cases by hand "
+                "(docs/evaluation.md); nothing was written",
+                1,
+            )
         dump_cases(cases, output)
         kinds: dict[str, int] = {}
         for c in cases:
