@@ -141,11 +141,18 @@ def _remote_key(state: Any, run_id: str) -> bytes:
     return bytes(item["key"]["B"]) if item else b""
 
 
+def _key_name(ctx: RunContext) -> str:
+    """One key per attempt: an attempt that ends drops its own, never another's (two dry
+    runs of one scope and cutoff share a run id and take no lease)."""
+    return f"{ctx.run_id}.{ctx.config.attempt or 'first'}"
+
+
 def run_key(ctx: RunContext) -> bytes:
     from memlife.run_start import remote_state
 
     remote = remote_state(ctx.store_url)
-    return _remote_key(remote, ctx.run_id) if remote is not None else _local_key(ctx.run_id)
+    name = _key_name(ctx)
+    return _remote_key(remote, name) if remote is not None else _local_key(name)
 
 
 def drop_run_key(ctx: RunContext) -> None:
@@ -155,9 +162,9 @@ def drop_run_key(ctx: RunContext) -> None:
     if remote is not None:
         from memlife.state.dynamodb import key
 
-        remote.ddb.delete_item(TableName=remote.table, Key=key("outkey", ctx.run_id))
+        remote.ddb.delete_item(TableName=remote.table, Key=key("outkey", _key_name(ctx)))
     else:
-        _key_path(ctx.run_id).unlink(missing_ok=True)
+        _key_path(_key_name(ctx)).unlink(missing_ok=True)
 
 
 def seal(ctx: RunContext, outcome: BatchOutcome) -> bytes:

@@ -484,8 +484,9 @@ _UPDATE_CUE = re.compile(
     r"instead|these days|used to|replaced|nowadays|not .{0,20} any ?more)\b",
     re.IGNORECASE,
 )
-_ADDITIVE_CUE = re.compile(
-    r"\b(also|too|as well|in addition|additionally|plus|another|both)\b", re.IGNORECASE
+_ADDITIVE_CUE = re.compile(  # "plus" only as a connective opening a clause ("Disney Plus")
+    r"\b(also|too|as well|in addition|additionally|another|both)\b|(?:^|[.;:!?,]\s*)plus\b",
+    re.IGNORECASE,
 )
 
 
