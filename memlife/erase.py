@@ -183,7 +183,8 @@ def plan_erasure(
             continue
         kept = [by_id[i] for i in sorted(sup) if i in by_id and i not in why]
         clean = [k for k in kept if not texts[k.id] & erased_keys]
-        plan.rebuild.append(_rebuilt(r, kept, clean))
+        gone = [by_id[i] for i in sorted(sup & why.keys()) if i in by_id]
+        plan.rebuild.append(_rebuilt(r, kept, clean, gone))
         plan.old_shas |= {r.sha256, content_sha256(r.content)}
     for rid in sorted(withdrawn):
         plan.reactivate += [
@@ -288,11 +289,13 @@ def text_keys(r: MemoryRecord) -> set[str]:
 
 
 def _rebuilt(
-    r: MemoryRecord, kept: Sequence[MemoryRecord], clean: Sequence[MemoryRecord]
-) -> MemoryRecord:
+    r: MemoryRecord, kept: Sequence[MemoryRecord], clean: Sequence[MemoryRecord],
+    gone: Sequence[MemoryRecord] = (),
+) -> MemoryRecord:  # fmt: skip
     """The replacement again, from the kept sources only: extractive, so it never writes text.
-    Its free-text fields (owner, subject) come from the kept sources too: one the erased
-    source gave it goes with that source."""
+    A free-text field (owner, subject) an erased source (``gone``) gave it, and no kept one
+    has, goes with that source: the kept sources' instead. One set otherwise (``remember``
+    filled a subject in, ``import --update``) stays."""
     pick = next((k for k in clean if k.content == r.content), None)  # only sources change
     if pick is None:
         pick = pick_survivor(Group(key=f"rebuild:{r.id}", actor_id=r.actor_id,
@@ -302,12 +305,21 @@ def _rebuilt(
     prov = r.provenance.model_copy(update={
         "supersedes": [k.id for k in kept], "content_sha256": content_sha256(content),
     })  # fmt: skip
-    kept_subject = any(k.subject == r.subject for k in clean)
+
+    def theirs(field: str) -> bool:  # the value came with an erased source only
+        value = getattr(r, field)
+        return (
+            value is not None
+            and all(getattr(k, field) != value for k in clean)
+            and any(getattr(g, field) == value for g in gone)
+        )
+
+    owner = pick.owner or next((k.owner for k in clean if k.owner), None)
     return r.model_copy(update={
         "content": content, "provenance": prov, "created_at": max(k.created_at for k in clean),
         "confidence": min(r.confidence, max(k.confidence for k in clean)),
-        "owner": pick.owner or next((k.owner for k in clean if k.owner), None),
-        "subject": r.subject if kept_subject else pick.subject or None,
+        "owner": owner if theirs("owner") else r.owner,
+        "subject": (pick.subject or None) if theirs("subject") else r.subject,
     })  # fmt: skip
 
 

@@ -419,9 +419,16 @@ def _backing_off(ex: Executor, gkey: str, tally: Tally) -> bool:
 
 
 def _erased_text(ex: Executor, group: Group, summary: str) -> bool:
-    """Does the answer say a text the actor erased (a faithful merge of two rewordings)?"""
-    probe = group.records[0].model_copy(update={"content": summary, "provenance": Provenance()})
-    return refusal(ex.store, probe) == ERASED_CONTENT
+    """Does the answer say a text the actor erased (a faithful merge of two rewordings)? Not
+    where a member's own text was erased since the group was read (an erasure racing the
+    night): the write then withdraws the group, and the next night regroups without it."""
+    blank = Provenance()
+    probe = group.records[0].model_copy(update={"content": summary, "provenance": blank})
+    if refusal(ex.store, probe) != ERASED_CONTENT:
+        return False
+    return not any(
+        refusal(ex.store, m.model_copy(update={"provenance": blank})) for m in group.records
+    )
 
 
 def _rejected(ex: Executor, group: Group, gkey: str, code: str, tally: Tally) -> datetime | None:

@@ -97,3 +97,32 @@ def test_the_erased_records_review_items_keep_no_owner_value(home: Path) -> None
         assert erase(s, "u-1", ids=["p-1"], now=NOW)["erased"] == ["p-1"]
         assert {row[1] for row in s.connection.execute(q)} == {"resolved"}
     assert everywhere(home, OWNER_MARKER) == []
+
+
+def test_a_rebuild_keeps_an_owner_or_subject_no_erased_source_gave() -> None:
+    """The rebuild replaces only what came with the erased source: an owner or a subject
+    set on the replacement otherwise (``remember`` filling a subject in, ``import
+    --update``) stays; one only the erased source had goes, for the kept sources'."""
+    from datetime import UTC, datetime
+
+    from memlife.erase import _rebuilt
+    from memlife.model import MemoryRecord
+
+    def rec(rid: str, owner: str | None, subject: str | None) -> MemoryRecord:
+        return MemoryRecord.model_validate({
+            "id": rid, "actor_id": "u-1", "namespace": "/users/u-1/facts",
+            "memory_type": "semantic", "content": f"Likes tea ({rid}).", "owner": owner,
+            "subject": subject, "created_at": datetime(2026, 1, 1, tzinfo=UTC),
+        })  # fmt: skip
+
+    kept, gone = rec("m-b", "team-b", "tea"), rec("m-a", "team-a", "drinks")
+    from_gone = rec("r-1", "team-a", "drinks")
+    assert (lambda r: (r.owner, r.subject))(_rebuilt(from_gone, [kept], [kept], [gone])) == (
+        "team-b",
+        "tea",
+    )
+    set_since = rec("r-1", "ops", "beverages")
+    assert (lambda r: (r.owner, r.subject))(_rebuilt(set_since, [kept], [kept], [gone])) == (
+        "ops",
+        "beverages",
+    )
