@@ -30,6 +30,8 @@ _THROTTLE_CODES = {
     "Throttling",
     "TooManyRequestsException",
     "ProvisionedThroughputExceededException",
+    "ThrottlingError",  # a DynamoDB transaction's cancellation reason
+    "TransactionConflict",  # another transaction on one of its items: try again later
     "RequestLimitExceeded",
     "SlowDown",
     "RateLimitError",
@@ -52,6 +54,7 @@ def is_throttling(exc: BaseException | None) -> bool:
         response = getattr(exc, "response", None)
         if isinstance(response, dict):  # botocore ClientError
             names.add(str(response.get("Error", {}).get("Code", "")))
+            names |= {str(r.get("Code")) for r in response.get("CancellationReasons") or []}
         if names & _THROTTLE_CODES:
             return True
         exc = exc.__cause__ or exc.__context__

@@ -115,8 +115,9 @@ class DynamoSubjects:
         self._transact([{"Update": mark}, {"Put": entry}])  # refused: the key went meanwhile
 
     def _transact(self, items: list[dict[str, Any]]) -> bool:
-        """One transaction; False when a condition refused it (or another transaction on
-        the same items cancelled it), which every caller reads as an answer."""
+        """One transaction; False when a condition refused it, which every caller reads as
+        an answer. Cancelled for throttling or another transaction on its items, it raises
+        (``is_conditional_failure``): the caller's run retries the batch (throttling)."""
         try:
             self.state.ddb.transact_write_items(TransactItems=items)
         except ClientError as exc:

@@ -64,10 +64,14 @@ def key(pk: str, sk: str) -> Key:
 
 
 def is_conditional_failure(exc: ClientError) -> bool:
-    return exc.response.get("Error", {}).get("Code") in (
-        "ConditionalCheckFailedException",
-        "TransactionCanceledException",
-    )
+    """A write a condition refused. A cancelled transaction is one only when its reasons
+    say so: DynamoDB also cancels for ``ThrottlingError`` or ``TransactionConflict``
+    (botocore does not retry those), which are the service's, not another writer's."""
+    code = exc.response.get("Error", {}).get("Code")
+    if code != "TransactionCanceledException":
+        return bool(code == "ConditionalCheckFailedException")
+    reasons = {r.get("Code") for r in exc.response.get("CancellationReasons") or []}
+    return "ConditionalCheckFailed" in reasons and reasons <= {"ConditionalCheckFailed", "None"}
 
 
 class StateTableInUse(StateSettingsError):
