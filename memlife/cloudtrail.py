@@ -161,6 +161,9 @@ def _first_namespace(value: object, field: str) -> str | None:
     return value[0] if value else None
 
 
+OWN_CALL = "memlife-store"  # in the user agent of memlife's own AgentCore calls
+
+
 def read_hits(
     event: Mapping[str, Any],
     actor_resolver: Callable[[Mapping[str, Any]], str | None] | None = None,
@@ -169,6 +172,10 @@ def read_hits(
     when = _event_time(event)
     if when is None:
         return [], "bad_event_time"
+    if event.get("errorCode") is not None:
+        return [], "failed_call"  # denied, not found, throttled: nothing was read
+    if OWN_CALL in str(event.get("userAgent") or ""):
+        return [], "own_call"  # memlife's own read: recall logs what it returned itself
     req = _as_dict(event.get("requestParameters"), "requestParameters")
     resp = _as_dict(event.get("responseElements"), "responseElements")
     name = event.get("eventName")

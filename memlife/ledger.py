@@ -103,6 +103,19 @@ REPLACING = "part-r-"
 REPLACES = b"memlife.replaces"
 
 
+def _readable(part: Path) -> bool:
+    """A part whose footer reads. One that does not (cut short: a full disk, a partial copy
+    of the home) is named and left out: else every night stopped on it."""
+    import pyarrow.parquet as pq
+
+    try:
+        pq.read_schema(part)
+    except (OSError, pa.ArrowInvalid) as exc:
+        warnings.warn(f"access ledger: unreadable part {part}: {exc}", RuntimeWarning, 2)
+        return False
+    return True
+
+
 def _replaced(parts: Sequence[Path]) -> set[Path]:
     """The parts that replacing parts among ``parts`` name (their metadata)."""
     gone: set[Path] = set()
@@ -272,7 +285,7 @@ class AccessLedger:
         write and the removal of those it replaces leaves both) is not read."""
         if not self.root.is_dir():
             return []
-        every = sorted(self.root.glob("date=*/part-*.parquet"))
+        every = [p for p in sorted(self.root.glob("date=*/part-*.parquet")) if _readable(p)]
         gone = _replaced(every)
         return [p for p in every if p not in gone] if gone else every
 

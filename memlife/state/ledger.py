@@ -21,6 +21,7 @@ import hashlib
 import io
 import json
 import uuid
+import warnings
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -81,7 +82,11 @@ class S3AccessLedger(AccessLedger):
         out = {}
         for k in keys:
             body = self.state.s3.get_object(Bucket=self.bucket, Key=k)["Body"].read()
-            table = pq.read_table(pa.BufferReader(body))
+            try:
+                table = pq.read_table(pa.BufferReader(body))
+            except (OSError, pa.ArrowInvalid) as exc:  # cut short: named, left out (as local)
+                warnings.warn(f"access ledger: unreadable part {k}: {exc}", RuntimeWarning, 2)
+                continue
             meta = table.schema.metadata or {}
             replaced = set(json.loads(meta[REPLACES])) if REPLACES in meta else set()
             out[k] = (table.replace_schema_metadata(None).cast(SCHEMA), replaced)

@@ -152,9 +152,17 @@ def gate_cases(
         finally:
             store.close()
     records = list(records)
+    # held records online recall serves: one past its deadline is kept, never served
+    # (LongTermMemory.expired), so the gate's views leave it out (session 43) and a case
+    # pinned on it fails whatever the run does
+    from memlife.policy import load_policy
+
+    ttl = load_policy(None).ttl_days()
     held = sorted(
-        (r for r in records if r.retention_class is RetentionClass.legal_hold), key=lambda r: r.id
-    )[:3]
+        (r for r in records if r.retention_class is RetentionClass.legal_hold
+         and r.expires_at is None and ttl.get(r.memory_type) is None),
+        key=lambda r: r.id,
+    )[:3]  # fmt: skip
     # no holds in the seed: the newest statements without a deadline (they survive, or live
     # on in a replacement, which an id target accepts)
     fresh = sorted(

@@ -102,6 +102,16 @@ def create_token(entries: Sequence[Entry]) -> str:
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
+def _mark_own(request: Any, **_: Any) -> None:
+    """Tag a request's user agent as memlife's own (``cloudtrail.OWN_CALL``)."""
+    from memlife.cloudtrail import OWN_CALL
+
+    agent = request.headers.get("User-Agent", "")
+    agent = agent.decode() if isinstance(agent, bytes) else agent
+    if OWN_CALL not in agent:
+        request.headers["User-Agent"] = f"{agent} {OWN_CALL}".strip()
+
+
 class Transport:
     """Sends batch create/update/delete requests of one memory; per-item outcomes."""
 
@@ -115,6 +125,10 @@ class Transport:
         sleep: Callable[[float], None],
     ):
         self.client = client
+        # CloudTrail logs memlife's own reads as any client's: marked, the ingest skips them
+        # (online recall logs what it returned; a night's reads are no accesses)
+        client.meta.events.register("before-sign.bedrock-agentcore", _mark_own,
+                                    unique_id="memlife-own-call")  # fmt: skip
         self.memory_id = memory_id
         self.item_retries = item_retries
         self.retry_base_s = retry_base_s
