@@ -292,7 +292,8 @@ class AccessLedger:
     def _sweep(self) -> None:
         """Remove the parts another one replaces (what a crash left; under the lease)."""
         if self.root.is_dir():
-            for stale in _replaced(sorted(self.root.glob("date=*/part-*.parquet"))):
+            every = sorted(self.root.glob("date=*/part-*.parquet"))
+            for stale in _replaced([p for p in every if _readable(p)]):
                 stale.unlink(missing_ok=True)
 
     @staticmethod

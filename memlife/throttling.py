@@ -31,6 +31,7 @@ _THROTTLE_CODES = {
     "TooManyRequestsException",
     "ProvisionedThroughputExceededException",
     "ThrottlingError",  # a DynamoDB transaction's cancellation reason
+    "ProvisionedThroughputExceeded",  # the same on a provisioned table or index
     "TransactionConflict",  # another transaction on one of its items: try again later
     "RequestLimitExceeded",
     "SlowDown",
