@@ -184,7 +184,8 @@ def plan_erasure(
         kept = [by_id[i] for i in sorted(sup) if i in by_id and i not in why]
         clean = [k for k in kept if not texts[k.id] & erased_keys]
         gone = [by_id[i] for i in sorted(sup & why.keys()) if i in by_id]
-        plan.rebuild.append(_rebuilt(r, kept, clean, gone))
+        unread = bool(sup & why.keys() - by_id.keys())  # erased earlier: its fields unknown
+        plan.rebuild.append(_rebuilt(r, kept, clean, gone, unread))
         plan.old_shas |= {r.sha256, content_sha256(r.content)}
     for rid in sorted(withdrawn):
         plan.reactivate += [
@@ -290,12 +291,14 @@ def text_keys(r: MemoryRecord) -> set[str]:
 
 def _rebuilt(
     r: MemoryRecord, kept: Sequence[MemoryRecord], clean: Sequence[MemoryRecord],
-    gone: Sequence[MemoryRecord] = (),
+    gone: Sequence[MemoryRecord] = (), ghost: bool = False,
 ) -> MemoryRecord:  # fmt: skip
     """The replacement again, from the kept sources only: extractive, so it never writes text.
     A free-text field (owner, subject) an erased source (``gone``) gave it, and no kept one
     has, goes with that source: the kept sources' instead. One set otherwise (``remember``
-    filled a subject in, ``import --update``) stays."""
+    filled a subject in, ``import --update``) stays, unless an erased source can no longer
+    be read (``ghost``: erased earlier, its rebuild deferred by a hold): then what no kept
+    source has goes, erring toward the erasure."""
     pick = next((k for k in clean if k.content == r.content), None)  # only sources change
     if pick is None:
         pick = pick_survivor(Group(key=f"rebuild:{r.id}", actor_id=r.actor_id,
@@ -311,7 +314,7 @@ def _rebuilt(
         return (
             value is not None
             and all(getattr(k, field) != value for k in clean)
-            and any(getattr(g, field) == value for g in gone)
+            and (ghost or any(getattr(g, field) == value for g in gone))
         )
 
     owner = pick.owner or next((k.owner for k in clean if k.owner), None)
