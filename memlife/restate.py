@@ -244,7 +244,9 @@ def _shape(text: str) -> Shape:
     bare = _stem(folded)
     stems = [_tensed(f, s) for f, s in zip(folded, bare, strict=True)]
     sides = _sides(tokens, bare)
-    keep = [i for i, f in enumerate(folded) if f not in _FILLER]
+    # "I" as a list's item is a person ("Melanie and I went camping"), not filler
+    keep = [i for i, f in enumerate(folded) if f not in _FILLER or (f == "i" and {
+        *folded[max(i - 1, 0):i], *folded[i + 1:i + 2]} & _CONJUNCTIONS)]  # fmt: skip
     names = tuple(
         stems[i] for i in keep if raw[i][:1].isupper() and not raw[i].isupper() and i != keep[0]
     )  # fmt: skip
