@@ -55,6 +55,7 @@ from memlife import cloudtrail, ledger_ingest
 from memlife.cloudtrail import IngestReport as IngestReport  # re-exported
 from memlife.cloudtrail import actor_from_namespace as actor_from_namespace  # re-exported
 from memlife.ledger_merge import ActorStats, reads_by_record
+from memlife.ledger_parts import REPLACES, REPLACING, live_parts, readable, replaced
 from memlife.model import utcnow
 from memlife.settings import settings
 from memlife.text import query_sha256 as query_sha256  # re-exported
@@ -96,35 +97,6 @@ def cloudtrail_accesses(
     """Ledger rows for one AgentCore read event, and why there are none (or None)."""
     hits, why = cloudtrail.read_hits(event, actor_resolver)
     return [Access(*hit) for hit in hits], why
-
-
-# a part written to replace others (a day's compaction, an erasure's rewrite) names them
-REPLACING = "part-r-"
-REPLACES = b"memlife.replaces"
-
-
-def _readable(part: Path) -> bool:
-    """A part whose footer reads. One that does not (cut short: a full disk, a partial copy
-    of the home) is named and left out: else every night stopped on it."""
-    import pyarrow.parquet as pq
-
-    try:
-        pq.read_schema(part)
-    except (OSError, pa.ArrowInvalid) as exc:
-        warnings.warn(f"access ledger: unreadable part {part}: {exc}", RuntimeWarning, 2)
-        return False
-    return True
-
-
-def _replaced(parts: Sequence[Path]) -> set[Path]:
-    """The parts that replacing parts among ``parts`` name (their metadata)."""
-    gone: set[Path] = set()
-    for p in parts:
-        if p.name.startswith(REPLACING):
-            meta = pq.read_schema(p).metadata or {}
-            if REPLACES in meta:
-                gone |= {p.parent / n for n in json.loads(meta[REPLACES])}
-    return gone
 
 
 def names_matter(part: str) -> bool:
@@ -281,19 +253,14 @@ class AccessLedger:
         return self._paths()
 
     def _paths(self) -> list[Path]:
-        """The live parts: a part another one replaces (a crash between the replacing part's
-        write and the removal of those it replaces leaves both) is not read."""
-        if not self.root.is_dir():
-            return []
-        every = [p for p in sorted(self.root.glob("date=*/part-*.parquet")) if _readable(p)]
-        gone = _replaced(every)
-        return [p for p in every if p not in gone] if gone else every
+        """The live parts (memlife/ledger_parts.py)."""
+        return live_parts(self.root)
 
     def _sweep(self) -> None:
         """Remove the parts another one replaces (what a crash left; under the lease)."""
         if self.root.is_dir():
             every = sorted(self.root.glob("date=*/part-*.parquet"))
-            for stale in _replaced([p for p in every if _readable(p)]):
+            for stale in replaced([p for p in every if readable(p)]):
                 stale.unlink(missing_ok=True)
 
     @staticmethod
@@ -303,7 +270,7 @@ class AccessLedger:
         names what they replaced: an ingest killed between its part and its day marker
         writes that part again on its rerun, and after two rewrites of it (two erasures,
         two compactions) nothing named it any more, so its rows counted twice."""
-        names = sorted({p.name for p in parts} | {q.name for q in _replaced(parts)})
+        names = sorted({p.name for p in parts} | {q.name for q in replaced(parts)})
         digest = hashlib.sha256("\n".join(names).encode()).hexdigest()[:32]
         name = f"{REPLACING}{digest}.parquet"
         tmp = folder / f".{name}.tmp"
