@@ -5,17 +5,14 @@ loads its cases, picks its answerer and takes the quarantine snapshot.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
-from functools import partial
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memlife import gate
 from memlife.apply import DeleteItem, Executor, StagedGroup, Tally
-from memlife.consolidate.replacement import lifetime_end
+from memlife.consolidate.replacement import past_lifetime
 from memlife.evalset import EvalCase, cases_digest, load_cases
 from memlife.faults import checkpoint
-from memlife.model import MemoryRecord, MemoryType
 from memlife.run_planning import make_embeddings
 from memlife.run_receipts import completed_status
 from memlife.run_types import BatchOutcome, RunContext
@@ -25,14 +22,6 @@ if TYPE_CHECKING:
     from memlife.review_queue import ReviewItem, ReviewQueue
 
 GateFn = Callable[[RunContext, MemoryStore, Sequence[DeleteItem]], dict[str, Any]]
-
-
-def past_deadline(ttl_days: Mapping[MemoryType, float | None], now: datetime,
-                  r: MemoryRecord) -> bool:  # fmt: skip
-    """Past its deadline at ``now``, as online recall reads it (``LongTermMemory.expired``):
-    never served, though a hold or an unenforced namespace keeps it in the store."""
-    end = lifetime_end(r.created_at, r.memory_type, r.expires_at, ttl_days)
-    return end is not None and end <= now
 
 
 def _obligation(item: DeleteItem) -> bool:
@@ -144,6 +133,7 @@ def run_gate(
     deletions = sorted({i.id for o in outcomes for i in o.deletions})
     paid = not ctx.config.dry_run or ctx.config.with_model  # a dry run calls no model unasked
     cases = load_cases(ctx.config.eval_cases)
+    ttl = ctx.policy.ttl_days()
     verdict = gate.evaluate_changes(
         store,
         cases,
@@ -155,7 +145,9 @@ def run_gate(
         answerer=gate.model_answerer_from_env() if paid else None,
         groups=[(g.replacement.id, g.superseded_ids) for g in staged],
         owners={i.id: i.actor_id for o in outcomes for i in o.deletions},
-        hidden=partial(past_deadline, ctx.policy.ttl_days(), ctx.cutoff),
+        # what online recall never serves (past its deadline, kept by a hold or an
+        # unenforced namespace) answers no case in either view
+        hidden=lambda r: past_lifetime(r, ttl, ctx.cutoff),
     )
     # the set this verdict judged: the memo of a blocked group is keyed by it (commit_run)
     verdict["eval_digest"] = cases_digest(cases)

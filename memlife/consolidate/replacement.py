@@ -105,6 +105,13 @@ def lifetime_end(created: datetime, memory_type: MemoryType, expires_at: datetim
     return created + timedelta(days=days) if days else None
 
 
+def past_lifetime(record: MemoryRecord, ttl_days: Mapping[MemoryType, float | None],
+                  now: datetime) -> bool:  # fmt: skip
+    """Is ``record``'s lifetime over at ``now`` (as online recall reads it: never served)?"""
+    end = lifetime_end(record.created_at, record.memory_type, record.expires_at, ttl_days)
+    return end is not None and end <= now
+
+
 def outlives(source: MemoryRecord, replacement: MemoryRecord,
              ttl_days: Mapping[MemoryType, float | None]) -> bool:  # fmt: skip
     """Would ``source``, as it is now, live longer than ``replacement``? Then superseding it

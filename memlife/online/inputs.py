@@ -18,7 +18,6 @@ from memlife.errors import InputError, NamespaceError
 from memlife.model import FUTURE_SKEW, MemoryRecord, utcnow
 from memlife.namespaces import (
     GLOB_CHARS,
-    check_namespace,
     namespace_problem,
     new_namespace_problem,
     stored_namespace_problem,
@@ -108,8 +107,7 @@ def namespace_arg(namespace: object) -> str:
     empty segments, and no glob character: it would read as a pattern where a policy or a
     selector meets it). The length first: the segment check quotes the namespace."""
     text: str = text_arg(namespace, "namespace")
-    check_namespace(bounded(text, "namespace", NAMESPACE_MAX_CHARS))
-    problem = new_namespace_problem(text)
+    problem = new_namespace_problem(bounded(text, "namespace", NAMESPACE_MAX_CHARS))
     if problem:
         raise NamespaceError(f"namespace {text!r} {problem}")
     return text

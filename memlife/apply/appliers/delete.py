@@ -15,7 +15,7 @@ from memlife.apply.appliers.base import (
     until_stopped,
 )
 from memlife.apply.registry import Result, register
-from memlife.consolidate.replacement import lifetime_end
+from memlife.consolidate.replacement import past_lifetime
 from memlife.errors import ShardStopped
 from memlife.faults import checkpoint
 from memlife.journal import Operation, OpKind, Outcome
@@ -74,8 +74,7 @@ def _still_superseded(ex: Executor, o: Operation, r: MemoryRecord, going: list[s
     if "GRACE_ELAPSED" in o.reasons and r.status is not Status.pending_delete:
         return False  # written active again since the plan: no grace left to end
     if {"HARD_EXPIRED", "TTL_EXPIRED"} & set(o.reasons):
-        end = lifetime_end(r.created_at, r.memory_type, r.expires_at, ex.policy.ttl_days())
-        if end is None or end > ex.cutoff:
+        if not past_lifetime(r, ex.policy.ttl_days(), ex.cutoff):
             return False  # written again since the plan with a later deadline, or none
     if "ALREADY_SUPERSEDED" not in o.reasons:
         return True
