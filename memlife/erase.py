@@ -56,6 +56,7 @@ from memlife.journal import Journal, Operation, OpKind, OpState, Outcome, open_j
 from memlife.lease import for_store as lease_for_store
 from memlife.lease import scoped as lease_scoped
 from memlife.model import MemoryRecord, RetentionClass, Status, content_sha256, utcnow
+from memlife.outcome_sweep import sweep_for_erase
 from memlife.policy import Policy
 from memlife.quarantine import ManualRun, forget_snapshots, manual_run
 from memlife.receipts import operation_receipt
@@ -618,6 +619,7 @@ def _erase(
     # a resumed erasure compacts too (this run's own, or another attempt's pending): the
     # attempt that deleted the record and then failed never did, and the erased bytes stay
     # in the WAL as long as this process, or a killed one's file, keeps it
+    sweep_for_erase(store)  # a killed night's staged replacements may hold the erased text
     if free or plan.rebuild or resumed or OpKind.erase in run.resumed:
         run.extra["compaction"] = compact(store, caches)
     for c in caches[1:]:

@@ -5,7 +5,8 @@ until the parent commits them. Persisted as the child flow's Prefect result it s
 Prefect's result storage for good, where no erasure reaches. So a child puts it beside its
 report part (one machine: ``reports/<run_id>/<attempt>/outcomes/<part>.pickle``; with
 MEMLIFE_STATE, on S3: memlife/state/reports.py), returns nothing to Prefect, and the
-parent run removes them once its receipt is written (``drop_outcomes``).
+parent run removes them once its receipt is written (``drop_outcomes``); a parent killed
+outright leaves them, and memlife/outcome_sweep.py removes them later.
 
 Reading one is reading a file from a folder or bucket other processes write to, and an
 outcome is a list of instructions (its deletions and staged replacements are carried out).

@@ -33,6 +33,7 @@ from memlife.evalset import load_cases
 from memlife.faults import checkpoint
 from memlife.journal import Journal, open_journal, open_memo_reader
 from memlife.model import parse_time
+from memlife.outcome_sweep import sweep_for_run
 from memlife.report import ReportWriter
 from memlife.run_commit import GateFn, commit_run, queue_reviews, run_gate
 from memlife.run_finish import drop_outcomes, finish_run, gate_verdict, write_failure_receipt
@@ -127,6 +128,7 @@ def run(
     if lease is not None:
         lease.bind(ctx.run_id)
         ctx.lease_taken_over = lease.taken_over
+    sweep_for_run(ctx, remote_state(ctx.store_url), holds_lease=lease is not None)
     if not config.dry_run:  # under the lease: the run before this one on the store
         from memlife.run_chain import advance
 
