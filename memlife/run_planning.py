@@ -321,6 +321,8 @@ def process_batch(
         out.records += len(decisions)
         out.shards += 1
         progress.advance(len(decisions))
+    if executor is not None:  # groups the model failed while it answered others: theirs
+        executor.judge_unavailable(out.tally)
     cache = ctx.__dict__.get("_embeddings")
     flush_for(cache)  # derived results of this batch, one commit
     if ctx.config.dry_run:  # no lease: an erasure may have run meanwhile (erase_sweep.py)

@@ -8,14 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 
-from memlife.apply import deletions, groups, resume
+from memlife.apply import deletions, groups, resume, unavailable
 from memlife.apply.deletions import DeleteItem
 from memlife.apply.groups import StagedGroup, StagedRef
 from memlife.apply.lifecycle import run_lifecycle
 from memlife.apply.registry import Result
 from memlife.apply.tally import Tally
 from memlife.audit import ReceiptSink
-from memlife.consolidate.base import Consolidator
+from memlife.consolidate.base import Consolidator, Group
 from memlife.embed_cache import EmbeddingCache
 from memlife.journal import Journal, MemoOutcome, Mover, Operation, OpKind, operation_id
 from memlife.lease import fence_for
@@ -62,6 +62,8 @@ class Executor:
         self.fence: Callable[[], None] | None = None if dry_run else fence_for(store)
         # Shards a StoreError (e.g. QUOTA_EXCEEDED) stopped: no further groups or deletes.
         self.stopped: set[tuple[str, str]] = set()
+        # groups the model failed retryably this batch (memlife/apply/unavailable.py)
+        self.unavailable: list[tuple[Group, str, str | None]] = []
         # held, superseded ids per shard, paged once a run where the store has no index
         # for them (memlife/pinned.py held_superseded)
         self.held_paged: dict[tuple[str, str], list[str]] = {}
@@ -156,6 +158,9 @@ class Executor:
         shard's planning views by id (a dry run's unchanged groups are then counted from
         the derived cache)."""
         return groups.stage_shard(self, decisions, tally, read, views)
+
+    def judge_unavailable(self, tally: Tally) -> None:
+        unavailable.judge_unavailable(self, tally)
 
     def commit_group(self, staged: StagedGroup, tally: Tally) -> None:
         groups.commit_group(self, staged, tally)

@@ -32,6 +32,7 @@ from memlife.consolidate.base import MODEL_MISCONFIGURED, ConsolidationError, Gr
 from memlife.consolidate.extractive import ExtractiveConsolidator
 from memlife.consolidate.grounding import KEEP_APART
 from memlife.consolidate.replacement import build_from_members
+from memlife.errors import Reason
 from memlife.faults import checkpoint
 from memlife.group_plan import CONTRADICTION, plan_group
 from memlife.journal import MemoOutcome, Operation, OpKind
@@ -314,10 +315,13 @@ def stage_group(
         else:
             # the model was not reached, or the run's key/model is wrong: no group's fault,
             # nothing remembered (the next run sends it again), but a run that consolidated
-            # nothing for this reason must say so in its counts
+            # nothing for this reason must say so in its counts (unavailable.py: unless
+            # the service answered the batch's other groups)
             tally.counts["consolidation_model_unavailable"] += 1
             if exc.code == MODEL_MISCONFIGURED:
                 tally.counts["consolidation_model_misconfigured"] += 1
+            if exc.code == Reason.MODEL_UNAVAILABLE and exc.requests:  # judged at the batch end
+                ex.unavailable.append((model_group, gkey, memo_key))
         return None  # originals untouched
     if result.reused:  # what a dry run was answered: no call tonight
         tally.counts["model_answers_reused"] += 1

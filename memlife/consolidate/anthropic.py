@@ -19,6 +19,10 @@ grounded against the group's records before anything is returned. Failures are
 An outage is sticky too: after OUTAGE_CALLS groups in a row found the service unavailable,
 later groups of the run are not sent (MODEL_UNAVAILABLE, retried by the next run): a
 hanging or overloaded endpoint cost 3 attempts x the timeout for every group of the run.
+One group is let through as a probe after OUTAGE_CALLS, then 2x, 4x, ... groups held back:
+a few calls a run while the service is down, and groups that fail on their own (five of
+them sorted first) no longer hold back the rest of the run. Such groups are held to
+account when the service answered others (``answered``; memlife/apply/unavailable.py).
 - grounding codes     see memlife.consolidate.grounding
 """
 
@@ -122,6 +126,10 @@ class AnthropicConsolidator:
         # (one run): a wrong key must not cost one refused request per group.
         self.misconfigured: str | None = None
         self._outage = 0  # groups in a row that found the service unavailable (OUTAGE_CALLS)
+        self.answered = False  # the service has answered a call (memlife/apply/unavailable.py)
+        # after the outage stop, one group is let through once this many were held back
+        # (doubling: a down service costs a few probes a run, one that is back is found)
+        self._held, self._probe_after = 0, OUTAGE_CALLS
         # One limit per instance, shared by every thread that uses it: the pipeline's
         # workers must not open more concurrent calls than the account's rate allows.
         self._slots = threading.BoundedSemaphore(max_concurrency)
@@ -259,12 +267,15 @@ class AnthropicConsolidator:
         """Ask the model: one call (the SDK's retries aside), parsed, then grounded."""
         if self.misconfigured is not None:  # nothing sent: the run's configuration is wrong
             raise ConsolidationError(MODEL_MISCONFIGURED, self.misconfigured, retryable=True)
-        if self._outage >= OUTAGE_CALLS:  # nothing sent: the service is down for this run
-            raise ConsolidationError(
-                MODEL_UNAVAILABLE,
-                f"{self._outage} groups in a row unavailable: not sent",
-                retryable=True,
-            )
+        if self._outage >= OUTAGE_CALLS:  # the service is down: not sent, bar a probe
+            self._held += 1
+            if self._held < self._probe_after:
+                raise ConsolidationError(
+                    MODEL_UNAVAILABLE,
+                    f"{self._outage} groups in a row unavailable: not sent",
+                    retryable=True,
+                )
+            self._held, self._probe_after = 0, self._probe_after * 2  # this group probes
         msg = self._call(request)
         if not _is_message(msg):
             # a 200 whose body is not a message: not JSON (a proxy's or captive portal's HTML
@@ -275,7 +286,8 @@ class AnthropicConsolidator:
             self._count(0, 0, failed=True)
             self._outage += 1
             raise ConsolidationError(MODEL_UNAVAILABLE, "response is not a message", retryable=True)
-        self._outage = 0  # the service answered
+        self._outage, self.answered = 0, True  # the service answered
+        self._held, self._probe_after = 0, OUTAGE_CALLS
         tin, tout, estimated = _usage(msg, group)
         tokens[:] = [tin, tout, estimated]
         try:

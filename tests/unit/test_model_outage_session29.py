@@ -59,7 +59,39 @@ def test_an_outage_stops_the_run_sending(messages_server, emb, status: int) -> N
         with pytest.raises(ConsolidationError) as info:
             c.consolidate(PAIR)
         assert info.value.code == "MODEL_UNAVAILABLE" and info.value.retryable
-    assert len(messages_server.message_requests) == OUTAGE_CALLS  # then nothing more
+    # then one probe after OUTAGE_CALLS groups held back (session 44), the next after twice that
+    assert len(messages_server.message_requests) == OUTAGE_CALLS + 1
+
+
+def test_an_outage_costs_a_few_probes_a_run(messages_server, emb) -> None:
+    """Down for a whole run of 1,000 groups: the first OUTAGE_CALLS are sent, then one
+    probe after each doubling of the groups held back (about log2 of the run's size)."""
+    messages_server.set_handler(lambda body: error_reply(529, "overloaded_error", "Overloaded"))
+    c = _make(messages_server, emb)
+    for _ in range(1000):
+        with pytest.raises(ConsolidationError):
+            c.consolidate(PAIR)
+    assert len(messages_server.message_requests) == OUTAGE_CALLS + 7  # held 5+10+...+320
+
+
+def test_groups_that_fail_on_their_own_first_do_not_hold_back_the_run(messages_server, emb) -> None:
+    """Five groups that always fail come first (the outage stop trips); the service is up:
+    a probe finds it, and every later group is sent and answered (session 44; they waited
+    for the next night before, and the same five came first again)."""
+    down = error_reply(529, "overloaded_error", "Overloaded")
+    ok = tool_use_reply(TOOL_NAME, {
+        "summary": "I drink black coffee.", "claims": ["I drink black coffee."],
+        "confidence": 0.9, "source_ids": ["s-0", "s-1"]})  # fmt: skip
+    messages_server.enqueue(*([down] * OUTAGE_CALLS))
+    messages_server.set_handler(lambda body: ok)
+    c = _make(messages_server, emb)
+    for _ in range(OUTAGE_CALLS + 20):
+        try:
+            c.consolidate(PAIR)
+        except ConsolidationError:  # the five; the held back; the answers' own checks
+            pass
+    # held back: the OUTAGE_CALLS - 1 groups before the probe, no later one
+    assert c.answered and len(messages_server.message_requests) == 20 + 1
 
 
 def test_a_call_that_gets_through_ends_the_streak(messages_server, emb) -> None:

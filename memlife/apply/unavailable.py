@@ -1,0 +1,32 @@
+"""Groups the model failed for a retryable reason while it answered the batch's others.
+
+A retryable failure (MODEL_UNAVAILABLE: a timeout, a 5xx, a proxy's page) is the
+service's, not the group's, so the group is sent again the next night. A group that
+alone fails every night (a request that always times out, a proxy that blocks it) was
+then sent, and paid for, night after night for good. At the end of a batch, the groups
+the service failed are judged: where it answered another call of the run, each failure
+is the group's own and counts as a refused answer does (backoff, then review after
+MAX_REJECTIONS, memlife/apply/groups.py); where it answered nothing (an outage), none does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from memlife.apply.tally import Tally
+
+if TYPE_CHECKING:
+    from memlife.apply.executor import Executor
+
+
+def judge_unavailable(ex: Executor, tally: Tally) -> None:
+    """Count the batch's failed groups against them if the service answered any call."""
+    failed, ex.unavailable = ex.unavailable, []
+    if not failed or ex.dry_run or not getattr(ex.consolidator, "answered", False):
+        return
+    from memlife.apply.groups import REFUSED, _rejected, _remember
+
+    for group, gkey, memo_key in failed:
+        tally.counts["consolidation_unavailable_alone"] += 1
+        retry_at = _rejected(ex, group, gkey, "MODEL_UNAVAILABLE", tally)
+        _remember(ex, memo_key, group, REFUSED, retry_at)
