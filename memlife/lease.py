@@ -117,6 +117,7 @@ class Lease:
     _thread: threading.Thread | None = None
     lost: bool = False  # sticky: a renewal found another owner
     _confirmed: float = field(default_factory=time.monotonic)  # last renewal that held
+    thread: int = field(default_factory=threading.get_ident)  # the taker (nested takes)
 
     def bind(self, run_id: str) -> None:
         """Name the run once its id is known (the lease is taken before the manifest)."""
@@ -283,8 +284,14 @@ def acquire(backend: LeaseBackend, run_id: str, purpose: str, store: str | None 
     # for half a TTL) holds no lock other threads' fences and releases need
     with _TAKING[hash(key) % len(_TAKING)]:
         with _HELD_LOCK:
-            held = _HELD.get(key)
-            if held is not None:  # this process holds it already (erase inside hold release)
+            held = _HELD.get(key) or _same_store(store)
+            if held is not None and held.thread != threading.get_ident():
+                # another run of this process (a second flow run, a thread of an app) holds
+                # the store's lease through its own connection: the backend knows only the
+                # process, and would hand it the row; its release would then drop the first's
+                raise LeaseHeld({"owner": OWNER, "run_id": held.run_id, "purpose": held.purpose,
+                                 "acquired_at": "in this process"})  # fmt: skip
+            if held is not None:  # this thread holds it already (erase inside hold release)
                 held.depth += 1
                 return held
         now, asked = utcnow(), time.monotonic()  # trusted from the asking, not the answer
@@ -304,6 +311,13 @@ def acquire(backend: LeaseBackend, run_id: str, purpose: str, store: str | None 
         with _HELD_LOCK:
             _HELD[key] = lease
         return lease
+
+
+def _same_store(store: str | None) -> Lease | None:
+    """A lease this process holds on ``store`` through another backend connection."""
+    if store is None:
+        return None
+    return next((h for h in _HELD.values() if h.store == store), None)
 
 
 def scoped(fn: Callable[P, R]) -> Callable[P, R]:

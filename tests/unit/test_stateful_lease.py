@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -500,7 +501,9 @@ def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[DynamoState]:
         monkeypatch.delenv(var, raising=False)  # not memlife settings
     monkeypatch.setattr(lease_mod, "OWNER", lease_mod.OWNER)
     monkeypatch.setattr(lease_mod, "_HELD", {})
-    monkeypatch.setattr(lease_mod, "threading", SimpleNamespace(Thread=_NoThread))
+    monkeypatch.setattr(
+        lease_mod, "threading", SimpleNamespace(Thread=_NoThread, get_ident=threading.get_ident)
+    )
 
     def wall() -> float:
         return W.T + (W.cur.offset if W.cur is not None else 0.0)
