@@ -149,13 +149,21 @@ def apply_erasures(
     added = tombstones._backend(store).add_tombstones(rows) if rows else 0
     out: dict[str, Any] = {"tombstones": len(tombs), "tombstones_added": max(added, 0)}
     for actor, ids in sorted(stale.items()):  # the erased records an older export held
-        done = erase(store, actor, ids=ids, pending=False, policy=policy, receipts=receipts)
+        # a replacement of another of them follows from that one (rebuilt, or withdrawn with
+        # its kept sources back), as in the erasure; asked for itself, its kept sources went too
+        asked = [i for i in ids if not set(_supersedes(store, i)) & set(ids)] or ids
+        done = erase(store, actor, ids=asked, pending=False, policy=policy, receipts=receipts)
         out.setdefault("erased_again", []).extend(done.get("erased", []))
         if done.get("deferred"):  # held in the backup: erased once its hold is released
             out.setdefault("deferred_again", []).extend(done["deferred"])
     if pending:
         out |= carry_pending(store, pending, policy=policy, receipts=receipts)
     return out
+
+
+def _supersedes(store: MemoryStore, rid: str) -> list[str]:
+    r = store.get(rid)
+    return list(r.provenance.supersedes) if r is not None else []
 
 
 def _refuse_pending_not_held(store: MemoryStore, pending: list[PendingErasure]) -> None:
@@ -183,13 +191,19 @@ def _refuse_live_text(
     that record, asked by nobody. The erased record itself (the tombstone's own id and
     text: an older backup) is no such record: returned, actor -> ids, to erase again."""
     from memlife.erase import actor_records, text_keys, tombstone_keys
+    from memlife.tombstones import erased_id
 
     by_actor: dict[str, set[str]] = {}
     own: dict[tuple[str, str], set[str]] = {}  # (actor, erased id) -> its text keys
+    names: dict[str, set[str]] = {}
+    for t in tombs:
+        names.setdefault(t.actor_id, set()).add(t.record_id)
     for t in tombs:
         keys = tombstone_keys(t.content_sha256, t.norm_sha256)
         by_actor.setdefault(t.actor_id, set()).update(keys)
-        own.setdefault((t.actor_id, t.record_id), set()).update(keys)
+        # a second text erased under a reused id is named 'id#<hex>': the id it stands for
+        rid = erased_id(t.record_id, t.content_sha256, names[t.actor_id])
+        own.setdefault((t.actor_id, rid), set()).update(keys)
     stale: dict[str, list[str]] = {}
     for actor, keys in sorted(by_actor.items()):
         live = []

@@ -30,6 +30,16 @@ _CONTENT = 5  # the content column of a store row
 _CREATED_AT = 9
 
 
+MAX_LINE_BYTES = 1 << 20
+
+
+def line_bound(content_max: int) -> int:
+    """The default line bound: 1 MiB, or what a record at the policy's content limit takes
+    once exported (JSON writes a control character as six bytes), so a store's own export
+    imports again."""
+    return max(MAX_LINE_BYTES, 6 * content_max + (64 << 10))
+
+
 def json_depth(raw: bytes) -> int:
     """Deepest nesting of objects/arrays in a JSON text, brackets inside strings ignored."""
     import numpy as np  # only for lines with many brackets: a worker rarely needs it

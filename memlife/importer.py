@@ -33,6 +33,7 @@ from typing import IO, Any, Generic, TypeVar
 
 from memlife.errors import MemlifeError
 from memlife.fast_record import fast_record
+from memlife.import_lines import line_bound
 from memlife.import_links import check_links
 from memlife.import_parse import (
     MAX_DEPTH,
@@ -68,7 +69,6 @@ from memlife.stores.base import MAX_BATCH, BatchResult, MemoryStore, chunked
 from memlife.stores.sqlite import SqliteStore, row_to_record
 from memlife.tombstones import insert_new
 
-MAX_LINE_BYTES = 1 << 20
 BATCH = 500  # records a write (the record path: any store)
 # rows a transaction on the SQLite row path. Large on purpose: ids in real files are often
 # random (uuids), and each commit writes every index page its rows touched; at 500 rows a
@@ -194,7 +194,7 @@ def import_file(
     allow_held: bool = False,
     now: datetime | None = None,
     receipts: str | None = None,
-    max_line_bytes: int = MAX_LINE_BYTES,
+    max_line_bytes: int | None = None,
     workers: int | None = None,
 ) -> ImportReport:
     """Import a JSONL file. ``workers`` (a SQLite store): processes that parse and write in
@@ -219,13 +219,13 @@ def _import_file(
     allow_held: bool,
     now: datetime | None,
     receipts: str | None,
-    max_line_bytes: int,
+    max_line_bytes: int | None,
     workers: int | None,
 ) -> ImportReport:
     pol = policy if isinstance(policy, Policy) else load_policy(policy)
-    now = now or utcnow()
-    report = ImportReport()
+    now, report = now or utcnow(), ImportReport()
     content_max = pol.limits.content_max_bytes
+    max_line_bytes = max_line_bytes or line_bound(content_max)
     future_after = now + FUTURE_SKEW
     # a SQLite store takes rows built by import_parse (columnar where it can); --update
     # and other stores take records (and --update is a receipted manual run)

@@ -22,7 +22,7 @@ from memlife.cli.common import (
     progress_bar,
     safe,
 )
-from memlife.importer import MAX_LINE_BYTES, import_file
+from memlife.importer import import_file
 from memlife.stores import open_store
 from memlife.stores.base import MemoryStore, chunked
 
@@ -43,7 +43,7 @@ def register(app: typer.Typer) -> None:
         allow_held: Annotated[
             bool, typer.Option("--allow-held", help="With --update: also held records")
         ] = False,
-        max_line_bytes: Annotated[int, typer.Option("--max-line-bytes", min=1)] = MAX_LINE_BYTES,
+        max_line_bytes: Annotated[int | None, typer.Option("--max-line-bytes", min=1)] = None,
         erasures: Annotated[
             Path | None,
             typer.Option(
