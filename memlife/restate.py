@@ -113,16 +113,15 @@ _NEGATIONS = frozenset(
 _CEASE = frozenset(("quit", "stop"))  # stems: "quit smoking", "stopped drinking coffee"
 _COMPARED = frozenset(("compared", "compare", "comparing", "comparison"))
 _CLAUSE_ENDS = frozenset("but although though whereas however".split())
-# "then" orders two events ("painted, then hiked"), except as a time ("back then")
-_THEN_AS_TIME = frozenset(
-    "back since until till by from right just even was were is are am had has have did do "
-    "does been be".split()
-)  # ("she was then living in Paris": a time, as "back then")
+# "then" orders two events ("painted, then hiked"), except as a time ("back then", "she
+# was then living in Paris")
+_THEN_AS_TIME = frozenset("back since until till by from right just even was were is are am "
+                          "had has have did do does been be".split())  # fmt: skip
 _CONJUNCTIONS = frozenset("and or".split())
+_I_BEFORE = _CONJUNCTIONS | _CLAUSE_ENDS | {"so", "then", "yet"}  # "..., so I washed up"
 # words that open a clause of their own ("moved to Boston after she left Sweden")
-_SUBORDINATE = frozenset(
-    "after before because since until when while who whom whose which where if unless".split()
-)
+_SUBORDINATE = frozenset("after before because since until when while who whom whose which "
+                         "where if unless".split())  # fmt: skip
 _PRONOUNS = frozenset("he she they it we you".split())  # a later clause's subject
 _RELATIVE = frozenset("who whom whose which that".split())  # "kids who love dogs"
 # a preposition whose object has a role a list never blurs: "from tea to coffee" is not
@@ -244,12 +243,13 @@ def _shape(text: str) -> Shape:
     bare = _stem(folded)
     stems = [_tensed(f, s) for f, s in zip(folded, bare, strict=True)]
     sides = _sides(tokens, bare)
-    # "I" as a list's item is a person ("Melanie and I went camping"), not filler
-    keep = [i for i, f in enumerate(folded) if f not in _FILLER or (f == "i" and {
-        *folded[max(i - 1, 0):i], *folded[i + 1:i + 2]} & _CONJUNCTIONS)]  # fmt: skip
-    names = tuple(
-        stems[i] for i in keep if raw[i][:1].isupper() and not raw[i].isupper() and i != keep[0]
-    )  # fmt: skip
+    # "I" as a list's item or opening a later clause is a person; said again, the speaker
+    keep = [i for i, f in enumerate(folded) if f not in _FILLER or (f == "i" and folded.count(
+        "i") == 1 and ({*folded[max(i - 1, 0):i]} & _I_BEFORE or {*folded[i + 1:i + 2]} & {
+        "and", "or"}))]  # fmt: skip
+    lead = next((i for i in keep if folded[i] != "i"), -1)  # "I and Bob": Bob opens it
+    names = tuple(stems[i] for i in keep if raw[i][:1].isupper() and not raw[i].isupper()
+                  and i != lead)  # fmt: skip
     # the first word after each determiner that is not filler ("the very man": "man"), with
     # its owner where the determiner names one ("my dog bit your cat")
     after = tuple(
