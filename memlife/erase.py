@@ -328,9 +328,12 @@ def _rebuilt(
 
 
 def compact(
-    store: MemoryStore, cache: EmbeddingCache | Sequence[EmbeddingCache] | None = None
-) -> dict[str, Any]:
-    """Fold the WAL, VACUUM, truncate the WAL again: no erased byte left in file or WAL."""
+    store: MemoryStore, cache: EmbeddingCache | Sequence[EmbeddingCache] | None = None,
+    journal: Journal | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Fold the WAL, VACUUM, truncate the WAL again: no erased byte left in file or WAL
+    (the store's, the caches', and the journal's where it is a file of its own: the home's
+    journal.db beside a store without one held the forgotten payloads' frames)."""
     out: dict[str, Any] = {"vacuumed": False}
     conns: list[tuple[sqlite3.Connection, Any]] = []
     conn = getattr(store, "connection", None)
@@ -343,6 +346,9 @@ def compact(
     for c in caches:
         if isinstance(c.connection, sqlite3.Connection) and c.connection is not conn:
             conns.append((c.connection, c.lock))
+    own = getattr(journal, "connection", None)
+    if isinstance(own, sqlite3.Connection) and own is not conn:
+        conns.append((own, getattr(journal, "lock", None) or threading.RLock()))
     busy = 0
     for con, lock in conns:
         with lock:
@@ -621,7 +627,7 @@ def _erase(
     # in the WAL as long as this process, or a killed one's file, keeps it
     sweep_for_erase(store)  # a killed night's staged replacements may hold the erased text
     if free or plan.rebuild or resumed or OpKind.erase in run.resumed:
-        run.extra["compaction"] = compact(store, caches)
+        run.extra["compaction"] = compact(store, caches, run.journal)
     for c in caches[1:]:
         c.close()
     # Pending rows of records that vanished by other means (or whose id another record
@@ -654,6 +660,8 @@ def _rebuild_now(
     run.executor.run_lifecycle(planned, run.tally)
     ids = [r.id for r in rebuilt]
     forget_snapshots(store, ids)  # a quarantine snapshot holds the replacement's old text
+    if (drop := getattr(store, "drop_stale_overflow", None)) is not None:
+        drop(ids)  # AgentCore's sidecar keeps older overflow: the erased source's owner
     run.tally.counts["journal_payloads_forgotten"] += run.journal.forget_payloads(ids)
     for cache in caches:
         cache.delete_for(old_shas)

@@ -41,7 +41,7 @@ from memlife.stores.agentcore.mapping import (
 )
 from memlife.stores.agentcore.namespaces import Strategies
 from memlife.stores.agentcore.transport import Transport, in_chunks, keeping_partial
-from memlife.stores.agentcore.writes import ChunkWriter
+from memlife.stores.agentcore.writes import ChunkWriter, drop_stale_blobs
 from memlife.stores.agentcore_sidecar import Sidecar, SidecarItem
 from memlife.stores.base import DEFAULT_PAGE_SIZE, BatchResult, ItemFailure, Page, StoreError
 
@@ -463,6 +463,10 @@ class AgentCoreStore:
             return res
 
         return in_chunks(list(dict.fromkeys(ids)), write)
+
+    def drop_stale_overflow(self, ids: Sequence[str]) -> int:
+        """Older overflow blobs of these records go (writes.drop_stale_blobs: an erasure)."""
+        return drop_stale_blobs(self.transport, self.sidecar, [safe_value(i) for i in ids])
 
     def delete_many(self, ids: Sequence[str]) -> BatchResult:
         """Delete by id; an id already absent (or deleted behind our back) is ``missing``."""

@@ -23,10 +23,12 @@ from memlife.stores.agentcore.cache import ReadCache
 from memlife.stores.agentcore.errors import QuotaExceeded
 from memlife.stores.agentcore.mapping import (
     MEMORY_RECORD_ID_RE,
+    OVERFLOW_KEY,
     blob_hash,
     encode_metadata,
     first_namespace,
     is_ours,
+    meta_value,
     safe_value,
 )
 from memlife.stores.agentcore.transport import Entry, Transport, failure_of, stop_of
@@ -340,3 +342,21 @@ class ChunkWriter:
         if stop is not None:  # after the bookkeeping: the deleted ones are out of the sidecar
             raise QuotaExceeded(stop, partial=result)
         return result
+
+
+def drop_stale_blobs(transport: Transport, sidecar: Sidecar, keys: Sequence[str]) -> int:
+    """Keep only the overflow blob AgentCore's current metadata names, for these records'
+    sidecar items. The sidecar keeps a few (KEEP_BLOBS) so a racing update finds its own;
+    an erasure that rebuilt a record drops the older ones, and the erased source's values
+    (an owner metadata could not hold) with them. A lost race keeps them. Returns how many
+    items were rewritten."""
+    writes = []
+    for item in sidecar.get_many(keys).values():
+        if not item.memory_record_id or len(item.blobs) < 2:
+            continue
+        raw = transport.get(item.memory_record_id, item.namespace)
+        want = meta_value(raw.get("metadata") or {}, OVERFLOW_KEY) if raw else None
+        blobs = {h: b for h, b in item.blobs.items() if h == want}
+        if blobs != item.blobs:
+            writes.append((replace(item, version=item.version + 1, blobs=blobs), item.version))
+    return len(writes) - len(sidecar.put_many(writes)) if writes else 0
