@@ -382,6 +382,20 @@ class _UniqueKeyLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships n
         mapping: dict[object, object] = super().construct_mapping(node, deep=deep)
         return mapping
 
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        """YAML 1.1 reads a leading 0 as octal and a colon as base 60: ``030`` days was 24,
+        ``1:30`` was 90. Refused: the operator meant the digits as written."""
+        digits = str(node.value).replace("_", "").lstrip("+-")
+        if ":" in digits or (len(digits) > 1 and digits[0] == "0" and digits[1].isdigit()):
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{node.value!r} is octal or base 60 in YAML 1.1: write it without "
+                "the leading 0 or the ':'", node.start_mark)  # fmt: skip
+        value: int = super().construct_yaml_int(node)
+        return value
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _UniqueKeyLoader.construct_yaml_int)
+
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _MERGE = object()  # a merge key among the keys seen (a quoted "<<" is an ordinary key)

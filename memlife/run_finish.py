@@ -99,7 +99,9 @@ def finish_run(
     answered = tally.counts.get("review_answered", 0)
     reviewed = counts.get("review", 0) - answered
     # a deletion only proposed (deletion not enforced there) or withheld by the gate: it stays
-    kept = tally.counts.get("proposed_deletions", 0) + tally.counts.get("gate_withheld_deletions", 0)
+    kept = tally.counts.get("proposed_deletions", 0) + tally.counts.get(
+        "gate_withheld_deletions", 0
+    )
     lifecycle = {
         "processed": records, "retained": counts.get("retain", 0) + answered + kept,
         "consolidated": tally.counts.get("consolidated", 0),

@@ -56,6 +56,8 @@ def store_url_problem(url: str) -> str | None:
     question)."""
     from urllib.parse import urlparse
 
+    if url != url.strip():  # 'm.db ' is another file: a second, empty store beside the one meant
+        return "has leading or trailing spaces"
     scheme = urlparse(url).scheme
     if scheme == "sqlite":
         if not url.startswith("sqlite:///") or not url[len("sqlite:///") :]:
@@ -166,7 +168,7 @@ class Settings(BaseSettings):
         le=HOUR,
         description="Backoff factor: 10 -> 10, 20, 40 s (each wait at most 15 min)",
     )
-    retry_jitter: float = Field(0.5, ge=0, description="Retry jitter factor")
+    retry_jitter: float = Field(0.5, ge=0, le=1, description="Retry jitter factor (0 to 1)")
     model_calls_limit: str = Field(
         "memlife-model-calls", description="Prefect global concurrency limit held per model call"
     )
@@ -210,6 +212,13 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("ANTHROPIC_BASE_URL"),
         description="Messages API endpoint",
     )
+
+    @field_validator("home", mode="before")
+    @classmethod
+    def _home(cls, v: object) -> object:
+        if isinstance(v, str) and v != v.strip():  # 'home ' is another folder: another store
+            raise ValueError("has leading or trailing spaces")
+        return v
 
     @field_validator("namespace")
     @classmethod

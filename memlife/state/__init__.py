@@ -57,6 +57,8 @@ def parse_state_url(url: str | None) -> StateSettings | None:
     """None for the embedded default (unset, empty or ``local``); else the DynamoDB settings."""
     if url is None or url.strip() in ("", "local"):
         return None
+    if url != url.strip():  # 'parquet=s3://b/p ' is another prefix: another ledger, reports
+        raise StateSettingsError(f"state URL {url!r}: has leading or trailing spaces")
     parsed = urlparse(url)
     if parsed.scheme != "dynamodb":
         raise StateSettingsError(
@@ -86,6 +88,8 @@ def parse_state_url(url: str | None) -> StateSettings | None:
         raise StateSettingsError(f"state URL {url!r}: ttl_days must be an integer") from None
     if ttl_days < 1:
         raise StateSettingsError(f"state URL {url!r}: ttl_days must be at least 1")
+    if ttl_days > 36_500:  # as a policy's day spans: now + the TTL must stay a date
+        raise StateSettingsError(f"state URL {url!r}: ttl_days must be at most 36500 (days)")
     return StateSettings(
         table=parsed.netloc,
         region=region,
