@@ -16,6 +16,7 @@ the write (no shared transaction: documented as weaker in docs/evaluation.md).
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -38,7 +39,29 @@ def rows_for(records: Iterable[MemoryRecord]) -> list[tuple[str, str, str, str |
         out.append((r.actor_id, r.id, content_sha256(r.content), norm))
         if r.sha256 != content_sha256(r.content):
             out.append((r.actor_id, f"{r.id}#recorded", r.sha256, norm))
+        for text in _carried_texts(r):  # a LangGraph JSON item's texts: erased with it
+            sha = content_sha256(text)
+            out.append((r.actor_id, erased_again(r.id, sha), sha, tombstone_norm(text)))
     return out
+
+
+def _carried_texts(r: MemoryRecord) -> list[str]:
+    """The free-text strings (two words or more) a LangGraph JSON item carries, at any
+    depth: its content is the canonical JSON, and the text comes back as ``{"content":
+    text}`` or beside other fields (a LangGraph put checks each string it carries)."""
+    if not (r.provenance.source_event or "").startswith("langgraph:json:"):
+        return []
+    try:
+        stack, out = [json.loads(r.content)], set()
+    except ValueError:
+        return []
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict | list):
+            stack.extend(v.values() if isinstance(v, dict) else v)
+        elif isinstance(v, str) and len(v.split()) > 1:
+            out.add(v)
+    return sorted(out)
 
 
 class _SideTombstones(SqliteStore):

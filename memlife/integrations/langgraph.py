@@ -52,7 +52,6 @@ from langgraph.store.base import (
     InvalidNamespaceError,
     Item,
     ListNamespacesOp,
-    MatchCondition,
     Op,
     PutOp,
     Result,
@@ -62,6 +61,7 @@ from langgraph.store.base import (
 
 from memlife.api import Memory
 from memlife.errors import InputError
+from memlife.integrations.langgraph_filters import matches, ns_matches
 from memlife.ledger import query_sha256
 from memlife.model import (
     MemoryRecord,
@@ -192,41 +192,6 @@ def decode(record: MemoryRecord) -> tuple[str, dict[str, Any]]:
     return record.id, {"content": record.content}
 
 
-def _matches(value: Any, expected: Any) -> bool:
-    """LangGraph's filter semantics: equality, nested dicts, and $eq/$ne/$gt/$gte/$lt/$lte."""
-    if isinstance(expected, dict):
-        if any(k.startswith("$") for k in expected):
-            return all(_operator(value, op, arg) for op, arg in expected.items())
-        return isinstance(value, dict) and all(
-            _matches(value.get(k), v) for k, v in expected.items()
-        )
-    return bool(value == expected)
-
-
-def _operator(value: Any, op: str, arg: Any) -> bool:
-    if op == "$eq":
-        return bool(value == arg)
-    if op == "$ne":
-        return bool(value != arg)
-    if value is None:
-        return False
-    compare = {"$gt": float.__gt__, "$gte": float.__ge__, "$lt": float.__lt__, "$lte": float.__le__}
-    if op not in compare:
-        raise ValueError(f"unsupported filter operator {op!r}")
-    return compare[op](float(value), float(arg))
-
-
-def _ns_matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
-    path = tuple(condition.path)
-    if len(namespace) < len(path):
-        return False
-    if condition.match_type == "prefix":
-        pairs = zip(namespace, path, strict=False)
-    else:
-        pairs = zip(reversed(namespace), reversed(path), strict=False)
-    return all(p == "*" or n == p for n, p in pairs)
-
-
 class MemlifeStore(BaseStore):
     """A LangGraph store whose items are memlife records (see the module docstring)."""
 
@@ -354,13 +319,16 @@ class MemlifeStore(BaseStore):
             if existing is not None and existing.held:
                 raise PermissionError(f"record {rid} is held; it cannot be rewritten")
             now = utcnow()
+            # an item gone from the view (deleted, expired, superseded): the put makes a new one
+            kept = existing if existing is not None and existing.status is Status.active and not (
+                self.memory.long_term.expired(existing)) else None  # fmt: skip
             record = MemoryRecord(
                 id=rid, actor_id=actor, namespace=path, memory_type=self.memory_type,
-                subject=existing.subject if existing else None, content=content,
+                subject=kept.subject if kept else None, content=content,
                 owner=self.owner, confidence=1.0, source=self.source,
-                created_at=stored_time(existing.created_at) if existing else now,
-                access_count=existing.access_count if existing else 0,
-                last_accessed_at=stored_time(existing.last_accessed_at) if existing else None,
+                created_at=stored_time(kept.created_at) if kept else now,
+                access_count=kept.access_count if kept else 0,
+                last_accessed_at=stored_time(kept.last_accessed_at) if kept else None,
                 last_verified_at=now, expires_at=expires, status=Status.active,
                 retention_class=existing.retention_class if existing else RetentionClass.standard,
                 provenance=Provenance(
@@ -425,9 +393,17 @@ class MemlifeStore(BaseStore):
         out = []
         for actor in actors if actors is not None else list(self.store.list_actors()):
             for path in self.store.list_namespaces(actor):
-                if to_namespace(path)[: len(prefix)] == prefix:
+                if to_namespace(path)[: len(prefix)] == prefix and self._mapped(actor, path):
                     out.append((actor, path))
         return sorted(out, key=lambda p: (to_namespace(p[1]), p[0]))
+
+    def _mapped(self, actor: str, path: str) -> bool:
+        """Whether ``path``'s records may be ``actor``'s items: not when ``actor_of`` names
+        another actor for it (as ``get`` refuses them); an unmapped path is listed."""
+        try:
+            return self.actor_of(to_namespace(path)) == actor
+        except (InvalidNamespaceError, LookupError):
+            return True
 
     def _actor_fixed(self, prefix: tuple[str, ...]) -> bool:
         """Whether every namespace under ``prefix`` has the same actor (known mappings)."""
@@ -480,7 +456,7 @@ class MemlifeStore(BaseStore):
     @staticmethod
     def _keep(rec: MemoryRecord, filter_: dict[str, Any] | None) -> bool:
         value = decode(rec)[1] if filter_ else {}
-        return all(_matches(value.get(k), v) for k, v in (filter_ or {}).items())
+        return all(matches(value.get(k), v) for k, v in (filter_ or {}).items())
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         found = {
@@ -490,11 +466,14 @@ class MemlifeStore(BaseStore):
             if self._has_active(actor, path)
         }
         if op.match_conditions:
-            found = {ns for ns in found if all(_ns_matches(c, ns) for c in op.match_conditions)}
+            found = {ns for ns in found if all(ns_matches(c, ns) for c in op.match_conditions)}
         if op.max_depth is not None:
             found = {ns[: op.max_depth] for ns in found}
         return sorted(found)[op.offset : op.offset + op.limit]
 
     def _has_active(self, actor: str, path: str) -> bool:
         pages = iter_shard(self.store, actor, path, page_size=50, statuses=(Status.active,))
-        return any(r.status is Status.active for page in pages for r in page.records)
+        expired = self.memory.long_term.expired
+        return any(
+            r.status is Status.active and not expired(r) for page in pages for r in page.records
+        )
