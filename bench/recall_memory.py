@@ -28,6 +28,7 @@ from recall_latency import creation_times, questions, sentences  # noqa: E402
 
 from memlife.backends import embedding_cache
 from memlife.embed import default_embedder  # noqa: E402
+from memlife.embed_cache import TOKENS  # noqa: E402
 from memlife.ledger import AccessLedger  # noqa: E402
 from memlife.model import MemoryRecord, MemoryType, content_sha256  # noqa: E402
 from memlife.online.memory import LongTermMemory  # noqa: E402
@@ -63,10 +64,15 @@ def run_size(size: int, pool: np.ndarray, qs: list[str], rng: random.Random, k: 
         vecs = pool[np.arange(size) % len(pool)] + nprng.normal(0, 0.02, (size, pool.shape[1]))
         vecs = (vecs / np.linalg.norm(vecs, axis=1, keepdims=True)).astype(np.float32)
         cache = embedding_cache(store, emb)
+        codes = emb.embed_with_tokens(texts[: len(pool)])[1]  # as remember stores them
         cache._store(
             [
                 (content_sha256(t), emb.model_id, emb.dim, v.tobytes())
                 for t, v in zip(texts, vecs, strict=True)
+            ]
+            + [
+                (content_sha256(t), emb.model_id + TOKENS, len(c), c.to_bytes())
+                for t, c in ((t, codes[i % len(codes)]) for i, t in enumerate(texts))
             ]
         )
         mem = LongTermMemory(store, embedder=emb, cache=cache, ledger=AccessLedger(Path(tmp) / "l"))

@@ -50,6 +50,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 ANCHOR = datetime(2026, 11, 1, tzinfo=UTC)
 NOW = "2026-11-01T00:00:00+00:00"
+NEXT_NIGHT = "2026-11-02T00:00:00+00:00"  # the second night: the scheduler's next cutoff
 
 
 # -- parent: run a child, sample RSS over the process tree --------------------------------
@@ -164,6 +165,8 @@ class Counters:
         for cls in (AnthropicConsolidator, ExtractiveConsolidator):
             self._wrap(cls, "consolidate", lambda a, kw: 1, "model_calls")
         self._wrap(MiniLMEmbedder, "embed", lambda a, kw: len(a[0]), "embedded")
+        # a night embeds through the cache (EmbeddingCache._embed_fresh): counted too
+        self._wrap(MiniLMEmbedder, "embed_with_tokens", lambda a, kw: len(a[0]), "embedded")
         for name in (
             "put_many",
             "set_status",
@@ -207,13 +210,13 @@ def _cpu() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
-def run_default(db: Path, home: Path, dry_run: bool) -> dict:
+def run_default(db: Path, home: Path, dry_run: bool, now: str = NOW) -> dict:
     """The pipeline as `memlife run` calls it with no flags but --dry-run / apply."""
     from memlife.pipeline import RunConfig, run_local
 
     cfg = RunConfig(
         dry_run=dry_run,
-        now=datetime.fromisoformat(NOW),
+        now=datetime.fromisoformat(now),
         store=f"sqlite:///{db}",
         receipts=f"file://{home / 'receipts'}",
     )
@@ -243,7 +246,7 @@ def child(kind: str, args: list[str]) -> dict:
     if kind == "apply2":  # the next night: a new process, as a scheduler starts one
         before = records_digest(db)
         c = Counters()
-        r = run_default(db, home, dry_run=False)
+        r = run_default(db, home, dry_run=False, now=NEXT_NIGHT)
         r.update(
             model_calls=c.model_calls,
             embedded=c.embedded,
