@@ -132,9 +132,10 @@ def fan_out_deployments(
                 as_subflow=True,
                 parameters={"config": params, "shards": fanout.shard_params(g), "part": str(i)},
                 flow_run_name=f"{ctx.run_id}-part-{i}",
-                # a retry of the parent at the same cutoff (the same run) finds its children;
-                # another run (another cutoff) never takes a child of this one
-                idempotency_key=f"{parent_id}:{ctx.run_id}:{i}",
+                # per attempt: a child's outcome is sealed by its attempt's key and dropped
+                # when that attempt fails, so a retried parent (a new attempt) starts its own
+                # children (they resume the journal); another run never takes one of these
+                idempotency_key=f"{parent_id}:{ctx.run_id}:{ctx.config.attempt}:{i}",
             )
         )
         for i, g in enumerate(groups)
