@@ -71,7 +71,9 @@ _SIGN_WORDS = {"<": " less than ", ">": " greater than ", "<=": " at most ", ">=
 # and no number next ("> 5 years" is "greater than 5 years", not a quote)
 _MARKUP = re.compile(r"^([ \t]*)(?:[-+>\u2212\u2013][ \t]+)+(?![\d.])", re.MULTILINE)
 # the statement fold of each store version since signs were read (text.py's keys)
-FOLD_NO_SYMBOLS, FOLD_SIGNED_NUMBERS, FOLD = 2, 3, 4
+FOLD_NO_SYMBOLS, FOLD_SIGNED_NUMBERS, FOLD_SIGNS, FOLD = 2, 3, 4, 5
+# a decimal point opening a number is its "0." (store version 5): ".5 mg" is "0.5 mg", not "5 mg"
+_LEADING_POINT = re.compile(r"(?<![\w.])\.(?=\d)")
 
 
 def _sign_word(m: re.Match[str]) -> str:
@@ -112,13 +114,15 @@ def symbols_as_words(text: str, *, fold: int = FOLD) -> str:
     number, a percent and a currency, as store version 3 read them)."""
     if not text.isascii():
         text = nfkc(text)
-    if fold >= FOLD and ("+" in text or ">" in text or "-" in text):
+    if fold >= FOLD and "." in text:
+        text = _LEADING_POINT.sub("0.", text)
+    if fold >= FOLD_SIGNS and ("+" in text or ">" in text or "-" in text):
         text = _MARKUP.sub(r"\1 ", text)
     if any(s in text for s in _SIGNS):
         text = _SIGNED.sub(lambda m: _SYMBOL_WORDS[m.group(1)], text)
-        if fold >= FOLD:
+        if fold >= FOLD_SIGNS:
             text = _SIGNED_UNIT.sub(" minus ", text)
-    if fold >= FOLD:
+    if fold >= FOLD_SIGNS:
         if _SIGN_CUE.search(text):
             text = _SIGN_WORD.sub(_sign_word, text)
         if "&" in text:
@@ -128,7 +132,7 @@ def symbols_as_words(text: str, *, fold: int = FOLD) -> str:
             text = text.replace(unit, _SYMBOL_WORDS[unit])
     if not text.isascii():
         text = _CURRENCY.sub(_currency_word, text)
-        if fold >= FOLD and any(ch.isalnum() for ch in text):
+        if fold >= FOLD_SIGNS and any(ch.isalnum() for ch in text):
             text = text.translate(_SYMBOLS)
     return text
 
@@ -418,25 +422,10 @@ def norm_sha256(text: str) -> str:
     version 3): '-18' is not '18', '$5' is not '5' or '€5'; so is a sign after a letter
     or standing alone (store version 4): 'A+' is not 'A-', 'C++' not 'C', '<7' not '>7'.
     """
-    return _statement_key(text, fold=FOLD)
+    return statement_key(text, fold=FOLD)
 
 
-def legacy_norm_sha256(text: str) -> str:
-    """The statement key before store version 3, signs, percents and currencies dropped
-    as punctuation: the key of an erasure tombstone written then. A text is checked
-    against tombstones under every version's key, so such an erasure still refuses what
-    it refused."""
-    return _statement_key(text, fold=FOLD_NO_SYMBOLS)
-
-
-def v3_norm_sha256(text: str) -> str:
-    """The statement key of store version 3: a sign before a number, a percent and a
-    currency as words, any other sign dropped ('A+' and 'A-' one key): the key of an
-    erasure tombstone written then (see :func:`legacy_norm_sha256`)."""
-    return _statement_key(text, fold=FOLD_SIGNED_NUMBERS)
-
-
-def _statement_key(text: str, *, fold: int) -> str:
+def statement_key(text: str, *, fold: int) -> str:
     if len(text) > ANALYSIS_WINDOW:
         return hashlib.sha256(normalise(text, fold=fold).encode()).hexdigest()
     words = symbols_as_words(text, fold=fold) if fold >= FOLD_SIGNED_NUMBERS else text

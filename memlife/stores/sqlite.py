@@ -28,6 +28,7 @@ from pydantic import BaseModel
 
 from memlife import faults
 from memlife.errors import CorruptRecordError
+from memlife.fold_versions import legacy_norm_sha256, v3_norm_sha256, v4_norm_sha256
 from memlife.model import (
     Link,
     MemoryRecord,
@@ -48,11 +49,10 @@ from memlife.stores.sqlite_rows import VIEW_CHECKS, checked, corrupt_record
 from memlife.text import (
     FOLD_NO_SYMBOLS,
     FOLD_SIGNED_NUMBERS,
-    legacy_norm_sha256,
+    FOLD_SIGNS,
     negates,
     norm_sha256,
     normalise,
-    v3_norm_sha256,
 )
 
 SCHEMA = """
@@ -156,7 +156,12 @@ CREATE INDEX IF NOT EXISTS tombstones_norm ON tombstones (actor_id, norm_sha256)
 #      'O-' (their older keys are its key): a refusal too many, never an erased text back.
 #      The older keys only refuse: an erasure selects live records by today's key and
 #      exact hash (erase.text_keys), so erasing 'Knows C++' never erases 'Knows C'.
-STORE_VERSION = 4
+#   5: a decimal point opening a number is read as '0.' ('.5 mg' is '0.5 mg', no longer
+#      '5 mg'; text.symbols_as_words): a dose ten times larger was an exact duplicate of
+#      the smaller and refreshed it. Rows whose content holds a '.' before a digit are
+#      recomputed. Tombstones keep their keys, and a text is checked under its version-4
+#      key too (tombstone_norms): an erased '.5 mg' text still refuses '5 mg', as before.
+STORE_VERSION = 5
 _REFOLD_BATCH = 2000
 _OLD_EMPTY_KEY = content_sha256("")  # before version 1, the key of every empty fold
 
@@ -399,9 +404,12 @@ def tombstone_norm(content: str) -> str | None:
 
 def tombstone_norms(content: str) -> list[str]:
     """Every folded-text hash a tombstone may hold for ``content``: today's, the one a
-    tombstone written at store version 3 holds (a sign after a letter or standing alone
-    dropped), and the one written before version 3 (signs and symbols dropped)."""
+    tombstone written at store version 4 holds (a decimal point opening a number dropped),
+    at version 3 (a sign after a letter or standing alone dropped), and the one written
+    before version 3 (signs and symbols dropped)."""
     keys = [tombstone_norm(content)]
+    if "." in content and normalise(content, fold=FOLD_SIGNS):  # version 4: '.5' was '5'
+        keys.append(v4_norm_sha256(content))
     if normalise(content, fold=FOLD_SIGNED_NUMBERS):
         keys.append(v3_norm_sha256(content))
     if normalise(content, fold=FOLD_NO_SYMBOLS):
@@ -1184,7 +1192,7 @@ class SqliteStore:
 # percent or dollar, or a negation word read since version 3 (LIKE is case-insensitive in
 # ASCII); '-' and '+' (version 3) also cover version 4's minus and plus after a letter,
 # its arrows and a minus before '$'; '&' is version 4's 'and'
-_REFOLD_SYMBOLS = ("-", "+", "%", "$", "<", ">", "#", "!=", "&")
+_REFOLD_SYMBOLS = ("-", "+", "%", "$", "<", ">", "#", "!=", "&", *(f".{d}" for d in range(10)))
 _REFOLD_WORDS = ("cannot", "neither", "nor", "nobody", "nowhere", "dont", "doesnt", "didnt",
              "isnt", "arent", "wasnt", "werent", "cant", "wont", "couldnt", "wouldnt",
              "shouldnt", "hasnt", "havent", "hadnt", "aint")  # fmt: skip
@@ -1195,7 +1203,7 @@ _REFOLD_LIKE = " OR ".join(
 
 def _refold(c: sqlite3.Connection, after: int) -> int | None:
     """Recompute norm_sha256 and negated where the fold or the negation rule changed (store
-    versions 1 to 4), for one batch of rows past rowid ``after``; the rowid to go on
+    versions 1 to 5), for one batch of rows past rowid ``after``; the rowid to go on
     after, None at the end of the table.
 
     Only non-ASCII content (more UTF-8 bytes than characters; a NUL also counts, harmlessly),

@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
-
 from memlife.online.memory import LongTermMemory
 from memlife.restate import restates
 from memlife.stores.sqlite import SqliteStore
 from memlife.text import norm_sha256
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Left (session 43): a leading decimal point is folded away, .5 is 5; the fix "
-    "changes stored statement keys (a store version)",
-)
 def test_a_dose_with_a_leading_decimal_point_is_not_the_dose_ten_times_larger(
     memory_and_store: tuple[LongTermMemory, SqliteStore],
 ) -> None:
@@ -29,11 +22,6 @@ def test_a_dose_with_a_leading_decimal_point_is_not_the_dose_ten_times_larger(
     assert len(store.page("u1", ns).records) == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Left (session 43): a leading decimal point is folded away, .5 is 5; the fix "
-    "changes stored statement keys (a store version)",
-)
 def test_a_leading_decimal_point_is_part_of_the_statement() -> None:
     """ ".08" and "08" (or "8") are other numbers; ".5" and "0.5" are one. Must hold: the
     statement key and restates() keep ".5" apart from "5" and read it as "0.5"."""

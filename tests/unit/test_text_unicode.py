@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memlife.erase import erase
+from memlife.fold_versions import legacy_norm_sha256
 from memlife.import_columnar import _content_keys
 from memlife.ledger import AccessLedger
 from memlife.model import MemoryRecord, MemoryType, Source, parse_record_line, plan_view
@@ -33,7 +34,6 @@ from memlife.stores.sqlite import STORE_VERSION, SqliteStore, record_to_row, tom
 from memlife.text import (
     ANALYSIS_WINDOW,
     DEFAULT_IGNORABLE,
-    legacy_norm_sha256,
     negates,
     norm_sha256,
     normalise,
