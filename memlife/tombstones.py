@@ -46,9 +46,10 @@ def rows_for(records: Iterable[MemoryRecord]) -> list[tuple[str, str, str, str |
 
 
 def _carried_texts(r: MemoryRecord) -> list[str]:
-    """The free-text strings (two words or more) a LangGraph JSON item carries, at any
-    depth: its content is the canonical JSON, and the text comes back as ``{"content":
-    text}`` or beside other fields (a LangGraph put checks each string it carries)."""
+    """The free-text strings (four words or more: a status or a place is no statement) a
+    LangGraph JSON item carries, at any depth: its content is the canonical JSON, and the
+    text comes back as ``{"content": text}`` or beside other fields (a LangGraph put checks
+    each string it carries)."""
     if not (r.provenance.source_event or "").startswith("langgraph:json:"):
         return []
     try:
@@ -59,7 +60,7 @@ def _carried_texts(r: MemoryRecord) -> list[str]:
         v = stack.pop()
         if isinstance(v, dict | list):
             stack.extend(v.values() if isinstance(v, dict) else v)
-        elif isinstance(v, str) and len(v.split()) > 1:
+        elif isinstance(v, str) and len(v.split()) > 3:  # a sentence, not "in progress"
             out.add(v)
     return sorted(out)
 

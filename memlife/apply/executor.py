@@ -64,6 +64,7 @@ class Executor:
         self.stopped: set[tuple[str, str]] = set()
         # groups the model failed retryably this batch (memlife/apply/unavailable.py)
         self.unavailable: list[tuple[Group, str, str | None]] = []
+        self.answers_seen = 0  # the consolidator's answers at the last batch's end
         # held, superseded ids per shard, paged once a run where the store has no index
         # for them (memlife/pinned.py held_superseded)
         self.held_paged: dict[tuple[str, str], list[str]] = {}

@@ -20,9 +20,12 @@ if TYPE_CHECKING:
 
 
 def judge_unavailable(ex: Executor, tally: Tally) -> None:
-    """Count the batch's failed groups against them if the service answered any call."""
+    """Count the batch's failed groups against them if the service answered a call of
+    this batch (the consolidator counts its answers over the run)."""
     failed, ex.unavailable = ex.unavailable, []
-    if not failed or ex.dry_run or not getattr(ex.consolidator, "answered", False):
+    answered = int(getattr(ex.consolidator, "answered", 0))  # the run's answers so far
+    since, ex.answers_seen = ex.answers_seen, answered
+    if not failed or ex.dry_run or answered <= since:  # none in this batch: an outage
         return
     from memlife.apply.groups import REFUSED, _rejected, _remember
 

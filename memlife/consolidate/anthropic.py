@@ -126,7 +126,7 @@ class AnthropicConsolidator:
         # (one run): a wrong key must not cost one refused request per group.
         self.misconfigured: str | None = None
         self._outage = 0  # groups in a row that found the service unavailable (OUTAGE_CALLS)
-        self.answered = False  # the service has answered a call (memlife/apply/unavailable.py)
+        self.answered = 0  # calls the service answered (memlife/apply/unavailable.py)
         # after the outage stop, one group is let through once this many were held back
         # (doubling: a down service costs a few probes a run, one that is back is found)
         self._held, self._probe_after = 0, OUTAGE_CALLS
@@ -286,7 +286,7 @@ class AnthropicConsolidator:
             self._count(0, 0, failed=True)
             self._outage += 1
             raise ConsolidationError(MODEL_UNAVAILABLE, "response is not a message", retryable=True)
-        self._outage, self.answered = 0, True  # the service answered
+        self._outage, self.answered = 0, self.answered + 1  # the service answered
         self._held, self._probe_after = 0, OUTAGE_CALLS
         tin, tout, estimated = _usage(msg, group)
         tokens[:] = [tin, tout, estimated]
