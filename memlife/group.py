@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from memlife.policy import Grouping, InferencePolicy
-from memlife.text import _UPDATE_CUE, negates, reads_additive
+from memlife.text import _NEGATION, _UPDATE_CUE, negates, reads_additive
 
 __all__ = ["InferenceItem", "SubjectInference", "infer_subjects", "looks_like_update"]
 
@@ -51,9 +51,29 @@ morning day days time don doesn didn isn wasn aren""".split()
 
 def looks_like_update(newer: str, older: str) -> bool:
     """Offline cue for "newer replaces older": an update word or a polarity flip, and no
-    purely additive wording ("also allergic to shellfish" complements, it does not replace)."""
-    cue = _UPDATE_CUE.search(newer) is not None or negates(newer) != negates(older)
+    purely additive wording ("also allergic to shellfish" complements, it does not replace).
+    A flip counts only where the negated clause holds a word the other text uses: "not
+    alone" beside "like family", "encourages him not to give up" beside "support each
+    other" negate nothing the other says (LoCoMo: most of its review items were such)."""
+    flip = negates(newer) != negates(older)
+    if flip:
+        denied, other = (newer, older) if negates(newer) else (older, newer)
+        flip = bool(_negated_words(denied) & _content_words(other))
+    cue = _UPDATE_CUE.search(newer) is not None or flip
     return cue and not reads_additive(newer) and shared_content_word(newer, older)
+
+
+_CLAUSE_END = re.compile(r"[,;.!?]|\b(?:but|while|although|though|because)\b", re.IGNORECASE)
+
+
+def _negated_words(text: str) -> set[str]:
+    """Content words a negation governs: from each negation to the end of its clause."""
+    out: set[str] = set()
+    for m in _NEGATION.finditer(text):
+        rest = text[m.end() :]
+        end = _CLAUSE_END.search(rest)
+        out |= _content_words(rest[: end.start() if end else len(rest)])
+    return out
 
 
 def _statement_leaders(

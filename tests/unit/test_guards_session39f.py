@@ -47,18 +47,20 @@ def session_time(text: str) -> datetime:
     return datetime.strptime(text, "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
 
 
-def locomo_records(sessions: int = 40) -> list[MemoryRecord]:
+def locomo_records(
+    sessions: int = 40, speakers: dict[str, tuple[str, ...]] = SPEAKERS
+) -> list[MemoryRecord]:
     """Observations as an agent saves them: actor = the speaker, no subject, no owner."""
     out: list[MemoryRecord] = []
     for raw in json.loads(LOCOMO.read_text()):
-        if raw["sample_id"] not in SPEAKERS:
+        if raw["sample_id"] not in speakers:
             continue
         talk = raw["conversation"]
         for key, session in list(raw["observation"].items())[:sessions]:
             n = key.split("_")[1]
             at = session_time(talk[f"session_{n}_date_time"])
             for speaker, items in session.items():
-                if speaker not in SPEAKERS[raw["sample_id"]]:
+                if speaker not in speakers[raw["sample_id"]]:
                     continue
                 actor = speaker.lower()
                 for i, (text, _ids) in enumerate(items):
@@ -89,7 +91,7 @@ def items(db: Path, states: tuple[str, ...] = ("open", "disputed", "resolved")) 
 class Nights:
     """The scenario's store, cases and the checks made after each night."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, speakers: dict[str, tuple[str, ...]] = SPEAKERS) -> None:
         self.home = home
         self.db = home / "memlife.db"
         self.held: dict[str, dict[str, Any]] = {}
@@ -97,7 +99,7 @@ class Nights:
         self.resolved: set[tuple[str, str, str | None]] = set()
         self.log: list[dict[str, Any]] = []
         home.mkdir(parents=True, exist_ok=True)
-        self.records = locomo_records()
+        self.records = locomo_records(speakers=speakers)
         with SqliteStore(self.db) as s:
             s.put_many(self.records)
         keep = [r for r in self.records if r.actor_id == "melanie"][-2:]
@@ -253,11 +255,13 @@ def test_five_nights_on_locomo_with_an_adversarial_user(home: Path) -> None:
     keys = ("consolidated", "superseded", "deleted", "reviewed", "held", "failed",
             "review_opened")  # fmt: skip
     assert [tuple(e[k] for k in keys) for e in n.log] == [
-        (0, 0, 0, 5, 0, 0, 5),  # real data alone: nothing merged, 5 POSSIBLE_UPDATE (1.9%)
-        (1, 2, 2, 4, 2, 0, 0),  # the phone restatement merged; gina[1], mel[1] past grace
-        (0, 0, 1, 4, 2, 0, 1),  # mel[2] deleted (the killed night's rerun); one new pair
-        (0, 0, 0, 4, 0, 0, 0),
-        (0, 0, 0, 4, 0, 0, 0),
+        # real data alone: nothing merged, 3 POSSIBLE_UPDATE (5 before session 44, when a
+        # negation about nothing the pair shares was an update cue)
+        (0, 0, 0, 3, 0, 0, 3),
+        (1, 2, 2, 2, 2, 0, 0),  # the phone restatement merged; gina[1], mel[1] past grace
+        (0, 0, 1, 2, 2, 0, 1),  # mel[2] deleted (the killed night's rerun); one new pair
+        (0, 0, 0, 2, 0, 0, 0),
+        (0, 0, 0, 2, 0, 0, 0),
     ]
     bad = {}
     for receipt in sorted((home / "receipts" / "runs").rglob("receipt.json")):
@@ -276,7 +280,9 @@ def test_review_items_on_real_data_after_erasure_hold_and_restatement(home: Path
     (memlife/erase.py::_close_reviews), an item on a held record (resolve refused by the
     hold pin), an item kept then its record restated online, and a dry run that must leave
     the queue as it found it."""
-    n = Nights(home)
+    # Sam's observations too: since session 44 a negation about nothing the pair shares is
+    # no probable update, and the first three speakers alone give three items
+    n = Nights(home, {**SPEAKERS, "conv-49": ("Sam",)})
     d = [NIGHT1 + timedelta(days=9 * k) for k in range(3)]
     n.night(d[0])
     first = sorted(open_items(n.db), key=lambda i: i.item_id)

@@ -14,8 +14,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.support.cli import invoke
 
 # a reviewer's decision stamps the wall clock: the nights run from tomorrow on
@@ -57,27 +55,16 @@ def open_items() -> list[dict[str, Any]]:
     return json.loads(ok("review", "list", "--json"))
 
 
-# conv-42, Nate: the night pairs these as a probable update (a polarity flip: "don't")
-TURTLES = [
-    observation("conv-42", "nate", "conv-42-s8-nate-000",
-                "Nate has turtles as pets that he loves watching and spending time with.",
-                "2022-04-17T18:44:00Z"),
-    observation("conv-42", "nate", "conv-42-s29-nate-001",
-                "Nate loves having turtles around as they make him feel calm and don't "
-                "require much looking after.", "2022-11-11T00:06:00Z"),
-]  # fmt: skip
-
-
 def test_a_proposed_deletion_is_counted_in_an_outcome(home: Path) -> None:
     """A reviewer answers a LoCoMo POSSIBLE_UPDATE item with `supersede`; 100 days later the
     superseded observation is past `superseded_retention_days` (90), but deletion is not
     enforced under /conversations (the default policy's rollout): the night proposes the
     deletion and keeps the record. Every record the night processed must still land in
     exactly one outcome: it stays, so it is retained."""
-    seed(home, TURTLES)
+    seed(home, REAL_UPDATES[:2])
     night(NIGHT1)
     (item,) = open_items()
-    assert (item["record_id"], item["pair_id"]) == ("conv-42-s8-nate-000", "conv-42-s29-nate-001")
+    assert (item["record_id"], item["pair_id"]) == ("conv-49-s20-sam-000", "conv-49-s22-sam-000")
     ok("review", "resolve", item["item_id"], "--decision", "supersede", "--reviewer", "audit")
     later = night(NIGHT1 + timedelta(days=100))
     assert later["other_counts"]["proposed_deletions"] == 1  # kept: not enforced here
@@ -123,11 +110,6 @@ REAL_UPDATES = [
 ]  # fmt: skip
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="group.looks_like_update reads any negation in either text as a polarity flip, "
-    "even one about nothing the two texts share",
-)
 def test_a_negation_about_nothing_shared_is_no_probable_update(home: Path) -> None:
     """Three pairs of one speaker's LoCoMo observations, months apart, each sharing one
     content word (support, reading/fantasy, family); one text of each negates something
