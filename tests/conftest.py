@@ -95,3 +95,15 @@ def prefect_harness():
     with temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
         with prefect_test_harness(server_startup_timeout=120):
             yield
+
+
+@pytest.fixture(autouse=True)
+def _state_url_restored() -> Iterator[None]:
+    """A run whose state is a parameter (``run_start.use_state``) sets MEMLIFE_STATE for its
+    whole process, as a worker needs: put back after each test, so no later test meets it."""
+    saved = os.environ.get("MEMLIFE_STATE")
+    yield
+    if saved is None:
+        os.environ.pop("MEMLIFE_STATE", None)
+    else:
+        os.environ["MEMLIFE_STATE"] = saved
