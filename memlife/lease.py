@@ -297,7 +297,7 @@ def acquire(backend: LeaseBackend, run_id: str, purpose: str, store: str | None 
         now, asked = utcnow(), time.monotonic()  # trusted from the asking, not the answer
         span = ttl()
         ok, other = backend.lease_acquire(NAME, OWNER, run_id, purpose, now, now + span)
-        if not ok and other and _dead_here(other.get("owner", "")):
+        if not ok and other and dead_here(other.get("owner", "")):
             # its holder was a process on this machine that no longer exists (killed):
             # no need to wait for the expiry
             ok, other = backend.lease_acquire(NAME, OWNER, run_id, purpose, now, now + span,
@@ -336,7 +336,7 @@ def scoped(fn: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-def _dead_here(owner: str) -> bool:
+def dead_here(owner: str) -> bool:
     """True when ``owner`` (host:pid:nonce) names a process of this host, boot and PID
     namespace that is gone. Anything else (another container, an owner written before the
     host id had more than the hostname) waits for the lease to expire."""

@@ -72,7 +72,7 @@ def _dead(run_id: str, marker: dict[str, Any], store: str, holds_lease: bool,
     owner = marker.get("owner")
     if owner == lease.OWNER:
         return False  # this process's own attempt, live (an erasure inside a run's process)
-    if isinstance(owner, str) and lease._dead_here(owner):
+    if isinstance(owner, str) and lease.dead_here(owner):
         return True
     if not holds_lease or _mode_of(run_id) not in _WRITERS:
         return False

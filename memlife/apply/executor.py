@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 
-from memlife.apply import deletions, groups, resume, unavailable
+from memlife.apply import deletions, groups, memo, resume, unavailable
 from memlife.apply.deletions import DeleteItem
 from memlife.apply.groups import StagedGroup, StagedRef
 from memlife.apply.lifecycle import run_lifecycle
@@ -167,7 +167,7 @@ class Executor:
         groups.commit_group(self, staged, tally)
 
     def remember_gate_blocked(self, staged: StagedGroup, tally: Tally) -> None:
-        groups.remember_gate_blocked(self, staged, tally)
+        memo.remember_gate_blocked(self, staged, tally)
 
     def delete(self, items: Sequence[DeleteItem], tally: Tally) -> None:
         deletions.delete(self, items, tally)

@@ -16,16 +16,15 @@ a crash before commit leaves nothing behind, and a rerun stages the same replace
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, NamedTuple
 
 from memlife.apply.answers import consolidate
 from memlife.apply.group_reads import GroupReads, Reads
 from memlife.apply.group_resume import resume_group
-from memlife.apply.retry import next_retry
+from memlife.apply.memo import KEPT_APART, NO_MERGE, REFUSED, read_memo, remember, settled
+from memlife.apply.rejections import backing_off, reject
 from memlife.apply.stage_cache import StageCache
 from memlife.apply.tally import Tally
 from memlife.consolidate.base import MODEL_MISCONFIGURED, ConsolidationError, Group
@@ -35,7 +34,7 @@ from memlife.consolidate.replacement import build_from_members
 from memlife.errors import Reason
 from memlife.faults import checkpoint
 from memlife.group_plan import CONTRADICTION, plan_group
-from memlife.journal import MemoOutcome, Operation, OpKind
+from memlife.journal import Operation, OpKind
 from memlife.model import MemoryRecord, MemoryType, PlanView, Provenance, content_sha256
 from memlife.plan import Action, Decision
 from memlife.tombstones import ERASED_CONTENT, refusal
@@ -94,7 +93,7 @@ def stage_shard(
         if d.action in (Action.supersede_candidate, Action.consolidate_candidate) and d.group:
             groups.setdefault(d.group, []).append(d)
     todo = [(key, members) for key, members in sorted(groups.items()) if len(members) >= 2]
-    memo = _memo(ex, todo)
+    memo = read_memo(ex, todo)
     runnable: list[tuple[str, list[Decision], str | None]] = []
     for key, members in todo:
         if (members[0].actor_id, members[0].namespace) in ex.stopped:
@@ -106,7 +105,7 @@ def stage_shard(
             tally.counts["gate_withheld_groups"] += 1  # decided before any read or model call
             continue
         mkey, known, blocked = memo.get(key, (None, None, None))
-        if known is not None and _settled(ex, known, tally):
+        if known is not None and settled(ex, known, tally):
             continue
         if (
             blocked is not None
@@ -162,88 +161,6 @@ def withheld_by_gate(ex: Executor, namespace: str) -> bool:
     )
 
 
-# -- the consolidation memo: a group whose members and content are unchanged is not sent again
-KEPT_APART = "KEPT_APART"  # the model judged the records complement/unrelated
-NO_MERGE = "NO_MERGE"  # the rules found fewer than two records to merge
-REFUSED = "REFUSED"  # the answer was refused (grounding, schema): retry_at, then review
-# The regression gate named the group as what blocks a run's supersedes: kept under the memo
-# key AND the evaluation set's digest (gate_memo_key), so a changed member, policy, model or
-# evaluation set re-opens it; after GATE_BLOCK_RECHECK it is tried again anyway (the rest of
-# the actor's memory, which the gate also reads, may have changed).
-GATE_BLOCKED = "GATE_BLOCKED"
-GATE_BLOCK_RECHECK = timedelta(days=30)
-
-
-def memo_key(ex: Executor, key: str, members: Sequence[Decision]) -> str:
-    """Members, their content hashes and the planner's roles, the policy (version and
-    content: a threshold edited under the same version is another policy) and the
-    consolidator: a new member, an edited one, a new policy or another model re-opens it."""
-    c = ex.consolidator
-    who = ex.memo_as or f"{getattr(c, 'name', type(c).__name__)}:{getattr(c, 'model', '')}"
-    parts = sorted(f"{d.id}:{d.content_sha256}:{d.action}:{d.survivor}" for d in members)
-    raw = "\x1f".join([members[0].actor_id, members[0].namespace, key, ex.policy.version,
-                       ex.policy_fingerprint, who, *parts])  # fmt: skip
-    return hashlib.sha256(raw.encode()).hexdigest()
-
-
-def gate_memo_key(mkey: str, eval_digest: str) -> str:
-    return hashlib.sha256(f"{mkey}\x1fgate\x1f{eval_digest}".encode()).hexdigest()
-
-
-def _memo(
-    ex: Executor, todo: Sequence[tuple[str, Sequence[Decision]]]
-) -> dict[str, tuple[str, MemoOutcome | None, MemoOutcome | None]]:
-    """Group key -> (memo key, its settled outcome, a gate block under this evaluation set);
-    one batched read per shard. A dry run keeps no journal: it reads the memo
-    (ex.memo_reader) and never writes it."""
-    read = ex.memo_reader if ex.dry_run else ex.journal.outcomes
-    if read is None or ex.consolidator is None or not todo:
-        return {}
-    keys = {key: memo_key(ex, key, members) for key, members in todo}
-    digest = ex.eval_digest
-    gate_keys = {mk: gate_memo_key(mk, digest) for mk in keys.values()} if digest else {}
-    known = read([*keys.values(), *gate_keys.values()])
-    return {
-        key: (mk, known.get(mk), known.get(gate_keys[mk]) if mk in gate_keys else None)
-        for key, mk in keys.items()
-    }
-
-
-def remember_gate_blocked(ex: Executor, staged: StagedGroup, tally: Tally) -> None:
-    """The gate named this group as blocking: not staged again (no model call) until a
-    member, the policy, the consolidator or the evaluation set changes (or the recheck)."""
-    if ex.dry_run or not staged.memo_key or not ex.eval_digest:
-        return
-    actor_id, namespace = staged.shard
-    ex.journal.remember_outcome(
-        gate_memo_key(staged.memo_key, ex.eval_digest), actor_id, namespace, GATE_BLOCKED,
-        ex.cutoff + GATE_BLOCK_RECHECK, ex.cutoff,
-    )  # fmt: skip
-    tally.counts["gate_blocked_groups_remembered"] += 1
-
-
-def _settled(ex: Executor, known: MemoOutcome, tally: Tally) -> bool:
-    """True: the group's outcome stands (count it and skip the group)."""
-    if known["outcome"] == REFUSED:
-        if known["retry_at"] is None:
-            tally.counts["consolidation_in_review"] += 1
-            return True
-        if known["retry_at"] > ex.cutoff:
-            tally.counts["consolidation_backing_off"] += 1
-            return True
-        return False  # its backoff is over: sent again (MAX_REJECTIONS in all)
-    tally.counts["consolidation_unchanged"] += 1
-    return True
-
-
-def _remember(ex: Executor, mkey: str | None, group: Group, outcome: str,
-              retry_at: datetime | None = None) -> None:  # fmt: skip
-    if mkey is not None and not ex.dry_run:
-        ex.journal.remember_outcome(
-            mkey, group.actor_id, group.namespace, outcome, retry_at, ex.cutoff
-        )
-
-
 def consolidate_group(ex: Executor, key: str, members: list[Decision], tally: Tally) -> None:
     staged = stage_group(ex, key, members, tally)
     if staged is not None:
@@ -291,9 +208,9 @@ def stage_group(
         recurring=plan.promote,
     )
     tally.counts["over_cap_superseded_by_rule"] += plan.over_cap
-    # a dry run keeps no rejections (_backing_off, _rejected): its key is never looked up
+    # a dry run keeps no rejections (backing_off, reject): its key is never looked up
     gkey = "" if ex.dry_run else model_group.consolidation_key()
-    if _backing_off(ex, gkey, tally):
+    if backing_off(ex, gkey, tally):
         return None
     try:
         result = consolidate(ex, model_group)  # a dry run's answer where one was kept
@@ -308,10 +225,10 @@ def stage_group(
         tally.counts["consolidation_rejected"] += 1
         if exc.code == KEEP_APART:  # an answer, not a failure: settled until a member changes
             tally.counts["consolidation_kept_apart"] += 1
-            _remember(ex, memo_key, model_group, KEPT_APART)
+            remember(ex, memo_key, model_group, KEPT_APART)
         elif not exc.retryable:  # the answer was refused (grounding, schema): back off
-            retry_at = _rejected(ex, model_group, gkey, exc.code, tally)
-            _remember(ex, memo_key, model_group, REFUSED, retry_at)
+            retry_at = reject(ex, model_group, gkey, exc.code, tally)
+            remember(ex, memo_key, model_group, REFUSED, retry_at)
         else:
             # the model was not reached, or the run's key/model is wrong: no group's fault,
             # nothing remembered (the next run sends it again), but a run that consolidated
@@ -343,8 +260,8 @@ def stage_group(
         # nothing: the same answer was asked for every night. A refusal backs off instead.
         tally.rejections[ERASED_CONTENT] += 1
         tally.counts["consolidation_rejected"] += 1
-        retry_at = _rejected(ex, model_group, gkey, ERASED_CONTENT, tally)
-        _remember(ex, memo_key, model_group, REFUSED, retry_at)
+        retry_at = reject(ex, model_group, gkey, ERASED_CONTENT, tally)
+        remember(ex, memo_key, model_group, REFUSED, retry_at)
         return None
     if not ex.dry_run and ex.journal.rejection(gkey) is not None:
         ex.journal.clear_rejection(gkey)
@@ -402,26 +319,6 @@ def commit_group(ex: Executor, staged: StagedGroup | StagedRef, tally: Tally) ->
     resume_group(ex, planned, tally)
 
 
-MAX_REJECTIONS = 3  # refused answers for one group before it goes to review
-
-
-def _backing_off(ex: Executor, gkey: str, tally: Tally) -> bool:
-    """A group whose answers were refused waits (backoff), and after MAX_REJECTIONS waits
-    for a reviewer: it is not sent again night after night."""
-    if ex.dry_run:
-        return False
-    seen = ex.journal.rejection(gkey)
-    if seen is None:
-        return False
-    if seen["next_attempt_at"] is None:
-        tally.counts["consolidation_in_review"] += 1
-        return True
-    if seen["next_attempt_at"] > ex.cutoff:
-        tally.counts["consolidation_backing_off"] += 1
-        return True
-    return False
-
-
 def _erased_text(ex: Executor, group: Group, summary: str) -> bool:
     """Does the answer say a text the actor erased (a faithful merge of two rewordings)? Not
     where a member's own text was erased since the group was read (an erasure racing the
@@ -433,30 +330,3 @@ def _erased_text(ex: Executor, group: Group, summary: str) -> bool:
     return not any(
         refusal(ex.store, m.model_copy(update={"provenance": blank})) for m in group.records
     )
-
-
-def _rejected(ex: Executor, group: Group, gkey: str, code: str, tally: Tally) -> datetime | None:
-    """Record a refusal; returns when the group may be sent again (None: in review)."""
-    if ex.dry_run:
-        return None
-    seen = ex.journal.rejection(gkey)
-    attempts = (seen["attempts"] if seen else 0) + 1
-    review = attempts >= MAX_REJECTIONS
-    retry_at = None if review else next_retry(attempts, ex.cutoff)
-    ex.journal.reject(gkey, group.actor_id, group.namespace, code, retry_at, ex.cutoff)
-    if review:
-        tally.counts["consolidation_to_review"] += 1
-        tally.failures.append(
-            {
-                "group_key": gkey,
-                "actor_id": group.actor_id,
-                "namespace": group.namespace,
-                "code": code,
-                "attempts": attempts,
-                "action": "consolidate",
-                "retryable": False,
-                "next_retry_at": None,
-                "review": True,
-            }
-        )
-    return retry_at

@@ -6,13 +6,15 @@ alone fails every night (a request that always times out, a proxy that blocks it
 then sent, and paid for, night after night for good. At the end of a batch, the groups
 the service failed are judged: where it answered another call of the run, each failure
 is the group's own and counts as a refused answer does (backoff, then review after
-MAX_REJECTIONS, memlife/apply/groups.py); where it answered nothing (an outage), none does.
+MAX_REJECTIONS, memlife/apply/rejections.py); where it answered nothing (an outage), none does.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from memlife.apply.memo import REFUSED, remember
+from memlife.apply.rejections import reject
 from memlife.apply.tally import Tally
 
 if TYPE_CHECKING:
@@ -27,9 +29,7 @@ def judge_unavailable(ex: Executor, tally: Tally) -> None:
     since, ex.answers_seen = ex.answers_seen, answered
     if not failed or ex.dry_run or answered <= since:  # none in this batch: an outage
         return
-    from memlife.apply.groups import REFUSED, _rejected, _remember
-
     for group, gkey, memo_key in failed:
         tally.counts["consolidation_unavailable_alone"] += 1
-        retry_at = _rejected(ex, group, gkey, "MODEL_UNAVAILABLE", tally)
-        _remember(ex, memo_key, group, REFUSED, retry_at)
+        retry_at = reject(ex, group, gkey, "MODEL_UNAVAILABLE", tally)
+        remember(ex, memo_key, group, REFUSED, retry_at)

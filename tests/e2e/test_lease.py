@@ -203,13 +203,13 @@ def test_a_dead_pid_is_taken_over_only_in_this_hosts_own_pid_namespace(tmp_path:
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait(timeout=30)
     hostname = lease_mod.socket.gethostname()
-    assert lease_mod._dead_here(f"{lease_mod.HOST_ID}:{gone.pid}:x")
-    assert not lease_mod._dead_here(f"{lease_mod.HOST_ID}:{os.getpid()}:x")  # alive
+    assert lease_mod.dead_here(f"{lease_mod.HOST_ID}:{gone.pid}:x")
+    assert not lease_mod.dead_here(f"{lease_mod.HOST_ID}:{os.getpid()}:x")  # alive
     if sys.platform == "linux":
         assert lease_mod.HOST_ID != hostname  # boot and PID namespace are part of it
         other_ns = f"{lease_mod.HOST_ID.rpartition('/')[0]}/1:{gone.pid}:x"
-        assert not lease_mod._dead_here(other_ns)  # the same hostname, another container
-        assert not lease_mod._dead_here(f"{hostname}:{gone.pid}:x")
+        assert not lease_mod.dead_here(other_ns)  # the same hostname, another container
+        assert not lease_mod.dead_here(f"{hostname}:{gone.pid}:x")
     store = SqliteStore(tmp_path / "s.db")
     journal = open_journal(store)
     for owner, taken in ((f"{hostname}/other/7:{gone.pid}:x", False),

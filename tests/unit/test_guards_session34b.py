@@ -212,11 +212,11 @@ def test_a_heartbeat_renewal_is_as_old_as_its_asking(
         lease.release()
 
 
-# -- 6. lease.py _dead_here: a pid that exists but is not ours to signal is alive ------------
+# -- 6. lease.py dead_here: a pid that exists but is not ours to signal is alive ------------
 def test_a_holder_whose_pid_cannot_be_signalled_is_not_taken_over(
     store: SqliteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Attacks ``except OSError: return False`` in _dead_here: the holder's pid exists on
+    """Attacks ``except OSError: return False`` in dead_here: the holder's pid exists on
     this host but belongs to another user (EPERM, e.g. a writer run under another account).
     It is alive: its lease is refused until it expires, never taken over at once."""
     holder_pid = 4_000_000  # the boundary answers for it: exists, another user's
@@ -229,7 +229,7 @@ def test_a_holder_whose_pid_cannot_be_signalled_is_not_taken_over(
 
     monkeypatch.setattr(lease_mod.os, "kill", kill)
     owner = f"{lease_mod.HOST_ID}:{holder_pid}:x"
-    assert not lease_mod._dead_here(owner)
+    assert not lease_mod.dead_here(owner)
     journal = open_journal(store)
     store.connection.execute(
         "INSERT INTO leases VALUES ('lifecycle', ?, 'run-other', 'nightly', "

@@ -221,7 +221,7 @@ def test_a_night_killed_at_any_point_converges_on_rerun(
 ) -> None:
     """Attacks the same boundaries under SIGKILL (``MEMLIFE_FAULT_MODE=kill``): no failure
     receipt, no lease release, no ``finally``; the rerun takes the dead holder's lease over
-    at once (memlife/lease.py::_dead_here) and must finish the night as the clean one."""
+    at once (memlife/lease.py::dead_here) and must finish the night as the clean one."""
     cases = seed_scenario(home)
     before = snapshot(home / "memlife.db")
     cmd = [sys.executable, "-m", "memlife.cli", "run", "--engine", "local", "--now",

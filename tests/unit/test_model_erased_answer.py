@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from memlife.apply.groups import MAX_REJECTIONS
+from memlife.apply.rejections import MAX_REJECTIONS
 from memlife.erase import erase
 from memlife.model import Status
 from memlife.stores.sqlite import SqliteStore

@@ -15,7 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from memlife.apply.groups import MAX_REJECTIONS
+from memlife.apply.rejections import MAX_REJECTIONS
 from memlife.journal import open_journal
 from memlife.model import Status
 from memlife.stores.sqlite import SqliteStore

@@ -434,7 +434,7 @@ class RefusingModel:
 
 def test_rejected_group_is_counted_backs_off_then_goes_to_review(db) -> None:
     """What broke 7b: a grounding rejection counted 0 calls and was re-sent every night."""
-    from memlife.apply.groups import MAX_REJECTIONS
+    from memlife.apply.rejections import MAX_REJECTIONS
     from memlife.plan import Action, Decision
 
     store, sink = db

@@ -1,0 +1,60 @@
+"""Refused answers for one group: backoff between nights, then review after MAX_REJECTIONS,
+so a group the model cannot answer is not sent, and paid for, every night."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from memlife.apply.retry import next_retry
+from memlife.apply.tally import Tally
+from memlife.consolidate.base import Group
+
+if TYPE_CHECKING:
+    from memlife.apply.executor import Executor
+
+MAX_REJECTIONS = 3  # refused answers for one group before it goes to review
+
+
+def backing_off(ex: Executor, gkey: str, tally: Tally) -> bool:
+    """A group whose answers were refused waits (backoff), and after MAX_REJECTIONS waits
+    for a reviewer: it is not sent again night after night."""
+    if ex.dry_run:
+        return False
+    seen = ex.journal.rejection(gkey)
+    if seen is None:
+        return False
+    if seen["next_attempt_at"] is None:
+        tally.counts["consolidation_in_review"] += 1
+        return True
+    if seen["next_attempt_at"] > ex.cutoff:
+        tally.counts["consolidation_backing_off"] += 1
+        return True
+    return False
+
+
+def reject(ex: Executor, group: Group, gkey: str, code: str, tally: Tally) -> datetime | None:
+    """Record a refusal; returns when the group may be sent again (None: in review)."""
+    if ex.dry_run:
+        return None
+    seen = ex.journal.rejection(gkey)
+    attempts = (seen["attempts"] if seen else 0) + 1
+    review = attempts >= MAX_REJECTIONS
+    retry_at = None if review else next_retry(attempts, ex.cutoff)
+    ex.journal.reject(gkey, group.actor_id, group.namespace, code, retry_at, ex.cutoff)
+    if review:
+        tally.counts["consolidation_to_review"] += 1
+        tally.failures.append(
+            {
+                "group_key": gkey,
+                "actor_id": group.actor_id,
+                "namespace": group.namespace,
+                "code": code,
+                "attempts": attempts,
+                "action": "consolidate",
+                "retryable": False,
+                "next_retry_at": None,
+                "review": True,
+            }
+        )
+    return retry_at
