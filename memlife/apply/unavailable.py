@@ -6,7 +6,9 @@ alone fails every night (a request that always times out, a proxy that blocks it
 then sent, and paid for, night after night for good. At the end of a batch, the groups
 the service failed are judged: where it answered another call of the run, each failure
 is the group's own and counts as a refused answer does (backoff, then review after
-MAX_REJECTIONS, memlife/apply/rejections.py); where it answered nothing (an outage), none does.
+MAX_REJECTIONS, memlife/apply/rejections.py); where it answered nothing, one minimal
+request (the consolidator's ``probe``: no memory content, one token) asks whether it
+answers at all: a group alone in its run is judged too, and an outage blames none.
 """
 
 from __future__ import annotations
@@ -23,13 +25,31 @@ if TYPE_CHECKING:
 
 def judge_unavailable(ex: Executor, tally: Tally) -> None:
     """Count the batch's failed groups against them if the service answered a call of
-    this batch (the consolidator counts its answers over the run)."""
+    this batch (the consolidator counts its answers over the run), or a probe."""
     failed, ex.unavailable = ex.unavailable, []
-    answered = int(getattr(ex.consolidator, "answered", 0))  # the run's answers so far
-    since, ex.answers_seen = ex.answers_seen, answered
-    if not failed or ex.dry_run or answered <= since:  # none in this batch: an outage
+    since = ex.answers_seen
+    if failed and not ex.dry_run and _answers(ex) <= since and not _probe_answered(ex, tally):
+        failed = []  # nothing answered this batch, nor the probe: an outage
+    ex.answers_seen = _answers(ex)
+    if ex.dry_run:
         return
     for group, gkey, memo_key in failed:
         tally.counts["consolidation_unavailable_alone"] += 1
         retry_at = reject(ex, group, gkey, "MODEL_UNAVAILABLE", tally)
         remember(ex, memo_key, group, REFUSED, retry_at)
+
+
+def _answers(ex: Executor) -> int:
+    return int(getattr(ex.consolidator, "answered", 0))  # the run's answers so far
+
+
+def _probe_answered(ex: Executor, tally: Tally) -> bool:
+    probe = getattr(ex.consolidator, "probe", None)
+    if probe is None:
+        return False
+    found = probe()
+    tally.counts["model_probes"] += 1
+    tally.model_calls += 1
+    tally.input_tokens += found.input_tokens
+    tally.output_tokens += found.output_tokens
+    return bool(found.answered)

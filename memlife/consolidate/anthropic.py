@@ -22,7 +22,8 @@ hanging or overloaded endpoint cost 3 attempts x the timeout for every group of 
 One group is let through as a probe after OUTAGE_CALLS, then 2x, 4x, ... groups held back:
 a few calls a run while the service is down, and groups that fail on their own (five of
 them sorted first) no longer hold back the rest of the run. Such groups are held to
-account when the service answered others (``answered``; memlife/apply/unavailable.py).
+account when the service answered others (``answered``; memlife/apply/unavailable.py),
+or, where none other was sent, a one-token ``probe`` request.
 - grounding codes     see memlife.consolidate.grounding
 """
 
@@ -72,6 +73,15 @@ _NAMES_MODEL = re.compile(
     re.IGNORECASE,
 )
 OUTAGE_CALLS = 5  # groups in a row finding the service unavailable: the run stops sending
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What one probe request found (``AnthropicConsolidator.probe``)."""
+
+    answered: bool
+    input_tokens: int = 0
+    output_tokens: int = 0
 
 
 @dataclass
@@ -214,6 +224,30 @@ class AnthropicConsolidator:
             raise ConsolidationError(
                 MODEL_UNAVAILABLE, "response body is not a message", retryable=True
             ) from exc
+
+    def probe(self) -> Probe:
+        """One minimal request (no memory content, one token back, no SDK retries): does
+        the service answer at all? It tells a group that fails alone in its run from an
+        outage (memlife/apply/unavailable.py). Counted as any request is."""
+        if self.misconfigured is not None:
+            return Probe(answered=False)
+        try:
+            with self._slots:
+                msg = self.client.with_options(max_retries=0).messages.create(
+                    model=self.model, max_tokens=1, messages=[{"role": "user", "content": "ping"}]
+                )
+        except (anthropic.APIError, ValueError):  # down, overloaded, or not a message
+            self._count(0, 0, failed=True)
+            return Probe(answered=False)
+        if not _is_message(msg):
+            self._count(0, 0, failed=True)
+            return Probe(answered=False)
+        usage = getattr(msg, "usage", None)
+        tin, tout = _tokens(usage, "input_tokens"), _tokens(usage, "output_tokens")
+        self._count(tin, tout, failed=False)
+        self._outage, self.answered = 0, self.answered + 1
+        self._held, self._probe_after = 0, OUTAGE_CALLS
+        return Probe(answered=True, input_tokens=tin, output_tokens=tout)
 
     def _configuration_error(self, exc: anthropic.APIStatusError) -> bool:
         """The key, the permissions or the model name is wrong: no group's fault."""

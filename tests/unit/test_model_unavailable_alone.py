@@ -19,7 +19,7 @@ from memlife.apply.rejections import MAX_REJECTIONS
 from memlife.journal import open_journal
 from memlife.model import Status
 from memlife.stores.sqlite import SqliteStore
-from tests.fakes.messages_api import Reply, error_reply
+from tests.fakes.messages_api import Reply, error_reply, text_reply
 from tests.unit.test_consolidation_adversarial import (  # noqa: F401  (run_env: a fixture)
     NIGHT,
     RECORD,
@@ -98,3 +98,35 @@ def test_an_outage_blames_no_group(
         assert not receipt["other_counts"].get("consolidation_unavailable_alone")
     assert tea_requests(messages_server) == nights
     assert not receipt["other_counts"].get("consolidation_in_review")
+
+
+def _tea_down_probes_answered(body: dict[str, Any]) -> Reply:
+    if body["messages"][0]["content"] == "ping":  # the probe: the service is up
+        return text_reply("pong")
+    return _answers_all_but_tea(body)
+
+
+def test_a_group_alone_in_its_run_failing_every_night_goes_to_review(
+    run_env: Path,  # noqa: F811 (the imported fixture)
+    messages_server,
+) -> None:
+    """Was Left (session 45): the tea group is the only one sent each night and always
+    fails, while the service is up. Nothing else of the run was answered, so nothing told
+    its failure from an outage and it was sent, and paid for, every night for good. A
+    one-token probe (no memory content) now answers: the failure is the group's, it backs
+    off and goes to review after MAX_REJECTIONS; its records stay."""
+    _seed(run_env, [rec("t-1", f"I drink {BLOCKED} every evening.", 1, subject="tea"),
+                    rec("t-2", f"Every evening I drink {BLOCKED}.", 3, subject="tea")])  # fmt: skip
+    messages_server.set_handler(_tea_down_probes_answered)
+    for night in range(MAX_REJECTIONS + 2):
+        receipt = _run(NIGHT + timedelta(days=10 * night))
+        if night < MAX_REJECTIONS:
+            assert receipt["other_counts"].get("consolidation_unavailable_alone") == 1
+            assert receipt["other_counts"].get("model_probes") == 1
+    assert tea_requests(messages_server) == MAX_REJECTIONS
+    assert receipt["other_counts"].get("consolidation_in_review") == 1
+    probes = [r for r in messages_server.message_requests if BLOCKED not in str(r.body)]
+    assert len(probes) == MAX_REJECTIONS  # one per night it was sent, none after
+    assert all(r.body["max_tokens"] == 1 and "tools" not in r.body for r in probes)
+    state = _state(run_env)
+    assert {state["t-1"].status, state["t-2"].status} == {Status.active}

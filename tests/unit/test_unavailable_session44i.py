@@ -44,6 +44,8 @@ def test_an_outage_starting_in_a_later_batch_blames_no_group(
 
     messages_server.set_handler(first_then_down)
     summary = run_local(RunConfig(dry_run=False, now=NIGHT, shards_per_batch=1, workers=1))
-    assert len(messages_server.message_requests) == 2  # one batch each, one call each
+    # one call per batch; the second batch answered nothing, so one probe (down too)
+    sent = [r.body["messages"][0]["content"] for r in messages_server.message_requests]
+    assert len(sent) == 3 and sent[2] == "ping"
     assert summary.other.get("consolidation_model_unavailable") == 1
     assert not summary.other.get("consolidation_unavailable_alone")
