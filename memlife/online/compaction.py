@@ -48,6 +48,7 @@ import anthropic
 
 from memlife.errors import InputError, MemlifeError
 from memlife.errors import SummarizerError as SummarizerError  # moved; re-exported
+from memlife.online.compaction_cuts import first_fitting, round_cuts, round_start
 from memlife.online.compaction_summary import (
     NoRoom,
     after_task,
@@ -62,7 +63,6 @@ from memlife.online.history import (
     EstimateTokenCounter,
     Message,
     TokenCounter,
-    _has_tool_result,
     check_turn_starts,
     derive_turn_starts,
     plain_messages,
@@ -244,34 +244,6 @@ class CompactionResult:
         return self.tokens_after is None or self.tokens_after > self.budget_tokens
 
 
-def _round_cuts(messages: Sequence[Mapping[str, Any]], task: int, end: int, keep: int) -> list[int]:
-    """Where a cut may fall inside the turn ``messages[task:end]`` keeping at least its last
-    ``keep`` rounds: before an assistant message that follows a user message of tool
-    results. The round before it (a ``tool_use`` and the results answering it) then lies
-    wholly in the summarised part: no pair is split. Empty: too few rounds."""
-    if messages[task].get("role") != "user":  # an explicit turn begun by the assistant
-        return []
-    cuts = [
-        i for i in range(task + 2, end)
-        if messages[i].get("role") == "assistant" and _has_tool_result(messages[i - 1])
-    ]  # fmt: skip
-    return cuts[: len(cuts) - keep + 1] if len(cuts) >= keep else []
-
-
-def _first_fitting(cands: Sequence[int], fits: Callable[[int], bool]) -> int:
-    """The first of ``cands`` (ascending cuts: the later, the less is kept) that fits, else
-    the last; a binary search (the kept part only shrinks along ``cands``), so about
-    log2(len(cands)) counts, none for one candidate."""
-    lo, hi = 0, len(cands) - 1  # the last one is taken anyway: never counted
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if fits(cands[mid]):
-            hi = mid
-        else:
-            lo = mid + 1
-    return cands[lo]
-
-
 class _Stop(MemlifeError):
     """Ends a compaction unchanged with a reason (a failing counter or summariser); never
     leaves this module."""
@@ -424,9 +396,9 @@ def _compact(
     summary, calls, turns, removed, rounds, merged = "", 0, 0, 0, 0, False
 
     # 1. whole turns: the earliest cut (most kept) whose kept part and summary fit
-    cands = starts[1 : len(starts) - keep + 1]
+    cands = starts[1 : max(1, len(starts) - keep + 1)]  # keep past the history: none
     if cands:
-        fit = _first_fitting(cands, lambda c: count(msgs[c:]) + allowance <= budget)
+        fit = first_fitting(cands, lambda c: count(msgs[c:]) + allowance <= budget)
         # the fitting cut; then the farthest, should the summary overrun its allowance
         for cut in dict.fromkeys((fit, cands[-1])):
             summary, n = _summarise(summarizer, msgs[:cut], bound)
@@ -446,29 +418,29 @@ def _compact(
         ends = [*cur_starts[1:], len(cur)]
         est = EstimateTokenCounter()
         options = [
-            (est.count(cur[task + 1 : cuts[-1]]), task, cuts)
+            (est.count(cur[at + 1 : cuts[-1]]), task, at, cuts)
             for task, end in zip(cur_starts, ends, strict=True)
-            if (cuts := _round_cuts(cur, task, end, keep))
+            if (cuts := round_cuts(cur, task, end, keep, at := round_start(cur, task, end)))
         ]
         if not options and not cands:
             raise _Stop("too_few_turns", "")
         if options:
-            _, task, cuts = max(options, key=lambda o: o[0])
+            _, task, at, cuts = max(options, key=lambda o: o[0])
             head = cur
 
             def fits(c: int) -> bool:
-                return count([*head[: task + 1], *head[c:]]) + allowance <= budget
+                return count([*head[: at + 1], *head[c:]]) + allowance <= budget
 
-            cut = _first_fitting(cuts, fits)
+            cut = first_fitting(cuts, fits)
             summary, n = _summarise(summarizer, cur[task:cut], bound)
             calls += n
-            request = after_task(copy.deepcopy(cur[task]), summary)
-            gone = cut - task - 1
-            rounds = sum(1 for m in cur[task + 1 : cut] if m.get("role") == "assistant")
-            cur = [*copy.deepcopy(cur[:task]), request, *copy.deepcopy(cur[cut:])]
+            request = after_task(copy.deepcopy(cur[at]), summary)
+            gone = cut - at - 1
+            rounds = sum(1 for m in cur[at + 1 : cut] if m.get("role") == "assistant")
+            cur = [*copy.deepcopy(cur[:at]), request, *copy.deepcopy(cur[cut:])]
             removed += gone
             if new_starts is not None:
-                new_starts = [s if s <= task else s - gone for s in new_starts]
+                new_starts = [s if s <= at else s - gone for s in new_starts]
             after = count(cur)
 
     problems = validate_history(cur, allow_pending_tool_use=True)
