@@ -47,6 +47,12 @@ def verify_deferrals(
         else:
             wrong = _mismatched(doc, r, skip=("outcome",))
             wrong += ["outcome"] if doc.get("outcome") != "deferred" else []
+            # when, and under which policy, the hold held it back: the seal's row says
+            wrong += (
+                ["policy_version"] if doc.get("policy_version") != r.get("policy_version") else []
+            )
+            if r.get("state") == "FAILED" and doc.get("timestamp") != r.get("updated_at"):
+                wrong.append("timestamp")
             if journaled is not None and "content_sha256" not in wrong:
                 if doc.get("content_sha256") != journaled(oid, doc.get("content_sha256")):
                     wrong.append("content_sha256")

@@ -19,7 +19,7 @@ import hmac
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import yaml
@@ -169,7 +169,8 @@ def manual_run(
     pol = policy if isinstance(policy, Policy) else load_policy(policy)
     sink = as_sink(receipts)
     check_policy(sink, pol, _policy_text(policy, pol), record=True)  # one version, one policy
-    cutoff = now or utcnow()
+    # one instant, one run id, whatever zone it was given in
+    cutoff = now.astimezone(UTC) if now is not None and now.tzinfo else (now or utcnow())
     raw = json.dumps(
         {"action": action, "ids": sorted(ids), "at": cutoff.isoformat()}
         if request is None

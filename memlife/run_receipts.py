@@ -83,12 +83,21 @@ def _completed(sink: ReceiptSink, prefix: str) -> tuple[str, dict[str, Any]] | N
 
 
 def loads(body: bytes | None) -> dict[str, Any] | None:
-    """A JSON object, or None (missing, unreadable or not an object)."""
+    """A JSON object, or None (missing, unreadable, not an object, a key written twice: a
+    reviewer's JSON reader may take the other value; or nested past the parser's depth,
+    which raised RecursionError and stopped the verification of every run)."""
     try:
-        doc = json.loads(body) if body is not None else None
-    except ValueError:
+        doc = json.loads(body, object_pairs_hook=_unique) if body is not None else None
+    except (ValueError, RecursionError):
         return None
     return doc if isinstance(doc, dict) else None
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    doc = dict(pairs)
+    if len(doc) != len(pairs):
+        raise ValueError("a key written twice")
+    return doc
 
 
 def effective_receipt(receipts: Sequence[dict[str, Any]]) -> dict[str, Any] | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -71,7 +71,8 @@ class RunConfig(BaseModel):
             return parse_time(value) if value else None
         if isinstance(value, datetime) and value.tzinfo is None:
             raise ValueError("cutoff has no timezone")
-        return value
+        # one instant, one run id and one folder, whatever zone it was given in
+        return value.astimezone(UTC) if isinstance(value, datetime) else value
 
     @field_validator("namespaces", "actors", mode="before")
     @classmethod
@@ -99,7 +100,7 @@ def operator_config(config: RunConfig, scheduled: datetime | None = None) -> Run
       demo records deleted); a cutoff in the past is a replay and stays allowed, and a dry
       run accepts any."""
     if config.now is None and scheduled is not None:
-        config = config.model_copy(update={"now": scheduled})
+        config = config.model_copy(update={"now": scheduled.astimezone(UTC)})
     if config.now is not None and config.now < utcnow() - MAX_BEHIND:
         # year 1 overflowed the planner's date arithmetic after the manifest and receipt were
         # written; year 26 ran, under a malformed run id and a folder runs/26/
