@@ -62,7 +62,10 @@ CREATE TABLE IF NOT EXISTS derived (
 # but hates coffee" is not "likes coffee and cake, but hates tea"); a list keeps any order.
 # 11: a probable update (group.infer_subjects) pairs only records stated at different times:
 # two records with the same created_at are never each other's update (the id decided).
-VERSION = f"derived-11:{memlife.__version__}"
+# 12: a polarity flip is an update cue only where the negated clause holds a word the
+# other text uses (session 44, its clause read from both sides in 45); restatement rules
+# for "I" (session 44) changed what a subject gathers.
+VERSION = f"derived-12:{memlife.__version__}"
 FLUSH_ROWS = 256
 READ_AHEAD = 128  # shards whose rows one query reads
 KINDS = ("inference", "staging", "staging_total")  # the kinds kept (rows per shard)

@@ -64,15 +64,26 @@ def looks_like_update(newer: str, older: str) -> bool:
 
 
 _CLAUSE_END = re.compile(r"[,;.!?]|\b(?:but|while|although|though|because)\b", re.IGNORECASE)
+# the clause a negation stands in begins after the last mark or linking word before it
+_CLAUSE_START = re.compile(
+    r"(?s:.*)(?:[,;.!?]|\b(?:and|or|but|while|although|though|because)\b)", re.IGNORECASE
+)
+_INFINITIVE = re.compile(r"\s+to\b", re.IGNORECASE)
 
 
 def _negated_words(text: str) -> set[str]:
-    """Content words a negation governs: from each negation to the end of its clause."""
+    """Content words of each clause holding a negation: "The wedding is not happening"
+    denies the wedding as much as "I am not going to the wedding" does. A "not to" denies
+    only what follows ("encourages him not to give up" still encourages)."""
     out: set[str] = set()
     for m in _NEGATION.finditer(text):
+        head = text[: m.start()]
         rest = text[m.end() :]
         end = _CLAUSE_END.search(rest)
         out |= _content_words(rest[: end.start() if end else len(rest)])
+        if not _INFINITIVE.match(rest):
+            start = _CLAUSE_START.match(head)
+            out |= _content_words(head[start.end() if start else 0 :])
     return out
 
 

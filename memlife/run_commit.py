@@ -232,6 +232,8 @@ def commit_run(
     same_set = gate.get("eval_digest") == executor.eval_digest
     for o in outcomes:
         for g in o.staged:
+            if groups_blocked(gate) or g.replacement.id in held_ids:
+                tally.counts["gate_kept_records"] += len(g.supersedes)  # they stay: retained
             if groups_blocked(gate):
                 tally.counts["gate_blocked_groups"] += 1
                 if g.replacement.id in blocking and same_set:

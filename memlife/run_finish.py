@@ -99,9 +99,9 @@ def finish_run(
     answered = tally.counts.get("review_answered", 0)
     reviewed = counts.get("review", 0) - answered
     # a deletion only proposed (deletion not enforced there) or withheld by the gate: it stays
-    kept = tally.counts.get("proposed_deletions", 0) + tally.counts.get(
-        "gate_withheld_deletions", 0
-    )
+    # or a merge the gate withheld or blocked: its records stay
+    kept = sum(tally.counts.get(k, 0) for k in ("proposed_deletions", "gate_withheld_deletions",
+                                                "gate_kept_records"))  # fmt: skip
     lifecycle = {
         "processed": records, "retained": counts.get("retain", 0) + answered + kept,
         "consolidated": tally.counts.get("consolidated", 0),
@@ -110,6 +110,9 @@ def finish_run(
         "quarantined": tally.counts.get("quarantined", 0), "reviewed": reviewed,
         "held": counts.get("hold", 0), "failed": tally.counts.get("failed", 0),
     }  # fmt: skip
+    if ctx.config.dry_run:  # nothing changes: what is not held, for review or failed stays
+        others = sum(v for k, v in lifecycle.items() if k not in ("processed", "retained"))
+        lifecycle["retained"] = max(0, records - others)
     receipt_failures = tally.counts.get("receipt_failed", 0)
     jc: dict[str, int] = {}
     if journal is not None and not ctx.config.dry_run:

@@ -103,6 +103,7 @@ def stage_shard(
             continue
         if withheld_by_gate(ex, members[0].namespace):
             tally.counts["gate_withheld_groups"] += 1  # decided before any read or model call
+            tally.counts["gate_kept_records"] += len(members)  # they stay as they are: retained
             continue
         mkey, known, blocked = memo.get(key, (None, None, None))
         if known is not None and settled(ex, known, tally):
