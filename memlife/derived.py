@@ -64,7 +64,8 @@ CREATE TABLE IF NOT EXISTS derived (
 # two records with the same created_at are never each other's update (the id decided).
 # 12: a polarity flip is an update cue only where the negated clause holds a word the
 # other text uses (session 44, its clause read from both sides in 45); restatement rules
-# for "I" (session 44) changed what a subject gathers.
+# for "I" (session 44) changed what a subject gathers; a point between digits is a word
+# in the statement key (store version 6).
 VERSION = f"derived-12:{memlife.__version__}"
 FLUSH_ROWS = 256
 READ_AHEAD = 128  # shards whose rows one query reads

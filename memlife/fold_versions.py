@@ -8,7 +8,13 @@ refused. Only refusals read them: an erasure selects live records by today's key
 
 from __future__ import annotations
 
-from memlife.text import FOLD_NO_SYMBOLS, FOLD_SIGNED_NUMBERS, FOLD_SIGNS, statement_key
+from memlife.text import (
+    FOLD_LEADING_POINT,
+    FOLD_NO_SYMBOLS,
+    FOLD_SIGNED_NUMBERS,
+    FOLD_SIGNS,
+    statement_key,
+)
 
 
 def legacy_norm_sha256(text: str) -> str:
@@ -26,3 +32,9 @@ def v4_norm_sha256(text: str) -> str:
     """Store version 4: every sign a word, a decimal point opening a number dropped as
     punctuation ('.5 mg' and '5 mg' one key)."""
     return statement_key(text, fold=FOLD_SIGNS)
+
+
+def v5_norm_sha256(text: str) -> str:
+    """Store version 5: a point between digits dropped as punctuation ('1.5 mg' and
+    '1-5 mg' one key)."""
+    return statement_key(text, fold=FOLD_LEADING_POINT)

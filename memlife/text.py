@@ -71,9 +71,11 @@ _SIGN_WORDS = {"<": " less than ", ">": " greater than ", "<=": " at most ", ">=
 # and no number next ("> 5 years" is "greater than 5 years", not a quote)
 _MARKUP = re.compile(r"^([ \t]*)(?:[-+>\u2212\u2013][ \t]+)+(?![\d.])", re.MULTILINE)
 # the statement fold of each store version since signs were read (text.py's keys)
-FOLD_NO_SYMBOLS, FOLD_SIGNED_NUMBERS, FOLD_SIGNS, FOLD = 2, 3, 4, 5
+FOLD_NO_SYMBOLS, FOLD_SIGNED_NUMBERS, FOLD_SIGNS, FOLD_LEADING_POINT, FOLD = 2, 3, 4, 5, 6
 # a decimal point opening a number is its "0." (store version 5): ".5 mg" is "0.5 mg", not "5 mg"
 _LEADING_POINT = re.compile(r"(?<![\w.])\.(?=\d)")
+# a point between digits is a word (store version 6): "1.5 mg" is not "1-5 mg" (a range)
+_INNER_POINT = re.compile(r"(?<=\d)\.(?=\d)")
 
 
 def _sign_word(m: re.Match[str]) -> str:
@@ -114,8 +116,10 @@ def symbols_as_words(text: str, *, fold: int = FOLD) -> str:
     number, a percent and a currency, as store version 3 read them)."""
     if not text.isascii():
         text = nfkc(text)
-    if fold >= FOLD and "." in text:
+    if fold >= FOLD_LEADING_POINT and "." in text:
         text = _LEADING_POINT.sub("0.", text)
+        if fold >= FOLD:
+            text = _INNER_POINT.sub(" point ", text)
     if fold >= FOLD_SIGNS and ("+" in text or ">" in text or "-" in text):
         text = _MARKUP.sub(r"\1 ", text)
     if any(s in text for s in _SIGNS):

@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -82,7 +83,7 @@ from memlife.retrieval import DEFAULT_THRESHOLD, rank_sets
 from memlife.settings import settings
 from memlife.stores.base import BatchResult, ChangeSignal, MemoryStore, iter_shard
 from memlife.stores.sqlite import DUPLICATE_ACTIVE, Refresh, SqliteStore
-from memlife.text import negates
+from memlife.text import invisible, negates
 from memlife.token_match import TokenCodes
 from memlife.tombstones import ERASED_CONTENT, ERASED_SOURCE, insert_new
 
@@ -161,7 +162,7 @@ class LongTermMemory:
         self.load_count = 0  # shard loads from the store (tests and metrics)
         self._shards: dict[tuple[str, str], ShardIndex] = {}
         self._namespaces: dict[str, tuple[int, set[str]]] = {}  # actor -> (epoch, names)
-        self._lock = threading.RLock()
+        self._lock = _store_lock(store)  # one per store object: see _store_lock
         self._epoch = 0
         self._seen_marker: Any = self._marker()
 
@@ -334,10 +335,26 @@ class LongTermMemory:
                 return shard
         before = self._marker()
         shard = self._shards[key] = self._load(actor, namespace)
-        after = self._marker()  # absorb the embedding cache's own writes, never another's
+        self._absorb(before)  # the embedding cache's own writes, never another's
+        return shard
+
+    def _absorb(self, before: Any) -> bool:
+        """Take the marker as seen after a write of ours that changed no record (the
+        embedding cache's), if nobody had written before it: under the store's lock no
+        other Memory of this process writes meanwhile, and another process moves
+        ``data_version`` (``_foreign``). True: absorbed."""
+        after = self._marker()
         if before == self._seen_marker and not self._foreign(before, after):
             self._seen_marker = after
-        return shard
+            return True
+        return False
+
+    def _embed_own(self, fact: str, before: Any) -> tuple[np.ndarray, Any]:
+        """The fact's vector (the cache may store it), and the marker ``remember`` goes on
+        from: the cache's write absorbed, so the insert's duplicate scan is still skipped."""
+        mark = self._marker()
+        vector = self.cache.get_or_embed_texts([fact])[0]
+        return vector, (self._seen_marker if before == mark and self._absorb(mark) else before)
 
     def _actor_namespaces(self, actor: str) -> set[str]:
         got = self._namespaces.get(actor)
@@ -382,7 +399,7 @@ class LongTermMemory:
         expiry; one restated as episodic expires no sooner than a new episodic record would.
         """
         fact = text_arg(fact, "fact").strip()
-        if not fact:
+        if not fact or all(invisible(ch) for ch in fact):  # a zero-width space, a NUL: blank
             raise InputError("fact is blank")
         actor_arg(actor)
         # at most LABEL_MAX_CHARS; one nobody can see (blank, zero-width) is None
@@ -415,7 +432,7 @@ class LongTermMemory:
                     sim: float = 1.0
                     vector = None
                 else:
-                    vector = self.cache.get_or_embed_texts([fact])[0]
+                    vector, before = self._embed_own(fact, before)
                     row, sim = self._nearest(shard, vector, negates(fact))
                     if sim < self.near_duplicate:
                         row = None
@@ -476,7 +493,7 @@ class LongTermMemory:
                 ),
             )
             if vector is None:
-                vector = self.cache.get_or_embed_texts([fact])[0]
+                vector, before = self._embed_own(fact, before)
             inferred = (
                 None if subject and subject.strip() else self._infer_subject(shard, fact, vector)
             )
@@ -537,9 +554,10 @@ class LongTermMemory:
         the shard already holds the same folded text, checked in the insert's transaction.
         Other stores have no such transaction: the index's check above is all they get."""
         if isinstance(self.store, SqliteStore):
-            # the marker our index was checked against: while nobody else has committed
-            # since, the index's answer stands and SQLite skips its scan of the shard
-            seen = self._seen_marker[0] if isinstance(self._seen_marker, tuple) else None
+            # the marker our index was checked against: while nobody has written since
+            # (another connection's commit, or another Memory's on this one), the index's
+            # answer stands and SQLite skips its scan of the shard
+            seen = self._seen_marker if isinstance(self._seen_marker, tuple) else None
             return self.store.insert_new([record], unique_active=unique, seen_version=seen)
         return insert_new(self.store, [record])
 
@@ -955,3 +973,18 @@ def _refreshed(rec: MemoryRecord, change: Refresh) -> MemoryRecord:
 def default_namespace(actor: str) -> str:
     """Where the CLI and the example agent put memories without an explicit namespace."""
     return settings().namespace.replace("{actor}", actor)
+
+
+_LOCKS: weakref.WeakKeyDictionary[Any, threading.RLock] = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+def _store_lock(store: object) -> threading.RLock:
+    """One lock for every LongTermMemory over one store object (a LangGraph store beside
+    the agent's own Memory, say): between one's duplicate check and its insert, no other
+    writes through the same connection, where SQLite's ``data_version`` would not see it."""
+    with _LOCKS_GUARD:
+        try:
+            return _LOCKS.setdefault(store, threading.RLock())
+        except TypeError:  # not weakly referable: a lock of its own
+            return threading.RLock()

@@ -28,7 +28,12 @@ from pydantic import BaseModel
 
 from memlife import faults
 from memlife.errors import CorruptRecordError
-from memlife.fold_versions import legacy_norm_sha256, v3_norm_sha256, v4_norm_sha256
+from memlife.fold_versions import (
+    legacy_norm_sha256,
+    v3_norm_sha256,
+    v4_norm_sha256,
+    v5_norm_sha256,
+)
 from memlife.model import (
     Link,
     MemoryRecord,
@@ -47,6 +52,7 @@ from memlife.sqlite_open import connect_wal
 from memlife.stores.base import DEFAULT_PAGE_SIZE, BadPageToken, BatchResult, ItemFailure, Page
 from memlife.stores.sqlite_rows import VIEW_CHECKS, checked, corrupt_record
 from memlife.text import (
+    FOLD_LEADING_POINT,
     FOLD_NO_SYMBOLS,
     FOLD_SIGNED_NUMBERS,
     FOLD_SIGNS,
@@ -161,7 +167,12 @@ CREATE INDEX IF NOT EXISTS tombstones_norm ON tombstones (actor_id, norm_sha256)
 #      the smaller and refreshed it. Rows whose content holds a '.' before a digit are
 #      recomputed. Tombstones keep their keys, and a text is checked under its version-4
 #      key too (tombstone_norms): an erased '.5 mg' text still refuses '5 mg', as before.
-STORE_VERSION = 5
+#   6: a point between digits is a word ('1.5 mg' is no longer '1-5 mg', '1/5 mg' or
+#      '1 5 mg'; text.symbols_as_words): a dose, a distance or a price given with a
+#      decimal was an exact duplicate of a range and refreshed it, the new number lost.
+#      Rows whose content holds a '.' before a digit are recomputed (as for version 5);
+#      a text is checked against tombstones under its version-5 key too.
+STORE_VERSION = 6
 _REFOLD_BATCH = 2000
 _OLD_EMPTY_KEY = content_sha256("")  # before version 1, the key of every empty fold
 
@@ -408,6 +419,8 @@ def tombstone_norms(content: str) -> list[str]:
     at version 3 (a sign after a letter or standing alone dropped), and the one written
     before version 3 (signs and symbols dropped)."""
     keys = [tombstone_norm(content)]
+    if "." in content and normalise(content, fold=FOLD_LEADING_POINT):  # 5: '1.5' was '1 5'
+        keys.append(v5_norm_sha256(content))
     if "." in content and normalise(content, fold=FOLD_SIGNS):  # version 4: '.5' was '5'
         keys.append(v4_norm_sha256(content))
     if normalise(content, fold=FOLD_SIGNED_NUMBERS):
@@ -1044,7 +1057,7 @@ class SqliteStore:
         *,
         check_tombstones: bool = True,
         unique_active: bool = False,
-        seen_version: int | None = None,
+        seen_version: tuple[int, int] | None = None,
     ) -> BatchResult:
         """Insert records whose id is new; an existing id fails with ID_EXISTS (never overwritten).
 
@@ -1053,8 +1066,8 @@ class SqliteStore:
         whose folded text an active record of its actor + namespace already holds fails
         with DUPLICATE_ACTIVE, that record's id as the message; checked in the same
         transaction, so two processes remembering one fact at once store it once.
-        ``seen_version``: the ``PRAGMA data_version`` the caller's own duplicate check saw
-        the store at; while no other connection has committed since, that check stands and
+        ``seen_version``: the ``(PRAGMA data_version, total_changes)`` the caller's own
+        duplicate check saw the store at; while nobody has written since, that check stands and
         the query (a scan of the actor's active rows: ~120 ms at 100k) is not run.
         """
         return self.insert_rows(
@@ -1070,14 +1083,16 @@ class SqliteStore:
         *,
         check_tombstones: bool = True,
         unique_active: bool = False,
-        seen_version: int | None = None,
+        seen_version: tuple[int, int] | None = None,
     ) -> BatchResult:
         """:meth:`insert_new` for rows already built by ``record_to_row`` (the import's
         worker processes send rows, not records)."""
         with self.lock, self.transaction():
             con = self.connection
             if unique_active and seen_version is not None:  # nobody else wrote since: skip
-                unique_active = con.execute("PRAGMA data_version").fetchone()[0] != seen_version
+                # data_version misses this connection's own commits: total_changes counts them
+                now = (con.execute("PRAGMA data_version").fetchone()[0], con.total_changes)
+                unique_active = now != tuple(seen_version)
             held_by: dict[str, str] = {}  # row id -> the active record already saying it
             for row in rows if unique_active else ():
                 got = con.execute(_SAME_ACTIVE, (row[1], row[2], row[19])).fetchone()
@@ -1203,7 +1218,7 @@ _REFOLD_LIKE = " OR ".join(
 
 def _refold(c: sqlite3.Connection, after: int) -> int | None:
     """Recompute norm_sha256 and negated where the fold or the negation rule changed (store
-    versions 1 to 5), for one batch of rows past rowid ``after``; the rowid to go on
+    versions 1 to 6), for one batch of rows past rowid ``after``; the rowid to go on
     after, None at the end of the table.
 
     Only non-ASCII content (more UTF-8 bytes than characters; a NUL also counts, harmlessly),

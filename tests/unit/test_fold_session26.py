@@ -300,7 +300,7 @@ def test_reopening_a_version_3_store_recomputes_the_rows_a_sign_can_change(
     assert after == {rid: norm_sha256(text) for rid, (text, _) in v3.items()} | {"m-en": sentinel}
     assert views == after
     assert len({after["m-cpp"], after["m-cs"], norm_sha256("Writes the backend in C")}) == 3
-    assert _version(path) == STORE_VERSION == 5
+    assert _version(path) == STORE_VERSION >= 5
 
 
 def test_a_tombstone_written_at_version_3_still_refuses_what_it_refused(

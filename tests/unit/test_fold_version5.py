@@ -43,7 +43,7 @@ def test_reopening_a_version_4_store_recomputes_the_rows_a_leading_point_changes
         pass
     assert _keys(path) == {"m-dose": norm_sha256("Takes 0.5 mg of Xanax"),
                            "m-bac": norm_sha256("BAC was 0.08"), "m-en": sentinel}  # fmt: skip
-    assert _version(path) == STORE_VERSION == 5
+    assert _version(path) == STORE_VERSION >= 5
 
 
 def test_a_tombstone_written_at_version_4_still_refuses_what_it_refused(tmp_path: Path) -> None:
