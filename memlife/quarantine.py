@@ -298,6 +298,34 @@ def _plan(run: ManualRun, kind: OpKind, ids: Sequence[str], reason: str) -> list
     return run.journal.plan(ops) if ops else []
 
 
+def _followers(run: ManualRun, ids: Sequence[str]) -> tuple[list[Operation], set[str]]:
+    """Deletes of the superseded records that point to a record the purge deletes
+    (memlife/orphans.py), as a review delete plans them: no record is left superseded by
+    nothing (invariant 3). Held ones stay (a held source pins its replacement: the purge
+    applier keeps that one); so do disputed ones (never deleted until their item is
+    resolved), and with them, the replacement they point to."""
+    from memlife.orphans import followers
+    from memlife.plan import Reason
+    from memlife.review_queue import ReviewQueue
+
+    store = run.executor.store
+    queue = ReviewQueue.for_store(store)
+    reasons = [Reason.ALREADY_SUPERSEDED.value, Reason.REPLACEMENT_DELETED.value]
+    ops: list[Operation] = []
+    kept: set[str] = set()
+    for rid in dict.fromkeys(ids):
+        r = store.get(rid)
+        if r is None:
+            continue
+        trail = [s for s in followers(store, r) if not s.held]
+        if {s.id for s in trail} & queue.disputed(r.actor_id, r.namespace):
+            kept.add(rid)
+            run.extra.setdefault("kept_for_disputed_sources", []).append(rid)
+            continue
+        ops += [_op(run, OpKind.delete, s, reasons) for s in trail]
+    return ops, kept
+
+
 def restore(
     store: MemoryStore, ids: Sequence[str], *, policy: Policy | str | None = None,
     receipts: str | ReceiptSink | None = None, now: datetime | None = None,
@@ -370,9 +398,13 @@ def purge(
                      request={"older_than_days": older_than_days})  # fmt: skip
     try:
         run.extra["older_than_days"] = older_than_days
-        planned = _plan(run, OpKind.purge, due, "QUARANTINE_EXPIRED")
+        trail, kept = _followers(run, due)  # read before the purge: they point to what it deletes
+        planned = _plan(run, OpKind.purge, [d for d in due if d not in kept], "QUARANTINE_EXPIRED")
         for batch in chunked(planned, MAX_BATCH):
             run.executor.run_lifecycle(batch, run.tally)  # the purge applier (apply/appliers)
+        follow = run.journal.plan(trail) if trail else []
+        for batch in chunked(follow, MAX_BATCH):  # the delete applier: once their replacement went
+            run.executor.run_lifecycle(batch, run.tally)
         return run.finish()
     finally:
         run.release()
