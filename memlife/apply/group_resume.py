@@ -9,6 +9,7 @@ forgotten after the write and before the first supersede (``_left_since``).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from memlife.apply.appliers.base import get_many, is_held, stale
@@ -42,6 +43,9 @@ def resume_group(ex: Executor, planned: list[Operation], tally: Tally) -> None:
         for ops in (write, rest):
             run_lifecycle(ex, ops, tally, lambda b: {o.operation_id: Outcome.skipped for o in b})
         return
+    # the write's payload goes with its receipt (a content-free journal): kept here so the
+    # replacement can still be taken back, should a source move before the first supersede
+    payloads = {o.operation_id: o.payload for o in write if o.payload}
     done = run_lifecycle(ex, write, tally)
     if any(o.outcome is Outcome.skipped for o in done):  # an erasure took a source: withdrawn
         tally.counts["consolidation_withdrawn_erased"] += 1
@@ -58,7 +62,7 @@ def resume_group(ex: Executor, planned: list[Operation], tally: Tally) -> None:
         # night waited for its rerun): superseding the others would leave the replacement
         # serving what that source no longer says. Withdrawn as before the write
         tally.counts["consolidation_withdrawn_changed"] += 1
-        _take_back(ex, write, tally)
+        _take_back(ex, [replace(o, payload=payloads.get(o.operation_id)) for o in done], tally)
         run_lifecycle(ex, rest, tally, lambda ops: {o.operation_id: Outcome.skipped for o in ops})
         return
     run_lifecycle(ex, rest, tally)
@@ -114,31 +118,48 @@ def _take_back(ex: Executor, write: list[Operation], tally: Tally) -> None:
     shard, content and sources, not restated since); one under a hold since stays
     (invariant 1), as does one the user restated (``remember`` told them it is kept)."""
     for o in write:
-        if not o.payload:
-            continue
-        ours = MemoryRecord.model_validate_json(o.payload)
-        current = ex.store.get(ours.id)
-        if current is None or (current.actor_id, current.namespace, current.content) != (
-            ours.actor_id, ours.namespace, ours.content,
-        ) or set(current.provenance.supersedes) != set(ours.provenance.supersedes):  # fmt: skip
+        current = ex.store.get(o.record_id)
+        if current is None or not _as_written(current, o):
             continue
         if is_held(current):
             tally.counts["consolidation_withdrawn_kept_held"] += 1
             continue
-        if _restated(current, ours):  # the user said it again since: theirs now, kept
+        if _restated_since(current, o):  # the user said it again since: theirs now, kept
             tally.counts["consolidation_withdrawn_kept_restated"] += 1
             continue
         pending = [
-            p for p in ex.journal.for_record(ours.id)
+            p for p in ex.journal.for_record(current.id)
             if p.kind is OpKind.delete and WITHDRAWN in p.reasons and not _ended(p)
         ]  # fmt: skip
         ops = pending or ex.journal.plan(
-            [ex.new_op(OpKind.delete, ours.actor_id, ours.namespace, ours.id, [WITHDRAWN],
+            [ex.new_op(OpKind.delete, current.actor_id, current.namespace, current.id, [WITHDRAWN],
                        current.sha256, key_ids=[o.operation_id, WITHDRAWN])]
         )  # fmt: skip
         done = run_lifecycle(ex, ops, tally)
         removed = sum(1 for d in done if d.outcome in (Outcome.deleted, Outcome.already_absent))
         tally.counts["consolidation_withdrawn_removed"] += removed
+
+
+def _as_written(current: MemoryRecord, o: Operation) -> bool:
+    """Whether ``current`` is the replacement ``o`` wrote: by its payload (shard, content,
+    sources), or, once the receipt took the payload (a rerun after a crash), by its shard
+    and content hash."""
+    if o.payload:
+        ours = MemoryRecord.model_validate_json(o.payload)
+        return (current.actor_id, current.namespace, current.content) == (
+            ours.actor_id, ours.namespace, ours.content,
+        ) and set(current.provenance.supersedes) == set(ours.provenance.supersedes)  # fmt: skip
+    return (current.actor_id, current.namespace, current.sha256) == (
+        o.actor_id, o.namespace, o.content_sha256,
+    ) and bool(current.provenance.supersedes)  # fmt: skip
+
+
+def _restated_since(current: MemoryRecord, o: Operation) -> bool:
+    """By the payload (``_restated``), or without it, verified again after the write."""
+    if o.payload:
+        return _restated(current, MemoryRecord.model_validate_json(o.payload))
+    seen = current.last_verified_at
+    return seen is not None and o.updated_at is not None and seen > o.updated_at
 
 
 def _restated(current: MemoryRecord, ours: MemoryRecord) -> bool:

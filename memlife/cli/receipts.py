@@ -160,7 +160,7 @@ def register(app: typer.Typer) -> None:
                               f"`memlife receipts verify {gap['run_id']}` says more", markup=False)  # fmt: skip
         if json_out:
             print_json(rows)
-            if gaps:
+            if gaps or not rows:  # as the table: no operation found is exit 1
                 raise typer.Exit(1)
             return
         if not rows:

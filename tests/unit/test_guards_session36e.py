@@ -670,9 +670,10 @@ def test_a_group_resumed_after_its_write_supersedes_each_source_on_its_own_check
     env: Env,
 ) -> None:
     """Guard: _sources_moved's ``written already`` return. The replacement was written (and
-    receipted) before a crash; then m-b was edited. Mutant: the group is judged again and
-    withdrawn -> the written replacement stays active beside m-a, which nothing supersedes
-    (a duplicate served twice); on clean code m-a is superseded and m-b refused STALE."""
+    receipted) before a crash; then m-b was edited. Since session 45 (audit 45i) the group
+    is withdrawn after the write too (``_left_since``): superseding m-a alone left the
+    replacement serving what m-b no longer says. The written replacement is taken back
+    under a receipted delete, so it is not served beside m-a either; both stay active."""
     from memlife.apply.group_resume import resume_group
 
     store = env[0]
@@ -684,10 +685,12 @@ def test_a_group_resumed_after_its_write_supersedes_each_source_on_its_own_check
     assert (written.state, written.outcome) == (OpState.RECEIPTED, Outcome.written)
     store.put_many([b.model_copy(update={"content": "Likes coffee now."})])
     resume_group(ex, [written, *planned[1:]], Tally())
-    ops = {o.record_id: o for o in ex.journal.by_run(ex.run_id)}
-    assert (ops["m-a"].state, ops["m-a"].outcome) == (OpState.RECEIPTED, Outcome.superseded)
-    assert (ops["m-b"].state, ops["m-b"].last_error) == (OpState.FAILED, "STALE_PRECONDITION")
-    assert stored(store, "m-a").provenance.replaced_by == "m-r"
+    ops = {(o.record_id, o.kind): o for o in ex.journal.by_run(ex.run_id)}
+    assert ops[("m-a", OpKind.supersede)].outcome is Outcome.skipped
+    assert ops[("m-b", OpKind.supersede)].outcome is Outcome.skipped
+    assert ops[("m-r", OpKind.delete)].outcome is Outcome.deleted  # taken back, receipted
+    assert store.get("m-r") is None
+    assert stored(store, "m-a").status is Status.active
 
 
 def test_a_staged_group_of_a_stopped_shard_is_not_committed(env: Env) -> None:

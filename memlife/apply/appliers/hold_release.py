@@ -53,6 +53,8 @@ class HoldRelease(BaseApplier):
             # another actor's record under the id now: its hold is not ours to lift, nor its
             # pending erasures ours to run (invariants 1 and 8)
             return ItemFailure(o.record_id, SCOPE_CHANGED, retryable=False)
+        if _held_since(ex, o):  # a later request wins: an interrupted release never lifts it
+            return ItemFailure(o.record_id, "HOLD_PLACED_SINCE", retryable=False)
         if not is_held(r):  # released already: by our crashed attempt, or by hand
             if r.retention_class is target:
                 return Outcome.released
@@ -64,3 +66,15 @@ class HoldRelease(BaseApplier):
             # the row moved since the read: decide on it as it is now
             return self._release(ex, o, ex.store.get(o.record_id), again=False)
         return failure or Outcome.released
+
+
+def _held_since(ex: Executor, o: Operation) -> bool:
+    """Whether a hold on the record was asked for after this release was (an operator who
+    interrupted ``hold release`` and placed the hold again: the retry queue must not lift
+    it, and the night then delete what the hold keeps; invariant 1)."""
+    if o.created_at is None:
+        return False
+    return any(
+        h.kind is OpKind.hold and h.created_at is not None and h.created_at > o.created_at
+        for h in ex.journal.for_record(o.record_id)
+    )

@@ -1,7 +1,9 @@
 """update: `memlife import --update` overwrites a record with the imported one (its payload).
 
 Re-checked against the record as it is now: same actor and namespace, not under hold
-(unless the run was given --allow-held), content not erased for that actor.
+(unless the run was given --allow-held), content not erased for that actor. Only the import's
+own run writes it: another run's retry queue ends an interrupted import's update
+(UPDATE_ABANDONED) rather than write an old line over a newer one.
 """
 
 from __future__ import annotations
@@ -49,6 +51,11 @@ class Update(BaseApplier):
                     code = "SCOPE_MISMATCH"
                 elif is_held(old) and "ALLOW_HELD" not in o.reasons:  # import --allow-held
                     code = "LEGAL_HOLD"
+                elif o.run_id != ex.run_id and old != new:
+                    # an interrupted import's line, replayed by a later run (the retry queue):
+                    # never written back over what was written since (a corrected import);
+                    # rerunning the import finishes it
+                    code = "UPDATE_ABANDONED"
                 else:
                     code = refusal(ex.store, new)  # ERASED_CONTENT: erased text never comes back
                 if code:
