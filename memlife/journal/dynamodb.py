@@ -55,6 +55,7 @@ MEMO_TTL = timedelta(days=180)  # consolidation outcomes (``cout#``) expire: jud
 # a supersede is kept a year at least: superseded retention counts from its time (90 days
 # by default; superseded_since.py), which a 30-day TTL would drop first
 SUPERSEDE_TTL = timedelta(days=366)
+TRANSACT_MAX = 100  # DynamoDB's limit of items in one TransactWriteItems
 
 
 class DynamoJournal:
@@ -302,8 +303,10 @@ class DynamoJournal:
 
     # -- writes ----------------------------------------------------------------------------------
     def plan(self, ops: Sequence[Operation]) -> list[Operation]:
-        now = utcnow().isoformat()
+        now, planned = utcnow().isoformat(), list(ops)
         self.state.batch_write(puts=[m for op in ops for m in memberships(op)])
+        if self._all_at_once(planned, now):
+            ops = []
         for op in ops:
             try:
                 self.state.ddb.put_item(
@@ -314,8 +317,30 @@ class DynamoJournal:
             except ClientError as exc:
                 if not is_conditional_failure(exc):
                     raise  # an existing operation keeps its state: that is the point
-        found = {o.operation_id: o for o in self._many([op.operation_id for op in ops])}
-        return [found[op.operation_id] for op in ops]
+        found = {o.operation_id: o for o in self._many([op.operation_id for op in planned])}
+        return [found[op.operation_id] for op in planned]
+
+    def _all_at_once(self, ops: list[Operation], now: str) -> bool:
+        """A group's write and its supersedes in one transaction, as SQLite plans them
+        (apply/groups.commit_group): a night stopped between two puts left the write
+        without its supersedes, and the rerun wrote it alone, then merged it with its own
+        sources into a second replacement. False: put one by one (one operation, more than
+        a transaction takes, or some already there: a rerun)."""
+        if not 1 < len(ops) <= TRANSACT_MAX:
+            return False
+        items = [
+            {"Put": {"TableName": self.state.table, "Item": to_item(op, now),
+                     "ConditionExpression": "attribute_not_exists(pk)"}}
+            for op in ops
+        ]  # fmt: skip
+        try:
+            self.state.ddb.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code")
+            if is_conditional_failure(exc) or code == "ValidationException":  # over 4 MB too
+                return False
+            raise
+        return True
 
     def transition(
         self,

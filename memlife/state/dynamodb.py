@@ -47,6 +47,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from memlife.state import StateSettings, StateSettingsError
+from memlife.unprocessed import before_send
 
 T = TypeVar("T")
 
@@ -188,7 +189,10 @@ class DynamoState:
         unique = list({(k["pk"]["S"], k["sk"]["S"]): k for k in keys}.values())
         for i in range(0, len(unique), BATCH_GET_MAX):
             request = {self.table: {"Keys": unique[i : i + BATCH_GET_MAX], "ConsistentRead": True}}
+            tries = 0
             while request:
+                before_send("BatchGetItem", tries)
+                tries += 1
                 resp = self.ddb.batch_get_item(RequestItems=request)
                 out += resp.get("Responses", {}).get(self.table, [])
                 request = resp.get("UnprocessedKeys") or {}
@@ -200,7 +204,10 @@ class DynamoState:
         reqs += [{"DeleteRequest": {"Key": d}} for d in deletes]
         for i in range(0, len(reqs), BATCH_WRITE_MAX):
             request = {self.table: reqs[i : i + BATCH_WRITE_MAX]}
+            tries = 0
             while request:
+                before_send("BatchWriteItem", tries)
+                tries += 1
                 resp = self.ddb.batch_write_item(RequestItems=request)
                 request = resp.get("UnprocessedItems") or {}
 

@@ -39,6 +39,7 @@ from typing import Any, TypeVar
 from botocore.exceptions import BotoCoreError, ClientError
 
 from memlife.stores.base import StoreError
+from memlife.unprocessed import before_send
 
 T = TypeVar("T")
 PUT_WORKERS = 8
@@ -167,7 +168,10 @@ class Sidecar:
             request: dict[str, Any] = {
                 self.table: {"Keys": [_rec_key(i) for i in chunk], "ConsistentRead": True}
             }
+            tries = 0
             while request:
+                before_send("BatchGetItem", tries)
+                tries += 1
                 resp = self.client.batch_get_item(RequestItems=request)
                 for raw in resp.get("Responses", {}).get(self.table, []):
                     item = _from_ddb(raw)
@@ -218,7 +222,10 @@ class Sidecar:
             request: dict[str, Any] = {
                 self.table: [{"DeleteRequest": {"Key": _rec_key(i)}} for i in chunk]
             }
+            tries = 0
             while request:
+                before_send("BatchWriteItem", tries)
+                tries += 1
                 resp = self.client.batch_write_item(RequestItems=request)
                 request = resp.get("UnprocessedItems") or {}
 
@@ -233,7 +240,10 @@ class Sidecar:
         reqs = [{"PutRequest": {"Item": it}} for it in puts.values()]
         for chunk in _chunks(reqs, BATCH_WRITE_MAX):
             request: dict[str, Any] = {self.table: list(chunk)}
+            tries = 0
             while request:
+                before_send("BatchWriteItem", tries)
+                tries += 1
                 resp = self.client.batch_write_item(RequestItems=request)
                 request = resp.get("UnprocessedItems") or {}
 

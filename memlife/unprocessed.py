@@ -1,0 +1,28 @@
+"""DynamoDB batch calls hand back what they did not do (``UnprocessedItems``/``Keys``)
+instead of failing: resent with a growing pause, as botocore retries a throttled call, and
+after as many tries a throttling error (the run's THROTTLED path), not a loop for good."""
+
+from __future__ import annotations
+
+import time
+
+from botocore.exceptions import ClientError
+
+UNPROCESSED_TRIES = 8  # as botocore's max_attempts for the state and sidecar clients
+
+
+def before_send(operation: str, tries: int) -> None:
+    """Call before each send of one batch (``tries``: sends so far): pause before a resend,
+    and refuse a ninth."""
+    if tries >= UNPROCESSED_TRIES:
+        raise ClientError(
+            {
+                "Error": {
+                    "Code": "ProvisionedThroughputExceededException",
+                    "Message": f"items still unprocessed after {tries} tries",
+                }
+            },
+            operation,
+        )
+    if tries:
+        time.sleep(min(1.0, 0.05 * 2**tries))
