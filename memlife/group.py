@@ -73,17 +73,19 @@ _INFINITIVE = re.compile(r"\s+to\b", re.IGNORECASE)
 
 def _negated_words(text: str) -> set[str]:
     """Content words of each clause holding a negation: "The wedding is not happening"
-    denies the wedding as much as "I am not going to the wedding" does. A "not to" denies
-    only what follows ("encourages him not to give up" still encourages)."""
+    denies the wedding as much as "I am not going to the wedding" does: the clause's last
+    three words before the negation count too (its subject, not the whole clause: "had a
+    check-up with the doctor where the weight wasn't great" denies nothing of the doctor).
+    A "not to" denies only what follows ("encourages him not to give up" still encourages)."""
     out: set[str] = set()
     for m in _NEGATION.finditer(text):
         head = text[: m.start()]
         rest = text[m.end() :]
         end = _CLAUSE_END.search(rest)
         out |= _content_words(rest[: end.start() if end else len(rest)])
-        if not _INFINITIVE.match(rest):
+        if not _INFINITIVE.match(rest):  # what it denies of: the few words before it
             start = _CLAUSE_START.match(head)
-            out |= _content_words(head[start.end() if start else 0 :])
+            out |= _content_words(" ".join(head[start.end() if start else 0 :].split()[-3:]))
     return out
 
 

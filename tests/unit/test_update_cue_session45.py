@@ -116,3 +116,15 @@ def test_a_not_to_denies_only_what_follows() -> None:
         "Gina encourages Jon not to give in.", "Gina encourages Jon to chase his dreams."
     )
     assert looks_like_update("Sam decided not to move to Paris.", "Sam decided to move to Paris.")
+
+
+def test_only_the_words_just_before_a_negation_are_what_it_denies() -> None:
+    """A real LoCoMo pair (Sam) the whole-clause reading sent to review: "the weight wasn't
+    great" denies nothing of the doctor both texts name; the update it would ask is none."""
+    newer = "Sam had a tough week and had a check-up with the doctor where the weight wasn't great."
+    older = (
+        "Sam had a tough week and had a doctor's appointment which served as a wake-up call "
+        "to take better care of himself."
+    )
+    assert not looks_like_update(newer, older)
+    assert looks_like_update("My knee isn't hurting anywhere.", "My knee hurts.")
