@@ -306,7 +306,7 @@ def _followers(run: ManualRun, ids: Sequence[str]) -> tuple[list[Operation], set
     resolved), and with them, the replacement they point to."""
     from memlife.orphans import followers
     from memlife.plan import Reason
-    from memlife.review_queue import ReviewQueue
+    from memlife.review_queue.queue import ReviewQueue
 
     store = run.executor.store
     queue = ReviewQueue.for_store(store)
