@@ -5,6 +5,8 @@ after as many tries a throttling error (the run's THROTTLED path), not a loop fo
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from botocore.exceptions import ClientError
 
@@ -26,3 +28,17 @@ def before_send(operation: str, tries: int) -> None:
         )
     if tries:
         time.sleep(min(1.0, 0.05 * 2**tries))
+
+
+def responses(
+    operation: str, send: Callable[..., dict[str, Any]], request: dict[str, Any], left: str
+) -> Iterator[dict[str, Any]]:
+    """Each response to ``request`` and to the resends of what it hands back under ``left``
+    (``UnprocessedKeys`` / ``UnprocessedItems``), paused and bounded by ``before_send``."""
+    tries = 0
+    while request:
+        before_send(operation, tries)
+        tries += 1
+        resp = send(RequestItems=request)
+        yield resp
+        request = resp.get(left) or {}

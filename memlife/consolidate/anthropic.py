@@ -245,9 +245,13 @@ class AnthropicConsolidator:
         usage = getattr(msg, "usage", None)
         tin, tout = _tokens(usage, "input_tokens"), _tokens(usage, "output_tokens")
         self._count(tin, tout, failed=False)
+        self._service_answered()
+        return Probe(answered=True, input_tokens=tin, output_tokens=tout)
+
+    def _service_answered(self) -> None:
+        """The service answered a call: the outage streak ends, the probe schedule resets."""
         self._outage, self.answered = 0, self.answered + 1
         self._held, self._probe_after = 0, OUTAGE_CALLS
-        return Probe(answered=True, input_tokens=tin, output_tokens=tout)
 
     def _configuration_error(self, exc: anthropic.APIStatusError) -> bool:
         """The key, the permissions or the model name is wrong: no group's fault."""
@@ -320,8 +324,7 @@ class AnthropicConsolidator:
             self._count(0, 0, failed=True)
             self._outage += 1
             raise ConsolidationError(MODEL_UNAVAILABLE, "response is not a message", retryable=True)
-        self._outage, self.answered = 0, self.answered + 1  # the service answered
-        self._held, self._probe_after = 0, OUTAGE_CALLS
+        self._service_answered()
         tin, tout, estimated = _usage(msg, group)
         tokens[:] = [tin, tout, estimated]
         try:

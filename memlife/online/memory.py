@@ -354,7 +354,7 @@ class LongTermMemory:
         from: the cache's write absorbed, so the insert's duplicate scan is still skipped."""
         mark = self._marker()
         vector = self.cache.get_or_embed_texts([fact])[0]
-        return vector, (self._seen_marker if before == mark and self._absorb(mark) else before)
+        return vector, (self._seen_marker if self._absorb(mark) else before)
 
     def _actor_namespaces(self, actor: str) -> set[str]:
         got = self._namespaces.get(actor)

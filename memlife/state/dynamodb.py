@@ -47,7 +47,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from memlife.state import StateSettings, StateSettingsError
-from memlife.unprocessed import before_send
+from memlife.unprocessed import responses
 
 T = TypeVar("T")
 
@@ -189,13 +189,9 @@ class DynamoState:
         unique = list({(k["pk"]["S"], k["sk"]["S"]): k for k in keys}.values())
         for i in range(0, len(unique), BATCH_GET_MAX):
             request = {self.table: {"Keys": unique[i : i + BATCH_GET_MAX], "ConsistentRead": True}}
-            tries = 0
-            while request:
-                before_send("BatchGetItem", tries)
-                tries += 1
-                resp = self.ddb.batch_get_item(RequestItems=request)
+            for resp in responses("BatchGetItem", self.ddb.batch_get_item, request,
+                                  "UnprocessedKeys"):  # fmt: skip
                 out += resp.get("Responses", {}).get(self.table, [])
-                request = resp.get("UnprocessedKeys") or {}
         return out
 
     def batch_write(self, puts: Iterable[dict[str, Any]] = (), deletes: Iterable[Key] = ()) -> None:
@@ -204,12 +200,9 @@ class DynamoState:
         reqs += [{"DeleteRequest": {"Key": d}} for d in deletes]
         for i in range(0, len(reqs), BATCH_WRITE_MAX):
             request = {self.table: reqs[i : i + BATCH_WRITE_MAX]}
-            tries = 0
-            while request:
-                before_send("BatchWriteItem", tries)
-                tries += 1
-                resp = self.ddb.batch_write_item(RequestItems=request)
-                request = resp.get("UnprocessedItems") or {}
+            for _ in responses("BatchWriteItem", self.ddb.batch_write_item, request,
+                               "UnprocessedItems"):  # fmt: skip
+                pass
 
     def query(self, pk: str, *, index: str | None = None, **kw: Any) -> Iterator[dict[str, Any]]:
         """Every item of a partition (base table: consistent; the index: eventually)."""

@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 from botocore.exceptions import BotoCoreError, ClientError
 
 from memlife.stores.base import StoreError
-from memlife.unprocessed import before_send
+from memlife.unprocessed import responses
 
 T = TypeVar("T")
 PUT_WORKERS = 8
@@ -168,15 +168,11 @@ class Sidecar:
             request: dict[str, Any] = {
                 self.table: {"Keys": [_rec_key(i) for i in chunk], "ConsistentRead": True}
             }
-            tries = 0
-            while request:
-                before_send("BatchGetItem", tries)
-                tries += 1
-                resp = self.client.batch_get_item(RequestItems=request)
+            for resp in responses("BatchGetItem", self.client.batch_get_item, request,
+                                  "UnprocessedKeys"):  # fmt: skip
                 for raw in resp.get("Responses", {}).get(self.table, []):
                     item = _from_ddb(raw)
                     out[item.key] = item
-                request = resp.get("UnprocessedKeys") or {}
         return out
 
     @_store_errors
@@ -222,12 +218,9 @@ class Sidecar:
             request: dict[str, Any] = {
                 self.table: [{"DeleteRequest": {"Key": _rec_key(i)}} for i in chunk]
             }
-            tries = 0
-            while request:
-                before_send("BatchWriteItem", tries)
-                tries += 1
-                resp = self.client.batch_write_item(RequestItems=request)
-                request = resp.get("UnprocessedItems") or {}
+            for _ in responses("BatchWriteItem", self.client.batch_write_item, request,
+                               "UnprocessedItems"):  # fmt: skip
+                pass
 
     # -- shard registry ------------------------------------------------------------------
     @_store_errors
@@ -240,12 +233,9 @@ class Sidecar:
         reqs = [{"PutRequest": {"Item": it}} for it in puts.values()]
         for chunk in _chunks(reqs, BATCH_WRITE_MAX):
             request: dict[str, Any] = {self.table: list(chunk)}
-            tries = 0
-            while request:
-                before_send("BatchWriteItem", tries)
-                tries += 1
-                resp = self.client.batch_write_item(RequestItems=request)
-                request = resp.get("UnprocessedItems") or {}
+            for _ in responses("BatchWriteItem", self.client.batch_write_item, request,
+                               "UnprocessedItems"):  # fmt: skip
+                pass
 
     def _query_sks(self, pk: str) -> list[str]:
         out: list[str] = []
