@@ -11,6 +11,7 @@ from typing import Any
 
 from memlife.audit import ReceiptSink, dumps
 from memlife.journal import Operation
+from memlife.model import _unique_keys  # a key written twice refused, as import does
 
 
 def receipt_key(prefix: str, n: int) -> str:
@@ -87,17 +88,10 @@ def loads(body: bytes | None) -> dict[str, Any] | None:
     reviewer's JSON reader may take the other value; or nested past the parser's depth,
     which raised RecursionError and stopped the verification of every run)."""
     try:
-        doc = json.loads(body, object_pairs_hook=_unique) if body is not None else None
+        doc = json.loads(body, object_pairs_hook=_unique_keys) if body is not None else None
     except (ValueError, RecursionError):
         return None
     return doc if isinstance(doc, dict) else None
-
-
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    doc = dict(pairs)
-    if len(doc) != len(pairs):
-        raise ValueError("a key written twice")
-    return doc
 
 
 def effective_receipt(receipts: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
