@@ -114,6 +114,10 @@ class _Scan(ast.NodeVisitor):
                     self.calls.append((f.attr, _str_arg(node), self.rel, where))
                 else:
                     self.calls.append(("call", f.attr, self.rel, where))
+        for arg in node.args:  # a client method handed on to be called (unprocessed.responses)
+            recv = _receiver_name(arg.value) if isinstance(arg, ast.Attribute) else None
+            if recv in CLIENT_NAMES or (recv or "").endswith("_client"):
+                self.calls.append(("call", arg.attr, self.rel, ".".join(self.stack)))
         self.generic_visit(node)
 
 
