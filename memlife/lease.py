@@ -353,6 +353,33 @@ def dead_here(owner: str) -> bool:
     return False
 
 
+def live_run(journal: Any, store: object) -> str | None:
+    """The run holding ``store``'s lease, read without taking it from ``journal`` (a chain
+    reader: memlife.journal.open_chain_reader): None when the lease is free, expired, or
+    held by a process of this host that is gone. ``receipts verify latest`` asks it: a
+    night under way has advanced the chain but sealed nothing yet."""
+    if hasattr(journal, "state"):  # the DynamoDB state table (memlife/state/lease.py)
+        from memlife.state.dynamodb import key
+
+        item = journal.state.get(key(f"lease#{_identity(store)}", "lease")) or {}
+        if float(item.get("expires_at", {}).get("N", "0")) < time.time():
+            return None
+        owner, run_id = item.get("holder", {}).get("S", ""), item.get("run_id", {}).get("S")
+    else:
+        from memlife.journal.sqlite import has_table
+
+        with journal.lock:
+            if not has_table(journal.connection, "leases"):
+                return None
+            row = journal.connection.execute(
+                "SELECT owner, run_id, expires_at FROM leases WHERE name=?", (NAME,)
+            ).fetchone()
+        if row is None or row[2] <= utcnow().isoformat():
+            return None
+        owner, run_id = row[0], row[1]
+    return None if dead_here(owner) else run_id
+
+
 @atexit.register
 def _release_all() -> None:  # a normal exit (or an unhandled error) frees the lease at once
     for lease in list(_HELD.values()):

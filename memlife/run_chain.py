@@ -65,6 +65,12 @@ def latest(journal: Any, sink: ReceiptSink) -> str | None:
     return run if isinstance(run, str) else None
 
 
+def before_latest(journal: Any, sink: ReceiptSink) -> str | None:
+    """The run before the store's latest in ``sink``'s location (None: none)."""
+    run = _chain(journal, sink).get("previous")
+    return run if isinstance(run, str) else None
+
+
 def advance(journal: Any, run_id: str, sink: ReceiptSink) -> str | None:
     """Make ``run_id`` the store's latest run in ``sink``'s location; the run before it
     there (None for the first). A rerun of the latest run (the same id after a crash)

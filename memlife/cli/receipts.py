@@ -27,6 +27,7 @@ from memlife.cli.common import (
     safe,
 )
 from memlife.journal import open_chain_reader, open_journal
+from memlife.lease import live_run
 from memlife.model import parse_time
 from memlife.review import find_run, misplaced_runs, verify_run
 from memlife.stores import open_store, store_identity
@@ -220,8 +221,9 @@ def register(app: typer.Typer) -> None:
                json_out: JsonOpt = False) -> None:  # fmt: skip
         """Journal <-> receipts <-> Parquet <-> counts both ways, the run digest, and the store.
         RUN_ID ``latest``: the store's latest run in this receipts location (its journal
-        keeps it); a latest run whose evidence is gone is LATEST_RUN_MISSING."""
-        asked_latest = run_id == LATEST
+        keeps it); a latest run whose evidence is gone is LATEST_RUN_MISSING; one still under
+        way (its lease held) is skipped for the run before it (LATEST_RUN_IN_PROGRESS)."""
+        asked_latest, running = run_id == LATEST, run_id
         if evidence_only and asked_latest:
             raise fail("'latest' is read from the store's journal: drop --evidence-only")
         if evidence_only:
@@ -235,12 +237,20 @@ def register(app: typer.Typer) -> None:
                     if found is None:
                         raise fail("no run of this store changed records in this receipts "
                                    "location: nothing is the latest", code=1)  # fmt: skip
-                    run_id = found
+                    run_id = running = found
+                    if live_run(chain, db) == found:  # under way: nothing sealed yet
+                        run_id = run_chain.before_latest(chain, _sink(receipts)) or ""
+                        if not run_id:
+                            raise fail(f"the latest run {safe(found)} is still under way and "
+                                       "no run before it changed records in this receipts "
+                                       "location: nothing finished to verify", code=1)  # fmt: skip
                 result = verify_run(_sink(receipts), db, open_journal(db), run_id)
             finally:
                 db.close()
             if asked_latest and any(p["code"] == "RUN_NOT_FOUND" for p in result.problems):
                 result.problem("LATEST_RUN_MISSING", latest_run=run_id)
+            if asked_latest and running != run_id:  # verified: the run before the live one
+                result.note("LATEST_RUN_IN_PROGRESS", running=running, verified=run_id)
         if json_out:
             print_json(result.as_json())
         else:

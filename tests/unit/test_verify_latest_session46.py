@@ -1,0 +1,124 @@
+"""Session 46 (the "Left" entry of audit 45i): `receipts verify latest` while a night is under
+way. The night advances the store's run chain when it starts and seals its receipts at the end,
+so `latest` named a run with no receipt yet, and a reviewer's check failed with
+RUN_RECEIPT_MISSING for as long as the night ran. A live night (its lease held) is skipped for
+the run before it, and said so; a killed night (its lease gone) is still reported."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from memlife import pipeline
+from memlife.model import MemoryRecord
+from memlife.pipeline import RunConfig, run_local
+from memlife.stores.sqlite import SqliteStore
+
+REPO = Path(__file__).resolve().parents[2]
+NIGHT = datetime(2026, 6, 1, tzinfo=UTC)
+
+
+def _seed(db: Path) -> None:
+    with SqliteStore(db) as store:
+        store.put_many([
+            MemoryRecord.model_validate({
+                "id": f"m-{i}", "actor_id": "u-1", "namespace": "/users/u-1/facts",
+                "memory_type": "semantic", "subject": "city", "content": f"Fact number {i}.",
+                "owner": "t", "confidence": 0.9, "source": "user_stated",
+                "created_at": NIGHT - timedelta(days=10 + i),
+            })
+            for i in range(3)
+        ])  # fmt: skip
+
+
+def _verify_latest() -> tuple[int, dict[str, object]]:
+    """`memlife receipts verify latest --json` in another process, as a reviewer runs it."""
+    done = subprocess.run([sys.executable, "-m", "memlife.cli", "receipts", "verify", "latest",
+                           "--json"], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    return done.returncode, json.loads(done.stdout) if done.stdout.strip() else {}
+
+
+def _night(now: datetime) -> str:
+    run = run_local(RunConfig(dry_run=False, now=now, allow_future_cutoff=True))
+    return str(run.as_json()["run_id"])
+
+
+def test_verify_latest_during_a_night_checks_the_run_before_it(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reviewer runs `receipts verify latest` while the second night is paused after
+    staging (its chain advanced, nothing sealed). What must hold: the check passes on the
+    first night and names the night under way; once that night ends, `latest` is it."""
+    _seed(home / "memlife.db")
+    first = _night(NIGHT)
+    seen: list[tuple[int, dict[str, object]]] = []
+    real = pipeline.checkpoint
+
+    def verify_then(point: str) -> None:
+        if point == "after_stage" and not seen:
+            seen.append(_verify_latest())
+        real(point)
+
+    monkeypatch.setattr(pipeline, "checkpoint", verify_then)
+    second = _night(NIGHT + timedelta(days=1))
+    monkeypatch.setattr(pipeline, "checkpoint", real)
+    ((code, out),) = seen
+    assert code == 0, out
+    assert out["run_id"] == first
+    assert {"code": "LATEST_RUN_IN_PROGRESS", "running": second, "verified": first} in out["notes"]
+    code, out = _verify_latest()
+    assert (code, out["run_id"]) == (0, second), out
+    assert not [n for n in out["notes"] if n["code"] == "LATEST_RUN_IN_PROGRESS"]
+
+
+def test_verify_latest_after_a_killed_night_still_fails(home: Path) -> None:
+    """The second night is SIGKILLed before its receipt (its lease dies with it). What must
+    hold: `verify latest` names that night and fails (RUN_RECEIPT_MISSING): only a live
+    night is skipped."""
+    _seed(home / "memlife.db")
+    _night(NIGHT)
+    killed = subprocess.run([sys.executable, "-m", "memlife.cli", "run", "--engine", "local",
+                             "--now", (NIGHT + timedelta(days=1)).isoformat(),
+                             "--allow-future-cutoff", "--json"], cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO),
+                                 "MEMLIFE_FAULT": "after_stage", "MEMLIFE_FAULT_MODE": "kill"},
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert killed.returncode != 0
+    code, out = _verify_latest()
+    assert code == 1
+    assert "RUN_RECEIPT_MISSING" in {p["code"] for p in out["problems"]}
+    assert not [n for n in out.get("notes", []) if n["code"] == "LATEST_RUN_IN_PROGRESS"]
+
+
+def test_the_live_run_is_read_from_the_dynamodb_lease_item() -> None:
+    """On AWS state the lease is a DynamoDB item (memlife/state/lease.py). What must hold: a
+    night holding it is the live run, a given-back lease names none, and a lease of another
+    store never names this store's run."""
+    from types import SimpleNamespace
+
+    from memlife import lease
+    from memlife.journal.dynamodb import DynamoJournal
+    from memlife.stores import store_identity
+    from tests.support.aws_state import aws_state
+
+    store = SimpleNamespace(url="agentcore://mem-1?region=us-east-1")
+    other = SimpleNamespace(url="agentcore://mem-2?region=us-east-1")
+    with aws_state("inprocess") as (_, state):
+        journal = state.part("journal", DynamoJournal)
+        assert lease.live_run(journal, store) is None
+        identity = store_identity(store.url)
+        held = lease.acquire(lease.DynamoBackend(state, identity), "run-46", "lifecycle",
+                             store=identity)  # fmt: skip
+        try:
+            assert lease.live_run(journal, store) == "run-46"
+            assert lease.live_run(journal, other) is None
+        finally:
+            held.release()
+        assert lease.live_run(journal, store) is None
