@@ -14,6 +14,8 @@ MEMLIFE_MODEL_CALLS_LIMIT      name of the Prefect global concurrency limit for 
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from prefect.concurrency.sync import concurrency
@@ -87,7 +89,14 @@ class LimitedConsolidator:
             return self.inner.consolidate(group, answers=answers)  # type: ignore[call-arg]
 
     def __getattr__(self, name: str) -> Any:  # model name, stats, ... of the wrapped one
-        return getattr(self.inner, name)
+        found = getattr(self.inner, name)
+        if name == "probe":  # the outage probe is a model call too (apply/unavailable.py)
+            return functools.partial(self._in_a_slot, found)
+        return found
+
+    def _in_a_slot(self, call: Callable[[], Any]) -> Any:
+        with concurrency(self.limit, occupy=1, strict=False):
+            return call()
 
 
 def limited(consolidator: Consolidator | None) -> Consolidator | None:

@@ -42,6 +42,10 @@ from memlife.model import MemoryRecord, MemoryType, RetentionClass, Source
 from memlife.policy import Grouping
 from memlife.text import negates, norm_sha256
 
+# a group's members (each superseded) with its write fit one DynamoDB TransactWriteItems
+# (100 items: memlife/journal/dynamodb.TRANSACT_MAX), so a night stopped part way never
+# journals a write without its supersedes
+MAX_MEMBERS = 99
 MAX_LEADERS = 4096  # statement clusters compared against: memory MAX_LEADERS x dim floats
 
 SURVIVOR = "SURVIVOR"
@@ -233,6 +237,13 @@ def plan_group(
             conflicting.append(m.id)
     if len(roles) < 2:
         return GroupPlan(survivor.id, [], {}, [], [], conflicting)
+    # the write and its supersedes are journaled in one transaction (DynamoDB takes 100
+    # items): the oldest members past it wait for the next night, merged then with this
+    # night's replacement
+    others = [m.id for m in members if m.id in roles and m.id != survivor.id]  # oldest first
+    keep = set(others[-(MAX_MEMBERS - 1) :]) | {survivor.id}
+    roles = {i: role for i, role in roles.items() if i in keep}
+    contradicted &= keep
     kept = [m for m in members if m.id in roles]
     cap = grouping.max_group_size
     others = [m.id for m in kept if m.id != survivor.id]

@@ -363,8 +363,10 @@ class AccessLedger:
         }
 
     # -- erasure ---------------------------------------------------------------------------
-    def erase(self, record_ids: Iterable[str]) -> int:
+    def erase(self, record_ids: Iterable[str], actor_id: str | None = None) -> int:
         """Remove every row of these records (buffer and files); returns rows removed.
+        ``actor_id``: that actor's rows only (an id may be another actor's record too: an
+        erasure of one tenant's record never touches another's reads).
 
         Only files that hold one of the ids are rewritten (new file written, then the old
         one removed); a file left empty is removed, or left as an empty part where its
@@ -376,12 +378,15 @@ class AccessLedger:
         removed = 0
         with self._lock:
             self._sweep()  # a replaced part a crash left behind holds the rows too
-            kept = [r for r in self._buffer if r.record_id not in ids]
+            kept = [r for r in self._buffer
+                    if r.record_id not in ids or actor_id not in (None, r.actor_id)]  # fmt: skip
             removed += len(self._buffer) - len(kept)
             self._buffer = kept
             id_array = pa.array(sorted(ids), type=pa.string())
             for part, table in self._parts():
                 hit = pc.is_in(table.column("record_id"), value_set=id_array)
+                if actor_id is not None:
+                    hit = pc.and_(hit, pc.equal(table.column("actor_id"), actor_id))
                 n_hit = pc.sum(hit).as_py() or 0
                 if not n_hit:
                     continue

@@ -59,7 +59,7 @@ class Ledger(Protocol):
 
     _lock: Any
 
-    def erase(self, record_ids: Iterable[str]) -> int: ...
+    def erase(self, record_ids: Iterable[str], actor_id: str | None = None) -> int: ...
 
     def files(self) -> Sequence[Path | str]: ...
 
@@ -117,9 +117,12 @@ def write_checked(
                 failed([r for _, later in days[i:] for r in later])
             raise
     since = erased_times(stores, {(r.actor_id, r.record_id) for r in written})
-    late = {rid for (actor, rid), at in since.items() if at != erased.get((actor, rid))}
-    if late:  # erased meanwhile: every read written of it is the erased record's
-        ledger.erase(late)
+    late: dict[str, set[str]] = {}  # actor -> ids erased meanwhile
+    for (actor, rid), at in since.items():
+        if at != erased.get((actor, rid)):
+            late.setdefault(actor, set()).add(rid)
+    for actor, ids in late.items():  # every read written of it is the erased record's
+        ledger.erase(ids, actor_id=actor)
     return written, len(rows) - sum(len(part) for _, part in days)
 
 

@@ -62,6 +62,10 @@ class Executor:
         self.fence: Callable[[], None] | None = None if dry_run else fence_for(store)
         # Shards a StoreError (e.g. QUOTA_EXCEEDED) stopped: no further groups or deletes.
         self.stopped: set[tuple[str, str]] = set()
+        # replacements whose supersedes are all still to do (group_resume.py), and those
+        # whose group a source moved at the supersedes' write withdrew (appliers/status.py)
+        self.withdrawable: set[str] = set()
+        self.withdrawn: set[str] = set()
         # groups the model failed retryably this batch (memlife/apply/unavailable.py)
         self.unavailable: list[tuple[Group, str, str | None]] = []
         self.answers_seen = 0  # the consolidator's answers at the last batch's end

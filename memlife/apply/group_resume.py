@@ -4,7 +4,7 @@ any original is superseded (invariant 3), as a unit after a crash (apply/resume.
 Before the write, a source that moved since the group was read (changed, held, no longer
 active, restated) withdraws the group, and a replacement the killed attempt wrote before
 it died is taken back under a receipted delete of its own. So does a source edited or
-forgotten after the write and before the first supersede (``_left_since``).
+forgotten after the write, up to the supersedes' own write (appliers/status.py).
 """
 
 from __future__ import annotations
@@ -57,32 +57,16 @@ def resume_group(ex: Executor, planned: list[Operation], tally: Tally) -> None:
         return
     if any(o.state is not OpState.RECEIPTED and o.state is not OpState.APPLIED for o in done):
         return  # replacement not durable yet: never supersede without it
-    if _left_since(ex, rest):
+    if rest and all(o.state is OpState.PLANNED for o in rest):  # none superseded yet
+        ex.withdrawable.add(rest[0].replacement_id or "")
+    run_lifecycle(ex, rest, tally)
+    if rest and rest[0].replacement_id in ex.withdrawn:
         # a source edited or forgotten while the replacement was written (or while a killed
-        # night waited for its rerun): superseding the others would leave the replacement
-        # serving what that source no longer says. Withdrawn as before the write
+        # night waited for its rerun): the supersede applier superseded none of the group,
+        # checked and written in one transaction (appliers/status.py). Withdrawn as before
+        # the write
         tally.counts["consolidation_withdrawn_changed"] += 1
         _take_back(ex, [replace(o, payload=payloads.get(o.operation_id)) for o in done], tally)
-        run_lifecycle(ex, rest, tally, lambda ops: {o.operation_id: Outcome.skipped for o in ops})
-        return
-    run_lifecycle(ex, rest, tally)
-
-
-def _left_since(ex: Executor, rest: list[Operation]) -> bool:
-    """After the write, before any supersede of the group: does an unheld source still to
-    supersede say something else now, or is it out of recall (forgotten, superseded
-    elsewhere)? Once one supersede is done, each re-checks its own source (withdrawing
-    then would leave the done ones pointing to nothing)."""
-    if any(o.state is not OpState.PLANNED for o in rest):
-        return False
-    current = get_many(ex.store, [o.record_id for o in rest])
-    for o in rest:
-        r = current.get(o.record_id)
-        if r is None or is_held(r) or r.provenance.replaced_by == o.replacement_id:
-            continue
-        if r.status is not Status.active or (o.content_sha256 and r.sha256 != o.content_sha256):
-            return True
-    return False
 
 
 def _sources_moved(ex: Executor, write: list[Operation], rest: list[Operation]) -> bool:

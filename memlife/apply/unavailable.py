@@ -48,6 +48,8 @@ def _probe_answered(ex: Executor, tally: Tally) -> bool:
     if probe is None:
         return False
     found = probe()
+    if not getattr(found, "sent", True):
+        return False  # never sent: no request to count
     tally.counts["model_probes"] += 1
     tally.model_calls += 1
     tally.input_tokens += found.input_tokens

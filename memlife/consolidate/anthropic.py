@@ -82,6 +82,7 @@ class Probe:
     answered: bool
     input_tokens: int = 0
     output_tokens: int = 0
+    sent: bool = True  # False: nothing to send with (a misconfigured run sends no request)
 
 
 @dataclass
@@ -215,9 +216,10 @@ class AnthropicConsolidator:
                     MODEL_MISCONFIGURED, self.misconfigured, retryable=True
                 ) from exc
             raise ConsolidationError(MODEL_REJECTED, f"HTTP {exc.status_code}") from exc
-        except (anthropic.APIResponseValidationError, ValueError) as exc:
+        except (anthropic.APIResponseValidationError, ValueError, RecursionError) as exc:
             # The SDK lets a non-JSON body surface as a bare JSONDecodeError (a ValueError):
-            # a gateway's or proxy's page, a cut body. The model never answered this group:
+            # a gateway's or proxy's page, a cut body; one nested past the decoder's depth as
+            # a RecursionError. The model never answered this group:
             # retried, nobody blamed (a group's rejections send it to review for good).
             self._count(0, 0, failed=True)
             self._outage += 1
@@ -230,13 +232,13 @@ class AnthropicConsolidator:
         the service answer at all? It tells a group that fails alone in its run from an
         outage (memlife/apply/unavailable.py). Counted as any request is."""
         if self.misconfigured is not None:
-            return Probe(answered=False)
+            return Probe(answered=False, sent=False)
         try:
             with self._slots:
                 msg = self.client.with_options(max_retries=0).messages.create(
                     model=self.model, max_tokens=1, messages=[{"role": "user", "content": "ping"}]
                 )
-        except (anthropic.APIError, ValueError):  # down, overloaded, or not a message
+        except (anthropic.APIError, ValueError, RecursionError):  # down, overloaded, not a message
             self._count(0, 0, failed=True)
             return Probe(answered=False)
         if not _is_message(msg):

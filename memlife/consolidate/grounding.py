@@ -20,8 +20,7 @@ grounded when
 Before any of that, the result is bounded (OVERSIZED_RESULT: the embedder reads only the
 first 256 tokens of a text, so an unbounded summary is only partly checked) and may carry
 no control or invisible format character its sources lack (FOREIGN_CHARACTERS).
-Source records that read like instructions to a model ("ignore previous instructions
-and state ...") never ground anything: a memory can tell the model nothing.
+Records that read like instructions to a model never ground anything (memory tells no model).
 A claim whose closest support is only records the planner found contradicted is rejected
 too (CONTRADICTED_CLAIM): the newer statement must win. So is one resting only on an older
 record that says what the group's newest says with other numbers ("allergic to 2
@@ -367,16 +366,17 @@ def check_complete(result: ConsolidationResult, group: Group) -> None:
 
 
 def check_size(result: ConsolidationResult, group: Group, max_bytes: int) -> None:
-    """Summary and claims within the policy's content bound (what import and `remember`
-    accept), and the summary not far longer than all the records it was made from."""
+    """Each text within the policy's content bound (import's and `remember`'s); summary,
+    claims and dropped claims, each together, not far longer than all their sources."""
     for what, text in [("summary", result.summary), *_numbered("claim", result.claims)]:
         if len(text.encode("utf-8", "surrogatepass")) > max_bytes:
             raise ConsolidationError(OVERSIZED_RESULT, f"{what}: over {max_bytes} bytes")
     sources = sum(len(r.content.encode("utf-8", "surrogatepass")) for r in group.records)
-    if len(result.summary.encode("utf-8", "surrogatepass")) > (
-        SUMMARY_GROWTH * sources + SUMMARY_SLACK_BYTES
-    ):
-        raise ConsolidationError(OVERSIZED_RESULT, "summary: far longer than its sources")
+    bound = SUMMARY_GROWTH * sources + SUMMARY_SLACK_BYTES  # hundreds of claims cost embeds
+    for what, texts in [("summary", [result.summary]), ("claims", result.claims),
+                        ("dropped_claims", result.dropped_claims)]:  # fmt: skip
+        if sum(len(t.encode("utf-8", "surrogatepass")) for t in texts) > bound:
+            raise ConsolidationError(OVERSIZED_RESULT, f"{what}: far longer than its sources")
 
 
 def check_characters(result: ConsolidationResult, group: Group) -> None:

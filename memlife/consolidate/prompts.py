@@ -48,8 +48,8 @@ class ConsolidationOutput(BaseModel):
         default_factory=list,
         description="Older or contradicted statements left out of the summary, quoted from the memories.",
     )
-    confidence: float = Field(
-        ge=0, le=1, description="0..1: how sure the summary is current and correct."
+    confidence: float = Field(  # strict: a JSON true is not 1.0 (import refuses it too)
+        ge=0, le=1, strict=True, description="0..1: how sure the summary is current and correct."
     )
     source_ids: list[str] = Field(
         min_length=1,

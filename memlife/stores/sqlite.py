@@ -287,6 +287,9 @@ _OVERWRITE_AS_READ = (
 )
 
 
+_MOVED = ("SCOPE_CHANGED", "STALE_PRECONDITION")  # what _changed names
+
+
 def _changed(
     was: MemoryRecord, actor: str, namespace: str, sha: str | None,
     status: str | None = None, retention: str | None = None,
@@ -846,6 +849,7 @@ class SqliteStore:
         at: datetime | None = None,
         actor: str | None = None,
         expect: Mapping[str, MemoryRecord] | None = None,
+        together: bool = False,
     ) -> BatchResult:
         """:meth:`set_status`, refusing (LEGAL_HOLD) a record that is held when it is written:
         the check and the write share one transaction, so a hold placed after the caller
@@ -854,10 +858,12 @@ class SqliteStore:
         the same transaction (an id another actor's record took over since the read).
         ``expect`` (id -> the record as the caller read it): a row no longer as read
         (``AS_READ``) is not written, SCOPE_CHANGED or STALE_PRECONDITION (an applier's
-        read and write, with writers that take no lease in between)."""
+        read and write, with writers that take no lease in between). ``together``: one row
+        no longer as read writes none of them (a group's supersedes: memlife/apply/appliers/
+        status.py), only the rows that moved are named."""
         return self._set_status(
             ids, status, replaced_by, policy_version, at, unless_held=True, actor=actor,
-            expect=expect,
+            expect=expect, together=together,
         )  # fmt: skip
 
     def _set_status(
@@ -871,8 +877,10 @@ class SqliteStore:
         unless_held: bool,
         actor: str | None = None,
         expect: Mapping[str, MemoryRecord] | None = None,
+        together: bool = False,
     ) -> BatchResult:
         result = BatchResult()
+        writes: list[tuple[str, dict[str, Any]]] = []
         with self.lock, self.transaction():
             for rid in ids:
                 row = self.connection.execute(
@@ -893,12 +901,15 @@ class SqliteStore:
                                                             row[2], row[1])):  # fmt: skip
                     result.failed.append(ItemFailure(rid, changed, retryable=False))
                     continue
-                prov = json.loads(row[0])
+                writes.append((rid, json.loads(row[0])))
+            if together and any(f.code in _MOVED for f in result.failed):
+                return result  # checked and written in one transaction: none written
+            when = at or utcnow()
+            for rid, prov in writes:
                 if replaced_by is not None or status is not Status.superseded:
                     prov["replaced_by"] = replaced_by
                 if policy_version is not None:
                     prov["policy_version"] = policy_version
-                when = at or utcnow()
                 self.connection.execute(
                     "UPDATE records SET status=?, status_changed_at=?, status_changed_ts=?, "
                     "provenance=? WHERE id=?",

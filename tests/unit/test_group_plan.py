@@ -89,6 +89,7 @@ def test_a_huge_group_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     """20k records, 2k distinct statements: vectors asked per statement, a chunk at a time,
     against at most MAX_LEADERS leaders; statements beyond that stay alone."""
     monkeypatch.setattr(gp, "MAX_LEADERS", 64)
+    monkeypatch.setattr(gp, "MAX_MEMBERS", 10**6)  # the roles of all (the bound is below)
     ms = [rec(f"m{i:05d}", f"Statement number {i % 2000}.", i % 400) for i in range(20_000)]
     rng = np.random.default_rng(7)
     basis = rng.normal(size=(2000, 32)).astype(np.float32)  # near-orthogonal: no merges
@@ -102,6 +103,19 @@ def test_a_huge_group_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     assert plan is not None and len(plan.ids) == 20_000 - 40 and len(plan.conflicting) == 40
     dups = [i for i, r in plan.roles.items() if r.endswith("DUPLICATE")]
     assert len(dups) == 9  # the survivor's own restatements only
+
+
+def test_a_group_keeps_its_newest_members_up_to_one_transaction() -> None:
+    """Session 46 (audit 46a): a group's write and supersedes are journaled in one DynamoDB
+    transaction (100 items), so a subject restated 150 times merges its newest 99 (the
+    survivor among them) tonight; the 51 oldest stay as they are for the next night."""
+    ms = [rec(f"m{i:03d}", "Drinks tea.", i) for i in range(150)]
+    plan = gp.plan_group(ms, None, grouping=Grouping(), weights=POLICY.source_weights)
+    assert plan is not None and plan.survivor_id == "m149"
+    assert plan.ids == [f"m{i:03d}" for i in range(51, 150)]
+    from memlife.journal.dynamodb import TRANSACT_MAX
+
+    assert gp.MAX_MEMBERS + 1 <= TRANSACT_MAX  # the write and every supersede
 
 
 def test_a_statement_of_the_survivors_instant_is_conflicting_not_contradicted() -> None:

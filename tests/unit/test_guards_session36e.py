@@ -671,7 +671,7 @@ def test_a_group_resumed_after_its_write_supersedes_each_source_on_its_own_check
 ) -> None:
     """Guard: _sources_moved's ``written already`` return. The replacement was written (and
     receipted) before a crash; then m-b was edited. Since session 45 (audit 45i) the group
-    is withdrawn after the write too (``_left_since``): superseding m-a alone left the
+    is withdrawn after the write too (``_left_since``; since session 46 at the supersedes, appliers/status.py): superseding m-a alone left the
     replacement serving what m-b no longer says. The written replacement is taken back
     under a receipted delete, so it is not served beside m-a either; both stay active."""
     from memlife.apply.group_resume import resume_group

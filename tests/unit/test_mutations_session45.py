@@ -237,7 +237,7 @@ def test_a_source_forgotten_after_the_write_withdraws_the_group(env: Any) -> Non
     """After the replacement is written, the user quarantines a source (its text
     unchanged): the group is withdrawn before any supersede, m-r taken back under a
     receipted delete, the other source stays active.
-    (Kills dropping ``r.status is not Status.active or`` in group_resume._left_since.)"""
+    (Kills dropping ``r.status is not Status.active or`` in group_resume._left_since, since session 46 the withdrawal at the supersedes, appliers/status.py.)"""
     ops = _written_then(env, 1, lambda s, b: s.set_status([b.id], Status.quarantined))
     assert ops[("m-r", OpKind.delete)].outcome is Outcome.deleted
     assert env[0].get("m-r") is None
@@ -248,7 +248,7 @@ def test_a_source_moved_after_a_supersede_is_done_withdraws_nothing(env: Any) ->
     """The write and one supersede were done before the crash; then the other source is
     edited. The replacement stays (the superseded source points to it): only the edited
     source's own supersede re-checks it.
-    (Kills dropping the ``o.state is not OpState.PLANNED`` return of _left_since.)"""
+    (Kills dropping the ``o.state is not OpState.PLANNED`` return of _left_since; since session 46 ``ex.withdrawable``.)"""
     edit = lambda s, b: s.put_many([b.model_copy(update={"content": "Likes coffee now."})])  # noqa: E731
     ops = _written_then(env, 2, edit)
     assert ("m-r", OpKind.delete) not in ops
@@ -258,7 +258,7 @@ def test_a_source_moved_after_a_supersede_is_done_withdraws_nothing(env: Any) ->
 def test_a_held_source_edited_after_the_write_withdraws_nothing(env: Any) -> None:  # noqa: F811
     """After the write, a source is put under a hold and edited: a held source is no
     reason to withdraw the group (its own supersede keeps it): the replacement stays.
-    (Kills dropping ``is_held(r) or`` in group_resume._left_since.)"""
+    (Kills dropping ``is_held(r) or`` in group_resume._left_since, since session 46 the withdrawal at the supersedes, appliers/status.py.)"""
     move = lambda s, b: s.put_many([held(b.model_copy(update={"content": "Likes coffee."}))])  # noqa: E731
     ops = _written_then(env, 1, move)
     assert ("m-r", OpKind.delete) not in ops

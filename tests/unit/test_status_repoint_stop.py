@@ -222,16 +222,18 @@ def test_a_second_run_before_the_retry_is_due_re_points_the_whole_chain(home: Pa
     (r1,) = _pointers(home)
     seed(home, [WATER])
     with pytest.MonkeyPatch.context() as tonight:
-        real = SqliteStore.set_status
 
-        def quota(self: SqliteStore, ids: list[str], to: Status, **kw: Any) -> BatchResult:
-            if SOURCES & set(ids):
-                raise StoreError("rate exceeded", "QUOTA_EXCEEDED")
-            result: BatchResult = real(self, ids, to, **kw)
-            return result
+        def quota(real: Any) -> Any:
+            def write(self: SqliteStore, ids: list[str], to: Status, **kw: Any) -> BatchResult:
+                if SOURCES & set(ids):
+                    raise StoreError("rate exceeded", "QUOTA_EXCEEDED")
+                result: BatchResult = real(self, ids, to, **kw)
+                return result
+
+            return write
 
         for name in ("set_status", "set_status_unless_held"):
-            tonight.setattr(SqliteStore, name, quota)
+            tonight.setattr(SqliteStore, name, quota(getattr(SqliteStore, name)))
         stopped = run_local(RunConfig(dry_run=False, now=NOW + timedelta(days=2), eval_cases=cases))
     assert r1 in _failures(stopped) and _pointers(home) == {r1}
     seed(home, [MILK])

@@ -101,7 +101,10 @@ def _forget_derived(
             if c is not cache:  # secure_delete zeroed the rows; the WAL still holds them
                 c.fold_wal()
     # the access ledger forgets them (on S3 with $MEMLIFE_STATE)
-    tally.counts["ledger_rows_erased"] += int(open_ledger(store=ex.store).erase(list(gone)))
+    ledger = open_ledger(store=ex.store)
+    for actor in sorted({a for a, _ in shards}):  # the erased records' own actor's rows only
+        ids = [rid for (a, _), recs in shards.items() if a == actor for rid in recs]
+        tally.counts["ledger_rows_erased"] += int(ledger.erase(ids, actor_id=actor))
     tally.counts["journal_payloads_forgotten"] += ex.journal.forget_payloads(gone)
     side = side_tables(ex.store)
     side.forget_snapshots(gone)

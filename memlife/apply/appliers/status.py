@@ -8,6 +8,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from memlife.apply.appliers.base import (
+    SCOPE_CHANGED,
     STALE,
     as_read,
     get_many,
@@ -18,6 +19,7 @@ from memlife.apply.appliers.base import (
     settled,
     stale,
     until_stopped,
+    writes_as_read,
 )
 from memlife.apply.registry import Result
 from memlife.consolidate.replacement import outlives
@@ -97,11 +99,21 @@ def set_status(
         # replacement, SOURCE_OF_ERASED) must still see the chain; other statuses drop it
         keep = current.provenance.replaced_by if status is Status.quarantined else None
         ready.setdefault(repl.id if repl is not None else keep, []).append(o)
+    whole = ex.withdrawable if status is Status.superseded else set()
+    for replacement_id in whole & _moved(ops, out):
+        _withdraw(ex, ops, replacement_id, out, ready)
     for replacement, group in ready.items():
+        together = (
+            {"together": True} if group[0].replacement_id in whole and writes_as_read(ex) else {}
+        )
         write = partial(_setter(ex), [o.record_id for o in group], status,
                         replaced_by=replacement, policy_version=ex.policy.version, at=ex.cutoff,
-                        **as_read(ex, {o.record_id: found[o.record_id] for o in group}))  # fmt: skip
+                        **as_read(ex, {o.record_id: found[o.record_id] for o in group}),
+                        **together)  # fmt: skip
         res, stop = until_stopped(write)
+        if together and any(f.code in _MOVED for f in res.failed):  # none written
+            _withdraw(ex, ops, group[0].replacement_id, out, {})
+            continue
         done = settled(out, group, res, stop, outcome)
         for o in group:  # what points where, for a store paged for it (orphans.pointing_to)
             if o.record_id in done:
@@ -118,6 +130,41 @@ def set_status(
     if stop is not None:  # every write done, the re-pointing stopped (a quota)
         raise ShardStopped(stop, out) from stop
     return out
+
+
+_MOVED = (STALE, SCOPE_CHANGED)  # a source no longer as the group read it
+
+
+def _moved(ops: list[Operation], out: dict[str, Result]) -> set[str]:
+    """Replacements one of whose sources was edited, moved or put out of recall since the
+    group was read (and none superseded by it already)."""
+    moved, done = set(), set()
+    for o in ops:
+        res = out.get(o.operation_id)
+        if isinstance(res, ItemFailure) and res.code in _MOVED:
+            moved.add(o.replacement_id or "")
+        elif res is Outcome.superseded:
+            done.add(o.replacement_id or "")
+    return moved - done
+
+
+def _withdraw(
+    ex: Executor, ops: list[Operation], replacement_id: str | None, out: dict[str, Result],
+    ready: dict[str | None, list[Operation]],
+) -> None:  # fmt: skip
+    """A source edited or forgotten after its group's replacement was written: superseding
+    the others would leave the replacement serving what that source no longer says. None of
+    the group is superseded (skipped), and the group resumer takes the replacement back
+    (memlife/apply/group_resume.py)."""
+    group = {o.operation_id for o in ops if o.replacement_id == replacement_id}
+    for o in ops:
+        if o.operation_id in group and out.get(o.operation_id) is not Outcome.skipped:
+            out[o.operation_id] = Outcome.skipped
+    for key in list(ready):
+        ready[key] = [o for o in ready[key] if o.operation_id not in group]
+        if not ready[key]:
+            del ready[key]
+    ex.withdrawn.add(replacement_id or "")
 
 
 def _handed_to(ex: Executor, replacement: MemoryRecord | None) -> MemoryRecord | None:
