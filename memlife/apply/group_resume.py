@@ -57,7 +57,7 @@ def resume_group(ex: Executor, planned: list[Operation], tally: Tally) -> None:
         return
     if any(o.state is not OpState.RECEIPTED and o.state is not OpState.APPLIED for o in done):
         return  # replacement not durable yet: never supersede without it
-    if rest and all(o.state is OpState.PLANNED for o in rest):  # none superseded yet
+    if rest and _none_superseded(ex, rest):
         ex.withdrawable.add(rest[0].replacement_id or "")
     run_lifecycle(ex, rest, tally)
     if rest and rest[0].replacement_id in ex.withdrawn:
@@ -67,6 +67,18 @@ def resume_group(ex: Executor, planned: list[Operation], tally: Tally) -> None:
         # the write
         tally.counts["consolidation_withdrawn_changed"] += 1
         _take_back(ex, [replace(o, payload=payloads.get(o.operation_id)) for o in done], tally)
+
+
+def _none_superseded(ex: Executor, rest: list[Operation]) -> bool:
+    """No supersede of the group tried yet, or each only failed retryably (the retry
+    queue's), and none journaled superseded: the whole group can still be withdrawn."""
+    if not all(o.state is OpState.PLANNED or retryable(o) for o in rest):
+        return False
+    run, replacement = rest[0].run_id, rest[0].replacement_id or ""
+    return not any(
+        o.kind is OpKind.supersede and o.run_id == run and o.outcome is Outcome.superseded
+        for o in ex.journal.for_record(replacement)
+    )
 
 
 def _sources_moved(ex: Executor, write: list[Operation], rest: list[Operation]) -> bool:

@@ -99,7 +99,7 @@ def set_status(
         # replacement, SOURCE_OF_ERASED) must still see the chain; other statuses drop it
         keep = current.provenance.replaced_by if status is Status.quarantined else None
         ready.setdefault(repl.id if repl is not None else keep, []).append(o)
-    whole = ex.withdrawable if status is Status.superseded else set()
+    whole = ex.withdrawable - _done(ops, out) if status is Status.superseded else set()
     for replacement_id in whole & _moved(ops, out):
         _withdraw(ex, ops, replacement_id, out, ready)
     for replacement, group in ready.items():
@@ -138,14 +138,17 @@ _MOVED = (STALE, SCOPE_CHANGED)  # a source no longer as the group read it
 def _moved(ops: list[Operation], out: dict[str, Result]) -> set[str]:
     """Replacements one of whose sources was edited, moved or put out of recall since the
     group was read (and none superseded by it already)."""
-    moved, done = set(), set()
+    moved = set()
     for o in ops:
         res = out.get(o.operation_id)
         if isinstance(res, ItemFailure) and res.code in _MOVED:
             moved.add(o.replacement_id or "")
-        elif res is Outcome.superseded:
-            done.add(o.replacement_id or "")
-    return moved - done
+    return moved - _done(ops, out)
+
+
+def _done(ops: list[Operation], out: dict[str, Result]) -> set[str]:
+    """Replacements one of whose sources is superseded by it already."""
+    return {o.replacement_id or "" for o in ops if out.get(o.operation_id) is Outcome.superseded}
 
 
 def _withdraw(
