@@ -66,7 +66,9 @@ CREATE TABLE IF NOT EXISTS derived (
 # other text uses (session 44, its clause read from both sides in 45); restatement rules
 # for "I" (session 44) changed what a subject gathers; a point between digits is a word
 # in the statement key (store version 6).
-VERSION = f"derived-12:{memlife.__version__}"
+# 13: a row is checked for a restatement against its 8 closest statements at most (it
+# stays apart past them: the check was quadratic in near-duplicates; session 46).
+VERSION = f"derived-13:{memlife.__version__}"
 FLUSH_ROWS = 256
 READ_AHEAD = 128  # shards whose rows one query reads
 KINDS = ("inference", "staging", "staging_total")  # the kinds kept (rows per shard)

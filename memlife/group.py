@@ -32,6 +32,8 @@ __all__ = ["InferenceItem", "SubjectInference", "infer_subjects", "looks_like_up
 
 
 _BLOCK = 256  # rows compared at a time: memory is _BLOCK x n floats, never n x n
+_TRIES = 8  # word checks per row against its closest leaders: the rest stay apart (linear)
+_HEAD_CHARS = 256  # what a negation's clause start is looked for in: three words back
 
 
 # -- subjects inferred from embeddings ---------------------------------------------------------
@@ -78,12 +80,15 @@ def _negated_words(text: str) -> set[str]:
     check-up with the doctor where the weight wasn't great" denies nothing of the doctor).
     A "not to" denies only what follows ("encourages him not to give up" still encourages)."""
     out: set[str] = set()
+    read_to = -1  # where the clause an earlier negation stands in ends: read already
     for m in _NEGATION.finditer(text):
-        head = text[: m.start()]
-        rest = text[m.end() :]
-        end = _CLAUSE_END.search(rest)
-        out |= _content_words(rest[: end.start() if end else len(rest)])
-        if not _INFINITIVE.match(rest):  # what it denies of: the few words before it
+        if m.end() > read_to:  # linear work: a clause's words are read once
+            rest = text[m.end() :]
+            end = _CLAUSE_END.search(rest)
+            read_to = m.end() + (end.start() if end else len(rest))
+            out |= _content_words(text[m.end() : read_to])
+        if not _INFINITIVE.match(text, m.end()):  # what it denies of: the words before it
+            head = text[max(0, m.start() - _HEAD_CHARS) : m.start()]
             start = _CLAUSE_START.match(head)
             out |= _content_words(" ".join(head[start.end() if start else 0 :].split()[-3:]))
     return out
@@ -129,13 +134,18 @@ def _statement_leaders(
             if fresh:
                 within = vecs[fresh] @ vecs[k]
                 cand += [(float(within[m]), fresh[m]) for m in np.flatnonzero(within >= threshold)]
-            cand = [
-                (c, j)
-                for c, j in cand
-                if items[j].negated == it.negated and spec_of(j) == spec_of(k) and same_words(j, k)
-            ]
-            if cand:
-                root[k] = max(cand)[1]
+            best, tries = None, _TRIES
+            for _, j in sorted(cand, reverse=True):  # the closest first, as max() chose
+                if items[j].negated != it.negated or spec_of(j) != spec_of(k):
+                    continue
+                if same_words(j, k):
+                    best = j
+                    break
+                tries -= 1
+                if not tries:  # a row near many statements it restates none of
+                    break
+            if best is not None:
+                root[k] = best
             else:
                 leaders.append(k)
                 by_norm[it.norm_sha256] = k
