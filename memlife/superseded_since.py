@@ -38,8 +38,10 @@ def count_from_supersede(
            if d.action is Action.delete_expired and Reason.SUPERSEDED_RETENTION in d.reasons}  # fmt: skip
     if not due:
         return decisions
+    views = list(views)
+    scopes = {v.id: (v.actor_id, v.namespace) for v in views if v.id in due}
     read = open_supersede_times(store)
-    done_at = read(list(due)) if read is not None else {}
+    done_at = read(list(due), scopes) if read is not None else {}
     for v in views:
         d, at = due.get(v.id), done_at.get(v.id)
         days = policy.superseded_retention_days.get(v.retention_class)

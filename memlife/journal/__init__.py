@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from functools import partial
 from types import SimpleNamespace
@@ -108,7 +108,10 @@ def open_memo_reader(
     return found.outcomes if found is not None else None
 
 
-def open_supersede_times(store: object) -> Callable[[Sequence[str]], dict[str, datetime]] | None:
+SupersedeTimes = Callable[[Sequence[str], Mapping[str, tuple[str, str]]], dict[str, datetime]]
+
+
+def open_supersede_times(store: object) -> SupersedeTimes | None:
     """When (wall clock) each record's latest supersede was done, read-only: planning asks
     in dry runs too, which never create the journal. None where no journal exists yet."""
     found = _read_only(store)
@@ -117,13 +120,16 @@ def open_supersede_times(store: object) -> Callable[[Sequence[str]], dict[str, d
     return partial(supersede_times_via, found) if found is not None else None
 
 
-def supersede_times_via(journal: Journal, record_ids: Sequence[str]) -> dict[str, datetime]:
+def supersede_times_via(
+    journal: Journal, record_ids: Sequence[str], scopes: Mapping[str, tuple[str, str]] | None = None
+) -> dict[str, datetime]:
     """``read_supersede_times`` over any journal (``for_records``: read together)."""
     out: dict[str, datetime] = {}
     for rid, ops in journal.for_records(record_ids).items():
         done = [o.updated_at for o in ops
                 if o.kind is OpKind.supersede and o.record_id == rid
-                and o.updated_at is not None]  # fmt: skip
+                and o.updated_at is not None
+                and (scopes is None or scopes.get(rid) == (o.actor_id, o.namespace))]  # fmt: skip
         if done:
             out[rid] = max(done)
     return out

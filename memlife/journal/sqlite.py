@@ -6,7 +6,7 @@ import json
 import secrets
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -456,21 +456,28 @@ def read_outcomes(
 
 
 def read_supersede_times(
-    connection: sqlite3.Connection, lock: threading.RLock, record_ids: Sequence[str]
-) -> dict[str, datetime]:
+    connection: sqlite3.Connection, lock: threading.RLock, record_ids: Sequence[str],
+    scopes: Mapping[str, tuple[str, str]] | None = None,
+) -> dict[str, datetime]:  # fmt: skip
     """When (wall clock) each record's latest supersede operation last moved, whatever its
     state: one that failed after the store wrote (a hand-over stopped) superseded it too,
-    and a later time only delays a deletion. A connection without the journal knows none."""
+    and a later time only delays a deletion. A connection without the journal knows none.
+    ``scopes`` (id -> actor, namespace): only operations of that scope count (a reused id's
+    earlier record, in another namespace or actor, was superseded on its own)."""
     out: dict[str, datetime] = {}
     with lock:
         if not has_table(connection, "operations"):
             return out
         for qs, chunk in in_chunks(list(dict.fromkeys(record_ids))):
             rows = connection.execute(
-                "SELECT record_id, MAX(updated_at) FROM operations WHERE kind='supersede' "
-                f"AND record_id IN ({qs}) GROUP BY record_id", chunk,
+                "SELECT record_id, actor_id, namespace, MAX(updated_at) FROM operations "
+                f"WHERE kind='supersede' AND record_id IN ({qs}) "
+                "GROUP BY record_id, actor_id, namespace", chunk,
             ).fetchall()  # fmt: skip
-            out.update({rid: datetime.fromisoformat(at) for rid, at in rows if at})
+            for rid, actor, ns, at in rows:
+                if at and (scopes is None or scopes.get(rid) == (actor, ns)):
+                    when = datetime.fromisoformat(at)
+                    out[rid] = max(out.get(rid, when), when)
     return out
 
 
