@@ -122,3 +122,61 @@ def test_the_live_run_is_read_from_the_dynamodb_lease_item() -> None:
         finally:
             held.release()
         assert lease.live_run(journal, store) is None
+
+
+def test_an_expired_or_absent_sqlite_lease_names_no_live_run(tmp_path: Path) -> None:
+    """The SQLite lease row of a holder whose expiry passed (a clock, a stalled beat), and a
+    journal with no lease table yet. What must hold: neither names a live run; a live row
+    of another process on this host does. (Kills dropping either check of live_run.)"""
+    import sqlite3
+    import threading
+    from types import SimpleNamespace
+
+    from memlife import lease
+    from memlife.model import utcnow
+
+    con = sqlite3.connect(tmp_path / "j.db")
+    journal = SimpleNamespace(connection=con, lock=threading.RLock())
+    assert lease.live_run(journal, object()) is None  # no leases table
+    con.execute("CREATE TABLE leases (name TEXT PRIMARY KEY, owner TEXT, run_id TEXT, "
+                "purpose TEXT, acquired_at TEXT, heartbeat_at TEXT, expires_at TEXT)")  # fmt: skip
+    me = f"{lease.HOST_ID}:{os.getpid()}:x"
+    past, future = utcnow() - timedelta(seconds=5), utcnow() + timedelta(minutes=5)
+    row = (lease.NAME, me, "run-old", "lifecycle", past.isoformat(), past.isoformat())
+    con.execute("INSERT INTO leases VALUES (?, ?, ?, ?, ?, ?, ?)", (*row, past.isoformat()))
+    assert lease.live_run(journal, object()) is None
+    con.execute("UPDATE leases SET expires_at=?", (future.isoformat(),))
+    assert lease.live_run(journal, object()) == "run-old"
+
+
+def test_verify_latest_with_another_runs_lease_held_verifies_the_latest(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that is not the latest holds the lease (this process) while a reviewer asks
+    for the latest. What must hold: the latest itself is verified, with no note. And the
+    store's only run, still under way, exits 1 saying so. (Kills comparing the live run
+    with anything but the latest, and an unreachable 'nothing finished' refusal.)"""
+    _seed(home / "memlife.db")
+    seen: list[tuple[int, dict[str, object]]] = []
+    real = pipeline.checkpoint
+
+    def verify_then(point: str) -> None:
+        if point == "after_stage" and not seen:
+            seen.append(_verify_latest())
+        real(point)
+
+    monkeypatch.setattr(pipeline, "checkpoint", verify_then)
+    only = _night(NIGHT)  # the first night: nothing before it
+    ((code, out),) = seen
+    assert code == 1 and "problems" not in out, out  # refused: nothing finished to verify
+    monkeypatch.setattr(pipeline, "checkpoint", real)
+    from memlife import lease
+
+    with SqliteStore(home / "memlife.db") as store:
+        held = lease.for_store(store, "run-not-the-latest", "dry-run")
+        try:
+            code, out = _verify_latest()
+        finally:
+            held.release()
+    assert (code, out["run_id"]) == (0, only), out
+    assert not [n for n in out["notes"] if n["code"] == "LATEST_RUN_IN_PROGRESS"]
