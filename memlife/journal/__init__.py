@@ -125,11 +125,14 @@ def supersede_times_via(
 ) -> dict[str, datetime]:
     """``read_supersede_times`` over any journal (``for_records``: read together)."""
     out: dict[str, datetime] = {}
+    removed = (OpKind.delete, OpKind.erase, OpKind.purge)
     for rid, ops in journal.for_records(record_ids).items():
-        done = [o.updated_at for o in ops
-                if o.kind is OpKind.supersede and o.record_id == rid
-                and o.updated_at is not None
+        mine = [(o, o.updated_at) for o in ops if o.record_id == rid and o.updated_at is not None
                 and (scopes is None or scopes.get(rid) == (o.actor_id, o.namespace))]  # fmt: skip
+        gone = [at for o, at in mine if o.kind in removed
+                and o.outcome in (Outcome.deleted, Outcome.already_absent)]  # fmt: skip
+        done = [at for o, at in mine if o.kind is OpKind.supersede
+                and (not gone or at > max(gone))]  # fmt: skip
         if done:
             out[rid] = max(done)
     return out
