@@ -241,12 +241,11 @@ def plan_group(
     # items): the oldest members past it wait for the next night, merged then with this
     # night's replacement
     others = [m.id for m in members if m.id in roles and m.id != survivor.id]  # oldest first
-    keep = set(others[-(MAX_MEMBERS - 1) :]) | {survivor.id}
+    others = others[-(MAX_MEMBERS - 1) :]
+    keep = {*others, survivor.id}
     roles = {i: role for i, role in roles.items() if i in keep}
-    contradicted &= keep
     kept = [m for m in members if m.id in roles]
     cap = grouping.max_group_size
-    others = [m.id for m in kept if m.id != survivor.id]
     sent = set(others[-(cap - 1) :]) | {survivor.id}
     to_model = [m.id for m in kept if m.id in sent]
     return GroupPlan(

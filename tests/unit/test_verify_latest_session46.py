@@ -50,14 +50,11 @@ def _night(now: datetime) -> str:
     return str(run.as_json()["run_id"])
 
 
-def test_verify_latest_during_a_night_checks_the_run_before_it(
-    home: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A reviewer runs `receipts verify latest` while the second night is paused after
-    staging (its chain advanced, nothing sealed). What must hold: the check passes on the
-    first night and names the night under way; once that night ends, `latest` is it."""
-    _seed(home / "memlife.db")
-    first = _night(NIGHT)
+def _night_verified_under_way(
+    monkeypatch: pytest.MonkeyPatch, now: datetime
+) -> tuple[str, tuple[int, dict[str, object]]]:
+    """A night at ``now``, and `verify latest` as a reviewer ran it while the night was
+    paused after staging (its chain advanced, nothing sealed)."""
     seen: list[tuple[int, dict[str, object]]] = []
     real = pipeline.checkpoint
 
@@ -67,9 +64,21 @@ def test_verify_latest_during_a_night_checks_the_run_before_it(
         real(point)
 
     monkeypatch.setattr(pipeline, "checkpoint", verify_then)
-    second = _night(NIGHT + timedelta(days=1))
+    night = _night(now)
     monkeypatch.setattr(pipeline, "checkpoint", real)
-    ((code, out),) = seen
+    (verified,) = seen
+    return night, verified
+
+
+def test_verify_latest_during_a_night_checks_the_run_before_it(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reviewer runs `receipts verify latest` while the second night is paused after
+    staging (its chain advanced, nothing sealed). What must hold: the check passes on the
+    first night and names the night under way; once that night ends, `latest` is it."""
+    _seed(home / "memlife.db")
+    first = _night(NIGHT)
+    second, (code, out) = _night_verified_under_way(monkeypatch, NIGHT + timedelta(days=1))
     assert code == 0, out
     assert out["run_id"] == first
     assert {"code": "LATEST_RUN_IN_PROGRESS", "running": second, "verified": first} in out["notes"]
@@ -157,19 +166,8 @@ def test_verify_latest_with_another_runs_lease_held_verifies_the_latest(
     store's only run, still under way, exits 1 saying so. (Kills comparing the live run
     with anything but the latest, and an unreachable 'nothing finished' refusal.)"""
     _seed(home / "memlife.db")
-    seen: list[tuple[int, dict[str, object]]] = []
-    real = pipeline.checkpoint
-
-    def verify_then(point: str) -> None:
-        if point == "after_stage" and not seen:
-            seen.append(_verify_latest())
-        real(point)
-
-    monkeypatch.setattr(pipeline, "checkpoint", verify_then)
-    only = _night(NIGHT)  # the first night: nothing before it
-    ((code, out),) = seen
+    only, (code, out) = _night_verified_under_way(monkeypatch, NIGHT)  # nothing before it
     assert code == 1 and "problems" not in out, out  # refused: nothing finished to verify
-    monkeypatch.setattr(pipeline, "checkpoint", real)
     from memlife import lease
 
     with SqliteStore(home / "memlife.db") as store:

@@ -137,13 +137,9 @@ _MOVED = (STALE, SCOPE_CHANGED)  # a source no longer as the group read it
 
 def _moved(ops: list[Operation], out: dict[str, Result]) -> set[str]:
     """Replacements one of whose sources was edited, moved or put out of recall since the
-    group was read (and none superseded by it already)."""
-    moved = set()
-    for o in ops:
-        res = out.get(o.operation_id)
-        if isinstance(res, ItemFailure) and res.code in _MOVED:
-            moved.add(o.replacement_id or "")
-    return moved - _done(ops, out)
+    group was read."""
+    return {o.replacement_id or "" for o in ops
+            if isinstance(r := out.get(o.operation_id), ItemFailure) and r.code in _MOVED}  # fmt: skip
 
 
 def _done(ops: list[Operation], out: dict[str, Result]) -> set[str]:
@@ -160,9 +156,7 @@ def _withdraw(
     the group is superseded (skipped), and the group resumer takes the replacement back
     (memlife/apply/group_resume.py)."""
     group = {o.operation_id for o in ops if o.replacement_id == replacement_id}
-    for o in ops:
-        if o.operation_id in group and out.get(o.operation_id) is not Outcome.skipped:
-            out[o.operation_id] = Outcome.skipped
+    out.update(dict.fromkeys(group, Outcome.skipped))
     for key in list(ready):
         ready[key] = [o for o in ready[key] if o.operation_id not in group]
         if not ready[key]:
