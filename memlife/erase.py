@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -372,8 +372,15 @@ def _write_deferral_receipt(sink: ReceiptSink, op: Operation, secret: bytes) -> 
 
 
 def _defer(
-    run: ManualRun, store: MemoryStore, held: Sequence[MemoryRecord], why: dict[str, str]
+    run: ManualRun,
+    store: MemoryStore,
+    held: Sequence[MemoryRecord],
+    why: dict[str, str],
+    asked: Mapping[str, str] | None = None,
 ) -> None:
+    """Each held record's erasure journaled FAILED (LEGAL_HOLD), receipted, and kept
+    pending; ``asked`` (id -> when the erasure was asked for, a carried request) dates the
+    pending row, else this run's cutoff."""
     side = side_tables(store)
     ops = [
         run.executor.new_op(
@@ -402,7 +409,7 @@ def _defer(
                 "namespace": o.namespace,
                 "operation_id": o.operation_id,
                 "run_id": run.run_id,
-                "requested_at": run.cutoff.isoformat(),
+                "requested_at": (asked or {}).get(o.record_id, run.cutoff.isoformat()),
             }
         )
         run.tally.counts["deferred"] += 1
@@ -685,24 +692,34 @@ def carry_pending(
     """Pending erasures carried from another store (memlife/erasure_export.py: rows with
     record_id, actor_id, namespace, reason): each record found in the same scope is
     deferred here as its first erasure deferred it (a journaled operation, a deferral
-    receipt, a pending row with that reason), so releasing its hold here erases it as it
-    would have there. A row whose record is not here (or is another actor's) is listed."""
+    receipt, a pending row with that reason and the request's own time), so releasing its
+    hold here erases it as it would have there. A row whose record is not here (or is
+    another actor's) is listed; one already pending here (the file imported again) is
+    not deferred twice."""
     found: list[MemoryRecord] = []
     why: dict[str, str] = {}
-    missing = []
+    asked: dict[str, str] = {}
+    missing, again = [], []
+    # deferred here already (the same file imported again): that deferral stands, once
+    here = {(p["actor_id"], p["namespace"], p["record_id"]) for p in pending_erasures(store)}
     for p in rows:
         r = store.get(p.record_id)
         if r is None or (r.actor_id, r.namespace) != (p.actor_id, p.namespace):
             missing.append(p.record_id)
             continue
+        if (r.actor_id, r.namespace, r.id) in here:
+            again.append(r.id)
+            continue
         found.append(r)
         why[r.id] = p.reason
+        asked[r.id] = p.requested_at.isoformat()
     with lease_for_store(store, "erase-carry", "manual:erase_carry"):
         run = manual_run(store, "erase_carry", [r.id for r in found], policy=policy,
                          receipts=receipts, request={"carried": sorted(why)})  # fmt: skip
         if found:
-            _defer(run, store, found, why)
-        run.extra.update(carried=sorted(why), not_found=sorted(missing))
+            _defer(run, store, found, why, asked)
+        run.extra.update(carried=sorted(why), not_found=sorted(missing),
+                         already_pending=sorted(again))  # fmt: skip
         return run.finish()
 
 

@@ -10,20 +10,23 @@ released holds without erasing. ``memlife export --erasures FILE`` writes these 
 lines, ``memlife import --erasures FILE`` applies them after the records: tombstones
 first, then each pending erasure is deferred again in the new store (its own journaled
 operation and deferral receipt), so a release there erases as it would have here.
-Neither line holds content. A bad line is refused by number and field; nothing of the
+Standing disputes travel in the same file (memlife/dispute_export.py): a disputed record
+is never deleted, and the new store's night would have deleted it at its deadline.
+No line holds content. A bad line is refused by number and field; nothing of the
 file is applied then (it is small, and half of it would be a false sense of erasure).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memlife import tombstones
+from memlife.dispute_export import Dispute, carry_disputes, count_disputes, dump_disputes
 from memlife.errors import InputError, RecordError
 from memlife.stores.base import MemoryStore
 from memlife.stores.sqlite import TOMBSTONE_NAME_MAX
@@ -55,7 +58,7 @@ class PendingErasure(BaseModel):
 
 
 def dump_erasures(store: MemoryStore) -> Iterator[str]:
-    """The store's tombstones and pending erasures, one JSON line each."""
+    """The store's tombstones, pending erasures and disputes, one JSON line each."""
     from memlife.erase import deferred_as, pending_erasures
     from memlife.journal import open_journal
 
@@ -65,26 +68,29 @@ def dump_erasures(store: MemoryStore) -> Iterator[str]:
             content_sha256=str(t["content_sha256"]), norm_sha256=t.get("norm_sha256"),
         ).model_dump_json()  # fmt: skip
     rows = pending_erasures(store)
-    if not rows:
-        return
-    journal = open_journal(store)
+    journal = open_journal(store) if rows else None
     for p in rows:
         yield PendingErasure(
             kind="pending_erasure", record_id=p["record_id"], actor_id=p["actor_id"],
             namespace=p["namespace"], reason=deferred_as(journal, p),
             requested_at=p["requested_at"],
         ).model_dump_json()  # fmt: skip
+    yield from dump_disputes(store)
 
 
 def count_erasures(store: MemoryStore) -> int:
+    """Lines ``dump_erasures`` would write (tombstones, pending erasures, disputes)."""
     from memlife.erase import pending_erasures
 
-    return len(tombstones.listing(store)) + len(pending_erasures(store))
+    return len(tombstones.listing(store)) + len(pending_erasures(store)) + count_disputes(store)
+
+
+Carried = PendingErasure | Dispute  # the lines applied after the tombstones
 
 
 def parse_erasures(
     lines: Iterable[str | bytes],
-) -> tuple[list[Tombstone], list[PendingErasure]]:
+) -> tuple[list[Tombstone], list[Carried]]:
     """Every line checked before any is applied; InputError names the line and field.
     Lines may come as bytes (the CLI reads the file so): each is decoded on its own, and a
     line too long, not UTF-8, nested too deep or holding a number past Python's digit limit
@@ -93,7 +99,7 @@ def parse_erasures(
     from memlife.import_lines import checked_text
 
     tombs: list[Tombstone] = []
-    pending: list[PendingErasure] = []
+    pending: list[Carried] = []
     for n, line in enumerate(lines, 1):
         if len(line) > LINE_MAX:
             raise InputError(f"erasures line {n}: longer than {LINE_MAX} bytes")
@@ -111,8 +117,12 @@ def parse_erasures(
                 tombs.append(Tombstone.model_validate(data))
             elif kind == "pending_erasure":
                 pending.append(PendingErasure.model_validate(data))
+            elif kind == "dispute":
+                pending.append(Dispute.model_validate(data))
             else:
-                raise InputError(f"erasures line {n}: field 'kind': not tombstone/pending_erasure")
+                raise InputError(
+                    f"erasures line {n}: field 'kind': not tombstone/pending_erasure/dispute"
+                )
         except InputError:
             raise
         except ValidationError as exc:
@@ -133,13 +143,17 @@ def load_erasures(
 
 
 def apply_erasures(
-    store: MemoryStore, tombs: list[Tombstone], pending: list[PendingErasure], *,
+    store: MemoryStore, tombs: list[Tombstone], lines: Sequence[Carried], *,
     policy: Any = None, receipts: Any = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Apply parsed erasures (``parse_erasures``) to ``store``. A record a tombstone names,
     under its own id and text (an older backup restored with today's erasures), is erased
-    again, with its receipt, once the tombstones are in."""
+    again, with its receipt, once the tombstones are in; the disputes come last."""
     from memlife.erase import carry_pending, erase
+    from memlife.model import utcnow
+
+    pending = [p for p in lines if isinstance(p, PendingErasure)]
+    disputes = [d for d in lines if isinstance(d, Dispute)]
 
     _refuse_pending_not_held(store, pending)
     stale = _refuse_live_text(
@@ -158,6 +172,8 @@ def apply_erasures(
             out.setdefault("deferred_again", []).extend(done["deferred"])
     if pending:
         out |= carry_pending(store, pending, policy=policy, receipts=receipts)
+    if disputes:
+        out["disputes"] = carry_disputes(store, disputes, now=utcnow())
     return out
 
 

@@ -145,6 +145,11 @@ def register(app: typer.Typer) -> None:
                         if carried.get("erased_again")
                         else ""
                     )
+                    + (
+                        f", {len(carried['disputes']['carried'])} disputes carried"
+                        if carried.get("disputes")
+                        else ""
+                    )
                 )
             for e in report.invalid:
                 err_console.print(f"[red]invalid[/red] {safe(e)}", markup=True)
@@ -225,9 +230,10 @@ def register(app: typer.Typer) -> None:
                 staged.open(erasures).writelines(line + "\n" for line in dump_erasures(db))
             elif n := count_erasures(db):
                 err_console.print(
-                    f"[yellow]warning[/yellow] {n} erasures (tombstones, pending erasures) are "
-                    "not in this export: a store imported from it would accept erased text "
-                    "again; pass --erasures FILE and import with --erasures FILE",
+                    f"[yellow]warning[/yellow] {n} erasures (tombstones, pending erasures, "
+                    "disputes) are not in this export: a store imported from it would accept "
+                    "erased text again and delete disputed records; pass --erasures FILE and "
+                    "import with --erasures FILE",
                     markup=True,
                 )
             if access is not None:
