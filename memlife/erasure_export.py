@@ -68,13 +68,14 @@ def dump_erasures(store: MemoryStore) -> Iterator[str]:
             content_sha256=str(t["content_sha256"]), norm_sha256=t.get("norm_sha256"),
         ).model_dump_json()  # fmt: skip
     rows = pending_erasures(store)
-    journal = open_journal(store) if rows else None
-    for p in rows:
-        yield PendingErasure(
-            kind="pending_erasure", record_id=p["record_id"], actor_id=p["actor_id"],
-            namespace=p["namespace"], reason=deferred_as(journal, p),
-            requested_at=p["requested_at"],
-        ).model_dump_json()  # fmt: skip
+    if rows:
+        journal = open_journal(store)
+        for p in rows:
+            yield PendingErasure(
+                kind="pending_erasure", record_id=p["record_id"], actor_id=p["actor_id"],
+                namespace=p["namespace"], reason=deferred_as(journal, p),
+                requested_at=p["requested_at"],
+            ).model_dump_json()  # fmt: skip
     yield from dump_disputes(store)
 
 
