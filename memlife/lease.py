@@ -118,9 +118,19 @@ class Lease:
     lost: bool = False  # sticky: a renewal found another owner
     _confirmed: float = field(default_factory=time.monotonic)  # last renewal that held
     thread: int = field(default_factory=threading.get_ident)  # the taker (nested takes)
+    # (depth, the name before): a nested taker's bind, undone when it gives its level back
+    _outer: list[tuple[int, str]] = field(default_factory=list)
 
     def bind(self, run_id: str) -> None:
-        """Name the run once its id is known (the lease is taken before the manifest)."""
+        """Name the run once its id is known (the lease is taken before the manifest). A
+        nested taker's name lasts while it holds its level: once it gives it back, the lease
+        names the outer taker again (a finished run named as the one under way would be
+        skipped by `receipts verify latest`, audit 47a)."""
+        if self.depth > 1:
+            self._outer.append((self.depth, self.run_id))
+        self._name(run_id)
+
+    def _name(self, run_id: str) -> None:
         self.run_id = run_id
         now = utcnow()
         self.backend.lease_renew(NAME, OWNER, now, now + self.ttl, run_id)
@@ -164,6 +174,13 @@ class Lease:
     def release(self) -> None:
         self.depth -= 1
         if self.depth > 0:
+            while self._outer and self._outer[-1][0] > self.depth:
+                name = self._outer.pop()[1]
+                try:
+                    self._name(name)
+                except Exception as exc:  # a busy database: the next bind or beat names it
+                    self.run_id = name
+                    log.warning("lease rename failed: %s", type(exc).__name__)
             return
         self._stop.set()
         with _HELD_LOCK:

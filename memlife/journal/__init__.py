@@ -131,8 +131,9 @@ def supersede_times_via(
                 and (scopes is None or scopes.get(rid) == (o.actor_id, o.namespace))]  # fmt: skip
         gone = [at for o, at in mine if o.kind in removed
                 and o.outcome in (Outcome.deleted, Outcome.already_absent)]  # fmt: skip
+        # planned before the latest removal: the removed record's, however late it moved
         done = [at for o, at in mine if o.kind is OpKind.supersede
-                and (not gone or at > max(gone))]  # fmt: skip
+                and (not gone or (o.created_at or at) > max(gone))]  # fmt: skip
         if done:
             out[rid] = max(done)
     return out

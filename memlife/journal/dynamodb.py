@@ -53,8 +53,10 @@ from memlife.state.dynamodb import (
 
 MEMO_TTL = timedelta(days=180)  # consolidation outcomes (``cout#``) expire: judged again
 # a supersede is kept a year at least: superseded retention counts from its time (90 days
-# by default; superseded_since.py), which a 30-day TTL would drop first
+# by default; superseded_since.py), which a 30-day TTL would drop first; a removal as long,
+# since it voids the supersedes planned before it (a reused id: audit 47a)
 SUPERSEDE_TTL = timedelta(days=366)
+_KEPT_A_YEAR = (OpKind.supersede, OpKind.delete, OpKind.erase, OpKind.purge)
 TRANSACT_MAX = 100  # DynamoDB's limit of items in one TransactWriteItems
 
 
@@ -393,7 +395,7 @@ class DynamoJournal:
         expires = None
         if to is OpState.RECEIPTED:  # payload may hold content: it goes with the receipt
             removes += ["payload", "open_pk", "open_sk"]
-            kept = max(self.ttl, SUPERSEDE_TTL) if op.kind is OpKind.supersede else self.ttl
+            kept = max(self.ttl, SUPERSEDE_TTL) if op.kind in _KEPT_A_YEAR else self.ttl
             expires = int((utcnow() + kept).timestamp())
             sets.append("expires_at = :exp")
             values[":exp"] = {"N": str(expires)}

@@ -464,28 +464,25 @@ def read_supersede_times(
     and a later time only delays a deletion. A connection without the journal knows none.
     ``scopes`` (id -> actor, namespace): only operations of that scope count. A reused id's
     earlier record, superseded on its own, is no supersede of this one: neither in another
-    scope nor before the id's latest removal (delete, erase, purge) in this one."""
+    scope nor planned before the id's latest removal (delete, erase, purge) in this one."""
     out: dict[str, datetime] = {}
     with lock:
         if not has_table(connection, "operations"):
             return out
         for qs, chunk in in_chunks(list(dict.fromkeys(record_ids))):
+            # a supersede planned before the id's latest removal in its scope was of the
+            # record removed then, however late a retry moved it (audit 47a)
             rows = connection.execute(
-                "SELECT record_id, actor_id, namespace, kind='supersede', MAX(updated_at) "
-                f"FROM operations WHERE record_id IN ({qs}) AND (kind='supersede' OR "
-                "(kind IN ('delete', 'erase', 'purge') AND outcome IN ('deleted', "
-                "'already_absent'))) GROUP BY record_id, actor_id, namespace, kind='supersede'",
+                "SELECT record_id, actor_id, namespace, MAX(updated_at) FROM operations s "
+                f"WHERE kind='supersede' AND record_id IN ({qs}) AND created_at > COALESCE(("
+                "SELECT MAX(g.updated_at) FROM operations g WHERE g.record_id=s.record_id "
+                "AND g.actor_id=s.actor_id AND g.namespace=s.namespace AND g.kind IN "
+                "('delete', 'erase', 'purge') AND g.outcome IN ('deleted', 'already_absent')"
+                "), '') GROUP BY record_id, actor_id, namespace",
                 chunk,
             ).fetchall()  # fmt: skip
-            times: dict[tuple[str, str, str], list[str | None]] = {}
-            for rid, actor, ns, superseded, at in rows:
-                times.setdefault((rid, actor, ns), [None, None])[1 if superseded else 0] = at
-            for (rid, actor, ns), (gone, at) in times.items():
-                if (
-                    at
-                    and (gone is None or at > gone)
-                    and (scopes is None or scopes.get(rid) == (actor, ns))
-                ):
+            for rid, actor, ns, at in rows:
+                if at and (scopes is None or scopes.get(rid) == (actor, ns)):
                     when = datetime.fromisoformat(at)
                     out[rid] = max(out.get(rid, when), when)
     return out

@@ -240,16 +240,20 @@ def _expires_in_days(ddb: Any, pk: str, sk: str) -> float:
 
 def test_a_receipted_supersede_outlives_superseded_retention_in_dynamodb(ddb: Any) -> None:
     """Attacks ``max(self.ttl, SUPERSEDE_TTL)``: superseded retention counts from the
-    supersede's time (90 days by default), which the 30-day TTL would drop first."""
+    supersede's time (90 days by default), which the 30-day TTL would drop first. A
+    removal voids the supersedes planned before it (a reused id, audit 47a): kept as long.
+    Other operations keep the state's TTL."""
     from memlife.journal.dynamodb import DynamoJournal
 
     j = DynamoJournal(ddb)
-    (sup, dele) = j.plan([_op("m-1", OpKind.supersede), _op("m-2")])
-    for o in (sup, dele):
+    (sup, dele, quar) = j.plan([_op("m-1", OpKind.supersede), _op("m-2"),
+                                _op("m-3", OpKind.quarantine)])  # fmt: skip
+    for o in (sup, dele, quar):
         j.transition(o.operation_id, OpState.APPLIED, outcome=Outcome.deleted)
         j.transition(o.operation_id, OpState.RECEIPTED)
     assert _expires_in_days(ddb, f"op#{sup.operation_id}", "op") == pytest.approx(366, abs=0.1)
-    assert _expires_in_days(ddb, f"op#{dele.operation_id}", "op") == pytest.approx(
+    assert _expires_in_days(ddb, f"op#{dele.operation_id}", "op") == pytest.approx(366, abs=0.1)
+    assert _expires_in_days(ddb, f"op#{quar.operation_id}", "op") == pytest.approx(
         ddb.settings.ttl_days, abs=0.1
     )
 

@@ -77,9 +77,9 @@ def test_a_sqlite_store_reads_its_own_file(tmp_path: Path) -> None:
 def test_dynamodb_keeps_a_supersede_past_its_ttl(tmp_path: Path) -> None:
     """Review of session 31: a receipted operation expired ``ttl_days`` (30) after receipt,
     so the supersede's time was gone long before a standard record's 90 days of superseded
-    retention, and the record was deleted on day 31. A supersede is kept a year at least;
-    other operations keep the state's TTL. DynamoDB's TTL is played by deleting what has
-    expired by day 31."""
+    retention, and the record was deleted on day 31. A supersede (and a removal, which
+    voids the supersedes before it) is kept a year at least; other operations keep the
+    state's TTL. DynamoDB's TTL is played by deleting what has expired by day 31."""
     import time
 
     from memlife.journal.dynamodb import DynamoJournal
@@ -87,16 +87,16 @@ def test_dynamodb_keeps_a_supersede_past_its_ttl(tmp_path: Path) -> None:
 
     with aws_state("inprocess") as (_, state):
         j = DynamoJournal(state)
-        j.plan([_op("o1", "m-tea"), _op("o2", "m-old", OpKind.delete)])
+        j.plan([_op("o1", "m-tea"), _op("o2", "m-old", OpKind.quarantine)])
         j.transition("o1", OpState.APPLIED, outcome=Outcome.superseded)
-        j.transition("o2", OpState.APPLIED, outcome=Outcome.deleted)
+        j.transition("o2", OpState.APPLIED, outcome=Outcome.quarantined)
         for oid in ("o1", "o2"):
             j.transition(oid, OpState.RECEIPTED)
         day31 = time.time() + 31 * 86400
         for it in state.ddb.scan(TableName=state.table)["Items"]:
             if "expires_at" in it and int(it["expires_at"]["N"]) < day31:
                 state.ddb.delete_item(TableName=state.table, Key={"pk": it["pk"], "sk": it["sk"]})
-        assert j.get("o2") is None  # the delete expired with the state's TTL
+        assert j.get("o2") is None  # the quarantine expired with the state's TTL
         assert set(via_for_record(j, ["m-tea"])) == {"m-tea"}  # the supersede did not
 
 
