@@ -86,7 +86,7 @@ class LimitedConsolidator:
         with concurrency(self.limit, occupy=1, strict=False):
             if answers is None:
                 return self.inner.consolidate(group)
-            return self.inner.consolidate(group, answers=answers)  # type: ignore[call-arg]
+            return self.inner.consolidate(group, answers=answers)  # type: ignore[call-arg]  # keeps_answers: it takes them
 
     def __getattr__(self, name: str) -> Any:  # model name, stats, ... of the wrapped one
         found = getattr(self.inner, name)

@@ -28,7 +28,7 @@ STATE_NAMES = {"partial_failure": "PartialFailure", "blocked": "Blocked"}
 def as_task(name: str, fn: pipeline.F) -> pipeline.F:
     # a Task is called as ``fn`` is (same parameters, same result), but its type is Task[P, R]
     # a library's error message may quote memory content: Prefect keeps it (foreign_errors)
-    return task(name=name, cache_policy=NO_CACHE, persist_result=False)(content_free(fn))  # type: ignore[return-value]
+    return task(name=name, cache_policy=NO_CACHE, persist_result=False)(content_free(fn))  # type: ignore[return-value]  # a Task, called as fn
 
 
 @flow(name="memlife-nightly", persist_result=False, validate_parameters=True,

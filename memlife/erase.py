@@ -360,13 +360,16 @@ def compact(
     return out
 
 
-def _write_deferral_receipt(sink: ReceiptSink, op: Operation, secret: bytes) -> bool:
+def _write_deferral_receipt(
+    sink: ReceiptSink, op: Operation, secret: bytes, reviewer: str | None = None
+) -> bool:
     """Create-only; False when it exists already (a rerun). Raises ReceiptWriteError.
+    ``reviewer``: who asked (``reviewer_identity``, as every manual run's receipts name).
 
     Kept beside ``operations/``, not in it: the operation itself is not done (FAILED,
     LEGAL_HOLD), and its own receipt is written if and when it is applied.
     """
-    doc = operation_receipt(for_evidence(op, secret))  # its content hash keyed, as any receipt's
+    doc = operation_receipt(for_evidence(op, secret), reviewer)  # content hash keyed, as any
     doc["outcome"] = "deferred"
     return sink.put_new(deferral_key(op.operation_id), dumps(doc))
 
@@ -399,7 +402,9 @@ def _defer(
                                        error="LEGAL_HOLD", at=run.cutoff,
                                        by=run.executor.mover)  # fmt: skip
         try:
-            _write_deferral_receipt(run.sink, o, run.executor.evidence_secret())
+            _write_deferral_receipt(
+                run.sink, o, run.executor.evidence_secret(), run.executor.reviewer
+            )
         except ReceiptWriteError:
             run.tally.counts["receipt_failed"] += 1
         side.add_pending(

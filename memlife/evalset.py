@@ -171,6 +171,8 @@ def parse_cases(items: Iterable[Any], source: str = "<cases>") -> list[EvalCase]
             # a key the model does not know is named by its place, not its text (a typo in
             # a key, or a value pasted where a key goes, may be memory content)
             loc = ".".join(_part(p) for p in err["loc"]) or "<case>"
+            if err["loc"][:1] == ("id",) or not isinstance(cid, str):
+                cid = None  # a refused id may be content pasted one place down: its place
             raise EvalSetError(f"{source}: case {cid or n}: {loc}: {err['msg']}") from None
         if case.id in seen:
             raise EvalSetError(f"{source}: case id {case.id!r} appears twice")

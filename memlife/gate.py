@@ -572,14 +572,17 @@ def evaluate(
     exclude: Iterable[str] = (),
 ) -> dict[str, Any]:
     """On demand: run a set against the store as it is (optionally minus ``exclude`` ids)."""
+    from memlife.consolidate.replacement import past_lifetime
+    from memlife.model import utcnow
     from memlife.policy import load_policy
 
     policy = policy or load_policy()
     if isinstance(cases, str):
         cases = load_cases(cases)
-    report = run_set(
-        cases, ShadowRecall(store, cache), policy.gate, exclude=exclude, answerer=answerer
-    )
+    # what online recall never serves (past its deadline) answers no case, as at night
+    ttl, now = policy.ttl_days(), utcnow()
+    recall = ShadowRecall(store, cache, hidden=lambda r: past_lifetime(r, ttl, now))
+    report = run_set(cases, recall, policy.gate, exclude=exclude, answerer=answerer)
     report["blocked"] = bool(report["high_impact_failed"]) or not all(
         g["passed"] for g in report["gates"].values()
     )
@@ -696,6 +699,20 @@ def evaluate_changes(
             if held != owned and not verdict(was, without(held, rest), len(dels), gate)["blocked"]:
                 out["blocking_actors"] = sorted(held)
                 out["deletions_blocked"] = bool(held)
+    failing_before = {c.actor_id for c in cases if c.id in set(before["high_impact_failed"])}
+    if out["supersedes_blocked"] and failing_before and all(r.actor_id not in failing_before
+                                                     for r in replacements):  # fmt: skip
+        # as for the deletions: a high-impact case failing_before whatever the run does holds its
+        # own actor's changes (it owns no group here); the others' supersedes are judged by
+        # their own actors' cases (blocked with none named, they were paid for each night)
+        rest = [c for c in cases if c.actor_id not in failing_before]
+        holding = set(out.get("blocking_actors", ())) if out["deletions_blocked"] else set()
+        kept = frozenset(d for d in dels if not out["deletions_blocked"]
+                         or (holding and owners and owners.get(d) not in holding))  # fmt: skip
+        if not verdict(run(frozenset(), False, rest), run(kept | sups, True, rest), 0, gate)[
+            "blocked"
+        ]:
+            out["supersedes_blocked"] = False
     if out["supersedes_blocked"] and groups:
         scope = {r.id: (r.actor_id, r.namespace) for r in replacements}
 
@@ -731,7 +748,8 @@ def coverage(
             empty = all(not recall.corpus(c.actor_id, ns, include=include).ids for ns in names)
         except CorruptRecordError:
             continue  # unreadable: reported and withheld as such
-        if empty and c.kind is not CaseKind.erased:
+        # an erasure case may watch a view its erasure emptied: of an actor of this store
+        if empty and (c.kind is not CaseKind.erased or not _known(recall, c.actor_id, include)):
             out.append({"case": c.id, "actor_id": c.actor_id, "namespace": None,
                         "code": "NO_RECORDS"})  # fmt: skip
             continue
@@ -748,6 +766,17 @@ def coverage(
                             "code": "TARGET_ABSENT", "record_id": t.id})  # fmt: skip
                 break
     return out
+
+
+def _known(recall: ShadowRecall, actor: str, include: frozenset[str]) -> bool:
+    """The actor has a record here, or erased one here (a tombstone): an erasure case of
+    an actor this store never knew (another deployment's set) checks nothing."""
+    from memlife.tombstones import listing
+
+    names = recall.namespaces(actor)
+    return any(recall.corpus(actor, ns, include=include).ids for ns in names) or bool(
+        listing(recall.store, actor)
+    )
 
 
 def _named_still(

@@ -79,7 +79,7 @@ def _identity(url: str) -> str:
 def _outcome(row: dict[str, object]) -> str:
     """An operation's outcome as a reviewer reads it: an erasure a legal hold deferred is
     `deferred` (its deferral receipt), not `failed`; it is applied once the hold goes."""
-    if "ERASURE_DEFERRED" in (row.get("reason_codes") or []) and row.get("outcome") == "failed":  # type: ignore[operator]
+    if "ERASURE_DEFERRED" in (row.get("reason_codes") or []) and row.get("outcome") == "failed":  # type: ignore[operator]  # a JSON row: a list when present
         return "deferred (legal hold)"
     return str(row.get("outcome") or row.get("state") or "")
 

@@ -44,7 +44,7 @@ class DeadlineTransport(httpx.HTTPTransport):
 
     def __init__(self, seconds: float, **kw: object) -> None:
         kw.setdefault("limits", httpx.Limits(max_keepalive_connections=0))  # module doc
-        super().__init__(**kw)  # type: ignore[arg-type]
+        super().__init__(**kw)  # type: ignore[arg-type]  # httpx types each keyword; passed through
         self.seconds = seconds
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:

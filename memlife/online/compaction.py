@@ -281,7 +281,7 @@ def _whole_tokens(value: object) -> int | None:
     if isinstance(value, bool):
         return None
     try:
-        tokens = operator.index(value)  # type: ignore[arg-type]
+        tokens = operator.index(value)  # type: ignore[arg-type]  # any object: TypeError answers
     except TypeError:
         return None
     return tokens if tokens >= 0 else None

@@ -98,7 +98,7 @@ def put_as_read(ex: Executor, record: MemoryRecord, was: MemoryRecord) -> ItemFa
     store can tell (SqliteStore.put_as_read; CHANGED otherwise, retried after a fresh read
     on the next run), else written back whole."""
     if writes_as_read(ex):
-        ok = ex.store.put_as_read(record, was)  # type: ignore[attr-defined]
+        ok = ex.store.put_as_read(record, was)  # type: ignore[attr-defined]  # writes_as_read: SQLite
         return None if ok else ItemFailure(was.id, CHANGED, retryable=True)
     res = ex.store.put_many([record])
     return res.failed[0] if res.failed else None
@@ -113,7 +113,7 @@ def write_retention(
     while the row is as read, nothing else in it written; CHANGED otherwise, retryable),
     else the whole record written back (AgentCore has no conditional write)."""
     if writes_as_read(ex):
-        if ex.store.set_retention(was, retention_class, status=status, at=ex.cutoff):  # type: ignore[attr-defined]
+        if ex.store.set_retention(was, retention_class, status=status, at=ex.cutoff):  # type: ignore[attr-defined]  # SQLite
             return None
         return ItemFailure(was.id, CHANGED, retryable=True)
     update: dict[str, object] = {"retention_class": retention_class}
