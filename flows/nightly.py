@@ -39,6 +39,8 @@ def nightly(config: RunConfig = RunConfig()) -> dict[str, Any] | State:  # noqa:
     # apply cutoff refused: as the CLI does
     try:
         config = operator_config(config, flow_run.scheduled_start_time)
+        if config.fan_out == "deployments":  # a typo'd name: refused before lease and manifest
+            shard.check_deployment(config.shard_deployment)
     except BaseException as exc:
         events.on_refused(config, exc)
         raise

@@ -164,6 +164,19 @@ def fan_out_deployments(
     return done
 
 
+def check_deployment(name: str) -> None:
+    """The shard deployment is on the server; else the run is refused before it starts."""
+    from prefect.exceptions import ObjectNotFound
+
+    from memlife.errors import InputError
+
+    with get_client(sync_client=True) as client:
+        try:
+            client.read_deployment_by_name(name)
+        except ObjectNotFound:
+            raise InputError(f"shard deployment {name!r} not found on the Prefect server") from None
+
+
 def _started(run: object) -> FlowRun:
     """run_deployment's flow run: called from sync code it returns one, not a coroutine."""
     if not isinstance(run, FlowRun):

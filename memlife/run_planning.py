@@ -270,6 +270,8 @@ def process_batch(
     model = c is not None and not isinstance(c, ExtractiveConsolidator)
     planner = Planner(ctx.policy, ctx.cutoff, model_decides=model)
     written = written_by_run(ctx, executor)
+    if executor is not None:  # an earlier attempt of this batch left its own failures
+        executor.retrying_batch([(s.actor_id, s.namespace) for s in shards])
     for shard in shards:
         try:
             read: dict[str, MemoryRecord] = {}  # what planning read: staging reuses it

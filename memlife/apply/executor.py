@@ -5,6 +5,7 @@ resume.py (the retry queue)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 
@@ -68,6 +69,7 @@ class Executor:
         self.withdrawn: set[str] = set()
         # groups the model failed retryably this batch (memlife/apply/unavailable.py)
         self.unavailable: list[tuple[Group, str, str | None]] = []
+        self.unavailable_lock = threading.Lock()  # batches run in threads (max_workers)
         self.answers_seen = 0  # the consolidator's answers at the last batch's end
         # held, superseded ids per shard, paged once a run where the store has no index
         # for them (memlife/pinned.py held_superseded)
@@ -166,6 +168,9 @@ class Executor:
 
     def judge_unavailable(self, tally: Tally) -> None:
         unavailable.judge_unavailable(self, tally)
+
+    def retrying_batch(self, shards: Collection[tuple[str, str]]) -> None:
+        unavailable.forget_attempt(self, shards)
 
     def commit_group(self, staged: StagedGroup, tally: Tally) -> None:
         groups.commit_group(self, staged, tally)

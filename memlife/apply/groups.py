@@ -239,7 +239,8 @@ def stage_group(
             if exc.code == MODEL_MISCONFIGURED:
                 tally.counts["consolidation_model_misconfigured"] += 1
             if exc.code == Reason.MODEL_UNAVAILABLE and exc.requests:  # judged at the batch end
-                ex.unavailable.append((model_group, gkey, memo_key))
+                with ex.unavailable_lock:
+                    ex.unavailable.append((model_group, gkey, memo_key))
         return None  # originals untouched
     if result.reused:  # what a dry run was answered: no call tonight
         tally.counts["model_answers_reused"] += 1

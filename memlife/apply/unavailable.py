@@ -13,6 +13,7 @@ answers at all: a group alone in its run is judged too, and an outage blames non
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from memlife.apply.memo import REFUSED, remember
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
 def judge_unavailable(ex: Executor, tally: Tally) -> None:
     """Count the batch's failed groups against them if the service answered a call of
     this batch (the consolidator counts its answers over the run), or a probe."""
-    failed, ex.unavailable = ex.unavailable, []
+    with ex.unavailable_lock:
+        failed, ex.unavailable = ex.unavailable, []
     since = ex.answers_seen
     if failed and not ex.dry_run and _answers(ex) <= since and not _probe_answered(ex, tally):
         failed = []  # nothing answered this batch, nor the probe: an outage
@@ -37,6 +39,17 @@ def judge_unavailable(ex: Executor, tally: Tally) -> None:
         tally.counts["consolidation_unavailable_alone"] += 1
         retry_at = reject(ex, group, gkey, "MODEL_UNAVAILABLE", tally)
         remember(ex, memo_key, group, REFUSED, retry_at)
+
+
+def forget_attempt(ex: Executor, shards: Collection[tuple[str, str]]) -> None:
+    """A batch starting again (a task retried by Prefect, a throttled batch retried): the
+    failures its earlier attempt left for its shards are that attempt's; this attempt
+    judges its own (else a group it then merges is also counted refused, or one failing
+    twice is counted twice in one night: audit 47f)."""
+    mine = set(shards)
+    with ex.unavailable_lock:
+        ex.unavailable = [u for u in ex.unavailable
+                          if (u[0].actor_id, u[0].namespace) not in mine]  # fmt: skip
 
 
 def _answers(ex: Executor) -> int:
