@@ -208,9 +208,11 @@ def test_a_second_writer_cannot_move_an_operation_twice(ddb, monkeypatch) -> Non
 
 
 def test_finished_operations_carry_a_ttl(ddb) -> None:
+    """A finished operation expires with the state's TTL (a supersede or a removal is kept
+    a year: tests/unit/test_guards_session33c.py)."""
     j = DynamoJournal(ddb)
-    (a, b) = j.plan([op("m-1"), op("m-2")])
-    j.transition(a.operation_id, OpState.APPLIED, outcome=Outcome.deleted)
+    (a, b) = j.plan([op("m-1", OpKind.quarantine), op("m-2")])
+    j.transition(a.operation_id, OpState.APPLIED, outcome=Outcome.quarantined)
     j.transition(a.operation_id, OpState.RECEIPTED)
     done = ddb.get({"pk": {"S": f"op#{a.operation_id}"}, "sk": {"S": "op"}})
     live = ddb.get({"pk": {"S": f"op#{b.operation_id}"}, "sk": {"S": "op"}})
