@@ -26,6 +26,15 @@ from memlife.settings import settings
 DEFAULT_RECEIPTS_URL = "file://.memlife/receipts"
 
 
+class ReceiptReadError(RuntimeError):
+    """A key that is there but does not read (S3 403: a KMS key or an object owner the
+    reader's role may not use): a reviewer's finding, never the end of every check."""
+
+    def __init__(self, key: str, code: str) -> None:
+        super().__init__(f"{key}: {code}")
+        self.key, self.code = key, code
+
+
 class ReceiptSink(Protocol):
     url: str
 
@@ -188,9 +197,10 @@ class S3Sink:
             ].read()
             return body
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+            code = exc.response.get("Error", {}).get("Code")
+            if code in ("NoSuchKey", "404"):
                 return None
-            raise
+            raise ReceiptReadError(key, str(code)) from exc
 
     def list(self, prefix: str) -> Iterator[str]:
         pages = self.client.get_paginator("list_objects_v2").paginate(

@@ -25,7 +25,7 @@ import io
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -75,17 +75,35 @@ def chain(sink: ReceiptSink, operation_ids: Iterable[str]) -> tuple[int, str, di
     return n, head, bodies
 
 
-def fetch_all(sink: ReceiptSink, keys: Sequence[str]) -> Iterator[bytes | None]:
+def fetch_listed(sink: ReceiptSink, keys: Sequence[str], v: Any) -> Iterator[bytes | None]:
+    """``fetch_all`` of keys a listing showed: one that does not read is RECEIPT_UNREADABLE
+    (its key and code) and None, so the rest is verified."""
+    from memlife.audit import ReceiptReadError
+
+    def get(key: str) -> bytes | None:
+        try:
+            return sink.get(key)
+        except ReceiptReadError as exc:
+            v.problem("RECEIPT_UNREADABLE", key=key, error=exc.code)
+            return None
+
+    return fetch_all(sink, keys, get)
+
+
+def fetch_all(
+    sink: ReceiptSink, keys: Sequence[str], get: Callable[[str], bytes | None] | None = None
+) -> Iterator[bytes | None]:
     """``sink.get`` of each key, in order; a sink whose reads are round trips (S3) says how
     many may be in flight (``concurrent_gets``). Local files read fastest one by one."""
+    get = get or sink.get
     threads = getattr(sink, "concurrent_gets", 1)
     if threads < 2 or len(keys) < 2 * threads:
-        yield from map(sink.get, keys)
+        yield from map(get, keys)
         return
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(threads, thread_name_prefix="memlife-receipts") as pool:
-        yield from pool.map(sink.get, keys)
+        yield from pool.map(get, keys)
 
 
 def seal(
@@ -268,9 +286,9 @@ def verify_evidence(sink: ReceiptSink, run: Any, v: Any) -> list[dict[str, Any]]
     unnamed_parquet(sink, run.prefix, named, v)
     verify_dataset(sink, run, seals, result, v)
     # a receipt that claims this run but is not in it (F4: fetched in parallel)
-    others = [k for k in sink.list("operations/")
-              if k.rsplit("/", 1)[-1].removesuffix(".json") not in known]  # fmt: skip
-    for key, other in zip(others, fetch_all(sink, others), strict=True):
+    own = {operation_key(oid) for oid in known}  # a copy under another key is another claim
+    others = [k for k in sink.list("operations/") if k not in own]
+    for key, other in zip(others, fetch_listed(sink, others, v), strict=True):
         doc = loads(other) or {}
         if doc.get("run_id") == run.run_id:
             oid = key.rsplit("/", 1)[-1].removesuffix(".json")
@@ -353,8 +371,7 @@ def _verify_receipt(
             skip = () if r["state"] == "RECEIPTED" else ("outcome",)
             # the policy that authorised the change: only the chain's digest held it, so an
             # edit was OPERATIONS_DIGEST_MISMATCH naming no receipt
-            sealed_too = ("policy_version",) if r["state"] == "RECEIPTED" else ()
-            wrong = [f for f in sealed_too if doc.get(f) != r.get(f)]
+            wrong = [f for f in ("policy_version",) if doc.get(f) != r.get(f)]
             for field_name in [*_mismatched(doc, r, skip), *wrong]:
                 v.problem(
                     "RECEIPT_FIELD_MISMATCH", operation_id=oid, field=field_name, against="parquet"

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from memlife.audit import ReceiptSink
-from memlife.evidence import _mismatched, fetch_all
+from memlife.evidence import _mismatched, fetch_listed
 from memlife.run_receipts import loads
 
 DEFERRED = "ERASURE_DEFERRED"
@@ -29,6 +29,7 @@ def deferral_key(operation_id: str) -> str:
 def verify_deferrals(
     sink: ReceiptSink, run_id: str, rows: Sequence[dict[str, Any]], v: Any,
     journaled: Callable[[str, object], str | None] | None = None,
+    requested_by: object = None,
 ) -> None:  # fmt: skip
     """Each deferred erasure of ``rows`` has its deferral receipt, agreeing with the row (and,
     given ``journaled``, (operation id, the receipt's hash) -> the journal's hash in that
@@ -36,7 +37,7 @@ def verify_deferrals(
     deferred = {r["operation_id"]: r for r in rows
                 if r["action"] == "erase" and DEFERRED in (r.get("reason_codes") or [])}  # fmt: skip
     keys = list(sink.list("deferrals/"))
-    docs = dict(zip(keys, fetch_all(sink, keys), strict=True))
+    docs = dict(zip(keys, fetch_listed(sink, keys, v), strict=True))
     for oid, r in deferred.items():
         body = docs.get(deferral_key(oid))
         doc = loads(body)
@@ -51,6 +52,11 @@ def verify_deferrals(
             wrong += (
                 ["policy_version"] if doc.get("policy_version") != r.get("policy_version") else []
             )
+            if requested_by is not None and doc.get("reviewer_identity") not in (
+                None,
+                requested_by,
+            ):
+                wrong.append("reviewer_identity")  # who asked: the sealed manifest says
             if r.get("state") == "FAILED" and doc.get("timestamp") != r.get("updated_at"):
                 wrong.append("timestamp")
             if journaled is not None and "content_sha256" not in wrong:
@@ -61,5 +67,5 @@ def verify_deferrals(
     for key, body in docs.items():
         oid = key.rsplit("/", 1)[-1].removesuffix(".json")
         doc = loads(body) or {}
-        if doc.get("run_id") == run_id and oid not in deferred:
+        if doc.get("run_id") == run_id and key not in {deferral_key(o) for o in deferred}:
             v.problem("DEFERRAL_NOT_IN_RUN", operation_id=oid, record_id=doc.get("record_id"))

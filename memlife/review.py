@@ -96,10 +96,15 @@ def misplaced_runs(keys: Iterable[str], run_id: str | None = None) -> list[str]:
 def run_info(sink: ReceiptSink, prefix: str) -> RunInfo:
     """The run in ``prefix``; a manifest that is missing or not a JSON object reads as {}
     (``verify``: MANIFEST_MISSING / MANIFEST_UNREADABLE), never an exception."""
+    from memlife.audit import ReceiptReadError
     from memlife.run_receipts import loads
 
-    manifest = loads(sink.get(f"{prefix}/manifest.json")) or {}
-    return RunInfo(prefix.rsplit("/", 1)[1], prefix, manifest, latest_receipt(sink, prefix))
+    try:
+        manifest = loads(sink.get(f"{prefix}/manifest.json")) or {}
+        receipt = latest_receipt(sink, prefix)
+    except ReceiptReadError:  # listed, not readable: `verify` names the key
+        manifest, receipt = {}, {"status": "unreadable"}
+    return RunInfo(prefix.rsplit("/", 1)[1], prefix, manifest, receipt)
 
 
 def list_runs(sink: ReceiptSink, since: datetime | None = None) -> list[RunInfo]:
@@ -170,11 +175,22 @@ def verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal | 
                *, evidence_only: bool = False) -> Verification:  # fmt: skip
     """Evidence (digest, manifest, Parquet, operation receipts, counts; memlife/evidence.py),
     then, unless ``evidence_only``, the journal both ways and the store itself."""
+    from memlife.audit import ReceiptReadError
+
+    v = Verification(run_id)
+    try:
+        return _verify_run(sink, store, journal, run_id, v, evidence_only)
+    except ReceiptReadError as exc:  # the evidence is there but does not read: named
+        v.problem("EVIDENCE_UNREADABLE", key=exc.key, error=exc.code)
+        return v
+
+
+def _verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal | None,
+                run_id: str, v: Verification, evidence_only: bool) -> Verification:  # fmt: skip
     from memlife.evidence import verify_evidence
     from memlife.evidence_deferrals import verify_deferrals
     from memlife.evidence_journal import verify_journal
 
-    v = Verification(run_id)
     run = find_run(sink, run_id)
     for copy in misplaced_runs(sink.list("runs/"), run_id):  # a second account of the run
         v.problem("RUN_FOLDER_MISPLACED", key=copy)
@@ -183,7 +199,7 @@ def verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal | 
         return v
     ops = verify_evidence(sink, run, v)
     verify_deferrals(sink, run_id, ops, v, None if evidence_only or store is None
-                     else _journaled_sha(journal))  # fmt: skip
+                     else _journaled_sha(journal), run.manifest.get("requested_by"))  # fmt: skip
     previous = (run.receipt or {}).get("previous_run")  # memlife/run_chain.py
     if isinstance(previous, str) and find_run(sink, previous) is None:
         v.problem("PREVIOUS_RUN_MISSING", previous_run=previous)
