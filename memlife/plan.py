@@ -156,6 +156,9 @@ class ShardHints:
     statements: dict[str, str] = field(default_factory=dict)  # id -> statement key (near dups)
     updates: dict[str, str] = field(default_factory=dict)  # older id -> newer id
     disputed: frozenset[str] = frozenset()
+    # older ids of updates a reviewer answered (keep, verify, dispute) for this pair and the
+    # text they hold: the model is not asked to overrule the person (review_queue decides)
+    answered: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -349,7 +352,9 @@ class Planner:
                 continue  # merges first; a pair waits for the merged record next night
             if o.memory_type == MemoryType.episodic:
                 continue  # distinct events are not updates of each other
-            can_decide = self.model_decides and w[n.source] >= w[o.source]
+            can_decide = (
+                self.model_decides and w[n.source] >= w[o.source] and older not in hints.answered
+            )
             if can_decide and newer not in out:
                 pair = f"{key}\x1fupdate\x1f{older}\x1f{newer}"
                 for r in (o, n):

@@ -99,9 +99,10 @@ def finish_run(
     answered = tally.counts.get("review_answered", 0)
     reviewed = counts.get("review", 0) - answered
     # a deletion only proposed (deletion not enforced there) or withheld by the gate: it stays
-    # or a merge the gate withheld or blocked: its records stay
+    # or a merge the gate withheld or blocked, or one not made (kept apart, refused, off):
+    # its records stay
     kept = sum(tally.counts.get(k, 0) for k in ("proposed_deletions", "gate_withheld_deletions",
-                                                "gate_kept_records"))  # fmt: skip
+                                                "gate_kept_records", "unmerged_kept_records"))  # fmt: skip
     lifecycle = {
         "processed": records, "retained": counts.get("retain", 0) + answered + kept,
         "consolidated": tally.counts.get("consolidated", 0),

@@ -7,7 +7,7 @@ in the batch outcome): the regression gate looks at everything staged first.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, TypeVar
 
@@ -148,7 +148,32 @@ def shard_hints(
                         stores_new=write)  # fmt: skip
     if write:
         table.put(shard.actor_id, shard.namespace, found.new, "nightly")
-    return ShardHints(found.subjects, found.statements, found.updates, disputed)
+    answered = _answered_updates(ctx, store, shard, found.updates, by_id)
+    return ShardHints(found.subjects, found.statements, found.updates, disputed, answered)
+
+
+_HUMAN = frozenset({"keep", "verify", "dispute"})  # a person's answer the model may not undo
+
+
+def _answered_updates(
+    ctx: RunContext, store: MemoryStore, shard: Shard, updates: Mapping[str, str],
+    by_id: Mapping[str, PlanView],
+) -> frozenset[str]:  # fmt: skip
+    """Older ids of ``updates`` (older -> newer) whose POSSIBLE_UPDATE item a reviewer
+    answered for this very pair and the text the older record still holds (audit 47j: with
+    a model key set later, the model superseded what the person kept, and closed a
+    dispute)."""
+    if not updates:
+        return frozenset()
+    items = review_queue(ctx, store).for_records(
+        [(o, shard.actor_id, shard.namespace) for o in updates]
+    )
+    return frozenset(
+        i.record_id for i in items
+        if i.reason == "POSSIBLE_UPDATE" and i.decision in _HUMAN
+        and i.pair_id in (None, updates.get(i.record_id))
+        and i.record_id in by_id and i.content_sha256 == by_id[i.record_id].content_sha256
+    )  # fmt: skip
 
 
 def review_queue(ctx: RunContext, store: MemoryStore) -> ReviewQueue:

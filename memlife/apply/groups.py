@@ -100,6 +100,7 @@ def stage_shard(
             break  # the shard stopped (StoreError): the rest waits for the next run
         if ex.consolidator is None:  # consolidation off: nothing to read or analyse
             tally.counts["consolidation_skipped"] += 1
+            tally.counts["unmerged_kept_records"] += len(members)  # they stay: retained
             continue
         if withheld_by_gate(ex, members[0].namespace):
             tally.counts["gate_withheld_groups"] += 1  # decided before any read or model call
@@ -107,6 +108,7 @@ def stage_shard(
             continue
         mkey, known, blocked = memo.get(key, (None, None, None))
         if known is not None and settled(ex, known, tally):
+            tally.counts["unmerged_kept_records"] += len(members)
             continue
         if (
             blocked is not None
@@ -114,6 +116,7 @@ def stage_shard(
             and blocked["retry_at"] > ex.cutoff
         ):
             tally.counts["consolidation_gate_blocked_unchanged"] += 1  # no read, no model call
+            tally.counts["unmerged_kept_records"] += len(members)
             continue
         runnable.append((key, members, mkey))
     # (staging adds nothing to ex.stopped: only a commit does, after the whole shard is staged)
@@ -139,6 +142,8 @@ def stage_shard(
         r = reads.group(i)
         t = Tally() if cache is not None else tally
         staged = stage_group(ex, key, members, t, memo_key=mkey, reads=r)
+        if staged is None:  # kept apart, refused, backing off: the records stay as they are
+            t.counts["unmerged_kept_records"] += len(members)
         if cache is not None:
             read_vectors = ex.embeddings is not None and len(r.members()) >= 2
             cache.record(keys[i], t, staged is not None, read_vectors)
