@@ -130,10 +130,13 @@ class AccessLedger:
         """Rows of records ``store``'s erasures removed are not written, and rows an erasure
         committed while they were being written are scrubbed after (its own scrub read the
         files before they existed): a buffered access outlives no erasure."""
-        with self._lock:
-            self._stores = [s for s in self._stores if s is not store]
+        with self._lock:  # one entry per watcher: one's end leaves the others' watch
             if watch:
                 self._stores.append(store)
+            elif (
+                at := next((i for i, s in enumerate(self._stores) if s is store), None)
+            ) is not None:
+                del self._stores[at]
 
     # -- writing ---------------------------------------------------------------------------
     def append(
@@ -154,11 +157,10 @@ class AccessLedger:
 
     def extend(self, rows: Iterable[Access]) -> None:
         with self._lock:
-            was_empty = not self._buffer
             self._buffer.extend(rows)
             if len(self._buffer) >= self.flush_rows:
                 self.flush()
-            elif was_empty and self._buffer and self.flush_seconds is not None:
+            elif self._buffer and self.flush_seconds is not None:  # armed again after a failure
                 self._start_timer(self.flush_seconds)
 
     def _start_timer(self, seconds: float) -> None:
@@ -186,9 +188,8 @@ class AccessLedger:
             with self._lock:  # not written: back in front of what came meanwhile
                 self._buffer[:0] = rest
 
-        written, _ = ledger_ingest.write_checked(
-            self, rows, self._stores, self._write_new, put_back
-        )
+        watched = list({id(s): s for s in self._stores}.values())  # each store once
+        written, _ = ledger_ingest.write_checked(self, rows, watched, self._write_new, put_back)
         return len(written)
 
     def _write_new(self, day: str, rows: list[Access]) -> bool:
@@ -450,7 +451,8 @@ class AccessLedger:
         ``responseElements.memoryRecordSummaries`` (rank = position, 1-based); when
         CloudTrail did not log the response the event is skipped (``no_record_ids``).
         """
-        stores = [*(s for s in self._stores if s is not store), *([store] if store else [])]
+        stores = [*{id(s): s for s in self._stores if s is not store}.values(),
+                  *([store] if store else [])]  # fmt: skip
         return ledger_ingest.ingest(
             self, str(source), stores, _table, actor_resolver, s3_client, force
         )

@@ -155,13 +155,16 @@ class LongTermMemory:
         self.cache = cache if cache is not None else embedding_cache(store, embedder)
         self.ledger = ledger if ledger is not None else open_ledger(store=store)
         self.ledger.watch_erasures(store)  # a buffered access outlives no erasure
+        self._watching = True  # given back once, at close: another Memory's watch stays
         self.near_duplicate = near_duplicate
         self.threshold = threshold
         self.refresh_seconds = refresh_seconds
         self.page_size = page_size
         self.load_count = 0  # shard loads from the store (tests and metrics)
         self._shards: dict[tuple[str, str], ShardIndex] = {}
-        self._namespaces: dict[str, tuple[int, set[str]]] = {}  # actor -> (epoch, names)
+        # actor -> (epoch, names, when read): on a store without a change signal the list is
+        # read again after refresh_seconds, as a shard is (another writer's new namespace)
+        self._namespaces: dict[str, tuple[int, set[str], float]] = {}
         self._lock = _store_lock(store)  # one per store object: see _store_lock
         self._epoch = 0
         self._seen_marker: Any = self._marker()
@@ -358,8 +361,12 @@ class LongTermMemory:
 
     def _actor_namespaces(self, actor: str) -> set[str]:
         got = self._namespaces.get(actor)
-        if got is None or got[0] != self._epoch:
-            got = (self._epoch, set(self.store.list_namespaces(actor)))
+        if (
+            got is None
+            or got[0] != self._epoch
+            or (self._signal() is None and time.monotonic() - got[2] >= self.refresh_seconds)
+        ):
+            got = (self._epoch, set(self.store.list_namespaces(actor)), time.monotonic())
             self._namespaces[actor] = got
         return got[1]
 
@@ -898,7 +905,8 @@ class LongTermMemory:
 
     def close(self) -> None:
         self.ledger.flush()
-        self.ledger.watch_erasures(self.store, False)  # the store may close next
+        if self.__dict__.pop("_watching", False):  # once: other watchers keep theirs
+            self.ledger.watch_erasures(self.store, False)  # the store may close next
 
     def __enter__(self) -> LongTermMemory:
         return self
