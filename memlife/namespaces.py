@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from fnmatch import fnmatchcase
-from functools import lru_cache
+from functools import cache, lru_cache
 
 from memlife.errors import NamespaceError as NamespaceError  # moved; re-exported
 
@@ -85,12 +85,18 @@ def glob_match(pattern: str, namespace: str) -> bool:
 
 
 def _match(pat: tuple[str, ...], segs: tuple[str, ...]) -> bool:
-    if not pat:
-        return not segs
-    head, rest = pat[0], pat[1:]
-    if head == "**":
-        return any(_match(rest, segs[i:]) for i in range(len(segs) + 1))
-    return bool(segs) and fnmatchcase(segs[0], head) and _match(rest, segs[1:])
+    """Pattern segments from ``i`` against namespace segments from ``j``, each pair judged
+    once (repeated ``**`` tried every split: exponential in them, audit 47l)."""
+
+    @cache
+    def m(i: int, j: int) -> bool:
+        if i == len(pat):
+            return j == len(segs)
+        if pat[i] == "**":
+            return any(m(i + 1, k) for k in range(j, len(segs) + 1))
+        return j < len(segs) and fnmatchcase(segs[j], pat[i]) and m(i + 1, j + 1)
+
+    return m(0, 0)
 
 
 def glob_covers(wide: str, narrow: str) -> bool:
@@ -104,15 +110,19 @@ def glob_covers(wide: str, narrow: str) -> bool:
 
 
 def _covers(wide: tuple[str, ...], narrow: tuple[str, ...]) -> bool:
-    if not wide:
-        return not narrow
-    head = wide[0]
-    if head == "**":
-        return _covers(wide[1:], narrow) or (bool(narrow) and _covers(wide, narrow[1:]))
-    if not narrow or narrow[0] == "**":
-        return False
-    seg = narrow[0]
-    plain = not any(ch in seg for ch in "*?[")
-    return (head in ("*", seg) or (plain and fnmatchcase(seg, head))) and _covers(
-        wide[1:], narrow[1:]
-    )
+    """``glob_covers`` on segments, each (wide from ``i``, narrow from ``j``) judged once."""
+
+    @cache
+    def c(i: int, j: int) -> bool:
+        if i == len(wide):
+            return j == len(narrow)
+        head = wide[i]
+        if head == "**":
+            return c(i + 1, j) or (j < len(narrow) and c(i, j + 1))
+        if j == len(narrow) or narrow[j] == "**":
+            return False
+        seg = narrow[j]
+        plain = not any(ch in seg for ch in "*?[")
+        return (head in ("*", seg) or (plain and fnmatchcase(seg, head))) and c(i + 1, j + 1)
+
+    return c(0, 0)

@@ -11,10 +11,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
+import unicodedata
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import quote
 
 import yaml
 from pydantic import (
@@ -129,6 +132,20 @@ class OwnerRule(_Strict):
         default_factory=lambda: [MemoryType.episodic, MemoryType.semantic], min_length=1
     )
 
+    @field_validator("owner")
+    @classmethod
+    def _one_placeholder(cls, v: str) -> str:
+        # taken as written, a typo ("{user}") or a blank owner owned every record of the
+        # glob: no MISSING_OWNER review was ever opened (audit 47l)
+        if not v.strip():
+            raise ValueError("is blank")
+        other = sorted(set(re.findall(r"\{[^{}]*\}", v)) - {"{actor}"})
+        if other:
+            raise ValueError(
+                f"has the placeholder(s) {', '.join(other)}; the only one is {{actor}}"
+            )
+        return v
+
 
 class VerificationPolicy(_Strict):
     """Which sources count as verification, at first write and when stated again."""
@@ -215,6 +232,14 @@ class Limits(_Strict):
     content_max_bytes: Int = Field(default=64 * 1024, ge=1, le=16 * 1024 * 1024)
 
 
+def policy_key(version: str) -> str:
+    """One file for every spelling a receipt reader cannot tell apart: "v1", "V1", "v1 ",
+    "v1" with a zero-width space, "café" composed or not (session 29 review)."""
+    folded = unicodedata.normalize("NFKC", version).casefold()
+    plain = "".join(c for c in folded if unicodedata.category(c) not in ("Cc", "Cf")).strip()
+    return f"policies/{quote(plain, safe='')}.yaml"
+
+
 class Policy(_Strict):
     version: Text = Field(min_length=1)
     description: Text = ""
@@ -237,6 +262,16 @@ class Policy(_Strict):
     superseded_retention_days: dict[
         RetentionClass, Annotated[float, Strict(), Field(ge=0, le=MAX_DAYS)]
     ] = Field(default_factory=dict)
+
+    @field_validator("version")
+    @classmethod
+    def _version_names_a_file(cls, v: str) -> str:
+        # an apply run keeps the rules under this name (policy_record): too long for a file
+        # name, the dry run passed and the apply run crashed (OSError, audit 47l)
+        if len(policy_key(v).rsplit("/", 1)[1].encode()) > 255:
+            raise ValueError("is too long for the file its rules are kept in "
+                             "(policies/{version}.yaml, 255 bytes once quoted)")  # fmt: skip
+        return v
 
     @field_validator("owners")
     @classmethod
@@ -403,8 +438,16 @@ _MERGE = object()  # a merge key among the keys seen (a quoted "<<" is an ordina
 
 def load_policy(path: str | Path | None = None) -> Policy:
     p = resolve_policy_path(path)
+    return parse_policy(p.read_bytes(), p)
+
+
+def parse_policy(text: bytes, p: Path) -> Policy:
+    """The policy these bytes (read once from ``p``) hold: a run keeps and digests the very
+    bytes it applies (audit 47l: a second read could record a file edited in between)."""
     try:
-        data = yaml.load(p.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+        data = yaml.load(text.decode("utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+    except UnicodeDecodeError:
+        raise PolicyError(f"{p}: not UTF-8 text") from None
     except yaml.YAMLError as exc:
         raise PolicyError(f"{p}: not valid YAML: {exc}") from None
     if not isinstance(data, dict):

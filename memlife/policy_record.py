@@ -16,22 +16,12 @@ from that file (its sha256 is the manifest's ``policy_sha256`` when the bytes ag
 from __future__ import annotations
 
 import hashlib
-import unicodedata
-from urllib.parse import quote
 
 import yaml
 
 from memlife.audit import ReceiptSink
 from memlife.errors import PolicyError
-from memlife.policy import Policy
-
-
-def policy_key(version: str) -> str:
-    """One file for every spelling a receipt reader cannot tell apart: "v1", "V1", "v1 ",
-    "v1" with a zero-width space, "café" composed or not (session 29 review)."""
-    folded = unicodedata.normalize("NFKC", version).casefold()
-    plain = "".join(c for c in folded if unicodedata.category(c) not in ("Cc", "Cf")).strip()
-    return f"policies/{quote(plain, safe='')}.yaml"
+from memlife.policy import Policy, policy_key
 
 
 def check_policy(sink: ReceiptSink, policy: Policy, text: bytes, *, record: bool) -> str | None:

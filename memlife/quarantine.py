@@ -34,7 +34,7 @@ from memlife.journal import Journal, Operation, OpKind, OpState, open_journal
 from memlife.lease import Lease
 from memlife.lease import for_store as lease_for_store
 from memlife.model import MemoryRecord, Status, utcnow
-from memlife.policy import Policy, load_policy, resolve_policy_path
+from memlife.policy import Policy, parse_policy, resolve_policy_path
 from memlife.policy_record import check_policy
 from memlife.receipts import operator_identity
 from memlife.run_receipts import put_run_receipt, run_receipts
@@ -166,9 +166,9 @@ def manual_run(
     operations first, and its receipt counts every attempt. The key makes the request
     unguessable from the evidence: an erasure by subject keeps the subject out of it.
     """
-    pol = policy if isinstance(policy, Policy) else load_policy(policy)
+    pol, text = _read_policy(policy)  # read once: the rules kept are the rules applied
     sink = as_sink(receipts)
-    check_policy(sink, pol, _policy_text(policy, pol), record=True)  # one version, one policy
+    check_policy(sink, pol, text, record=True)  # one version, one policy
     # one instant, one run id, whatever zone it was given in
     cutoff = now.astimezone(UTC) if now is not None and now.tzinfo else (now or utcnow())
     raw = json.dumps(
@@ -219,11 +219,14 @@ def manual_run(
     return run
 
 
-def _policy_text(given: Policy | str | None, policy: Policy) -> bytes:
-    """The policy file's text; a policy given as an object, as YAML of its rules."""
+def _read_policy(given: Policy | str | None) -> tuple[Policy, bytes]:
+    """The policy and its file's bytes, read once; a policy given as an object, with YAML
+    of its rules."""
     if isinstance(given, Policy):
-        return str(yaml.safe_dump(policy.model_dump(mode="json"), sort_keys=False)).encode()
-    return resolve_policy_path(given).read_bytes()
+        return given, str(yaml.safe_dump(given.model_dump(mode="json"), sort_keys=False)).encode()
+    path = resolve_policy_path(given)
+    text = path.read_bytes()
+    return parse_policy(text, path), text
 
 
 def _resume_own(run: ManualRun) -> None:

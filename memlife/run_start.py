@@ -20,7 +20,7 @@ from memlife.audit import ReceiptSink, dumps, open_sink, run_prefix
 from memlife.lease import Lease
 from memlife.lease import for_store as lease_for_store
 from memlife.model import utcnow
-from memlife.policy import load_policy, resolve_policy_path
+from memlife.policy import parse_policy, resolve_policy_path
 from memlife.policy_record import check_policy
 from memlife.run_types import RunConfig, RunContext, mode_of
 from memlife.settings import settings
@@ -97,7 +97,9 @@ def start_run(config: RunConfig, sink: ReceiptSink | None = None) -> RunContext:
         update={"eval_cases": config.eval_cases or settings().eval_cases or None}
     )
     use_state(config)
-    policy = load_policy(config.policy)
+    policy_path = resolve_policy_path(config.policy)
+    policy_bytes = policy_path.read_bytes()  # read once: the rules kept are the rules applied
+    policy = parse_policy(policy_bytes, policy_path)
     cutoff = config.now or utcnow()
     run_scope = scope(config)
     mode = mode_of(config)
@@ -109,7 +111,6 @@ def start_run(config: RunConfig, sink: ReceiptSink | None = None) -> RunContext:
     started = utcnow()
     # Reports are per attempt: two attempts of one run never write the same file.
     attempt = config.attempt or f"{started:%Y%m%dT%H%M%S%fZ}-{os.getpid()}"
-    policy_bytes = resolve_policy_path(config.policy).read_bytes()
     # one version, one policy: refused before the manifest when the version names other rules
     if warning := check_policy(sink, policy, policy_bytes, record=not config.dry_run):
         log.warning("%s", warning)  # a dry run previews it; an apply run is refused
