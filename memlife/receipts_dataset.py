@@ -139,6 +139,7 @@ def write_operations(
     body = buf.getvalue()
     for n in range(1000):
         key = dataset_key(run_id, cutoff, n)
-        if sink.put_new(key, body, "application/vnd.apache.parquet"):
+        # the same bytes a killed attempt left unsealed: this seal's (evidence.seal)
+        if sink.put_new(key, body, "application/vnd.apache.parquet") or sink.get(key) == body:
             return DatasetPart(key, hashlib.sha256(body).hexdigest())
     return None

@@ -19,8 +19,9 @@ unsealed. Sealing it again would write a fresh ``failure``/ABANDONED result over
 evidence's gap. Such a run is left as it is and reported (the log:
 ABANDONED_RUN_SEALED_BEFORE; ``receipts verify``: RUN_RECEIPT_MISSING). An operations
 Parquet alone is what a run killed between its Parquet and its receipt leaves: it is
-sealed, and should the report page have been removed with the receipt, ``receipts
-verify`` still names the first Parquet, which no receipt names (PARQUET_NOT_SEALED).
+sealed, and the seal names that very file when it holds the bytes the seal would write
+(evidence.seal, audit 47k); a Parquet of other bytes stays named by no receipt
+(PARQUET_NOT_SEALED).
 
 A run is this store's when its manifest names the store's identity (``store_identity``:
 one however its URL is spelled), or, for a manifest that names none (a manual run's, or one
