@@ -23,7 +23,7 @@ from memlife.model import utcnow
 from memlife.plan import Action
 from memlife.report import ReportWriter
 from memlife.rerun_counts import carried_over
-from memlife.run_receipts import completed_receipt, put_run_receipt
+from memlife.run_receipts import completed_counts, completed_receipt, put_run_receipt
 from memlife.run_start import remote_state, scope
 from memlife.run_types import BatchOutcome, RunContext, RunSummary, Shard
 
@@ -126,6 +126,11 @@ def finish_run(
             1 for f in tally.failures
             if f.get("code") == "RECEIPT_WRITE_FAILED" and f.get("run_id") != ctx.run_id
         )  # fmt: skip
+    # a rerun of a completed run commits nothing (commit_run): it reports the figures of the
+    # receipt it names, and adds nothing to the night's metrics (audit 47q)
+    rerun = bool(tally.counts.get("rerun_of_completed_run"))
+    if rerun:
+        lifecycle.update(completed_counts(ctx.sink, ctx.prefix))
     queue_failed = sum(1 for f in tally.failures
                        if f.get("run_id") not in (None, ctx.run_id) and f.get("code") != "RECEIPT_WRITE_FAILED")  # fmt: skip
     status = "success"
@@ -206,8 +211,9 @@ def finish_run(
         summary.status = "partial_failure" if status == "success" else status
     drop_outcomes(ctx, remote)
     summary.report_html = write_report_page(ctx, summary)
-    publish_counts(lifecycle, namespace=ctx.config.metrics_namespace, mode=ctx.mode,
-                   policy_version=ctx.policy.version, timestamp=ctx.cutoff)  # fmt: skip
+    if not rerun:
+        publish_counts(lifecycle, namespace=ctx.config.metrics_namespace, mode=ctx.mode,
+                       policy_version=ctx.policy.version, timestamp=ctx.cutoff)  # fmt: skip
     return summary
 
 

@@ -292,7 +292,9 @@ def process_batch(
 
     # a model judges possible updates (duplicate / update / complement); offline: review
     c = executor.consolidator if executor is not None else None
-    model = c is not None and not isinstance(c, ExtractiveConsolidator)
+    # a dry run's extractive stand-in for the model (judge_additive off) plans as the model
+    # would: the pair goes to it in the apply run, not to review (audit 47q)
+    model = c is not None and (not isinstance(c, ExtractiveConsolidator) or not c.judge_additive)
     planner = Planner(ctx.policy, ctx.cutoff, model_decides=model)
     written = written_by_run(ctx, executor)
     if executor is not None:  # an earlier attempt of this batch left its own failures
@@ -323,6 +325,11 @@ def process_batch(
                     for d in decisions
                     if d.action in DELETE_ACTIONS and ctx.policy.deletion_enforced(d.namespace)
                 )
+                # where deletion is not enforced an apply run only proposes (as _deletions)
+                out.tally.counts["proposed_deletions"] += sum(
+                    1 for d in decisions
+                    if d.action in DELETE_ACTIONS and not ctx.policy.deletion_enforced(d.namespace)
+                )  # fmt: skip
         except (StoreError, InputError, OSError) as exc:
             # Bad data (InputError; a stored record that does not decode: CorruptRecordError,
             # a StoreError) or a store failure stops this shard only; the rest of the run goes

@@ -75,6 +75,13 @@ def completed_status(sink: ReceiptSink, prefix: str) -> str | None:
     return str(found[1].get("status")) if found is not None else None
 
 
+def completed_counts(sink: ReceiptSink, prefix: str) -> dict[str, int]:
+    """The lifecycle counts of this run's completed receipt ({} where it has none)."""
+    found = _completed(sink, prefix)
+    counts = found[1].get("counts") if found is not None else None
+    return {k: v for k, v in counts.items() if type(v) is int} if isinstance(counts, dict) else {}
+
+
 def _completed(sink: ReceiptSink, prefix: str) -> tuple[str, dict[str, Any]] | None:
     for key, body in run_receipts(sink, prefix):
         doc = loads(body) or {}

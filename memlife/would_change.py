@@ -32,7 +32,13 @@ def would_change(summary: Mapping[str, Any]) -> list[tuple[str, int]]:
         ("supersede contradicted", merges[1]),
         (
             "delete",
-            max(0, counts.get("delete_expired", 0) + counts.get("delete_pending", 0) - deletes_out),
+            max(
+                0,
+                counts.get("delete_expired", 0)
+                + counts.get("delete_pending", 0)
+                - deletes_out
+                - other.get("proposed_deletions", 0),
+            ),  # rollout: only proposed
         ),  # fmt: skip
         ("left for review", counts.get("review", 0) - other.get("review_answered", 0)),
         ("held", counts.get("hold", 0)),
