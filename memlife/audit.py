@@ -35,6 +35,15 @@ class ReceiptReadError(RuntimeError):
         self.key, self.code = key, code
 
 
+def holds_exactly(sink: ReceiptSink, key: str, body: bytes) -> bool:
+    """``key`` holds exactly ``body`` (a killed attempt's file a seal may name as its own,
+    audit 47k); one this role cannot read (403) is not provably that file."""
+    try:
+        return sink.get(key) == body
+    except ReceiptReadError:
+        return False
+
+
 class ReceiptSink(Protocol):
     url: str
 

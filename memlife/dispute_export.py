@@ -32,7 +32,7 @@ class Dispute(BaseModel):
     actor_id: str = Field(min_length=1, max_length=256)
     namespace: str = Field(min_length=1, max_length=1024)
     reason: str = Field(pattern=r"^[A-Z_]{1,64}$")  # the finding the reviewer disputed
-    reviewer: str = Field(min_length=1, max_length=256)
+    reviewer: str = Field(min_length=1)  # as `review resolve --reviewer` took it
     opened_at: datetime
     content_sha256: str | None = Field(None, pattern=SHA256)  # the text it was about
 
@@ -68,6 +68,13 @@ def carry_disputes(
             out["not_found"].append(d.record_id)
             continue
         here = queue.get(d.item_id)
+        if here is not None and (here.record_id, here.actor_id, here.namespace) != (
+            r.id,
+            r.actor_id,
+            r.namespace,
+        ):  # another record's item under this id (an edited line): never disputed by it
+            out["not_found"].append(d.record_id)
+            continue
         if here is not None and here.state in ("disputed", "resolved"):
             out["already" if here.state == "disputed" else "resolved_here"].append(d.item_id)
             continue

@@ -32,7 +32,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from memlife.apply.counts import deferral
-from memlife.audit import ReceiptSink
+from memlife.audit import ReceiptSink, holds_exactly
 from memlife.evidence_dataset import unnamed_parquet, verify_dataset
 from memlife.evidence_key import PREFIX as KEYED
 from memlife.journal import Operation
@@ -125,7 +125,9 @@ def seal(
             key = f"{prefix}/operations.parquet" if n == 1 else f"{prefix}/operations.{n}.parquet"
             # an attempt killed before its receipt left this very file: it is this seal's
             # (named by no receipt, it failed verify for good: audit 47k)
-            if sink.put_new(key, body, "application/vnd.apache.parquet") or sink.get(key) == body:
+            if sink.put_new(key, body, "application/vnd.apache.parquet") or holds_exactly(
+                sink, key, body
+            ):
                 parquet_key, parquet_sha = key, sha256(body)
                 break
     part = None

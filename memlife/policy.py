@@ -140,6 +140,8 @@ class OwnerRule(_Strict):
         if not v.strip():
             raise ValueError("is blank")
         other = sorted(set(re.findall(r"\{[^{}]*\}", v)) - {"{actor}"})
+        if not other and any(b in v.replace("{actor}", "") for b in "{}"):
+            other = ["a stray brace"]  # "{actor", "{{actor}}": never replaced, a literal
         if other:
             raise ValueError(
                 f"has the placeholder(s) {', '.join(other)}; the only one is {{actor}}"

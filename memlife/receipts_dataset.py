@@ -31,7 +31,7 @@ from typing import NamedTuple
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from memlife.audit import ReceiptSink
+from memlife.audit import ReceiptSink, holds_exactly
 from memlife.journal import Operation
 
 PREFIX = "dataset/operations"
@@ -140,6 +140,8 @@ def write_operations(
     for n in range(1000):
         key = dataset_key(run_id, cutoff, n)
         # the same bytes a killed attempt left unsealed: this seal's (evidence.seal)
-        if sink.put_new(key, body, "application/vnd.apache.parquet") or sink.get(key) == body:
+        if sink.put_new(key, body, "application/vnd.apache.parquet") or holds_exactly(
+            sink, key, body
+        ):
             return DatasetPart(key, hashlib.sha256(body).hexdigest())
     return None

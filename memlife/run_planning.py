@@ -356,7 +356,7 @@ def process_batch(
         out.shards += 1
         progress.advance(len(decisions))
     if executor is not None:  # groups the model failed while it answered others: theirs
-        executor.judge_unavailable(out.tally)
+        executor.judge_unavailable(out.tally, [(s.actor_id, s.namespace) for s in shards])
     cache = ctx.__dict__.get("_embeddings")
     flush_for(cache)  # derived results of this batch, one commit
     if ctx.config.dry_run:  # no lease: an erasure may have run meanwhile (erase_sweep.py)

@@ -166,8 +166,8 @@ class Executor:
         the derived cache)."""
         return groups.stage_shard(self, decisions, tally, read, views)
 
-    def judge_unavailable(self, tally: Tally) -> None:
-        unavailable.judge_unavailable(self, tally)
+    def judge_unavailable(self, tally: Tally, shards: Collection[tuple[str, str]]) -> None:
+        unavailable.judge_unavailable(self, tally, shards)
 
     def retrying_batch(self, shards: Collection[tuple[str, str]]) -> None:
         unavailable.forget_attempt(self, shards)

@@ -24,11 +24,16 @@ if TYPE_CHECKING:
     from memlife.apply.executor import Executor
 
 
-def judge_unavailable(ex: Executor, tally: Tally) -> None:
+def judge_unavailable(ex: Executor, tally: Tally, shards: Collection[tuple[str, str]]) -> None:
     """Count the batch's failed groups against them if the service answered a call of
-    this batch (the consolidator counts its answers over the run), or a probe."""
+    this batch (the consolidator counts its answers over the run), or a probe. Only this
+    batch's ``shards``: another batch in its thread judges its own (its retry may answer
+    them, audit 47m)."""
+    mine = set(shards)
     with ex.unavailable_lock:
-        failed, ex.unavailable = ex.unavailable, []
+        failed = [u for u in ex.unavailable if (u[0].actor_id, u[0].namespace) in mine]
+        ex.unavailable = [u for u in ex.unavailable
+                          if (u[0].actor_id, u[0].namespace) not in mine]  # fmt: skip
     since = ex.answers_seen
     if failed and not ex.dry_run and _answers(ex) <= since and not _probe_answered(ex, tally):
         failed = []  # nothing answered this batch, nor the probe: an outage
