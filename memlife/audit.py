@@ -40,7 +40,7 @@ def holds_exactly(sink: ReceiptSink, key: str, body: bytes) -> bool:
     audit 47k); one this role cannot read (403) is not provably that file."""
     try:
         return sink.get(key) == body
-    except ReceiptReadError:
+    except (ReceiptReadError, OSError):  # a 403; a folder, a file this user may not read
         return False
 
 

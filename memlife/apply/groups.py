@@ -279,6 +279,8 @@ def stage_group(
     tally.counts["contradictions_resolved"] += sum(1 for r in roles.values() if r == CONTRADICTION)
     if ex.dry_run:  # staged all the same: a dry run's gate sees what an apply run would write
         tally.counts["consolidation_proposed"] += 1
+    # members the merge leaves out (past MAX_MEMBERS, conflicting): they stay, retained
+    tally.counts["unmerged_kept_records"] += len(members) - len(plan.members)
     # a model wrote the recurring event as a lasting fact; an extractive copy of an event
     # is no such fact, so offline the merged repeats stay episodic
     promoted = plan.promote and result.model is not None

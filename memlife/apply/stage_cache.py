@@ -167,7 +167,10 @@ def _context(ex: Executor) -> str:
     if type(ex.consolidator) is not ExtractiveConsolidator or ex.embeddings is None:
         return ""
     model = ex.embeddings.model_id
-    return digest(KIND, policy_digest(ex.policy), model, ex.consolidator.name)
+    # the dry run's stand-in for a model (judge_additive off) keeps no group apart: its
+    # stagings are not the offline rule's (audit 47r)
+    name = ex.consolidator.name + ("" if ex.consolidator.judge_additive else ":stand-in")
+    return digest(KIND, policy_digest(ex.policy), model, name)
 
 
 def _text(value: str | None) -> str:
