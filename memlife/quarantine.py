@@ -37,7 +37,7 @@ from memlife.model import MemoryRecord, Status, utcnow
 from memlife.policy import Policy, parse_policy, resolve_policy_path
 from memlife.policy_record import check_policy
 from memlife.receipts import operator_identity
-from memlife.run_receipts import put_run_receipt, run_receipts
+from memlife.run_receipts import loads, put_run_receipt, run_receipts
 from memlife.stores import store_identity
 from memlife.stores.base import MAX_BATCH, MemoryStore, chunked, iter_shard
 
@@ -207,7 +207,8 @@ def manual_run(
     if getattr(store, "url", None):  # as a night's: verify tells another store's run apart
         manifest["store_identity"] = store_identity(store.url)
     try:
-        sink.put_new(f"{run.prefix}/manifest.json", dumps(manifest))
+        if not sink.put_new(f"{run.prefix}/manifest.json", dumps(manifest)):
+            _asked_by_kept(run, sink)
     except ReceiptWriteError:
         # invariant 2, as the nightly run: no evidence can be written, so nothing changes
         run.release()
@@ -217,6 +218,20 @@ def manual_run(
     run.extra["previous_run"] = advance(journal, run_id, sink)  # under the lease (run_chain.py)
     _resume_own(run)
     return run
+
+
+def _asked_by_kept(run: ManualRun, sink: ReceiptSink) -> None:
+    """A rerun of this run (its manifest kept from the first attempt): who asked is who the
+    kept manifest names, whoever reruns it (a deferral receipt naming another person failed
+    verify, audit 47s). An unreadable manifest leaves the operator's name."""
+    from memlife.audit import ReceiptReadError
+
+    try:
+        kept = loads(sink.get(f"{run.prefix}/manifest.json")) or {}
+    except ReceiptReadError:
+        return
+    if isinstance(kept.get("requested_by"), str):
+        run.executor.reviewer = kept["requested_by"]
 
 
 def _read_policy(given: Policy | str | None) -> tuple[Policy, bytes]:
