@@ -20,19 +20,11 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import parse_qs, urlparse
 
+from memlife.errors import ReceiptReadError as ReceiptReadError  # one hierarchy; re-exported
 from memlife.errors import ReceiptWriteError as ReceiptWriteError  # moved; re-exported
 from memlife.settings import settings
 
 DEFAULT_RECEIPTS_URL = "file://.memlife/receipts"
-
-
-class ReceiptReadError(RuntimeError):
-    """A key that is there but does not read (S3 403: a KMS key or an object owner the
-    reader's role may not use): a reviewer's finding, never the end of every check."""
-
-    def __init__(self, key: str, code: str) -> None:
-        super().__init__(f"{key}: {code}")
-        self.key, self.code = key, code
 
 
 def holds_exactly(sink: ReceiptSink, key: str, body: bytes) -> bool:

@@ -206,6 +206,16 @@ class ReceiptWriteError(MemlifeError, RuntimeError):
     default_code = Reason.RECEIPT_WRITE
 
 
+class ReceiptReadError(MemlifeError, RuntimeError):
+    """A key that is there but does not read (S3 403: a KMS key or an object owner the
+    reader's role may not use): a reviewer's finding, never the end of every check.
+    ``code``: the service's own code (e.g. AccessDenied)."""
+
+    def __init__(self, key: str, code: str) -> None:
+        super().__init__(f"{key}: {code}", code)
+        self.key = key
+
+
 class EmbeddingModelError(MemlifeError, RuntimeError):
     """The bundled model or tokenizer is missing or not the pinned file."""
 
