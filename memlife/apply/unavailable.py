@@ -22,6 +22,7 @@ from memlife.apply.tally import Tally
 
 if TYPE_CHECKING:
     from memlife.apply.executor import Executor
+    from memlife.consolidate.base import Group
 
 
 def judge_unavailable(ex: Executor, tally: Tally, shards: Collection[tuple[str, str]]) -> None:
@@ -29,11 +30,7 @@ def judge_unavailable(ex: Executor, tally: Tally, shards: Collection[tuple[str, 
     this batch (the consolidator counts its answers over the run), or a probe. Only this
     batch's ``shards``: another batch in its thread judges its own (its retry may answer
     them, audit 47m)."""
-    mine = set(shards)
-    with ex.unavailable_lock:
-        failed = [u for u in ex.unavailable if (u[0].actor_id, u[0].namespace) in mine]
-        ex.unavailable = [u for u in ex.unavailable
-                          if (u[0].actor_id, u[0].namespace) not in mine]  # fmt: skip
+    failed = _take(ex, shards)
     since = ex.answers_seen
     if failed and not ex.dry_run and _answers(ex) <= since and not _probe_answered(ex, tally):
         failed = []  # nothing answered this batch, nor the probe: an outage
@@ -51,10 +48,18 @@ def forget_attempt(ex: Executor, shards: Collection[tuple[str, str]]) -> None:
     failures its earlier attempt left for its shards are that attempt's; this attempt
     judges its own (else a group it then merges is also counted refused, or one failing
     twice is counted twice in one night: audit 47f)."""
+    _take(ex, shards)
+
+
+def _take(ex: Executor, shards: Collection[tuple[str, str]]) -> list[tuple[Group, str, str | None]]:
+    """The failures left for these shards, taken off the executor's list (batches share it
+    across threads: under its lock)."""
     mine = set(shards)
     with ex.unavailable_lock:
+        taken = [u for u in ex.unavailable if (u[0].actor_id, u[0].namespace) in mine]
         ex.unavailable = [u for u in ex.unavailable
                           if (u[0].actor_id, u[0].namespace) not in mine]  # fmt: skip
+    return taken
 
 
 def _answers(ex: Executor) -> int:
