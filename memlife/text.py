@@ -104,6 +104,20 @@ NUMBER_VALUES = {w: str(v) for v, w in enumerate(
     "million": "1000000", "billion": "1000000000", "dozen": "12",
 }  # fmt: skip
 NUMBER_WORDS = frozenset(NUMBER_VALUES) | {"one", "half", "couple"}
+_DIGIT_WORDS = {
+    w: i for i, w in enumerate("zero one two three four five six seven eight nine".split())
+}
+_TENS = frozenset("twenty thirty forty fifty sixty seventy eighty ninety".split())
+
+
+def number_value(word: str) -> str | None:
+    """A lower-case number word's value ("three": "3"), a hyphenated one's too ("forty-two")."""
+    tens, _, unit = word.partition("-")
+    if tens in _TENS and _DIGIT_WORDS.get(unit):
+        return str(int(NUMBER_VALUES[tens]) + _DIGIT_WORDS[unit])
+    return NUMBER_VALUES.get(word)
+
+
 # months and weekdays: a date whatever its case ("march 3", "every monday")
 CALENDAR_WORDS = frozenset(MONTHS) | WEEKDAYS
 
@@ -148,15 +162,9 @@ _CURRENCY_BLOCKS = ((0xA2, 0xA5), (0x58F, 0x58F), (0x60B, 0x60B), (0x7FE, 0x7FF)
                     (0x17DB, 0x17DB), (0x20A0, 0x20CF), (0xA838, 0xA838), (0xFDFC, 0xFDFC),
                     (0xFE69, 0xFE69), (0xFF04, 0xFF04), (0xFFE0, 0xFFE6), (0x11FDD, 0x11FE0),
                     (0x1E2FF, 0x1E2FF), (0x1ECB0, 0x1ECB0))  # fmt: skip
+_MONEY = [chr(c) for lo, hi in _CURRENCY_BLOCKS for c in range(lo, hi + 1)]
 _CURRENCY = re.compile(
-    "["
-    + "".join(
-        re.escape(chr(c))
-        for lo, hi in _CURRENCY_BLOCKS
-        for c in range(lo, hi + 1)
-        if unicodedata.category(chr(c)) == "Sc"
-    )
-    + "]"
+    "[" + "".join(re.escape(c) for c in _MONEY if unicodedata.category(c) == "Sc") + "]"
 )
 
 
@@ -257,7 +265,8 @@ DEFAULT_IGNORABLE = (
 )  # fmt: skip
 
 
-def _ignorable(cp: int) -> bool:
+def ignorable(cp: int) -> bool:
+    """A default-ignorable code point: shown as nothing (variation selectors, fillers)."""
     return any(lo <= cp <= hi for lo, hi in DEFAULT_IGNORABLE)
 
 
@@ -278,7 +287,7 @@ def invisible(ch: str) -> bool:
     return (
         ch.isspace()
         or unicodedata.category(ch) in ("Cc", "Cf", "Zs", "Zl", "Zp")
-        or _ignorable(ord(ch))
+        or ignorable(ord(ch))
     )
 
 
@@ -303,7 +312,7 @@ class _FoldTable(dict[int, str | None]):
     def __missing__(self, cp: int) -> str | None:
         ch = chr(cp)
         out: str | None = " "
-        if _ignorable(cp):
+        if ignorable(cp):
             out = None
         elif cp == 0x0131:  # dotless i
             out = "i"

@@ -55,7 +55,9 @@ from memlife.text import (
     NUMBER_VALUES,
     NUMBER_WORDS,
     STOPWORDS,
+    ignorable,
     negates,
+    number_value,
     reads_additive,
 )
 
@@ -92,11 +94,8 @@ def check_relation(result: ConsolidationResult, group: Group) -> None:
     by_id = {r.id: r for r in group.records}
     if result.relation in ("complement", "unrelated"):
         raise ConsolidationError(KEEP_APART, f"model judged the group {result.relation}")
-    unknown = [i for i in result.outdated_ids if i not in by_id]
-    if unknown:
-        raise ConsolidationError(
-            UNKNOWN_SOURCE, f"{len(unknown)} outdated id(s) not in group {group.key}"
-        )
+    if unknown := [i for i in result.outdated_ids if i not in by_id]:
+        raise ConsolidationError(UNKNOWN_SOURCE, f"{len(unknown)} outdated id(s) not in group")
     if result.relation != "update":
         if result.outdated_ids:  # the checks below are the update's: no retiring around them
             raise ConsolidationError(UPDATE_DIRECTION, f"a {result.relation} retires records")
@@ -148,7 +147,7 @@ _MERIDIEM = re.compile(r"(?<![\w.])(\d{1,2}(?::\d\d)?)\s?([ap])\.?\s?m\b\.?", re
 # a number with its sign, currency and percent: "-18" is not "18", "$900" not "€900"
 _NUMBER = re.compile(r"(?:(?<![\w.])[-\u2212+])?[$\u20ac\u00a3\u00a5]?\d+(?:[.,:/-]\d+)*%?")
 # a word ends in a letter or digit: the closing quote of "'Charlotte's Web'" is not its own
-_WORD = re.compile(r"[A-Za-z](?:[A-Za-z0-9_'’-]*[A-Za-z0-9_])?")
+_WORD = re.compile(r"[^\W\d_](?:[\w'’-]*\w)?")  # a letter of any script: "Пётр", "Øystein"
 _SENTENCE_END = re.compile(r"[.!?:;]\s*$")
 
 
@@ -221,8 +220,8 @@ def specifics(text: str) -> set[str]:
     for m in _WORD.finditer(text):
         w = m.group()
         low = w.lower()
-        if low in NUMBER_VALUES:  # a number in words is its value: "three kids" is "3 kids"
-            found.add(NUMBER_VALUES[low])
+        if (value := number_value(low)) is not None:  # "three kids", "twenty-five cups"
+            found.add(value)
         elif low in CALENDAR_WORDS and (low not in _ALSO_WORDS or _by_number(text, m)):
             found.add(low)
         elif low in NUMBER_WORDS or low in CALENDAR_WORDS:
@@ -314,9 +313,7 @@ def _vocabulary(texts: Sequence[str]) -> set[str]:
     for t in texts:
         vocab.update(m.group() for m in _NUMBER.finditer(t))
         vocab |= _with_units(t) | _meridiem(t)
-        vocab.update(
-            NUMBER_VALUES[w] for w in map(str.lower, _WORD.findall(t)) if w in NUMBER_VALUES
-        )
+        vocab.update(v for w in _WORD.findall(t) if (v := number_value(w.lower())) is not None)
         vocab.update(_STEMMED + s for s in tokenize(t))
         vocab.update(m.group().lower() for m in _WORD.finditer(t))
     return vocab
@@ -392,8 +389,9 @@ def check_characters(result: ConsolidationResult, group: Group) -> None:
 _LAYOUT = frozenset("\n\r\t")
 
 
-def _foreign(c: str) -> bool:
-    return c not in _LAYOUT and unicodedata.category(c) in _FOREIGN_CATEGORIES
+def _foreign(c: str) -> bool:  # a variation selector, a Hangul filler: invisible, not Cf
+    hidden = unicodedata.category(c) in _FOREIGN_CATEGORIES or ignorable(ord(c))
+    return hidden and c not in _LAYOUT
 
 
 def _numbered(label: str, texts: Sequence[str]) -> list[tuple[str, str]]:
