@@ -57,11 +57,16 @@ def sealed_part(sink: ReceiptSink, day: date, run_id: str, latest: str) -> str |
 def _sealed(
     sink: ReceiptSink, day: date, run_id: str, latest: str | None
 ) -> tuple[str | None, str | None, bool]:
-    """(the file to read, the sha256 its seal names or None, whether the run has a receipt)."""
+    """(the file to read, the sha256 its seal names or None, whether the run's receipt
+    seals a file: False without a receipt, or for a run that sealed no operation)."""
     receipt = latest_receipt(sink, f"runs/{day:%Y/%m/%d}/{run_id}")
     if receipt is None:
         return None, None, False
     evidence = receipt.get("evidence")
+    if receipt.get("mode") == "dry_run" or (
+        isinstance(evidence, dict) and "parquet_key" in evidence and not evidence["parquet_key"]
+    ):  # sealed no operation: no file under its id is its evidence (not a legacy run's)
+        return None, None, False
     key = evidence.get("dataset_key") if isinstance(evidence, dict) else None
     if isinstance(key, str) and is_part_key(key) and f"/run_id={run_id}/" in key:
         digest = evidence.get("dataset_sha256") if isinstance(evidence, dict) else None

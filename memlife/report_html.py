@@ -140,24 +140,31 @@ def history(
     """The receipts of the last ``n`` runs of ``mode`` before ``run_id`` (oldest first), of
     ``store`` only where it is given: stores sharing one receipts sink each trend their
     own runs (a run whose manifest names no store, from before runs named it, counts)."""
-    from memlife.review import run_info
+    from memlife.review import run_info, run_prefixes
 
-    prefixes = sorted(
-        {k.rsplit("/", 1)[0] for k in sink.list("runs/") if k.endswith("/manifest.json")}
-    )
+    prefixes = run_prefixes(sink.list("runs/"))  # in place only, as `receipts list` reads them
     out: list[dict[str, Any]] = []
     for prefix in reversed(prefixes):
         if prefix.rsplit("/", 1)[1] == run_id:
             continue
         run = run_info(sink, prefix)  # the manifest names the store, the receipt the rest
         receipt = run.receipt
-        if receipt and receipt.get("mode") == mode and receipt.get("counts"):
+        if receipt and receipt.get("mode") == mode and receipt.get("counts") and _counts(receipt):
             if store and run.store and run.store != store:
                 continue
             out.append(receipt)
             if len(out) == n:
                 break
     return list(reversed(out))
+
+
+def _counts(receipt: Mapping[str, Any]) -> bool:
+    """Every figure a trend draws is a count (a planted NaN, text or null is no run's)."""
+    counts, planned = receipt.get("counts"), receipt.get("planned", {})
+    if not isinstance(counts, dict) or not isinstance(planned, dict):
+        return False
+    values = [receipt.get("records_found", 0), *counts.values(), *planned.values()]
+    return all(type(v) is int and v >= 0 for v in values)
 
 
 # -- charts (inline SVG) -------------------------------------------------------------------
@@ -408,15 +415,18 @@ def render(summary: Mapping[str, Any], detail: Breakdown, past: Sequence[Mapping
             title="planned changes per run" if dry else "changes per run",
         )
     )
+    if stopped := [r for r in past if r.get("status") not in (None, "success", "partial_failure")]:
+        named = ", ".join(f"{str(r.get('cutoff') or '')[:10]} {r.get('status')}" for r in stopped)
+        sections.append(f'<p class="warn">not complete: {escape(named)}</p>')
+    done = [r for r in runs if "records_found" in r]  # a stopped run found no total
     sections.append(
         trend_chart(
-            labels,
-            {"processed": [int(r.get("records_found", 0)) for r in runs]},
+            [str(r.get("cutoff") or "")[:10] for r in done],
+            {"processed": [int(r["records_found"]) for r in done]},
             title="records processed per run",
         )
     )
-    failed = summary.get("failed_shards") or []
-    if failed:
+    if failed := summary.get("failed_shards") or []:
         codes = Counter(str(s.get("code", "")) for s in failed)
         sections.append(
             "<h2>Failed shards</h2>"
