@@ -170,7 +170,9 @@ class EmbeddingCache:
         found: dict[str, np.ndarray] = {}
         for sha, (d, blob) in self._lookup_blobs(shas, model_id).items():
             if d == dim and len(blob) == 4 * dim:  # else stale: re-embed
-                found[sha] = np.frombuffer(blob, dtype=np.float32)
+                vector = np.frombuffer(blob, dtype=np.float32)
+                if np.isfinite(vector).all():  # else damaged (NaN ranks nowhere): re-embed
+                    found[sha] = vector
         return found
 
     def _store(self, rows: list[tuple[str, str, int, bytes]], *, wait: bool = True) -> bool:
