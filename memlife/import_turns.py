@@ -86,6 +86,7 @@ class Limits:
     content_max: int
     max_line_bytes: int
     future_after: datetime
+    source_id: tuple[int, int] | None = None  # (st_dev, st_ino) of the file the parent opened
 
 
 @dataclass
@@ -310,6 +311,9 @@ def serve() -> None:
                     SqliteStore(message[1]).close()  # the schema made or brought up to date
                     writer, limits = IngestWriter(message[1]), message[3]
                     source = open(message[2], "rb")  # noqa: SIM115 (closed in finally)
+                    st = os.fstat(source.fileno())  # replaced by rename since: not this file
+                    if limits.source_id not in (None, (st.st_dev, st.st_ino)):
+                        raise OSError(f"{message[2]} is no longer the file being imported")
                     answer = ("opened", None)
                 elif kind == "parse" and source is not None and limits is not None:
                     _, index, spans = message

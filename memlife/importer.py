@@ -260,15 +260,17 @@ def _import_file(
                 report.invalid.append(exc)
                 continue
             batches.add(n, record.id, record.created_at > future_after, record)
-    check_links(store, batches.superseded, report)
     if batches.updates:
         _apply_updates(store, batches.updates, report, pol, allow_held, now, receipts)
+    check_links(store, batches.superseded, report)  # once the file's updates are in too
     return _in_line_order(report)
 
 
 def _in_line_order(report: ImportReport) -> ImportReport:
-    """Skipped lines by line number: the same report whatever the batches were."""
+    """Skipped lines in line order (whatever the batches were), none also warned as imported."""
     report.conflicts.sort(key=lambda c: int(c["line"]))
+    skipped = {(c["line"], "FUTURE_CREATED_AT") for c in report.conflicts}
+    report.warnings = [w for w in report.warnings if (w["line"], w["code"]) not in skipped]
     return report
 
 
@@ -294,11 +296,12 @@ def _import_in_turns(
         return (None, "<line>", f"longer than {max_line_bytes} bytes", n)
 
     with path.open("rb") as fh:
+        opened = os.fstat(fh.fileno())  # the workers read this file, not what the name is later
         try:
             out = import_in_turns(
-                store.path, path, line_spans(fh, max_line_bytes, BLOCK_BYTES), count,
-                Limits(content_max, max_line_bytes, future_after), over_long, ROWS_BATCH,
-                ROWS_BATCH_CHARS,
+                store.path, path.resolve(), line_spans(fh, max_line_bytes, BLOCK_BYTES), count,
+                Limits(content_max, max_line_bytes, future_after, (opened.st_dev, opened.st_ino)),
+                over_long, ROWS_BATCH, ROWS_BATCH_CHARS,
             )  # fmt: skip
         except TurnFailed as exc:
             raise ImportWorkerError(
@@ -477,14 +480,11 @@ def _apply_updates(
     reasons = ["MANUAL_IMPORT_UPDATE", *(["ALLOW_HELD"] if allow_held else [])]
     # the payload is the imported record: the update applier (apply/appliers/update.py)
     # re-checks scope, hold and tombstones against the record as it is now, also on resume
-    ops = run.journal.plan(
-        [
-            run.executor.new_op(
-                OpKind.update, r.actor_id, r.namespace, r.id, reasons, r.sha256, payload=r.to_json()
-            )
-            for _, r in ok
-        ]
-    )
+    new_op = run.executor.new_op
+    ops = run.journal.plan([
+        new_op(OpKind.update, r.actor_id, r.namespace, r.id, reasons, r.sha256, payload=r.to_json())
+        for _, r in ok
+    ])  # fmt: skip
     done: list[Operation] = []
     for batch in chunked(ops, MAX_BATCH):
         done += run.executor.run_lifecycle(batch, run.tally)

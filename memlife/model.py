@@ -12,6 +12,7 @@ import json
 import re
 import secrets
 import time
+import unicodedata
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, NamedTuple
@@ -290,6 +291,10 @@ def parse_record(data: Any, line: int | None = None) -> MemoryRecord:
                 name,
                 f"has an invisible character (U+{ord(key[at]):04X}) at character {at}",
                 line,
+            )
+        if isinstance(key, str) and not unicodedata.is_normalized("NFC", key):
+            raise RecordError(  # "jose\u0301" prints as "jos\u00e9": another key, one look
+                rid if name != "id" else None, name, "is not in Unicode normal form NFC", line
             )
     try:
         record = MemoryRecord.model_validate_json(json.dumps(data, default=str), strict=True)
