@@ -22,6 +22,10 @@ our id -> key -> item -> ``memoryRecordId``, and a listed record's ``memlife_id`
 Writes to record items are conditional on ``version`` (optimistic concurrency): a writer
 that read version ``n`` writes ``n + 1`` only if the item is still at ``n`` (still absent
 for ``n = 0``); losing that race is a per-item ``CONFLICT``, never a silent overwrite.
+The version guards the sidecar, not AgentCore: while a writer's BatchUpdate is on its way
+its item says ``writing`` (when it was staged), and no other writer stages over it until
+that is answered or older than ``writes.WRITING_STALE_S`` (a writer that died): AgentCore
+applies updates as they arrive, so the one staged first could land last.
 
 Memory *content* never goes here: the sidecar holds ids, lifecycle fields and provenance.
 """
@@ -63,6 +67,10 @@ class SidecarItem:
     # deduplicated by the service while a new attempt (the record was deleted and is
     # written again) is not answered with the first attempt's record.
     create_nonce: str | None = None
+    # While an update of this version is on its way to AgentCore: when it was staged (ISO).
+    # Another writer does not stage over it (its BatchUpdate could land first and be
+    # overwritten by this one's) unless it is older than WRITING_STALE_S (a dead writer).
+    writing: str | None = None
 
     @property
     def pending(self) -> bool:
@@ -88,6 +96,8 @@ def _to_ddb(item: SidecarItem) -> dict[str, Any]:
         out["memory_record_id"] = {"S": item.memory_record_id}
     elif item.create_nonce is not None:
         out["create_nonce"] = {"S": item.create_nonce}
+    if item.writing is not None:
+        out["writing"] = {"S": item.writing}
     return out
 
 
@@ -101,6 +111,7 @@ def _from_ddb(raw: dict[str, Any]) -> SidecarItem:
         memory_record_id=raw["memory_record_id"]["S"] if "memory_record_id" in raw else None,
         blobs=dict(json.loads(raw["blobs"]["S"])) if "blobs" in raw else {},
         create_nonce=raw["create_nonce"]["S"] if "create_nonce" in raw else None,
+        writing=raw["writing"]["S"] if "writing" in raw else None,
     )
 
 
@@ -211,9 +222,22 @@ class Sidecar:
             failed[item.key] = "CONFLICT" if code == "ConditionalCheckFailedException" else code
 
     @_store_errors
-    def delete_many(self, keys: Iterable[str]) -> None:
-        """Unconditional: called once AgentCore confirmed the record gone."""
-        ids = list(dict.fromkeys(keys))
+    def delete_many(self, keys: Iterable[str], versions: dict[str, int] | None = None) -> None:
+        """Called once AgentCore confirmed the record gone. A key in ``versions`` goes only
+        while its item is still at the version read: a writer that re-created the record
+        meanwhile keeps its item (its record stays reachable by id)."""
+        versions = versions or {}
+        for key in dict.fromkeys(k for k in keys if k in versions):
+            try:
+                self.client.delete_item(
+                    TableName=self.table, Key=_rec_key(key),
+                    ConditionExpression="attribute_not_exists(pk) OR version = :v",
+                    ExpressionAttributeValues={":v": {"N": str(versions[key])}},
+                )  # fmt: skip
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                    raise
+        ids = list(dict.fromkeys(k for k in keys if k not in versions))
         for chunk in _chunks(ids, BATCH_WRITE_MAX):
             request: dict[str, Any] = {
                 self.table: [{"DeleteRequest": {"Key": _rec_key(i)}} for i in chunk]

@@ -43,11 +43,19 @@ _MESSAGE_KEPT = frozenset({
 })  # fmt: skip
 
 
+def kept_message(code: str, msg: str) -> str:
+    """The service's message where it names no data, else a note that it is withheld."""
+    return (
+        msg
+        if code in _MESSAGE_KEPT
+        else "(the service's message is withheld: it may quote the request)"
+    )
+
+
 def store_error(exc: ClientError, what: str) -> StoreError:
     """A whole-request failure as the StoreError that stops the shard."""
     code, msg = error_code(exc)
-    if code not in _MESSAGE_KEPT:
-        msg = "(the service's message is withheld: it may quote the request)"
+    msg = kept_message(code, msg)
     if code == "ServiceQuotaExceededException":
         return QuotaExceeded(f"{what}: AgentCore quota exceeded: {msg}")
     mapped = _STORE_CODES.get(code, code or "STORE_ERROR")

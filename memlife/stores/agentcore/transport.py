@@ -20,7 +20,13 @@ from typing import Any, Literal, TypeVar
 from botocore.exceptions import BotoCoreError, ClientError
 
 from memlife.model import content_sha256
-from memlife.stores.agentcore.errors import QuotaExceeded, error_code, item_code, store_error
+from memlife.stores.agentcore.errors import (
+    QuotaExceeded,
+    error_code,
+    item_code,
+    kept_message,
+    store_error,
+)
 from memlife.stores.agentcore.mapping import ID_KEY, MAX_PAGE, meta_value
 from memlife.stores.base import MAX_BATCH, BatchResult, chunked
 
@@ -219,8 +225,8 @@ class Transport:
         )
         if bisect:  # isolate the record(s) the service objects to
             http = 400 if code == "ValidationException" else 404
-            if len(entries) == 1:
-                return {entries[0].key: Outcome(False, http, msg)}
+            if len(entries) == 1:  # a validation message quotes the record: withheld
+                return {entries[0].key: Outcome(False, http, kept_message(code, msg))}
             mid = len(entries) // 2
             first = self._call(op, entries[:mid])
             stop = stop_of(first)  # what the first half did stands, whatever stops the second

@@ -16,6 +16,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 from memlife.model import MemoryRecord
@@ -36,6 +37,14 @@ from memlife.stores.agentcore_sidecar import Sidecar, SidecarItem
 from memlife.stores.base import BatchResult, ItemFailure
 
 KEEP_BLOBS = 4  # overflow versions kept in the sidecar (package docstring)
+WRITING_STALE_S = 60.0  # an update in flight longer than this: its writer died
+
+
+def _in_flight(item: SidecarItem | None) -> bool:
+    if item is None or item.writing is None:
+        return False
+    age = datetime.now(UTC) - datetime.fromisoformat(item.writing)
+    return age.total_seconds() < WRITING_STALE_S
 
 
 def new_nonce() -> str:
@@ -120,10 +129,14 @@ class ChunkWriter:
         """Step 1: the sidecar's new version and overflow blob, still the old
         memoryRecordId. Fills ``metadata``; a lost race is a CONFLICT in ``result``."""
         writes: list[tuple[SidecarItem, int]] = []
+        busy: dict[str, str] = {}
         for key, r in by_key.items():
             meta, blob = encode_metadata(r)
             metadata[key] = meta
             old = current.get(key)
+            if _in_flight(old):  # its BatchUpdate could still land after ours
+                busy[key] = "CONFLICT"
+                continue
             blobs = dict(old.blobs) if old else {}
             if blob:
                 h = blob_hash(blob)
@@ -145,9 +158,10 @@ class ChunkWriter:
                 memory_record_id=mrid,
                 blobs=blobs,
                 create_nonce=nonce,
+                writing=datetime.now(UTC).isoformat() if mrid else None,
             )
             writes.append((new, old.version if old else 0))
-        conflicts = self.sidecar.put_many(writes)
+        conflicts = {**self.sidecar.put_many(writes), **busy}
         for key, why in conflicts.items():
             result.failed.append(ItemFailure(by_key[key].id, why, "sidecar changed concurrently"))
         return {w.key: w for w, _ in writes if w.key not in conflicts}
@@ -180,8 +194,8 @@ class ChunkWriter:
             entries.append(Entry(k, body))
         outcomes = self.transport.batch("update", entries)
         gone = []
-        moved = [k for k in keys if outcomes[k].ok and staged[k].namespace != by_key[k].namespace]
-        self._moved(moved, by_key, staged)
+        answered = [k for k in keys if outcomes[k].http != 404]  # 404s are staged anew
+        self._settle(answered, {k for k in keys if outcomes[k].ok}, by_key, staged)
         for k in keys:
             o = outcomes[k]
             if o.ok:
@@ -196,13 +210,18 @@ class ChunkWriter:
                 result.failed.append(ItemFailure(by_key[k].id, code, o.message, retry))
         return self._restage_pending(gone, by_key, staged, result), stop_of(outcomes)
 
-    def _moved(
-        self, keys: list[str], by_key: dict[str, MemoryRecord], staged: dict[str, SidecarItem]
+    def _settle(
+        self,
+        keys: list[str],
+        ok: set[str],
+        by_key: dict[str, MemoryRecord],
+        staged: dict[str, SidecarItem],
     ) -> None:
-        """The records BatchUpdate moved: the sidecar now names their new namespace (a lost
-        race leaves the other writer's item, which names where it put the record)."""
+        """The updates are answered: no longer in flight, and the records BatchUpdate moved
+        name their new namespace (a lost race leaves the other writer's item)."""
         writes = [
-            (replace(staged[k], version=staged[k].version + 1, namespace=by_key[k].namespace),
+            (replace(staged[k], version=staged[k].version + 1, writing=None,
+                     namespace=by_key[k].namespace if k in ok else staged[k].namespace),
              staged[k].version)
             for k in keys
         ]  # fmt: skip
@@ -226,6 +245,7 @@ class ChunkWriter:
             it = staged[k]
             new = replace(
                 it, version=it.version + 1, memory_record_id=None, create_nonce=new_nonce(),
+                writing=None,
                 namespace=by_key[k].namespace,  # created where the record is meant to be
             )  # fmt: skip
             writes.append((new, it.version))
@@ -281,7 +301,7 @@ class ChunkWriter:
         for it, _ in done:
             if it.memory_record_id is None:  # a failed create, staged again (reported above)
                 continue
-            if it.key in lost:  # created, but the id is not recorded: find_by_key finds it
+            if it.key in lost and not self._settle_lost_create(it):
                 result.failed.append(
                     ItemFailure(it.record_id, "CONFLICT", "sidecar changed during create")
                 )
@@ -290,6 +310,23 @@ class ChunkWriter:
                 self.cache.remember(it.key, str(it.memory_record_id), it.namespace)
                 self.cache.remember_blobs(it.blobs)
         return stop_of(outcomes)
+
+    def _settle_lost_create(self, it: SidecarItem) -> bool:
+        """Our create landed but the sidecar item moved meanwhile (another writer of the
+        id, or a delete). Keep the record only where the item names it (claiming a still
+        pending item); anything else is an orphan no id reaches: delete it now."""
+        cur = self.sidecar.get(it.key)
+        if cur is not None and cur.pending:
+            claim = replace(cur, version=cur.version + 1, namespace=it.namespace,
+                            memory_record_id=it.memory_record_id, create_nonce=None)  # fmt: skip
+            cur = (
+                self.sidecar.get(it.key) if self.sidecar.put_many([(claim, cur.version)]) else claim
+            )
+        if cur is not None and cur.memory_record_id == it.memory_record_id:
+            return True
+        body = {"memoryRecordId": it.memory_record_id, "namespace": it.namespace}
+        self.transport.batch("delete", [Entry(it.key, body)])
+        return False
 
     def register(self, shards: set[tuple[str, str]]) -> None:
         new = shards - self._registered
@@ -337,7 +374,7 @@ class ChunkWriter:
                 code, retry = failure_of(o)
                 result.failed.append(ItemFailure(rid, code, o.message, retry))
         self.cache.forget(list(keys.values()))
-        self.sidecar.delete_many(gone)
+        self.sidecar.delete_many(gone, {k: it.version for k, it in items.items() if k in gone})
         stop = stop_of(outcomes)
         if stop is not None:  # after the bookkeeping: the deleted ones are out of the sidecar
             raise QuotaExceeded(stop, partial=result)
