@@ -34,13 +34,13 @@ _TITLE_DOT = re.compile(r"\b(Mr|Mrs|Ms|Mx|Dr|Prof|St|Jr|Sr)\.", re.I)
 _PARTICLES = frozenset("van von de da del der den di du la le bin ibn al".split())
 _WORD = re.compile(r"(?<![\w'’])[^\W\d_][\w'’-]*")
 # a word that opens a sentence: first in the text, or after . ! ? : ; or an opening quote
-_OPENER = re.compile(r"(?:^|[.!?:;]\s+|[\"“(\[]\s*)(?=[^\W\d_])")
-_POSSESSIVE = re.compile(r"['’]s?$")
+_OPENER = re.compile(r"(?:^\s*|[.!?:;]\s+|[\"“(\[]\s*)(?=[^\W\d_])")
+_POSSESSIVE = re.compile(r"['’ʼ]s?$")  # ʼ (U+02BC): the apostrophe some phones type
 # One line's speaker: a list mark, a [time] and ** or __ may come first; then one to four
 # words and a colon that ends the line or is followed by a space ("- **Dr. Ann Lee**: ok").
 _SPEAKER_LINE = re.compile(
     r"^[ \t]*(?:[-*•>][ \t]*)?(?:\[[^\]\n]{0,32}\][ \t]*)?(?:\*\*|__)?"
-    r"([^\W\d_][\w'’.-]*(?:[ \t]+[^\W\d_][\w'’.-]*){0,3})(?:\*\*|__)?:(?=[ \t]|$)",
+    r"([^\W\d_][\w'’.-]*(?:[ \t]+[^\W\d_][\w'’.-]*){0,3})(?:\*\*|__)?:(?:\*\*|__)?(?=[ \t]|$)",
     re.M,
 )
 
@@ -55,14 +55,14 @@ class QueryNames(NamedTuple):
 
 def name_key(word: str) -> str:
     """How a name is compared: accents and case folded, the apostrophe made one character."""
-    return fold_accents(word).replace("’", "'")
+    return fold_accents(word).replace("’", "'").replace("ʼ", "'")
 
 
 def query_names(text: str) -> QueryNames:
     """The keys (:func:`name_key`) of the names ``text`` gives, each once, in order:
     capitalised words that do not open a sentence (a question's first word is capitalised
     whatever it is: "Tell", "When"), honorifics left out."""
-    text = _TITLE_DOT.sub(lambda m: m.group(1), text)  # "Mr. Smith": Smith opens nothing
+    text = _TITLE_DOT.sub(lambda m: m.group(1) + " ", text)  # "Mr. Smith": Smith opens nothing
     openers = {m.end() for m in _OPENER.finditer(text)}
     sure: dict[str, None] = {}  # ordered, each once, O(1) a word on a pasted page
     common: dict[str, None] = {}

@@ -33,6 +33,10 @@ _YEAR_ONLY = re.compile(rf"\b{_YEAR}\b")
 # year first, as agents and models write dates: 2023-06-16, 2023/06/16, 2023-06-16T10:00Z
 _ISO_DAY = re.compile(rf"\b{_YEAR}([-/])(\d{{1,2}})\2(\d{{1,2}})(?!\d)")
 _ISO_MONTH = re.compile(rf"\b{_YEAR}-(\d{{1,2}})(?![\d/-])")
+# an instant with its zone after a year-first day: the day is the instant's in UTC
+_ISO_ZONED = re.compile(r"[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:Z|[+-]\d\d:?\d\d)(?!\d)", re.I)
+# "3-5 May 2023", "1st to 5th May": the day a range of days before the month starts on
+_RANGE_FROM = re.compile(rf"(?<!\d){_DAY}\s*(?:-|\u2013|to)\s*$", re.I)
 
 
 def _month(name: str) -> int:
@@ -75,7 +79,13 @@ def query_date_ranges(text: str) -> list[tuple[date, date]]:
                 out.append(_whole_month(year, month))
                 take(m)
             continue  # no such month: its year stands, read below
-        out.append((d, d))
+        zoned = _ISO_ZONED.match(text, m.end())
+        try:  # "2023-06-16T00:30+05:00" is 15 June in UTC, as records' times are kept
+            utc = datetime.fromisoformat(text[m.start() : zoned.end()]) if zoned else None
+        except ValueError:  # "2023/06/16T..." or "2023-6-16T...": the day as written
+            utc = None
+        u = utc.astimezone(UTC).date() if utc else d
+        out.append((min(d, u), max(d, u)))
         take(m)
     for pat, day_first in ((_DAY_MONTH_YEAR, True), (_MONTH_DAY_YEAR, False)):
         for m in pat.finditer(text):
@@ -91,7 +101,10 @@ def query_date_ranges(text: str) -> list[tuple[date, date]]:
                 except ValueError:
                     pass  # no such year either: read below, or not at all
                 continue
-            out.append((d, d))
+            lo = d
+            if day_first and (r := _RANGE_FROM.search(text[max(0, m.start() - 12) : m.start()])):
+                lo = d.replace(day=min(int(r[1]), d.day) or d.day)
+            out.append((lo, d))
             take(m)
     for m in _MONTH_YEAR.finditer(text):
         if free(m):
