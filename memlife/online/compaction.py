@@ -193,8 +193,8 @@ class AnthropicSummarizer:
             messages=[{"role": "user", "content": prompt}],
             timeout=self.timeout,
         )
-        if reply.stop_reason == "max_tokens":
-            raise SummarizerError(f"summary truncated at max_tokens={max_tokens}")
+        if reply.stop_reason in ("max_tokens", "model_context_window_exceeded"):  # cut off
+            raise SummarizerError(f"summary truncated ({reply.stop_reason}, {max_tokens=})")
         if reply.stop_reason == "refusal":
             raise SummarizerError("the model refused to summarise")
         text = "".join(b.text for b in reply.content if b.type == "text").strip()
@@ -431,17 +431,20 @@ def _compact(
             def fits(c: int) -> bool:
                 return count([*head[: at + 1], *head[c:]]) + allowance <= budget
 
-            cut = first_fitting(cuts, fits)
-            summary, n = _summarise(summarizer, cur[task:cut], bound)
-            calls += n
-            request = after_task(copy.deepcopy(cur[at]), summary)
+            # the fitting cut; then the farthest, should the summary overrun its allowance
+            for cut in dict.fromkeys((first_fitting(cuts, fits), cuts[-1])):
+                summary, n = _summarise(summarizer, head[task:cut], bound)
+                calls += n
+                request = after_task(copy.deepcopy(head[at]), summary)
+                cur = [*copy.deepcopy(head[:at]), request, *copy.deepcopy(head[cut:])]
+                after = count(cur)
+                if after <= budget:
+                    break
             gone = cut - at - 1
-            rounds = sum(1 for m in cur[at + 1 : cut] if m.get("role") == "assistant")
-            cur = [*copy.deepcopy(cur[:at]), request, *copy.deepcopy(cur[cut:])]
+            rounds = sum(1 for m in head[at + 1 : cut] if m.get("role") == "assistant")
             removed += gone
             if new_starts is not None:
                 new_starts = [s if s <= at else s - gone for s in new_starts]
-            after = count(cur)
 
     problems = validate_history(cur, allow_pending_tool_use=True)
     if problems:  # defensive: cannot happen for a valid input cut at a turn start

@@ -7,7 +7,8 @@ digits of a SHA-256 of the summary. Only a block with a matching marker is compa
 own (to replace on a later pass): a user's text that merely starts with the header, a
 copy of a summary the user edited, or a marker line made up by hand does not match and
 stays. The summariser reads marked blocks without their marker line (still headed: the
-transcript reads them as "Earlier summary:"), so it never echoes one into a new summary.
+transcript reads them as "Earlier summary:"), so it never echoes one into a new summary;
+text in summary form that is not compaction's reads as the user's words it is.
 
 Chunks: a head longer than the summariser's bound is read in chunks that begin only at
 the head's first message or at an assistant message. The message before such a cut is
@@ -104,7 +105,10 @@ def is_own_summary(block: Mapping[str, Any]) -> bool:
 
 def _unmarked_text(text: str) -> str:
     body = _own_body(text)
-    return text if body is None else f"{SUMMARY_HEADER}\n{body}"
+    if body is not None:
+        return f"{SUMMARY_HEADER}\n{body}"
+    # in summary form but not compaction's: the user's words, never read as a summary
+    return "\n" + text if text.startswith(SUMMARY_HEADER + "\n") else text
 
 
 def unmarked(messages: Sequence[Message]) -> list[Message]:
@@ -117,7 +121,7 @@ def unmarked(messages: Sequence[Message]) -> list[Message]:
             content = _unmarked_text(content)
         elif isinstance(content, list):
             content = [
-                {**b, "text": _unmarked_text(b["text"])} if is_own_summary(b) else b
+                {**b, "text": _unmarked_text(b["text"])} if is_summary_block(b) else b
                 for b in _blocks(content)
             ]
         out.append({**msg, "content": content})
