@@ -8,7 +8,7 @@ own (to replace on a later pass): a user's text that merely starts with the head
 copy of a summary the user edited, or a marker line made up by hand does not match and
 stays. The summariser reads marked blocks without their marker line (still headed: the
 transcript reads them as "Earlier summary:"), so it never echoes one into a new summary;
-text in summary form that is not compaction's reads as the user's words it is.
+text in summary form that is not compaction's reads as what it is: the user's words.
 
 Chunks: a head longer than the summariser's bound is read in chunks that begin only at
 the head's first message or at an assistant message. The message before such a cut is
