@@ -46,12 +46,16 @@ def verify_dataset(
     parts = sorted(k for k in sink.list(folder) if is_part_key(k))
     named = {ev["dataset_key"]: ev.get("dataset_sha256") for ev, _ in seals
              if isinstance(ev.get("dataset_key"), str)}  # fmt: skip
+    rows_of = {ev["dataset_key"]: rows for ev, rows in seals
+               if isinstance(ev.get("dataset_key"), str)}  # fmt: skip
     for key, want in named.items():
         body = sink.get(key)
         if body is None:
             v.problem("DATASET_PART_MISSING", key=key)
         elif hashlib.sha256(body).hexdigest() != want:
             v.problem("DATASET_DIGEST_MISMATCH", key=key)
+        elif (said := _part(sink, key, v)) is not None and said != _said(rows_of[key]):
+            v.problem("DATASET_MISMATCH", key=key)  # a digest the adversary re-sealed
     if named:
         for key in parts:
             if key not in named:

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from memlife.audit import ReceiptSink
-from memlife.evidence import _mismatched, _when
+from memlife.evidence import _mismatched, _norm, _when
 from memlife.evidence_key import as_written
 from memlife.journal import Operation
 from memlife.receipts import operation_key
@@ -59,8 +59,13 @@ def verify_journal(
             continue
         outcome = o.outcome.value if o.outcome else None
         changed = (o.state.value, outcome) != (r["state"], r.get("outcome"))
+        # what the operation is never changes after planning: the row must say the journal's
+        ident = {"record_id": o.record_id, "action": o.kind.value, "actor_id": o.actor_id,
+                 "namespace": o.namespace, "replacement_id": o.replacement_id,
+                 "reason_codes": list(o.reasons), "policy_version": o.policy_version}  # fmt: skip
         if (
-            o.state.value not in LATER.get(r["state"], set())
+            any(k in r and _norm(r[k]) != want for k, want in ident.items())
+            or o.state.value not in LATER.get(r["state"], set())
             or (r["state"] == "RECEIPTED" and outcome != r.get("outcome"))
             or (changed and not moved_after_seal(o, r, sealed_by, sealed))
         ):

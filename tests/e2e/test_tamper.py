@@ -134,8 +134,14 @@ def test_consistent_rewrite_of_an_unlocked_bucket_is_caught_by_the_journal(ev: d
     doc["counts"].update(counts_from_rows(kept))
     body = ev["parquet"].read_bytes()
     n, head, _ = chain(ev["sink"], [r["operation_id"] for r in kept])
+    (part,) = (ev["root"] / "receipts").glob(f"dataset/operations/*/run_id={ev['run_id']}/*")
+    ids, table = {r["operation_id"] for r in kept}, pq.read_table(part)
+    said = [d for d in table.to_pylist() if d["operation_id"] in ids]
+    pq.write_table(pa.Table.from_pylist(said, schema=table.schema), part)  # the dataset too
     doc["evidence"].update(
-        parquet_sha256=sha256(body), operations={"count": n, "chain_sha256": head}
+        parquet_sha256=sha256(body),
+        operations={"count": n, "chain_sha256": head},
+        dataset_sha256=sha256(part.read_bytes()),
     )
     doc["digest"] = receipt_digest(doc)
     ev["receipt"].write_text(json.dumps(doc))

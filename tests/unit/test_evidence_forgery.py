@@ -126,10 +126,16 @@ def _rewrite(ev: dict, rows: list[dict], **receipt: object) -> None:
     buf = io.BytesIO()
     pq.write_table(pa.Table.from_pylist(rows, schema=pq.read_schema(parquet)), buf)
     parquet.write_bytes(buf.getvalue())
+    (part,) = (ev["root"] / "receipts").glob(f"dataset/operations/*/run_id={ev['run_id']}/*")
+    said, table = {r["operation_id"]: r for r in rows}, pq.read_table(part)
+    kept = [{**d, "state": said[d["operation_id"]]["state"]} for d in table.to_pylist()
+            if d["operation_id"] in said]  # fmt: skip
+    pq.write_table(pa.Table.from_pylist(kept, schema=table.schema), part)  # the dataset too
     doc = {**original(ev), **receipt}
     doc["counts"] = {**doc["counts"], **counts_from_rows(rows)}
     n, head, _ = chain(ev["sink"], [r["operation_id"] for r in rows if r["state"] == "RECEIPTED"])
     doc["evidence"] = {**doc["evidence"], "parquet_sha256": sha256(buf.getvalue()),
+                       "dataset_sha256": sha256(part.read_bytes()),
                        "operations": {**doc["evidence"]["operations"], "count": n, "chain_sha256": head}}  # fmt: skip
     doc["digest"] = receipt_digest(doc)
     ev["receipt"].write_text(json.dumps(doc))
