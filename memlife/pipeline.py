@@ -437,8 +437,7 @@ def plan_in_processes(
             for part, future in zip(reversed(parts), reversed(futures), strict=True):
                 if not future.cancel():
                     break  # a child has it, and every part before it
-                outcome = local(part)
-                progress.advance(outcome.records)
+                outcome = local(part)  # process_batch advanced the bar shard by shard
                 collect(outcomes, outcome)
         for future in as_completed([f for f in futures if not f.cancelled()]):
             outcome = future.result()

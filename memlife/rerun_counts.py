@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from memlife.journal import Operation, OpKind, OpState, Outcome
-from memlife.plan import Action
+from memlife.plan import Action, Reason
 
 _DONE = (OpState.APPLIED, OpState.RECEIPTED)
 _REMOVED = (Outcome.deleted, Outcome.already_absent)
@@ -38,10 +38,13 @@ class CarriedOver:
     actions: Counter[str] = field(default_factory=Counter)  # their planned actions now
     replacements: int = 0  # replacements the run wrote, read again by this attempt
     removed: int = 0  # records the run removed before this attempt read the store
+    removed_actions: Counter[str] = field(default_factory=Counter)  # as they were planned
 
     def adjust(self, counts: Counter[str], records: int) -> int:
-        """Take them out of ``counts`` (in place); ``records`` as the first attempt read."""
+        """Take them out of ``counts`` (in place), the removed ones back in as planned:
+        ``records`` and ``counts`` as the first attempt read and planned them."""
         counts.subtract(self.actions)
+        counts.update(self.removed_actions)
         return records - self.replacements + self.removed
 
 
@@ -72,5 +75,11 @@ def carried_over(ops: Sequence[Operation], report: Path) -> CarriedOver:
             out.actions[action] += 1
             out.replacements += rid in written
     # a replacement this run wrote and took back is no record the store held (audit 47k)
-    out.removed = len(removed - seen - written)
+    gone = removed - seen - written
+    out.removed = len(gone)
+    for o in done:  # each once (a record has one removal), planned as the first attempt did
+        if o.record_id in gone and o.outcome in _REMOVED:
+            gone.discard(o.record_id)
+            grace = Reason.GRACE_ELAPSED in o.reasons
+            out.removed_actions[Action.delete_pending if grace else Action.delete_expired] += 1
     return out
