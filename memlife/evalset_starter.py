@@ -119,8 +119,14 @@ def starter_cases(
     cases: list[EvalCase] = []
     counts: dict[tuple[str, CaseKind], int] = {}
     recall = None
-    if validate:
-        recall = ShadowRecall(store)
+    deleting: set[str] = set()  # the night's deletion candidates: its gate still reads them
+    if validate:  # as the gate reads the store: what online recall never serves answers nothing
+        from memlife.consolidate.replacement import past_lifetime
+
+        ttl, at = policy.ttl_days(), planner.now
+        recall = ShadowRecall(
+            store, hidden=lambda r: r.id not in deleting and past_lifetime(r, ttl, at)
+        )
 
     expiring: set[str] = set()  # records with a deadline
 
@@ -143,6 +149,7 @@ def starter_cases(
 
             new_case = partial(EvalCase, actor_id=actor, namespace=ns)
             decisions = planner.plan_shard([[_view(r) for r in active.values()]])
+            deleting.update(d.id for d in decisions if d.action in DELETES)
             # Changed preferences: survivor must be retrieved, its superseded statements not.
             survivors: dict[str, list[str]] = {}
             for d in decisions:
@@ -224,9 +231,19 @@ def starter_cases(
                             impact=Impact.high,
                         )
                     )
-    if sink is not None:
-        for c in erasure_cases(sink, list(actor_ids) or None):  # every erased actor by default
-            add(c)
+    if sink is not None:  # every erased record of every erased actor (by default): no cap
+        from memlife.tombstones import listing
+
+        for c in erasure_cases(sink, list(actor_ids) or None):
+            rid = c.forbidden[0].id or ""
+            live = store.get(rid)
+            if (
+                live is not None
+                and live.actor_id == c.actor_id
+                and not any(t["record_id"] == rid for t in listing(store, c.actor_id))
+            ):
+                continue  # another store's erasure (one receipts folder): never erased here
+            cases.append(c)
     return unique_ids(cases)
 
 

@@ -35,6 +35,7 @@ all read and write the same report shape; recall's ranking itself is shared
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -45,7 +46,7 @@ from memlife.backends import embedding_cache
 from memlife.embed import embed_for_recall
 from memlife.errors import CorruptRecordError
 from memlife.evalset import CaseKind, EvalCase, Impact, Target, load_cases
-from memlife.lexical import LexicalIndex
+from memlife.lexical import _CJK_RUN, _SOUTHEAST_RUN, LexicalIndex
 from memlife.model import MemoryRecord, MemoryType, Status
 from memlife.policy import GatePolicy, Policy
 from memlife.retrieval import DEFAULT_THRESHOLD, rank_sets
@@ -265,7 +266,18 @@ class ShadowRecall:
 # -- one case ---------------------------------------------------------------------------------
 def _text_hit(t: Target, records: Sequence[MemoryRecord]) -> bool:
     needle = normalise(t.text or "")
-    return any(needle in normalise(r.content) for r in records)
+    if not needle:
+        return any(needle in normalise(r.content) for r in records)
+    # whole words ("cat" is not in "education", nor "ham" in "hamburg"); an edge in a script
+    # written without spaces (Chinese, Thai) may sit inside a run of it
+    left = "" if _unspaced(needle[0]) else r"(?<![^\W_])"
+    right = "" if _unspaced(needle[-1]) else r"(?![^\W_])"
+    words = re.compile(left + re.escape(needle) + right)
+    return any(words.search(normalise(r.content)) for r in records)
+
+
+def _unspaced(ch: str) -> bool:
+    return bool(_CJK_RUN.match(ch) or _SOUTHEAST_RUN.match(ch))
 
 
 def _competing(records: Sequence[MemoryRecord]) -> bool:
