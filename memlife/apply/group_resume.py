@@ -33,6 +33,12 @@ def resume_group(ex: Executor, planned: list[Operation], tally: Tally) -> None:
             for o in ex.journal.for_record(rest[0].replacement_id or "")
             if o.kind is OpKind.write_replacement and o.run_id == rest[0].run_id
         ]
+    if write and not rest:  # a write requeued alone: its supersedes, however they ended
+        rest = [
+            o
+            for o in ex.journal.for_record(write[0].record_id)
+            if o.kind is OpKind.supersede and o.run_id == write[0].run_id
+        ]
     if _sources_moved(ex, write, rest):
         # a source changed, was held or left active since the group was read (a rerun
         # after a crash, an edit during the gate): the replacement would carry a claim its

@@ -8,7 +8,7 @@ from memlife.apply.appliers.base import BaseApplier, is_held
 from memlife.apply.registry import Result, register
 from memlife.faults import checkpoint
 from memlife.journal import Operation, OpKind, Outcome
-from memlife.model import MemoryRecord
+from memlife.model import MemoryRecord, Status
 from memlife.stores.base import ItemFailure
 from memlife.tombstones import ERASED_CONTENT, ERASED_SOURCE, write_replacement
 
@@ -40,6 +40,14 @@ class WriteReplacement(BaseApplier):
                     if written
                     else ItemFailure(o.record_id, "LEGAL_HOLD", retryable=False)
                 )
+                continue
+            if (  # written by a killed attempt, then forgotten or quarantined online since:
+                current is not None  # done, and not written over (back into recall)
+                and current.status in (Status.pending_delete, Status.quarantined)
+                and current.content == record.content
+                and set(current.provenance.supersedes) == set(record.provenance.supersedes)
+            ):
+                out[o.operation_id] = Outcome.written
                 continue
             # tombstones are checked in the write's own transaction: an erasure that landed
             # since the group was read wins, and the refused payload is forgotten
