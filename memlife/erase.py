@@ -746,6 +746,19 @@ def release_hold(
         return _erase_released(store, summary, run, cache)
 
 
+def erase_freed(
+    store: MemoryStore, ids: Sequence[str], policy: Policy | str | None,
+    receipts: str | ReceiptSink | None,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """The pending erasures of records an update has just taken out of a hold (``import
+    --update --allow-held``), applied now, as ``release_hold`` applies them: else the next
+    night would delete as expired, or group, a record an erasure is waiting for."""
+    freed = set(ids)
+    actors = {p["actor_id"] for p in pending_erasures(store) if p["record_id"] in freed}
+    return [erase(store, a, pending=True, policy=policy, receipts=receipts, now=utcnow())
+            for a in sorted(actors)]  # fmt: skip
+
+
 def _release(run: ManualRun, store: MemoryStore, ids: Sequence[str],
              retention_class: RetentionClass) -> dict[str, Any]:  # fmt: skip
     """One hold_release operation per held record, through its applier (journaled, receipted)."""

@@ -456,6 +456,7 @@ def _apply_updates(
     receipts: str | None,
 ) -> None:
     """--update: a receipted manual run; each change re-checked against the record as it is."""
+    from memlife.erase import erase_freed
     from memlife.quarantine import manual_run
 
     ok: list[tuple[int, MemoryRecord]] = []
@@ -488,13 +489,11 @@ def _apply_updates(
     done: list[Operation] = []
     for batch in chunked(ops, MAX_BATCH):
         done += run.executor.run_lifecycle(batch, run.tally)
-    for o in done:
-        if o.outcome is Outcome.updated:
-            report.updated += 1
-        else:
-            report.conflicts.append(
-                {"line": line_of[o.record_id], "id": o.record_id, "code": o.last_error or "FAILED"}
-            )
+    report.conflicts += [{"line": line_of[o.record_id], "id": o.record_id, "code": o.last_error
+                          or "FAILED"} for o in done if o.outcome is not Outcome.updated]  # fmt: skip
     run.extra["updated"] = updated = [o.record_id for o in done if o.outcome is Outcome.updated]
+    report.updated += len(updated)
     check_links(store, [(line_of[i], i) for i in updated], report)  # warned as inserts are
     report.run = run.finish()
+    # a hold the update lifted: the erasures it deferred run now, as `hold release` runs them
+    erase_freed(store, [r.id for _, r in ok if r.id in updated and not r.held], policy, receipts)

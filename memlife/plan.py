@@ -229,7 +229,9 @@ class Planner:
             if expiry:
                 return d(Action.hold, Reason.LEGAL_HOLD, expiry, Reason.DELETE_DEFERRED)
             return d(Action.hold, Reason.LEGAL_HOLD)
-        if r.status == Status.retained:
+        if r.status == Status.retained:  # a hold too: its deferral is recorded as one
+            if expiry:
+                return d(Action.hold, Reason.RETAINED_STATUS, expiry, Reason.DELETE_DEFERRED)
             return d(Action.hold, Reason.RETAINED_STATUS)
         if expiry:
             return d(Action.delete_expired, expiry)

@@ -336,7 +336,8 @@ def test_explicit_expiry_overrides_ttl() -> None:
 def test_retained_status_beats_expiry() -> None:
     d = one(rec("a", status=Status.retained, expires_at=days(5)))
     assert d.action is Action.hold
-    assert d.reasons == [Reason.RETAINED_STATUS]
+    # a hold, as legal_hold is: the deferred deletion is recorded (audit 48vi)
+    assert d.reasons == [Reason.RETAINED_STATUS, Reason.HARD_EXPIRED, Reason.DELETE_DEFERRED]
 
 
 def test_expiry_beats_pending_delete_and_superseded() -> None:
