@@ -353,6 +353,8 @@ def warn_unrooted(namespace: str) -> None:
 def resolve_policy_path(path: str | Path | None) -> Path:
     """A given path; the repository's or the installed copy of the default otherwise."""
     p = Path(path or DEFAULT_POLICY)
+    if p.is_dir():
+        raise PolicyError(f"policy file {p} is a folder")
     if p.exists():
         if p in _SHIPPED:
             _say_if_not_shipped(p.resolve())

@@ -318,7 +318,7 @@ class Settings(BaseSettings):
             elif isinstance(value, (bool, int, float)):
                 shown = value
             else:
-                shown = _without_password(str(value))
+                shown = without_password(str(value))
             rows.append((var, shown, field.description or ""))
         return rows
 
@@ -326,7 +326,7 @@ class Settings(BaseSettings):
 DEFAULT_MODEL = "claude-sonnet-4-5"
 
 
-def _without_password(value: str) -> str:
+def without_password(value: str) -> str:
     """A URL's userinfo password masked (``https://user:****@proxy/``): a base URL or
     endpoint may carry credentials, and `config show` never prints a secret."""
     from urllib.parse import urlsplit

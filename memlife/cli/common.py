@@ -208,6 +208,8 @@ def check_store(url: str | None, *, must_exist: bool = True) -> str:
         resolved = settings().store_url
     if resolved.startswith("sqlite:///"):
         path = resolved[len("sqlite:///") :]
+        if Path(path).is_dir():
+            raise fail(f"store {resolved}: {path} is a folder, not a SQLite file (from {source})")
         if must_exist and not Path(path).is_file():
             raise fail(f"store {resolved}: no such file {path} (from {source})")
     return resolved
@@ -238,6 +240,16 @@ def option_time(value: str | None, option: str) -> datetime | None:
     except ValueError as exc:
         why = "has no time zone" if "timezone" in str(exc) else "is no ISO-8601 time"
         raise fail(f"{option} {value!r} {why} (e.g. 2026-11-29T02:15:00Z)") from None
+
+
+def check_utf8(values: Iterable[str], name: str) -> None:
+    """A one-line refusal (exit 2) for an argument that is not UTF-8 (a latin-1 byte from
+    the shell arrives as a lone surrogate), before any run starts or any file is read."""
+    for value in values:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise fail(f"{name} {value!r} is not valid UTF-8") from None
 
 
 def check_policy(path: str | None) -> None:

@@ -187,7 +187,8 @@ def register(app: typer.Typer) -> None:
     @app.command("export")
     def export(
         output: Annotated[
-            Path | None, typer.Option("--output", "-o", help="File (default stdout)")
+            Path | None,
+            typer.Option("--output", "-o", dir_okay=False, help="File (default stdout)"),
         ] = None,
         erasures: Annotated[
             Path | None,

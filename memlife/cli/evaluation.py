@@ -117,7 +117,8 @@ def register(app: typer.Typer) -> None:
     @group.command("init")
     def init(
         output: Annotated[
-            Path, typer.Option("--output", "-o", help="Where to write (.yaml or .jsonl)")
+            Path,
+            typer.Option("--output", "-o", dir_okay=False, help="Where to write (.yaml or .jsonl)"),
         ] = Path("eval/cases.yaml"),
         actors: Annotated[
             int, typer.Option("--actors", min=1, help="How many actors to sample")

@@ -14,6 +14,7 @@ from memlife.cli.common import (
     check_policy,
     check_receipts,
     check_store,
+    check_utf8,
     err_console,
     fail,
     option_time,
@@ -99,6 +100,7 @@ def register(app: typer.Typer) -> None:
         """Bring records back exactly as they were before quarantine (journaled, receipted)."""
         from memlife.quarantine import restore as do_restore
 
+        check_utf8(ids, "record id")
         check_policy(policy)
         check_receipts(receipts)
         db = open_store(check_store(store, must_exist=True))  # a typo is no new, empty store

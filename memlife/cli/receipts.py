@@ -17,6 +17,7 @@ from memlife.cli.common import (
     StoreOpt,
     check_receipts,
     check_store,
+    check_utf8,
     console,
     err_console,
     fail,
@@ -43,6 +44,15 @@ def _day(value: str | None, option: str) -> date | None:
         return date.fromisoformat(value)
     except ValueError:
         raise fail(f"{option} {value!r}: expected a day, YYYY-MM-DD") from None
+
+
+def _days(since: str | None, until: str | None) -> tuple[date | None, date | None]:
+    """--since and --until as days; a range holding no day is refused, never read as "no
+    evidence" (a history saying "no operation" reads as "never deleted")."""
+    first, last = _day(since, "--since"), _day(until, "--until")
+    if first is not None and last is not None and first > last:
+        raise fail(f"--since {first} is after --until {last}: the range holds no day")
+    return first, last
 
 
 _EPOCH = datetime.min.replace(tzinfo=UTC)
@@ -106,7 +116,7 @@ def register(app: typer.Typer) -> None:
 
         store = _identity(for_store) if for_store is not None else None
         sink = _sink(receipts)
-        runs = runs_between(sink, _day(since, "--since"), _day(until, "--until"))
+        runs = runs_between(sink, *_days(since, until))
         for copy in misplaced_runs(sink.list("runs/")):  # not listed: no run's evidence
             err_console.print(f"not listed: {copy} is not under its run's day "
                               "(`memlife receipts verify RUN_ID` names it)", markup=False)  # fmt: skip
@@ -145,16 +155,16 @@ def register(app: typer.Typer) -> None:
         from memlife.receipts_history import handed_on, record_history
 
         store = _identity(for_store) if for_store is not None else None
+        check_utf8([record_id], "RECORD_ID")
+        first, last = _days(since, until)
         gaps: list[dict[str, str]] = []  # evidence not read: a history with gaps is no answer
-        rows = record_history(_sink(receipts), record_id, since=_day(since, "--since"),
-                              until=_day(until, "--until"), problems=gaps)  # fmt: skip
+        rows = record_history(_sink(receipts), record_id, since=first, until=last, problems=gaps)
         if actor is not None:
             rows = [r for r in rows if r["actor_id"] == actor]
         if store is not None:
             rows = [r for r in rows if r["store"] == store]
         if len({r["actor_id"] for r in rows}) == 1:  # one record: follow its hand-overs
-            rows += handed_on(_sink(receipts), rows, since=_day(since, "--since"),
-                              until=_day(until, "--until"))  # fmt: skip
+            rows += handed_on(_sink(receipts), rows, since=first, until=last)
             rows.sort(key=lambda r: (r["cutoff"] or _EPOCH, r["updated_at"] or _EPOCH))
         for gap in gaps:
             err_console.print(f"evidence not read: run {gap['run_id']} {gap['code']} ({gap['key']}); "

@@ -33,7 +33,7 @@ from memlife.pipeline import gate_line, parse_now, run_local
 from memlife.policy import DEFAULT_POLICY
 from memlife.run_finish import singular
 from memlife.run_types import RunConfig, operator_config
-from memlife.settings import settings
+from memlife.settings import settings, without_password
 
 # Exit codes (README "Exit codes"): 0 success, 1 failure (the run could not finish),
 # 2 usage error, 3 partial_failure (some operations failed or were left queued),
@@ -225,7 +225,7 @@ def register(app: typer.Typer) -> None:
             api = prefect_api_url()
             engine = Engine.prefect if api else Engine.local
             why = (
-                f"Prefect API {api}"
+                f"Prefect API {without_password(api)}"  # a URL's password goes to no log
                 if api
                 else "no Prefect API configured; --engine prefect for the flow"
             )
