@@ -18,13 +18,17 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from prefect.concurrency.sync import concurrency
-from prefect.task_runners import ThreadPoolTaskRunner
+from memlife.prefect_env import configure
 
-from memlife import fanout, throttling
-from memlife.consolidate.answers import AnswerBook
-from memlife.consolidate.base import ConsolidationResult, Consolidator, Group
-from memlife.settings import settings
+configure()  # quiet and offline before Prefect loads, whichever flows module comes first
+
+from prefect.concurrency.sync import concurrency  # noqa: E402
+from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
+
+from memlife import fanout, throttling  # noqa: E402
+from memlife.consolidate.answers import AnswerBook  # noqa: E402
+from memlife.consolidate.base import ConsolidationResult, Consolidator, Group  # noqa: E402
+from memlife.settings import settings  # noqa: E402
 
 
 def __getattr__(name: str) -> Any:

@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, urlparse
 
 from memlife.errors import ReceiptReadError as ReceiptReadError  # one hierarchy; re-exported
 from memlife.errors import ReceiptWriteError as ReceiptWriteError  # moved; re-exported
-from memlife.settings import settings
+from memlife.settings import endpoint_problem, settings
 
 DEFAULT_RECEIPTS_URL = "file://.memlife/receipts"
 
@@ -250,6 +250,8 @@ def receipts_url_problem(url: str) -> str | None:
     if parsed.scheme == "file":
         if not url.startswith("file://") or not url[len("file://") :]:
             return "use file://path (two slashes; file:///abs/path for an absolute path)"
+        if "?" in url or "#" in url:  # 'receipts?region=..' would become the folder's name
+            return "a file:// URL takes no query string or fragment ('?', '#'): give only the path"
         return None
     if parsed.scheme == "s3":
         if not parsed.netloc:
@@ -257,6 +259,9 @@ def receipts_url_problem(url: str) -> str | None:
         unknown = sorted(set(parse_qs(parsed.query, keep_blank_values=True)) - S3_PARAMS)
         if unknown:
             return f"unknown parameter {', '.join(unknown)} (known: {', '.join(sorted(S3_PARAMS))})"
+        for endpoint in parse_qs(parsed.query, keep_blank_values=True).get("endpoint_url", []):
+            if (problem := endpoint_problem(endpoint)) is not None:
+                return f"endpoint_url: {problem}"
         return None
     return "use file://path or s3://bucket/prefix"
 

@@ -32,3 +32,8 @@ def configure(home: str | os.PathLike[str] | None = None) -> None:
     if "PREFECT_HOME" not in os.environ:
         base = Path(home or settings().home) / "prefect"
         os.environ["PREFECT_HOME"] = str(base.resolve())
+        # the user's own profile (its PREFECT_API_URL) still wins: the CLI chose its engine
+        # by it, and Prefect would read it under the new home no more
+        profiles = Path("~/.prefect/profiles.toml").expanduser()
+        if profiles.is_file():
+            os.environ.setdefault("PREFECT_PROFILES_PATH", str(profiles))

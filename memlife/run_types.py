@@ -98,7 +98,16 @@ def operator_config(config: RunConfig, scheduled: datetime | None = None) -> Run
     - an apply cutoff more than 48 h ahead of the clock is refused unless
       ``allow_future_cutoff`` (``now: 9999-12-30`` expires everything at once: 59 of 300
       demo records deleted); a cutoff in the past is a replay and stays allowed, and a dry
-      run accepts any."""
+      run accepts any;
+    - a retry-only dry run, and a model run with no model configured, are refused (a flow
+      told ``retry_only: true`` alone would otherwise drain nothing and report success)."""
+    if config.retry_only and config.dry_run:
+        raise InputError("retry_only applies; it cannot be combined with dry_run (dry_run: false)")
+    if config.with_model:
+        from memlife.settings import settings
+
+        if not settings().anthropic_api_key:
+            raise InputError("with_model: no model is configured (set ANTHROPIC_API_KEY)")
     if config.now is None and scheduled is not None:
         config = config.model_copy(update={"now": scheduled.astimezone(UTC)})
     if config.now is not None and config.now < utcnow() - MAX_BEHIND:

@@ -81,6 +81,20 @@ def is_http_url(url: str) -> bool:
     return url == url.strip() and parsed.scheme in ("http", "https") and bool(parsed.hostname)
 
 
+def endpoint_problem(url: str) -> str | None:
+    """Why ``url`` is no endpoint to send memory or evidence to (MEMLIFE_S3_ENDPOINT_URL, or
+    ``endpoint_url`` inside a state or receipts URL), or None: an http(s) URL with a host,
+    and AWS's own over https only (content and evidence never cross in the clear)."""
+    from urllib.parse import urlparse
+
+    if not is_http_url(url):
+        return "expected an http(s) URL, e.g. http://127.0.0.1:9000"
+    parsed = urlparse(url)
+    if parsed.scheme == "http" and (parsed.hostname or "").endswith(".amazonaws.com"):
+        return "AWS's own endpoint over plain http: use https://"
+    return None
+
+
 class Settings(BaseSettings):
     """The resolved settings. Derived defaults (store, receipts) are properties."""
 
@@ -218,6 +232,9 @@ class Settings(BaseSettings):
     def _home(cls, v: object) -> object:
         if isinstance(v, str) and v != v.strip():  # 'home ' is another folder: another store
             raise ValueError("has leading or trailing spaces")
+        if isinstance(v, str) and (v.startswith("~") or "?" in v or "#" in v):
+            # no shell expands '~' here (a folder named '~'); '?' and '#' end the store's URL
+            raise ValueError("starts with '~' or holds '?' or '#': give the folder's full path")
         return v
 
     @field_validator("namespace")
@@ -283,8 +300,8 @@ class Settings(BaseSettings):
     def _endpoint_url(cls, v: str | None) -> str | None:
         """An http(s) URL with a host: ``notaurl`` was accepted here and failed at the first
         receipt write, inside boto3, as "Invalid endpoint: notaurl"."""
-        if v is not None and not is_http_url(v):
-            raise ValueError("expected an http(s) URL, e.g. http://127.0.0.1:9000")
+        if v is not None and (problem := endpoint_problem(v)) is not None:
+            raise ValueError(problem)
         return v
 
     @property
@@ -327,19 +344,24 @@ DEFAULT_MODEL = "claude-sonnet-4-5"
 
 
 def without_password(value: str) -> str:
-    """A URL's userinfo password masked (``https://user:****@proxy/``): a base URL or
+    """A URL's userinfo password masked (``https://user:****@proxy/``), also in a URL given
+    as a query value (``dynamodb://T?endpoint_url=http://u:pw@host``): a base URL or
     endpoint may carry credentials, and `config show` never prints a secret."""
-    from urllib.parse import urlsplit
+    from urllib.parse import parse_qsl, urlencode, urlsplit
 
     try:
         parts = urlsplit(value)
         password = parts.password
     except ValueError:
         return value
-    if not password:
-        return value
-    host = parts.netloc.rsplit("@", 1)[1]
-    return parts._replace(netloc=f"{parts.username or ''}:****@{host}").geturl()
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    masked = [(k, without_password(v)) for k, v in query]
+    if masked != query:
+        parts = parts._replace(query=urlencode(masked, safe=":/@*"))
+    if password:
+        host = parts.netloc.rsplit("@", 1)[1]
+        parts = parts._replace(netloc=f"{parts.username or ''}:****@{host}")
+    return parts.geturl() if password or masked != query else value
 
 
 def _relevant_environment() -> tuple[tuple[str, str], ...]:

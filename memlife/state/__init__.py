@@ -64,7 +64,7 @@ def parse_state_url(url: str | None) -> StateSettings | None:
         raise StateSettingsError(
             f"state URL {url!r}: unknown scheme {parsed.scheme!r} (use dynamodb:// or local)"
         )
-    if not parsed.netloc:
+    if not parsed.netloc or parsed.path.strip("/") or parsed.fragment:  # dropped, not read
         raise StateSettingsError(f"state URL {url!r}: expected dynamodb://TABLE?region=...")
     params = {k: v[-1] for k, v in parse_qs(parsed.query).items()}
     unknown = set(params) - _KNOWN
@@ -77,11 +77,16 @@ def parse_state_url(url: str | None) -> StateSettings | None:
         raise StateSettingsError(f"state URL {url!r}: region missing (?region=... or AWS_REGION)")
     parquet = params.get("parquet", "")
     pp = urlparse(parquet)
-    if pp.scheme != "s3" or not pp.netloc:
+    if pp.scheme != "s3" or not pp.netloc or pp.query or pp.fragment:  # '#', '?': cut short
         raise StateSettingsError(
             f"state URL {url!r}: parameter 'parquet' must be s3://bucket/prefix "
             "(the access ledger and reports go there)"
         )
+    from memlife.settings import endpoint_problem  # this package stays light to import
+
+    for name in ("endpoint_url", "s3_endpoint_url"):
+        if name in params and (problem := endpoint_problem(params[name])) is not None:
+            raise StateSettingsError(f"state URL {url!r}: {name}: {problem}")
     try:
         ttl_days = int(params.get("ttl_days", "30"))
     except ValueError:
