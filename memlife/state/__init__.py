@@ -57,44 +57,45 @@ def parse_state_url(url: str | None) -> StateSettings | None:
     """None for the embedded default (unset, empty or ``local``); else the DynamoDB settings."""
     if url is None or url.strip() in ("", "local"):
         return None
+    from memlife.settings import endpoint_problem, without_password  # light to import
+
+    shown = without_password(url)  # refusals are printed: never an endpoint's password
     if url != url.strip():  # 'parquet=s3://b/p ' is another prefix: another ledger, reports
-        raise StateSettingsError(f"state URL {url!r}: has leading or trailing spaces")
+        raise StateSettingsError(f"state URL {shown!r}: has leading or trailing spaces")
     parsed = urlparse(url)
     if parsed.scheme != "dynamodb":
         raise StateSettingsError(
-            f"state URL {url!r}: unknown scheme {parsed.scheme!r} (use dynamodb:// or local)"
+            f"state URL {shown!r}: unknown scheme {parsed.scheme!r} (use dynamodb:// or local)"
         )
     if not parsed.netloc or parsed.path.strip("/") or parsed.fragment:  # dropped, not read
-        raise StateSettingsError(f"state URL {url!r}: expected dynamodb://TABLE?region=...")
+        raise StateSettingsError(f"state URL {shown!r}: expected dynamodb://TABLE?region=...")
     params = {k: v[-1] for k, v in parse_qs(parsed.query).items()}
     unknown = set(params) - _KNOWN
     if unknown:
-        raise StateSettingsError(f"state URL {url!r}: unknown parameter(s) {sorted(unknown)}")
+        raise StateSettingsError(f"state URL {shown!r}: unknown parameter(s) {sorted(unknown)}")
     region = (
         params.get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     )
     if not region:
-        raise StateSettingsError(f"state URL {url!r}: region missing (?region=... or AWS_REGION)")
+        raise StateSettingsError(f"state URL {shown!r}: region missing (?region=... or AWS_REGION)")
     parquet = params.get("parquet", "")
     pp = urlparse(parquet)
     if pp.scheme != "s3" or not pp.netloc or pp.query or pp.fragment:  # '#', '?': cut short
         raise StateSettingsError(
-            f"state URL {url!r}: parameter 'parquet' must be s3://bucket/prefix "
+            f"state URL {shown!r}: parameter 'parquet' must be s3://bucket/prefix "
             "(the access ledger and reports go there)"
         )
-    from memlife.settings import endpoint_problem  # this package stays light to import
-
     for name in ("endpoint_url", "s3_endpoint_url"):
         if name in params and (problem := endpoint_problem(params[name])) is not None:
-            raise StateSettingsError(f"state URL {url!r}: {name}: {problem}")
+            raise StateSettingsError(f"state URL {shown!r}: {name}: {problem}")
     try:
         ttl_days = int(params.get("ttl_days", "30"))
     except ValueError:
-        raise StateSettingsError(f"state URL {url!r}: ttl_days must be an integer") from None
+        raise StateSettingsError(f"state URL {shown!r}: ttl_days must be an integer") from None
     if ttl_days < 1:
-        raise StateSettingsError(f"state URL {url!r}: ttl_days must be at least 1")
+        raise StateSettingsError(f"state URL {shown!r}: ttl_days must be at least 1")
     if ttl_days > 36_500:  # as a policy's day spans: now + the TTL must stay a date
-        raise StateSettingsError(f"state URL {url!r}: ttl_days must be at most 36500 (days)")
+        raise StateSettingsError(f"state URL {shown!r}: ttl_days must be at most 36500 (days)")
     return StateSettings(
         table=parsed.netloc,
         region=region,

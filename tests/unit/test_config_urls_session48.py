@@ -134,3 +134,14 @@ def test_an_endpoint_inside_a_url_is_checked_as_the_endpoint_setting_is(
                 settings()
     else:
         assert receipts_url_problem(url) is not None
+
+
+def test_a_refused_state_url_never_prints_its_endpoint_password() -> None:
+    """Adversary: a state URL whose endpoint carries credentials and has a typo elsewhere.
+    Must hold: the refusal (printed by the CLI, kept in logs) masks the password, as
+    `config show` does."""
+    url = BASE + "&parquet=s3://b/p&endpoint_url=http://u:hunter2@127.0.0.1:1&bogus=1"
+    with pytest.raises(StateSettingsError) as err:
+        parse_state_url(url)
+    assert "hunter2" not in str(err.value)
+    assert "bogus" in str(err.value) and "u:****@127.0.0.1" in str(err.value)
