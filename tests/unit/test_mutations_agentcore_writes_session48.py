@@ -9,9 +9,12 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from memlife.stores.agentcore import AgentCoreStore
 from memlife.stores.agentcore.writes import WRITING_STALE_S
-from memlife.stores.agentcore_sidecar import SidecarItem
+from memlife.stores.agentcore_sidecar import Sidecar, SidecarItem
+from memlife.stores.base import StoreError
 from tests.fakes.agentcore import FakeAgentCore
 from tests.unit.test_agentcore_races_session48 import harness, rec, two  # noqa: F401
 
@@ -57,3 +60,15 @@ def test_an_update_whose_writer_died_long_ago_blocks_nothing(two: Two) -> None: 
     assert not a.sidecar.put_many([(replace(item, version=item.version + 1, writing=died),
                                     item.version)])  # fmt: skip
     assert b.put_many([rec("likes green tea")]).succeeded == ["r1"]
+
+
+def test_a_conditional_sidecar_delete_that_fails_otherwise_stops_the_shard(two: Two) -> None:  # noqa: F811
+    """Weak test (mutant: `delete_many` swallowing every ClientError, not only a lost
+    condition). The versioned clean-up after a delete meets a sidecar table that is gone
+    (deleted, or another region's name): a StoreError naming it, never a quiet success
+    that leaves items behind."""
+    a, _, _ = two
+    gone = Sidecar(a.sidecar.client, "memlife-sidecar-no-such-table")
+    with pytest.raises(StoreError) as err:
+        gone.delete_many(["r1"], {"r1": 1})
+    assert err.value.code == "SIDECAR_ResourceNotFoundException"
