@@ -234,15 +234,15 @@ def starter_cases(
     if sink is not None:  # every erased record of every erased actor (by default): no cap
         from memlife.tombstones import listing
 
+        erased: dict[str, set[str | None]] = {}  # per actor, the ids this store erased (read once)
         for c in erasure_cases(sink, list(actor_ids) or None):
             rid = c.forbidden[0].id or ""
             live = store.get(rid)
-            if (
-                live is not None
-                and live.actor_id == c.actor_id
-                and not any(t["record_id"] == rid for t in listing(store, c.actor_id))
-            ):
-                continue  # another store's erasure (one receipts folder): never erased here
+            if live is not None and live.actor_id == c.actor_id:
+                if c.actor_id not in erased:
+                    erased[c.actor_id] = {t["record_id"] for t in listing(store, c.actor_id)}
+                if rid not in erased[c.actor_id]:
+                    continue  # another store's erasure (one receipts folder): never erased here
             cases.append(c)
     return unique_ids(cases)
 

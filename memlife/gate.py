@@ -46,7 +46,7 @@ from memlife.backends import embedding_cache
 from memlife.embed import embed_for_recall
 from memlife.errors import CorruptRecordError
 from memlife.evalset import CaseKind, EvalCase, Impact, Target, load_cases
-from memlife.lexical import _CJK_RUN, _SOUTHEAST_RUN, LexicalIndex
+from memlife.lexical import LexicalIndex, unspaced_script
 from memlife.model import MemoryRecord, MemoryType, Status
 from memlife.policy import GatePolicy, Policy
 from memlife.retrieval import DEFAULT_THRESHOLD, rank_sets
@@ -266,18 +266,14 @@ class ShadowRecall:
 # -- one case ---------------------------------------------------------------------------------
 def _text_hit(t: Target, records: Sequence[MemoryRecord]) -> bool:
     needle = normalise(t.text or "")
-    if not needle:
-        return any(needle in normalise(r.content) for r in records)
+    if not needle:  # every content holds the empty text (a blank target is refused at load)
+        return bool(records)
     # whole words ("cat" is not in "education", nor "ham" in "hamburg"); an edge in a script
     # written without spaces (Chinese, Thai) may sit inside a run of it
-    left = "" if _unspaced(needle[0]) else r"(?<![^\W_])"
-    right = "" if _unspaced(needle[-1]) else r"(?![^\W_])"
+    left = "" if unspaced_script(needle[0]) else r"(?<![^\W_])"
+    right = "" if unspaced_script(needle[-1]) else r"(?![^\W_])"
     words = re.compile(left + re.escape(needle) + right)
     return any(words.search(normalise(r.content)) for r in records)
-
-
-def _unspaced(ch: str) -> bool:
-    return bool(_CJK_RUN.match(ch) or _SOUTHEAST_RUN.match(ch))
 
 
 def _competing(records: Sequence[MemoryRecord]) -> bool:

@@ -69,6 +69,12 @@ def tokenize(text: str) -> list[str]:
     return stems
 
 
+def unspaced_script(ch: str) -> bool:
+    """A character of a script written without spaces between words (Chinese, Japanese,
+    Thai, Khmer...): a word edge may sit anywhere inside a run of them."""
+    return bool(_CJK_RUN.match(ch) or _SOUTHEAST_RUN.match(ch))
+
+
 def _unspaced(word: str) -> list[str]:
     """A word as itself, or with its runs of Han and kana as overlapping bigrams and single
     characters ("東京" -> "東京", "東", "京"): a bigram match outweighs its characters' (rarer
