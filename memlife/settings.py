@@ -81,6 +81,17 @@ def is_http_url(url: str) -> bool:
     return url == url.strip() and parsed.scheme in ("http", "https") and bool(parsed.hostname)
 
 
+DEFAULT_AGENTCORE_REGION = "us-east-1"  # an AgentCore URL without ?region= or AWS_REGION
+
+
+def aws_region(explicit: str | None) -> str | None:
+    """A URL's ``region``, else the environment's as boto3 reads it; None when neither says.
+
+    One reading for every URL, so ``agentcore://M`` names the store (and its lease) that
+    ``agentcore://M?region=$AWS_REGION`` names."""
+    return explicit or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None
+
+
 def endpoint_problem(url: str) -> str | None:
     """Why ``url`` is no endpoint to send memory or evidence to (MEMLIFE_S3_ENDPOINT_URL, or
     ``endpoint_url`` inside a state or receipts URL), or None: an http(s) URL with a host,

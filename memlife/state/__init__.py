@@ -19,7 +19,6 @@ Parquet datasets on S3, partitioned by date.
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -57,7 +56,7 @@ def parse_state_url(url: str | None) -> StateSettings | None:
     """None for the embedded default (unset, empty or ``local``); else the DynamoDB settings."""
     if url is None or url.strip() in ("", "local"):
         return None
-    from memlife.settings import endpoint_problem, without_password  # light to import
+    from memlife.settings import aws_region, endpoint_problem, without_password  # light
 
     shown = without_password(url)  # refusals are printed: never an endpoint's password
     if url != url.strip():  # 'parquet=s3://b/p ' is another prefix: another ledger, reports
@@ -73,9 +72,7 @@ def parse_state_url(url: str | None) -> StateSettings | None:
     unknown = set(params) - _KNOWN
     if unknown:
         raise StateSettingsError(f"state URL {shown!r}: unknown parameter(s) {sorted(unknown)}")
-    region = (
-        params.get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    )
+    region = aws_region(params.get("region"))
     if not region:
         raise StateSettingsError(f"state URL {shown!r}: region missing (?region=... or AWS_REGION)")
     parquet = params.get("parquet", "")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
-from memlife.settings import settings, store_url_problem
+from memlife.settings import DEFAULT_AGENTCORE_REGION, aws_region, settings, store_url_problem
 from memlife.stores.base import BatchResult, MemoryStore, Page, iter_shard
 
 DEFAULT_STORE_URL = "sqlite:///.memlife/memlife.db"
@@ -37,8 +37,8 @@ def store_identity(url: str | None = None) -> str:
     if parsed.scheme == "sqlite" and url.startswith("sqlite:///"):
         return "sqlite:" + str(Path(url[len("sqlite:///") :]).resolve())
     if parsed.scheme == "agentcore":
-        region = parse_qs(parsed.query).get("region", [""])[-1]
-        return f"agentcore://{parsed.netloc}@{region}"
+        region = aws_region(parse_qs(parsed.query).get("region", [""])[-1])
+        return f"agentcore://{parsed.netloc}@{region or DEFAULT_AGENTCORE_REGION}"
     return url.split("?")[0]
 
 

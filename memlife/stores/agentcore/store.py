@@ -21,6 +21,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from memlife.model import MemoryRecord, Status, utcnow
+from memlife.settings import DEFAULT_AGENTCORE_REGION, aws_region
 from memlife.stores.agentcore.cache import ReadCache
 from memlife.stores.agentcore.errors import store_error
 from memlife.stores.agentcore.mapping import (
@@ -64,7 +65,7 @@ class AgentCoreStore:
         self,
         memory_id: str,
         *,
-        region: str = "us-east-1",
+        region: str = DEFAULT_AGENTCORE_REGION,
         sidecar_table: str = "memlife-agentcore-sidecar",
         endpoint_url: str | None = None,
         control_endpoint_url: str | None = None,
@@ -144,6 +145,8 @@ class AgentCoreStore:
         if unknown:
             raise ValueError(f"store URL {url!r}: unknown parameter(s) {sorted(unknown)}")
         opts: dict[str, Any] = dict(params)
+        # As store_identity reads it: AWS_REGION before the default, so one memory is one store.
+        opts["region"] = aws_region(params.get("region")) or DEFAULT_AGENTCORE_REGION
         if "max_attempts" in opts:
             opts["max_attempts"] = int(opts["max_attempts"])
         opts.update(kwargs)
