@@ -298,8 +298,10 @@ def acquire(backend: LeaseBackend, run_id: str, purpose: str, store: str | None 
     conn = getattr(backend, "connection", backend)
     key = conn if isinstance(conn, tuple) else id(conn)
     # one taker per backend in this process; the take itself (a DynamoDB takeover watches
-    # for half a TTL) holds no lock other threads' fences and releases need
-    with _TAKING[hash(key) % len(_TAKING)]:
+    # for half a TTL) holds no lock other threads' fences and releases need. Striped by the
+    # store where known: two backends of one store (two spellings of MEMLIFE_STATE) must
+    # take in turn, or both pass _same_store before either is held (audit 49a)
+    with _TAKING[hash(store if store is not None else key) % len(_TAKING)]:
         with _HELD_LOCK:
             held = _HELD.get(key) or _same_store(store)
             if held is not None and held.thread != threading.get_ident():
@@ -342,11 +344,17 @@ def scoped(fn: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        before = {k: lease.depth for k, lease in _HELD.items()}
+        # this thread's leases only: another thread's (a night of another store, taken
+        # while fn ran) is not fn's to give back (audit 49a: its row went, two writers)
+        me = threading.get_ident()
+        with _HELD_LOCK:
+            before = {k: lease.depth for k, lease in _HELD.items() if lease.thread == me}
         try:
             return fn(*args, **kwargs)
         finally:
-            for k, lease in list(_HELD.items()):
+            with _HELD_LOCK:
+                mine = [(k, lease) for k, lease in _HELD.items() if lease.thread == me]
+            for k, lease in mine:
                 while _HELD.get(k) is lease and lease.depth > before.get(k, 0):
                     lease.release()
 
