@@ -408,7 +408,7 @@ class Planner:
         hints = hints or ShardHints()
         decisions: list[Decision] = []
         live: list[PlanView] = []
-        by_subject: dict[str, list[PlanView]] = defaultdict(list)
+        by_subject: dict[tuple[str, str], list[PlanView]] = defaultdict(list)
         by_inferred: dict[str, list[PlanView]] = defaultdict(list)
         now, ttl = self._now, self._ttl
         inferred, statements = hints.subjects, hints.statements
@@ -435,8 +435,10 @@ class Planner:
                 subject = r[4]
                 if subject:
                     live.append(r)
-                    # one group per subject AND memory type: a fact never supersedes a procedure
-                    by_subject[f"{subject.strip().lower()}\x1f{r[3]}"].append(r)
+                    # one group per subject AND memory type: a fact never supersedes a procedure.
+                    # Kept apart, not joined with \x1f and split again: a subject holding
+                    # U+001F ("tea\x1fmorning") shared "tea"'s group key (audit 49e)
+                    by_subject[(subject.strip().lower(), r[3])].append(r)
                 elif inferred and r[0] in inferred:
                     # a person's subject always wins; this one is inferred and marked so
                     subject = inferred[r[0]]
@@ -447,13 +449,11 @@ class Planner:
                     live.append(r)
         outcomes: dict[str, _GroupOutcome] = {}
         groups: dict[str, str] = {}
-        for bucket, members in by_subject.items():
+        for (subject_key, _), members in by_subject.items():
             if len(members) < 2:
                 continue
             head = members[0]
-            key = group_key(
-                head.actor_id, head.namespace, bucket.split("\x1f")[0], head.memory_type
-            )
+            key = group_key(head.actor_id, head.namespace, subject_key, head.memory_type)
             for rid, outcome in self._group(members).items():
                 outcomes[rid] = outcome
                 groups[rid] = key

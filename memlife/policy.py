@@ -432,8 +432,30 @@ class _UniqueKeyLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships n
         value: int = super().construct_yaml_int(node)
         return value
 
+    def construct_yaml_float(self, node: yaml.ScalarNode) -> float:
+        """Base 60 too, as the int above: ``1:30.0`` days was 90.0 (audit 49e)."""
+        if ":" in str(node.value):
+            raise yaml.constructor.ConstructorError(
+                None, None, "a number with ':' is base 60 in YAML 1.1: write it without the "
+                "':'", node.start_mark)  # fmt: skip
+        value: float = super().construct_yaml_float(node)
+        return value
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> object:
+        """PyYAML's constructors raise bare ValueError, KeyError or IndexError for an explicit
+        tag on text that is not of its type (``!!int 9O``, ``!!bool maybe``, ``!!float ''``):
+        a traceback, or one line naming no file, key or line (audit 49e). A YAML error at the
+        value's line instead; the value is not quoted (an evaluation set's are content)."""
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, KeyError, IndexError, TypeError, OverflowError):  # not YAMLErrors
+            kind = str(node.tag).rsplit(":", 1)[-1]
+            raise yaml.constructor.ConstructorError(
+                None, None, f"not a valid {kind} value", node.start_mark) from None  # fmt: skip
+
 
 _UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _UniqueKeyLoader.construct_yaml_int)
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:float", _UniqueKeyLoader.construct_yaml_float)
 
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
