@@ -245,7 +245,7 @@ class AnthropicConsolidator:
             self._count(0, 0, failed=True)
             return Probe(answered=False)
         usage = getattr(msg, "usage", None)
-        tin, tout = _tokens(usage, "input_tokens"), _tokens(usage, "output_tokens")
+        tin, tout = _tokens(usage, "input_tokens") or 0, _tokens(usage, "output_tokens") or 0
         self._count(tin, tout, failed=False)
         self._service_answered()
         return Probe(answered=True, input_tokens=tin, output_tokens=tout)
@@ -327,7 +327,7 @@ class AnthropicConsolidator:
             self._outage += 1
             raise ConsolidationError(MODEL_UNAVAILABLE, "response is not a message", retryable=True)
         self._service_answered()
-        tin, tout, estimated = _usage(msg, group)
+        tin, tout, estimated = _usage(msg, group, request)
         tokens[:] = [tin, tout, estimated]
         try:
             output = _parse(msg)
@@ -376,26 +376,41 @@ def _kept(found: KeptAnswer | None) -> tuple[ConsolidationOutput, str] | None:
         return None
 
 
-def _usage(msg: anthropic.types.Message, group: Group) -> tuple[int, int, int]:
+def _usage(
+    msg: anthropic.types.Message, group: Group, request: dict[str, Any]
+) -> tuple[int, int, int]:
     """Input and output tokens of an answer, and 1 where they are estimated: a message
     without ``usage`` (a proxy or gateway that drops it; the SDK builds such a body without
     complaint) still cost its tokens, and counting 0 would hide them from the run's figures.
-    The estimate is the dry run's for the request and 4 characters a token of the answer."""
+    The estimate is the dry run's for the request and 4 characters a token of the answer.
+    A count the request cannot have cost is no count either (audit 49c: 10**30 reached the
+    receipt): input over the request's UTF-8 bytes (a token is at least a byte) and the
+    tool prompt the API adds, output over its ``max_tokens`` (the API stops there)."""
     usage = getattr(msg, "usage", None)
     tin, tout = _tokens(usage, "input_tokens"), _tokens(usage, "output_tokens")
-    if tin > 0:  # every real request has input tokens
+    sent = len(json.dumps(request, ensure_ascii=False).encode()) + _API_PROMPT_TOKENS
+    tin = tin if tin is not None and 0 < tin <= sent else None  # every request has input
+    tout = tout if tout is not None and tout <= request["max_tokens"] else None
+    if tin is not None and tout is not None:
         return tin, tout, 0
     blocks = msg.content if isinstance(msg.content, list) else []
     chars = sum(len(json.dumps(getattr(b, "input", None) or getattr(b, "text", "") or "",
                                default=str)) for b in blocks)  # fmt: skip
-    return estimate_input_tokens(group), max(tout, -(-chars // CHARS_PER_TOKEN)), 1
+    written = min(-(-chars // CHARS_PER_TOKEN), request["max_tokens"])
+    if tin is None:  # no usage that reads: neither figure is trusted (0 and 0 from a proxy)
+        return estimate_input_tokens(group), max(tout or 0, written), 1
+    return tin, written, 1
 
 
-def _tokens(usage: object, name: str) -> int:
+# room for what the API adds to a request's input (its tool-use system prompt: about 350)
+_API_PROMPT_TOKENS = 4096
+
+
+def _tokens(usage: object, name: str) -> int | None:
     """A token count the SDK passed unchecked (NaN, a string, -7000 from a proxy): an int
-    of 0 or more, else 0, read as missing (then estimated)."""
+    of 0 or more, else None, read as missing (then estimated)."""
     n = getattr(usage, name, None)
-    return n if type(n) is int and n >= 0 else 0
+    return n if type(n) is int and n >= 0 else None
 
 
 def _is_message(msg: object) -> bool:

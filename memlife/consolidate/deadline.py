@@ -12,28 +12,83 @@ another thread would not), and the failed read is reported as the deadline's tim
 socket is the one the request's own connection opened (httpcore's ``connect_tcp`` trace),
 so connections are not kept alive between requests: a model call takes seconds, a new
 connection milliseconds.
+
+So is the wait between a refused request and the SDK's retry of it: the SDK sleeps as
+long as a 429/529/5xx answer's ``retry-after`` (seconds or an HTTP date) or
+``retry-after-ms`` asks, up to 49 days (earlier SDKs waited at most 60 s); an endpoint
+answering ``retry-after: 86400`` held the group, a model slot and the store's lease for a
+day per retry (audit 49c). A wait is honoured up to the request's own timeout.
+
+And its size: a body is read whole into memory before it is parsed, and a 255 KB gzip
+body decoding to 256 MiB was read (audit 49c). An answer is at most ``max_tokens`` of
+text, so the request asks for it as sent (``identity``); a gateway that gzips all the
+same is decoded here, never past ``MAX_BODY_BYTES``, and any other encoding is refused. A
+body over the bound is cut off: a read error, as a timeout is.
 """
 
 from __future__ import annotations
 
+import email.utils
+import math
 import socket
 import threading
 import time
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
 import httpx2 as httpx  # the HTTP client the anthropic SDK uses
 
+MAX_BODY_BYTES = 8 << 20  # an answer of 64k tokens, every character escaped, is ~2 MB
+
+
+# what a gateway may send although ``identity`` was asked; decoded here, bounded (module doc)
+_GZIP = 16 + zlib.MAX_WBITS
+_DECODED = {"identity": None, "gzip": _GZIP, "x-gzip": _GZIP, "deflate": zlib.MAX_WBITS}
+
 
 class _Deadline(httpx.SyncByteStream):
-    def __init__(self, inner: httpx.SyncByteStream, request: httpx.Request, until: float):
+    def __init__(
+        self,
+        inner: httpx.SyncByteStream,
+        request: httpx.Request,
+        until: float,
+        wbits: int | None = None,
+    ):
         self.inner, self.request, self.until = inner, request, until
+        self.decoder = None if wbits is None else zlib.decompressobj(wbits)
 
     def __iter__(self) -> Iterator[bytes]:
+        read = 0
         for chunk in self.inner:
             if time.monotonic() > self.until:
                 raise httpx.ReadTimeout("the request's deadline passed", request=self.request)
+            chunk = self._decoded(chunk, read)
+            read += len(chunk)
+            if read > MAX_BODY_BYTES:
+                raise httpx.ReadError("the answer is over MAX_BODY_BYTES", request=self.request)
             yield chunk
+        if self.decoder is not None:
+            tail = self._decoded(b"", read, flush=True)
+            if read + len(tail) > MAX_BODY_BYTES:
+                raise httpx.ReadError("the answer is over MAX_BODY_BYTES", request=self.request)
+            yield tail
+
+    def _decoded(self, chunk: bytes, read: int, *, flush: bool = False) -> bytes:
+        """The chunk as sent, or decoded to at most one byte past the bound (max_length)."""
+        if self.decoder is None:
+            return chunk
+        try:
+            if flush:
+                return self.decoder.flush()
+            out = self.decoder.decompress(chunk, MAX_BODY_BYTES + 1 - read)
+        except zlib.error:
+            raise httpx.DecodingError(
+                "the answer's encoding is damaged", request=self.request
+            ) from None
+        if self.decoder.unconsumed_tail:  # the bound was reached with input left
+            raise httpx.ReadError("the answer is over MAX_BODY_BYTES", request=self.request)
+        return out
 
     def close(self) -> None:
         self.inner.close()
@@ -62,6 +117,7 @@ class DeadlineTransport(httpx.HTTPTransport):
                 traced(event, info)
 
         request.extensions["trace"] = trace
+        request.headers["Accept-Encoding"] = "identity"  # module doc: no compressed answers
         timer = threading.Timer(self.seconds, _shut, (sockets,))
         timer.daemon = True
         timer.start()
@@ -75,9 +131,51 @@ class DeadlineTransport(httpx.HTTPTransport):
             raise
         finally:
             timer.cancel()
-        if isinstance(response.stream, httpx.SyncByteStream):  # what HTTPTransport returns
-            response.stream = _Deadline(response.stream, request, until)
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        stream = response.stream  # HTTPTransport's own is a SyncByteStream
+        streamed = isinstance(stream, httpx.SyncByteStream)
+        if encoding not in _DECODED or (encoding != "identity" and not streamed):
+            response.close()
+            raise httpx.DecodingError("an answer in an encoding not asked for", request=request)
+        if isinstance(stream, httpx.SyncByteStream):
+            response.stream = _Deadline(stream, request, until, _DECODED[encoding])
+            if encoding != "identity":  # decoded above: httpx must not decode it again
+                del response.headers["content-encoding"]
+                response.headers.pop("content-length", None)
+        _bound_wait(response.headers, self.seconds)
         return response
+
+
+_WAIT_HEADERS = ("retry-after-ms", "retry-after")
+
+
+def _bound_wait(headers: httpx.Headers, seconds: float) -> None:
+    """The answer's "retry after" as the SDK reads it, at most ``seconds`` (module doc)."""
+    if not any(name in headers for name in _WAIT_HEADERS):
+        return
+    wait = _asked_wait(headers)
+    for name in _WAIT_HEADERS:
+        headers.pop(name, None)
+    if wait is not None and wait > 0:  # else the SDK's own back-off, as it would do
+        headers["retry-after-ms"] = str(min(wait, seconds) * 1000)
+
+
+def _asked_wait(headers: httpx.Headers) -> float | None:
+    """Seconds to wait, read in the SDK's order (``_parse_retry_after_header``): the
+    milliseconds, the seconds, an HTTP date; None where none reads (NaN included)."""
+    try:
+        wait = float(headers.get("retry-after-ms", "")) / 1000
+    except ValueError:
+        text = headers.get("retry-after", "")
+        try:
+            wait = float(text)
+        except ValueError:
+            try:  # a year past 9999 raises: no wait that reads
+                date = email.utils.parsedate_tz(text)
+                wait = email.utils.mktime_tz(date) - time.time() if date else math.nan
+            except (ValueError, OverflowError):
+                wait = math.nan
+    return None if math.isnan(wait) else wait
 
 
 _OPENED = (".connect_tcp.complete", ".start_tls.complete")
