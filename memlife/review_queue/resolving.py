@@ -151,6 +151,15 @@ def resolve(
         run.finish()
         by_whom = f" ({again.decision} by {again.reviewer})" if again is not None else ""
         raise ReviewError(f"review item {iid}: already resolved{by_whom}")
+    if deletes:
+        # checked again under the lease: another reviewer may have disputed the record (or
+        # one that goes with it) between the check above and the lease (audit 49b)
+        try:
+            trail = _followers(store, queue, iid, record)
+        except ReviewError as exc:
+            run.extra["refused"] = "DISPUTED" if isinstance(exc, _Disputed) else "HELD_SOURCE"
+            run.finish()
+            raise
     if earlier:  # that attempt's own operations, carried to their receipts by this run
         op, todo = earlier[0], [o for o in earlier if unfinished(o)]
         run.extra["finished_run"] = op.run_id
@@ -223,19 +232,29 @@ def _new_ops(
     return [op, *follow]
 
 
+class _Disputed(ReviewError):
+    """A delete refused because a record it would remove is disputed."""
+
+
 def _followers(store: Any, queue: ReviewQueue, iid: str, record: Any) -> builtins.list[Any]:
     """The superseded records that would go with ``record`` (memlife/orphans.py), nearest
     first; a delete is refused, before anything is written, while the record itself is
     disputed, or one of them is held (a held source pins its replacement, as at night) or
-    disputed (never deleted until its item is resolved)."""
+    disputed (never deleted until its item is resolved). Asked before the run and again
+    under its lease (``_Disputed`` for a dispute)."""
     from memlife.orphans import followers
 
     if record is None:
         return []
-    disputes = [i.item_id for i in queue.for_record(record.id, record.actor_id, record.namespace)
-                if i.state == "disputed" and i.item_id != iid]  # fmt: skip
+    marked = queue.disputed(record.actor_id, record.namespace)
+    # every disputed item of the record, not only those its item ids reach: a dispute
+    # carried by `import --erasures` before audit 49b kept an id no lookup reaches
+    disputes = [] if record.id not in marked else [
+        i.item_id for i in queue.list(actor=record.actor_id, states=("disputed",))
+        if (i.record_id, i.namespace) == (record.id, record.namespace) and i.item_id != iid
+    ]  # fmt: skip
     if disputes:  # disputed through another item of the record (session 41): it stands
-        raise ReviewError(
+        raise _Disputed(
             f"review item {iid}: record {record.id} is disputed in review item {disputes[0]}: "
             "a disputed record is never deleted until its dispute is resolved; the delete "
             "is refused (resolve that item)"
@@ -248,9 +267,9 @@ def _followers(store: Any, queue: ReviewQueue, iid: str, record: Any) -> builtin
             "legal hold: a held source pins its replacement, so the delete is refused "
             "(release the hold first, or keep)"
         )
-    disputed = sorted({s.id for s in trail} & queue.disputed(record.actor_id, record.namespace))
+    disputed = sorted({s.id for s in trail} & marked)
     if disputed:
-        raise ReviewError(
+        raise _Disputed(
             f"review item {iid}: record {record.id} replaces {', '.join(disputed[:5])}, "
             "disputed: a disputed record is never deleted until its item is resolved, and it "
             "would go with its replacement; the delete is refused"

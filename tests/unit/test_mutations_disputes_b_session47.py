@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from memlife.cli import app
 from memlife.dispute_export import carry_disputes
-from memlife.review_queue import ReviewQueue
+from memlife.review_queue import ReviewQueue, item_id
 from memlife.stores.sqlite import SqliteStore
 from tests.unit.test_guards_session35 import NS, T0, finding, rec
 from tests.unit.test_roundtrip_session47 import _dispute, _held_erasure_exported, _ok
@@ -65,7 +65,8 @@ def test_a_carried_dispute_keeps_the_lines_reason_time_and_text_hash(home: Path)
     with SqliteStore(home / "s.db") as s:
         s.put_many([rec("m-1")])
         m1 = s.get("m-1")
-        line = _dispute(m1, reason="POSSIBLE_UPDATE", content_sha256="ab" * 32)
+        line = _dispute(m1, reason="POSSIBLE_UPDATE", content_sha256="ab" * 32,
+                        item_id=item_id("m-1", "POSSIBLE_UPDATE", "u-1", NS))  # fmt: skip
         carry_disputes(s, [line], now=T0 + timedelta(days=5))
         item = ReviewQueue.for_store(s).get(line.item_id)
         assert (item.reason, item.content_sha256) == ("POSSIBLE_UPDATE", "ab" * 32)
