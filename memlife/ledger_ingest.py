@@ -176,7 +176,7 @@ def ingest(
             report.already_ingested += 1
             continue
         body: list[bytes] = []
-        hits = cloudtrail.file_hits(key, _kept(load, body), report, actor_resolver)
+        hits = cloudtrail.file_hits(key, kept_reads(load, body), report, actor_resolver)
         if hits is None:
             continue
         # the file's parts and day markers are named after its bytes: the same log file
@@ -215,7 +215,7 @@ def content_id(body: bytes) -> str:
     return "sha256:" + hashlib.sha256(body).hexdigest()
 
 
-def _kept(load: Callable[[], bytes], into: list[bytes]) -> Callable[[], bytes]:
+def kept_reads(load: Callable[[], bytes], into: list[bytes]) -> Callable[[], bytes]:
     """``load``, keeping what it read in ``into`` (the file is read once)."""
 
     def read() -> bytes:

@@ -185,14 +185,24 @@ def _cloudtrail_preview(ledger: Any, source: str, cutoff: datetime) -> ActorStat
     """What an ingest of ``source`` would add to the ledger's stats (reads up to the
     cutoff), read in memory."""
     from memlife import cloudtrail as ct
+    from memlife.ledger_ingest import content_id, kept_reads, parts_marker
     from memlife.ledger_merge import AccessTimes
 
     times: dict[tuple[str, str], list[float]] = {}
     report = ct.IngestReport()  # a bad file or event is named (a warning) and skipped
+    seen: set[str] = set()
     for key, load in ct.log_files(source, None):
         if ledger.cloudtrail_ingested(key):
             continue
-        for a in ct.file_hits(key, load, report) or []:
+        body: list[bytes] = []
+        hits = ct.file_hits(key, kept_reads(load, body), report) or []
+        # as the ingest: one log file's bytes are its reads once, under any key (a moved
+        # folder, a synced copy), whether ingested already or met twice here
+        ident = content_id(body[0]) if body else key
+        if ident in seen or ledger._ingested(parts_marker(ident)):
+            continue
+        seen.add(ident)
+        for a in hits:
             if a.accessed_at <= cutoff:
                 times.setdefault((a.actor_id, a.record_id), []).append(a.accessed_at.timestamp())
     return {key: AccessTimes(got) for key, got in times.items()}

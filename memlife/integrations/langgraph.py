@@ -74,7 +74,7 @@ from memlife.model import (
     utcnow,
 )
 from memlife.namespaces import GLOB_CHARS
-from memlife.online.inputs import stored_time
+from memlife.online.inputs import actor_arg, stored_time, valid_unicode
 from memlife.stores.base import BatchResult, ItemFailure, MemoryStore, iter_shard
 from memlife.stores.sqlite import CHANGED, HELD, SqliteStore
 from memlife.tombstones import ERASED_CONTENT, ERASED_SOURCE, refusal
@@ -117,6 +117,7 @@ class actor_label:  # noqa: N801 - used like a function: actor_of=actor_label(1)
 
 def to_path(namespace: Sequence[str]) -> str:
     for label in namespace:
+        valid_unicode(label, "namespace label")  # a lone surrogate: named, not a codec error
         if "/" in label:
             raise InvalidNamespaceError(f"namespace label {label!r} holds '/' (memlife paths)")
     return "/" + "/".join(namespace)
@@ -146,11 +147,19 @@ def texts_of(value: Any) -> set[str]:
     return {value} if isinstance(value, str) else set()
 
 
+def _surrogate(text: str) -> str | None:
+    """A lone surrogate (``surrogateescape``) has no UTF-8 form: named, not a codec error."""
+    bad = not text.isascii() and any("\ud800" <= ch <= "\udfff" for ch in text)
+    return "a string with a lone surrogate (not valid Unicode)" if bad else None
+
+
 def json_problem(value: Any) -> str | None:
     """What in ``value`` JSON cannot carry exactly (it would read back as something else,
     or not at all), or None: JSON has string keys, lists and finite numbers only."""
     try:
-        if value is None or isinstance(value, str | bool | int):
+        if isinstance(value, str):
+            return _surrogate(value)
+        if value is None or isinstance(value, bool | int):
             return None
         if isinstance(value, float):
             return None if math.isfinite(value) else f"a float {value}"
@@ -160,7 +169,7 @@ def json_problem(value: Any) -> str | None:
             for k, v in value.items():
                 if not isinstance(k, str):
                     return f"a {type(k).__name__} dict key"
-                if problem := json_problem(v):
+                if problem := _surrogate(k) or json_problem(v):
                     return problem
             return None
     except RecursionError:
@@ -178,7 +187,13 @@ def check_key(key: object) -> str:
             f"item key: {len(key)} characters, over the limit of {KEY_MAX_CHARS} "
             "(the bound of a record id)"
         )
-    return key
+    return valid_unicode(key, "item key")
+
+
+def no_item_has(key: object) -> bool:
+    """Whether no item can have ``key`` (:func:`check_key` refuses it at a put): a get finds
+    nothing and a delete deletes nothing, as for any key never put."""
+    return not isinstance(key, str) or len(key) > KEY_MAX_CHARS or _surrogate(key) is not None
 
 
 def decode(record: MemoryRecord) -> tuple[str, dict[str, Any]]:
@@ -246,6 +261,8 @@ class MemlifeStore(BaseStore):
     def _locate(self, namespace: tuple[str, ...], key: str) -> MemoryRecord | None:
         """The active record behind (namespace, key), or None."""
         path = to_path(namespace)
+        if no_item_has(key):
+            return None
         actor = self.actor_of(namespace)
         rec = self.store.get(record_id(actor, path, key))
         if rec is None:  # a record memlife wrote itself is addressed by its id
@@ -280,7 +297,7 @@ class MemlifeStore(BaseStore):
         if not namespace:
             raise InvalidNamespaceError("namespace cannot be empty")
         if op.value is None:
-            if not isinstance(op.key, str) or len(op.key) > KEY_MAX_CHARS:
+            if no_item_has(op.key):
                 return  # no item can have such a key: deleting it is a no-op, as for any other
             rec = self._locate(namespace, op.key)
             if rec is not None and rec.held:  # as a put: a held record is never deleted
@@ -292,6 +309,10 @@ class MemlifeStore(BaseStore):
             return
         key = check_key(op.key)  # first: a message below may quote it
         path, actor = to_path(namespace), self.actor_of(namespace)
+        try:  # as remember, recall, import: "u1 " or "\uff551" is a second u1 that `erase
+            actor_arg(actor)  # --actor u1` misses and recall (so every search over it) refuses
+        except InputError as exc:
+            raise InvalidNamespaceError(f"the namespace's actor label: {exc}") from None
         if any(ch in path for ch in GLOB_CHARS):  # as remember and import refuse them
             raise InvalidNamespaceError(f"namespace {namespace!r} has a glob character (*?[)")
         problem = json_problem(dict(op.value))
