@@ -48,6 +48,7 @@ CHANGES = ("consolidated", "superseded", "deleted", "quarantined", "failed")
 FIELDS = (("record_id", "record_id"), ("action", "action"), ("outcome", "outcome"),
           ("replacement_id", "replacement_id"), ("content_sha256", "content_sha256"),
           ("reason_codes", "reason_codes"), ("run_id", "run_id"))  # fmt: skip
+_RUN_SAYS = ("mode", "policy_version", "cutoff", "scope")  # in a run's manifest and receipts
 _COUNT_OF = {"deleted": "deleted", "already_absent": "deleted", "written": "consolidated",
              "superseded": "superseded", "quarantined": "quarantined"}  # fmt: skip
 
@@ -255,6 +256,12 @@ def verify_evidence(sink: ReceiptSink, run: Any, v: Any) -> list[dict[str, Any]]
                       status=str(receipt.get("status")))  # fmt: skip
         if receipt.get("run_id") != run.run_id:
             v.problem("RECEIPT_RUN_ID_MISMATCH", key=key, run_id=str(receipt.get("run_id")))
+        # the run writes both from one context: a manifest saying otherwise is not the run's
+        # (one planted before the night was sealed as its own until audit 49g)
+        said = manifest or {}
+        for f in _RUN_SAYS:
+            if f in receipt and f in said and receipt[f] != said[f]:
+                v.problem("MANIFEST_FIELD_MISMATCH", key=key, field=f)
         ev = receipt.get("evidence")
         if ev is not None and not isinstance(ev, dict):
             v.problem("RECEIPT_UNREADABLE", key=key, error="evidence")

@@ -9,7 +9,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from memlife.audit import ReceiptSink, dumps
+from memlife.audit import ReceiptSink, ReceiptWriteError, dumps
 from memlife.journal import Operation
 from memlife.model import _unique_keys  # a key written twice refused, as import does
 
@@ -34,11 +34,17 @@ def put_run_receipt(sink: ReceiptSink, prefix: str, receipt: dict[str, Any]) -> 
     (``verify``: RECEIPT_AFTER_COMPLETION), and the rerun commits nothing
     (``run_commit``).
     """
+    body = dumps(receipt)
     for n in range(1, 1000):
         key = receipt_key(prefix, n)
-        if sink.put_new(key, dumps(receipt)):
+        if sink.put_new(key, body):
             return key
-        existing = loads(sink.get(key)) or {}
+        found = sink.get(key)
+        if found == body and sink.get(receipt_key(prefix, n + 1)) is None:
+            # our own write, the last: its answer was lost and the retried PUT met
+            # If-None-Match (412). Following it wrote a copy that broke the chain (audit 49g).
+            return key
+        existing = loads(found) or {}
         if existing.get("status") not in FOLLOWED:
             return key  # an earlier attempt of this same run already completed
     return None
@@ -111,3 +117,39 @@ def effective_receipt(receipts: Sequence[dict[str, Any]]) -> dict[str, Any] | No
     # the last failure that sealed its work: an unsealed one after it proves nothing
     sealed_ones = [r for r in receipts if isinstance(r.get("evidence"), dict)]
     return sealed_ones[-1] if sealed_ones else (receipts[-1] if receipts else None)
+
+
+# What every attempt of a run (a rerun, a child batch) writes alike in its manifest: the run
+# key's inputs. started_at, memlife_version, the store URL as spelt and the policy file's
+# bytes (a comment edited) may differ between attempts of one run.
+RUN_FIELDS = ("run_id", "run_key", "mode", "policy_version", "cutoff", "scope", "store_identity",
+              "consolidator", "eval_cases")  # fmt: skip
+
+
+def check_own_folder(
+    sink: ReceiptSink, prefix: str, manifest: dict[str, Any], created: bool
+) -> None:
+    """Refuse (ReceiptWriteError, before any change) a run folder holding evidence no attempt
+    of this run wrote. Run ids are predictable (a hash of the policy, cutoff and store), so
+    a bucket writer could fill a night's folder first: a planted receipt.json made the night
+    a "rerun of a completed run" that committed nothing and reported the forged counts, and a
+    planted manifest was sealed as the run's, verified clean (audit 49g). Every attempt
+    writes the manifest before any receipt: where ours is new, a receipt there is not ours;
+    where one was there, it must be an earlier attempt's."""
+    mkey = f"{prefix}/manifest.json"
+    if created:
+        if run_receipts(sink, prefix):
+            raise ReceiptWriteError(
+                f"{sink.location(receipt_key(prefix, 1))}: a receipt of run "
+                f"{manifest.get('run_id')} that no attempt of it wrote (its manifest was not "
+                "there); refused before any change"
+            )
+        return
+    kept = loads(sink.get(mkey))
+    ours = json.loads(dumps({k: manifest.get(k) for k in RUN_FIELDS}))
+    wrong = [k for k in RUN_FIELDS if kept is None or kept.get(k) != ours[k]]
+    if wrong:
+        raise ReceiptWriteError(
+            f"{sink.location(mkey)}: not this run's manifest ({', '.join(wrong)} differ "
+            "from what this run writes); refused before any change"
+        )

@@ -22,6 +22,7 @@ from memlife.lease import for_store as lease_for_store
 from memlife.model import utcnow
 from memlife.policy import parse_policy, resolve_policy_path
 from memlife.policy_record import check_policy
+from memlife.run_receipts import check_own_folder
 from memlife.run_types import RunConfig, RunContext, mode_of
 from memlife.settings import settings
 from memlife.stores import MemoryStore, resolve_store_url, store_identity
@@ -123,7 +124,8 @@ def start_run(config: RunConfig, sink: ReceiptSink | None = None) -> RunContext:
         "memlife_version": __version__,
     }  # fmt: skip
     mkey = f"{run_prefix(run_id, cutoff)}/manifest.json"
-    sink.put_new(mkey, dumps(manifest))  # False on a rerun: the first manifest stands
+    created = sink.put_new(mkey, dumps(manifest))  # False on a rerun: the first one stands
+    check_own_folder(sink, run_prefix(run_id, cutoff), manifest, created)  # a planted one: refused
     report_dir = settings().home / "reports" / run_id / attempt
     if remote_state(store_url) is not None:  # written here, uploaded at close: no local state
         report_dir = Path(tempfile.mkdtemp(prefix=f"memlife-report-{run_id}-"))
