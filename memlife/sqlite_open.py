@@ -18,6 +18,15 @@ def is_lock_error(e: sqlite3.Error) -> bool:
     return code & 0xFF in _LOCK_CODES
 
 
+def rollback(conn: sqlite3.Connection) -> None:
+    """ROLLBACK the open transaction, unless SQLite already rolled it back itself: a full
+    disk (SQLITE_FULL) or an I/O error undoes the whole transaction, and a ROLLBACK then
+    raised "cannot rollback - no transaction is active" in place of the error that
+    happened (the operator read that, not that the disk was full)."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+
+
 def connect_wal(path: str | Path, *, timeout: float = 30.0) -> sqlite3.Connection:
     """An autocommit connection usable from any thread, the file in WAL mode.
 

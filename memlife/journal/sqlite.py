@@ -26,7 +26,7 @@ from memlife.journal.base import (
 )
 from memlife.model import utcnow
 from memlife.sql_in import in_chunks
-from memlife.sqlite_open import connect_wal
+from memlife.sqlite_open import connect_wal, rollback
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS operations (
@@ -157,7 +157,7 @@ class SqliteJournal:
                     c.execute(f"ALTER TABLE operations ADD COLUMN {name} {sql_type}")
             c.execute("COMMIT")
         except BaseException:
-            c.execute("ROLLBACK")
+            rollback(c)  # SQLite may have rolled back already (a full disk)
             raise
 
     @classmethod
@@ -200,7 +200,7 @@ class SqliteJournal:
                     )
                 self.connection.execute("COMMIT")
             except BaseException:
-                self.connection.execute("ROLLBACK")
+                rollback(self.connection)  # perhaps rolled back by SQLite (a full disk)
                 raise
             return [stored(self.get(op.operation_id), op.operation_id) for op in ops]
 
@@ -336,7 +336,7 @@ class SqliteJournal:
                 )  # fmt: skip
                 self.connection.execute("COMMIT")
             except BaseException:
-                self.connection.execute("ROLLBACK")
+                rollback(self.connection)  # perhaps rolled back by SQLite (a full disk)
                 raise
         return True, holder if holder and holder["owner"] != owner else None
 

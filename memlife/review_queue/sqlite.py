@@ -9,6 +9,7 @@ from typing import Any
 
 from memlife.review_queue.base import COLUMNS, RENEWED, WAITING, Carried, Renewal, ReviewItem
 from memlife.sql_in import in_chunks, marks
+from memlife.sqlite_open import rollback
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS review_items (
@@ -126,7 +127,7 @@ class SqliteReviews:
                 )
             except BaseException:
                 if own:
-                    conn.execute("ROLLBACK")
+                    rollback(conn)  # perhaps rolled back by SQLite (a full disk)
                 raise
             if own:
                 conn.execute("COMMIT")

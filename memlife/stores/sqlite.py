@@ -48,9 +48,9 @@ from memlife.model import (
     utcnow,
 )
 from memlife.sql_in import in_chunks, marks
-from memlife.sqlite_open import connect_wal
+from memlife.sqlite_open import connect_wal, rollback
 from memlife.stores.base import DEFAULT_PAGE_SIZE, BadPageToken, BatchResult, ItemFailure, Page
-from memlife.stores.sqlite_rows import VIEW_CHECKS, checked, corrupt_record
+from memlife.stores.sqlite_rows import VIEW_CHECKS, checked, corrupt_field, corrupt_record
 from memlife.text import (
     FOLD_LEADING_POINT,
     FOLD_NO_SYMBOLS,
@@ -357,7 +357,12 @@ def _ts(value: datetime | None) -> str | None:
 
 
 def _dt(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value) if value is not None else None
+    if value is None:
+        return None
+    at = datetime.fromisoformat(value)
+    if at.tzinfo is None:  # a row another tool wrote: a record's times carry a zone (the
+        raise ValueError  # model's AwareDatetime); read as naive, it ended whole nights
+    return at
 
 
 def record_to_row(r: MemoryRecord) -> tuple[Any, ...]:
@@ -659,13 +664,17 @@ class SqliteStore:
             for qs, chunk in in_chunks(ids):
                 for rid, retention, status, raw in self.connection.execute(q.format(qs), chunk):
                     held = is_held(retention, status)
-                    if '"replaced_by":null' in raw and '"supersedes":[]' in raw:
-                        out[rid] = Link(held, None, ())  # most records: nothing to parse
-                        continue
-                    prov = json.loads(raw)
-                    out[rid] = Link(
-                        held, prov.get("replaced_by"), tuple(prov.get("supersedes") or ())
-                    )
+                    try:
+                        if '"replaced_by":null' in raw and '"supersedes":[]' in raw:
+                            out[rid] = Link(held, None, ())  # most records: nothing to parse
+                            continue
+                        prov = json.loads(raw)
+                        by, sources = prov.get("replaced_by"), tuple(prov.get("supersedes") or ())
+                    except (AttributeError, TypeError, ValueError):  # a damaged row: its
+                        # shard stops naming it (planning reads links; a bare JSON error
+                        # ended every tenant's night)
+                        raise corrupt_field(rid, "provenance") from None
+                    out[rid] = Link(held, by, sources)
         return out
 
     def held_superseded_ids(self, actor_id: str) -> list[str]:
@@ -690,8 +699,17 @@ class SqliteStore:
         statuses = (Status.superseded.value, Status.quarantined.value)
         with self.lock:
             for qs, chunk in in_chunks(ids):
-                rows = self.connection.execute(q.format(qs), [actor_id, *statuses, *chunk])
-                out.update((rid, by) for rid, by in rows)
+                try:
+                    rows = self.connection.execute(q.format(qs), [actor_id, *statuses, *chunk])
+                    out.update((rid, by) for rid, by in rows)
+                except sqlite3.OperationalError:  # "malformed JSON": name the damaged row
+                    bad = self.connection.execute(
+                        "SELECT id FROM records WHERE actor_id=? AND status IN (?, ?) "
+                        "AND NOT json_valid(provenance) LIMIT 1", (actor_id, *statuses),
+                    ).fetchone()  # fmt: skip
+                    if bad is None:
+                        raise
+                    raise corrupt_field(bad[0], "provenance") from None
         return out
 
     def count(self, statuses: Sequence[Status] | None = None) -> int:
@@ -798,6 +816,22 @@ class SqliteStore:
         row = record_to_row(record)
         with self.lock, self.transaction():
             cur = self.connection.execute(_OVERWRITE_AS_READ, (*row[1:], row[0], *as_read(was)))
+        return cur.rowcount == 1
+
+    def verify_as_read(self, was: MemoryRecord, at: datetime) -> bool:
+        """Mark ``was``'s record verified ``at`` in ONE statement, only while its row is
+        still as read (``AS_READ``). Nothing else in the row is written: a reviewer's verify
+        wrote the whole record read back, so a duplicate ``remember`` refreshing it in
+        between (its read, confidence, lifetime) was undone; and a later verification is
+        not moved back (as ``refresh_active``). False: not written (read it again)."""
+        ts = at.timestamp()
+        with self.lock, self.transaction():
+            cur = self.connection.execute(
+                "UPDATE records SET last_verified_at=CASE WHEN last_verified_ts > ? "
+                "THEN last_verified_at ELSE ? END, "
+                f"last_verified_ts=MAX(COALESCE(last_verified_ts, ?), ?) WHERE id=? AND {AS_READ}",
+                (ts, at.isoformat(), ts, ts, was.id, *as_read(was)),
+            )
         return cur.rowcount == 1
 
     def put_if_unchanged(self, record: MemoryRecord, expected_sha256: str | None) -> BatchResult:
@@ -1282,4 +1316,7 @@ class _Transaction:
     ) -> None:
         if not self.owner:
             return
-        self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+        if exc_type:
+            rollback(self.conn)  # perhaps rolled back by SQLite already (a full disk)
+        else:
+            self.conn.execute("COMMIT")

@@ -72,7 +72,10 @@ VIEW_CHECKS: dict[int, tuple[str, Callable[[Iterable[Any]], object]]] = {
 def _iso_dates(values: Iterable[Any]) -> object:
     from datetime import datetime
 
-    return [datetime.fromisoformat(v) for v in values]  # TypeError / ValueError
+    for v in values:  # TypeError / ValueError; a time without a zone too (stores/sqlite._dt)
+        if datetime.fromisoformat(v).tzinfo is None:
+            raise ValueError
+    return None
 
 
 def _iso_dates_or_none(values: Iterable[Any]) -> object:
@@ -110,6 +113,12 @@ RECORD_CHECKS: dict[int, tuple[str, Callable[[Iterable[Any]], object]]] = {
     16: ("status_changed_at", _iso_dates_or_none),
     17: ("provenance", _provenance),
 }
+
+
+def corrupt_field(record_id: object, field: str) -> CorruptRecordError:
+    """The error for one field of a stored row that cannot be read (never its value)."""
+    rid = record_id if isinstance(record_id, str) else "<not text>"
+    return CorruptRecordError(rid, field, "the stored value is not one this field can hold")
 
 
 def corrupt_record(row: tuple[Any, ...]) -> CorruptRecordError:

@@ -123,6 +123,18 @@ def write_retention(
     return res.failed[0] if res.failed else None
 
 
+def write_verified(ex: Executor, was: MemoryRecord) -> ItemFailure | None:
+    """``was`` (the record as read) marked verified at the run's cutoff: only the
+    verification, while the row is as read, where the store can (``SqliteStore.
+    verify_as_read``; CHANGED otherwise, retryable): a refresh another writer made since the
+    read stays. Else the whole record written back (AgentCore has no conditional write)."""
+    if writes_as_read(ex):
+        if ex.store.verify_as_read(was, ex.cutoff):  # type: ignore[attr-defined]  # SQLite
+            return None
+        return ItemFailure(was.id, CHANGED, retryable=True)
+    return put_as_read(ex, was.model_copy(update={"last_verified_at": ex.cutoff}), was)
+
+
 def record_missing(o: Operation) -> ItemFailure:
     """The record an operation names is gone: nothing to apply, and nothing to retry."""
     return ItemFailure(o.record_id, "RECORD_MISSING", retryable=False)

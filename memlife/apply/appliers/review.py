@@ -14,9 +14,9 @@ from memlife.apply.appliers.base import (
     BaseApplier,
     get_many,
     keeping,
-    put_as_read,
     record_missing,
     stale,
+    write_verified,
 )
 from memlife.apply.registry import Result, register
 from memlife.faults import checkpoint
@@ -56,7 +56,7 @@ class Review(BaseApplier):
                 if r.last_verified_at == ex.cutoff:  # our crashed attempt already stamped it
                     out[o.operation_id] = Outcome.reviewed
                     continue
-                failure = put_as_read(ex, r.model_copy(update={"last_verified_at": ex.cutoff}), r)
+                failure = write_verified(ex, r)  # the verification only, on the row as read
                 checkpoint(self.checkpoint)
                 out[o.operation_id] = failure or Outcome.reviewed
         return out
