@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from memlife import faults
-from memlife.errors import CorruptRecordError
+from memlife.errors import CorruptRecordError, StoreError
 from memlife.fold_versions import (
     legacy_norm_sha256,
     v3_norm_sha256,
@@ -531,6 +531,12 @@ class SqliteStore:
         c.execute("PRAGMA synchronous=NORMAL")
         c.execute("PRAGMA secure_delete=ON")  # erased content is zeroed, not left in free pages
         c.execute("PRAGMA busy_timeout=30000")
+        if (found := c.execute("PRAGMA user_version").fetchone()[0]) > STORE_VERSION:
+            c.close()  # its keys are another fold's: this memlife's writes would mix them in
+            raise StoreError(
+                f"store {self.path}: version {found} was written by a newer memlife (this one "
+                f"reads up to version {STORE_VERSION}); refused before any write: upgrade memlife"
+            )
         c.executescript(SCHEMA)
         self._upgrade()
 
