@@ -552,8 +552,13 @@ def model_answerer_from_env() -> Answerer | None:
     import anthropic
 
     from memlife.consolidate.anthropic import DEFAULT_MODEL
+    from memlife.consolidate.deadline import deadline_client_options
 
-    client = anthropic.Anthropic(timeout=env.model_timeout, max_retries=2)
+    client = anthropic.Anthropic(  # each request bounded whole, as the consolidator's
+        timeout=env.model_timeout,
+        max_retries=2,
+        http_client=anthropic.DefaultHttpxClient(**deadline_client_options(env.model_timeout)),
+    )
     model = env.model or DEFAULT_MODEL
 
     def answer(query: str, contexts: Sequence[str]) -> str:

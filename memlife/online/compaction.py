@@ -181,7 +181,7 @@ class AnthropicSummarizer:
 
     def summarize(self, messages: Sequence[Mapping[str, Any]]) -> str:
         if self._client is None:
-            self._client = anthropic_client(self.max_retries)
+            self._client = anthropic_client(self.max_retries, self.timeout)
         prompt = (
             f"{self.instructions}\n\n<transcript>\n{render_transcript(messages)}\n</transcript>"
         )

@@ -63,16 +63,24 @@ if TYPE_CHECKING:
 _MARK = "[memlife summary {}]"
 
 
-def anthropic_client(max_retries: int) -> anthropic.Anthropic:
+def anthropic_client(max_retries: int, timeout: float = 60.0) -> anthropic.Anthropic:
     """The default summariser's client; without a key a clear SummarizerError (the SDK
-    would fail on the request with a TypeError about its auth headers)."""
+    would fail on the request with a TypeError about its auth headers). Behind the
+    consolidator's deadline transport: ``timeout`` bounds each request whole, its
+    ``retry-after`` wait and its body's size (consolidate/deadline.py, audit 49c)."""
     import anthropic
+
+    from memlife.consolidate.deadline import deadline_client_options
 
     if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
         raise SummarizerError(
             "no model configured: set ANTHROPIC_API_KEY, or pass summarizer= to compact"
         )
-    return anthropic.Anthropic(max_retries=max_retries)
+    return anthropic.Anthropic(
+        max_retries=max_retries,
+        timeout=timeout,
+        http_client=anthropic.DefaultHttpxClient(**deadline_client_options(timeout)),
+    )
 
 
 def _digest(summary: str) -> str:
