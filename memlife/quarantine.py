@@ -29,6 +29,7 @@ from memlife.apply.counts import journal_counts, lifecycle_from_journal
 from memlife.apply.lifecycle import retryable
 from memlife.apply.tally import COUNT
 from memlife.audit import ReceiptSink, ReceiptWriteError, as_sink, dumps, run_prefix
+from memlife.errors import InputError
 from memlife.evidence import seal, sealed
 from memlife.journal import Journal, Operation, OpKind, OpState, open_journal
 from memlife.lease import Lease
@@ -153,6 +154,15 @@ class ManualRun:
                 "receipt": location, **self.extra}  # fmt: skip
 
 
+def _zoned(now: datetime | None) -> datetime | None:
+    """``now`` as given, refused without a zone (as the CLI's ``--now``): which instant it
+    names is a guess, and a receipt's cutoff must say one; compared with stored times, a
+    naive one raised TypeError."""
+    if now is not None and now.utcoffset() is None:
+        raise InputError("now: a time without a zone; give one (e.g. 2026-11-01T12:00:00Z)")
+    return now
+
+
 def manual_run(
     store: MemoryStore, action: str, ids: Sequence[str], *, policy: Policy | str | None = None,
     receipts: str | ReceiptSink | None = None, now: datetime | None = None,
@@ -166,11 +176,12 @@ def manual_run(
     operations first, and its receipt counts every attempt. The key makes the request
     unguessable from the evidence: an erasure by subject keeps the subject out of it.
     """
+    _zoned(now)
     pol, text = _read_policy(policy)  # read once: the rules kept are the rules applied
     sink = as_sink(receipts)
     check_policy(sink, pol, text, record=True)  # one version, one policy
     # one instant, one run id, whatever zone it was given in
-    cutoff = now.astimezone(UTC) if now is not None and now.tzinfo else (now or utcnow())
+    cutoff = now.astimezone(UTC) if now is not None else utcnow()
     raw = json.dumps(
         {"action": action, "ids": sorted(ids), "at": cutoff.isoformat()}
         if request is None
@@ -410,7 +421,7 @@ def purge(
     receipts: str | ReceiptSink | None = None, now: datetime | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Delete records quarantined at least ``older_than_days`` ago (legal holds excepted)."""
-    cutoff = now or utcnow()
+    cutoff = _zoned(now) or utcnow()
     due = [q["id"] for q in purge_candidates(store, older_than_days, cutoff)]
     run = manual_run(store, "purge", due, policy=policy, receipts=receipts, now=cutoff,
                      request={"older_than_days": older_than_days})  # fmt: skip
