@@ -13,9 +13,7 @@ the real SDK against the local Messages API fake.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
-from typing import Any
 
 import anthropic
 import anthropic._base_client as sdk_base
@@ -24,24 +22,15 @@ import pytest
 from memlife.consolidate.deadline import MAX_BODY_BYTES
 from memlife.online.compaction import AnthropicSummarizer
 from tests.fakes.messages_api import MessagesServer, error_reply, raw_reply, text_reply
+from tests.unit.test_model_retry_wait_session49 import _RecordingClock
 
 DAY = 86_400
 TIMEOUT = 2.0
 
 
-class _RecordingClock:
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    def sleep(self, seconds: float) -> None:
-        self.waits.append(seconds)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(time, name)
-
-
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> _RecordingClock:
+    """The SDK's sleep, recorded and returned at once (audit 49c's clock)."""
     recording = _RecordingClock()
     monkeypatch.setattr(sdk_base, "time", recording)
     return recording
