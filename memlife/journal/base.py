@@ -20,11 +20,11 @@ never by comparing the wall clocks of two workers.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, NamedTuple, Protocol, TypedDict
+from typing import Any, NamedTuple, Protocol, TypedDict, TypeVar
 
 from memlife.errors import JournalStateError as JournalStateError  # moved; re-exported
 
@@ -141,6 +141,44 @@ class GroupInReview(TypedDict):
     attempts: int
     code: str
     since: str
+
+
+_T = TypeVar("_T")
+_EDITED = "is not one the journal writes (a row edited by hand? mend or remove it)"
+
+
+def stored_field(operation_id: str, name: str, parse: Callable[[Any], _T], raw: Any) -> _T:
+    """One stored field of an operation, parsed. A value the journal never writes (a state,
+    kind or outcome outside its enums, a time or reasons it cannot read: a row edited by
+    hand) is a JournalStateError naming the operation and the field, never the value; it
+    was a bare ValueError that ended every read of the journal, each night's retry queue
+    first (audit 49f)."""
+    try:
+        return parse(raw)
+    except (ValueError, TypeError, KeyError):  # JSONDecodeError is a ValueError
+        # from None: the parser's message quotes the value
+        raise JournalStateError(f"journal operation {operation_id}: its {name} {_EDITED}") from None
+
+
+def checked(op: Operation) -> Operation:
+    """A stored operation whose fields agree as the state machine leaves them: PLANNED is
+    never tried (0 attempts, no outcome), every other state was (1 attempt or more).
+    Anything else (a FAILED row set back to PLANNED by hand, its attempts kept) is refused,
+    not resumed as new work (audit 49f)."""
+    n = op.attempts
+    if type(n) is not int or n < 0:
+        raise JournalStateError(f"journal operation {op.operation_id}: its attempts {_EDITED}")
+    if (op.state is OpState.PLANNED) != (n == 0):
+        raise JournalStateError(
+            f"journal operation {op.operation_id}: its attempts do not fit its state "
+            f"{op.state.value}: PLANNED is never tried, every other state was (a row edited "
+            "by hand? mend or remove it)"
+        )
+    if op.state is OpState.PLANNED and op.outcome is not None:
+        raise JournalStateError(f"journal operation {op.operation_id}: its outcome {_EDITED}")
+    if not isinstance(op.reasons, list) or not all(isinstance(r, str) for r in op.reasons):
+        raise JournalStateError(f"journal operation {op.operation_id}: its reasons {_EDITED}")
+    return op
 
 
 def stored(op: Operation | None, operation_id: str) -> Operation:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from memlife.journal.base import Operation, OpKind, OpState, Outcome
+from memlife.journal.base import Operation, OpKind, OpState, Outcome, checked, stored_field
 from memlife.state.dynamodb import OPEN_BUCKETS, key
 
 
@@ -37,31 +38,40 @@ def when(v: str | None) -> datetime | None:
 
 
 def from_item(item: dict[str, Any]) -> Operation:
-    outcome = text(item, "outcome")
-    return Operation(
-        operation_id=item["pk"]["S"][3:],
-        run_id=item["run_id"]["S"],
-        kind=OpKind(item["kind"]["S"]),
-        actor_id=item["actor_id"]["S"],
-        namespace=item["namespace"]["S"],
-        record_id=item["record_id"]["S"],
-        reasons=json.loads(item["reasons"]["S"]),
-        policy_version=item["policy_version"]["S"],
+    """A stored item, each field checked as it is parsed (an item edited by hand is a
+    JournalStateError naming the operation and field: base.stored_field, base.checked)."""
+    oid = item["pk"]["S"][3:]
+
+    def f(name: str, parse: Callable[[dict[str, Any]], Any]) -> Any:
+        return stored_field(oid, name, parse, item)
+
+    def s(attr: str) -> Callable[[dict[str, Any]], str]:
+        return lambda i: i[attr]["S"]
+
+    return checked(Operation(
+        operation_id=oid,
+        run_id=f("run_id", s("run_id")),
+        kind=f("kind", lambda i: OpKind(i["kind"]["S"])),
+        actor_id=f("actor_id", s("actor_id")),
+        namespace=f("namespace", s("namespace")),
+        record_id=f("record_id", s("record_id")),
+        reasons=f("reasons", lambda i: json.loads(i["reasons"]["S"])),
+        policy_version=f("policy_version", s("policy_version")),
         content_sha256=text(item, "content_sha256"),
         replacement_id=text(item, "replacement_id"),
-        state=OpState(item["st"]["S"]),
-        outcome=Outcome(outcome) if outcome else None,
-        attempts=int(item["attempts"]["N"]),
-        next_retry_at=when(text(item, "next_retry_at")),
+        state=f("state", lambda i: OpState(i["st"]["S"])),
+        outcome=f("outcome", lambda i: Outcome(v) if (v := text(i, "outcome")) else None),
+        attempts=f("attempts", lambda i: int(i["attempts"]["N"])),
+        next_retry_at=f("next_retry_at", lambda i: when(text(i, "next_retry_at"))),
         last_error=text(item, "last_error"),
         payload=text(item, "payload"),
-        created_at=when(text(item, "created_at")),
-        updated_at=when(text(item, "updated_at")),
+        created_at=f("created_at", lambda i: when(text(i, "created_at"))),
+        updated_at=f("updated_at", lambda i: when(text(i, "updated_at"))),
         resolution=text(item, "resolution"),
-        resolved_at=when(text(item, "resolved_at")),
+        resolved_at=f("resolved_at", lambda i: when(text(i, "resolved_at"))),
         moved_by=text(item, "moved_by"),
-        moved_after_receipts=number(item, "moved_after_receipts"),
-    )
+        moved_after_receipts=f("moved_after_receipts", lambda i: number(i, "moved_after_receipts")),
+    ))  # fmt: skip
 
 
 def to_item(op: Operation, now: str) -> dict[str, Any]:

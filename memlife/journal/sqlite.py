@@ -18,12 +18,15 @@ from memlife.journal.base import (
     MemoOutcome,
     Mover,
     Operation,
-    OpKind,
     OpState,
     Outcome,
     Rejection,
     stored,
 )
+from memlife.journal.sqlite_rows import COLS as _COLS
+from memlife.journal.sqlite_rows import SELECT as _SELECT
+from memlife.journal.sqlite_rows import row_of as _row
+from memlife.journal.sqlite_rows import when as _dt
 from memlife.model import utcnow
 from memlife.sql_in import in_chunks
 from memlife.sqlite_open import connect_wal, rollback
@@ -99,31 +102,6 @@ _DUE = (
     "(state IN ('PLANNED', 'APPLIED') OR "
     "(state='FAILED' AND next_retry_at IS NOT NULL AND next_retry_at<=?))"
 )
-_COLS = (
-    "operation_id", "run_id", "kind", "actor_id", "namespace", "record_id", "reasons",
-    "policy_version", "content_sha256", "replacement_id", "state", "outcome", "attempts",
-    "next_retry_at", "last_error", "payload", "created_at", "updated_at",
-)  # fmt: skip
-_SELECT = (
-    f"SELECT {', '.join(_COLS)}, resolution, resolved_at, moved_by, moved_after_receipts "
-    "FROM operations"
-)
-
-
-def _dt(v: str | None) -> datetime | None:
-    return datetime.fromisoformat(v) if v else None
-
-
-def _row(row: tuple[Any, ...]) -> Operation:
-    return Operation(
-        operation_id=row[0], run_id=row[1], kind=OpKind(row[2]), actor_id=row[3],
-        namespace=row[4], record_id=row[5], reasons=json.loads(row[6]), policy_version=row[7],
-        content_sha256=row[8], replacement_id=row[9], state=OpState(row[10]),
-        outcome=Outcome(row[11]) if row[11] else None, attempts=row[12],
-        next_retry_at=_dt(row[13]), last_error=row[14], payload=row[15],
-        created_at=_dt(row[16]), updated_at=_dt(row[17]), resolution=row[18],
-        resolved_at=_dt(row[19]), moved_by=row[20], moved_after_receipts=row[21],
-    )  # fmt: skip
 
 
 class SqliteJournal:
@@ -308,11 +286,16 @@ class SqliteJournal:
             if op is None or op.state is not OpState.FAILED or op.next_retry_at is not None:
                 raise JournalStateError(f"{operation_id}: not a terminal failure")
             when = (at or utcnow()).isoformat()
-            self.connection.execute(
+            # still a terminal failure when written, as DynamoDB's write is conditional: a
+            # stale dismiss undid another operator's requeue, or ended for good a failure
+            # the night had retried since (another process: the lock is this one's only)
+            cur = self.connection.execute(
                 "UPDATE operations SET resolution=?, resolved_at=?, next_retry_at=? "
-                "WHERE operation_id=?",
+                "WHERE operation_id=? AND state='FAILED' AND next_retry_at IS NULL",
                 (resolution, when, retry_at.isoformat() if retry_at else None, operation_id),
             )
+            if cur.rowcount != 1:
+                raise JournalStateError(f"{operation_id}: not a terminal failure")
         return stored(self.get(operation_id), operation_id)
 
     # -- the lifecycle lease (memlife/lease.py) ------------------------------------------------
