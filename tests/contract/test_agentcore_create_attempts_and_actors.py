@@ -239,7 +239,9 @@ def test_native_record_no_template_names_is_refused(harness: AgentCoreHarness) -
         (["/users/{actorId}"], "/users/u1", "u1"),
         (["/users/{actorId}"], "/users/org/team/u1", "org/team/u1"),
         (["/summaries/{actorId}/{sessionId}"], "/summaries/org/u1/s-1", "org/u1"),
-        (["/strategies/{memoryStrategyId}/actors/{actorId}"], "/strategies/s1/actors/a/b", "a/b"),
+        (["/strategies/{memoryStrategyId}/actors/{actorId}"], "/strategies/s0/actors/a/b", "a/b"),
+        # the slot is the template's own strategy id (audit 49ii), never another strategy's
+        (["/strategies/{memoryStrategyId}/actors/{actorId}"], "/strategies/s1/actors/a/b", None),
         (["/users/{actorId}", "/users/{actorId}/facts"], "/users/a/facts", "a"),
         (["/users/{actorId}/facts"], "/users/a/prefs", None),
         (["/a/{actorId}/b/{actorId}"], "/a/x/y/b/x/y", "x/y"),

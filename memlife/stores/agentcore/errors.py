@@ -62,6 +62,18 @@ def store_error(exc: ClientError, what: str) -> StoreError:
     return StoreError(f"{what}: {code}: {msg}", code=mapped)
 
 
+def check_advances(what: str, sent: str | None, got: str | None) -> None:
+    """Refuse a ``nextToken`` equal to the one the request carried: the cursor did not move,
+    and asking again would serve the same page for ever (duplicates, a loop that never
+    ends). botocore's paginators refuse the same ("the same next token received twice")."""
+    if got and got == sent:
+        raise StoreError(
+            f"{what}: the service answered with the nextToken it was sent (a cursor that "
+            "does not advance); paging on would repeat the same page",
+            code="SERVICE",
+        )
+
+
 def item_code(http: int | None) -> tuple[str, bool]:
     """Per-item ``errorCode`` (HTTP style) -> (our code, retryable)."""
     if http == 400:

@@ -9,7 +9,8 @@ span several namespace segments, while the other slots (``{sessionId}``,
 ``{memoryStrategyId}``) never contain ``/``. When templates overlap (``/users/{actorId}``
 and ``/users/{actorId}/facts`` both match ``/users/a/facts``) one reading is chosen,
 always the same: the actor with the fewest ``/``, then the earliest template, then the
-shortest actor. ``actor_owns`` uses the same reading, so a native record is listed under
+shortest actor. ``{memoryStrategyId}`` is read as the template's own strategy id, as the
+service fills it, never as any segment. ``actor_owns`` uses the same reading, so a native record is listed under
 exactly one actor and decoded with that actor.
 """
 
@@ -24,6 +25,17 @@ ACTOR_ID_RE = re.compile(
 )
 MAX_ACTOR_ID = 255
 _SLOT = re.compile(r"(\{[a-zA-Z][a-zA-Z0-9]*\})")
+# The slots the service fills with the strategy's own id (``{strategyId}``: older docs).
+_STRATEGY_SLOTS = ("{memoryStrategyId}", "{strategyId}")
+
+
+def _own(template: str, strategy_id: str) -> str:
+    """The template as its strategy writes it: the strategy slot is that strategy's id.
+    Read as any segment, a hostile actor id of one strategy (``u/sessions/x``) made a
+    namespace another strategy's template reads as actor ``u``'s session ``x``."""
+    for slot in _STRATEGY_SLOTS:
+        template = template.replace(slot, strategy_id)
+    return template
 
 
 def _slots_re(template: str, actor_id: str | None) -> str:
@@ -81,7 +93,7 @@ class Strategies:
             for s in self._strategies
             for t in s.get("namespaceTemplates") or s.get("namespaces") or []
         ]
-        self._actor_templates = [t for _, t in self.templates if "{actorId}" in t]
+        self._actor_templates = [_own(t, sid) for sid, t in self.templates if "{actorId}" in t]
         self._actor_of: dict[str, str | None] = {}  # namespace -> its actor (few namespaces)
 
     def actor_owns(self, actor_id: str, namespace: str) -> bool:
@@ -112,6 +124,23 @@ class Strategies:
             if "{" not in resolved:
                 out.append(resolved)
         return out
+
+    def open_prefixes(self, actor_id: str) -> list[str]:
+        """For templates with a slot after the actor (``.../{actorId}/sessions/{sessionId}``):
+        the actor's own part, up to the ``/`` before that slot, under which the store lists
+        the namespaces the service filled in (``namespacePath``). A template whose open slot
+        comes before the actor is not listed (it would page every actor's records)."""
+        if not ACTOR_ID_RE.fullmatch(actor_id) or len(actor_id) > MAX_ACTOR_ID:
+            return []  # no AgentCore actor: the service wrote nothing under it
+        out = []
+        for t in self._actor_templates:
+            slot = next((m for m in _SLOT.finditer(t) if m.group() != "{actorId}"), None)
+            if slot is None:
+                continue
+            head = t[: t.rfind("/", 0, slot.start()) + 1]
+            if "{actorId}" in head and head.rfind("{actorId}") + len("{actorId}") < len(head):
+                out.append(head.replace("{actorId}", actor_id))
+        return sorted(set(out))
 
     def type_of(self, strategy_id: str | None) -> str | None:
         """The strategy's ``type`` (e.g. ``SEMANTIC``, ``EPISODIC``), if known."""

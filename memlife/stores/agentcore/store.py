@@ -23,7 +23,7 @@ from botocore.exceptions import ClientError
 from memlife.model import MemoryRecord, Status, utcnow
 from memlife.settings import DEFAULT_AGENTCORE_REGION, aws_region
 from memlife.stores.agentcore.cache import ReadCache
-from memlife.stores.agentcore.errors import store_error
+from memlife.stores.agentcore.errors import check_advances, store_error
 from memlife.stores.agentcore.mapping import (
     ID_KEY,
     INDEXED_KEYS,
@@ -188,16 +188,23 @@ class AgentCoreStore:
             actors.update(a["actorId"] for a in resp.get("actorSummaries", []))
             if not resp.get("nextToken"):
                 break
+            check_advances("ListActors", kwargs.get("nextToken"), resp["nextToken"])
             kwargs["nextToken"] = resp["nextToken"]
         return iter(sorted(actors))
 
     def list_namespaces(self, actor_id: str) -> list[str]:
-        """Namespaces written for the actor plus the strategies' fully resolved templates.
+        """Namespaces written for the actor, the strategies' templates resolved for it, and
+        the namespaces the service filled in under the actor's part of a template with a
+        session (or other) slot, each read back as this actor's.
 
         A namespace may be listed after its last record was deleted (paging it is cheap).
         """
         found = set(self.sidecar.namespaces(actor_id))
-        found.update(self.strategies().resolved_for(actor_id))
+        strategies = self.strategies()
+        found.update(strategies.resolved_for(actor_id))
+        for path in strategies.open_prefixes(actor_id):  # sessions: what the service wrote
+            under = self.transport.namespaces_under(path)
+            found.update(ns for ns in under if strategies.actor_of(ns) == actor_id)
         return sorted(found)
 
     def page(
@@ -244,6 +251,7 @@ class AgentCoreStore:
                     if not native_ok or (wanted and Status.active.value not in wanted):
                         continue
                 kept.append(s)
+            check_advances("ListMemoryRecords", service_token, resp.get("nextToken"))
             service_token = resp.get("nextToken")
             if not service_token or len(kept) >= page_size or calls >= MAX_LIST_CALLS_PER_PAGE:
                 break

@@ -22,12 +22,13 @@ from botocore.exceptions import BotoCoreError, ClientError
 from memlife.model import content_sha256
 from memlife.stores.agentcore.errors import (
     QuotaExceeded,
+    check_advances,
     error_code,
     item_code,
     kept_message,
     store_error,
 )
-from memlife.stores.agentcore.mapping import ID_KEY, MAX_PAGE, meta_value
+from memlife.stores.agentcore.mapping import ID_KEY, MAX_PAGE, first_namespace, meta_value
 from memlife.stores.base import MAX_BATCH, BatchResult, chunked
 
 Op = Literal["create", "update", "delete"]
@@ -183,6 +184,28 @@ class Transport:
                     return str(s["memoryRecordId"])
             if not resp.get("nextToken"):
                 return None
+            check_advances(
+                "ListMemoryRecords (recovery)", kwargs.get("nextToken"), resp["nextToken"]
+            )
+            kwargs["nextToken"] = resp["nextToken"]
+
+    def namespaces_under(self, path: str) -> set[str]:
+        """The namespaces of the records under ``path`` (ListMemoryRecords ``namespacePath``):
+        how namespaces with a session (or another open slot) are found; paged to the end."""
+        kwargs: dict[str, Any] = {
+            "memoryId": self.memory_id, "namespacePath": path, "maxResults": MAX_PAGE,
+        }  # fmt: skip
+        out: set[str] = set()
+        while True:
+            try:
+                resp = self.client.list_memory_records(**kwargs)
+            except ClientError as exc:
+                raise store_error(exc, "ListMemoryRecords (namespaces)") from None
+            out.update(first_namespace(s) for s in resp.get("memoryRecordSummaries", []))
+            if not resp.get("nextToken"):
+                return out
+            check_advances("ListMemoryRecords (namespaces)", kwargs.get("nextToken"),
+                           resp["nextToken"])  # fmt: skip
             kwargs["nextToken"] = resp["nextToken"]
 
     def batch(self, op: Op, entries: list[Entry]) -> dict[str, Outcome]:
