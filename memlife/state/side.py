@@ -231,6 +231,15 @@ class DynamoTombstones:
                             "erased_at": i["erased_at"]["S"]})  # fmt: skip
         return sorted(out, key=lambda t: (t["actor_id"], t["record_id"]))
 
+    def _erased_before(self, r: MemoryRecord) -> bool:
+        """The erased record itself under an older text (stores/sqlite.py _ERASED_BEFORE):
+        its id's tombstone was written after it was created."""
+        from memlife.stores.sqlite import erased_before_args
+
+        actor, rid, created = erased_before_args(r)
+        items = self.state.batch_get([key(f"tomb#{actor}", f"id#{rid}")])
+        return any(i.get("erased_at", {}).get("S", "") >= created for i in items)
+
     def tombstone_refusal(self, r: MemoryRecord, sources: Sequence[str] = ()) -> str | None:
         from memlife.stores.sqlite import tombstone_norms
 
@@ -238,7 +247,7 @@ class DynamoTombstones:
         shas = {r.provenance.content_sha256 or content_sha256(r.content), content_sha256(r.content)}
         keys = [key(pk, f"sha#{s}") for s in shas]
         keys += [key(pk, f"norm#{norm}") for norm in tombstone_norms(r.content)]
-        if self.state.batch_get(keys):
+        if self.state.batch_get(keys) or self._erased_before(r):
             return "ERASED_CONTENT"
         # the actor's own tombstone rows (written before add_tombstones returns, so before
         # the erasure selects): an id another actor's erasure freed may be taken again

@@ -18,7 +18,7 @@ import sqlite3
 import threading
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from operator import itemgetter
 from pathlib import Path
 from types import TracebackType
@@ -516,6 +516,19 @@ def _decode_token(token: str, actor_id: str, namespace: str) -> str:
     if (actor, ns) != (actor_id, namespace):
         raise BadPageToken("page token belongs to another actor/namespace")
     return last_id
+
+
+# The erased record itself under an older text (an export from before its last update,
+# restored): its id was erased, and it was created before that erasure. A record that
+# takes the id afterwards is created after it and is a new record (ids may be reused).
+_ERASED_BEFORE = (
+    "SELECT 1 FROM tombstones WHERE actor_id=? AND record_id=? AND erased_at>=? LIMIT 1"
+)
+
+
+def erased_before_args(r: MemoryRecord) -> tuple[str, str, str]:
+    """(actor, id, created_at in UTC as tombstones write erased_at) for _ERASED_BEFORE."""
+    return r.actor_id, r.id, r.created_at.astimezone(UTC).isoformat()
 
 
 class SqliteStore:
@@ -1060,7 +1073,7 @@ class SqliteStore:
             f"OR actor_id=? AND norm_sha256 IN ({marks(len(norms))}) LIMIT 1",
             (r.actor_id, sha, content_sha256(r.content), r.actor_id, *norms),
         ).fetchone()
-        if hit:
+        if hit or self.connection.execute(_ERASED_BEFORE, erased_before_args(r)).fetchone():
             return "ERASED_CONTENT"
         # the writer's own actor: an id another actor's erasure freed may be taken again; an
         # id the actor itself reused since is a source when its record holds a text no

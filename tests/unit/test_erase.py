@@ -465,7 +465,10 @@ def test_a_copy_of_erased_text_goes_on_release_even_when_its_id_was_used_again(
         rec("H", "Takes lithium every day.", ns="notes", retention=RetentionClass.legal_hold),
     ])  # fmt: skip
     assert erase(store, "u-1", ids=["X"], now=NOW)["deferred"] == ["H"]
-    assert tombstones.insert_new(store, [rec("X", "Takes vitamin D daily.")]).succeeded == ["X"]
+    assert tombstones.insert_new(  # reused after the erasure (audit 49vi)
+        store,
+        [rec("X", "Takes vitamin D daily.").model_copy(update={"created_at": datetime.now(UTC)})],
+    ).succeeded == ["X"]
     out = release_hold(store, ["H"], now=NOW)
     assert [e["erased"] for e in out["erasures"]] == [["H"]]
     assert store.get("H") is None and store.get("X").content == "Takes vitamin D daily."

@@ -4,6 +4,7 @@ attacked where an erased id was used again and erased a second time."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -36,8 +37,18 @@ def test_a_backup_of_an_id_erased_twice_is_erased_again_not_refused(
     _ok(runner, "import", str(write_jsonl(tmp_path / "a.jsonl", [
         json.dumps(good("m-1", content=FIRST)), jazz])), "--store", old)  # fmt: skip
     _ok(runner, "erase", "--actor", "u-1", "--id", "m-1", "--yes", "--store", old)
-    _ok(runner, "import", str(write_jsonl(tmp_path / "b.jsonl", [
-        json.dumps(good("m-1", content=SECOND))])), "--store", old)  # fmt: skip
+    _ok(
+        runner,
+        "import",
+        str(
+            write_jsonl(
+                tmp_path / "b.jsonl",
+                [json.dumps(good("m-1", content=SECOND, created_at=datetime.now(UTC).isoformat()))],
+            )
+        ),
+        "--store",
+        old,
+    )  # fmt: skip; reused after the erasure (audit 49vi)
     _ok(runner, "export", "--store", old, "-o", str(tmp_path / "backup.jsonl"))
     _ok(runner, "erase", "--actor", "u-1", "--id", "m-1", "--yes", "--store", old)
     _ok(runner, "export", "--store", old, "-o", str(tmp_path / "now.jsonl"),

@@ -42,6 +42,12 @@ def _ok(runner: CliRunner, *args: str) -> str:
 # -- bugs ----------------------------------------------------------------------------------
 
 
+def _now() -> str:
+    """A reused id's record is created after the erasure (audit 49vi: one created before
+    it is the erased record)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def test_an_older_backup_of_a_reused_id_erased_again_does_not_bring_its_text_back(
     home: Path, tmp_path: Path, runner: CliRunner
 ) -> None:
@@ -55,7 +61,10 @@ def test_an_older_backup_of_a_reused_id_erased_again_does_not_bring_its_text_bac
     _ok(runner, "erase", "--actor", "u-1", "--id", "m-1", "--yes", "--store", old)
     reused = write_jsonl(
         tmp_path / "b.jsonl",
-        [json.dumps(good("m-1", content=SECRET)), json.dumps(good("m-2", content="Likes jazz."))],
+        [
+            json.dumps(good("m-1", content=SECRET, created_at=_now())),
+            json.dumps(good("m-2", content="Likes jazz.")),
+        ],
     )
     _ok(runner, "import", str(reused), "--store", old)
     _ok(runner, "export", "--store", old, "-o", str(tmp_path / "backup.jsonl"))

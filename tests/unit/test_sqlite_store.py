@@ -268,7 +268,8 @@ def test_insert_new_checks_tombstones_per_actor_content_and_sources(tmp_path: Pa
         ),
         rec("m-5"),
         rec("m-6", provenance=Provenance(supersedes=["m-erased"])),  # u-1's own source
-        rec("m-erased", content="Something new."),  # a tombstoned id with other content
+        # a tombstoned id with other content, created after the erasure (audit 49vi)
+        rec("m-erased", content="Something new.", created_at=datetime.now(UTC)),
     ]
     res = store.insert_new(batch)
     codes = {f.id: f.code for f in res.failed}
