@@ -42,6 +42,9 @@ def side_connection(store: object, filename: str, schema: str, table: str, *,
             return _memory(schema)
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+        # an erased record's inferred subject, a review item's owner: zeroed when deleted,
+        # as in the store's own file, not left in free pages (a build's default may differ)
+        conn.execute("PRAGMA secure_delete=ON")
         ctx = threading.RLock()
     with ctx:
         if create:
