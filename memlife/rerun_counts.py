@@ -39,12 +39,16 @@ class CarriedOver:
     replacements: int = 0  # replacements the run wrote, read again by this attempt
     removed: int = 0  # records the run removed before this attempt read the store
     removed_actions: Counter[str] = field(default_factory=Counter)  # as they were planned
+    # originals the run superseded or quarantined, as the first attempt planned them (audit
+    # 49vii: taken out of ``actions`` and put back nowhere, `planned` fell short of the total)
+    changed_actions: Counter[str] = field(default_factory=Counter)
 
     def adjust(self, counts: Counter[str], records: int) -> int:
-        """Take them out of ``counts`` (in place), the removed ones back in as planned:
-        ``records`` and ``counts`` as the first attempt read and planned them."""
+        """Take them out of ``counts`` (in place), the removed and changed ones back in as
+        planned: ``records`` and ``counts`` as the first attempt read and planned them."""
         counts.subtract(self.actions)
         counts.update(self.removed_actions)
+        counts.update(self.changed_actions)
         return records - self.replacements + self.removed
 
 
@@ -61,7 +65,8 @@ def carried_over(ops: Sequence[Operation], report: Path) -> CarriedOver:
     if not done or not report.exists():
         return out
     written = {o.record_id for o in done if o.kind is OpKind.write_replacement}
-    changed = {o.record_id for o in done if o.kind in _CHANGES}
+    changes = {o.record_id: o for o in done if o.kind in _CHANGES}
+    changed = set(changes)
     removed = {o.record_id for o in done if o.outcome in _REMOVED}
     table = pq.read_table(report, columns=["id", "action"])
     wanted = pa.array(sorted(written | changed | removed), pa.string())
@@ -74,12 +79,24 @@ def carried_over(ops: Sequence[Operation], report: Path) -> CarriedOver:
         if rid in written or (rid in changed and action not in _PLANS_A_CHANGE):
             out.actions[action] += 1
             out.replacements += rid in written
+            if rid not in written:
+                out.changed_actions[first_plan(changes[rid])] += 1
     # a replacement this run wrote and took back is no record the store held (audit 47k)
     gone = removed - seen - written
     out.removed = len(gone)
     for o in done:  # each once (a record has one removal), planned as the first attempt did
         if o.record_id in gone and o.outcome in _REMOVED:
             gone.discard(o.record_id)
-            grace = Reason.GRACE_ELAPSED in o.reasons
-            out.removed_actions[Action.delete_pending if grace else Action.delete_expired] += 1
+            out.removed_actions[first_plan(o)] += 1
     return out
+
+
+def first_plan(o: Operation) -> Action:
+    """The action the first attempt planned for the record ``o`` changed or removed, from the
+    operation's reasons: a group member's supersede names its role (a CONTRADICTION is an
+    older statement a newer one supersedes, any other role a merge); a quarantine holds
+    back a deletion, as a delete is one (GRACE_ELAPSED: a pending record's)."""
+    if o.kind is OpKind.supersede:
+        contradicted = Reason.CONTRADICTION in o.reasons
+        return Action.supersede_candidate if contradicted else Action.consolidate_candidate
+    return Action.delete_pending if Reason.GRACE_ELAPSED in o.reasons else Action.delete_expired

@@ -23,7 +23,12 @@ from memlife.model import utcnow
 from memlife.plan import Action
 from memlife.report import ReportWriter
 from memlife.rerun_counts import carried_over
-from memlife.run_receipts import completed_counts, completed_receipt, put_run_receipt
+from memlife.run_receipts import (
+    completed_counts,
+    completed_plan,
+    completed_receipt,
+    put_run_receipt,
+)
 from memlife.run_start import remote_state, scope
 from memlife.run_types import BatchOutcome, RunContext, RunSummary, Shard
 
@@ -131,6 +136,12 @@ def finish_run(
     rerun = bool(tally.counts.get("rerun_of_completed_run"))
     if rerun:
         lifecycle.update(completed_counts(ctx.sink, ctx.prefix))
+        # and its plan: re-planned, the store the run left (its merged originals) read as
+        # other actions (audit 49vii)
+        planned, found = completed_plan(ctx.sink, ctx.prefix)
+        if planned:
+            counts = Counter(planned)
+        records = found if found is not None else records
     queue_failed = sum(1 for f in tally.failures
                        if f.get("run_id") not in (None, ctx.run_id) and f.get("code") != "RECEIPT_WRITE_FAILED")  # fmt: skip
     status = "success"

@@ -88,6 +88,17 @@ def completed_counts(sink: ReceiptSink, prefix: str) -> dict[str, int]:
     return {k: v for k, v in counts.items() if type(v) is int} if isinstance(counts, dict) else {}
 
 
+def completed_plan(sink: ReceiptSink, prefix: str) -> tuple[dict[str, int], int | None]:
+    """The planned actions and records found of this run's completed receipt (({}, None)
+    where it has none, or where a figure is no count)."""
+    found = _completed(sink, prefix)
+    doc = found[1] if found is not None else {}
+    planned, records = doc.get("planned"), doc.get("records_found")
+    if not isinstance(planned, dict) or not all(type(v) is int for v in planned.values()):
+        planned = {}
+    return planned, records if type(records) is int else None
+
+
 def _completed(sink: ReceiptSink, prefix: str) -> tuple[str, dict[str, Any]] | None:
     for key, body in run_receipts(sink, prefix):
         doc = loads(body) or {}
