@@ -68,7 +68,9 @@ CREATE TABLE IF NOT EXISTS derived (
 # in the statement key (store version 6).
 # 13: a row is checked for a restatement against its 8 closest statements at most (it
 # stays apart past them: the check was quadratic in near-duplicates; session 46).
-VERSION = f"derived-13:{memlife.__version__}"
+# 14: an update verb a negation governs ("not give up", "never quit") is no update cue, and
+# "no matter" / "no doubt" / "no wonder" / "not only" deny nothing (audit 49v).
+VERSION = f"derived-14:{memlife.__version__}"
 FLUSH_ROWS = 256
 READ_AHEAD = 128  # shards whose rows one query reads
 KINDS = ("inference", "staging", "staging_total")  # the kinds kept (rows per shard)

@@ -28,7 +28,7 @@ import numpy as np
 from memlife.policy import Grouping, InferencePolicy
 from memlife.text import _NEGATION, _UPDATE_CUE, negates, reads_additive
 
-__all__ = ["InferenceItem", "SubjectInference", "infer_subjects", "looks_like_update"]
+__all__ = ["InferenceItem", "SubjectInference", "infer_subjects", "looks_like_update", "update_cue"]
 
 
 _BLOCK = 256  # rows compared at a time: memory is _BLOCK x n floats, never n x n
@@ -61,8 +61,31 @@ def looks_like_update(newer: str, older: str) -> bool:
     if flip:
         denied, other = (newer, older) if negates(newer) else (older, newer)
         flip = bool(_negated_words(denied) & _content_words(other))
-    cue = _UPDATE_CUE.search(newer) is not None or flip
+    cue = update_cue(newer) or flip
     return cue and not reads_additive(newer) and shared_content_word(newer, older)
+
+
+# An update verb a negation governs says nothing changed: "keep pushing and not give up",
+# "never give up", "they do not quit" (all six "give up"s of LoCoMo's observations; each
+# opened a POSSIBLE_UPDATE item, audit 49v). "no longer", "any more" stay cues.
+_VERB_CUES = frozenset(
+    "gave up|give up|given up|quit|stopped|switched|moved|changed|replaced".split("|")
+)
+_NEGATED_BEFORE = re.compile(
+    r"(?:\b(?:not|never|dont|doesnt|didnt|wont|cant|cannot|hasnt|havent|hadnt)|n['\u2019\u02bc]t)"
+    r"(?:\s+(?:to|ever|really|yet|even|just))?\s*$",
+    re.IGNORECASE,
+)
+
+
+def update_cue(text: str) -> bool:
+    """An update word (``_UPDATE_CUE``) in ``text`` that no negation just before denies."""
+    for m in _UPDATE_CUE.finditer(text):
+        word = " ".join(m.group(0).lower().split())
+        if word in _VERB_CUES and _NEGATED_BEFORE.search(text, max(0, m.start() - 40), m.start()):
+            continue
+        return True
+    return False
 
 
 _CLAUSE_END = re.compile(r"[,;.!?]|\b(?:but|while|although|though|because)\b", re.IGNORECASE)
@@ -71,6 +94,9 @@ _CLAUSE_START = re.compile(
     r"(?s:.*)(?:[,;.!?]|\b(?:and|or|but|while|although|though|because)\b)", re.IGNORECASE
 )
 _INFINITIVE = re.compile(r"\s+to\b", re.IGNORECASE)
+# a "no"/"not" opening a concession or an emphasis, not a denial (LoCoMo: "their actions, no
+# matter how small, can have a big impact" read as turning round "every small act", 49v)
+_NOT_A_DENIAL = re.compile(r"no\s+(?:matter|doubt|wonder)\b|not\s+only\b", re.IGNORECASE)
 
 
 def _negated_words(text: str) -> set[str]:
@@ -82,6 +108,8 @@ def _negated_words(text: str) -> set[str]:
     out: set[str] = set()
     read_to = -1  # where the clause an earlier negation stands in ends: read already
     for m in _NEGATION.finditer(text):
+        if _NOT_A_DENIAL.match(text, m.start()):  # "no matter how small" denies nothing
+            continue
         if m.end() > read_to:  # linear work: a clause's words are read once
             rest = text[m.end() :]
             end = _CLAUSE_END.search(rest)

@@ -19,7 +19,8 @@ or runs at an older cutoff, never looks at some findings):
                   POSSIBLE_UPDATE: the newer record of the pair is gone from the shard,
                   or no longer active (superseded, pending deletion) since before this
                   night, which did not pair the record with its successor (a merge's
-                  pair is renewed for the merged record the night after).
+                  pair is renewed for the merged record the night after); or the two
+                  texts no longer read as an update (``group.looks_like_update``).
                   Other findings (conflicts) are left.
 
 Left open as well: disputed items (a dispute protects its record until a person resolves
@@ -38,6 +39,7 @@ from datetime import datetime
 
 from memlife.apply.appliers.base import get_many
 from memlife.errors import StoreError
+from memlife.group import looks_like_update
 from memlife.ledger_merge import merge_into_view
 from memlife.model import MemoryRecord, Status, parse_time, plan_view
 from memlife.plan import Planner, Reason
@@ -161,6 +163,10 @@ def _finding_gone(
         if newer.created_at == record.created_at:
             # stated at one instant: no update either way (group.py since session 30); an
             # item opened before that rule is moot, and its default would retire a fact
+            return True
+        if not looks_like_update(newer.content, record.content):
+            # the texts no longer read as an update (a rule changed since it was opened:
+            # "not give up" is no cue since audit 49v): moot, as the same instant above
             return True
         # a newer record no longer active (superseded by a reviewer or a merge, pending
         # deletion) cannot replace this one. The night it changed, the pair waits for its
