@@ -420,6 +420,9 @@ def run_set(
         else 1.0
     )
     failed = [r["id"] for r in results if not r["passed"]]
+    # a model error leaves a case's answer unchecked (it does not decide the case): named, so
+    # the receipt never claims a check that did not run (audit 49iii)
+    unchecked = [r["id"] for r in results if r.get("answer", {}).get("checked") is False]
     return {
         "gates": {
             "must_retain_recall": _gate(
@@ -442,6 +445,7 @@ def run_set(
             r["id"] for r in results if not r["passed"] and r["impact"] == Impact.high.value
         ],
         "flaky_cases": flaky,
+        "answers_unchecked": unchecked,
         "unreadable_cases": list(unread.values()),
         "results": results,
     }
@@ -524,10 +528,14 @@ def verdict(
             "high_impact_failed": rep["high_impact_failed"],
         }
 
+    unchecked = sorted(
+        set(before.get("answers_unchecked", ())) | set(after.get("answers_unchecked", ()))
+    )
     return {
         "configured": True,
         "blocked": bool(reasons),
-        "status": "blocked" if reasons else ("warn" if warnings else "pass"),
+        # answer checks the model did not run: not a pass (what was asked was not checked)
+        "status": "blocked" if reasons else ("warn" if warnings or unchecked else "pass"),
         "reasons": reasons,
         "warnings": warnings,
         "proposed_deletions": proposed,
@@ -538,6 +546,7 @@ def verdict(
         "high_impact_failed": after["high_impact_failed"],
         "regressed_cases": regressed,
         "flaky_cases": sorted(set(before["flaky_cases"]) | set(after["flaky_cases"])),
+        "answers_unchecked": unchecked,
         "before": slim(before),
         "after": slim(after),
     }
@@ -778,7 +787,27 @@ def coverage(
                 out.append({"case": c.id, "actor_id": c.actor_id, "namespace": c.namespace,
                             "code": "TARGET_ABSENT", "record_id": t.id})  # fmt: skip
                 break
+        else:
+            if rid := _forbidden_elsewhere(recall, c):
+                out.append({"case": c.id, "actor_id": c.actor_id, "namespace": c.namespace,
+                            "code": "TARGET_ELSEWHERE", "record_id": rid})  # fmt: skip
     return out
+
+
+def _forbidden_elsewhere(recall: ShadowRecall, case: EvalCase) -> str | None:
+    """A forbidden id that is a record the case's recall can never return: another actor's,
+    or (a case naming a namespace) one of another namespace; unless the case's actor erased
+    that id (a tombstone: an erasure watch). Such a target passes whatever the run does, so
+    the case checks nothing (audit 49iii: a case copied from another tenant gated the run)."""
+    from memlife.tombstones import listing
+
+    for t in case.forbidden:
+        r = recall.store.get(t.id) if t.id is not None else None
+        if r is None or (r.actor_id == case.actor_id and case.namespace in (None, r.namespace)):
+            continue
+        if not any(x["record_id"] == r.id for x in listing(recall.store, case.actor_id)):
+            return r.id
+    return None
 
 
 def _known(recall: ShadowRecall, actor: str, include: frozenset[str]) -> bool:

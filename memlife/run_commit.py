@@ -176,10 +176,12 @@ def held_back(verdict: dict[str, Any], outcomes: Sequence[BatchOutcome]) -> dict
     would" figures are net of them (memlife/would_change.py)."""
     uncovered = verdict.get("uncovered") or {}
     items = [i for o in outcomes for i in o.deletions]
-    deletions = {i.id for i in held_deletions(verdict, items)} | set(uncovered.get("deletions", ()))
+    blocked = {i.id for i in held_deletions(verdict, items)}
+    deletions = blocked | set(uncovered.get("deletions", ()))
     staged = {g.replacement.id for o in outcomes for g in o.staged}
     groups = staged if groups_blocked(verdict) else staged & set(uncovered.get("groups", ()))
-    return {"deletions": len(deletions), "groups": len(groups)}
+    # quarantined: the blocked ones (a dry run's gate line says what the apply run would do)
+    return {"deletions": len(deletions), "groups": len(groups), "quarantined": len(blocked)}
 
 
 def held_deletions(verdict: dict[str, Any], items: Sequence[DeleteItem]) -> list[DeleteItem]:

@@ -365,17 +365,24 @@ def _gate_line(result: dict[str, Any]) -> str | None:
             op = "<" if name in ("must_retain_recall", "aggregate_score") else ">"
             figures.append(f"{name} {v['value']:.3f} {op} {v['threshold']:.3f} "
                            f"(before {v['before']:.3f}, {v['result']})")  # fmt: skip
+    if unchecked := g.get("answers_unchecked"):
+        figures.append(
+            f"answer checks not run for {len(unchecked)} case(s) (the model did not answer)"
+        )
+    dry = result.get("mode") == "dry_run"
     if g.get("blocked"):
         cases = g.get("high_impact_failed") or g.get("regressed_cases") or g.get("failed_cases")
-        quarantined = result.get("lifecycle", {}).get("quarantined", 0)
+        # a dry run quarantines nothing: it says what the apply run would (audit 49iii)
+        quarantined = ((g.get("held_back") or {}).get("quarantined", 0) if dry
+                       else result.get("lifecycle", {}).get("quarantined", 0))  # fmt: skip
         held = [p for p, k in (("deletions", "deletions_blocked"), ("supersedes", "supersedes_blocked"))
                 if g.get(k)]  # fmt: skip
         if g.get("deletions_blocked") and g.get("blocking_actors"):  # the others' went ahead
             held[0] = f"deletions of {len(g['blocking_actors'])} actor(s)"
-        verb = "would block" if result.get("mode") == "dry_run" else "BLOCKED"
+        verb = "would block" if dry else "BLOCKED"
         return (f"gate: {verb} ({', '.join(g['reasons'])}) case {', '.join(cases or ['-'])}; "
                 f"{'; '.join(figures) or 'gates within thresholds'}; held: {', '.join(held) or 'nothing'};"
-                f" {quarantined} records quarantined")  # fmt: skip
+                f" {quarantined} records {'would be ' if dry else ''}quarantined")  # fmt: skip
     agg = g.get("gates", {}).get("aggregate_score", {}).get("value")
     head = f"gate: {g.get('status', 'pass')} ({g.get('cases', 0)} cases"
     head += f", aggregate_score {agg:.3f})" if agg is not None else ")"

@@ -62,8 +62,9 @@ def register(app: typer.Typer) -> None:
     @group.callback(invoke_without_command=True)
     def evaluate_cmd(
         ctx: typer.Context,
-        cases: Annotated[
-            Path | None, typer.Option("--cases", help="Cases file (YAML or JSONL)")
+        cases: Annotated[  # text, not a Path: a Path made "s3://b/k" the local "s3:/b/k"
+            str | None,
+            typer.Option("--cases", help="Cases file (YAML or JSONL), file:// or s3:// URL"),
         ] = None,
         policy: PolicyOpt = "policies/default.yaml",
         store: StoreOpt = None,
