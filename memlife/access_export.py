@@ -17,7 +17,9 @@ importing side's ledger after the records:
     file twice, or again after a crash part-way, counts each read once;
   - refused and named by row (exit 1, the rest imported): a row missing a required field,
     one stamped later than tomorrow, one whose ``query_sha256`` is not a sha256 digest
-    (the ledger never holds query text).
+    (the ledger never holds query text);
+  - a file that is not ledger rows is refused by column before any record is imported: a
+    column missing or of another type, or times without a zone (never guessed to be UTC).
 No row holds content: ids, times, ranks and hashes, as in the ledger itself.
 """
 
@@ -129,6 +131,11 @@ def read_access_file(path: Path) -> pa.Table:
             pa.types.is_timestamp(got) or pa.types.is_string(got) or pa.types.is_large_string(got)
         ):  # a cast would read a number as microseconds since 1970: every read lost, silently
             raise InputError(f"{path}: column '{f.name}' is not {f.type} ({got})")
+        if pa.types.is_timestamp(got) and got.tz is None:  # a cast would guess UTC (audit 49i)
+            raise InputError(
+                f"{path}: column '{f.name}' has times without a time zone ({got}); "
+                "write them with one (UTC): a time is never guessed"
+            )
         try:
             table = table.set_column(
                 table.column_names.index(f.name), f.name, table[f.name].cast(f.type)

@@ -111,6 +111,12 @@ def _plain_key(key: str) -> bool:
     return key.isascii() and key.isprintable()
 
 
+@lru_cache(maxsize=4096)
+def _plain_actor(actor: str) -> bool:
+    # and no space at either end (model.parse_record names it, as remember refuses it)
+    return _plain_key(actor) and actor[0] != " " and actor[-1] != " "
+
+
 def _namespace_ok(namespace: str) -> bool:
     # namespaces repeat across an import; MemoryRecord._clean_namespace runs the same check
     return new_namespace_problem(namespace) is None
@@ -163,7 +169,9 @@ def fast_record(raw: bytes | str) -> MemoryRecord | None:
         and d["actor_id"].strip()
         and d["content"].strip()
         and d["namespace"].strip()
-    ) or not (_plain_key(d["id"]) and _plain_key(d["actor_id"]) and _namespace_ok(d["namespace"])):
+    ) or not (
+        _plain_key(d["id"]) and _plain_actor(d["actor_id"]) and _namespace_ok(d["namespace"])
+    ):
         return None
     get = d.get
     # in the model's field order: a model serialises its __dict__ in that order
@@ -228,7 +236,7 @@ def fast_row(raw: bytes | str) -> tuple[Any, ...] | None:
         return None
     rid, actor, namespace, content = d["id"], d["actor_id"], d["namespace"], d["content"]
     if not (rid.strip() and actor.strip() and content.strip() and namespace.strip()) or not (
-        _plain_key(rid) and _plain_key(actor) and _namespace_ok(namespace)
+        _plain_key(rid) and _plain_actor(actor) and _namespace_ok(namespace)
     ):
         return None
     get = d.get

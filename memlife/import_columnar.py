@@ -226,6 +226,8 @@ class _Block:
             need(pc.match_substring_regex(col[name], _NOT_BLANK))
         for name in ("id", "actor_id"):  # any other key: line_row (memlife.text.invisible_at)
             need(pc.match_substring_regex(col[name], _PLAIN_KEY))
+        # a space at either end: parse_record names it (a second "u1", as remember says)
+        need(pc.invert(pc.match_substring_regex(col["actor_id"], "^ | $")))
         for name, limit in _MAX_CHARS.items():
             need(pc.less_equal(pc.utf8_length(col[name]), limit))
         need(pc.less_equal(pc.binary_length(col["content"]), self.chunk.content_max))

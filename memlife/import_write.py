@@ -99,7 +99,9 @@ class Flushed:
     unchanged: int = 0
     updates: list[tuple[int, MemoryRecord]] = field(default_factory=list)
     conflicts: list[dict[str, Any]] = field(default_factory=list)
+    # (line, id) of the file's superseded records, stored now or found unchanged
     superseded: list[tuple[int, str]] = field(default_factory=list)
+    warnings: list[dict[str, Any]] = field(default_factory=list)  # PREVIOUSLY_DELETED
 
     def extend(self, other: Flushed) -> None:
         self.imported += other.imported
@@ -107,6 +109,7 @@ class Flushed:
         self.updates += other.updates
         self.conflicts += other.conflicts
         self.superseded += other.superseded
+        self.warnings += other.warnings
 
 
 def write_batch(
@@ -124,14 +127,25 @@ def write_batch(
     out.imported = len(res.succeeded)
     line_of = {rid: n for n, rid, _ in batch}
     by_id = {rid: item for _, rid, item in batch}
-    out.superseded = [(line_of[rid], rid) for rid in res.succeeded if is_superseded(by_id[rid])]
+    stored = list(res.succeeded)
     existing = [f.id for f in res.failed if f.code == "ID_EXISTS"]
     current = {i: store.get(i) for i in existing}
+    unchanged: list[str] = []
     for f in res.failed:
         if f.code == "ID_EXISTS" and current.get(f.id) == record_of(by_id[f.id]):
-            out.unchanged += 1
+            unchanged.append(f.id)
         elif f.code == "ID_EXISTS" and update:
             out.updates.append((line_of[f.id], record_of(by_id[f.id])))
         else:
             out.conflicts.append({"line": line_of[f.id], "id": f.id, "code": f.code})
+    out.unchanged = len(unchanged)
+    # an unchanged line may be one a killed run of this import stored before it could warn:
+    # its links and removals are checked as a stored line's, so a rerun reports as a whole run
+    out.superseded = sorted(
+        (line_of[rid], rid) for rid in stored + unchanged if is_superseded(by_id[rid])
+    )
+    if unchanged:
+        from memlife.import_removed import unchanged_back  # the journal: only when needed
+
+        out.warnings = unchanged_back(store, unchanged)
     return out

@@ -44,7 +44,7 @@ from memlife.import_parse import (
     checked_text,
 )
 from memlife.import_parse import json_depth as json_depth  # re-exported
-from memlife.import_removed import brought_back, rowid_mark
+from memlife.import_removed import rowid_mark, with_brought_back
 from memlife.import_turns import Limits, NoWorkers, TurnFailed, import_in_turns
 from memlife.import_write import (
     Flushed,
@@ -206,7 +206,7 @@ def import_file(
     report = _import_file(store, path, policy=policy, update=update, allow_held=allow_held,
                           now=now, receipts=receipts, max_line_bytes=max_line_bytes,
                           workers=workers)  # fmt: skip
-    report.warnings += brought_back(store, mark)
+    report.warnings = with_brought_back(store, mark, report.warnings)
     return report
 
 
@@ -310,7 +310,7 @@ def _import_in_turns(
             ) from exc
     report.invalid += out.invalid
     report.conflicts += out.held + out.written.conflicts
-    report.warnings += out.warnings
+    report.warnings += out.warnings + out.written.warnings
     report.imported += out.written.imported
     report.unchanged += out.written.unchanged
     check_links(store, out.written.superseded, report)
@@ -413,6 +413,7 @@ class _Batches(Generic[T]):
             report.imported += done.imported
             report.unchanged += done.unchanged
             self.superseded.extend(done.superseded)
+            report.warnings.extend(done.warnings)  # PREVIOUSLY_DELETED of unchanged lines
             self.updates.extend(done.updates)
             report.conflicts.extend(done.conflicts)
         report.conflicts.extend(self.held)

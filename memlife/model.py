@@ -296,6 +296,8 @@ def parse_record(data: Any, line: int | None = None) -> MemoryRecord:
             raise RecordError(  # "jose\u0301" prints as "jos\u00e9": another key, one look
                 rid if name != "id" else None, name, "is not in Unicode normal form NFC", line
             )
+        if name == "actor_id" and isinstance(key, str) and (why := _lookalike(key)):
+            raise RecordError(rid, name, why, line)
     try:
         record = MemoryRecord.model_validate_json(json.dumps(data, default=str), strict=True)
     except ValidationError as exc:
@@ -310,6 +312,18 @@ def parse_record(data: Any, line: int | None = None) -> MemoryRecord:
         # invariant 3 at the door: a superseded record must point to its replacement
         raise RecordError(rid, "provenance.replaced_by", "required when status is superseded", line)
     return record
+
+
+def _lookalike(actor: str) -> str | None:
+    """Why ``actor`` reads as another actor, as remember, recall and a LangGraph put refuse
+    it (online.inputs.actor_arg): "u1 " or the fullwidth "\\uff551" is a second u1 that
+    `erase --actor u1` misses and recall refuses. A '/' stays: AgentCore's actor ids allow
+    it, and an imported line writes its namespace out."""
+    if actor != actor.strip():
+        return "has leading or trailing whitespace"
+    if not unicodedata.is_normalized("NFKC", actor):
+        return "is not in Unicode NFKC form: it would look like another actor"
+    return None
 
 
 def _lone_surrogate(data: dict[str, Any], prefix: str = "") -> str | None:
