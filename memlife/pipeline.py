@@ -43,7 +43,15 @@ from memlife.run_planning import embeddings_for, open_report, process_batch
 from memlife.run_receipts import run_receipts
 from memlife.run_scope import check_namespaces, check_store_exists, unmatched_scope
 from memlife.run_start import remote_state, start_run, take_lease, use_state
-from memlife.run_types import BatchOutcome, RunConfig, RunContext, RunSummary, Shard, collect
+from memlife.run_types import (
+    BatchOutcome,
+    RunConfig,
+    RunContext,
+    RunSummary,
+    Shard,
+    check_name,
+    collect,
+)
 from memlife.settings import settings
 from memlife.stores import MemoryStore, open_store, resolve_store_url
 from memlife.throttling import retried
@@ -350,6 +358,7 @@ def process_isolated(
     """
     if config.now is None:
         raise ValueError("an isolated batch needs the parent's cutoff (config.now)")
+    check_name(part, "part")  # joined onto the run's report folder: a name, never a path
     ctx = start_run(config)  # the manifest exists already: create-only, the first one stands
     store = open_store(config.store)
     try:

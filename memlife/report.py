@@ -10,9 +10,10 @@ processes (parallel dry runs, child flows) are appended before that. Thread-safe
 from __future__ import annotations
 
 import io
+import json
 import shutil
 import threading
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from json.encoder import encode_basestring_ascii as _q  # C-accelerated JSON string quoting
 from pathlib import Path
 
@@ -114,6 +115,31 @@ class ReportWriter:
             self.rows += merged
             shutil.rmtree(parts)
         return merged
+
+    def drop_shards(self, shards: Collection[tuple[str, str]]) -> int:
+        """Take out the rows of these (actor, namespace) shards: a batch that failed as a
+        whole after some of its shards were written (a crash, throttling past its retries)
+        is counted as failed shards, none of its records planned, so the report must not
+        propose actions for them. Rare (only when a run failed shards): one pass, streamed."""
+        if not shards or self.closed:
+            return 0
+        wanted = set(shards)
+        with self._lock:
+            self._jsonl.close()
+            kept = self.jsonl_path.with_name(self.jsonl_path.name + ".kept")
+            dropped = 0
+            with self.jsonl_path.open("rb") as src, kept.open("wb") as dst:
+                for line in src:
+                    row = json.loads(line)
+                    if (row["actor_id"], row["namespace"]) in wanted:
+                        dropped += 1
+                    else:
+                        dst.write(line)
+            kept.replace(self.jsonl_path)
+            self._jsonl = self.jsonl_path.open("a", encoding="utf-8")
+            self.rows -= dropped
+            self._shards -= wanted
+        return dropped
 
     def close(self, parquet: bool = True) -> None:
         """``parquet=False``: a part another process merges (merge_parts reads its JSONL)."""

@@ -56,6 +56,9 @@ def finish_run(
             remote, ctx.run_id, ctx.cutoff, ctx.config.attempt, report.folder / "parts"
         )
     report.merge_parts(report.folder / "parts")  # batches planned in other processes or flows
+    # a batch that failed as a whole may have reported some shards first: the receipt counts
+    # none of them, so neither does the report (its Parquet, the report page)
+    report.drop_shards({(s["actor_id"], s["namespace"]) for o in outcomes for s in o.failed_shards})
     report.close()
     journal_ops = (
         journal.by_run(ctx.run_id) if journal is not None and not ctx.config.dry_run else []

@@ -10,6 +10,7 @@ run sequence. ``RunConfig`` is pydantic: the Prefect flow takes it as its one pa
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -74,6 +75,12 @@ class RunConfig(BaseModel):
         # one instant, one run id and one folder, whatever zone it was given in
         return value.astimezone(UTC) if isinstance(value, datetime) else value
 
+    @field_validator("attempt", mode="before")
+    @classmethod
+    def _attempt_is_a_name(cls, value: Any) -> Any:
+        """Joined onto paths (the report folder, the sealing key): a name, never a path."""
+        return None if value in (None, "") else check_name(value, "attempt")
+
     @field_validator("namespaces", "actors", mode="before")
     @classmethod
     def _none_is_empty(cls, value: Any) -> Any:
@@ -84,6 +91,20 @@ class RunConfig(BaseModel):
         if self.actors and actor_id not in self.actors:
             return False
         return not self.namespaces or any(glob_match(g, namespace) for g in self.namespaces)
+
+
+# what start_run makes an attempt (20260301T000000000000Z-1234) and a parent a part ("7"):
+# one path component; "/", "..", an absolute path would put files (and the merge's removal
+# of ``<attempt>/parts``) outside MEMLIFE_HOME
+_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
+
+
+def check_name(value: Any, field_name: str) -> str:
+    """``value`` if it is a plain file name (a flow parameter joined onto a path)."""
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
+        raise InputError(f"{field_name}: a plain name of letters, digits, '.', '_', '-' is "
+                         "expected, not a path")  # fmt: skip
+    return value
 
 
 MAX_AHEAD = timedelta(hours=48)
