@@ -234,11 +234,18 @@ class DynamoTombstones:
     def _erased_before(self, r: MemoryRecord) -> bool:
         """The erased record itself under an older text (stores/sqlite.py _ERASED_BEFORE):
         its id's tombstone was written after it was created."""
-        from memlife.stores.sqlite import erased_before_args
+        from memlife.stores.sqlite import erased_before_args, erased_since
 
         actor, rid, created = erased_before_args(r)
-        items = self.state.batch_get([key(f"tomb#{actor}", f"id#{rid}")])
-        return any(i.get("erased_at", {}).get("S", "") >= created for i in items)
+        # its names: the id's own and erased_again's ("m-1#<sha>": the id reused, erased again)
+        items = self.state.query(
+            f"tomb#{actor}", KeyConditionExpression="#h = :h AND sk BETWEEN :lo AND :hi",
+            ExpressionAttributeValues={":lo": {"S": f"id#{rid}"}, ":hi": {"S": f"id#{rid}$"}},
+        )  # fmt: skip
+        own, again = f"id#{rid}", f"id#{rid}#"  # BETWEEN also reads "id#m-1!": not its names
+        rows = [(i["record_id"]["S"], i["content_sha256"]["S"], i["erased_at"]["S"])
+                for i in items if i["sk"]["S"] == own or i["sk"]["S"].startswith(again)]  # fmt: skip
+        return erased_since(rid, created, rows)
 
     def tombstone_refusal(self, r: MemoryRecord, sources: Sequence[str] = ()) -> str | None:
         from memlife.stores.sqlite import tombstone_norms

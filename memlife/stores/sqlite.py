@@ -521,14 +521,27 @@ def _decode_token(token: str, actor_id: str, namespace: str) -> str:
 # The erased record itself under an older text (an export from before its last update,
 # restored): its id was erased, and it was created before that erasure. A record that
 # takes the id afterwards is created after it and is a new record (ids may be reused).
+# The id's tombstones under every name: an id reused and erased again keeps its second
+# tombstone under erased_again's name ("m-1#<sha>"), read too (audit 49r1).
 _ERASED_BEFORE = (
-    "SELECT 1 FROM tombstones WHERE actor_id=? AND record_id=? AND erased_at>=? LIMIT 1"
+    "SELECT record_id, content_sha256, erased_at FROM tombstones WHERE actor_id=? "
+    "AND (record_id=? OR record_id>=? || '#' AND record_id<? || '$')"
 )
 
 
 def erased_before_args(r: MemoryRecord) -> tuple[str, str, str]:
     """(actor, id, created_at in UTC as tombstones write erased_at) for _ERASED_BEFORE."""
     return r.actor_id, r.id, r.created_at.astimezone(UTC).isoformat()
+
+
+def erased_since(record_id: str, created: str, rows: Sequence[tuple[str, str, str]]) -> bool:
+    """Whether a tombstone of ``record_id`` (rows: name, sha, erased_at of its names and
+    the names that start with it and '#') was written at or after ``created``."""
+    from memlife.tombstones import erased_id  # it imports this module
+
+    names = {name for name, _, _ in rows}
+    return any(at >= created and erased_id(name, sha, names) == record_id
+               for name, sha, at in rows)  # fmt: skip
 
 
 class SqliteStore:
@@ -1065,6 +1078,11 @@ class SqliteStore:
         with self.lock:  # re-entrant: also called inside put_replacement's transaction
             return self._tombstone_refusal(r, sources)
 
+    def _erased_before(self, r: MemoryRecord) -> bool:
+        actor, rid, created = erased_before_args(r)
+        rows = self.connection.execute(_ERASED_BEFORE, (actor, rid, rid, rid)).fetchall()
+        return erased_since(rid, created, rows)
+
     def _tombstone_refusal(self, r: MemoryRecord, sources: Sequence[str]) -> str | None:
         sha = r.provenance.content_sha256 or content_sha256(r.content)
         norms: list[str | None] = [*tombstone_norms(r.content)] or [None]
@@ -1073,7 +1091,7 @@ class SqliteStore:
             f"OR actor_id=? AND norm_sha256 IN ({marks(len(norms))}) LIMIT 1",
             (r.actor_id, sha, content_sha256(r.content), r.actor_id, *norms),
         ).fetchone()
-        if hit or self.connection.execute(_ERASED_BEFORE, erased_before_args(r)).fetchone():
+        if hit or self._erased_before(r):
             return "ERASED_CONTENT"
         # the writer's own actor: an id another actor's erasure freed may be taken again; an
         # id the actor itself reused since is a source when its record holds a text no
