@@ -90,18 +90,15 @@ def _verified_bytes(path: Path, expected: str, what: str) -> bytes:
     if not path.is_file():
         raise EmbeddingModelError(f"{what} not found at {path}")
     data = path.read_bytes()
-    got = hashlib.sha256(data).hexdigest()
-    if got != expected:
-        raise EmbeddingModelError(
-            f"{what} at {path} has sha256 {got}, expected {expected}; refusing to load"
-        )
+    _verified(path, expected, what, data)
     return data
 
 
-def _verified(path: Path, expected: str, what: str) -> Path:
+def _verified(path: Path, expected: str, what: str, data: bytes | None = None) -> Path:
+    """``path``, refused unless its content (``data`` when read already) has ``expected``."""
     if not path.is_file():
         raise EmbeddingModelError(f"{what} not found at {path}")
-    got = _sha256(path)
+    got = _sha256(path) if data is None else hashlib.sha256(data).hexdigest()
     if got != expected:
         raise EmbeddingModelError(
             f"{what} at {path} has sha256 {got}, expected {expected}; refusing to load"
@@ -345,8 +342,11 @@ class MiniLMEmbedder:
                 discard(derived.parent)  # the next process rebuilds it
         if sess is None:
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            # the bytes checked now, not the path checked at construction: the file may
+            # have been swapped or damaged since (hours, for the process-wide embedder)
+            model = _verified_bytes(self._mpath, self._model_sha256, "embedding model")
             sess = ort.InferenceSession(
-                str(self._mpath), sess_options=opts, providers=["CPUExecutionProvider"]
+                model, sess_options=opts, providers=["CPUExecutionProvider"]
             )
         self._inputs = {i.name for i in sess.get_inputs()}
         return sess

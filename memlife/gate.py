@@ -48,6 +48,7 @@ from memlife.errors import CorruptRecordError
 from memlife.evalset import CaseKind, EvalCase, Impact, Target, load_cases
 from memlife.lexical import LexicalIndex, unspaced_script
 from memlife.model import MemoryRecord, MemoryType, Status
+from memlife.online.index import ANALYSIS_WINDOW
 from memlife.policy import GatePolicy, Policy
 from memlife.retrieval import DEFAULT_THRESHOLD, rank_sets
 from memlife.settings import settings
@@ -200,7 +201,9 @@ class ShadowRecall:
             view = _Corpus(
                 recs,
                 kept if kept is not None else vecs[:0],
-                LexicalIndex([r.content for r in recs]),
+                # what the online shard index reads of each record (its BM25 terms and
+                # speakers): past it, the gate ranked on words online recall never sees
+                LexicalIndex([r.content[:ANALYSIS_WINDOW] for r in recs]),
                 np.array([epoch_seconds(r.created_at) for r in recs], dtype=np.float64),
                 cache=self.cache,
             )

@@ -25,7 +25,8 @@ from typing import Any, Protocol
 from memlife.model import MemoryRecord, content_sha256
 from memlife.settings import settings
 from memlife.stores.base import BatchResult, ItemFailure, MemoryStore
-from memlife.stores.sqlite import ERASED_AGAIN_MAX, SqliteStore, erased_again, tombstone_norm
+from memlife.stores.sqlite import SqliteStore, erased_again, tombstone_norm
+from memlife.stores.sqlite import erased_id as erased_id  # re-exported: it lived here
 
 ERASED_CONTENT = "ERASED_CONTENT"
 ERASED_SOURCE = "ERASED_SOURCE"
@@ -175,21 +176,6 @@ def _when(value: object) -> datetime:
     except ValueError:
         return datetime.max.replace(tzinfo=UTC)
     return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
-
-
-def erased_id(name: str, sha: str, names: set[str]) -> str:
-    """The record id a tombstone name stands for. Ours add '#recorded' (a record's second
-    hash: tombstones.rows_for) or erased_again's '#<16 hex>' (a second text under one id),
-    always beside a tombstone of the base name; an id that holds '#' itself ("m#a", which
-    the importer accepts) is its own."""
-    for _ in range(ERASED_AGAIN_MAX + 1):  # '#recorded', then each name taken, at most
-        base, sep, tail = name.rpartition("#")
-        if not sep or base not in names:
-            return name
-        if tail != "recorded" and name != erased_again(base, sha):
-            return name
-        name = base
-    return name
 
 
 def refusal(store: MemoryStore, record: MemoryRecord) -> str | None:

@@ -534,11 +534,24 @@ def erased_before_args(r: MemoryRecord) -> tuple[str, str, str]:
     return r.actor_id, r.id, r.created_at.astimezone(UTC).isoformat()
 
 
+def erased_id(name: str, sha: str, names: set[str]) -> str:
+    """The record id a tombstone name stands for. Ours add '#recorded' (a record's second
+    hash: tombstones.rows_for) or erased_again's '#<16 hex>' (a second text under one id),
+    always beside a tombstone of the base name; an id that holds '#' itself ("m#a", which
+    the importer accepts) is its own."""
+    for _ in range(ERASED_AGAIN_MAX + 1):  # '#recorded', then each name taken, at most
+        base, sep, tail = name.rpartition("#")
+        if not sep or base not in names:
+            return name
+        if tail != "recorded" and name != erased_again(base, sha):
+            return name
+        name = base
+    return name
+
+
 def erased_since(record_id: str, created: str, rows: Sequence[tuple[str, str, str]]) -> bool:
     """Whether a tombstone of ``record_id`` (rows: name, sha, erased_at of its names and
     the names that start with it and '#') was written at or after ``created``."""
-    from memlife.tombstones import erased_id  # it imports this module
-
     names = {name for name, _, _ in rows}
     return any(at >= created and erased_id(name, sha, names) == record_id
                for name, sha, at in rows)  # fmt: skip
