@@ -5,6 +5,7 @@
     {prefix}/ledger/date=YYYY-MM-DD/part-<uuid>.parquet         appends (one object per flush)
     {prefix}/ledger/date=YYYY-MM-DD/part-c-<sha>.parquet        a compaction of small parts
     {prefix}/ledger/date=YYYY-MM-DD/part-ct-<sha>.parquet       a CloudTrail log file's rows
+    {prefix}/ledger/date=YYYY-MM-DD/part-r-<sha>.parquet        an erasure's rewrite of a part
     {prefix}/ledger/_ingested/cloudtrail/<sha256>               CloudTrail files already read
 
 Every online worker flushes its own small parts, so a day collects many; :meth:`compact`
@@ -22,6 +23,7 @@ import io
 import json
 import uuid
 import warnings
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,8 +32,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from botocore.exceptions import ClientError
 
 from memlife.ledger import SCHEMA, AccessLedger, names_matter
+from memlife.ledger_parts import REPLACING
 from memlife.state.dynamodb import DynamoState
 
 REPLACES = b"memlife.replaces"
@@ -49,15 +53,28 @@ class S3AccessLedger(AccessLedger):
         self._replaces_of: dict[str, set[str]] = {}  # a loaded part -> the parts it replaces
 
     # -- storage primitives ------------------------------------------------------------------
-    def _put(self, key: str, table: pa.Table, replaces: Iterable[str] = ()) -> None:
+    def _put(
+        self, key: str, table: pa.Table, replaces: Iterable[str] = (), *, new_only: bool = False
+    ) -> bool:
+        """Write one part; ``new_only``: create-only (If-None-Match), False when it exists."""
         # what the replaced parts replaced too, as the local ledger's _write_replacing does
         names = set(replaces)
         names |= set().union(*(self._replaces_of.get(k, set()) for k in list(names)))
         meta = {REPLACES: json.dumps(sorted(names)).encode()} if names else {}
         buf = io.BytesIO()
         pq.write_table(table.replace_schema_metadata(meta or None), buf, compression="zstd")
-        self.state.s3.put_object(Bucket=self.bucket, Key=key, Body=buf.getvalue(),
-                                 ContentType="application/vnd.apache.parquet")  # fmt: skip
+        extra = {"IfNoneMatch": "*"} if new_only else {}
+        try:
+            self.state.s3.put_object(Bucket=self.bucket, Key=key, Body=buf.getvalue(),
+                                     ContentType="application/vnd.apache.parquet", **extra)  # fmt: skip
+        except ClientError as exc:
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if new_only and (
+                exc.response["Error"]["Code"] == "PreconditionFailed" or status == 412
+            ):
+                return False
+            raise
+        return True
 
     def _write_day(self, day: str, table: pa.Table) -> None:
         self._put(f"{self.prefix}/date={day}/part-{uuid.uuid4().hex}.parquet", table)
@@ -98,6 +115,18 @@ class S3AccessLedger(AccessLedger):
         """Files not replaced by another (a crash may leave both: the replacement wins)."""
         gone = set().union(*(r for _, r in loaded.values())) if loaded else set()
         return {k: t for k, (t, _) in loaded.items() if k not in gone}
+
+    def _footer_replaces(self, key: str) -> set[str]:
+        """The parts ``key`` replaces, read from its Parquet footer (two ranged reads)."""
+        get = self.state.s3.get_object
+        tail = get(Bucket=self.bucket, Key=key, Range="bytes=-8")["Body"].read()
+        size = int.from_bytes(tail[:4], "little") + 8
+        footer = get(Bucket=self.bucket, Key=key, Range=f"bytes=-{size}")["Body"].read()
+        try:
+            meta = pq.read_schema(pa.BufferReader(footer)).metadata or {}
+        except (OSError, pa.ArrowInvalid):  # not a footer: names nothing (as _load, unread)
+            return set()
+        return set(json.loads(meta[REPLACES])) if REPLACES in meta else set()
 
     def _delete(self, keys: Iterable[str]) -> None:
         for k in keys:
@@ -160,10 +189,22 @@ class S3AccessLedger(AccessLedger):
 
     def _replace_part(self, part: str, rest: pa.Table) -> None:
         # names the part it replaces (a crash before the delete leaves both), even when
-        # empty where the name matters: a killed ingest's rerun puts that part again
+        # empty where the name matters: a killed ingest's rerun puts that part again.
+        # Named after that part, create-only: an erasure and an online worker's scrub of it
+        # (ledger_ingest.write_checked) may rewrite one part at once, and two fresh names
+        # left two live copies (every other read counted twice, each keeping what the other
+        # erased). The loser keeps, of the winner's rows, only those it kept too.
         day, name = part.rsplit("/", 2)[-2:]
         if rest.num_rows or names_matter(name) or self._replaces_of.get(part):
-            self._put(f"{self.prefix}/{day}/part-{uuid.uuid4().hex}.parquet", rest, [part])
+            digest = hashlib.sha256(part.encode()).hexdigest()[:32]
+            target = f"{self.prefix}/{day}/{REPLACING}{digest}.parquet"
+            if not self._put(target, rest, [part], new_only=True):
+                won = self._load([target]).get(target)
+                if (
+                    won is not None
+                    and (both := _kept_by_both(won[0], rest)).num_rows < won[0].num_rows
+                ):
+                    self._replace_part(target, both)
         self._delete([part])
 
     def compact(
@@ -173,17 +214,27 @@ class S3AccessLedger(AccessLedger):
         ``before`` (YYYY-MM-DD): only the days before it."""
         self.flush()
         by_day: dict[str, list[str]] = {}
+        big: dict[str, list[str]] = {}
         for key, size in self._objects():
             day = key.rsplit("/", 2)[-2].removeprefix("date=")
             if before is not None and day >= before:
                 continue
-            if size < small_bytes:
-                by_day.setdefault(key.rsplit("/", 2)[-2], []).append(key)
+            into = by_day if size < small_bytes else big
+            into.setdefault(key.rsplit("/", 2)[-2], []).append(key)
         done: dict[str, int] = {}
         with self._lock:
             for day, keys in sorted(by_day.items()):
                 if len(keys) < min_files:
                     continue
+                # a compaction killed while deleting its sources left a big folded part
+                # naming the rest: folded again, their rows counted twice (the local ledger
+                # sweeps first); they are swept, from the big parts' footers alone
+                named = set().union(*(self._footer_replaces(k) for k in big.get(day, [])))
+                if stale := [k for k in keys if k in named]:
+                    self._delete(stale)
+                    keys = [k for k in keys if k not in named]
+                    if len(keys) < min_files:
+                        continue
                 live = self._live(self._load(keys))
                 sources = sorted(live)
                 name = hashlib.sha256("\n".join(sources).encode()).hexdigest()[:32]
@@ -192,6 +243,17 @@ class S3AccessLedger(AccessLedger):
                 self._delete(keys)
                 done[day.removeprefix("date=")] = len(keys)
         return done
+
+
+def _kept_by_both(won: pa.Table, ours: pa.Table) -> pa.Table:
+    """The rows of ``won`` that ``ours`` keeps too, each as often as both hold it: two
+    rewrites of one part, each dropping its own erased rows, agree on what both keep."""
+    kept = Counter(zip(*(ours.column(n).to_pylist() for n in SCHEMA.names), strict=True))
+    mask = []
+    for row in zip(*(won.column(n).to_pylist() for n in SCHEMA.names), strict=True):
+        mask.append(kept[row] > 0)
+        kept[row] -= 1
+    return won.filter(pa.array(mask, type=pa.bool_()))
 
 
 def compact_closed_days(state: DynamoState, cutoff: datetime) -> int:
