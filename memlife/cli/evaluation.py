@@ -21,6 +21,7 @@ from memlife.cli.common import (
     fail,
     option_time,
     plain,
+    print_id_table,
     print_json,
 )
 from memlife.evalset import EvalSetError, dump_cases, load_cases
@@ -96,19 +97,24 @@ def register(app: typer.Typer) -> None:
                     report, f"evaluation: {report['cases']} cases, {report['replicas']} replica(s)"
                 )
             )
-            cases_t = Table(title="cases")
-            for col in ("case", "kind", "impact", "recall@k", "forbidden hits", "result"):
-                cases_t.add_column(col)
-            for r in report["results"]:
-                cases_t.add_row(
-                    plain(r["id"]),
-                    plain(r["kind"]),
-                    plain(r["impact"]),
-                    f"{r['must_hits']}/{r['must_total']}" if r["must_total"] else "-",
-                    plain(", ".join(r["forbidden_hits"]) or "-"),
-                    _verdict(r["passed"]),
-                )
-            console.print(cases_t)
+            # case ids and the record ids hit are what an operator acts on: never cut
+            # (rich cut them to "pref-u-000003…" at 80 columns, as review list once did)
+            print_id_table(
+                "cases",
+                ("case", "kind", "impact", "recall@k", "forbidden hits", "result"),
+                [
+                    (
+                        r["id"],
+                        r["kind"],
+                        r["impact"],
+                        f"{r['must_hits']}/{r['must_total']}" if r["must_total"] else "-",
+                        ", ".join(r["forbidden_hits"]) or "-",
+                        "pass" if r["passed"] else "FAIL",
+                    )
+                    for r in report["results"]
+                ],
+                {"case", "forbidden hits"},
+            )
             if report["high_impact_failed"]:
                 err_console.print(
                     f"high-impact cases failed: {', '.join(report['high_impact_failed'])}"

@@ -207,11 +207,15 @@ def register(app: typer.Typer) -> None:
             print_json({"manifest": run.manifest, "receipt": run.receipt})
             return
         r = run.receipt or {}
-        table = Table(
-            title=Text(
+        # the heading on a line of its own, wrapped by the terminal: as the narrow table's
+        # title rich broke the run id in two ("...-apply-d7f" / "65eda05") at 80 columns
+        console.print(
+            Text(
                 printable(f"{run_id}: {r.get('status', 'incomplete')} ({run.manifest.get('mode')})")
-            )
+            ),
+            soft_wrap=True,
         )
+        table = Table()
         table.add_column("count")
         table.add_column("records", justify="right")
         counts = r.get("counts")
