@@ -182,7 +182,10 @@ def test_a_reused_id_is_a_source_where_tombstones_live_in_the_homes_file(home: P
     erased = rec("x", "Lives in Lisbon.")
     empty: Any = _RemoteWithRecords()
     assert tombstones.add(empty, [erased, rec("z", "Plays the cello.")]) == 2
-    reused: Any = _RemoteWithRecords(rec("x", "Owns a red bicycle."), rec("y", "Rides daily."))
+    # the id taken again after its erasure (a record dated before it is the erased record
+    # itself under an older text, refused since audit 49vi)
+    again = rec("x", "Owns a red bicycle.").model_copy(update={"created_at": utcnow()})
+    reused: Any = _RemoteWithRecords(again, rec("y", "Rides daily."))
     assert tombstones.refusal(reused, rec("r", "Rides a red bike.", supersedes=("y", "x"))) is None
     both = rec("r", "Rides a red bike.", supersedes=("y", "z"))
     assert tombstones.refusal(reused, both) == "ERASED_SOURCE"
