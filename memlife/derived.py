@@ -70,7 +70,9 @@ CREATE TABLE IF NOT EXISTS derived (
 # stays apart past them: the check was quadratic in near-duplicates; session 46).
 # 14: an update verb a negation governs ("not give up", "never quit") is no update cue, and
 # "no matter" / "no doubt" / "no wonder" / "not only" deny nothing (audit 49v).
-VERSION = f"derived-14:{memlife.__version__}"
+# 15: `restates` refuses two runs of words traded across words no list joins, in any
+# language ("préfère le thé au café" / "le café au thé", audit 49x5): statements split.
+VERSION = f"derived-15:{memlife.__version__}"
 FLUSH_ROWS = 256
 READ_AHEAD = 128  # shards whose rows one query reads
 KINDS = ("inference", "staging", "staging_total")  # the kinds kept (rows per shard)

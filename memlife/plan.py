@@ -454,9 +454,17 @@ class Planner:
                 continue
             head = members[0]
             key = group_key(head.actor_id, head.namespace, subject_key, head.memory_type)
+            # distinct events each merge only their own repeats: one group per statement.
+            # In one group the merge's cosine joined them ("gym on Monday" / "on Tuesday",
+            # 0.95) and the replacement told one event for both (audit 49x5)
+            episodic = head.memory_type == MemoryType.episodic
+            event = {r.id: r.norm_sha256 for r in members} if episodic else {}
             for rid, outcome in self._group(members).items():
                 outcomes[rid] = outcome
-                groups[rid] = key
+                groups[rid] = (
+                    group_key(head.actor_id, head.namespace, f"{subject_key}\x1f{event[rid]}",
+                              head.memory_type) if rid in event else key
+                )  # fmt: skip
         for bucket, members in by_inferred.items():
             if len(members) < 2:
                 continue

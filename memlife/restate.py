@@ -63,10 +63,9 @@ content words once filler (articles, "and", "very") is set aside and inflection 
   words after a subject a relative clause restricts (session 41: "kids who love dogs fear
   cats" is not "kids who love cats fear dogs"). Only a swap counts: a clause whose words
   merely move ("every morning she drinks coffee" / "she drinks coffee every morning") is
-  read as before.
-Rewordings with other words are not merged on this rule: a missed merge, never a lost
-specific. A rule on the first word alone refused clause reorders ("weighs 70.5 kg and
-runs" / "runs and weighs 70.5 kg"), so only a swap of two words is read as a trade.
+  read as before; in any language, nor two runs of words traded across words no list joins
+  (restate_swap.py). Rewordings are not merged on this rule: a missed merge, never a lost
+specific (a rule on the first word alone refused "weighs 70.5 kg and runs" / "runs and ...").
 """
 
 from __future__ import annotations
@@ -77,6 +76,7 @@ from collections import Counter
 
 import Stemmer
 
+from memlife.restate_swap import traded
 from memlife.text import NUMBER_WORDS, symbols_as_words
 
 # words whose presence or absence changes no fact; prepositions, numbers, comparatives,
@@ -92,7 +92,6 @@ _TENSE = {
 # a regular past: a word ending in "ed" that the stemmer shortens ("worked" -> "work", not
 # "need", "bed" or "speed"); it keeps its stem, marked past, so "worked" / "works" differ
 _PAST = "\x00ed"
-_WORD = re.compile(r"\w+")
 # words and the punctuation that ends a clause (a "." or "," between digits is a number's)
 _TOKEN = re.compile(r"\w+|(?<!\d)[.,]|[.,](?!\d)|[;:!?()\[\]{}\"\u2026\u2014]")
 _CLAUSE_MARKS = frozenset('.,;:!?()[]{}"\u2026\u2014')
@@ -492,6 +491,7 @@ def restates(a: str, b: str) -> bool:
         words_a == words_b and names_a == names_b and numbers_a == numbers_b
         and same_roles and _same_clauses(clauses_a, clauses_b)
         and not _traded(pairs_a, pairs_b) and not _traded(pairs_b, pairs_a)
+        and not traded(a, b)  # words the rules above do not read (another language)
     )  # fmt: skip
 
 
