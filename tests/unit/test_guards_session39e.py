@@ -12,7 +12,7 @@ import pytest
 
 from memlife import tombstones
 from memlife.erase import erase, pending_erasures, release_hold
-from memlife.model import RetentionClass, Status, content_sha256
+from memlife.model import RetentionClass, Status, content_sha256, utcnow
 from memlife.stores.sqlite import SqliteStore, erased_again
 from tests.unit.test_erase import NOW, rec
 from tests.unit.test_guards_session37d import _rec, _RemoteStore, aws  # noqa: F401 (fixture)
@@ -85,7 +85,10 @@ def test_reads_of_a_record_that_reused_an_erased_id_reach_the_ledger(tmp_path: P
         store.put_many([rec("x", "Lives in Lisbon."), rec("y", "Drinks green tea.")])
         before = utcnow() - timedelta(days=1)
         assert erase(store, "u-1", ids=["x"], now=NOW)["erased"] == ["x"]
-        assert store.put_many([rec("x", "Owns a red bicycle.")]).succeeded == ["x"]
+        # taken again after the erasure (dated before it, it is the erased record itself
+        # under an older text: refused since audit 49vi)
+        again = rec("x", "Owns a red bicycle.").model_copy(update={"created_at": utcnow()})
+        assert store.put_many([again]).succeeded == ["x"]
         ledger = AccessLedger(tmp_path / "ledger", flush_seconds=None)
         ledger.watch_erasures(store)
         later = utcnow() + timedelta(days=3)
@@ -425,7 +428,10 @@ def test_a_reused_id_is_a_source_on_a_store_without_its_own_file() -> None:
     replacement = _rec("r-1", "Owns a red bicycle.").model_copy(
         update={"provenance": erased.provenance.model_copy(update={"supersedes": ["x", "y"]})}
     )
-    reused = _RemoteWithRecords(_rec("x", "Owns a red bicycle."), _rec("y", "Rides daily."))
+    # the id taken again after its erasure (audit 49vi: one dated before it is the erased
+    # record itself under an older text)
+    again = _rec("x", "Owns a red bicycle.").model_copy(update={"created_at": utcnow()})
+    reused = _RemoteWithRecords(again, _rec("y", "Rides daily."))
     assert tombstones.refusal(reused, replacement) is None
     window = _RemoteWithRecords(erased, _rec("y", "Rides daily."))
     assert tombstones.refusal(window, replacement) == "ERASED_SOURCE"
