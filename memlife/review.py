@@ -15,7 +15,7 @@ from typing import Any
 from memlife.audit import ReceiptSink
 from memlife.journal import Journal, OpKind, OpState
 from memlife.receipts import operation_key
-from memlife.stores import store_identity
+from memlife.stores import same_store, store_identity
 from memlife.stores.base import MemoryStore
 
 
@@ -208,7 +208,7 @@ def _verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal |
         return v
     run_ops = journal.by_run(run_id) if journal is not None else []
     ran_on, here = run.manifest.get("store_identity"), getattr(store, "url", None)
-    if ran_on and here and store_identity(here) != ran_on and not run_ops:
+    if ran_on and here and not same_store(str(ran_on), store_identity(here)) and not run_ops:
         # said, never instead of a finding: another store's run (one home, two stores) reads
         # as missing journal rows; a store moved since keeps them (no note), and one whose
         # rows went with the move or a tamper is checked in full all the same

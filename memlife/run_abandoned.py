@@ -117,11 +117,13 @@ def _seal_one(
     sink: ReceiptSink, journal: Journal, prefix: str, other: str, manifest: dict[str, Any],
     store: str, sealed_by: str,
 ) -> bool:  # fmt: skip
+    from memlife.stores import same_store
+
     mode = str(manifest.get("mode", ""))
     if mode == "dry_run":  # changes nothing and takes no lease: it may be running now
         return False
     named = manifest.get("store_identity")
-    if named is not None and named != store:
+    if named is not None and not same_store(str(named), store):
         return False  # another store's run (a receipts bucket may serve several stores)
     ops = journal.by_run(other)
     if named is None and not ops:

@@ -85,7 +85,7 @@ DEFAULT_AGENTCORE_REGION = "us-east-1"  # an AgentCore URL without ?region= or A
 
 
 def aws_region(explicit: str | None) -> str | None:
-    """A URL's ``region``, else the environment's as boto3 reads it; None when neither says.
+    """A URL's ``region``, else AWS_REGION, else AWS_DEFAULT_REGION; None when none says.
 
     One reading for every URL, so ``agentcore://M`` names the store (and its lease) that
     ``agentcore://M?region=$AWS_REGION`` names."""

@@ -233,19 +233,18 @@ class AnthropicConsolidator:
         outage (memlife/apply/unavailable.py). Counted as any request is."""
         if self.misconfigured is not None:
             return Probe(answered=False, sent=False)
+        request: dict[str, Any] = {"model": self.model, "max_tokens": 1,
+                   "messages": [{"role": "user", "content": "ping"}]}  # fmt: skip
         try:
             with self._slots:
-                msg = self.client.with_options(max_retries=0).messages.create(
-                    model=self.model, max_tokens=1, messages=[{"role": "user", "content": "ping"}]
-                )
+                msg = self.client.with_options(max_retries=0).messages.create(**request)
         except (anthropic.APIError, ValueError, RecursionError):  # down, overloaded, not a message
             self._count(0, 0, failed=True)
             return Probe(answered=False)
         if not _is_message(msg):
             self._count(0, 0, failed=True)
             return Probe(answered=False)
-        usage = getattr(msg, "usage", None)
-        tin, tout = _tokens(usage, "input_tokens") or 0, _tokens(usage, "output_tokens") or 0
+        tin, tout = _probe_usage(msg, request)
         self._count(tin, tout, failed=False)
         self._service_answered()
         return Probe(answered=True, input_tokens=tin, output_tokens=tout)
@@ -400,6 +399,17 @@ def _usage(
     if tin is None:  # no usage that reads: neither figure is trusted (0 and 0 from a proxy)
         return estimate_input_tokens(group), max(tout or 0, written), 1
     return tin, written, 1
+
+
+def _probe_usage(msg: object, request: dict[str, Any]) -> tuple[int, int]:
+    """The probe's figures within what its ping can cost, as ``_usage``'s (audit 49m1: its
+    10**30 input tokens reached the receipt): an input past that counts as the ping's
+    UTF-8 bytes, an output as at most its ``max_tokens``."""
+    usage = getattr(msg, "usage", None)
+    tin, tout = _tokens(usage, "input_tokens"), _tokens(usage, "output_tokens")
+    sent = len(json.dumps(request, ensure_ascii=False).encode())
+    tin = tin if tin is not None and tin <= sent + _API_PROMPT_TOKENS else sent
+    return tin, min(tout or 0, request["max_tokens"])
 
 
 # room for what the API adds to a request's input (its tool-use system prompt: about 350)

@@ -108,6 +108,8 @@ class DynamoState:
         """Raise StateTableInUse unless this table serves ``store``; ``claim`` (a writer,
         under its lease) binds a table that serves no store yet. Read-only otherwise: a
         dry run or a reader writes nothing."""
+        from memlife.stores import same_store  # light to import
+
         if store in self._stores:
             return
         item = self.get(_STORE)
@@ -122,7 +124,7 @@ class DynamoState:
                     raise
                 item = self.get(_STORE)
                 bound = item["store"]["S"] if item else None
-        if bound is not None and bound != store:
+        if bound is not None and not same_store(bound, store):
             raise StateTableInUse(
                 f"state table {self.table} serves store {bound}, not {store}: give each store "
                 "a state table of its own (MEMLIFE_STATE)"

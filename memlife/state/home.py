@@ -31,7 +31,7 @@ class HomeInUse(StateSettingsError):
 def check_home(store: object, *, claim: bool = False) -> None:
     """Raise HomeInUse unless this home serves ``store``; ``claim`` (a writer, under its
     lease) binds a home that serves no store yet. Reads only otherwise."""
-    from memlife.stores import store_identity
+    from memlife.stores import same_store, store_identity
 
     identity = store_identity(getattr(store, "url", None))
     path = settings().home / FILENAME
@@ -41,7 +41,7 @@ def check_home(store: object, *, claim: bool = False) -> None:
         # written whole under a name of its own, then linked in: a reader sees no file or
         # the whole binding, and a link never replaces a file another writer linked first
         bound = _bind(path, identity)
-    if bound is not None and bound != identity:
+    if bound is not None and not same_store(bound, identity):
         raise HomeInUse(
             f"MEMLIFE_HOME {settings().home} serves store {bound}, not {identity}: give each "
             "store without a file of its own a MEMLIFE_HOME of its own, or a state table "

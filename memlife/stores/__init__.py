@@ -42,6 +42,20 @@ def store_identity(url: str | None = None) -> str:
     return url.split("?")[0]
 
 
+def same_store(bound: str, identity: str) -> bool:
+    """Whether ``bound``, an identity this or an earlier memlife wrote (a home's or state
+    table's binding, a manifest), names the store ``identity`` names. Before session 49
+    ``agentcore://M`` was named ``agentcore://M@`` and opened us-east-1 whatever the
+    environment said: that is ``agentcore://M@us-east-1`` (audit 49m1: its home and state
+    table refused it after the upgrade)."""
+
+    def read(name: str) -> str:
+        legacy = name.startswith("agentcore://") and name.endswith("@")
+        return name + DEFAULT_AGENTCORE_REGION if legacy else name
+
+    return read(bound) == read(identity)
+
+
 def open_store(url: str | None = None) -> MemoryStore:
     """``sqlite:///relative/path.db``, ``sqlite:////abs/path.db`` or ``agentcore://MEMORY_ID?region=..``."""
     url = resolve_store_url(url)
