@@ -72,7 +72,9 @@ CREATE TABLE IF NOT EXISTS derived (
 # "no matter" / "no doubt" / "no wonder" / "not only" deny nothing (audit 49v).
 # 15: `restates` refuses two runs of words traded across words no list joins, in any
 # language ("préfère le thé au café" / "le café au thé", audit 49x5): statements split.
-VERSION = f"derived-15:{memlife.__version__}"
+# 16: nor runs traded across a joiner and another subject's pronoun ("Ella bebe té y él
+# bebe café", audit 49r2): statements split.
+VERSION = f"derived-16:{memlife.__version__}"
 FLUSH_ROWS = 256
 READ_AHEAD = 128  # shards whose rows one query reads
 KINDS = ("inference", "staging", "staging_total")  # the kinds kept (rows per shard)

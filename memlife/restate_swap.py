@@ -70,17 +70,18 @@ def traded(a: str, b: str) -> bool:
         for ly in range(1, m - lx + 1):
             if mid_a[m - ly :] != mid_b[:ly] or mid_a[lx : m - ly] != mid_b[ly : m - lx]:
                 continue
-            if _innocent(mid_a[lx : m - ly], x[:p]):
+            if _innocent(mid_a[lx : m - ly], x[:p], _TOKEN.findall(a)[p - 1] if p else ""):
                 return False  # one reading is a list reordered or a word moved: as before
             found = True
     return found
 
 
-def _innocent(between: list[str], before: list[str]) -> bool:
+def _innocent(between: list[str], before: list[str], subject: str) -> bool:
     """Runs next to each other, a list's items or whole clauses: the words between them
     open and close with joiners, or are a joiner and a pronoun ("likes tea and she hates
     coffee"), less the words before the first run said again before the second (its
-    item's own article, "le thé et le café", a verb said again, "is proud ... and is")."""
+    item's own article, "le thé et le café", a verb said again, "is proud ... and is").
+    ``subject`` is the word before the first run as written."""
     k = 0
     while k < len(between) and k < len(before) and between[-1 - k] == before[-1 - k]:
         k += 1
@@ -88,4 +89,13 @@ def _innocent(between: list[str], before: list[str]) -> bool:
     if not between:
         return True
     rest = between[1:]  # after the joiner: a list's next items, or a clause's subject
-    return between[0] in _JOINERS and (between[-1] in _JOINERS or all(w in _PRONOUNS for w in rest))
+    if between[0] not in _JOINERS:
+        return False
+    if between[-1] in _JOINERS:
+        return True
+    # whole clauses only where the pronoun takes up a named subject just before the first
+    # run: after a verb or article said again ("bebe té y él bebe café"), a verb ("drinks
+    # tea and he coffee") or another pronoun ("elle aime le thé et il déteste le café") it
+    # is someone else's clause, and trading the runs trades who does what (audit 49r2)
+    named = subject[:1].isupper() and subject.casefold() not in _PRONOUNS
+    return k == 0 and named and all(w in _PRONOUNS for w in rest)

@@ -199,13 +199,25 @@ class S3AccessLedger(AccessLedger):
             digest = hashlib.sha256(part.encode()).hexdigest()[:32]
             target = f"{self.prefix}/{day}/{REPLACING}{digest}.parquet"
             if not self._put(target, rest, [part], new_only=True):
-                won = self._load([target]).get(target)
-                if (
-                    won is not None
-                    and (both := _kept_by_both(won[0], rest)).num_rows < won[0].num_rows
-                ):
-                    self._replace_part(target, both)
+                self._fold_into(target, rest)
+            else:
+                # written, yet the name may have been freed: a loser rewrote the winner's
+                # copy and deleted it. Then ours is already named replaced by that rewrite
+                # and no reader sees it; our erasure must hold in the rewrite (audit 49r2)
+                digest = hashlib.sha256(target.encode()).hexdigest()[:32]
+                self._fold_into(f"{self.prefix}/{day}/{REPLACING}{digest}.parquet", rest)
         self._delete([part])
+
+    def _fold_into(self, key: str, rest: pa.Table) -> None:
+        """Rewrite ``key`` keeping only the rows ``rest`` keeps too; gone: nothing to do."""
+        try:
+            won = self._load([key]).get(key)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound"):
+                return
+            raise
+        if won is not None and (both := _kept_by_both(won[0], rest)).num_rows < won[0].num_rows:
+            self._replace_part(key, both)
 
     def compact(
         self, min_files: int = 2, small_bytes: int = SMALL_BYTES, before: str | None = None
