@@ -360,9 +360,10 @@ def _dt(value: str | None) -> datetime | None:
     if value is None:
         return None
     at = datetime.fromisoformat(value)
-    if at.tzinfo is None:  # a row another tool wrote: a record's times carry a zone (the
-        raise ValueError  # model's AwareDatetime); read as naive, it ended whole nights
-    return at
+    # without a zone: a row written before session 26 (or by another tool) says UTC, as
+    # memlife always meant; read as naive, export wrote lines import refuses and a night
+    # ended comparing naive with aware times (audit 49h)
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 def record_to_row(r: MemoryRecord) -> tuple[Any, ...]:

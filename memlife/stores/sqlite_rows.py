@@ -72,10 +72,7 @@ VIEW_CHECKS: dict[int, tuple[str, Callable[[Iterable[Any]], object]]] = {
 def _iso_dates(values: Iterable[Any]) -> object:
     from datetime import datetime
 
-    for v in values:  # TypeError / ValueError; a time without a zone too (stores/sqlite._dt)
-        if datetime.fromisoformat(v).tzinfo is None:
-            raise ValueError
-    return None
+    return [datetime.fromisoformat(v) for v in values]  # TypeError / ValueError
 
 
 def _iso_dates_or_none(values: Iterable[Any]) -> object:

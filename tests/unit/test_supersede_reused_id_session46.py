@@ -49,7 +49,9 @@ def test_an_erased_records_supersede_does_not_delay_its_reused_ids_retention(
         good("f-porto", namespace=ns, subject="city", content="Lives in Porto.",
              created_at=old, last_verified_at=old),
         good("m-old", namespace=ns, subject="city", content="Lives in Lisbon.",
-             created_at=(now - 300 * DAY).isoformat(), status="superseded",
+             # created after the erasure: dated before it, an id's record is the erased
+             # record itself under an older text (refused since audit 49vi)
+             created_at=utcnow().isoformat(), status="superseded",
              status_changed_at=(now - 200 * DAY).isoformat(),
              provenance={**good("x")["provenance"], "replaced_by": "f-porto"}),
     ])  # fmt: skip

@@ -56,7 +56,9 @@ def test_another_namespaces_supersede_of_a_reused_id_does_not_delay_retention(
         good("f-porto", namespace=facts, subject="city", content="Lives in Porto.",
              created_at=old, last_verified_at=old),
         good("m-old", namespace=facts, subject="city", content="Lives in Lisbon.",
-             created_at=(now - 300 * DAY).isoformat(), status="superseded",
+             # created after the erasure: dated before it, an id's record is the erased
+             # record itself under an older text (refused since audit 49vi)
+             created_at=utcnow().isoformat(), status="superseded",
              status_changed_at=stamp,
              provenance={**good("x")["provenance"], "replaced_by": "f-porto"}),
     ])  # fmt: skip
