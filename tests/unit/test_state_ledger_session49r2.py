@@ -13,17 +13,13 @@ request lands between another's (the network boundary), as test_state_ledger_ses
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 
 from memlife.state.dynamodb import DynamoState
 from memlife.state.ledger import S3AccessLedger
 from tests.support.aws_state import aws_state
-
-T0 = datetime(2026, 11, 1, 9, tzinfo=UTC)
-NS = "/users/u-1/facts"
+from tests.unit.test_state_ledger_session49 import _before_first_put, _ids, _one_part
 
 
 @pytest.fixture()
@@ -32,28 +28,9 @@ def state() -> Iterator[DynamoState]:
         yield st
 
 
-def _ids(state: DynamoState) -> list[str]:
-    return sorted(S3AccessLedger(DynamoState(state.settings)).read()["record_id"].to_pylist())
-
-
-def _before_first_put(st: DynamoState, meanwhile: Any) -> None:
-    real = st.s3.put_object
-    fired: list[bool] = []
-
-    def put_object(**kw: Any) -> Any:
-        if not fired:
-            fired.append(True)
-            meanwhile()
-        return real(**kw)
-
-    st.s3.put_object = put_object  # type: ignore[method-assign]
-
-
 def _workers(state: DynamoState) -> tuple[S3AccessLedger, S3AccessLedger, S3AccessLedger]:
     first = S3AccessLedger(state)
-    for j in range(5):
-        first.append("u-1", NS, f"m-{j}", at=T0 + timedelta(minutes=j))
-    first.flush()
+    _one_part(first)
     return (
         first,
         S3AccessLedger(DynamoState(state.settings)),
