@@ -13,6 +13,7 @@ included): ``/users/*/facts`` never matches ``/users/u1/../../compliance/facts``
 from __future__ import annotations
 
 import re
+import unicodedata
 from fnmatch import fnmatchcase
 from functools import cache, lru_cache
 
@@ -45,7 +46,24 @@ def new_namespace_problem(namespace: str) -> str | None:
     problem = namespace_problem(namespace)
     if problem is None and any(ch in namespace for ch in GLOB_CHARS):
         return "has a glob character ('*', '?' or '['): a namespace is one path, not a glob"
-    return problem
+    return problem or _lookalike(namespace)
+
+
+def _lookalike(namespace: str) -> str | None:
+    """Why a new namespace would print as another one, as ids and actors are refused
+    (model.parse_record): "/users/u1/sant\u00e9" and its decomposed form, or one with a
+    zero-width space, are two namespaces no reader tells apart; a policy glob, ``run
+    --namespace`` or recall's filter written as it prints reaches only one (audit 50b)."""
+    if namespace.isascii() and namespace.isprintable():
+        return None  # the common case: one scan in C
+    from memlife.text import invisible_at
+
+    at = invisible_at(namespace)
+    if at is not None:  # the namespace itself is not echoed: the caller quotes it
+        return f"has an invisible character (U+{ord(namespace[at]):04X}) at character {at}"
+    if not unicodedata.is_normalized("NFC", namespace):
+        return "is not in Unicode normal form NFC (it would print as another namespace)"
+    return None
 
 
 def stored_namespace_problem(namespace: str) -> str | None:

@@ -10,6 +10,7 @@ run sequence. ``RunConfig`` is pydantic: the Prefect flow takes it as its one pa
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -155,7 +156,13 @@ class Shard:
     namespace: str
 
     def __str__(self) -> str:
-        return f"{self.actor_id}:{self.namespace}"  # for people: "a:/x:/y" may be two shards
+        """For people, and the key of a failure event's codes: an actor holding ':' (AgentCore
+        allows "a:/x") or opening with '"' is written as a JSON string, so actor "a" +
+        "/x:/y" and "a:/x" + "/y" never read as one shard (audit 50b)."""
+        actor = self.actor_id
+        if ":" in actor or actor.startswith('"'):
+            actor = json.dumps(actor, ensure_ascii=False)
+        return f"{actor}:{self.namespace}"
 
     def failed(self, code: str, **more: Any) -> dict[str, Any]:
         """A failed-shard entry: its name for people, its scope as data (compare these)."""
