@@ -32,8 +32,9 @@ itself is shortened for the summariser only: long texts cut to head and tail aro
 placeholder saying how much was left out, ids and tool pairing kept; the kept history is
 never touched. A summariser failure changes nothing and is reported in
 :class:`CompactionResult`. A count that is not a whole number (an int of at least 0; a
-float, even 12.0, a bool or a string is not) is ``counter_failed``. Shapes are checked
-before anything is counted (:mod:`memlife.online.history`).
+float, even 12.0, a bool or a string is not) is ``counter_failed``, and so is a counter
+whose counts in one call are not all exact or all estimated (``last_estimated``). Shapes
+are checked before anything is counted (:mod:`memlife.online.history`).
 """
 
 from __future__ import annotations
@@ -266,6 +267,12 @@ def _summarise(summarizer: Summarizer, head: Sequence[Message], bound: int) -> t
             ) from None
         if not isinstance(got, str) or not got.strip():
             raise _Stop("summarizer_failed", "summarizer returned an empty summary")
+        try:  # a lone surrogate (half an emoji) could never be sent to the API (audit 50d)
+            got.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise _Stop(
+                "summarizer_failed", f"the summary is not valid Unicode text: {exc.reason}"
+            ) from None
         return got.strip()
 
     try:
@@ -343,6 +350,8 @@ def compact(
             problems=problems,
         )
 
+    kinds: set[bool] = set()  # whether each count was an estimate (AnthropicTokenCounter)
+
     def count(messages: Sequence[Mapping[str, Any]]) -> int:
         try:
             got = counter.count(messages)
@@ -350,6 +359,17 @@ def compact(
             raise _Stop(
                 "counter_failed", f"token counting failed: {type(exc).__name__}: {exc}"
             ) from None
+        # a counter that fell back to its estimate part way (a 429 from count_tokens) would
+        # have cuts and the fit judged on another scale than ``before`` (audit 50d)
+        kinds.add(getattr(counter, "last_estimated", None) is True)
+        if len(kinds) > 1:
+            why = getattr(counter, "last_error", None)
+            raise _Stop(
+                "counter_failed",
+                "token counting fell back to an estimate part way"
+                + (f" ({why})" if why else "")
+                + ": exact and estimated counts cannot be compared",
+            )
         tokens = _whole_tokens(got)
         if tokens is None:  # -5, "100000", 12.0: a count is an int of at least 0
             shown = f" ({got})" if isinstance(got, int | float) else ""

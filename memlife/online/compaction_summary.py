@@ -84,7 +84,10 @@ def anthropic_client(max_retries: int, timeout: float = 60.0) -> anthropic.Anthr
 
 
 def _digest(summary: str) -> str:
-    return hashlib.sha256(f"memlife summary\n{summary}".encode()).hexdigest()[:16]
+    # surrogatepass: a user's text may hold a lone surrogate (a file name a tool read with
+    # surrogateescape); checking it for a marker must not raise (audit 50d)
+    text = f"memlife summary\n{summary}"
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def summary_text(summary: str) -> str:

@@ -372,7 +372,37 @@ def _block_text(block: Mapping[str, Any]) -> str:
         if isinstance(inner, list):
             return "".join(_block_text(b) for b in _blocks(inner))
         return str(inner or "")
+    if _server_result(kind):  # its images and PDFs cost as media (_media_tokens), not base64
+        return json.dumps(_without_media(block), sort_keys=True, default=str)
     return json.dumps(dict(block), sort_keys=True, default=str)
+
+
+def _server_result(kind: object) -> bool:
+    """A server tool's result (``web_search_tool_result``, ``web_fetch_tool_result``...)."""
+    return isinstance(kind, str) and kind.endswith("_tool_result") and kind != "tool_result"
+
+
+def _nested_media(value: Any) -> list[Mapping[str, Any]]:
+    """Images and documents anywhere inside ``value``: a server tool's result holds them
+    nested (web_fetch returns the fetched page or PDF as a document block; audit 50d)."""
+    if isinstance(value, Mapping):
+        if value.get("type") in MEDIA_KINDS and isinstance(value.get("source"), Mapping):
+            return [value]
+        return [m for v in value.values() for m in _nested_media(v)]
+    if isinstance(value, list):
+        return [m for v in value for m in _nested_media(v)]
+    return []
+
+
+def _without_media(value: Any) -> Any:
+    """``value`` with its nested images and non-text documents as their kind alone."""
+    if isinstance(value, Mapping):
+        if value.get("type") in MEDIA_KINDS and isinstance(value.get("source"), Mapping):
+            return value if _document_text(value) is not None else {"type": value["type"]}
+        return {k: _without_media(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_media(v) for v in value]
+    return value
 
 
 def _pdf_pages(data: str) -> int:
@@ -400,14 +430,22 @@ def _media_tokens(block: Mapping[str, Any], image_tokens: int) -> int:
         data = source.get("data") if isinstance(source, Mapping) else None
         pages = _pdf_pages(data) if isinstance(data, str) else 1
         return pages * PDF_PAGE_TOKENS
+    if _server_result(kind):
+        return sum(_media_tokens(b, image_tokens) for b in _nested_media(block.get("content")))
     inner = block.get("content") if kind in ("tool_result", "search_result") else None
     return sum(_media_tokens(b, image_tokens) for b in _blocks(inner))
 
 
 def _visible(value: Any) -> Any:
-    """``value`` without opaque fields (encrypted content, signatures, base64 data)."""
+    """``value`` without opaque fields (encrypted content, signatures, base64 data); the
+    data of a plain-text source is what the model read (a fetched page: audit 50d)."""
     if isinstance(value, Mapping):
-        return {k: _visible(v) for k, v in value.items() if k not in _OPAQUE_KEYS}
+        text = value.get("type") == "text" and isinstance(value.get("data"), str)
+        return {
+            k: _visible(v)
+            for k, v in value.items()
+            if k not in _OPAQUE_KEYS or (text and k == "data")
+        }
     if isinstance(value, list):
         return [_visible(v) for v in value]
     return value
