@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, urlparse
 
 from memlife.errors import ReceiptReadError as ReceiptReadError  # one hierarchy; re-exported
 from memlife.errors import ReceiptWriteError as ReceiptWriteError  # moved; re-exported
-from memlife.settings import endpoint_problem, settings
+from memlife.settings import endpoint_problem, settings, without_password
 
 DEFAULT_RECEIPTS_URL = "file://.memlife/receipts"
 
@@ -278,7 +278,8 @@ def open_sink(url: str | None = None) -> ReceiptSink:
     url = url or settings().receipts_url
     problem = receipts_url_problem(url)
     if problem is not None:
-        raise ValueError(f"receipts URL {url!r}: {problem}")
+        # printed by the CLI, kept by Prefect: never an endpoint's password
+        raise ValueError(f"receipts URL {without_password(url)!r}: {problem}")
     parsed = urlparse(url)
     if parsed.scheme == "file":
         return FileSink(url[len("file://") :])

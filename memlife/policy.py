@@ -270,6 +270,9 @@ class Policy(_Strict):
     def _version_names_a_file(cls, v: str) -> str:
         # an apply run keeps the rules under this name (policy_record): too long for a file
         # name, the dry run passed and the apply run crashed (OSError, audit 47l)
+        if policy_key(v) == policy_key(""):  # spaces or invisible characters only: receipts
+            # named a version nobody can read, and every such policy shared policies/.yaml
+            raise ValueError("is blank: name the rules (receipts and records carry it)")
         if len(policy_key(v).rsplit("/", 1)[1].encode()) > 255:
             raise ValueError("is too long for the file its rules are kept in "
                              "(policies/{version}.yaml, 255 bytes once quoted)")  # fmt: skip

@@ -248,6 +248,19 @@ class Settings(BaseSettings):
             raise ValueError("starts with '~' or holds '?' or '#': give the folder's full path")
         return v
 
+    @field_validator(
+        "model", "chat_model", "model_calls_limit", "eval_cases", "cloudwatch_namespace",
+        "receipts", "model_cache", "fault_mark", "anthropic_base_url", mode="before",
+    )  # fmt: skip
+    @classmethod
+    def _no_surrounding_space(cls, v: object) -> object:
+        """A name is taken as written: 'memlife ' is another CloudWatch namespace (the
+        alarms watch 'memlife'), 'memlife-model-calls ' a Prefect limit nobody created,
+        which Prefect does not enforce (model calls no longer bounded across workers)."""
+        if isinstance(v, str) and v != v.strip():
+            raise ValueError("has leading or trailing spaces (or is blank)")
+        return v
+
     @field_validator("namespace")
     @classmethod
     def _namespace_template(cls, v: str) -> str:
@@ -354,6 +367,10 @@ class Settings(BaseSettings):
 DEFAULT_MODEL = "claude-sonnet-4-5"
 
 
+# "scheme://user:password@" anywhere in a text urlsplit cannot read
+_USERINFO = re.compile(r"(//[^/?#@:\s]*):[^/?#\s]*@")
+
+
 def without_password(value: str) -> str:
     """A URL's userinfo password masked (``https://user:****@proxy/``), also in a URL given
     as a query value (``dynamodb://T?endpoint_url=http://u:pw@host``): a base URL or
@@ -363,8 +380,8 @@ def without_password(value: str) -> str:
     try:
         parts = urlsplit(value)
         password = parts.password
-    except ValueError:
-        return value
+    except ValueError:  # "https://u:pw@proxy]/": shown whole, the password went with it
+        return _USERINFO.sub(r"\1:****@", value)
     query = parse_qsl(parts.query, keep_blank_values=True)
     masked = [(k, without_password(v)) for k, v in query]
     if masked != query:
@@ -376,22 +393,36 @@ def without_password(value: str) -> str:
 
 
 def _relevant_environment() -> tuple[tuple[str, str], ...]:
+    # in any case: pydantic-settings reads 'memlife_store' as MEMLIFE_STORE (_unknown refuses it)
     return tuple(
-        sorted((k, v) for k, v in os.environ.items() if k.startswith(PREFIX) or k in _FOREIGN)
+        sorted(
+            (k, v)
+            for k, v in os.environ.items()
+            if k.upper().startswith(PREFIX) or k.upper() in _FOREIGN
+        )
     )
 
 
 def _unknown(env: tuple[tuple[str, str], ...]) -> str | None:
     """The first MEMLIFE_ variable set in ``env`` that memlife neither reads nor leaves to
-    deploy/, with the setting it was probably meant to be; None when there is none."""
+    deploy/, with the setting it was probably meant to be, or the first spelt other than
+    in capitals; None when there is none."""
     from difflib import get_close_matches
 
     known = {PREFIX + name.upper() for name in Settings.model_fields}
+    named = known | set(DEPLOY_ONLY) | set(_FOREIGN)
     for name, value in env:
-        if name.startswith(PREFIX) and value and name not in known and name not in DEPLOY_ONLY:
-            near = get_close_matches(name, sorted(known), n=1)
-            hint = f"; did you mean {near[0]}?" if near else ""
-            return f"{name}: not a memlife setting (README lists them){hint}"
+        upper = name.upper()
+        if not value or (name == upper and upper in named):
+            continue
+        near = [upper] if upper in named else get_close_matches(upper, sorted(known), n=1)
+        hint = f"; did you mean {near[0]}?" if near else ""
+        if name != upper:
+            # pydantic-settings reads names in any case; the Anthropic SDK and deploy/ read
+            # capitals only: 'anthropic_base_url' was shown in force while the requests went
+            # to api.anthropic.com, and a typo in lower case was dropped silently
+            return f"{name}: settings are read in capitals only{hint}"
+        return f"{name}: not a memlife setting (README lists them){hint}"
     return None
 
 
@@ -406,7 +437,8 @@ def _parse(env: tuple[tuple[str, str], ...]) -> Settings:
         name = str(err["loc"][0]) if err["loc"] else "?"
         var = name.upper() if name.upper() in _FOREIGN else PREFIX + name.upper()
         msg = str(err["msg"]).removeprefix("Value error, ")  # our validators' own words
-        raise SettingsError(f"{var}: {msg} (got {err.get('input')!r})") from None
+        got = without_password(str(err.get("input")))  # a refused URL keeps its password
+        raise SettingsError(f"{var}: {msg} (got {got!r})") from None
 
 
 def settings() -> Settings:

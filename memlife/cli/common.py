@@ -219,14 +219,14 @@ def check_receipts(url: str | None) -> None:
     """A one-line refusal (exit 2) for a receipts URL no sink can take, naming where it came
     from (--receipts, else MEMLIFE_RECEIPTS; the default under MEMLIFE_HOME is fine)."""
     from memlife.audit import receipts_url_problem
-    from memlife.settings import settings
+    from memlife.settings import settings, without_password
 
     source, resolved = ("--receipts", url) if url else ("MEMLIFE_RECEIPTS", settings().receipts)
     if not resolved:
         return
     problem = receipts_url_problem(resolved)
-    if problem is not None:
-        raise fail(f"{source} {resolved!r}: {problem}")
+    if problem is not None:  # an endpoint_url's password goes to no log (as parse_state_url)
+        raise fail(f"{source} {without_password(resolved)!r}: {problem}")
 
 
 def option_time(value: str | None, option: str) -> datetime | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import typer
 from rich.table import Table
 
@@ -14,7 +16,8 @@ def register(app: typer.Typer) -> None:
 
     @group.command("show")
     def show(json_out: JsonOpt = False) -> None:
-        """Every setting with its resolved value (default or environment) and what it does.
+        """Every setting with its resolved value, whether it came from the environment or is
+        the default, and what it does.
 
         With --json a typed setting keeps its type (numbers, true/false; unset: null)."""
         rows = settings().shown()
@@ -22,11 +25,13 @@ def register(app: typer.Typer) -> None:
             print_json({var: value for var, value, _ in rows})
             return
         table = Table(title="memlife settings (README: Settings)")
-        for col in ("variable", "value", "meaning"):
+        for col in ("variable", "value", "from", "meaning"):
             table.add_column(col)
         for var, value, meaning in rows:
+            # where it came from: 120 set by a unit file and 120 by default read alike
+            origin = "environment" if os.environ.get(var) else "default"  # empty: unset
             # not set: the default applies, which the meaning column states
-            table.add_row(var, "(default)" if value is None else plain(value), meaning)
+            table.add_row(var, "(default)" if value is None else plain(value), origin, meaning)
         console.print(table)
 
     app.add_typer(group, name="config")
