@@ -414,7 +414,23 @@ def parse_time(value: str) -> datetime:
     dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
     if dt.tzinfo is None:
         raise ValueError(f"timestamp {value!r} has no timezone")
-    return dt.astimezone(UTC)
+    try:  # a ValueError as _utc's: an OverflowError passed every caller's `except ValueError`
+        return dt.astimezone(UTC)  # (--now, AgentCore's stored times: audit 50f)
+    except OverflowError:
+        raise ValueError(f"timestamp {value!r} is out of range once converted to UTC") from None
+
+
+LATEST = datetime.max.replace(tzinfo=UTC)
+
+
+def days_after(at: datetime, days: float) -> datetime:
+    """``at`` plus ``days``, or the calendar's last instant where that is past it: a
+    deadline worked out from a statement dated 9999 (imported with a FUTURE_CREATED_AT
+    warning) raised OverflowError in every reader of it, the gate's among them (audit 50f)."""
+    try:
+        return at + timedelta(days=days)
+    except OverflowError:
+        return LATEST
 
 
 def new_memory_id() -> str:

@@ -97,6 +97,8 @@ def _days_to_look(cutoff: datetime, now: datetime) -> list[date]:
         day = start.date()
         while day <= end.date():
             days.add(day)
+            if day == date.max:  # a cutoff on 9999-12-31 (--allow-future-cutoff): no next
+                break  # day; an OverflowError ended such a night after its changes (audit 50f)
             day += timedelta(days=1)
     return sorted(days)
 

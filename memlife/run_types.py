@@ -74,7 +74,10 @@ class RunConfig(BaseModel):
         if isinstance(value, datetime) and value.tzinfo is None:
             raise ValueError("cutoff has no timezone")
         # one instant, one run id and one folder, whatever zone it was given in
-        return value.astimezone(UTC) if isinstance(value, datetime) else value
+        try:
+            return value.astimezone(UTC) if isinstance(value, datetime) else value
+        except OverflowError:  # pydantic names only a ValueError's field (audit 50f)
+            raise ValueError("cutoff is out of range once converted to UTC") from None
 
     @field_validator("attempt", mode="before")
     @classmethod

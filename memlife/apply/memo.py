@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from memlife.apply.tally import Tally
 from memlife.consolidate.base import Group
 from memlife.journal import MemoOutcome
+from memlife.model import days_after
 from memlife.plan import Decision
 
 if TYPE_CHECKING:
@@ -70,9 +71,12 @@ def remember_gate_blocked(ex: Executor, staged: StagedGroup, tally: Tally) -> No
     if ex.dry_run or not staged.memo_key or not ex.eval_digest:
         return
     actor_id, namespace = staged.shard
+    # a cutoff in 9999's last month (--allow-future-cutoff): the calendar's last instant,
+    # not an OverflowError after the night's changes (audit 50f)
+    recheck = days_after(ex.cutoff, GATE_BLOCK_RECHECK / timedelta(days=1))
     ex.journal.remember_outcome(
         gate_memo_key(staged.memo_key, ex.eval_digest), actor_id, namespace, GATE_BLOCKED,
-        ex.cutoff + GATE_BLOCK_RECHECK, ex.cutoff,
+        recheck, ex.cutoff,
     )  # fmt: skip
     tally.counts["gate_blocked_groups_remembered"] += 1
 

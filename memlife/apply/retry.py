@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from datetime import datetime, timedelta
 
+from memlife.model import days_after
+
 RETRY_BASE = timedelta(minutes=5)
 RETRY_CAP = timedelta(hours=24)
 # our own generator: jitter never moves the global random state a host application seeds
@@ -20,4 +22,6 @@ _MAX_DOUBLINGS = 16
 def next_retry(attempts: int, now: datetime) -> datetime:
     doublings = min(max(0, attempts - 1), _MAX_DOUBLINGS)  # 2**(attempts-1), bounded
     delay = min(RETRY_CAP, RETRY_BASE * (1 << doublings))
-    return now + delay * (0.5 + _JITTER.random() / 2)
+    # a run whose cutoff is the calendar's last day (--allow-future-cutoff): its last
+    # instant, not an OverflowError (audit 50f)
+    return days_after(now, delay * (0.5 + _JITTER.random() / 2) / timedelta(days=1))

@@ -238,7 +238,9 @@ def option_time(value: str | None, option: str) -> datetime | None:
     try:
         return parse_time(value)
     except ValueError as exc:
-        why = "has no time zone" if "timezone" in str(exc) else "is no ISO-8601 time"
+        why = ("has no time zone" if "timezone" in str(exc)
+               else "is past the calendar once in UTC" if "out of range" in str(exc)
+               else "is no ISO-8601 time")  # fmt: skip
         raise fail(f"{option} {value!r} {why} (e.g. 2026-11-29T02:15:00Z)") from None
 
 

@@ -15,6 +15,7 @@ from memlife.model import (
     RetentionClass,
     Status,
     content_sha256,
+    days_after,
 )
 
 
@@ -37,6 +38,8 @@ def build_from_members(
     accessed = [m.last_accessed_at for m in members if m.last_accessed_at]
     sensitive = any(m.retention_class is RetentionClass.sensitive for m in members)
     owner = survivor.owner or next((m.owner for m in members if m.owner), None)
+    # a dry run's cutoff may be the calendar's last minutes: no OverflowError (audit 50f)
+    latest_statement = days_after(cutoff, FUTURE_SKEW / timedelta(days=1))
     record = MemoryRecord(
         id="r-" + consolidation_key(actor_id, namespace, members[0].subject, members)[:28],
         actor_id=actor_id,
@@ -51,7 +54,7 @@ def build_from_members(
         # written: a later, weaker statement must still read as later (review, not supersede)
         # (a date after the cutoff is not a statement time: it never carries over)
         created_at=max(
-            (m.created_at for m in members if m.created_at <= cutoff + FUTURE_SKEW),
+            (m.created_at for m in members if m.created_at <= latest_statement),
             default=cutoff,
         ),
         last_accessed_at=max(accessed) if accessed else None,
@@ -102,7 +105,7 @@ def lifetime_end(created: datetime, memory_type: MemoryType, expires_at: datetim
     if expires_at is not None:
         return expires_at
     days = ttl_days.get(memory_type)
-    return created + timedelta(days=days) if days else None
+    return days_after(created, days) if days else None  # never an OverflowError
 
 
 def past_lifetime(record: MemoryRecord, ttl_days: Mapping[MemoryType, float | None],

@@ -38,7 +38,7 @@ import time
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -59,6 +59,7 @@ from memlife.model import (
     Source,
     Status,
     content_sha256,
+    days_after,
     new_memory_id,
     utcnow,
 )
@@ -704,7 +705,8 @@ class LongTermMemory:
         if expires_at is not None:
             return stored_time(expires_at)
         ttl = self.policy.memory_types[memory_type].default_ttl_days
-        return None if ttl is None else stored_time(created_at) + timedelta(days=ttl)
+        # past the calendar (a statement dated 9999): its last instant, never an OverflowError
+        return None if ttl is None else days_after(stored_time(created_at), ttl)
 
     # -- status changes --------------------------------------------------------------------
     def set_status(
