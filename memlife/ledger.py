@@ -55,7 +55,14 @@ from memlife import cloudtrail, ledger_ingest
 from memlife.cloudtrail import IngestReport as IngestReport  # re-exported
 from memlife.cloudtrail import actor_from_namespace as actor_from_namespace  # re-exported
 from memlife.ledger_merge import ActorStats, reads_by_record
-from memlife.ledger_parts import REPLACES, REPLACING, live_parts, readable, replaced
+from memlife.ledger_parts import (
+    REPLACES,
+    REPLACING,
+    access_problem,
+    live_parts,
+    readable,
+    replaced,
+)
 from memlife.model import utcnow
 from memlife.settings import settings
 from memlife.text import query_sha256 as query_sha256  # re-exported
@@ -152,6 +159,8 @@ class AccessLedger:
         """Buffer one access; ``query_sha256`` is a hash (see :func:`query_sha256`), never text."""
         if query_sha256 is not None and not re.fullmatch(r"[0-9a-f]{64}", query_sha256):
             raise ValueError("query_sha256 must be a sha256 hex digest, not query text")
+        if problem := access_problem(actor_id, namespace, record_id, rank):  # else buffered,
+            raise ValueError(problem)  # it failed every later flush of this process
         when = (at or utcnow()).astimezone(UTC)
         self.extend([Access(actor_id, namespace, record_id, when, rank, query_sha256)])
 

@@ -68,6 +68,8 @@ ActorStats = dict[tuple[str, str], AccessTimes]  # (actor_id, record_id) -> its 
 def reads_by_record(table: pa.Table) -> ActorStats:
     """Ledger rows (``actor_id``, ``record_id``, ``accessed_at``) as each (actor, record
     id)'s read times: one sort, then slices of one column (no object per read)."""
+    if any(c.null_count for c in table.columns):  # a read naming no actor, id or time is no
+        table = table.drop_null()  # record's: sorted last, it joined the group before it
     if table.num_rows == 0:
         return {}
     order = [("actor_id", "ascending"), ("record_id", "ascending"), ("accessed_at", "ascending")]

@@ -3,7 +3,8 @@
 For a record r of memory type t at cutoff `now` (ages in days, never negative):
 
     creation_recency = 2 ** (-age(created_at) / half_life_t.creation)
-    access_recency   = 2 ** (-age(last_accessed_at) / half_life_t.access)   (0 if never read)
+    access_recency   = 2 ** (-age(last_accessed_at) / half_life_t.access)   (0 if never read,
+                       or read later than the cutoff + FUTURE_SKEW: no read yet)
     frequency        = 1 - exp(-access_count / frequency_scale_t)              (saturates)
     verification     = 1 - min(1, age(last_verified_at) / verification_stale_days_t)
                        (0 if never verified; 1 when the type has no staleness limit)
@@ -24,10 +25,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from memlife.model import MemoryType, PlanView
+from memlife.model import FUTURE_SKEW, MemoryType, PlanView
 from memlife.policy import Policy
 
 _DAY = 86400.0
+# A last access stamped later than the cutoff plus the clock skew is no read that happened
+# by then (the ledger leaves such reads out too, actor_stats(until=)): read as age zero, a
+# stamp in 9999 (an import, a host clock set ahead) kept a record fresh for ever (audit 50h)
+_SKEW = FUTURE_SKEW.total_seconds()
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +94,7 @@ class Scorer:
         c = self._types[r.memory_type]
         age = max(0.0, (now - r.created) / _DAY)
         creation = math.exp(-c.creation_rate * age)
-        if r.last_accessed is not None:
+        if r.last_accessed is not None and r.last_accessed <= now + _SKEW:
             access = math.exp(-c.access_rate * max(0.0, (now - r.last_accessed) / _DAY))
         else:
             access = 0.0
@@ -124,7 +129,7 @@ class Scorer:
         exp = math.exp
         total = c.w_creation * exp(-c.creation_rate * max(0.0, (now - r[7]) / _DAY))
         accessed = r[8]
-        if accessed is not None:
+        if accessed is not None and accessed <= now + _SKEW:
             total += c.w_access * exp(-c.access_rate * max(0.0, (now - accessed) / _DAY))
         total += c.w_freq * (1.0 - exp(-r[9] / c.freq_scale))
         if c.stale_days is None:

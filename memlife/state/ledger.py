@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 from botocore.exceptions import ClientError
 
 from memlife.ledger import SCHEMA, AccessLedger, names_matter
-from memlife.ledger_parts import REPLACING
+from memlife.ledger_parts import REPLACING, conform
 from memlife.state.dynamodb import DynamoState
 
 REPLACES = b"memlife.replaces"
@@ -101,12 +101,15 @@ class S3AccessLedger(AccessLedger):
             body = self.state.s3.get_object(Bucket=self.bucket, Key=k)["Body"].read()
             try:
                 table = pq.read_table(pa.BufferReader(body))
-            except (OSError, pa.ArrowInvalid) as exc:  # cut short: named, left out (as local)
+                meta = table.schema.metadata or {}
+                # columns by name: another tool's file (reordered, an extra or missing
+                # column, a null actor) raised on cast in every night and erasure
+                rows = conform(table, SCHEMA)
+            except (OSError, pa.ArrowInvalid, ValueError) as exc:  # named, left out (as local)
                 warnings.warn(f"access ledger: unreadable part {k}: {exc}", RuntimeWarning, 2)
                 continue
-            meta = table.schema.metadata or {}
             replaced = set(json.loads(meta[REPLACES])) if REPLACES in meta else set()
-            out[k] = (table.replace_schema_metadata(None).cast(SCHEMA), replaced)
+            out[k] = (rows, replaced)
             self._replaces_of[k] = replaced
         return out
 
@@ -247,7 +250,12 @@ class S3AccessLedger(AccessLedger):
                     keys = [k for k in keys if k not in named]
                     if len(keys) < min_files:
                         continue
-                live = self._live(self._load(keys))
+                # a part that does not read is named and left where it is (as the local
+                # ledger leaves it): folded and deleted, it was gone for good (audit 50h)
+                loaded = self._load(keys)
+                if len(keys := sorted(loaded)) < min_files:
+                    continue
+                live = self._live(loaded)
                 sources = sorted(live)
                 name = hashlib.sha256("\n".join(sources).encode()).hexdigest()[:32]
                 table = pa.concat_tables([live[k] for k in sources])

@@ -17,7 +17,7 @@ from typing import Any
 from memlife.audit import FileSink
 from memlife.journal import open_journal
 from memlife.lease import NAME as LEASE
-from memlife.model import MemoryRecord, MemoryType, RetentionClass, plan_view
+from memlife.model import FUTURE_SKEW, MemoryRecord, MemoryType, RetentionClass, plan_view
 from memlife.plan import Action, Decision, Planner, Reason, ShardHints
 from memlife.policy import load_policy
 from memlife.run_start import start_run
@@ -352,12 +352,18 @@ def test_a_read_or_a_verification_dated_after_the_cutoff_scores_as_at_the_cutoff
                              last_verified_at=at, access_count=1))  # fmt: skip
 
     at_cutoff = view(T0)
-    for skew in (timedelta(hours=6), timedelta(days=200)):
+    for skew in (timedelta(minutes=1), timedelta(hours=6), timedelta(days=200)):
         ahead = view(T0 + skew)
-        assert scorer.score(ahead, now) == scorer.score(at_cutoff, now)
         parts = scorer.parts(ahead, now)
-        assert parts.access_recency == 1.0 and parts.verification == 1.0
-        assert parts.score == scorer.score(at_cutoff, now)
+        assert parts.verification == 1.0
+        if skew <= FUTURE_SKEW:  # clock skew: read at the cutoff
+            assert scorer.score(ahead, now) == scorer.score(at_cutoff, now)
+            assert parts.access_recency == 1.0
+            assert parts.score == scorer.score(at_cutoff, now)
+        else:  # no read by the cutoff (audit 50h: a stamp in 9999 pinned the record)
+            assert scorer.score(ahead, now) < scorer.score(at_cutoff, now)
+            assert parts.access_recency == 0.0
+            assert parts.score == scorer.score(ahead, now)
 
 
 # -- 17. score.py: frequency keeps rising with every access -----------------------------------
