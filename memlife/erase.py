@@ -638,7 +638,11 @@ def _erase(
     # attempt that deleted the record and then failed never did, and the erased bytes stay
     # in the WAL as long as this process, or a killed one's file, keeps it
     sweep_for_erase(store)  # a killed night's staged replacements may hold the erased text
-    if free or plan.rebuild or resumed or OpKind.erase in run.resumed:
+    # the bare sweep compacts even with nothing to erase: it is the documented remedy for a
+    # compaction another connection kept busy (`wal_busy`), whose erased bytes stay in the
+    # file and WAL until a VACUUM and a truncating checkpoint succeed (docs/evaluation.md)
+    sweep = pending and actor_id is None and not subject and not ids
+    if free or plan.rebuild or resumed or OpKind.erase in run.resumed or sweep:
         run.extra["compaction"] = compact(store, caches, run.journal)
     for c in caches[1:]:
         c.close()

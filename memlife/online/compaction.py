@@ -70,6 +70,7 @@ from memlife.online.history import (
     render_transcript,
     validate_history,
 )
+from memlife.online.inputs import shown
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -296,7 +297,7 @@ def _whole_tokens(value: object) -> int | None:
 
 def _whole_number(name: str, value: object, least: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise InputError(f"{name} must be a whole number of at least {least}, not {value!r}")
+        raise InputError(f"{name} must be a whole number of at least {least}, not {shown(value)}")
     return value
 
 
@@ -322,7 +323,9 @@ def compact(
     summariser or counter: the result says what happened. The input is never mutated.
     """
     if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) or budget_tokens < 0:
-        raise InputError(f"budget_tokens must be a whole number of tokens, not {budget_tokens!r}")
+        raise InputError(
+            f"budget_tokens must be a whole number of tokens, not {shown(budget_tokens)}"
+        )
     keep = _whole_number("keep_last_turns", keep_last_turns, 1)
     bound = _whole_number("summarizer_input_tokens", summarizer_input_tokens, 1)
     _whole_number("summary_allowance", 0 if summary_allowance is None else summary_allowance, 0)

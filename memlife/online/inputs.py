@@ -188,6 +188,26 @@ def at_arg(at: object) -> datetime | None:
     return when
 
 
+SHOWN_MAX_CHARS = 64  # a refused option's value longer than this is shown by its length
+
+
+def shown(value: object) -> str:
+    """A refused argument as a message shows it: a number, or a text of at most
+    ``SHOWN_MAX_CHARS`` (a mistyped ``source``), as written; a longer text or a number of
+    more digits only by its size, anything else by its type. A 10 MB argument must not
+    become a 10 MB message (README, "As a library"), and ``repr`` of an int past Python's
+    4,300 digits raises instead of refusing."""
+    if isinstance(value, bool | float) or (
+        isinstance(value, int) and abs(value) < 10**SHOWN_MAX_CHARS
+    ):
+        return repr(value)
+    if isinstance(value, int):
+        return f"an int of {value.bit_length()} bits"
+    if isinstance(value, str):
+        return repr(value) if len(value) <= SHOWN_MAX_CHARS else f"a str of {len(value)} characters"
+    return type(value).__name__
+
+
 def choice_arg(cls: type[E], value: object, what: str) -> E:
     """``value`` as a member of ``cls`` (the member itself or its value); else an InputError
     naming ``what`` and listing the values allowed."""
@@ -197,8 +217,7 @@ def choice_arg(cls: type[E], value: object, what: str) -> E:
         return cls(value)
     except (ValueError, TypeError):
         allowed = ", ".join(str(m.value) for m in cls)
-        shown = repr(value) if isinstance(value, str) else type(value).__name__
-        raise InputError(f"{what} must be one of {allowed}; not {shown}") from None
+        raise InputError(f"{what} must be one of {allowed}; not {shown(value)}") from None
 
 
 def ids_arg(value: object, what: str) -> list[str]:
@@ -225,8 +244,7 @@ def cosine_arg(value: object, what: str) -> float:
     """A cosine bound (``threshold``, ``near_duplicate``): a real number from -1 to 1."""
     if isinstance(value, int | float) and not isinstance(value, bool) and -1 <= value <= 1:
         return float(value)
-    shown = repr(value) if isinstance(value, int | float) else type(value).__name__
-    raise InputError(f"{what} must be a cosine from -1 to 1, not {shown}")
+    raise InputError(f"{what} must be a cosine from -1 to 1, not {shown(value)}")
 
 
 def valid_unicode(text: str, what: str) -> str:

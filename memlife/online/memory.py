@@ -75,6 +75,7 @@ from memlife.online.inputs import (
     namespace_filter_arg,
     number_in,
     record_id_arg,
+    shown,
     stored_time,
     text_arg,
 )
@@ -415,7 +416,7 @@ class LongTermMemory:
         owner = label_arg(owner, "owner")
         # checked here, not only by the model: a duplicate is refreshed without building one
         if not number_in(confidence, 0, 1):
-            raise InputError(f"confidence must be a number from 0 to 1, not {confidence!r}")
+            raise InputError(f"confidence must be a number from 0 to 1, not {shown(confidence)}")
         namespace_arg(namespace)  # no '.', '..' or empty segments (globs must not be fooled)
         size = len(fact.encode("utf-8"))
         if size > self.content_max_bytes:
@@ -844,9 +845,9 @@ class LongTermMemory:
         if size > self.content_max_bytes:  # the lexical and date terms read all of it
             raise InputError(f"query is {size} bytes, over the limit of {self.content_max_bytes}")
         if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
-            raise InputError(f"k must be a positive whole number, not {k!r}")
+            raise InputError(f"k must be a positive whole number, not {shown(k)}")
         if threshold is not None and not number_in(threshold, -1, 1):
-            raise InputError(f"threshold must be a cosine from -1 to 1, not {threshold!r}")
+            raise InputError(f"threshold must be a cosine from -1 to 1, not {shown(threshold)}")
         if namespace is not None:  # as remember's, or one of the actor's stored without '/'
             namespace_filter_arg(namespace, lambda: self.store.list_namespaces(actor))
         thr = self.threshold if threshold is None else threshold
@@ -947,15 +948,17 @@ def _check_options(
         )
     if not number_in(refresh_seconds, 0, float("inf")):
         raise InputError(
-            f"refresh_seconds must be a number of seconds >= 0, not {refresh_seconds!r}"
+            f"refresh_seconds must be a number of seconds >= 0, not {shown(refresh_seconds)}"
         )
     for what, value in (("page_size", page_size), ("content_max_bytes", content_max_bytes)):
         if value is None and what == "content_max_bytes":
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise InputError(f"{what} must be a positive whole number, not {value!r}")
+            raise InputError(f"{what} must be a positive whole number, not {shown(value)}")
     if token_alignment is not None and not isinstance(token_alignment, bool):
-        raise InputError(f"token_alignment must be True, False or None, not {token_alignment!r}")
+        raise InputError(
+            f"token_alignment must be True, False or None, not {shown(token_alignment)}"
+        )
 
 
 def _later(kept: datetime | None, at: datetime) -> datetime:
