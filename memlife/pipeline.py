@@ -30,6 +30,7 @@ from memlife import progress
 from memlife.apply import Executor, Tally
 from memlife.consolidate.base import Consolidator
 from memlife.evalset import load_cases
+from memlife.evidence_gate import keep_verdict
 from memlife.faults import checkpoint
 from memlife.journal import Journal, open_journal, open_memo_reader
 from memlife.model import parse_time
@@ -213,11 +214,17 @@ def _steps(
         verdict = step("regression-gate", run_gate)(ctx, store, outcomes)
     logger.info("regression gate: %s", gate_verdict(verdict))
     checkpoint("after_gate")  # verdict known: nothing committed yet
+    kept = None
     if executor is not None:
+        # the verdict that approves the commit, kept before it: a rerun after a kill past
+        # the commit reports it, not its look at the changed store (audit 50j)
+        if journal is not None:
+            kept = keep_verdict(ctx, verdict, journal.run_secret())
         tallies.append(step("commit", commit_run)(ctx, executor, outcomes, verdict))
     tallies.append(step("queue-reviews", queue_reviews)(ctx, store, outcomes))
     return step("finish-run", finish_run)(ctx, outcomes, report, t0, tallies=tallies,
-                                          journal=journal, gate=verdict, shards_total=len(shards))  # fmt: skip
+                                          journal=journal, gate=verdict, shards_total=len(shards),
+                                          kept_gate=kept)  # fmt: skip
 
 
 def _journal_or_none(store: MemoryStore) -> Journal | None:

@@ -189,6 +189,7 @@ def _verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal |
                 run_id: str, v: Verification, evidence_only: bool) -> Verification:  # fmt: skip
     from memlife.evidence import verify_evidence
     from memlife.evidence_deferrals import verify_deferrals
+    from memlife.evidence_gate import verify_gate
     from memlife.evidence_journal import verify_journal
 
     run = find_run(sink, run_id)
@@ -200,6 +201,8 @@ def _verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal |
     ops = verify_evidence(sink, run, v)
     verify_deferrals(sink, run_id, ops, v, None if evidence_only or store is None
                      else _journaled_sha(journal), run.manifest.get("requested_by"))  # fmt: skip
+    # the gate verdict kept before the commit; its MAC with the store's secret (audit 50j)
+    verify_gate(sink, run, v, None if evidence_only or journal is None else journal.run_secret())
     previous = (run.receipt or {}).get("previous_run")  # memlife/run_chain.py
     if isinstance(previous, str) and find_run(sink, previous) is None:
         v.problem("PREVIOUS_RUN_MISSING", previous_run=previous)

@@ -17,6 +17,7 @@ from memlife.apply import Tally
 from memlife.apply.counts import journal_counts, lifecycle_from_journal
 from memlife.audit import ReceiptWriteError
 from memlife.evidence import seal, sealed
+from memlife.evidence_gate import KeptGate
 from memlife.journal import Journal
 from memlife.metrics import publish_counts
 from memlife.model import utcnow
@@ -45,8 +46,13 @@ def finish_run(
     journal: Journal | None = None,
     gate: dict[str, Any] | None = None,
     shards_total: int | None = None,
+    kept_gate: KeptGate | None = None,
 ) -> RunSummary:
-    """Step 10: counts, operations.parquet and the run receipt (create-only)."""
+    """Step 10: counts, operations.parquet and the run receipt (create-only). ``kept_gate``:
+    the verdict kept before the commit (memlife/evidence_gate.py), the night's gate."""
+    own_gate = gate
+    if kept_gate is not None:  # a rerun reports the gate that approved the night's commit
+        gate = kept_gate.gate
     remote = remote_state(ctx.store_url)
     merged: list[str] = []
     if remote is not None:  # child batches on other machines left their parts on S3
@@ -156,7 +162,7 @@ def finish_run(
                                "retryable": True, "detail": f"{misconfigured} groups"})  # fmt: skip
     if failed_shards or lifecycle["failed"] or receipt_failures or queue_failed or misconfigured:
         status = "partial_failure"
-    if gate is not None and gate.get("blocked") and not ctx.config.dry_run:
+    if any(g is not None and g.get("blocked") for g in (gate, own_gate)) and not ctx.config.dry_run:
         status = "blocked"  # the gate held the commit back: not a success, whatever else went on
     retries = [at for f in tally.failures if (at := f.get("next_retry_at"))]
     summary = RunSummary(
@@ -210,15 +216,21 @@ def finish_run(
         "gate": gate, "receipt_failures": receipt_failures,
         "lease_taken_over": ctx.lease_taken_over, "journal_counts": jc,
         "retry_queue_failed": queue_failed, "previous_run": ctx.previous_run,
+        # this attempt's own verdict on the store a killed attempt already changed
+        **({"gate_rerun": kept_gate.rerun} if kept_gate and kept_gate.rerun is not None else {}),
     }  # fmt: skip
     try:
         rkey = completed_receipt(ctx.sink, ctx.prefix, journal_ops)  # a completed run's rerun
         if rkey is None:
             # manifest first (start_run), then this attempt's Parquet, the receipt last, sealed
             part = journal is not None and not ctx.config.dry_run
-            receipt["evidence"] = seal(ctx.sink, ctx.prefix, journal_ops,
-                                       (ctx.run_id, ctx.cutoff, ctx.mode) if part else None,
-                                       secret=journal.run_secret() if journal is not None else b"")  # fmt: skip
+            evidence = seal(ctx.sink, ctx.prefix, journal_ops,
+                            (ctx.run_id, ctx.cutoff, ctx.mode) if part else None,
+                            secret=journal.run_secret() if journal is not None else b"")  # fmt: skip
+            if part:  # names the kept gate verdict (null: none kept, e.g. a retry run)
+                evidence.update(kept_gate.evidence() if kept_gate is not None
+                                else {"gate_key": None, "gate_sha256": None})  # fmt: skip
+            receipt["evidence"] = evidence
             rkey = write_run_receipt(ctx, sealed(receipt))
         summary.receipt = ctx.sink.location(rkey) if rkey else None
     except ReceiptWriteError:
