@@ -149,7 +149,8 @@ def shard_hints(
     if write:
         table.put(shard.actor_id, shard.namespace, found.new, "nightly")
     answered = _answered_updates(ctx, store, shard, found.updates, by_id)
-    return ShardHints(found.subjects, found.statements, found.updates, disputed, answered)
+    updates = _unanswered(ctx, store, shard, found.updates, by_id)
+    return ShardHints(found.subjects, found.statements, updates, disputed, answered)
 
 
 _HUMAN = frozenset({"keep", "verify", "dispute"})  # a person's answer the model may not undo
@@ -174,6 +175,49 @@ def _answered_updates(
         and i.pair_id in (None, updates.get(i.record_id))
         and i.record_id in by_id and i.content_sha256 == by_id[i.record_id].content_sha256
     )  # fmt: skip
+
+
+def _unanswered(
+    ctx: RunContext, store: MemoryStore, shard: Shard, updates: dict[str, str],
+    by_id: Mapping[str, PlanView],
+) -> dict[str, str]:  # fmt: skip
+    """``updates`` less the pairs a reviewer answered under another id (audit 50k): the
+    older record's POSSIBLE_UPDATE item was answered (keep, verify, dispute) against B for
+    the text it still holds, and tonight's newer record is B's replacement holding B's very
+    text (B merged with its word-for-word restatement). That is the question the person
+    answered: asked again offline, or handed to the model, whose `update` superseded the
+    record the person kept. A replacement that says anything else is a new question."""
+    items = review_queue(ctx, store).for_records(
+        [(o, shard.actor_id, shard.namespace) for o in updates]
+    ) if updates else []  # fmt: skip
+    same = {
+        i.record_id for i in items
+        if i.reason == "POSSIBLE_UPDATE" and i.decision in _HUMAN and i.pair_id
+        and i.pair_id != updates.get(i.record_id)
+        and i.record_id in by_id and i.content_sha256 == by_id[i.record_id].content_sha256
+        and _stands_for(store, shard, by_id, i.pair_id, updates[i.record_id])
+    }  # fmt: skip
+    return {o: n for o, n in updates.items() if o not in same} if same else updates
+
+
+def _stands_for(
+    store: MemoryStore, shard: Shard, by_id: Mapping[str, PlanView], old: str, new: str
+) -> bool:
+    """``new`` is ``old``'s replacement (through replacements, each holding ``old``'s very
+    text) in the shard's own actor and namespace."""
+    text = by_id[old].content_sha256 if old in by_id else None
+    at = old
+    for _ in range(8):  # a chain of restatements merged night after night; bounded
+        rec = store.get(at) if text is not None else None
+        if rec is None or (rec.actor_id, rec.namespace) != (shard.actor_id, shard.namespace):
+            return False
+        nxt = rec.provenance.replaced_by
+        if nxt is None or nxt not in by_id or by_id[nxt].content_sha256 != text:
+            return False
+        if nxt == new:
+            return True
+        at = nxt
+    return False
 
 
 def review_queue(ctx: RunContext, store: MemoryStore) -> ReviewQueue:
