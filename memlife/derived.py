@@ -74,7 +74,9 @@ CREATE TABLE IF NOT EXISTS derived (
 # language ("préfère le thé au café" / "le café au thé", audit 49x5): statements split.
 # 16: nor runs traded across a joiner and another subject's pronoun ("Ella bebe té y él
 # bebe café", audit 49r2): statements split.
-VERSION = f"derived-16:{memlife.__version__}"
+# 17: `restates` keeps a derived word apart from its stem ("experiment" / "experience",
+# "classical" / "classic": audit 50l): statements split.
+VERSION = f"derived-17:{memlife.__version__}"
 FLUSH_ROWS = 256
 READ_AHEAD = 128  # shards whose rows one query reads
 KINDS = ("inference", "staging", "staging_total")  # the kinds kept (rows per shard)

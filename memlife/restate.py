@@ -6,7 +6,7 @@ matters: "allergic to two medications" / "three", "runs 5 km" / "5 miles", "her 
 painting" / "Melanie gave Caroline a painting" (adversarial review on LoCoMo). A merge or
 a refresh keeps one text and drops the other, so both must say the same words: the same
 content words once filler (articles, "and", "very") is set aside and inflection is folded
-(Snowball), in any order ("I only drink tea" / "I drink only tea"), with
+(Snowball, not derivation), in any order ("I only drink tea" / "I drink only tea"), with
 - the same names in the same order;
 - the same tense of be/have/do ("had cancer" is not "have cancer") and of every other
   verb: a regular past is not its present ("worked at Google" is not "works at Google",
@@ -76,6 +76,7 @@ from collections import Counter
 
 import Stemmer
 
+from memlife.restate_forms import derivation
 from memlife.restate_swap import traded
 from memlife.text import NUMBER_WORDS, symbols_as_words
 
@@ -152,8 +153,7 @@ def _stem(words: list[str]) -> list[str]:
     st = getattr(_local, "st", None)
     if st is None:
         st = _local.st = Stemmer.Stemmer("english")
-    stems: list[str] = st.stemWords(words)
-    return stems
+    return list(st.stemWords(words))
 
 
 def _tensed(word: str, stem: str) -> str:
@@ -240,7 +240,7 @@ def _shape(text: str) -> Shape:
     raw = [t for t in tokens if t not in _CLAUSE_MARKS]
     folded = [w.casefold() for w in raw]
     bare = _stem(folded)
-    stems = [_tensed(f, s) for f, s in zip(folded, bare, strict=True)]
+    stems = [_tensed(f, s) + derivation(f, s) for f, s in zip(folded, bare, strict=True)]
     sides = _sides(tokens, bare)
     # "I" as a list's item or opening a later clause is a person; said again, the speaker
     keep = [i for i, f in enumerate(folded) if f not in _FILLER or (f == "i" and folded.count(
