@@ -31,6 +31,7 @@ apply.py):
 from __future__ import annotations
 
 import hashlib
+import hmac
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -125,12 +126,24 @@ class _Rankable(Protocol):
 
 
 def consolidation_key(
-    actor_id: str, namespace: str, subject: str, members: Iterable[_Hashed]
+    actor_id: str,
+    namespace: str,
+    subject: str,
+    members: Iterable[_Hashed],
+    secret: bytes | None = None,
 ) -> str:
-    """Deterministic over members and content (``Group.consolidation_key``'s formula)."""
+    """Deterministic over members and content (``Group.consolidation_key``'s formula).
+
+    ``secret`` (the store's run secret): keyed, as evidence's content hashes are
+    (memlife/evidence_key.py). A replacement's id is made from this key and goes wherever
+    ids go (receipts, the dataset, reports, the ledger), erasures included: unkeyed, it
+    gave the members' texts back to whoever guessed them (audit 50c). Still deterministic
+    for the store, so a rerun finds the replacement it planned."""
     parts = sorted(f"{m.id}:{m.sha}" for m in members)
-    raw = "\x1f".join([actor_id, namespace, subject, *parts])
-    return hashlib.sha256(raw.encode()).hexdigest()
+    raw = "\x1f".join([actor_id, namespace, subject, *parts]).encode()
+    if secret is not None:
+        return hmac.new(secret, raw, hashlib.sha256).hexdigest()
+    return hashlib.sha256(raw).hexdigest()
 
 
 def cluster_statements(

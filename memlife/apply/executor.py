@@ -5,6 +5,7 @@ resume.py (the retry queue)."""
 
 from __future__ import annotations
 
+import secrets
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
@@ -18,7 +19,15 @@ from memlife.apply.tally import Tally
 from memlife.audit import ReceiptSink
 from memlife.consolidate.base import Consolidator, Group
 from memlife.embed_cache import EmbeddingCache
-from memlife.journal import Journal, MemoOutcome, Mover, Operation, OpKind, operation_id
+from memlife.journal import (
+    Journal,
+    MemoOutcome,
+    Mover,
+    Operation,
+    OpKind,
+    operation_id,
+    read_run_secret,
+)
 from memlife.lease import fence_for
 from memlife.model import MemoryRecord, PlanView
 from memlife.plan import Decision
@@ -85,6 +94,7 @@ class Executor:
         self.reviewer: str | None = None  # a person's decision (review resolve): in receipts
         self._removal_cache: EmbeddingCache | None = None
         self._evidence_secret: bytes | None = None
+        self._replacement_secret: bytes | None = None  # a dry run's (replacement_secret)
 
     def evidence_secret(self) -> bytes:
         """The store's run secret, read once a run: the key of the content hashes its
@@ -92,6 +102,18 @@ class Executor:
         if self._evidence_secret is None:
             self._evidence_secret = self.journal.run_secret()
         return self._evidence_secret
+
+    def replacement_secret(self) -> bytes:
+        """The key of a replacement's id (group_plan.consolidation_key): the store's run
+        secret, so a dry run names the ids the apply run will write. A dry run reads it and
+        never creates it (it writes nothing): where none exists yet, a random key of its own,
+        kept for this run only. Its ids then differ from the first apply run's (which makes
+        the secret), but never commit to the members' texts: a dry run's gate names them."""
+        if not self.dry_run:
+            return self.evidence_secret()
+        if self._replacement_secret is None:
+            self._replacement_secret = read_run_secret(self.store) or secrets.token_bytes(32)
+        return self._replacement_secret
 
     def removal_cache(self) -> EmbeddingCache:
         """The cache a removed record's content leaves (opened once a run): the one erasure

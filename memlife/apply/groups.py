@@ -293,6 +293,9 @@ def stage_group(
         actor_id, namespace, plan.members, plan.survivor_id, result, ex.cutoff,
         ex.policy.version, MemoryType.semantic if promoted else None,
         ex.policy.ttl_days(),
+        # the id is keyed by the store's run secret: it goes wherever ids go (a dry run's
+        # gate names it too), and unkeyed it gave the members' texts back (audit 50c)
+        secret=ex.replacement_secret(),
     )  # fmt: skip
     write = ex.new_op(
         OpKind.write_replacement,

@@ -29,10 +29,13 @@ def build_from_members(
     policy_version: str,
     memory_type: MemoryType | None = None,
     ttl_days: Mapping[MemoryType, float | None] | None = None,
+    *,
+    secret: bytes | None = None,
 ) -> MemoryRecord:
     """The replacement of a planned group (group_plan.GroupPlan): built from its members'
     ids, hashes and times, so a group of any size needs no record content in memory.
-    ``ttl_days``: the policy's TTL per type, so it lives as long as its longest-lived member."""
+    ``ttl_days``: the policy's TTL per type, so it lives as long as its longest-lived member.
+    ``secret``: the store's run secret, which keys the id (group_plan.consolidation_key)."""
     survivor = next(m for m in members if m.id == survivor_id)
     verified = [m.last_verified_at for m in members if m.last_verified_at]
     accessed = [m.last_accessed_at for m in members if m.last_accessed_at]
@@ -41,7 +44,7 @@ def build_from_members(
     # a dry run's cutoff may be the calendar's last minutes: no OverflowError (audit 50f)
     latest_statement = days_after(cutoff, FUTURE_SKEW / timedelta(days=1))
     record = MemoryRecord(
-        id="r-" + consolidation_key(actor_id, namespace, members[0].subject, members)[:28],
+        id="r-" + consolidation_key(actor_id, namespace, members[0].subject, members, secret)[:28],
         actor_id=actor_id,
         namespace=namespace,
         memory_type=memory_type or survivor.memory_type,

@@ -50,6 +50,7 @@ __all__ = [
     "open_memo_reader",
     "open_supersede_times",
     "operation_id",
+    "read_run_secret",
 ]
 
 
@@ -94,6 +95,26 @@ def _read_only(store: object) -> tuple[sqlite3.Connection, threading.RLock] | Jo
         return None
     ro = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
     return ro, threading.RLock()
+
+
+def read_run_secret(store: object) -> bytes | None:
+    """The store's run secret (``Journal.run_secret``) where one was made, read and never
+    created: a dry run keys its replacements' ids as the apply run will (group_plan.
+    consolidation_key) yet writes nothing. None where none exists yet."""
+    found = _read_only(store)
+    if isinstance(found, tuple):
+        conn, lock = found
+        try:
+            with lock:
+                if not has_table(conn, "secrets"):
+                    return None
+                row = conn.execute("SELECT value FROM secrets WHERE name='run'").fetchone()
+            return bytes(row[0]) if row else None
+        finally:
+            if conn is not getattr(store, "connection", None):  # the home's file, opened here
+                conn.close()
+    reader = getattr(found, "existing_run_secret", None)
+    return reader() if reader is not None else None
 
 
 def open_memo_reader(

@@ -94,6 +94,11 @@ class DynamoJournal:
             raise RuntimeError(f"state table {self.state.table}: the run secret did not persist")
         return bytes(item["key"]["B"])
 
+    def existing_run_secret(self) -> bytes | None:
+        """The run secret where one was made, never making it: a dry run writes nothing."""
+        item = self.state.get(key("meta", "runsecret"))
+        return bytes(item["key"]["B"]) if item is not None else None
+
     def for_record(self, record_id: str) -> list[Operation]:
         ops = self._many(self._members(f"jrec#{record_id}"))
         return [o for o in ops if record_id in (o.record_id, o.replacement_id)]

@@ -19,6 +19,7 @@ from memlife.demo import generate
 from memlife.faults import InjectedFault, inject
 from memlife.model import MemoryRecord
 from memlife.pipeline import RunConfig, run_local
+from memlife.review_queue.base import item_id
 from memlife.stores.sqlite import SqliteStore
 from tests.fakes.agentcore import AgentCoreHarness, bulk_load
 from tests.support.lifecycle import ANCHOR, CUTOFF, gate_cases, operation_receipts
@@ -90,21 +91,29 @@ class Pair:
         return out
 
     def both(self, *args: str, receipts: bool = True) -> tuple[Any, Any]:
+        """The same command on both sides; a replacement named by its SQLite id goes to
+        AgentCore by its own (ids are keyed by each store's run secret)."""
         a = self.cli("sq", *args, receipts=receipts)
-        b = self.cli("ac", *args, receipts=receipts)
+        theirs = {v: k for k, v in self.alias.items() if k.startswith("r-")}
+        b = self.cli("ac", *(theirs.get(x, x) for x in args), receipts=receipts)
         assert self.codes[-1][2] == self.codes[-2][2], (a, b)
         return a, b
 
-    def records(self, side: str) -> dict[str, dict]:
+    def _raw(self, side: str) -> dict[str, dict]:
         if side == "sq":
             db = SqliteStore(self.tmp / "sq" / "memlife.db")
             try:
                 return {r.id: wall(json.loads(r.to_json())) for r in db.iter_all()}
             finally:
                 db.close()
+        return {r.id: wall(json.loads(r.to_json())) for r in self.ac_store.iter_all()}
+
+    def records(self, side: str) -> dict[str, dict]:
+        if side == "sq":
+            return self._raw("sq")
+        self.match_replacements()
         out = {}
-        for r in self.ac_store.iter_all():
-            d = wall(json.loads(r.to_json()))
+        for d in self._raw("ac").values():
             d["id"] = self.alias.get(d["id"], d["id"])
             prov = d["provenance"]
             prov["replaced_by"] = self.alias.get(prov["replaced_by"], prov["replaced_by"])
@@ -112,19 +121,41 @@ class Pair:
             out[d["id"]] = d
         return out
 
+    def _groups(self, side: str) -> dict[str, set[str]]:
+        """Each replacement -> the records it supersedes: those the store holds, and those
+        its receipts name (a replacement since deleted, withdrawn or erased)."""
+        out = {i: set(r["provenance"]["supersedes"]) for i, r in self._raw(side).items()
+               if i.startswith("r-") and r["provenance"]["supersedes"]}  # fmt: skip
+        for o in operation_receipts(self.side[side][0] / "receipts").values():
+            if o["action"] == "supersede" and o["replacement_id"]:
+                out.setdefault(o["replacement_id"], set()).add(o["record_id"])
+        return out
+
     def match_replacements(self) -> None:
-        """A replacement of remembered facts is named from its sources' ids: pair them up."""
-        sq = {tuple(r["provenance"]["supersedes"]): i for i, r in self.records("sq").items()}
-        for i, r in self.records("ac").items():
-            if i.startswith("r-") and tuple(r["provenance"]["supersedes"]) in sq:
-                self.alias.setdefault(i, sq[tuple(r["provenance"]["supersedes"])])
+        """A replacement's id is keyed by its store's run secret (group_plan.consolidation_key):
+        the two sides name the same merge differently. Paired by what they supersede (their
+        sources, a replacement among them by its pair), one replacement to a group on each
+        side: anything else is compared as it is, and so differs."""
+        sq: dict[frozenset[str], str] = {}
+        for i, members in self._groups("sq").items():
+            assert sq.setdefault(frozenset(members), i) == i, ("one group, two replacements", i)
+        ac = self._groups("ac")
+        while True:  # a replacement superseding a replacement: paired once its source is
+            new = {i: sq[k] for i, m in ac.items() if i not in self.alias
+                   and (k := frozenset(self.alias.get(x, x) for x in m)) in sq}  # fmt: skip
+            if not new:
+                return
+            self.alias.update(new)
 
     def done(self, side: str) -> set[tuple]:
+        self.match_replacements()
         ops = operation_receipts(self.side[side][0] / "receipts")
         name = self.alias.get if side == "ac" else (lambda x, y: x)
         return {
-            (name(o["record_id"], o["record_id"]), o["action"], o["outcome"]) for o in ops.values()
-        }
+            (name(o["record_id"], o["record_id"]), o["action"], o["outcome"],
+             name(o["replacement_id"], o["replacement_id"]) if o["replacement_id"] else None)
+            for o in ops.values()
+        }  # fmt: skip
 
     def assert_same(self) -> None:
         sq, ac = self.records("sq"), self.records("ac")
@@ -154,9 +185,20 @@ def night(pair: Pair, cases: str, now: str = CUTOFF.isoformat()) -> tuple[dict, 
 
 
 def review_items(pair: Pair, side: str) -> dict[str, tuple]:
+    """By item id; an item about a replacement under the id its SQLite pair's item has (an
+    item's id is made from its record's)."""
     items = pair.cli(side, "review", "list", "--all", receipts=False)
     keep = ("record_id", "reason", "pair_id", "state", "decision", "content_sha256", "nights")
-    return {i["item_id"]: tuple(i[k] for k in keep) for i in items}
+    name = (lambda x: pair.alias.get(x, x) if x else x) if side == "ac" else (lambda x: x)
+    out = {}
+    for i in items:
+        iid, rid = i["item_id"], i["record_id"]
+        scope = (i["reason"], i["actor_id"], i["namespace"])
+        if name(rid) != rid and iid == item_id(rid, *scope):
+            iid = item_id(name(rid), *scope)
+        row = {k: (name(i[k]) if k in ("record_id", "pair_id") else i[k]) for k in keep}
+        out[iid] = tuple(row.values())
+    return out
 
 
 def check(pair: Pair) -> None:

@@ -26,6 +26,7 @@ from tests.support.lifecycle import (
     snapshot,
 )
 from tests.support.planning import parent_parts
+from tests.support.replacement_ids import of_receipts, renamed, same_store
 
 RECORDS = 2000  # 20 actors, ~240 shards: two planning processes with workers=2
 
@@ -50,10 +51,12 @@ def _apply(base: Path, seeded: Path, workers: int, now=CUTOFF) -> RunSummary:
 
 
 def _ops(receipts: Path) -> Counter[tuple]:
-    # operation ids name the store by its path: runs on two copies compare by what was done
+    # operation ids name the store by its path: runs on two copies compare by what was done;
+    # a replacement by what it supersedes (its id is keyed by its store's run secret)
+    ops = operation_receipts(receipts).values()
+    ids = of_receipts(ops)
     return Counter(
-        (o["action"], o["record_id"], o["replacement_id"], o["outcome"])
-        for o in operation_receipts(receipts).values()
+        renamed((o["action"], o["record_id"], o["replacement_id"], o["outcome"]), ids) for o in ops
     )
 
 
@@ -75,7 +78,8 @@ def test_two_processes_apply_what_one_applies(
     assert life["deleted"] > 0 and life["consolidated"] > 0 and life["superseded"] > 0
     assert two.lifecycle == one.lifecycle and two.counts == one.counts
     after = snapshot(tmp_path / "two" / "memlife.db")
-    assert after == snapshot(tmp_path / "one" / "memlife.db")
+    mine, theirs = same_store(after, snapshot(tmp_path / "one" / "memlife.db"))
+    assert mine == theirs  # replacements named by what they supersede (replacement_ids.py)
     assert _ops(tmp_path / "two" / "receipts") == _ops(tmp_path / "one" / "receipts")
     check_invariants(before, after, tmp_path / "two" / "receipts")
     # every decision reached the report, from both processes
@@ -176,8 +180,10 @@ def test_an_erasure_between_the_childrens_staging_and_the_commit(
     check_invariants(before, after, race / "receipts")
     # the refusals are counted, never retried, and nothing else moved
     assert summary.lifecycle["consolidated"] < ref.lifecycle["consolidated"]
-    others = {rid: rec for rid, rec in ref_after.items() if rec["actor_id"] != first_actor}
-    assert {rid: rec for rid, rec in after.items() if rec["actor_id"] != first_actor} == others
+    mine, theirs = same_store(after, ref_after)  # replacements named by what they supersede
+    assert {rid: rec for rid, rec in mine.items() if rec["actor_id"] != first_actor} == {
+        rid: rec for rid, rec in theirs.items() if rec["actor_id"] != first_actor
+    }
 
     # the night after: the store is settled, a rerun changes nothing
     again = _apply(race, seeded, 2, now=CUTOFF + timedelta(hours=1))

@@ -53,6 +53,7 @@ from tests.support.prefect_server import (
     stop,
     wait_until,
 )
+from tests.support.replacement_ids import of_receipts, of_snapshot, renamed
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 POOL = "memlife-process"
@@ -79,23 +80,34 @@ def _seed(url: str, records: list) -> int:
 
 
 def _export(url: str) -> bytes:
+    """Every record, by id; a replacement's id (keyed by its store's run secret) given as
+    what it supersedes (tests/support/replacement_ids.py): two stores compare byte for byte."""
     store = open_store(url)
     try:
-        rows = sorted((r.to_json() for r in store.iter_all()), key=lambda j: json.loads(j)["id"])
+        rows = [r.to_json() for r in store.iter_all()]
     finally:
         store.close()
-    return "\n".join(rows).encode()
+    ids = of_snapshot({(d := json.loads(j))["id"]: d for j in rows})
+    return "\n".join(
+        sorted((renamed(j, ids) for j in rows), key=lambda j: json.loads(j)["id"])
+    ).encode()
 
 
 def _receipts(s3, prefix: str) -> dict[str, tuple]:
-    out = {}
+    """By operation id; a replacement's write (its id made from the replacement's) by the
+    replacement's name, as in _export."""
+    docs = []
     for page in s3.get_paginator("list_objects_v2").paginate(
         Bucket="receipts", Prefix=f"{prefix}/operations/"
     ):
         for o in page.get("Contents", []):
-            doc = json.loads(s3.get_object(Bucket="receipts", Key=o["Key"])["Body"].read())
-            out[doc["operation_id"]] = (doc["record_id"], doc["action"], doc["outcome"])
-    return out
+            docs.append(json.loads(s3.get_object(Bucket="receipts", Key=o["Key"])["Body"].read()))
+    ids = of_receipts(docs)
+    return {
+        (f"write:{ids[d['record_id']]}" if d["record_id"] in ids else d["operation_id"]): (
+            renamed(d["record_id"], ids), d["action"], d["outcome"])
+        for d in docs
+    }  # fmt: skip
 
 
 def _run_receipt(s3, prefix: str) -> dict:

@@ -28,6 +28,7 @@ from memlife.stores.sqlite import SqliteStore
 from tests.fakes.agentcore import AgentCoreHarness, bulk_load
 from tests.support.aws_state import provision, state_url
 from tests.support.lifecycle import ANCHOR, CUTOFF, gate_cases, operation_receipts
+from tests.support.replacement_ids import REPLACEMENT, names, of_receipts, renamed
 
 runner = CliRunner()
 
@@ -52,13 +53,17 @@ def _night(home: Path, store: str, cases: str, *extra: str) -> tuple[int, dict]:
 
 
 def _view(records: Any) -> dict[str, tuple]:
-    return {r.id: (r.status.value, r.content, r.provenance.replaced_by,
+    """A replacement named by what it supersedes: its id is keyed by its store's run secret
+    (tests/support/replacement_ids.py)."""
+    view = {r.id: (r.status.value, r.content, r.provenance.replaced_by,
                    tuple(r.provenance.supersedes)) for r in records}  # fmt: skip
+    return renamed(view, names({i: v[3] for i, v in view.items() if REPLACEMENT.fullmatch(i)}))
 
 
 def _done(home: Path) -> set[tuple]:
     ops = operation_receipts(home / "receipts").values()
-    return {(o["record_id"], o["action"], o["outcome"]) for o in ops}
+    ids = of_receipts(ops)
+    return {renamed((o["record_id"], o["action"], o["outcome"]), ids) for o in ops}
 
 
 class Throttle:

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from tests.support.cli import invoke
+from tests.support.replacement_ids import REPLACEMENT, names, of_receipts, renamed
 
 REPO = Path(__file__).resolve().parents[2]
 NIGHT = "2026-06-01T00:00:00+00:00"
@@ -89,6 +90,13 @@ def _state(home: Path) -> dict[str, Any]:
     )
     runs = sorted(str(p.relative_to(home / "receipts")) for p in (home / "receipts/runs").rglob("*")
                   if p.is_file() and not p.name.startswith(".tmp-"))  # fmt: skip
+    # a replacement's id is keyed by its store's run secret (each copy of the seed makes its
+    # own): named by what it supersedes (tests/support/replacement_ids.py)
+    docs = [json.loads(p.read_text()) for p in (home / "receipts/operations").glob("*.json")]
+    ids = {**of_receipts(docs), **names({i: json.loads(r[3])["supersedes"]
+                                         for i, r in records.items() if REPLACEMENT.fullmatch(i)})}  # fmt: skip
+    records, ops, receipts = (renamed(records, ids), sorted(renamed(ops, ids)),
+                              sorted(renamed(receipts, ids)))  # fmt: skip
     return {"records": records, "ops": ops, "receipts": receipts, "runs": runs, "leases": leases}
 
 
