@@ -31,6 +31,7 @@ from memlife.run_types import Shard
 from memlife.stores.agentcore import AgentCoreStore, safe_value
 from memlife.stores.sqlite import SqliteStore
 from tests.fakes.agentcore import AgentCoreHarness, FakeAgentCore, bulk_load
+from tests.support import run_secret
 from tests.support.lifecycle import ANCHOR, CUTOFF, check_invariants, gate_cases, operation_receipts
 
 KINDS = ("preferences", "episodes", "support")  # consolidation; expiry; holds + sensitive
@@ -181,6 +182,7 @@ def test_nightly_apply_matches_sqlite(
         db.put_many(records)
         before = snapshot(db)
         db.close()
+        run_secret.give(ref / "memlife.db")  # one secret, so replacement ids compare (50c2)
         cases = gate_cases(
             ref / "memlife.db", records
         )  # the gate is required: the same set for both
@@ -198,6 +200,7 @@ def test_nightly_apply_matches_sqlite(
         db.close()
         # AgentCore, opened by URL like production (own clients; the journal beside MEMLIFE_HOME)
         monkeypatch.setenv("MEMLIFE_HOME", str(ac_home))
+        run_secret.give(ac_home / "journal.db")  # AgentCore's journal: the home's file
         store = harness.store()
         bulk_load(store, harness.fake, records)
         assert snapshot(store) == before, "AgentCore must read back exactly what SQLite holds"

@@ -19,6 +19,7 @@ from memlife.journal import OpKind, OpState, open_journal
 from memlife.model import Status
 from memlife.pipeline import RunConfig, run_local
 from memlife.stores.sqlite import SqliteStore
+from tests.support import run_secret
 from tests.support.lifecycle import (
     CUTOFF,
     check_invariants,
@@ -38,6 +39,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
     db = home / "memlife.db"
     receipts = home / "receipts"
     seed(db)
+    run_secret.give(db)  # the clean run's: replacement ids compare too (audit 50c2)
     return {
         "db": db,
         "receipts": receipts,
@@ -74,6 +76,7 @@ def clean_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     try:
         db = base / "memlife.db"
         before = seed(db)
+        run_secret.give(db)
         summary = run_local(
             RunConfig(
                 dry_run=False,
