@@ -162,10 +162,12 @@ def test_the_prefect_engine_and_the_local_engine_leave_the_same_store_and_eviden
     from flows.nightly import nightly
     from memlife.pipeline import run_local
     from tests.e2e.test_flow import _artifact_rows
+    from tests.support import run_secret
     from tests.support.lifecycle import gate_cases, operation_receipts, seed, snapshot
 
     local_db, flow_db = offline_home / "local.db", offline_home / "flow.db"
     records = seed(local_db, records=400)
+    run_secret.give(local_db)  # the copy carries it: replacement ids compare (50c2)
     shutil.copy(local_db, flow_db)
     cases = gate_cases(local_db, records.values(), offline_home / "cases.yaml")
     base = dict(dry_run=False, now=CUTOFF, eval_cases=cases)

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from memlife import Memory
+from tests.support import run_secret
 from tests.support.cli import invoke
 from tests.support.records import good
 from tests.unit.test_twin_tenants_session46 import NOW, plain, reads, write
@@ -71,6 +72,7 @@ def world(root: Path, monkeypatch: pytest.MonkeyPatch, twins: bool) -> dict[str,
     )
     policy = ("--policy", str(pol))
     assert invoke("import", str(write(root / "a.jsonl", shard(NS, "m-"))))[0] == 0
+    run_secret.give(home / "memlife.db")  # both worlds: replacement ids compare (50c2)
     if twins:  # the twins go first: reads, an erasure, a hold, nights and a review of their own
         for n, tns in enumerate(TWINS):
             p = f"{'MN'[n]}-"

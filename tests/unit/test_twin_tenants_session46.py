@@ -25,6 +25,7 @@ import pytest
 
 from memlife import Memory
 from memlife.integrations.langgraph import MemlifeStore
+from tests.support import run_secret
 from tests.support.cli import invoke
 from tests.support.records import good
 
@@ -112,6 +113,7 @@ def world(root: Path, monkeypatch: pytest.MonkeyPatch, twin: list[dict[str, Any]
     policy = ("--policy", str(pol))
     ns = "/users/u-1/preferences"
     assert invoke("import", str(write(root / "a.jsonl", tenant("u-1", ns, "m-"))))[0] == 0
+    run_secret.give(home / "memlife.db")  # both worlds: replacement ids compare (50c2)
     obs: dict[str, Any] = {}
     if twin:  # B goes first: reads, erases, holds, a night and a review of its own
         b, bns = twin[0]["actor_id"], twin[0]["namespace"]
