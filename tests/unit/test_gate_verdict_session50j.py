@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.support.cli import invoke
-from tests.unit.test_killed_statement_session50a import HOOK, NIGHT, _env, _run
+from tests.unit.test_killed_statement_session50a import HOOK, NIGHT, _env, _run, seeded_night
 
 
 def _receipt(home: Path, run_id: str) -> tuple[Path, dict[str, Any]]:
@@ -40,20 +40,18 @@ def _verify(home: Path, run_id: str, *extra: str) -> tuple[int, set[str]]:
 @pytest.fixture(scope="module")
 def night(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A 120-record demo store with an evaluation set, and the same night run once whole."""
-    base = tmp_path_factory.mktemp("base") / "home"
-    env = _env(base)
-    for args in (("demo", "-n", "120", "--anchor", NIGHT),
-                 ("eval", "init", "-o", str(base / "cases.yaml"), "--now", NIGHT)):  # fmt: skip
-        code, out, err = invoke(*args, env=env)
-        assert code == 0, out + err
-    clean = tmp_path_factory.mktemp("clean") / "home"
-    shutil.copytree(base, clean)
-    done = _run(clean)
-    assert done.returncode == 0, done.stderr[-2000:]
+    base, clean, done = seeded_night(tmp_path_factory)
     summary = json.loads(done.stdout)
     folder, receipt = _receipt(clean, summary["run_id"])
     return {"base": base, "clean": clean, "summary": summary, "receipt": receipt,
             "folder": folder}  # fmt: skip
+
+
+def _clean_copy(night: dict[str, Any], tmp_path: Path) -> tuple[Path, str]:
+    """A copy of the home the night ran on whole, and that night's run id."""
+    home = tmp_path / "home"
+    shutil.copytree(night["clean"], home)
+    return home, night["summary"]["run_id"]
 
 
 def _gate_figures(gate: dict[str, Any]) -> dict[str, Any]:
@@ -92,9 +90,7 @@ def test_the_rerun_reports_the_gate_that_approved_the_killed_attempts_commit(
 def test_a_tampered_kept_verdict_is_reported_by_verify(
     night: dict[str, Any], tmp_path: Path
 ) -> None:
-    home = tmp_path / "home"
-    shutil.copytree(night["clean"], home)
-    run_id = night["summary"]["run_id"]
+    home, run_id = _clean_copy(night, tmp_path)
     folder, receipt = _receipt(home, run_id)
     kept = folder / "gate.json"
     doc = json.loads(kept.read_text())
@@ -114,9 +110,7 @@ def test_a_tampered_kept_verdict_is_reported_by_verify(
 def test_a_missing_kept_verdict_is_reported_by_verify(
     night: dict[str, Any], tmp_path: Path
 ) -> None:
-    home = tmp_path / "home"
-    shutil.copytree(night["clean"], home)
-    run_id = night["summary"]["run_id"]
+    home, run_id = _clean_copy(night, tmp_path)
     folder, receipt = _receipt(home, run_id)
     assert receipt["evidence"]["gate_key"].endswith(f"{run_id}/gate.json")
     (folder / "gate.json").unlink()

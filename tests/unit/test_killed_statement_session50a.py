@@ -100,20 +100,28 @@ def _state(home: Path) -> dict[str, Any]:
     return {"records": records, "ops": ops, "receipts": receipts, "runs": runs, "leases": leases}
 
 
-@pytest.fixture(scope="module")
-def night(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """A 120-record demo store with an evaluation set (the seed every case copies), and the
-    same night run once without a kill (what every rerun must converge to)."""
-    base = tmp_path_factory.mktemp("base") / "home"
+def seeded_night(
+    factory: pytest.TempPathFactory,
+) -> tuple[Path, Path, subprocess.CompletedProcess[str]]:
+    """A 120-record demo store with an evaluation set (the seed every case copies), and a
+    copy of it on which the night ran once without a kill: (seed, copy, that run)."""
+    base = factory.mktemp("base") / "home"
     env = _env(base)
     for args in (("demo", "-n", "120", "--anchor", NIGHT),
                  ("eval", "init", "-o", str(base / "cases.yaml"), "--now", NIGHT)):  # fmt: skip
         code, out, err = invoke(*args, env=env)
         assert code == 0, out + err
-    clean = tmp_path_factory.mktemp("clean") / "home"
+    clean = factory.mktemp("clean") / "home"
     shutil.copytree(base, clean)
     done = _run(clean)
     assert done.returncode == 0, done.stderr[-2000:]
+    return base, clean, done
+
+
+@pytest.fixture(scope="module")
+def night(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The seed, and what every rerun must converge to (the night run without a kill)."""
+    base, clean, done = seeded_night(tmp_path_factory)
     return {"base": base, "state": _state(clean), "summary": json.loads(done.stdout)}
 
 
