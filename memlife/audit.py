@@ -252,6 +252,8 @@ def receipts_url_problem(url: str) -> str | None:
             return "use file://path (two slashes; file:///abs/path for an absolute path)"
         if "?" in url or "#" in url:  # 'receipts?region=..' would become the folder's name
             return "a file:// URL takes no query string or fragment ('?', '#'): give only the path"
+        if url[len("file://") :].startswith("~"):  # no shell expands it: a folder named '~'
+            return "no shell expands '~' in file://~/...: give the folder's full path"
         return None
     if parsed.scheme == "s3":
         if not parsed.netloc:

@@ -248,6 +248,14 @@ class Settings(BaseSettings):
             raise ValueError("starts with '~' or holds '?' or '#': give the folder's full path")
         return v
 
+    @field_validator("model_cache", mode="before")
+    @classmethod
+    def _model_cache(cls, v: object) -> object:
+        # no shell expands '~' in a unit file: the derived model went to a folder named '~'
+        if isinstance(v, str) and v.startswith("~"):
+            raise ValueError("starts with '~': give the folder's full path")
+        return v
+
     @field_validator(
         "model", "chat_model", "model_calls_limit", "eval_cases", "cloudwatch_namespace",
         "receipts", "model_cache", "fault_mark", "anthropic_base_url", mode="before",
