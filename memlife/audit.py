@@ -219,7 +219,9 @@ class S3Sink:
         """Keys under ``prefix`` with more than one version. Evidence is written once
         (``put_new``), so on a versioned bucket a later version is an overwrite: Object
         Lock keeps the first, but a reader of the current version would see the second.
-        None where the versions cannot be listed (no s3:ListBucketVersions)."""
+        None where the versions cannot be listed (no s3:ListBucketVersions; an endpoint
+        without the call). Any other refusal (SlowDown, a 500) is a ReceiptReadError: read
+        as "not allowed", a throttled listing verified a receipt overwritten (audit 51g)."""
         from botocore.exceptions import ClientError
 
         seen: dict[str, int] = {}
@@ -230,11 +232,17 @@ class S3Sink:
             for page in pages:
                 for v in [*page.get("Versions", []), *page.get("DeleteMarkers", [])]:
                     seen[v["Key"]] = seen.get(v["Key"], 0) + 1
-        except ClientError:
-            return None
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code") or "error")
+            if code in _VERSIONS_NOT_LISTABLE:
+                return None
+            raise ReceiptReadError(prefix, code) from exc
         cut = len(self.prefix) + 1 if self.prefix else 0
         return tuple(k[cut:] for k, n in sorted(seen.items()) if n > 1)
 
+
+# the refusals that mean this reader cannot list versions at all: the check is skipped
+_VERSIONS_NOT_LISTABLE = frozenset({"AccessDenied", "NotImplemented"})
 
 S3_PARAMS = frozenset({"endpoint_url", "region"})
 

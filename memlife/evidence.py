@@ -32,7 +32,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from memlife.apply.counts import deferral
-from memlife.audit import ReceiptSink, holds_exactly
+from memlife.audit import ReceiptReadError, ReceiptSink, holds_exactly
 from memlife.evidence_dataset import unnamed_parquet, verify_dataset
 from memlife.evidence_key import PREFIX as KEYED
 from memlife.journal import Operation
@@ -230,8 +230,11 @@ def verify_evidence(sink: ReceiptSink, run: Any, v: Any) -> list[dict[str, Any]]
     manifest or Parquet that does not parse) is a problem naming its key, never a crash.
     ``v.sealed_by`` is set to which receipt of the run (1-based) sealed those rows."""
     versions = getattr(sink, "overwritten", None)  # S3: a later version over the evidence
-    for key in (versions(f"{run.prefix}/") or []) if versions is not None else []:
-        v.problem("EVIDENCE_OVERWRITTEN", key=key)
+    try:
+        for key in (versions(f"{run.prefix}/") or []) if versions is not None else []:
+            v.problem("EVIDENCE_OVERWRITTEN", key=key)
+    except ReceiptReadError as exc:  # throttled: unchecked is a finding, never "verified"
+        v.problem("EVIDENCE_UNREADABLE", key=exc.key, error=exc.code)
     manifest_body = sink.get(f"{run.prefix}/manifest.json")
     manifest = loads(manifest_body)
     if manifest_body is None:
