@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -44,6 +44,9 @@ class Tombstone(BaseModel):
     record_id: str = Field(min_length=1, max_length=TOMBSTONE_NAME_MAX)
     content_sha256: str = Field(pattern=SHA256)
     norm_sha256: str | None = Field(None, pattern=SHA256)
+    # when it was written (audit 51vi): a record of its id created before then is the erased
+    # record under an older text; files written before have none (not told apart then)
+    erased_at: datetime | None = None
 
 
 class PendingErasure(BaseModel):
@@ -66,6 +69,7 @@ def dump_erasures(store: MemoryStore) -> Iterator[str]:
         yield Tombstone(
             kind="tombstone", actor_id=str(t["actor_id"]), record_id=str(t["record_id"]),
             content_sha256=str(t["content_sha256"]), norm_sha256=t.get("norm_sha256"),
+            erased_at=t.get("erased_at"),
         ).model_dump_json()  # fmt: skip
     rows = pending_erasures(store)
     if rows:
@@ -206,12 +210,15 @@ def _refuse_live_text(
     held copy the file defers: same actor, namespace and id) means the file does not
     belong to these records: taken as is, it would have the next release of any hold erase
     that record, asked by nobody. The erased record itself (the tombstone's own id and
-    text: an older backup) is no such record: returned, actor -> ids, to erase again."""
+    text: an older backup) is no such record: returned, actor -> ids, to erase again; so is
+    a record of a tombstone's id created before that tombstone was written (the erased
+    record under an older text, as the erasing store's _ERASED_BEFORE reads it: audit 51vi)."""
     from memlife.erase import actor_records, text_keys, tombstone_keys
     from memlife.tombstones import erased_id
 
     by_actor: dict[str, set[str]] = {}
     own: dict[tuple[str, str], set[str]] = {}  # (actor, erased id) -> its text keys
+    erased: dict[tuple[str, str], datetime] = {}  # (actor, erased id) -> its last erasure
     names: dict[str, set[str]] = {}
     for t in tombs:
         names.setdefault(t.actor_id, set()).add(t.record_id)
@@ -221,11 +228,20 @@ def _refuse_live_text(
         # a second text erased under a reused id is named 'id#<hex>': the id it stands for
         rid = erased_id(t.record_id, t.content_sha256, names[t.actor_id])
         own.setdefault((t.actor_id, rid), set()).update(keys)
+        if t.erased_at is not None:
+            at = _aware(t.erased_at)
+            erased[(t.actor_id, rid)] = max(at, erased.get((t.actor_id, rid), at))
     stale: dict[str, list[str]] = {}
     for actor, keys in sorted(by_actor.items()):
         live = []
         for r in actor_records(store, actor):
-            if (r.held and (r.actor_id, r.namespace, r.id) in deferred) or not text_keys(r) & keys:
+            if r.held and (r.actor_id, r.namespace, r.id) in deferred:
+                continue
+            when = erased.get((actor, r.id))
+            if when is not None and _aware(r.created_at) <= when:
+                stale.setdefault(actor, []).append(r.id)  # the erased record, an older text
+                continue
+            if not text_keys(r) & keys:
                 continue
             if text_keys(r) & own.get((actor, r.id), set()):
                 stale.setdefault(actor, []).append(r.id)
@@ -237,3 +253,8 @@ def _refuse_live_text(
                 f"file does not defer ({', '.join(sorted(live)[:5])}): not this store's erasures"
             )
     return stale
+
+
+def _aware(at: datetime) -> datetime:
+    """A time to compare: one without a zone is UTC (as the stores read such times)."""
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)

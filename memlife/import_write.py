@@ -149,3 +149,22 @@ def write_batch(
 
         out.warnings = unchanged_back(store, unchanged)
     return out
+
+
+def update_conflict(store: MemoryStore, new: MemoryRecord, allow_held: bool) -> str | None:
+    """Why ``--update`` may not overwrite the stored record with ``new`` (None: it may), read
+    under the store's lease just before the update is journaled: a record erased since its
+    batch found it (RECORD_MISSING), or a text erased meanwhile (ERASED_CONTENT), is never
+    journaled as the update's payload, which a refused operation keeps (audit 51vi)."""
+    from memlife.tombstones import refusal
+
+    old = store.get(new.id)
+    if old is None:
+        return "RECORD_MISSING"
+    if old.actor_id != new.actor_id:
+        return "ACTOR_MISMATCH"
+    if old.namespace != new.namespace:
+        return "NAMESPACE_MISMATCH"
+    if (old.held or new.held) and not allow_held:
+        return "HELD"
+    return refusal(store, new)

@@ -458,17 +458,16 @@ def _apply_updates(
 ) -> None:
     """--update: a receipted manual run; each change re-checked against the record as it is."""
     from memlife.erase import erase_freed
+    from memlife.import_write import update_conflict
+    from memlife.lease import for_store
     from memlife.quarantine import manual_run
 
+    # the lease from these checks on (audit 51vi): an erasure landing after the batches
+    # found the ids had its text journaled as a refused update's payload, kept for good
+    for_store(store, "import-update", "manual:import_update")  # given back by lease_scoped
     ok: list[tuple[int, MemoryRecord]] = []
     for n, new in updates:
-        old, code = store.get(new.id), None
-        if old is not None and old.actor_id != new.actor_id:
-            code = "ACTOR_MISMATCH"
-        elif old is not None and old.namespace != new.namespace:
-            code = "NAMESPACE_MISMATCH"
-        elif old is not None and (old.held or new.held) and not allow_held:
-            code = "HELD"
+        code = update_conflict(store, new, allow_held)
         if code:
             report.conflicts.append({"line": n, "id": new.id, "code": code})
         else:
