@@ -306,9 +306,11 @@ def eval_digest(location: str | None) -> str | None:
 def applied_consolidator_id() -> str:
     """Who an apply run would consolidate with (make_consolidator), as the memo keys it."""
     if settings().anthropic_api_key:
+        from memlife.consolidate import prompts
         from memlife.consolidate.anthropic import DEFAULT_MODEL, AnthropicConsolidator
 
-        return f"{AnthropicConsolidator.name}:{settings().model or DEFAULT_MODEL}"
+        model = settings().model or DEFAULT_MODEL  # and its prompt, as memo_key adds it
+        return f"{AnthropicConsolidator.name}:{model}:{prompts.PROMPT_VERSION}"
     from memlife.consolidate.extractive import ExtractiveConsolidator
 
     return f"{ExtractiveConsolidator.name}:"

@@ -33,9 +33,13 @@ GATE_BLOCK_RECHECK = timedelta(days=30)
 def memo_key(ex: Executor, key: str, members: Sequence[Decision]) -> str:
     """Members, their content hashes and the planner's roles, the policy (version and
     content: a threshold edited under the same version is another policy) and the
-    consolidator: a new member, an edited one, a new policy or another model re-opens it."""
+    consolidator with its prompt's version: a new member, an edited one, a new policy,
+    another model or another prompt re-opens it."""
     c = ex.consolidator
     who = ex.memo_as or f"{getattr(c, 'name', type(c).__name__)}:{getattr(c, 'model', '')}"
+    # a model's answers depend on its prompt: a new one asks again (audit 51c)
+    if not ex.memo_as and isinstance(prompt := getattr(c, "prompt_version", None), str):
+        who += f":{prompt}"
     parts = sorted(f"{d.id}:{d.content_sha256}:{d.action}:{d.survivor}" for d in members)
     raw = "\x1f".join([members[0].actor_id, members[0].namespace, key, ex.policy.version,
                        ex.policy_fingerprint, who, *parts])  # fmt: skip

@@ -10,11 +10,12 @@ grounded against the group's records before anything is returned. Failures are
 - MODEL_UNAVAILABLE   429 / 529 / 5xx / timeout / connection, after the SDK's own retries,
                       or a 200 whose body is not a message (a proxy's HTML page)
                       (retryable: the executor tries the group again on a later run)
-- MODEL_MISCONFIGURED 401 / 403 / 404, or a 400 naming the model: the key, the account or
-                      the model name is wrong, not the group. Retryable (no group is held
-                      to account) and sticky: this consolidator sends nothing more, every
-                      later group gets the same error at no cost
-                      (a 400 about billing, "credit balance is too low", too)
+- MODEL_MISCONFIGURED 401 / 402 / 403 / 404, or a 400 naming the model or the account: the
+                      key, the account or the model name is wrong, not the group.
+                      Retryable (no group is held to account) and sticky: this
+                      consolidator sends nothing more, every later group gets the same
+                      error at no cost (a 400 about billing, "credit balance is too low",
+                      a spend limit or a disabled organization, too)
 - MODEL_REJECTED      any other API error (a bad request): retrying will not help
 An outage is sticky too: after OUTAGE_CALLS groups in a row found the service unavailable,
 later groups of the run are not sent (MODEL_UNAVAILABLE, retried by the next run): a
@@ -38,6 +39,7 @@ from typing import Any
 import anthropic
 from pydantic import ValidationError
 
+from memlife.consolidate import prompts
 from memlife.consolidate.answers import AnswerBook, KeptAnswer, request_digest
 from memlife.consolidate.base import (
     MODEL_MISCONFIGURED,
@@ -52,6 +54,7 @@ from memlife.consolidate.prompts import (
     TOOL_NAME,
     ConsolidationOutput,
     build_messages,
+    shown_ids,
     tool_choice,
     tool_definition,
 )
@@ -65,11 +68,14 @@ SCHEMA_INVALID = "SCHEMA_INVALID"
 MODEL_UNAVAILABLE = "MODEL_UNAVAILABLE"
 MODEL_REJECTED = "MODEL_REJECTED"
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
-_CONFIG_STATUS = frozenset({401, 403, 404})  # key, permission, model or endpoint
+# key, payment (a gateway's spent budget), permission, model or endpoint
+_CONFIG_STATUS = frozenset({401, 402, 403, 404})
 # a 400 about the model or the account fails every group alike (the API's words, never
-# memory content): "model: x not found", "Your credit balance is too low"
+# memory content): "model: x not found", "Your credit balance is too low", "You have
+# reached your specified API usage limits", "This organization has been disabled"
+# (audit 51c: the last two were each group's refusal, every group parked in review)
 _NAMES_MODEL = re.compile(
-    r"\b(model|credit|billing|balance)\b",
+    r"\b(model|credit|billing|balance|usage limits?|organi[sz]ation)\b",
     re.IGNORECASE,
 )
 OUTAGE_CALLS = 5  # groups in a row finding the service unavailable: the run stops sending
@@ -162,6 +168,11 @@ class AnthropicConsolidator:
         }
         options.update(overrides)
         return cls(**options)
+
+    @property
+    def prompt_version(self) -> str:
+        """The prompt this consolidator sends: the consolidation memo keys outcomes by it."""
+        return prompts.PROMPT_VERSION
 
     @property
     def embedder(self) -> Embedder:
@@ -349,9 +360,11 @@ class AnthropicConsolidator:
         self, group: Group, output: ConsolidationOutput, model: str, **filled: Any
     ) -> ConsolidationResult:
         """The answer as a result, grounded in the group (grounding.py), or the refusal."""
+        own = shown_ids(group)  # an id the prompt quoted otherwise, named as it was shown
         result = ConsolidationResult(
-            **output.model_dump(exclude={"source_ids"}),
-            source_ids=list(dict.fromkeys(output.source_ids)),
+            **output.model_dump(exclude={"source_ids", "outdated_ids"}),
+            source_ids=list(dict.fromkeys(own.get(i, i) for i in output.source_ids)),
+            outdated_ids=[own.get(i, i) for i in output.outdated_ids],
             model=model,
             **filled,
         )

@@ -138,6 +138,19 @@ def _attr(value: object) -> str:
     return str(value).translate(_ATTR)
 
 
+def shown_ids(group: Group) -> dict[str, str]:
+    """Each record id the prompt shows otherwise (``_attr``: ``note "1"`` as ``note '1'``),
+    from the id shown to the record's own, where it names that one record: a faithful
+    answer names a record as it was shown it (audit 51c: such a group was refused
+    UNKNOWN_SOURCE every night, then parked in review). A shown id two records share (one's
+    own id is the other's shown one) names none of them: not in the map."""
+    own = {r.id for r in group.records}
+    shown: dict[str, list[str]] = {}
+    for r in group.records:
+        shown.setdefault(_attr(r.id), []).append(r.id)
+    return {s: ids[0] for s, ids in shown.items() if len(ids) == 1 and s not in own}
+
+
 def _data(value: object) -> str:
     """An untrusted value outside the tagged records (subject, ids): one JSON string on
     one line, so it reads as a value and cannot start a line of its own."""
