@@ -96,16 +96,20 @@ def in_chunks(
     return done
 
 
-def create_token(entries: Sequence[Entry]) -> str:
+def create_token(entries: Sequence[Entry], retry: int = 0) -> str:
     """Same create attempts, same content, same lifecycle values -> same token, so a retry
     of a request whose response was lost creates nothing twice. The attempt's nonce keeps
     a later create of the same values (after a delete) from being answered with the
-    first create's, long-deleted, record."""
-    lines = (
+    first create's, long-deleted, record. ``retry``: our resend of items the service
+    answered 429 (not created): a new request, since the same token would be answered
+    with the first request's 429s again (audit 51ii)."""
+    lines = [
         f"{e.key}|{e.nonce}|{content_sha256(e.body['content']['text'])}|"
         f"{json.dumps(e.body['metadata'], sort_keys=True)}"
         for e in entries
-    )
+    ]
+    if retry:
+        lines.append(f"retry|{retry}")
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
@@ -217,7 +221,7 @@ class Transport:
         todo = entries
         for attempt in range(self.item_retries + 1):
             try:
-                got = self._call(op, todo)
+                got = self._call(op, todo, attempt)
             except QuotaExceeded as exc:
                 outcomes.update(_stopped(todo, str(exc)))
                 break
@@ -229,17 +233,20 @@ class Transport:
             self._sleep(_JITTER.uniform(delay / 2, delay * 1.5))  # jitter: spread the herd
         return outcomes
 
-    def _call(self, op: Op, entries: list[Entry]) -> dict[str, Outcome]:
-        """One request; whole-request failures become per-item outcomes or StoreError."""
+    def _call(self, op: Op, entries: list[Entry], retry: int = 0) -> dict[str, Outcome]:
+        """One request; whole-request failures become per-item outcomes or StoreError.
+        ``retry``: which resend of throttled items this is (0: the first request)."""
         try:
-            resp, ident_to_key = self._send(op, entries)
+            resp, ident_to_key = self._send(op, entries, retry)
         except ClientError as exc:
-            return self._request_failed(op, entries, exc)
+            return self._request_failed(op, entries, exc, retry)
         except BotoCoreError as exc:  # connection-level, after botocore's retries
             return {e.key: Outcome(False, 503, str(exc)) for e in entries}
         return self._item_outcomes(op, entries, resp, ident_to_key)
 
-    def _request_failed(self, op: Op, entries: list[Entry], exc: ClientError) -> dict[str, Outcome]:
+    def _request_failed(
+        self, op: Op, entries: list[Entry], exc: ClientError, retry: int = 0
+    ) -> dict[str, Outcome]:
         code, msg = error_code(exc)
         if code == "ServiceQuotaExceededException":
             raise QuotaExceeded(f"{op}: AgentCore quota exceeded: {msg}") from None
@@ -251,12 +258,12 @@ class Transport:
             if len(entries) == 1:  # a validation message quotes the record: withheld
                 return {entries[0].key: Outcome(False, http, kept_message(code, msg))}
             mid = len(entries) // 2
-            first = self._call(op, entries[:mid])
+            first = self._call(op, entries[:mid], retry)
             stop = stop_of(first)  # what the first half did stands, whatever stops the second
             if stop is not None:
                 return {**first, **_stopped(entries[mid:], stop)}
             try:
-                return {**first, **self._call(op, entries[mid:])}
+                return {**first, **self._call(op, entries[mid:], retry)}
             except QuotaExceeded as quota:
                 return {**first, **_stopped(entries[mid:], str(quota))}
         if code == "ThrottledException":
@@ -293,13 +300,16 @@ class Transport:
             out.setdefault(e.key, Outcome(False, 500, "not reported by the service"))
         return out
 
-    def _send(self, op: Op, entries: list[Entry]) -> tuple[dict[str, Any], dict[str, str]]:
+    def _send(
+        self, op: Op, entries: list[Entry], retry: int = 0
+    ) -> tuple[dict[str, Any], dict[str, str]]:
         """The request; also how response items name ours (request id or record id)."""
         if op == "create":
             bodies = [{**e.body, "requestIdentifier": f"r{i}"} for i, e in enumerate(entries)]
             ident = {f"r{i}": e.key for i, e in enumerate(entries)}
+            token = create_token(entries, retry)
             resp = self.client.batch_create_memory_records(
-                memoryId=self.memory_id, records=bodies, clientToken=create_token(entries)
+                memoryId=self.memory_id, records=bodies, clientToken=token
             )
             return resp, ident
         ident = {e.body["memoryRecordId"]: e.key for e in entries}

@@ -23,6 +23,7 @@ from memlife.model import MemoryRecord
 from memlife.stores.agentcore.cache import ReadCache
 from memlife.stores.agentcore.errors import QuotaExceeded
 from memlife.stores.agentcore.mapping import (
+    ID_KEY,
     MEMORY_RECORD_ID_RE,
     OVERFLOW_KEY,
     blob_hash,
@@ -32,7 +33,7 @@ from memlife.stores.agentcore.mapping import (
     meta_value,
     safe_value,
 )
-from memlife.stores.agentcore.transport import Entry, Transport, failure_of, stop_of
+from memlife.stores.agentcore.transport import Entry, Outcome, Transport, failure_of, stop_of
 from memlife.stores.agentcore_sidecar import Sidecar, SidecarItem
 from memlife.stores.base import BatchResult, ItemFailure
 
@@ -341,21 +342,42 @@ class ChunkWriter:
         raw = self.transport.get(rid, None)
         return raw is not None and not is_ours(raw)
 
+    def _stray(self, key: str, named: str | None) -> dict[str, str] | None:
+        """Where this store listed (or read) a record carrying ``key`` that the sidecar does
+        not name (``named``): an orphan (a create landing after the id's erasure, whose
+        clean-up delete failed) or a record whose item was lost (a restored table). A
+        delete by the id must reach what a listing shows under it (audit 51ii). Read back
+        first: the location must still carry the id."""
+        where = self.cache.locations([key]).get(key)
+        if where is None or where[0] == named:
+            return None
+        raw = self.transport.get(where[0], where[1], quiet=True)
+        if raw is None or meta_value(raw.get("metadata") or {}, ID_KEY) != key:
+            return None
+        return {"memoryRecordId": where[0], "namespace": where[1]}
+
     def delete(self, ids: Sequence[str]) -> BatchResult:
         result = BatchResult()
         keys = {rid: safe_value(rid) for rid in ids}
         items = self.sidecar.get_many(keys.values())
         entries: list[Entry] = []
         gone: list[str] = []  # sidecar keys to drop
+        strays: dict[str, str] = {}  # entry key of a record no item names -> its id's key
         for rid, key in keys.items():
             item = items.get(key)
             if item is not None and item.pending:
                 item.memory_record_id = self.transport.find_by_key(item.namespace, item.key)
+            stray = self._stray(key, item.memory_record_id if item is not None else None)
+            if stray is not None:
+                strays[f"{key}#stray"] = key
+                entries.append(Entry(f"{key}#stray", stray))
             if item is not None and item.memory_record_id:
                 body = {"memoryRecordId": item.memory_record_id, "namespace": item.namespace}
                 entries.append(Entry(key, body))
             elif item is None and MEMORY_RECORD_ID_RE.fullmatch(rid) and self._native(rid):
                 entries.append(Entry(key, {"memoryRecordId": rid}))  # native record
+            elif stray is not None:
+                continue  # the stray alone carries the id: its outcome is the id's
             else:
                 result.missing.append(rid)
                 if item is not None:
@@ -363,6 +385,8 @@ class ChunkWriter:
         by_key = {k: rid for rid, k in keys.items()}
         outcomes = self.transport.batch("delete", entries) if entries else {}
         for e in entries:
+            if e.key in strays:
+                continue
             o, rid = outcomes[e.key], by_key[e.key]
             if o.ok:
                 result.succeeded.append(rid)
@@ -373,12 +397,42 @@ class ChunkWriter:
             else:
                 code, retry = failure_of(o)
                 result.failed.append(ItemFailure(rid, code, o.message, retry))
+        self._settle_strays(strays, outcomes, by_key, result)
         self.cache.forget(list(keys.values()))
         self.sidecar.delete_many(gone, {k: it.version for k, it in items.items() if k in gone})
         stop = stop_of(outcomes)
         if stop is not None:  # after the bookkeeping: the deleted ones are out of the sidecar
             raise QuotaExceeded(stop, partial=result)
         return result
+
+    @staticmethod
+    def _settle_strays(
+        strays: dict[str, str],
+        outcomes: dict[str, Outcome],
+        by_key: dict[str, str],
+        result: BatchResult,
+    ) -> None:
+        """A stray's delete and the named record's decide the id's outcome together: a
+        stray that stayed fails the id (never ``missing`` while its text is there); one
+        that went makes a ``missing`` id deleted."""
+        for entry_key, key in strays.items():
+            o, rid = outcomes[entry_key], by_key[key]
+            failed = {f.id for f in result.failed}
+            if not (o.ok or o.http == 404):
+                for done in (result.succeeded, result.missing):
+                    if rid in done:
+                        done.remove(rid)
+                if rid not in failed:
+                    code, retry = failure_of(o)
+                    result.failed.append(ItemFailure(rid, code, o.message, retry))
+            elif rid in failed or rid in result.succeeded:
+                continue
+            elif o.ok:
+                if rid in result.missing:
+                    result.missing.remove(rid)
+                result.succeeded.append(rid)
+            elif rid not in result.missing:
+                result.missing.append(rid)
 
 
 def drop_stale_blobs(transport: Transport, sidecar: Sidecar, keys: Sequence[str]) -> int:
