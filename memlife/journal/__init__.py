@@ -22,6 +22,7 @@ from memlife.journal.base import (
     OpState,
     Outcome,
     Rejection,
+    checked_secret,
     operation_id,
 )
 from memlife.journal.sqlite import (
@@ -109,7 +110,7 @@ def read_run_secret(store: object) -> bytes | None:
                 if not has_table(conn, "secrets"):
                     return None
                 row = conn.execute("SELECT value FROM secrets WHERE name='run'").fetchone()
-            return bytes(row[0]) if row else None
+            return checked_secret(row[0], "journal secrets row 'run'") if row else None
         finally:
             if conn is not getattr(store, "connection", None):  # the home's file, opened here
                 conn.close()

@@ -176,9 +176,39 @@ def checked(op: Operation) -> Operation:
         )
     if op.state is OpState.PLANNED and op.outcome is not None:
         raise JournalStateError(f"journal operation {op.operation_id}: its outcome {_EDITED}")
+    # a failure always carries ``failed`` and work done never does (lifecycle's transitions):
+    # a terminal failure edited to APPLIED was receipted as finished by the next night and
+    # left `ops failed`; a receipted one edited to FAILED with a retry was replayed (51f)
+    if (op.state is OpState.FAILED) != (op.outcome is Outcome.failed) and op.outcome is not None:
+        raise JournalStateError(
+            f"journal operation {op.operation_id}: its outcome does not fit its state "
+            f"{op.state.value} (a row edited by hand? mend or remove it)"
+        )
+    mar = op.moved_after_receipts  # SQLite's column types are advisory: text passed (51f)
+    if mar is not None and (type(mar) is not int or mar < 0):
+        raise JournalStateError(
+            f"journal operation {op.operation_id}: its moved_after_receipts {_EDITED}"
+        )
     if not isinstance(op.reasons, list) or not all(isinstance(r, str) for r in op.reasons):
         raise JournalStateError(f"journal operation {op.operation_id}: its reasons {_EDITED}")
     return op
+
+
+SECRET_BYTES = 32  # what both journals make (secrets.token_bytes)
+
+
+def checked_secret(raw: object, where: str) -> bytes:
+    """The store's run secret as read back: the 32 bytes the journal made. Anything else (a
+    value restored or edited as text, a number, a short or empty key) was a bare TypeError
+    or KeyError in every apply run and verify, or was used as it was: a short key keys the
+    receipts' content hashes and replacement ids with a key anyone can guess (audit 51f).
+    Refused naming where it is kept, never its value."""
+    if isinstance(raw, bytes | bytearray | memoryview) and len(raw) == SECRET_BYTES:
+        return bytes(raw)
+    raise JournalStateError(
+        f"{where}: the run secret is not the {SECRET_BYTES}-byte key the journal writes "
+        "(a value edited by hand? mend it)"
+    )
 
 
 def stored(op: Operation | None, operation_id: str) -> Operation:

@@ -38,6 +38,7 @@ from memlife.journal.base import (
     OpState,
     Outcome,
     Rejection,
+    checked_secret,
     stored,
 )
 from memlife.journal.dynamodb_items import from_item, memberships, op_key, text, to_item, when
@@ -78,7 +79,11 @@ class DynamoJournal:
         return [i["sk"]["S"] for i in self.state.query(pk, ProjectionExpression="sk")]
 
     def by_run(self, run_id: str) -> list[Operation]:
-        return sorted(self._many(self._members(f"jrun#{run_id}")), key=lambda o: o.operation_id)
+        # the run's own operations only, as SQLite's ``WHERE run_id=?``: ``plan`` writes the
+        # membership before its conditional put, so an id another run holds got this run's
+        # membership and was listed as this run's (audit 51f), as for_record filters too
+        ops = [o for o in self._many(self._members(f"jrun#{run_id}")) if o.run_id == run_id]
+        return sorted(ops, key=lambda o: o.operation_id)
 
     def run_secret(self) -> bytes:
         k = key("meta", "runsecret")
@@ -92,12 +97,19 @@ class DynamoJournal:
         item = self.state.get(k)
         if item is None:  # written above or by another writer: a consistent read sees it
             raise RuntimeError(f"state table {self.state.table}: the run secret did not persist")
-        return bytes(item["key"]["B"])
+        return self._secret(item)
 
     def existing_run_secret(self) -> bytes | None:
         """The run secret where one was made, never making it: a dry run writes nothing."""
         item = self.state.get(key("meta", "runsecret"))
-        return bytes(item["key"]["B"]) if item is not None else None
+        return self._secret(item) if item is not None else None
+
+    def _secret(self, item: dict[str, Any]) -> bytes:
+        """Checked as SQLite's is (base.checked_secret): an attribute of another type was a
+        bare KeyError, a short key was used as it was (audit 51f)."""
+        raw = item.get("key")
+        where = f"state table {self.state.table} item meta/runsecret"
+        return checked_secret(raw.get("B") if isinstance(raw, dict) else None, where)
 
     def for_record(self, record_id: str) -> list[Operation]:
         ops = self._many(self._members(f"jrec#{record_id}"))

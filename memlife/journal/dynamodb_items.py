@@ -39,7 +39,8 @@ def when(v: str | None) -> datetime | None:
 
 def from_item(item: dict[str, Any]) -> Operation:
     """A stored item, each field checked as it is parsed (an item edited by hand is a
-    JournalStateError naming the operation and field: base.stored_field, base.checked)."""
+    JournalStateError naming the operation and field: base.stored_field, base.checked).
+    Every field: an optional text of another type was a bare KeyError (audit 51f)."""
     oid = item["pk"]["S"][3:]
 
     def f(name: str, parse: Callable[[dict[str, Any]], Any]) -> Any:
@@ -57,19 +58,19 @@ def from_item(item: dict[str, Any]) -> Operation:
         record_id=f("record_id", s("record_id")),
         reasons=f("reasons", lambda i: json.loads(i["reasons"]["S"])),
         policy_version=f("policy_version", s("policy_version")),
-        content_sha256=text(item, "content_sha256"),
-        replacement_id=text(item, "replacement_id"),
+        content_sha256=f("content_sha256", lambda i: text(i, "content_sha256")),
+        replacement_id=f("replacement_id", lambda i: text(i, "replacement_id")),
         state=f("state", lambda i: OpState(i["st"]["S"])),
         outcome=f("outcome", lambda i: Outcome(v) if (v := text(i, "outcome")) else None),
         attempts=f("attempts", lambda i: int(i["attempts"]["N"])),
         next_retry_at=f("next_retry_at", lambda i: when(text(i, "next_retry_at"))),
-        last_error=text(item, "last_error"),
-        payload=text(item, "payload"),
+        last_error=f("last_error", lambda i: text(i, "last_error")),
+        payload=f("payload", lambda i: text(i, "payload")),
         created_at=f("created_at", lambda i: when(text(i, "created_at"))),
         updated_at=f("updated_at", lambda i: when(text(i, "updated_at"))),
-        resolution=text(item, "resolution"),
+        resolution=f("resolution", lambda i: text(i, "resolution")),
         resolved_at=f("resolved_at", lambda i: when(text(i, "resolved_at"))),
-        moved_by=text(item, "moved_by"),
+        moved_by=f("moved_by", lambda i: text(i, "moved_by")),
         moved_after_receipts=f("moved_after_receipts", lambda i: number(i, "moved_after_receipts")),
     ))  # fmt: skip
 

@@ -21,6 +21,7 @@ from memlife.journal.base import (
     OpState,
     Outcome,
     Rejection,
+    checked_secret,
     stored,
 )
 from memlife.journal.sqlite_rows import COLS as _COLS
@@ -117,9 +118,8 @@ class SqliteJournal:
             self.connection.execute(
                 "INSERT OR IGNORE INTO secrets VALUES ('run', ?)", (secrets.token_bytes(32),)
             )
-            return bytes(
-                self.connection.execute("SELECT value FROM secrets WHERE name='run'").fetchone()[0]
-            )
+            row = self.connection.execute("SELECT value FROM secrets WHERE name='run'").fetchone()
+            return checked_secret(row[0], "journal secrets row 'run'")
 
     def _add_columns(self) -> None:
         """Columns an older file lacks, added in one write transaction: read and added
