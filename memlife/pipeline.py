@@ -181,6 +181,8 @@ def _steps(
         chosen = consolidator or make_consolidator(ctx)
         chosen = limit_model(chosen) if limit_model is not None else chosen
         executor = make_executor(ctx, store, journal, chosen)
+    if journal is not None:  # a damaged run secret stops the run before its first change
+        journal.run_secret()  # (the retry queue's), not after it (audit 51a)
     if executor is not None and not config.dry_run:
         tallies.append(step("retry-queue", resume_due)(executor))
     report = open_report(ctx)

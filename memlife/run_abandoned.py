@@ -55,10 +55,14 @@ def seal_abandoned(
 ) -> list[str]:  # fmt: skip
     """Seal every dead run of this store without a receipt; the ids of those sealed.
     ``alive``: runs of the caller's process still under way (not ``run_id``'s only)."""
+    from memlife.lease import check_held
     from memlife.stores import store_identity
 
     now = now or utcnow()
     store = store_identity(store_url)
+    # "every run without a receipt is dead" holds only while the caller holds the lease: a
+    # writer paused past its TTL would seal the live run that took it over (audit 51a)
+    check_held(store)
     out: list[str] = []
     for day in _days_to_look(cutoff, now):
         for key in list(sink.list(f"runs/{day:%Y/%m/%d}/")):

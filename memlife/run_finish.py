@@ -92,6 +92,12 @@ def finish_run(
     for t in tallies:
         tally.merge(t)
     if not ctx.config.dry_run:  # housekeeping, under the run's lease
+        # still held? A night paused past its TTL and resumed here would compact the shared
+        # ledger and seal, as ABANDONED, the live night that took its lease over (audit 51a)
+        from memlife.lease import check_held
+        from memlife.stores import store_identity
+
+        check_held(store_identity(ctx.store_url))
         try:
             if folded := _compact_ledger(remote, ctx.cutoff):
                 tally.counts["ledger_parts_compacted"] += folded

@@ -27,6 +27,7 @@ from memlife.journal.base import (
 )
 from memlife.journal.sqlite import (
     SqliteJournal,
+    db_file,
     has_table,
     read_outcomes,
     read_supersede_times,
@@ -110,7 +111,8 @@ def read_run_secret(store: object) -> bytes | None:
                 if not has_table(conn, "secrets"):
                     return None
                 row = conn.execute("SELECT value FROM secrets WHERE name='run'").fetchone()
-            return checked_secret(row[0], "journal secrets row 'run'") if row else None
+                # as the apply run reads it: a damaged one is refused (audit 51a)
+                return checked_secret(row[0], f"journal {db_file(conn)}") if row else None
         finally:
             if conn is not getattr(store, "connection", None):  # the home's file, opened here
                 conn.close()

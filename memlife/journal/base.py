@@ -160,6 +160,28 @@ def stored_field(operation_id: str, name: str, parse: Callable[[Any], _T], raw: 
         raise JournalStateError(f"journal operation {operation_id}: its {name} {_EDITED}") from None
 
 
+SECRET_BYTES = 32  # the run secret: secrets.token_bytes(32), made once per store
+
+
+def checked_secret(value: object, where: str) -> bytes:
+    """The stored run secret, as it was made (``SECRET_BYTES`` bytes), or JournalStateError
+    naming where it is kept, never the value. A row cut short or of another type was used
+    as found: a 4-byte key keyed every later receipt's content hash (anyone can try it), a
+    text stopped a rerun with a TypeError after its first changes (audit 51a)."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        if len(value) == SECRET_BYTES:
+            return bytes(value)
+        what = f"{len(value)} bytes"
+    else:
+        what = "missing" if value is None else f"a {type(value).__name__}"
+    raise JournalStateError(
+        f"{where}: the run secret is damaged ({what}, not {SECRET_BYTES} bytes): receipts, "
+        "replacement ids and manual run ids are keyed by it, so nothing runs on it. Put it "
+        "back from a backup of the store; if it is lost, remove it and a new one is made "
+        "(evidence written before then no longer verifies by content)"
+    )
+
+
 def checked(op: Operation) -> Operation:
     """A stored operation whose fields agree as the state machine leaves them: PLANNED is
     never tried (0 attempts, no outcome), every other state was (1 attempt or more).
@@ -192,23 +214,6 @@ def checked(op: Operation) -> Operation:
     if not isinstance(op.reasons, list) or not all(isinstance(r, str) for r in op.reasons):
         raise JournalStateError(f"journal operation {op.operation_id}: its reasons {_EDITED}")
     return op
-
-
-SECRET_BYTES = 32  # what both journals make (secrets.token_bytes)
-
-
-def checked_secret(raw: object, where: str) -> bytes:
-    """The store's run secret as read back: the 32 bytes the journal made. Anything else (a
-    value restored or edited as text, a number, a short or empty key) was a bare TypeError
-    or KeyError in every apply run and verify, or was used as it was: a short key keys the
-    receipts' content hashes and replacement ids with a key anyone can guess (audit 51f).
-    Refused naming where it is kept, never its value."""
-    if isinstance(raw, bytes | bytearray | memoryview) and len(raw) == SECRET_BYTES:
-        return bytes(raw)
-    raise JournalStateError(
-        f"{where}: the run secret is not the {SECRET_BYTES}-byte key the journal writes "
-        "(a value edited by hand? mend it)"
-    )
 
 
 def stored(op: Operation | None, operation_id: str) -> Operation:

@@ -29,6 +29,7 @@ from botocore.exceptions import ClientError
 
 from memlife.journal.base import (
     ALLOWED,
+    SECRET_BYTES,
     GroupInReview,
     JournalStateError,
     MemoOutcome,
@@ -89,7 +90,7 @@ class DynamoJournal:
         k = key("meta", "runsecret")
         try:  # create-only: the first writer makes it, everyone reads the same one
             self.state.ddb.put_item(TableName=self.state.table,
-                                    Item={**k, "key": {"B": secrets.token_bytes(32)}},
+                                    Item={**k, "key": {"B": secrets.token_bytes(SECRET_BYTES)}},
                                     ConditionExpression="attribute_not_exists(pk)")  # fmt: skip
         except ClientError as exc:
             if not is_conditional_failure(exc):

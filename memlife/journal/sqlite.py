@@ -13,6 +13,7 @@ from typing import Any
 
 from memlife.journal.base import (
     ALLOWED,
+    SECRET_BYTES,
     GroupInReview,
     JournalStateError,
     MemoOutcome,
@@ -116,10 +117,11 @@ class SqliteJournal:
     def run_secret(self) -> bytes:
         with self.lock:
             self.connection.execute(
-                "INSERT OR IGNORE INTO secrets VALUES ('run', ?)", (secrets.token_bytes(32),)
+                "INSERT OR IGNORE INTO secrets VALUES ('run', ?)",
+                (secrets.token_bytes(SECRET_BYTES),),
             )
             row = self.connection.execute("SELECT value FROM secrets WHERE name='run'").fetchone()
-            return checked_secret(row[0], "journal secrets row 'run'")
+            return checked_secret(row[0], f"journal {db_file(self.connection)}")
 
     def _add_columns(self) -> None:
         """Columns an older file lacks, added in one write transaction: read and added
@@ -469,6 +471,11 @@ def read_supersede_times(
                     when = datetime.fromisoformat(at)
                     out[rid] = max(out.get(rid, when), when)
     return out
+
+
+def db_file(connection: sqlite3.Connection) -> str:
+    """The file a connection's main database is (for messages; empty in memory)."""
+    return str(connection.execute("PRAGMA database_list").fetchone()[2])
 
 
 def has_table(connection: sqlite3.Connection, name: str) -> bool:
