@@ -239,3 +239,44 @@ class InjectedFault(MemlifeError, RuntimeError):
     """Raised at an armed fault point (memlife.faults; tests and drills only)."""
 
     default_code = Reason.INJECTED_FAULT
+
+
+# Which errors deserve a retry with backoff (memlife/throttling.py re-exports it): here, where
+# nothing of memlife is imported, so the tombstones' and the ledger's modules may ask too.
+_THROTTLE_CODES = {
+    "ThrottledException",
+    "ThrottlingException",
+    "Throttling",
+    "TooManyRequestsException",
+    "ProvisionedThroughputExceededException",
+    "ThrottlingError",  # a DynamoDB transaction's cancellation reason
+    "ProvisionedThroughputExceeded",  # the same on a provisioned table or index
+    "TransactionConflict",  # another transaction on one of its items: try again later
+    "RequestLimitExceeded",
+    "SlowDown",
+    "RateLimitError",
+    "rate_limit_error",
+    "overloaded_error",
+    "429",
+    "529",
+    "THROTTLED",  # memlife's own code (memlife.foreign_errors keeps it for a library's)
+}
+
+
+def is_throttling(exc: BaseException | None) -> bool:
+    """True for rate limiting / overload (worth a retry with backoff), False otherwise."""
+    seen = 0
+    while exc is not None and seen < 5:
+        names = {type(exc).__name__, str(getattr(exc, "code", "") or "")}
+        status = getattr(exc, "status_code", None)
+        if status is not None:
+            names.add(str(status))
+        response = getattr(exc, "response", None)
+        if isinstance(response, dict):  # botocore ClientError
+            names.add(str(response.get("Error", {}).get("Code", "")))
+            names |= {str(r.get("Code")) for r in response.get("CancellationReasons") or []}
+        if names & _THROTTLE_CODES:
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False

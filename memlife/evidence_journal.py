@@ -9,14 +9,15 @@ is still a later run's move, and a clock set ahead hides no move of the sealing 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 from memlife.audit import ReceiptSink
 from memlife.evidence import _mismatched, _norm, _when
 from memlife.evidence_key import as_written
-from memlife.journal import Operation
+from memlife.journal import Operation, OpKind
+from memlife.model import utcnow
 from memlife.receipts import operation_key
 from memlife.run_receipts import loads
 
@@ -26,9 +27,33 @@ LATER = {"PLANNED": {"PLANNED", "APPLIED", "FAILED", "RECEIPTED"},
          "RECEIPTED": {"RECEIPTED"}}  # fmt: skip
 
 
+def expiry(journal: object, started_at: object) -> Callable[[object], bool]:
+    """Whether the journal may have dropped, by now, a finished operation of an action
+    (``receipts verify`` asks of one it no longer holds). The DynamoDB journal's TTL drops
+    a receipted operation ``kept_for(kind)`` after its receipt, as designed, while its
+    receipts are kept for years: past that, counted from the run's start (no operation of
+    the run was receipted before it), a missing row is expired, not evidence the journal
+    never saw (audit 51x3). Never for a journal that keeps them (SQLite)."""
+    kept_for = getattr(journal, "kept_for", None)
+    started = _when(started_at) if isinstance(started_at, str) else None
+    if kept_for is None or started is None:
+        return lambda action: False
+    now = utcnow()
+
+    def expired(action: object) -> bool:
+        try:
+            kind = OpKind(str(action))
+        except ValueError:  # no action of ours: never expired
+            return False
+        return bool(now >= started + kept_for(kind))
+
+    return expired
+
+
 def verify_journal(
     rows: list[dict[str, Any]], journal_ops: Sequence[Operation], sink: ReceiptSink, v: Any,
     finished_at: str | None = None, sealed_by: int = 1, secret: bytes = b"",
+    expired: Callable[[object], bool] | None = None,
 ) -> None:  # fmt: skip
     """Journal <-> Parquet <-> receipts, both ways.
 
@@ -46,7 +71,9 @@ def verify_journal(
     No clock is read for these. Fallback, only for an operation whose last move recorded no
     mover (journal rows written before movers were, or a caller that named none): the old
     wall-clock rule, moved after the row's ``updated_at`` and the receipt's ``finished_at``;
-    those are times written by possibly different workers, so skew can mislead it."""
+    those are times written by possibly different workers, so skew can mislead it.
+    ``expired`` (:func:`expiry`): a row the journal no longer holds once its TTL may have
+    dropped it is JOURNAL_EXPIRED, a note."""
     by_id = {o.operation_id: o for o in journal_ops}
     sealed = _when(finished_at)
     seen: dict[str, str] = {}
@@ -54,6 +81,9 @@ def verify_journal(
         oid = r["operation_id"]
         seen[oid] = r["state"]
         o = by_id.get(oid)
+        if o is None and expired is not None and expired(r.get("action")):
+            v.note("JOURNAL_EXPIRED", operation_id=oid, record_id=r["record_id"])
+            continue
         if o is None:
             v.problem("PARQUET_OP_NOT_IN_JOURNAL", operation_id=oid, record_id=r["record_id"])
             continue

@@ -190,7 +190,7 @@ def _verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal |
     from memlife.evidence import verify_evidence
     from memlife.evidence_deferrals import verify_deferrals
     from memlife.evidence_gate import verify_gate
-    from memlife.evidence_journal import verify_journal
+    from memlife.evidence_journal import expiry, verify_journal
 
     run = find_run(sink, run_id)
     for copy in misplaced_runs(sink.list("runs/"), run_id):  # a second account of the run
@@ -216,17 +216,24 @@ def _verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal |
         # as missing journal rows; a store moved since keeps them (no note), and one whose
         # rows went with the move or a tamper is checked in full all the same
         v.note("OTHER_STORE", run_store=str(ran_on), store=store_identity(here))
+    # rows the DynamoDB journal's TTL may have dropped by now: expired, not missing
+    expired = expiry(journal, run.manifest.get("started_at"))
     if journal is not None:
         finished_at = (run.receipt or {}).get("finished_at")
         verify_journal(ops, run_ops, sink, v, finished_at, v.sealed_by or 1,
-                       journal.run_secret())  # fmt: skip
+                       journal.run_secret(), expired)  # fmt: skip
     secret = journal.run_secret() if journal is not None else b""
     for op in ops:
         oid, rid = op["operation_id"], op["record_id"]
         if sink.get(operation_key(oid)) is None:
             continue  # failed/queued (listed in the run receipt), or reported missing above
         journaled = journal.get(oid) if journal is not None else None
-        if journal is not None and (journaled is None or journaled.state is not OpState.RECEIPTED):
+        gone = journaled is None and expired(op.get("action"))  # noted JOURNAL_EXPIRED
+        if (
+            journal is not None
+            and not gone
+            and (journaled is None or journaled.state is not OpState.RECEIPTED)
+        ):
             v.problem("RECEIPT_WITHOUT_JOURNALED_CHANGE", operation_id=oid, record_id=rid)
         v.checked_records += 1
         if op.get("outcome") == "skipped":

@@ -14,6 +14,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 
+from memlife.errors import is_throttling as is_throttling  # lives there: light to import
 from memlife.run_types import BatchOutcome, Shard
 from memlife.settings import settings
 
@@ -22,45 +23,6 @@ def failed_outcome(shards: Sequence[Shard], error: BaseException | str) -> Batch
     """Every shard of a batch that failed as a whole: recorded by name and error type only."""
     code = error if isinstance(error, str) else getattr(error, "code", None) or type(error).__name__
     return BatchOutcome(failed_shards=[s.failed(str(code)) for s in shards])
-
-
-_THROTTLE_CODES = {
-    "ThrottledException",
-    "ThrottlingException",
-    "Throttling",
-    "TooManyRequestsException",
-    "ProvisionedThroughputExceededException",
-    "ThrottlingError",  # a DynamoDB transaction's cancellation reason
-    "ProvisionedThroughputExceeded",  # the same on a provisioned table or index
-    "TransactionConflict",  # another transaction on one of its items: try again later
-    "RequestLimitExceeded",
-    "SlowDown",
-    "RateLimitError",
-    "rate_limit_error",
-    "overloaded_error",
-    "429",
-    "529",
-    "THROTTLED",  # memlife's own code (memlife.foreign_errors keeps it for a library's)
-}
-
-
-def is_throttling(exc: BaseException | None) -> bool:
-    """True for rate limiting / overload (worth a retry with backoff), False otherwise."""
-    seen = 0
-    while exc is not None and seen < 5:
-        names = {type(exc).__name__, str(getattr(exc, "code", "") or "")}
-        status = getattr(exc, "status_code", None)
-        if status is not None:
-            names.add(str(status))
-        response = getattr(exc, "response", None)
-        if isinstance(response, dict):  # botocore ClientError
-            names.add(str(response.get("Error", {}).get("Code", "")))
-            names |= {str(r.get("Code")) for r in response.get("CancellationReasons") or []}
-        if names & _THROTTLE_CODES:
-            return True
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
-    return False
 
 
 def retried(

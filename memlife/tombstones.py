@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from memlife.errors import is_throttling
 from memlife.model import MemoryRecord, content_sha256
 from memlife.settings import settings
 from memlife.stores.base import BatchResult, ItemFailure, MemoryStore
@@ -122,13 +123,17 @@ def erased_times(
 ) -> dict[tuple[str, str], datetime]:
     """When each of the (actor, record id) ``pairs`` an erasure of one of ``stores`` removed
     was last erased (the access ledger drops a read of it up to then: a later read is of a
-    record that took the id since; memlife/ledger_ingest.py)."""
+    record that took the id since; memlife/ledger_ingest.py). A throttled read of the
+    tombstones raises: read as "nothing erased" it let an erased record's read into the
+    ledger for good (audit 51x3); the caller keeps its rows for a later write."""
     erased: dict[tuple[str, str], datetime] = {}
     for store in stores:
         for actor in {actor for actor, _ in pairs}:
             try:
                 rows = listing(store, actor)
-            except Exception:  # a closed or failing store: its erasures scrub what they see
+            except Exception as exc:  # a closed or failing store: its erasures scrub what they see
+                if is_throttling(exc):
+                    raise
                 break
             names = {str(t["record_id"]) for t in rows}
             for t in rows:

@@ -86,6 +86,12 @@ class DynamoJournal:
         ops = [o for o in self._many(self._members(f"jrun#{run_id}")) if o.run_id == run_id]
         return sorted(ops, key=lambda o: o.operation_id)
 
+    def kept_for(self, kind: OpKind) -> timedelta:
+        """How long a receipted operation of ``kind`` (and its memberships) outlives its
+        receipt before the TTL drops it: ``receipts verify`` reads one missing past this
+        as expired, not as a change the journal never saw (audit 51x3)."""
+        return max(self.ttl, SUPERSEDE_TTL) if kind in _KEPT_A_YEAR else self.ttl
+
     def run_secret(self) -> bytes:
         k = key("meta", "runsecret")
         try:  # create-only: the first writer makes it, everyone reads the same one
@@ -413,8 +419,7 @@ class DynamoJournal:
         expires = None
         if to is OpState.RECEIPTED:  # payload may hold content: it goes with the receipt
             removes += ["payload", "open_pk", "open_sk"]
-            kept = max(self.ttl, SUPERSEDE_TTL) if op.kind in _KEPT_A_YEAR else self.ttl
-            expires = int((utcnow() + kept).timestamp())
+            expires = int((utcnow() + self.kept_for(op.kind)).timestamp())
             sets.append("expires_at = :exp")
             values[":exp"] = {"N": str(expires)}
         update = {
