@@ -318,6 +318,8 @@ def close_removed(
     closed = set()
     for item in items:
         found = gone.get((item.actor_id, item.namespace, item.record_id))
+        if found is not None and found[1] == "superseded" and item.state == "disputed":
+            continue  # a merge is no person's answer: the dispute still guards it (audit 51b)
         if found is not None and queue.close(
             item.item_id, state="resolved", decision=found[1], reviewer=f"memlife:{ctx.run_id}",
             at=ctx.cutoff, operation_id=found[0],

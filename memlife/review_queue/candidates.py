@@ -156,8 +156,10 @@ class ReviewCandidates:
             # carried or renewed again); the queue closes it. Past items memlife closed
             # (no answer) the chain goes on to the item that followed them.
             chained = backend.get_many(after_answer).values()
-            # (a waiting one too: found no more, it would wait for ever; review of session 32)
-            self.moot += [i.item_id for i in chained if i.state in (*OPEN_STATES, WAITING)]
+            # (a waiting one too: found no more, it would wait for ever; review of session 32).
+            # A disputed one stands: a dispute guards its record until a person resolves it,
+            # over content changes too (audit 51b: closed here, the record lost it)
+            self.moot += [i.item_id for i in chained if i.state in ("open", WAITING)]
             after_answer = [content_item_id(i.item_id, i.content_sha256) for i in chained
                             if i.state == "resolved" and not _answers(i, self.keep_lapsed_before)
                             and i.content_sha256]  # fmt: skip

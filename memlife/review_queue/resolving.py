@@ -151,6 +151,15 @@ def resolve(
         run.finish()
         by_whom = f" ({again.decision} by {again.reviewer})" if again is not None else ""
         raise ReviewError(f"review item {iid}: already resolved{by_whom}")
+    if again.state == "disputed" and (again.state, again.reviewer) != (item.state, item.reviewer):
+        # disputed by someone since this decision was checked: it was made on an item nobody
+        # had disputed, and would end that dispute unseen (a delete took the record; audit 51b)
+        run.extra["refused"] = "DISPUTED_MEANWHILE"
+        run.finish()
+        raise ReviewError(
+            f"review item {iid}: disputed by {again.reviewer} meanwhile; {decision.value} is "
+            "refused: read the item again (a decision on a disputed item ends its dispute)"
+        )
     if deletes:
         # checked again under the lease: another reviewer may have disputed the record (or
         # one that goes with it) between the check above and the lease (audit 49b)

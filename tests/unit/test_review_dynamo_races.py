@@ -107,10 +107,11 @@ def test_a_waiting_item_answered_after_the_lookup_is_not_moved_open(state, monke
 
 def test_memlife_closing_a_disputed_item_keeps_no_operation_of_the_dispute(state) -> None:
     """Attacks the REMOVE of a ``None`` column in ``DynamoReviews.close``: a disputed item
-    (its dispute's operation recorded) that memlife closes with no operation (moot: the
-    record went back to the content a reviewer answered) names no operation, as on SQLite
-    (where the column is set NULL). Kept, the dispute's operation is read as the closing
-    one (resolve's ``others``, ``review show``)."""
+    (its dispute's operation recorded) closed with no operation names no operation, as on
+    SQLite (where the column is set NULL). Kept, the dispute's operation is read as the
+    closing one (resolve's ``others``, ``review show``). Since audit 51b the night no longer
+    closes a disputed item as moot (the record went back to the content a reviewer
+    answered): the dispute stands; the close is then made here, as memlife's would be."""
     queue = _queue()
     queue.queue([_d("r1", 1.0)], budget=5, run_id="night-1", at=NIGHT)
     sha = "a" * 64  # the items' content hash (the findings above had none: record it)
@@ -125,9 +126,12 @@ def test_memlife_closing_a_disputed_item_keeps_no_operation_of_the_dispute(state
     follow = content_item_id(IID, sha)
     assert queue.close(follow, state="disputed", decision="dispute", reviewer="ana", at=NIGHT,
                        operation_id="op-dispute")  # fmt: skip
-    # back to the answered content: the follow-up is moot, closed by memlife, no operation
+    # back to the answered content: the disputed follow-up stands (audit 51b)
     counts = _queue().queue([d1], budget=5, run_id="night-4", at=NIGHT + timedelta(days=3))
-    assert counts["review_moot_closed"] == 1
+    assert "review_moot_closed" not in counts
+    assert _queue().disputed("a", "/n") == frozenset({"r1"})
+    assert _queue().close(follow, state="resolved", decision="answered_earlier",
+                          reviewer="memlife:night-4", at=NIGHT, operation_id=None)  # fmt: skip
     item = _queue().get(follow)
     assert item is not None and (item.state, item.decision) == ("resolved", "answered_earlier")
     assert item.operation_id is None

@@ -31,7 +31,7 @@ def delete_records(ex: Executor, ops: list[Operation]) -> dict[str, Result]:
     by_record = {o.record_id: o for o in ops}
     current = get_many(ex.store, list(by_record))
     # held now, not at planning: a hold placed since pins what its record names as well
-    pinned = _pinned(ex, current)
+    pinned = _pinned(ex, current) | _disputed(ex, ops)
     out: dict[str, Result] = {}
     ids: list[str] = []
     # a replacement's own delete decided first: its sources follow only if it goes
@@ -41,7 +41,7 @@ def delete_records(ex: Executor, ops: list[Operation]) -> dict[str, Result]:
         if refused is not None:
             out[o.operation_id] = refused
         elif rid in pinned or (r is not None and not _still_superseded(ex, o, r, ids)):
-            out[o.operation_id] = Outcome.skipped  # kept: a hold, or no longer superseded
+            out[o.operation_id] = Outcome.skipped  # kept: held, disputed, no longer superseded
         else:
             ids.append(rid)
     if ids:
@@ -61,6 +61,22 @@ def delete_records(ex: Executor, ops: list[Operation]) -> dict[str, Result]:
         if stop is not None:
             raise ShardStopped(stop, out)
     return out
+
+
+def _disputed(ex: Executor, ops: list[Operation]) -> set[str]:
+    """Records a reviewer disputed since their delete was planned (a rerun or the retry
+    queue carries out a delete journaled before the dispute; audit 51b): the planner keeps
+    a disputed record (DISPUTED), and so does its delete now. A reviewer's own delete
+    (REVIEW_DELETE) is the answer that ends its item's dispute (resolving.py checks it)."""
+    asked = [o for o in ops if "REVIEW_DELETE" not in o.reasons]
+    if not asked:
+        return set()
+    # the module, not the package: the package's resolve runs the appliers (an import circle)
+    from memlife.review_queue.queue import open_backend
+
+    queue = open_backend(ex.store)
+    marked = {s: queue.disputed(*s) for s in {(o.actor_id, o.namespace) for o in asked}}
+    return {o.record_id for o in asked if o.record_id in marked[(o.actor_id, o.namespace)]}
 
 
 def _still_superseded(ex: Executor, o: Operation, r: MemoryRecord, going: list[str]) -> bool:
