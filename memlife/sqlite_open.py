@@ -57,3 +57,20 @@ def connect_wal(path: str | Path, *, timeout: float = 30.0) -> sqlite3.Connectio
         conn.close()
         raise
     return conn
+
+
+def existing_tables(path: str | Path, *, timeout: float = 30.0) -> set[str] | None:
+    """The table names of an existing SQLite file, read without writing to it (no pragma
+    set, no journal mode switched); None for no file or an empty one (a new store). A
+    file that is not SQLite, or is damaged, raises ``sqlite3.DatabaseError``."""
+    try:
+        if Path(path).stat().st_size == 0:
+            return None
+    except FileNotFoundError:
+        return None
+    conn = sqlite3.connect(str(path), timeout=timeout)
+    try:
+        q = "SELECT name FROM sqlite_master WHERE type='table'"
+        return {str(name) for (name,) in conn.execute(q)}
+    finally:
+        conn.close()

@@ -48,7 +48,7 @@ from memlife.model import (
     utcnow,
 )
 from memlife.sql_in import in_chunks, marks
-from memlife.sqlite_open import connect_wal, rollback
+from memlife.sqlite_open import connect_wal, existing_tables, rollback
 from memlife.stores.base import DEFAULT_PAGE_SIZE, BadPageToken, BatchResult, ItemFailure, Page
 from memlife.stores.sqlite_rows import VIEW_CHECKS, checked, corrupt_field, corrupt_record
 from memlife.text import (
@@ -558,6 +558,43 @@ def erased_since(record_id: str, created: str, rows: Sequence[tuple[str, str, st
                for name, sha, at in rows)  # fmt: skip
 
 
+# Tables memlife keeps in a store's file (the store's own, and the journal, caches and side
+# tables that share it): a file holding tables, none of them these, is another
+# application's database, never opened as a store (audit 51h).
+OWN_TABLES = frozenset({
+    "records", "tombstones", "operations", "secrets", "leases", "consolidation_rejections",
+    "consolidation_outcomes", "model_answers", "quarantine_snapshots", "pending_erasures",
+    "review_items", "inferred_subjects", "embeddings", "derived",
+})  # fmt: skip
+
+
+def _not_a_store(path: Path, exc: sqlite3.DatabaseError) -> StoreError | sqlite3.DatabaseError:
+    """A file SQLite cannot read as a database (SQLITE_NOTADB, SQLITE_CORRUPT) as a
+    StoreError naming it; a lock, a full disk or a read-only file stay as they are."""
+    if isinstance(exc, sqlite3.OperationalError):
+        return exc
+    return StoreError(
+        f"store {path}: not a SQLite file, or a damaged one ({exc}); refused before any "
+        "write: check the path, or restore the file from a backup"
+    )
+
+
+def _refuse_foreign(path: Path) -> None:
+    """Refuse, before any write, a file that is not a memlife store: one SQLite cannot read,
+    and another application's database (tables, none of them ours). Opening such a file
+    switched it to WAL, added memlife's tables and overwrote its own ``user_version``
+    (`memlife export --store` of a mistyped path exited 0 having done so)."""
+    try:
+        tables = existing_tables(path)
+    except sqlite3.DatabaseError as exc:
+        raise _not_a_store(path, exc) from None
+    if tables and not tables & OWN_TABLES:
+        raise StoreError(
+            f"store {path}: a SQLite file of another application ({len(tables)} tables, no "
+            "memlife table); refused before any write: check the path"
+        )
+
+
 class SqliteStore:
     """MemoryStore over a SQLite file. Thread-safe: one connection behind a lock."""
 
@@ -566,7 +603,11 @@ class SqliteStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.url = f"sqlite:///{self.path}"
         self.lock = threading.RLock()
-        self.connection = connect_wal(self.path)
+        _refuse_foreign(self.path)  # before the WAL switch: the first write to a file
+        try:
+            self.connection = connect_wal(self.path)
+        except sqlite3.DatabaseError as exc:
+            raise _not_a_store(self.path, exc) from None
         c = self.connection
         c.execute("PRAGMA synchronous=NORMAL")
         c.execute("PRAGMA secure_delete=ON")  # erased content is zeroed, not left in free pages
@@ -577,8 +618,12 @@ class SqliteStore:
                 f"store {self.path}: version {found} was written by a newer memlife (this one "
                 f"reads up to version {STORE_VERSION}); refused before any write: upgrade memlife"
             )
-        c.executescript(SCHEMA)
-        self._upgrade()
+        try:
+            c.executescript(SCHEMA)
+            self._upgrade()
+        except sqlite3.DatabaseError as exc:  # damaged past its first pages: named, closed
+            c.close()
+            raise _not_a_store(self.path, exc) from None
 
     def _upgrade(self) -> None:
         """Bring an older file's derived columns up to :data:`STORE_VERSION`, once.
@@ -648,6 +693,9 @@ class SqliteStore:
         if len(rows) <= page_size:
             return rows, None
         rows = rows[:page_size]
+        if type(rows[-1][0]) is not str:  # an id another tool wrote as bytes sorts last: a
+            # token cannot hold it (json.dumps' bare TypeError ended the night, audit 51h)
+            raise corrupt_field(rows[-1][0], "id")
         return rows, _encode_token(actor_id, namespace, rows[-1][0])
 
     def page(
@@ -680,8 +728,8 @@ class SqliteStore:
         Looked for only after planning the shard failed (sqlite_rows.py): free otherwise."""
         token: str | None = None
         while True:
-            rows, token = self._keyset(_SELECT_VIEW, actor_id, namespace, 1000, token)
             try:
+                rows, token = self._keyset(_SELECT_VIEW, actor_id, namespace, 1000, token)
                 checked(rows, VIEW_CHECKS)
             except CorruptRecordError as exc:
                 return exc
