@@ -62,6 +62,7 @@ from memlife.ledger_parts import (
     live_parts,
     readable,
     replaced,
+    settled,
 )
 from memlife.model import utcnow
 from memlife.settings import settings
@@ -313,9 +314,9 @@ class AccessLedger:
                 done[folder.name.removeprefix("date=")] = len(parts)
         return done
 
-    def dataset(self) -> ds.Dataset:
+    def dataset(self, parts: Sequence[Path] | None = None) -> ds.Dataset:
         return ds.dataset(
-            [str(p) for p in self._paths()],
+            [str(p) for p in (self._paths() if parts is None else parts)],
             schema=_DATASET_SCHEMA,
             format="parquet",
             partitioning=_PARTITION,
@@ -336,7 +337,8 @@ class AccessLedger:
                 pc.field("accessed_at") >= pa.scalar(since, type=SCHEMA.field("accessed_at").type)
             )
             flt = cond if flt is None else flt & cond
-        return self.dataset().to_table(columns=SCHEMA.names, filter=flt)
+        # a part rewritten by another process between the listing and the read: list again
+        return settled(self._paths, lambda ps: self.dataset(ps).to_table(SCHEMA.names, flt))
 
     def access_stats(
         self, actor_id: str | None = None, since: datetime | None = None

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -16,6 +17,10 @@ import pyarrow.parquet as pq
 # a part written to replace others (a day's compaction, an erasure's rewrite) names them
 REPLACING = "part-r-"
 REPLACES = b"memlife.replaces"
+# listings of a ledger whose parts another process keeps rewriting before one is settled
+LIST_ATTEMPTS = 8
+T = TypeVar("T")
+L = TypeVar("L")
 
 
 def readable(part: Path) -> bool:
@@ -25,6 +30,8 @@ def readable(part: Path) -> bool:
     try:
         meta = pq.read_metadata(part)
         problem = foreign(meta.schema.to_arrow_schema(), _footer_nulls(meta))
+    except FileNotFoundError:
+        return False  # gone since listed: rewritten by another process, not damaged
     except (OSError, pa.ArrowInvalid) as exc:
         problem = str(exc)
     if problem:
@@ -103,12 +110,36 @@ def replaced(parts: Sequence[Path]) -> set[Path]:
 
 
 def live_parts(root: Path) -> list[Path]:
-    """The readable parts under ``root`` no other part replaces."""
+    """The readable parts under ``root`` no other part replaces. A part gone between the
+    listing and its footer check was rewritten by another process (a night's compaction,
+    an erasure, an online worker's scrub: none waits for a reader), which writes the
+    replacement first: the parts are listed again. Left out, its other reads were missing
+    from the night's scores (audit 51d)."""
     if not root.is_dir():
         return []
-    every = [p for p in sorted(root.glob("date=*/part-*.parquet")) if readable(p)]
-    gone = replaced(every)
-    return [p for p in every if p not in gone] if gone else every
+    for _ in range(LIST_ATTEMPTS):
+        listed = sorted(root.glob("date=*/part-*.parquet"))
+        every = [p for p in listed if readable(p)]
+        if len(every) < len(listed) and not all(p.exists() for p in listed):
+            continue
+        try:
+            gone = replaced(every)
+        except FileNotFoundError:
+            continue
+        return [p for p in every if p not in gone] if gone else every
+    raise FileNotFoundError(f"access ledger {root}: parts kept changing while listed")
+
+
+def settled(listing: Callable[[], L], read: Callable[[L], T]) -> T:
+    """``read`` of the parts ``listing`` gives, listed again while one it listed goes before
+    it is read (FileNotFoundError: rewritten by another process, its replacement written
+    first, so a fresh listing holds its rows). A night's read failed on it (audit 51d)."""
+    for _ in range(LIST_ATTEMPTS - 1):
+        try:
+            return read(listing())
+        except FileNotFoundError:
+            continue
+    return read(listing())
 
 
 def access_problem(

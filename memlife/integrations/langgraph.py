@@ -73,7 +73,7 @@ from memlife.model import (
     content_sha256,
     utcnow,
 )
-from memlife.namespaces import GLOB_CHARS
+from memlife.namespaces import new_namespace_problem
 from memlife.online.inputs import actor_arg, stored_time, valid_unicode
 from memlife.stores.base import BatchResult, ItemFailure, MemoryStore, iter_shard
 from memlife.stores.sqlite import CHANGED, HELD, SqliteStore
@@ -313,8 +313,8 @@ class MemlifeStore(BaseStore):
             actor_arg(actor)  # --actor u1` misses and recall (so every search over it) refuses
         except InputError as exc:
             raise InvalidNamespaceError(f"the namespace's actor label: {exc}") from None
-        if any(ch in path for ch in GLOB_CHARS):  # as remember and import refuse them
-            raise InvalidNamespaceError(f"namespace {namespace!r} has a glob character (*?[)")
+        if bad := new_namespace_problem(path):  # as remember, import: no glob, no lookalike
+            raise InvalidNamespaceError(f"namespace {namespace!r} {bad}")
         problem = json_problem(dict(op.value))
         if problem is not None:
             raise InputError(

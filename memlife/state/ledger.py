@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 from botocore.exceptions import ClientError
 
 from memlife.ledger import SCHEMA, AccessLedger, names_matter
-from memlife.ledger_parts import REPLACING, conform
+from memlife.ledger_parts import REPLACING, conform, settled
 from memlife.state.dynamodb import DynamoState
 
 REPLACES = b"memlife.replaces"
@@ -155,23 +155,30 @@ class S3AccessLedger(AccessLedger):
     # -- reading ---------------------------------------------------------------------------------
     def read(self, actor_id: str | None = None, since: datetime | None = None) -> pa.Table:
         self.flush()
-        keys = [k for k, _ in self._objects()]
-        if since is not None:
-            since = since.astimezone(UTC)
-            first = f"{self.prefix}/date={since.date().isoformat()}"
-            keys = [k for k in keys if k >= first]
-        tables = list(self._live(self._load(keys)).values())
+        first = "" if since is None else f"{self.prefix}/date={since.astimezone(UTC).date()}"
+        tables = settled(lambda: [k for k in self.files() if k >= first], self._load_listed)
         if not tables:
             return SCHEMA.empty_table()
         table = pa.concat_tables(tables)
         if actor_id is not None:
             table = table.filter(pc.equal(table.column("actor_id"), actor_id))
         if since is not None:
-            ts = pa.scalar(since, type=SCHEMA.field("accessed_at").type)
+            ts = pa.scalar(since.astimezone(UTC), type=SCHEMA.field("accessed_at").type)
             table = table.filter(pc.greater_equal(table.column("accessed_at"), ts))
         return table
 
-    def dataset(self) -> Any:  # pragma: no cover - a local dataset does not apply
+    def _load_listed(self, keys: list[str]) -> list[pa.Table]:
+        """The live parts' rows; a part deleted since it was listed is a FileNotFoundError,
+        so :func:`settled` lists again: another worker rewrote it (a compaction, an erasure,
+        an online scrub), its replacement put first. The night's read failed (audit 51d)."""
+        try:
+            return list(self._live(self._load(keys)).values())
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound"):
+                raise FileNotFoundError(f"access ledger part gone since listed: {exc}") from exc
+            raise
+
+    def dataset(self, parts: Any = None) -> Any:  # pragma: no cover - a local dataset only
         raise TypeError(f"the S3 ledger is read with read(); query {self.url} with DuckDB/Athena")
 
     # -- erasure and compaction ----------------------------------------------------------------
