@@ -67,8 +67,11 @@ def _disputed(ex: Executor, ops: list[Operation]) -> set[str]:
     """Records a reviewer disputed since their delete was planned (a rerun or the retry
     queue carries out a delete journaled before the dispute; audit 51b): the planner keeps
     a disputed record (DISPUTED), and so does its delete now. A reviewer's own delete
-    (REVIEW_DELETE) is the answer that ends its item's dispute (resolving.py checks it)."""
-    asked = [o for o in ops if "REVIEW_DELETE" not in o.reasons]
+    (REVIEW_DELETE) is the answer that ends its item's dispute (resolving.py checks it),
+    but only in a reviewer's resolve, which checked the disputes under its lease: the same
+    delete retried by a night's queue was checked before a later dispute (audit 51r)."""
+    own = ex.reviewer is not None
+    asked = [o for o in ops if not (own and "REVIEW_DELETE" in o.reasons)]
     if not asked:
         return set()
     # the module, not the package: the package's resolve runs the appliers (an import circle)

@@ -219,14 +219,20 @@ class Transport:
         both before it stops the shard."""
         outcomes: dict[str, Outcome] = {}
         todo = entries
+        resend = 0  # create_token's ``retry``: how many resends were new requests
         for attempt in range(self.item_retries + 1):
             try:
-                got = self._call(op, todo, attempt)
+                got = self._call(op, todo, resend)
             except QuotaExceeded as exc:
                 outcomes.update(_stopped(todo, str(exc)))
                 break
             outcomes.update(got)
             todo = [e for e in todo if got[e.key].http == 429]
+            # a new token only for items the service itself answered 429 (not created); a
+            # request refused whole may follow a send of it that was carried out, its answer
+            # lost and botocore's resends throttled: only its token replays that (audit 51r)
+            if todo and all(got[e.key].answered for e in todo):
+                resend += 1
             if not todo or attempt == self.item_retries:
                 break
             delay = self.retry_base_s * (2**attempt)
