@@ -484,17 +484,17 @@ def _model_table(model: Mapping[str, Any]) -> str:
     return f"<table>{body}</table>"
 
 
-def write_run_report(sink: ReceiptSink, prefix: str, summary: Mapping[str, Any]) -> str | None:
-    """Render and store ``{prefix}/report.html`` (create-only, like every receipt).
-
-    Returns its location; None when the sink refused. A rerun of the same run keeps the
-    first page, as it keeps the first receipt.
-    """
+def write_run_report(
+    sink: ReceiptSink, prefix: str, summary: Mapping[str, Any], receipt_key: str | None = None
+) -> str | None:
+    """Render and store the page beside the run's receipt (``run_receipts.page_key``),
+    create-only like every receipt. Returns its location; None when the sink refused."""
     from memlife.review import run_info
+    from memlife.run_receipts import page_key
 
     store = run_info(sink, prefix).store
     past = history(sink, str(summary.get("mode")), str(summary.get("run_id")), store=store)
     page = render(summary, breakdown(summary.get("report_parquet")), past)
-    key = f"{prefix}/report.html"
+    key = page_key(prefix, receipt_key)
     sink.put_new(key, page.encode("utf-8"), "text/html; charset=utf-8")
     return sink.location(key)

@@ -119,10 +119,11 @@ def finish_run(
     answered = tally.counts.get("review_answered", 0)
     reviewed = counts.get("review", 0) - answered
     # a deletion only proposed (deletion not enforced there) or withheld by the gate: it stays
-    # or a merge the gate withheld or blocked, or one not made (kept apart, refused, off):
-    # its records stay
+    # or a merge the gate withheld or blocked, or one not made (kept apart, refused, off),
+    # or a change a shard the store stopped never reached (audit 51vii): its records stay
     kept = sum(tally.counts.get(k, 0) for k in ("proposed_deletions", "gate_withheld_deletions",
-                                                "gate_kept_records", "unmerged_kept_records"))  # fmt: skip
+                                                "gate_kept_records", "unmerged_kept_records",
+                                                "shard_stopped_records"))  # fmt: skip
     lifecycle = {
         "processed": records, "retained": counts.get("retain", 0) + answered + kept,
         "consolidated": tally.counts.get("consolidated", 0),
@@ -225,6 +226,7 @@ def finish_run(
         # this attempt's own verdict on the store a killed attempt already changed
         **({"gate_rerun": kept_gate.rerun} if kept_gate and kept_gate.rerun is not None else {}),
     }  # fmt: skip
+    rkey: str | None = None
     try:
         rkey = completed_receipt(ctx.sink, ctx.prefix, journal_ops)  # a completed run's rerun
         if rkey is None:
@@ -242,7 +244,7 @@ def finish_run(
     except ReceiptWriteError:
         summary.status = "partial_failure" if status == "success" else status
     drop_outcomes(ctx, remote)
-    summary.report_html = write_report_page(ctx, summary)
+    summary.report_html = write_report_page(ctx, summary, rkey)
     if not rerun:
         publish_counts(lifecycle, namespace=ctx.config.metrics_namespace, mode=ctx.mode,
                        policy_version=ctx.policy.version, timestamp=ctx.cutoff)  # fmt: skip
@@ -284,12 +286,14 @@ def _compact_ledger(remote: Any, cutoff: Any) -> int:
     return sum(AccessLedger(root).compact(before=day).values())
 
 
-def write_report_page(ctx: RunContext, summary: RunSummary) -> str | None:
-    """The HTML report beside the receipts; a page that cannot be written fails nothing."""
+def write_report_page(
+    ctx: RunContext, summary: RunSummary, receipt_key: str | None = None
+) -> str | None:
+    """The HTML report beside the run's receipt; a page that cannot be written fails nothing."""
     from memlife.report_html import write_run_report
 
     try:
-        return write_run_report(ctx.sink, ctx.prefix, summary.as_json())
+        return write_run_report(ctx.sink, ctx.prefix, summary.as_json(), receipt_key)
     except Exception as exc:  # noqa: BLE001 - the page is a view of the evidence, not evidence
         log.warning("run report page not written: %s", type(exc).__name__)
         return None

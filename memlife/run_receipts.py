@@ -18,6 +18,16 @@ def receipt_key(prefix: str, n: int) -> str:
     return f"{prefix}/receipt.json" if n == 1 else f"{prefix}/receipt.{n}.json"
 
 
+def page_key(prefix: str, receipt_key: str | None = None) -> str:
+    """The report page beside ``receipt_key``: ``report.html`` beside ``receipt.json`` (and
+    a completed run's rerun, which names that receipt), ``report.N.html`` beside a rerun's
+    ``receipt.N.json`` (audit 51vii: a rerun that finished a partial failure printed the
+    first attempt's page, with its status and counts)."""
+    name = (receipt_key or "").rsplit("/", 1)[-1]
+    n = name[len("receipt.") : -len(".json")] if name.startswith("receipt.") else ""
+    return f"{prefix}/report.{n}.html" if n.isdigit() else f"{prefix}/report.html"
+
+
 # a run's receipts a rerun's receipt may follow: the attempt did not finish everything (a
 # crash, an abandoned run's seal, failed shards). A rerun of a partial failure finishes
 # what that one left, so what it commits needs a receipt of its own (session 43, audit a).

@@ -95,9 +95,12 @@ def stage_shard(
     todo = [(key, members) for key, members in sorted(groups.items()) if len(members) >= 2]
     memo = read_memo(ex, todo)
     runnable: list[tuple[str, list[Decision], str | None]] = []
-    for key, members in todo:
+    for n, (key, members) in enumerate(todo):
         if (members[0].actor_id, members[0].namespace) in ex.stopped:
-            break  # the shard stopped (StoreError): the rest waits for the next run
+            # the shard stopped (StoreError): the rest waits for the next run, untouched, so
+            # its records are retained (audit 51vii: they were in no outcome)
+            tally.counts["shard_stopped_records"] += sum(len(m) for _, m in todo[n:])
+            break
         if ex.consolidator is None:  # consolidation off: nothing to read or analyse
             tally.counts["consolidation_skipped"] += 1
             tally.counts["unmerged_kept_records"] += len(members)  # they stay: retained
@@ -324,7 +327,10 @@ def stage_group(
 
 def commit_group(ex: Executor, staged: StagedGroup | StagedRef, tally: Tally) -> None:
     """Carry out a staged group: journal write + supersedes as one unit, then run them."""
-    if ex.dry_run or not isinstance(staged, StagedGroup) or staged.shard in ex.stopped:
+    if ex.dry_run or not isinstance(staged, StagedGroup):
+        return
+    if staged.shard in ex.stopped:  # the store stopped the shard: its members stay as they
+        tally.counts["shard_stopped_records"] += len(staged.supersedes)  # are (audit 51vii)
         return
     planned = ex.journal.plan([staged.write, *staged.supersedes])  # one transaction
     checkpoint("after_journal_write")
