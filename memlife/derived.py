@@ -76,7 +76,9 @@ CREATE TABLE IF NOT EXISTS derived (
 # bebe café", audit 49r2): statements split.
 # 17: `restates` keeps a derived word apart from its stem ("experiment" / "experience",
 # "classical" / "classic": audit 50l): statements split.
-VERSION = f"derived-17:{memlife.__version__}"
+# 18: `restates` keeps "only" with the phrase a link or time word opens ("eats meat only
+# on Sundays" is not "eats only meat on Sundays": audit 51x5): statements split.
+VERSION = f"derived-18:{memlife.__version__}"
 FLUSH_ROWS = 256
 READ_AHEAD = 128  # shards whose rows one query reads
 KINDS = ("inference", "staging", "staging_total")  # the kinds kept (rows per shard)

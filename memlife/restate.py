@@ -77,6 +77,7 @@ from collections import Counter
 import Stemmer
 
 from memlife.restate_forms import derivation
+from memlife.restate_only import only_scopes
 from memlife.restate_swap import traded
 from memlife.text import NUMBER_WORDS, symbols_as_words
 
@@ -258,12 +259,11 @@ def _shape(text: str) -> Shape:
     content = [stems[i] for i in keep]
     origin = "from" in folded
     # each number (the word as written: "twelve" stems to "twelv") with the word after it,
-    # and each role preposition with its object ("from tea to coffee")
-    numbers = Counter(
+    # each role preposition with its object ("from tea to coffee"), where "only" stands
+    numbers = only_scopes(tokens, folded, _CLAUSE_MARKS, _FILLER, _PART_ENDS) + Counter(
         (w, content[j + 1]) for j, w in enumerate(content[:-1])
         if folded[keep[j]].isdigit() or folded[keep[j]] in NUMBER_WORDS
-        or folded[keep[j]] in _ROLE_PREPOSITIONS or (folded[keep[j]] == "to" and origin)
-    )  # fmt: skip
+        or folded[keep[j]] in _ROLE_PREPOSITIONS or (folded[keep[j]] == "to" and origin))  # fmt: skip
     placed = Counter(sides[i] + stems[i] for i in keep)
     marked = [s + w for s, w in zip(sides, stems, strict=True)]
     clauses = _clauses(tokens, folded, marked)

@@ -299,6 +299,7 @@ def stage_group(
         # the id is keyed by the store's run secret: it goes wherever ids go (a dry run's
         # gate names it too), and unkeyed it gave the members' texts back (audit 50c)
         secret=ex.replacement_secret(),
+        retired=_retired(members, roles, result.outdated_ids),
     )  # fmt: skip
     write = ex.new_op(
         OpKind.write_replacement,
@@ -323,6 +324,15 @@ def stage_group(
         for m in plan.members
     ]
     return StagedGroup(replacement, write, supersedes, memo_key)
+
+
+def _retired(members: Sequence[Decision], roles: Mapping[str, str],
+             outdated: Sequence[str]) -> set[str]:  # fmt: skip
+    """Members whose statement the replacement retires, not carries: the planner's older,
+    other statements (staging's cosine may call one a near duplicate: "Blood type is A+"
+    / "B+"), the contradicted, the outdated. Their verification is not the replacement's."""
+    planned = {d.id for d in members if d.action is Action.supersede_candidate}
+    return planned | {i for i, role in roles.items() if role == CONTRADICTION} | {*outdated}
 
 
 def commit_group(ex: Executor, staged: StagedGroup | StagedRef, tally: Tally) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from memlife.consolidate.base import ConsolidationResult
@@ -31,13 +31,17 @@ def build_from_members(
     ttl_days: Mapping[MemoryType, float | None] | None = None,
     *,
     secret: bytes | None = None,
+    retired: Collection[str] = (),
 ) -> MemoryRecord:
     """The replacement of a planned group (group_plan.GroupPlan): built from its members'
     ids, hashes and times, so a group of any size needs no record content in memory.
     ``ttl_days``: the policy's TTL per type, so it lives as long as its longest-lived member.
-    ``secret``: the store's run secret, which keys the id (group_plan.consolidation_key)."""
+    ``secret``: the store's run secret, which keys the id (group_plan.consolidation_key).
+    ``retired``: members whose statement it does not carry (contradicted, outdated)."""
     survivor = next(m for m in members if m.id == survivor_id)
-    verified = [m.last_verified_at for m in members if m.last_verified_at]
+    # a check of a statement it retires verified nothing it says: "Blood type is A+"
+    # verified last week does not make "B+" verified (audit 51x5)
+    verified = [m.last_verified_at for m in members if m.last_verified_at and m.id not in retired]
     accessed = [m.last_accessed_at for m in members if m.last_accessed_at]
     sensitive = any(m.retention_class is RetentionClass.sensitive for m in members)
     owner = survivor.owner or next((m.owner for m in members if m.owner), None)
