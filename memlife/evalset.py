@@ -203,12 +203,22 @@ def read_source(location: str | Path) -> tuple[str, str]:
             raise EvalSetError(f"{name}: {type(exc).__name__}") from None
         if body is None:
             raise EvalSetError(f"{name}: no such object")
-        return body.decode("utf-8"), name
+        return _text(body, name), name
     p = Path(loc.removeprefix("file://"))
     try:
-        return p.read_text(encoding="utf-8"), str(p)
+        return _text(p.read_bytes(), str(p)), str(p)
     except OSError as exc:
         raise EvalSetError(f"{p}: {exc.strerror or exc}") from None
+
+
+def _text(body: bytes, name: str) -> str:
+    """The set as text: UTF-8 (a byte-order mark is read past, as YAML does), else an
+    EvalSetError naming the file and byte, never a bare UnicodeDecodeError (a set saved
+    as UTF-16 or Latin-1: audit 51iii)."""
+    try:
+        return body.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise EvalSetError(f"{name}: not UTF-8 text (at byte {exc.start})") from None
 
 
 def load_cases(path: str | Path) -> list[EvalCase]:
@@ -224,6 +234,8 @@ def load_cases(path: str | Path) -> list[EvalCase]:
                     items.append(json.loads(line, object_pairs_hook=_unique_keys))
                 except json.JSONDecodeError as exc:
                     raise EvalSetError(f"{name}: line {n}: malformed JSON: {exc.msg}") from None
+                except RecursionError:  # past the parser's depth: no case is nested so
+                    raise EvalSetError(f"{name}: line {n}: nested too deeply") from None
                 except _RepeatedKey as exc:
                     raise EvalSetError(f"{name}: line {n}: {_key(exc.key)} repeated") from None
         return _some(parse_cases(items, name), name)
@@ -231,6 +243,8 @@ def load_cases(path: str | Path) -> list[EvalCase]:
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as exc:
         raise EvalSetError(f"{name}: not valid YAML: {_where(exc)}") from None
+    except RecursionError:  # past the parser's depth (audit 51iii)
+        raise EvalSetError(f"{name}: not valid YAML: nested too deeply") from None
     if isinstance(data, dict):
         # a top-level key the format does not know (``defaults:``) would be ignored
         unknown = sorted((k for k in data if k != "cases"), key=str)

@@ -136,6 +136,29 @@ class ShadowRecall:
         self._qvec: dict[str, tuple[np.ndarray, QueryTokens | None]] = {}
         self._prov: dict[str, MemoryRecord | None] = {}
         self._names: dict[str, list[str]] = {}
+        # (replica, query, retrieved texts) -> the model's answer, or what it raised
+        self._answers: dict[tuple[int, str, tuple[str, ...]], str | Exception] = {}
+
+    def answering(self, answerer: Answerer, replica: int = 0) -> Answerer:
+        """``answerer`` asked once per question and retrieved texts in a replica: a case
+        whose retrieval the run does not change gets the same answer in every view, so a
+        model's other wording on a second request is never read as the run's regression
+        (CASE_REGRESSED held every tenant's deletions: audit 51iii). Each replica asks
+        afresh. Answers stay in memory for this evaluation only."""
+
+        def ask(query: str, contexts: Sequence[str]) -> str:
+            key = (replica, query, tuple(contexts))
+            if key not in self._answers:
+                try:
+                    self._answers[key] = answerer(query, contexts)
+                except Exception as exc:  # the same outage for the same retrieval
+                    self._answers[key] = exc
+            got = self._answers[key]
+            if isinstance(got, Exception):
+                raise got
+            return got
+
+        return ask
 
     def namespaces(self, actor: str) -> list[str]:
         if actor not in self._names:
@@ -384,14 +407,13 @@ def run_set(
     per_case: dict[str, dict[str, Any]] = {}
     flaky: list[str] = []
     unread: dict[str, dict[str, Any]] = {}  # case id -> where it could not read (ids only)
-    for _ in range(gate.replicas):
+    for n in range(gate.replicas):
+        ask = recall.answering(answerer, n) if answerer is not None else None
         for c in cases:
             if c.id in unread:
                 continue
             try:
-                res = run_case(
-                    c, recall, exclude=exclude, include=include, answerer=answerer, plus=plus
-                )
+                res = run_case(c, recall, exclude=exclude, include=include, answerer=ask, plus=plus)
             except CorruptRecordError as exc:
                 unread[c.id] = {"case": c.id, "actor_id": c.actor_id, "namespace": c.namespace,
                                 "record_id": exc.record_id, "field": exc.field}  # fmt: skip

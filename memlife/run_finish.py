@@ -26,6 +26,7 @@ from memlife.report import ReportWriter
 from memlife.rerun_counts import carried_over
 from memlife.run_receipts import (
     completed_counts,
+    completed_outcome,
     completed_plan,
     completed_receipt,
     put_run_receipt,
@@ -150,6 +151,7 @@ def finish_run(
     # a rerun of a completed run commits nothing (commit_run): it reports the figures of the
     # receipt it names, and adds nothing to the night's metrics (audit 47q)
     rerun = bool(tally.counts.get("rerun_of_completed_run"))
+    night_blocked = False
     if rerun:
         lifecycle.update(completed_counts(ctx.sink, ctx.prefix))
         # and its plan: re-planned, the store the run left (its merged originals) read as
@@ -158,6 +160,11 @@ def finish_run(
         if planned:
             counts = Counter(planned)
         records = found if found is not None else records
+        # and its gate: this attempt's looked at the store the night left, perhaps under a
+        # set edited since, and judged nothing it commits: a blocked night so rerun printed
+        # success and a passing gate, its records still quarantined (audit 51iii)
+        kept_status, gate = completed_outcome(ctx.sink, ctx.prefix)
+        own_gate, night_blocked = None, kept_status == "blocked"
     queue_failed = sum(1 for f in tally.failures
                        if f.get("run_id") not in (None, ctx.run_id) and f.get("code") != "RECEIPT_WRITE_FAILED")  # fmt: skip
     status = "success"
@@ -169,7 +176,8 @@ def finish_run(
                                "retryable": True, "detail": f"{misconfigured} groups"})  # fmt: skip
     if failed_shards or lifecycle["failed"] or receipt_failures or queue_failed or misconfigured:
         status = "partial_failure"
-    if any(g is not None and g.get("blocked") for g in (gate, own_gate)) and not ctx.config.dry_run:
+    blocked = night_blocked or any(g is not None and g.get("blocked") for g in (gate, own_gate))
+    if blocked and not ctx.config.dry_run:
         status = "blocked"  # the gate held the commit back: not a success, whatever else went on
     retries = [at for f in tally.failures if (at := f.get("next_retry_at"))]
     summary = RunSummary(

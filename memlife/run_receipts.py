@@ -98,6 +98,16 @@ def completed_counts(sink: ReceiptSink, prefix: str) -> dict[str, int]:
     return {k: v for k, v in counts.items() if type(v) is int} if isinstance(counts, dict) else {}
 
 
+def completed_outcome(sink: ReceiptSink, prefix: str) -> tuple[str | None, dict[str, Any] | None]:
+    """The status and gate verdict of this run's completed receipt ((None, None) where it has
+    none; a gate that is no object: None)."""
+    found = _completed(sink, prefix)
+    if found is None:
+        return None, None
+    gate = found[1].get("gate")
+    return str(found[1].get("status")), gate if isinstance(gate, dict) else None
+
+
 def completed_plan(sink: ReceiptSink, prefix: str) -> tuple[dict[str, int], int | None]:
     """The planned actions and records found of this run's completed receipt (({}, None)
     where it has none, or where a figure is no count)."""

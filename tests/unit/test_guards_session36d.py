@@ -532,13 +532,15 @@ def test_a_case_whose_answer_varied_before_the_run_is_listed_flaky(
 ) -> None:
     """verdict's ``flaky_cases`` from both views: replicas answered differently in the
     "before" run (the "after" run's answers agree); the receipt must still say the case
-    is flaky, since its verdict rests on the worst of varying answers."""
+    is flaky, since its verdict rests on the worst of varying answers. The deletion changes
+    what the case retrieves (an unchanged retrieval keeps its answer: audit 51iii)."""
     store.put_many([rec("m-dog", "facts", "Has a dog named Rex.", subject="pet"),
-                    rec("m-hike", "hobbies", HIKING, subject="hobby")])  # fmt: skip
+                    rec("m-walk", "hobbies", "Walks the dog in the park.", subject="hobby")])  # fmt: skip
     model.enqueue(*(text_reply(t) for t in ["Rex.", "Luna.", "Rex.", "Rex."]))
     cases = parse_cases([{**DOG_CASE, "answer_must_include": ["Rex"]}])
-    out = evaluate_changes(store, cases, GatePolicy(replicas=2), deletions=["m-hike"],
-                           owners={"m-hike": "u-1"}, answerer=model_answerer_from_env())  # fmt: skip
+    out = evaluate_changes(store, cases, GatePolicy(replicas=2), deletions=["m-walk"],
+                           owners={"m-walk": "u-1"}, answerer=model_answerer_from_env())  # fmt: skip
+    assert out["before"]["failed_cases"] == ["pet"] and out["after"]["failed_cases"] == []
     assert len(model.message_requests) == 4 and out["before"]["failed_cases"] == ["pet"]
     assert out["flaky_cases"] == ["pet"] and out["blocked"] is False
 
