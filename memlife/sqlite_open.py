@@ -59,10 +59,11 @@ def connect_wal(path: str | Path, *, timeout: float = 30.0) -> sqlite3.Connectio
     return conn
 
 
-def existing_tables(path: str | Path, *, timeout: float = 30.0) -> set[str] | None:
-    """The table names of an existing SQLite file, read without writing to it (no pragma
-    set, no journal mode switched); None for no file or an empty one (a new store). A
-    file that is not SQLite, or is damaged, raises ``sqlite3.DatabaseError``."""
+def existing_tables(path: str | Path, *, timeout: float = 30.0) -> dict[str, set[str]] | None:
+    """The tables of an existing SQLite file, each name (lower case: SQLite's names ignore
+    case) with its column names, read without writing to it (no pragma set, no journal
+    mode switched); None for no file or an empty one (a new store). A file that is not
+    SQLite, or is damaged, raises ``sqlite3.DatabaseError``."""
     try:
         if Path(path).stat().st_size == 0:
             return None
@@ -71,6 +72,8 @@ def existing_tables(path: str | Path, *, timeout: float = 30.0) -> set[str] | No
     conn = sqlite3.connect(str(path), timeout=timeout)
     try:
         q = "SELECT name FROM sqlite_master WHERE type='table'"
-        return {str(name) for (name,) in conn.execute(q)}
+        names = [str(name) for (name,) in conn.execute(q)]
+        cols = "SELECT name FROM pragma_table_info(?)"
+        return {n.lower(): {str(c).lower() for (c,) in conn.execute(cols, (n,))} for n in names}
     finally:
         conn.close()

@@ -559,13 +559,22 @@ def erased_since(record_id: str, created: str, rows: Sequence[tuple[str, str, st
 
 
 # Tables memlife keeps in a store's file (the store's own, and the journal, caches and side
-# tables that share it): a file holding tables, none of them these, is another
-# application's database, never opened as a store (audit 51h).
-OWN_TABLES = frozenset({
-    "records", "tombstones", "operations", "secrets", "leases", "consolidation_rejections",
-    "consolidation_outcomes", "model_answers", "quarantine_snapshots", "pending_erasures",
-    "review_items", "inferred_subjects", "embeddings", "derived",
-})  # fmt: skip
+# tables that share it), each with columns every memlife version gave it: a file holding
+# tables, none of them these, is another application's database, never opened as a store
+# (audit 51h); so is one whose table only bears one of these names (`operations`, `secrets`,
+# `records`...: names any application uses), which opened it as a store (audit 51r2).
+OWN_TABLES: dict[str, frozenset[str]] = {name: frozenset(cols.split()) for name, cols in {
+    "records": "id actor_id namespace content status provenance",
+    "tombstones": "actor_id record_id content_sha256 erased_at",
+    "operations": "operation_id", "secrets": "name value", "leases": "name owner run_id",
+    "consolidation_rejections": "group_key actor_id namespace",
+    "consolidation_outcomes": "memo_key actor_id namespace",
+    "model_answers": "digest actor_id namespace output",
+    "quarantine_snapshots": "record_id status provenance",
+    "pending_erasures": "record_id actor_id", "review_items": "item_id record_id",
+    "inferred_subjects": "record_id actor_id subject",
+    "embeddings": "content_sha256 model_id vector", "derived": "actor_id namespace kind digest",
+}.items()}  # fmt: skip
 
 
 def _not_a_store(path: Path, exc: sqlite3.DatabaseError) -> StoreError | sqlite3.DatabaseError:
@@ -588,11 +597,19 @@ def _refuse_foreign(path: Path) -> None:
         tables = existing_tables(path)
     except sqlite3.DatabaseError as exc:
         raise _not_a_store(path, exc) from None
-    if tables and not tables & OWN_TABLES:
+    if not tables:
+        return
+    if not tables.keys() & OWN_TABLES.keys():
         raise StoreError(
             f"store {path}: a SQLite file of another application ({len(tables)} tables, no "
             "memlife table); refused before any write: check the path"
         )
+    for name in sorted(tables.keys() & OWN_TABLES.keys()):
+        if not OWN_TABLES[name] <= tables[name]:
+            raise StoreError(
+                f"store {path}: a SQLite file of another application (its table '{name}' "
+                "is not memlife's); refused before any write: check the path"
+            )
 
 
 class SqliteStore:
