@@ -42,7 +42,7 @@ def test_a_store_with_tables_of_its_own_beside_memlifes_opens(tmp_path: Path) ->
     con.execute("CREATE TABLE operator_notes (note TEXT)")
     con.commit()
     con.close()
-    assert {"sqlite_stat1", "operator_notes"} <= (existing_tables(path) or set())
+    assert {"sqlite_stat1", "operator_notes"} <= set(existing_tables(path) or {})
     with SqliteStore(path) as store:
         assert store.count() == 1
 
@@ -57,7 +57,7 @@ def test_a_sqlite_file_with_no_table_yet_opens_as_a_new_store(tmp_path: Path) ->
     con.execute("DROP TABLE t")
     con.execute("VACUUM")
     con.close()
-    assert path.stat().st_size > 0 and existing_tables(path) == set()
+    assert path.stat().st_size > 0 and existing_tables(path) == {}
     with SqliteStore(path) as store:
         store.put_many([rec(1)])
         assert store.count() == 1
