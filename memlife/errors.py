@@ -105,6 +105,14 @@ class StoreError(MemlifeError, RuntimeError):
         super().__init__(message, code)
 
 
+class NotAStoreError(StoreError):
+    """The file a store URL names is no memlife store (another application's SQLite
+    database, not SQLite, or damaged): refused before any write. Bad input, as a missing
+    store file is: the CLI exits 2 (README "Exit codes"; it exited 1, audit 51x4)."""
+
+    exit_code = BAD_INPUT
+
+
 class ShardStopped(MemlifeError, RuntimeError):
     """An applier's batch that a StoreError stopped part-way: ``results`` (operation id ->
     outcome or ItemFailure) for what the store did before it stopped, so those are

@@ -339,8 +339,13 @@ def write_failure_receipt(
         return ctx.sink.location(key) if key else None
     except ReceiptWriteError:
         return None
-    except Exception:  # noqa: BLE001 - the journal unreadable too: the plain failure receipt
-        log.warning("failure receipt not sealed", exc_info=True)
+    except Exception as exc:  # noqa: BLE001 - the journal unreadable too: the plain receipt
+        from memlife.settings import settings
+
+        # named, as this module's other warnings are: the run's own error line says the rest
+        # (a damaged run secret printed two tracebacks before it; MEMLIFE_DEBUG shows them)
+        log.warning("failure receipt not sealed: %s", type(exc).__name__,
+                    exc_info=settings().debug)  # fmt: skip
         try:
             key = write_run_receipt(ctx, {k: v for k, v in receipt.items() if k != "evidence"})
             return ctx.sink.location(key) if key else None

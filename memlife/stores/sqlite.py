@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from memlife import faults
-from memlife.errors import CorruptRecordError, StoreError
+from memlife.errors import CorruptRecordError, NotAStoreError, StoreError
 from memlife.fold_versions import (
     legacy_norm_sha256,
     v3_norm_sha256,
@@ -577,12 +577,12 @@ OWN_TABLES: dict[str, frozenset[str]] = {name: frozenset(cols.split()) for name,
 }.items()}  # fmt: skip
 
 
-def _not_a_store(path: Path, exc: sqlite3.DatabaseError) -> StoreError | sqlite3.DatabaseError:
+def _not_a_store(path: Path, exc: sqlite3.DatabaseError) -> NotAStoreError | sqlite3.DatabaseError:
     """A file SQLite cannot read as a database (SQLITE_NOTADB, SQLITE_CORRUPT) as a
     StoreError naming it; a lock, a full disk or a read-only file stay as they are."""
     if isinstance(exc, sqlite3.OperationalError):
         return exc
-    return StoreError(
+    return NotAStoreError(
         f"store {path}: not a SQLite file, or a damaged one ({exc}); refused before any "
         "write: check the path, or restore the file from a backup"
     )
@@ -600,13 +600,13 @@ def _refuse_foreign(path: Path) -> None:
     if not tables:
         return
     if not tables.keys() & OWN_TABLES.keys():
-        raise StoreError(
+        raise NotAStoreError(
             f"store {path}: a SQLite file of another application ({len(tables)} tables, no "
             "memlife table); refused before any write: check the path"
         )
     for name in sorted(tables.keys() & OWN_TABLES.keys()):
         if not OWN_TABLES[name] <= tables[name]:
-            raise StoreError(
+            raise NotAStoreError(
                 f"store {path}: a SQLite file of another application (its table '{name}' "
                 "is not memlife's); refused before any write: check the path"
             )
