@@ -81,7 +81,14 @@ def verify_journal(
         oid = r["operation_id"]
         seen[oid] = r["state"]
         o = by_id.get(oid)
-        if o is None and expired is not None and expired(r.get("action")):
+        # expired only where the operation was receipted (the TTL starts there): its
+        # receipt is in the bucket; a never-receipted row (a terminal failure) is never dropped
+        if (
+            o is None
+            and expired is not None
+            and expired(r.get("action"))
+            and sink.get(operation_key(oid)) is not None
+        ):
             v.note("JOURNAL_EXPIRED", operation_id=oid, record_id=r["record_id"])
             continue
         if o is None:

@@ -146,3 +146,32 @@ def test_journal_rows_gone_before_their_ttl_are_still_a_finding(
     found = Counter(p["code"] for p in out["problems"])
     assert found == {"PARQUET_OP_NOT_IN_JOURNAL": 4, "RECEIPT_WITHOUT_JOURNALED_CHANGE": 4}
     assert not [n for n in out["notes"] if n["code"] == "JOURNAL_EXPIRED"]
+
+
+def test_a_row_past_its_ttl_without_its_operation_receipt_is_still_a_finding(
+    harness: AgentCoreHarness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Adversary (left by audit 51r, "JOURNAL_EXPIRED ignores the row's state"): past the
+    TTL, a journal row the table dropped and the operation's own receipt both gone. The
+    TTL starts only at RECEIPTED, so a row may be read as expired only where the operation
+    was receipted: its receipt is in the bucket. What must hold: the operation whose
+    receipt went is a problem (PARQUET_OP_NOT_IN_JOURNAL beside OPERATION_RECEIPT_MISSING),
+    never also a JOURNAL_EXPIRED note saying the TTL explains it; the others stay notes. (A
+    terminal failure is never receipted, so the TTL never drops its row: one missing is a
+    finding, however old the run.)"""
+    url, receipts, run_id, state = _night_on_dynamodb_state(
+        harness, tmp_path, monkeypatch, "st51x3-ttl-receipt"
+    )
+    assert _ttl_sweep(state, time.time() + 31 * 86_400) > 0
+    folder = Path(receipts[len("file://") :])
+    _clock(monkeypatch, timedelta(days=31))
+    code, out = _verify(url, receipts, run_id)
+    expired = [n["operation_id"] for n in out["notes"] if n["code"] == "JOURNAL_EXPIRED"]
+    assert code == 0 and len(expired) == 4, out
+    (folder / "operations" / f"{expired[0]}.json").unlink()
+    code, out = _verify(url, receipts, run_id)
+    assert code == 1
+    named = {(p["code"], p.get("operation_id")) for p in out["problems"]}
+    assert ("PARQUET_OP_NOT_IN_JOURNAL", expired[0]) in named, out["problems"]
+    still = [n["operation_id"] for n in out["notes"] if n["code"] == "JOURNAL_EXPIRED"]
+    assert sorted(still) == sorted(expired[1:])
