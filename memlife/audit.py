@@ -222,7 +222,7 @@ class S3Sink:
         None where the versions cannot be listed (no s3:ListBucketVersions; an endpoint
         without the call). Any other refusal (SlowDown, a 500) is a ReceiptReadError: read
         as "not allowed", a throttled listing verified a receipt overwritten (audit 51g)."""
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import BotoCoreError, ClientError
 
         seen: dict[str, int] = {}
         try:
@@ -237,6 +237,8 @@ class S3Sink:
             if code in _VERSIONS_NOT_LISTABLE:
                 return None
             raise ReceiptReadError(prefix, code) from exc
+        except BotoCoreError as exc:  # no answer at all (a cut connection): named, never a crash
+            raise ReceiptReadError(prefix, type(exc).__name__) from exc
         cut = len(self.prefix) + 1 if self.prefix else 0
         return tuple(k[cut:] for k, n in sorted(seen.items()) if n > 1)
 

@@ -97,3 +97,23 @@ def test_control_a_role_without_list_versions_skips_the_check_as_documented(aws:
         )
         v = verify_run(sink, None, None, run_id, evidence_only=True)
         assert v.ok, v.problems
+
+
+def test_a_version_listing_cut_by_the_network_is_named_not_a_crash(aws: Path) -> None:
+    """Session 51 review: a connection-level failure (no answer at all) of the version
+    listing escaped `S3Sink.overwritten` as a bare botocore error and stopped the whole
+    verification. What must hold: named as EVIDENCE_UNREADABLE, the run not verified."""
+    from botocore.exceptions import EndpointConnectionError
+
+    def cut(**_: Any) -> None:
+        raise EndpointConnectionError(endpoint_url="https://audit.s3.amazonaws.com/")
+
+    with mock_aws():
+        sink, run_id, key = _forged_night(aws)
+        sink.client.meta.events.register("before-call.s3.ListObjectVersions", cut)
+        v = verify_run(sink, None, None, run_id, evidence_only=True)
+        assert not v.ok
+        assert any(
+            p.get("code") == "EVIDENCE_UNREADABLE" and p.get("error") == "EndpointConnectionError"
+            for p in v.problems
+        ), v.problems
