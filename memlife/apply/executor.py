@@ -9,6 +9,7 @@ import secrets
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from memlife.apply import deletions, groups, memo, resume, unavailable
 from memlife.apply.deletions import DeleteItem
@@ -33,6 +34,9 @@ from memlife.model import MemoryRecord, PlanView
 from memlife.plan import Decision
 from memlife.policy import Policy
 from memlife.stores.base import MemoryStore
+
+if TYPE_CHECKING:  # the queue's package imports the appliers: a type only
+    from memlife.review_queue.base import ReviewBackend
 
 
 class Executor:
@@ -95,6 +99,19 @@ class Executor:
         self._removal_cache: EmbeddingCache | None = None
         self._evidence_secret: bytes | None = None
         self._replacement_secret: bytes | None = None  # a dry run's (replacement_secret)
+        self._review_backend: ReviewBackend | None = (
+            None  # the store's review queue (review_backend)
+        )
+
+    def review_backend(self) -> ReviewBackend:
+        """The store's review queue, opened once a run (a delete batch reads its disputes:
+        appliers/delete.py); off SQLite that is a file under the home, schema and all."""
+        if self._review_backend is None:
+            # the module, not the package: the package's resolve runs the appliers (a circle)
+            from memlife.review_queue.queue import open_backend
+
+            self._review_backend = open_backend(self.store)
+        return self._review_backend
 
     def evidence_secret(self) -> bytes:
         """The store's run secret, read once a run: the key of the content hashes its

@@ -74,10 +74,7 @@ def _disputed(ex: Executor, ops: list[Operation]) -> set[str]:
     asked = [o for o in ops if not (own and "REVIEW_DELETE" in o.reasons)]
     if not asked:
         return set()
-    # the module, not the package: the package's resolve runs the appliers (an import circle)
-    from memlife.review_queue.queue import open_backend
-
-    queue = open_backend(ex.store)
+    queue = ex.review_backend()
     marked = {s: queue.disputed(*s) for s in {(o.actor_id, o.namespace) for o in asked}}
     return {o.record_id for o in asked if o.record_id in marked[(o.actor_id, o.namespace)]}
 
