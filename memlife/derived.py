@@ -78,7 +78,9 @@ CREATE TABLE IF NOT EXISTS derived (
 # "classical" / "classic": audit 50l): statements split.
 # 18: `restates` keeps "only" with the phrase a link or time word opens ("eats meat only
 # on Sundays" is not "eats only meat on Sundays": audit 51x5): statements split.
-VERSION = f"derived-18:{memlife.__version__}"
+# 19: a probable update never pairs two texts that open with other people's names ("Jolene
+# spends ..." / "Deborah used to ...": audit 52a): updates dropped.
+VERSION = f"derived-19:{memlife.__version__}"
 FLUSH_ROWS = 256
 READ_AHEAD = 128  # shards whose rows one query reads
 KINDS = ("inference", "staging", "staging_total")  # the kinds kept (rows per shard)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from memlife.policy import Grouping, InferencePolicy
+from memlife.speakers import name_key, query_names
 from memlife.text import _NEGATION, _UPDATE_CUE, negates, reads_additive
 
 __all__ = ["InferenceItem", "SubjectInference", "infer_subjects", "looks_like_update", "update_cue"]
@@ -120,6 +121,49 @@ def _negated_words(text: str) -> set[str]:
             start = _CLAUSE_START.match(head)
             out |= _content_words(" ".join(head[start.end() if start else 0 :].split()[-3:]))
     return out
+
+
+# -- whom a text is about: the names it opens with -------------------------------------------
+# An update says something new of the same person. In a namespace holding several people's
+# facts (a conversation's memories in one place) "Jolene spends time playing video games with
+# her partner" / "Deborah used to play video games" share words and a cue, yet neither
+# replaces the other (LoCoMo, one namespace per conversation: 4 of 33 POSSIBLE_UPDATE items
+# paired two people, audit 52a). A name is a word the shard writes capitalised where no
+# sentence opens (speakers.query_names), so "Loves cats" / "Hates cats now" name nobody.
+_NAME_WINDOW = 4096  # characters of each text read for names (bounded work)
+_NAME_JOINERS = frozenset(("and", "&"))
+_NAME_TRIM = re.compile(r"(?:['\u2019\u02bc]s?)?[.,:;!?]*$")
+
+
+def shard_names(texts: Sequence[str]) -> frozenset[str]:
+    """The name keys (speakers.name_key) the texts write where no sentence opens."""
+    out: set[str] = set()
+    for t in texts:
+        out.update(query_names(t[:_NAME_WINDOW]).sure)
+    return frozenset(out)
+
+
+def opening_names(text: str, names: frozenset[str]) -> frozenset[str]:
+    """The names of ``names`` that ``text`` opens with, joined by "and" or "&" ("Caroline
+    and Melanie are", "Evan's son"): whom it is about. Empty when it opens otherwise."""
+    out: set[str] = set()
+    for i, word in enumerate(text[:_HEAD_CHARS].split()):
+        if i % 2:
+            if word.lower() in _NAME_JOINERS:
+                continue
+            break
+        key = name_key(_NAME_TRIM.sub("", word))
+        if not (word[:1].isupper() and key in names):
+            break
+        out.add(key)
+    return frozenset(out)
+
+
+def about_other_people(newer: str, older: str, names: frozenset[str]) -> bool:
+    """Both texts open with names and share none: two people's facts, never an update of
+    one another ("Caroline and Melanie are friends" / "Melanie is no longer ..." share one)."""
+    a, b = opening_names(newer, names), opening_names(older, names)
+    return bool(a and b and not a & b)
 
 
 def _statement_leaders(
@@ -320,6 +364,7 @@ def infer_subjects(
     statements: dict[str, str] = {}
     updates: dict[str, tuple[str, float]] = {}
     merge = max(near_duplicate, cfg.merge_cosine)
+    names: frozenset[str] | None = None  # the shard's names, read at the first pair
     for idx in members.values():
         if len(idx) < 2:
             continue
@@ -345,6 +390,10 @@ def infer_subjects(
             older, newer = items[idx[j]], items[idx[k]]
             if not looks_like_update(newer.text, older.text):
                 continue
+            if names is None:
+                names = shard_names([it.text for it in items])
+            if about_other_people(newer.text, older.text, names):
+                continue  # two people's facts: neither replaces the other
             prev = updates.get(older.id)
             if prev is None or sim > prev[1]:
                 updates[older.id] = (newer.id, sim)
