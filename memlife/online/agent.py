@@ -6,7 +6,9 @@ conversation (:func:`memlife.online.compaction.compact`); a ``remember`` tool le
 model save a durable fact (through :meth:`LongTermMemory.remember`, so duplicates
 refresh). When the step limit is reached with tool calls still coming, the tools of the
 last step are answered and the turn ends with ``stopped="step_limit"``; the next user text
-joins that tool-result message, so the history stays valid for the API.
+joins that tool-result message, so the history stays valid for the API. So it stays after
+a reply the API would not take back: blank text blocks and an empty reply are not kept,
+and the tool calls of a reply cut off at ``max_tokens`` are answered as not run.
 """
 
 from __future__ import annotations
@@ -87,6 +89,23 @@ def _block_dicts(content: Sequence[Any]) -> list[dict[str, Any]]:
             d = {"type": "text", "text": d.get("text", "")}  # drop citations=None etc.
         out.append(d)
     return out
+
+
+def _blank_text(block: Mapping[str, Any]) -> bool:
+    return block.get("type") == "text" and not str(block.get("text", "")).strip()
+
+
+def _not_run(uses: Sequence[Mapping[str, Any]], reply: AgentReply) -> list[dict[str, Any]]:
+    """Error results for tool calls of a reply that did not stop to call tools (cut off
+    at ``max_tokens``: the input may be partial, so nothing is run). Without a result
+    each ``tool_use`` makes every later request of the conversation a 400."""
+    why = f"not run: the reply stopped ({reply.stopped}) before the call was complete"
+    for use in uses:
+        reply.tool_calls.append({"name": use.get("name"), "input": use.get("input"), "result": why})
+    return [
+        {"type": "tool_result", "tool_use_id": use["id"], "content": why, "is_error": True}
+        for use in uses
+    ]
 
 
 class MemoryAgent:
@@ -187,12 +206,18 @@ class MemoryAgent:
                 messages=[api_message(m) for m in self.messages],
             )
             reply.steps += 1
-            blocks = _block_dicts(msg.content)
-            self.messages.append({"role": "assistant", "content": blocks})
+            # the history keeps only what the API takes back: a blank text block or an empty
+            # reply (an ``end_turn`` with no content, as after tool results) sent again is a
+            # 400 on every later turn (audit 52b); nothing said, the next text joins the last
+            blocks = [b for b in _block_dicts(msg.content) if not _blank_text(b)]
+            if blocks:
+                self.messages.append({"role": "assistant", "content": blocks})
             reply.text = "".join(b["text"] for b in blocks if b.get("type") == "text")
             uses = [b for b in blocks if b.get("type") == "tool_use"]
             if msg.stop_reason != "tool_use" or not uses:
                 reply.stopped = str(msg.stop_reason or "end_turn")
+                if uses:  # a call cut off (max_tokens): not run, but answered (audit 52b)
+                    self.messages.append({"role": "user", "content": _not_run(uses, reply)})
                 return reply
             results = []
             for use in uses:

@@ -56,6 +56,7 @@ from memlife.online.compaction_summary import (
     anthropic_client,
     merge_summary,
     summarise_in_chunks,
+    transcript_prompt,
 )
 from memlife.online.history import (
     DEFAULT_MODEL,
@@ -149,7 +150,9 @@ class AnthropicSummarizer:
 
     The older turns go to the model as a rendered transcript rather than as raw messages,
     so tool blocks need no tool definitions and the model cannot mistake them for live
-    calls. ``max_tokens`` is the least the reply may use; a longer transcript gets one
+    calls; each block is one entry, its later lines indented, inside an element named with
+    a digest of the transcript, so no text in it speaks as another speaker or as the
+    prompt. ``max_tokens`` is the least the reply may use; a longer transcript gets one
     token of reply per 20 estimated tokens read, up to ``max_tokens_limit``. A reply cut
     off at that limit counts as a failure: a truncated summary silently loses the end of
     the history.
@@ -184,9 +187,7 @@ class AnthropicSummarizer:
     def summarize(self, messages: Sequence[Mapping[str, Any]]) -> str:
         if self._client is None:
             self._client = anthropic_client(self.max_retries, self.timeout)
-        prompt = (
-            f"{self.instructions}\n\n<transcript>\n{render_transcript(messages)}\n</transcript>"
-        )
+        prompt = transcript_prompt(self.instructions, render_transcript(messages))
         max_tokens = self.reply_tokens(messages)
         reply = self._client.messages.create(
             model=self.model,

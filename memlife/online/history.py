@@ -541,9 +541,18 @@ class AnthropicTokenCounter:
 # ---- transcript ----------------------------------------------------------------------------
 
 
+def _entry(line: str) -> str:
+    """One entry of the transcript: its first line opens with the speaker, every other
+    line (any line break a model reads as one) is indented. A message's text cannot then
+    begin a line as another speaker ("Assistant: ...", "Tool result [...]: ...",
+    "Earlier summary: ...") and put words in its mouth (audit 52b)."""
+    return "\n  ".join(line.splitlines()) or line
+
+
 def render_transcript(messages: Sequence[Mapping[str, Any]]) -> str:
     """A plain-text transcript of ``messages`` for the summariser to read. A summary block
-    compaction wrote earlier reads as "Earlier summary:", not as the user's words."""
+    compaction wrote earlier reads as "Earlier summary:", not as the user's words. Each
+    block is one entry: a line opening with who said or did it, then indented lines."""
     lines: list[str] = []
     for msg in messages:
         speaker = "User" if msg.get("role") == "user" else "Assistant"
@@ -581,4 +590,4 @@ def render_transcript(messages: Sequence[Mapping[str, Any]]) -> str:
                 lines.append(f"{speaker}: {_block_text(block)}")
             else:
                 lines.append(f"{speaker}: [{kind} omitted]")
-    return "\n".join(lines)
+    return "\n".join(map(_entry, lines))

@@ -215,11 +215,12 @@ def test_text_the_user_wrote_in_summary_form_stays_in_the_request() -> None:
     assert request[:2] == [notes, ask]
     assert request[2]["text"].startswith(f"{SUMMARY_HEADER}\nThe assistant ran f.\n")
     transcript = render_transcript(summarizer.calls[0]).splitlines()
-    # the user's notes in summary form are the user's words, not an earlier summary
+    # the user's notes in summary form are the user's words, not an earlier summary (their
+    # lines continue the user's entry, indented: audit 52b)
     assert transcript[:3] == [
         "User: ",
-        SUMMARY_HEADER,
-        "My notes: account 4417-22, deadline Friday.",
+        f"  {SUMMARY_HEADER}",
+        "  My notes: account 4417-22, deadline Friday.",
     ]
     # compaction's own appended summary is the one replaced on the next pass
     longer = [*result.messages, U([{"type": "text", "text": "and again"}])][:-1]
