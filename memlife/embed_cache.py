@@ -25,10 +25,12 @@ from typing import Any
 import numpy as np
 
 from memlife.embed import Embedder
+from memlife.errors import StoreError
 from memlife.model import MemoryRecord, content_sha256
 from memlife.settings import settings
 from memlife.sql_in import in_chunks
-from memlife.sqlite_open import connect_wal, is_lock_error
+from memlife.sqlite_open import connect_wal, existing_tables, is_lock_error
+from memlife.stores.sqlite import OWN_TABLES
 from memlife.token_match import TokenCodes
 
 SCHEMA = """
@@ -56,6 +58,35 @@ def write_many(conn: sqlite3.Connection, sql: str, rows: Sequence[Sequence[Any]]
         if owner and conn.in_transaction:
             conn.execute("ROLLBACK")  # never leave the shared connection in a transaction
         raise
+
+
+def _unusable(path: Path, exc: sqlite3.DatabaseError) -> Exception:
+    """A file SQLite cannot read as a StoreError naming it; a lock stays as it is."""
+    if isinstance(exc, sqlite3.OperationalError):
+        return exc
+    return StoreError(
+        f"embedding cache {path}: not a SQLite file, or a damaged one ({exc}); it holds only "
+        "vectors memlife computes again: delete it (or move it aside) and run again"
+    )
+
+
+def refuse_unusable(path: Path) -> None:
+    """Refuse, before any write and naming the file, a cache file memlife cannot use: every
+    erasure and nightly delete opens $MEMLIFE_HOME/embeddings.db, and stopped on SQLite's
+    bare "file is not a database", naming nothing; another application's database there
+    was switched to WAL and given our table (audit 52c). Tables as the store reads them."""
+    try:
+        tables = existing_tables(path)
+    except sqlite3.DatabaseError as exc:
+        raise _unusable(path, exc) from None
+    if not tables:
+        return
+    ours = tables.keys() & OWN_TABLES.keys()
+    if not ours or any(not OWN_TABLES[name] <= tables[name] for name in ours):
+        raise StoreError(
+            f"embedding cache {path}: a SQLite file of another application; refused before "
+            "any write: check MEMLIFE_HOME, or move that file elsewhere"
+        )
 
 
 @dataclass
@@ -93,10 +124,14 @@ class EmbeddingCache:
             if path is None:
                 path = settings().home / "embeddings.db"
             self.path = None if str(path) == ":memory:" else Path(path)
-            if str(path) != ":memory:":
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
-            connection = connect_wal(path)
-            connection.execute("PRAGMA secure_delete=ON")  # erased vectors are zeroed
+            if self.path is not None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                refuse_unusable(self.path)
+            try:
+                connection = connect_wal(path)
+                connection.execute("PRAGMA secure_delete=ON")  # erased vectors are zeroed
+            except sqlite3.DatabaseError as exc:  # damaged past the pages read above
+                raise _unusable(Path(path), exc) from None
             lock = threading.RLock()
         # None only in a cache kept elsewhere (state/embeddings.py): no file to compact or vacuum
         self.connection: sqlite3.Connection | None = connection

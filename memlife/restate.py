@@ -79,7 +79,7 @@ import Stemmer
 from memlife.restate_forms import derivation
 from memlife.restate_only import only_scopes
 from memlife.restate_swap import traded
-from memlife.text import NUMBER_WORDS, symbols_as_words
+from memlife.text import NUMBER_WORDS, norm_sha256, symbols_as_words
 
 # words whose presence or absence changes no fact; prepositions, numbers, comparatives,
 # time words and negations are NOT here: "to"/"from", "more"/"less", "this"/"last" year
@@ -114,8 +114,7 @@ _NEGATIONS = frozenset(
 _CEASE = frozenset(("quit", "stop"))  # stems: "quit smoking", "stopped drinking coffee"
 _COMPARED = frozenset(("compared", "compare", "comparing", "comparison"))
 _CLAUSE_ENDS = frozenset("but although though whereas however".split())
-# "then" orders two events ("painted, then hiked"), except as a time ("back then", "she
-# was then living in Paris")
+# "then" orders two events ("painted, then hiked"), except as a time ("back then", "was then")
 _THEN_AS_TIME = frozenset("back since until till by from right just even was were is are am "
                           "had has have did do does been be".split())  # fmt: skip
 _CONJUNCTIONS = frozenset("and or".split())
@@ -483,7 +482,7 @@ def _same_clauses(a: Clauses, b: Clauses) -> bool:
 def restates(a: str, b: str) -> bool:
     """True when ``a`` and ``b`` say the same words (up to filler, inflection other than
     tense and an order that carries no role: module doc) with the same names: keeping
-    either loses nothing."""
+    either loses nothing; a wordless text (any emoji is [UNK] to MiniLM) only its own key."""
     words_a, names_a, after_a, numbers_a, clauses_a, pairs_a = _shape(a)
     words_b, names_b, after_b, numbers_b, clauses_b, pairs_b = _shape(b)
     same_roles = len(after_a) != len(after_b) or after_a == after_b  # an article dropped
@@ -492,6 +491,7 @@ def restates(a: str, b: str) -> bool:
         and same_roles and _same_clauses(clauses_a, clauses_b)
         and not _traded(pairs_a, pairs_b) and not _traded(pairs_b, pairs_a)
         and not traded(a, b)  # words the rules above do not read (another language)
+        and (bool(words_a) or norm_sha256(a) == norm_sha256(b))  # no word: emoji (audit 52c)
     )  # fmt: skip
 
 
