@@ -17,6 +17,7 @@ from prefect.artifacts import (  # noqa: E402
     create_table_artifact,
 )
 from prefect.events import emit_event  # noqa: E402
+from prefect.exceptions import EventTooLarge  # noqa: E402
 
 from memlife.run_finish import as_link, gate_line, markdown_summary  # noqa: E402
 from memlife.run_types import RunConfig, RunContext, RunSummary, mode_of  # noqa: E402
@@ -24,6 +25,10 @@ from memlife.run_types import RunConfig, RunContext, RunSummary, mode_of  # noqa
 EVENT_PARTIAL = "memlife.run.partial_failure"
 EVENT_FAILURE = "memlife.run.failure"
 EVENT_BLOCKED = "memlife.run.blocked"  # the regression gate held the commit back
+# failed shards an event names; the receipt lists them all. Every name (~100 bytes with its
+# code) went in: past ~15,000 (a night the store refused) the event outgrew Prefect's 1.5 MB,
+# emit_event raised EventTooLarge after the receipt and the night's alert was lost (audit 52d)
+MAX_LISTED_SHARDS = 100
 
 
 def publish(summary: RunSummary) -> None:
@@ -81,7 +86,13 @@ def refused_event(
 def _emit(event: tuple[str, dict[str, str], dict[str, Any]] | None) -> None:
     if event is not None:
         name, resource, payload = event
-        emit_event(event=name, resource=resource, payload=payload)
+        try:
+            emit_event(event=name, resource=resource, payload=payload)
+        except EventTooLarge:  # still too large (long names, a lowered limit): the alert
+            # goes out without its lists rather than not at all, and the run is not failed
+            lists = ("failed_shards", "failed_shard_codes", "gate")
+            kept = {k: v for k, v in payload.items() if k not in lists}
+            emit_event(event=name, resource=resource, payload={**kept, "truncated": True})
 
 
 def _resource(run_id: str, mode: str) -> dict[str, str]:
@@ -95,11 +106,13 @@ def _resource(run_id: str, mode: str) -> dict[str, str]:
 def run_event(summary: RunSummary) -> tuple[str, dict[str, str], dict[str, Any]] | None:
     """(event, resource, payload) for a run that did not fully succeed; None on success.
 
-    Content-free: run id, status, policy version, counts and failed shard names/codes.
+    Content-free: run id, status, policy version, counts, the first MAX_LISTED_SHARDS failed
+    shards' names and codes and how many failed.
     """
     if summary.status == "success":
         return None
     event = {"failure": EVENT_FAILURE, "blocked": EVENT_BLOCKED}.get(summary.status, EVENT_PARTIAL)
+    listed = summary.failed_shards[:MAX_LISTED_SHARDS]
     payload = {
         "run_id": summary.run_id,
         "status": summary.status,
@@ -109,8 +122,9 @@ def run_event(summary: RunSummary) -> tuple[str, dict[str, str], dict[str, Any]]
         "counts": dict(summary.lifecycle),
         "records": summary.records,
         "shards": summary.shards,
-        "failed_shards": [s["shard"] for s in summary.failed_shards],
-        "failed_shard_codes": {s["shard"]: s.get("code") for s in summary.failed_shards},
+        "failed_shards": [s["shard"] for s in listed],
+        "failed_shard_codes": {s["shard"]: s.get("code") for s in listed},
+        "failed_shards_total": len(summary.failed_shards),  # the receipt lists them all
         "receipt": summary.receipt,
     }
     if summary.gate is not None:  # ids, gate names and figures only

@@ -180,6 +180,10 @@ def finish_run(
     if blocked and not ctx.config.dry_run:
         status = "blocked"  # the gate held the commit back: not a success, whatever else went on
     retries = [at for f in tally.failures if (at := f.get("next_retry_at"))]
+    # one set for the summary and the receipt: a flow run returned no scope_unmatched count
+    # (the CLI adds its own), so its counts differed from its receipt's (audit 52d)
+    other_counts = {**{k: v for k, v in tally.counts.items() if k not in lifecycle},
+                    **{f"scope_unmatched:{o}={v}": 1 for o, v in ctx.scope_unmatched}}  # fmt: skip
     summary = RunSummary(
         run_id=ctx.run_id,
         policy_version=ctx.policy.version,
@@ -213,7 +217,7 @@ def finish_run(
             ),
         },
         gate=gate,
-        other={k: v for k, v in tally.counts.items() if k not in lifecycle},
+        other=dict(other_counts),
     )
     receipt = {
         "run_id": ctx.run_id, "mode": ctx.mode, "status": status,
@@ -224,8 +228,7 @@ def finish_run(
         "shards": {"total": shards_total if shards_total is not None else summary.shards,
                    "completed": summary.shards, "failed": failed_shards},
         "records_found": records, "counts": lifecycle, "planned": summary.counts,
-        "other_counts": {**{k: v for k, v in tally.counts.items() if k not in lifecycle},
-                         **{f"scope_unmatched:{o}={v}": 1 for o, v in ctx.scope_unmatched}},
+        "other_counts": other_counts,
         "ids_not_deleted": tally.ids_not_deleted, "failures": tally.failures,
         "next_retry_at": min(retries) if retries else None, "model": summary.model,
         "gate": gate, "receipt_failures": receipt_failures,

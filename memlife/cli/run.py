@@ -299,8 +299,8 @@ def unmatched_scope(
 def add_scope_unmatched(result: dict[str, Any], unmatched: list[tuple[str, str]]) -> None:
     """In --json: ``scope_unmatched`` (option and value of each) and one
     ``scope_unmatched:<option>=<value>`` count each in ``other_counts``, as the policy's
-    ``enforcement_glob_unmatched:<glob>`` is counted. (The run's receipt does not carry
-    them: the run itself is not told.)"""
+    ``enforcement_glob_unmatched:<glob>`` is counted (the run's summary and receipt carry
+    the same counts; the CLI names them whichever engine ran)."""
     result["scope_unmatched"] = [{"option": o, "value": v} for o, v in unmatched]
     other = result.setdefault("other_counts", {})
     for option, value in unmatched:
