@@ -405,8 +405,17 @@ def _defer(
             _write_deferral_receipt(
                 run.sink, o, run.executor.evidence_secret(), run.executor.reviewer
             )
-        except ReceiptWriteError:
-            run.tally.counts["receipt_failed"] += 1
+        except ReceiptWriteError as exc:
+            # the operation is FAILED (deferred), so the journal shows no receipt owed: the
+            # run must say so itself, or it sealed `success` with its deferral evidence
+            # missing and nothing told the operator to rerun it (audit 52f)
+            run.tally.counts["deferral_receipt_failed"] += 1
+            run.tally.failures.append({
+                "operation_id": o.operation_id, "run_id": o.run_id, "record_id": o.record_id,
+                "action": o.kind.value, "code": "DEFERRAL_RECEIPT_WRITE_FAILED",
+                "retryable": True, "detail": type(exc.__cause__).__name__ if exc.__cause__
+                else "error",
+            })  # fmt: skip
         side.add_pending(
             {
                 "record_id": o.record_id,

@@ -124,6 +124,7 @@ class ManualRun:
         counts = {**{k: v for k, v in self.tally.counts.items() if k not in _OUTCOME_COUNTS}, **jc}
         others = sum(1 for f in self.tally.failures if f.get("run_id") not in (None, self.run_id))
         failed = jc.get("failed", 0) + jc.get("unreceipted", 0) + others
+        failed += self.tally.counts.get("deferral_receipt_failed", 0)  # erase._defer (audit 52f)
         status = "success" if not failed else "partial_failure"
         receipt = {
             "run_id": self.run_id, "mode": f"manual:{self.action}", "status": status,

@@ -131,6 +131,7 @@ def _operations(
             store = run_info(sink, f"runs/{day:%Y/%m/%d}/{run_id}").store
         for row in table.to_pylist():
             rows.append({"date": day.isoformat(), "run_id": run_id, **row, "store": store})
+            rows += _finished_later(sink, rows[-1], found)
     found += _sealed_files_gone(sink, since, until, seen)
     rows.sort(
         key=lambda r: (
@@ -139,6 +140,37 @@ def _operations(
         )
     )
     return rows
+
+
+def _finished_later(
+    sink: ReceiptSink, row: dict[str, Any], problems: list[dict[str, str]]
+) -> list[dict[str, Any]]:
+    """The operation's own receipt, where a sealed row shows it unfinished (FAILED with a
+    retry, APPLIED with its receipt owed) and a later run (the next night's retry queue)
+    finished it: that run's dataset holds only its own operations, so the sealed row said
+    "delete failed" for good while the record was deleted (audit 52f). One row, state
+    RECEIPTED, ``after_seal`` True; a receipt that is not the row's operation is a gap."""
+    from memlife.evidence import _mismatched, _when
+    from memlife.receipts import operation_key
+    from memlife.run_receipts import loads
+
+    if row["state"] == "RECEIPTED":
+        return []
+    key = operation_key(row["operation_id"])
+    body = sink.get(key)
+    if body is None:  # not finished (or a deferral: its receipt is under deferrals/)
+        return []
+    doc = loads(body)
+    if (
+        doc is None
+        or doc.get("outcome") in (None, "failed")
+        or _mismatched(doc, row, skip=("outcome",))
+    ):
+        problems.append({"code": "RECEIPT_FIELD_MISMATCH", "run_id": row["run_id"], "key": key})
+        return []
+    when = _when(doc.get("timestamp"))
+    return [{**row, "outcome": doc["outcome"], "state": "RECEIPTED", "attempts": doc.get("attempts"),
+             "updated_at": when or row["updated_at"], "after_seal": True}]  # fmt: skip
 
 
 # how far a superseded record's hand-over is followed (status._repoint walks as far)

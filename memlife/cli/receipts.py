@@ -91,6 +91,8 @@ def _outcome(row: dict[str, object]) -> str:
     `deferred` (its deferral receipt), not `failed`; it is applied once the hold goes."""
     if "ERASURE_DEFERRED" in (row.get("reason_codes") or []) and row.get("outcome") == "failed":  # type: ignore[operator]  # a JSON row: a list when present
         return "deferred (legal hold)"
+    if row.get("after_seal"):  # its own receipt says so, not the run's sealed row (audit 52f)
+        return f"{row.get('outcome')} (finished after its run's seal)"
     return str(row.get("outcome") or row.get("state") or "")
 
 
