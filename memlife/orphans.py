@@ -21,8 +21,9 @@ when B was superseded (``status._repoint``) or deleted (here, and a review `dele
 
 The night is also the safety net for stores left so: every superseded record of the shard
 whose replacement no longer exists (a review delete before session 27, a follower whose
-delete failed) goes as the replacement's own sources do, ``REPLACEMENT_DELETED``, and so
-does a chain of superseded records ending at a missing one. A replacement superseded or
+delete failed), or is now another actor's or namespace's record (an id reused, an import's
+REPLACEMENT_OUT_OF_SCOPE line: audit 52h), goes as the replacement's own sources do,
+``REPLACEMENT_DELETED``, and so does a chain of superseded records ending at a missing one. A replacement superseded or
 quarantined in its turn, or pending deletion, still exists: the record keeps pointing to it
 (a superseded replacement hands it over when it is superseded, ``status._repoint``).
 """
@@ -52,9 +53,10 @@ def sources_follow(
     disputed: Collection[str] = frozenset(),
 ) -> list[Decision]:
     """``decisions`` with each superseded, unheld, undisputed (``disputed``: the shard's
-    records a reviewer disputed) record whose replacement is planned for deletion, or no
-    longer exists, planned for deletion too (module doc). Reads the links of the shard's
-    superseded records, and the records they name outside the shard."""
+    records a reviewer disputed) record whose replacement is planned for deletion, no
+    longer exists, or is another actor's or namespace's record, planned for deletion too
+    (module doc). Reads the links of the shard's superseded records, and the records they
+    name outside the shard."""
     views = list(views)
     deleting = {d.id for d in decisions if d.action in DELETE_ACTIONS}
     by_id = {d.id: d for d in decisions}
@@ -74,7 +76,8 @@ def sources_follow(
     here = {v.id for v in views}
     named = {link.replaced_by for link in links.values() if link.replaced_by}
     elsewhere = sorted(named - here)
-    gone = deleting | (set(elsewhere) - set(read_links(store, elsewhere)) if elsewhere else set())
+    scope = {v.id: (v.actor_id, v.namespace) for v in views}
+    gone = deleting | (_gone_or_foreign(store, elsewhere, scope, links) if elsewhere else set())
     grew = True
     while grew:  # a chain (an import may link a superseded record to another) follows
         grew = False
@@ -88,6 +91,28 @@ def sources_follow(
             gone.add(rid)
             grew = True
     return decisions
+
+
+def _gone_or_foreign(
+    store: MemoryStore, ids: list[str], scope: Mapping[str, Shard], links: Mapping[str, Link]
+) -> set[str]:
+    """Those of ``ids`` (replacements named from outside the shard's pages) that no longer
+    exist, or that are a record of another actor or namespace than every record naming it:
+    an id another tenant's record took over, or an import's REPLACEMENT_OUT_OF_SCOPE line.
+    Such a replacement serves none of its sources' recall (invariants 3 and 8): the record
+    is an orphan as much as one pointing to nothing (audit 52h)."""
+    from memlife.apply.appliers.base import get_many
+
+    named_from: dict[str, set[Shard]] = {}
+    for sid, link in links.items():
+        if link.replaced_by and sid in scope:
+            named_from.setdefault(link.replaced_by, set()).add(scope[sid])
+    found = get_many(store, ids)
+    return {
+        rid
+        for rid in ids
+        if (r := found.get(rid)) is None or (r.actor_id, r.namespace) not in named_from.get(rid, ())
+    }
 
 
 def pointing_to(

@@ -298,7 +298,10 @@ def list_quarantined(store: MemoryStore, actor_id: str | None = None) -> list[di
                 for r in page.records:
                     if r.status is not Status.quarantined:
                         continue
-                    ops = [o for o in journal.for_record(r.id) if o.kind is OpKind.quarantine]
+                    # this record's own: an id another actor's removed record held keeps
+                    # its operations, never this record's history (audit 52h)
+                    ops = [o for o in journal.for_record(r.id) if o.kind is OpKind.quarantine
+                           and (o.actor_id, o.namespace) == (r.actor_id, r.namespace)]  # fmt: skip
                     ops.sort(key=lambda o: o.updated_at or o.created_at or r.created_at)
                     out.append({
                         "id": r.id, "actor_id": r.actor_id, "namespace": r.namespace,

@@ -87,7 +87,10 @@ class InferredSubjects:
         records grouped under it since carry those words: when a removed record's words
         made its key, the key also comes off every other record of the shard, which gets a
         key of its own words the next night (the one time a key moves). Another member's
-        removal moves nothing. Returns (the removed records' keys, keys taken off others)."""
+        removal moves nothing. A removed record whose text is unknown (an erase resumed
+        after a crash past its delete: the record is gone) may have made its key: the key
+        comes off the others too (a key moved, never erased words kept; audit 52h).
+        Returns (the removed records' keys, keys taken off others)."""
         if not removed:
             return 0, 0
         keys = self.get(shard, list(removed))
@@ -95,7 +98,7 @@ class InferredSubjects:
         made = {
             key
             for rid, key in keys.items()
-            if (text := removed.get(rid)) is not None and _made_from(key, text)
+            if (text := removed.get(rid)) is None or _made_from(key, text)
         }
         return own, self.backend.forget_keys(shard, made) if made else 0
 

@@ -99,7 +99,10 @@ def _still_superseded(ex: Executor, o: Operation, r: MemoryRecord, going: list[s
     if "REPLACEMENT_DELETED" not in o.reasons:
         return True
     by = r.provenance.replaced_by
-    return by is None or by in going or ex.store.get(by) is None
+    if by is None or by in going:
+        return True
+    other = ex.store.get(by)  # gone, or another actor's or namespace's (orphans.py)
+    return other is None or (other.actor_id, other.namespace) != (r.actor_id, r.namespace)
 
 
 def _pinned(ex: Executor, current: dict[str, MemoryRecord]) -> set[str]:
