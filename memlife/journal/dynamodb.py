@@ -42,7 +42,15 @@ from memlife.journal.base import (
     checked_secret,
     stored,
 )
-from memlife.journal.dynamodb_items import from_item, memberships, op_key, text, to_item, when
+from memlife.journal.dynamodb_items import (
+    from_item,
+    memberships,
+    op_key,
+    refuse_too_large,
+    text,
+    to_item,
+    when,
+)
 from memlife.model import utcnow
 from memlife.state.dynamodb import (
     OPEN_BUCKETS,
@@ -330,6 +338,7 @@ class DynamoJournal:
     # -- writes ----------------------------------------------------------------------------------
     def plan(self, ops: Sequence[Operation]) -> list[Operation]:
         now, planned = utcnow().isoformat(), list(ops)
+        refuse_too_large(planned, now)  # before anything is written (audit 52ii)
         self.state.batch_write(puts=[m for op in ops for m in memberships(op)])
         if self._all_at_once(planned, now):
             ops = []

@@ -10,8 +10,28 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from memlife.journal.base import Operation, OpKind, OpState, Outcome, checked, stored_field
+from memlife.journal.base import (
+    JournalStateError,
+    Operation,
+    OpKind,
+    OpState,
+    Outcome,
+    checked,
+    stored_field,
+)
 from memlife.state.dynamodb import OPEN_BUCKETS, key
+
+ITEM_MAX = 400 * 1024  # DynamoDB's item size limit: attribute names and values, UTF-8
+
+
+def item_bytes(item: dict[str, Any]) -> int:
+    """An item's size as DynamoDB counts it (names and values; text as UTF-8, binary as
+    its bytes, a number about its digits: the journal's items hold nothing else)."""
+    size = 0
+    for name, value in item.items():
+        ((kind, v),) = value.items()
+        size += len(name.encode()) + (len(v) if kind == "B" else len(str(v).encode()))
+    return size
 
 
 def op_key(operation_id: str) -> dict[str, Any]:
@@ -107,3 +127,21 @@ def memberships(op: Operation, expires: int | None = None) -> list[dict[str, Any
         for it in items:
             it["expires_at"] = {"N": str(expires)}
     return items
+
+
+def refuse_too_large(ops: list[Operation], now: str) -> None:
+    """JournalStateError, before ``plan`` writes anything, for an operation DynamoDB cannot
+    hold in one item (a payload over 400 KB: an imported record's source_event is bounded
+    only by the 1 MiB line). The batch's transaction failed, the operations before it were
+    put one by one and planned (the next night carried them out), and its own put raised
+    a bare ClientError naming neither record nor field (audit 52ii)."""
+    for op in ops:
+        item = to_item(op, now)
+        size = item_bytes(item)
+        if size > ITEM_MAX:
+            field = max(item, key=lambda name: item_bytes({name: item[name]}))
+            raise JournalStateError(
+                f"{op.operation_id}: {op.kind.value} of record {op.record_id} is {size} bytes "
+                f"(its {field} the largest); a DynamoDB item holds at most {ITEM_MAX}: "
+                "nothing of this batch was planned"
+            )

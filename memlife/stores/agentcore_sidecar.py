@@ -50,6 +50,26 @@ PUT_WORKERS = 8
 BATCH_GET_MAX = 100
 BATCH_WRITE_MAX = 25
 REC_SK = "rec"
+ITEM_MAX = 400 * 1024  # DynamoDB's item size limit (attribute names and values, UTF-8)
+# what a record item's overflow blobs may take: the rest (key, ids and actor of at most 256
+# characters, a namespace of at most 1,024 ASCII, times, nonce) is a few KB (audit 52ii)
+BLOBS_MAX = ITEM_MAX - 16 * 1024
+
+
+def blobs_text(blobs: dict[str, dict[str, Any]]) -> str:
+    """The ``blobs`` attribute as stored: ASCII JSON (escaped), so its length is its bytes."""
+    return json.dumps(list(blobs.items()), separators=(",", ":"))
+
+
+def fitting_blobs(blobs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The newest blobs (oldest first, as kept) that fit one item; the newest always stays
+    (one too large alone is refused before any write: mapping.invalid_reason). Kept blobs
+    of 150 KB made the third version's item too large, and the record could never be
+    written again (audit 52ii)."""
+    kept = dict(blobs)
+    while len(kept) > 1 and len(blobs_text(kept)) > BLOBS_MAX:
+        kept.pop(next(iter(kept)))
+    return kept
 
 
 @dataclass
@@ -89,7 +109,7 @@ def _to_ddb(item: SidecarItem) -> dict[str, Any]:
         "namespace": {"S": item.namespace},
         "version": {"N": str(item.version)},
         "state": {"S": "pending" if item.pending else "live"},
-        "blobs": {"S": json.dumps(list(item.blobs.items()), separators=(",", ":"))},
+        "blobs": {"S": blobs_text(item.blobs)},
         "updated_at": {"S": datetime.now(UTC).isoformat()},
     }
     if item.memory_record_id is not None:

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from memlife.errors import CorruptRecordError
 from memlife.model import MemoryRecord, MemoryType, Source, parse_time
+from memlife.stores.agentcore_sidecar import BLOBS_MAX, blobs_text
 from memlife.stores.base import BadPageToken
 
 # -- AgentCore limits (from the botocore service model, bedrock-agentcore 2024-02-28) ----
@@ -251,7 +252,20 @@ def invalid_reason(record: MemoryRecord) -> str | None:
         return f"content is {len(record.content)} chars; AgentCore takes at most {MAX_CONTENT}"
     if len(record.namespace) > MAX_NAMESPACE or not NAMESPACE_RE.fullmatch(record.namespace):
         return "namespace does not match AgentCore's namespace pattern"
-    return None
+    return _overflow_too_large(record)
+
+
+def _overflow_too_large(record: MemoryRecord) -> str | None:
+    """Fields metadata cannot hold go to the sidecar item (DynamoDB: 400 KB); an overflow
+    no item holds was refused by DynamoDB as a retryable "sidecar changed concurrently",
+    naming no field, on every retry (audit 52ii). Field names and sizes, never values."""
+    _, blob = encode_metadata(record)
+    size = len(blobs_text({blob_hash(blob): blob})) if blob else 0
+    if size <= BLOBS_MAX:
+        return None
+    fields = sorted(blob, key=lambda f: -len(json.dumps(blob[f])))
+    return (f"{', '.join(fields)} (fields AgentCore metadata cannot hold) take {size} bytes in "
+            f"the sidecar table; one DynamoDB item holds at most {BLOBS_MAX}")  # fmt: skip
 
 
 # -- page tokens ---------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from memlife.stores.agentcore.mapping import (
     safe_value,
 )
 from memlife.stores.agentcore.transport import Entry, Outcome, Transport, failure_of, stop_of
-from memlife.stores.agentcore_sidecar import Sidecar, SidecarItem
+from memlife.stores.agentcore_sidecar import Sidecar, SidecarItem, fitting_blobs
 from memlife.stores.base import BatchResult, ItemFailure
 
 KEEP_BLOBS = 4  # overflow versions kept in the sidecar (package docstring)
@@ -143,7 +143,7 @@ class ChunkWriter:
                 h = blob_hash(blob)
                 blobs.pop(h, None)
                 blobs[h] = blob
-                blobs = dict(list(blobs.items())[-KEEP_BLOBS:])
+                blobs = fitting_blobs(dict(list(blobs.items())[-KEEP_BLOBS:]))
             mrid = old.memory_record_id if old else None
             nonce = None
             if mrid is None:  # a create: the pending attempt's nonce, or a new attempt
