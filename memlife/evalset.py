@@ -292,10 +292,15 @@ def _some(cases: list[EvalCase], name: str) -> list[EvalCase]:
 
 
 def dump_cases(cases: Sequence[EvalCase], path: str | Path) -> Path:
+    """Write the set whole or not at all: written beside its place, then renamed there. In
+    place, a write failing part way (a full disk) left the head of the new set where a
+    reviewed one had been, and cut at a line's end it loads as a smaller set (audit 52i)."""
+    from memlife.export_files import Staged
+
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     if p.suffix.lower() in (".jsonl", ".ndjson"):
-        p.write_text("".join(json.dumps(c.dump()) + "\n" for c in cases), encoding="utf-8")
+        text = "".join(json.dumps(c.dump()) + "\n" for c in cases)
     else:
         header = (
             "# memlife evaluation set (docs/evaluation.md). Derived from the store by\n"
@@ -304,7 +309,13 @@ def dump_cases(cases: Sequence[EvalCase], path: str | Path) -> Path:
         body = yaml.safe_dump(
             {"cases": [c.dump() for c in cases]}, sort_keys=False, allow_unicode=True
         )
-        p.write_text(header + body, encoding="utf-8")
+        text = header + body
+    staged = Staged()
+    try:
+        staged.open(p).write(text)
+        staged.commit()
+    finally:
+        staged.discard()
     return p
 
 

@@ -9,6 +9,7 @@ each other with exit 0 (the erasures lost: an import from F accepts erased text 
 from __future__ import annotations
 
 import os
+import stat
 import uuid
 from pathlib import Path
 from typing import IO
@@ -32,6 +33,14 @@ def export_targets_problem(store: object, **targets: Path | None) -> str | None:
     for flag, path in named.items():
         if own is not None and any(_same(path, Path(f"{own}{end}")) for end in _SQLITE_FILES):
             return f"{flag} {path} is the store's own file: an export never writes over it"
+        # checked before any record is read: a missing folder was found only once the
+        # file was opened, after the whole store was written for -o, and the error named
+        # the hidden temporary file, not the flag (audit 52i)
+        folder = _place(path).parent
+        if not folder.is_dir():
+            return f"{flag} {path}: no such folder {folder}"
+        if not os.access(folder, os.W_OK | os.X_OK):
+            return f"{flag} {path}: the folder {folder} is not writable"
     flags = list(named)
     for i, first in enumerate(flags):
         for second in flags[i + 1 :]:
@@ -51,8 +60,17 @@ class Staged:
         self._open: list[IO[str]] = []
 
     def path(self, place: Path) -> Path:
+        place = _place(place)
         tmp = place.with_name(f".{place.name}.{uuid.uuid4().hex[:8]}.tmp")
         self._files[place] = tmp
+        try:  # created with the replaced file's mode before any byte is written: a private
+            # backup's new content is never readable by others, not even while it is staged
+            mode = stat.S_IMODE(os.stat(place).st_mode)
+        except FileNotFoundError:
+            return tmp
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        os.fchmod(fd, mode)  # the umask applied at creation
+        os.close(fd)
         return tmp
 
     def open(self, place: Path) -> IO[str]:
@@ -64,6 +82,11 @@ class Staged:
         for f in self._open:
             f.close()
         for place, tmp in self._files.items():
+            try:  # a file replaced keeps its permissions, as a plain write keeps them: a
+                # backup kept private (0600) became world-readable at the next export
+                os.chmod(tmp, stat.S_IMODE(os.stat(place).st_mode))
+            except FileNotFoundError:
+                pass  # a new file: the mode any new file gets here
             os.replace(tmp, place)
         self._files.clear()
 
@@ -74,3 +97,9 @@ class Staged:
         for tmp in self._files.values():
             tmp.unlink(missing_ok=True)
         self._files.clear()
+
+
+def _place(path: Path) -> Path:
+    """Where ``path`` writes: a symbolic link's file, as a plain write follows it (the
+    rename replaced the link itself and left the file it names stale, audit 52i)."""
+    return Path(os.path.realpath(path))

@@ -199,6 +199,19 @@ def _groups(
         yield group
 
 
+# Ctrl-C at a terminal reaches the whole process group, these workers too: the parent
+# reports it (exit 130, no traceback); a worker stops quietly, a write in progress rolled
+# back whole by serve's ``finally`` (the next import finishes the file). Each worker
+# printed its KeyboardInterrupt traceback (audit 52i).
+_WORKER = (
+    "try:\n"
+    "    from memlife.import_turns import serve\n"
+    "    serve()\n"
+    "except KeyboardInterrupt:\n"
+    "    raise SystemExit(130) from None\n"
+)
+
+
 class _Pool:
     """``count`` worker processes; their answers arrive on one queue, each tagged with the
     worker's number (a reader thread per worker drains its pipe, so a worker never blocks
@@ -214,7 +227,7 @@ class _Pool:
         try:
             for k in range(count):
                 proc = subprocess.Popen(
-                    [sys.executable, "-c", "from memlife.import_turns import serve; serve()"],
+                    [sys.executable, "-c", _WORKER],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     env=env,

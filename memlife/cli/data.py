@@ -214,6 +214,12 @@ def register(app: typer.Typer) -> None:
         from memlife.erasure_export import count_erasures, dump_erasures
         from memlife.export_files import Staged, export_targets_problem
 
+        # "-" is stdout, as for most tools: `-o - | gzip` wrote a file named "-" and
+        # nothing to the pipe (audit 52i); stdout holds the records, not the side files
+        output = None if output is not None and str(output) == "-" else output
+        for flag, side in (("--erasures", erasures), ("--access", access)):
+            if side is not None and str(side) == "-":
+                raise fail(f"{flag} -: stdout holds the records; give {flag} a file")
         db = open_store(check_store(store, must_exist=True))
         iter_all = getattr(db, "iter_all", None)
         if iter_all is None:
