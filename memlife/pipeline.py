@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -449,7 +450,13 @@ def plan_in_processes(
     method = "fork" if ctx.config.dry_run and not ctx.config.consolidate else "spawn"
     children = workers - 1 if local is not None else workers
     outcomes: list[BatchOutcome] = []
-    with ProcessPoolExecutor(children, mp_context=multiprocessing.get_context(method)) as pool:
+    pool = ProcessPoolExecutor(
+        children,
+        mp_context=multiprocessing.get_context(method),
+        initializer=signal.signal,
+        initargs=(signal.SIGINT, signal.SIG_IGN),
+    )
+    try:
         futures = [
             pool.submit(isolated_retried, params, part, f"{i:05d}") for i, part in enumerate(parts)
         ]
@@ -463,6 +470,18 @@ def plan_in_processes(
             outcome = future.result()
             progress.advance(outcome.records)
             collect(outcomes, outcome)
+    except BaseException:
+        # stopped (Ctrl-C, SIGTERM) or failed: `with pool` waited for the children to plan
+        # every part left, calling the model for each (audit 52j). They commit nothing: end
+        # them (a terminal's Ctrl-C is the parent's alone: a child it broke failed the pool
+        # on a cancelled future). Pending parts are cancelled first, so the pool's manager
+        # drops them before it sees its workers gone
+        alive = list(pool._processes.values())  # no public way to end a pool's workers
+        pool.shutdown(wait=False, cancel_futures=True)
+        for child in alive:
+            child.terminate()
+        raise
+    pool.shutdown()  # not again after the above: it would undo cancel_futures
     return outcomes
 
 

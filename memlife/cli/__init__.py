@@ -8,12 +8,14 @@ tests/e2e/test_cli_basics.py fails when it drifts from what the modules register
 Exit codes (README "Exit codes"): 0 done; 1 the command failed or found problems;
 2 bad usage or input (unknown option, bad URL, missing store file, invalid policy);
 3 finished, but not fully (a run that is not ``success``, refusals in a manual run);
-4 another lifecycle run holds the store's lease ("another run holds the lock: RUN_ID since ..").
+4 another lifecycle run holds the store's lease ("another run holds the lock: RUN_ID since ..");
+130 / 143 stopped by Ctrl-C (SIGINT) / SIGTERM, after its cleanup ("stopped by SIGTERM ...").
 Errors are one line on stderr; MEMLIFE_DEBUG=1 shows the traceback instead.
 """
 
 from __future__ import annotations
 
+import signal
 from importlib import import_module
 from typing import Annotated, Any, get_args
 
@@ -152,6 +154,13 @@ class LazyGroup(TyperGroup):
             return super().invoke(ctx)
         except (TyperException, typer.Exit, typer.Abort):
             raise
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Stopped): one line, 128 + signal
+            from memlife.cli.common import err_console
+
+            signum = exc.signum if isinstance(exc, Stopped) else signal.SIGINT
+            err_console.print(f"error: stopped by {signal.Signals(signum).name} before it "
+                              "finished; run it again to finish", markup=False, highlight=False)  # fmt: skip
+            raise typer.Exit(128 + signum) from None
         except Exception as exc:
             from memlife.settings import settings
 
@@ -199,5 +208,21 @@ def _root(
     """Keep an AI agent's memory true over time."""
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGTERM, raised where the process stands as Ctrl-C's KeyboardInterrupt is."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise Stopped(signum)
+
+
 def main() -> None:
+    # SIGTERM (systemd stop, a Kubernetes eviction, `timeout`) stops a command as Ctrl-C
+    # does, its cleanup run: by default it died outright, its lease left held and a night's
+    # planning children orphaned, calling the model for every part left (audit 52j)
+    signal.signal(signal.SIGTERM, _stop)
     app()
