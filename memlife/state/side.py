@@ -132,7 +132,8 @@ class DynamoSideTables:
         }  # fmt: skip
 
     def forget_snapshots(self, ids: Sequence[str]) -> None:
-        self.state.batch_write(deletes=[key(f"qsnap#{i}", "snap") for i in ids])
+        # one BatchWriteItem naming a key twice is a ValidationException (SQLite takes it)
+        self.state.batch_write(deletes=[key(f"qsnap#{i}", "snap") for i in dict.fromkeys(ids)])
 
     # pending erasures: perase / record id
     def add_pending(self, row: dict[str, str]) -> None:
@@ -158,6 +159,7 @@ class DynamoSideTables:
         return sorted(rows, key=lambda r: (r["requested_at"], r["record_id"]))
 
     def forget_pending(self, ids: Sequence[str]) -> list[str]:
+        ids = list(dict.fromkeys(ids))  # a repeated key fails BatchWriteItem as a whole
         items = self.state.batch_get([key("perase", i) for i in ids])
         self.state.batch_write(deletes=[key("perase", i) for i in ids])
         return [i["operation_id"]["S"] for i in items]

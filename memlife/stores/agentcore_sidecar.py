@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from memlife.errors import is_throttling
 from memlife.stores.base import StoreError
 from memlife.unprocessed import responses
 
@@ -215,9 +216,11 @@ class Sidecar:
         """Write each ``(item, expected_version)``; ``item.version`` must be the new one.
 
         Returns ``{key: reason}`` for items not written (``CONFLICT`` or an error code);
-        every other item was written. One conditional PutItem per item, a few in parallel:
-        per-item conditions are what we need (a transaction would fail all for one
-        conflict, costs double, and moto copies the whole table per transaction).
+        every other item was written. Throttling raises (StoreError, once every put of the
+        call was tried): a put it refused is undecided, not a lost race. One conditional
+        PutItem per item, a few in parallel: per-item conditions are what we need (a
+        transaction would fail all for one conflict, costs double, and moto copies the
+        whole table per transaction).
         """
         failed: dict[str, str] = {}
         if len(items) <= 1:
@@ -238,6 +241,12 @@ class Sidecar:
         try:
             self.client.put_item(**kwargs)
         except ClientError as exc:
+            # throttled past botocore's attempts: the item may yet be at ``expected``, so it is
+            # no lost race; recorded as one, step 3 of a create deleted the record it had just
+            # created and the retry's clientToken replayed its id (audit 52ii2). The shard's
+            # THROTTLED path (put_many raises) retries it; a pending item recovers the record.
+            if is_throttling(exc):
+                raise
             code = exc.response["Error"]["Code"]
             failed[item.key] = "CONFLICT" if code == "ConditionalCheckFailedException" else code
 
