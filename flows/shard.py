@@ -63,17 +63,20 @@ def shard(config: dict[str, Any], shards: list[dict[str, str]], part: str = "0")
     run(fanout.config_from_params(config), fanout.shards_from_params(shards), part, limits.limited)
 
 
-def _settle(futures: list[Any], groups: Sequence[Sequence[Shard]]) -> list[BatchOutcome]:
-    """Wait for every batch; a failed one becomes failed-shard entries instead of an error."""
+def _settle(
+    ctx: RunContext, futures: list[Any], groups: Sequence[Sequence[Shard]]
+) -> list[BatchOutcome]:
+    """Wait for every batch; a failed one becomes failed-shard entries instead of an error
+    (keeping what its throttled attempts counted: model spend, refusals)."""
     outcomes: list[BatchOutcome] = []
     for fut, group in zip(futures, groups, strict=True):
         result = fut.result(raise_on_failure=False)
         if isinstance(result, BatchOutcome):
             collect(outcomes, result)
         elif isinstance(result, BaseException):
-            collect(outcomes, fanout.failed_outcome(group, result))
+            collect(outcomes, fanout.failed_batch(ctx, group, result))
         else:
-            collect(outcomes, fanout.failed_outcome(group, f"TASK_{fut.state.type.value}"))
+            collect(outcomes, fanout.failed_batch(ctx, group, f"TASK_{fut.state.type.value}"))
     return outcomes
 
 
@@ -111,7 +114,7 @@ def fan_out_tasks(
             )
             for g in groups
         ]
-        return _settle(futures, groups)
+        return _settle(ctx, futures, groups)
 
 
 def fan_out_deployments(

@@ -5,7 +5,8 @@
   id and run key as its parent (invariant 4: reruns and children resume, never fork).
 - ``process_isolated``: one shard batch in its own process (own store connection, journal,
   executor and report part) for workers that cannot share the parent's live objects.
-- ``failed_outcome`` and ``is_throttling`` (memlife/throttling.py, re-exported): a batch
+- ``failed_batch`` (a batch task that failed, with what its throttled attempts recorded),
+  ``failed_outcome`` and ``is_throttling`` (memlife/throttling.py, re-exported): a batch
   whose task raised becomes failed-shard entries; which exceptions deserve a retry.
 
 The Prefect event shapes for a run's outcome are in flows/events.py.
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from memlife.apply.carry import key_of, take
 from memlife.consolidate.base import Consolidator
 from memlife.pipeline import process_isolated as process_isolated  # flows/shard.py runs it
 from memlife.run_start import remote_state
@@ -64,6 +66,16 @@ def child_outcome(ctx: RunContext, part: str) -> BatchOutcome:
     from memlife.state.reports import get_outcome
 
     return get_outcome(remote, ctx, part)
+
+
+def failed_batch(
+    ctx: RunContext, shards: Sequence[Shard], error: BaseException | str
+) -> BatchOutcome:
+    """A batch task that failed as a whole (throttled past its retries, crashed): its
+    failed-shard entries, with what its throttled attempts recorded in this process (their
+    model spend and journaled verdicts: memlife/apply/carry.py). A Prefect task's error is
+    content-free (foreign_errors), so the tally is found by the batch, not on the error."""
+    return failed_outcome(shards, error, take(key_of(ctx, shards)))
 
 
 def calls_model(consolidator: Consolidator | None) -> bool:

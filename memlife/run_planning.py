@@ -12,12 +12,12 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, TypeVar
 
 from memlife import progress
-from memlife.apply import DeleteItem, Executor, StagedGroup, Tally
+from memlife.apply import DeleteItem, Executor, StagedGroup, Tally, carry
 from memlife.backends import embedding_cache
 from memlife.derived import flush_for
 from memlife.embed_cache import EmbeddingCache
 from memlife.erase_sweep import sweep_after_write
-from memlife.errors import InputError, StoreError
+from memlife.errors import InputError, StoreError, is_throttling
 from memlife.gate import OBLIGATIONS
 from memlife.journal import OpKind
 from memlife.model import Link, MemoryRecord, PlanView, link_of, plan_view
@@ -325,13 +325,37 @@ def process_batch(
     """Plan a batch of shards, report their decisions, stage their consolidations and
     deletions. Nothing is written to the store here: the gate looks first (commit_run).
 
-    A failing shard is recorded and skipped; the other shards go on.
+    A failing shard is recorded and skipped; the other shards go on. A throttled attempt's
+    model spend and journaled verdicts are carried to the attempt that ends the batch
+    (memlife/apply/carry.py: its retry would read them as an earlier night's).
     """
     rv = ctx.policy.review
     out = BatchOutcome(reviews=ReviewCandidates(
         rv.nightly_budget, keep_lapse(ctx), rv.waiting_listed, rv.waiting_priority_per_day,
         ctx.cutoff,
     ))  # fmt: skip
+    key = carry.key_of(ctx, shards)
+    earlier = carry.take(key)
+    try:
+        _plan_batch(ctx, store, shards, report, executor, out)
+    except Exception as exc:
+        if is_throttling(exc):
+            carry.leave(key, out.tally, earlier, exc)
+        raise
+    carry.join(earlier, out.tally)
+    out.tally.verdicts.clear()  # needed by a retry only: not held to the run's end
+    out.tally.standins.clear()
+    return out
+
+
+def _plan_batch(
+    ctx: RunContext,
+    store: MemoryStore,
+    shards: Sequence[Shard],
+    report: ReportWriter,
+    executor: Executor | None,
+    out: BatchOutcome,
+) -> None:
     from memlife.consolidate.extractive import ExtractiveConsolidator
 
     # a model judges possible updates (duplicate / update / complement); offline: review
@@ -406,7 +430,6 @@ def process_batch(
     if ctx.config.dry_run:  # no lease: an erasure may have run meanwhile (erase_sweep.py)
         sweep_after_write(store, cache, {s.actor_id for s in shards}, ctx.started_at)
     out.reviews.compact(review_queue(ctx, store).backend)  # held until the queue step
-    return out
 
 
 def open_report(ctx: RunContext) -> ReportWriter:

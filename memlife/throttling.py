@@ -14,15 +14,22 @@ import random
 import time
 from collections.abc import Callable, Sequence
 
+from memlife.apply import carry
+from memlife.apply.tally import Tally
 from memlife.errors import is_throttling as is_throttling  # lives there: light to import
 from memlife.run_types import BatchOutcome, Shard
 from memlife.settings import settings
 
 
-def failed_outcome(shards: Sequence[Shard], error: BaseException | str) -> BatchOutcome:
-    """Every shard of a batch that failed as a whole: recorded by name and error type only."""
+def failed_outcome(
+    shards: Sequence[Shard], error: BaseException | str, tally: Tally | None = None
+) -> BatchOutcome:
+    """Every shard of a batch that failed as a whole: recorded by name and error type only.
+    ``tally``: what its throttled attempts recorded (model spend, verdicts: apply/carry.py),
+    else what the attempts that ended in ``error`` left."""
     code = error if isinstance(error, str) else getattr(error, "code", None) or type(error).__name__
-    return BatchOutcome(failed_shards=[s.failed(str(code)) for s in shards])
+    left = tally if tally is not None else carry.taken_by(error)
+    return BatchOutcome(failed_shards=[s.failed(str(code)) for s in shards], tally=left or Tally())
 
 
 def retried(
@@ -44,8 +51,8 @@ def retried(
         except Exception as exc:
             if not is_throttling(exc):
                 raise
-            if attempt >= s.task_retries:
-                return failed_outcome(shards, "THROTTLED")
+            if attempt >= s.task_retries:  # its attempts' spend and verdicts stay counted
+                return failed_outcome(shards, "THROTTLED", carry.taken_by(exc))
         jittered = delays[attempt] * (1 + jitter.uniform(-s.retry_jitter, s.retry_jitter))
         sleep(max(0.0, jittered))
         attempt += 1

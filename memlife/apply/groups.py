@@ -110,7 +110,7 @@ def stage_shard(
             tally.counts["gate_kept_records"] += len(members)  # they stay as they are: retained
             continue
         mkey, known, blocked = memo.get(key, (None, None, None))
-        if known is not None and settled(ex, known, tally):
+        if known is not None and settled(ex, known, tally, key):
             tally.counts["unmerged_kept_records"] += len(members)
             continue
         if (
@@ -219,7 +219,8 @@ def stage_group(
     tally.counts["over_cap_superseded_by_rule"] += plan.over_cap
     # a dry run keeps no rejections (backing_off, reject): its key is never looked up
     gkey = "" if ex.dry_run else model_group.consolidation_key()
-    if backing_off(ex, gkey, tally):
+    vkey = None if ex.dry_run else key  # a verdict's key: a dry run journals none
+    if backing_off(ex, gkey, tally, key):
         return None
     try:
         result = consolidate(ex, model_group)  # a dry run's answer where one was kept
@@ -230,13 +231,18 @@ def stage_group(
         tally.output_tokens += exc.output_tokens
         if exc.usage_estimated:  # the answer carried no usage
             tally.counts["model_usage_estimated"] += 1
-        tally.rejections[exc.code] += 1
-        tally.counts["consolidation_rejected"] += 1
+        # a verdict (kept apart, refused) is journaled: a throttled batch's retry reads it
+        # as standing, so it is counted apart, once over the attempts (apply/carry.py)
+        v = Tally() if exc.code == KEEP_APART or not exc.retryable else tally
+        v.rejections[exc.code] += 1
+        v.counts["consolidation_rejected"] += 1
         if exc.code == KEEP_APART:  # an answer, not a failure: settled until a member changes
-            tally.counts["consolidation_kept_apart"] += 1
+            v.counts["consolidation_kept_apart"] += 1
+            tally.verdict(vkey, v)
             remember(ex, memo_key, model_group, KEPT_APART)
         elif not exc.retryable:  # the answer was refused (grounding, schema): back off
-            retry_at = reject(ex, model_group, gkey, exc.code, tally)
+            retry_at = reject(ex, model_group, gkey, exc.code, v)
+            tally.verdict(vkey, v)
             remember(ex, memo_key, model_group, REFUSED, retry_at)
         else:
             # the model was not reached, or the run's key/model is wrong: no group's fault,
@@ -268,9 +274,11 @@ def stage_group(
     if not ex.dry_run and _erased_text(ex, model_group, result.summary):
         # the write would refuse it (ERASED_CONTENT) and withdraw the group, remembering
         # nothing: the same answer was asked for every night. A refusal backs off instead.
-        tally.rejections[ERASED_CONTENT] += 1
-        tally.counts["consolidation_rejected"] += 1
-        retry_at = reject(ex, model_group, gkey, ERASED_CONTENT, tally)
+        v = Tally()
+        v.rejections[ERASED_CONTENT] += 1
+        v.counts["consolidation_rejected"] += 1
+        retry_at = reject(ex, model_group, gkey, ERASED_CONTENT, v)
+        tally.verdict(vkey, v)
         remember(ex, memo_key, model_group, REFUSED, retry_at)
         return None
     if not ex.dry_run and ex.journal.rejection(gkey) is not None:

@@ -85,17 +85,18 @@ def remember_gate_blocked(ex: Executor, staged: StagedGroup, tally: Tally) -> No
     tally.counts["gate_blocked_groups_remembered"] += 1
 
 
-def settled(ex: Executor, known: MemoOutcome, tally: Tally) -> bool:
-    """True: the group's outcome stands (count it and skip the group)."""
+def settled(ex: Executor, known: MemoOutcome, tally: Tally, key: str | None = None) -> bool:
+    """True: the group's outcome stands (count it and skip the group); ``key``: the group's
+    (a throttled batch's retry counts its earlier attempt's verdict instead: apply/carry.py)."""
     if known["outcome"] == REFUSED:
         if known["retry_at"] is None:
-            tally.counts["consolidation_in_review"] += 1
+            tally.stand_in(key, "consolidation_in_review")
             return True
         if known["retry_at"] > ex.cutoff:
-            tally.counts["consolidation_backing_off"] += 1
+            tally.stand_in(key, "consolidation_backing_off")
             return True
         return False  # its backoff is over: sent again (MAX_REJECTIONS in all)
-    tally.counts["consolidation_unchanged"] += 1
+    tally.stand_in(key, "consolidation_unchanged")
     return True
 
 

@@ -16,19 +16,20 @@ if TYPE_CHECKING:
 MAX_REJECTIONS = 3  # refused answers for one group before it goes to review
 
 
-def backing_off(ex: Executor, gkey: str, tally: Tally) -> bool:
+def backing_off(ex: Executor, gkey: str, tally: Tally, key: str | None = None) -> bool:
     """A group whose answers were refused waits (backoff), and after MAX_REJECTIONS waits
-    for a reviewer: it is not sent again night after night."""
+    for a reviewer: it is not sent again night after night. ``key``: the group's (a
+    throttled batch's retry counts its earlier attempt's verdict instead: apply/carry.py)."""
     if ex.dry_run:
         return False
     seen = ex.journal.rejection(gkey)
     if seen is None:
         return False
     if seen["next_attempt_at"] is None:
-        tally.counts["consolidation_in_review"] += 1
+        tally.stand_in(key, "consolidation_in_review")
         return True
     if seen["next_attempt_at"] > ex.cutoff:
-        tally.counts["consolidation_backing_off"] += 1
+        tally.stand_in(key, "consolidation_backing_off")
         return True
     return False
 

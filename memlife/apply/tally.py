@@ -67,6 +67,24 @@ class Tally:
     input_tokens: int = 0
     output_tokens: int = 0
     stopped_shards: list[StoppedShard] = field(default_factory=list)
+    # a batch's groups whose verdict (a refusal, review) it journaled, by group key, each with
+    # the counts it added; and the count a group was given for an earlier verdict standing:
+    # a throttled batch's retry counts each verdict once (memlife/apply/carry.py, audit 52d2)
+    verdicts: dict[str, Tally] = field(default_factory=dict)
+    standins: dict[str, str] = field(default_factory=dict)
+
+    def verdict(self, key: str | None, v: Tally) -> None:
+        """Add ``v``, what a group's journaled verdict counts; kept by ``key`` (None: a dry
+        run, which journals nothing: its retry sees the group as new and counts it itself)."""
+        self.merge(v)
+        if key is not None:
+            self.verdicts[key] = v
+
+    def stand_in(self, key: str | None, name: str) -> None:
+        """Count a group under ``name`` because an earlier verdict of it stands."""
+        self.counts[name] += 1
+        if key is not None:
+            self.standins[key] = name
 
     def merge(self, other: Tally) -> None:
         self.counts.update(other.counts)
@@ -77,3 +95,5 @@ class Tally:
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
         self.stopped_shards += other.stopped_shards
+        self.verdicts.update(other.verdicts)
+        self.standins.update(other.standins)

@@ -38,8 +38,10 @@ def judge_unavailable(ex: Executor, tally: Tally, shards: Collection[tuple[str, 
     if ex.dry_run:
         return
     for group, gkey, memo_key in failed:
-        tally.counts["consolidation_unavailable_alone"] += 1
-        retry_at = reject(ex, group, gkey, "MODEL_UNAVAILABLE", tally)
+        v = Tally()  # journaled: counted once over a throttled batch's attempts (carry.py)
+        v.counts["consolidation_unavailable_alone"] += 1
+        retry_at = reject(ex, group, gkey, "MODEL_UNAVAILABLE", v)
+        tally.verdict(group.key, v)
         remember(ex, memo_key, group, REFUSED, retry_at)
 
 
