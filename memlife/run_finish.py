@@ -121,10 +121,12 @@ def finish_run(
     reviewed = counts.get("review", 0) - answered
     # a deletion only proposed (deletion not enforced there) or withheld by the gate: it stays
     # or a merge the gate withheld or blocked, or one not made (kept apart, refused, off),
-    # or a change a shard the store stopped never reached (audit 51vii): its records stay
+    # or a change a shard the store stopped never reached (audit 51vii), or a delete an
+    # earlier run's operation still owes (the retry queue's, audit 52e2): its records stay
     kept = sum(tally.counts.get(k, 0) for k in ("proposed_deletions", "gate_withheld_deletions",
                                                 "gate_kept_records", "unmerged_kept_records",
-                                                "shard_stopped_records"))  # fmt: skip
+                                                "shard_stopped_records",
+                                                "delete_queued_records"))  # fmt: skip
     lifecycle = {
         "processed": records, "retained": counts.get("retain", 0) + answered + kept,
         "consolidated": tally.counts.get("consolidated", 0),

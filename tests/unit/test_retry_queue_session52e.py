@@ -1,9 +1,11 @@
 """Audit 52e: the retry queue hands an applier two operations on one record.
 
 The retry queue batches due operations by kind and shard, across runs. An expired record
-whose delete the service fails retryably (AgentCore: a 500, a throttle) on two nights has
+whose delete the service fails retryably (AgentCore: a 500, a throttle) on two nights had
 two delete operations journaled, each due: last night's (retried and failed again by the
-next night's queue) and the one that night planned for it anew. The delete applier keyed
+next night's queue) and the one that night planned for it anew. (Since audit 52e2 the
+night plans none while one is queued; an operator's requeue of a terminal failure the
+next night planned anew still leaves two, which the test below builds.) The delete applier keyed
 its batch by record id (``{o.record_id: o}``), so it answered one of the two operations
 and the lifecycle stopped on a ``KeyError`` for the other: the night crashed in its retry
 queue, before anything else, and so did every night after it (the two stay due). Control:
@@ -44,9 +46,15 @@ def test_a_delete_failed_on_two_nights_is_finished_once_by_the_queue(ac: dict) -
     store, fake = ac["store"], ac["fake"]
     rec = expired(1, ACTOR)
     bulk_load(store, fake, [rec])
-    fake.fail_next_deletes([rec.id], 500, times=50)
+    # since audit 52e2 a night plans no second delete while one is queued: the two due
+    # operations come from an operator's requeue of night 1's terminal failure after night 2
+    # planned the record anew (test_due_once_audit52e2.py)
+    fake.fail_next_deletes([rec.id], 400, times=1)
     apply(ac)
+    fake.fail_next_deletes([rec.id], 500, times=50)
     apply(ac, now=CUTOFF + timedelta(days=1))
+    [first] = [o for o in _deletes(ac, rec.id) if o.next_retry_at is None]
+    journal(ac).resolve(first.operation_id, "requeued", retry_at=CUTOFF + timedelta(days=1))
     ops = _deletes(ac, rec.id)
     assert len(ops) == 2 and all(o.next_retry_at is not None for o in ops), ops
     assert present(fake, rec.id)
