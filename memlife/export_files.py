@@ -68,8 +68,12 @@ class Staged:
             mode = stat.S_IMODE(os.stat(place).st_mode)
         except FileNotFoundError:
             return tmp
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-        os.fchmod(fd, mode)  # the umask applied at creation
+        # its owner may always write it: the file is opened again by name to be written,
+        # and a read-only place (0444) made that a PermissionError where the rename had
+        # replaced it (audit 52m2); ``commit`` sets the place's own mode once it is written
+        staging = mode | stat.S_IRUSR | stat.S_IWUSR
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, staging)
+        os.fchmod(fd, staging)  # the umask applied at creation
         os.close(fd)
         return tmp
 

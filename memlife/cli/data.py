@@ -229,8 +229,8 @@ def register(app: typer.Typer) -> None:
             db.close()
             raise fail(problem)
         staged = Staged()
-        out = staged.open(output) if output else sys.stdout
-        try:
+        try:  # the open inside: a failed one leaves no staged file behind (audit 52m2)
+            out = staged.open(output) if output else sys.stdout
             for record in iter_all():
                 out.write(record.to_json() + "\n")
             if erasures is not None:
