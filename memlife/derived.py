@@ -82,7 +82,9 @@ CREATE TABLE IF NOT EXISTS derived (
 # spends ..." / "Deborah used to ...": audit 52a): updates dropped.
 # 20: `restates` holds a wordless text (emoji: one [UNK] to MiniLM) a restatement only of
 # its own statement key ("👍" / "👎": audit 52c): statements split.
-VERSION = f"derived-20:{memlife.__version__}"
+# 21: the rule of 19 reads no names in a text that speaks of the user ("Bob is the user's
+# manager" / "Alice is now the user's manager": audit 52r): updates paired again.
+VERSION = f"derived-21:{memlife.__version__}"
 FLUSH_ROWS = 256
 READ_AHEAD = 128  # shards whose rows one query reads
 KINDS = ("inference", "staging", "staging_total")  # the kinds kept (rows per shard)

@@ -159,11 +159,25 @@ def opening_names(text: str, names: frozenset[str]) -> frozenset[str]:
     return frozenset(out)
 
 
+# A text that speaks of the user (first person, "the user") is the user's fact whatever name
+# opens it: "Bob is the user's manager" / "Alice is now the user's manager" is one person's
+# update of a role, its names whom the role names (audit 52r)
+_SELF = frozenset("i me my mine myself user".split())
+_SELF_WORD = re.compile(r"[^\W\d_]+")
+
+
+def _speaks_of_the_user(text: str) -> bool:
+    return any(w.lower() in _SELF for w in _SELF_WORD.findall(text[:_NAME_WINDOW]))
+
+
 def about_other_people(newer: str, older: str, names: frozenset[str]) -> bool:
     """Both texts open with names and share none: two people's facts, never an update of
-    one another ("Caroline and Melanie are friends" / "Melanie is no longer ..." share one)."""
+    one another ("Caroline and Melanie are friends" / "Melanie is no longer ..." share one).
+    Not when either speaks of the user: its names are then what the user's fact names."""
     a, b = opening_names(newer, names), opening_names(older, names)
-    return bool(a and b and not a & b)
+    if not (a and b) or a & b:
+        return False
+    return not (_speaks_of_the_user(newer) or _speaks_of_the_user(older))
 
 
 def _statement_leaders(

@@ -450,12 +450,8 @@ def plan_in_processes(
     method = "fork" if ctx.config.dry_run and not ctx.config.consolidate else "spawn"
     children = workers - 1 if local is not None else workers
     outcomes: list[BatchOutcome] = []
-    pool = ProcessPoolExecutor(
-        children,
-        mp_context=multiprocessing.get_context(method),
-        initializer=signal.signal,
-        initargs=(signal.SIGINT, signal.SIG_IGN),
-    )
+    context = multiprocessing.get_context(method)
+    pool = ProcessPoolExecutor(children, mp_context=context, initializer=_child_signals)
     try:
         futures = [
             pool.submit(isolated_retried, params, part, f"{i:05d}") for i, part in enumerate(parts)
@@ -483,6 +479,13 @@ def plan_in_processes(
         raise
     pool.shutdown()  # not again after the above: it would undo cancel_futures
     return outcomes
+
+
+def _child_signals() -> None:
+    """SIGINT ignored (Ctrl-C is the parent's), SIGTERM default: a forked child inherited
+    cli.Stopped, and ``terminate`` only ended its part; it planned the next one (52r)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def isolated_retried(params: RunConfig, part: Sequence[Shard], name: str) -> BatchOutcome:
