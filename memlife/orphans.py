@@ -23,9 +23,10 @@ The night is also the safety net for stores left so: every superseded record of 
 whose replacement no longer exists (a review delete before session 27, a follower whose
 delete failed), or is now another actor's or namespace's record (an id reused, an import's
 REPLACEMENT_OUT_OF_SCOPE line: audit 52h), goes as the replacement's own sources do,
-``REPLACEMENT_DELETED``, and so does a chain of superseded records ending at a missing one. A replacement superseded or
-quarantined in its turn, or pending deletion, still exists: the record keeps pointing to it
-(a superseded replacement hands it over when it is superseded, ``status._repoint``).
+``REPLACEMENT_DELETED``, and so does a chain of superseded records ending at a missing one.
+A replacement superseded or quarantined in its turn, or pending deletion, still exists: the
+record keeps pointing to it (a superseded replacement hands it over when it is superseded,
+``status._repoint``).
 """
 
 from __future__ import annotations
