@@ -12,7 +12,8 @@ Mapping (one memlife record per LangGraph item):
   an explicit ``actor_of`` (``actor_label(1)`` for langmem's ``("memories", "{user_id}")``),
   never a guess. A label holding ``/`` is refused.
 - the record id is derived from (actor, namespace, key): a second ``put`` updates the same
-  record; the key, kept in ``provenance.source_event`` (``langgraph:<kind>:<key>``), is a
+  record (one a night merged is kept: the put writes the next id, langgraph_ids.py); the
+  key, kept in ``provenance.source_event`` (``langgraph:<kind>:<key>``), is a
   string of at most :data:`KEY_MAX_CHARS` (256) characters, a record id's bound: a longer
   one is refused by its length, never quoted.
 - the value: ``{"content": "text"}`` is stored as the text, any other dict as its canonical
@@ -38,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
@@ -62,6 +62,8 @@ from langgraph.store.base import (
 from memlife.api import Memory
 from memlife.errors import InputError
 from memlife.integrations.langgraph_filters import matches, ns_matches
+from memlife.integrations.langgraph_ids import HISTORY, item_row
+from memlife.integrations.langgraph_ids import record_id as record_id  # re-exported
 from memlife.ledger import query_sha256
 from memlife.model import (
     MemoryRecord,
@@ -125,11 +127,6 @@ def to_path(namespace: Sequence[str]) -> str:
 
 def to_namespace(path: str) -> tuple[str, ...]:
     return tuple(p for p in path.split("/") if p)
-
-
-def record_id(actor: str, path: str, key: str) -> str:
-    digest = hashlib.sha256(f"{actor}\x00{path}\x00{key}".encode()).hexdigest()
-    return f"lg-{digest[:40]}"
 
 
 def encode_value(value: dict[str, Any]) -> tuple[str, str]:
@@ -264,7 +261,7 @@ class MemlifeStore(BaseStore):
         if no_item_has(key):
             return None
         actor = self.actor_of(namespace)
-        rec = self.store.get(record_id(actor, path, key))
+        rec = item_row(self.store, actor, path, key)[1]  # its newest value (langgraph_ids)
         if rec is None:  # a record memlife wrote itself is addressed by its id
             rec = self.store.get(key)
             if rec is not None and decode(rec)[0] != key:
@@ -333,10 +330,13 @@ class MemlifeStore(BaseStore):
             )
         # a record memlife wrote itself is addressed by its id: a put replaces it, not a twin
         native = self._locate(namespace, op.key)
-        rid = native.id if native is not None else record_id(actor, path, op.key)
+        rid = native.id if native is not None else item_row(self.store, actor, path, op.key)[0]
         expires = utcnow() + timedelta(minutes=op.ttl) if isinstance(op.ttl, int | float) else None
         for _ in range(_PUT_ATTEMPTS):
             existing = self.store.get(rid)
+            if existing is not None and existing.status in HISTORY:  # a night's since the read:
+                rid = item_row(self.store, actor, path, op.key)[0]  # never written over
+                continue
             if existing is not None and existing.held:
                 raise PermissionError(f"record {rid} is held; it cannot be rewritten")
             now = utcnow()

@@ -1,0 +1,59 @@
+"""Which record holds a LangGraph item: ids derived from (actor, namespace, key), one
+slot per value the lifecycle has taken out of service.
+
+A nightly merge supersedes an item's record (its replacement lists the id in
+``provenance.supersedes``) and the gate may quarantine one (a snapshot restores it). A put
+of the same key afterwards is a new value: written over that row, the replacement's
+lineage named a record saying something else, and an erasure of the new value took the
+replacement for one built from it (a model merge withdrawn: a fact never erased lost with
+it; audit 53d). So such a row is history: the put writes the key's first free slot.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+from memlife.model import MemoryRecord, Status
+from memlife.stores.base import MemoryStore
+
+HISTORY = (Status.superseded, Status.quarantined)  # rows a replacement or a snapshot names
+# Slots for one key's values, all read in one batched read (SQLite: one query; AgentCore:
+# one sidecar BatchGetItem): the night's superseded retention deletes old values, so a slot
+# frees again and a gap never hides a newer value (a scan stopping at a gap would).
+SLOTS = 64
+
+
+def record_id(actor: str, path: str, key: str, generation: int = 0) -> str:
+    tail = f"\x00{generation}" if generation else ""  # generation 0: the ids of before
+    digest = hashlib.sha256(f"{actor}\x00{path}\x00{key}{tail}".encode()).hexdigest()
+    return f"lg-{digest[:40]}"
+
+
+def _get_many(store: MemoryStore, ids: Sequence[str]) -> dict[str, MemoryRecord]:
+    get_many = getattr(store, "get_many", None)
+    if get_many is not None:
+        return dict(get_many(list(ids)))
+    return {i: r for i in ids if (r := store.get(i)) is not None}
+
+
+def item_row(
+    store: MemoryStore, actor: str, path: str, key: str
+) -> tuple[str, MemoryRecord | None]:
+    """(id, row) of the item: its current row (not history; the latest created if a
+    snapshot restored an older one beside it); with none, the first free slot a put
+    writes next and None."""
+    ids = [record_id(actor, path, key, g) for g in range(SLOTS)]
+    found = _get_many(store, ids)
+    live = [
+        (found[i].created_at, -n, i)
+        for n, i in enumerate(ids)
+        if i in found and found[i].status not in HISTORY
+    ]
+    if live:
+        rid = max(live)[2]
+        return rid, store.get(rid)  # as ``get`` reads it (AgentCore: its native expiry)
+    free = next((i for i in ids if i not in found), None)
+    if free is None:
+        raise RuntimeError(f"item {ids[0]}: {SLOTS} values out of service; none can be added")
+    return free, None
