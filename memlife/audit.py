@@ -190,7 +190,7 @@ class S3Sink:
             raise ReceiptWriteError(f"{self.url}/{key}: {exc}") from exc
 
     def get(self, key: str) -> bytes | None:
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import BotoCoreError, ClientError
 
         try:
             body: bytes = self.client.get_object(Bucket=self.bucket, Key=self._key(key))[
@@ -202,15 +202,29 @@ class S3Sink:
             if code in ("NoSuchKey", "404"):
                 return None
             raise ReceiptReadError(key, str(code)) from exc
+        except BotoCoreError as exc:  # no answer, or a body cut: named as a refusal is
+            # (a bare botocore error stopped every check of verify, audit 53g)
+            raise ReceiptReadError(key, type(exc).__name__) from exc
 
     def list(self, prefix: str) -> Iterator[str]:
-        pages = self.client.get_paginator("list_objects_v2").paginate(
-            Bucket=self.bucket, Prefix=self._key(prefix)
-        )
+        """Keys under ``prefix``; a listing S3 refuses (SlowDown after the retries, a 500)
+        or the network cuts is a ReceiptReadError naming the prefix, as a GET's is: a bare
+        botocore error stopped verify, history and list with no key named (audit 53g)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
         cut = len(self.prefix) + 1 if self.prefix else 0
-        for page in pages:
-            for obj in page.get("Contents", []):
-                yield obj["Key"][cut:]
+        try:
+            pages = self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=self._key(prefix)
+            )
+            for page in pages:
+                for obj in page.get("Contents", []):
+                    yield obj["Key"][cut:]
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code") or "error")
+            raise ReceiptReadError(prefix, code) from exc
+        except BotoCoreError as exc:
+            raise ReceiptReadError(prefix, type(exc).__name__) from exc
 
     def location(self, key: str) -> str:
         return f"s3://{self.bucket}/{self._key(key)}"
