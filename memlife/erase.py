@@ -52,6 +52,7 @@ from memlife.errors import EraseError as EraseError  # moved; re-exported
 from memlife.evidence_deferrals import deferral_key
 from memlife.evidence_key import for_evidence
 from memlife.holds import require_some
+from memlife.inferred import InferredSubjects
 from memlife.journal import Journal, Operation, OpKind, OpState, Outcome, open_journal
 from memlife.lease import for_store as lease_for_store
 from memlife.lease import scoped as lease_scoped
@@ -677,6 +678,9 @@ def _rebuild_now(
 
     Through the write_replacement applier: the write checks tombstones in its transaction.
     """
+    # the text each replacement held before: its inferred subject key (and a key it made
+    # for others) is made of those words, which may be the erased ones (audit 53a)
+    before = {r.id: old.content for r in rebuilt if (old := store.get(r.id)) is not None}
     planned = run.journal.plan([
         run.executor.new_op(OpKind.write_replacement, r.actor_id, r.namespace, r.id,
                             ["ERASURE_REBUILD"], content_sha256(r.content), payload=r.to_json())
@@ -691,6 +695,14 @@ def _rebuild_now(
     for cache in caches:
         cache.delete_for(old_shas)
         forget_for(cache, {(r.actor_id, r.namespace) for r in rebuilt})
+    # keys never move, so the old text's key would keep the erased words for good: it goes
+    # as a removed record's does; the next night keys the rebuilt text afresh
+    subjects = InferredSubjects.for_store(store)
+    for r in rebuilt:
+        if r.id in before:
+            own, others = subjects.forget_removed((r.actor_id, r.namespace), {r.id: before[r.id]})
+            run.tally.counts["inferred_subjects_forgotten"] += own
+            run.tally.counts["inferred_subjects_rekeyed"] += others
 
 
 def _reactivate_now(run: ManualRun, records: Sequence[MemoryRecord]) -> None:

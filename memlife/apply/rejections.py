@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from memlife.apply.retry import next_retry
 from memlife.apply.tally import Tally
 from memlife.consolidate.base import Group
+from memlife.evidence_key import keyed
 
 if TYPE_CHECKING:
     from memlife.apply.executor import Executor
@@ -47,7 +48,10 @@ def reject(ex: Executor, group: Group, gkey: str, code: str, tally: Tally) -> da
         tally.counts["consolidation_to_review"] += 1
         tally.failures.append(
             {
-                "group_key": gkey,
+                # keyed as the content hashes are: the plain key is a sha256 over every
+                # member's content hash, which the receipt would keep past an erasure of
+                # them (a guessed text confirmed); `ops failed --json` shows both (audit 53a)
+                "group_key": keyed(gkey, ex.evidence_secret()) or gkey,
                 "actor_id": group.actor_id,
                 "namespace": group.namespace,
                 "code": code,

@@ -16,6 +16,7 @@ from memlife.cli.common import (
     print_id_table,
     print_json,
 )
+from memlife.evidence_key import keyed
 from memlife.journal import JournalStateError, open_journal
 from memlife.model import utcnow
 from memlife.stores import open_store
@@ -43,7 +44,11 @@ def register(app: typer.Typer) -> None:
         try:
             journal = open_journal(db)
             ops = journal.terminal_failures(include_resolved=all_)
-            review = journal.groups_in_review()
+            review: list[dict[str, object]] = [dict(g) for g in journal.groups_in_review()]
+            if review:  # each group also as the night's receipt names it (keyed: audit 53a)
+                secret = journal.run_secret()
+                for g in review:
+                    g["receipt_group_key"] = keyed(str(g["group_key"]), secret)
         finally:
             db.close()
         rows = [
