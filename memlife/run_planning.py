@@ -204,19 +204,39 @@ def _stands_for(
     store: MemoryStore, shard: Shard, by_id: Mapping[str, PlanView], old: str, new: str
 ) -> bool:
     """``new`` is ``old``'s replacement (through replacements, each holding ``old``'s very
-    text) in the shard's own actor and namespace."""
-    text = by_id[old].content_sha256 if old in by_id else None
-    at = old
+    text) in the shard's own actor and namespace. A record of the chain deleted since
+    (superseded retention, 90 days by default) is read from its supersede in the journal:
+    with the store alone the answer lapsed with it, and the pair was asked again or
+    handed to the model (audit 53b)."""
+    links = None
+
+    def hop(at: str) -> tuple[str | None, str | None] | None:
+        """(``at``'s text, its replacement), or None: another tenant's, or unknown."""
+        nonlocal links
+        rec = store.get(at)
+        if rec is not None:
+            if (rec.actor_id, rec.namespace) != (shard.actor_id, shard.namespace):
+                return None
+            return by_id[at].content_sha256 if at in by_id else None, rec.provenance.replaced_by
+        if links is None:
+            from memlife.journal import open_supersede_link
+
+            links = open_supersede_link(store) or (lambda *_: None)
+        return links(at, shard.actor_id, shard.namespace)
+
+    first = hop(old)
+    if first is None or first[0] is None:
+        return False
+    text, nxt = first
     for _ in range(8):  # a chain of restatements merged night after night; bounded
-        rec = store.get(at) if text is not None else None
-        if rec is None or (rec.actor_id, rec.namespace) != (shard.actor_id, shard.namespace):
-            return False
-        nxt = rec.provenance.replaced_by
-        if nxt is None or nxt not in by_id or by_id[nxt].content_sha256 != text:
+        if nxt is None:
             return False
         if nxt == new:
-            return True
-        at = nxt
+            return nxt in by_id and by_id[nxt].content_sha256 == text
+        step = hop(nxt)
+        if step is None or step[0] != text:
+            return False
+        nxt = step[1]
     return False
 
 

@@ -50,6 +50,7 @@ __all__ = [
     "open_journal",
     "open_chain_reader",
     "open_memo_reader",
+    "open_supersede_link",
     "open_supersede_times",
     "operation_id",
     "read_run_secret",
@@ -161,6 +162,45 @@ def supersede_times_via(
         if done:
             out[rid] = max(done)
     return out
+
+
+# (content hash, replacement id) of a record's latest done supersede; None: none known
+SupersedeLink = tuple[str | None, str | None] | None
+
+
+def open_supersede_link(store: object) -> Callable[[str, str, str], SupersedeLink] | None:
+    """(record id, actor, namespace) -> what the record's latest supersede in that scope
+    saw and where it pointed (content hash, replacement id), read-only: a record gone since
+    (superseded retention) still tells what it said and what replaced it (run_planning.
+    _stands_for, audit 53b). None where no journal exists yet."""
+    found = _read_only(store)
+    if isinstance(found, tuple):
+        return partial(_read_supersede_link, *found)
+    return partial(_supersede_link_via, found) if found is not None else None
+
+
+def _read_supersede_link(
+    conn: sqlite3.Connection, lock: threading.RLock, rid: str, actor: str, ns: str
+) -> SupersedeLink:
+    with lock:
+        if not has_table(conn, "operations"):
+            return None
+        row = conn.execute(
+            "SELECT content_sha256, replacement_id FROM operations WHERE kind='supersede' "
+            "AND outcome='superseded' AND record_id=? AND actor_id=? AND namespace=? "
+            "ORDER BY updated_at DESC LIMIT 1", (rid, actor, ns),
+        ).fetchone()  # fmt: skip
+    return (row[0], row[1]) if row is not None else None
+
+
+def _supersede_link_via(journal: Journal, rid: str, actor: str, ns: str) -> SupersedeLink:
+    done = [o for o in journal.for_record(rid) if o.record_id == rid
+            and o.kind is OpKind.supersede and o.outcome is Outcome.superseded
+            and (o.actor_id, o.namespace) == (actor, ns)]  # fmt: skip
+    if not done:
+        return None
+    last = max(done, key=lambda o: o.updated_at.timestamp() if o.updated_at else 0.0)
+    return last.content_sha256, last.replacement_id
 
 
 def open_chain_reader(store: object) -> Any | None:
