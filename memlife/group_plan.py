@@ -24,8 +24,11 @@ apply.py):
     model writes it as one semantic record (offline the repeats merge and stay episodic:
     a verbatim copy of an event is no lasting fact);
   - the model sees at most ``max_group_size`` records, the survivor and the newest others;
-    older duplicates and contradicted statements beyond the cap are superseded by the
-    same replacement (``over_cap``): the rules above already classed them.
+    beyond the cap, copies of a text it sees (same content) are superseded by the same
+    replacement (``over_cap``); the other older records wait for a later night, when the
+    model reads them beside this night's replacement (a label alone retires no fact).
+    Offline (``merge_unread``: the extractive consolidator reads no text) the rules merge
+    them all.
 """
 
 from __future__ import annotations
@@ -97,7 +100,7 @@ class GroupPlan:
     to_model: list[str]  # ids the consolidator sees (<= max_group_size), oldest first
     contradicted_to_model: list[str]  # of those, the ones the survivor supersedes
     conflicting: list[str] = field(default_factory=list)  # newer, weaker: review
-    over_cap: int = 0  # superseded by rule, not shown to the model
+    over_cap: int = 0  # copies of a text shown, superseded with it unshown
     # an episodic statement said at least grouping.episodic_to_semantic_min times: with a
     # model the replacement is one semantic record (the recurring fact), not another event
     promote: bool = False
@@ -221,8 +224,11 @@ def plan_group(
     grouping: Grouping,
     weights: Mapping[Source, float],
     planner_survivor: str | None = None,
+    merge_unread: bool = False,
 ) -> GroupPlan | None:
-    """The group's decision, or None when fewer than two records would merge."""
+    """The group's decision, or None when fewer than two records would merge.
+    ``merge_unread``: records past the cap are merged by the rules alone (the extractive
+    consolidator, which judges no text); else only copies of a text the model reads."""
     if len(members) < 2:
         return None
     members = sorted(members, key=lambda m: m.age)
@@ -255,11 +261,19 @@ def plan_group(
     # night's replacement
     others = [m.id for m in members if m.id in roles and m.id != survivor.id]  # oldest first
     others = others[-(MAX_MEMBERS - 1) :]
-    keep = {*others, survivor.id}
-    roles = {i: role for i, role in roles.items() if i in keep}
-    kept = [m for m in members if m.id in roles]
     cap = grouping.max_group_size
     sent = set(others[-(cap - 1) :]) | {survivor.id}
+    # past the cap, only a copy of a text the model reads (its answer's checks covered that
+    # text) is merged tonight; any other waits, read on a later night beside this night's
+    # replacement: a planner's label alone retires no fact (coverage.retired; audit 53c:
+    # "severely allergic to peanuts and carry an EpiPen" went unread into "allergic to
+    # peanuts"). ``merge_unread``: offline, where no merge reads a member's text anyway
+    keep = {*others, survivor.id}
+    if not merge_unread:
+        read = {m.sha for m in members if m.id in sent}
+        keep = {m.id for m in members if m.id in sent or (m.id in keep and m.sha in read)}
+    roles = {i: role for i, role in roles.items() if i in keep}
+    kept = [m for m in members if m.id in roles]
     to_model = [m.id for m in kept if m.id in sent]
     return GroupPlan(
         survivor_id=survivor.id,

@@ -196,6 +196,7 @@ def stage_group(
         grouping=ex.policy.grouping,
         weights=ex.policy.source_weights,
         planner_survivor=next((d.survivor for d in members if d.survivor), None),
+        merge_unread=_merges_unread(ex),
     )
     if plan is None or not plan.roles:
         tally.counts["conflicting_left_for_review"] += len(plan.conflicting) if plan else 0
@@ -332,6 +333,15 @@ def stage_group(
         for m in plan.members
     ]
     return StagedGroup(replacement, write, supersedes, memo_key)
+
+
+def _merges_unread(ex: Executor) -> bool:
+    """May the rules alone merge records past the model's seats (group_plan.plan_group)?
+    Only offline: the extractive consolidator reads no member's text anyway. A model's
+    answer is checked against the records it read, so one it never read waits for a later
+    night (audit 53c). A dry run plans as its apply run would consolidate (memo_as)."""
+    who = ex.memo_as or f"{getattr(ex.consolidator, 'name', '')}:"
+    return who.startswith(EXTRACTIVE)
 
 
 def _retired(members: Sequence[Decision], roles: Mapping[str, str],
