@@ -107,8 +107,9 @@ class StoreError(MemlifeError, RuntimeError):
 
 class NotAStoreError(StoreError):
     """The file a store URL names is no memlife store (another application's SQLite
-    database, not SQLite, or damaged): refused before any write. Bad input, as a missing
-    store file is: the CLI exits 2 (README "Exit codes"; it exited 1, audit 51x4)."""
+    database, not SQLite, or damaged): refused before any write, or, for damage only a
+    shard's read reaches, when read (that shard stops). Bad input, as a missing store file
+    is: the CLI exits 2 (README "Exit codes"; it exited 1, audit 51x4)."""
 
     exit_code = BAD_INPUT
 

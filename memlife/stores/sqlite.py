@@ -280,6 +280,30 @@ _OVERWRITE = (
 )
 
 _SAME_TEXT = " AND content_sha256=?"
+# a night's delete: the row still has the status and lifetime read (delete_many, _life)
+_SAME_LIFE = " AND status=? AND memory_type=? AND created_ts=? AND expires_ts IS ?"
+
+
+def _life(r: MemoryRecord) -> tuple[str, str, float, float | None]:
+    """The values ``_SAME_LIFE`` compares, of the record as read."""
+    expires = r.expires_at
+    return (Status(r.status).value, MemoryType(r.memory_type).value, r.created_at.timestamp(),
+            None if expires is None else expires.timestamp())  # fmt: skip
+
+
+def _same_life(
+    was: MemoryRecord, status: str, memory_type: str, created: str, expires: str | None
+) -> bool:
+    """Whether a row's status, type and times (as stored) are the record's as read, by value:
+    ``_SAME_LIFE`` compares the seconds columns, which a row written by another tool or an
+    older memlife may hold another way. A value that cannot be read is a change."""
+    try:
+        times = (_dt(created), _dt(expires))
+    except (TypeError, ValueError):
+        return False
+    return (status, memory_type, *times) == (*_life(was)[:2], was.created_at, was.expires_at)
+
+
 # a row still as an applier read it: the same actor, namespace, text, status and class
 AS_READ = "actor_id=? AND namespace=? AND content_sha256=? AND status=? AND retention_class=?"
 _OVERWRITE_AS_READ = (
@@ -588,6 +612,22 @@ def _not_a_store(path: Path, exc: sqlite3.DatabaseError) -> NotAStoreError | sql
     )
 
 
+def _damaged(
+    path: Path, exc: sqlite3.DatabaseError, actor_id: str, namespace: str
+) -> NotAStoreError | sqlite3.DatabaseError:
+    """A page SQLite cannot read, found paging a shard (damage past the pages opening the
+    file reads: a copy torn by a checkpoint, a bad disk), as a StoreError naming the file and
+    the shard: that shard stops and the night goes on, export exits 2. A bare DatabaseError
+    ended the night for every tenant, and export, naming nothing (audit 53h). A lock or a
+    full disk stays as it is."""
+    if isinstance(exc, sqlite3.OperationalError):
+        return exc
+    return NotAStoreError(
+        f"store {path}: damaged ({exc}) where actor {actor_id!r}, namespace {namespace!r} "
+        "is kept: restore the file from a backup (PRAGMA integrity_check lists the damage)"
+    )
+
+
 def _refuse_foreign(path: Path) -> None:
     """Refuse, before any write, a file that is not a memlife store: one SQLite cannot read,
     and another application's database (tables, none of them ours). Opening such a file
@@ -706,7 +746,10 @@ class SqliteStore:
         sql += " ORDER BY id LIMIT ?"
         args.append(page_size + 1)  # one extra row tells whether another page exists
         with self.lock:
-            rows = self.connection.execute(sql, args).fetchall()
+            try:
+                rows = self.connection.execute(sql, args).fetchall()
+            except sqlite3.DatabaseError as exc:
+                raise _damaged(self.path, exc, actor_id, namespace) from None
         if len(rows) <= page_size:
             return rows, None
         rows = rows[:page_size]
@@ -1090,11 +1133,15 @@ class SqliteStore:
         after the caller last read the record still wins (``LEGAL_HOLD``, not retried).
         ``expect`` (id -> the record as read): only while the row keeps its actor, namespace
         and (unless ``any_text``: an erasure) text, else SCOPE_CHANGED / STALE_PRECONDITION:
-        an id another actor's record took over, or a text rewritten since, is not deleted."""
+        an id another actor's record took over, or a text rewritten since, is not deleted.
+        Without ``any_text`` (a night's delete or purge) also only while the row keeps the
+        status and lifetime read (STALE_PRECONDITION): an agent that wrote the item again
+        after the applier's read (active again, a new deadline) keeps its write (audit 53h)."""
         result = BatchResult()
         held = (RetentionClass.legal_hold.value, Status.retained.value)
         plain = "DELETE FROM records WHERE id=? AND retention_class!=? AND status!=?"
         scoped = plain + " AND actor_id=? AND namespace=?" + ("" if any_text else _SAME_TEXT)
+        as_was = scoped + ("" if any_text else _SAME_LIFE)
         with self.lock, self.transaction():
             for rid in ids:
                 was = expect.get(rid) if expect is not None else None
@@ -1102,22 +1149,34 @@ class SqliteStore:
                     cur = self.connection.execute(plain, (rid, *held))
                 else:  # one statement on the common path; why not, only when it deleted none
                     text = () if any_text else (content_sha256(was.content),)
+                    life = () if any_text else _life(was)
                     cur = self.connection.execute(
-                        scoped, (rid, *held, was.actor_id, was.namespace, *text)
+                        as_was, (rid, *held, was.actor_id, was.namespace, *text, *life)
                     )
                 if cur.rowcount:
                     result.succeeded.append(rid)
                     continue
-                # deleted none: gone, moved or rewritten since the read, or held
+                # deleted none: gone, moved, rewritten or written again since the read, or held
                 now = self.connection.execute(
-                    "SELECT actor_id, namespace, content_sha256 FROM records WHERE id=?", (rid,)
-                ).fetchone()
+                    "SELECT actor_id, namespace, content_sha256, retention_class, status, "
+                    "memory_type, created_at, expires_at FROM records WHERE id=?", (rid,)
+                ).fetchone()  # fmt: skip
                 if now is None:
                     result.missing.append(rid)
                     continue
                 changed = None if was is None else _changed(
                     was, now[0], now[1], None if any_text else now[2]
                 )  # fmt: skip
+                if changed is None and was is not None and not any_text and not is_held(
+                    now[3], now[4]
+                ):  # fmt: skip
+                    if not _same_life(was, *now[4:]):
+                        changed = "STALE_PRECONDITION"  # active again, or another deadline
+                    else:  # the same values stored another way (a row of an older memlife)
+                        args = (rid, *held, was.actor_id, was.namespace, *text)
+                        if self.connection.execute(scoped, args).rowcount:
+                            result.succeeded.append(rid)
+                            continue
                 result.failed.append(ItemFailure(rid, changed or "LEGAL_HOLD", retryable=False))
         return result
 
