@@ -48,7 +48,7 @@ def delete(ex: Executor, items: Sequence[DeleteItem], tally: Tally) -> None:
                 ex.new_op(OpKind.delete, i.actor_id, i.namespace, i.id, i.reasons, i.content_sha256)
                 for i in batch
             ]
-            planned = ex.journal.plan(ops)
+            planned = ex.plan(ops)
             checkpoint("after_journal_write")
             for o in run_lifecycle(ex, planned, tally):
                 if o.outcome is Outcome.failed:
@@ -103,7 +103,7 @@ def quarantine(ex: Executor, items: Sequence[DeleteItem], tally: Tally, reason: 
             )
             for i in shard_items
         ]
-        planned = ex.journal.plan(ops)
+        planned = ex.plan(ops)
         checkpoint("after_journal_write")
         run_lifecycle(ex, planned, tally)
         tally.ids_not_deleted += [{"id": i.id, "reason": reason} for i in shard_items]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import secrets
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -179,6 +180,24 @@ class Executor:
             payload=payload,
         )
 
+    def plan(self, ops: Sequence[Operation]) -> list[Operation]:
+        """``journal.plan(ops)``, each op as stored, and each this very operation. An id is
+        the run key, kind and record id, not the tenant: a record removed between a crash
+        and the rerun whose id another actor's record took since met the removed record's
+        operation under that id, and the rerun took that (done) operation for its own: the
+        new record was skipped, in no count and no list (audit 53f). Such an op is planned
+        under an id keyed by its scope too (deterministic: a later rerun finds it)."""
+        planned = self.journal.plan(ops)
+        clash = [n for n, (o, got) in enumerate(zip(ops, planned, strict=True))
+                 if _scope(o) != _scope(got)]  # fmt: skip
+        if clash:
+            again = self.journal.plan([replace(ops[n], operation_id=operation_id(
+                ops[n].operation_id, ops[n].kind, [ops[n].actor_id, ops[n].namespace,
+                                                   ops[n].record_id])) for n in clash])  # fmt: skip
+            for n, o in zip(clash, again, strict=True):
+                planned[n] = o
+        return planned
+
     def run_lifecycle(
         self,
         ops: list[Operation],
@@ -225,3 +244,7 @@ class Executor:
 
     def resume_due(self, tally: Tally, kinds: Collection[OpKind] | None = None) -> int:
         return resume.resume_due(self, tally, kinds)
+
+
+def _scope(o: Operation) -> tuple[str, str, str, str, str]:
+    return (o.run_id, o.kind.value, o.actor_id, o.namespace, o.record_id)

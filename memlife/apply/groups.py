@@ -360,7 +360,7 @@ def commit_group(ex: Executor, staged: StagedGroup | StagedRef, tally: Tally) ->
     if staged.shard in ex.stopped:  # the store stopped the shard: its members stay as they
         tally.counts["shard_stopped_records"] += len(staged.supersedes)  # are (audit 51vii)
         return
-    planned = ex.journal.plan([staged.write, *staged.supersedes])  # one transaction
+    planned = ex.plan([staged.write, *staged.supersedes])  # one transaction
     checkpoint("after_journal_write")
     resume_group(ex, planned, tally)
 

@@ -206,6 +206,14 @@ def checked(op: Operation) -> Operation:
             f"journal operation {op.operation_id}: its outcome does not fit its state "
             f"{op.state.value} (a row edited by hand? mend or remove it)"
         )
+    # work done always says what it did (lifecycle's only move to APPLIED names it): an
+    # APPLIED row with none was receipted by the next night as done, the delete it owed
+    # never carried out, never failed, never listed (audit 53f)
+    if op.state in (OpState.APPLIED, OpState.RECEIPTED) and op.outcome is None:
+        raise JournalStateError(
+            f"journal operation {op.operation_id}: {op.state.value} with no outcome "
+            "(a row edited by hand? mend or remove it)"
+        )
     mar = op.moved_after_receipts  # SQLite's column types are advisory: text passed (51f)
     if mar is not None and (type(mar) is not int or mar < 0):
         raise JournalStateError(
@@ -214,6 +222,15 @@ def checked(op: Operation) -> Operation:
     if not isinstance(op.reasons, list) or not all(isinstance(r, str) for r in op.reasons):
         raise JournalStateError(f"journal operation {op.operation_id}: its reasons {_EDITED}")
     return op
+
+
+def check_move(op: Operation, to: OpState, outcome: Outcome | None) -> None:
+    """A move along ALLOWED that leaves a row ``checked`` reads back: APPLIED names what was
+    done (SQLite wrote such a row and refused it only on the read back; DynamoDB kept it)."""
+    if to not in ALLOWED[op.state]:
+        raise JournalStateError(f"{op.operation_id}: {op.state} -> {to} is not allowed")
+    if to is OpState.APPLIED and (outcome is None or outcome is Outcome.failed):
+        raise JournalStateError(f"{op.operation_id}: APPLIED needs what was done, not {outcome}")
 
 
 def stored(op: Operation | None, operation_id: str) -> Operation:

@@ -28,7 +28,6 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from memlife.journal.base import (
-    ALLOWED,
     SECRET_BYTES,
     GroupInReview,
     JournalStateError,
@@ -39,6 +38,7 @@ from memlife.journal.base import (
     OpState,
     Outcome,
     Rejection,
+    check_move,
     checked_secret,
     stored,
 )
@@ -391,8 +391,7 @@ class DynamoJournal:
         op = self.get(operation_id)
         if op is None:
             raise JournalStateError(f"{operation_id}: no such operation")
-        if to not in ALLOWED[op.state]:
-            raise JournalStateError(f"{operation_id}: {op.state} -> {to} is not allowed")
+        check_move(op, to, outcome)
         attempts = op.attempts + (1 if to in (OpState.APPLIED, OpState.FAILED) else 0)
         when = (at or utcnow()).isoformat()
         names = {"#st": "st", "#at": "attempts"}

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from memlife.journal.base import (
-    ALLOWED,
     SECRET_BYTES,
     GroupInReview,
     JournalStateError,
@@ -22,6 +21,7 @@ from memlife.journal.base import (
     OpState,
     Outcome,
     Rejection,
+    check_move,
     checked_secret,
     stored,
 )
@@ -206,8 +206,7 @@ class SqliteJournal:
             op = self.get(operation_id)
             if op is None:
                 raise JournalStateError(f"{operation_id}: no such operation")
-            if to not in ALLOWED[op.state]:
-                raise JournalStateError(f"{operation_id}: {op.state} -> {to} is not allowed")
+            check_move(op, to, outcome)
             attempts = op.attempts + (1 if to in (OpState.APPLIED, OpState.FAILED) else 0)
             # A receipted operation no longer needs its payload (which may hold content).
             payload_sql = ", payload=NULL" if to is OpState.RECEIPTED else ""

@@ -29,6 +29,19 @@ def _outcome(v: str | None) -> Outcome | None:
     return Outcome(v) if v else None
 
 
+def _text(v: Any) -> str:
+    """A text column as the journal writes it. SQLite's column types are advisory: a BLOB
+    put there by hand came back as bytes and ended every night's retry queue in a bare
+    TypeError (sorting a shard of bytes), where DynamoDB refuses it by name (audit 53f)."""
+    if not isinstance(v, str):
+        raise TypeError("not text")
+    return v
+
+
+def _opt_text(v: Any) -> str | None:
+    return None if v is None else _text(v)
+
+
 def row_of(row: tuple[Any, ...]) -> Operation:
     """A stored row (``SELECT``'s columns). A row edited by hand (a state, kind or outcome
     outside the enums, a time or reasons unreadable, attempts its state denies) is a
@@ -39,13 +52,17 @@ def row_of(row: tuple[Any, ...]) -> Operation:
         return stored_field(oid, name, parse, raw)
 
     return checked(Operation(
-        operation_id=oid, run_id=row[1], kind=f("kind", OpKind, row[2]), actor_id=row[3],
-        namespace=row[4], record_id=row[5], reasons=f("reasons", json.loads, row[6]),
-        policy_version=row[7], content_sha256=row[8], replacement_id=row[9],
+        operation_id=oid, run_id=f("run_id", _text, row[1]), kind=f("kind", OpKind, row[2]),
+        actor_id=f("actor_id", _text, row[3]), namespace=f("namespace", _text, row[4]),
+        record_id=f("record_id", _text, row[5]), reasons=f("reasons", json.loads, row[6]),
+        policy_version=f("policy_version", _text, row[7]),
+        content_sha256=f("content_sha256", _opt_text, row[8]),
+        replacement_id=f("replacement_id", _opt_text, row[9]),
         state=f("state", OpState, row[10]), outcome=f("outcome", _outcome, row[11]),
-        attempts=row[12], next_retry_at=f("next_retry_at", when, row[13]), last_error=row[14],
-        payload=row[15], created_at=f("created_at", when, row[16]),
-        updated_at=f("updated_at", when, row[17]), resolution=row[18],
-        resolved_at=f("resolved_at", when, row[19]), moved_by=row[20],
+        attempts=row[12], next_retry_at=f("next_retry_at", when, row[13]),
+        last_error=f("last_error", _opt_text, row[14]), payload=f("payload", _opt_text, row[15]),
+        created_at=f("created_at", when, row[16]), updated_at=f("updated_at", when, row[17]),
+        resolution=f("resolution", _opt_text, row[18]),
+        resolved_at=f("resolved_at", when, row[19]), moved_by=f("moved_by", _opt_text, row[20]),
         moved_after_receipts=row[21],
     ))  # fmt: skip
