@@ -40,7 +40,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import math
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
 from datetime import timedelta
@@ -64,6 +63,9 @@ from memlife.errors import InputError
 from memlife.integrations.langgraph_filters import matches, ns_matches
 from memlife.integrations.langgraph_ids import HISTORY, item_row
 from memlife.integrations.langgraph_ids import record_id as record_id  # re-exported
+from memlife.integrations.langgraph_values import KEY_MAX_CHARS as KEY_MAX_CHARS  # re-exported
+from memlife.integrations.langgraph_values import check_key, no_item_has
+from memlife.integrations.langgraph_values import json_problem as json_problem  # re-exported
 from memlife.ledger import query_sha256
 from memlife.model import (
     MemoryRecord,
@@ -83,7 +85,6 @@ from memlife.tombstones import ERASED_CONTENT, ERASED_SOURCE, refusal
 
 _EVENT = "langgraph"
 _PUT_ATTEMPTS = 5  # reads and conditional writes of one put raced by other writers
-KEY_MAX_CHARS = 256  # as MemoryRecord.id and actor_id: a key names one item as an id does
 
 
 def default_actor_of(namespace: tuple[str, ...]) -> str:
@@ -144,62 +145,18 @@ def texts_of(value: Any) -> set[str]:
     return {value} if isinstance(value, str) else set()
 
 
-def _surrogate(text: str) -> str | None:
-    """A lone surrogate (``surrogateescape``) has no UTF-8 form: named, not a codec error."""
-    bad = not text.isascii() and any("\ud800" <= ch <= "\udfff" for ch in text)
-    return "a string with a lone surrogate (not valid Unicode)" if bad else None
-
-
-def json_problem(value: Any) -> str | None:
-    """What in ``value`` JSON cannot carry exactly (it would read back as something else,
-    or not at all), or None: JSON has string keys, lists and finite numbers only."""
-    try:
-        if isinstance(value, str):
-            return _surrogate(value)
-        if value is None or isinstance(value, bool | int):
-            return None
-        if isinstance(value, float):
-            return None if math.isfinite(value) else f"a float {value}"
-        if isinstance(value, list):
-            return next((p for v in value if (p := json_problem(v))), None)
-        if isinstance(value, dict):
-            for k, v in value.items():
-                if not isinstance(k, str):
-                    return f"a {type(k).__name__} dict key"
-                if problem := _surrogate(k) or json_problem(v):
-                    return problem
-            return None
-    except RecursionError:
-        return "values nested too deeply"
-    return f"a {type(value).__name__}"
-
-
-def check_key(key: object) -> str:
-    """``key`` when it is a string of at most :data:`KEY_MAX_CHARS` characters; else an
-    InputError naming its type or length (never quoting it)."""
-    if not isinstance(key, str):
-        raise InputError(f"item key: a {type(key).__name__}; expected a string")
-    if len(key) > KEY_MAX_CHARS:
-        raise InputError(
-            f"item key: {len(key)} characters, over the limit of {KEY_MAX_CHARS} "
-            "(the bound of a record id)"
-        )
-    return valid_unicode(key, "item key")
-
-
-def no_item_has(key: object) -> bool:
-    """Whether no item can have ``key`` (:func:`check_key` refuses it at a put): a get finds
-    nothing and a delete deletes nothing, as for any key never put."""
-    return not isinstance(key, str) or len(key) > KEY_MAX_CHARS or _surrogate(key) is not None
-
-
 def decode(record: MemoryRecord) -> tuple[str, dict[str, Any]]:
     """(key, value) of a record, written by this adapter or by memlife itself."""
     parts = (record.provenance.source_event or "").split(":", 2)
     if len(parts) == 3 and parts[0] == _EVENT:
         kind, key = parts[1], parts[2]
         if kind == "json":
-            return key, json.loads(record.content)
+            try:
+                return key, json.loads(record.content)
+            except ValueError:  # an int past the digit limit (written by a process that
+                # raised it), or a text edited by hand: this item reads as its text rather
+                # than failing every get and search of its prefix
+                return key, {"content": record.content}
         return key, {"content": record.content}
     return record.id, {"content": record.content}
 
