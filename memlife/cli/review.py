@@ -129,6 +129,8 @@ def register(app: typer.Typer) -> None:
         if it["pair_id"]:
             _record(f"pair {it['pair_id']} (the newer record, which probably replaces it)",
                     found["pair"], it)  # fmt: skip
+        err_console.print(f"seen: {found['seen']} (resolve with --seen {found['seen']} to refuse "
+                          "a decision if a night changes these texts first)", markup=False)  # fmt: skip
 
     @group.command("resolve")
     def resolve(
@@ -143,6 +145,12 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option("--by", help="supersede: the replacing record (pair items name it)"),
         ] = None,
+        seen: Annotated[
+            str | None,
+            typer.Option(
+                "--seen", help="The token `review show` printed: refused if the texts changed since"
+            ),
+        ] = None,
         policy: PolicyOpt = "policies/default.yaml",
         store: StoreOpt = None,
         receipts: ReceiptsOpt = None,
@@ -156,7 +164,7 @@ def register(app: typer.Typer) -> None:
             raise fail(f"--decision {decision!r}: use keep, verify, supersede, delete or dispute")
         with _review_store(store) as db:
             result = do_resolve(
-                db, item, decision, reviewer, by=by, policy=policy, receipts=receipts
+                db, item, decision, reviewer, by=by, policy=policy, receipts=receipts, seen=seen
             )
         if json_out:
             print_json(result)

@@ -20,6 +20,7 @@ from memlife.review_queue.decisions import (
     ReviewItemNotFound,
 )
 from memlife.review_queue.queue import ReviewQueue
+from memlife.review_queue.seen import seen_token
 from memlife.review_queue.unfinished import earlier_attempt, same_request, unfinished
 
 
@@ -27,8 +28,10 @@ from memlife.review_queue.unfinished import earlier_attempt, same_request, unfin
 def resolve(
     store: Any, iid: str, decision: ReviewDecision | str, reviewer: str, *,
     by: str | None = None, policy: Any = None, receipts: Any = None, now: datetime | None = None,
+    seen: str | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """Carry out a reviewer's decision on one item: journaled, receipted with the reviewer."""
+    """Carry out a reviewer's decision on one item: journaled, receipted with the reviewer.
+    ``seen``: the token ``review show`` printed; refused when the texts changed since."""
     from memlife.audit import as_sink
     from memlife.journal import OpKind, OpState, open_journal
     from memlife.quarantine import manual_run
@@ -70,6 +73,13 @@ def resolve(
             f"review item {iid}: an earlier {decision.value} of it (run {earlier[0].run_id}) "
             "is unfinished and was another request (another reviewer or replacement): the "
             "next nightly run completes it, then the item can be answered"
+        )
+    if seen is not None and not earlier and seen.strip() != (now_seen := seen_token(store, item)):
+        # a night renewed the item for changed text between the reviewer's show and this
+        # resolve: the decision would land on a text nobody read (audit 53b's Left)
+        raise ReviewError(
+            f"review item {iid}: its records changed since you read them (--seen {seen.strip()},"
+            f" now {now_seen}): run `memlife review show {iid}` again and decide on what it says"
         )
     if record is None and decision is not ReviewDecision.keep and not earlier:
         raise ReviewError(

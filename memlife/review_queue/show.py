@@ -13,6 +13,7 @@ from typing import Any
 
 from memlife.plan import REVIEW_REASONS
 from memlife.review_queue import ReviewError, ReviewItem, ReviewItemNotFound, ReviewQueue
+from memlife.review_queue.seen import seen_token
 
 REASON_CODES = tuple(sorted(r.value for r in REVIEW_REASONS))
 
@@ -37,6 +38,7 @@ def show(store: Any, iid: str) -> dict[str, Any]:
         "item": item.as_json(),
         "record": _record(store, item, item.record_id),
         "pair": _record(store, item, item.pair_id) if item.pair_id else None,
+        "seen": seen_token(store, item),
     }
 
 
