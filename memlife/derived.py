@@ -84,7 +84,11 @@ CREATE TABLE IF NOT EXISTS derived (
 # its own statement key ("👍" / "👎": audit 52c): statements split.
 # 21: the rule of 19 reads no names in a text that speaks of the user ("Bob is the user's
 # manager" / "Alice is now the user's manager": audit 52r): updates paired again.
-VERSION = f"derived-21:{memlife.__version__}"
+# 22: `restates` keeps a clause-opening "only" with the subject it restricts ("Only she
+# knows the password" / "She knows only the password"), "only" past "and" or after a link
+# with its phrase, and a word moved past a joiner into another clause ("isst kein Fleisch
+# und trinkt Wein" / "isst Fleisch und trinkt kein Wein": audit 53x5): statements split.
+VERSION = f"derived-22:{memlife.__version__}"
 FLUSH_ROWS = 256
 READ_AHEAD = 128  # shards whose rows one query reads
 KINDS = ("inference", "staging", "staging_total")  # the kinds kept (rows per shard)

@@ -18,8 +18,11 @@ and she hates coffee"). The words just before ``X`` said again before ``Y`` are 
 own (an article, "le thé et le café"; a verb, "is proud of Jon and is excited").
 Runs next to each other (``M`` empty) are one word moved ("I only drink tea" / "I drink
 only tea", "every morning she drinks coffee" / "she drinks coffee every morning"): read
-as before. A list joined by a word not listed here (a language's "and" not in ``_JOINERS``)
-is kept apart: a missed merge, never a lost fact.
+as before, unless the move crosses a joiner inside the text (neither run at its start or
+end): the word went into another clause or item ("isst kein Fleisch und trinkt Wein" /
+"isst Fleisch und trinkt kein Wein", audit 53x5). A list joined by a word not listed
+here (a language's "and" not in ``_JOINERS``) is kept apart: a missed merge, never a lost
+fact.
 """
 
 from __future__ import annotations
@@ -69,6 +72,13 @@ def traded(a: str, b: str) -> bool:
             continue
         for ly in range(1, m - lx + 1):
             if mid_a[m - ly :] != mid_b[:ly] or mid_a[lx : m - ly] != mid_b[ly : m - lx]:
+                continue
+            if lx + ly == m and p and s and any(w in _JOINERS for w in mid_a):
+                # a word moved past a joiner, inside the text: from one clause or item into
+                # another ("isst kein Fleisch und trinkt Wein" / "isst Fleisch und trinkt
+                # kein Wein", "non mangia carne e beve vino" / "mangia carne e non beve
+                # vino": a negation the English rules do not read; audit 53x5)
+                found = True
                 continue
             if _innocent(mid_a[lx : m - ly], x[:p], _TOKEN.findall(a)[p - 1] if p else ""):
                 return False  # one reading is a list reordered or a word moved: as before
