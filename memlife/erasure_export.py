@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memlife import tombstones
 from memlife.dispute_export import Dispute, carry_disputes, count_disputes, dump_disputes
-from memlife.errors import InputError, RecordError
+from memlife.errors import InputError, RecordError, field_place
 from memlife.stores.base import MemoryStore
 from memlife.stores.sqlite import TOMBSTONE_NAME_MAX
 
@@ -131,7 +131,7 @@ def parse_erasures(
         except InputError:
             raise
         except ValidationError as exc:
-            field = ".".join(str(p) for p in exc.errors()[0]["loc"]) or "line"
+            field = field_place(exc.errors()[0]["loc"]) or "line"  # a key's text: <key>
             raise InputError(
                 f"erasures line {n}: field '{field}': {exc.errors()[0]['msg']}"
             ) from None

@@ -9,6 +9,8 @@ that catches those still does; the modules that raised them re-export their name
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any, ClassVar
 
@@ -142,6 +144,18 @@ class BadPageToken(InputError):
 
 
 # -- records, policy, evaluation sets, namespaces, erasure (bad input) ---------------------
+_PLAIN_PART = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,40}|[0-9]{1,10}")
+
+
+def field_place(parts: Iterable[object]) -> str:
+    """A refused field's location for a message, a step at a time: a short plain name
+    (``colour``, ``provenance.origin``) or an index as it is, any other key as ``<key>``.
+    A key with spaces is a line's text where a key goes (a shifted column, a fact written
+    as a key): memory content, which an error printed or logged must not carry (audit
+    53cl; evaluation sets and a model's answer name such keys so since sessions 20, 42)."""
+    return ".".join(str(p) if _PLAIN_PART.fullmatch(str(p)) else "<key>" for p in parts)
+
+
 class RecordError(InputError):
     """A record failed validation; names the record id (if known), the field and why."""
 

@@ -29,7 +29,7 @@ from pydantic import (
     field_validator,
 )
 
-from memlife.errors import MemlifeError
+from memlife.errors import MemlifeError, field_place
 from memlife.errors import RecordError as RecordError  # moved; re-exported
 
 
@@ -261,8 +261,7 @@ def plan_view(r: MemoryRecord) -> PlanView:
 
 def _first_error(exc: ValidationError) -> tuple[str, str]:
     err = exc.errors(include_url=False)[0]
-    loc = ".".join(str(p) for p in err["loc"]) or "<record>"
-    return loc, err["msg"]
+    return field_place(err["loc"]) or "<record>", err["msg"]  # never a key's text
 
 
 def parse_record(data: Any, line: int | None = None) -> MemoryRecord:
@@ -278,9 +277,8 @@ def parse_record(data: Any, line: int | None = None) -> MemoryRecord:
     rid = data.get("id") if isinstance(data.get("id"), str) else None
     bad = _lone_surrogate(data)
     if bad is not None:  # JSON's \ud800 escape: text no store or terminal can write
-        raise RecordError(
-            rid if bad != "id" else None, bad, "holds a lone surrogate: not valid Unicode", line
-        )
+        raise RecordError(rid if bad != "id" else None, field_place(bad.split(".")),
+                          "holds a lone surrogate: not valid Unicode", line)  # fmt: skip
     from memlife.text import invisible_at
 
     for name in ("id", "actor_id"):  # keys a person types, reads and erases by
@@ -303,6 +301,8 @@ def parse_record(data: Any, line: int | None = None) -> MemoryRecord:
         record = MemoryRecord.model_validate_json(json.dumps(data, default=str), strict=True)
     except ValidationError as exc:
         field, reason = _first_error(exc)
+        if field == "id" and rid and rid.strip():  # a refused id (300 characters) may be the
+            rid = None  # line's text one column off: its place only, as evaluation sets do
         raise RecordError(rid, field, reason, line) from None
     from memlife.namespaces import new_namespace_problem
 
@@ -363,13 +363,14 @@ def parse_record_line(text: str, line: int | None = None) -> MemoryRecord:
         ) from None
     except _RepeatedKey as exc:
         rid = _id_in(text)
-        raise RecordError(rid, exc.key, "key repeated in the line", line) from None
+        raise RecordError(rid, field_place([exc.key]), "key repeated in the line", line) from None
     limit = sys.get_int_max_str_digits()
     at = _too_many_digits_at(data) if limit and len(text) > limit else None
     if at is not None:  # no field takes such a number; never echoed (audit 52g)
         rid = data.get("id") if isinstance(data, dict) else None
         reason = f"an integer of more than {limit} digits"
-        raise RecordError(rid if isinstance(rid, str) else None, at, reason, line)
+        place = at if at == "<record>" else field_place(at.split("."))
+        raise RecordError(rid if isinstance(rid, str) else None, place, reason, line)
     return parse_record(data, line)
 
 
