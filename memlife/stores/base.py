@@ -118,14 +118,33 @@ def iter_shard(
     page_size: int = DEFAULT_PAGE_SIZE,
     statuses: Sequence[Status] | None = None,
 ) -> Iterator[Page]:
-    """Every page of one actor/namespace, in order."""
+    """Every page of one actor/namespace, in order, each record once.
+
+    A remote store's pages are the service's: AgentCore promises no keyset order, so a
+    record listed again on a later page is left out (planned twice, a night crashed after
+    deleting it), and a page token handed out before is refused (it paged for ever).
+    The ids of the shard are kept, as a night's planning keeps its views (audit 53ii)."""
     token: str | None = None
+    seen: set[str] = set()
+    tokens: set[str] = set()
     while True:
         page = store.page(actor_id, namespace, page_size=page_size, token=token, statuses=statuses)
-        yield page
+        fresh: dict[str, MemoryRecord] = {}
+        for r in page.records:
+            if r.id not in seen:
+                fresh.setdefault(r.id, r)
+        seen.update(fresh)
+        yield page if len(fresh) == len(page.records) else Page([*fresh.values()], page.next_token)
         if page.next_token is None:
             return
+        if page.next_token in tokens:
+            raise StoreError(
+                "paging a shard: the store handed back a page token it gave before; paging "
+                "on would repeat the same pages",
+                code="SERVICE",
+            )
         token = page.next_token
+        tokens.add(token)
 
 
 T = TypeVar("T")

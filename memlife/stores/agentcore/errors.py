@@ -6,6 +6,8 @@ HTTP-style ``errorCode`` in ``failedRecords``. Both map to the codes of ``ItemFa
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 from botocore.exceptions import ClientError
 
 from memlife.stores.base import BatchResult, StoreError
@@ -62,14 +64,16 @@ def store_error(exc: ClientError, what: str) -> StoreError:
     return StoreError(f"{what}: {code}: {msg}", code=mapped)
 
 
-def check_advances(what: str, sent: str | None, got: str | None) -> None:
+def check_advances(what: str, sent: str | None | AbstractSet[str | None], got: str | None) -> None:
     """Refuse a ``nextToken`` equal to the one the request carried: the cursor did not move,
     and asking again would serve the same page for ever (duplicates, a loop that never
-    ends). botocore's paginators refuse the same ("the same next token received twice")."""
-    if got and got == sent:
+    ends). botocore's paginators refuse the same ("the same next token received twice").
+    ``sent`` may be every token the listing sent: one handed back later (A, B, A) loops
+    as surely, and botocore does not see it (audit 53ii)."""
+    if got and (got == sent if sent is None or isinstance(sent, str) else got in sent):
         raise StoreError(
-            f"{what}: the service answered with the nextToken it was sent (a cursor that "
-            "does not advance); paging on would repeat the same page",
+            f"{what}: the service answered with a nextToken it was sent before (a cursor "
+            "that does not advance); paging on would repeat the same pages",
             code="SERVICE",
         )
 

@@ -44,7 +44,14 @@ from memlife.stores.agentcore.namespaces import Strategies
 from memlife.stores.agentcore.transport import Transport, in_chunks, keeping_partial
 from memlife.stores.agentcore.writes import ChunkWriter, drop_stale_blobs
 from memlife.stores.agentcore_sidecar import Sidecar, SidecarItem
-from memlife.stores.base import DEFAULT_PAGE_SIZE, BatchResult, ItemFailure, Page, StoreError
+from memlife.stores.base import (
+    DEFAULT_PAGE_SIZE,
+    BatchResult,
+    ItemFailure,
+    Page,
+    StoreError,
+    iter_shard,
+)
 
 MAX_LIST_CALLS_PER_PAGE = 50
 GET_WORKERS = 8  # parallel GetMemoryRecord calls in set_status / get_many
@@ -223,7 +230,7 @@ class AgentCoreStore:
         actor_key = safe_value(actor_id)
         native_ok: bool | None = None  # computed on first native record
         kept: list[dict[str, Any]] = []
-        calls = 0
+        calls, asked = 0, {service_token}  # every cursor this call sent: none comes back
         while True:
             kwargs: dict[str, Any] = {
                 "memoryId": self.memory_id,
@@ -251,8 +258,9 @@ class AgentCoreStore:
                     if not native_ok or (wanted and Status.active.value not in wanted):
                         continue
                 kept.append(s)
-            check_advances("ListMemoryRecords", service_token, resp.get("nextToken"))
+            check_advances("ListMemoryRecords", asked, resp.get("nextToken"))
             service_token = resp.get("nextToken")
+            asked.add(service_token)
             if not service_token or len(kept) >= page_size or calls >= MAX_LIST_CALLS_PER_PAGE:
                 break
         records = self._decode_many(kept, actor_id)
@@ -279,17 +287,11 @@ class AgentCoreStore:
         return {rid: rec for rid, (rec, _, _, _) in self._fetch(ids).items()}
 
     def iter_all(self, batch: int = MAX_PAGE) -> Iterator[MemoryRecord]:
-        """Every record, actor by actor and namespace by namespace (export), streamed:
-        ListMemoryRecords pages of ``batch``; the sidecar is read only for overflow."""
+        """Every record (export), actor by actor and namespace by namespace, streamed."""
         for actor in self.list_actors():
             for ns in self.list_namespaces(actor):
-                token: str | None = None
-                while True:
-                    page = self.page(actor, ns, page_size=batch, token=token)
+                for page in iter_shard(self, actor, ns, page_size=batch):  # each record once
                     yield from page.records
-                    if page.next_token is None:
-                        break
-                    token = page.next_token
 
     def native_ids(self, ids: Sequence[str]) -> dict[str, str]:
         """memlife id -> AgentCore memoryRecordId for records this store has read or written.

@@ -35,7 +35,7 @@ from memlife.stores.agentcore.mapping import (
 )
 from memlife.stores.agentcore.transport import Entry, Outcome, Transport, failure_of, stop_of
 from memlife.stores.agentcore_sidecar import Sidecar, SidecarItem, fitting_blobs
-from memlife.stores.base import BatchResult, ItemFailure
+from memlife.stores.base import BatchResult, ItemFailure, StoreError
 
 KEEP_BLOBS = 4  # overflow versions kept in the sidecar (package docstring)
 WRITING_STALE_S = 60.0  # an update in flight longer than this: its writer died
@@ -399,7 +399,15 @@ class ChunkWriter:
                 result.failed.append(ItemFailure(rid, code, o.message, retry))
         self._settle_strays(strays, outcomes, by_key, result)
         self.cache.forget(list(keys.values()))
-        self.sidecar.delete_many(gone, {k: it.version for k, it in items.items() if k in gone})
+        try:
+            self.sidecar.delete_many(gone, {k: it.version for k, it in items.items() if k in gone})
+        except StoreError as exc:
+            # AgentCore has answered: a clean-up throttled past botocore's attempts must not
+            # lose what it deleted (journaled failed, the next night receipted it
+            # already_absent: audit 53ii). The stop carries the outcome, as a quota's does;
+            # an item left behind reads as absent (404) and goes with the id's next delete.
+            exc.partial = result  # type: ignore[attr-defined]  # read by until_stopped
+            raise
         stop = stop_of(outcomes)
         if stop is not None:  # after the bookkeeping: the deleted ones are out of the sidecar
             raise QuotaExceeded(stop, partial=result)
