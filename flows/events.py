@@ -90,7 +90,8 @@ def _emit(event: tuple[str, dict[str, str], dict[str, Any]] | None) -> None:
             emit_event(event=name, resource=resource, payload=payload)
         except EventTooLarge:  # still too large (long names, a lowered limit): the alert
             # goes out without its lists rather than not at all, and the run is not failed
-            lists = ("failed_shards", "failed_shard_codes", "gate")
+            # the gate line too: a blocked gate's names every failing case (audit 53iii)
+            lists = ("failed_shards", "failed_shard_codes", "gate", "summary")
             kept = {k: v for k, v in payload.items() if k not in lists}
             emit_event(event=name, resource=resource, payload={**kept, "truncated": True})
 

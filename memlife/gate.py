@@ -627,9 +627,10 @@ def evaluate(
     ttl, now = policy.ttl_days(), utcnow()
     recall = ShadowRecall(store, cache, hidden=lambda r: past_lifetime(r, ttl, now))
     report = run_set(cases, recall, policy.gate, exclude=exclude, answerer=answerer)
-    report["blocked"] = bool(report["high_impact_failed"]) or not all(
-        g["passed"] for g in report["gates"].values()
-    )
+    # a case that could not read its records was not evaluated: no pass (four passing gates
+    # over 0 cases exited 0, audit 53iii); the night withholds what it judges
+    failed = not all(g["passed"] for g in report["gates"].values())
+    report["blocked"] = bool(report["high_impact_failed"] or report["unreadable_cases"]) or failed
     return report
 
 

@@ -75,7 +75,8 @@ def uncovered(
 ) -> dict[str, list[str]]:
     """Judgements an evaluation set cannot see at all: when every case of the set checks
     nothing here (``unchecked``: gate.coverage's cases, their view empty or a target absent:
-    a set written for another deployment, a typo in every actor id or namespace), the set
+    a set written for another deployment, a typo in every actor id or namespace; or cases
+    no view could read, a damaged row in their shard), the set
     would still satisfy a required gate; what it would have gated waits, as without a set
     (GATE_UNCOVERED). A set that samples some actors gates the whole run, as a regression
     test does: per-actor coverage is not asked for."""
@@ -152,7 +153,11 @@ def run_gate(
     # the set this verdict judged: the memo of a blocked group is keyed by it (commit_run)
     verdict["eval_digest"] = cases_digest(cases)
     unchecked = verdict["uncovered_cases"]
-    verdict["uncovered"] = uncovered(ctx, outcomes, cases, unchecked)
+    # a case no view could read checks nothing either: a set of such cases alone is no set
+    # (it let another tenant's judgements go ahead, judged by 0 cases: audit 53iii)
+    verdict["uncovered"] = uncovered(
+        ctx, outcomes, cases, [*unchecked, *verdict["unreadable_cases"]]
+    )
     unseen_by(verdict["uncovered"], [*verdict["unreadable_cases"], *unchecked], outcomes)
     verdict["held_back"] = held_back(verdict, outcomes)
     if verdict["deletions_blocked"] and not ctx.config.dry_run:

@@ -436,13 +436,19 @@ def _gate_line(result: dict[str, Any]) -> str | None:
     head += f", aggregate_score {agg:.3f})" if agg is not None else ")"
     unseen = g.get("uncovered") or {}
     unchecked = g.get("uncovered_cases") or []
+    # why they wait: a case that reads no record, or one that could not read a record (a
+    # damaged row: "no case checks nothing" sent the operator looking for a typo, 53iii)
+    unread = g.get("unreadable_cases") or []
+    why = [f"{len(unchecked)} case(s) check nothing in this store (no record in their actor "
+           "or namespace, or a must-retrieve id absent)"] if unchecked else []  # fmt: skip
+    if unread:
+        why.append(f"{len(unread)} cases could not read their records (CORRUPT_RECORD)")
     if unseen.get("deletions") or unseen.get("groups"):
         figures.append(f"GATE_UNCOVERED: {len(unseen.get('deletions', []))} deletions and "
                        f"{len(unseen.get('groups', []))} consolidations wait: "
-                       f"{len(unchecked) or 'no'} case(s) check nothing in this store "
-                       "(no record in their actor or namespace, or a must-retrieve id absent)")  # fmt: skip
-    elif unchecked:
-        figures.append(f"GATE_UNCOVERED: {len(unchecked)} case(s) check nothing in this store")
+                       f"{'; '.join(why) or 'no case checks them'}")  # fmt: skip
+    elif why:
+        figures.append("GATE_UNCOVERED: " + "; ".join(why))
     return head + (": " + "; ".join(figures) if figures else "")
 
 

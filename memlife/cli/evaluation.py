@@ -71,7 +71,8 @@ def register(app: typer.Typer) -> None:
         store: StoreOpt = None,
         json_out: JsonOpt = False,
     ) -> None:
-        """Run a set against the store as it is and print the gate table (exit 1: a gate failed)."""
+        """Run a set against the store as it is and print the gate table (exit 1: a gate or a
+        high-impact case failed, or a case could not read its records)."""
         if ctx.invoked_subcommand is not None:
             return
         if cases is None:
@@ -119,6 +120,12 @@ def register(app: typer.Typer) -> None:
                 err_console.print(
                     f"high-impact cases failed: {', '.join(report['high_impact_failed'])}"
                 )
+            for u in report["unreadable_cases"]:  # ids and the field only, never the value
+                err_console.print(
+                    f"case {u['case']} not evaluated: record {u['record_id']} does not "
+                    f"decode (field {u['field']}, CORRUPT_RECORD)",
+                    markup=False, highlight=False,
+                )  # fmt: skip
         raise typer.Exit(1 if report["blocked"] else 0)
 
     @group.command("init")
