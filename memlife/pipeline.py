@@ -37,7 +37,7 @@ from memlife.journal import Journal, open_journal, open_memo_reader
 from memlife.model import parse_time
 from memlife.outcome_sweep import sweep_for_run
 from memlife.report import ReportWriter
-from memlife.run_commit import GateFn, commit_run, queue_reviews, run_gate
+from memlife.run_commit import GateFn, commit_run, queue_reviews, run_gate, under_kept
 from memlife.run_finish import drop_outcomes, finish_run, gate_verdict, write_failure_receipt
 from memlife.run_finish import gate_line as gate_line  # re-exported: the CLI's one line
 from memlife.run_finish import markdown_summary as markdown_summary  # re-exported
@@ -220,10 +220,11 @@ def _steps(
     kept = None
     if executor is not None:
         # the verdict that approves the commit, kept before it: a rerun after a kill past
-        # the commit reports it, not its look at the changed store (audit 50j)
+        # the commit reports it (audit 50j) and commits under it and its own (audit 53gr)
         if journal is not None:
             kept = keep_verdict(ctx, verdict, journal.run_secret())
-        tallies.append(step("commit", commit_run)(ctx, executor, outcomes, verdict))
+        governing = under_kept(store, outcomes, verdict, kept.gate if kept else None)
+        tallies.append(step("commit", commit_run)(ctx, executor, outcomes, governing))
     tallies.append(step("queue-reviews", queue_reviews)(ctx, store, outcomes))
     return step("finish-run", finish_run)(ctx, outcomes, report, t0, tallies=tallies,
                                           journal=journal, gate=verdict, shards_total=len(shards),

@@ -199,6 +199,57 @@ def held_deletions(verdict: dict[str, Any], items: Sequence[DeleteItem]) -> list
     return [i for i in items if i.actor_id in actors] if actors else list(items)
 
 
+def _dels_blocked(verdict: dict[str, Any]) -> bool:
+    return bool(verdict.get("deletions_blocked", verdict.get("blocked")))
+
+
+def under_kept(
+    store: MemoryStore,
+    outcomes: Sequence[BatchOutcome],
+    own: dict[str, Any],
+    kept: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The verdict a rerun commits under: the stricter of the night's kept verdict
+    (memlife/evidence_gate.py) and this attempt's ``own``. The receipt reports the kept
+    one; committing under ``own`` alone let a rerun delete or supersede what the night's
+    gate held back, once the store had changed since (audit 53gr). Held by either: held
+    (its blocking actors, blocked groups and uncovered ids read back from the kept file).
+    What only the kept verdict holds back is snapshotted here, as run_gate does its own."""
+    if (
+        kept is None
+        or kept is own
+        or not (own.get("configured", True) and kept.get("configured", True))
+    ):
+        return own  # one run key holds one set path: both verdicts are judged with a set, or none
+    out = dict(own)
+    both = (kept, own)
+    dels, sups = any(_dels_blocked(v) for v in both), any(groups_blocked(v) for v in both)
+    out["deletions_blocked"], out["supersedes_blocked"] = dels, sups
+    out["blocked"] = dels or sups or any(v.get("blocked") for v in both)
+    named = [v.get("blocking_actors") for v in both if _dels_blocked(v)]
+    out.pop("blocking_actors", None)
+    if dels and all(named):  # each names its actors: theirs wait; one naming none holds all
+        out["blocking_actors"] = sorted({a for actors in named for a in actors or ()})
+    out["uncovered"] = {
+        part: sorted({i for v in both for i in (v.get("uncovered") or {}).get(part, ())})
+        for part in ("deletions", "groups")
+    }
+    # the memo of a blocked group is keyed by the set that blocked it: the kept verdict's
+    # names count only where it judged with the set this attempt read
+    same = kept.get("eval_digest") == own.get("eval_digest")
+    out["blocking_groups"] = sorted(
+        {*own.get("blocking_groups", ()), *(kept.get("blocking_groups", ()) if same else ())}
+    )
+    items = [i for o in outcomes for i in o.deletions]
+    mine = {i.id for i in held_deletions(own, items)}
+    more = [i.id for i in held_deletions(out, items) if i.id not in mine]
+    if more:
+        from memlife.quarantine import snapshot
+
+        snapshot(store, more)
+    return out
+
+
 def commit_run(
     ctx: RunContext,
     executor: Executor | None,
