@@ -239,7 +239,7 @@ def _verify_run(sink: ReceiptSink, store: MemoryStore | None, journal: Journal |
         if op.get("outcome") == "skipped":
             continue  # nothing changed (e.g. a replacement withdrawn because of an erasure)
         current = store.get(rid)
-        later_removal = _removed_later(journal, rid, oid)
+        later_removal = _removed_later(journal, op)
         if op["action"] in _REMOVING:
             if current is not None and _reused(current, op, secret):
                 v.note("RECORD_ID_REUSED", operation_id=oid, record_id=rid)
@@ -276,14 +276,25 @@ def _reused(current: Any, op: dict[str, Any], secret: bytes) -> bool:
     return removed_sha is not None and now_sha != removed_sha
 
 
-def _removed_later(journal: Journal | None, record_id: str, operation_id: str) -> bool:
+def _removed_later(journal: Journal | None, op: dict[str, Any]) -> bool:
+    """Whether a receipted removal explains ``op``'s record missing: one of this record (not
+    one naming it as a replacement), of its actor and namespace, done after ``op`` was
+    planned. Any removal of the id was taken once: another actor's erasure of its own
+    record under that id, even one before ``op``, hid a record gone with no receipt at all
+    (audit 53t: a held record vanished and verify said ok)."""
     if journal is None:
         return False
+    oid, rid = op["operation_id"], op["record_id"]
+    mine = journal.get(oid)
+    since = mine.created_at if mine is not None else None
     return any(
-        o.operation_id != operation_id
+        o.operation_id != oid
+        and o.record_id == rid
+        and (o.actor_id, o.namespace) == (op.get("actor_id"), op.get("namespace"))
         and o.kind.value in _REMOVING
         and o.state is OpState.RECEIPTED
-        for o in journal.for_record(record_id)
+        and (since is None or o.updated_at is None or o.updated_at >= since)
+        for o in journal.for_record(rid)
     )
 
 

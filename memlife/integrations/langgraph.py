@@ -61,7 +61,7 @@ from langgraph.store.base import (
 from memlife.api import Memory
 from memlife.errors import InputError
 from memlife.integrations.langgraph_filters import matches, ns_matches
-from memlife.integrations.langgraph_ids import HISTORY, item_row
+from memlife.integrations.langgraph_ids import EVENT, HISTORY, item_row
 from memlife.integrations.langgraph_ids import record_id as record_id  # re-exported
 from memlife.integrations.langgraph_values import KEY_MAX_CHARS as KEY_MAX_CHARS  # re-exported
 from memlife.integrations.langgraph_values import check_key, no_item_has
@@ -83,7 +83,7 @@ from memlife.stores.base import BatchResult, ItemFailure, MemoryStore, iter_shar
 from memlife.stores.sqlite import CHANGED, HELD, SqliteStore
 from memlife.tombstones import ERASED_CONTENT, ERASED_SOURCE, refusal
 
-_EVENT = "langgraph"
+_EVENT = EVENT
 _PUT_ATTEMPTS = 5  # reads and conditional writes of one put raced by other writers
 
 

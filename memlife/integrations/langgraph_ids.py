@@ -22,6 +22,7 @@ HISTORY = (Status.superseded, Status.quarantined)  # rows a replacement or a sna
 # one sidecar BatchGetItem): the night's superseded retention deletes old values, so a slot
 # frees again and a gap never hides a newer value (a scan stopping at a gap would).
 SLOTS = 64
+EVENT = "langgraph"  # provenance.source_event of a put: "langgraph:<kind>:<key>"
 
 
 def record_id(actor: str, path: str, key: str, generation: int = 0) -> str:
@@ -44,7 +45,11 @@ def item_row(
     snapshot restored an older one beside it); with none, the first free slot a put
     writes next and None."""
     ids = [record_id(actor, path, key, g) for g in range(SLOTS)]
-    found = _get_many(store, ids)
+    rows = _get_many(store, ids)
+    # a key may hold a NUL: "k\x001"'s slot 0 is "k"'s slot 1 (the same preimage). A row
+    # put under another key is that item's: never this one's value, and its slot is not
+    # free (a get answered the other item, a put wrote over it: audit 53t)
+    found = {i: r for i, r in rows.items() if _put_as(r) in (None, key)}
     live = [
         (found[i].created_at, -n, i)
         for n, i in enumerate(ids)
@@ -53,7 +58,14 @@ def item_row(
     if live:
         rid = max(live)[2]
         return rid, store.get(rid)  # as ``get`` reads it (AgentCore: its native expiry)
-    free = next((i for i in ids if i not in found), None)
+    free = next((i for i in ids if i not in rows), None)
     if free is None:
         raise RuntimeError(f"item {ids[0]}: {SLOTS} values out of service; none can be added")
     return free, None
+
+
+def _put_as(row: MemoryRecord) -> str | None:
+    """The item key a put wrote ``row`` under (``langgraph:<kind>:<key>``, as
+    langgraph.decode reads it); None for a row written otherwise."""
+    parts = (row.provenance.source_event or "").split(":", 2)
+    return parts[2] if len(parts) == 3 and parts[0] == EVENT else None
