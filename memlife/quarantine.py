@@ -161,6 +161,13 @@ def _zoned(now: datetime | None) -> datetime | None:
     naive one raised TypeError."""
     if now is not None and now.utcoffset() is None:
         raise InputError("now: a time without a zone; give one (e.g. 2026-11-01T12:00:00Z)")
+    from memlife.run_types import MAX_BEHIND
+
+    # as `run --now`: near year 1 the grace's arithmetic overflowed, and a year below 1000
+    # (0026 for 2026) made a run id and folder (runs/26/) no lookup finds (audit 53tm)
+    if now is not None and now < utcnow() - MAX_BEHIND:
+        raise InputError(f"now: {now.isoformat()} is more than 100 years before the clock: "
+                         "no quarantine is that old; give the time you mean")  # fmt: skip
     return now
 
 
@@ -407,7 +414,7 @@ def purge_candidates(
     just before quarantining it, counts instead, or the cutoff where that is later (a run
     with --allow-future-cutoff). A record without a snapshot falls back to its cutoff.
     """
-    limit = (now or utcnow()) - timedelta(days=older_than_days)
+    limit = (_zoned(now) or utcnow()) - timedelta(days=older_than_days)
     rows = [q for q in list_quarantined(store) if q["quarantined_at"]]
     taken = _snapshot_times(store, [q["id"] for q in rows]) if rows else {}
     out = []

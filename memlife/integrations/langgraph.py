@@ -42,7 +42,6 @@ import functools
 import json
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
-from datetime import timedelta
 from typing import Any
 
 from langgraph.store.base import (
@@ -64,7 +63,7 @@ from memlife.integrations.langgraph_filters import matches, ns_matches
 from memlife.integrations.langgraph_ids import EVENT, HISTORY, item_row
 from memlife.integrations.langgraph_ids import record_id as record_id  # re-exported
 from memlife.integrations.langgraph_values import KEY_MAX_CHARS as KEY_MAX_CHARS  # re-exported
-from memlife.integrations.langgraph_values import check_key, no_item_has
+from memlife.integrations.langgraph_values import check_key, no_item_has, ttl_deadline
 from memlife.integrations.langgraph_values import json_problem as json_problem  # re-exported
 from memlife.ledger import query_sha256
 from memlife.model import (
@@ -288,7 +287,7 @@ class MemlifeStore(BaseStore):
         # a record memlife wrote itself is addressed by its id: a put replaces it, not a twin
         native = self._locate(namespace, op.key)
         rid = native.id if native is not None else item_row(self.store, actor, path, op.key)[0]
-        expires = utcnow() + timedelta(minutes=op.ttl) if isinstance(op.ttl, int | float) else None
+        expires = ttl_deadline(utcnow(), op.ttl, key)  # never an OverflowError (audit 53tm)
         for _ in range(_PUT_ATTEMPTS):
             existing = self.store.get(rid)
             if existing is not None and existing.status in HISTORY:  # a night's since the read:

@@ -5,9 +5,11 @@ at a put."""
 from __future__ import annotations
 
 import math
+from datetime import datetime, timedelta
 from typing import Any
 
 from memlife.errors import InputError
+from memlife.model import LATEST
 from memlife.online.inputs import valid_unicode
 
 KEY_MAX_CHARS = 256  # as MemoryRecord.id and actor_id: a key names one item as an id does
@@ -72,3 +74,18 @@ def no_item_has(key: object) -> bool:
     """Whether no item can have ``key`` (:func:`check_key` refuses it at a put): a get finds
     nothing and a delete deletes nothing, as for any key never put."""
     return not isinstance(key, str) or len(key) > KEY_MAX_CHARS or _surrogate(key) is not None
+
+
+def ttl_deadline(now: datetime, ttl: object, key: str) -> datetime | None:
+    """An item's deadline from a ``PutOp``'s ``ttl`` (minutes; not a number: none). A TTL
+    past the calendar is its last instant (as ``model.days_after``), one reaching before it
+    a deadline already gone (``now``: as ``ttl=-1``); NaN names no time and is refused. Each
+    was a bare OverflowError or ValueError out of the agent's put, naming nothing (audit 53tm)."""
+    if not isinstance(ttl, int | float):
+        return None
+    if isinstance(ttl, float) and math.isnan(ttl):
+        raise InputError(f"item {key!r}: ttl is not a number (NaN); give minutes, or None")
+    try:
+        return now + timedelta(minutes=ttl)
+    except OverflowError:
+        return LATEST if ttl > 0 else now
