@@ -327,6 +327,12 @@ def queue_reviews(ctx: RunContext, store: MemoryStore, outcomes: Sequence[BatchO
     tally = Tally()
     if ctx.config.retry_only:
         return tally
+    if not ctx.config.dry_run:  # still the store's writer? A night paused past its TTL
+        # reopened, for a reviewer, the items of records the erasure that took its lease over
+        # had just erased and closed (audit 53l)
+        from memlife.lease import fence_for
+
+        fence_for(store)()  # the executor's fence: the lease this process holds on it
     queue = ReviewQueue.for_store(store, create=not ctx.config.dry_run)
     budget = ctx.policy.review.nightly_budget
     found = ReviewCandidates.merge([o.reviews for o in outcomes], budget, queue.backend)

@@ -186,7 +186,13 @@ class Executor:
         and the rerun whose id another actor's record took since met the removed record's
         operation under that id, and the rerun took that (done) operation for its own: the
         new record was skipped, in no count and no list (audit 53f). Such an op is planned
-        under an id keyed by its scope too (deterministic: a later rerun finds it)."""
+        under an id keyed by its scope too (deterministic: a later rerun finds it).
+        Only once the fence says this run is still the store's writer: a night that lost its
+        lease while paused journaled a staged group's plan (the replacement's text in its
+        payload) after the erasure that took the lease over had forgotten every payload
+        naming the erased records (audit 53l)."""
+        if self.fence is not None:
+            self.fence()
         planned = self.journal.plan(ops)
         clash = [n for n, (o, got) in enumerate(zip(ops, planned, strict=True))
                  if _scope(o) != _scope(got)]  # fmt: skip

@@ -133,7 +133,7 @@ def _take_back(ex: Executor, write: list[Operation], tally: Tally) -> None:
             p for p in ex.journal.for_record(current.id)
             if p.kind is OpKind.delete and WITHDRAWN in p.reasons and not _ended(p)
         ]  # fmt: skip
-        ops = pending or ex.journal.plan(
+        ops = pending or ex.plan(
             [ex.new_op(OpKind.delete, current.actor_id, current.namespace, current.id, [WITHDRAWN],
                        current.sha256, key_ids=[o.operation_id, WITHDRAWN])]
         )  # fmt: skip
