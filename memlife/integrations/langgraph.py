@@ -60,7 +60,7 @@ from langgraph.store.base import (
 from memlife.api import Memory
 from memlife.errors import InputError
 from memlife.integrations.langgraph_filters import matches, ns_matches
-from memlife.integrations.langgraph_ids import EVENT, HISTORY, item_row
+from memlife.integrations.langgraph_ids import EVENT, HISTORY, item_row, older_values, shadowed
 from memlife.integrations.langgraph_ids import record_id as record_id  # re-exported
 from memlife.integrations.langgraph_values import KEY_MAX_CHARS as KEY_MAX_CHARS  # re-exported
 from memlife.integrations.langgraph_values import check_key, no_item_has, ttl_deadline
@@ -259,6 +259,11 @@ class MemlifeStore(BaseStore):
                 again = self._locate(namespace, op.key)  # refused at the write: held since
                 if again is not None and again.held:
                     raise PermissionError(f"record {rec.id} is held; it cannot be deleted")
+            if rec is not None:  # an older value a restore brought back goes with the item
+                older = older_values(self.store, rec.actor_id, to_path(namespace), op.key)
+                gone = [r.id for r in older if r.status is Status.active and not r.held]
+                if gone:  # else it was served again once the item was deleted (audit 53r1)
+                    self.memory.forget(gone, actor=rec.actor_id)
             return
         key = check_key(op.key)  # first: a message below may quote it
         path, actor = to_path(namespace), self.actor_of(namespace)
@@ -401,7 +406,8 @@ class MemlifeStore(BaseStore):
                 k = want
                 while True:
                     hits = recall(actor, op.query, k=k, namespace=path)
-                    passed = [(h.score, h.record) for h in hits if self._keep(h.record, op.filter)]
+                    passed = [(h.score, h.record) for h in hits
+                              if self._keep(h.record, op.filter) and self._shown(h.record)]  # fmt: skip
                     if len(passed) >= want or len(hits) < k:
                         break
                     k *= 4
@@ -425,10 +431,19 @@ class MemlifeStore(BaseStore):
                 and self._keep(r, op.filter)
             ]
             records.sort(key=lambda r: decode(r)[0])
-            items += [self._item(r, SearchItem) for r in records]
+            for r in records:  # checked up to ``want`` only: one batched read each
+                if len(items) >= want:
+                    break
+                if self._shown(r):
+                    items.append(self._item(r, SearchItem))
             if len(items) >= want:
                 break
         return items[op.offset : want]
+
+    def _shown(self, rec: MemoryRecord) -> bool:
+        """Not a value of its key that a newer one hides: a search shows what ``get`` reads,
+        one value per key (a quarantine restore may bring an older slot back; audit 53r1)."""
+        return not shadowed(self.store, rec)
 
     @staticmethod
     def _keep(rec: MemoryRecord, filter_: dict[str, Any] | None) -> bool:
@@ -452,5 +467,7 @@ class MemlifeStore(BaseStore):
         pages = iter_shard(self.store, actor, path, page_size=50, statuses=(Status.active,))
         expired = self.memory.long_term.expired
         return any(
-            r.status is Status.active and not expired(r) for page in pages for r in page.records
+            r.status is Status.active and not expired(r) and self._shown(r)
+            for page in pages
+            for r in page.records
         )

@@ -44,6 +44,20 @@ def item_row(
     """(id, row) of the item: its current row (not history; the latest created if a
     snapshot restored an older one beside it); with none, the first free slot a put
     writes next and None."""
+    ids, rows, live = _in_service(store, actor, path, key)
+    if live:
+        rid = live[0]
+        return rid, store.get(rid)  # as ``get`` reads it (AgentCore: its native expiry)
+    free = next((i for i in ids if i not in rows), None)
+    if free is None:
+        raise RuntimeError(f"item {ids[0]}: {SLOTS} values out of service; none can be added")
+    return free, None
+
+
+def _in_service(
+    store: MemoryStore, actor: str, path: str, key: str
+) -> tuple[list[str], dict[str, MemoryRecord], list[str]]:
+    """(slot ids, rows found, the ids of the key's values not history, newest first)."""
     ids = [record_id(actor, path, key, g) for g in range(SLOTS)]
     rows = _get_many(store, ids)
     # a key may hold a NUL: "k\x001"'s slot 0 is "k"'s slot 1 (the same preimage). A row
@@ -55,13 +69,26 @@ def item_row(
         for n, i in enumerate(ids)
         if i in found and found[i].status not in HISTORY
     ]
-    if live:
-        rid = max(live)[2]
-        return rid, store.get(rid)  # as ``get`` reads it (AgentCore: its native expiry)
-    free = next((i for i in ids if i not in rows), None)
-    if free is None:
-        raise RuntimeError(f"item {ids[0]}: {SLOTS} values out of service; none can be added")
-    return free, None
+    return ids, rows, [i for *_, i in sorted(live, reverse=True)]
+
+
+def older_values(store: MemoryStore, actor: str, path: str, key: str) -> list[MemoryRecord]:
+    """The key's values in service other than the one ``item_row`` reads: a quarantine
+    restore brings an older slot back beside the value a put wrote since (audit 53r1).
+    ``delete`` takes them with the item, so none is served once it is deleted."""
+    _, rows, live = _in_service(store, actor, path, key)
+    return [rows[i] for i in live[1:]]
+
+
+def shadowed(store: MemoryStore, rec: MemoryRecord) -> bool:
+    """Whether ``rec`` is a value of its item that a newer value of the same key hides
+    (``older_values``): ``search`` and ``list_namespaces`` show what ``get`` reads, one value
+    per key. A row not in its key's slots (written otherwise) is never hidden."""
+    key = _put_as(rec)
+    if key is None or rec.status is not Status.active:
+        return False
+    ids, _, live = _in_service(store, rec.actor_id, rec.namespace, key)
+    return rec.id in ids and bool(live) and live[0] != rec.id
 
 
 def _put_as(row: MemoryRecord) -> str | None:
