@@ -26,7 +26,6 @@ from memlife.report import ReportWriter
 from memlife.rerun_counts import carried_over
 from memlife.run_receipts import (
     completed_counts,
-    completed_other_counts,
     completed_outcome,
     completed_plan,
     completed_receipt,
@@ -187,10 +186,6 @@ def finish_run(
     # (the CLI adds its own), so its counts differed from its receipt's (audit 52d)
     other_counts = {**{k: v for k, v in tally.counts.items() if k not in lifecycle},
                     **{f"scope_unmatched:{o}={v}": 1 for o, v in ctx.scope_unmatched}}  # fmt: skip
-    if rerun:  # and its other counts: this attempt's own look read the queue the night
-        # filled as carried, nothing opened (audit 53k); the rerun itself is still named
-        other_counts = {**completed_other_counts(ctx.sink, ctx.prefix),
-                        "rerun_of_completed_run": 1}  # fmt: skip
     summary = RunSummary(
         run_id=ctx.run_id,
         policy_version=ctx.policy.version,

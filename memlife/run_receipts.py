@@ -98,14 +98,6 @@ def completed_counts(sink: ReceiptSink, prefix: str) -> dict[str, int]:
     return {k: v for k, v in counts.items() if type(v) is int} if isinstance(counts, dict) else {}
 
 
-def completed_other_counts(sink: ReceiptSink, prefix: str) -> dict[str, int]:
-    """The other counts (review queue, merges, gate) of this run's completed receipt ({}
-    where it has none; a figure that is no count is left out)."""
-    found = _completed(sink, prefix)
-    counts = found[1].get("other_counts") if found is not None else None
-    return {k: v for k, v in counts.items() if type(v) is int} if isinstance(counts, dict) else {}
-
-
 def completed_outcome(sink: ReceiptSink, prefix: str) -> tuple[str | None, dict[str, Any] | None]:
     """The status and gate verdict of this run's completed receipt ((None, None) where it has
     none; a gate that is no object: None)."""
