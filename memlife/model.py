@@ -116,12 +116,15 @@ class Provenance(BaseModel):
     content_sha256: str | None = None
 
 
+_ID_MAX = 256  # a record id's length bound (also what a refusal may echo: _shown_id)
+
+
 class MemoryRecord(BaseModel):
     """One memory. Required: id, actor_id, namespace, memory_type, content, created_at."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=False)
 
-    id: str = Field(min_length=1, max_length=256)
+    id: str = Field(min_length=1, max_length=_ID_MAX)
     actor_id: str = Field(min_length=1, max_length=256)
     namespace: str = Field(min_length=1, max_length=1024)
     memory_type: MemoryType
@@ -274,7 +277,7 @@ def parse_record(data: Any, line: int | None = None) -> MemoryRecord:
         raise RecordError(
             None, "<record>", f"expected a JSON object, got {type(data).__name__}", line
         )
-    rid = data.get("id") if isinstance(data.get("id"), str) else None
+    rid = _shown_id(data.get("id"))
     bad = _lone_surrogate(data)
     if bad is not None:  # JSON's \ud800 escape: text no store or terminal can write
         raise RecordError(rid if bad != "id" else None, field_place(bad.split(".")),
@@ -367,10 +370,10 @@ def parse_record_line(text: str, line: int | None = None) -> MemoryRecord:
     limit = sys.get_int_max_str_digits()
     at = _too_many_digits_at(data) if limit and len(text) > limit else None
     if at is not None:  # no field takes such a number; never echoed (audit 52g)
-        rid = data.get("id") if isinstance(data, dict) else None
+        rid = _shown_id(data.get("id")) if isinstance(data, dict) else None
         reason = f"an integer of more than {limit} digits"
         place = at if at == "<record>" else field_place(at.split("."))
-        raise RecordError(rid if isinstance(rid, str) else None, place, reason, line)
+        raise RecordError(rid, place, reason, line)
     return parse_record(data, line)
 
 
@@ -442,8 +445,15 @@ def _id_in(text: str) -> str | None:
         data = json.loads(text, parse_int=_int)  # a number past the digit limit: still named
     except (ValueError, RecursionError):
         return None
-    rid = data.get("id") if isinstance(data, dict) else None
-    return rid if isinstance(rid, str) else None
+    return _shown_id(data.get("id")) if isinstance(data, dict) else None
+
+
+def _shown_id(value: object) -> str | None:
+    """A line's id as a refusal may name it: one a record can carry. A longer one is no id
+    but the line's text one column off, whatever refuses the line first (a repeated key,
+    a lone surrogate, the actor id): 53cl left it out only where the model refused the id
+    itself (audit 53r2)."""
+    return value if isinstance(value, str) and len(value) <= _ID_MAX else None
 
 
 def utcnow() -> datetime:

@@ -223,7 +223,7 @@ def _steps(
         # the commit reports it (audit 50j) and commits under it and its own (audit 53gr)
         if journal is not None:
             kept = keep_verdict(ctx, verdict, journal.run_secret())
-        governing = under_kept(store, outcomes, verdict, kept.gate if kept else None)
+        governing = under_kept(store, outcomes, verdict, kept.gate if kept else None, ctx=ctx)
         tallies.append(step("commit", commit_run)(ctx, executor, outcomes, governing))
     tallies.append(step("queue-reviews", queue_reviews)(ctx, store, outcomes))
     return step("finish-run", finish_run)(ctx, outcomes, report, t0, tallies=tallies,

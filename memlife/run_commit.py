@@ -83,6 +83,12 @@ def uncovered(
     nothing: dict[str, list[str]] = {"deletions": [], "groups": []}
     if not ctx.policy.gate.required or {u["case"] for u in unchecked} != {c.id for c in cases}:
         return nothing
+    return judgements(ctx, outcomes)
+
+
+def judgements(ctx: RunContext, outcomes: Sequence[BatchOutcome]) -> dict[str, list[str]]:
+    """Every judgement a set that checks nothing holds back (``uncovered``): deletions other
+    than obligations, and the groups staged in enforced namespaces."""
     enforced = ctx.policy.deletion_enforced
     return {
         "deletions": sorted(i.id for o in outcomes for i in o.deletions if not _obligation(i)),
@@ -208,6 +214,8 @@ def under_kept(
     outcomes: Sequence[BatchOutcome],
     own: dict[str, Any],
     kept: dict[str, Any] | None,
+    *,
+    ctx: RunContext | None = None,
 ) -> dict[str, Any]:
     """The verdict a rerun commits under: the stricter of the night's kept verdict
     (memlife/evidence_gate.py) and this attempt's ``own``. The receipt reports the kept
@@ -234,6 +242,16 @@ def under_kept(
         part: sorted({i for v in both for i in (v.get("uncovered") or {}).get(part, ())})
         for part in ("deletions", "groups")
     }
+    # the kept verdict held by scope, not by id: what this attempt judges where its cases
+    # checked nothing waits, whatever its id. A group that gained a member since (an
+    # import of a statement dated before the cutoff) has another replacement id, and a
+    # record imported there is no id of the night's: both went ahead (audit 53r2)
+    unread = [*(kept.get("uncovered_cases") or ()), *(kept.get("unreadable_cases") or ())]
+    if unread and ctx is not None and ctx.policy.gate.required and not kept.get("cases"):
+        # no case of the night's set ran at all: every judgement waited (``uncovered``)
+        whole = judgements(ctx, outcomes)
+        out["uncovered"] = {p: sorted({*out["uncovered"][p], *whole[p]}) for p in whole}
+    unseen_by(out["uncovered"], unread, outcomes)
     # the memo of a blocked group is keyed by the set that blocked it: the kept verdict's
     # names count only where it judged with the set this attempt read
     same = kept.get("eval_digest") == own.get("eval_digest")
