@@ -8,7 +8,9 @@ refresh). When the step limit is reached with tool calls still coming, the tools
 last step are answered and the turn ends with ``stopped="step_limit"``; the next user text
 joins that tool-result message, so the history stays valid for the API. So it stays after
 a reply the API would not take back: blank text blocks and an empty reply are not kept,
-and the tool calls of a reply cut off at ``max_tokens`` are answered as not run.
+and the tool calls of a reply cut off at ``max_tokens`` are answered as not run. A blank
+user text is refused (InputError) before anything is sent, and a tool that raises has its
+call (and the reply's later calls) answered as failed before the error goes on up.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from memlife.online.compaction import (
     TokenCounter,
     compact,
 )
+from memlife.online.inputs import text_arg
 from memlife.online.memory import Hit, LongTermMemory, RememberRefused, default_namespace
 from memlife.settings import settings
 
@@ -108,6 +111,19 @@ def _not_run(uses: Sequence[Mapping[str, Any]], reply: AgentReply) -> list[dict[
     ]
 
 
+def _raised(uses: Sequence[Mapping[str, Any]], exc: BaseException) -> list[dict[str, Any]]:
+    """Error results for the calls of a reply whose tool raised ``exc``: the first of
+    ``uses`` raised, the others were not run. Named by the error's type only (its message
+    may quote the tool's input)."""
+    whys = [f"failed: {type(exc).__name__}"] + ["not run: an earlier tool call failed"] * (
+        len(uses) - 1
+    )
+    return [
+        {"type": "tool_result", "tool_use_id": use["id"], "content": why, "is_error": True}
+        for use, why in zip(uses, whys, strict=True)
+    ]
+
+
 class MemoryAgent:
     """A chat loop for one actor over :class:`LongTermMemory`."""
 
@@ -182,7 +198,12 @@ class MemoryAgent:
         return json.dumps({"already_known": res.record_id, "refreshed": True}), False
 
     def send(self, text: str) -> AgentReply:
-        """One user turn: recall, then call the model (and tools) up to ``max_steps`` times."""
+        """One user turn: recall, then call the model (and tools) up to ``max_steps`` times.
+        A blank ``text`` is an InputError and changes nothing."""
+        # an empty or whitespace user message is a 400 from the API, and compaction refuses
+        # every later history holding it (invalid_input): never stored (audit 53b2)
+        if not text_arg(text, "text").strip():
+            raise InputError("text is blank: a user turn needs something to say")
         hits = self.memory.recall(self.actor, text, k=self.recall_k)
         system = self.system_prompt(hits)
         self._add_user_text(text)
@@ -219,20 +240,28 @@ class MemoryAgent:
                 if uses:  # a call cut off (max_tokens): not run, but answered (audit 52b)
                     self.messages.append({"role": "user", "content": _not_run(uses, reply)})
                 return reply
-            results = []
-            for use in uses:
-                out, is_error = self._run_tool(use["name"], use.get("input") or {})
-                reply.tool_calls.append(
-                    {"name": use["name"], "input": use.get("input"), "result": out}
-                )
-                block: dict[str, Any] = {
-                    "type": "tool_result",
-                    "tool_use_id": use["id"],
-                    "content": out,
-                }
-                if is_error:
-                    block["is_error"] = True
-                results.append(block)
+            results: list[dict[str, Any]] = []
+            try:
+                for use in uses:
+                    out, is_error = self._run_tool(use["name"], use.get("input") or {})
+                    reply.tool_calls.append(
+                        {"name": use["name"], "input": use.get("input"), "result": out}
+                    )
+                    block: dict[str, Any] = {
+                        "type": "tool_result",
+                        "tool_use_id": use["id"],
+                        "content": out,
+                    }
+                    if is_error:
+                        block["is_error"] = True
+                    results.append(block)
+            except BaseException as exc:
+                # the store locked past its busy timeout, an interrupt: the error goes on up,
+                # but every call stored above is answered first, else each later request of
+                # this conversation is a 400 and compaction refuses it (audit 53b2)
+                results += _raised(uses[len(results) :], exc)
+                self.messages.append({"role": "user", "content": results})
+                raise
             self.messages.append({"role": "user", "content": results})
             if reply.steps >= self.max_steps:
                 reply.stopped = "step_limit"
