@@ -24,7 +24,14 @@ def publish_counts(
     policy_version: str,
     timestamp: datetime,
     client: Any = None,
+    already: Mapping[str, int] | None = None,
 ) -> bool:
+    """One datum per count. ``already``: what earlier attempts of this run published (its
+    last partial_failure receipt's counts, ``run_receipts.published_counts``): a rerun that
+    finishes one sends the difference, so the night's Sum is its last receipt's. It sent
+    its counts again, cumulative over every attempt (the journal's): a 3-record night
+    summed to processed 6, deleted 3, failed 1 beside a receipt.2.json saying deleted 2,
+    failed 0 (audit 53o). A difference may be negative (failed 1, then 0)."""
     namespace = namespace or settings().cloudwatch_namespace
     if not namespace:
         return False
@@ -38,7 +45,7 @@ def publish_counts(
             "MetricName": name,
             "Dimensions": dims,
             "Timestamp": timestamp,
-            "Value": float(value),
+            "Value": float(value - (already or {}).get(name, 0)),
             "Unit": "Count",
         }
         for name, value in counts.items()

@@ -29,6 +29,8 @@ from memlife.run_receipts import (
     completed_outcome,
     completed_plan,
     completed_receipt,
+    completed_status,
+    published_counts,
     put_run_receipt,
 )
 from memlife.run_start import remote_state, scope
@@ -153,6 +155,11 @@ def finish_run(
     # a rerun of a completed run commits nothing (commit_run): it reports the figures of the
     # receipt it names, and adds nothing to the night's metrics (audit 47q)
     rerun = bool(tally.counts.get("rerun_of_completed_run"))
+    # a dry run at a cutoff already dry-run plans anew (a key set since plans otherwise, 47r),
+    # but the receipt and page there (create-only) are the first's: it named them beside its
+    # own figures, and published the run's counts twice (audit 53o). It names neither now.
+    if again := ctx.config.dry_run and completed_status(ctx.sink, ctx.prefix) is not None:
+        tally.counts["dry_run_receipt_taken"] += 1
     night_blocked = False
     if rerun:
         lifecycle.update(completed_counts(ctx.sink, ctx.prefix))
@@ -240,6 +247,7 @@ def finish_run(
         **({"gate_rerun": kept_gate.rerun} if kept_gate and kept_gate.rerun is not None else {}),
     }  # fmt: skip
     rkey: str | None = None
+    published = {} if rerun else published_counts(ctx.sink, ctx.prefix)  # before ours is
     try:
         rkey = completed_receipt(ctx.sink, ctx.prefix, journal_ops)  # a completed run's rerun
         if rkey is None:
@@ -253,14 +261,14 @@ def finish_run(
                                 else {"gate_key": None, "gate_sha256": None})  # fmt: skip
             receipt["evidence"] = evidence
             rkey = write_run_receipt(ctx, sealed(receipt))
-        summary.receipt = ctx.sink.location(rkey) if rkey else None
+        summary.receipt = ctx.sink.location(rkey) if rkey and not again else None
     except ReceiptWriteError:
         summary.status = "partial_failure" if status == "success" else status
     drop_outcomes(ctx, remote)
-    summary.report_html = write_report_page(ctx, summary, rkey)
-    if not rerun:
+    summary.report_html = None if again else write_report_page(ctx, summary, rkey)
+    if not (rerun or again):
         publish_counts(lifecycle, namespace=ctx.config.metrics_namespace, mode=ctx.mode,
-                       policy_version=ctx.policy.version, timestamp=ctx.cutoff)  # fmt: skip
+                       policy_version=ctx.policy.version, timestamp=ctx.cutoff, already=published)  # fmt: skip
     return summary
 
 

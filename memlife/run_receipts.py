@@ -98,6 +98,18 @@ def completed_counts(sink: ReceiptSink, prefix: str) -> dict[str, int]:
     return {k: v for k, v in counts.items() if type(v) is int} if isinstance(counts, dict) else {}
 
 
+def published_counts(sink: ReceiptSink, prefix: str) -> dict[str, int]:
+    """The counts earlier attempts of this run published as metrics: its last
+    ``partial_failure`` receipt's (``finish_run`` publishes once it wrote one; a ``failure``
+    receipt comes from an attempt that published nothing). {} where there is none."""
+    last: dict[str, int] = {}
+    for _, body in run_receipts(sink, prefix):
+        doc = loads(body) or {}
+        if doc.get("status") == "partial_failure" and isinstance(doc.get("counts"), dict):
+            last = {k: v for k, v in doc["counts"].items() if type(v) is int}
+    return last
+
+
 def completed_outcome(sink: ReceiptSink, prefix: str) -> tuple[str | None, dict[str, Any] | None]:
     """The status and gate verdict of this run's completed receipt ((None, None) where it has
     none; a gate that is no object: None)."""

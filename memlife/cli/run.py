@@ -265,6 +265,11 @@ def register(app: typer.Typer) -> None:
                 "note: this cutoff's run had already finished (its receipt is sealed): "
                 "nothing new was committed; what the store gained since waits for the next night"
             )
+        if (result.get("other_counts") or {}).get("dry_run_receipt_taken"):
+            err_console.print(  # its receipt and page would be the first's (audit 53o)
+                "note: this cutoff's dry run had already finished: its receipt and report page "
+                "hold that run's figures, so this one writes none (a dry run at another --now does)"
+            )
         line = gate_line(result)
         if line:
             err_console.print(line, markup=False, highlight=False)

@@ -92,7 +92,9 @@ def dry_run(db: Path, home: Path, monkeypatch: pytest.MonkeyPatch,
                        receipts=f"file://{home / 'receipts'}", **cfg)  # type: ignore[arg-type]  # fmt: skip
     summary = run_local(config).as_json()
     rows = sorted(Path(summary["report"]).read_text().splitlines())
-    return {"rows": rows, "counts": summary["counts"], "other": summary["other_counts"],
+    # a dry run again at one cutoff says it names no receipt (the first's: audit 53o)
+    other = {k: v for k, v in summary["other_counts"].items() if k != "dry_run_receipt_taken"}
+    return {"rows": rows, "counts": summary["counts"], "other": other,
             "model": summary["model"], "lifecycle": summary["lifecycle"]}  # fmt: skip
 
 
