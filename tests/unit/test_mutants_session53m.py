@@ -520,7 +520,7 @@ def _verdicts() -> tuple[list[Any], list[Any], dict[str, Any]]:
     return items, outcomes, passing
 
 
-def test_a_rerun_holds_the_groups_the_nights_gate_held() -> None:
+def test_a_rerun_holds_the_groups_the_nights_gate_held(home: Path) -> None:
     """run_commit.under_kept: ``any(groups_blocked(...))`` -> ``all``: the night's gate held
     every staged group back (a failed case blamed a supersede), the rerun's own passed, and
     the rerun superseded them. And ``out["blocked"]`` without the verdicts' own flag: a
@@ -536,7 +536,7 @@ def test_a_rerun_holds_the_groups_the_nights_gate_held() -> None:
     assert under_kept(_NoStore(), outcomes, passing, flagged)["blocked"]  # type: ignore[arg-type]
 
 
-def test_a_kept_verdict_of_before_the_split_holds_the_deletions() -> None:
+def test_a_kept_verdict_of_before_the_split_holds_the_deletions(home: Path) -> None:
     """run_commit._dels_blocked without the ``blocked`` fallback: a night's kept verdict
     written before ``deletions_blocked`` existed (``blocked`` alone, an upgrade between the
     crash and the rerun) held nothing back, and the rerun deleted what it had blocked."""
@@ -548,7 +548,7 @@ def test_a_kept_verdict_of_before_the_split_holds_the_deletions() -> None:
     assert out["deletions_blocked"] and {i.id for i in held_deletions(out, items)} == {"m-a", "m-b"}
 
 
-def test_the_kept_verdicts_blocked_groups_count_only_for_the_same_set() -> None:
+def test_the_kept_verdicts_blocked_groups_count_only_for_the_same_set(home: Path) -> None:
     """run_commit.under_kept, ``same = kept digest == own digest`` -> True / False: the
     memo of a blocked group is keyed by the set that blocked it, so the night's names are
     joined to the rerun's for the same set and never for another."""
